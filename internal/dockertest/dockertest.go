@@ -1,0 +1,154 @@
+// Package dockertest gives tests a real Docker daemon, the sandbox image and a
+// per-test owner label whose resources are removed when the test ends, pass
+// or fail.
+//
+// Under CI=true a test that needs Docker fails when the daemon does not
+// answer; outside CI it is skipped with a message saying why.
+package dockertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+)
+
+// ImageTag is the sandbox image `make image` builds.
+const ImageTag = "stockade/toolbox:dev"
+
+// OwnerLabel is the label key every stockade resource carries.
+const OwnerLabel = "io.stockade.owner"
+
+// Client returns a client for the daemon in the environment, with API version
+// negotiation. It fails the test under CI=true when the daemon does not
+// answer, and skips it otherwise.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = cli.Ping(ctx)
+		if err == nil {
+			cli.NegotiateAPIVersion(ctx)
+		}
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the Docker daemon does not answer (CI=true, so this fails): %v", err)
+		}
+		t.Skipf("skipping: the Docker daemon does not answer: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Owner returns a fresh owner id for this test and registers a cleanup that
+// removes every container, network and volume labelled with it — and only
+// those.
+func Owner(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	owner := "test" + RandomHex(8)
+	t.Cleanup(func() {
+		if err := RemoveOwned(context.Background(), cli, owner); err != nil {
+			t.Errorf("cleanup of owner %s: %v", owner, err)
+		}
+	})
+	return owner
+}
+
+// RemoveOwned force-removes every container, then network, then volume that
+// carries io.stockade.owner=owner.
+func RemoveOwned(ctx context.Context, cli *client.Client, owner string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	f := filters.NewArgs(filters.Arg("label", OwnerLabel+"="+owner))
+	var errs []error
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	errs = append(errs, err)
+	for _, c := range cs {
+		err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !client.IsErrNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	errs = append(errs, err)
+	for _, n := range ns {
+		if err := cli.NetworkRemove(ctx, n.ID); err != nil && !client.IsErrNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	errs = append(errs, err)
+	for _, v := range vs.Volumes {
+		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !client.IsErrNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ImageID resolves the sandbox image tag to its ID, building the image with
+// scripts/image.sh first if the daemon does not have it.
+func ImageID(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	ctx := context.Background()
+	img, err := cli.ImageInspect(ctx, ImageTag)
+	if client.IsErrNotFound(err) {
+		root, rerr := ModuleRoot()
+		if rerr != nil {
+			t.Fatalf("image %s missing and the module root is unknown: %v", ImageTag, rerr)
+		}
+		out, berr := exec.Command(filepath.Join(root, "scripts", "image.sh")).CombinedOutput()
+		if berr != nil {
+			t.Fatalf("building %s: %v\n%s", ImageTag, berr, out)
+		}
+		img, err = cli.ImageInspect(ctx, ImageTag)
+	}
+	if err != nil {
+		t.Fatalf("inspecting image %s: %v", ImageTag, err)
+	}
+	return img.ID
+}
+
+// ModuleRoot finds the directory holding go.mod, walking up from the working
+// directory.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// RandomHex returns n random bytes, hex-encoded.
+func RandomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return strings.ToLower(hex.EncodeToString(b))
+}
