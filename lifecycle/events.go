@@ -1,0 +1,202 @@
+package lifecycle
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// Event is one journaled sandbox or process event.
+type Event interface {
+	// Type is the event's journal type, e.g. "sandbox.reserved".
+	Type() string
+}
+
+// Reason says why a process or sandbox exited.
+type Reason string
+
+const (
+	ReasonExited         Reason = "exited"          // ran to completion; ExitCode set
+	ReasonSignaled       Reason = "signaled"        // killed by a signal (Stop, Signal)
+	ReasonOOM            Reason = "oom"             // the kernel's OOM killer
+	ReasonOutputLimit    Reason = "output_limit"    // frame limit or output quota
+	ReasonTimeout        Reason = "timeout"         // its deadline passed
+	ReasonCancelled      Reason = "cancelled"       // the caller cancelled or abandoned a stream
+	ReasonSandboxStopped Reason = "sandbox_stopped" // its sandbox stopped under it
+	ReasonLost           Reason = "lost"            // the runtime could not learn the outcome
+	ReasonFailed         Reason = "failed"          // an error; Error holds its code
+	ReasonStopped        Reason = "stopped"         // a sandbox stopped on request
+)
+
+// Sandbox events.
+type (
+	// SandboxReserved is the intent journaled before any Docker create. It
+	// carries everything recovery needs.
+	SandboxReserved struct {
+		Owner    string       `json:"owner"`
+		Spec     spec.Sandbox `json:"spec"`
+		Profile  string       `json:"profile"`
+		Revision string       `json:"revision"`
+		// Deadline is the absolute TTL expiry; zero means none.
+		Deadline time.Time `json:"deadline,omitzero"`
+	}
+	// SandboxCreated is the fact that every resource exists, the workspace
+	// is seeded and the readback verified.
+	SandboxCreated struct {
+		Workload string `json:"workload"`
+		Export   string `json:"export"`
+		Volume   string `json:"volume"`
+		Network  string `json:"network,omitempty"`
+	}
+	// SandboxStarted: the workload runs and verified after start.
+	SandboxStarted struct{}
+	// SandboxStopping is the intent to stop; admission closes here.
+	SandboxStopping struct {
+		Reason Reason `json:"reason"`
+	}
+	// SandboxExited: the workload is stopped; resources are kept.
+	SandboxExited struct {
+		Reason   Reason    `json:"reason"`
+		ExitCode *int      `json:"exit_code,omitempty"`
+		OOM      bool      `json:"oom,omitempty"`
+		Error    spec.Code `json:"error,omitempty"`
+		Message  string    `json:"message,omitempty"`
+	}
+	// SandboxRemoving is the intent to delete every resource.
+	SandboxRemoving struct{}
+	// SandboxRemoved: every resource is gone. Terminal.
+	SandboxRemoved struct{}
+)
+
+// Process events.
+type (
+	// ProcessReserved is the intent journaled before the exec create.
+	ProcessReserved struct {
+		Sandbox string       `json:"sandbox"`
+		Spec    spec.Process `json:"spec"`
+		// Deadline is the absolute timeout expiry; zero means none.
+		Deadline time.Time `json:"deadline,omitzero"`
+	}
+	// ExecCreated is journaled before the attach that starts the exec.
+	ExecCreated struct {
+		ExecID string `json:"exec_id"`
+	}
+	// ProcessStarted: the process runs as leader of process group Group.
+	ProcessStarted struct {
+		Group int `json:"group"`
+	}
+	// StdinClosed: the caller half-closed stdin.
+	StdinClosed struct{}
+	// QuotaHit: the combined output quota was exceeded.
+	QuotaHit struct {
+		Bytes int64 `json:"bytes"`
+	}
+	// ProcessStopping is the intent to stop the process's group.
+	ProcessStopping struct {
+		Reason Reason `json:"reason"`
+	}
+	// ProcessExited ends the process. Terminal.
+	ProcessExited struct {
+		Reason      Reason    `json:"reason"`
+		ExitCode    *int      `json:"exit_code,omitempty"`
+		Error       spec.Code `json:"error,omitempty"`
+		Message     string    `json:"message,omitempty"`
+		StdoutBytes int64     `json:"stdout_bytes"`
+		StderrBytes int64     `json:"stderr_bytes"`
+	}
+)
+
+// Recovered records a recovery decision and what was observed, for either
+// kind of entity. It is a fact: it changes no phase by itself.
+type Recovered struct {
+	Decision string `json:"decision"`
+	Observed string `json:"observed"`
+}
+
+// Adopted records that a recovered runtime took a live entity back.
+type Adopted struct {
+	Detached bool `json:"detached,omitempty"`
+}
+
+func (SandboxReserved) Type() string { return "sandbox.reserved" }
+func (SandboxCreated) Type() string  { return "sandbox.created" }
+func (SandboxStarted) Type() string  { return "sandbox.started" }
+func (SandboxStopping) Type() string { return "sandbox.stopping" }
+func (SandboxExited) Type() string   { return "sandbox.exited" }
+func (SandboxRemoving) Type() string { return "sandbox.removing" }
+func (SandboxRemoved) Type() string  { return "sandbox.removed" }
+func (ProcessReserved) Type() string { return "process.reserved" }
+func (ExecCreated) Type() string     { return "process.exec_created" }
+func (ProcessStarted) Type() string  { return "process.started" }
+func (StdinClosed) Type() string     { return "process.stdin_closed" }
+func (QuotaHit) Type() string        { return "process.quota_hit" }
+func (ProcessStopping) Type() string { return "process.stopping" }
+func (ProcessExited) Type() string   { return "process.exited" }
+func (Recovered) Type() string       { return "recovered" }
+func (Adopted) Type() string         { return "adopted" }
+
+var decoders = map[string]func([]byte) (Event, error){}
+
+func register[T Event]() {
+	var zero T
+	decoders[zero.Type()] = func(b []byte) (Event, error) {
+		var v T
+		err := json.Unmarshal(b, &v)
+		return v, err
+	}
+}
+
+func init() {
+	register[SandboxReserved]()
+	register[SandboxCreated]()
+	register[SandboxStarted]()
+	register[SandboxStopping]()
+	register[SandboxExited]()
+	register[SandboxRemoving]()
+	register[SandboxRemoved]()
+	register[ProcessReserved]()
+	register[ExecCreated]()
+	register[ProcessStarted]()
+	register[StdinClosed]()
+	register[QuotaHit]()
+	register[ProcessStopping]()
+	register[ProcessExited]()
+	register[Recovered]()
+	register[Adopted]()
+}
+
+// Encode returns the event's journal type and JSON payload.
+func Encode(ev Event) (string, []byte, error) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return "", nil, spec.Wrap(spec.CodeInvalidArgument, "lifecycle", err, "encoding %s", ev.Type())
+	}
+	return ev.Type(), b, nil
+}
+
+// Decode turns a journal type and payload back into an event (a value, not
+// a pointer). An unknown type or a payload that does not parse is an error
+// naming the type.
+func Decode(typ string, payload []byte) (Event, error) {
+	dec, ok := decoders[typ]
+	if !ok {
+		return nil, spec.Errorf(spec.CodeJournal, "lifecycle", "unknown event type %q", typ)
+	}
+	ev, err := dec(payload)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeJournal, "lifecycle", err, "decoding %s payload", typ)
+	}
+	return ev, nil
+}
+
+// Terminal reports whether ev ends its entity (it then leaves the journal's
+// live index): a removed sandbox or an exited process. An exited sandbox is
+// not terminal: it still owns resources.
+func Terminal(ev Event) bool {
+	switch ev.(type) {
+	case SandboxRemoved, ProcessExited:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,201 @@
+package lifecycle
+
+import (
+	"time"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// Phase is a lifecycle state.
+type Phase string
+
+const (
+	// PhaseNone is the state before the first event.
+	PhaseNone     Phase = ""
+	PhaseReserved Phase = "reserved"
+	PhaseStarted  Phase = "started"
+	PhaseStopping Phase = "stopping"
+	PhaseExited   Phase = "exited"
+	PhaseRemoving Phase = "removing"
+	PhaseRemoved  Phase = "removed"
+)
+
+// Sandbox is a sandbox's folded state.
+type Sandbox struct {
+	ID       string
+	Phase    Phase
+	Owner    string
+	Spec     spec.Sandbox
+	Profile  string
+	Revision string
+	Deadline time.Time
+	// Created holds the resources once made.
+	Created *SandboxCreated
+	// Stopping is the reason given at the stopping intent.
+	Stopping Reason
+	Exit     *SandboxExited
+	// Recovered lists every recovery decision, oldest first.
+	Recovered []Recovered
+	Adopted   bool
+	// Seq is the sequence of the last event applied; At its time.
+	Seq      uint64
+	Reserved time.Time
+	At       time.Time
+}
+
+// Process is a process's folded state.
+type Process struct {
+	ID          string
+	Phase       Phase
+	Sandbox     string
+	Spec        spec.Process
+	Deadline    time.Time
+	ExecID      string
+	Group       int
+	StdinClosed bool
+	QuotaHit    bool
+	Stopping    Reason
+	Exit        *ProcessExited
+	Recovered   []Recovered
+	Adopted     bool
+	Detached    bool
+	Seq         uint64
+	Reserved    time.Time
+	At          time.Time
+}
+
+// Terminal reports whether the sandbox is removed.
+func (s Sandbox) Terminal() bool { return s.Phase == PhaseRemoved }
+
+// Terminal reports whether the process has exited.
+func (p Process) Terminal() bool { return p.Phase == PhaseExited }
+
+// Admits reports whether the sandbox accepts new processes: it is started and
+// no stop has been asked.
+func (s Sandbox) Admits() bool { return s.Phase == PhaseStarted }
+
+// IllegalTransition is returned by the folds for an event its state does not
+// admit.
+type IllegalTransition struct {
+	Entity string // "sandbox" or "process"
+	ID     string
+	From   Phase
+	Event  string
+}
+
+func (e *IllegalTransition) Error() string {
+	from := string(e.From)
+	if from == "" {
+		from = "(none)"
+	}
+	return "lifecycle: " + e.Entity + " " + e.ID + ": illegal transition " + from + " --" + e.Event + "-->"
+}
+
+func illegal(entity, id string, from Phase, ev Event) error {
+	return spec.Wrap(spec.CodeJournal, "lifecycle", &IllegalTransition{Entity: entity, ID: id, From: from, Event: ev.Type()}, "%s %s", entity, id)
+}
+
+// ApplySandbox folds one event into a sandbox's state. seq and at are the
+// event's journal sequence and time. It never mutates s's slices in place.
+func ApplySandbox(s Sandbox, seq uint64, at time.Time, ev Event) (Sandbox, error) {
+	from := s.Phase
+	ok := false
+	switch e := ev.(type) {
+	case SandboxReserved:
+		if ok = from == PhaseNone; ok {
+			s.Phase, s.Owner, s.Spec, s.Profile, s.Revision, s.Deadline = PhaseReserved, e.Owner, e.Spec, e.Profile, e.Revision, e.Deadline
+			s.Reserved = at
+		}
+	case SandboxCreated:
+		if ok = from == PhaseReserved && s.Created == nil; ok {
+			c := e
+			s.Created = &c
+		}
+	case SandboxStarted:
+		if ok = from == PhaseReserved && s.Created != nil; ok {
+			s.Phase = PhaseStarted
+		}
+	case SandboxStopping:
+		if ok = from == PhaseStarted; ok {
+			s.Phase, s.Stopping = PhaseStopping, e.Reason
+		}
+	case SandboxExited:
+		if ok = from == PhaseReserved || from == PhaseStarted || from == PhaseStopping; ok {
+			x := e
+			s.Phase, s.Exit = PhaseExited, &x
+		}
+	case SandboxRemoving:
+		// A removing intent may be journaled again by a recovery that
+		// finishes an interrupted teardown.
+		if ok = from == PhaseExited || from == PhaseRemoving; ok {
+			s.Phase = PhaseRemoving
+		}
+	case SandboxRemoved:
+		if ok = from == PhaseRemoving; ok {
+			s.Phase = PhaseRemoved
+		}
+	case Recovered:
+		if ok = from != PhaseNone && from != PhaseRemoved; ok {
+			s.Recovered = append(s.Recovered[:len(s.Recovered):len(s.Recovered)], e)
+		}
+	case Adopted:
+		if ok = from == PhaseStarted; ok {
+			s.Adopted = true
+		}
+	}
+	if !ok {
+		return s, illegal("sandbox", s.ID, from, ev)
+	}
+	s.Seq, s.At = seq, at
+	return s, nil
+}
+
+// ApplyProcess folds one event into a process's state.
+func ApplyProcess(p Process, seq uint64, at time.Time, ev Event) (Process, error) {
+	from := p.Phase
+	ok := false
+	switch e := ev.(type) {
+	case ProcessReserved:
+		if ok = from == PhaseNone; ok {
+			p.Phase, p.Sandbox, p.Spec, p.Deadline, p.Reserved = PhaseReserved, e.Sandbox, e.Spec, e.Deadline, at
+		}
+	case ExecCreated:
+		if ok = from == PhaseReserved && p.ExecID == ""; ok {
+			p.ExecID = e.ExecID
+		}
+	case ProcessStarted:
+		if ok = from == PhaseReserved && p.ExecID != ""; ok {
+			p.Phase, p.Group = PhaseStarted, e.Group
+		}
+	case StdinClosed:
+		if ok = (from == PhaseStarted || from == PhaseStopping) && !p.StdinClosed; ok {
+			p.StdinClosed = true
+		}
+	case QuotaHit:
+		if ok = from == PhaseStarted || from == PhaseStopping; ok {
+			p.QuotaHit = true
+		}
+	case ProcessStopping:
+		if ok = from == PhaseStarted; ok {
+			p.Phase, p.Stopping = PhaseStopping, e.Reason
+		}
+	case ProcessExited:
+		if ok = from == PhaseReserved || from == PhaseStarted || from == PhaseStopping; ok {
+			x := e
+			p.Phase, p.Exit = PhaseExited, &x
+		}
+	case Recovered:
+		if ok = from != PhaseNone && from != PhaseExited; ok {
+			p.Recovered = append(p.Recovered[:len(p.Recovered):len(p.Recovered)], e)
+		}
+	case Adopted:
+		if ok = from == PhaseStarted || from == PhaseStopping; ok {
+			p.Adopted, p.Detached = true, e.Detached
+		}
+	}
+	if !ok {
+		return p, illegal("process", p.ID, from, ev)
+	}
+	p.Seq, p.At = seq, at
+	return p, nil
+}
