@@ -256,3 +256,18 @@ func (p Process) Validate() error {
 	}
 	return nil
 }
+
+// Result is how a process ended.
+type Result struct {
+	// ExitCode is the process's exit status, or -1 when it is unknown
+	// (lost, or ended without Docker reporting a code).
+	ExitCode int `json:"exit_code"`
+	// Reason says why it ended (see DESIGN.md's exit reasons).
+	Reason string `json:"reason"`
+	// Err is the typed error for every reason but a plain exit.
+	Err         error     `json:"-"`
+	StdoutBytes int64     `json:"stdout_bytes"`
+	StderrBytes int64     `json:"stderr_bytes"`
+	Started     time.Time `json:"started"`
+	Ended       time.Time `json:"ended"`
+}

@@ -1,0 +1,102 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// Journal is the part of the journal the actors use: durable appends. The
+// consumer owns this seam so tests can put a failing journal behind it.
+type Journal interface {
+	Append(ctx context.Context, recs ...journal.Record) ([]journal.Event, error)
+}
+
+var _ Journal = (*journal.Journal)(nil)
+
+// Config holds the runtime-wide settings every actor reads.
+type Config struct {
+	Owner    string
+	Profile  string
+	Revision string
+	// StopGrace is the time between TERM and KILL.
+	StopGrace time.Duration
+	// HighWaterMark is a piped stream's credit in bytes.
+	HighWaterMark int
+	// OutputQuota is the default combined output quota.
+	OutputQuota int64
+	// JournalTimeout bounds one durable append.
+	JournalTimeout time.Duration
+	// DockerTimeout bounds one Docker call made by an actor.
+	DockerTimeout time.Duration
+}
+
+// Deps is what every actor is built with.
+type Deps struct {
+	Journal Journal
+	Engine  dockerio.Engine
+	Log     *slog.Logger
+	Now     func() time.Time
+	Config  Config
+}
+
+// WithDefaults fills unset fields.
+func (d Deps) WithDefaults() Deps {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	c := &d.Config
+	if c.StopGrace <= 0 {
+		c.StopGrace = spec.DefaultStopGrace
+	}
+	if c.HighWaterMark <= 0 {
+		c.HighWaterMark = spec.DefaultHighWaterMark
+	}
+	if c.OutputQuota <= 0 {
+		c.OutputQuota = spec.DefaultOutputQuota
+	}
+	if c.JournalTimeout <= 0 {
+		c.JournalTimeout = 30 * time.Second
+	}
+	if c.DockerTimeout <= 0 {
+		c.DockerTimeout = 2 * time.Minute
+	}
+	return d
+}
+
+// Record journals one lifecycle event of an entity and returns the durable
+// event (its sequence and time). It is the write-ahead step: callers make
+// the Docker call an intent announces only after Record returns nil, and
+// tell nobody of a fact before Record returns.
+func (d *Deps) Record(kind journal.Kind, id, parent string, ev lifecycle.Event) (journal.Event, error) {
+	typ, payload, err := lifecycle.Encode(ev)
+	if err != nil {
+		return journal.Event{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.Config.JournalTimeout)
+	defer cancel()
+	evs, err := d.Journal.Append(ctx, journal.Record{
+		Key:      journal.Key{Kind: kind, ID: id},
+		Parent:   parent,
+		Type:     typ,
+		Payload:  payload,
+		Terminal: lifecycle.Terminal(ev),
+	})
+	if err != nil {
+		return journal.Event{}, err
+	}
+	return evs[0], nil
+}
+
+// DockerContext returns a context bounded by the Docker call timeout.
+func (d *Deps) DockerContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d.Config.DockerTimeout)
+}

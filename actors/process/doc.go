@@ -1,0 +1,22 @@
+// Package process holds the process actor and its stream actors.
+//
+// A process actor runs one command in a sandbox and follows the write-ahead
+// rule: process reserved is journaled before the exec is created, exec
+// created {exec id} before the attach that starts it, started {group} and
+// exited {code, reason, byte counts} right after they are observed, before
+// anyone is told. Slow Docker calls run in goroutines that post their result
+// back; the mailbox never blocks.
+//
+// The output stream actor owns the read loop: it pulls the next frame from
+// the Docker attachment only once the previous one has been taken by the
+// consumer's pipe, whose capacity is the high-water mark. A consumer that
+// stops reading stops the socket reads, the kernel buffer fills, Docker
+// stops reading the process's pipe and the process blocks. Every piped
+// stream must be read: stdout and stderr share one connection.
+//
+// Exit reasons: exited (ran to completion), signaled, output_limit (frame
+// limit or quota: the group is killed at once), timeout and cancelled (TERM,
+// then KILL after the grace), sandbox_stopped, lost (the daemon forgot the
+// exec), failed (with the error's code). A stream_failure also tells the
+// parent sandbox, which fails closed.
+package process

@@ -1,0 +1,97 @@
+package process
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/spec"
+)
+
+// output is the stream actor that owns a process's read loop. The loop is a
+// goroutine (a blocking socket read must never sit in Receive); it pulls the
+// next frame from dockerio only after the previous one was taken by the
+// consumer's pipe, so an unread pipe stops the socket reads.
+type output struct {
+	att            dockerio.Attachment
+	stdout, stderr *pipe // nil: discard
+	quota          int64
+	// Bytes taken so far, readable by the process actor while the loop
+	// runs (it reports them if it must abandon the loop).
+	nOut, nErr atomic.Int64
+}
+
+// outputDone is posted to the process actor when the read loop ends. err is
+// nil at a clean end of the output.
+type outputDone struct {
+	stdout, stderr int64
+	err            error
+	quotaHit       bool
+}
+
+func (o *output) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		parent, sys := ctx.Parent(), ctx.ActorSystem()
+		go func() {
+			d := o.run()
+			sys.Root.Send(parent, d)
+		}()
+	case *actor.Stopping:
+		// Unblock a read loop parked in a socket read.
+		o.att.Close()
+	}
+}
+
+// run is the read loop. A panic in it fails the process, not the runtime.
+func (o *output) run() (d outputDone) {
+	defer func() {
+		d.stdout, d.stderr = o.nOut.Load(), o.nErr.Load()
+		if r := recover(); r != nil {
+			d.err = spec.Errorf(spec.CodeStreamFailure, "process.output", "read loop panicked: %v", r)
+		}
+		o.closePipes(d.err)
+	}()
+	for {
+		id, p, err := o.att.Next()
+		if errors.Is(err, io.EOF) {
+			return d
+		}
+		if err != nil {
+			d.err = err
+			return d
+		}
+		if total := o.nOut.Load() + o.nErr.Load() + int64(len(p)); total > o.quota {
+			d.err = spec.Errorf(spec.CodeOutputLimit, "process.output", "combined output exceeded its quota of %d bytes", o.quota)
+			d.quotaHit = true
+			return d
+		}
+		dst, n := o.stdout, &o.nOut
+		if id == 2 {
+			dst, n = o.stderr, &o.nErr
+		}
+		n.Add(int64(len(p)))
+		if dst != nil {
+			if _, err := dst.Write(p); err != nil {
+				d.err = err
+				return d
+			}
+		}
+	}
+}
+
+func (o *output) closePipes(err error) {
+	for _, p := range []*pipe{o.stdout, o.stderr} {
+		if p != nil {
+			p.CloseWrite(err)
+		}
+	}
+}
+
+func (d outputDone) String() string {
+	return fmt.Sprintf("stdout %d, stderr %d, err %v", d.stdout, d.stderr, d.err)
+}

@@ -1,0 +1,550 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/stockade/stockade/actors"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// Params is what a process actor is spawned with.
+type Params struct {
+	ID       string
+	Sandbox  dockerio.Sandbox
+	Spec     spec.Process
+	Deadline time.Time
+	// Launched receives the handle once the process runs, or the error
+	// that stopped it from running. It is sent exactly once.
+	Launched chan<- Launch
+}
+
+// Launch is the answer to a launch.
+type Launch struct {
+	Handle *Handle
+	Err    error
+}
+
+// Exited is sent to the parent (the sandbox actor) when the process is
+// terminal and journaled so.
+type Exited struct {
+	ID     string
+	Result spec.Result
+}
+
+// FailClosed is sent to the parent when the process's stream shows the
+// daemon or the connection cannot be trusted (stream_failure): the whole
+// sandbox stops.
+type FailClosed struct {
+	ID  string
+	Err error
+}
+
+// Stop asks the process to stop its group: TERM, then KILL after the grace.
+type Stop struct {
+	Reason lifecycle.Reason
+	Err    error // the typed error the result carries, if any
+	Reply  chan<- error
+}
+
+// Signal sends a signal to the process group.
+type Signal struct {
+	Sig   syscall.Signal
+	Reply chan<- error
+}
+
+// Props returns the props of a process actor.
+func Props(d *actors.Deps, p Params) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &processActor{deps: d, p: p}
+	}, actor.WithSupervisor(actors.FailureStrategy()))
+}
+
+// Messages the actor posts to itself from its goroutines.
+type (
+	execCreated struct {
+		id  string
+		err error
+	}
+	attached struct {
+		att dockerio.Attachment
+		err error
+	}
+	exitSeen struct {
+		state dockerio.ExecState
+		err   error
+	}
+	graceExpired struct{ gen int }
+	deadlineHit  struct{}
+	stdinClose   struct{ reply chan<- error }
+	signalled    struct {
+		reply chan<- error
+		err   error
+	}
+)
+
+type processActor struct {
+	deps   *actors.Deps
+	p      Params
+	self   *actor.PID
+	parent *actor.PID
+	sys    *actor.ActorSystem
+	state  lifecycle.Process
+
+	handle   *Handle
+	att      dockerio.Attachment
+	out      *output
+	outPID   *actor.PID
+	outDone  *outputDone
+	exit     *dockerio.ExecState
+	watching bool
+	cancel   context.CancelFunc // ends background Docker work at stop
+
+	stopReason lifecycle.Reason
+	stopErr    error
+	signalled  bool
+	graceGen   int
+	timers     []*time.Timer
+	started    time.Time
+	launched   bool
+	done       bool
+}
+
+func (a *processActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
+
+// record journals ev for this process and folds it.
+func (a *processActor) record(ev lifecycle.Event) error {
+	e, err := a.deps.Record(journal.KindProcess, a.p.ID, a.p.Sandbox.ID, ev)
+	if err != nil {
+		return err
+	}
+	next, err := lifecycle.ApplyProcess(a.state, e.Seq, e.Time, ev)
+	if err != nil {
+		// The journal took an event the fold refuses: a bug, never hidden.
+		panic(fmt.Sprintf("process %s: journaled event the fold refuses: %v", a.p.ID, err))
+	}
+	a.state = next
+	return nil
+}
+
+func (a *processActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.self, a.parent, a.sys = ctx.Self(), ctx.Parent(), ctx.ActorSystem()
+		a.state.ID = a.p.ID
+		var bg context.Context
+		bg, a.cancel = context.WithCancel(context.Background())
+		a.start(bg)
+	case execCreated:
+		a.onExecCreated(ctx, m)
+	case attached:
+		a.onAttached(ctx, m)
+	case outputDone:
+		a.onOutputDone(m)
+	case exitSeen:
+		a.onExitSeen(ctx, m)
+	case Stop:
+		m.Reply <- a.stop(m.Reason, m.Err)
+	case Signal:
+		a.signal(m)
+	case signalled:
+		m.reply <- m.err
+	case stdinClose:
+		m.reply <- a.closeStdin()
+	case graceExpired:
+		if m.gen == a.graceGen && !a.done {
+			a.signalGroup(syscall.SIGKILL, nil)
+		}
+	case deadlineHit:
+		if !a.done {
+			_ = a.stop(lifecycle.ReasonTimeout, spec.Errorf(spec.CodeTimeout, "process", "process %s outlived its timeout of %v", a.p.ID, a.p.Spec.Timeout))
+		}
+	case abandoned:
+		if !a.done {
+			_ = a.stop(lifecycle.ReasonCancelled, errAbandoned)
+		}
+	case actors.ChildFailed:
+		// The output stream actor panicked: the process fails, nothing else.
+		a.fail(spec.Errorf(spec.CodeStreamFailure, "process", "output stream actor failed: %v", m.Reason))
+	case *actor.Stopping:
+		for _, t := range a.timers {
+			t.Stop()
+		}
+		a.cancel()
+		if a.att != nil {
+			a.att.Close()
+		}
+	}
+}
+
+// start journals the reservation and creates the exec.
+func (a *processActor) start(bg context.Context) {
+	a.started = a.deps.Now()
+	if err := a.record(lifecycle.ProcessReserved{Sandbox: a.p.Sandbox.ID, Spec: a.p.Spec, Deadline: a.p.Deadline}); err != nil {
+		a.answer(Launch{Err: err})
+		a.done = true
+		a.sys.Root.Stop(a.self)
+		return
+	}
+	if !a.p.Deadline.IsZero() {
+		a.timers = append(a.timers, time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(deadlineHit{}) }))
+	}
+	sb, req := a.p.Sandbox, dockerio.ExecRequest{ProcessID: a.p.ID, Spec: a.p.Spec}
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
+		defer cancel()
+		id, err := a.deps.Engine.CreateExec(ctx, sb, req)
+		a.send(execCreated{id: id, err: err})
+	}()
+}
+
+func (a *processActor) onExecCreated(ctx actor.Context, m execCreated) {
+	if a.done {
+		return
+	}
+	if m.err != nil {
+		a.finish(lifecycle.ReasonFailed, -1, m.err)
+		return
+	}
+	// Write-ahead: the exec id is durable before the attach that starts it.
+	if err := a.record(lifecycle.ExecCreated{ExecID: m.id}); err != nil {
+		a.abandonJournal(err)
+		return
+	}
+	if a.stopReason != "" { // stopped (timeout, sandbox stop) before it ran
+		a.finish(a.stopReason, -1, a.stopErr)
+		return
+	}
+	sb, req := a.p.Sandbox, dockerio.ExecRequest{ProcessID: a.p.ID, Spec: a.p.Spec}
+	go func() {
+		actx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
+		defer cancel()
+		att, err := a.deps.Engine.AttachExec(actx, sb, m.id, req)
+		a.send(attached{att: att, err: err})
+	}()
+}
+
+func (a *processActor) onAttached(ctx actor.Context, m attached) {
+	if m.err != nil {
+		if a.done {
+			return
+		}
+		// The attach may have started the process: learn its fate rather
+		// than invent an exit code.
+		a.stopReason, a.stopErr = lifecycle.ReasonFailed, m.err
+		a.watchExit()
+		return
+	}
+	a.att = m.att
+	if a.done {
+		m.att.Close()
+		return
+	}
+	if err := a.record(lifecycle.ProcessStarted{Group: m.att.Group()}); err != nil {
+		// Nothing may run that the journal does not know to be running.
+		a.signalGroupNow(syscall.SIGKILL)
+		a.abandonJournal(err)
+		return
+	}
+	hwm := a.deps.Config.HighWaterMark
+	quota := a.p.Spec.OutputQuota
+	if quota <= 0 {
+		quota = a.deps.Config.OutputQuota
+	}
+	out := &output{att: m.att, quota: quota}
+	h := &Handle{ID: a.p.ID, pid: a.self, sys: a.sys, done: make(chan struct{})}
+	notify := func() { a.send(abandoned{}) }
+	if a.p.Spec.Stdout == spec.Pipe {
+		out.stdout = newPipe(hwm, notify)
+		h.stdout = out.stdout
+	}
+	if a.p.Spec.Stderr == spec.Pipe {
+		out.stderr = newPipe(hwm, notify)
+		h.stderr = out.stderr
+	}
+	if a.p.Spec.Stdin {
+		h.stdin = &stdinWriter{w: m.att.Stdin(), h: h}
+	}
+	a.out, a.handle = out, h
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return out }), "output")
+	if err != nil {
+		a.fail(spec.Wrap(spec.CodeStreamFailure, "process", err, "spawning the output stream actor"))
+		return
+	}
+	a.outPID = pid
+	a.answer(Launch{Handle: h})
+	if a.stopReason != "" { // a stop arrived while launching
+		reason, err := a.stopReason, a.stopErr
+		a.stopReason = ""
+		_ = a.stop(reason, err)
+	}
+}
+
+type abandoned struct{}
+
+func (a *processActor) onOutputDone(m outputDone) {
+	a.outDone = &m
+	if a.done {
+		return
+	}
+	switch {
+	case m.err == nil:
+	case m.quotaHit:
+		_ = a.record(lifecycle.QuotaHit{Bytes: m.stdout + m.stderr})
+		a.kill(lifecycle.ReasonOutputLimit, m.err)
+	case spec.IsCode(m.err, spec.CodeOutputLimit):
+		a.kill(lifecycle.ReasonOutputLimit, m.err)
+	case spec.IsCode(m.err, spec.CodeCancelled):
+		_ = a.stop(lifecycle.ReasonCancelled, m.err)
+	default:
+		// The stream cannot be trusted: fail closed.
+		a.fail(m.err)
+		a.sys.Root.Send(a.parent, FailClosed{ID: a.p.ID, Err: m.err})
+	}
+	a.watchExit()
+	a.maybeFinish()
+}
+
+// stop starts stopping the process: the stopping intent is journaled, then
+// TERM goes to the group and KILL follows after the grace period.
+func (a *processActor) stop(reason lifecycle.Reason, err error) error {
+	if a.done || a.stopReason != "" {
+		return nil
+	}
+	a.stopReason, a.stopErr = reason, err
+	if a.state.Phase != lifecycle.PhaseStarted {
+		return nil // not running yet: the launch path honours stopReason
+	}
+	if jerr := a.record(lifecycle.ProcessStopping{Reason: reason}); jerr != nil {
+		// Without the intent durable, signal nothing; fail the process.
+		a.signalGroupNow(syscall.SIGKILL)
+		a.abandonJournal(jerr)
+		return jerr
+	}
+	a.signalGroup(syscall.SIGTERM, nil)
+	a.graceGen++
+	gen := a.graceGen
+	a.timers = append(a.timers, time.AfterFunc(a.deps.Config.StopGrace, func() { a.send(graceExpired{gen: gen}) }))
+	a.watchExit()
+	return nil
+}
+
+// kill stops the group at once (output limit, failure): no grace.
+func (a *processActor) kill(reason lifecycle.Reason, err error) {
+	if a.done {
+		return
+	}
+	if a.stopReason == "" {
+		if a.stop(reason, err) != nil {
+			return
+		}
+	}
+	a.signalGroup(syscall.SIGKILL, nil)
+}
+
+// fail ends the process with reason failed and err's code.
+func (a *processActor) fail(err error) { a.kill(lifecycle.ReasonFailed, err) }
+
+func (a *processActor) signal(m Signal) {
+	if a.done || a.state.Phase != lifecycle.PhaseStarted && a.state.Phase != lifecycle.PhaseStopping {
+		m.Reply <- spec.Errorf(spec.CodeNotFound, "process", "process %s is not running", a.p.ID)
+		return
+	}
+	a.signalled = true
+	a.signalGroup(m.Sig, m.Reply)
+}
+
+// signalGroup signals the process group from a second exec, off the
+// mailbox; the reply (if any) arrives through a signalled message.
+func (a *processActor) signalGroup(sig syscall.Signal, reply chan<- error) {
+	if a.att == nil {
+		if reply != nil {
+			reply <- spec.Errorf(spec.CodeNotFound, "process", "process %s has no process group yet", a.p.ID)
+		}
+		return
+	}
+	sb, pgid := a.p.Sandbox, a.att.Group()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
+		defer cancel()
+		err := a.deps.Engine.SignalGroup(ctx, sb, pgid, sig)
+		if reply != nil {
+			a.send(signalled{reply: reply, err: err})
+		}
+	}()
+}
+
+// signalGroupNow is signalGroup for paths that cannot wait for a reply.
+func (a *processActor) signalGroupNow(sig syscall.Signal) { a.signalGroup(sig, nil) }
+
+// watchExit polls the exec until it is no longer running. The output's end
+// is not the process's end (a process may close its stdout and go on), and
+// Docker reports no exec exit event on every engine, hence the poll, with
+// backoff.
+func (a *processActor) watchExit() {
+	if a.watching || a.state.ExecID == "" {
+		return
+	}
+	a.watching = true
+	id := a.state.ExecID
+	go func() {
+		delay := time.Millisecond
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
+			st, err := a.deps.Engine.InspectExec(ctx, id)
+			cancel()
+			if err != nil || !st.Running {
+				a.send(exitSeen{state: st, err: err})
+				return
+			}
+			time.Sleep(delay)
+			if delay < 250*time.Millisecond {
+				delay *= 2
+			}
+		}
+	}()
+}
+
+func (a *processActor) onExitSeen(ctx actor.Context, m exitSeen) {
+	if a.done {
+		return
+	}
+	if m.err != nil {
+		m.state = dockerio.ExecState{Known: false}
+		if a.stopErr == nil {
+			a.stopErr = m.err
+		}
+	}
+	a.exit = &m.state
+	a.maybeFinish()
+}
+
+// maybeFinish journals the exit once both the exec's end and the output's
+// end are known. A stopping process whose exec ended does not wait for a
+// consumer that no longer reads: its streams are cut.
+func (a *processActor) maybeFinish() {
+	if a.done || a.exit == nil {
+		return
+	}
+	if a.out != nil && a.outDone == nil {
+		if a.stopReason == "" {
+			return // the consumer is still reading what the process wrote
+		}
+		a.out.closePipes(a.stopErr)
+		a.att.Close()
+		return // outputDone follows promptly
+	}
+	code := -1
+	if a.exit.Known {
+		code = a.exit.ExitCode
+	}
+	reason, err := a.outcome(code)
+	a.finish(reason, code, err)
+}
+
+// outcome decides the exit reason from what was asked and what was seen.
+func (a *processActor) outcome(code int) (lifecycle.Reason, error) {
+	switch {
+	case a.stopReason != "" && a.stopReason != lifecycle.ReasonSignaled:
+		return a.stopReason, a.stopErr
+	case !a.exit.Known:
+		return lifecycle.ReasonLost, spec.Errorf(spec.CodeEngine, "process", "the daemon no longer knows exec %s; its outcome is lost", a.state.ExecID)
+	case a.stopReason == lifecycle.ReasonSignaled || a.signalled && code > 128:
+		return lifecycle.ReasonSignaled, nil
+	}
+	if err := execFailure(code, a.outDone); err != nil {
+		return lifecycle.ReasonFailed, err
+	}
+	return lifecycle.ReasonExited, nil
+}
+
+// finish journals the exit, tells the waiters and the parent, and stops.
+func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
+	if a.done {
+		return
+	}
+	ev := lifecycle.ProcessExited{Reason: reason, Error: spec.CodeOf(err)}
+	if code >= 0 {
+		c := code
+		ev.ExitCode = &c
+	}
+	if err != nil {
+		ev.Message = err.Error()
+	}
+	if a.outDone != nil {
+		ev.StdoutBytes, ev.StderrBytes = a.outDone.stdout, a.outDone.stderr
+	}
+	if jerr := a.record(ev); jerr != nil {
+		a.abandonJournal(jerr)
+		return
+	}
+	res := spec.Result{ExitCode: code, Reason: string(reason), Err: err, StdoutBytes: ev.StdoutBytes,
+		StderrBytes: ev.StderrBytes, Started: a.started, Ended: a.state.At}
+	a.end(res)
+}
+
+// abandonJournal ends the actor when the journal cannot take its events:
+// nothing is reported done, and the entity stays live in the journal for
+// the next recovery to settle.
+func (a *processActor) abandonJournal(err error) {
+	a.signalGroupNow(syscall.SIGKILL)
+	a.end(spec.Result{ExitCode: -1, Reason: string(lifecycle.ReasonFailed), Err: err, Started: a.started, Ended: a.deps.Now()})
+}
+
+func (a *processActor) end(res spec.Result) {
+	a.done = true
+	if !a.launched {
+		err := res.Err
+		if err == nil {
+			err = spec.Errorf(spec.CodeExecFailed, "process", "process %s ended before it could be attached (exit %d)", a.p.ID, res.ExitCode)
+		}
+		a.answer(Launch{Err: err})
+	}
+	if a.handle != nil {
+		a.handle.result = res
+		close(a.handle.done)
+	}
+	a.sys.Root.Send(a.parent, Exited{ID: a.p.ID, Result: res})
+	a.sys.Root.Stop(a.self)
+}
+
+func (a *processActor) answer(l Launch) {
+	if a.launched {
+		return
+	}
+	a.launched = true
+	a.p.Launched <- l
+}
+
+func (a *processActor) closeStdin() error {
+	if a.att == nil || a.done {
+		return spec.Errorf(spec.CodeNotFound, "process", "process %s is not running", a.p.ID)
+	}
+	if a.state.StdinClosed {
+		return nil
+	}
+	if err := a.att.CloseStdin(); err != nil {
+		return err
+	}
+	return a.record(lifecycle.StdinClosed{})
+}
+
+var _ io.Writer = (*stdinWriter)(nil)
+
+// execFailure tells a command Docker could not start from one that ran: the
+// launcher exits 126 (not executable) or 127 (not found) having written
+// nothing to stdout (its complaint goes to stderr).
+func execFailure(code int, out *outputDone) error {
+	if (code == 126 || code == 127) && out != nil && out.stdout == 0 {
+		return spec.Errorf(spec.CodeExecFailed, "process", "the command could not be started (exit %d)", code)
+	}
+	return nil
+}

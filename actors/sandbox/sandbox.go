@@ -1,0 +1,451 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/stockade/stockade/actors"
+	"github.com/stockade/stockade/actors/process"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// Params is what a sandbox actor is spawned with.
+type Params struct {
+	ID       string
+	Spec     spec.Sandbox
+	Deadline time.Time
+	// Created receives the outcome of the create, exactly once.
+	Created chan<- error
+}
+
+// Launch asks for a new process.
+type Launch struct {
+	ID    string
+	Spec  spec.Process
+	Reply chan<- process.Launch
+}
+
+// Stop asks the sandbox to stop (exited, resources kept). Reply gets the
+// outcome once the sandbox is exited.
+type Stop struct{ Reply chan<- error }
+
+// Remove asks for every resource to be deleted (stopping first if needed).
+type Remove struct{ Reply chan<- error }
+
+// Inspect asks for a snapshot of the sandbox's state.
+type Inspect struct{ Reply chan<- Snapshot }
+
+// Put extracts a tar stream under /workspace/<Dir>.
+type Put struct {
+	Dir   string
+	Tar   io.Reader
+	Reply chan<- error
+}
+
+// Get reads a tar stream of /workspace/<Path>.
+type Get struct {
+	Path  string
+	Pause bool
+	Reply chan<- GetResult
+}
+
+// GetResult answers Get.
+type GetResult struct {
+	Tar  io.ReadCloser
+	Live bool
+	Err  error
+}
+
+// Snapshot is the sandbox's folded state and its live processes.
+type Snapshot struct {
+	State     lifecycle.Sandbox
+	Processes []string
+}
+
+// Props returns the props of a sandbox actor.
+func Props(d *actors.Deps, p Params) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &sandboxActor{deps: d, p: p, procs: map[string]*actor.PID{}, byPID: map[string]string{}}
+	}, actor.WithSupervisor(actors.FailureStrategy()))
+}
+
+type (
+	createdMsg struct {
+		sb  dockerio.Sandbox
+		err error
+	}
+	startedMsg  struct{ err error }
+	verifiedMsg struct {
+		launch Launch
+		err    error
+	}
+	stoppedMsg struct {
+		exit dockerio.ContainerExit
+		err  error
+	}
+	removedMsg struct{ err error }
+	ttlMsg     struct{}
+)
+
+type sandboxActor struct {
+	deps  *actors.Deps
+	p     Params
+	self  *actor.PID
+	sys   *actor.ActorSystem
+	state lifecycle.Sandbox
+	sb    dockerio.Sandbox
+
+	procs map[string]*actor.PID // live process actors by process id
+	byPID map[string]string     // actor id → process id
+
+	stopReason    lifecycle.Reason
+	stopErr       error
+	stopWaiters   []chan<- error
+	removeWaiters []chan<- error
+	removeAfter   bool
+	pendingStop   bool // a stop asked while the create was in flight
+	downExit      *dockerio.ContainerExit
+	removing      bool
+	ttl           *time.Timer
+}
+
+func (a *sandboxActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
+
+func (a *sandboxActor) record(ev lifecycle.Event) error {
+	e, err := a.deps.Record(journal.KindSandbox, a.p.ID, "", ev)
+	if err != nil {
+		return err
+	}
+	next, err := lifecycle.ApplySandbox(a.state, e.Seq, e.Time, ev)
+	if err != nil {
+		panic(fmt.Sprintf("sandbox %s: journaled event the fold refuses: %v", a.p.ID, err))
+	}
+	a.state = next
+	return nil
+}
+
+func (a *sandboxActor) goDocker(f func(ctx context.Context) any) {
+	go func() {
+		ctx, cancel := a.deps.DockerContext()
+		defer cancel()
+		a.send(f(ctx))
+	}()
+}
+
+func (a *sandboxActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.self, a.sys = ctx.Self(), ctx.ActorSystem()
+		a.state.ID = a.p.ID
+		a.create()
+	case createdMsg:
+		a.onCreated(m)
+	case startedMsg:
+		a.onStarted(m)
+	case Launch:
+		a.launch(m)
+	case verifiedMsg:
+		a.onVerified(ctx, m)
+	case Stop:
+		a.stopWaiters = append(a.stopWaiters, m.Reply)
+		a.stop(lifecycle.ReasonStopped, nil)
+	case Remove:
+		a.removeWaiters = append(a.removeWaiters, m.Reply)
+		a.remove()
+	case Inspect:
+		snap := Snapshot{State: a.state}
+		for id := range a.procs {
+			snap.Processes = append(snap.Processes, id)
+		}
+		m.Reply <- snap
+	case Put:
+		a.put(m)
+	case Get:
+		a.get(m)
+	case stoppedMsg:
+		a.onStopped(m)
+	case removedMsg:
+		a.onRemoved(m)
+	case ttlMsg:
+		a.stop(lifecycle.ReasonTimeout, spec.Errorf(spec.CodeTimeout, "sandbox", "sandbox %s outlived its TTL", a.p.ID))
+	case process.Exited:
+		a.processGone(m.ID)
+	case process.FailClosed:
+		a.stop(lifecycle.ReasonFailed, m.Err)
+	case actors.ChildFailed:
+		id := a.byPID[m.Child.GetId()]
+		// The process actor panicked: the process fails; the sandbox lives.
+		err := spec.Errorf(spec.CodeStreamFailure, "process", "process actor %s failed: %v", id, m.Reason)
+		_, _ = a.deps.Record(journal.KindProcess, id, a.p.ID, lifecycle.ProcessExited{Reason: lifecycle.ReasonFailed, Error: spec.CodeOf(err), Message: err.Error()})
+		a.processGone(id)
+	case *actor.Stopping:
+		if a.ttl != nil {
+			a.ttl.Stop()
+		}
+	}
+}
+
+// create journals the reservation, then makes the resources off the mailbox.
+func (a *sandboxActor) create() {
+	ev := lifecycle.SandboxReserved{Owner: a.deps.Config.Owner, Spec: a.p.Spec, Profile: a.deps.Config.Profile,
+		Revision: a.deps.Config.Revision, Deadline: a.p.Deadline}
+	if err := a.record(ev); err != nil {
+		a.p.Created <- err
+		a.sys.Root.Stop(a.self)
+		return
+	}
+	req := dockerio.SandboxRequest{Owner: a.deps.Config.Owner, ID: a.p.ID, Spec: a.p.Spec}
+	a.goDocker(func(ctx context.Context) any {
+		sb, err := a.deps.Engine.CreateSandbox(ctx, req)
+		return createdMsg{sb: sb, err: err}
+	})
+}
+
+func (a *sandboxActor) onCreated(m createdMsg) {
+	if m.err != nil {
+		a.createFailed(m.err)
+		return
+	}
+	a.sb = m.sb
+	if err := a.record(lifecycle.SandboxCreated{Workload: m.sb.Workload, Export: m.sb.Export, Volume: m.sb.Volume, Network: m.sb.Network}); err != nil {
+		a.p.Created <- err
+		a.sys.Root.Stop(a.self) // the reservation stays live: recovery rolls it back
+		return
+	}
+	sb := a.sb
+	a.goDocker(func(ctx context.Context) any { return startedMsg{err: a.deps.Engine.StartSandbox(ctx, sb)} })
+}
+
+func (a *sandboxActor) onStarted(m startedMsg) {
+	if m.err != nil {
+		a.createFailed(m.err)
+		return
+	}
+	if err := a.record(lifecycle.SandboxStarted{}); err != nil {
+		a.p.Created <- err
+		a.sys.Root.Stop(a.self)
+		return
+	}
+	if !a.p.Deadline.IsZero() {
+		a.ttl = time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(ttlMsg{}) })
+	}
+	a.p.Created <- nil
+	if a.pendingStop {
+		a.stop(lifecycle.ReasonStopped, nil)
+	}
+}
+
+// createFailed records the failed create (exited, failed) and removes
+// whatever exists, ending removed.
+func (a *sandboxActor) createFailed(cause error) {
+	ev := lifecycle.SandboxExited{Reason: lifecycle.ReasonFailed, Error: spec.CodeOf(cause), Message: cause.Error()}
+	if err := a.record(ev); err != nil {
+		a.p.Created <- err
+		a.sys.Root.Stop(a.self)
+		return
+	}
+	a.p.Created <- cause
+	a.remove()
+}
+
+func (a *sandboxActor) launch(m Launch) {
+	if !a.state.Admits() || a.stopReason != "" {
+		m.Reply <- process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s and admits no process", a.p.ID, a.phaseName())}
+		return
+	}
+	sb := a.sb
+	a.goDocker(func(ctx context.Context) any {
+		return verifiedMsg{launch: m, err: a.deps.Engine.VerifySandbox(ctx, sb)}
+	})
+}
+
+func (a *sandboxActor) phaseName() string {
+	if a.stopReason != "" && a.state.Phase == lifecycle.PhaseStarted {
+		return "stopping"
+	}
+	return string(a.state.Phase)
+}
+
+func (a *sandboxActor) onVerified(ctx actor.Context, m verifiedMsg) {
+	if m.err != nil {
+		m.launch.Reply <- process.Launch{Err: m.err}
+		if spec.IsCode(m.err, spec.CodeUnsupported) || spec.IsCode(m.err, spec.CodeConflict) {
+			a.stop(lifecycle.ReasonFailed, m.err) // it is no longer the sandbox we made
+		}
+		return
+	}
+	if !a.state.Admits() || a.stopReason != "" {
+		m.launch.Reply <- process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s stopped while the process was admitted", a.p.ID)}
+		return
+	}
+	var deadline time.Time
+	if m.launch.Spec.Timeout > 0 {
+		deadline = a.deps.Now().Add(m.launch.Spec.Timeout)
+	}
+	props := process.Props(a.deps, process.Params{ID: m.launch.ID, Sandbox: a.sb, Spec: m.launch.Spec, Deadline: deadline, Launched: m.launch.Reply})
+	pid, err := ctx.SpawnNamed(props, "process-"+m.launch.ID)
+	if err != nil {
+		m.launch.Reply <- process.Launch{Err: spec.Wrap(spec.CodeConflict, "sandbox", err, "spawning process %s", m.launch.ID)}
+		return
+	}
+	a.procs[m.launch.ID] = pid
+	a.byPID[pid.GetId()] = m.launch.ID
+}
+
+// stop closes admission (the stopping intent), stops every process with
+// reason sandbox_stopped and the workload container.
+func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
+	switch a.state.Phase {
+	case lifecycle.PhaseReserved:
+		a.pendingStop = true
+		return
+	case lifecycle.PhaseStarted:
+	case lifecycle.PhaseStopping:
+		return
+	default: // exited, removing, removed: nothing runs
+		a.answerStop(nil)
+		return
+	}
+	if err := a.record(lifecycle.SandboxStopping{Reason: reason}); err != nil {
+		a.answerStop(err)
+		return
+	}
+	a.stopReason, a.stopErr = reason, cause
+	for _, pid := range a.procs {
+		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonSandboxStopped,
+			Err: spec.Errorf(spec.CodeCancelled, "process", "sandbox %s stopped", a.p.ID), Reply: make(chan error, 1)})
+	}
+	sb, grace := a.sb, a.deps.Config.StopGrace
+	a.goDocker(func(ctx context.Context) any {
+		exit, err := a.deps.Engine.StopSandbox(ctx, sb, grace)
+		return stoppedMsg{exit: exit, err: err}
+	})
+}
+
+func (a *sandboxActor) onStopped(m stoppedMsg) {
+	if m.err != nil {
+		a.deps.Log.Warn("stopping the workload failed", "sandbox", a.p.ID, "err", m.err)
+		a.answerStop(m.err) // stays stopping: a later Stop or recovery retries
+		return
+	}
+	a.downExit = &m.exit
+	a.maybeExited()
+}
+
+func (a *sandboxActor) processGone(id string) {
+	if pid, ok := a.procs[id]; ok {
+		delete(a.byPID, pid.GetId())
+		delete(a.procs, id)
+	}
+	a.maybeExited()
+}
+
+// maybeExited journals exited once the workload is down and every process is
+// terminal.
+func (a *sandboxActor) maybeExited() {
+	if a.state.Phase != lifecycle.PhaseStopping || a.downExit == nil || len(a.procs) > 0 {
+		return
+	}
+	code := a.downExit.ExitCode
+	ev := lifecycle.SandboxExited{Reason: a.stopReason, ExitCode: &code, OOM: a.downExit.OOMKilled, Error: spec.CodeOf(a.stopErr)}
+	if a.stopErr != nil {
+		ev.Message = a.stopErr.Error()
+	}
+	if err := a.record(ev); err != nil {
+		a.answerStop(err)
+		return
+	}
+	a.answerStop(nil)
+	if a.removeAfter {
+		a.remove()
+	}
+}
+
+func (a *sandboxActor) answerStop(err error) {
+	for _, w := range a.stopWaiters {
+		w <- err
+	}
+	a.stopWaiters = nil
+	if err != nil && a.removeAfter {
+		a.answerRemove(err)
+	}
+}
+
+func (a *sandboxActor) remove() {
+	switch a.state.Phase {
+	case lifecycle.PhaseReserved, lifecycle.PhaseStarted, lifecycle.PhaseStopping:
+		a.removeAfter = true
+		a.stop(lifecycle.ReasonStopped, nil)
+		return
+	case lifecycle.PhaseRemoved:
+		a.answerRemove(nil)
+		return
+	}
+	if a.removing {
+		return
+	}
+	if err := a.record(lifecycle.SandboxRemoving{}); err != nil {
+		a.answerRemove(err)
+		return
+	}
+	a.removing = true
+	sb := a.sb
+	if sb.ID == "" { // the create failed before it returned a handle
+		sb = dockerio.Sandbox{Owner: a.deps.Config.Owner, ID: a.p.ID, Spec: a.p.Spec, Revision: a.deps.Config.Revision}
+	}
+	a.goDocker(func(ctx context.Context) any { return removedMsg{err: a.deps.Engine.RemoveSandbox(ctx, sb)} })
+}
+
+func (a *sandboxActor) onRemoved(m removedMsg) {
+	a.removing = false
+	if m.err != nil {
+		a.answerRemove(m.err) // stays removing: Remove again or recovery finishes it
+		return
+	}
+	if err := a.record(lifecycle.SandboxRemoved{}); err != nil {
+		a.answerRemove(err)
+		return
+	}
+	a.answerRemove(nil)
+	a.sys.Root.Stop(a.self)
+}
+
+func (a *sandboxActor) answerRemove(err error) {
+	for _, w := range a.removeWaiters {
+		w <- err
+	}
+	a.removeWaiters = nil
+}
+
+func (a *sandboxActor) put(m Put) {
+	if a.sb.ID == "" || a.state.Phase == lifecycle.PhaseRemoving || a.state.Phase == lifecycle.PhaseRemoved {
+		m.Reply <- spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s has no workspace (%s)", a.p.ID, a.state.Phase)
+		return
+	}
+	sb := a.sb
+	go func() {
+		ctx, cancel := a.deps.DockerContext()
+		defer cancel()
+		m.Reply <- a.deps.Engine.PutArchive(ctx, sb, m.Dir, m.Tar)
+	}()
+}
+
+func (a *sandboxActor) get(m Get) {
+	if a.sb.ID == "" || a.state.Phase == lifecycle.PhaseRemoving || a.state.Phase == lifecycle.PhaseRemoved {
+		m.Reply <- GetResult{Err: spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s has no workspace (%s)", a.p.ID, a.state.Phase)}
+		return
+	}
+	sb := a.sb
+	go func() {
+		// The caller reads the stream after we return: no deadline here.
+		rc, live, err := a.deps.Engine.GetArchive(context.Background(), sb, m.Path, m.Pause)
+		m.Reply <- GetResult{Tar: rc, Live: live, Err: err}
+	}()
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/spec"
+)
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var g global
+	fs := newFlags("run", stderr)
+	g.register(fs)
+	pol := spec.DefaultPolicy()
+	image := fs.String("image", "stockade/toolbox:dev", "sandbox image (tag or sha256 ID)")
+	interactive := fs.Bool("i", false, "keep stdin open and pass it to the command")
+	fs.Float64Var(&pol.CPUs, "cpus", pol.CPUs, "CPU quota in cores")
+	memory := fs.String("memory", "512m", "memory limit (bytes, or with k/m/g)")
+	fs.Int64Var(&pol.Pids, "pids", pol.Pids, "maximum tasks")
+	network := fs.String("network", string(pol.Network), "isolated or bridge")
+	user := fs.String("user", pol.User.String(), "uid:gid")
+	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: none)")
+	history := fs.Bool("history", false, "print the sandbox's journaled history after it is removed")
+	workdir := fs.String("workdir", "", "working directory (default /workspace/work)")
+	var env multiFlag
+	fs.Var(&env, "e", "NAME=value added to the environment (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		fmt.Fprintln(stderr, "stockade run: no command given (stockade run [flags] -- CMD...)")
+		return 2
+	}
+	var err error
+	if pol.MemoryBytes, err = parseBytes(*memory); err != nil {
+		return fail(stderr, err, 2)
+	}
+	pol.Network = spec.NetworkKind(*network)
+	if pol.User, err = parseUser(*user); err != nil {
+		return fail(stderr, err, 2)
+	}
+	if err := pol.Validate(); err != nil {
+		return fail(stderr, err, 2)
+	}
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: g.journal, Profile: g.profile})
+	if err != nil {
+		return fail(stderr, err, 125)
+	}
+	defer rt.Close()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: *image, Policy: pol, Lifetime: spec.OneShot})
+	if err != nil {
+		return fail(stderr, err, 125)
+	}
+	code := runIn(ctx, sb, spec.Process{Argv: argv, Env: env, Dir: *workdir, Stdin: *interactive,
+		Stdout: spec.Pipe, Stderr: spec.Pipe, Timeout: *timeout}, stdin, stdout, stderr)
+	// Remove even when the caller interrupted us: a one-shot sandbox must not
+	// outlive its command.
+	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := sb.Remove(rctx); err != nil {
+		return fail(stderr, err, 125)
+	}
+	if *history {
+		evs, err := rt.History(sb.ID())
+		if err != nil {
+			return fail(stderr, err, 125)
+		}
+		printHistory(stdout, evs, g.json)
+	}
+	return code
+}
+
+// runIn starts the process, wires its streams and returns its exit code.
+func runIn(ctx context.Context, sb *stockade.Sandbox, p spec.Process, stdin io.Reader, stdout, stderr io.Writer) int {
+	proc, err := sb.Start(ctx, p)
+	if err != nil {
+		if spec.IsCode(err, spec.CodeExecFailed) {
+			return fail(stderr, err, 127)
+		}
+		return fail(stderr, err, 125)
+	}
+	if w := proc.Stdin(); w != nil {
+		go func() {
+			io.Copy(w, stdin)
+			w.Close()
+		}()
+	}
+	errDone := make(chan struct{})
+	go func() {
+		io.Copy(stderr, proc.Stderr())
+		close(errDone)
+	}()
+	io.Copy(stdout, proc.Stdout())
+	<-errDone
+	wctx := context.Background()
+	go func() {
+		<-ctx.Done() // interrupted: stop the process, then report how it ended
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		proc.Stop(sctx)
+	}()
+	res, err := proc.Wait(wctx)
+	switch {
+	case err == nil:
+		return res.ExitCode
+	case spec.IsCode(err, spec.CodeExecFailed):
+		return fail(stderr, err, 127)
+	case res.ExitCode >= 0:
+		fmt.Fprintf(stderr, "stockade: process ended: %s: %v\n", res.Reason, err)
+		return res.ExitCode
+	}
+	return fail(stderr, err, 125)
+}
+
+func printHistory(w io.Writer, evs []stockade.HistoryEvent, asJSON bool) {
+	enc := json.NewEncoder(w)
+	for _, e := range evs {
+		if asJSON {
+			enc.Encode(e)
+			continue
+		}
+		fmt.Fprintf(w, "%s  %-7s %-26s #%-3d %-22s %s\n", e.Time.Format("15:04:05.000"), e.Kind, e.ID, e.Seq, e.Type, compact(e.Payload))
+	}
+}
+
+// compact shortens a payload for a one-line view.
+func compact(p json.RawMessage) string {
+	s := string(p)
+	if s == "{}" || s == "" {
+		return ""
+	}
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	t := strings.ToLower(strings.TrimSpace(s))
+	switch {
+	case strings.HasSuffix(t, "k"):
+		mult, t = 1<<10, t[:len(t)-1]
+	case strings.HasSuffix(t, "m"):
+		mult, t = 1<<20, t[:len(t)-1]
+	case strings.HasSuffix(t, "g"):
+		mult, t = 1<<30, t[:len(t)-1]
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, spec.Errorf(spec.CodeInvalidArgument, "flags", "--memory %q is not a positive size (e.g. 512m)", s)
+	}
+	return n * mult, nil
+}
+
+func parseUser(s string) (spec.User, error) {
+	u, g, ok := strings.Cut(s, ":")
+	uid, err1 := strconv.ParseInt(u, 10, 64)
+	gid, err2 := strconv.ParseInt(g, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return spec.User{}, spec.Errorf(spec.CodeInvalidArgument, "flags", "--user %q is not uid:gid", s)
+	}
+	return spec.User{UID: uid, GID: gid}, nil
+}

@@ -1,0 +1,27 @@
+// Package stockade is the embedding API of the stockade runtime: it runs
+// untrusted commands in locked-down Docker containers (sandboxes) and never
+// loses track of them. Every sandbox and process is an actor, and every state
+// transition is journaled durably in a bbolt file before it is acted on or
+// reported.
+//
+//	rt, err := stockade.Open(ctx, stockade.Options{})
+//	defer rt.Close()
+//	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "stockade/toolbox:dev"})
+//	p, err := sb.Start(ctx, spec.Process{Argv: []string{"id"}, Stdout: spec.Pipe, Stderr: spec.Pipe})
+//	go io.Copy(os.Stderr, p.Stderr()) // every piped stream must be read
+//	io.Copy(os.Stdout, p.Stdout())
+//	res, err := p.Wait(ctx)
+//	err = sb.Remove(ctx)
+//
+// A piped stream must be read: stdout and stderr share one Docker
+// connection, so an unread stream blocks the other and, once the high-water
+// mark is reached, the process itself. Use spec.Discard for output nobody
+// reads.
+//
+// Errors are *spec.Error values with a code (errors.As, or errors.Is with a
+// spec sentinel such as spec.ErrTimeout) wrapping their cause.
+//
+// Until crash recovery lands, entities an earlier runtime left live are
+// listed (Sandboxes) as unreconciled and refused for new work, never
+// silently dropped or resumed.
+package stockade

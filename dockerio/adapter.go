@@ -1,0 +1,224 @@
+package dockerio
+
+import (
+	"context"
+	"sync"
+
+	"github.com/docker/docker/client"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// Options configures an Adapter.
+type Options struct {
+	// Profile names the profile; "" means $STOCKADE_PROFILE, else
+	// DefaultProfile. It is never chosen by probing the daemon.
+	Profile string
+	// ClientOpts are extra options for the Docker client (the environment,
+	// DOCKER_HOST and friends, is always read first).
+	ClientOpts []client.Opt
+}
+
+// Adapter implements Engine against a real Docker daemon.
+//
+// It holds two clients: one with API version negotiation (mandatory: the
+// v28 client otherwise speaks 1.51 to every daemon) used only for /version
+// and /info, and, once preflight admitted the daemon, one pinned to the
+// profile's API version used for everything else.
+type Adapter struct {
+	profile Profile
+	opts    []client.Opt
+	probe   *client.Client
+
+	mu     sync.Mutex
+	cli    *client.Client // pinned; nil until preflight passes
+	report Report
+	daemon Daemon
+	facts  Facts
+
+	imgMu  sync.Mutex
+	images map[string]ImageFacts // by image ID; images are immutable
+}
+
+var _ Engine = (*Adapter)(nil)
+
+// NewAdapter selects the profile and makes the negotiating client. It does
+// not talk to the daemon; Preflight (or the first call that needs the
+// daemon) does.
+func NewAdapter(opts Options) (*Adapter, error) {
+	p, err := SelectProfile(opts.Profile)
+	if err != nil {
+		return nil, err
+	}
+	base := append([]client.Opt{client.FromEnv}, opts.ClientOpts...)
+	probe, err := client.NewClientWithOpts(append(base, client.WithAPIVersionNegotiation())...)
+	if err != nil {
+		return nil, translate(err, "dockerio.client", "making the Docker client")
+	}
+	return &Adapter{profile: p, opts: base, probe: probe, images: map[string]ImageFacts{}}, nil
+}
+
+// Profile returns the profile in use.
+func (a *Adapter) Profile() Profile { return a.profile }
+
+// Report returns the last preflight's doctor report (zero before one ran).
+func (a *Adapter) Report() Report {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.report
+}
+
+// ClientVersion is the API version the adapter drives ("" before preflight).
+func (a *Adapter) ClientVersion() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cli == nil {
+		return ""
+	}
+	return a.cli.ClientVersion()
+}
+
+// Close closes the clients. Attachments already handed out stay usable
+// until closed.
+func (a *Adapter) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cli != nil {
+		a.cli.Close()
+	}
+	return a.probe.Close()
+}
+
+// gather reads the controller and daemon facts.
+func gather(ctx context.Context, cli *client.Client) (Facts, error) {
+	v, err := cli.ServerVersion(ctx)
+	if err != nil {
+		return Facts{}, translate(err, "dockerio.preflight", "GET /version")
+	}
+	info, err := cli.Info(ctx)
+	if err != nil {
+		return Facts{}, translate(err, "dockerio.preflight", "GET /info")
+	}
+	f := Facts{
+		Version: v.Version, APIVersion: v.APIVersion, MinAPIVersion: v.MinAPIVersion, Os: v.Os, Arch: v.Arch,
+		ID: info.ID, OSType: info.OSType, Architecture: info.Architecture,
+		CgroupVersion: info.CgroupVersion, CgroupDriver: info.CgroupDriver,
+		SecurityOptions: info.SecurityOptions, OperatingSystem: info.OperatingSystem, Driver: info.Driver,
+		MemoryLimit: info.MemoryLimit, SwapLimit: info.SwapLimit, PidsLimit: info.PidsLimit,
+		CPUCfsPeriod: info.CPUCfsPeriod, CPUCfsQuota: info.CPUCfsQuota, InitBinary: info.InitBinary, NCPU: info.NCPU,
+	}
+	f.ControllerOS, f.ControllerArch = controllerFacts()
+	for _, kv := range info.DriverStatus {
+		f.DriverStatus = append(f.DriverStatus, kv)
+	}
+	return f, nil
+}
+
+// Doctor checks the daemon in the environment against the named profile
+// ("" selects as SelectProfile does) and returns every check. The error is
+// non-nil only when the daemon could not be asked; a daemon that fails the
+// profile gives a report whose Err says why.
+func Doctor(ctx context.Context, profile string) (Report, error) {
+	a, err := NewAdapter(Options{Profile: profile})
+	if err != nil {
+		return Report{}, err
+	}
+	defer a.Close()
+	f, err := gather(ctx, a.probe)
+	if err != nil {
+		return Report{}, err
+	}
+	return CheckDaemon(a.profile, f), nil
+}
+
+// Preflight checks the daemon against the profile, pins the client to the
+// profile's API version and returns what it observed. It is repeated on
+// every call (the daemon may have been replaced); the pinned client is made
+// once.
+func (a *Adapter) Preflight(ctx context.Context) (Daemon, error) {
+	f, err := gather(ctx, a.probe)
+	if err != nil {
+		return Daemon{}, err
+	}
+	r := CheckDaemon(a.profile, f)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.report, a.facts = r, f
+	if err := r.Err(); err != nil {
+		return Daemon{}, err
+	}
+	if a.cli == nil {
+		cli, err := client.NewClientWithOpts(append(a.opts, client.WithVersion(a.profile.APIVersion))...)
+		if err != nil {
+			return Daemon{}, translate(err, "dockerio.client", "making the pinned Docker client")
+		}
+		a.cli = cli
+	}
+	a.daemon = Daemon{ID: f.ID, Version: f.Version, APIVersion: a.profile.APIVersion, Profile: a.profile.Name, Revision: a.profile.Revision()}
+	return a.daemon, nil
+}
+
+// ready returns the pinned client, running preflight first if it has not
+// passed yet.
+func (a *Adapter) ready(ctx context.Context) (*client.Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, translate(err, "dockerio", "context done")
+	}
+	a.mu.Lock()
+	cli := a.cli
+	a.mu.Unlock()
+	if cli != nil {
+		return cli, nil
+	}
+	if _, err := a.Preflight(ctx); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cli, nil
+}
+
+// ResolveImage resolves a tag or ID to the image's exact ID and admits it
+// under the profile.
+func (a *Adapter) ResolveImage(ctx context.Context, ref string) (string, error) {
+	if ref == "" {
+		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.image", "image reference is empty")
+	}
+	img, err := a.imageFacts(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	if err := AdmitImage(a.profile, "", img); err != nil {
+		return "", err
+	}
+	return img.ID, nil
+}
+
+// imageFacts inspects an image; by-ID results are cached.
+func (a *Adapter) imageFacts(ctx context.Context, ref string) (ImageFacts, error) {
+	a.imgMu.Lock()
+	f, ok := a.images[ref]
+	a.imgMu.Unlock()
+	if ok {
+		return f, nil
+	}
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return ImageFacts{}, err
+	}
+	img, err := cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return ImageFacts{}, translate(err, "dockerio.image", "image %s", ref)
+	}
+	f = ImageFacts{ID: img.ID, Os: img.Os, Architecture: img.Architecture}
+	if img.Config != nil {
+		f.Volumes = len(img.Config.Volumes)
+		f.Env = append([]string(nil), img.Config.Env...)
+	}
+	if spec.IsImageID(ref) && f.ID == ref {
+		a.imgMu.Lock()
+		a.images[ref] = f
+		a.imgMu.Unlock()
+	}
+	return f, nil
+}

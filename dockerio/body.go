@@ -1,0 +1,140 @@
+package dockerio
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// Label keys. No label uses a key Docker copies into events (exitCode,
+// execDuration, name, image).
+const (
+	LabelOwner    = "io.stockade.owner"
+	LabelSandbox  = "io.stockade.sandbox"
+	LabelRole     = "io.stockade.role"
+	LabelRevision = "io.stockade.revision"
+)
+
+// Fixed paths of the sandbox body.
+const (
+	WorkspaceDir = "/workspace"
+	WorkDir      = "/workspace/work"
+	HomeDir      = "/home/sandbox"
+	TmpDir       = "/tmp"
+)
+
+// Keeper is the workload's command: entrypoint /bin/sh with these args.
+var Keeper = []string{"-c", "while :; do sleep 3600; done"}
+
+// Environment is the seed's DOCKER_ENVIRONMENT, in order.
+var Environment = []string{"HOME=/home/sandbox", "TMPDIR=/tmp", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_]{0,63}$`)
+
+// checkID validates an owner, sandbox or process id: it appears in resource
+// names and in a shell word, so it is [A-Za-z0-9_], at most 64 characters.
+func checkID(kind, id string) error {
+	if !idPattern.MatchString(id) {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio", "%s id %q is not [A-Za-z0-9][A-Za-z0-9_]{0,63}", kind, id)
+	}
+	return nil
+}
+
+// Name returns a resource's name: stockade-<owner>-<sandbox>-<role>.
+func Name(owner, sandbox string, role Role) string {
+	return "stockade-" + owner + "-" + sandbox + "-" + string(role)
+}
+
+// Labels returns the labels every resource of a sandbox carries.
+func Labels(owner, sandbox string, role Role, revision string) map[string]string {
+	return map[string]string{LabelOwner: owner, LabelSandbox: sandbox, LabelRole: string(role), LabelRevision: revision}
+}
+
+// tmpfsOptions is the seed's tmpfs option string.
+func tmpfsOptions(size int64, u spec.User) string {
+	return fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,mode=0700,uid=%d,gid=%d", size, u.UID, u.GID)
+}
+
+// Tmpfs returns the seed's two tmpfs mounts for a policy.
+func Tmpfs(p spec.Policy) map[string]string {
+	return map[string]string{HomeDir: tmpfsOptions(p.HomeBytes, p.User), TmpDir: tmpfsOptions(p.TmpBytes, p.User)}
+}
+
+// networkMode is what HostConfig.NetworkMode must be.
+func networkMode(p spec.Policy, role Role, networkID string) string {
+	if role == RoleExport || p.Network == spec.NetworkIsolated {
+		return "none"
+	}
+	return networkID
+}
+
+// mounts returns the container's mounts: the workspace volume read-write,
+// then (workload only) each dataset image read-only.
+func mounts(sb spec.Sandbox, role Role, volume string) []mount.Mount {
+	ms := []mount.Mount{{Type: mount.TypeVolume, Source: volume, Target: WorkspaceDir}}
+	if role == RoleWorkload {
+		for _, d := range sb.Datasets {
+			ms = append(ms, mount.Mount{Type: mount.TypeImage, Source: d.Image, Target: d.Target, ReadOnly: true})
+		}
+	}
+	return ms
+}
+
+// Body is one container's create request: exactly the seed's body plus
+// HostConfig.Init where the profile has an init.
+type Body struct {
+	Config     *container.Config
+	HostConfig *container.HostConfig
+}
+
+// body builds the seed's containerBody for a role.
+func body(p Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string) Body {
+	pol := sb.Policy
+	pids := pol.Pids
+	hc := &container.HostConfig{
+		ReadonlyRootfs:  true,
+		CapDrop:         []string{"ALL"},
+		CapAdd:          nil,
+		SecurityOpt:     []string{"no-new-privileges:true"},
+		Privileged:      false,
+		PublishAllPorts: false,
+		IpcMode:         "private",
+		CgroupnsMode:    "private",
+		NetworkMode:     container.NetworkMode(networkMode(pol, role, networkID)),
+		RestartPolicy:   container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		AutoRemove:      false,
+		Tmpfs:           Tmpfs(pol),
+		Mounts:          mounts(sb, role, volume),
+		Resources: container.Resources{
+			NanoCPUs:   int64(pol.CPUs * 1e9),
+			Memory:     pol.MemoryBytes,
+			MemorySwap: pol.MemoryBytes,
+			PidsLimit:  &pids,
+		},
+	}
+	if p.Init {
+		t := true
+		hc.Init = &t
+	}
+	return Body{
+		Config: &container.Config{
+			Image:           sb.Image,
+			User:            strconv.FormatInt(pol.User.UID, 10) + ":" + strconv.FormatInt(pol.User.GID, 10),
+			WorkingDir:      WorkDir,
+			Entrypoint:      []string{"/bin/sh"},
+			Cmd:             append([]string(nil), Keeper...),
+			Env:             append([]string(nil), Environment...),
+			Tty:             false,
+			OpenStdin:       false,
+			NetworkDisabled: role == RoleExport,
+			Healthcheck:     &container.HealthConfig{Test: []string{"NONE"}},
+			Labels:          Labels(owner, id, role, p.Revision()),
+		},
+		HostConfig: hc,
+	}
+}

@@ -1,0 +1,193 @@
+package dockerio
+
+import (
+	"context"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/spec"
+)
+
+// Engine is the seam between stockade's actors and the Docker daemon: every
+// Docker call the runtime makes goes through it. *Adapter implements it
+// against the real daemon; *Fake (fake.go) implements it in memory for unit
+// tests of the actors. Every method honours ctx and returns *spec.Error
+// values (Docker errors are translated here, at the edge).
+type Engine interface {
+	// Preflight checks the daemon against the profile and returns what it
+	// observed, including the daemon id the journal records.
+	Preflight(ctx context.Context) (Daemon, error)
+
+	// ResolveImage resolves a tag or ID to the image's exact ID and checks it
+	// against the profile (OS, architecture, no declared volumes).
+	ResolveImage(ctx context.Context, ref string) (string, error)
+
+	// CreateSandbox makes a sandbox's volume, network (unless isolated),
+	// export container and workload container, seeds the workspace and
+	// verifies the readback. It is idempotent under the names: resources
+	// found by name are adopted only if every label matches. On failure it
+	// removes what it made.
+	CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, error)
+	// StartSandbox starts the workload container and verifies it again.
+	StartSandbox(ctx context.Context, sb Sandbox) error
+	// VerifySandbox re-reads the workload and checks it is running with the
+	// same identity, revision and policy (the seed's assertActive).
+	VerifySandbox(ctx context.Context, sb Sandbox) error
+	// StopSandbox stops the workload container (TERM, then KILL after
+	// grace), leaving every resource in place.
+	StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration) (ContainerExit, error)
+	// RemoveSandbox force-removes every resource of the sandbox. Resources
+	// already gone are not an error.
+	RemoveSandbox(ctx context.Context, sb Sandbox) error
+
+	// CreateExec creates (does not start) a process in the sandbox. The
+	// caller journals the returned exec id before calling AttachExec.
+	CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (string, error)
+	// AttachExec attaches to the exec, which starts it, and returns the
+	// pull-style attachment plus the process group id the process wrote.
+	AttachExec(ctx context.Context, sb Sandbox, execID string, req ExecRequest) (Attachment, error)
+	// InspectExec reports an exec's state. ExitCode is meaningful only when
+	// Running is false.
+	InspectExec(ctx context.Context, execID string) (ExecState, error)
+	// ReadGroup reads back the process group id a process wrote to the
+	// sandbox's tmpfs (for an exec journaled as created but not started).
+	ReadGroup(ctx context.Context, sb Sandbox, processID string) (int, error)
+	// SignalGroup sends sig to the process group pgid from a second exec.
+	SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig syscall.Signal) error
+
+	// PutArchive extracts a tar stream into /workspace through the export
+	// container; entries are owned by the sandbox's uid:gid.
+	PutArchive(ctx context.Context, sb Sandbox, dir string, tar io.Reader) error
+	// GetArchive returns a tar stream of path under /workspace. If the
+	// workload runs and pause is true, it is paused for the duration (a
+	// consistent copy); otherwise Live reports that the copy is live.
+	GetArchive(ctx context.Context, sb Sandbox, path string, pause bool) (rc io.ReadCloser, live bool, err error)
+
+	// ListOwned lists every container, network and volume labelled with the
+	// owner, grouped by sandbox id.
+	ListOwned(ctx context.Context, owner string) ([]Owned, error)
+	// InspectSandbox reports what Docker shows of a sandbox's resources
+	// (for reconcile).
+	InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error)
+	// RemoveOwned removes one listed resource (an orphan).
+	RemoveOwned(ctx context.Context, r Resource) error
+}
+
+// Attachment is a started exec's I/O: a pull-style frame source (the caller
+// owns the read loop, for backpressure) and a half-closable stdin. Close
+// closes the connection; it is safe to call more than once.
+type Attachment interface {
+	// Next returns the next piece of output (at most the receive chunk,
+	// from one frame), valid until the next call. io.EOF at a clean end.
+	Next() (framing.StreamID, []byte, error)
+	// Stdin is nil unless the exec was created with stdin.
+	Stdin() io.Writer
+	// CloseStdin half-closes the connection (CloseWrite).
+	CloseStdin() error
+	// Group is the process group id the process wrote before exec'ing.
+	Group() int
+	Close() error
+}
+
+// Daemon is what preflight observed.
+type Daemon struct {
+	ID         string
+	Version    string
+	APIVersion string
+	Profile    string
+	Revision   string
+}
+
+// SandboxRequest is what CreateSandbox makes.
+type SandboxRequest struct {
+	Owner string
+	ID    string
+	Spec  spec.Sandbox
+}
+
+// Sandbox names a made sandbox's resources.
+type Sandbox struct {
+	Owner    string
+	ID       string
+	Spec     spec.Sandbox
+	Revision string
+	Workload string // container id
+	Export   string // container id
+	Volume   string // volume name
+	Network  string // network id; empty when isolated
+}
+
+// ExecRequest is one process to run.
+type ExecRequest struct {
+	// ProcessID names the process; its group id file is keyed by it.
+	ProcessID string
+	Spec      spec.Process
+}
+
+// ExecState is ExecInspect, read correctly: ExitCode only when !Running.
+type ExecState struct {
+	Running  bool
+	ExitCode int
+	Pid      int
+	// Known is false when the daemon no longer knows the exec.
+	Known bool
+}
+
+// ContainerExit is a stopped container's outcome.
+type ContainerExit struct {
+	ExitCode  int
+	OOMKilled bool
+}
+
+// Role is a resource's role label.
+type Role string
+
+const (
+	RoleWorkload Role = "workload"
+	RoleExport   Role = "export"
+	RoleVolume   Role = "volume"
+	RoleNetwork  Role = "network"
+)
+
+// Kind is a Docker resource kind.
+type Kind string
+
+const (
+	KindContainer Kind = "container"
+	KindNetwork   Kind = "network"
+	KindVolume    Kind = "volume"
+)
+
+// Resource is one labelled Docker resource.
+type Resource struct {
+	Kind     Kind
+	ID       string // container/network id, or volume name
+	Name     string
+	Role     Role
+	Owner    string
+	Sandbox  string
+	Revision string
+	Labels   map[string]string
+}
+
+// Owned groups an owner's resources by sandbox id.
+type Owned struct {
+	Sandbox   string
+	Resources []Resource
+}
+
+// Observed is what reconcile sees of a sandbox.
+type Observed struct {
+	// Present lists the resources that exist.
+	Present []Resource
+	// Running: the workload container runs.
+	Running bool
+	// Exit is the workload's outcome when it exists and is not running.
+	Exit *ContainerExit
+	// Mismatch names the first readback field that differs, or "" when the
+	// workload verifies exactly (only computed when Running).
+	Mismatch string
+	Revision string
+}

@@ -1,0 +1,161 @@
+package dockerio
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// SchemaVersion is the version of the sandbox body (the container request
+// and what readback checks). It is the seed's v4 body plus HostConfig.Init,
+// so it is v5. It is part of every resource's revision label: a sandbox
+// made under another schema is torn down on recovery, never re-adopted.
+const SchemaVersion = 5
+
+// DefaultProfile is used when no profile is named. It is the seed's.
+const DefaultProfile = "linux-x64"
+
+// ProfileEnv names the environment variable that selects a profile.
+const ProfileEnv = "STOCKADE_PROFILE"
+
+// Relaxation is one guarantee a profile gives up relative to the seed's
+// linux-x64 profile, and why.
+type Relaxation struct {
+	Guarantee string
+	Why       string
+}
+
+// Profile is what a daemon must look like (and what stockade asks of it)
+// for sandboxes to be admitted. Profiles are data; which one applies is always
+// named explicitly, never "the first that passes".
+type Profile struct {
+	Name string
+	// ControllerOS and ControllerArch are runtime.GOOS/GOARCH of the process
+	// that drives the daemon.
+	ControllerOS, ControllerArch string
+	// DaemonArch is /version's Arch; DaemonInfoArchs lists the accepted
+	// values of /info's Architecture.
+	DaemonArch      string
+	DaemonInfoArchs []string
+	// ImageArch is the architecture a sandbox image must have.
+	ImageArch string
+	// APIVersion is the Engine API version the profile drives; the daemon's
+	// supported range (MinAPIVersion..ApiVersion) must include it and the
+	// client is pinned to it.
+	APIVersion string
+	// CgroupVersion ("1" or "2") and CgroupDriver ("systemd", "cgroupfs").
+	CgroupVersion string
+	CgroupDriver  string
+	// AppArmor: the daemon must list name=apparmor; AppArmorProfile is what
+	// a started container's AppArmorProfile must read.
+	AppArmor        bool
+	AppArmorProfile string
+	// Desktop: the daemon is Docker Desktop.
+	Desktop bool
+	// Seccomp is the SecurityOptions entry that proves the default seccomp
+	// profile is applied.
+	Seccomp string
+	// CgroupnsOption: the daemon must list name=cgroupns. CgroupnsMode
+	// private is requested and verified in readback either way.
+	CgroupnsOption bool
+	// Init: HostConfig.Init is requested and verified (PID 1 reaps zombies);
+	// the daemon must report an init binary.
+	Init bool
+	// Datasets: image mounts are admitted (needs the containerd image store
+	// and Engine ≥ 29.1.4); false refuses any dataset with unsupported.
+	Datasets bool
+	// Relaxes names every guarantee the profile gives up relative to
+	// linux-x64, and why. Empty for the seed's profiles.
+	Relaxes []Relaxation
+}
+
+// Revision is the backend revision string every resource is labelled with:
+// engine-<api>-v<schema>-<profile>, as the seed's engine-1.52-v4-<profile>.
+func (p Profile) Revision() string {
+	return fmt.Sprintf("engine-%s-v%d-%s", p.APIVersion, SchemaVersion, p.Name)
+}
+
+// profiles holds the seed's three profiles, kept as data, plus this
+// project's honest profile for Docker Engine 20.10 on cgroup v1.
+var profiles = map[string]Profile{
+	"linux-x64": {
+		Name: "linux-x64", ControllerOS: "linux", ControllerArch: "amd64",
+		DaemonArch: "amd64", DaemonInfoArchs: []string{"amd64", "x86_64"}, ImageArch: "amd64",
+		APIVersion: "1.52", CgroupVersion: "2", CgroupDriver: "systemd",
+		AppArmor: true, AppArmorProfile: "docker-default",
+		Seccomp: "name=seccomp,profile=builtin", CgroupnsOption: true, Init: true, Datasets: true,
+	},
+	"desktop-apple-virtualization-native-arm64": {
+		Name: "desktop-apple-virtualization-native-arm64", ControllerOS: "darwin", ControllerArch: "arm64",
+		DaemonArch: "arm64", DaemonInfoArchs: []string{"arm64", "aarch64"}, ImageArch: "arm64",
+		APIVersion: "1.52", CgroupVersion: "2", CgroupDriver: "cgroupfs", Desktop: true,
+		Seccomp: "name=seccomp,profile=builtin", CgroupnsOption: true, Init: true, Datasets: true,
+	},
+	"desktop-apple-virtualization-rosetta-amd64": {
+		Name: "desktop-apple-virtualization-rosetta-amd64", ControllerOS: "darwin", ControllerArch: "arm64",
+		DaemonArch: "arm64", DaemonInfoArchs: []string{"arm64", "aarch64"}, ImageArch: "amd64",
+		APIVersion: "1.52", CgroupVersion: "2", CgroupDriver: "cgroupfs", Desktop: true,
+		Seccomp: "name=seccomp,profile=builtin", CgroupnsOption: true, Init: true, Datasets: true,
+	},
+	// linux-x64-engine20-cgroupv1 is Docker Engine 20.10 (API 1.41) on a
+	// cgroup v1 host with the cgroupfs driver and no AppArmor, as measured on
+	// the development machine. Everything else is kept: the same container
+	// body, readback, limits (cgroup v1 memory, memsw, pids and CFS
+	// controllers are required), seccomp default profile, init, rootless and
+	// userns refused.
+	"linux-x64-engine20-cgroupv1": {
+		Name: "linux-x64-engine20-cgroupv1", ControllerOS: "linux", ControllerArch: "amd64",
+		DaemonArch: "amd64", DaemonInfoArchs: []string{"amd64", "x86_64"}, ImageArch: "amd64",
+		APIVersion: "1.41", CgroupVersion: "1", CgroupDriver: "cgroupfs",
+		AppArmor: false, AppArmorProfile: "",
+		Seccomp: "name=seccomp,profile=default", CgroupnsOption: false, Init: true, Datasets: false,
+		Relaxes: []Relaxation{
+			{"API 1.52 (Engine 29)", "Engine 20.10 supports API 1.12..1.41; the client is pinned to 1.41, so newer API fields (image mounts, per-exec ConsoleSize, the multiplexed media type) do not exist"},
+			{"cgroup v2", "the host runs cgroup v1: limits live in per-controller hierarchies (memory.limit_in_bytes, memory.memsw.limit_in_bytes, pids.max); v2's unified accounting and memory.oom.group are absent, so an OOM kills one task, not the sandbox"},
+			{"systemd cgroup driver", "the daemon uses cgroupfs: containers are not systemd units, so systemd does not account or clean them up"},
+			{"AppArmor docker-default", "the kernel has no AppArmor (SecurityOptions lists none): no MAC profile confines a sandbox; seccomp, dropped capabilities, no-new-privileges and the read-only root remain"},
+			{"seccomp reported as profile=builtin", "Engine 20.10 names its built-in default profile profile=default; it is the same default allowlist, required here"},
+			{"name=cgroupns security option", "Engine 20.10 does not list cgroupns in SecurityOptions on cgroup v1; CgroupnsMode private is still requested and verified in readback"},
+			{"image datasets", "image mounts need API ≥ 1.48, Engine ≥ 29.1.4 and the containerd image store: any dataset is refused with unsupported"},
+		},
+	},
+}
+
+// Profiles returns every known profile name, sorted.
+func Profiles() []string {
+	names := make([]string, 0, len(profiles))
+	for n := range profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LookupProfile returns the named profile, or an invalid_argument error
+// listing the known ones.
+func LookupProfile(name string) (Profile, error) {
+	p, ok := profiles[name]
+	if !ok {
+		return Profile{}, spec.Errorf(spec.CodeInvalidArgument, "dockerio.profile",
+			"unknown profile %q (known: %s)", name, strings.Join(Profiles(), ", "))
+	}
+	p.DaemonInfoArchs = append([]string(nil), p.DaemonInfoArchs...)
+	p.Relaxes = append([]Relaxation(nil), p.Relaxes...)
+	return p, nil
+}
+
+// SelectProfile picks the profile explicitly: the given name if not empty,
+// else $STOCKADE_PROFILE if set, else DefaultProfile. It never probes the
+// daemon to pick one that passes.
+func SelectProfile(name string) (Profile, error) {
+	if name == "" {
+		name = os.Getenv(ProfileEnv)
+	}
+	if name == "" {
+		name = DefaultProfile
+	}
+	return LookupProfile(name)
+}

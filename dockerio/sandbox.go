@@ -1,0 +1,493 @@
+package dockerio
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"maps"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// cleanupTimeout bounds a rollback or teardown that runs after the caller's
+// context is done.
+const cleanupTimeout = 2 * time.Minute
+
+// labelsMatch reports whether have carries every one of want's labels with
+// the same value (an image may add labels of its own to a container).
+func labelsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Adapter) admit(ctx context.Context, req SandboxRequest) (ImageFacts, error) {
+	if err := checkID("owner", req.Owner); err != nil {
+		return ImageFacts{}, err
+	}
+	if err := checkID("sandbox", req.ID); err != nil {
+		return ImageFacts{}, err
+	}
+	if err := req.Spec.Validate(); err != nil {
+		return ImageFacts{}, err
+	}
+	if err := AdmitPolicy(req.Spec.Policy); err != nil {
+		return ImageFacts{}, err
+	}
+	a.mu.Lock()
+	report, ncpu := a.report, a.facts.NCPU
+	a.mu.Unlock()
+	if err := admitOnDaemon(req.Spec.Policy, ncpu); err != nil {
+		return ImageFacts{}, err
+	}
+	if len(req.Spec.Datasets) > 0 {
+		if err := report.DatasetsErr(a.profile); err != nil {
+			return ImageFacts{}, err
+		}
+		for _, d := range req.Spec.Datasets {
+			f, err := a.imageFacts(ctx, d.Image)
+			if err != nil {
+				return ImageFacts{}, spec.Wrap(spec.CodeUnsupported, "dockerio.datasets", err, "dataset image %s is not present", d.Image)
+			}
+			if f.ID != d.Image || f.Os != "linux" {
+				return ImageFacts{}, unsupported("dockerio.datasets", "dataset image %s is not an exact local Linux image", d.Image)
+			}
+		}
+	}
+	img, err := a.imageFacts(ctx, req.Spec.Image)
+	if err != nil {
+		return ImageFacts{}, spec.Wrap(spec.CodeUnsupported, "dockerio.image", err, "sandbox image %s is not present", req.Spec.Image)
+	}
+	return img, AdmitImage(a.profile, req.Spec.Image, img)
+}
+
+// CreateSandbox makes (or adopts by name) the volume, the network unless
+// isolated, the export and workload containers; verifies both by readback;
+// and seeds /workspace/work through the export container. On any failure it
+// removes every resource labelled with this owner and sandbox (never one
+// that carries other labels) and returns the error.
+func (a *Adapter) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, error) {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	img, err := a.admit(ctx, req)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	sb := Sandbox{Owner: req.Owner, ID: req.ID, Spec: req.Spec, Revision: a.profile.Revision()}
+	sb, err = a.create(ctx, cli, sb, img)
+	if err != nil {
+		if rerr := a.removeLabelled(context.WithoutCancel(ctx), cli, sb.Owner, sb.ID); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return Sandbox{}, err
+	}
+	return sb, nil
+}
+
+func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, img ImageFacts) (Sandbox, error) {
+	rev := sb.Revision
+	volName := Name(sb.Owner, sb.ID, RoleVolume)
+	v, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: volName, Driver: "local", Labels: Labels(sb.Owner, sb.ID, RoleVolume, rev)})
+	if err != nil {
+		return sb, translate(err, "dockerio.create", "volume %s", volName)
+	}
+	if !labelsMatch(v.Labels, Labels(sb.Owner, sb.ID, RoleVolume, rev)) {
+		return sb, spec.Errorf(spec.CodeConflict, "dockerio.create", "volume %s exists with labels %v, not ours", volName, v.Labels)
+	}
+	sb.Volume = volName
+	if sb.Spec.Policy.Network == spec.NetworkBridge {
+		if sb.Network, err = a.ensureNetwork(ctx, cli, sb); err != nil {
+			return sb, err
+		}
+	}
+	for _, role := range []Role{RoleExport, RoleWorkload} {
+		id, err := a.ensureContainer(ctx, cli, sb, role)
+		if err != nil {
+			return sb, err
+		}
+		if role == RoleExport {
+			sb.Export = id
+		} else {
+			sb.Workload = id
+		}
+		if err := a.readback(ctx, cli, sb, role, id, img.Env, false); err != nil {
+			return sb, err
+		}
+	}
+	if err := a.seed(ctx, cli, sb); err != nil {
+		return sb, err
+	}
+	return sb, nil
+}
+
+func (a *Adapter) ensureNetwork(ctx context.Context, cli *client.Client, sb Sandbox) (string, error) {
+	name := Name(sb.Owner, sb.ID, RoleNetwork)
+	want := Labels(sb.Owner, sb.ID, RoleNetwork, sb.Revision)
+	list, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		return "", translate(err, "dockerio.create", "listing network %s", name)
+	}
+	for _, n := range list {
+		if n.Name != name {
+			continue // the name filter matches substrings
+		}
+		if !labelsMatch(n.Labels, want) || n.Driver != "bridge" {
+			return "", spec.Errorf(spec.CodeConflict, "dockerio.create", "network %s exists with driver %s and labels %v, not ours", name, n.Driver, n.Labels)
+		}
+		return n.ID, nil
+	}
+	resp, err := cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: want})
+	if err != nil {
+		return "", translate(err, "dockerio.create", "network %s", name)
+	}
+	return resp.ID, nil
+}
+
+func (a *Adapter) ensureContainer(ctx context.Context, cli *client.Client, sb Sandbox, role Role) (string, error) {
+	b := body(a.profile, sb.Spec, sb.Owner, sb.ID, role, sb.Volume, sb.Network)
+	name := Name(sb.Owner, sb.ID, role)
+	resp, err := cli.ContainerCreate(ctx, b.Config, b.HostConfig, nil, nil, name)
+	if err == nil {
+		return resp.ID, nil
+	}
+	err = translate(err, "dockerio.create", "container %s", name)
+	if !spec.IsCode(err, spec.CodeConflict) {
+		return "", err
+	}
+	// Found by name (a create retried after a crash): adopt it only if
+	// every label matches; readback then checks the rest.
+	c, ierr := cli.ContainerInspect(ctx, name)
+	if ierr != nil {
+		return "", translate(ierr, "dockerio.create", "inspecting existing container %s", name)
+	}
+	var labels map[string]string
+	if c.Config != nil {
+		labels = c.Config.Labels
+	}
+	if !labelsMatch(labels, b.Config.Labels) {
+		return "", spec.Errorf(spec.CodeConflict, "dockerio.create", "container %s exists with labels %v, not ours", name, labels)
+	}
+	return c.ID, nil
+}
+
+// readback inspects a container and verifies it (see Verify).
+func (a *Adapter) readback(ctx context.Context, cli *client.Client, sb Sandbox, role Role, id string, imageEnv []string, started bool) error {
+	_, raw, err := cli.ContainerInspectWithRaw(ctx, id, false)
+	if err != nil {
+		return translate(err, "dockerio.readback", "inspecting %s container %s", role, id)
+	}
+	return Verify(raw, ExpectFor(a.profile, sb.Spec, sb.Owner, sb.ID, role, sb.Volume, sb.Network, imageEnv, started))
+}
+
+// seed makes /workspace/work owned by the sandbox's uid:gid through the
+// export container's archive API (a fresh volume is root:root 0755).
+func (a *Adapter) seed(ctx context.Context, cli *client.Client, sb Sandbox) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	u := sb.Spec.Policy.User
+	hdr := &tar.Header{Typeflag: tar.TypeDir, Name: "work/", Mode: 0o755, Uid: int(u.UID), Gid: int(u.GID), ModTime: time.Now(), Format: tar.FormatPAX}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return spec.Wrap(spec.CodeEngine, "dockerio.seed", err, "building the seed archive")
+	}
+	if err := tw.Close(); err != nil {
+		return spec.Wrap(spec.CodeEngine, "dockerio.seed", err, "building the seed archive")
+	}
+	if err := cli.CopyToContainer(ctx, sb.Export, WorkspaceDir, &buf, container.CopyToContainerOptions{}); err != nil {
+		return translate(err, "dockerio.seed", "seeding %s through export container %s", WorkspaceDir, sb.Export)
+	}
+	return nil
+}
+
+// StartSandbox starts the workload container and verifies it again, now
+// running. On a mismatch it removes the sandbox's resources.
+func (a *Adapter) StartSandbox(ctx context.Context, sb Sandbox) error {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return err
+	}
+	if err := cli.ContainerStart(ctx, sb.Workload, container.StartOptions{}); err != nil {
+		return translate(err, "dockerio.start", "starting workload %s", sb.Workload)
+	}
+	if err := a.verify(ctx, cli, sb); err != nil {
+		if spec.IsCode(err, spec.CodeUnsupported) {
+			if rerr := a.removeLabelled(context.WithoutCancel(ctx), cli, sb.Owner, sb.ID); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+func (a *Adapter) verify(ctx context.Context, cli *client.Client, sb Sandbox) error {
+	img, err := a.imageFacts(ctx, sb.Spec.Image)
+	if err != nil {
+		return err
+	}
+	if sb.Revision != a.profile.Revision() {
+		return unsupported("dockerio.verify", "sandbox %s has revision %s, not %s", sb.ID, sb.Revision, a.profile.Revision())
+	}
+	return a.readback(ctx, cli, sb, RoleWorkload, sb.Workload, img.Env, true)
+}
+
+// VerifySandbox re-reads the workload: running, same identity (name and
+// labels), revision and policy. It changes nothing.
+func (a *Adapter) VerifySandbox(ctx context.Context, sb Sandbox) error {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return err
+	}
+	return a.verify(ctx, cli, sb)
+}
+
+// StopSandbox stops the workload (TERM, KILL after grace) and reports how it
+// ended. Every resource stays.
+func (a *Adapter) StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration) (ContainerExit, error) {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return ContainerExit{}, err
+	}
+	secs := int((grace + time.Second - 1) / time.Second)
+	if err := cli.ContainerStop(ctx, sb.Workload, container.StopOptions{Timeout: &secs}); err != nil {
+		return ContainerExit{}, translate(err, "dockerio.stop", "stopping workload %s", sb.Workload)
+	}
+	c, err := cli.ContainerInspect(ctx, sb.Workload)
+	if err != nil {
+		return ContainerExit{}, translate(err, "dockerio.stop", "inspecting workload %s", sb.Workload)
+	}
+	return ContainerExit{ExitCode: c.State.ExitCode, OOMKilled: c.State.OOMKilled}, nil
+}
+
+// RemoveSandbox force-removes every resource labelled with the sandbox's
+// owner and id. Resources already gone are not an error.
+func (a *Adapter) RemoveSandbox(ctx context.Context, sb Sandbox) error {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return err
+	}
+	if err := checkID("owner", sb.Owner); err != nil {
+		return err
+	}
+	if err := checkID("sandbox", sb.ID); err != nil {
+		return err
+	}
+	return a.removeLabelled(ctx, cli, sb.Owner, sb.ID)
+}
+
+// removeLabelled removes, containers first, every resource carrying both
+// the owner and the sandbox label. An empty owner or sandbox removes
+// nothing.
+func (a *Adapter) removeLabelled(ctx context.Context, cli *client.Client, owner, sandbox string) error {
+	if owner == "" || sandbox == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	rs, err := a.list(ctx, cli, owner, sandbox)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, k := range []Kind{KindContainer, KindNetwork, KindVolume} {
+		for _, r := range rs {
+			if r.Kind == k {
+				errs = append(errs, remove(ctx, cli, r))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func remove(ctx context.Context, cli *client.Client, r Resource) error {
+	var err error
+	switch r.Kind {
+	case KindContainer:
+		err = cli.ContainerRemove(ctx, r.ID, container.RemoveOptions{Force: true})
+	case KindNetwork:
+		err = cli.NetworkRemove(ctx, r.ID)
+	case KindVolume:
+		err = cli.VolumeRemove(ctx, r.ID, true)
+	default:
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.remove", "unknown kind %q", r.Kind)
+	}
+	if err != nil && !client.IsErrNotFound(err) {
+		return translate(err, "dockerio.remove", "%s %s (%s)", r.Kind, r.Name, r.ID)
+	}
+	return nil
+}
+
+func resource(kind Kind, id, name string, labels map[string]string) Resource {
+	return Resource{Kind: kind, ID: id, Name: name, Role: Role(labels[LabelRole]), Owner: labels[LabelOwner],
+		Sandbox: labels[LabelSandbox], Revision: labels[LabelRevision], Labels: maps.Clone(labels)}
+}
+
+// list returns every resource labelled with owner (and sandbox, if not
+// empty).
+func (a *Adapter) list(ctx context.Context, cli *client.Client, owner, sandbox string) ([]Resource, error) {
+	f := filters.NewArgs(filters.Arg("label", LabelOwner+"="+owner))
+	if sandbox != "" {
+		f.Add("label", LabelSandbox+"="+sandbox)
+	}
+	var out []Resource
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, translate(err, "dockerio.list", "containers of owner %s", owner)
+	}
+	for _, c := range cs {
+		name := ""
+		if len(c.Names) > 0 {
+			name = c.Names[0][1:]
+		}
+		out = append(out, resource(KindContainer, c.ID, name, c.Labels))
+	}
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return nil, translate(err, "dockerio.list", "networks of owner %s", owner)
+	}
+	for _, n := range ns {
+		out = append(out, resource(KindNetwork, n.ID, n.Name, n.Labels))
+	}
+	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		return nil, translate(err, "dockerio.list", "volumes of owner %s", owner)
+	}
+	for _, v := range vs.Volumes {
+		out = append(out, resource(KindVolume, v.Name, v.Name, v.Labels))
+	}
+	return out, nil
+}
+
+// ListOwned lists every container, network and volume labelled with the
+// owner, grouped by sandbox id (in first-seen order).
+func (a *Adapter) ListOwned(ctx context.Context, owner string) ([]Owned, error) {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkID("owner", owner); err != nil {
+		return nil, err
+	}
+	rs, err := a.list(ctx, cli, owner, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []Owned
+	index := map[string]int{}
+	for _, r := range rs {
+		i, ok := index[r.Sandbox]
+		if !ok {
+			i = len(out)
+			index[r.Sandbox] = i
+			out = append(out, Owned{Sandbox: r.Sandbox})
+		}
+		out[i].Resources = append(out[i].Resources, r)
+	}
+	return out, nil
+}
+
+// InspectSandbox reports what Docker shows of a sandbox (for reconcile):
+// the resources present, whether the workload runs, its exit if not, and
+// the first readback mismatch if it runs.
+func (a *Adapter) InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error) {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return Observed{}, err
+	}
+	rs, err := a.list(ctx, cli, sb.Owner, sb.ID)
+	if err != nil {
+		return Observed{}, err
+	}
+	obs := Observed{Present: rs}
+	for _, r := range rs {
+		if r.Kind != KindContainer || r.Role != RoleWorkload {
+			continue
+		}
+		obs.Revision = r.Revision
+		c, raw, err := cli.ContainerInspectWithRaw(ctx, r.ID, false)
+		if err != nil {
+			if client.IsErrNotFound(err) {
+				continue
+			}
+			return Observed{}, translate(err, "dockerio.inspect", "workload %s", r.ID)
+		}
+		if c.State != nil && c.State.Running {
+			obs.Running = true
+			img, err := a.imageFacts(ctx, sb.Spec.Image)
+			if err != nil {
+				obs.Mismatch = "Image"
+				continue
+			}
+			s := sb
+			s.Workload = r.ID
+			if err := Verify(raw, ExpectFor(a.profile, s.Spec, s.Owner, s.ID, RoleWorkload, s.Volume, s.Network, img.Env, true)); err != nil {
+				obs.Mismatch = err.Error()
+			} else if r.Revision != a.profile.Revision() {
+				obs.Mismatch = LabelRevision
+			}
+		} else if c.State != nil {
+			obs.Exit = &ContainerExit{ExitCode: c.State.ExitCode, OOMKilled: c.State.OOMKilled}
+		}
+	}
+	return obs, nil
+}
+
+// RemoveOwned removes one listed resource (an orphan). It re-reads the
+// resource's owner label first and refuses (conflict) to touch one that
+// does not carry r.Owner.
+func (a *Adapter) RemoveOwned(ctx context.Context, r Resource) error {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return err
+	}
+	if r.Owner == "" {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.remove", "resource %s has no owner", r.ID)
+	}
+	var labels map[string]string
+	switch r.Kind {
+	case KindContainer:
+		c, err := cli.ContainerInspect(ctx, r.ID)
+		if client.IsErrNotFound(err) {
+			return nil
+		} else if err != nil {
+			return translate(err, "dockerio.remove", "container %s", r.ID)
+		}
+		if c.Config != nil {
+			labels = c.Config.Labels
+		}
+	case KindNetwork:
+		n, err := cli.NetworkInspect(ctx, r.ID, network.InspectOptions{})
+		if client.IsErrNotFound(err) {
+			return nil
+		} else if err != nil {
+			return translate(err, "dockerio.remove", "network %s", r.ID)
+		}
+		labels = n.Labels
+	case KindVolume:
+		v, err := cli.VolumeInspect(ctx, r.ID)
+		if client.IsErrNotFound(err) {
+			return nil
+		} else if err != nil {
+			return translate(err, "dockerio.remove", "volume %s", r.ID)
+		}
+		labels = v.Labels
+	default:
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.remove", "unknown kind %q", r.Kind)
+	}
+	if labels[LabelOwner] != r.Owner {
+		return spec.Errorf(spec.CodeConflict, "dockerio.remove", "%s %s carries owner %q, not %q: not touched", r.Kind, r.ID, labels[LabelOwner], r.Owner)
+	}
+	return remove(ctx, cli, r)
+}

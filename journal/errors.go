@@ -1,0 +1,55 @@
+package journal
+
+import (
+	"errors"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// Every error the journal returns is a *spec.Error. Its Code says what kind of
+// failure it is (journal, journal_locked, identity_mismatch, invalid_argument,
+// not_found, cancelled); the causes below, matched with errors.Is, say
+// precisely what went wrong.
+var (
+	// ErrCorrupt is the cause when a stored envelope or index entry does not
+	// decode (short, bad checksum, bad field). The error names the stream and
+	// sequence. Code journal.
+	ErrCorrupt = errors.New("journal: corrupt record")
+
+	// ErrUnknownVersion is the cause when a stored envelope has a version this
+	// build does not read. The error names the stream and sequence. Code
+	// journal.
+	ErrUnknownVersion = errors.New("journal: unknown envelope version")
+
+	// ErrUnknownSchema is the cause when the file's meta schema version is one
+	// this build does not read. The file is left untouched. Code journal.
+	ErrUnknownSchema = errors.New("journal: unknown schema version")
+
+	// ErrNotJournal is the cause when a bbolt file holds buckets but no
+	// stockade meta bucket, or is not a bbolt file at all. Code journal.
+	ErrNotJournal = errors.New("journal: not a stockade journal")
+
+	// ErrInconsistent is the cause Verify returns when the indexes disagree
+	// with the streams or a stream has a gap. Code journal.
+	ErrInconsistent = errors.New("journal: index disagrees with streams")
+
+	// ErrTerminal is the cause when an Append targets a stream whose last
+	// event was terminal. Nothing of that call is written. Code
+	// invalid_argument.
+	ErrTerminal = errors.New("journal: stream is terminal")
+
+	// ErrClosed is the cause when a Journal is used after Close. Code journal.
+	ErrClosed = errors.New("journal: closed")
+
+	// ErrReadOnly is the cause when a write is asked of a journal opened
+	// read-only. Code journal.
+	ErrReadOnly = errors.New("journal: opened read-only")
+)
+
+func errJournal(op string, cause error, format string, args ...any) error {
+	return spec.Wrap(spec.CodeJournal, op, cause, format, args...)
+}
+
+func errInvalid(op, format string, args ...any) error {
+	return spec.Errorf(spec.CodeInvalidArgument, op, format, args...)
+}

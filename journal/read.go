@@ -1,0 +1,404 @@
+package journal
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// The read methods run fn inside one bbolt read transaction: they see a
+// consistent snapshot, and appends committed meanwhile are not seen. fn must
+// not call Append, BindDaemon or Retain (a commit that grows the file waits
+// for read transactions to end), and should be quick. An error returned by fn
+// stops the walk and is returned unchanged. Events handed to fn own their
+// memory.
+
+// Read calls fn for each event of key's stream with from <= Seq <= to, in
+// order; from 0 means 1 and to 0 means the end.
+//
+// Errors: not_found (no such stream), invalid_argument (bad key, from > to),
+// journal (a record does not decode: ErrCorrupt or ErrUnknownVersion, naming
+// the stream and sequence; the events before it were delivered).
+func (j *Journal) Read(key Key, from, to uint64, fn func(Event) error) error {
+	const op = "journal.read"
+	if err := validKey(key); err != nil {
+		return errInvalid(op, "%v", err)
+	}
+	if from == 0 {
+		from = 1
+	}
+	if to == 0 {
+		to = math.MaxUint64
+	}
+	if from > to {
+		return errInvalid(op, "%s: from %d is after to %d", key, from, to)
+	}
+	if err := j.usable(op, false); err != nil {
+		return err
+	}
+	return j.view(op, func(tx *bbolt.Tx) error {
+		sb := streamBucket(tx, key)
+		if sb == nil {
+			return spec.Errorf(spec.CodeNotFound, op, "no stream %s in %s", key, j.path)
+		}
+		var d decoder
+		c := sb.Cursor()
+		for k, v := c.Seek(seqKey(from)); k != nil; k, v = c.Next() {
+			if len(k) == 8 && seqFromKey(k) > to {
+				return nil
+			}
+			ev, err := d.decode(op, key, k, v)
+			if err != nil {
+				return err
+			}
+			if err := fn(ev); err != nil {
+				return userErr{err}
+			}
+		}
+		return nil
+	})
+}
+
+// userErr carries fn's error through bbolt unchanged.
+type userErr struct{ error }
+
+func (j *Journal) view(op string, fn func(*bbolt.Tx) error) error {
+	err := j.db.View(fn)
+	var u userErr
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &u):
+		return u.error
+	case spec.CodeOf(err) != "":
+		return err
+	case j.closed.Load():
+		return errJournal(op, ErrClosed, "%s", j.path)
+	default:
+		return errJournal(op, err, "%s", j.path)
+	}
+}
+
+func streamBucket(tx *bbolt.Tx, key Key) *bbolt.Bucket {
+	kb := tx.Bucket(bucketStreams).Bucket([]byte(key.Kind))
+	if kb == nil {
+		return nil
+	}
+	return kb.Bucket([]byte(key.ID))
+}
+
+// decoder turns stored records into Events, interning type strings.
+type decoder struct {
+	types map[string]string
+}
+
+func (d *decoder) decode(op string, key Key, k, v []byte) (Event, error) {
+	if len(k) != 8 {
+		return Event{}, errJournal(op, ErrCorrupt, "stream %s: key %x is not a sequence", key, k)
+	}
+	seq := seqFromKey(k)
+	e, err := decodeEnvelope(v)
+	if err != nil {
+		return Event{}, errJournal(op, err, "stream %s seq %d", key, seq)
+	}
+	ev := Event{Key: key, Seq: seq, Version: e.version, Time: unixTime(e.time), Terminal: e.terminal}
+	if d.types == nil {
+		d.types = make(map[string]string)
+	}
+	typ, ok := d.types[string(e.typ)]
+	if !ok {
+		typ = string(e.typ)
+		if len(d.types) < 1024 {
+			d.types[typ] = typ
+		}
+	}
+	ev.Type = typ
+	if len(e.payload) > 0 {
+		ev.Payload = bytes.Clone(e.payload)
+	}
+	return ev, nil
+}
+
+// Live calls fn for each entity in the live index, in key order (kind, then
+// id). Its cost depends on the number of live entities only.
+func (j *Journal) Live(fn func(LiveEntity) error) error {
+	const op = "journal.live"
+	if err := j.usable(op, false); err != nil {
+		return err
+	}
+	return j.view(op, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketLive).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			key, ok := parseLiveKey(k)
+			if !ok {
+				return errJournal(op, ErrCorrupt, "live index key %q", k)
+			}
+			e, err := decodeLive(key, v)
+			if err != nil {
+				return errJournal(op, err, "")
+			}
+			if err := fn(e); err != nil {
+				return userErr{err}
+			}
+		}
+		return nil
+	})
+}
+
+// Streams calls fn for every stream, live or terminal, in key order (kind,
+// then id).
+func (j *Journal) Streams(fn func(Key) error) error {
+	const op = "journal.streams"
+	if err := j.usable(op, false); err != nil {
+		return err
+	}
+	return j.view(op, func(tx *bbolt.Tx) error {
+		return forEachStream(tx, func(k Key, _ *bbolt.Bucket) error {
+			if err := fn(k); err != nil {
+				return userErr{err}
+			}
+			return nil
+		})
+	})
+}
+
+func forEachStream(tx *bbolt.Tx, fn func(Key, *bbolt.Bucket) error) error {
+	return tx.Bucket(bucketStreams).ForEachBucket(func(kind []byte) error {
+		kb := tx.Bucket(bucketStreams).Bucket(kind)
+		return kb.ForEachBucket(func(id []byte) error {
+			return fn(Key{Kind: Kind(kind), ID: string(id)}, kb.Bucket(id))
+		})
+	})
+}
+
+// exportLine is one line of Export's output.
+type exportLine struct {
+	Kind     Kind            `json:"kind"`
+	ID       string          `json:"id"`
+	Seq      uint64          `json:"seq"`
+	Type     string          `json:"type"`
+	Version  uint16          `json:"version"`
+	Time     time.Time       `json:"time"`
+	Terminal bool            `json:"terminal,omitempty"`
+	Payload  json.RawMessage `json:"payload"`
+}
+
+// Export writes events as JSON lines, one event a line:
+//
+//	{"kind":"sandbox","id":"…","seq":1,"type":"sandbox.reserved","version":1,"time":"…","payload":{…}}
+//
+// key nil exports every stream (in Streams order), else that one stream. A
+// record that does not decode stops the export with its error: nothing is
+// skipped silently. The output is buffered and flushed before returning.
+func (j *Journal) Export(w io.Writer, key *Key) error {
+	const op = "journal.export"
+	if key != nil {
+		if err := validKey(*key); err != nil {
+			return errInvalid(op, "%v", err)
+		}
+	}
+	if err := j.usable(op, false); err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	var d decoder
+	one := func(k Key, sb *bbolt.Bucket) error {
+		c := sb.Cursor()
+		for kk, v := c.First(); kk != nil; kk, v = c.Next() {
+			ev, err := d.decode(op, k, kk, v)
+			if err != nil {
+				return err
+			}
+			line := exportLine{Kind: k.Kind, ID: k.ID, Seq: ev.Seq, Type: ev.Type, Version: ev.Version,
+				Time: ev.Time, Terminal: ev.Terminal, Payload: ev.Payload}
+			if line.Payload == nil {
+				line.Payload = json.RawMessage("null")
+			}
+			if err := enc.Encode(line); err != nil {
+				return userErr{errJournal(op, err, "export %s seq %d", k, ev.Seq)}
+			}
+		}
+		return nil
+	}
+	err := j.view(op, func(tx *bbolt.Tx) error {
+		if key == nil {
+			return forEachStream(tx, one)
+		}
+		sb := streamBucket(tx, *key)
+		if sb == nil {
+			return spec.Errorf(spec.CodeNotFound, op, "no stream %s in %s", *key, j.path)
+		}
+		return one(*key, sb)
+	})
+	if err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return errJournal(op, err, "export %s", j.path)
+	}
+	return nil
+}
+
+// CopyTo writes a consistent copy of the whole journal file to w (a bbolt
+// read transaction, so appends continue meanwhile) and returns the bytes
+// written. The copy opens with Open like any journal (same owner).
+func (j *Journal) CopyTo(w io.Writer) (int64, error) {
+	const op = "journal.copy"
+	if err := j.usable(op, false); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := j.view(op, func(tx *bbolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(w)
+		if err != nil {
+			return userErr{errJournal(op, err, "copy %s", j.path)}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// Verify checks the whole file: bbolt's own page consistency, every record
+// decodes, sequences run 1, 2, 3… without a gap, only a stream's last event
+// may be terminal, and the live and terminal indexes hold exactly the live
+// and terminal streams with the right last sequence, type, parent and time.
+// It returns nil or a journal error (cause ErrInconsistent, ErrCorrupt or
+// ErrUnknownVersion) listing up to 20 problems.
+func (j *Journal) Verify() error {
+	const op = "journal.verify"
+	if err := j.usable(op, false); err != nil {
+		return err
+	}
+	var problems []string
+	var cause error
+	add := func(c error, format string, args ...any) {
+		if cause == nil {
+			cause = c
+		}
+		if len(problems) < 20 {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	err := j.view(op, func(tx *bbolt.Tx) error {
+		for err := range tx.Check() {
+			add(ErrCorrupt, "bbolt: %v", err)
+		}
+		live := map[string]LiveEntity{}
+		lc := tx.Bucket(bucketLive).Cursor()
+		for k, v := lc.First(); k != nil; k, v = lc.Next() {
+			key, ok := parseLiveKey(k)
+			if !ok {
+				add(ErrCorrupt, "live index key %q", k)
+				continue
+			}
+			e, err := decodeLive(key, v)
+			if err != nil {
+				add(ErrCorrupt, "%v", err)
+				continue
+			}
+			live[string(k)] = e
+		}
+		term := map[string]int64{}
+		tc := tx.Bucket(bucketTerminal).Cursor()
+		for k, _ := tc.First(); k != nil; k, _ = tc.Next() {
+			if len(k) < 9 {
+				add(ErrCorrupt, "terminal index key %q", k)
+				continue
+			}
+			if _, ok := parseLiveKey(k[8:]); !ok {
+				add(ErrCorrupt, "terminal index key %q", k)
+				continue
+			}
+			if _, dup := term[string(k[8:])]; dup {
+				add(ErrInconsistent, "%s is twice in the terminal index", k[8:])
+			}
+			term[string(k[8:])] = int64(seqFromKey(k[:8]))
+		}
+		var d decoder
+		err := forEachStream(tx, func(key Key, sb *bbolt.Bucket) error {
+			if validKey(key) != nil {
+				add(ErrCorrupt, "stream name %s", key)
+				return nil
+			}
+			var last Event
+			c := sb.Cursor()
+			want := uint64(1)
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				ev, err := d.decode(op, key, k, v)
+				if err != nil {
+					add(errors.Unwrap(err), "%v", err)
+					return nil
+				}
+				if ev.Seq != want {
+					add(ErrInconsistent, "stream %s: seq %d where %d was expected", key, ev.Seq, want)
+					return nil
+				}
+				if last.Terminal {
+					add(ErrInconsistent, "stream %s: seq %d follows a terminal event", key, ev.Seq)
+				}
+				last = ev
+				want++
+			}
+			if last.Seq == 0 {
+				add(ErrInconsistent, "stream %s is empty", key)
+				return nil
+			}
+			lk := string(liveKey(key))
+			le, isLive := live[lk]
+			ended, isTerm := term[lk]
+			delete(live, lk)
+			delete(term, lk)
+			switch {
+			case last.Terminal && isLive:
+				add(ErrInconsistent, "%s ended at seq %d but is in the live index", key, last.Seq)
+			case last.Terminal && !isTerm:
+				add(ErrInconsistent, "%s ended at seq %d but is not in the terminal index", key, last.Seq)
+			case last.Terminal && ended != last.Time.UnixNano():
+				add(ErrInconsistent, "%s: terminal index time %d, event time %d", key, ended, last.Time.UnixNano())
+			case !last.Terminal && isTerm:
+				add(ErrInconsistent, "%s is live (seq %d) but in the terminal index", key, last.Seq)
+			case !last.Terminal && !isLive:
+				add(ErrInconsistent, "%s is live (seq %d) but not in the live index", key, last.Seq)
+			case !last.Terminal && (le.LastSeq != last.Seq || le.Type != last.Type || !le.Updated.Equal(last.Time)):
+				add(ErrInconsistent, "%s: live index says seq %d %q at %s, stream says seq %d %q at %s",
+					key, le.LastSeq, le.Type, le.Updated, last.Seq, last.Type, last.Time)
+			case !last.Terminal && (key.Kind == KindProcess) != (le.Parent != ""):
+				add(ErrInconsistent, "%s: parent %q", key, le.Parent)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for k := range live {
+			add(ErrInconsistent, "%s is in the live index but has no stream", k)
+		}
+		for k := range term {
+			add(ErrInconsistent, "%s is in the terminal index but has no stream", k)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		msg := fmt.Sprintf("%s: %d problem(s): %s", j.path, len(problems), problems[0])
+		for _, p := range problems[1:] {
+			msg += "; " + p
+		}
+		return errJournal(op, cause, "%s", msg)
+	}
+	return nil
+}

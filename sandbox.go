@@ -1,0 +1,217 @@
+package stockade
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/stockade/stockade/actors/process"
+	"github.com/stockade/stockade/actors/sandbox"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// Sandbox is a sandbox made by this runtime.
+type Sandbox struct {
+	rt  *Runtime
+	id  string
+	pid *actor.PID
+}
+
+// Process is a process running in a sandbox. See process.Handle for its
+// methods: Stdout, Stderr, Stdin, Signal, Stop, Wait.
+type Process = process.Handle
+
+// Result is how a process ended.
+type Result = spec.Result
+
+// ID is the sandbox's id.
+func (s *Sandbox) ID() string { return s.id }
+
+// ask sends a request carrying a reply channel and waits for the answer,
+// the context, or the actor's end.
+func ask[T any](ctx context.Context, s *Sandbox, mk func(chan<- T) any) (T, error) {
+	var zero T
+	if err := s.rt.usable(); err != nil {
+		return zero, err
+	}
+	reply := make(chan T, 1)
+	s.rt.sys.Send(s.pid, mk(reply))
+	select {
+	case v := <-reply:
+		return v, nil
+	case <-ctx.Done():
+		return zero, spec.Wrap(spec.CodeCancelled, "sandbox", ctx.Err(), "sandbox %s", s.id)
+	}
+}
+
+func (s *Sandbox) inspect(ctx context.Context) (sandbox.Snapshot, error) {
+	// A removed sandbox's actor is gone: bound the wait so a dead letter
+	// does not hang the caller.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	snap, err := ask(ctx, s, func(r chan<- sandbox.Snapshot) any { return sandbox.Inspect{Reply: r} })
+	if err != nil {
+		if st, ferr := foldSandbox(s.rt.journal, s.id); ferr == nil && st.Phase == lifecycle.PhaseRemoved {
+			return sandbox.Snapshot{State: st}, spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s is removed", s.id)
+		}
+	}
+	return snap, err
+}
+
+// State returns the sandbox's folded state.
+func (s *Sandbox) State(ctx context.Context) (lifecycle.Sandbox, error) {
+	snap, err := s.inspect(ctx)
+	if spec.IsCode(err, spec.CodeNotFound) {
+		return snap.State, nil
+	}
+	return snap.State, err
+}
+
+func (s *Sandbox) lifetime() spec.Lifetime {
+	st, err := foldSandbox(s.rt.journal, s.id)
+	if err != nil {
+		return spec.Kept
+	}
+	return st.Spec.Lifetime
+}
+
+// Start runs a process in the sandbox. It returns once the process runs
+// (its start journaled), with its streams; every piped stream must be read.
+func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*Process, error) {
+	if p.Stdout == "" {
+		p.Stdout = spec.Pipe
+	}
+	if p.Stderr == "" {
+		p.Stderr = spec.Pipe
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	id, err := journal.NewID()
+	if err != nil {
+		return nil, err
+	}
+	l, err := ask(ctx, s, func(r chan<- process.Launch) any { return sandbox.Launch{ID: id, Spec: p, Reply: r} })
+	if err != nil {
+		return nil, err
+	}
+	return l.Handle, l.Err
+}
+
+// Stop stops the sandbox: admission closes, every process ends with reason
+// sandbox_stopped, the workload stops. Resources are kept (the workspace can
+// still be read). It returns once the sandbox is exited.
+func (s *Sandbox) Stop(ctx context.Context) error {
+	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Stop{Reply: r} })
+	if aerr != nil {
+		return aerr
+	}
+	return err
+}
+
+// Remove stops the sandbox if needed and deletes every resource. It returns
+// once the removal is journaled.
+func (s *Sandbox) Remove(ctx context.Context) error {
+	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Remove{Reply: r} })
+	if aerr != nil {
+		return aerr
+	}
+	if err == nil {
+		s.rt.mu.Lock()
+		delete(s.rt.sandboxes, s.id)
+		s.rt.mu.Unlock()
+	}
+	return err
+}
+
+// Put extracts a tar stream into /workspace/<dir> through the export
+// container; entries are owned by the sandbox's user.
+func (s *Sandbox) Put(ctx context.Context, dir string, tar io.Reader) error {
+	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Put{Dir: dir, Tar: tar, Reply: r} })
+	if aerr != nil {
+		return aerr
+	}
+	return err
+}
+
+// Get returns a tar stream of /workspace/<path>. With pause, a running
+// workload is paused for a consistent copy; otherwise live reports that the
+// copy was taken from a live filesystem. The caller closes the stream.
+func (s *Sandbox) Get(ctx context.Context, path string, pause bool) (rc io.ReadCloser, live bool, err error) {
+	res, aerr := ask(ctx, s, func(r chan<- sandbox.GetResult) any { return sandbox.Get{Path: path, Pause: pause, Reply: r} })
+	if aerr != nil {
+		return nil, false, aerr
+	}
+	return res.Tar, res.Live, res.Err
+}
+
+// HistoryEvent is one journaled event of a sandbox or one of its processes.
+type HistoryEvent struct {
+	Kind    journal.Kind    `json:"kind"`
+	ID      string          `json:"id"`
+	Seq     uint64          `json:"seq"`
+	Time    time.Time       `json:"time"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// History returns a sandbox's journaled events and its processes', in time
+// order. It reads the journal, so it survives restarts.
+func (rt *Runtime) History(id string) ([]HistoryEvent, error) {
+	return History(rt.journal, id)
+}
+
+// History reads a sandbox's history from an open journal (also a read-only
+// one, for tools that inspect a journal another runtime holds).
+func History(j *journal.Journal, id string) ([]HistoryEvent, error) {
+	var out []HistoryEvent
+	collect := func(e journal.Event) error {
+		out = append(out, HistoryEvent{Kind: e.Key.Kind, ID: e.Key.ID, Seq: e.Seq, Time: e.Time, Type: e.Type, Payload: e.Payload})
+		return nil
+	}
+	if err := j.Read(journal.Key{Kind: journal.KindSandbox, ID: id}, 0, 0, collect); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, spec.Errorf(spec.CodeNotFound, "history", "no sandbox %s in the journal", id)
+	}
+	// A process names its sandbox in its reserved event. Scanning every
+	// process stream is linear in the journal's processes: fine for a
+	// debugging tool, and retention keeps it bounded.
+	var procs []journal.Key
+	err := j.Streams(func(k journal.Key) error {
+		if k.Kind == journal.KindProcess {
+			procs = append(procs, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range procs {
+		var mine bool
+		err := j.Read(k, 1, 1, func(e journal.Event) error {
+			ev, err := lifecycle.Decode(e.Type, e.Payload)
+			if r, ok := ev.(lifecycle.ProcessReserved); err == nil && ok && r.Sandbox == id {
+				mine = true
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if mine {
+			if err := j.Read(k, 0, 0, collect); err != nil {
+				return nil, err
+			}
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].Time.Before(out[b].Time) })
+	return out, nil
+}

@@ -1,0 +1,336 @@
+package stockade
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/stockade/stockade/actors"
+	"github.com/stockade/stockade/actors/sandbox"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// Options configure Open. The zero value uses DESIGN.md's embedded defaults.
+type Options struct {
+	// Journal is the journal file; "" means $STOCKADE_JOURNAL, else
+	// $XDG_STATE_HOME/stockade/journal.db (else ~/.local/state/...).
+	Journal string
+	// Owner, if set, must match the journal's owner id.
+	Owner string
+	// Profile names the preflight profile; "" means $STOCKADE_PROFILE, else
+	// the seed's linux-x64. A relaxed profile is used only when named.
+	Profile string
+	// Logger receives the runtime's and the actor system's logs; nil is
+	// quiet.
+	Logger *slog.Logger
+	// Engine replaces the Docker adapter (tests use dockerio.Fake).
+	Engine dockerio.Engine
+	// StopGrace is the time between TERM and KILL (default 10 s).
+	StopGrace time.Duration
+	// HighWaterMark is a piped stream's credit in bytes (default 64 KiB).
+	HighWaterMark int
+	// OutputQuota is the default combined output quota (default 64 MiB).
+	OutputQuota int64
+	// LockTimeout bounds the wait for a journal held by another process.
+	LockTimeout time.Duration
+}
+
+// Runtime is an open stockade runtime: one journal, one Docker daemon.
+type Runtime struct {
+	journal *journal.Journal
+	engine  dockerio.Engine
+	closer  func() error
+	sys     *actors.System
+	deps    *actors.Deps
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	sandboxes map[string]*Sandbox
+	// unreconciled holds entities an earlier runtime left live.
+	unreconciled map[string]lifecycle.Sandbox
+	closed       bool
+}
+
+// Open opens (or creates) the journal, takes its lock, checks the daemon
+// against the profile and the journal's identity, and starts the actor
+// system. Entities an earlier runtime left live are listed as unreconciled.
+func Open(ctx context.Context, opts Options) (*Runtime, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	path := opts.Journal
+	if path == "" {
+		var err error
+		if path, err = journal.DefaultPath(); err != nil {
+			return nil, err
+		}
+	}
+	j, err := journal.Open(path, journal.Options{Owner: opts.Owner, LockTimeout: opts.LockTimeout})
+	if err != nil {
+		return nil, err
+	}
+	rt := &Runtime{journal: j, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]lifecycle.Sandbox{}}
+	fail := func(err error) (*Runtime, error) {
+		if rt.closer != nil {
+			rt.closer()
+		}
+		j.Close()
+		return nil, err
+	}
+	profile := opts.Profile
+	if profile == "" {
+		profile = os.Getenv("STOCKADE_PROFILE")
+	}
+	rt.engine = opts.Engine
+	if rt.engine == nil {
+		ad, err := dockerio.NewAdapter(dockerio.Options{Profile: profile})
+		if err != nil {
+			return fail(err)
+		}
+		rt.engine, rt.closer = ad, ad.Close
+	}
+	daemon, err := rt.engine.Preflight(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if err := j.BindDaemon(ctx, daemon.ID); err != nil {
+		return fail(err)
+	}
+	if err := rt.loadLive(); err != nil {
+		return fail(err)
+	}
+	sys, err := actors.NewSystem(log)
+	if err != nil {
+		return fail(err)
+	}
+	rt.sys = sys
+	d := actors.Deps{Journal: j, Engine: rt.engine, Log: log, Config: actors.Config{
+		Owner: j.Owner(), Profile: daemon.Profile, Revision: daemon.Revision,
+		StopGrace: opts.StopGrace, HighWaterMark: opts.HighWaterMark, OutputQuota: opts.OutputQuota,
+	}}.WithDefaults()
+	rt.deps = &d
+	return rt, nil
+}
+
+// loadLive folds every live sandbox of the journal and lists it as
+// unreconciled.
+func (rt *Runtime) loadLive() error {
+	return rt.journal.Live(func(e journal.LiveEntity) error {
+		if e.Key.Kind != journal.KindSandbox {
+			return nil
+		}
+		s, err := foldSandbox(rt.journal, e.Key.ID)
+		if err != nil {
+			return err
+		}
+		rt.unreconciled[e.Key.ID] = s
+		return nil
+	})
+}
+
+// foldSandbox replays one sandbox stream through the fold.
+func foldSandbox(j *journal.Journal, id string) (lifecycle.Sandbox, error) {
+	s := lifecycle.Sandbox{ID: id}
+	err := j.Read(journal.Key{Kind: journal.KindSandbox, ID: id}, 0, 0, func(e journal.Event) error {
+		ev, err := lifecycle.Decode(e.Type, e.Payload)
+		if err != nil {
+			return err
+		}
+		s, err = lifecycle.ApplySandbox(s, e.Seq, e.Time, ev)
+		return err
+	})
+	return s, err
+}
+
+// Owner is the journal's owner id; it labels every Docker resource this
+// runtime makes.
+func (rt *Runtime) Owner() string { return rt.journal.Owner() }
+
+// JournalPath is the journal file in use.
+func (rt *Runtime) JournalPath() string { return rt.journal.Path() }
+
+// SandboxSpec is what CreateSandbox is asked to make.
+type SandboxSpec struct {
+	// Image is a tag or an image ID; a tag is resolved once and pinned.
+	Image string
+	// Policy; the zero value means spec.DefaultPolicy().
+	Policy   spec.Policy
+	Datasets []spec.Dataset
+	// Lifetime; "" means spec.Kept.
+	Lifetime spec.Lifetime
+	// TTL, if positive, stops the sandbox that long after creation.
+	TTL time.Duration
+}
+
+// CreateSandbox makes a sandbox and starts its workload. It returns once the
+// sandbox is started and verified, or with the error that stopped it (and
+// nothing left behind).
+func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, error) {
+	if err := rt.usable(); err != nil {
+		return nil, err
+	}
+	full := spec.Sandbox{Image: s.Image, Policy: s.Policy, Datasets: s.Datasets, Lifetime: s.Lifetime, TTL: s.TTL}
+	if full.Policy == (spec.Policy{}) {
+		full.Policy = spec.DefaultPolicy()
+	}
+	if full.Lifetime == "" {
+		full.Lifetime = spec.Kept
+	}
+	if s.Image == "" {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "sandbox", "no image given")
+	}
+	id, err := rt.engine.ResolveImage(ctx, s.Image)
+	if err != nil {
+		return nil, err
+	}
+	full.Image = id
+	if err := full.Validate(); err != nil {
+		return nil, err
+	}
+	sid, err := journal.NewID()
+	if err != nil {
+		return nil, err
+	}
+	var deadline time.Time
+	if full.TTL > 0 {
+		deadline = rt.deps.Now().Add(full.TTL)
+	}
+	created := make(chan error, 1)
+	pid, err := rt.sys.Spawn(sandbox.Props(rt.deps, sandbox.Params{ID: sid, Spec: full, Deadline: deadline, Created: created}), "sandbox-"+sid)
+	if err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{rt: rt, id: sid, pid: pid}
+	rt.mu.Lock()
+	rt.sandboxes[sid] = sb
+	rt.mu.Unlock()
+	select {
+	case err := <-created:
+		if err != nil {
+			// The actor removes what was made; it stays listed until removed.
+			return nil, err
+		}
+		return sb, nil
+	case <-ctx.Done():
+		// The create goes on in the actor; the sandbox can be found by id.
+		return nil, spec.Wrap(spec.CodeCancelled, "sandbox", ctx.Err(), "creating sandbox %s (it may still be made: see Sandboxes)", sid)
+	}
+}
+
+func (rt *Runtime) usable() error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return spec.Errorf(spec.CodeCancelled, "runtime", "the runtime is closed")
+	}
+	return nil
+}
+
+// Sandbox returns a sandbox by id: one of this runtime's, or, with an
+// unreconciled error, one an earlier runtime left live.
+func (rt *Runtime) Sandbox(id string) (*Sandbox, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if sb, ok := rt.sandboxes[id]; ok {
+		return sb, nil
+	}
+	if _, ok := rt.unreconciled[id]; ok {
+		return nil, spec.Errorf(spec.CodeUnreconciled, "runtime", "sandbox %s was left live by an earlier runtime and is not reconciled", id)
+	}
+	return nil, spec.Errorf(spec.CodeNotFound, "runtime", "no sandbox %s", id)
+}
+
+// SandboxInfo is one line of Sandboxes.
+type SandboxInfo struct {
+	ID           string
+	Phase        lifecycle.Phase
+	Image        string
+	Lifetime     spec.Lifetime
+	Unreconciled bool
+	Processes    []string
+	Reserved     time.Time
+}
+
+// Sandboxes lists this runtime's sandboxes and those an earlier runtime left
+// live (marked Unreconciled), sorted by reservation time.
+func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
+	rt.mu.Lock()
+	mine := make([]*Sandbox, 0, len(rt.sandboxes))
+	for _, sb := range rt.sandboxes {
+		mine = append(mine, sb)
+	}
+	var out []SandboxInfo
+	for _, s := range rt.unreconciled {
+		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Unreconciled: true, Reserved: s.Reserved})
+	}
+	rt.mu.Unlock()
+	for _, sb := range mine {
+		snap, err := sb.inspect(ctx)
+		if err != nil {
+			if spec.IsCode(err, spec.CodeNotFound) {
+				continue // removed meanwhile
+			}
+			return nil, err
+		}
+		s := snap.State
+		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Processes: snap.Processes, Reserved: s.Reserved})
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Reserved.Before(out[k].Reserved) })
+	return out, nil
+}
+
+// Close stops the actor system and releases the journal, leaving kept
+// sandboxes running (a later runtime finds them in the journal). Processes
+// still running lose their attachment.
+func (rt *Runtime) Close() error {
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil
+	}
+	rt.closed = true
+	rt.mu.Unlock()
+	rt.sys.Shutdown(30 * time.Second)
+	var err error
+	if rt.closer != nil {
+		err = rt.closer()
+	}
+	if jerr := rt.journal.Close(); err == nil {
+		err = jerr
+	}
+	return err
+}
+
+// Shutdown stops every sandbox of this runtime (exited, resources kept;
+// one-shot sandboxes are removed), then closes the runtime.
+func (rt *Runtime) Shutdown(ctx context.Context) error {
+	rt.mu.Lock()
+	mine := make([]*Sandbox, 0, len(rt.sandboxes))
+	for _, sb := range rt.sandboxes {
+		mine = append(mine, sb)
+	}
+	rt.mu.Unlock()
+	var first error
+	for _, sb := range mine {
+		var err error
+		if sb.lifetime() == spec.OneShot {
+			err = sb.Remove(ctx)
+		} else {
+			err = sb.Stop(ctx)
+		}
+		if err != nil && first == nil && !spec.IsCode(err, spec.CodeNotFound) {
+			first = err
+		}
+	}
+	if err := rt.Close(); first == nil {
+		first = err
+	}
+	return first
+}
