@@ -41,5 +41,11 @@ BENCHTIME ?= 1x
 bench: image
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCHFLAGS) $(PKGS)
 
+# The main job: a one-shot sandbox on the embedded defaults, a process in it
+# showing the sandbox's identity and limits, its output, then the sandbox's
+# journaled history.
+run: build image
+	./bin/stockade run --history -- sh -c "$$(cat scripts/demo.sh)"
+
 clean:
 	rm -rf bin

@@ -106,7 +106,7 @@ func (d *Decoder) InputOffset() int64 { return d.off - int64(d.w0-d.r0) }
 // empty, all from one frame, on Stdout or Stderr. A frame longer than that
 // (or than what the source has delivered so far) comes as several pieces in
 // order. The slice aliases the Decoder's buffer and is valid only until the
-// next call to Next, Reset or Copy; the caller must not retain it.
+// next call to Next, Reset or CopyTo; the caller must not retain it.
 //
 // Zero-length frames are skipped. Next returns io.EOF, bare, only when the
 // source ends cleanly between frames; every other error is a *spec.Error

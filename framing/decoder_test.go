@@ -134,6 +134,8 @@ var decodeCases = []struct {
 	{name: "padding byte 1", in: hdr(1, 1, 0, 0, 0), code: spec.CodeStreamFailure, msg: "[01 01 00 00 00 00 00 00] at offset 0: nonzero padding"},
 	{name: "padding byte 2", in: hdr(2, 0, 0x80, 0, 1), code: spec.CodeStreamFailure, msg: "nonzero padding"},
 	{name: "padding byte 3", in: cat(f(Stderr, "e"), hdr(1, 0, 0, 1, 1), []byte("x")), want: "2:e", code: spec.CodeStreamFailure, msg: "at offset 9: nonzero padding"},
+	{name: "padding after a same-stream frame", in: cat(f(Stdout, "a"), hdr(1, 0, 1, 0, 1), []byte("x")), want: "1:a", code: spec.CodeStreamFailure,
+		msg: "[01 00 01 00 00 00 00 01] at offset 9: nonzero padding"},
 	{name: "text is not a header", in: []byte("hello world\n"), code: spec.CodeStreamFailure, msg: "unknown stream id 104"},
 
 	{name: "oversized frame", in: hdr(1, 0, 0, 0, 17), limit: 16, code: spec.CodeOutputLimit,
@@ -141,6 +143,8 @@ var decodeCases = []struct {
 	{name: "oversized default limit", in: hdr(2, 0, 0, 0, 1<<20+1), code: spec.CodeOutputLimit, msg: "over the frame limit of 1048576"},
 	{name: "max uint32 length", in: hdr(1, 0, 0, 0, 1<<32-1), code: spec.CodeOutputLimit},
 	{name: "oversized after output", in: cat(f(Stdout, "a"), hdr(2, 0, 0, 0, 1<<24)), want: "1:a", code: spec.CodeOutputLimit},
+	{name: "oversized after a same-stream frame", in: cat(f(Stdout, "a"), hdr(1, 0, 0, 0, 17), []byte("x")), limit: 16, want: "1:a", code: spec.CodeOutputLimit,
+		msg: "at offset 9 declares 17"},
 	{name: "bad id checked before length", in: hdr(0, 0, 0, 0, 1<<30), code: spec.CodeStreamFailure},
 
 	{name: "daemon error", in: cat(f(Stdout, "partial"), f(Systemerr, "oci runtime exec failed\n")), want: "1:partial",

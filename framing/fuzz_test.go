@@ -73,7 +73,7 @@ func fuzzSeeds(f *testing.F) {
 		f.Add(tc.in, uint16(3), uint16(tc.limit), uint64(2))
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	in, _, _ := genFrames(rng, 4096, 0, 300)
+	in, _, _ := genFrames(rng, 1024, 0, 100)
 	f.Add(in, uint16(7), uint16(0), uint64(3))
 	f.Add(in, uint16(100), uint16(200), uint64(4))
 }

@@ -152,3 +152,32 @@ func RandomHex(n int) string {
 	}
 	return strings.ToLower(hex.EncodeToString(b))
 }
+
+// CleanupOwner registers a cleanup that removes every resource labelled
+// with owner (an owner made elsewhere, e.g. by a runtime's new journal).
+func CleanupOwner(t testing.TB, cli *client.Client, owner string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := RemoveOwned(context.Background(), cli, owner); err != nil {
+			t.Errorf("cleanup of owner %s: %v", owner, err)
+		}
+	})
+}
+
+// Owned counts the containers, networks and volumes labelled with owner.
+func Owned(ctx context.Context, cli *client.Client, owner string) (int, error) {
+	f := filters.NewArgs(filters.Arg("label", OwnerLabel+"="+owner))
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return 0, err
+	}
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return 0, err
+	}
+	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		return 0, err
+	}
+	return len(cs) + len(ns) + len(vs.Volumes), nil
+}
