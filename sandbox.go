@@ -7,8 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
+	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/actors/process"
 	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/journal"
@@ -20,7 +19,7 @@ import (
 type Sandbox struct {
 	rt  *Runtime
 	id  string
-	pid *actor.PID
+	pid actors.Ref
 }
 
 // Process is a process running in a sandbox. See process.Handle for its

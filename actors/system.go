@@ -11,6 +11,10 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
+// Ref addresses an actor. It is protoactor's PID under a name of ours, so
+// packages above actors/ hold references without importing protoactor.
+type Ref = *actor.PID
+
 // System is the runtime's actor system with its supervisor at the root.
 type System struct {
 	sys      *actor.ActorSystem

@@ -92,6 +92,13 @@ type Body struct {
 	HostConfig *container.HostConfig
 }
 
+// ContainerBody returns the create request for one role of a sandbox, the
+// seed's containerBody (exported for tests and benchmarks that need the
+// same request made by other means).
+func ContainerBody(p Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string) Body {
+	return body(p, sb, owner, id, role, volume, networkID)
+}
+
 // body builds the seed's containerBody for a role.
 func body(p Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string) Body {
 	pol := sb.Policy
