@@ -20,6 +20,8 @@ type Sandbox struct {
 	rt  *Runtime
 	id  string
 	pid actors.Ref
+	// gone is closed when the sandbox's actor has stopped.
+	gone chan struct{}
 }
 
 // Process is a process running in a sandbox. See process.Handle for its
@@ -44,18 +46,16 @@ func ask[T any](ctx context.Context, s *Sandbox, mk func(chan<- T) any) (T, erro
 	select {
 	case v := <-reply:
 		return v, nil
+	case <-s.gone:
+		return zero, spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s is gone (removed)", s.id)
 	case <-ctx.Done():
 		return zero, spec.Wrap(spec.CodeCancelled, "sandbox", ctx.Err(), "sandbox %s", s.id)
 	}
 }
 
 func (s *Sandbox) inspect(ctx context.Context) (sandbox.Snapshot, error) {
-	// A removed sandbox's actor is gone: bound the wait so a dead letter
-	// does not hang the caller.
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	snap, err := ask(ctx, s, func(r chan<- sandbox.Snapshot) any { return sandbox.Inspect{Reply: r} })
-	if err != nil {
+	if spec.IsCode(err, spec.CodeNotFound) {
 		if st, ferr := foldSandbox(s.rt.journal, s.id); ferr == nil && st.Phase == lifecycle.PhaseRemoved {
 			return sandbox.Snapshot{State: st}, spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s is removed", s.id)
 		}
@@ -120,11 +120,6 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Remove{Reply: r} })
 	if aerr != nil {
 		return aerr
-	}
-	if err == nil {
-		s.rt.mu.Lock()
-		delete(s.rt.sandboxes, s.id)
-		s.rt.mu.Unlock()
 	}
 	return err
 }

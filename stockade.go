@@ -203,11 +203,18 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 		deadline = rt.deps.Now().Add(full.TTL)
 	}
 	created := make(chan error, 1)
-	pid, err := rt.sys.Spawn(sandbox.Props(rt.deps, sandbox.Params{ID: sid, Spec: full, Deadline: deadline, Created: created}), "sandbox-"+sid)
+	sb := &Sandbox{rt: rt, id: sid, gone: make(chan struct{})}
+	gone := func() {
+		close(sb.gone)
+		rt.mu.Lock()
+		delete(rt.sandboxes, sid)
+		rt.mu.Unlock()
+	}
+	pid, err := rt.sys.Spawn(sandbox.Props(rt.deps, sandbox.Params{ID: sid, Spec: full, Deadline: deadline, Created: created, Gone: gone}), "sandbox-"+sid)
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{rt: rt, id: sid, pid: pid}
+	sb.pid = pid
 	rt.mu.Lock()
 	rt.sandboxes[sid] = sb
 	rt.mu.Unlock()

@@ -131,6 +131,7 @@ func (j *Journal) run() {
 		}
 		batch = append(batch[:0], first)
 		n := len(first.recs)
+		lingering := false
 	drain:
 		for n < maxBatchRecords {
 			select {
@@ -143,19 +144,25 @@ func (j *Journal) run() {
 			if len(batch) >= prev {
 				break
 			}
-			// Fewer callers than last time: give them a moment.
-			timer.Reset(linger)
+			// Fewer callers than last time: give them a moment (one
+			// linger per batch, not per arrival).
+			if !lingering {
+				lingering = true
+				timer.Reset(linger)
+			}
 			select {
 			case r := <-j.reqs:
-				timer.Stop()
 				batch = append(batch, r)
 				n += len(r.recs)
 			case <-timer.C:
+				lingering = false
 				break drain
 			case <-j.closing:
-				timer.Stop()
 				break drain
 			}
+		}
+		if lingering {
+			timer.Stop()
 		}
 		prev = len(batch)
 		j.commit(batch)

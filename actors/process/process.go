@@ -179,6 +179,9 @@ func (a *processActor) Receive(ctx actor.Context) {
 			t.Stop()
 		}
 		a.cancel()
+		if !a.done {
+			a.detach()
+		}
 		if a.att != nil {
 			a.att.Close()
 		}
@@ -514,6 +517,25 @@ func (a *processActor) end(res spec.Result) {
 	}
 	a.sys.Root.Send(a.parent, Exited{ID: a.p.ID, Result: res})
 	a.sys.Root.Stop(a.self)
+}
+
+// detach lets go of a process that is still running because the runtime
+// is closing: nothing is journaled (the process stays live in the journal
+// for the next runtime), and the caller's streams and Wait end with a
+// cancelled error instead of hanging.
+func (a *processActor) detach() {
+	a.done = true
+	err := spec.Errorf(spec.CodeCancelled, "process", "the runtime closed; process %s was left running, unreconciled", a.p.ID)
+	if a.out != nil {
+		a.out.closePipes(err)
+	}
+	if !a.launched {
+		a.answer(Launch{Err: err})
+	}
+	if a.handle != nil {
+		a.handle.result = spec.Result{ExitCode: -1, Err: err, Started: a.started, Ended: a.deps.Now()}
+		close(a.handle.done)
+	}
 }
 
 func (a *processActor) answer(l Launch) {

@@ -23,6 +23,9 @@ type Params struct {
 	Deadline time.Time
 	// Created receives the outcome of the create, exactly once.
 	Created chan<- error
+	// Gone, if set, is called when the actor has stopped (removed, or given
+	// up because the journal failed): requests to it are no longer answered.
+	Gone func()
 }
 
 // Launch asks for a new process.
@@ -189,6 +192,10 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		if a.ttl != nil {
 			a.ttl.Stop()
 		}
+	case *actor.Stopped:
+		if a.p.Gone != nil {
+			a.p.Gone()
+		}
 	}
 }
 
@@ -252,6 +259,7 @@ func (a *sandboxActor) createFailed(cause error) {
 		return
 	}
 	a.p.Created <- cause
+	a.answerStop(nil)
 	a.remove()
 }
 
