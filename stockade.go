@@ -39,6 +39,13 @@ type Options struct {
 	OutputQuota int64
 	// LockTimeout bounds the wait for a journal held by another process.
 	LockTimeout time.Duration
+	// StopAdoptedProcesses makes recovery stop the processes it finds still
+	// running in a re-adopted sandbox (TERM, then KILL) instead of
+	// re-adopting them detached (their exit code recorded when they end).
+	StopAdoptedProcesses bool
+	// RecoveryTimeout bounds the wait for recovery to settle every sandbox
+	// (default 5 minutes).
+	RecoveryTimeout time.Duration
 }
 
 // Runtime is an open stockade runtime: one journal, one Docker daemon.
@@ -52,9 +59,8 @@ type Runtime struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox
-	// unreconciled holds entities an earlier runtime left live.
-	unreconciled map[string]lifecycle.Sandbox
-	closed       bool
+	closed    bool
+	recovery  RecoveryReport
 }
 
 // Open opens (or creates) the journal, takes its lock, checks the daemon
@@ -76,7 +82,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{journal: j, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]lifecycle.Sandbox{}}
+	rt := &Runtime{journal: j, log: log, sandboxes: map[string]*Sandbox{}}
 	fail := func(err error) (*Runtime, error) {
 		if rt.closer != nil {
 			rt.closer()
@@ -103,9 +109,6 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	if err := j.BindDaemon(ctx, daemon.ID); err != nil {
 		return fail(err)
 	}
-	if err := rt.loadLive(); err != nil {
-		return fail(err)
-	}
 	sys, err := actors.NewSystem(log)
 	if err != nil {
 		return fail(err)
@@ -116,23 +119,11 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		StopGrace: opts.StopGrace, HighWaterMark: opts.HighWaterMark, OutputQuota: opts.OutputQuota,
 	}}.WithDefaults()
 	rt.deps = &d
+	if err := rt.recover(ctx, opts); err != nil {
+		sys.Shutdown(30 * time.Second)
+		return fail(err)
+	}
 	return rt, nil
-}
-
-// loadLive folds every live sandbox of the journal and lists it as
-// unreconciled.
-func (rt *Runtime) loadLive() error {
-	return rt.journal.Live(func(e journal.LiveEntity) error {
-		if e.Key.Kind != journal.KindSandbox {
-			return nil
-		}
-		s, err := foldSandbox(rt.journal, e.Key.ID)
-		if err != nil {
-			return err
-		}
-		rt.unreconciled[e.Key.ID] = s
-		return nil
-	})
 }
 
 // foldSandbox replays one sandbox stream through the fold.
@@ -203,21 +194,10 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 		deadline = rt.deps.Now().Add(full.TTL)
 	}
 	created := make(chan error, 1)
-	sb := &Sandbox{rt: rt, id: sid, gone: make(chan struct{})}
-	gone := func() {
-		close(sb.gone)
-		rt.mu.Lock()
-		delete(rt.sandboxes, sid)
-		rt.mu.Unlock()
-	}
-	pid, err := rt.sys.Spawn(sandbox.Props(rt.deps, sandbox.Params{ID: sid, Spec: full, Deadline: deadline, Created: created, Gone: gone}), "sandbox-"+sid)
+	sb, err := rt.spawn(sandbox.Params{ID: sid, Spec: full, Deadline: deadline, Created: created})
 	if err != nil {
 		return nil, err
 	}
-	sb.pid = pid
-	rt.mu.Lock()
-	rt.sandboxes[sid] = sb
-	rt.mu.Unlock()
 	select {
 	case err := <-created:
 		if err != nil {
@@ -231,6 +211,32 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 	}
 }
 
+// spawn starts a sandbox actor and registers its handle until it is gone.
+func (rt *Runtime) spawn(p sandbox.Params) (*Sandbox, error) {
+	sb := &Sandbox{rt: rt, id: p.ID, gone: make(chan struct{})}
+	p.Gone = func() {
+		rt.mu.Lock()
+		close(sb.gone)
+		if rt.sandboxes[p.ID] == sb {
+			delete(rt.sandboxes, p.ID)
+		}
+		rt.mu.Unlock()
+	}
+	pid, err := rt.sys.Spawn(sandbox.Props(rt.deps, p), "sandbox-"+p.ID)
+	if err != nil {
+		return nil, err
+	}
+	sb.pid = pid
+	rt.mu.Lock()
+	select {
+	case <-sb.gone: // already stopped: never listed
+	default:
+		rt.sandboxes[p.ID] = sb
+	}
+	rt.mu.Unlock()
+	return sb, nil
+}
+
 func (rt *Runtime) usable() error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -240,44 +246,38 @@ func (rt *Runtime) usable() error {
 	return nil
 }
 
-// Sandbox returns a sandbox by id: one of this runtime's, or, with an
-// unreconciled error, one an earlier runtime left live.
+// Sandbox returns a live sandbox by id: one this runtime made, or one it
+// recovered (re-adopted, or exited and kept).
 func (rt *Runtime) Sandbox(id string) (*Sandbox, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if sb, ok := rt.sandboxes[id]; ok {
 		return sb, nil
 	}
-	if _, ok := rt.unreconciled[id]; ok {
-		return nil, spec.Errorf(spec.CodeUnreconciled, "runtime", "sandbox %s was left live by an earlier runtime and is not reconciled", id)
-	}
-	return nil, spec.Errorf(spec.CodeNotFound, "runtime", "no sandbox %s", id)
+	return nil, spec.Errorf(spec.CodeNotFound, "runtime", "no live sandbox %s", id)
 }
 
 // SandboxInfo is one line of Sandboxes.
 type SandboxInfo struct {
-	ID           string
-	Phase        lifecycle.Phase
-	Image        string
-	Lifetime     spec.Lifetime
-	Unreconciled bool
-	Processes    []string
-	Reserved     time.Time
+	ID        string
+	Phase     lifecycle.Phase
+	Image     string
+	Lifetime  spec.Lifetime
+	Adopted   bool
+	Processes []string
+	Reserved  time.Time
 }
 
-// Sandboxes lists this runtime's sandboxes and those an earlier runtime left
-// live (marked Unreconciled), sorted by reservation time.
+// Sandboxes lists the live sandboxes (made or recovered by this runtime),
+// sorted by reservation time.
 func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 	rt.mu.Lock()
 	mine := make([]*Sandbox, 0, len(rt.sandboxes))
 	for _, sb := range rt.sandboxes {
 		mine = append(mine, sb)
 	}
-	var out []SandboxInfo
-	for _, s := range rt.unreconciled {
-		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Unreconciled: true, Reserved: s.Reserved})
-	}
 	rt.mu.Unlock()
+	var out []SandboxInfo
 	for _, sb := range mine {
 		snap, err := sb.inspect(ctx)
 		if err != nil {
@@ -287,7 +287,7 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 			return nil, err
 		}
 		s := snap.State
-		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Processes: snap.Processes, Reserved: s.Reserved})
+		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Adopted: s.Adopted, Processes: snap.Processes, Reserved: s.Reserved})
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].Reserved.Before(out[k].Reserved) })
 	return out, nil

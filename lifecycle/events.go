@@ -119,6 +119,28 @@ type Adopted struct {
 	Detached bool `json:"detached,omitempty"`
 }
 
+// OrphanRemoved is journaled on the runtime stream after recovery removed a
+// Docker resource labelled with this journal's owner whose sandbox the
+// journal does not know as live.
+type OrphanRemoved struct {
+	Kind    string `json:"kind"`
+	ID      string `json:"id"`
+	Name    string `json:"name,omitempty"`
+	Sandbox string `json:"sandbox"`
+	Role    string `json:"role,omitempty"`
+}
+
+// RecoveryRan is journaled on the runtime stream when a recovery finished:
+// what it found and what it did.
+type RecoveryRan struct {
+	Sandboxes int      `json:"sandboxes"`
+	Processes int      `json:"processes"`
+	Orphans   int      `json:"orphans"`
+	Decisions []string `json:"decisions,omitempty"`
+}
+
+func (OrphanRemoved) Type() string   { return "runtime.orphan_removed" }
+func (RecoveryRan) Type() string     { return "runtime.recovered" }
 func (SandboxReserved) Type() string { return "sandbox.reserved" }
 func (SandboxCreated) Type() string  { return "sandbox.created" }
 func (SandboxStarted) Type() string  { return "sandbox.started" }
@@ -164,6 +186,8 @@ func init() {
 	register[ProcessExited]()
 	register[Recovered]()
 	register[Adopted]()
+	register[OrphanRemoved]()
+	register[RecoveryRan]()
 }
 
 // Encode returns the event's journal type and JSON payload.

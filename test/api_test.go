@@ -435,25 +435,3 @@ func TestAPIJournalLocked(t *testing.T) {
 	}
 }
 
-// TestAPIUnreconciled: a kept sandbox left live by a closed runtime is
-// listed as unreconciled by the next one and refused for new work.
-func TestAPIUnreconciled(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
-	id := sb.ID()
-	if err := e.rt.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rt2, err := stockade.Open(context.Background(), stockade.Options{Journal: e.journal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt2.Close()
-	list, err := rt2.Sandboxes(context.Background())
-	if err != nil || len(list) != 1 || list[0].ID != id || !list[0].Unreconciled || list[0].Phase != lifecycle.PhaseStarted {
-		t.Fatalf("listed %+v %v, want %s unreconciled and started", list, err, id)
-	}
-	if _, err := rt2.Sandbox(id); !spec.IsCode(err, spec.CodeUnreconciled) {
-		t.Fatalf("Sandbox(%s): %v, want unreconciled", id, err)
-	}
-}

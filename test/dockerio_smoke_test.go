@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/stockade/stockade/dockerio"
 )
 
 func TestDockerioLifecycle(t *testing.T) {
@@ -17,5 +19,45 @@ func TestDockerioLifecycle(t *testing.T) {
 	}
 	if rs := e.leftovers(t); len(rs) != 0 {
 		t.Fatalf("left behind: %+v", rs)
+	}
+}
+
+// TestDockerioPreflightReal: the named profile admits this daemon, the
+// client is pinned to the profile's API version (not the v28 default 1.51),
+// the daemon id is reported, and doctor prints every check.
+func TestDockerioPreflightReal(t *testing.T) {
+	e := newDio(t)
+	ctx := context.Background()
+	d, err := e.a.Preflight(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.a.Profile()
+	if d.ID == "" || d.Revision != p.Revision() || d.APIVersion != p.APIVersion || e.a.ClientVersion() != p.APIVersion {
+		t.Fatalf("daemon %+v, client drives %s, profile %s", d, e.a.ClientVersion(), p.APIVersion)
+	}
+	info, err := e.cli.Info(ctx)
+	if err != nil || info.ID != d.ID {
+		t.Fatalf("daemon id %q, /info says %q (%v)", d.ID, info.ID, err)
+	}
+	r, err := dockerio.Doctor(ctx, p.Name)
+	if err != nil || !r.OK() || len(r.Checks) < 20 {
+		t.Fatalf("doctor: %+v %v", r, err)
+	}
+	var b strings.Builder
+	r.WriteTo(&b)
+	t.Logf("doctor:\n%s", b.String())
+	if p.Name != dockerio.DefaultProfile {
+		// The default profile is named, never chosen by probing: against
+		// this daemon it must refuse, and say why.
+		def, err := dockerio.Doctor(ctx, dockerio.DefaultProfile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if def.OK() {
+			t.Logf("the default profile admits this daemon too")
+		} else {
+			t.Logf("default profile refuses: %v", def.Err())
+		}
 	}
 }

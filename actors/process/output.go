@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -74,7 +75,9 @@ func (o *output) run() (d outputDone) {
 		if id == 2 {
 			dst, n = o.stderr, &o.nErr
 		}
-		n.Add(int64(len(p)))
+		if n.Add(int64(len(p))) == int64(len(p)) && id == 1 {
+			failpoint.Hit(failpoint.ProcessMidStream) // the first stdout bytes
+		}
 		if dst != nil {
 			if _, err := dst.Write(p); err != nil {
 				d.err = err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -25,6 +26,13 @@ type Params struct {
 	// Launched receives the handle once the process runs, or the error
 	// that stopped it from running. It is sent exactly once.
 	Launched chan<- Launch
+	// Adopt, if set, makes this a recovering actor for a process an
+	// earlier runtime left live: it has no streams (an exec cannot be
+	// re-attached) and settles the process from what Docker reports.
+	Adopt *lifecycle.Process
+	// Detach re-adopts a still-running process detached (its exit code is
+	// recorded when it ends) instead of stopping it.
+	Detach bool
 }
 
 // Launch is the answer to a launch.
@@ -142,6 +150,10 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.state.ID = a.p.ID
 		var bg context.Context
 		bg, a.cancel = context.WithCancel(context.Background())
+		if a.p.Adopt != nil {
+			a.adopt()
+			return
+		}
 		a.start(bg)
 	case execCreated:
 		a.onExecCreated(ctx, m)
@@ -151,6 +163,10 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.onOutputDone(m)
 	case exitSeen:
 		a.onExitSeen(ctx, m)
+	case adoptSeen:
+		a.onAdoptSeen(m)
+	case groupRead:
+		a.onGroupRead(m)
 	case Stop:
 		m.Reply <- a.stop(m.Reason, m.Err)
 	case Signal:
@@ -197,6 +213,7 @@ func (a *processActor) start(bg context.Context) {
 		a.sys.Root.Stop(a.self)
 		return
 	}
+	failpoint.Hit(failpoint.ProcessReserved)
 	if !a.p.Deadline.IsZero() {
 		a.timers = append(a.timers, time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(deadlineHit{}) }))
 	}
@@ -222,6 +239,7 @@ func (a *processActor) onExecCreated(ctx actor.Context, m execCreated) {
 		a.abandonJournal(err)
 		return
 	}
+	failpoint.Hit(failpoint.ProcessExecCreated)
 	if a.stopReason != "" { // stopped (timeout, sandbox stop) before it ran
 		a.finish(a.stopReason, -1, a.stopErr)
 		return
@@ -251,6 +269,7 @@ func (a *processActor) onAttached(ctx actor.Context, m attached) {
 		m.att.Close()
 		return
 	}
+	failpoint.Hit(failpoint.ProcessAttached)
 	if err := a.record(lifecycle.ProcessStarted{Group: m.att.Group()}); err != nil {
 		// Nothing may run that the journal does not know to be running.
 		a.signalGroupNow(syscall.SIGKILL)
@@ -368,13 +387,17 @@ func (a *processActor) signal(m Signal) {
 // signalGroup signals the process group from a second exec, off the
 // mailbox; the reply (if any) arrives through a signalled message.
 func (a *processActor) signalGroup(sig syscall.Signal, reply chan<- error) {
-	if a.att == nil {
+	pgid := a.state.Group
+	if a.att != nil {
+		pgid = a.att.Group()
+	}
+	if pgid <= 0 {
 		if reply != nil {
 			reply <- spec.Errorf(spec.CodeNotFound, "process", "process %s has no process group yet", a.p.ID)
 		}
 		return
 	}
-	sb, pgid := a.p.Sandbox, a.att.Group()
+	sb := a.p.Sandbox
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
 		defer cancel()
@@ -569,4 +592,111 @@ func execFailure(code int, out *outputDone) error {
 		return spec.Errorf(spec.CodeExecFailed, "process", "the command could not be started (exit %d)", code)
 	}
 	return nil
+}
+
+type (
+	adoptSeen struct {
+		state dockerio.ExecState
+		err   error
+	}
+	groupRead struct {
+		pgid int
+		err  error
+	}
+)
+
+// adopt settles a process an earlier runtime left live, by DESIGN.md's
+// recovery table: a running exec is re-adopted detached (or stopped, by
+// option); an exec journaled as created that runs has its group read back
+// from the sandbox's tmpfs and is journaled started; an exec Docker no
+// longer knows ends lost. No exit code is ever invented.
+func (a *processActor) adopt() {
+	a.state = *a.p.Adopt
+	a.state.ID = a.p.ID
+	a.started = a.state.Reserved
+	a.launched = true // nobody waits for a launch
+	if a.state.Phase == lifecycle.PhaseStopping {
+		a.stopReason = a.state.Stopping
+	}
+	if a.state.ExecID == "" {
+		a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeEngine, "process", "recovered: no exec was created for process %s", a.p.ID))
+		return
+	}
+	id := a.state.ExecID
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
+		defer cancel()
+		st, err := a.deps.Engine.InspectExec(ctx, id)
+		a.send(adoptSeen{state: st, err: err})
+	}()
+}
+
+func (a *processActor) onAdoptSeen(m adoptSeen) {
+	if a.done {
+		return
+	}
+	if m.err != nil && !spec.IsCode(m.err, spec.CodeNotFound) {
+		a.finish(lifecycle.ReasonLost, -1, m.err)
+		return
+	}
+	st := m.state
+	switch {
+	case m.err != nil || !st.Known:
+		a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeEngine, "process", "recovered: the daemon no longer knows exec %s", a.state.ExecID))
+	case !st.Running:
+		reason := lifecycle.ReasonExited
+		if a.stopReason != "" {
+			reason = a.stopReason
+		}
+		a.finish(reason, st.ExitCode, nil)
+	case a.state.Phase == lifecycle.PhaseReserved:
+		// Attached (so started) but started was never journaled: read the
+		// group id back before anything signals it.
+		sb, pid := a.p.Sandbox, a.p.ID
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
+			defer cancel()
+			pgid, err := a.deps.Engine.ReadGroup(ctx, sb, pid)
+			a.send(groupRead{pgid: pgid, err: err})
+		}()
+	default:
+		a.adoptRunning()
+	}
+}
+
+func (a *processActor) onGroupRead(m groupRead) {
+	if a.done {
+		return
+	}
+	if m.err != nil {
+		// Running, but its group cannot be known: it cannot be signalled.
+		// Keep watching it; the sandbox's stop ends it.
+		a.deps.Log.Warn("recovered process has no readable group", "process", a.p.ID, "err", m.err)
+		a.watchExit()
+		return
+	}
+	if err := a.record(lifecycle.ProcessStarted{Group: m.pgid}); err != nil {
+		a.abandonJournal(err)
+		return
+	}
+	a.adoptRunning()
+}
+
+// adoptRunning re-adopts a running exec: detached, or stopped by option.
+func (a *processActor) adoptRunning() {
+	if err := a.record(lifecycle.Adopted{Detached: a.p.Detach}); err != nil {
+		a.abandonJournal(err)
+		return
+	}
+	switch {
+	case a.state.Phase == lifecycle.PhaseStopping:
+		// A stop was under way when the runtime died: its grace is over.
+		a.signalGroup(syscall.SIGKILL, nil)
+	case !a.p.Detach:
+		_ = a.stop(lifecycle.ReasonCancelled, spec.Errorf(spec.CodeCancelled, "process", "recovered: process %s stopped by the recovery option", a.p.ID))
+	}
+	if !a.p.Deadline.IsZero() {
+		a.timers = append(a.timers, time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(deadlineHit{}) }))
+	}
+	a.watchExit()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/actors/process"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -26,6 +27,30 @@ type Params struct {
 	// Gone, if set, is called when the actor has stopped (removed, or given
 	// up because the journal failed): requests to it are no longer answered.
 	Gone func()
+	// Recover, if set, makes this a recovering actor: it takes over a
+	// sandbox an earlier runtime left live instead of creating one.
+	Recover *Recover
+}
+
+// Recover is what a recovering sandbox actor starts from.
+type Recover struct {
+	State     lifecycle.Sandbox
+	Processes []lifecycle.Process
+	Observed  dockerio.Observed
+	// StopProcesses stops the processes of a re-adopted sandbox that still
+	// run, instead of re-adopting them detached.
+	StopProcesses bool
+	// Settled receives the decision and the outcome once the sandbox is at
+	// rest (re-adopted, exited and kept, or removed), exactly once.
+	Settled chan<- Settled
+}
+
+// Settled reports a recovery's outcome for one sandbox.
+type Settled struct {
+	ID       string
+	Decision Decision
+	Phase    lifecycle.Phase
+	Err      error
 }
 
 // Launch asks for a new process.
@@ -117,6 +142,11 @@ type sandboxActor struct {
 	downExit      *dockerio.ContainerExit
 	removing      bool
 	ttl           *time.Timer
+	// exitDead: the workload died on its own (found so by recovery): the
+	// sandbox is exited without a stopping intent once processes settle.
+	exitDead bool
+	decision Decision
+	settled  bool
 }
 
 func (a *sandboxActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
@@ -147,6 +177,10 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.self, a.sys = ctx.Self(), ctx.ActorSystem()
 		a.state.ID = a.p.ID
+		if a.p.Recover != nil {
+			a.recover(ctx)
+			return
+		}
 		a.create()
 	case createdMsg:
 		a.onCreated(m)
@@ -208,6 +242,7 @@ func (a *sandboxActor) create() {
 		a.sys.Root.Stop(a.self)
 		return
 	}
+	failpoint.Hit(failpoint.SandboxReserved)
 	req := dockerio.SandboxRequest{Owner: a.deps.Config.Owner, ID: a.p.ID, Spec: a.p.Spec}
 	a.goDocker(func(ctx context.Context) any {
 		sb, err := a.deps.Engine.CreateSandbox(ctx, req)
@@ -221,11 +256,13 @@ func (a *sandboxActor) onCreated(m createdMsg) {
 		return
 	}
 	a.sb = m.sb
+	failpoint.Hit(failpoint.SandboxCreateCall)
 	if err := a.record(lifecycle.SandboxCreated{Workload: m.sb.Workload, Export: m.sb.Export, Volume: m.sb.Volume, Network: m.sb.Network}); err != nil {
 		a.p.Created <- err
 		a.sys.Root.Stop(a.self) // the reservation stays live: recovery rolls it back
 		return
 	}
+	failpoint.Hit(failpoint.SandboxCreated)
 	sb := a.sb
 	a.goDocker(func(ctx context.Context) any { return startedMsg{err: a.deps.Engine.StartSandbox(ctx, sb)} })
 }
@@ -235,6 +272,7 @@ func (a *sandboxActor) onStarted(m startedMsg) {
 		a.createFailed(m.err)
 		return
 	}
+	failpoint.Hit(failpoint.SandboxStartCall)
 	if err := a.record(lifecycle.SandboxStarted{}); err != nil {
 		a.p.Created <- err
 		a.sys.Root.Stop(a.self)
@@ -326,21 +364,20 @@ func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 		return
 	}
 	a.stopReason, a.stopErr = reason, cause
-	for _, pid := range a.procs {
-		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonSandboxStopped,
-			Err: spec.Errorf(spec.CodeCancelled, "process", "sandbox %s stopped", a.p.ID), Reply: make(chan error, 1)})
-	}
-	sb, grace := a.sb, a.deps.Config.StopGrace
-	a.goDocker(func(ctx context.Context) any {
-		exit, err := a.deps.Engine.StopSandbox(ctx, sb, grace)
-		return stoppedMsg{exit: exit, err: err}
-	})
+	failpoint.Hit(failpoint.SandboxStopping)
+	a.finishStop()
 }
 
 func (a *sandboxActor) onStopped(m stoppedMsg) {
+	if spec.IsCode(m.err, spec.CodeNotFound) {
+		// The workload is already gone (recovery, or removed behind our
+		// back): it is stopped, with no code to report.
+		m.exit, m.err = dockerio.ContainerExit{ExitCode: -1}, nil
+	}
 	if m.err != nil {
 		a.deps.Log.Warn("stopping the workload failed", "sandbox", a.p.ID, "err", m.err)
 		a.answerStop(m.err) // stays stopping: a later Stop or recovery retries
+		a.settle(m.err)
 		return
 	}
 	a.downExit = &m.exit
@@ -358,7 +395,8 @@ func (a *sandboxActor) processGone(id string) {
 // maybeExited journals exited once the workload is down and every process is
 // terminal.
 func (a *sandboxActor) maybeExited() {
-	if a.state.Phase != lifecycle.PhaseStopping || a.downExit == nil || len(a.procs) > 0 {
+	stopping := a.state.Phase == lifecycle.PhaseStopping || a.exitDead && a.state.Phase == lifecycle.PhaseStarted
+	if !stopping || a.downExit == nil || len(a.procs) > 0 {
 		return
 	}
 	code := a.downExit.ExitCode
@@ -373,7 +411,9 @@ func (a *sandboxActor) maybeExited() {
 	a.answerStop(nil)
 	if a.removeAfter {
 		a.remove()
+		return
 	}
+	a.settle(nil)
 }
 
 func (a *sandboxActor) answerStop(err error) {
@@ -404,6 +444,7 @@ func (a *sandboxActor) remove() {
 		return
 	}
 	a.removing = true
+	failpoint.Hit(failpoint.SandboxRemoving)
 	sb := a.sb
 	if sb.ID == "" { // the create failed before it returned a handle
 		sb = dockerio.Sandbox{Owner: a.deps.Config.Owner, ID: a.p.ID, Spec: a.p.Spec, Revision: a.deps.Config.Revision}
@@ -415,13 +456,16 @@ func (a *sandboxActor) onRemoved(m removedMsg) {
 	a.removing = false
 	if m.err != nil {
 		a.answerRemove(m.err) // stays removing: Remove again or recovery finishes it
+		a.settle(m.err)
 		return
 	}
 	if err := a.record(lifecycle.SandboxRemoved{}); err != nil {
 		a.answerRemove(err)
+		a.settle(err)
 		return
 	}
 	a.answerRemove(nil)
+	a.settle(nil)
 	a.sys.Root.Stop(a.self)
 }
 
@@ -456,4 +500,110 @@ func (a *sandboxActor) get(m Get) {
 		rc, live, err := a.deps.Engine.GetArchive(context.Background(), sb, m.Path, m.Pause)
 		m.Reply <- GetResult{Tar: rc, Live: live, Err: err}
 	}()
+}
+
+// recover takes over a sandbox an earlier runtime left live: it journals the
+// decision with what was observed, then carries it out through the same
+// paths a live sandbox uses (stop, exited, remove), so a crash midway leaves
+// a journal the next recovery continues from.
+func (a *sandboxActor) recover(ctx actor.Context) {
+	rec := a.p.Recover
+	a.state = rec.State
+	a.state.ID = a.p.ID
+	a.sb = dockerio.Sandbox{Owner: a.deps.Config.Owner, ID: a.p.ID, Spec: a.state.Spec, Revision: a.state.Revision}
+	if c := a.state.Created; c != nil {
+		a.sb.Workload, a.sb.Export, a.sb.Volume, a.sb.Network = c.Workload, c.Export, c.Volume, c.Network
+	}
+	dec, why := Decide(a.state, rec.Observed, a.deps.Config.Revision)
+	a.decision = dec
+	if err := a.record(lifecycle.Recovered{Decision: string(dec), Observed: why}); err != nil {
+		a.settle(err)
+		a.sys.Root.Stop(a.self)
+		return
+	}
+	failpoint.Hit(failpoint.RecoveryDecided)
+	detach := dec == Readopt && !rec.StopProcesses
+	for _, p := range rec.Processes {
+		if p.Terminal() {
+			continue
+		}
+		props := process.Props(a.deps, process.Params{ID: p.ID, Sandbox: a.sb, Spec: p.Spec, Deadline: p.Deadline,
+			Adopt: &p, Detach: detach, Launched: make(chan process.Launch, 1)})
+		pid, err := ctx.SpawnNamed(props, "process-"+p.ID)
+		if err != nil {
+			a.deps.Log.Warn("recovering a process failed", "sandbox", a.p.ID, "process", p.ID, "err", err)
+			continue
+		}
+		a.procs[p.ID] = pid
+		a.byPID[pid.GetId()] = p.ID
+	}
+	switch dec {
+	case RollBack:
+		ev := lifecycle.SandboxExited{Reason: lifecycle.ReasonFailed, Error: spec.CodeCancelled, Message: "recovered: rolled back a sandbox whose create never finished"}
+		if err := a.record(ev); err != nil {
+			a.settle(err)
+			return
+		}
+		a.remove()
+	case StopRemove:
+		a.removeAfter = true
+		a.stop(lifecycle.ReasonCancelled, spec.Errorf(spec.CodeCancelled, "sandbox", "recovered: the one-shot sandbox's caller is gone"))
+	case TearDown:
+		a.removeAfter = true
+		a.stop(lifecycle.ReasonFailed, spec.Errorf(spec.CodeUnsupported, "sandbox", "recovered: %s", why))
+	case Readopt:
+		if err := a.record(lifecycle.Adopted{}); err != nil {
+			a.settle(err)
+			return
+		}
+		if !a.state.Deadline.IsZero() {
+			a.ttl = time.AfterFunc(time.Until(a.state.Deadline), func() { a.send(ttlMsg{}) })
+		}
+		a.settle(nil)
+	case RecordExit:
+		exit := dockerio.ContainerExit{ExitCode: -1}
+		if rec.Observed.Exit != nil {
+			exit = *rec.Observed.Exit
+		}
+		a.downExit, a.exitDead = &exit, true
+		a.stopReason = lifecycle.ReasonExited
+		if exit.OOMKilled {
+			a.stopReason = lifecycle.ReasonOOM
+		}
+		if exit.ExitCode < 0 && rec.Observed.Exit == nil {
+			a.stopReason = lifecycle.ReasonLost
+		}
+		a.removeAfter = a.state.Spec.Lifetime != spec.Kept || len(rec.Observed.Present) == 0
+		a.maybeExited()
+	case FinishStop:
+		a.removeAfter = a.state.Spec.Lifetime != spec.Kept
+		a.stopReason = a.state.Stopping
+		a.finishStop()
+	case FinishRemove:
+		a.remove()
+	case Leave:
+		a.settle(nil)
+	}
+}
+
+// finishStop is the tail of stop: the stopping intent is already journaled.
+func (a *sandboxActor) finishStop() {
+	for _, pid := range a.procs {
+		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonSandboxStopped,
+			Err: spec.Errorf(spec.CodeCancelled, "process", "sandbox %s stopped", a.p.ID), Reply: make(chan error, 1)})
+	}
+	sb, grace := a.sb, a.deps.Config.StopGrace
+	a.goDocker(func(ctx context.Context) any {
+		exit, err := a.deps.Engine.StopSandbox(ctx, sb, grace)
+		return stoppedMsg{exit: exit, err: err}
+	})
+}
+
+// settle tells the recovery that this sandbox is at rest.
+func (a *sandboxActor) settle(err error) {
+	if a.settled || a.p.Recover == nil || a.p.Recover.Settled == nil {
+		return
+	}
+	a.settled = true
+	a.p.Recover.Settled <- Settled{ID: a.p.ID, Decision: a.decision, Phase: a.state.Phase, Err: err}
 }

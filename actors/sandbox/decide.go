@@ -1,0 +1,110 @@
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// Decision is what recovery does with a sandbox an earlier runtime left
+// live, by DESIGN.md's recovery table.
+type Decision string
+
+const (
+	// RollBack: reserved, Docker shows nothing or a partial set: remove what
+	// exists; exited (failed) → removed.
+	RollBack Decision = "roll back"
+	// StopRemove: started, one-shot: its caller is gone.
+	StopRemove Decision = "stop and remove"
+	// Readopt: started, kept, running, readback exact, same revision.
+	Readopt Decision = "re-adopt"
+	// TearDown: started, kept, running but readback or revision differs:
+	// stop and remove; failed (unsupported).
+	TearDown Decision = "tear down"
+	// RecordExit: started, the workload is gone or dead: exited with what
+	// Docker reports, then as its lifetime says.
+	RecordExit Decision = "record exit"
+	// FinishStop: stopping: finish the stop (a one-shot is then removed).
+	FinishStop Decision = "finish stop"
+	// FinishRemove: removing: finish the removal.
+	FinishRemove Decision = "finish removal"
+	// Leave: exited and kept: the stopped resources stay (the workspace can
+	// still be read).
+	Leave Decision = "leave"
+)
+
+// Decide applies the recovery table to a sandbox's folded state and what
+// Docker shows of it. revision is the running runtime's revision: a sandbox
+// made under another is never re-adopted. It is pure; the reason it returns
+// is journaled with the decision.
+func Decide(s lifecycle.Sandbox, obs dockerio.Observed, revision string) (Decision, string) {
+	seen := Describe(obs)
+	switch s.Phase {
+	case lifecycle.PhaseReserved:
+		return RollBack, "reserved and never started; Docker shows " + seen
+	case lifecycle.PhaseStopping:
+		return FinishStop, "a stop was under way; Docker shows " + seen
+	case lifecycle.PhaseRemoving:
+		return FinishRemove, "a removal was under way; Docker shows " + seen
+	case lifecycle.PhaseExited:
+		return Leave, "exited and kept; Docker shows " + seen
+	case lifecycle.PhaseStarted:
+	default:
+		return Leave, fmt.Sprintf("phase %q needs no recovery", s.Phase)
+	}
+	if !obs.Running {
+		return RecordExit, "the workload is gone or dead; Docker shows " + seen
+	}
+	if s.Spec.Lifetime != spec.Kept {
+		return StopRemove, "one-shot and its caller is gone; Docker shows " + seen
+	}
+	switch {
+	case obs.Revision != s.Revision:
+		return TearDown, fmt.Sprintf("revision %q found, %q journaled; Docker shows %s", obs.Revision, s.Revision, seen)
+	case s.Revision != revision:
+		return TearDown, fmt.Sprintf("made under revision %q, this runtime is %q; Docker shows %s", s.Revision, revision, seen)
+	case obs.Mismatch != "":
+		return TearDown, "readback differs at " + obs.Mismatch + "; Docker shows " + seen
+	}
+	return Readopt, "running, readback exact, same revision; Docker shows " + seen
+}
+
+// Describe says in one line what Docker showed.
+func Describe(obs dockerio.Observed) string {
+	var parts []string
+	roles := map[dockerio.Role]bool{}
+	for _, r := range obs.Present {
+		roles[r.Role] = true
+	}
+	var have []string
+	for _, r := range []dockerio.Role{dockerio.RoleWorkload, dockerio.RoleExport, dockerio.RoleVolume, dockerio.RoleNetwork} {
+		if roles[r] {
+			have = append(have, string(r))
+		}
+	}
+	if len(have) == 0 {
+		return "no resources"
+	}
+	parts = append(parts, "resources: "+strings.Join(have, ","))
+	switch {
+	case obs.Running:
+		parts = append(parts, "workload running")
+	case obs.Exit != nil:
+		parts = append(parts, fmt.Sprintf("workload exited %d", obs.Exit.ExitCode))
+		if obs.Exit.OOMKilled {
+			parts = append(parts, "OOM-killed")
+		}
+	case roles[dockerio.RoleWorkload]:
+		parts = append(parts, "workload not running")
+	}
+	if obs.Mismatch != "" {
+		parts = append(parts, "readback differs at "+obs.Mismatch)
+	}
+	if obs.Revision != "" {
+		parts = append(parts, "revision "+obs.Revision)
+	}
+	return strings.Join(parts, "; ")
+}

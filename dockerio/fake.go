@@ -1,0 +1,595 @@
+package dockerio
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/spec"
+)
+
+// Fake is an in-memory Engine for unit tests of the actors. It keeps
+// sandboxes, execs and workspace files in maps, honours ctx on every call,
+// produces exec output as real multiplexed frames (framing.Encoder) read
+// through a framing.Decoder over a synchronous pipe (so an unread stream
+// blocks the "process" as it would for real), and injects faults through
+// Fault.
+type Fake struct {
+	// DaemonID and Profile are what Preflight reports.
+	DaemonID string
+	Profile  Profile
+	// Script decides what an exec does; nil runs every exec as exit 0 with
+	// no output.
+	Script func(sb Sandbox, req ExecRequest) FakeRun
+	// Fault, if set, is asked before every operation (named as the Engine
+	// method, e.g. "CreateSandbox", "AttachExec"); a non-nil result is
+	// returned instead of performing it.
+	Fault func(op string) error
+
+	mu        sync.Mutex
+	next      int
+	sandboxes map[string]*fakeSandbox // by owner/id
+	execs     map[string]*fakeExec
+}
+
+// FakeRun scripts one exec.
+type FakeRun struct {
+	// Frames are written in order as the process's output.
+	Frames []FakeFrame
+	// EchoStdin copies stdin to stdout (after Frames) until it is closed.
+	EchoStdin bool
+	// Hold, if not nil, keeps the process running (after its output) until
+	// it is closed or the group is signalled.
+	Hold chan struct{}
+	// ExitCode is the process's exit code.
+	ExitCode int
+	// StartFailure makes AttachExec fail with exec_failed (as Docker's
+	// exit 126/127 with text).
+	StartFailure string
+}
+
+// FakeFrame is one frame of scripted output.
+type FakeFrame struct {
+	Stream framing.StreamID
+	Data   []byte
+}
+
+var _ Engine = (*Fake)(nil)
+
+type fakeSandbox struct {
+	sb      Sandbox
+	running bool
+	exit    *ContainerExit
+	files   map[string][]byte // path under /workspace → content; dirs end in '/'
+}
+
+type fakeExec struct {
+	sb       string
+	req      ExecRequest
+	run      FakeRun
+	started  bool
+	done     bool
+	exitCode int
+	group    int
+	kill     chan struct{}
+	killOnce sync.Once
+	sig      syscall.Signal
+}
+
+// NewFake returns a Fake reporting the given profile.
+func NewFake(p Profile) *Fake {
+	return &Fake{DaemonID: "fake-daemon", Profile: p, sandboxes: map[string]*fakeSandbox{}, execs: map[string]*fakeExec{}}
+}
+
+func (f *Fake) enter(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return translate(err, "dockerio.fake", "%s", op)
+	}
+	if f.Fault != nil {
+		if err := f.Fault(op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *Fake) id(prefix string) string {
+	f.next++
+	return fmt.Sprintf("%s%060d", prefix, f.next)
+}
+
+func (f *Fake) Preflight(ctx context.Context) (Daemon, error) {
+	if err := f.enter(ctx, "Preflight"); err != nil {
+		return Daemon{}, err
+	}
+	return Daemon{ID: f.DaemonID, Version: "fake", APIVersion: f.Profile.APIVersion, Profile: f.Profile.Name, Revision: f.Profile.Revision()}, nil
+}
+
+func (f *Fake) ResolveImage(ctx context.Context, ref string) (string, error) {
+	if err := f.enter(ctx, "ResolveImage"); err != nil {
+		return "", err
+	}
+	if !spec.IsImageID(ref) {
+		return "", spec.Errorf(spec.CodeNotFound, "dockerio.fake", "image %s", ref)
+	}
+	return ref, nil
+}
+
+func (f *Fake) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, error) {
+	if err := f.enter(ctx, "CreateSandbox"); err != nil {
+		return Sandbox{}, err
+	}
+	if err := checkID("owner", req.Owner); err != nil {
+		return Sandbox{}, err
+	}
+	if err := checkID("sandbox", req.ID); err != nil {
+		return Sandbox{}, err
+	}
+	if err := req.Spec.Validate(); err != nil {
+		return Sandbox{}, err
+	}
+	if err := AdmitPolicy(req.Spec.Policy); err != nil {
+		return Sandbox{}, err
+	}
+	if len(req.Spec.Datasets) > 0 && !f.Profile.Datasets {
+		return Sandbox{}, unsupported("dockerio.datasets", "profile %s does not admit image datasets", f.Profile.Name)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := req.Owner + "/" + req.ID
+	if s, ok := f.sandboxes[key]; ok {
+		return s.sb, nil // adopted by name
+	}
+	sb := Sandbox{Owner: req.Owner, ID: req.ID, Spec: req.Spec, Revision: f.Profile.Revision(),
+		Workload: f.id("w"), Export: f.id("e"), Volume: Name(req.Owner, req.ID, RoleVolume)}
+	if req.Spec.Policy.Network == spec.NetworkBridge {
+		sb.Network = f.id("n")
+	}
+	f.sandboxes[key] = &fakeSandbox{sb: sb, files: map[string][]byte{"work/": nil}}
+	return sb, nil
+}
+
+func (f *Fake) get(sb Sandbox) (*fakeSandbox, error) {
+	s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]
+	if !ok {
+		return nil, spec.Errorf(spec.CodeNotFound, "dockerio.fake", "sandbox %s", sb.ID)
+	}
+	return s, nil
+}
+
+func (f *Fake) StartSandbox(ctx context.Context, sb Sandbox) error {
+	if err := f.enter(ctx, "StartSandbox"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.get(sb)
+	if err != nil {
+		return err
+	}
+	s.running, s.exit = true, nil
+	return nil
+}
+
+func (f *Fake) VerifySandbox(ctx context.Context, sb Sandbox) error {
+	if err := f.enter(ctx, "VerifySandbox"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.get(sb)
+	if err != nil {
+		return err
+	}
+	if !s.running {
+		return unsupported("dockerio.verify", "%s %s: State.Running differs: got false, want true", RoleWorkload, Name(sb.Owner, sb.ID, RoleWorkload))
+	}
+	if sb.Revision != s.sb.Revision {
+		return unsupported("dockerio.verify", "sandbox %s has revision %s, not %s", sb.ID, sb.Revision, s.sb.Revision)
+	}
+	return nil
+}
+
+func (f *Fake) StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration) (ContainerExit, error) {
+	if err := f.enter(ctx, "StopSandbox"); err != nil {
+		return ContainerExit{}, err
+	}
+	f.mu.Lock()
+	s, err := f.get(sb)
+	if err != nil {
+		f.mu.Unlock()
+		return ContainerExit{}, err
+	}
+	s.running = false
+	s.exit = &ContainerExit{ExitCode: 143}
+	var kill []*fakeExec
+	for _, x := range f.execs {
+		if x.sb == sb.Owner+"/"+sb.ID && !x.done {
+			kill = append(kill, x)
+		}
+	}
+	f.mu.Unlock()
+	for _, x := range kill {
+		x.signal(syscall.SIGKILL)
+	}
+	return *s.exit, nil
+}
+
+func (f *Fake) RemoveSandbox(ctx context.Context, sb Sandbox) error {
+	if err := f.enter(ctx, "RemoveSandbox"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.sandboxes, sb.Owner+"/"+sb.ID)
+	return nil
+}
+
+func (f *Fake) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (string, error) {
+	if err := f.enter(ctx, "CreateExec"); err != nil {
+		return "", err
+	}
+	if err := checkID("process", req.ProcessID); err != nil {
+		return "", err
+	}
+	if err := req.Spec.Validate(); err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.get(sb)
+	if err != nil {
+		return "", err
+	}
+	if !s.running {
+		return "", spec.Errorf(spec.CodeConflict, "dockerio.fake", "container %s is not running", sb.Workload)
+	}
+	run := FakeRun{}
+	if f.Script != nil {
+		run = f.Script(sb, req)
+	}
+	id := f.id("x")
+	f.execs[id] = &fakeExec{sb: sb.Owner + "/" + sb.ID, req: req, run: run, kill: make(chan struct{})}
+	return id, nil
+}
+
+func (x *fakeExec) signal(sig syscall.Signal) {
+	x.killOnce.Do(func() { x.sig = sig; close(x.kill) })
+}
+
+// fakeAttachment is the Fake's Attachment: a decoder over a pipe fed by
+// the scripted process.
+type fakeAttachment struct {
+	dec     *framing.Decoder
+	out     *io.PipeReader
+	stdin   *io.PipeWriter
+	group   int
+	closeMu sync.Once
+}
+
+func (t *fakeAttachment) Next() (framing.StreamID, []byte, error) { return t.dec.Next() }
+func (t *fakeAttachment) Stdin() io.Writer {
+	if t.stdin == nil {
+		return nil
+	}
+	return t.stdin
+}
+func (t *fakeAttachment) CloseStdin() error {
+	if t.stdin == nil {
+		return spec.Errorf(spec.CodeStreamFailure, "dockerio.stdin", "no stdin")
+	}
+	return t.stdin.Close()
+}
+func (t *fakeAttachment) Group() int { return t.group }
+func (t *fakeAttachment) Close() error {
+	t.closeMu.Do(func() {
+		t.out.CloseWithError(io.ErrClosedPipe)
+		if t.stdin != nil {
+			t.stdin.CloseWithError(io.ErrClosedPipe)
+		}
+	})
+	return nil
+}
+
+func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req ExecRequest) (Attachment, error) {
+	if err := f.enter(ctx, "AttachExec"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	x, ok := f.execs[execID]
+	if !ok {
+		f.mu.Unlock()
+		return nil, spec.Errorf(spec.CodeNotFound, "dockerio.fake", "exec %s", execID)
+	}
+	if x.started {
+		f.mu.Unlock()
+		return nil, spec.Errorf(spec.CodeConflict, "dockerio.fake", "exec %s already started", execID)
+	}
+	x.started = true
+	if x.run.StartFailure != "" {
+		x.done, x.exitCode = true, 127
+		f.mu.Unlock()
+		return nil, spec.Errorf(spec.CodeExecFailed, "dockerio.exec", "exit 127: %s", x.run.StartFailure)
+	}
+	f.next++
+	x.group = 100 + f.next
+	f.mu.Unlock()
+
+	pr, pw := io.Pipe()
+	t := &fakeAttachment{out: pr, group: x.group, dec: framing.NewDecoder(pr, framing.Options{FrameLimit: spec.DefaultFrameLimit, ChunkSize: spec.DefaultReceiveChunk})}
+	var in *io.PipeReader
+	if req.Spec.Stdin {
+		in, t.stdin = io.Pipe()
+	}
+	go func() {
+		enc := framing.NewEncoder(pw)
+		code := x.run.ExitCode
+		err := func() error {
+			for _, fr := range x.run.Frames {
+				if err := enc.WriteFrame(fr.Stream, fr.Data); err != nil {
+					return err
+				}
+			}
+			if in != nil {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := in.Read(buf)
+					if n > 0 && x.run.EchoStdin {
+						if err := enc.WriteFrame(framing.Stdout, buf[:n]); err != nil {
+							return err
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+			}
+			if x.run.Hold != nil {
+				select {
+				case <-x.run.Hold:
+				case <-x.kill:
+				}
+			}
+			return nil
+		}()
+		select {
+		case <-x.kill:
+			code = 128 + int(x.sig)
+		default:
+		}
+		f.mu.Lock()
+		x.done, x.exitCode = true, code
+		f.mu.Unlock()
+		pw.CloseWithError(err)
+		if in != nil {
+			in.Close()
+		}
+	}()
+	return t, nil
+}
+
+func (f *Fake) InspectExec(ctx context.Context, execID string) (ExecState, error) {
+	if err := f.enter(ctx, "InspectExec"); err != nil {
+		return ExecState{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	x, ok := f.execs[execID]
+	if !ok {
+		return ExecState{Known: false}, nil
+	}
+	st := ExecState{Known: true, Running: x.started && !x.done, Pid: x.group}
+	if !st.Running && x.done {
+		st.ExitCode = x.exitCode
+	}
+	return st, nil
+}
+
+// ForgetExec drops an exec record, as the daemon does minutes after exit or
+// on restart.
+func (f *Fake) ForgetExec(execID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.execs, execID)
+}
+
+func (f *Fake) ReadGroup(ctx context.Context, sb Sandbox, processID string) (int, error) {
+	if err := f.enter(ctx, "ReadGroup"); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, x := range f.execs {
+		if x.sb == sb.Owner+"/"+sb.ID && x.req.ProcessID == processID && x.group != 0 {
+			return x.group, nil
+		}
+	}
+	return 0, spec.Errorf(spec.CodeNotFound, "dockerio.group", "process %s: no group record", processID)
+}
+
+func (f *Fake) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig syscall.Signal) error {
+	if err := f.enter(ctx, "SignalGroup"); err != nil {
+		return err
+	}
+	if pgid <= 1 {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "process group %d: must be above 1", pgid)
+	}
+	f.mu.Lock()
+	var target *fakeExec
+	for _, x := range f.execs {
+		if x.sb == sb.Owner+"/"+sb.ID && x.group == pgid && !x.done {
+			target = x
+		}
+	}
+	f.mu.Unlock()
+	if target == nil {
+		return spec.Errorf(spec.CodeNotFound, "dockerio.signal", "process group %d: no such process", pgid)
+	}
+	if sig != 0 {
+		target.signal(sig)
+	}
+	return nil
+}
+
+func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Reader) error {
+	if err := f.enter(ctx, "PutArchive"); err != nil {
+		return err
+	}
+	dst, err := workspacePath(dir)
+	if err != nil {
+		return err
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")
+	var buf bytes.Buffer
+	if err := rewrite(&buf, r, sb.Spec.Policy.User); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.get(sb)
+	if err != nil {
+		return err
+	}
+	if _, ok := s.files[rel+"/"]; rel != "" && !ok {
+		return spec.Errorf(spec.CodeNotFound, "dockerio.archive", "%s does not exist", dst)
+	}
+	tr := tar.NewReader(&buf)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return spec.Wrap(spec.CodeInvalidArgument, "dockerio.archive", err, "reading the archive")
+		}
+		name := path.Join(rel, h.Name)
+		if h.Typeflag == tar.TypeDir {
+			s.files[name+"/"] = nil
+			continue
+		}
+		b, _ := io.ReadAll(tr)
+		s.files[name] = b
+	}
+}
+
+func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string, pause bool) (io.ReadCloser, bool, error) {
+	if err := f.enter(ctx, "GetArchive"); err != nil {
+		return nil, false, err
+	}
+	src, err := workspacePath(p)
+	if err != nil {
+		return nil, false, err
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(src, WorkspaceDir), "/")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.get(sb)
+	if err != nil {
+		return nil, false, err
+	}
+	var names []string
+	for n := range s.files {
+		if rel == "" || n == rel || n == rel+"/" || strings.HasPrefix(n, rel+"/") {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return nil, false, spec.Errorf(spec.CodeNotFound, "dockerio.archive", "%s does not exist", src)
+	}
+	sort.Strings(names)
+	base := path.Dir(strings.TrimSuffix(rel, "/"))
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	u := sb.Spec.Policy.User
+	for _, n := range names {
+		name := strings.TrimPrefix(n, base+"/")
+		h := &tar.Header{Name: name, Uid: int(u.UID), Gid: int(u.GID), Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(s.files[n]))}
+		if strings.HasSuffix(n, "/") {
+			h.Typeflag, h.Mode, h.Size = tar.TypeDir, 0o755, 0
+		}
+		tw.WriteHeader(h)
+		tw.Write(s.files[n])
+	}
+	tw.Close()
+	return io.NopCloser(&buf), s.running && !pause, nil
+}
+
+func (f *Fake) ListOwned(ctx context.Context, owner string) ([]Owned, error) {
+	if err := f.enter(ctx, "ListOwned"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Owned
+	for _, s := range f.sandboxes {
+		if s.sb.Owner == owner {
+			out = append(out, Owned{Sandbox: s.sb.ID, Resources: fakeResources(s.sb)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Sandbox < out[j].Sandbox })
+	return out, nil
+}
+
+func fakeResources(sb Sandbox) []Resource {
+	mk := func(k Kind, id string, role Role) Resource {
+		l := Labels(sb.Owner, sb.ID, role, sb.Revision)
+		return resource(k, id, Name(sb.Owner, sb.ID, role), l)
+	}
+	rs := []Resource{mk(KindContainer, sb.Workload, RoleWorkload), mk(KindContainer, sb.Export, RoleExport), mk(KindVolume, sb.Volume, RoleVolume)}
+	if sb.Network != "" {
+		rs = append(rs, mk(KindNetwork, sb.Network, RoleNetwork))
+	}
+	return rs
+}
+
+func (f *Fake) InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error) {
+	if err := f.enter(ctx, "InspectSandbox"); err != nil {
+		return Observed{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]
+	if !ok {
+		return Observed{}, nil
+	}
+	obs := Observed{Present: fakeResources(s.sb), Running: s.running, Revision: s.sb.Revision}
+	if !s.running && s.exit != nil {
+		e := *s.exit
+		obs.Exit = &e
+	}
+	return obs, nil
+}
+
+func (f *Fake) RemoveOwned(ctx context.Context, r Resource) error {
+	if err := f.enter(ctx, "RemoveOwned"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.sandboxes[r.Owner+"/"+r.Sandbox]; ok && r.Kind == KindContainer && r.Role == RoleWorkload {
+		s.running = false
+	}
+	if r.Role == RoleVolume {
+		delete(f.sandboxes, r.Owner+"/"+r.Sandbox)
+	}
+	return nil
+}
+
+// SetExited marks a sandbox's workload as exited (a crash or OOM seen by
+// reconcile).
+func (f *Fake) SetExited(sb Sandbox, exit ContainerExit) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]; ok {
+		s.running, s.exit = false, &exit
+	}
+}

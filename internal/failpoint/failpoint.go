@@ -1,0 +1,53 @@
+// Package failpoint holds stockade's crash-drill failpoints: named points at
+// durability edges (after an intent is journaled, between a Docker call and
+// its fact, mid-stream, during teardown and recovery) where an armed process
+// kills itself with SIGKILL, as a power cut or an OOM kill would.
+//
+// They are compiled in and inert unless the environment variable
+// STOCKADE_FAILPOINT names one when the process starts. An inert Hit costs a
+// comparison of two strings.
+package failpoint
+
+import (
+	"os"
+	"syscall"
+)
+
+// Env is the variable that arms a failpoint.
+const Env = "STOCKADE_FAILPOINT"
+
+// The failpoints, in the order a sandbox's life reaches them.
+const (
+	SandboxReserved    = "sandbox.reserved"     // reserved journaled, nothing created
+	SandboxCreateCall  = "sandbox.create-call"  // resources made, created not journaled
+	SandboxCreated     = "sandbox.created"      // created journaled, workload not started
+	SandboxStartCall   = "sandbox.start-call"   // workload started, started not journaled
+	ProcessReserved    = "process.reserved"     // process reserved journaled, no exec
+	ProcessExecCreated = "process.exec-created" // exec created journaled, not attached
+	ProcessAttached    = "process.attached"     // exec running, started not journaled
+	ProcessMidStream   = "process.mid-stream"   // output flowing
+	SandboxStopping    = "sandbox.stopping"     // stopping journaled, workload not stopped
+	SandboxRemoving    = "sandbox.removing"     // removing journaled, resources not removed
+	RecoveryDecided    = "recovery.decided"     // a recovery decision journaled, not carried out
+)
+
+// All lists every failpoint, for drills.
+var All = []string{
+	SandboxReserved, SandboxCreateCall, SandboxCreated, SandboxStartCall,
+	ProcessReserved, ProcessExecCreated, ProcessAttached, ProcessMidStream,
+	SandboxStopping, SandboxRemoving, RecoveryDecided,
+}
+
+var armed = os.Getenv(Env)
+
+// Hit kills the process with SIGKILL if name is the armed failpoint.
+func Hit(name string) {
+	if armed == "" || armed != name {
+		return
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // SIGKILL is not deliverable late, but never run on past it
+}
+
+// Armed returns the armed failpoint's name, or "".
+func Armed() string { return armed }

@@ -1,0 +1,227 @@
+package stockade
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/stockade/stockade/actors/sandbox"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// RecoveryReport says what the recovery run by Open found and did.
+type RecoveryReport struct {
+	// Sandboxes lists each live sandbox found, its decision and where it
+	// settled.
+	Sandboxes []RecoveredSandbox
+	// Processes counts the live processes found.
+	Processes int
+	// Orphans lists the resources removed because they carried this
+	// owner's label but no live sandbox of the journal.
+	Orphans  []dockerio.Resource
+	Duration time.Duration
+}
+
+// RecoveredSandbox is one line of a RecoveryReport.
+type RecoveredSandbox struct {
+	ID       string
+	From     lifecycle.Phase
+	Decision sandbox.Decision
+	Observed string
+	Settled  lifecycle.Phase
+	Err      error
+}
+
+// Recovery returns the report of the recovery Open ran.
+func (rt *Runtime) Recovery() RecoveryReport {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.recovery
+}
+
+// live is the journal's live state, folded.
+type live struct {
+	sandboxes map[string]lifecycle.Sandbox
+	processes map[string][]lifecycle.Process // by sandbox id
+	count     int
+}
+
+func loadLive(j *journal.Journal) (live, error) {
+	l := live{sandboxes: map[string]lifecycle.Sandbox{}, processes: map[string][]lifecycle.Process{}}
+	err := j.Live(func(e journal.LiveEntity) error {
+		switch e.Key.Kind {
+		case journal.KindSandbox:
+			s, err := foldSandbox(j, e.Key.ID)
+			if err != nil {
+				return err
+			}
+			l.sandboxes[e.Key.ID] = s
+		case journal.KindProcess:
+			p, err := foldProcess(j, e.Key.ID)
+			if err != nil {
+				return err
+			}
+			l.processes[p.Sandbox] = append(l.processes[p.Sandbox], p)
+			l.count++
+		}
+		return nil
+	})
+	return l, err
+}
+
+func foldProcess(j *journal.Journal, id string) (lifecycle.Process, error) {
+	p := lifecycle.Process{ID: id}
+	err := j.Read(journal.Key{Kind: journal.KindProcess, ID: id}, 0, 0, func(e journal.Event) error {
+		ev, err := lifecycle.Decode(e.Type, e.Payload)
+		if err != nil {
+			return err
+		}
+		p, err = lifecycle.ApplyProcess(p, e.Seq, e.Time, ev)
+		return err
+	})
+	return p, err
+}
+
+// handleOf names a journaled sandbox's Docker resources.
+func handleOf(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
+	h := dockerio.Sandbox{Owner: owner, ID: s.ID, Spec: s.Spec, Revision: s.Revision}
+	if c := s.Created; c != nil {
+		h.Workload, h.Export, h.Volume, h.Network = c.Workload, c.Export, c.Volume, c.Network
+	}
+	return h
+}
+
+// recover reconciles the journal's live entities with the Docker resources
+// labelled with this owner, by DESIGN.md's recovery table. Each sandbox is
+// handed to a recovering actor that journals its decision with what was
+// observed and carries it out; resources with this owner and no live
+// sandbox are orphans, removed and journaled; resources of other owners are
+// never listed, so never touched.
+func (rt *Runtime) recover(ctx context.Context, opts Options) error {
+	start := time.Now()
+	owner := rt.journal.Owner()
+	l, err := loadLive(rt.journal)
+	if err != nil {
+		return err
+	}
+	owned, err := rt.engine.ListOwned(ctx, owner)
+	if err != nil {
+		return err
+	}
+	report := RecoveryReport{Processes: l.count}
+	// Observe every sandbox before acting on any: a daemon that cannot
+	// answer fails Open with nothing touched.
+	type plan struct {
+		state lifecycle.Sandbox
+		obs   dockerio.Observed
+	}
+	var plans []plan
+	for _, s := range l.sandboxes {
+		obs, err := rt.engine.InspectSandbox(ctx, handleOf(owner, s))
+		if err != nil {
+			return fmt.Errorf("recovering sandbox %s: %w", s.ID, err)
+		}
+		plans = append(plans, plan{s, obs})
+	}
+	sort.Slice(plans, func(i, k int) bool { return plans[i].state.Reserved.Before(plans[k].state.Reserved) })
+	// Processes whose sandbox is not live cannot run: settle them lost.
+	for sid, procs := range l.processes {
+		if _, ok := l.sandboxes[sid]; ok {
+			continue
+		}
+		for _, p := range procs {
+			ev := lifecycle.ProcessExited{Reason: lifecycle.ReasonLost, Error: spec.CodeEngine, Message: "recovered: its sandbox is not live"}
+			if _, err := rt.deps.Record(journal.KindProcess, p.ID, sid, ev); err != nil {
+				return err
+			}
+		}
+	}
+	settled := make(chan sandbox.Settled, len(plans))
+	for _, pl := range plans {
+		_, err := rt.spawn(sandbox.Params{ID: pl.state.ID, Spec: pl.state.Spec, Recover: &sandbox.Recover{
+			State: pl.state, Processes: l.processes[pl.state.ID], Observed: pl.obs,
+			StopProcesses: opts.StopAdoptedProcesses, Settled: settled,
+		}})
+		if err != nil {
+			return err
+		}
+		_, why := sandbox.Decide(pl.state, pl.obs, rt.deps.Config.Revision)
+		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase, Observed: why})
+	}
+	orphans, err := rt.sweepOrphans(ctx, owned, l)
+	report.Orphans = orphans
+	if err != nil {
+		return err
+	}
+	wait := opts.RecoveryTimeout
+	if wait <= 0 {
+		wait = 5 * time.Minute
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	byID := map[string]int{}
+	for i, s := range report.Sandboxes {
+		byID[s.ID] = i
+	}
+	var decisions []string
+	for range plans {
+		select {
+		case st := <-settled:
+			r := &report.Sandboxes[byID[st.ID]]
+			r.Decision, r.Settled, r.Err = st.Decision, st.Phase, st.Err
+			decisions = append(decisions, st.ID+": "+string(st.Decision))
+			if st.Err != nil {
+				rt.log.Warn("recovery left a sandbox unsettled", "sandbox", st.ID, "decision", st.Decision, "err", st.Err)
+			}
+		case <-timer.C:
+			return spec.Errorf(spec.CodeTimeout, "recovery", "recovery did not settle every sandbox within %v", wait)
+		case <-ctx.Done():
+			return spec.Wrap(spec.CodeCancelled, "recovery", ctx.Err(), "recovering")
+		}
+	}
+	sort.Strings(decisions)
+	report.Duration = time.Since(start)
+	if len(plans) > 0 || len(orphans) > 0 {
+		ran := lifecycle.RecoveryRan{Sandboxes: len(plans), Processes: l.count, Orphans: len(orphans), Decisions: decisions}
+		if _, err := rt.deps.Record(journal.KindRuntime, "recovery", "", ran); err != nil {
+			return err
+		}
+	}
+	rt.mu.Lock()
+	rt.recovery = report
+	rt.mu.Unlock()
+	return nil
+}
+
+// sweepOrphans removes every resource labelled with this owner whose
+// sandbox is not live in the journal, containers first (a volume or network
+// in use cannot go), journaling each removal after it happened.
+func (rt *Runtime) sweepOrphans(ctx context.Context, owned []dockerio.Owned, l live) ([]dockerio.Resource, error) {
+	var orphans []dockerio.Resource
+	for _, g := range owned {
+		if _, ok := l.sandboxes[g.Sandbox]; ok {
+			continue
+		}
+		orphans = append(orphans, g.Resources...)
+	}
+	rank := map[dockerio.Kind]int{dockerio.KindContainer: 0, dockerio.KindNetwork: 1, dockerio.KindVolume: 2}
+	sort.SliceStable(orphans, func(i, k int) bool { return rank[orphans[i].Kind] < rank[orphans[k].Kind] })
+	for _, r := range orphans {
+		if r.Owner != rt.journal.Owner() {
+			// ListOwned filters by owner; never trust a reply blindly.
+			return nil, spec.Errorf(spec.CodeConflict, "recovery", "%s %s carries owner %q, not ours: refusing to touch it", r.Kind, r.ID, r.Owner)
+		}
+		if err := rt.engine.RemoveOwned(ctx, r); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+			return nil, err
+		}
+		ev := lifecycle.OrphanRemoved{Kind: string(r.Kind), ID: r.ID, Name: r.Name, Sandbox: r.Sandbox, Role: string(r.Role)}
+		if _, err := rt.deps.Record(journal.KindRuntime, "orphans", "", ev); err != nil {
+			return nil, err
+		}
+	}
+	return orphans, nil
+}

@@ -1,0 +1,205 @@
+package test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/spec"
+)
+
+// The dockerio benchmarks each run stockade's path and its anchor
+// alternately in the same loop (the machine is shared, so interleaving keeps
+// drift out of the ratio) and report both times and their ratio.
+//
+//	go test -run '^$' -bench BenchmarkDockerio -benchtime 10x ./test/
+
+// BenchmarkDockerioSandboxCreate: create+start+verify through dockerio vs
+// the same resources (volume, export and workload containers, the seed
+// archive, start) made with raw client calls and no verification. Target
+// ratio ≤ 1.15.
+func BenchmarkDockerioSandboxCreate(b *testing.B) {
+	e := newDio(b)
+	ctx := context.Background()
+	s := e.spec(nil)
+	var dio, raw time.Duration
+	for i := 0; i < b.N; i++ {
+		id := newID()
+		t0 := time.Now()
+		sb, err := e.a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.owner, ID: id, Spec: s})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := e.a.StartSandbox(ctx, sb); err != nil {
+			b.Fatal(err)
+		}
+		dio += time.Since(t0)
+		if err := e.a.RemoveSandbox(ctx, sb); err != nil {
+			b.Fatal(err)
+		}
+
+		id = newID()
+		p := e.a.Profile()
+		t0 = time.Now()
+		vol := dockerio.Name(e.owner, id, dockerio.RoleVolume)
+		if _, err := e.cli.VolumeCreate(ctx, volume.CreateOptions{Name: vol, Labels: dockerio.Labels(e.owner, id, dockerio.RoleVolume, p.Revision())}); err != nil {
+			b.Fatal(err)
+		}
+		var ids []string
+		for _, role := range []dockerio.Role{dockerio.RoleExport, dockerio.RoleWorkload} {
+			body := dockerio.ContainerBody(p, s, e.owner, id, role, vol, "")
+			c, err := e.cli.ContainerCreate(ctx, body.Config, body.HostConfig, nil, nil, dockerio.Name(e.owner, id, role))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids = append(ids, c.ID)
+		}
+		var seed bytes.Buffer
+		tw := tar.NewWriter(&seed)
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "work/", Mode: 0o755, Uid: 65532, Gid: 65532})
+		tw.Close()
+		if err := e.cli.CopyToContainer(ctx, ids[0], dockerio.WorkspaceDir, &seed, container.CopyToContainerOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := e.cli.ContainerStart(ctx, ids[1], container.StartOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		raw += time.Since(t0)
+		if err := e.a.RemoveSandbox(ctx, dockerio.Sandbox{Owner: e.owner, ID: id}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	report(b, "dockerio", dio, "raw", raw)
+}
+
+// BenchmarkDockerioExecTrue: `true` through dockerio (create, attach, read
+// to EOF, wait for the exit code) vs `docker exec` on the CLI. Target ratio
+// ≤ 0.5.
+func BenchmarkDockerioExecTrue(b *testing.B) {
+	e := newDio(b)
+	sb := e.sandbox(b, nil)
+	ctx := context.Background()
+	var dio, cli, floor time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if r, err := e.tryExec(sb, nil, "true"); err != nil || r.code != 0 {
+			b.Fatalf("dockerio: %+v %v", r, err)
+		}
+		dio += time.Since(t0)
+		// The floor: the raw client running `true` with no wrapper, no
+		// group record, no checks (create, attach, read to EOF, inspect).
+		t0 = time.Now()
+		cr, err := e.cli.ContainerExecCreate(ctx, sb.Workload, container.ExecOptions{User: "65532:65532", AttachStdout: true, AttachStderr: true, Cmd: []string{"true"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		hj, err := e.cli.ContainerExecAttach(ctx, cr.ID, container.ExecAttachOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, hj.Reader)
+		hj.Close()
+		if _, err := e.cli.ContainerExecInspect(ctx, cr.ID); err != nil {
+			b.Fatal(err)
+		}
+		floor += time.Since(t0)
+		t0 = time.Now()
+		if out, err := exec.Command("docker", "exec", "-u", "65532:65532", sb.Workload, "true").CombinedOutput(); err != nil {
+			b.Fatalf("docker exec: %v %s", err, out)
+		}
+		cli += time.Since(t0)
+	}
+	report(b, "dockerio", dio, "cli", cli)
+	b.ReportMetric(float64(floor.Milliseconds())/float64(b.N), "raw-floor-ms/op")
+	b.ReportMetric(floor.Seconds()/cli.Seconds(), "floor-ratio")
+}
+
+// BenchmarkDockerioOutput1GiB: 1 GiB of stdout through dockerio (hashing
+// nothing, just Next to EOF) vs the raw client + stdcopy.StdCopy into
+// io.Discard, same sandbox, same command. The ratio is dockerio's throughput
+// over raw's. Target ≥ 0.95.
+func BenchmarkDockerioOutput1GiB(b *testing.B) {
+	e := newDio(b)
+	sb := e.sandbox(b, func(s *spec.Sandbox) { s.Policy.CPUs = 2 })
+	size := 1 << 30
+	if mib, err := strconv.Atoi(os.Getenv("STOCKADE_BENCH_OUTPUT_MIB")); err == nil && mib > 0 {
+		size = mib << 20 // a smaller run for a quick look; the figure is for 1 GiB
+	}
+	cmd := []string{"/bin/sh", "-c", "yes " + patternLine + " | head -c " + strconv.Itoa(size)}
+	ctx := context.Background()
+	var dio, raw time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		req := dockerio.ExecRequest{ProcessID: newID(), Spec: spec.Process{Argv: cmd, Stdout: spec.Pipe, Stderr: spec.Pipe}}
+		id, err := e.a.CreateExec(ctx, sb, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		att, err := e.a.AttachExec(ctx, sb, id, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n int64
+		for {
+			_, p, err := att.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += int64(len(p))
+		}
+		att.Close()
+		if st, err := dockerio.WaitExec(ctx, e.a, id); err != nil || st.ExitCode != 0 || n != int64(size) {
+			b.Fatalf("dockerio: %+v %v, %d bytes", st, err, n)
+		}
+		dio += time.Since(t0)
+
+		t0 = time.Now()
+		cr, err := e.cli.ContainerExecCreate(ctx, sb.Workload, container.ExecOptions{User: "65532:65532", AttachStdout: true, AttachStderr: true, Cmd: cmd})
+		if err != nil {
+			b.Fatal(err)
+		}
+		hj, err := e.cli.ContainerExecAttach(ctx, cr.ID, container.ExecAttachOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := stdcopy.StdCopy(io.Discard, io.Discard, hj.Reader)
+		hj.Close()
+		if err != nil || m != int64(size) {
+			b.Fatalf("raw: %d bytes, %v", m, err)
+		}
+		for {
+			ins, err := e.cli.ContainerExecInspect(ctx, cr.ID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !ins.Running {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		raw += time.Since(t0)
+	}
+	b.ReportMetric(float64(size)*float64(b.N)/dio.Seconds()/(1<<20), "dockerio-MiB/s")
+	b.ReportMetric(float64(size)*float64(b.N)/raw.Seconds()/(1<<20), "raw-MiB/s")
+	b.ReportMetric(raw.Seconds()/dio.Seconds(), "throughput-ratio")
+}
+
+func report(b *testing.B, aName string, a time.Duration, bName string, bd time.Duration) {
+	b.ReportMetric(float64(a.Milliseconds())/float64(b.N), aName+"-ms/op")
+	b.ReportMetric(float64(bd.Milliseconds())/float64(b.N), bName+"-ms/op")
+	b.ReportMetric(a.Seconds()/bd.Seconds(), "ratio")
+}
