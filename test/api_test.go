@@ -434,4 +434,3 @@ func TestAPIJournalLocked(t *testing.T) {
 		t.Fatalf("second open: %v, want journal_locked naming %s", err, e.journal)
 	}
 }
-
