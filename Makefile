@@ -47,5 +47,11 @@ bench: image
 run: build image
 	./bin/stockade run --history -- sh -c "$$(cat scripts/demo.sh)"
 
+# The randomized crash drill: every failpoint, then DRILL_RANDOM kills at
+# random moments.
+DRILL_RANDOM ?= 20
+drill: build image
+	./bin/stockade drill --random $(DRILL_RANDOM)
+
 clean:
 	rm -rf bin

@@ -174,7 +174,8 @@ func (a *Adapter) AttachExec(ctx context.Context, sb Sandbox, execID string, req
 	}
 	t.dec = framing.NewDecoder(resp.Reader, framing.Options{FrameLimit: spec.DefaultFrameLimit, ChunkSize: spec.DefaultReceiveChunk})
 	var held int
-	var text bytes.Buffer
+	var text bytes.Buffer // what came before the marker, for a start failure
+	stdoutSeen := false   // the marker is the first thing on stdout; stderr may overtake it
 	for {
 		id, p, err := t.dec.Next()
 		if err == io.EOF {
@@ -186,7 +187,7 @@ func (a *Adapter) AttachExec(ctx context.Context, sb Sandbox, execID string, req
 			}
 			return nil, err
 		}
-		if id == framing.Stdout && text.Len() == 0 && bytes.HasPrefix(p, []byte(groupMarker)) {
+		if id == framing.Stdout && !stdoutSeen && bytes.HasPrefix(p, []byte(groupMarker)) {
 			line, rest, ok := bytes.Cut(p[len(groupMarker):], []byte("\n"))
 			pgid, perr := strconv.Atoi(string(line))
 			if !ok || perr != nil || pgid <= 1 {
@@ -200,6 +201,9 @@ func (a *Adapter) AttachExec(ctx context.Context, sb Sandbox, execID string, req
 				return nil, translate(ctx.Err(), "dockerio.exec", "exec %s: attach", execID)
 			}
 			return t, nil
+		}
+		if id == framing.Stdout {
+			stdoutSeen = true
 		}
 		held += len(p)
 		if held > maxPending {

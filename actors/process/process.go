@@ -48,6 +48,10 @@ type Exited struct {
 	Result spec.Result
 }
 
+// AdoptSettled is sent to the parent when a recovering process actor has
+// re-adopted a running exec (detached, or stopping it by option).
+type AdoptSettled struct{ ID string }
+
 // FailClosed is sent to the parent when the process's stream shows the
 // daemon or the connection cannot be trusted (stream_failure): the whole
 // sandbox stops.
@@ -673,6 +677,7 @@ func (a *processActor) onGroupRead(m groupRead) {
 		// Keep watching it; the sandbox's stop ends it.
 		a.deps.Log.Warn("recovered process has no readable group", "process", a.p.ID, "err", m.err)
 		a.watchExit()
+		a.sys.Root.Send(a.parent, AdoptSettled{ID: a.p.ID})
 		return
 	}
 	if err := a.record(lifecycle.ProcessStarted{Group: m.pgid}); err != nil {
@@ -699,4 +704,5 @@ func (a *processActor) adoptRunning() {
 		a.timers = append(a.timers, time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(deadlineHit{}) }))
 	}
 	a.watchExit()
+	a.sys.Root.Send(a.parent, AdoptSettled{ID: a.p.ID})
 }

@@ -147,6 +147,7 @@ type sandboxActor struct {
 	exitDead bool
 	decision Decision
 	settled  bool
+	adopting map[string]bool // recovering processes not yet settled
 }
 
 func (a *sandboxActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
@@ -214,6 +215,9 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.stop(lifecycle.ReasonTimeout, spec.Errorf(spec.CodeTimeout, "sandbox", "sandbox %s outlived its TTL", a.p.ID))
 	case process.Exited:
 		a.processGone(m.ID)
+		a.adoptedOne(m.ID)
+	case process.AdoptSettled:
+		a.adoptedOne(m.ID)
 	case process.FailClosed:
 		a.stop(lifecycle.ReasonFailed, m.Err)
 	case actors.ChildFailed:
@@ -536,6 +540,10 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		}
 		a.procs[p.ID] = pid
 		a.byPID[pid.GetId()] = p.ID
+		if a.adopting == nil {
+			a.adopting = map[string]bool{}
+		}
+		a.adopting[p.ID] = true
 	}
 	switch dec {
 	case RollBack:
@@ -559,7 +567,7 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		if !a.state.Deadline.IsZero() {
 			a.ttl = time.AfterFunc(time.Until(a.state.Deadline), func() { a.send(ttlMsg{}) })
 		}
-		a.settle(nil)
+		a.adoptedOne("")
 	case RecordExit:
 		exit := dockerio.ContainerExit{ExitCode: -1}
 		if rec.Observed.Exit != nil {
@@ -597,6 +605,15 @@ func (a *sandboxActor) finishStop() {
 		exit, err := a.deps.Engine.StopSandbox(ctx, sb, grace)
 		return stoppedMsg{exit: exit, err: err}
 	})
+}
+
+// adoptedOne notes a recovering process settled; a re-adopted sandbox is at
+// rest once all of them are.
+func (a *sandboxActor) adoptedOne(id string) {
+	delete(a.adopting, id)
+	if a.decision == Readopt && a.state.Adopted && len(a.adopting) == 0 {
+		a.settle(nil)
+	}
 }
 
 // settle tells the recovery that this sandbox is at rest.

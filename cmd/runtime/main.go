@@ -7,6 +7,7 @@
 //	stockade journal show SANDBOX       a sandbox's journaled history
 //	stockade journal export             the whole journal as JSON lines
 //	stockade journal ls                 live entities in the journal
+//	stockade drill                      crash drills over every failpoint
 //
 // Exit codes: run exits with the command's code; 125 when stockade itself
 // failed, 126/127 when the command could not be started (as docker run);
@@ -33,6 +34,8 @@ commands:
   journal show SANDBOX      print a sandbox's journaled history
   journal export            print the whole journal as JSON lines
   journal ls                list the journal's live entities
+  drill [--failpoints a,b] [--random N]
+                            crash drills: kill a child runtime at each failpoint, recover, check invariants
 
 global flags (before or after the command):
   --journal PATH            journal file (default $STOCKADE_JOURNAL, else $XDG_STATE_HOME/stockade/journal.db)
@@ -58,6 +61,10 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return run(ctx, args[1:], stdin, stdout, stderr)
 	case "journal":
 		return journalCmd(ctx, args[1:], stdout, stderr)
+	case "drill":
+		return drill(ctx, args[1:], stdout, stderr)
+	case "drill-child": // the workload a drill kills; not for people
+		return drillChild(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
