@@ -32,6 +32,9 @@ type outputDone struct {
 	stdout, stderr int64
 	err            error
 	quotaHit       bool
+	// panicked: the read loop itself failed (a bug of ours, not a bad
+	// stream): the process fails, the sandbox is not failed closed.
+	panicked bool
 }
 
 func (o *output) Receive(ctx actor.Context) {
@@ -54,6 +57,7 @@ func (o *output) run() (d outputDone) {
 		d.stdout, d.stderr = o.nOut.Load(), o.nErr.Load()
 		if r := recover(); r != nil {
 			d.err = spec.Errorf(spec.CodeStreamFailure, "process.output", "read loop panicked: %v", r)
+			d.panicked = true
 		}
 		o.closePipes(d.err)
 	}()

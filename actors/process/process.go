@@ -330,6 +330,8 @@ func (a *processActor) onOutputDone(m outputDone) {
 		a.kill(lifecycle.ReasonOutputLimit, m.err)
 	case spec.IsCode(m.err, spec.CodeCancelled):
 		_ = a.stop(lifecycle.ReasonCancelled, m.err)
+	case m.panicked:
+		a.fail(m.err)
 	default:
 		// The stream cannot be trusted: fail closed.
 		a.fail(m.err)

@@ -1,0 +1,90 @@
+package stockade_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/spec"
+)
+
+// exampleEngine is an in-memory engine so the examples run anywhere; a real
+// program leaves Options.Engine nil and talks to the Docker daemon.
+func exampleEngine() dockerio.Engine {
+	p, _ := dockerio.LookupProfile("linux-x64")
+	f := dockerio.NewFake(p)
+	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("hello from the sandbox\n")}}}
+	}
+	return f
+}
+
+func Example() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "stockade-example")
+	defer os.RemoveAll(dir)
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: filepath.Join(dir, "journal.db"), Engine: exampleEngine()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rt.Close()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"echo", "hello from the sandbox"}, Stderr: spec.Discard})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	io.Copy(os.Stdout, p.Stdout()) // every piped stream must be read
+	res, err := p.Wait(ctx)
+	fmt.Println("exit", res.ExitCode, res.Reason, err)
+	if err := sb.Remove(ctx); err != nil {
+		fmt.Println(err)
+	}
+	h, _ := rt.History(sb.ID())
+	for _, e := range h {
+		if e.Kind == "sandbox" {
+			fmt.Println(e.Type)
+		}
+	}
+	// Output:
+	// hello from the sandbox
+	// exit 0 exited <nil>
+	// sandbox.reserved
+	// sandbox.created
+	// sandbox.started
+	// sandbox.stopping
+	// sandbox.exited
+	// sandbox.removing
+	// sandbox.removed
+}
+
+func ExampleRuntime_Recovery() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "stockade-example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "journal.db")
+	engine := exampleEngine()
+	rt, _ := stockade.Open(ctx, stockade.Options{Journal: path, Engine: engine})
+	kept, _ := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot})
+	rt.Close() // as if the host process died: both sandboxes are left live
+
+	rt, _ = stockade.Open(ctx, stockade.Options{Journal: path, Engine: engine})
+	defer rt.Close()
+	for _, s := range rt.Recovery().Sandboxes {
+		fmt.Println(s.ID == kept.ID(), s.From, "→", s.Decision, "→", s.Settled)
+	}
+	// Unordered output:
+	// true started → re-adopt → started
+	// false started → stop and remove → removed
+}

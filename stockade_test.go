@@ -1,0 +1,293 @@
+package stockade_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+const fakeImage = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+
+func newFake(t testing.TB) *dockerio.Fake {
+	t.Helper()
+	p, err := dockerio.LookupProfile("linux-x64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dockerio.NewFake(p)
+}
+
+func openFake(t testing.TB, f *dockerio.Fake, path string, mutate ...func(*stockade.Options)) *stockade.Runtime {
+	t.Helper()
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "journal.db")
+	}
+	opts := stockade.Options{Journal: path, Engine: f, StopGrace: 50 * time.Millisecond}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	rt, err := stockade.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+func script(frames ...dockerio.FakeFrame) func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+	return func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Frames: frames}
+	}
+}
+
+func run(t testing.TB, sb *stockade.Sandbox, p spec.Process) (string, string, spec.Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	proc, err := sb.Start(ctx, p)
+	if err != nil {
+		return "", "", spec.Result{}, err
+	}
+	var out, errOut strings.Builder
+	var wg sync.WaitGroup
+	if r := proc.Stderr(); r != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); io.Copy(&errOut, r) }()
+	}
+	if r := proc.Stdout(); r != nil {
+		io.Copy(&out, r)
+	}
+	wg.Wait()
+	res, err := proc.Wait(ctx)
+	return out.String(), errOut.String(), res, err
+}
+
+func TestFakeRunAndHistory(t *testing.T) {
+	f := newFake(t)
+	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{ExitCode: 3, Frames: []dockerio.FakeFrame{
+			{Stream: framing.Stdout, Data: []byte("out ")}, {Stream: framing.Stderr, Data: []byte("err")}, {Stream: framing.Stdout, Data: []byte("more")}}}
+	}
+	rt := openFake(t, f, "")
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, res, err := run(t, sb, spec.Process{Argv: []string{"x"}})
+	if err != nil || out != "out more" || errOut != "err" || res.ExitCode != 3 || res.Reason != "exited" || res.StdoutBytes != 8 || res.StderrBytes != 3 {
+		t.Fatalf("got %q %q %+v %v", out, errOut, res, err)
+	}
+	if err := sb.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := rt.History(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range h {
+		types = append(types, e.Type)
+	}
+	want := "sandbox.reserved sandbox.created sandbox.started process.reserved process.exec_created process.started process.exited sandbox.stopping sandbox.exited sandbox.removing sandbox.removed"
+	if got := strings.Join(types, " "); got != want {
+		t.Fatalf("history\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestFakeMailboxNotBlocked: while a create is in flight (the Docker call
+// held), the sandbox actor still answers: the runtime lists it.
+func TestFakeMailboxNotBlocked(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	var once sync.Once
+	entered := make(chan struct{})
+	f.Fault = func(op string) error {
+		if op == "CreateSandbox" {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+		return nil
+	}
+	rt := openFake(t, f, "")
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
+		done <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	list, err := rt.Sandboxes(ctx)
+	if err != nil || len(list) != 1 || list[0].Phase != lifecycle.PhaseReserved {
+		t.Fatalf("while creating: %+v %v, want one reserved sandbox answered", list, err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFakeCreateFailureLeavesNothing: a failed create is journaled exited
+// (failed) then removed, and the caller gets the typed error.
+func TestFakeCreateFailureLeavesNothing(t *testing.T) {
+	f := newFake(t)
+	boom := spec.Errorf(spec.CodeUnsupported, "test", "readback differs at HostConfig.Memory")
+	f.Fault = func(op string) error {
+		if op == "StartSandbox" {
+			return boom
+		}
+		return nil
+	}
+	rt := openFake(t, f, "")
+	_, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
+	if !errors.Is(err, boom) {
+		t.Fatalf("got %v, want the unsupported error", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		owned, _ := f.ListOwned(context.Background(), rt.Owner())
+		list, _ := rt.Sandboxes(context.Background())
+		if len(owned) == 0 && len(list) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left behind: %+v, listed %+v", owned, list)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestFakeInvalidInput(t *testing.T) {
+	rt := openFake(t, newFake(t), "")
+	ctx := context.Background()
+	bad := spec.DefaultPolicy()
+	bad.Pids = 0
+	for _, s := range []stockade.SandboxSpec{
+		{},
+		{Image: fakeImage, Policy: bad},
+		{Image: fakeImage, Lifetime: "forever"},
+		{Image: fakeImage, TTL: -time.Second},
+	} {
+		if _, err := rt.CreateSandbox(ctx, s); !spec.IsCode(err, spec.CodeInvalidArgument) {
+			t.Errorf("%+v: %v, want invalid_argument", s, err)
+		}
+	}
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []spec.Process{{}, {Argv: []string{""}}, {Argv: []string{"x"}, Env: []string{"NOEQUALS"}}, {Argv: []string{"x"}, Timeout: -1}} {
+		if _, err := sb.Start(ctx, p); !spec.IsCode(err, spec.CodeInvalidArgument) {
+			t.Errorf("%+v: %v, want invalid_argument", p, err)
+		}
+	}
+}
+
+// TestFakeStreamFailureFailsClosed: a daemon error on stream 3 fails the
+// whole sandbox closed.
+func TestFakeStreamFailureFailsClosed(t *testing.T) {
+	f := newFake(t)
+	f.Script = script(dockerio.FakeFrame{Stream: framing.Systemerr, Data: []byte("daemon says no")})
+	rt := openFake(t, f, "")
+	sb, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, res, err := run(t, sb, spec.Process{Argv: []string{"x"}})
+	var de *framing.DaemonError
+	if !spec.IsCode(err, spec.CodeStreamFailure) || !errors.As(err, &de) || res.Reason != "failed" {
+		t.Fatalf("got %+v %v, want a stream failure carrying the daemon's message", res, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := sb.State(context.Background())
+		if st.Phase == lifecycle.PhaseExited {
+			if st.Exit.Error != spec.CodeStreamFailure {
+				t.Fatalf("sandbox exited with %+v, want stream_failure", st.Exit)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox did not fail closed: %s", st.Phase)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// panicking wraps the Fake so an attachment's read panics: a bug in the
+// read loop must fail that process only, never its sandbox or the runtime.
+type panicking struct{ *dockerio.Fake }
+
+type panicAttachment struct{ dockerio.Attachment }
+
+func (panicAttachment) Next() (framing.StreamID, []byte, error) { panic("read loop bug") }
+
+func (p panicking) AttachExec(ctx context.Context, sb dockerio.Sandbox, id string, req dockerio.ExecRequest) (dockerio.Attachment, error) {
+	a, err := p.Fake.AttachExec(ctx, sb, id, req)
+	if err != nil || req.Spec.Argv[0] != "panic" {
+		return a, err
+	}
+	return panicAttachment{a}, nil
+}
+
+func TestFakePanicFailsOnlyTheProcess(t *testing.T) {
+	f := newFake(t)
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt, err := stockade.Open(context.Background(), stockade.Options{Journal: path, Engine: panicking{f}, StopGrace: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	sb, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, res, err := run(t, sb, spec.Process{Argv: []string{"panic"}})
+	if res.Reason != "failed" || err == nil {
+		t.Fatalf("panicking process: %+v %v, want failed", res, err)
+	}
+	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"ok"}}); err != nil || res.Reason != "exited" {
+		t.Fatalf("the sandbox no longer runs processes: %+v %v", res, err)
+	}
+}
+
+// failingJournal makes every append after the first n fail.
+func TestFakeJournalFailureReportsNothingDone(t *testing.T) {
+	f := newFake(t)
+	rt := openFake(t, f, "")
+	sb, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closing the journal under the runtime makes every append fail.
+	j := stockade.JournalOf(rt)
+	j.Close()
+	_, err = sb.Start(context.Background(), spec.Process{Argv: []string{"x"}})
+	if !spec.IsCode(err, spec.CodeJournal) {
+		t.Fatalf("start with a broken journal: %v, want a journal error", err)
+	}
+	if err := sb.Stop(context.Background()); !spec.IsCode(err, spec.CodeJournal) {
+		t.Fatalf("stop with a broken journal: %v, want a journal error", err)
+	}
+}
+
+func TestFakeHistoryNotFound(t *testing.T) {
+	rt := openFake(t, newFake(t), "")
+	if _, err := rt.History("nosuchsandbox"); !spec.IsCode(err, spec.CodeNotFound) {
+		t.Fatalf("got %v", err)
+	}
+	_ = journal.KindSandbox
+}
