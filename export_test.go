@@ -9,7 +9,11 @@ import (
 func JournalOf(rt *Runtime) *journal.Journal { return rt.journal }
 
 // FoldSandbox replays a sandbox's journal stream through the fold.
-func FoldSandbox(rt *Runtime, id string) (lifecycle.Sandbox, error) { return foldSandbox(rt.journal, id) }
+func FoldSandbox(rt *Runtime, id string) (lifecycle.Sandbox, error) {
+	return foldSandbox(rt.journal, id)
+}
 
 // FoldProcess replays a process's journal stream through the fold.
-func FoldProcess(rt *Runtime, id string) (lifecycle.Process, error) { return foldProcess(rt.journal, id) }
+func FoldProcess(rt *Runtime, id string) (lifecycle.Process, error) {
+	return foldProcess(rt.journal, id)
+}
