@@ -1,0 +1,111 @@
+package stockade_test
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDeadlinesSurviveRestart: a TTL and a process timeout are absolute in
+// the journal, so a recovered runtime enforces what remains of them.
+func TestDeadlinesSurviveRestart(t *testing.T) {
+	f := newFake(t)
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: make(chan struct{})} // runs until signalled
+	}
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := openFake(t, f, path)
+	ctx := context.Background()
+	withTTL, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept, TTL: 700 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := long.Start(ctx, spec.Process{Argv: []string{"sleep"}, Timeout: 700 * time.Millisecond, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, p.Stdout())
+	rt.Close()
+
+	rt = openFake(t, f, path)
+	waitFor(t, "the TTL to stop the re-adopted sandbox", func() bool {
+		s, err := stockade.FoldSandbox(rt, withTTL.ID())
+		return err == nil && s.Phase == lifecycle.PhaseExited && s.Exit.Reason == lifecycle.ReasonTimeout
+	})
+	waitFor(t, "the timeout to stop the re-adopted process", func() bool {
+		pr, err := stockade.FoldProcess(rt, p.ID)
+		return err == nil && pr.Phase == lifecycle.PhaseExited && pr.Exit.Reason == lifecycle.ReasonTimeout && pr.Adopted
+	})
+}
+
+// TestRecoveryProcessRows covers the process rows of the recovery table with
+// the fake engine: an exec the daemon forgot ends lost; one journaled as
+// created whose attach never returned is found running, its group read
+// back, journaled started and re-adopted.
+func TestRecoveryProcessRows(t *testing.T) {
+	f := newFake(t)
+	hold := make(chan struct{})
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: hold}
+	}
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := openFake(t, f, path)
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgotten, err := sb.Start(ctx, spec.Process{Argv: []string{"a"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := sb.Start(ctx, spec.Process{Argv: []string{"b"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, _ := stockade.FoldProcess(rt, forgotten.ID)
+	rt.Close()
+	f.ForgetExec(fp.ExecID) // as the daemon does after a restart
+
+	rt = openFake(t, f, path)
+	waitFor(t, "recovery to settle the processes", func() bool {
+		a, _ := stockade.FoldProcess(rt, forgotten.ID)
+		b, _ := stockade.FoldProcess(rt, kept.ID)
+		return a.Phase == lifecycle.PhaseExited && b.Adopted
+	})
+	a, _ := stockade.FoldProcess(rt, forgotten.ID)
+	if a.Exit.Reason != lifecycle.ReasonLost || a.Exit.ExitCode != nil {
+		t.Fatalf("forgotten exec ended %+v, want lost with no invented code", a.Exit)
+	}
+	b, _ := stockade.FoldProcess(rt, kept.ID)
+	if !b.Detached || b.Phase != lifecycle.PhaseStarted {
+		t.Fatalf("running exec: %+v, want re-adopted detached", b)
+	}
+	close(hold) // it ends: its exit code is recorded
+	waitFor(t, "the detached exit", func() bool {
+		b, _ := stockade.FoldProcess(rt, kept.ID)
+		return b.Phase == lifecycle.PhaseExited && b.Exit.ExitCode != nil && *b.Exit.ExitCode == 0
+	})
+}
