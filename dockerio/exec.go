@@ -3,7 +3,6 @@ package dockerio
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -386,5 +385,3 @@ func (a *Adapter) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig sys
 	}
 	return nil
 }
-
-var _ = errors.New

@@ -7,8 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-
-	"github.com/stockade/stockade/spec"
 )
 
 // Facts is what preflight reads from the controller and the daemon (/version
@@ -235,15 +233,3 @@ func CheckDaemon(p Profile, f Facts) Report {
 	add("datasets.profile", yes(p.Datasets), "true", p.Datasets, false, "select a profile that admits image datasets")
 	return r
 }
-
-// observedOK is used by tests: the observation of a named check.
-func (r Report) check(name string) (Check, bool) {
-	for _, c := range r.Checks {
-		if c.Name == name {
-			return c, true
-		}
-	}
-	return Check{}, false
-}
-
-var _ = spec.CodeUnsupported

@@ -53,9 +53,12 @@ func (o Options) withDefaults() Options {
 }
 
 // Decoder reads Docker's multiplexed stdout/stderr stream from a reader and
-// hands out its payload piece by piece. It owns one fixed buffer of
-// max(ChunkSize, HeaderLen) bytes and allocates nothing per frame; it reads
-// from the source only when it needs more bytes, at most one buffer at a time.
+// hands out its payload piece by piece. It owns one buffer that starts small
+// (InitialBuffer) and doubles each time a read fills it, up to
+// max(ChunkSize, HeaderLen) bytes — so thousands of idle or quiet processes
+// cost little, and a busy stream reaches full-size reads after a few. It
+// allocates nothing per frame once grown; it reads from the source only when
+// it needs more bytes, at most one buffer at a time.
 //
 // A Decoder is not safe for concurrent use.
 type Decoder struct {
@@ -66,6 +69,8 @@ type Decoder struct {
 	off   int64 // bytes read from r so far
 	chunk int
 	limit int
+	size  int  // the buffer's full size
+	full  bool // the last read filled the buffer: grow before the next
 
 	stream    StreamID // stream of the current frame
 	remaining int      // payload bytes of the current frame not yet handed out
@@ -86,16 +91,20 @@ func NewDecoder(r io.Reader, opts Options) *Decoder {
 	size := max(opts.ChunkSize, HeaderLen)
 	return &Decoder{
 		r:     r,
-		buf:   make([]byte, size),
+		buf:   make([]byte, min(size, max(InitialBuffer, HeaderLen))),
 		chunk: opts.ChunkSize,
 		limit: opts.FrameLimit,
+		size:  size,
 	}
 }
+
+// InitialBuffer is the size a Decoder's buffer starts at.
+const InitialBuffer = 4 << 10
 
 // Reset discards the Decoder's state and makes it read from r, keeping its
 // buffer and options.
 func (d *Decoder) Reset(r io.Reader) {
-	*d = Decoder{r: r, buf: d.buf, chunk: d.chunk, limit: d.limit}
+	*d = Decoder{r: r, buf: d.buf, chunk: d.chunk, limit: d.limit, size: d.size}
 }
 
 // InputOffset returns how many bytes of the source the Decoder has consumed:
@@ -234,6 +243,11 @@ func (d *Decoder) more() error {
 	if d.eof {
 		return io.EOF
 	}
+	if d.full && len(d.buf) < d.size {
+		grown := make([]byte, min(2*len(d.buf), d.size))
+		d.w0 = copy(grown, d.buf[d.r0:d.w0])
+		d.buf, d.r0 = grown, 0
+	}
 	if d.r0 > 0 {
 		d.w0 = copy(d.buf, d.buf[d.r0:d.w0])
 		d.r0 = 0
@@ -245,6 +259,7 @@ func (d *Decoder) more() error {
 			d.err = errInvalidRead(n, space)
 			return d.err
 		}
+		d.full = n == space
 		d.w0 += n
 		d.off += int64(n)
 		switch {

@@ -9,11 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/volume"
 
@@ -83,16 +83,7 @@ func TestDockerioIsolation(t *testing.T) {
 	}
 }
 
-func itoa(n int64) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(n)) }
-
-func fmtInt(n int64) string { return strings.TrimLeft(string(appendInt(nil, n)), " ") }
-
-func appendInt(b []byte, n int64) []byte {
-	if n >= 10 {
-		b = appendInt(b, n/10)
-	}
-	return append(b, byte('0'+n%10))
-}
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestDockerioBridgeNetwork: a bridge sandbox has its own network and one
 // interface besides loopback.
@@ -225,12 +216,6 @@ func TestDockerioAdoptRetriedCreate(t *testing.T) {
 	if err != nil || len(owned) != 1 || owned[0].Sandbox != req.ID || len(owned[0].Resources) != 4 {
 		t.Fatalf("owned %+v, %v", owned, err)
 	}
-	for _, r := range owned[0].Resources {
-		if r.Kind == dockerio.KindContainer {
-			continue
-		}
-		// Network and volume go once the containers are gone.
-	}
 	if err := e.a.RemoveSandbox(ctx, again); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +226,7 @@ func TestDockerioAdoptRetriedCreate(t *testing.T) {
 
 // importImage makes a one-file image with the given changes and platform,
 // removed when the test ends.
-func importImage(t *testing.T, e *dioEnv, platform string, changes ...string) string { //nolint:unparam
+func importImage(t *testing.T, e *dioEnv, platform string, changes ...string) string {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -463,5 +448,4 @@ func TestDockerioArchiveRoundTrip(t *testing.T) {
 	if _, _, err := e.a.GetArchive(ctx, sb, "work/absent", false); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Errorf("absent path: %v", err)
 	}
-	_ = container.StopOptions{}
 }

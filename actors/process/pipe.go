@@ -15,7 +15,8 @@ type pipe struct {
 	mu       sync.Mutex
 	readable sync.Cond
 	writable sync.Cond
-	buf      []byte // ring of cap(hwm)
+	buf      []byte // ring of hwm bytes, allocated at the first write
+	hwm      int
 	start, n int
 	werr     error // set when the writer closed: io.EOF or the failure
 	wclosed  bool
@@ -26,7 +27,7 @@ type pipe struct {
 }
 
 func newPipe(hwm int, onAbandon func()) *pipe {
-	p := &pipe{buf: make([]byte, hwm), onAbandon: onAbandon}
+	p := &pipe{hwm: hwm, onAbandon: onAbandon}
 	p.readable.L = &p.mu
 	p.writable.L = &p.mu
 	return p
@@ -40,6 +41,10 @@ func (p *pipe) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	written := 0
+	if p.buf == nil && len(b) > 0 {
+		// A quiet stream costs nothing until it speaks.
+		p.buf = make([]byte, p.hwm)
+	}
 	for len(b) > 0 {
 		for p.n == len(p.buf) && !p.rclosed && !p.wclosed {
 			p.writable.Wait()

@@ -118,7 +118,8 @@ type processActor struct {
 	outDone  *outputDone
 	exit     *dockerio.ExecState
 	watching bool
-	cancel   context.CancelFunc // ends background Docker work at stop
+	bg       context.Context    // background Docker work; cancelled at stop
+	cancel   context.CancelFunc
 
 	stopReason lifecycle.Reason
 	stopErr    error
@@ -152,13 +153,12 @@ func (a *processActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.self, a.parent, a.sys = ctx.Self(), ctx.Parent(), ctx.ActorSystem()
 		a.state.ID = a.p.ID
-		var bg context.Context
-		bg, a.cancel = context.WithCancel(context.Background())
+		a.bg, a.cancel = context.WithCancel(context.Background())
 		if a.p.Adopt != nil {
 			a.adopt()
 			return
 		}
-		a.start(bg)
+		a.start(a.bg)
 	case execCreated:
 		a.onExecCreated(ctx, m)
 	case attached:
@@ -417,31 +417,19 @@ func (a *processActor) signalGroup(sig syscall.Signal, reply chan<- error) {
 // signalGroupNow is signalGroup for paths that cannot wait for a reply.
 func (a *processActor) signalGroupNow(sig syscall.Signal) { a.signalGroup(sig, nil) }
 
-// watchExit polls the exec until it is no longer running. The output's end
-// is not the process's end (a process may close its stdout and go on), and
-// Docker reports no exec exit event on every engine, hence the poll, with
-// backoff.
+// watchExit waits, off the mailbox, until the exec no longer runs. The
+// output's end is not the process's end (a process may close its stdout and
+// go on), hence the poll (dockerio.WaitExec, with back-off). The wait ends
+// when the actor stops.
 func (a *processActor) watchExit() {
 	if a.watching || a.state.ExecID == "" {
 		return
 	}
 	a.watching = true
-	id := a.state.ExecID
+	id, ctx := a.state.ExecID, a.bg
 	go func() {
-		delay := time.Millisecond
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
-			st, err := a.deps.Engine.InspectExec(ctx, id)
-			cancel()
-			if err != nil || !st.Running {
-				a.send(exitSeen{state: st, err: err})
-				return
-			}
-			time.Sleep(delay)
-			if delay < 250*time.Millisecond {
-				delay *= 2
-			}
-		}
+		st, err := dockerio.WaitExec(ctx, a.deps.Engine, id)
+		a.send(exitSeen{state: st, err: err})
 	}()
 }
 
