@@ -118,7 +118,7 @@ type processActor struct {
 	outDone  *outputDone
 	exit     *dockerio.ExecState
 	watching bool
-	bg       context.Context    // background Docker work; cancelled at stop
+	bg       context.Context // background Docker work; cancelled at stop
 	cancel   context.CancelFunc
 
 	stopReason lifecycle.Reason
