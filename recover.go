@@ -103,31 +103,11 @@ func handleOf(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
 // never listed, so never touched.
 func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 	start := time.Now()
-	owner := rt.journal.Owner()
-	l, err := loadLive(rt.journal)
-	if err != nil {
-		return err
-	}
-	owned, err := rt.engine.ListOwned(ctx, owner)
+	l, plans, owned, err := observe(ctx, rt.journal, rt.engine)
 	if err != nil {
 		return err
 	}
 	report := RecoveryReport{Processes: l.count}
-	// Observe every sandbox before acting on any: a daemon that cannot
-	// answer fails Open with nothing touched.
-	type plan struct {
-		state lifecycle.Sandbox
-		obs   dockerio.Observed
-	}
-	var plans []plan
-	for _, s := range l.sandboxes {
-		obs, err := rt.engine.InspectSandbox(ctx, handleOf(owner, s))
-		if err != nil {
-			return fmt.Errorf("recovering sandbox %s: %w", s.ID, err)
-		}
-		plans = append(plans, plan{s, obs})
-	}
-	sort.Slice(plans, func(i, k int) bool { return plans[i].state.Reserved.Before(plans[k].state.Reserved) })
 	// Processes whose sandbox is not live cannot run: settle them lost.
 	for sid, procs := range l.processes {
 		if _, ok := l.sandboxes[sid]; ok {
@@ -197,19 +177,102 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 	return nil
 }
 
+type plan struct {
+	state lifecycle.Sandbox
+	obs   dockerio.Observed
+}
+
+// observe folds the journal's live entities and reads what Docker shows of
+// each sandbox and of the owner's resources. It changes nothing: every
+// sandbox is observed before any is acted on, so a daemon that cannot answer
+// fails the recovery with nothing touched.
+func observe(ctx context.Context, j *journal.Journal, engine dockerio.Engine) (live, []plan, []dockerio.Owned, error) {
+	owner := j.Owner()
+	l, err := loadLive(j)
+	if err != nil {
+		return l, nil, nil, err
+	}
+	owned, err := engine.ListOwned(ctx, owner)
+	if err != nil {
+		return l, nil, nil, err
+	}
+	var plans []plan
+	for _, s := range l.sandboxes {
+		obs, err := engine.InspectSandbox(ctx, handleOf(owner, s))
+		if err != nil {
+			return l, nil, nil, fmt.Errorf("recovering sandbox %s: %w", s.ID, err)
+		}
+		plans = append(plans, plan{s, obs})
+	}
+	sort.Slice(plans, func(i, k int) bool { return plans[i].state.Reserved.Before(plans[k].state.Reserved) })
+	return l, plans, owned, nil
+}
+
+// orphansOf lists the owned resources whose sandbox is not live.
+func orphansOf(owned []dockerio.Owned, l live) []dockerio.Resource {
+	var orphans []dockerio.Resource
+	for _, g := range owned {
+		if _, ok := l.sandboxes[g.Sandbox]; !ok {
+			orphans = append(orphans, g.Resources...)
+		}
+	}
+	rank := map[dockerio.Kind]int{dockerio.KindContainer: 0, dockerio.KindNetwork: 1, dockerio.KindVolume: 2}
+	sort.SliceStable(orphans, func(i, k int) bool { return rank[orphans[i].Kind] < rank[orphans[k].Kind] })
+	return orphans
+}
+
+// PlanRecovery reports what Open's recovery would decide for the journal
+// and the daemon, touching nothing: no Docker resource and no journal
+// record. It takes the journal's lock like Open (a running runtime makes it
+// fail with journal_locked).
+func PlanRecovery(ctx context.Context, opts Options) (RecoveryReport, error) {
+	var report RecoveryReport
+	path := opts.Journal
+	if path == "" {
+		var err error
+		if path, err = journal.DefaultPath(); err != nil {
+			return report, err
+		}
+	}
+	j, err := journal.Open(path, journal.Options{Owner: opts.Owner, LockTimeout: opts.LockTimeout, ReadOnly: true})
+	if err != nil {
+		return report, err
+	}
+	defer j.Close()
+	engine := opts.Engine
+	if engine == nil {
+		ad, err := dockerio.NewAdapter(dockerio.Options{Profile: opts.Profile}) // "" reads $STOCKADE_PROFILE
+		if err != nil {
+			return report, err
+		}
+		defer ad.Close()
+		engine = ad
+	}
+	daemon, err := engine.Preflight(ctx)
+	if err != nil {
+		return report, err
+	}
+	if id := j.DaemonID(); id != "" && id != daemon.ID {
+		return report, spec.Errorf(spec.CodeIdentityMismatch, "recovery", "journal %s belongs to daemon %s, this is %s", path, id, daemon.ID)
+	}
+	l, plans, owned, err := observe(ctx, j, engine)
+	if err != nil {
+		return report, err
+	}
+	report.Processes = l.count
+	for _, pl := range plans {
+		dec, why := sandbox.Decide(pl.state, pl.obs, daemon.Revision)
+		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase, Decision: dec, Observed: why})
+	}
+	report.Orphans = orphansOf(owned, l)
+	return report, nil
+}
+
 // sweepOrphans removes every resource labelled with this owner whose
 // sandbox is not live in the journal, containers first (a volume or network
 // in use cannot go), journaling each removal after it happened.
 func (rt *Runtime) sweepOrphans(ctx context.Context, owned []dockerio.Owned, l live) ([]dockerio.Resource, error) {
-	var orphans []dockerio.Resource
-	for _, g := range owned {
-		if _, ok := l.sandboxes[g.Sandbox]; ok {
-			continue
-		}
-		orphans = append(orphans, g.Resources...)
-	}
-	rank := map[dockerio.Kind]int{dockerio.KindContainer: 0, dockerio.KindNetwork: 1, dockerio.KindVolume: 2}
-	sort.SliceStable(orphans, func(i, k int) bool { return rank[orphans[i].Kind] < rank[orphans[k].Kind] })
+	orphans := orphansOf(owned, l)
 	for _, r := range orphans {
 		if r.Owner != rt.journal.Owner() {
 			// ListOwned filters by owner; never trust a reply blindly.

@@ -3,7 +3,6 @@ package stockade
 import (
 	"context"
 	"log/slog"
-	"os"
 	"sort"
 	"sync"
 	"time"
@@ -90,13 +89,9 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		j.Close()
 		return nil, err
 	}
-	profile := opts.Profile
-	if profile == "" {
-		profile = os.Getenv("STOCKADE_PROFILE")
-	}
 	rt.engine = opts.Engine
 	if rt.engine == nil {
-		ad, err := dockerio.NewAdapter(dockerio.Options{Profile: profile})
+		ad, err := dockerio.NewAdapter(dockerio.Options{Profile: opts.Profile}) // "" reads $STOCKADE_PROFILE
 		if err != nil {
 			return fail(err)
 		}

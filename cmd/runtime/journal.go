@@ -44,15 +44,26 @@ func openJournal(g global) (*journal.Journal, error) {
 
 func journalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, "usage: stockade journal show SANDBOX | export | ls\n")
+		fmt.Fprint(stderr, "usage: stockade journal show SANDBOX | replay SANDBOX|PROCESS [--at SEQ] | export | ls | verify\n")
 		return 2
 	}
 	sub, rest := args[0], args[1:]
 	var g global
 	fs := newFlags("journal "+sub, stderr)
 	g.register(fs)
-	if err := fs.Parse(rest); err != nil {
-		return 2
+	at := fs.Uint64("at", 0, "replay: fold up to this sequence (0: the end)")
+	process := fs.Bool("process", false, "replay: the id is a process's")
+	// Flags may follow the positional argument: stockade journal show ID --json.
+	var pos []string
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
 	}
 	j, err := openJournal(g)
 	if err != nil {
@@ -61,15 +72,33 @@ func journalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer j.Close()
 	switch sub {
 	case "show":
-		if fs.NArg() != 1 {
+		if len(pos) != 1 {
 			fmt.Fprint(stderr, "usage: stockade journal show SANDBOX\n")
 			return 2
 		}
-		evs, err := stockade.History(j, fs.Arg(0))
+		evs, err := stockade.History(j, pos[0])
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
 		printHistory(stdout, evs, g.json)
+	case "replay":
+		if len(pos) != 1 {
+			fmt.Fprint(stderr, "usage: stockade journal replay ID [--process] [--at SEQ]\n")
+			return 2
+		}
+		kind := journal.KindSandbox
+		if *process {
+			kind = journal.KindProcess
+		}
+		if err := replay(j, kind, pos[0], *at, stdout); err != nil {
+			return fail(stderr, err, 1)
+		}
+	case "verify":
+		j.Close()
+		if err := replayAll(j.Path()); err != nil {
+			return fail(stderr, err, 1)
+		}
+		fmt.Fprintf(stdout, "%s: every record decodes, every stream folds, the indexes agree\n", j.Path())
 	case "export":
 		if err := j.Export(stdout, nil); err != nil {
 			return fail(stderr, err, 1)

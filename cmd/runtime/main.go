@@ -7,6 +7,9 @@
 //	stockade journal show SANDBOX       a sandbox's journaled history
 //	stockade journal export             the whole journal as JSON lines
 //	stockade journal ls                 live entities in the journal
+//	stockade journal replay ID --at N   a stream's state at a sequence
+//	stockade journal verify             check the whole journal
+//	stockade recover [--dry-run]        run or plan the crash recovery
 //	stockade drill                      crash drills over every failpoint
 //
 // Exit codes: run exits with the command's code; 125 when stockade itself
@@ -34,6 +37,10 @@ commands:
   journal show SANDBOX      print a sandbox's journaled history
   journal export            print the whole journal as JSON lines
   journal ls                list the journal's live entities
+  journal replay ID [--process] [--at SEQ]
+                            fold a stream up to a sequence and print the state there
+  journal verify            check every record, stream and index of the journal
+  recover [--dry-run]       run (or only plan) the crash recovery and print each decision
   drill [--failpoints a,b] [--random N]
                             crash drills: kill a child runtime at each failpoint, recover, check invariants
 
@@ -61,6 +68,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return run(ctx, args[1:], stdin, stdout, stderr)
 	case "journal":
 		return journalCmd(ctx, args[1:], stdout, stderr)
+	case "recover":
+		return recoverCmd(ctx, args[1:], stdout, stderr)
 	case "drill":
 		return drill(ctx, args[1:], stdout, stderr)
 	case "drill-child": // the workload a drill kills; not for people

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+)
+
+// recoverCmd runs (or, with --dry-run, only plans) the recovery Open does,
+// and prints what was decided for each sandbox and which orphans went.
+func recoverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var g global
+	fs := newFlags("recover", stderr)
+	g.register(fs)
+	dry := fs.Bool("dry-run", false, "decide, print, and touch nothing")
+	stopProcs := fs.Bool("stop-processes", false, "stop processes still running in re-adopted sandboxes instead of re-adopting them detached")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	opts := stockade.Options{Journal: g.journal, Profile: g.profile, StopAdoptedProcesses: *stopProcs}
+	var rep stockade.RecoveryReport
+	if *dry {
+		var err error
+		if rep, err = stockade.PlanRecovery(ctx, opts); err != nil {
+			return fail(stderr, err, 1)
+		}
+	} else {
+		rt, err := stockade.Open(ctx, opts)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		rep = rt.Recovery()
+		if err := rt.Close(); err != nil {
+			return fail(stderr, err, 1)
+		}
+	}
+	if g.json {
+		json.NewEncoder(stdout).Encode(rep)
+		return 0
+	}
+	verb := "recovered"
+	if *dry {
+		verb = "would recover"
+	}
+	fmt.Fprintf(stdout, "%s %d sandboxes, %d live processes, %d orphans in %v\n", verb, len(rep.Sandboxes), rep.Processes, len(rep.Orphans), rep.Duration.Round(time.Millisecond))
+	for _, s := range rep.Sandboxes {
+		settled := ""
+		if !*dry {
+			settled = " → " + string(s.Settled)
+		}
+		fmt.Fprintf(stdout, "  %s  %s → %s%s\n      %s\n", s.ID, s.From, s.Decision, settled, s.Observed)
+		if s.Err != nil {
+			fmt.Fprintf(stdout, "      error: %v\n", s.Err)
+		}
+	}
+	for _, o := range rep.Orphans {
+		fmt.Fprintf(stdout, "  orphan %s %s (%s) of sandbox %s\n", o.Kind, o.Name, o.ID, o.Sandbox)
+	}
+	return 0
+}
+
+// replay folds one stream up to a sequence and prints the state there.
+func replay(j *journal.Journal, kind journal.Kind, id string, at uint64, stdout io.Writer) error {
+	var state any
+	var s lifecycle.Sandbox
+	var p lifecycle.Process
+	err := j.Read(journal.Key{Kind: kind, ID: id}, 0, at, func(e journal.Event) error {
+		ev, err := lifecycle.Decode(e.Type, e.Payload)
+		if err != nil {
+			return err
+		}
+		if kind == journal.KindProcess {
+			p, err = lifecycle.ApplyProcess(p, e.Seq, e.Time, ev)
+			state = p
+		} else {
+			s, err = lifecycle.ApplySandbox(s, e.Seq, e.Time, ev)
+			state = s
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(state)
+}
