@@ -60,6 +60,9 @@ type Runtime struct {
 	sandboxes map[string]*Sandbox
 	closed    bool
 	recovery  RecoveryReport
+	// stopEvents ends the event watcher; eventsDone is closed when it has.
+	stopEvents context.CancelFunc
+	eventsDone chan struct{}
 }
 
 // Open opens (or creates) the journal, takes its lock, checks the daemon
@@ -118,7 +121,48 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		sys.Shutdown(30 * time.Second)
 		return fail(err)
 	}
+	var wctx context.Context
+	wctx, rt.stopEvents = context.WithCancel(context.Background())
+	rt.eventsDone = make(chan struct{})
+	go rt.watchEvents(wctx)
 	return rt, nil
+}
+
+// watchEvents follows the die and oom events of this owner's containers, so
+// a workload that dies under a live runtime is noticed at once. A broken
+// stream (a daemon restart) is subscribed again.
+func (rt *Runtime) watchEvents(ctx context.Context) {
+	defer close(rt.eventsDone)
+	for ctx.Err() == nil {
+		evs, errs := rt.engine.Events(ctx, rt.journal.Owner())
+	stream:
+		for {
+			select {
+			case ev, ok := <-evs:
+				if !ok {
+					break stream
+				}
+				if ev.Action != "die" || ev.Role != dockerio.RoleWorkload {
+					continue
+				}
+				rt.mu.Lock()
+				sb := rt.sandboxes[ev.Sandbox]
+				rt.mu.Unlock()
+				if sb != nil && sb.pid != nil {
+					rt.sys.Send(sb.pid, sandbox.WorkloadDied{ExitCode: ev.ExitCode})
+				}
+			case err := <-errs:
+				rt.log.Warn("the Docker event stream broke; subscribing again", "err", err)
+				break stream
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+	}
 }
 
 // foldSandbox replays one sandbox stream through the fold.
@@ -299,6 +343,8 @@ func (rt *Runtime) Close() error {
 	}
 	rt.closed = true
 	rt.mu.Unlock()
+	rt.stopEvents()
+	<-rt.eventsDone
 	rt.sys.Shutdown(30 * time.Second)
 	var err error
 	if rt.closer != nil {

@@ -73,6 +73,9 @@ type Engine interface {
 	InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error)
 	// RemoveOwned removes one listed resource (an orphan).
 	RemoveOwned(ctx context.Context, r Resource) error
+	// Events streams the die and oom events of the owner's containers
+	// until ctx ends; the error channel reports a broken stream.
+	Events(ctx context.Context, owner string) (<-chan ContainerEvent, <-chan error)
 }
 
 // Attachment is a started exec's I/O: a pull-style frame source (the caller

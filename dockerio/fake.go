@@ -39,6 +39,7 @@ type Fake struct {
 	next      int
 	sandboxes map[string]*fakeSandbox // by owner/id
 	execs     map[string]*fakeExec
+	subs      map[string][]chan ContainerEvent // Events subscribers by owner
 }
 
 // FakeRun scripts one exec.
@@ -585,11 +586,53 @@ func (f *Fake) RemoveOwned(ctx context.Context, r Resource) error {
 }
 
 // SetExited marks a sandbox's workload as exited (a crash or OOM seen by
-// reconcile).
+// reconcile) and sends a die event to the owner's subscribers.
 func (f *Fake) SetExited(sb Sandbox, exit ContainerExit) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]; ok {
+	s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]
+	if ok {
 		s.running, s.exit = false, &exit
 	}
+	subs := append([]chan ContainerEvent(nil), f.subs[sb.Owner]...)
+	f.mu.Unlock()
+	if !ok {
+		return
+	}
+	ev := ContainerEvent{Action: "die", Container: s.sb.Workload, Sandbox: sb.ID, Role: RoleWorkload, ExitCode: exit.ExitCode}
+	for _, c := range subs {
+		select {
+		case c <- ev:
+		default: // a subscriber that does not keep up misses it, as with the daemon
+		}
+	}
+}
+
+// Events subscribes to the die events SetExited makes.
+func (f *Fake) Events(ctx context.Context, owner string) (<-chan ContainerEvent, <-chan error) {
+	errc := make(chan error, 1)
+	c := make(chan ContainerEvent, 16)
+	if err := f.enter(ctx, "Events"); err != nil {
+		errc <- err
+		close(c)
+		return c, errc
+	}
+	f.mu.Lock()
+	if f.subs == nil {
+		f.subs = map[string][]chan ContainerEvent{}
+	}
+	f.subs[owner] = append(f.subs[owner], c)
+	f.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		f.mu.Lock()
+		list := f.subs[owner]
+		for i, x := range list {
+			if x == c {
+				f.subs[owner] = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		f.mu.Unlock()
+	}()
+	return c, errc
 }

@@ -91,6 +91,11 @@ type GetResult struct {
 	Err  error
 }
 
+// WorkloadDied tells the sandbox that Docker reported its workload
+// container dead (a die event): the sandbox checks, and if so records its
+// exit (with Docker's code and OOM flag) once its processes have ended.
+type WorkloadDied struct{ ExitCode int }
+
 // Snapshot is the sandbox's folded state and its live processes.
 type Snapshot struct {
 	State     lifecycle.Sandbox
@@ -120,6 +125,10 @@ type (
 	}
 	removedMsg struct{ err error }
 	ttlMsg     struct{}
+	deadSeen   struct {
+		obs dockerio.Observed
+		err error
+	}
 )
 
 type sandboxActor struct {
@@ -218,6 +227,16 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.adoptedOne(m.ID)
 	case process.AdoptSettled:
 		a.adoptedOne(m.ID)
+	case WorkloadDied:
+		if a.state.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead {
+			sb := a.sb
+			a.goDocker(func(ctx context.Context) any {
+				obs, err := a.deps.Engine.InspectSandbox(ctx, sb)
+				return deadSeen{obs: obs, err: err}
+			})
+		}
+	case deadSeen:
+		a.onDeadSeen(m)
 	case process.FailClosed:
 		a.stop(lifecycle.ReasonFailed, m.Err)
 	case actors.ChildFailed:
@@ -623,4 +642,27 @@ func (a *sandboxActor) settle(err error) {
 	}
 	a.settled = true
 	a.p.Recover.Settled <- Settled{ID: a.p.ID, Decision: a.decision, Phase: a.state.Phase, Err: err}
+}
+
+// onDeadSeen records a workload that died under a live runtime: admission
+// closes, the processes are told (their execs died with it), and the
+// sandbox is exited with what Docker reports once they have ended.
+func (a *sandboxActor) onDeadSeen(m deadSeen) {
+	if m.err != nil || m.obs.Running || a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "" || a.exitDead {
+		return
+	}
+	exit := dockerio.ContainerExit{ExitCode: -1}
+	if m.obs.Exit != nil {
+		exit = *m.obs.Exit
+	}
+	a.downExit, a.exitDead = &exit, true
+	a.stopReason = lifecycle.ReasonExited
+	if exit.OOMKilled {
+		a.stopReason = lifecycle.ReasonOOM
+	}
+	for _, pid := range a.procs {
+		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonSandboxStopped,
+			Err: spec.Errorf(spec.CodeCancelled, "process", "the workload of sandbox %s died", a.p.ID), Reply: make(chan error, 1)})
+	}
+	a.maybeExited()
 }
