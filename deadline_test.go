@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,7 +35,11 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := openFake(t, f, path)
 	ctx := context.Background()
-	withTTL, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept, TTL: 700 * time.Millisecond})
+	// The deadlines must fall after the restart for the test to mean
+	// anything; it checks that they did rather than assuming it.
+	const within = 3 * time.Second
+	begin := time.Now()
+	withTTL, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept, TTL: within})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +47,7 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := long.Start(ctx, spec.Process{Argv: []string{"sleep"}, Timeout: 700 * time.Millisecond, Stderr: spec.Discard})
+	p, err := long.Start(ctx, spec.Process{Argv: []string{"sleep"}, Timeout: within, Stderr: spec.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +55,12 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 	rt.Close()
 
 	rt = openFake(t, f, path)
+	if time.Since(begin) >= within {
+		t.Fatalf("the restart took %v, past the deadlines under test; nothing was shown", time.Since(begin))
+	}
+	if s, _ := stockade.FoldSandbox(rt, withTTL.ID()); !s.Adopted || s.Phase != lifecycle.PhaseStarted {
+		t.Fatalf("before its TTL the sandbox is %s (adopted %v), want re-adopted", s.Phase, s.Adopted)
+	}
 	waitFor(t, "the TTL to stop the re-adopted sandbox", func() bool {
 		s, err := stockade.FoldSandbox(rt, withTTL.ID())
 		return err == nil && s.Phase == lifecycle.PhaseExited && s.Exit.Reason == lifecycle.ReasonTimeout
@@ -60,10 +71,11 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 	})
 }
 
-// TestRecoveryProcessRows covers the process rows of the recovery table with
-// the fake engine: an exec the daemon forgot ends lost; one journaled as
-// created whose attach never returned is found running, its group read
-// back, journaled started and re-adopted.
+// TestRecoveryProcessRows covers process rows of the recovery table with the
+// fake engine: an exec the daemon forgot ends lost, with no invented code; a
+// running exec is re-adopted detached and its exit code recorded when it
+// ends. (The row "created, attached, started not journaled" — group read
+// back — is drilled against the real daemon: failpoint process.attached.)
 func TestRecoveryProcessRows(t *testing.T) {
 	f := newFake(t)
 	hold := make(chan struct{})
@@ -144,5 +156,60 @@ func TestWorkloadDeathNoticed(t *testing.T) {
 	}
 	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
 		t.Fatalf("start after death: %v, want admission_closed", err)
+	}
+}
+
+// TestRecoveryNeverStartedExec: an exec journaled as created whose attach
+// never happened reads as not running with exit code 0 — recovery records
+// it lost, never exit 0.
+func TestRecoveryNeverStartedExec(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	var blocking atomic.Bool
+	blocking.Store(true)
+	attaching := make(chan struct{}, 1)
+	f.Fault = func(op string) error {
+		if op == "AttachExec" && blocking.Load() {
+			attaching <- struct{}{}
+			<-release // the "crash" comes before the attach
+		}
+		return nil
+	}
+	defer close(release)
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := openFake(t, f, path)
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	go sb.Start(sctx, spec.Process{Argv: []string{"x"}})
+	<-attaching
+	cancel()
+	rt.Close()
+	blocking.Store(false)
+
+	rt = openFake(t, f, path)
+	h, err := rt.History(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid string
+	for _, e := range h {
+		if e.Type == "process.exec_created" {
+			pid = e.ID
+		}
+	}
+	if pid == "" {
+		t.Fatal("no process was journaled as exec created")
+	}
+	waitFor(t, "the never-started process to be settled", func() bool {
+		p, _ := stockade.FoldProcess(rt, pid)
+		return p.Phase == lifecycle.PhaseExited
+	})
+	p, _ := stockade.FoldProcess(rt, pid)
+	if p.Exit.Reason != lifecycle.ReasonLost || p.Exit.ExitCode != nil || len(p.Recovered) != 1 {
+		t.Fatalf("never-started exec ended %+v (decisions %+v), want lost with no code and its decision journaled", p.Exit, p.Recovered)
 	}
 }

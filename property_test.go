@@ -114,7 +114,7 @@ func propertyRun(t *testing.T, seed uint64, steps int) {
 				cancel()
 			}
 		}
-		checkReplay(t, rt, procs, step)
+		checkReplay(t, rt, procs, sandboxes, step)
 	}
 }
 
@@ -123,9 +123,20 @@ func jsonOf(v any) string {
 	return string(b)
 }
 
-func checkReplay(t *testing.T, rt *stockade.Runtime, procs []liveProc, step int) {
+func checkReplay(t *testing.T, rt *stockade.Runtime, procs []liveProc, sandboxes []string, step int) {
 	t.Helper()
 	ctx := context.Background()
+	// Nothing fails here (no fault is injected): a sandbox journaled failed
+	// means a stop or a timeout was mistaken for a broken stream.
+	for _, id := range sandboxes {
+		s, err := stockade.FoldSandbox(rt, id)
+		if err != nil {
+			t.Fatalf("step %d: replay of %s: %v", step, id, err)
+		}
+		if s.Exit != nil && s.Exit.Reason == lifecycle.ReasonFailed {
+			t.Fatalf("step %d: sandbox %s exited %+v with no fault injected", step, id, *s.Exit)
+		}
+	}
 	list, err := rt.Sandboxes(ctx)
 	if err != nil {
 		t.Fatalf("step %d: %v", step, err)
@@ -172,5 +183,4 @@ func checkReplay(t *testing.T, rt *stockade.Runtime, procs []liveProc, step int)
 			t.Fatalf("step %d: process %s result %+v, journal says %s", step, lp.p.ID, res, jsonOf(x))
 		}
 	}
-	_ = lifecycle.PhaseNone
 }

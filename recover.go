@@ -8,6 +8,7 @@ import (
 
 	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -28,12 +29,14 @@ type RecoveryReport struct {
 
 // RecoveredSandbox is one line of a RecoveryReport.
 type RecoveredSandbox struct {
-	ID       string
-	From     lifecycle.Phase
-	Decision sandbox.Decision
-	Observed string
-	Settled  lifecycle.Phase
-	Err      error
+	ID       string           `json:"id"`
+	From     lifecycle.Phase  `json:"from"`
+	Decision sandbox.Decision `json:"decision"`
+	Observed string           `json:"observed"`
+	Settled  lifecycle.Phase  `json:"settled,omitempty"`
+	Err      error            `json:"-"`
+	// Error is Err's text, for JSON.
+	Error string `json:"error,omitempty"`
 }
 
 // Recovery returns the report of the recovery Open ran.
@@ -153,6 +156,9 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 		case st := <-settled:
 			r := &report.Sandboxes[byID[st.ID]]
 			r.Decision, r.Settled, r.Err = st.Decision, st.Phase, st.Err
+			if st.Err != nil {
+				r.Error = st.Err.Error()
+			}
 			decisions = append(decisions, st.ID+": "+string(st.Decision))
 			if st.Err != nil {
 				rt.log.Warn("recovery left a sandbox unsettled", "sandbox", st.ID, "decision", st.Decision, "err", st.Err)
@@ -281,6 +287,7 @@ func (rt *Runtime) sweepOrphans(ctx context.Context, owned []dockerio.Owned, l l
 		if err := rt.engine.RemoveOwned(ctx, r); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
 			return nil, err
 		}
+		failpoint.Hit(failpoint.RecoveryOrphan)
 		ev := lifecycle.OrphanRemoved{Kind: string(r.Kind), ID: r.ID, Name: r.Name, Sandbox: r.Sandbox, Role: string(r.Role)}
 		if _, err := rt.deps.Record(journal.KindRuntime, "orphans", "", ev); err != nil {
 			return nil, err

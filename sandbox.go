@@ -35,8 +35,9 @@ type Result = spec.Result
 func (s *Sandbox) ID() string { return s.id }
 
 // ask sends a request carrying a reply channel and waits for the answer,
-// the context, or the actor's end.
-func ask[T any](ctx context.Context, s *Sandbox, mk func(chan<- T) any) (T, error) {
+// the context, or the actor's end. If the caller gives up first, late (when
+// set) receives the answer that arrives after, to release what it holds.
+func ask[T any](ctx context.Context, s *Sandbox, mk func(chan<- T) any, late func(T)) (T, error) {
 	var zero T
 	if err := s.rt.usable(); err != nil {
 		return zero, err
@@ -49,12 +50,21 @@ func ask[T any](ctx context.Context, s *Sandbox, mk func(chan<- T) any) (T, erro
 	case <-s.gone:
 		return zero, spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s is gone (removed)", s.id)
 	case <-ctx.Done():
+		if late != nil {
+			go func() {
+				select {
+				case v := <-reply:
+					late(v)
+				case <-s.gone:
+				}
+			}()
+		}
 		return zero, spec.Wrap(spec.CodeCancelled, "sandbox", ctx.Err(), "sandbox %s", s.id)
 	}
 }
 
 func (s *Sandbox) inspect(ctx context.Context) (sandbox.Snapshot, error) {
-	snap, err := ask(ctx, s, func(r chan<- sandbox.Snapshot) any { return sandbox.Inspect{Reply: r} })
+	snap, err := ask(ctx, s, func(r chan<- sandbox.Snapshot) any { return sandbox.Inspect{Reply: r} }, nil)
 	if spec.IsCode(err, spec.CodeNotFound) {
 		if st, ferr := foldSandbox(s.rt.journal, s.id); ferr == nil && st.Phase == lifecycle.PhaseRemoved {
 			return sandbox.Snapshot{State: st}, spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s is removed", s.id)
@@ -96,7 +106,19 @@ func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := ask(ctx, s, func(r chan<- process.Launch) any { return sandbox.Launch{ID: id, Spec: p, Reply: r} })
+	l, err := ask(ctx, s, func(r chan<- process.Launch) any { return sandbox.Launch{ID: id, Spec: p, Reply: r} },
+		func(l process.Launch) {
+			// The caller gave up, but the process started: nobody will
+			// read it, so abandon its streams (it ends cancelled).
+			if h := l.Handle; h != nil {
+				for _, rc := range []io.ReadCloser{h.Stdout(), h.Stderr()} {
+					if rc != nil {
+						rc.Close()
+					}
+				}
+				h.Stop(context.Background())
+			}
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +129,7 @@ func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*Process, error) {
 // sandbox_stopped, the workload stops. Resources are kept (the workspace can
 // still be read). It returns once the sandbox is exited.
 func (s *Sandbox) Stop(ctx context.Context) error {
-	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Stop{Reply: r} })
+	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Stop{Reply: r} }, nil)
 	if aerr != nil {
 		return aerr
 	}
@@ -117,7 +139,7 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 // Remove stops the sandbox if needed and deletes every resource. It returns
 // once the removal is journaled.
 func (s *Sandbox) Remove(ctx context.Context) error {
-	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Remove{Reply: r} })
+	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Remove{Reply: r} }, nil)
 	if aerr != nil {
 		return aerr
 	}
@@ -127,7 +149,7 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 // Put extracts a tar stream into /workspace/<dir> through the export
 // container; entries are owned by the sandbox's user.
 func (s *Sandbox) Put(ctx context.Context, dir string, tar io.Reader) error {
-	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Put{Dir: dir, Tar: tar, Reply: r} })
+	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Put{Ctx: ctx, Dir: dir, Tar: tar, Reply: r} }, nil)
 	if aerr != nil {
 		return aerr
 	}
@@ -135,10 +157,16 @@ func (s *Sandbox) Put(ctx context.Context, dir string, tar io.Reader) error {
 }
 
 // Get returns a tar stream of /workspace/<path>. With pause, a running
-// workload is paused for a consistent copy; otherwise live reports that the
-// copy was taken from a live filesystem. The caller closes the stream.
+// workload is paused for a consistent copy until the stream is closed;
+// otherwise live reports that the copy was taken from a live filesystem. The
+// caller closes the stream; ctx bounds its whole life.
 func (s *Sandbox) Get(ctx context.Context, path string, pause bool) (rc io.ReadCloser, live bool, err error) {
-	res, aerr := ask(ctx, s, func(r chan<- sandbox.GetResult) any { return sandbox.Get{Path: path, Pause: pause, Reply: r} })
+	res, aerr := ask(ctx, s, func(r chan<- sandbox.GetResult) any { return sandbox.Get{Ctx: ctx, Path: path, Pause: pause, Reply: r} },
+		func(g sandbox.GetResult) {
+			if g.Tar != nil {
+				g.Tar.Close() // unpauses a paused workload, frees the connection
+			}
+		})
 	if aerr != nil {
 		return nil, false, aerr
 	}

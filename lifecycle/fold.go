@@ -31,6 +31,8 @@ type Sandbox struct {
 	Deadline time.Time
 	// Created holds the resources once made.
 	Created *SandboxCreated
+	// Started: the workload ever ran (a failed create never did).
+	Started bool
 	// Stopping is the reason given at the stopping intent.
 	Stopping Reason
 	Exit     *SandboxExited
@@ -113,7 +115,7 @@ func ApplySandbox(s Sandbox, seq uint64, at time.Time, ev Event) (Sandbox, error
 		}
 	case SandboxStarted:
 		if ok = from == PhaseReserved && s.Created != nil; ok {
-			s.Phase = PhaseStarted
+			s.Phase, s.Started = PhaseStarted, true
 		}
 	case SandboxStopping:
 		if ok = from == PhaseStarted; ok {

@@ -57,6 +57,9 @@ const (
 	// CodeEngine is returned when the Docker daemon fails a call or cannot be
 	// reached, and no more specific code applies.
 	CodeEngine Code = "engine"
+	// CodeInternal is returned when stockade itself failed (an actor
+	// panicked): the process it ran fails, never the runtime.
+	CodeInternal Code = "internal"
 )
 
 // Error is stockade's typed error: a code for programs, a message for people,
@@ -134,4 +137,5 @@ var (
 	ErrNotFound         = &Error{Code: CodeNotFound}
 	ErrConflict         = &Error{Code: CodeConflict}
 	ErrEngine           = &Error{Code: CodeEngine}
+	ErrInternal         = &Error{Code: CodeInternal}
 )

@@ -184,10 +184,12 @@ func TestRecoveryTearsDownTampered(t *testing.T) {
 
 // TestRecoveryOrphansAndForeign: resources labelled with this owner but no
 // live sandbox are removed and journaled; resources of another owner —
-// even with a sandbox id this journal knows — are never touched.
+// even with a sandbox id this journal knows, re-adopted or torn down — are
+// never touched.
 func TestRecoveryOrphansAndForeign(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
+	e := newAPI(t, stockade.Options{StopGrace: time.Second})
 	sb := e.sandbox(t, spec.Kept)
+	gone := e.sandbox(t, spec.OneShot) // recovery stops and removes it
 	owner := e.rt.Owner()
 	foreign := dockertest.Owner(t, e.cli)
 	ctx := context.Background()
@@ -201,15 +203,19 @@ func TestRecoveryOrphansAndForeign(t *testing.T) {
 	}
 	orphan := mk(owner, "orphansandboxid0000000000a")
 	foreignSame := mk(foreign, sb.ID())
+	foreignTorn := mk(foreign, gone.ID())
 	foreignOther := mk(foreign, "orphansandboxid0000000000a")
-	rt := e.reopen(t, stockade.Options{})
+	rt := e.reopen(t, stockade.Options{StopGrace: time.Second})
 	if got := rt.Recovery().Orphans; len(got) != 1 || got[0].ID != orphan {
 		t.Fatalf("orphans %+v, want just %s", got, orphan)
 	}
 	if _, err := e.cli.VolumeInspect(ctx, orphan); err == nil {
 		t.Fatal("the orphan volume survived")
 	}
-	for _, v := range []string{foreignSame, foreignOther} {
+	if d := decisionOf(t, rt, gone.ID()); d.Decision != sandbox.StopRemove || d.Settled != lifecycle.PhaseRemoved {
+		t.Fatalf("the one-shot sandbox: %+v", d)
+	}
+	for _, v := range []string{foreignSame, foreignTorn, foreignOther} {
 		if _, err := e.cli.VolumeInspect(ctx, v); err != nil {
 			t.Fatalf("a foreign volume was touched: %v", err)
 		}

@@ -17,6 +17,10 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
+// cutGrace is how long a stopping process's output may take to reach its
+// end after the exec ended, before the streams are cut.
+const cutGrace = time.Second
+
 // Params is what a process actor is spawned with.
 type Params struct {
 	ID       string
@@ -46,6 +50,23 @@ type Launch struct {
 type Exited struct {
 	ID     string
 	Result spec.Result
+}
+
+// Abandoned is sent to the parent instead of Exited when the journal could
+// not take the process's events: its outcome is not journaled, so its
+// sandbox may not be journaled exited either.
+type Abandoned struct {
+	ID  string
+	Err error
+}
+
+// Tracked is sent to the parent each time the process's journaled phase
+// changes, with its group once known, so the sandbox can settle it (kill the
+// group, journal its end) if this actor fails.
+type Tracked struct {
+	ID    string
+	Phase lifecycle.Phase
+	Group int
 }
 
 // AdoptSettled is sent to the parent when a recovering process actor has
@@ -95,6 +116,7 @@ type (
 		err   error
 	}
 	graceExpired struct{ gen int }
+	cutStreams   struct{}
 	deadlineHit  struct{}
 	stdinClose   struct{ reply chan<- error }
 	signalled    struct {
@@ -121,6 +143,8 @@ type processActor struct {
 	bg       context.Context // background Docker work; cancelled at stop
 	cancel   context.CancelFunc
 
+	cut        bool // the streams were cut by us (see maybeFinish)
+	cutArmed   bool
 	stopReason lifecycle.Reason
 	stopErr    error
 	signalled  bool
@@ -129,6 +153,7 @@ type processActor struct {
 	started    time.Time
 	launched   bool
 	done       bool
+	abandoned  bool
 }
 
 func (a *processActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
@@ -141,8 +166,12 @@ func (a *processActor) record(ev lifecycle.Event) error {
 	}
 	next, err := lifecycle.ApplyProcess(a.state, e.Seq, e.Time, ev)
 	if err != nil {
-		// The journal took an event the fold refuses: a bug, never hidden.
+		// The journal took an event the fold refuses: a bug, never hidden
+		// (the sandbox settles the process when this actor fails).
 		panic(fmt.Sprintf("process %s: journaled event the fold refuses: %v", a.p.ID, err))
+	}
+	if next.Phase != a.state.Phase || next.Group != a.state.Group {
+		a.sys.Root.Send(a.parent, Tracked{ID: a.p.ID, Phase: next.Phase, Group: next.Group})
 	}
 	a.state = next
 	return nil
@@ -179,6 +208,16 @@ func (a *processActor) Receive(ctx actor.Context) {
 		m.reply <- m.err
 	case stdinClose:
 		m.reply <- a.closeStdin()
+	case cutStreams:
+		if !a.done && a.outDone == nil && a.out != nil {
+			a.cut = true
+			err := a.stopErr
+			if err == nil {
+				err = spec.Errorf(spec.CodeCancelled, "process", "process %s was stopped; its output was cut", a.p.ID)
+			}
+			a.out.closePipes(err)
+			a.att.Close() // outputDone follows promptly
+		}
 	case graceExpired:
 		if m.gen == a.graceGen && !a.done {
 			a.signalGroup(syscall.SIGKILL, nil)
@@ -323,6 +362,9 @@ func (a *processActor) onOutputDone(m outputDone) {
 	}
 	switch {
 	case m.err == nil:
+	case a.cut:
+		// We cut the streams of a stopping process whose exec had ended:
+		// whatever error the read loop saw is ours, not the daemon's.
 	case m.quotaHit:
 		_ = a.record(lifecycle.QuotaHit{Bytes: m.stdout + m.stderr})
 		a.kill(lifecycle.ReasonOutputLimit, m.err)
@@ -357,6 +399,7 @@ func (a *processActor) stop(reason lifecycle.Reason, err error) error {
 		a.abandonJournal(jerr)
 		return jerr
 	}
+	failpoint.Hit(failpoint.ProcessStopping)
 	a.signalGroup(syscall.SIGTERM, nil)
 	a.graceGen++
 	gen := a.graceGen
@@ -428,8 +471,18 @@ func (a *processActor) watchExit() {
 	a.watching = true
 	id, ctx := a.state.ExecID, a.bg
 	go func() {
-		st, err := dockerio.WaitExec(ctx, a.deps.Engine, id)
-		a.send(exitSeen{state: st, err: err})
+		// A daemon hiccup is not the process's end: retry with back-off
+		// before the outcome is declared lost.
+		delay := 100 * time.Millisecond
+		for attempt := 0; ; attempt++ {
+			st, err := dockerio.WaitExec(ctx, a.deps.Engine, id)
+			if err == nil || ctx.Err() != nil || attempt == 5 {
+				a.send(exitSeen{state: st, err: err})
+				return
+			}
+			time.Sleep(delay)
+			delay *= 2
+		}
 	}()
 }
 
@@ -455,15 +508,19 @@ func (a *processActor) maybeFinish() {
 		return
 	}
 	if a.out != nil && a.outDone == nil {
-		if a.stopReason == "" {
+		if a.stopReason == "" || a.cutArmed {
 			return // the consumer is still reading what the process wrote
 		}
-		a.out.closePipes(a.stopErr)
-		a.att.Close()
-		return // outputDone follows promptly
+		// Stopping and the exec has ended: give the output a moment to
+		// reach its end, then cut it for a consumer that no longer reads.
+		a.cutArmed = true
+		a.timers = append(a.timers, time.AfterFunc(cutGrace, func() { a.send(cutStreams{}) }))
+		return
 	}
 	code := -1
-	if a.exit.Known {
+	if a.exit.Known && a.exit.Pid != 0 {
+		// Pid 0: the exec never started (its ExitCode reads 0 but means
+		// nothing): no code is invented.
 		code = a.exit.ExitCode
 	}
 	reason, err := a.outcome(code)
@@ -513,9 +570,11 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 
 // abandonJournal ends the actor when the journal cannot take its events:
 // nothing is reported done, and the entity stays live in the journal for
-// the next recovery to settle.
+// the next recovery to settle. The parent is told it was abandoned, not
+// that it exited, so the sandbox does not journal its own exit over it.
 func (a *processActor) abandonJournal(err error) {
 	a.signalGroupNow(syscall.SIGKILL)
+	a.abandoned = true
 	a.end(spec.Result{ExitCode: -1, Reason: string(lifecycle.ReasonFailed), Err: err, Started: a.started, Ended: a.deps.Now()})
 }
 
@@ -532,7 +591,11 @@ func (a *processActor) end(res spec.Result) {
 		a.handle.result = res
 		close(a.handle.done)
 	}
-	a.sys.Root.Send(a.parent, Exited{ID: a.p.ID, Result: res})
+	if a.abandoned {
+		a.sys.Root.Send(a.parent, Abandoned{ID: a.p.ID, Err: res.Err})
+	} else {
+		a.sys.Root.Send(a.parent, Exited{ID: a.p.ID, Result: res})
+	}
 	a.sys.Root.Stop(a.self)
 }
 
@@ -542,7 +605,7 @@ func (a *processActor) end(res spec.Result) {
 // cancelled error instead of hanging.
 func (a *processActor) detach() {
 	a.done = true
-	err := spec.Errorf(spec.CodeCancelled, "process", "the runtime closed; process %s was left running, unreconciled", a.p.ID)
+	err := spec.Errorf(spec.CodeCancelled, "process", "the process actor stopped (the runtime closed, or the actor failed) before process %s ended; it is left to its sandbox and the next recovery", a.p.ID)
 	if a.out != nil {
 		a.out.closePipes(err)
 	}
@@ -613,7 +676,9 @@ func (a *processActor) adopt() {
 		a.stopReason = a.state.Stopping
 	}
 	if a.state.ExecID == "" {
-		a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeEngine, "process", "recovered: no exec was created for process %s", a.p.ID))
+		if a.decided("lost", "no exec was created") {
+			a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeEngine, "process", "recovered: no exec was created for process %s", a.p.ID))
+		}
 		return
 	}
 	id := a.state.ExecID
@@ -634,16 +699,32 @@ func (a *processActor) onAdoptSeen(m adoptSeen) {
 		return
 	}
 	st := m.state
+	seen := fmt.Sprintf("exec %s: known %v, running %v, pid %d", a.state.ExecID, st.Known, st.Running, st.Pid)
+	if st.Known && !st.Running && st.Pid != 0 {
+		seen += fmt.Sprintf(", exit code %d", st.ExitCode)
+	}
 	switch {
 	case m.err != nil || !st.Known:
-		a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeEngine, "process", "recovered: the daemon no longer knows exec %s", a.state.ExecID))
+		if a.decided("lost", seen) {
+			a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeEngine, "process", "recovered: the daemon no longer knows exec %s", a.state.ExecID))
+		}
+	case !st.Running && st.Pid == 0:
+		// Created but never started: ExitCode reads 0 and means nothing.
+		if a.decided("lost: never started", seen) {
+			a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeEngine, "process", "recovered: exec %s was created but never started", a.state.ExecID))
+		}
 	case !st.Running:
 		reason := lifecycle.ReasonExited
 		if a.stopReason != "" {
 			reason = a.stopReason
 		}
-		a.finish(reason, st.ExitCode, nil)
+		if a.decided("record exit", seen) {
+			a.finish(reason, st.ExitCode, nil)
+		}
 	case a.state.Phase == lifecycle.PhaseReserved:
+		if !a.decided("read group, then re-adopt", seen) {
+			return
+		}
 		// Attached (so started) but started was never journaled: read the
 		// group id back before anything signals it.
 		sb, pid := a.p.Sandbox, a.p.ID
@@ -654,8 +735,25 @@ func (a *processActor) onAdoptSeen(m adoptSeen) {
 			a.send(groupRead{pgid: pgid, err: err})
 		}()
 	default:
-		a.adoptRunning()
+		decision := "re-adopt detached"
+		if !a.p.Detach {
+			decision = "stop"
+		}
+		if a.decided(decision, seen) {
+			a.adoptRunning()
+		}
 	}
+}
+
+// decided journals a recovery decision with what was observed, so History
+// explains what recovery did and why. false: the journal failed and the
+// actor has given up.
+func (a *processActor) decided(decision, observed string) bool {
+	if err := a.record(lifecycle.Recovered{Decision: decision, Observed: observed}); err != nil {
+		a.abandonJournal(err)
+		return false
+	}
+	return true
 }
 
 func (a *processActor) onGroupRead(m groupRead) {

@@ -50,6 +50,12 @@ func Decide(s lifecycle.Sandbox, obs dockerio.Observed, revision string) (Decisi
 	case lifecycle.PhaseRemoving:
 		return FinishRemove, "a removal was under way; Docker shows " + seen
 	case lifecycle.PhaseExited:
+		switch {
+		case s.Spec.Lifetime != spec.Kept:
+			return FinishRemove, "exited, one-shot, its removal never journaled; Docker shows " + seen
+		case !s.Started:
+			return FinishRemove, "exited without ever starting (a failed create), its removal never journaled; Docker shows " + seen
+		}
 		return Leave, "exited and kept; Docker shows " + seen
 	case lifecycle.PhaseStarted:
 	default:
@@ -68,8 +74,21 @@ func Decide(s lifecycle.Sandbox, obs dockerio.Observed, revision string) (Decisi
 		return TearDown, fmt.Sprintf("made under revision %q, this runtime is %q; Docker shows %s", s.Revision, revision, seen)
 	case obs.Mismatch != "":
 		return TearDown, "readback differs at " + obs.Mismatch + "; Docker shows " + seen
+	case !present(obs, dockerio.RoleExport) || !present(obs, dockerio.RoleVolume):
+		return TearDown, "its export container or workspace volume is missing; Docker shows " + seen
+	case s.Spec.Policy.Network == spec.NetworkBridge && !present(obs, dockerio.RoleNetwork):
+		return TearDown, "its network is missing; Docker shows " + seen
 	}
 	return Readopt, "running, readback exact, same revision; Docker shows " + seen
+}
+
+func present(obs dockerio.Observed, role dockerio.Role) bool {
+	for _, r := range obs.Present {
+		if r.Role == role {
+			return true
+		}
+	}
+	return false
 }
 
 // Describe says in one line what Docker showed.

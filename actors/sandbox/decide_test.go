@@ -17,7 +17,9 @@ func TestDecide(t *testing.T) {
 	oneShot.Spec.Lifetime = spec.OneShot
 	at := func(s lifecycle.Sandbox, p lifecycle.Phase) lifecycle.Sandbox { s.Phase = p; return s }
 	workload := dockerio.Resource{Kind: dockerio.KindContainer, Role: dockerio.RoleWorkload}
-	running := dockerio.Observed{Present: []dockerio.Resource{workload}, Running: true, Revision: rev}
+	all := []dockerio.Resource{workload, {Kind: dockerio.KindContainer, Role: dockerio.RoleExport}, {Kind: dockerio.KindVolume, Role: dockerio.RoleVolume}}
+	running := dockerio.Observed{Present: all, Running: true, Revision: rev}
+	noExport := dockerio.Observed{Present: []dockerio.Resource{workload, all[2]}, Running: true, Revision: rev}
 	dead := dockerio.Observed{Present: []dockerio.Resource{workload}, Exit: &dockerio.ContainerExit{ExitCode: 137, OOMKilled: true}, Revision: rev}
 	mismatch := running
 	mismatch.Mismatch = "HostConfig.Memory"
@@ -42,7 +44,10 @@ func TestDecide(t *testing.T) {
 		{"started one-shot gone", oneShot, dockerio.Observed{}, RecordExit, "gone"},
 		{"stopping", at(kept, lifecycle.PhaseStopping), running, FinishStop, "stop was under way"},
 		{"removing", at(kept, lifecycle.PhaseRemoving), dead, FinishRemove, "removal"},
-		{"exited kept", at(kept, lifecycle.PhaseExited), dead, Leave, "exited"},
+		{"started kept, export gone", kept, noExport, TearDown, "export container"},
+		{"exited kept", func() lifecycle.Sandbox { s := at(kept, lifecycle.PhaseExited); s.Started = true; return s }(), dead, Leave, "exited and kept"},
+		{"exited one-shot", func() lifecycle.Sandbox { s := at(oneShot, lifecycle.PhaseExited); s.Started = true; return s }(), dead, FinishRemove, "one-shot"},
+		{"exited, never started", at(kept, lifecycle.PhaseExited), dockerio.Observed{}, FinishRemove, "failed create"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := Decide(tc.s, tc.obs, rev)

@@ -2,8 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"io"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -70,15 +70,20 @@ type Remove struct{ Reply chan<- error }
 // Inspect asks for a snapshot of the sandbox's state.
 type Inspect struct{ Reply chan<- Snapshot }
 
-// Put extracts a tar stream under /workspace/<Dir>.
+// Put extracts a tar stream under /workspace/<Dir>. Ctx bounds the copy:
+// once it ends, the caller's reader is no longer read.
 type Put struct {
+	Ctx   context.Context
 	Dir   string
 	Tar   io.Reader
 	Reply chan<- error
 }
 
-// Get reads a tar stream of /workspace/<Path>.
+// Get reads a tar stream of /workspace/<Path>. Ctx bounds the stream's
+// whole life (a paused workload is unpaused when it ends or the stream is
+// closed).
 type Get struct {
+	Ctx   context.Context
 	Path  string
 	Pause bool
 	Reply chan<- GetResult
@@ -153,7 +158,12 @@ type sandboxActor struct {
 	ttl           *time.Timer
 	// exitDead: the workload died on its own (found so by recovery): the
 	// sandbox is exited without a stopping intent once processes settle.
-	exitDead bool
+	exitDead     bool
+	stopInFlight bool
+	abandonedProcs bool
+	// tracked is what the process actors reported of their journaled
+	// phase and group, so a failed process actor can still be settled.
+	tracked  map[string]process.Tracked
 	decision Decision
 	settled  bool
 	adopting map[string]bool // recovering processes not yet settled
@@ -168,7 +178,11 @@ func (a *sandboxActor) record(ev lifecycle.Event) error {
 	}
 	next, err := lifecycle.ApplySandbox(a.state, e.Seq, e.Time, ev)
 	if err != nil {
-		panic(fmt.Sprintf("sandbox %s: journaled event the fold refuses: %v", a.p.ID, err))
+		// The journal took an event the fold refuses: a bug of ours. The
+		// sandbox actor stays panic-free (a restart would lose its
+		// children); the operation fails, loudly.
+		a.deps.Log.Error("journaled event the fold refuses", "sandbox", a.p.ID, "event", ev.Type(), "err", err)
+		return err
 	}
 	a.state = next
 	return nil
@@ -239,12 +253,19 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onDeadSeen(m)
 	case process.FailClosed:
 		a.stop(lifecycle.ReasonFailed, m.Err)
+	case process.Tracked:
+		if a.tracked == nil {
+			a.tracked = map[string]process.Tracked{}
+		}
+		a.tracked[m.ID] = m
+	case process.Abandoned:
+		// Its outcome is not journaled: the sandbox may not be journaled
+		// exited over it (the next recovery settles both).
+		a.abandonedProcs = true
+		a.processGone(m.ID)
+		a.adoptedOne(m.ID)
 	case actors.ChildFailed:
-		id := a.byPID[m.Child.GetId()]
-		// The process actor panicked: the process fails; the sandbox lives.
-		err := spec.Errorf(spec.CodeStreamFailure, "process", "process actor %s failed: %v", id, m.Reason)
-		_, _ = a.deps.Record(journal.KindProcess, id, a.p.ID, lifecycle.ProcessExited{Reason: lifecycle.ReasonFailed, Error: spec.CodeOf(err), Message: err.Error()})
-		a.processGone(id)
+		a.processFailed(m)
 	case *actor.Stopping:
 		if a.ttl != nil {
 			a.ttl.Stop()
@@ -377,6 +398,9 @@ func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 		return
 	case lifecycle.PhaseStarted:
 	case lifecycle.PhaseStopping:
+		if !a.stopInFlight && !a.exitDead {
+			a.finishStop() // the last stop call failed: try again
+		}
 		return
 	default: // exited, removing, removed: nothing runs
 		a.answerStop(nil)
@@ -392,6 +416,7 @@ func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 }
 
 func (a *sandboxActor) onStopped(m stoppedMsg) {
+	a.stopInFlight = false
 	if spec.IsCode(m.err, spec.CodeNotFound) {
 		// The workload is already gone (recovery, or removed behind our
 		// back): it is stopped, with no code to report.
@@ -404,10 +429,12 @@ func (a *sandboxActor) onStopped(m stoppedMsg) {
 		return
 	}
 	a.downExit = &m.exit
+	failpoint.Hit(failpoint.SandboxStopCall)
 	a.maybeExited()
 }
 
 func (a *sandboxActor) processGone(id string) {
+	delete(a.tracked, id)
 	if pid, ok := a.procs[id]; ok {
 		delete(a.byPID, pid.GetId())
 		delete(a.procs, id)
@@ -422,8 +449,15 @@ func (a *sandboxActor) maybeExited() {
 	if !stopping || a.downExit == nil || len(a.procs) > 0 {
 		return
 	}
-	code := a.downExit.ExitCode
-	ev := lifecycle.SandboxExited{Reason: a.stopReason, ExitCode: &code, OOM: a.downExit.OOMKilled, Error: spec.CodeOf(a.stopErr)}
+	if a.abandonedProcs {
+		err := spec.Errorf(spec.CodeJournal, "sandbox", "sandbox %s: a process's end could not be journaled; the sandbox is left stopping for recovery", a.p.ID)
+		a.answerStop(err)
+		return
+	}
+	ev := lifecycle.SandboxExited{Reason: a.stopReason, OOM: a.downExit.OOMKilled, Error: spec.CodeOf(a.stopErr)}
+	if code := a.downExit.ExitCode; code >= 0 { // -1: Docker reported none
+		ev.ExitCode = &code
+	}
 	if a.stopErr != nil {
 		ev.Message = a.stopErr.Error()
 	}
@@ -431,6 +465,7 @@ func (a *sandboxActor) maybeExited() {
 		a.answerStop(err)
 		return
 	}
+	failpoint.Hit(failpoint.SandboxExited)
 	a.answerStop(nil)
 	if a.removeAfter {
 		a.remove()
@@ -446,6 +481,9 @@ func (a *sandboxActor) answerStop(err error) {
 	a.stopWaiters = nil
 	if err != nil && a.removeAfter {
 		a.answerRemove(err)
+	}
+	if err != nil {
+		a.settle(err)
 	}
 }
 
@@ -482,6 +520,7 @@ func (a *sandboxActor) onRemoved(m removedMsg) {
 		a.settle(m.err)
 		return
 	}
+	failpoint.Hit(failpoint.SandboxRemoveCall)
 	if err := a.record(lifecycle.SandboxRemoved{}); err != nil {
 		a.answerRemove(err)
 		a.settle(err)
@@ -497,6 +536,9 @@ func (a *sandboxActor) answerRemove(err error) {
 		w <- err
 	}
 	a.removeWaiters = nil
+	if err != nil {
+		a.settle(err)
+	}
 }
 
 func (a *sandboxActor) put(m Put) {
@@ -505,11 +547,7 @@ func (a *sandboxActor) put(m Put) {
 		return
 	}
 	sb := a.sb
-	go func() {
-		ctx, cancel := a.deps.DockerContext()
-		defer cancel()
-		m.Reply <- a.deps.Engine.PutArchive(ctx, sb, m.Dir, m.Tar)
-	}()
+	go func() { m.Reply <- a.deps.Engine.PutArchive(m.Ctx, sb, m.Dir, m.Tar) }()
 }
 
 func (a *sandboxActor) get(m Get) {
@@ -519,8 +557,7 @@ func (a *sandboxActor) get(m Get) {
 	}
 	sb := a.sb
 	go func() {
-		// The caller reads the stream after we return: no deadline here.
-		rc, live, err := a.deps.Engine.GetArchive(context.Background(), sb, m.Path, m.Pause)
+		rc, live, err := a.deps.Engine.GetArchive(m.Ctx, sb, m.Path, m.Pause)
 		m.Reply <- GetResult{Tar: rc, Live: live, Err: err}
 	}()
 }
@@ -615,6 +652,7 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 
 // finishStop is the tail of stop: the stopping intent is already journaled.
 func (a *sandboxActor) finishStop() {
+	a.stopInFlight = true
 	for _, pid := range a.procs {
 		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonSandboxStopped,
 			Err: spec.Errorf(spec.CodeCancelled, "process", "sandbox %s stopped", a.p.ID), Reply: make(chan error, 1)})
@@ -665,4 +703,34 @@ func (a *sandboxActor) onDeadSeen(m deadSeen) {
 			Err: spec.Errorf(spec.CodeCancelled, "process", "the workload of sandbox %s died", a.p.ID), Reply: make(chan error, 1)})
 	}
 	a.maybeExited()
+}
+
+// processFailed settles a process whose actor panicked (a bug of ours): its
+// group is killed if known, and its end is journaled — only if its journaled
+// phase admits one — so the process fails, never the sandbox or the runtime.
+func (a *sandboxActor) processFailed(m actors.ChildFailed) {
+	id, ok := a.byPID[m.Child.GetId()]
+	if !ok {
+		return
+	}
+	t := a.tracked[id]
+	if t.Group > 1 {
+		sb, pgid := a.sb, t.Group
+		go func() {
+			ctx, cancel := a.deps.DockerContext()
+			defer cancel()
+			_ = a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL)
+		}()
+	}
+	switch t.Phase {
+	case lifecycle.PhaseReserved, lifecycle.PhaseStarted, lifecycle.PhaseStopping:
+		err := spec.Errorf(spec.CodeInternal, "process", "process actor %s failed: %v", id, m.Reason)
+		ev := lifecycle.ProcessExited{Reason: lifecycle.ReasonFailed, Error: spec.CodeInternal, Message: err.Error()}
+		if _, jerr := a.deps.Record(journal.KindProcess, id, a.p.ID, ev); jerr != nil {
+			a.abandonedProcs = true
+		}
+	case lifecycle.PhaseNone: // never journaled: nothing to settle
+	}
+	a.processGone(id)
+	a.adoptedOne(id)
 }

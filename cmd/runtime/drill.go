@@ -117,6 +117,33 @@ type drillRun struct {
 	Violations []string      `json:"violations,omitempty"`
 }
 
+// orphan makes a sandbox's resources under the journal's owner, with an id
+// the journal does not know.
+func (d *driller) orphan(ctx context.Context, jpath string) error {
+	j, err := journal.Open(jpath, journal.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	owner := j.Owner()
+	j.Close()
+	a, err := dockerio.NewAdapter(dockerio.Options{Profile: d.profile})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if _, err := a.Preflight(ctx); err != nil {
+		return err
+	}
+	image, err := a.ResolveImage(ctx, d.image)
+	if err != nil {
+		return err
+	}
+	id, _ := journal.NewID()
+	_, err = a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: owner, ID: id,
+		Spec: spec.Sandbox{Image: image, Policy: spec.DefaultPolicy(), Lifetime: spec.OneShot}})
+	return err
+}
+
 // foreignOwner is a kept sandbox of another journal (another owner).
 type foreignOwner struct {
 	journal string
@@ -233,9 +260,14 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, forei
 	jpath := filepath.Join(d.dir, fmt.Sprintf("drill-%d.db", d.n))
 	violate := func(format string, args ...any) { r.Violations = append(r.Violations, fmt.Sprintf(format, args...)) }
 	var err error
-	if fp == failpoint.RecoveryDecided {
-		// The workload runs to its end; the kill comes in the recovery after.
-		if _, err = d.child(ctx, jpath, "", 0, false); err == nil {
+	if fp == failpoint.RecoveryDecided || fp == failpoint.RecoveryOrphan {
+		// The workload runs to its end; the kill comes in the recovery after
+		// (with an orphan to sweep: resources of this owner the journal
+		// does not know).
+		if _, err = d.child(ctx, jpath, "", 0, false); err == nil && fp == failpoint.RecoveryOrphan {
+			err = d.orphan(ctx, jpath)
+		}
+		if err == nil {
 			r.Child, err = d.child(ctx, jpath, fp, 0, true)
 		}
 	} else {
@@ -264,7 +296,7 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, forei
 	if n := len(rt.Recovery().Orphans); n > 0 {
 		r.Decisions = append(r.Decisions, fmt.Sprintf("%d orphans removed", n))
 	}
-	d.check(ctx, rt, foreign, violate)
+	r.Decisions = append(r.Decisions, d.check(ctx, rt, foreign, violate)...)
 	if err := removeAll(ctx, rt); err != nil {
 		violate("cleanup: %v", err)
 	}
@@ -283,18 +315,19 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, forei
 	return r
 }
 
-// check verifies the invariants after a recovery.
-func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign foreignOwner, violate func(string, ...any)) {
+// check verifies the invariants after a recovery and returns the decisions
+// recovery journaled for processes.
+func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign foreignOwner, violate func(string, ...any)) (decisions []string) {
 	list, err := rt.Sandboxes(ctx)
 	if err != nil {
 		violate("listing sandboxes: %v", err)
-		return
+		return nil
 	}
 	live := map[string]bool{}
 	for _, s := range list {
 		live[s.ID] = true
 		switch {
-		case s.Phase == lifecycle.PhaseExited:
+		case s.Phase == lifecycle.PhaseExited && s.Lifetime == spec.Kept:
 		case s.Phase == lifecycle.PhaseStarted && s.Adopted:
 			sb, err := rt.Sandbox(s.ID)
 			if err != nil {
@@ -342,6 +375,12 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 			if !p.Terminal() && !p.Adopted {
 				violate("process %s is %s, neither terminal nor re-adopted", p.ID, p.Phase)
 			}
+			if p.Exit != nil && p.Exit.ExitCode != nil && p.Group == 0 {
+				violate("process %s never started but has exit code %d", p.ID, *p.Exit.ExitCode)
+			}
+			for _, r := range p.Recovered {
+				decisions = append(decisions, "process→"+r.Decision)
+			}
 		}
 	}
 	owned, err := d.owned(ctx, rt.Owner())
@@ -357,6 +396,8 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 	if err != nil || strings.Join(after, ",") != strings.Join(foreign.before, ",") {
 		violate("foreign resources touched: before %v, after %v (%v)", foreign.before, after, err)
 	}
+	sort.Strings(decisions)
+	return decisions
 }
 
 // replayAll opens a journal read-only, verifies it and folds every stream.
@@ -447,6 +488,16 @@ func drillChild(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if _, err := q.Wait(ctx); err != nil {
 		return fail(stderr, err, 1)
+	}
+	r, err := once.Start(ctx, spec.Process{Argv: []string{"sleep", "30"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		return fail(stderr, err, 1)
+	}
+	if err := r.Stop(ctx); err != nil {
+		return fail(stderr, err, 1)
+	}
+	if res, _ := r.Wait(ctx); res.Reason != string(lifecycle.ReasonSignaled) {
+		return fail(stderr, fmt.Errorf("stopped process ended %+v", res), 1)
 	}
 	if err := once.Stop(ctx); err != nil {
 		return fail(stderr, err, 1)

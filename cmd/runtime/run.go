@@ -86,6 +86,19 @@ func runIn(ctx context.Context, sb *stockade.Sandbox, p spec.Process, stdin io.R
 		}
 		return fail(stderr, err, 125)
 	}
+	// Interrupted (Ctrl-C, SIGTERM): stop the process (TERM, then KILL after
+	// the grace) and report how it ended; the caller then removes the
+	// sandbox.
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-proc.Done():
+			return
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		proc.Stop(sctx)
+	}()
 	if w := proc.Stdin(); w != nil {
 		go func() {
 			io.Copy(w, stdin)
@@ -99,14 +112,7 @@ func runIn(ctx context.Context, sb *stockade.Sandbox, p spec.Process, stdin io.R
 	}()
 	io.Copy(stdout, proc.Stdout())
 	<-errDone
-	wctx := context.Background()
-	go func() {
-		<-ctx.Done() // interrupted: stop the process, then report how it ended
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		proc.Stop(sctx)
-	}()
-	res, err := proc.Wait(wctx)
+	res, err := proc.Wait(context.Background())
 	switch {
 	case err == nil:
 		return res.ExitCode

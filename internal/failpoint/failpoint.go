@@ -26,16 +26,22 @@ const (
 	ProcessExecCreated = "process.exec-created" // exec created journaled, not attached
 	ProcessAttached    = "process.attached"     // exec running, started not journaled
 	ProcessMidStream   = "process.mid-stream"   // output flowing
+	ProcessStopping    = "process.stopping"     // process stopping journaled, group not signalled
 	SandboxStopping    = "sandbox.stopping"     // stopping journaled, workload not stopped
+	SandboxStopCall    = "sandbox.stop-call"    // workload stopped, exited not journaled
+	SandboxExited      = "sandbox.exited"       // exited journaled, removing not journaled
 	SandboxRemoving    = "sandbox.removing"     // removing journaled, resources not removed
+	SandboxRemoveCall  = "sandbox.remove-call"  // resources removed, removed not journaled
 	RecoveryDecided    = "recovery.decided"     // a recovery decision journaled, not carried out
+	RecoveryOrphan     = "recovery.orphan"      // an orphan removed, its removal not journaled
 )
 
 // All lists every failpoint, for drills.
 var All = []string{
 	SandboxReserved, SandboxCreateCall, SandboxCreated, SandboxStartCall,
-	ProcessReserved, ProcessExecCreated, ProcessAttached, ProcessMidStream,
-	SandboxStopping, SandboxRemoving, RecoveryDecided,
+	ProcessReserved, ProcessExecCreated, ProcessAttached, ProcessMidStream, ProcessStopping,
+	SandboxStopping, SandboxStopCall, SandboxExited, SandboxRemoving, SandboxRemoveCall,
+	RecoveryDecided, RecoveryOrphan,
 }
 
 var armed = os.Getenv(Env)
