@@ -158,8 +158,8 @@ type sandboxActor struct {
 	ttl           *time.Timer
 	// exitDead: the workload died on its own (found so by recovery): the
 	// sandbox is exited without a stopping intent once processes settle.
-	exitDead     bool
-	stopInFlight bool
+	exitDead       bool
+	stopInFlight   bool
 	abandonedProcs bool
 	// tracked is what the process actors reported of their journaled
 	// phase and group, so a failed process actor can still be settled.
