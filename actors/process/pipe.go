@@ -130,3 +130,46 @@ func (p *pipe) Close() error {
 	}
 	return nil
 }
+
+// WriteTo hands buffered bytes to w straight from the ring (io.Copy uses
+// it): no intermediate buffer, one wake-up per contiguous run instead of per
+// small read. It returns at the end of the stream (nil at a clean end).
+func (p *pipe) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		p.mu.Lock()
+		for p.n == 0 && !p.wclosed && !p.rclosed {
+			p.readable.Wait()
+		}
+		if p.rclosed {
+			p.mu.Unlock()
+			return total, io.ErrClosedPipe
+		}
+		if p.n == 0 {
+			err := p.werr
+			p.mu.Unlock()
+			if err == io.EOF {
+				err = nil
+			}
+			return total, err
+		}
+		// The writer only fills space outside [start, start+n): this run
+		// stays put while w writes it, unlocked.
+		run := min(p.n, len(p.buf)-p.start)
+		seg := p.buf[p.start : p.start+run]
+		p.mu.Unlock()
+		k, err := w.Write(seg)
+		p.mu.Lock()
+		p.start = (p.start + k) % len(p.buf)
+		p.n -= k
+		p.writable.Signal()
+		p.mu.Unlock()
+		total += int64(k)
+		if err == nil && k < run {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}

@@ -119,3 +119,28 @@ func TestPipeQuietCostsNothing(t *testing.T) {
 		t.Fatal("a pipe allocated its buffer before anything was written")
 	}
 }
+
+func TestPipeWriteTo(t *testing.T) {
+	p := newPipe(100, nil)
+	want := bytes.Repeat([]byte("abcdefghij"), 10000)
+	go func() {
+		for rest := want; len(rest) > 0; {
+			n := min(len(rest), 37)
+			p.Write(rest[:n])
+			rest = rest[n:]
+		}
+		p.CloseWrite(nil)
+	}()
+	var got bytes.Buffer
+	n, err := io.Copy(&got, p) // io.Copy takes WriteTo
+	if err != nil || n != int64(len(want)) || !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("WriteTo moved %d bytes, %v", n, err)
+	}
+	// A failure of the stream reaches io.Copy's caller.
+	q := newPipe(8, nil)
+	stop := spec.Errorf(spec.CodeOutputLimit, "test", "quota")
+	go func() { q.Write([]byte("xy")); q.CloseWrite(stop) }()
+	if _, err := io.Copy(io.Discard, q); !errors.Is(err, stop) {
+		t.Fatalf("got %v, want the stream's error", err)
+	}
+}
