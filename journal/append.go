@@ -103,7 +103,7 @@ func validRecord(rec Record) error {
 // batch to queue again before it commits a smaller batch. It applies only
 // after a batch of more than one call, so a lone appender never waits; it is
 // small beside a commit (two fdatasyncs, a millisecond or more).
-const linger = 250 * time.Microsecond
+const linger = time.Millisecond
 
 // run is the committer: it takes the first queued request and every request
 // already waiting, lingers briefly if the previous batch was larger (its

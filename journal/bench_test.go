@@ -86,15 +86,19 @@ func benchThroughput(b *testing.B, workload string, n int) {
 		go func() {
 			defer wg.Done()
 			k := Key{Kind: KindProcess, ID: fmt.Sprint("p", g)}
-			ent := 0
 			for i := range ops {
-				r := Record{Key: k, Parent: "sb", Type: "process.event", Payload: benchPayload}
-				if workload == "lifecycle" {
-					r.Key.ID = fmt.Sprintf("p%d-%d", g, ent)
-					if i%6 == 5 || i == ops-1 {
-						r.Terminal = true
-						ent++
+				if workload == "lifecycle" && i%6 == 0 {
+					// Real entity ids, as the runtime makes them.
+					id, err := NewID()
+					if err != nil {
+						b.Error(err)
+						return
 					}
+					k.ID = id
+				}
+				r := Record{Key: k, Parent: "sb", Type: "process.event", Payload: benchPayload}
+				if workload == "lifecycle" && (i%6 == 5 || i == ops-1) {
+					r.Terminal = true
 				}
 				if _, err := j.Append(ctx, r); err != nil {
 					b.Error(err)

@@ -312,17 +312,30 @@ func (j *Journal) load(wantOwner string) error {
 	return nil
 }
 
-// NewID returns a random id of 128 bits as 26 lowercase base32 characters
-// (letters and digits 2-7), usable in Docker names and labels.
+// NewID returns a new entity id: a 48-bit millisecond timestamp then 96
+// random bits, as 29 lowercase base32 characters (digits 2-7 and letters, in
+// an order-preserving alphabet), usable in Docker names and labels.
+//
+// Why time first: ids key the stream and live-index buckets, and bbolt
+// rewrites every page an append touches. Ids made close in time sort close
+// together, so the entities a group commit creates share a few pages at the
+// right edge of each bucket instead of dirtying one random page each.
+// 96 random bits keep ids unguessable and collision-free.
 func NewID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	var b [18]byte
+	ms := uint64(time.Now().UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	if _, err := rand.Read(b[6:]); err != nil {
 		return "", err
 	}
 	return idEncoding.EncodeToString(b[:]), nil
 }
 
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+// idEncoding's alphabet is in ASCII order, so ids sort as their bytes do.
+var idEncoding = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").WithPadding(base32.NoPadding)
 
 // Path returns the journal file's absolute path.
 func (j *Journal) Path() string { return j.path }
