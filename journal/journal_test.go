@@ -38,8 +38,8 @@ func TestOpenCreatesAndReopens(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := j.Owner()
-	if !regexp.MustCompile(`^[a-z2-7]{26}$`).MatchString(owner) {
-		t.Fatalf("owner %q is not 26 base32 characters", owner)
+	if !regexp.MustCompile(`^[a-z2-7]{29}$`).MatchString(owner) {
+		t.Fatalf("owner %q is not 29 base32 characters", owner)
 	}
 	if j.DaemonID() != "" || j.ReadOnly() || j.Path() != path {
 		t.Fatalf("new journal: daemon %q readOnly %v path %q", j.DaemonID(), j.ReadOnly(), j.Path())
@@ -795,5 +795,24 @@ func TestDefaultPath(t *testing.T) {
 		if got, err := DefaultPath(); err != nil || got != tt.want {
 			t.Errorf("STOCKADE_JOURNAL=%q XDG_STATE_HOME=%q: %q %v, want %q", tt.journal, tt.xdg, got, err, tt.want)
 		}
+	}
+}
+
+// TestNewIDOrder: ids made later sort later (time first, order-preserving
+// alphabet), and stay unique.
+func TestNewIDOrder(t *testing.T) {
+	prev, _ := NewID()
+	seen := map[string]bool{prev: true}
+	for range 50 {
+		time.Sleep(2 * time.Millisecond)
+		id, err := NewID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id <= prev || seen[id] {
+			t.Fatalf("id %q made after %q does not sort after it", id, prev)
+		}
+		seen[id] = true
+		prev = id
 	}
 }
