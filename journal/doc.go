@@ -63,7 +63,7 @@
 //
 //	meta/                        identity and format
 //	    schema   -> "1"          schema version, ASCII decimal
-//	    owner    -> owner id     random, 128 bits, base32 lowercase (26 chars)
+//	    owner    -> owner id     NewID: ms time + 96 random bits, base32 lowercase (29 chars)
 //	    daemon   -> daemon id    Docker /info ID; absent until BindDaemon
 //	    created  -> RFC 3339     creation time (informational)
 //	streams/                     one bucket per kind, one sub-bucket per entity
