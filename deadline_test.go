@@ -213,3 +213,51 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 		t.Fatalf("never-started exec ended %+v (decisions %+v), want lost with no code and its decision journaled", p.Exit, p.Recovered)
 	}
 }
+
+// TestUnobservableSandboxIsUnreconciled: a sandbox recovery cannot observe
+// (the daemon fails the inspect) is listed and refused with unreconciled —
+// never guessed at, never dropped — while the others recover.
+func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
+	f := newFake(t)
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := openFake(t, f, path)
+	ctx := context.Background()
+	a, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept}); err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	var failed atomic.Bool
+	f.Fault = func(op string) error {
+		if op == "InspectSandbox" && failed.CompareAndSwap(false, true) {
+			return spec.Errorf(spec.CodeEngine, "test", "the daemon timed out")
+		}
+		return nil
+	}
+	rt = openFake(t, f, path)
+	var un, ok int
+	for _, s := range rt.Recovery().Sandboxes {
+		switch s.Decision {
+		case stockade.Unreconciled:
+			un++
+			if _, err := rt.Sandbox(s.ID); !spec.IsCode(err, spec.CodeUnreconciled) {
+				t.Fatalf("Sandbox(%s): %v, want unreconciled", s.ID, err)
+			}
+		case "re-adopt":
+			ok++
+		}
+	}
+	list, _ := rt.Sandboxes(ctx)
+	if un != 1 || ok != 1 || len(list) != 2 {
+		t.Fatalf("unreconciled %d, re-adopted %d, listed %d: want 1, 1, 2", un, ok, len(list))
+	}
+	// A later Open reconciles it.
+	rt.Close()
+	rt = openFake(t, f, path)
+	if sb, err := rt.Sandbox(a.ID()); err != nil || sb == nil {
+		t.Fatalf("after a clean reopen: %v", err)
+	}
+}

@@ -14,6 +14,11 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
+// Unreconciled is the decision recorded for a sandbox recovery could not
+// observe: it is listed, and every operation on it fails with unreconciled,
+// until a later Open reconciles it.
+const Unreconciled sandbox.Decision = "unreconciled"
+
 // RecoveryReport says what the recovery run by Open found and did.
 type RecoveryReport struct {
 	// Sandboxes lists each live sandbox found, its decision and where it
@@ -124,7 +129,18 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 		}
 	}
 	settled := make(chan sandbox.Settled, len(plans))
+	waiting := 0
 	for _, pl := range plans {
+		if pl.err != nil {
+			rt.log.Warn("sandbox left unreconciled", "sandbox", pl.state.ID, "err", pl.err)
+			rt.mu.Lock()
+			rt.unreconciled[pl.state.ID] = pl.state
+			rt.mu.Unlock()
+			report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase,
+				Decision: Unreconciled, Settled: pl.state.Phase, Err: pl.err, Error: pl.err.Error()})
+			continue
+		}
+		waiting++
 		_, err := rt.spawn(sandbox.Params{ID: pl.state.ID, Spec: pl.state.Spec, Recover: &sandbox.Recover{
 			State: pl.state, Processes: l.processes[pl.state.ID], Observed: pl.obs,
 			StopProcesses: opts.StopAdoptedProcesses, Settled: settled,
@@ -151,7 +167,7 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 		byID[s.ID] = i
 	}
 	var decisions []string
-	for range plans {
+	for range waiting {
 		select {
 		case st := <-settled:
 			r := &report.Sandboxes[byID[st.ID]]
@@ -186,6 +202,9 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 type plan struct {
 	state lifecycle.Sandbox
 	obs   dockerio.Observed
+	// err: Docker could not be asked about this sandbox; it is left
+	// unreconciled (listed, refused for work) rather than guessed at.
+	err error
 }
 
 // observe folds the journal's live entities and reads what Docker shows of
@@ -206,9 +225,9 @@ func observe(ctx context.Context, j *journal.Journal, engine dockerio.Engine) (l
 	for _, s := range l.sandboxes {
 		obs, err := engine.InspectSandbox(ctx, handleOf(owner, s))
 		if err != nil {
-			return l, nil, nil, fmt.Errorf("recovering sandbox %s: %w", s.ID, err)
+			err = fmt.Errorf("observing sandbox %s: %w", s.ID, err)
 		}
-		plans = append(plans, plan{s, obs})
+		plans = append(plans, plan{state: s, obs: obs, err: err})
 	}
 	sort.Slice(plans, func(i, k int) bool { return plans[i].state.Reserved.Before(plans[k].state.Reserved) })
 	return l, plans, owned, nil

@@ -60,6 +60,8 @@ type Runtime struct {
 	sandboxes map[string]*Sandbox
 	closed    bool
 	recovery  RecoveryReport
+	// unreconciled holds the sandboxes recovery could not observe.
+	unreconciled map[string]lifecycle.Sandbox
 	// stopEvents ends the event watcher; eventsDone is closed when it has.
 	stopEvents context.CancelFunc
 	eventsDone chan struct{}
@@ -84,7 +86,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{journal: j, log: log, sandboxes: map[string]*Sandbox{}}
+	rt := &Runtime{journal: j, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]lifecycle.Sandbox{}}
 	fail := func(err error) (*Runtime, error) {
 		if rt.closer != nil {
 			rt.closer()
@@ -293,6 +295,9 @@ func (rt *Runtime) Sandbox(id string) (*Sandbox, error) {
 	if sb, ok := rt.sandboxes[id]; ok {
 		return sb, nil
 	}
+	if _, ok := rt.unreconciled[id]; ok {
+		return nil, spec.Errorf(spec.CodeUnreconciled, "runtime", "sandbox %s was left live by an earlier runtime and recovery could not observe it; reopen to reconcile it", id)
+	}
 	return nil, spec.Errorf(spec.CodeNotFound, "runtime", "no live sandbox %s", id)
 }
 
@@ -305,6 +310,8 @@ type SandboxInfo struct {
 	Adopted   bool
 	Processes []string
 	Reserved  time.Time
+	// Unreconciled: recovery could not observe it; it is refused for work.
+	Unreconciled bool
 }
 
 // Sandboxes lists the live sandboxes (made or recovered by this runtime),
@@ -315,8 +322,11 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 	for _, sb := range rt.sandboxes {
 		mine = append(mine, sb)
 	}
-	rt.mu.Unlock()
 	var out []SandboxInfo
+	for _, s := range rt.unreconciled {
+		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Reserved: s.Reserved, Unreconciled: true})
+	}
+	rt.mu.Unlock()
 	for _, sb := range mine {
 		snap, err := sb.inspect(ctx)
 		if err != nil {
