@@ -68,8 +68,8 @@ func recoverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // replay folds one stream up to a sequence and prints the state there.
 func replay(j *journal.Journal, kind journal.Kind, id string, at uint64, stdout io.Writer) error {
 	var state any
-	var s lifecycle.Sandbox
-	var p lifecycle.Process
+	s := lifecycle.Sandbox{ID: id}
+	p := lifecycle.Process{ID: id}
 	err := j.Read(journal.Key{Kind: kind, ID: id}, 0, at, func(e journal.Event) error {
 		ev, err := lifecycle.Decode(e.Type, e.Payload)
 		if err != nil {
