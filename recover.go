@@ -81,18 +81,7 @@ func loadLive(j *journal.Journal) (live, error) {
 	return l, err
 }
 
-func foldProcess(j *journal.Journal, id string) (lifecycle.Process, error) {
-	p := lifecycle.Process{ID: id}
-	err := j.Read(journal.Key{Kind: journal.KindProcess, ID: id}, 0, 0, func(e journal.Event) error {
-		ev, err := lifecycle.Decode(e.Type, e.Payload)
-		if err != nil {
-			return err
-		}
-		p, err = lifecycle.ApplyProcess(p, e.Seq, e.Time, ev)
-		return err
-	})
-	return p, err
-}
+func foldProcess(j *journal.Journal, id string) (lifecycle.Process, error) { return ReplayProcess(j, id, 0) }
 
 // handleOf names a journaled sandbox's Docker resources.
 func handleOf(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
@@ -264,14 +253,12 @@ func PlanRecovery(ctx context.Context, opts Options) (RecoveryReport, error) {
 		return report, err
 	}
 	defer j.Close()
-	engine := opts.Engine
-	if engine == nil {
-		ad, err := dockerio.NewAdapter(dockerio.Options{Profile: opts.Profile}) // "" reads $STOCKADE_PROFILE
-		if err != nil {
-			return report, err
-		}
-		defer ad.Close()
-		engine = ad
+	engine, closer, err := engineFor(opts)
+	if err != nil {
+		return report, err
+	}
+	if closer != nil {
+		defer closer()
 	}
 	daemon, err := engine.Preflight(ctx)
 	if err != nil {

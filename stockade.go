@@ -2,6 +2,7 @@ package stockade
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -94,13 +95,8 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		j.Close()
 		return nil, err
 	}
-	rt.engine = opts.Engine
-	if rt.engine == nil {
-		ad, err := dockerio.NewAdapter(dockerio.Options{Profile: opts.Profile}) // "" reads $STOCKADE_PROFILE
-		if err != nil {
-			return fail(err)
-		}
-		rt.engine, rt.closer = ad, ad.Close
+	if rt.engine, rt.closer, err = engineFor(opts); err != nil {
+		return fail(err)
 	}
 	daemon, err := rt.engine.Preflight(ctx)
 	if err != nil {
@@ -128,6 +124,20 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	rt.eventsDone = make(chan struct{})
 	go rt.watchEvents(wctx)
 	return rt, nil
+}
+
+// engineFor returns opts.Engine, or the Docker adapter for the profile
+// opts names ("" reads $STOCKADE_PROFILE, else the seed's linux-x64) with
+// its closer.
+func engineFor(opts Options) (dockerio.Engine, func() error, error) {
+	if opts.Engine != nil {
+		return opts.Engine, nil, nil
+	}
+	ad, err := dockerio.NewAdapter(dockerio.Options{Profile: opts.Profile})
+	if err != nil {
+		return nil, nil, err
+	}
+	return ad, ad.Close, nil
 }
 
 // watchEvents follows the die and oom events of this owner's containers, so
@@ -167,19 +177,44 @@ func (rt *Runtime) watchEvents(ctx context.Context) {
 	}
 }
 
-// foldSandbox replays one sandbox stream through the fold.
-func foldSandbox(j *journal.Journal, id string) (lifecycle.Sandbox, error) {
+// ReplaySandbox folds a sandbox's journal stream up to sequence at (0: to
+// its end) and returns its state there: what the live actor held at that
+// point. It reads any open journal, a read-only one included.
+func ReplaySandbox(j *journal.Journal, id string, at uint64) (lifecycle.Sandbox, error) {
 	s := lifecycle.Sandbox{ID: id}
-	err := j.Read(journal.Key{Kind: journal.KindSandbox, ID: id}, 0, 0, func(e journal.Event) error {
-		ev, err := lifecycle.Decode(e.Type, e.Payload)
-		if err != nil {
-			return err
-		}
-		s, err = lifecycle.ApplySandbox(s, e.Seq, e.Time, ev)
+	err := replay(j, journal.Key{Kind: journal.KindSandbox, ID: id}, at, func(seq uint64, t time.Time, ev lifecycle.Event) (err error) {
+		s, err = lifecycle.ApplySandbox(s, seq, t, ev)
 		return err
 	})
 	return s, err
 }
+
+// ReplayProcess is ReplaySandbox for a process's stream.
+func ReplayProcess(j *journal.Journal, id string, at uint64) (lifecycle.Process, error) {
+	p := lifecycle.Process{ID: id}
+	err := replay(j, journal.Key{Kind: journal.KindProcess, ID: id}, at, func(seq uint64, t time.Time, ev lifecycle.Event) (err error) {
+		p, err = lifecycle.ApplyProcess(p, seq, t, ev)
+		return err
+	})
+	return p, err
+}
+
+// replay decodes a stream's events up to at and hands each to apply; an
+// illegal transition names the stream and sequence.
+func replay(j *journal.Journal, k journal.Key, at uint64, apply func(uint64, time.Time, lifecycle.Event) error) error {
+	return j.Read(k, 0, at, func(e journal.Event) error {
+		ev, err := lifecycle.Decode(e.Type, e.Payload)
+		if err == nil {
+			err = apply(e.Seq, e.Time, ev)
+		}
+		if err != nil {
+			return fmt.Errorf("%s #%d: %w", k, e.Seq, err)
+		}
+		return nil
+	})
+}
+
+func foldSandbox(j *journal.Journal, id string) (lifecycle.Sandbox, error) { return ReplaySandbox(j, id, 0) }
 
 // Owner is the journal's owner id; it labels every Docker resource this
 // runtime makes.

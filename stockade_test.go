@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,4 +291,43 @@ func TestFakeHistoryNotFound(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	_ = journal.KindSandbox
+}
+
+// TestFakeVerifyGatesTheStart: the check before launch (the seed's
+// assertActive) runs beside the exec create, but nothing starts unless it
+// passes; a sandbox that is no longer what was made fails closed.
+func TestFakeVerifyGatesTheStart(t *testing.T) {
+	f := newFake(t)
+	var attached atomic.Int32
+	var tampered atomic.Bool
+	f.Fault = func(op string) error {
+		switch {
+		case op == "AttachExec":
+			attached.Add(1)
+		case op == "VerifySandbox" && tampered.Load():
+			return spec.Errorf(spec.CodeUnsupported, "test", "HostConfig.Memory differs")
+		}
+		return nil
+	}
+	rt := openFake(t, f, "")
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := run(t, sb, spec.Process{Argv: []string{"ok"}}); err != nil || attached.Load() != 1 {
+		t.Fatalf("a verified start: %v, %d attaches", err, attached.Load())
+	}
+	tampered.Store(true)
+	_, err = sb.Start(ctx, spec.Process{Argv: []string{"x"}})
+	if !spec.IsCode(err, spec.CodeUnsupported) {
+		t.Fatalf("start on a tampered sandbox: %v, want unsupported", err)
+	}
+	if attached.Load() != 1 {
+		t.Fatal("a process was attached (started) although the check failed")
+	}
+	waitFor(t, "the sandbox to fail closed", func() bool {
+		s, _ := stockade.FoldSandbox(rt, sb.ID())
+		return s.Phase == lifecycle.PhaseExited && s.Exit.Error == spec.CodeUnsupported
+	})
 }

@@ -37,7 +37,14 @@ type Params struct {
 	// Detach re-adopts a still-running process detached (its exit code is
 	// recorded when it ends) instead of stopping it.
 	Detach bool
+	// Gated: the process may not start (attach) before a Verified message
+	// without error arrives: its sandbox is being asserted active.
+	Gated bool
 }
+
+// Verified tells a gated process whether its sandbox passed the check
+// before launch; an error fails the process before it runs.
+type Verified struct{ Err error }
 
 // Launch is the answer to a launch.
 type Launch struct {
@@ -154,6 +161,9 @@ type processActor struct {
 	launched   bool
 	done       bool
 	abandoned  bool
+	created    bool // exec created and journaled
+	verified   bool // the sandbox passed its check before launch
+	attaching  bool
 }
 
 func (a *processActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
@@ -190,6 +200,8 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.start(a.bg)
 	case execCreated:
 		a.onExecCreated(ctx, m)
+	case Verified:
+		a.onVerified(m)
 	case attached:
 		a.onAttached(ctx, m)
 	case outputDone:
@@ -287,6 +299,39 @@ func (a *processActor) onExecCreated(ctx actor.Context, m execCreated) {
 		a.finish(a.stopReason, -1, a.stopErr)
 		return
 	}
+	a.created = true
+	a.maybeAttach()
+}
+
+func (a *processActor) onVerified(m Verified) {
+	if a.done || a.verified {
+		return
+	}
+	if m.Err != nil {
+		// The sandbox is not what it was: nothing starts. The exec, if
+		// created, never ran: no exit code.
+		a.finish(lifecycle.ReasonFailed, -1, m.Err)
+		return
+	}
+	a.verified = true
+	a.maybeAttach()
+}
+
+// maybeAttach attaches (which starts the process) once the exec is created
+// and, for a gated process, the sandbox verified.
+func (a *processActor) maybeAttach() {
+	if a.done || !a.created || a.attaching {
+		return
+	}
+	if a.stopReason != "" { // stopped before it ran: nothing starts
+		a.finish(a.stopReason, -1, a.stopErr)
+		return
+	}
+	if a.p.Gated && !a.verified {
+		return
+	}
+	a.attaching = true
+	m := execCreated{id: a.state.ExecID}
 	sb, req := a.p.Sandbox, dockerio.ExecRequest{ProcessID: a.p.ID, Spec: a.p.Spec}
 	go func() {
 		actx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
@@ -391,7 +436,8 @@ func (a *processActor) stop(reason lifecycle.Reason, err error) error {
 	}
 	a.stopReason, a.stopErr = reason, err
 	if a.state.Phase != lifecycle.PhaseStarted {
-		return nil // not running yet: the launch path honours stopReason
+		a.maybeAttach() // an exec waiting to start now never will
+		return nil      // otherwise the launch path honours stopReason
 	}
 	if jerr := a.record(lifecycle.ProcessStopping{Reason: reason}); jerr != nil {
 		// Without the intent durable, signal nothing; fail the process.

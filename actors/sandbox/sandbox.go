@@ -120,11 +120,8 @@ type (
 		err error
 	}
 	startedMsg  struct{ err error }
-	verifiedMsg struct {
-		launch Launch
-		err    error
-	}
-	stoppedMsg struct {
+	verifiedMsg struct{ err error }
+	stoppedMsg  struct {
 		exit dockerio.ContainerExit
 		err  error
 	}
@@ -211,9 +208,9 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 	case startedMsg:
 		a.onStarted(m)
 	case Launch:
-		a.launch(m)
+		a.launch(ctx, m)
 	case verifiedMsg:
-		a.onVerified(ctx, m)
+		a.onVerified(m)
 	case Stop:
 		a.stopWaiters = append(a.stopWaiters, m.Reply)
 		a.stop(lifecycle.ReasonStopped, nil)
@@ -345,14 +342,33 @@ func (a *sandboxActor) createFailed(cause error) {
 	a.remove()
 }
 
-func (a *sandboxActor) launch(m Launch) {
+// launch admits a process. The sandbox asserts it is still active (the
+// seed's assertActive: running, same identity and revision) before the
+// process runs — concurrently with the process's reservation and exec
+// create, which start nothing: the process actor holds its attach (the call
+// that starts it) until the verification has passed.
+func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 	if !a.state.Admits() || a.stopReason != "" {
 		m.Reply <- process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s and admits no process", a.p.ID, a.phaseName())}
 		return
 	}
-	sb := a.sb
+	var deadline time.Time
+	if m.Spec.Timeout > 0 {
+		deadline = a.deps.Now().Add(m.Spec.Timeout)
+	}
+	props := process.Props(a.deps, process.Params{ID: m.ID, Sandbox: a.sb, Spec: m.Spec, Deadline: deadline, Launched: m.Reply, Gated: true})
+	pid, err := ctx.SpawnNamed(props, "process-"+m.ID)
+	if err != nil {
+		m.Reply <- process.Launch{Err: spec.Wrap(spec.CodeConflict, "sandbox", err, "spawning process %s", m.ID)}
+		return
+	}
+	a.procs[m.ID] = pid
+	a.byPID[pid.GetId()] = m.ID
+	sb, sys := a.sb, a.sys
 	a.goDocker(func(ctx context.Context) any {
-		return verifiedMsg{launch: m, err: a.deps.Engine.VerifySandbox(ctx, sb)}
+		err := a.deps.Engine.VerifySandbox(ctx, sb)
+		sys.Root.Send(pid, process.Verified{Err: err})
+		return verifiedMsg{err: err}
 	})
 }
 
@@ -363,30 +379,12 @@ func (a *sandboxActor) phaseName() string {
 	return string(a.state.Phase)
 }
 
-func (a *sandboxActor) onVerified(ctx actor.Context, m verifiedMsg) {
-	if m.err != nil {
-		m.launch.Reply <- process.Launch{Err: m.err}
-		if spec.IsCode(m.err, spec.CodeUnsupported) || spec.IsCode(m.err, spec.CodeConflict) {
-			a.stop(lifecycle.ReasonFailed, m.err) // it is no longer the sandbox we made
-		}
-		return
+// onVerified fails the sandbox closed when it is no longer the sandbox we
+// made (the process that asked has been told by the verification itself).
+func (a *sandboxActor) onVerified(m verifiedMsg) {
+	if spec.IsCode(m.err, spec.CodeUnsupported) || spec.IsCode(m.err, spec.CodeConflict) {
+		a.stop(lifecycle.ReasonFailed, m.err)
 	}
-	if !a.state.Admits() || a.stopReason != "" {
-		m.launch.Reply <- process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s stopped while the process was admitted", a.p.ID)}
-		return
-	}
-	var deadline time.Time
-	if m.launch.Spec.Timeout > 0 {
-		deadline = a.deps.Now().Add(m.launch.Spec.Timeout)
-	}
-	props := process.Props(a.deps, process.Params{ID: m.launch.ID, Sandbox: a.sb, Spec: m.launch.Spec, Deadline: deadline, Launched: m.launch.Reply})
-	pid, err := ctx.SpawnNamed(props, "process-"+m.launch.ID)
-	if err != nil {
-		m.launch.Reply <- process.Launch{Err: spec.Wrap(spec.CodeConflict, "sandbox", err, "spawning process %s", m.launch.ID)}
-		return
-	}
-	a.procs[m.launch.ID] = pid
-	a.byPID[pid.GetId()] = m.launch.ID
 }
 
 // stop closes admission (the stopping intent), stops every process with
@@ -625,20 +623,8 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		}
 		a.adoptedOne("")
 	case RecordExit:
-		exit := dockerio.ContainerExit{ExitCode: -1}
-		if rec.Observed.Exit != nil {
-			exit = *rec.Observed.Exit
-		}
-		a.downExit, a.exitDead = &exit, true
-		a.stopReason = lifecycle.ReasonExited
-		if exit.OOMKilled {
-			a.stopReason = lifecycle.ReasonOOM
-		}
-		if exit.ExitCode < 0 && rec.Observed.Exit == nil {
-			a.stopReason = lifecycle.ReasonLost
-		}
 		a.removeAfter = a.state.Spec.Lifetime != spec.Kept || len(rec.Observed.Present) == 0
-		a.maybeExited()
+		a.workloadDead(rec.Observed)
 	case FinishStop:
 		a.removeAfter = a.state.Spec.Lifetime != spec.Kept
 		a.stopReason = a.state.Stopping
@@ -653,10 +639,7 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 // finishStop is the tail of stop: the stopping intent is already journaled.
 func (a *sandboxActor) finishStop() {
 	a.stopInFlight = true
-	for _, pid := range a.procs {
-		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonSandboxStopped,
-			Err: spec.Errorf(spec.CodeCancelled, "process", "sandbox %s stopped", a.p.ID), Reply: make(chan error, 1)})
-	}
+	a.stopProcesses(spec.Errorf(spec.CodeCancelled, "process", "sandbox %s stopped", a.p.ID))
 	sb, grace := a.sb, a.deps.Config.StopGrace
 	a.goDocker(func(ctx context.Context) any {
 		exit, err := a.deps.Engine.StopSandbox(ctx, sb, grace)
@@ -682,27 +665,39 @@ func (a *sandboxActor) settle(err error) {
 	a.p.Recover.Settled <- Settled{ID: a.p.ID, Decision: a.decision, Phase: a.state.Phase, Err: err}
 }
 
-// onDeadSeen records a workload that died under a live runtime: admission
-// closes, the processes are told (their execs died with it), and the
-// sandbox is exited with what Docker reports once they have ended.
+// onDeadSeen checks a die event against what Docker shows now.
 func (a *sandboxActor) onDeadSeen(m deadSeen) {
 	if m.err != nil || m.obs.Running || a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "" || a.exitDead {
 		return
 	}
+	a.workloadDead(m.obs)
+}
+
+// workloadDead records a workload that died on its own (a die event, or
+// recovery finding it dead): admission closes, the processes are told (their
+// execs died with it), and the sandbox is exited with what Docker reports —
+// its code and OOM flag, or lost when it reports nothing — once they have
+// ended.
+func (a *sandboxActor) workloadDead(obs dockerio.Observed) {
 	exit := dockerio.ContainerExit{ExitCode: -1}
-	if m.obs.Exit != nil {
-		exit = *m.obs.Exit
+	a.stopReason = lifecycle.ReasonLost
+	if obs.Exit != nil {
+		exit = *obs.Exit
+		a.stopReason = lifecycle.ReasonExited
+		if exit.OOMKilled {
+			a.stopReason = lifecycle.ReasonOOM
+		}
 	}
 	a.downExit, a.exitDead = &exit, true
-	a.stopReason = lifecycle.ReasonExited
-	if exit.OOMKilled {
-		a.stopReason = lifecycle.ReasonOOM
-	}
-	for _, pid := range a.procs {
-		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonSandboxStopped,
-			Err: spec.Errorf(spec.CodeCancelled, "process", "the workload of sandbox %s died", a.p.ID), Reply: make(chan error, 1)})
-	}
+	a.stopProcesses(spec.Errorf(spec.CodeCancelled, "process", "the workload of sandbox %s died", a.p.ID))
 	a.maybeExited()
+}
+
+// stopProcesses tells every live process its sandbox is going away.
+func (a *sandboxActor) stopProcesses(cause error) {
+	for _, pid := range a.procs {
+		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonSandboxStopped, Err: cause, Reply: make(chan error, 1)})
+	}
 }
 
 // processFailed settles a process whose actor panicked (a bug of ours): its

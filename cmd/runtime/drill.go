@@ -415,34 +415,14 @@ func replayAll(path string) error {
 		return err
 	}
 	for _, k := range keys {
-		if err := foldStream(j, k, 0); err != nil {
+		if k.Kind == journal.KindRuntime {
+			continue // runtime facts are not folded
+		}
+		if _, err := replay(j, k.Kind, k.ID, 0); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// foldStream replays a sandbox or process stream through its fold, up to
-// sequence `at` (0: the end).
-func foldStream(j *journal.Journal, k journal.Key, at uint64) error {
-	var s lifecycle.Sandbox
-	var p lifecycle.Process
-	return j.Read(k, 0, at, func(e journal.Event) error {
-		ev, err := lifecycle.Decode(e.Type, e.Payload)
-		if err != nil {
-			return err
-		}
-		switch k.Kind {
-		case journal.KindSandbox:
-			s, err = lifecycle.ApplySandbox(s, e.Seq, e.Time, ev)
-		case journal.KindProcess:
-			p, err = lifecycle.ApplyProcess(p, e.Seq, e.Time, ev)
-		}
-		if err != nil {
-			return fmt.Errorf("%s #%d: %w", k, e.Seq, err)
-		}
-		return nil
-	})
 }
 
 // drillChild is the workload a drill kills: a kept sandbox with a running

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -90,9 +91,13 @@ func journalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if *process {
 			kind = journal.KindProcess
 		}
-		if err := replay(j, kind, pos[0], *at, stdout); err != nil {
+		state, err := replay(j, kind, pos[0], *at)
+		if err != nil {
 			return fail(stderr, err, 1)
 		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(state)
 	case "verify":
 		j.Close()
 		if err := replayAll(j.Path()); err != nil {

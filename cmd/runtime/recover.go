@@ -9,7 +9,6 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/journal"
-	"github.com/stockade/stockade/lifecycle"
 )
 
 // recoverCmd runs (or, with --dry-run, only plans) the recovery Open does,
@@ -65,29 +64,11 @@ func recoverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 0
 }
 
-// replay folds one stream up to a sequence and prints the state there.
-func replay(j *journal.Journal, kind journal.Kind, id string, at uint64, stdout io.Writer) error {
-	var state any
-	s := lifecycle.Sandbox{ID: id}
-	p := lifecycle.Process{ID: id}
-	err := j.Read(journal.Key{Kind: kind, ID: id}, 0, at, func(e journal.Event) error {
-		ev, err := lifecycle.Decode(e.Type, e.Payload)
-		if err != nil {
-			return err
-		}
-		if kind == journal.KindProcess {
-			p, err = lifecycle.ApplyProcess(p, e.Seq, e.Time, ev)
-			state = p
-		} else {
-			s, err = lifecycle.ApplySandbox(s, e.Seq, e.Time, ev)
-			state = s
-		}
-		return err
-	})
-	if err != nil {
-		return err
+// replay folds one stream up to a sequence (0: its end) and returns the
+// state there.
+func replay(j *journal.Journal, kind journal.Kind, id string, at uint64) (any, error) {
+	if kind == journal.KindProcess {
+		return stockade.ReplayProcess(j, id, at)
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(state)
+	return stockade.ReplaySandbox(j, id, at)
 }
