@@ -81,7 +81,9 @@ func loadLive(j *journal.Journal) (live, error) {
 	return l, err
 }
 
-func foldProcess(j *journal.Journal, id string) (lifecycle.Process, error) { return ReplayProcess(j, id, 0) }
+func foldProcess(j *journal.Journal, id string) (lifecycle.Process, error) {
+	return ReplayProcess(j, id, 0)
+}
 
 // handleOf names a journaled sandbox's Docker resources.
 func handleOf(owner string, s lifecycle.Sandbox) dockerio.Sandbox {

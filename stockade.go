@@ -214,7 +214,9 @@ func replay(j *journal.Journal, k journal.Key, at uint64, apply func(uint64, tim
 	})
 }
 
-func foldSandbox(j *journal.Journal, id string) (lifecycle.Sandbox, error) { return ReplaySandbox(j, id, 0) }
+func foldSandbox(j *journal.Journal, id string) (lifecycle.Sandbox, error) {
+	return ReplaySandbox(j, id, 0)
+}
 
 // Owner is the journal's owner id; it labels every Docker resource this
 // runtime makes.
