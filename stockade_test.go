@@ -331,3 +331,39 @@ func TestFakeVerifyGatesTheStart(t *testing.T) {
 		return s.Phase == lifecycle.PhaseExited && s.Exit.Error == spec.CodeUnsupported
 	})
 }
+
+// TestIdentityMismatch: a journal bound to one daemon refuses another, and
+// an Owner that is not the journal's is refused, both before anything is
+// touched.
+func TestIdentityMismatch(t *testing.T) {
+	f := newFake(t)
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := openFake(t, f, path)
+	owner := rt.Owner()
+	if _, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot}); err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	var touched atomic.Int32
+	other := newFake(t)
+	other.DaemonID = "another-daemon"
+	other.Fault = func(op string) error {
+		if op != "Preflight" {
+			touched.Add(1)
+		}
+		return nil
+	}
+	_, err := stockade.Open(context.Background(), stockade.Options{Journal: path, Engine: other})
+	if !spec.IsCode(err, spec.CodeIdentityMismatch) || touched.Load() != 0 {
+		t.Fatalf("another daemon: %v (%d calls beyond preflight), want identity_mismatch and nothing touched", err, touched.Load())
+	}
+	_, err = stockade.Open(context.Background(), stockade.Options{Journal: path, Engine: f, Owner: "not" + owner})
+	if !spec.IsCode(err, spec.CodeIdentityMismatch) {
+		t.Fatalf("another owner: %v, want identity_mismatch", err)
+	}
+	// The right pair still opens, and recovery removes the one-shot sandbox.
+	rt = openFake(t, f, path, func(o *stockade.Options) { o.Owner = owner })
+	if n := len(rt.Recovery().Sandboxes); n != 1 {
+		t.Fatalf("recovered %d sandboxes, want 1", n)
+	}
+}
