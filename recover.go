@@ -286,20 +286,24 @@ func PlanRecovery(ctx context.Context, opts Options) (RecoveryReport, error) {
 // sandbox is not live in the journal, containers first (a volume or network
 // in use cannot go), journaling each removal after it happened.
 func (rt *Runtime) sweepOrphans(ctx context.Context, owned []dockerio.Owned, l live) ([]dockerio.Resource, error) {
-	orphans := orphansOf(owned, l)
-	for _, r := range orphans {
+	var removed []dockerio.Resource
+	for _, r := range orphansOf(owned, l) {
 		if r.Owner != rt.journal.Owner() {
 			// ListOwned filters by owner; never trust a reply blindly.
 			return nil, spec.Errorf(spec.CodeConflict, "recovery", "%s %s carries owner %q, not ours: refusing to touch it", r.Kind, r.ID, r.Owner)
 		}
 		if err := rt.engine.RemoveOwned(ctx, r); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
-			return nil, err
+			// Left for the next Open; it belongs to no live sandbox, so
+			// nothing waits on it.
+			rt.log.Warn("an orphan could not be removed", "kind", r.Kind, "id", r.ID, "sandbox", r.Sandbox, "err", err)
+			continue
 		}
 		failpoint.Hit(failpoint.RecoveryOrphan)
 		ev := lifecycle.OrphanRemoved{Kind: string(r.Kind), ID: r.ID, Name: r.Name, Sandbox: r.Sandbox, Role: string(r.Role)}
 		if _, err := rt.deps.Record(journal.KindRuntime, "orphans", "", ev); err != nil {
-			return nil, err
+			return removed, err
 		}
+		removed = append(removed, r)
 	}
-	return orphans, nil
+	return removed, nil
 }

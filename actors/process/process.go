@@ -333,10 +333,15 @@ func (a *processActor) maybeAttach() {
 	a.attaching = true
 	m := execCreated{id: a.state.ExecID}
 	sb, req := a.p.Sandbox, dockerio.ExecRequest{ProcessID: a.p.ID, Spec: a.p.Spec}
+	bg := a.bg
 	go func() {
-		actx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
+		actx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
 		defer cancel()
 		att, err := a.deps.Engine.AttachExec(actx, sb, m.id, req)
+		if err == nil && bg.Err() != nil {
+			att.Close() // the actor is gone: nobody would close it
+			return
+		}
 		a.send(attached{att: att, err: err})
 	}()
 }
@@ -347,8 +352,10 @@ func (a *processActor) onAttached(ctx actor.Context, m attached) {
 			return
 		}
 		// The attach may have started the process: learn its fate rather
-		// than invent an exit code.
-		a.stopReason, a.stopErr = lifecycle.ReasonFailed, m.err
+		// than invent an exit code. A stop already asked keeps its reason.
+		if a.stopReason == "" {
+			a.stopReason, a.stopErr = lifecycle.ReasonFailed, m.err
+		}
 		a.watchExit()
 		return
 	}
@@ -526,7 +533,9 @@ func (a *processActor) watchExit() {
 				a.send(exitSeen{state: st, err: err})
 				return
 			}
-			time.Sleep(delay)
+			if !sleepCtx(ctx, delay) {
+				return
+			}
 			delay *= 2
 		}
 	}()
@@ -727,13 +736,36 @@ func (a *processActor) adopt() {
 		}
 		return
 	}
-	id := a.state.ExecID
+	id, bg := a.state.ExecID, a.bg
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
-		defer cancel()
-		st, err := a.deps.Engine.InspectExec(ctx, id)
-		a.send(adoptSeen{state: st, err: err})
+		// A daemon hiccup is not the process's fate: retry with back-off.
+		delay := 100 * time.Millisecond
+		for attempt := 0; ; attempt++ {
+			ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
+			st, err := a.deps.Engine.InspectExec(ctx, id)
+			cancel()
+			if err == nil || spec.IsCode(err, spec.CodeNotFound) || bg.Err() != nil || attempt == 5 {
+				a.send(adoptSeen{state: st, err: err})
+				return
+			}
+			if !sleepCtx(bg, delay) {
+				return
+			}
+			delay *= 2
+		}
 	}()
+}
+
+// sleepCtx sleeps d unless ctx ends first; false if it did.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (a *processActor) onAdoptSeen(m adoptSeen) {
@@ -741,7 +773,12 @@ func (a *processActor) onAdoptSeen(m adoptSeen) {
 		return
 	}
 	if m.err != nil && !spec.IsCode(m.err, spec.CodeNotFound) {
-		a.finish(lifecycle.ReasonLost, -1, m.err)
+		// The daemon cannot say: the process may still run. It stays live
+		// (never declared lost on a guess) and is watched until it can.
+		if a.decided("unobservable: watching", m.err.Error()) {
+			a.watchExit()
+			a.sys.Root.Send(a.parent, AdoptSettled{ID: a.p.ID})
+		}
 		return
 	}
 	st := m.state

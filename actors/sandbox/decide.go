@@ -55,6 +55,10 @@ func Decide(s lifecycle.Sandbox, obs dockerio.Observed, revision string) (Decisi
 			return FinishRemove, "exited, one-shot, its removal never journaled; Docker shows " + seen
 		case !s.Started:
 			return FinishRemove, "exited without ever starting (a failed create), its removal never journaled; Docker shows " + seen
+		case removalDecided(s):
+			return FinishRemove, "an earlier recovery decided to remove it; Docker shows " + seen
+		case len(obs.Present) == 0:
+			return FinishRemove, "exited and nothing of it is left to keep; Docker shows " + seen
 		}
 		return Leave, "exited and kept; Docker shows " + seen
 	case lifecycle.PhaseStarted:
@@ -80,6 +84,18 @@ func Decide(s lifecycle.Sandbox, obs dockerio.Observed, revision string) (Decisi
 		return TearDown, "its network is missing; Docker shows " + seen
 	}
 	return Readopt, "running, readback exact, same revision; Docker shows " + seen
+}
+
+// removalDecided reports whether an earlier recovery decided this sandbox
+// goes (a crash midway must not turn a teardown into a kept sandbox).
+func removalDecided(s lifecycle.Sandbox) bool {
+	for _, r := range s.Recovered {
+		switch Decision(r.Decision) {
+		case TearDown, StopRemove, RollBack, FinishRemove:
+			return true
+		}
+	}
+	return false
 }
 
 func present(obs dockerio.Observed, role dockerio.Role) bool {

@@ -48,6 +48,12 @@ func TestDecide(t *testing.T) {
 		{"exited kept", func() lifecycle.Sandbox { s := at(kept, lifecycle.PhaseExited); s.Started = true; return s }(), dead, Leave, "exited and kept"},
 		{"exited one-shot", func() lifecycle.Sandbox { s := at(oneShot, lifecycle.PhaseExited); s.Started = true; return s }(), dead, FinishRemove, "one-shot"},
 		{"exited, never started", at(kept, lifecycle.PhaseExited), dockerio.Observed{}, FinishRemove, "failed create"},
+		{"exited kept, nothing left", func() lifecycle.Sandbox { s := at(kept, lifecycle.PhaseExited); s.Started = true; return s }(), dockerio.Observed{}, FinishRemove, "nothing of it is left"},
+		{"exited kept after a teardown decision", func() lifecycle.Sandbox {
+			s := at(kept, lifecycle.PhaseExited)
+			s.Started, s.Recovered = true, []lifecycle.Recovered{{Decision: string(TearDown)}}
+			return s
+		}(), dead, FinishRemove, "earlier recovery decided"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := Decide(tc.s, tc.obs, rev)

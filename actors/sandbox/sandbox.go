@@ -268,6 +268,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 			a.ttl.Stop()
 		}
 	case *actor.Stopped:
+		a.settle(spec.Errorf(spec.CodeInternal, "sandbox", "sandbox %s's actor stopped before recovery settled it", a.p.ID))
 		if a.p.Gone != nil {
 			a.p.Gone()
 		}
@@ -395,6 +396,9 @@ func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 		a.pendingStop = true
 		return
 	case lifecycle.PhaseStarted:
+		if a.exitDead {
+			return // the workload died: its exit is being recorded as Docker reported it
+		}
 	case lifecycle.PhaseStopping:
 		if !a.stopInFlight && !a.exitDead {
 			a.finishStop() // the last stop call failed: try again
@@ -415,6 +419,9 @@ func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 
 func (a *sandboxActor) onStopped(m stoppedMsg) {
 	a.stopInFlight = false
+	if a.state.Phase != lifecycle.PhaseStopping {
+		return // a late answer to a retried stop: the sandbox has moved on
+	}
 	if spec.IsCode(m.err, spec.CodeNotFound) {
 		// The workload is already gone (recovery, or removed behind our
 		// back): it is stopped, with no code to report.
@@ -585,6 +592,10 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		if p.Terminal() {
 			continue
 		}
+		if a.tracked == nil {
+			a.tracked = map[string]process.Tracked{}
+		}
+		a.tracked[p.ID] = process.Tracked{ID: p.ID, Phase: p.Phase, Group: p.Group}
 		props := process.Props(a.deps, process.Params{ID: p.ID, Sandbox: a.sb, Spec: p.Spec, Deadline: p.Deadline,
 			Adopt: &p, Detach: detach, Launched: make(chan process.Launch, 1)})
 		pid, err := ctx.SpawnNamed(props, "process-"+p.ID)
@@ -626,7 +637,7 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		a.removeAfter = a.state.Spec.Lifetime != spec.Kept || len(rec.Observed.Present) == 0
 		a.workloadDead(rec.Observed)
 	case FinishStop:
-		a.removeAfter = a.state.Spec.Lifetime != spec.Kept
+		a.removeAfter = a.state.Spec.Lifetime != spec.Kept || removalDecided(a.state)
 		a.stopReason = a.state.Stopping
 		a.finishStop()
 	case FinishRemove:

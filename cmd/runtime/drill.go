@@ -375,7 +375,11 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 			if !p.Terminal() && !p.Adopted {
 				violate("process %s is %s, neither terminal nor re-adopted", p.ID, p.Phase)
 			}
-			if p.Exit != nil && p.Exit.ExitCode != nil && p.Group == 0 {
+			reported := false // recovery recorded the code Docker still reported
+			for _, r := range p.Recovered {
+				reported = reported || r.Decision == "record exit"
+			}
+			if p.Exit != nil && p.Exit.ExitCode != nil && p.Group == 0 && !reported {
 				violate("process %s never started but has exit code %d", p.ID, *p.Exit.ExitCode)
 			}
 			for _, r := range p.Recovered {
