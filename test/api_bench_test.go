@@ -111,30 +111,7 @@ func BenchmarkAPIOutput1GiB(b *testing.B) {
 	viaDockerio := func() {
 		t0, c0 := time.Now(), cpuTime()
 		defer func() { dioCPU += cpuTime() - c0 }()
-		req := dockerio.ExecRequest{ProcessID: newID(), Spec: spec.Process{Argv: cmd, Stdout: spec.Pipe, Stderr: spec.Pipe}}
-		id, err := e.a.CreateExec(ctx, dsb, req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		att, err := e.a.AttachExec(ctx, dsb, id, req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var m int64
-		for {
-			_, p, err := att.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			m += int64(len(p))
-		}
-		att.Close()
-		if st, err := dockerio.WaitExec(ctx, e.a, id); err != nil || st.ExitCode != 0 || m != int64(size) {
-			b.Fatalf("dockerio: %+v %v %d", st, err, m)
-		}
+		drainOutput(b, e, dsb, cmd, size)
 		dio += time.Since(t0)
 	}
 	// Alternate which goes first, so neither always runs on a warmer or a

@@ -141,30 +141,7 @@ func BenchmarkDockerioOutput1GiB(b *testing.B) {
 	var dio, raw time.Duration
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		req := dockerio.ExecRequest{ProcessID: newID(), Spec: spec.Process{Argv: cmd, Stdout: spec.Pipe, Stderr: spec.Pipe}}
-		id, err := e.a.CreateExec(ctx, sb, req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		att, err := e.a.AttachExec(ctx, sb, id, req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var n int64
-		for {
-			_, p, err := att.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			n += int64(len(p))
-		}
-		att.Close()
-		if st, err := dockerio.WaitExec(ctx, e.a, id); err != nil || st.ExitCode != 0 || n != int64(size) {
-			b.Fatalf("dockerio: %+v %v, %d bytes", st, err, n)
-		}
+		drainOutput(b, e, sb, cmd, size)
 		dio += time.Since(t0)
 
 		t0 = time.Now()
@@ -196,6 +173,37 @@ func BenchmarkDockerioOutput1GiB(b *testing.B) {
 	b.ReportMetric(float64(size)*float64(b.N)/dio.Seconds()/(1<<20), "dockerio-MiB/s")
 	b.ReportMetric(float64(size)*float64(b.N)/raw.Seconds()/(1<<20), "raw-MiB/s")
 	b.ReportMetric(raw.Seconds()/dio.Seconds(), "throughput-ratio")
+}
+
+// drainOutput runs cmd through dockerio (create, attach, Next to EOF, wait)
+// and checks it wrote size bytes and exited 0.
+func drainOutput(b *testing.B, e *dioEnv, sb dockerio.Sandbox, cmd []string, size int) {
+	b.Helper()
+	ctx := context.Background()
+	req := dockerio.ExecRequest{ProcessID: newID(), Spec: spec.Process{Argv: cmd, Stdout: spec.Pipe, Stderr: spec.Pipe}}
+	id, err := e.a.CreateExec(ctx, sb, req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	att, err := e.a.AttachExec(ctx, sb, id, req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for {
+		_, p, err := att.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += int64(len(p))
+	}
+	att.Close()
+	if st, err := dockerio.WaitExec(ctx, e.a, id); err != nil || st.ExitCode != 0 || n != int64(size) {
+		b.Fatalf("dockerio: %+v %v, %d bytes", st, err, n)
+	}
 }
 
 func report(b *testing.B, aName string, a time.Duration, bName string, bd time.Duration) {
