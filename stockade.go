@@ -115,6 +115,9 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		StopGrace: opts.StopGrace, HighWaterMark: opts.HighWaterMark, OutputQuota: opts.OutputQuota,
 	}}.WithDefaults()
 	rt.deps = &d
+	// Die events since before recovery observed Docker are replayed to the
+	// watcher, so a workload that dies in between is not missed.
+	opened := time.Now()
 	if err := rt.recover(ctx, opts); err != nil {
 		sys.Shutdown(30 * time.Second)
 		return fail(err)
@@ -122,7 +125,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	var wctx context.Context
 	wctx, rt.stopEvents = context.WithCancel(context.Background())
 	rt.eventsDone = make(chan struct{})
-	go rt.watchEvents(wctx)
+	go rt.watchEvents(wctx, opened)
 	return rt, nil
 }
 
@@ -143,16 +146,19 @@ func engineFor(opts Options) (dockerio.Engine, func() error, error) {
 // watchEvents follows the die and oom events of this owner's containers, so
 // a workload that dies under a live runtime is noticed at once. A broken
 // stream (a daemon restart) is subscribed again.
-func (rt *Runtime) watchEvents(ctx context.Context) {
+func (rt *Runtime) watchEvents(ctx context.Context, since time.Time) {
 	defer close(rt.eventsDone)
 	for ctx.Err() == nil {
-		evs, errs := rt.engine.Events(ctx, rt.journal.Owner())
+		evs, errs := rt.engine.Events(ctx, rt.journal.Owner(), since)
 	stream:
 		for {
 			select {
 			case ev, ok := <-evs:
 				if !ok {
 					break stream
+				}
+				if ev.Time.After(since) {
+					since = ev.Time // a resubscription resumes from here
 				}
 				if ev.Action != "die" || ev.Role != dockerio.RoleWorkload {
 					continue

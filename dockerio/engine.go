@@ -74,8 +74,9 @@ type Engine interface {
 	// RemoveOwned removes one listed resource (an orphan).
 	RemoveOwned(ctx context.Context, r Resource) error
 	// Events streams the die and oom events of the owner's containers
-	// until ctx ends; the error channel reports a broken stream.
-	Events(ctx context.Context, owner string) (<-chan ContainerEvent, <-chan error)
+	// since the given time (zero: from now) until ctx ends; the error
+	// channel reports a broken stream.
+	Events(ctx context.Context, owner string, since time.Time) (<-chan ContainerEvent, <-chan error)
 }
 
 // Attachment is a started exec's I/O: a pull-style frame source (the caller

@@ -3,6 +3,7 @@ package dockerio
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
@@ -16,12 +17,14 @@ type ContainerEvent struct {
 	Role      Role
 	// ExitCode is the die event's exit code (-1 for oom or when absent).
 	ExitCode int
+	// Time is when the daemon saw it.
+	Time time.Time
 }
 
 // Events streams the die and oom events of the owner's containers until ctx
 // ends. The error channel receives one error if the stream breaks (the
 // daemon restarted, say); the caller subscribes again.
-func (a *Adapter) Events(ctx context.Context, owner string) (<-chan ContainerEvent, <-chan error) {
+func (a *Adapter) Events(ctx context.Context, owner string, since time.Time) (<-chan ContainerEvent, <-chan error) {
 	out := make(chan ContainerEvent)
 	errc := make(chan error, 1)
 	cli, err := a.ready(ctx)
@@ -36,7 +39,13 @@ func (a *Adapter) Events(ctx context.Context, owner string) (<-chan ContainerEve
 		filters.Arg("event", string(events.ActionDie)),
 		filters.Arg("event", string(events.ActionOOM)),
 	)
-	msgs, errs := cli.Events(ctx, events.ListOptions{Filters: f})
+	opts := events.ListOptions{Filters: f}
+	if !since.IsZero() {
+		// Replayed from the daemon's buffer: nothing dies unseen between a
+		// recovery and the subscription, or across a resubscription.
+		opts.Since = strconv.FormatFloat(float64(since.UnixNano())/1e9, 'f', 6, 64)
+	}
+	msgs, errs := cli.Events(ctx, opts)
 	go func() {
 		defer close(out)
 		for {
@@ -71,7 +80,8 @@ func containerEvent(m events.Message, owner string) (ContainerEvent, bool) {
 	if attrs[LabelOwner] != owner || attrs[LabelSandbox] == "" {
 		return ContainerEvent{}, false
 	}
-	ev := ContainerEvent{Action: string(m.Action), Container: m.Actor.ID, Sandbox: attrs[LabelSandbox], Role: Role(attrs[LabelRole]), ExitCode: -1}
+	ev := ContainerEvent{Action: string(m.Action), Container: m.Actor.ID, Sandbox: attrs[LabelSandbox], Role: Role(attrs[LabelRole]), ExitCode: -1,
+		Time: time.Unix(0, m.TimeNano)}
 	if c, err := strconv.Atoi(attrs["exitCode"]); err == nil {
 		ev.ExitCode = c
 	}

@@ -607,8 +607,9 @@ func (f *Fake) SetExited(sb Sandbox, exit ContainerExit) {
 	}
 }
 
-// Events subscribes to the die events SetExited makes.
-func (f *Fake) Events(ctx context.Context, owner string) (<-chan ContainerEvent, <-chan error) {
+// Events subscribes to the die events SetExited makes (the fake keeps no
+// history: since is ignored).
+func (f *Fake) Events(ctx context.Context, owner string, since time.Time) (<-chan ContainerEvent, <-chan error) {
 	errc := make(chan error, 1)
 	c := make(chan ContainerEvent, 16)
 	if err := f.enter(ctx, "Events"); err != nil {

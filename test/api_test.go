@@ -434,3 +434,46 @@ func TestAPIJournalLocked(t *testing.T) {
 		t.Fatalf("second open: %v, want journal_locked naming %s", err, e.journal)
 	}
 }
+
+// TestAPIWorkloadDeathNoticed: a workload killed behind a live runtime's back
+// is noticed through Docker's die event: the sandbox is journaled exited with
+// Docker's code, and admission closes.
+func TestAPIWorkloadDeathNoticed(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.Kept)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := sb.State(ctx)
+	if err := e.cli.ContainerKill(ctx, st.Created.Workload, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	// The process may see its exec die (exit 137) before the die event
+	// reaches the sandbox; either way its end is what Docker reported.
+	if res, _ := p.Wait(ctx); res.Reason != "sandbox_stopped" && (res.Reason != "exited" || res.ExitCode != 137) {
+		t.Fatalf("process ended %+v, want sandbox_stopped or exited 137", res)
+	}
+	for {
+		st, err := sb.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Phase == lifecycle.PhaseExited {
+			if st.Exit.ExitCode == nil || *st.Exit.ExitCode != 137 || st.Exit.Reason != lifecycle.ReasonExited {
+				t.Fatalf("exit %+v, want exited 137 as Docker reported", st.Exit)
+			}
+			if _, err := sb.Start(ctx, spec.Process{Argv: []string{"true"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
+				t.Fatalf("start after the death: %v, want admission_closed", err)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the death was never recorded: %s", st.Phase)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
