@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -132,20 +133,72 @@ func printHistory(w io.Writer, evs []stockade.HistoryEvent, asJSON bool) {
 			enc.Encode(e)
 			continue
 		}
-		fmt.Fprintf(w, "%s  %-7s %-26s #%-3d %-22s %s\n", e.Time.Format("15:04:05.000"), e.Kind, e.ID, e.Seq, e.Type, compact(e.Payload))
+		fmt.Fprintf(w, "%s  %-7s %s #%-2d %-21s %s\n", e.Time.Format("15:04:05.000"), e.Kind, e.ID, e.Seq, e.Type, summary(e))
 	}
 }
 
-// compact shortens a payload for a one-line view.
-func compact(p json.RawMessage) string {
-	s := string(p)
-	if s == "{}" || s == "" {
-		return ""
+// summary says in a few words what an event carries; the full payload is in
+// --json and `journal export`.
+func summary(e stockade.HistoryEvent) string {
+	ev, err := lifecycle.Decode(e.Type, e.Payload)
+	if err != nil {
+		return "(undecodable: " + err.Error() + ")"
 	}
-	if len(s) > 160 {
-		s = s[:157] + "..."
+	code := func(c *int) string {
+		if c == nil {
+			return "no code"
+		}
+		return fmt.Sprintf("code %d", *c)
 	}
-	return s
+	why := func(msg string) string {
+		if msg == "" {
+			return ""
+		}
+		return ": " + short(msg, 100)
+	}
+	switch v := ev.(type) {
+	case lifecycle.SandboxReserved:
+		p := v.Spec.Policy
+		return fmt.Sprintf("%s, %s, %g cpu, %d MiB, %d pids, %s, user %s", short(v.Spec.Image, 19), v.Spec.Lifetime, p.CPUs, p.MemoryBytes>>20, p.Pids, p.Network, p.User)
+	case lifecycle.SandboxCreated:
+		return fmt.Sprintf("workload %s, export %s, volume %s", short(v.Workload, 12), short(v.Export, 12), v.Volume)
+	case lifecycle.SandboxStopping:
+		return string(v.Reason)
+	case lifecycle.SandboxExited:
+		oom := ""
+		if v.OOM {
+			oom = ", OOM-killed"
+		}
+		return fmt.Sprintf("%s, %s%s%s", v.Reason, code(v.ExitCode), oom, why(v.Message))
+	case lifecycle.ProcessReserved:
+		return short(strings.Join(v.Spec.Argv, " "), 80)
+	case lifecycle.ExecCreated:
+		return "exec " + short(v.ExecID, 12)
+	case lifecycle.ProcessStarted:
+		return fmt.Sprintf("process group %d", v.Group)
+	case lifecycle.QuotaHit:
+		return fmt.Sprintf("%d bytes", v.Bytes)
+	case lifecycle.ProcessStopping:
+		return string(v.Reason)
+	case lifecycle.ProcessExited:
+		return fmt.Sprintf("%s, %s, %d B out, %d B err%s", v.Reason, code(v.ExitCode), v.StdoutBytes, v.StderrBytes, why(v.Message))
+	case lifecycle.Recovered:
+		return v.Decision + " — " + short(v.Observed, 100)
+	case lifecycle.Adopted:
+		if v.Detached {
+			return "detached"
+		}
+	}
+	return ""
+}
+
+// short cuts s to n characters, marking the cut.
+func short(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
 }
 
 type multiFlag []string
