@@ -176,6 +176,9 @@ type streamState struct {
 	terminal bool
 	lastSeq  uint64
 	parent   string
+	// bucket is the stream's bucket once opened or created in this
+	// transaction, so apply does not look it up again.
+	bucket *bbolt.Bucket
 }
 
 // txState reads stream state inside the committer's transaction.
@@ -196,7 +199,8 @@ func (s *txState) stream(k Key) (streamState, error) {
 	if sb == nil {
 		return st, nil
 	}
-	st.exists = true
+	st.exists, st.bucket = true, sb
+	sb.FillPercent = 1 // keys only grow: pack pages full
 	last, _ := sb.Cursor().Last()
 	if len(last) != 8 {
 		return st, fmt.Errorf("%w: stream %s has no events or a bad key", ErrCorrupt, k)
@@ -256,12 +260,16 @@ func (s *txState) check(r *request, local map[Key]*streamState) (reqErr, txErr e
 func (s *txState) apply(r *request, local map[Key]*streamState) error {
 	for i, rec := range r.recs {
 		ev := &r.events[i]
-		kb := s.streams.Bucket([]byte(rec.Key.Kind))
-		sb, err := kb.CreateBucketIfNotExists([]byte(rec.Key.ID))
-		if err != nil {
-			return err
+		st := local[rec.Key]
+		sb := st.bucket
+		if sb == nil {
+			var err error
+			if sb, err = s.streams.Bucket([]byte(rec.Key.Kind)).CreateBucket([]byte(rec.Key.ID)); err != nil {
+				return err
+			}
+			sb.FillPercent = 1 // keys only grow: pack pages full
+			st.bucket = sb
 		}
-		sb.FillPercent = 1 // keys only grow: pack pages full
 		if err := sb.Put(seqKey(ev.Seq), r.envs[i]); err != nil {
 			return err
 		}
@@ -275,7 +283,7 @@ func (s *txState) apply(r *request, local map[Key]*streamState) error {
 			}
 			continue
 		}
-		le := LiveEntity{Parent: local[rec.Key].parent, LastSeq: ev.Seq, Type: rec.Type, Updated: unixTime(envTime(r.envs[i]))}
+		le := LiveEntity{Parent: st.parent, LastSeq: ev.Seq, Type: rec.Type, Updated: unixTime(envTime(r.envs[i]))}
 		if err := s.live.Put(lk, encodeLive(le)); err != nil {
 			return err
 		}
