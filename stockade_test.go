@@ -290,7 +290,6 @@ func TestFakeHistoryNotFound(t *testing.T) {
 	if _, err := rt.History("nosuchsandbox"); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("got %v", err)
 	}
-	_ = journal.KindSandbox
 }
 
 // TestFakeVerifyGatesTheStart: the check before launch (the seed's
@@ -365,5 +364,38 @@ func TestIdentityMismatch(t *testing.T) {
 	rt = openFake(t, f, path, func(o *stockade.Options) { o.Owner = owner })
 	if n := len(rt.Recovery().Sandboxes); n != 1 {
 		t.Fatalf("recovered %d sandboxes, want 1", n)
+	}
+}
+
+// TestShutdown: Shutdown stops kept sandboxes (exited, resources kept) and
+// removes one-shot ones; Close would have left both running.
+func TestShutdown(t *testing.T) {
+	f := newFake(t)
+	path := filepath.Join(t.TempDir(), "j.db")
+	ctx := context.Background()
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: path, Engine: f, StopGrace: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	once, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(path, journal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	k, _ := stockade.ReplaySandbox(j, kept.ID(), 0)
+	o, _ := stockade.ReplaySandbox(j, once.ID(), 0)
+	if k.Phase != lifecycle.PhaseExited || o.Phase != lifecycle.PhaseRemoved {
+		t.Fatalf("after Shutdown: kept %s, one-shot %s; want exited, removed", k.Phase, o.Phase)
 	}
 }
