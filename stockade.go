@@ -228,8 +228,6 @@ func foldSandbox(j *journal.Journal, id string) (lifecycle.Sandbox, error) {
 // runtime makes.
 func (rt *Runtime) Owner() string { return rt.journal.Owner() }
 
-// JournalPath is the journal file in use.
-func (rt *Runtime) JournalPath() string { return rt.journal.Path() }
 
 // SandboxSpec is what CreateSandbox is asked to make.
 type SandboxSpec struct {

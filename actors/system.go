@@ -52,9 +52,6 @@ func NewSystem(log *slog.Logger) (*System, error) {
 	return s, nil
 }
 
-// Root returns the root context, for sending messages from outside actors.
-func (s *System) Root() *actor.RootContext { return s.sys.Root }
-
 // Send delivers msg to pid.
 func (s *System) Send(pid *actor.PID, msg any) { s.sys.Root.Send(pid, msg) }
 

@@ -108,9 +108,7 @@ func gather(ctx context.Context, cli *client.Client) (Facts, error) {
 		CPUCfsPeriod: info.CPUCfsPeriod, CPUCfsQuota: info.CPUCfsQuota, InitBinary: info.InitBinary, NCPU: info.NCPU,
 	}
 	f.ControllerOS, f.ControllerArch = controllerFacts()
-	for _, kv := range info.DriverStatus {
-		f.DriverStatus = append(f.DriverStatus, kv)
-	}
+	f.DriverStatus = append(f.DriverStatus, info.DriverStatus...)
 	return f, nil
 }
 

@@ -54,6 +54,3 @@ func Hit(name string) {
 	syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // SIGKILL is not deliverable late, but never run on past it
 }
-
-// Armed returns the armed failpoint's name, or "".
-func Armed() string { return armed }
