@@ -399,3 +399,27 @@ func TestShutdown(t *testing.T) {
 		t.Fatalf("after Shutdown: kept %s, one-shot %s; want exited, removed", k.Phase, o.Phase)
 	}
 }
+
+// TestFakeExecFailureFromWrapper: exit 127 with the wrapper's "not found" is
+// exec_failed (dockerio.ExecFailure reads the first output bytes); a plain
+// exit 127 is an ordinary exit.
+func TestFakeExecFailureFromWrapper(t *testing.T) {
+	f := newFake(t)
+	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		if req.Spec.Argv[0] == "missing" {
+			return dockerio.FakeRun{ExitCode: 127, Frames: []dockerio.FakeFrame{{Stream: framing.Stderr, Data: []byte("stockade-exec: exec: line 4: missing: not found\n")}}}
+		}
+		return dockerio.FakeRun{ExitCode: 127, Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("done\n")}}}
+	}
+	rt := openFake(t, f, "")
+	sb, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"missing"}}); !spec.IsCode(err, spec.CodeExecFailed) || res.Reason != "failed" {
+		t.Fatalf("missing command: %+v %v, want exec_failed", res, err)
+	}
+	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"exits127"}}); err != nil || res.Reason != "exited" || res.ExitCode != 127 {
+		t.Fatalf("plain 127: %+v %v, want an ordinary exit", res, err)
+	}
+}

@@ -35,7 +35,13 @@ type outputDone struct {
 	// panicked: the read loop itself failed (a bug of ours, not a bad
 	// stream): the process fails, the sandbox is not failed closed.
 	panicked bool
+	// head is the first output bytes (both streams, in arrival order):
+	// where Docker or the exec wrapper says a command could not start.
+	head []byte
 }
+
+// headBytes bounds outputDone.head.
+const headBytes = 512
 
 func (o *output) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
@@ -74,6 +80,9 @@ func (o *output) run() (d outputDone) {
 			d.err = spec.Errorf(spec.CodeOutputLimit, "process.output", "combined output exceeded its quota of %d bytes", o.quota)
 			d.quotaHit = true
 			return d
+		}
+		if len(d.head) < headBytes {
+			d.head = append(d.head, p[:min(len(p), headBytes-len(d.head))]...)
 		}
 		dst, n := o.stdout, &o.nOut
 		if id == 2 {

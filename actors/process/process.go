@@ -592,7 +592,11 @@ func (a *processActor) outcome(code int) (lifecycle.Reason, error) {
 	case a.stopReason == lifecycle.ReasonSignaled || a.signalled && code > 128:
 		return lifecycle.ReasonSignaled, nil
 	}
-	if err := execFailure(code, a.outDone); err != nil {
+	var head []byte // an adopted process has no output to read
+	if a.outDone != nil {
+		head = a.outDone.head
+	}
+	if err := dockerio.ExecFailure(code, head); err != nil {
 		return lifecycle.ReasonFailed, err
 	}
 	return lifecycle.ReasonExited, nil
@@ -696,15 +700,6 @@ func (a *processActor) closeStdin() error {
 
 var _ io.Writer = (*stdinWriter)(nil)
 
-// execFailure tells a command Docker could not start from one that ran: the
-// launcher exits 126 (not executable) or 127 (not found) having written
-// nothing to stdout (its complaint goes to stderr).
-func execFailure(code int, out *outputDone) error {
-	if (code == 126 || code == 127) && out != nil && out.stdout == 0 {
-		return spec.Errorf(spec.CodeExecFailed, "process", "the command could not be started (exit %d)", code)
-	}
-	return nil
-}
 
 type (
 	adoptSeen struct {
