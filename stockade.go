@@ -228,7 +228,6 @@ func foldSandbox(j *journal.Journal, id string) (lifecycle.Sandbox, error) {
 // runtime makes.
 func (rt *Runtime) Owner() string { return rt.journal.Owner() }
 
-
 // SandboxSpec is what CreateSandbox is asked to make.
 type SandboxSpec struct {
 	// Image is a tag or an image ID; a tag is resolved once and pinned.

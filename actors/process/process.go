@@ -700,7 +700,6 @@ func (a *processActor) closeStdin() error {
 
 var _ io.Writer = (*stdinWriter)(nil)
 
-
 type (
 	adoptSeen struct {
 		state dockerio.ExecState
