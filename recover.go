@@ -139,8 +139,7 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 		if err != nil {
 			return err
 		}
-		_, why := sandbox.Decide(pl.state, pl.obs, rt.deps.Config.Revision)
-		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase, Observed: why})
+		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase})
 	}
 	orphans, err := rt.sweepOrphans(ctx, owned, l)
 	report.Orphans = orphans
@@ -162,7 +161,7 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 		select {
 		case st := <-settled:
 			r := &report.Sandboxes[byID[st.ID]]
-			r.Decision, r.Settled, r.Err = st.Decision, st.Phase, st.Err
+			r.Decision, r.Observed, r.Settled, r.Err = st.Decision, st.Observed, st.Phase, st.Err
 			if st.Err != nil {
 				r.Error = st.Err.Error()
 			}

@@ -36,7 +36,8 @@ type Engine interface {
 	// same identity, revision and policy (the seed's assertActive).
 	VerifySandbox(ctx context.Context, sb Sandbox) error
 	// StopSandbox stops the workload container (TERM, then KILL after
-	// grace), leaving every resource in place.
+	// grace), leaving every resource in place. A workload already gone is
+	// stopped: ExitCode -1 (nothing to report), no error.
 	StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration) (ContainerExit, error)
 	// RemoveSandbox force-removes every resource of the sandbox. Resources
 	// already gone are not an error.

@@ -208,7 +208,7 @@ func (f *Fake) StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration)
 	s, err := f.get(sb)
 	if err != nil {
 		f.mu.Unlock()
-		return ContainerExit{}, err
+		return ContainerExit{ExitCode: -1}, nil // already gone: stopped
 	}
 	s.running = false
 	s.exit = &ContainerExit{ExitCode: 143}

@@ -260,11 +260,21 @@ func (a *Adapter) StopSandbox(ctx context.Context, sb Sandbox, grace time.Durati
 	if err != nil {
 		return ContainerExit{}, err
 	}
+	if sb.Workload == "" { // never created: nothing to stop
+		return ContainerExit{ExitCode: -1}, nil
+	}
 	secs := int((grace + time.Second - 1) / time.Second)
-	if err := cli.ContainerStop(ctx, sb.Workload, container.StopOptions{Timeout: &secs}); err != nil {
+	err = cli.ContainerStop(ctx, sb.Workload, container.StopOptions{Timeout: &secs})
+	if client.IsErrNotFound(err) {
+		return ContainerExit{ExitCode: -1}, nil
+	}
+	if err != nil {
 		return ContainerExit{}, translate(err, "dockerio.stop", "stopping workload %s", sb.Workload)
 	}
 	c, err := cli.ContainerInspect(ctx, sb.Workload)
+	if client.IsErrNotFound(err) {
+		return ContainerExit{ExitCode: -1}, nil
+	}
 	if err != nil {
 		return ContainerExit{}, translate(err, "dockerio.stop", "inspecting workload %s", sb.Workload)
 	}

@@ -161,7 +161,6 @@ type processActor struct {
 	launched   bool
 	done       bool
 	abandoned  bool
-	created    bool // exec created and journaled
 	verified   bool // the sandbox passed its check before launch
 	attaching  bool
 }
@@ -299,7 +298,6 @@ func (a *processActor) onExecCreated(ctx actor.Context, m execCreated) {
 		a.finish(a.stopReason, -1, a.stopErr)
 		return
 	}
-	a.created = true
 	a.maybeAttach()
 }
 
@@ -320,7 +318,7 @@ func (a *processActor) onVerified(m Verified) {
 // maybeAttach attaches (which starts the process) once the exec is created
 // and, for a gated process, the sandbox verified.
 func (a *processActor) maybeAttach() {
-	if a.done || !a.created || a.attaching {
+	if a.done || a.state.ExecID == "" || a.attaching { // the exec is not journaled yet
 		return
 	}
 	if a.stopReason != "" { // stopped before it ran: nothing starts
@@ -331,13 +329,13 @@ func (a *processActor) maybeAttach() {
 		return
 	}
 	a.attaching = true
-	m := execCreated{id: a.state.ExecID}
+	id := a.state.ExecID
 	sb, req := a.p.Sandbox, dockerio.ExecRequest{ProcessID: a.p.ID, Spec: a.p.Spec}
 	bg := a.bg
 	go func() {
 		actx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
 		defer cancel()
-		att, err := a.deps.Engine.AttachExec(actx, sb, m.id, req)
+		att, err := a.deps.Engine.AttachExec(actx, sb, id, req)
 		if err == nil && bg.Err() != nil {
 			att.Close() // the actor is gone: nobody would close it
 			return

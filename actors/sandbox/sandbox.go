@@ -49,6 +49,7 @@ type Recover struct {
 type Settled struct {
 	ID       string
 	Decision Decision
+	Observed string
 	Phase    lifecycle.Phase
 	Err      error
 }
@@ -162,6 +163,7 @@ type sandboxActor struct {
 	// phase and group, so a failed process actor can still be settled.
 	tracked  map[string]process.Tracked
 	decision Decision
+	observed string // what recovery saw, as journaled with the decision
 	settled  bool
 	adopting map[string]bool // recovering processes not yet settled
 }
@@ -422,11 +424,6 @@ func (a *sandboxActor) onStopped(m stoppedMsg) {
 	if a.state.Phase != lifecycle.PhaseStopping {
 		return // a late answer to a retried stop: the sandbox has moved on
 	}
-	if spec.IsCode(m.err, spec.CodeNotFound) {
-		// The workload is already gone (recovery, or removed behind our
-		// back): it is stopped, with no code to report.
-		m.exit, m.err = dockerio.ContainerExit{ExitCode: -1}, nil
-	}
 	if m.err != nil {
 		a.deps.Log.Warn("stopping the workload failed", "sandbox", a.p.ID, "err", m.err)
 		a.answerStop(m.err) // stays stopping: a later Stop or recovery retries
@@ -580,7 +577,7 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		a.sb.Workload, a.sb.Export, a.sb.Volume, a.sb.Network = c.Workload, c.Export, c.Volume, c.Network
 	}
 	dec, why := Decide(a.state, rec.Observed, a.deps.Config.Revision)
-	a.decision = dec
+	a.decision, a.observed = dec, why
 	if err := a.record(lifecycle.Recovered{Decision: string(dec), Observed: why}); err != nil {
 		a.settle(err)
 		a.sys.Root.Stop(a.self)
@@ -673,7 +670,7 @@ func (a *sandboxActor) settle(err error) {
 		return
 	}
 	a.settled = true
-	a.p.Recover.Settled <- Settled{ID: a.p.ID, Decision: a.decision, Phase: a.state.Phase, Err: err}
+	a.p.Recover.Settled <- Settled{ID: a.p.ID, Decision: a.decision, Observed: a.observed, Phase: a.state.Phase, Err: err}
 }
 
 // onDeadSeen checks a die event against what Docker shows now.
