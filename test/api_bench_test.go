@@ -54,7 +54,7 @@ func BenchmarkAPIExecTrue(b *testing.B) {
 	}
 	dsb := e.sandbox(b, nil)
 	var api, dio time.Duration
-	for range b.N {
+	viaAPI := func() {
 		t0 := time.Now()
 		p, err := sb.Start(ctx, spec.Process{Argv: []string{"true"}})
 		if err != nil {
@@ -66,12 +66,15 @@ func BenchmarkAPIExecTrue(b *testing.B) {
 			b.Fatalf("api: %+v %v", res, err)
 		}
 		api += time.Since(t0)
-		t0 = time.Now()
+	}
+	viaDockerio := func() {
+		t0 := time.Now()
 		if r, err := e.tryExec(dsb, nil, "true"); err != nil || r.code != 0 {
 			b.Fatalf("dockerio: %+v %v", r, err)
 		}
 		dio += time.Since(t0)
 	}
+	alternate(b.N, viaAPI, viaDockerio)
 	report(b, "api", api, "dockerio", dio)
 }
 
@@ -114,17 +117,7 @@ func BenchmarkAPIOutput1GiB(b *testing.B) {
 		drainOutput(b, e, dsb, cmd, size)
 		dio += time.Since(t0)
 	}
-	// Alternate which goes first, so neither always runs on a warmer or a
-	// busier machine.
-	for i := range b.N {
-		if i%2 == 0 {
-			viaAPI()
-			viaDockerio()
-		} else {
-			viaDockerio()
-			viaAPI()
-		}
-	}
+	alternate(b.N, viaAPI, viaDockerio)
 	b.ReportMetric(float64(size)*float64(b.N)/api.Seconds()/(1<<20), "api-MiB/s")
 	b.ReportMetric(float64(size)*float64(b.N)/dio.Seconds()/(1<<20), "dockerio-MiB/s")
 	b.ReportMetric(dio.Seconds()/api.Seconds(), "throughput-ratio")
@@ -270,4 +263,18 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// alternate runs a and b n times each, switching which goes first, so
+// neither always runs on a warmer or a busier machine.
+func alternate(n int, a, b func()) {
+	for i := range n {
+		if i%2 == 0 {
+			a()
+			b()
+		} else {
+			b()
+			a()
+		}
+	}
 }
