@@ -11,6 +11,21 @@ import (
 
 const img = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
+// wantInvalid checks err: nil when want is "", else invalid_argument whose
+// message contains want.
+func wantInvalid(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("valid input refused: %v", err)
+		}
+		return
+	}
+	if !IsCode(err, CodeInvalidArgument) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want invalid_argument with %q", err, want)
+	}
+}
+
 func TestPolicyValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -34,16 +49,7 @@ func TestPolicyValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := DefaultPolicy()
 			tc.mutate(&p)
-			err := p.Validate()
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("valid policy refused: %v", err)
-				}
-				return
-			}
-			if !IsCode(err, CodeInvalidArgument) || !strings.Contains(err.Error(), tc.field) {
-				t.Fatalf("got %v, want invalid_argument naming %s", err, tc.field)
-			}
+			wantInvalid(t, p.Validate(), tc.field)
 		})
 	}
 }
@@ -70,16 +76,7 @@ func TestSandboxValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ok
 			tc.mutate(&s)
-			err := s.Validate()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if !IsCode(err, CodeInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v, want invalid_argument with %q", err, tc.want)
-			}
+			wantInvalid(t, s.Validate(), tc.want)
 		})
 	}
 }
@@ -104,16 +101,7 @@ func TestProcessValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := ok
 			tc.mutate(&p)
-			err := p.Validate()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if !IsCode(err, CodeInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v, want invalid_argument with %q", err, tc.want)
-			}
+			wantInvalid(t, p.Validate(), tc.want)
 		})
 	}
 }
