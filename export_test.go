@@ -1,6 +1,8 @@
 package stockade
 
 import (
+	"github.com/stockade/stockade/actors"
+	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 )
@@ -16,4 +18,17 @@ func FoldSandbox(rt *Runtime, id string) (lifecycle.Sandbox, error) {
 // FoldProcess replays a process's journal stream through the fold.
 func FoldProcess(rt *Runtime, id string) (lifecycle.Process, error) {
 	return foldProcess(rt.journal, id)
+}
+
+// WrapJournal makes the runtimes opened until restore append through wrap.
+func WrapJournal(wrap func(actors.Journal) actors.Journal) (restore func()) {
+	testJournal = wrap
+	return func() { testJournal = nil }
+}
+
+// BreakSandboxActor makes a sandbox's actor panic, as a bug of ours would.
+func BreakSandboxActor(sb *Sandbox) {
+	reply := make(chan sandbox.Snapshot)
+	close(reply) // answering on it panics inside Receive
+	sb.rt.sys.Send(sb.pid, sandbox.Inspect{Reply: reply})
 }

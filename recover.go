@@ -2,6 +2,7 @@ package stockade
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -56,22 +57,41 @@ type live struct {
 	sandboxes map[string]lifecycle.Sandbox
 	processes map[string][]lifecycle.Process // by sandbox id
 	count     int
+	// unfolded holds, by sandbox id, why a sandbox's stream or one of its
+	// processes' streams does not fold. Such a sandbox is left
+	// unreconciled: listed, refused for work, its journal untouched; every
+	// other sandbox recovers as usual.
+	unfolded map[string]error
 }
 
+// loadLive folds every live entity. A stream that does not fold costs only
+// its own sandbox (a process's: its sandbox), never the whole Open.
 func loadLive(j *journal.Journal) (live, error) {
-	l := live{sandboxes: map[string]lifecycle.Sandbox{}, processes: map[string][]lifecycle.Process{}}
+	l := live{sandboxes: map[string]lifecycle.Sandbox{}, processes: map[string][]lifecycle.Process{}, unfolded: map[string]error{}}
+	broken := func(sandbox string, err error) {
+		l.unfolded[sandbox] = errors.Join(l.unfolded[sandbox], err)
+	}
 	err := j.Live(func(e journal.LiveEntity) error {
 		switch e.Key.Kind {
 		case journal.KindSandbox:
 			s, err := foldSandbox(j, e.Key.ID)
 			if err != nil {
-				return err
+				if !foldFailure(err) {
+					return err
+				}
+				broken(e.Key.ID, fmt.Errorf("its journal stream does not fold: %w", err))
 			}
+			s.ID = e.Key.ID
 			l.sandboxes[e.Key.ID] = s
 		case journal.KindProcess:
 			p, err := foldProcess(j, e.Key.ID)
 			if err != nil {
-				return err
+				if !foldFailure(err) {
+					return err
+				}
+				broken(e.Parent, fmt.Errorf("the journal stream of its process %s does not fold: %w", e.Key.ID, err))
+				l.count++
+				return nil
 			}
 			l.processes[p.Sandbox] = append(l.processes[p.Sandbox], p)
 			l.count++
@@ -80,6 +100,11 @@ func loadLive(j *journal.Journal) (live, error) {
 	})
 	return l, err
 }
+
+// foldFailure tells a stream that does not fold (an illegal transition, an
+// event that does not decode, a corrupt record: that stream's problem) from
+// a journal closed under the recovery.
+func foldFailure(err error) bool { return !errors.Is(err, journal.ErrClosed) }
 
 func foldProcess(j *journal.Journal, id string) (lifecycle.Process, error) {
 	return ReplayProcess(j, id, 0)
@@ -125,10 +150,9 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 		if pl.err != nil {
 			rt.log.Warn("sandbox left unreconciled", "sandbox", pl.state.ID, "err", pl.err)
 			rt.mu.Lock()
-			rt.unreconciled[pl.state.ID] = pl.state
+			rt.unreconciled[pl.state.ID] = unreconciled{state: pl.state, why: pl.err}
 			rt.mu.Unlock()
-			report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase,
-				Decision: Unreconciled, Settled: pl.state.Phase, Err: pl.err, Error: pl.err.Error()})
+			report.Sandboxes = append(report.Sandboxes, unreconciledLine(pl))
 			continue
 		}
 		waiting++
@@ -189,6 +213,12 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// unreconciledLine is the report's line for a sandbox left unreconciled.
+func unreconciledLine(pl plan) RecoveredSandbox {
+	return RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase, Decision: Unreconciled, Settled: pl.state.Phase,
+		Observed: "left as it is: " + pl.err.Error(), Err: pl.err, Error: pl.err.Error()}
+}
+
 type plan struct {
 	state lifecycle.Sandbox
 	obs   dockerio.Observed
@@ -213,6 +243,10 @@ func observe(ctx context.Context, j *journal.Journal, engine dockerio.Engine) (l
 	}
 	var plans []plan
 	for _, s := range l.sandboxes {
+		if err := l.unfolded[s.ID]; err != nil {
+			plans = append(plans, plan{state: s, err: err})
+			continue
+		}
 		obs, err := engine.InspectSandbox(ctx, handleOf(owner, s))
 		if err != nil {
 			err = fmt.Errorf("observing sandbox %s: %w", s.ID, err)
@@ -274,6 +308,10 @@ func PlanRecovery(ctx context.Context, opts Options) (RecoveryReport, error) {
 	}
 	report.Processes = l.count
 	for _, pl := range plans {
+		if pl.err != nil {
+			report.Sandboxes = append(report.Sandboxes, unreconciledLine(pl))
+			continue
+		}
 		dec, why := sandbox.Decide(pl.state, pl.obs, daemon.Revision)
 		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase, Decision: dec, Observed: why})
 	}

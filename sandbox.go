@@ -2,6 +2,7 @@ package stockade
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"io"
 	"sort"
@@ -48,7 +49,7 @@ func ask[T any](ctx context.Context, s *Sandbox, mk func(chan<- T) any, late fun
 	case v := <-reply:
 		return v, nil
 	case <-s.gone:
-		return zero, spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s is gone (removed)", s.id)
+		return zero, s.goneErr()
 	case <-ctx.Done():
 		if late != nil {
 			go func() {
@@ -63,23 +64,40 @@ func ask[T any](ctx context.Context, s *Sandbox, mk func(chan<- T) any, late fun
 	}
 }
 
-func (s *Sandbox) inspect(ctx context.Context) (sandbox.Snapshot, error) {
-	snap, err := ask(ctx, s, func(r chan<- sandbox.Snapshot) any { return sandbox.Inspect{Reply: r} }, nil)
-	if spec.IsCode(err, spec.CodeNotFound) {
-		if st, ferr := foldSandbox(s.rt.journal, s.id); ferr == nil && st.Phase == lifecycle.PhaseRemoved {
-			return sandbox.Snapshot{State: st}, spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s is removed", s.id)
-		}
+// goneErr says why a sandbox's actor no longer answers: it was removed, or
+// it was taken out of service (unreconciled) with its workload maybe still
+// running.
+func (s *Sandbox) goneErr() error {
+	s.rt.mu.Lock()
+	u, out := s.rt.unreconciled[s.id]
+	s.rt.mu.Unlock()
+	if out {
+		return u.err(s.id)
 	}
-	return snap, err
+	return spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s is gone (removed)", s.id)
 }
 
-// State returns the sandbox's folded state.
+func (s *Sandbox) inspect(ctx context.Context) (sandbox.Snapshot, error) {
+	return ask(ctx, s, func(r chan<- sandbox.Snapshot) any { return sandbox.Inspect{Reply: r} }, nil)
+}
+
+// State returns the sandbox's folded state: from its actor while it lives,
+// from the journal once it is removed. A sandbox out of service returns its
+// journaled state with the unreconciled error; no zero state is ever
+// returned without an error.
 func (s *Sandbox) State(ctx context.Context) (lifecycle.Sandbox, error) {
 	snap, err := s.inspect(ctx)
-	if spec.IsCode(err, spec.CodeNotFound) {
-		return snap.State, nil
+	if err == nil || !spec.IsCode(err, spec.CodeNotFound) && !spec.IsCode(err, spec.CodeUnreconciled) {
+		return snap.State, err
 	}
-	return snap.State, err
+	st, ferr := foldSandbox(s.rt.journal, s.id)
+	switch {
+	case ferr != nil:
+		return st, errors.Join(err, ferr)
+	case st.Phase == lifecycle.PhaseRemoved && spec.IsCode(err, spec.CodeNotFound):
+		return st, nil
+	}
+	return st, err
 }
 
 func (s *Sandbox) lifetime() spec.Lifetime {

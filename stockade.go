@@ -1,10 +1,13 @@
 package stockade
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,8 +64,9 @@ type Runtime struct {
 	sandboxes map[string]*Sandbox
 	closed    bool
 	recovery  RecoveryReport
-	// unreconciled holds the sandboxes recovery could not observe.
-	unreconciled map[string]lifecycle.Sandbox
+	// unreconciled holds the sandboxes taken out of service: recovery could
+	// not observe them or fold their journal, or their actor failed.
+	unreconciled map[string]unreconciled
 	// stopEvents ends the event watcher; eventsDone is closed when it has.
 	stopEvents context.CancelFunc
 	eventsDone chan struct{}
@@ -87,7 +91,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{journal: j, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]lifecycle.Sandbox{}}
+	rt := &Runtime{journal: j, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]unreconciled{}}
 	fail := func(err error) (*Runtime, error) {
 		if rt.closer != nil {
 			rt.closer()
@@ -105,12 +109,20 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	if err := j.BindDaemon(ctx, daemon.ID); err != nil {
 		return fail(err)
 	}
-	sys, err := actors.NewSystem(log)
+	sys, err := actors.NewSystem(log, func(name string, reason any) {
+		if id, ok := strings.CutPrefix(name, "sandbox-"); ok {
+			rt.unreconcile(id, spec.Errorf(spec.CodeInternal, "runtime", "the actor of sandbox %s failed: %v", id, reason))
+		}
+	})
 	if err != nil {
 		return fail(err)
 	}
 	rt.sys = sys
-	d := actors.Deps{Journal: j, Engine: rt.engine, Log: log, Config: actors.Config{
+	var aj actors.Journal = j
+	if testJournal != nil {
+		aj = testJournal(j)
+	}
+	d := actors.Deps{Journal: aj, Engine: rt.engine, Log: log, Config: actors.Config{
 		Owner: j.Owner(), Profile: daemon.Profile, Revision: daemon.Revision,
 		StopGrace: opts.StopGrace, HighWaterMark: opts.HighWaterMark, OutputQuota: opts.OutputQuota,
 	}}.WithDefaults()
@@ -128,6 +140,10 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	go rt.watchEvents(wctx, opened)
 	return rt, nil
 }
+
+// testJournal, set only by tests, wraps the journal the actors append to
+// (to fail or delay appends).
+var testJournal func(actors.Journal) actors.Journal
 
 // engineFor returns opts.Engine, or the Docker adapter for the profile
 // opts names ("" reads $STOCKADE_PROFILE, else the seed's linux-x64) with
@@ -188,9 +204,13 @@ func (rt *Runtime) watchEvents(ctx context.Context, since time.Time) {
 // point. It reads any open journal, a read-only one included.
 func ReplaySandbox(j *journal.Journal, id string, at uint64) (lifecycle.Sandbox, error) {
 	s := lifecycle.Sandbox{ID: id}
-	err := replay(j, journal.Key{Kind: journal.KindSandbox, ID: id}, at, func(seq uint64, t time.Time, ev lifecycle.Event) (err error) {
-		s, err = lifecycle.ApplySandbox(s, seq, t, ev)
-		return err
+	err := replay(j, journal.Key{Kind: journal.KindSandbox, ID: id}, at, func(seq uint64, t time.Time, ev lifecycle.Event, repeat bool) (err error) {
+		if next, err := lifecycle.ApplySandbox(s, seq, t, ev); err == nil || !repeat {
+			s = next
+			return err
+		}
+		s.Seq, s.At = seq, t
+		return nil
 	})
 	return s, err
 }
@@ -198,24 +218,35 @@ func ReplaySandbox(j *journal.Journal, id string, at uint64) (lifecycle.Sandbox,
 // ReplayProcess is ReplaySandbox for a process's stream.
 func ReplayProcess(j *journal.Journal, id string, at uint64) (lifecycle.Process, error) {
 	p := lifecycle.Process{ID: id}
-	err := replay(j, journal.Key{Kind: journal.KindProcess, ID: id}, at, func(seq uint64, t time.Time, ev lifecycle.Event) (err error) {
-		p, err = lifecycle.ApplyProcess(p, seq, t, ev)
-		return err
+	err := replay(j, journal.Key{Kind: journal.KindProcess, ID: id}, at, func(seq uint64, t time.Time, ev lifecycle.Event, repeat bool) (err error) {
+		if next, err := lifecycle.ApplyProcess(p, seq, t, ev); err == nil || !repeat {
+			p = next
+			return err
+		}
+		p.Seq, p.At = seq, t
+		return nil
 	})
 	return p, err
 }
 
 // replay decodes a stream's events up to at and hands each to apply; an
-// illegal transition names the stream and sequence.
-func replay(j *journal.Journal, k journal.Key, at uint64, apply func(uint64, time.Time, lifecycle.Event) error) error {
+// illegal transition names the stream and sequence. repeat tells apply that
+// the event repeats the one before it exactly (type and payload): a fact
+// journaled twice by a retried append, which journals written before
+// appends were sequenced can hold. The folds then skip it if they refuse
+// it, rather than fail the whole stream.
+func replay(j *journal.Journal, k journal.Key, at uint64, apply func(seq uint64, t time.Time, ev lifecycle.Event, repeat bool) error) error {
+	var prev journal.Event
 	return j.Read(k, 0, at, func(e journal.Event) error {
 		ev, err := lifecycle.Decode(e.Type, e.Payload)
 		if err == nil {
-			err = apply(e.Seq, e.Time, ev)
+			repeat := prev.Seq != 0 && e.Type == prev.Type && bytes.Equal(e.Payload, prev.Payload)
+			err = apply(e.Seq, e.Time, ev, repeat)
 		}
 		if err != nil {
 			return fmt.Errorf("%s #%d: %w", k, e.Seq, err)
 		}
+		prev = e
 		return nil
 	})
 }
@@ -296,6 +327,9 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 func (rt *Runtime) spawn(p sandbox.Params) (*Sandbox, error) {
 	sb := &Sandbox{rt: rt, id: p.ID, gone: make(chan struct{})}
 	p.Gone = func() {
+		if rt.usable() == nil {
+			rt.unreconcile(p.ID, spec.Errorf(spec.CodeInternal, "runtime", "the actor of sandbox %s stopped before the sandbox was removed", p.ID))
+		}
 		rt.mu.Lock()
 		close(sb.gone)
 		if rt.sandboxes[p.ID] == sb {
@@ -335,10 +369,43 @@ func (rt *Runtime) Sandbox(id string) (*Sandbox, error) {
 	if sb, ok := rt.sandboxes[id]; ok {
 		return sb, nil
 	}
-	if _, ok := rt.unreconciled[id]; ok {
-		return nil, spec.Errorf(spec.CodeUnreconciled, "runtime", "sandbox %s was left live by an earlier runtime and recovery could not observe it; reopen to reconcile it", id)
+	if u, ok := rt.unreconciled[id]; ok {
+		return nil, u.err(id)
 	}
 	return nil, spec.Errorf(spec.CodeNotFound, "runtime", "no live sandbox %s", id)
+}
+
+// unreconciled is a sandbox taken out of service: listed, refused for work,
+// its journal left as it is for the next Open to reconcile.
+type unreconciled struct {
+	state lifecycle.Sandbox
+	why   error
+}
+
+func (u unreconciled) err(id string) error {
+	return spec.Wrap(spec.CodeUnreconciled, "runtime", u.why, "sandbox %s is out of service until a later Open reconciles it", id)
+}
+
+// unreconcile takes a live sandbox out of service (its actor failed or gave
+// up): it stays listed and refused for work rather than vanish while its
+// workload may still run, and its journal is left for the next Open. A
+// sandbox whose journal shows it removed, or never reserved, is simply gone.
+func (rt *Runtime) unreconcile(id string, why error) {
+	st, err := foldSandbox(rt.journal, id)
+	if err == nil && (st.Phase == lifecycle.PhaseNone || st.Phase == lifecycle.PhaseRemoved) {
+		return
+	}
+	if err != nil && st.Phase == lifecycle.PhaseNone && spec.IsCode(err, spec.CodeNotFound) {
+		return // never journaled: nothing was made
+	}
+	st.ID = id
+	rt.mu.Lock()
+	if u, ok := rt.unreconciled[id]; ok && u.why != nil {
+		why = errors.Join(u.why, why)
+	}
+	rt.unreconciled[id] = unreconciled{state: st, why: why}
+	rt.mu.Unlock()
+	rt.log.Warn("sandbox taken out of service", "sandbox", id, "err", why)
 }
 
 // SandboxInfo is one line of Sandboxes.
@@ -350,8 +417,10 @@ type SandboxInfo struct {
 	Adopted   bool
 	Processes []string
 	Reserved  time.Time
-	// Unreconciled: recovery could not observe it; it is refused for work.
+	// Unreconciled: recovery could not observe it or fold its journal, or
+	// its actor failed; it is refused for work. Why says which.
 	Unreconciled bool
+	Why          string `json:",omitempty"`
 }
 
 // Sandboxes lists the live sandboxes (made or recovered by this runtime),
@@ -362,22 +431,25 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 	for _, sb := range rt.sandboxes {
 		mine = append(mine, sb)
 	}
-	var out []SandboxInfo
-	for _, s := range rt.unreconciled {
-		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Reserved: s.Reserved, Unreconciled: true})
-	}
 	rt.mu.Unlock()
+	var out []SandboxInfo
 	for _, sb := range mine {
 		snap, err := sb.inspect(ctx)
 		if err != nil {
-			if spec.IsCode(err, spec.CodeNotFound) {
-				continue // removed meanwhile
+			if spec.IsCode(err, spec.CodeNotFound) || spec.IsCode(err, spec.CodeUnreconciled) {
+				continue // removed meanwhile, or out of service: listed below
 			}
 			return nil, err
 		}
 		s := snap.State
 		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Adopted: s.Adopted, Processes: snap.Processes, Reserved: s.Reserved})
 	}
+	rt.mu.Lock()
+	for _, u := range rt.unreconciled {
+		s := u.state
+		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Reserved: s.Reserved, Unreconciled: true, Why: u.why.Error()})
+	}
+	rt.mu.Unlock()
 	sort.Slice(out, func(i, k int) bool { return out[i].Reserved.Before(out[k].Reserved) })
 	return out, nil
 }

@@ -77,19 +77,27 @@ func (d Deps) WithDefaults() Deps {
 // the Docker call an intent announces only after Record returns nil, and
 // tell nobody of a fact before Record returns.
 func (d *Deps) Record(kind journal.Kind, id, parent string, ev lifecycle.Event) (journal.Event, error) {
+	return d.append(journal.Record{Key: journal.Key{Kind: kind, ID: id}, Parent: parent}, ev)
+}
+
+// RecordAfter is Record for an actor that folds the stream it writes: the
+// event goes in only right after sequence after (the last event the actor
+// applied; 0 for a new stream). An append whose outcome was unknown (its
+// wait timed out) can so be retried safely: if it did land, the retry
+// returns the stored event instead of journaling the transition twice.
+func (d *Deps) RecordAfter(kind journal.Kind, id, parent string, after uint64, ev lifecycle.Event) (journal.Event, error) {
+	return d.append(journal.Record{Key: journal.Key{Kind: kind, ID: id}, Parent: parent, Sequenced: true, After: after}, ev)
+}
+
+func (d *Deps) append(rec journal.Record, ev lifecycle.Event) (journal.Event, error) {
 	typ, payload, err := lifecycle.Encode(ev)
 	if err != nil {
 		return journal.Event{}, err
 	}
+	rec.Type, rec.Payload, rec.Terminal = typ, payload, lifecycle.Terminal(ev)
 	ctx, cancel := context.WithTimeout(context.Background(), d.Config.JournalTimeout)
 	defer cancel()
-	evs, err := d.Journal.Append(ctx, journal.Record{
-		Key:      journal.Key{Kind: kind, ID: id},
-		Parent:   parent,
-		Type:     typ,
-		Payload:  payload,
-		Terminal: lifecycle.Terminal(ev),
-	})
+	evs, err := d.Journal.Append(ctx, rec)
 	if err != nil {
 		return journal.Event{}, err
 	}

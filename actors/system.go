@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"path"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -25,8 +26,11 @@ type System struct {
 }
 
 // NewSystem starts an actor system that logs through log (quiet when nil) and
-// spawns the runtime supervisor.
-func NewSystem(log *slog.Logger) (*System, error) {
+// spawns the runtime supervisor. childFailed (if set) hears of every actor
+// spawned with Spawn that panicked and was stopped, by the name it was
+// spawned with, so the runtime can take what it ran out of service instead
+// of losing track of it.
+func NewSystem(log *slog.Logger, childFailed func(name string, reason any)) (*System, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -39,10 +43,12 @@ func NewSystem(log *slog.Logger) (*System, error) {
 		case *actor.SupervisorEvent:
 			log.Warn("actor failed", "actor", e.Child.GetId(), "directive", e.Directive.String(), "reason", fmt.Sprint(e.Reason))
 		case *actor.DeadLetterEvent:
-			log.Debug("dead letter", "to", e.PID.GetId(), "message", fmt.Sprintf("%T", e.Message))
+			// A message to an actor that is gone: a reply nobody waits for,
+			// or a request that will never be answered.
+			log.Warn("dead letter", "to", e.PID.GetId(), "message", fmt.Sprintf("%T", e.Message))
 		}
 	})
-	props := actor.PropsFromProducer(func() actor.Actor { return &supervisor{done: s.rootDone} },
+	props := actor.PropsFromProducer(func() actor.Actor { return &supervisor{done: s.rootDone, childFailed: childFailed} },
 		actor.WithSupervisor(FailureStrategy()))
 	root, err := s.sys.Root.SpawnNamed(props, "runtime")
 	if err != nil {
@@ -93,7 +99,10 @@ type spawned struct {
 }
 
 // supervisor is the runtime's root actor: it parents the sandbox actors.
-type supervisor struct{ done chan struct{} }
+type supervisor struct {
+	done        chan struct{}
+	childFailed func(name string, reason any)
+}
 
 func (a *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -103,6 +112,10 @@ func (a *supervisor) Receive(ctx actor.Context) {
 			err = spec.Wrap(spec.CodeConflict, "actors", err, "spawning %s", m.name)
 		}
 		m.reply <- spawned{pid: pid, err: err}
+	case ChildFailed:
+		if a.childFailed != nil {
+			a.childFailed(path.Base(m.Child.GetId()), m.Reason)
+		}
 	case *actor.Stopped:
 		close(a.done)
 	}

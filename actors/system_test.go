@@ -60,7 +60,7 @@ func (p *parent) Receive(ctx actor.Context) {
 // logger at Warn — protoactor alone logs it only at Info.
 func TestFailureStrategy(t *testing.T) {
 	var logs syncBuffer
-	sys, err := actors.NewSystem(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	sys, err := actors.NewSystem(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestFailureStrategy(t *testing.T) {
 }
 
 func TestSpawnNameClash(t *testing.T) {
-	sys, err := actors.NewSystem(nil)
+	sys, err := actors.NewSystem(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +106,66 @@ func TestSpawnNameClash(t *testing.T) {
 	}
 	if _, err := sys.Spawn(props, "same"); err == nil {
 		t.Fatal("a second actor with the same name was spawned")
+	}
+}
+
+// TestRootHearsFailedActor: an actor spawned under the runtime supervisor
+// that panics is reported to the system's owner by its name, so the runtime
+// can take its sandbox out of service instead of losing track of it.
+func TestRootHearsFailedActor(t *testing.T) {
+	type failure struct {
+		name   string
+		reason any
+	}
+	failed := make(chan failure, 1)
+	sys, err := actors.NewSystem(nil, func(name string, reason any) { failed <- failure{name, reason} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Shutdown(10 * time.Second)
+	pid, err := sys.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if s, ok := c.Message().(string); ok && s == "boom" {
+			panic("boom")
+		}
+	}), "sandbox-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys.Send(pid, "boom")
+	select {
+	case f := <-failed:
+		if f.name != "sandbox-x" || f.reason != "boom" {
+			t.Fatalf("told %+v", f)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runtime was not told its actor failed")
+	}
+}
+
+// TestDeadLetterWarns: a message to an actor that is gone reaches the
+// caller's logger at Warn with its type: a request nobody will answer.
+func TestDeadLetterWarns(t *testing.T) {
+	var logs syncBuffer
+	sys, err := actors.NewSystem(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Shutdown(10 * time.Second)
+	type lostRequest struct{}
+	pid, err := sys.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*actor.Started); ok {
+			c.Stop(c.Self())
+		}
+	}), "short-lived")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "lostRequest") && time.Now().Before(deadline) {
+		sys.Send(pid, lostRequest{})
+		time.Sleep(10 * time.Millisecond)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "dead letter") || !strings.Contains(out, "lostRequest") {
+		t.Fatalf("no dead letter warning:\n%s", out)
 	}
 }

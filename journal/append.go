@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -21,6 +22,9 @@ type request struct {
 	recs   []Record
 	envs   [][]byte
 	events []Event
+	// stored[i]: record i is already in its stream (a retried Sequenced
+	// record); apply skips it.
+	stored []bool
 	err    error
 	done   chan struct{}
 }
@@ -179,6 +183,9 @@ type streamState struct {
 	// bucket is the stream's bucket once opened or created in this
 	// transaction, so apply does not look it up again.
 	bucket *bbolt.Bucket
+	// pending is the envelope of the last record this request's check gave
+	// a sequence, not yet applied.
+	pending []byte
 }
 
 // txState reads stream state inside the committer's transaction.
@@ -226,6 +233,7 @@ func (s *txState) check(r *request, local map[Key]*streamState) (reqErr, txErr e
 	const op = "journal.append"
 	clear(local)
 	r.events = make([]Event, len(r.recs))
+	r.stored = make([]bool, len(r.recs))
 	for i, rec := range r.recs {
 		st, ok := local[rec.Key]
 		if !ok {
@@ -235,6 +243,17 @@ func (s *txState) check(r *request, local map[Key]*streamState) (reqErr, txErr e
 			}
 			st = &v
 			local[rec.Key] = st
+		}
+		if rec.Sequenced && st.lastSeq != rec.After {
+			ev, same, err := s.sameAsLast(st, rec)
+			if err != nil {
+				return nil, err
+			}
+			if !same {
+				return spec.Wrap(spec.CodeConflict, op, ErrSequence, "record %d: %s is at seq %d, not %d", i, rec.Key, st.lastSeq, rec.After), nil
+			}
+			r.events[i], r.stored[i] = ev, true
+			continue
 		}
 		switch {
 		case st.terminal:
@@ -250,15 +269,40 @@ func (s *txState) check(r *request, local map[Key]*streamState) (reqErr, txErr e
 		}
 		st.lastSeq++
 		st.terminal = rec.Terminal
+		st.pending = r.envs[i]
 		r.events[i] = Event{Key: rec.Key, Seq: st.lastSeq, Type: rec.Type, Version: EnvelopeVersion,
 			Payload: rec.Payload, Terminal: rec.Terminal}
 	}
 	return nil, nil
 }
 
+// sameAsLast reports whether rec is already the stream's last event, at
+// rec.After+1: a retry of an append that did land. It returns that event.
+func (s *txState) sameAsLast(st *streamState, rec Record) (Event, bool, error) {
+	if !st.exists || st.lastSeq != rec.After+1 {
+		return Event{}, false, nil
+	}
+	stored := st.pending
+	if stored == nil {
+		stored = st.bucket.Get(seqKey(st.lastSeq))
+	}
+	old, err := decodeEnvelope(stored)
+	if err != nil {
+		return Event{}, false, fmt.Errorf("stream %s seq %d: %w", rec.Key, st.lastSeq, err)
+	}
+	if string(old.typ) != rec.Type || old.terminal != rec.Terminal || !bytes.Equal(old.payload, rec.Payload) {
+		return Event{}, false, nil
+	}
+	return Event{Key: rec.Key, Seq: st.lastSeq, Type: rec.Type, Version: old.version, Time: unixTime(old.time),
+		Payload: rec.Payload, Terminal: rec.Terminal}, true, nil
+}
+
 // apply writes r's checked records.
 func (s *txState) apply(r *request, local map[Key]*streamState) error {
 	for i, rec := range r.recs {
+		if r.stored[i] {
+			continue
+		}
 		ev := &r.events[i]
 		st := local[rec.Key]
 		sb := st.bucket
@@ -323,7 +367,9 @@ func (j *Journal) commit(batch []*request) {
 			r.events = nil
 		} else {
 			for i := range r.events {
-				r.events[i].Time = unixTime(envTime(r.envs[i]))
+				if !r.stored[i] {
+					r.events[i].Time = unixTime(envTime(r.envs[i]))
+				}
 			}
 		}
 		close(r.done)

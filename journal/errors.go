@@ -38,6 +38,11 @@ var (
 	// invalid_argument.
 	ErrTerminal = errors.New("journal: stream is terminal")
 
+	// ErrSequence is the cause when a Sequenced record finds its stream at
+	// another position than After (and its last event is not this record).
+	// Nothing of that call is written. Code conflict.
+	ErrSequence = errors.New("journal: stream is not at the expected sequence")
+
 	// ErrClosed is the cause when a Journal is used after Close. Code journal.
 	ErrClosed = errors.New("journal: closed")
 

@@ -63,6 +63,15 @@ type Record struct {
 	// process): it leaves the live index, enters the retention index, and the
 	// stream accepts no more events.
 	Terminal bool
+	// Sequenced makes the append conditional on the stream's position, so
+	// a retry of an append whose outcome was unknown can never store the
+	// event twice: the stream's last sequence must be After (0: the stream
+	// does not exist yet). If instead the stream's last event is at After+1
+	// and is this very record (type, terminal flag and payload), an earlier
+	// call stored it: nothing is written and that event is returned.
+	// Anything else fails with conflict (cause ErrSequence).
+	Sequenced bool
+	After     uint64
 }
 
 // Event is a stored event.

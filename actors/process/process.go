@@ -169,7 +169,7 @@ func (a *processActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
 
 // record journals ev for this process and folds it.
 func (a *processActor) record(ev lifecycle.Event) error {
-	e, err := a.deps.Record(journal.KindProcess, a.p.ID, a.p.Sandbox.ID, ev)
+	e, err := a.deps.RecordAfter(journal.KindProcess, a.p.ID, a.p.Sandbox.ID, a.state.Seq, ev)
 	if err != nil {
 		return err
 	}

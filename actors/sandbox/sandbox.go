@@ -171,7 +171,7 @@ type sandboxActor struct {
 func (a *sandboxActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
 
 func (a *sandboxActor) record(ev lifecycle.Event) error {
-	e, err := a.deps.Record(journal.KindSandbox, a.p.ID, "", ev)
+	e, err := a.deps.RecordAfter(journal.KindSandbox, a.p.ID, "", a.state.Seq, ev)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,206 @@
+package stockade_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/actors"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// uncertainJournal stores the first append of type typ and then reports it
+// as Append does when its wait for the commit timed out: the caller cannot
+// tell whether it is durable.
+type uncertainJournal struct {
+	actors.Journal
+	typ  string
+	done atomic.Bool
+}
+
+func (u *uncertainJournal) Append(ctx context.Context, recs ...journal.Record) ([]journal.Event, error) {
+	evs, err := u.Journal.Append(ctx, recs...)
+	if err == nil && recs[0].Type == u.typ && u.done.CompareAndSwap(false, true) {
+		return nil, spec.Errorf(spec.CodeCancelled, "journal.append", "stopped waiting: the append may or may not be durable")
+	}
+	return evs, err
+}
+
+// TestRetriedAppendJournalsOnce: a stop whose stopping intent landed but was
+// reported uncertain is retried; the transition is journaled once, and the
+// next Open folds the stream.
+func TestRetriedAppendJournalsOnce(t *testing.T) {
+	defer stockade.WrapJournal(func(j actors.Journal) actors.Journal {
+		return &uncertainJournal{Journal: j, typ: lifecycle.SandboxStopping{}.Type()}
+	})()
+	f := newFake(t)
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := openFake(t, f, path)
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Stop(ctx); !spec.IsCode(err, spec.CodeCancelled) {
+		t.Fatalf("first stop: %v, want the uncertain append's error", err)
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatalf("retried stop: %v", err)
+	}
+	hist, err := rt.History(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopping := 0
+	for _, e := range hist {
+		if e.Type == "sandbox.stopping" {
+			stopping++
+		}
+	}
+	if stopping != 1 {
+		t.Fatalf("%d stopping events journaled, want 1", stopping)
+	}
+	rt.Close()
+	rt = openFake(t, f, path)
+	if st, err := stockade.FoldSandbox(rt, sb.ID()); err != nil || st.Phase != lifecycle.PhaseExited {
+		t.Fatalf("after reopen: %s %v", st.Phase, err)
+	}
+}
+
+// TestReplaySkipsARepeatedFact: a journal written before appends were
+// sequenced may hold one transition twice; replay skips the repeat instead
+// of failing the stream, and a different illegal event still fails it.
+func TestReplaySkipsARepeatedFact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	j, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	k := journal.Key{Kind: journal.KindSandbox, ID: "sb1"}
+	for _, ev := range []lifecycle.Event{
+		lifecycle.SandboxReserved{Spec: spec.Sandbox{Lifetime: spec.Kept}}, lifecycle.SandboxCreated{Workload: "w"}, lifecycle.SandboxStarted{},
+		lifecycle.SandboxStopping{Reason: lifecycle.ReasonStopped}, lifecycle.SandboxStopping{Reason: lifecycle.ReasonStopped},
+	} {
+		appendEvent(t, j, k, ev)
+	}
+	st, err := stockade.ReplaySandbox(j, "sb1", 0)
+	if err != nil || st.Phase != lifecycle.PhaseStopping || st.Seq != 5 {
+		t.Fatalf("replay: %s seq %d %v, want stopping at seq 5", st.Phase, st.Seq, err)
+	}
+	appendEvent(t, j, k, lifecycle.SandboxStopping{Reason: lifecycle.ReasonTimeout})
+	if _, err := stockade.ReplaySandbox(j, "sb1", 0); err == nil || !strings.Contains(err.Error(), "illegal transition") {
+		t.Fatalf("a different illegal event: %v, want an illegal transition", err)
+	}
+}
+
+func appendEvent(t *testing.T, j *journal.Journal, k journal.Key, ev lifecycle.Event) {
+	t.Helper()
+	typ, payload, err := lifecycle.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := ""
+	if r, ok := ev.(lifecycle.ProcessReserved); ok {
+		parent = r.Sandbox
+	}
+	if _, err := j.Append(context.Background(), journal.Record{Key: k, Parent: parent, Type: typ, Payload: payload, Terminal: lifecycle.Terminal(ev)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOpenToleratesUnfoldableStreams: a kept sandbox whose stream does not
+// fold, and one whose process's stream does not, are listed unreconciled
+// with the fold error and refused; the healthy sandbox recovers and runs.
+func TestOpenToleratesUnfoldableStreams(t *testing.T) {
+	f := newFake(t)
+	f.Script = script()
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := openFake(t, f, path)
+	ctx := context.Background()
+	var ids []string
+	for range 3 {
+		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sb.ID())
+	}
+	rt.Close()
+	j, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ids[0]: a created fact after started; ids[1]: a process whose stream
+	// starts without its reservation.
+	appendEvent(t, j, journal.Key{Kind: journal.KindSandbox, ID: ids[0]}, lifecycle.SandboxCreated{Workload: "w"})
+	pk := journal.Key{Kind: journal.KindProcess, ID: "p-broken"}
+	typ, payload, _ := lifecycle.Encode(lifecycle.ProcessStarted{Group: 7})
+	if _, err := j.Append(ctx, journal.Record{Key: pk, Parent: ids[1], Type: typ, Payload: payload}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+
+	rt = openFake(t, f, path)
+	lines := map[string]stockade.RecoveredSandbox{}
+	for _, s := range rt.Recovery().Sandboxes {
+		lines[s.ID] = s
+	}
+	for _, id := range ids[:2] {
+		l := lines[id]
+		if l.Decision != stockade.Unreconciled || !strings.Contains(l.Error, "illegal transition") {
+			t.Errorf("sandbox %s: %+v, want unreconciled with the fold error", id, l)
+		}
+		if _, err := rt.Sandbox(id); !spec.IsCode(err, spec.CodeUnreconciled) {
+			t.Errorf("Sandbox(%s): %v, want unreconciled", id, err)
+		}
+	}
+	if l := lines[ids[2]]; l.Decision != "re-adopt" {
+		t.Fatalf("healthy sandbox: %+v", l)
+	}
+	list, err := rt.Sandboxes(ctx)
+	if err != nil || len(list) != 3 {
+		t.Fatalf("listed %d: %v", len(list), err)
+	}
+	sb, err := rt.Sandbox(ids[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("healthy sandbox's process: %+v %v", res, err)
+	}
+}
+
+// TestFailedSandboxActorIsUnreconciled: a sandbox actor that panics (a bug
+// of ours) takes its sandbox out of service: listed, refused, its state
+// still readable with an error — never silently dropped.
+func TestFailedSandboxActorIsUnreconciled(t *testing.T) {
+	f := newFake(t)
+	rt := openFake(t, f, "")
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stockade.BreakSandboxActor(sb)
+	waitFor(t, "the sandbox taken out of service", func() bool {
+		_, err := rt.Sandbox(sb.ID())
+		return spec.IsCode(err, spec.CodeUnreconciled)
+	})
+	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"true"}}); !spec.IsCode(err, spec.CodeUnreconciled) {
+		t.Fatalf("start: %v, want unreconciled", err)
+	}
+	st, err := sb.State(ctx)
+	if !spec.IsCode(err, spec.CodeUnreconciled) || st.Phase != lifecycle.PhaseStarted {
+		t.Fatalf("State: %s %v, want started with unreconciled", st.Phase, err)
+	}
+	list, err := rt.Sandboxes(ctx)
+	if err != nil || len(list) != 1 || !list[0].Unreconciled || !strings.Contains(list[0].Why, "failed") {
+		t.Fatalf("Sandboxes: %+v %v", list, err)
+	}
+}
