@@ -2,8 +2,8 @@ package stockade
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"io"
 	"sort"
 	"time"
