@@ -57,22 +57,38 @@
 // running runtime, ask that runtime for a consistent copy (CopyTo, a bbolt read
 // transaction written out) and open the copy read-only.
 //
+// # Copies are never a second runtime
+//
+// A copy holds the original's owner id, which labels every Docker resource
+// the original's runtime makes. A runtime on a copy would take the sandboxes
+// the original made after the copy for orphans and remove them. So CopyTo and
+// CopyFile mark every copy (meta keys copy_of and copied_at, below), and a
+// writable Open of a marked file fails with identity_mismatch, cause ErrCopy,
+// touching nothing; read-only opens (Read, Live, Export, Verify, CopyTo) work
+// as on any journal. The journal copied from is never marked. A copy of a
+// copy, and Compact of a copy, keep the first marker. Restore (the CLI's
+// "stockade journal restore COPY DEST") writes a copy to a new file without
+// the marker, for an operator who means to resume from a backup once the
+// original will never run again.
+//
 // # File format (schema version 1)
 //
 // The bucket tree:
 //
-//	meta/                        identity and format
-//	    schema   -> "1"          schema version, ASCII decimal
-//	    owner    -> owner id     NewID: ms time + 96 random bits, base32 lowercase (29 chars)
-//	    daemon   -> daemon id    Docker /info ID; absent until BindDaemon
-//	    created  -> RFC 3339     creation time (informational)
-//	streams/                     one bucket per kind, one sub-bucket per entity
+//	meta/                          identity and format
+//	    schema    -> "1"           schema version, ASCII decimal
+//	    owner     -> owner id      NewID: ms time + 96 random bits, base32 lowercase (29 chars)
+//	    daemon    -> daemon id     Docker /info ID; absent until BindDaemon
+//	    created   -> RFC 3339      creation time (informational)
+//	    copy_of   -> path          only in a copy: absolute path of the journal copied
+//	    copied_at -> RFC 3339      only in a copy: when it was copied (informational)
+//	streams/                       one bucket per kind, one sub-bucket per entity
 //	    sandbox/<id>/<seq> -> envelope
 //	    process/<id>/<seq> -> envelope
 //	    runtime/<id>/<seq> -> envelope
-//	live/                        index of non-terminal entities
+//	live/                          index of non-terminal entities
 //	    <kind> "/" <id> -> live entry
-//	terminal/                    retention index of terminal entities
+//	terminal/                      retention index of terminal entities
 //	    <ended> <kind> "/" <id> -> (empty)
 //
 // <seq> is a big-endian uint64 (8 bytes), from 1. <ended> is the time of the
@@ -117,6 +133,11 @@
 // a closed journal into a new, smaller file. After Retain an entity's id is
 // forgotten: appending to it again would start a new stream at sequence 1
 // (ids are random, so only a bug would do that).
+//
+// The copy marker is keyed by the presence of copy_of, whatever its value. It
+// did not change the schema version: a file without it reads as before, and
+// the marker is only ever in copies. A build older than the marker ignores it
+// and would open a copy writable, so copies are safe from this build on.
 //
 // Schema version 1 is the first; there are no migrations yet. A later version
 // adds an ordered migration step (with its test) and bumps SchemaVersion.

@@ -29,6 +29,16 @@ var (
 	// stockade meta bucket, or is not a bbolt file at all. Code journal.
 	ErrNotJournal = errors.New("journal: not a stockade journal")
 
+	// ErrCopy is the cause when a writable Open meets a copy made by CopyTo
+	// or CopyFile. A copy carries the original's owner id, so a runtime on it
+	// would remove the original's newer sandboxes as orphans: it opens only
+	// read-only, or becomes a journal again through Restore. The error names
+	// the file, the original's path and when the copy was taken; the file is
+	// untouched. Code identity_mismatch: like an owner mismatch, the file's
+	// identity is not that of a runtime's journal (nothing is corrupt, and
+	// retrying cannot help).
+	ErrCopy = errors.New("journal: file is a copy of a journal")
+
 	// ErrInconsistent is the cause Verify returns when the indexes disagree
 	// with the streams or a stream has a gap. Code journal.
 	ErrInconsistent = errors.New("journal: index disagrees with streams")

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -250,24 +252,116 @@ func (j *Journal) Export(w io.Writer, key *Key) error {
 	return nil
 }
 
-// CopyTo writes a consistent copy of the whole journal file to w (a bbolt
-// read transaction, so appends continue meanwhile) and returns the bytes
-// written. The copy opens with Open like any journal (same owner).
+// CopyTo writes a consistent copy of the whole journal file to w and returns
+// the bytes written. The copy is marked as one (see CopyInfo): Open takes it
+// read-only only, and Restore turns it back into a journal. The journal
+// itself is never marked.
+//
+// The marker has to be inside the bytes, and a read transaction cannot
+// change them, so the snapshot (a bbolt read transaction: appends continue
+// meanwhile) goes to a temporary file beside the journal (or in
+// os.TempDir if that directory is not writable), is marked there in its own
+// transaction, and is then streamed to w; that needs free space for one copy.
+// A journal that is already a copy is streamed directly: its marker is in it.
+// To write a copy to a file, CopyFile is simpler and durable.
 func (j *Journal) CopyTo(w io.Writer) (int64, error) {
 	const op = "journal.copy"
 	if err := j.usable(op, false); err != nil {
 		return 0, err
 	}
-	var n int64
-	err := j.view(op, func(tx *bbolt.Tx) error {
-		var err error
-		n, err = tx.WriteTo(w)
-		if err != nil {
-			return userErr{errJournal(op, err, "copy %s", j.path)}
+	if j.copyOf != nil {
+		var n int64
+		err := j.view(op, func(tx *bbolt.Tx) error {
+			var err error
+			if n, err = tx.WriteTo(w); err != nil {
+				return userErr{errJournal(op, err, "copy %s", j.path)}
+			}
+			return nil
+		})
+		return n, err
+	}
+	pattern := "." + filepath.Base(j.path) + ".copy-*"
+	tmp, err := os.CreateTemp(filepath.Dir(j.path), pattern)
+	if err != nil {
+		if tmp, err = os.CreateTemp("", pattern); err != nil {
+			return 0, errJournal(op, err, "create a temporary copy of %s", j.path)
 		}
-		return nil
-	})
-	return n, err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := j.markedCopy(op, tmp); err != nil {
+		return 0, err
+	}
+	f, err := os.Open(tmp.Name())
+	if err != nil {
+		return 0, errJournal(op, err, "reopen the copy of %s", j.path)
+	}
+	defer f.Close()
+	n, err := io.Copy(w, f)
+	if err != nil {
+		return n, errJournal(op, err, "copy %s", j.path)
+	}
+	return n, nil
+}
+
+// CopyFile writes a consistent, marked copy of the whole journal (as CopyTo)
+// to the new file dst and returns its size. dst must not exist: it is never
+// overwritten (least of all by a copy of itself). The copy is written and
+// marked beside dst, fsynced, then linked into place and the directory
+// fsynced, so a crash leaves either no dst or a complete, marked one.
+//
+// Errors: invalid_argument (dst exists, cause fs.ErrExist), journal (I/O,
+// ErrClosed).
+func (j *Journal) CopyFile(dst string) (int64, error) {
+	const op = "journal.copy"
+	if err := j.usable(op, false); err != nil {
+		return 0, err
+	}
+	if dst == "" {
+		return 0, errInvalid(op, "empty destination path")
+	}
+	if abs, err := filepath.Abs(dst); err == nil {
+		dst = abs
+	}
+	if err := refuseExisting(op, dst); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return 0, errJournal(op, err, "create directory for %s", dst)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".copy-*")
+	if err != nil {
+		return 0, errJournal(op, err, "create a file beside %s", dst)
+	}
+	defer os.Remove(tmp.Name())
+	n, err := j.markedCopy(op, tmp)
+	if err != nil {
+		return 0, err
+	}
+	if err := publish(op, tmp.Name(), dst); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// markedCopy snapshots the journal into tmp (closing it), marks the copy
+// unless the journal is a copy already (then it keeps the first marker: its
+// data are still that journal's at that time), and returns the copy's size.
+func (j *Journal) markedCopy(op string, tmp *os.File) (int64, error) {
+	ci := CopyInfo{Of: j.path, At: j.now().UTC()}
+	marked, err := j.snapshot(op, tmp)
+	if err != nil {
+		return 0, err
+	}
+	if !marked {
+		if err := markCopy(tmp.Name(), ci); err != nil {
+			return 0, errJournal(op, err, "mark the copy of %s", j.path)
+		}
+	}
+	fi, err := os.Stat(tmp.Name())
+	if err != nil {
+		return 0, errJournal(op, err, "copy %s", j.path)
+	}
+	return fi.Size(), nil
 }
 
 // Verify checks the whole file: bbolt's own page consistency, every record
