@@ -704,14 +704,5 @@ func publish(op, tmp, dst string) error {
 	if err := os.Remove(tmp); err != nil {
 		return errJournal(op, err, "remove %s", tmp)
 	}
-	dir := filepath.Dir(dst)
-	d, err := os.Open(dir)
-	if err != nil {
-		return errJournal(op, err, "sync %s", dir)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return errJournal(op, err, "sync %s", dir)
-	}
-	return nil
+	return syncDir(op, filepath.Dir(dst))
 }

@@ -107,7 +107,7 @@ func Compact(src, dst string) (err error) {
 			_ = os.Remove(dst)
 			return
 		}
-		err = syncDir(filepath.Dir(dst))
+		err = syncDir(op, filepath.Dir(dst))
 	}()
 	if err := bbolt.Compact(ddb, sj.db, 64<<20); err != nil {
 		return errJournal(op, err, "compact %s into %s", src, dst)
@@ -115,14 +115,16 @@ func Compact(src, dst string) (err error) {
 	return nil
 }
 
-func syncDir(dir string) error {
+// syncDir fsyncs a directory, so a name just given to a file survives a
+// crash.
+func syncDir(op, dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return errJournal("journal.compact", err, "sync %s", dir)
+		return errJournal(op, err, "sync %s", dir)
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return errJournal("journal.compact", err, "sync %s", dir)
+		return errJournal(op, err, "sync %s", dir)
 	}
 	return nil
 }
