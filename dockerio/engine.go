@@ -57,6 +57,11 @@ type Engine interface {
 	ReadGroup(ctx context.Context, sb Sandbox, processID string) (int, error)
 	// SignalGroup sends sig to the process group pgid from a second exec.
 	SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig syscall.Signal) error
+	// OOMKills reads the sandbox memory cgroup's count of OOM kills (-1
+	// when the kernel does not expose it). Compared with the count at a
+	// process's start (Attachment.OOMKills), it tells whether a SIGKILL the
+	// process died of can be the OOM killer's.
+	OOMKills(ctx context.Context, sb Sandbox) (int64, error)
 
 	// PutArchive extracts a tar stream into /workspace through the export
 	// container; entries are owned by the sandbox's uid:gid.
@@ -74,9 +79,11 @@ type Engine interface {
 	InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error)
 	// RemoveOwned removes one listed resource (an orphan).
 	RemoveOwned(ctx context.Context, r Resource) error
-	// Events streams the die and oom events of the owner's containers
-	// since the given time (zero: from now) until ctx ends; the error
-	// channel reports a broken stream.
+	// Events streams the die and exec_die events of the owner's
+	// containers since the given time (zero: from now) until ctx ends; the
+	// error channel reports a broken stream. A slow reader can miss events
+	// (the daemon drops them for it), and a resubscription replays only
+	// the daemon's recent ones: confirm by inspecting after a gap.
 	Events(ctx context.Context, owner string, since time.Time) (<-chan ContainerEvent, <-chan error)
 }
 
@@ -93,6 +100,9 @@ type Attachment interface {
 	CloseStdin() error
 	// Group is the process group id the process wrote before exec'ing.
 	Group() int
+	// OOMKills is the sandbox's OOM kill count when the process started
+	// (-1 when unreadable).
+	OOMKills() int64
 	Close() error
 }
 

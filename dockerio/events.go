@@ -9,20 +9,30 @@ import (
 	"github.com/docker/docker/api/types/filters"
 )
 
-// ContainerEvent is a die or oom event of one of an owner's containers.
+// The event actions Events delivers.
+const (
+	ActionDie     = "die"      // a container stopped
+	ActionExecDie = "exec_die" // an exec in a container ended
+)
+
+// ContainerEvent is a die or exec_die event of one of an owner's containers.
 type ContainerEvent struct {
-	Action    string // "die" or "oom"
+	Action    string // ActionDie or ActionExecDie
 	Container string
 	Sandbox   string
 	Role      Role
-	// ExitCode is the die event's exit code (-1 for oom or when absent).
+	// ExecID is the exec_die event's exec.
+	ExecID string
+	// ExitCode is the event's exit code (-1 when absent). For exec_die it
+	// is 127 when the exec was gone: confirm by InspectExec.
 	ExitCode int
 	// Time is when the daemon saw it.
 	Time time.Time
 }
 
-// Events streams the die and oom events of the owner's containers until ctx
-// ends. The error channel receives one error if the stream breaks (the
+// Events streams the die and exec_die events of the owner's containers
+// until ctx ends. (OOM kills are read from the memory cgroup's counter
+// instead: on cgroup v1 the oom event names no process.) The error channel receives one error if the stream breaks (the
 // daemon restarted, say); the caller subscribes again.
 func (a *Adapter) Events(ctx context.Context, owner string, since time.Time) (<-chan ContainerEvent, <-chan error) {
 	out := make(chan ContainerEvent)
@@ -36,8 +46,8 @@ func (a *Adapter) Events(ctx context.Context, owner string, since time.Time) (<-
 	f := filters.NewArgs(
 		filters.Arg("type", string(events.ContainerEventType)),
 		filters.Arg("label", LabelOwner+"="+owner),
-		filters.Arg("event", string(events.ActionDie)),
-		filters.Arg("event", string(events.ActionOOM)),
+		filters.Arg("event", ActionDie),
+		filters.Arg("event", ActionExecDie),
 	)
 	opts := events.ListOptions{Filters: f}
 	if !since.IsZero() {
@@ -81,7 +91,10 @@ func containerEvent(m events.Message, owner string) (ContainerEvent, bool) {
 		return ContainerEvent{}, false
 	}
 	ev := ContainerEvent{Action: string(m.Action), Container: m.Actor.ID, Sandbox: attrs[LabelSandbox], Role: Role(attrs[LabelRole]), ExitCode: -1,
-		Time: time.Unix(0, m.TimeNano)}
+		ExecID: attrs["execID"], Time: time.Unix(0, m.TimeNano)}
+	if ev.Action == ActionExecDie && ev.ExecID == "" {
+		return ContainerEvent{}, false
+	}
 	if c, err := strconv.Atoi(attrs["exitCode"]); err == nil {
 		ev.ExitCode = c
 	}

@@ -25,8 +25,20 @@ import (
 const MultiplexedMediaType = "application/vnd.docker.multiplexed-stream"
 
 // groupMarker starts the line the exec wrapper prints on stdout, before it
-// execs the command, carrying the process group id. AttachExec consumes it.
+// execs the command, carrying the process group id and the sandbox memory
+// cgroup's OOM kill count at the start (-1 when unreadable). AttachExec
+// consumes it.
 const groupMarker = "\x1estockade-pgid:"
+
+// oomFiles hold the memory cgroup's oom_kill counter as seen from inside a
+// sandbox with a private cgroup namespace: cgroup v1, then v2.
+const oomFiles = "/sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events"
+
+// oomScript sets o to the sandbox's OOM kill count, or -1, with shell
+// builtins only (read, [, for): no extra process.
+const oomScript = `o=-1
+for f in ` + oomFiles + `; do [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && o=$v; done <"$f"; done
+`
 
 // GroupFile is where the exec wrapper records a process's group id, in the
 // sandbox's /tmp tmpfs (it lives as long as the workload container does).
@@ -36,13 +48,15 @@ func GroupFile(processID string) string { return TmpDir + "/.stockade-" + proces
 // become the command. The exec'd process is already the leader of its own
 // session and process group (runc calls setsid for every process it starts);
 // the wrapper checks that instead of trusting it, writes the pgid to the
-// tmpfs, prints the marker line and execs "$@". Everything it uses (read,
-// [, echo, printf, exec) is a shell builtin: no extra process.
+// tmpfs, reads the OOM kill count (so a SIGKILL the process later dies of
+// can be told apart from the OOM killer's), prints the marker line and execs
+// "$@". Everything it uses (read, [, echo, printf, for, exec) is a shell
+// builtin: no extra process.
 func wrapperScript(processID string) string {
 	return `read -r _ _ _ _ g _ </proc/$$/stat || exit 125
 [ "$g" = "$$" ] || { echo "stockade-exec: exec failed: not a process group leader (pid $$, pgid $g)" >&2; exit 125; }
 echo $$ >` + GroupFile(processID) + ` || { echo "stockade-exec: exec failed: cannot record the process group" >&2; exit 125; }
-printf '` + groupMarker + `%s\n' $$
+` + oomScript + `printf '` + groupMarker + `%s %s\n' $$ "$o"
 exec "$@"`
 }
 
@@ -88,6 +102,7 @@ type attachment struct {
 	dec     *framing.Decoder
 	stdin   bool
 	group   int
+	oom     int64
 	pending []frame // output read while looking for the group marker
 	cur     frame
 	once    sync.Once
@@ -131,6 +146,8 @@ func (t *attachment) CloseStdin() error {
 }
 
 func (t *attachment) Group() int { return t.group }
+
+func (t *attachment) OOMKills() int64 { return t.oom }
 
 func (t *attachment) Close() error {
 	t.once.Do(func() { t.err = t.resp.Conn.Close() })
@@ -188,11 +205,11 @@ func (a *Adapter) AttachExec(ctx context.Context, sb Sandbox, execID string, req
 		}
 		if id == framing.Stdout && !stdoutSeen && bytes.HasPrefix(p, []byte(groupMarker)) {
 			line, rest, ok := bytes.Cut(p[len(groupMarker):], []byte("\n"))
-			pgid, perr := strconv.Atoi(string(line))
-			if !ok || perr != nil || pgid <= 1 {
+			pgid, oom, perr := parseMarker(string(line))
+			if !ok || perr != nil {
 				return nil, spec.Errorf(spec.CodeStreamFailure, "dockerio.exec", "exec %s: malformed group marker %q", execID, p)
 			}
-			t.group = pgid
+			t.group, t.oom = pgid, oom
 			if len(rest) > 0 {
 				t.pending = append(t.pending, frame{id, bytes.Clone(rest)})
 			}
@@ -213,6 +230,18 @@ func (a *Adapter) AttachExec(ctx context.Context, sb Sandbox, execID string, req
 		}
 		t.pending = append(t.pending, frame{id, bytes.Clone(p)})
 	}
+}
+
+// parseMarker reads the marker line's "pgid oom_kills".
+func parseMarker(line string) (pgid int, oom int64, err error) {
+	g, o, ok := strings.Cut(line, " ")
+	if pgid, err = strconv.Atoi(g); err != nil || !ok || pgid <= 1 {
+		return 0, 0, fmt.Errorf("bad group in %q", line)
+	}
+	if oom, err = strconv.ParseInt(o, 10, 64); err != nil || oom < -1 {
+		return 0, 0, fmt.Errorf("bad OOM kill count in %q", line)
+	}
+	return pgid, oom, nil
 }
 
 // startFailure builds the error for an exec whose output ended before the
@@ -255,12 +284,26 @@ func inspectExec(ctx context.Context, cli *client.Client, execID string) (ExecSt
 }
 
 // WaitExec polls InspectExec until the exec no longer runs (or is no longer
-// known), with a short back-off. The end of the output stream is not the
-// end of the process: call this after Next returned io.EOF.
+// known), with a short back-off. It is for an exec whose output has ended
+// (io.EOF), which has ended or is about to: the end of the output stream is
+// not quite the end of the process. The runtime's process actors do not
+// poll: they wait for Docker's exec_die event and inspect to confirm.
 func WaitExec(ctx context.Context, e Engine, execID string) (ExecState, error) {
+	return pollExec(ctx, e.InspectExec, execID)
+}
+
+// waitExec is WaitExec for the adapter's own short helper execs, bounded by
+// limit.
+func waitExec(ctx context.Context, cli *client.Client, execID string, limit time.Duration) (ExecState, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	return pollExec(ctx, func(ctx context.Context, id string) (ExecState, error) { return inspectExec(ctx, cli, id) }, execID)
+}
+
+func pollExec(ctx context.Context, inspect func(context.Context, string) (ExecState, error), execID string) (ExecState, error) {
 	delay := 500 * time.Microsecond
 	for {
-		st, err := e.InspectExec(ctx, execID)
+		st, err := inspect(ctx, execID)
 		if err != nil || !st.Running {
 			return st, err
 		}
@@ -275,22 +318,22 @@ func WaitExec(ctx context.Context, e Engine, execID string) (ExecState, error) {
 	}
 }
 
-func waitExec(ctx context.Context, cli *client.Client, execID string, limit time.Duration) (ExecState, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	delay := 500 * time.Microsecond
-	for {
-		st, err := inspectExec(ctx, cli, execID)
-		if err != nil || !st.Running {
-			return st, err
-		}
-		select {
-		case <-ctx.Done():
-			return st, translate(ctx.Err(), "dockerio.exec", "waiting for exec %s", execID)
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 50*time.Millisecond)
+// OOMKills reads the sandbox memory cgroup's OOM kill counter (-1 when the
+// kernel does not expose it), from a helper exec.
+func (a *Adapter) OOMKills(ctx context.Context, sb Sandbox) (int64, error) {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return 0, err
 	}
+	code, out, errOut, err := a.run(ctx, cli, sb, "/bin/sh", "-c", oomScript+`echo "$o"`)
+	if err != nil {
+		return 0, err
+	}
+	n, perr := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if code != 0 || perr != nil || n < -1 {
+		return 0, spec.Errorf(spec.CodeEngine, "dockerio.oom", "reading the OOM kill count of %s: exit %d, %q %q", sb.Workload, code, out, strings.TrimSpace(errOut))
+	}
+	return n, nil
 }
 
 // run executes a short helper command in the workload as the sandbox user

@@ -56,6 +56,9 @@ type FakeRun struct {
 	// StartFailure makes AttachExec fail with exec_failed (as Docker's
 	// exit 126/127 with text).
 	StartFailure string
+	// OOM makes the process end as the OOM killer ends one (after its
+	// output): SIGKILL (137), and the sandbox's OOM kill count goes up.
+	OOM bool
 }
 
 // FakeFrame is one frame of scripted output.
@@ -67,14 +70,17 @@ type FakeFrame struct {
 var _ Engine = (*Fake)(nil)
 
 type fakeSandbox struct {
-	sb      Sandbox
-	running bool
+	sb       Sandbox
+	oomKills int64
+	running  bool
 	exit    *ContainerExit
 	files   map[string][]byte // path under /workspace → content; dirs end in '/'
 }
 
 type fakeExec struct {
-	sb       string
+	sb       string // owner/id
+	owner    string
+	sandbox  string
 	req      ExecRequest
 	run      FakeRun
 	started  bool
@@ -259,7 +265,7 @@ func (f *Fake) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (str
 		run = f.Script(sb, req)
 	}
 	id := f.id("x")
-	f.execs[id] = &fakeExec{sb: sb.Owner + "/" + sb.ID, req: req, run: run, kill: make(chan struct{})}
+	f.execs[id] = &fakeExec{sb: sb.Owner + "/" + sb.ID, owner: sb.Owner, sandbox: sb.ID, req: req, run: run, kill: make(chan struct{})}
 	return id, nil
 }
 
@@ -274,6 +280,7 @@ type fakeAttachment struct {
 	out     *io.PipeReader
 	stdin   *io.PipeWriter
 	group   int
+	oom     int64
 	closeMu sync.Once
 }
 
@@ -290,7 +297,8 @@ func (t *fakeAttachment) CloseStdin() error {
 	}
 	return t.stdin.Close()
 }
-func (t *fakeAttachment) Group() int { return t.group }
+func (t *fakeAttachment) Group() int      { return t.group }
+func (t *fakeAttachment) OOMKills() int64 { return t.oom }
 func (t *fakeAttachment) Close() error {
 	t.closeMu.Do(func() {
 		t.out.CloseWithError(io.ErrClosedPipe)
@@ -323,10 +331,14 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 	}
 	f.next++
 	x.group = 100 + f.next
+	var oom int64
+	if s, ok := f.sandboxes[x.sb]; ok {
+		oom = s.oomKills
+	}
 	f.mu.Unlock()
 
 	pr, pw := io.Pipe()
-	t := &fakeAttachment{out: pr, group: x.group, dec: framing.NewDecoder(pr, framing.Options{FrameLimit: spec.DefaultFrameLimit, ChunkSize: spec.DefaultReceiveChunk})}
+	t := &fakeAttachment{out: pr, group: x.group, oom: oom, dec: framing.NewDecoder(pr, framing.Options{FrameLimit: spec.DefaultFrameLimit, ChunkSize: spec.DefaultReceiveChunk})}
 	var in *io.PipeReader
 	if req.Spec.Stdin {
 		in, t.stdin = io.Pipe()
@@ -368,12 +380,19 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 		default:
 		}
 		f.mu.Lock()
+		if x.run.OOM {
+			code = 128 + int(syscall.SIGKILL)
+			if s, ok := f.sandboxes[x.sb]; ok {
+				s.oomKills++
+			}
+		}
 		x.done, x.exitCode = true, code
 		f.mu.Unlock()
 		pw.CloseWithError(err)
 		if in != nil {
 			in.Close()
 		}
+		f.publish(x.owner, ContainerEvent{Action: ActionExecDie, Sandbox: x.sandbox, Role: RoleWorkload, ExecID: execID, ExitCode: code})
 	}()
 	return t, nil
 }
@@ -593,12 +612,18 @@ func (f *Fake) SetExited(sb Sandbox, exit ContainerExit) {
 	if ok {
 		s.running, s.exit = false, &exit
 	}
-	subs := append([]chan ContainerEvent(nil), f.subs[sb.Owner]...)
 	f.mu.Unlock()
 	if !ok {
 		return
 	}
-	ev := ContainerEvent{Action: "die", Container: s.sb.Workload, Sandbox: sb.ID, Role: RoleWorkload, ExitCode: exit.ExitCode}
+	f.publish(sb.Owner, ContainerEvent{Action: ActionDie, Container: s.sb.Workload, Sandbox: sb.ID, Role: RoleWorkload, ExitCode: exit.ExitCode})
+}
+
+// publish sends ev to the owner's Events subscribers.
+func (f *Fake) publish(owner string, ev ContainerEvent) {
+	f.mu.Lock()
+	subs := append([]chan ContainerEvent(nil), f.subs[owner]...)
+	f.mu.Unlock()
 	for _, c := range subs {
 		select {
 		case c <- ev:
@@ -607,11 +632,25 @@ func (f *Fake) SetExited(sb Sandbox, exit ContainerExit) {
 	}
 }
 
-// Events subscribes to the die events SetExited makes (the fake keeps no
-// history: since is ignored).
+// OOMKills reports the sandbox's count of processes ended with FakeRun.OOM.
+func (f *Fake) OOMKills(ctx context.Context, sb Sandbox) (int64, error) {
+	if err := f.enter(ctx, "OOMKills"); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.get(sb)
+	if err != nil {
+		return 0, err
+	}
+	return s.oomKills, nil
+}
+
+// Events subscribes to the die events SetExited makes and the exec_die
+// events of ending execs (the fake keeps no history: since is ignored).
 func (f *Fake) Events(ctx context.Context, owner string, since time.Time) (<-chan ContainerEvent, <-chan error) {
 	errc := make(chan error, 1)
-	c := make(chan ContainerEvent, 16)
+	c := make(chan ContainerEvent, 1024)
 	if err := f.enter(ctx, "Events"); err != nil {
 		errc <- err
 		close(c)

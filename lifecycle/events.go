@@ -83,8 +83,12 @@ type (
 		ExecID string `json:"exec_id"`
 	}
 	// ProcessStarted: the process runs as leader of process group Group.
+	// OOMKills is its sandbox's OOM kill count when it started (absent:
+	// unknown), so a SIGKILL it dies of can be laid at the OOM killer's
+	// door, also by a later runtime.
 	ProcessStarted struct {
-		Group int `json:"group"`
+		Group    int    `json:"group"`
+		OOMKills *int64 `json:"oom_kills,omitempty"`
 	}
 	// StdinClosed: the caller half-closed stdin.
 	StdinClosed struct{}

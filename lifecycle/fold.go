@@ -47,13 +47,15 @@ type Sandbox struct {
 
 // Process is a process's folded state.
 type Process struct {
-	ID          string
-	Phase       Phase
-	Sandbox     string
-	Spec        spec.Process
-	Deadline    time.Time
-	ExecID      string
-	Group       int
+	ID       string
+	Phase    Phase
+	Sandbox  string
+	Spec     spec.Process
+	Deadline time.Time
+	ExecID   string
+	Group    int
+	// OOMKills is the sandbox's OOM kill count at the start; -1 unknown.
+	OOMKills    int64
 	StdinClosed bool
 	QuotaHit    bool
 	Stopping    Reason
@@ -167,7 +169,10 @@ func ApplyProcess(p Process, seq uint64, at time.Time, ev Event) (Process, error
 		}
 	case ProcessStarted:
 		if ok = from == PhaseReserved && p.ExecID != ""; ok {
-			p.Phase, p.Group = PhaseStarted, e.Group
+			p.Phase, p.Group, p.OOMKills = PhaseStarted, e.Group, -1
+			if e.OOMKills != nil {
+				p.OOMKills = *e.OOMKills
+			}
 		}
 	case StdinClosed:
 		if ok = (from == PhaseStarted || from == PhaseStopping) && !p.StdinClosed; ok {

@@ -74,7 +74,7 @@ func (h *Handle) Stop(ctx context.Context) error {
 func (h *Handle) ask(ctx context.Context, mk func(chan<- error) any) error {
 	select {
 	case <-h.done:
-		return nil
+		return h.endedErr()
 	default:
 	}
 	reply := make(chan error, 1)
@@ -83,7 +83,7 @@ func (h *Handle) ask(ctx context.Context, mk func(chan<- error) any) error {
 	case err := <-reply:
 		return err
 	case <-h.done:
-		return nil
+		return h.endedErr()
 	case <-ctx.Done():
 		return spec.Wrap(spec.CodeCancelled, "process", ctx.Err(), "process %s", h.ID)
 	}
@@ -107,4 +107,13 @@ func (s *stdinWriter) Write(p []byte) (int, error) {
 // Close half-closes stdin and journals it.
 func (s *stdinWriter) Close() error {
 	return s.h.ask(context.Background(), func(r chan<- error) any { return stdinClose{reply: r} })
+}
+
+// endedErr answers a request to a process that has ended: nothing to do,
+// unless its end could not be journaled (then nothing is reported done).
+func (h *Handle) endedErr() error {
+	if spec.IsCode(h.result.Err, spec.CodeJournal) {
+		return h.result.Err
+	}
+	return nil
 }

@@ -95,6 +95,18 @@ type Stop struct {
 	Reply  chan<- error
 }
 
+// ExecDied tells the process that Docker reported an exec ended (an
+// exec_die event of its sandbox's workload): if it is this process's exec,
+// the actor confirms by inspecting it.
+type ExecDied struct {
+	ExecID   string
+	ExitCode int
+}
+
+// Recheck tells a process whose end is awaited to inspect its exec again:
+// the event stream broke and events may have been missed.
+type Recheck struct{}
+
 // Signal sends a signal to the process group.
 type Signal struct {
 	Sig   syscall.Signal
@@ -118,8 +130,10 @@ type (
 		att dockerio.Attachment
 		err error
 	}
-	exitSeen struct {
-		state dockerio.ExecState
+	exitSeen   struct{ state dockerio.ExecState }
+	recheckDue struct{ gen int }
+	oomChecked struct {
+		kills int64
 		err   error
 	}
 	graceExpired struct{ gen int }
@@ -140,15 +154,32 @@ type processActor struct {
 	sys    *actor.ActorSystem
 	state  lifecycle.Process
 
-	handle   *Handle
-	att      dockerio.Attachment
-	out      *output
-	outPID   *actor.PID
-	outDone  *outputDone
-	exit     *dockerio.ExecState
-	watching bool
-	bg       context.Context // background Docker work; cancelled at stop
-	cancel   context.CancelFunc
+	handle  *Handle
+	att     dockerio.Attachment
+	out     *output
+	outPID  *actor.PID
+	outDone *outputDone
+	exit    *dockerio.ExecState
+	// watching: the process's end is awaited (its output ended, or a stop
+	// or an adoption asked); confirming: an inspect is in flight, and
+	// dirty: an exec_die came meanwhile, so ask again once it answers.
+	watching     bool
+	confirming   bool
+	dirty        bool
+	recheck      *time.Timer
+	recheckGen   int
+	recheckDelay time.Duration
+	// oomBase is the sandbox's OOM kill count at the start (-1: unknown);
+	// killSent: stockade itself sent the group SIGKILL; oom: the OOM
+	// killer ended the process (checked once, off the mailbox).
+	oomBase    int64
+	killSent   bool
+	oomChecked *oomChecked
+	oomAsked   bool
+	// journalErr is the journal failure the actor gave up on.
+	journalErr error
+	bg         context.Context // background Docker work; cancelled at stop
+	cancel     context.CancelFunc
 
 	cut        bool // the streams were cut by us (see maybeFinish)
 	cutArmed   bool
@@ -192,6 +223,7 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.self, a.parent, a.sys = ctx.Self(), ctx.Parent(), ctx.ActorSystem()
 		a.state.ID = a.p.ID
 		a.bg, a.cancel = context.WithCancel(context.Background())
+		a.oomBase = -1
 		if a.p.Adopt != nil {
 			a.adopt()
 			return
@@ -206,13 +238,29 @@ func (a *processActor) Receive(ctx actor.Context) {
 	case outputDone:
 		a.onOutputDone(m)
 	case exitSeen:
-		a.onExitSeen(ctx, m)
+		a.onExitSeen(m)
+	case ExecDied:
+		if m.ExecID == a.state.ExecID && a.watching {
+			a.confirmExit()
+		}
+	case Recheck:
+		if a.watching {
+			a.confirmExit()
+		}
+	case recheckDue:
+		if m.gen == a.recheckGen && a.watching {
+			a.confirmExit()
+		}
+	case oomChecked:
+		a.oomChecked = &m
+		a.maybeFinish()
 	case adoptSeen:
 		a.onAdoptSeen(m)
 	case groupRead:
 		a.onGroupRead(m)
 	case Stop:
-		m.Reply <- a.stop(m.Reason, m.Err)
+		a.stop(m.Reason, m.Err)
+		m.Reply <- a.journalErr
 	case Signal:
 		a.signal(m)
 	case signalled:
@@ -235,11 +283,11 @@ func (a *processActor) Receive(ctx actor.Context) {
 		}
 	case deadlineHit:
 		if !a.done {
-			_ = a.stop(lifecycle.ReasonTimeout, spec.Errorf(spec.CodeTimeout, "process", "process %s outlived its timeout of %v", a.p.ID, a.p.Spec.Timeout))
+			a.stop(lifecycle.ReasonTimeout, spec.Errorf(spec.CodeTimeout, "process", "process %s outlived its timeout of %v", a.p.ID, a.p.Spec.Timeout))
 		}
 	case abandoned:
 		if !a.done {
-			_ = a.stop(lifecycle.ReasonCancelled, errAbandoned)
+			a.stop(lifecycle.ReasonCancelled, errAbandoned)
 		}
 	case actors.ChildFailed:
 		// The output stream actor panicked: the process fails, nothing else.
@@ -247,6 +295,9 @@ func (a *processActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		for _, t := range a.timers {
 			t.Stop()
+		}
+		if a.recheck != nil {
+			a.recheck.Stop()
 		}
 		a.cancel()
 		if !a.done {
@@ -363,9 +414,12 @@ func (a *processActor) onAttached(ctx actor.Context, m attached) {
 		return
 	}
 	failpoint.Hit(failpoint.ProcessAttached)
-	if err := a.record(lifecycle.ProcessStarted{Group: m.att.Group()}); err != nil {
-		// Nothing may run that the journal does not know to be running.
-		a.signalGroupNow(syscall.SIGKILL)
+	oom := m.att.OOMKills()
+	a.oomBase = oom
+	if err := a.record(lifecycle.ProcessStarted{Group: m.att.Group(), OOMKills: &oom}); err != nil {
+		// No kill without a journaled intent: the process runs on, its
+		// output discarded (the attachment is closed), and the journal,
+		// which holds its exec, lets the next recovery settle it.
 		a.abandonJournal(err)
 		return
 	}
@@ -399,7 +453,7 @@ func (a *processActor) onAttached(ctx actor.Context, m attached) {
 	if a.stopReason != "" { // a stop arrived while launching
 		reason, err := a.stopReason, a.stopErr
 		a.stopReason = ""
-		_ = a.stop(reason, err)
+		a.stop(reason, err)
 	}
 }
 
@@ -416,12 +470,15 @@ func (a *processActor) onOutputDone(m outputDone) {
 		// We cut the streams of a stopping process whose exec had ended:
 		// whatever error the read loop saw is ours, not the daemon's.
 	case m.quotaHit:
-		_ = a.record(lifecycle.QuotaHit{Bytes: m.stdout + m.stderr})
+		if err := a.record(lifecycle.QuotaHit{Bytes: m.stdout + m.stderr}); err != nil {
+			a.abandonJournal(err)
+			return
+		}
 		a.kill(lifecycle.ReasonOutputLimit, m.err)
 	case spec.IsCode(m.err, spec.CodeOutputLimit):
 		a.kill(lifecycle.ReasonOutputLimit, m.err)
 	case spec.IsCode(m.err, spec.CodeCancelled):
-		_ = a.stop(lifecycle.ReasonCancelled, m.err)
+		a.stop(lifecycle.ReasonCancelled, m.err)
 	case m.panicked:
 		a.fail(m.err)
 	default:
@@ -434,21 +491,21 @@ func (a *processActor) onOutputDone(m outputDone) {
 }
 
 // stop starts stopping the process: the stopping intent is journaled, then
-// TERM goes to the group and KILL follows after the grace period.
-func (a *processActor) stop(reason lifecycle.Reason, err error) error {
+// TERM goes to the group and KILL follows after the grace period. If the
+// intent cannot be journaled nothing is signalled: the actor gives up
+// (journalErr) and leaves the process to the next recovery.
+func (a *processActor) stop(reason lifecycle.Reason, err error) {
 	if a.done || a.stopReason != "" {
-		return nil
+		return
 	}
 	a.stopReason, a.stopErr = reason, err
 	if a.state.Phase != lifecycle.PhaseStarted {
 		a.maybeAttach() // an exec waiting to start now never will
-		return nil      // otherwise the launch path honours stopReason
+		return          // otherwise the launch path honours stopReason
 	}
 	if jerr := a.record(lifecycle.ProcessStopping{Reason: reason}); jerr != nil {
-		// Without the intent durable, signal nothing; fail the process.
-		a.signalGroupNow(syscall.SIGKILL)
 		a.abandonJournal(jerr)
-		return jerr
+		return
 	}
 	failpoint.Hit(failpoint.ProcessStopping)
 	a.signalGroup(syscall.SIGTERM, nil)
@@ -456,7 +513,6 @@ func (a *processActor) stop(reason lifecycle.Reason, err error) error {
 	gen := a.graceGen
 	a.timers = append(a.timers, time.AfterFunc(a.deps.Config.StopGrace, func() { a.send(graceExpired{gen: gen}) }))
 	a.watchExit()
-	return nil
 }
 
 // kill stops the group at once (output limit, failure): no grace.
@@ -465,7 +521,7 @@ func (a *processActor) kill(reason lifecycle.Reason, err error) {
 		return
 	}
 	if a.stopReason == "" {
-		if a.stop(reason, err) != nil {
+		if a.stop(reason, err); a.done {
 			return
 		}
 	}
@@ -497,6 +553,9 @@ func (a *processActor) signalGroup(sig syscall.Signal, reply chan<- error) {
 		}
 		return
 	}
+	if sig == syscall.SIGKILL {
+		a.killSent = true
+	}
 	sb := a.p.Sandbox
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
@@ -508,46 +567,73 @@ func (a *processActor) signalGroup(sig syscall.Signal, reply chan<- error) {
 	}()
 }
 
-// signalGroupNow is signalGroup for paths that cannot wait for a reply.
-func (a *processActor) signalGroupNow(sig syscall.Signal) { a.signalGroup(sig, nil) }
-
-// watchExit waits, off the mailbox, until the exec no longer runs. The
+// watchExit starts waiting, off the mailbox, for the exec's end. The
 // output's end is not the process's end (a process may close its stdout and
-// go on), hence the poll (dockerio.WaitExec, with back-off). The wait ends
-// when the actor stops.
+// go on), so the end is learned from Docker: its exec_die event (forwarded
+// by the sandbox as ExecDied) says when, an inspect confirms. One inspect at
+// the start catches an exec that already ended; a slow recheck (1 s,
+// doubling to 30 s) covers an event the daemon dropped. No polling loop.
 func (a *processActor) watchExit() {
 	if a.watching || a.state.ExecID == "" {
 		return
 	}
 	a.watching = true
+	a.confirmExit()
+}
+
+// confirmExit inspects the exec off the mailbox. A daemon that cannot
+// answer is asked again (backing off to 5 s) until it can: daemon trouble
+// is never taken for the process's end.
+func (a *processActor) confirmExit() {
+	if a.done {
+		return
+	}
+	if a.confirming {
+		a.dirty = true
+		return
+	}
+	a.confirming, a.dirty = true, false
 	id, ctx := a.state.ExecID, a.bg
 	go func() {
-		// A daemon hiccup is not the process's end: retry with back-off
-		// before the outcome is declared lost.
 		delay := 100 * time.Millisecond
-		for attempt := 0; ; attempt++ {
-			st, err := dockerio.WaitExec(ctx, a.deps.Engine, id)
-			if err == nil || ctx.Err() != nil || attempt == 5 {
-				a.send(exitSeen{state: st, err: err})
+		for {
+			ictx, cancel := context.WithTimeout(ctx, a.deps.Config.DockerTimeout)
+			st, err := a.deps.Engine.InspectExec(ictx, id)
+			cancel()
+			if err == nil {
+				a.send(exitSeen{state: st})
 				return
 			}
+			if ctx.Err() != nil {
+				return
+			}
+			a.deps.Log.Warn("inspecting an exec failed; asking again", "process", a.p.ID, "exec", id, "err", err)
 			if !sleepCtx(ctx, delay) {
 				return
 			}
-			delay *= 2
+			delay = min(2*delay, 5*time.Second)
 		}
 	}()
 }
 
-func (a *processActor) onExitSeen(ctx actor.Context, m exitSeen) {
+func (a *processActor) onExitSeen(m exitSeen) {
+	a.confirming = false
 	if a.done {
 		return
 	}
-	if m.err != nil {
-		m.state = dockerio.ExecState{Known: false}
-		if a.stopErr == nil {
-			a.stopErr = m.err
+	if m.state.Known && m.state.Running {
+		if a.dirty { // an exec_die arrived while the inspect was out
+			a.confirmExit()
+			return
 		}
+		a.recheckDelay = min(max(2*a.recheckDelay, time.Second), 30*time.Second)
+		a.recheckGen++
+		gen := a.recheckGen
+		if a.recheck != nil {
+			a.recheck.Stop()
+		}
+		a.recheck = time.AfterFunc(a.recheckDelay, func() { a.send(recheckDue{gen: gen}) })
+		return
 	}
 	a.exit = &m.state
 	a.maybeFinish()
@@ -576,8 +662,34 @@ func (a *processActor) maybeFinish() {
 		// nothing): no code is invented.
 		code = a.exit.ExitCode
 	}
+	if a.oomSuspect(code) && a.oomChecked == nil {
+		a.checkOOM()
+		return
+	}
 	reason, err := a.outcome(code)
 	a.finish(reason, code, err)
+}
+
+// oomSuspect: the process died of a SIGKILL that stockade did not send (nor
+// its caller), and its OOM kill count at the start is known. Only then can
+// the OOM killer be named.
+func (a *processActor) oomSuspect(code int) bool {
+	return code == 128+int(syscall.SIGKILL) && !a.killSent && !a.signalled && a.stopReason == "" && a.oomBase >= 0
+}
+
+// checkOOM reads the sandbox's OOM kill count, off the mailbox.
+func (a *processActor) checkOOM() {
+	if a.oomAsked {
+		return
+	}
+	a.oomAsked = true
+	sb, bg := a.p.Sandbox, a.bg
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
+		defer cancel()
+		n, err := a.deps.Engine.OOMKills(ctx, sb)
+		a.send(oomChecked{kills: n, err: err})
+	}()
 }
 
 // outcome decides the exit reason from what was asked and what was seen.
@@ -587,6 +699,14 @@ func (a *processActor) outcome(code int) (lifecycle.Reason, error) {
 		return a.stopReason, a.stopErr
 	case !a.exit.Known:
 		return lifecycle.ReasonLost, spec.Errorf(spec.CodeEngine, "process", "the daemon no longer knows exec %s; its outcome is lost", a.state.ExecID)
+	case a.oomChecked != nil && a.oomChecked.err == nil && a.oomChecked.kills > a.oomBase:
+		// The sandbox's OOM kill count rose during the process's life and
+		// it died of a SIGKILL nobody of ours sent. With several processes
+		// in the sandbox the attribution can be wrong (cgroup v1 names no
+		// process): README says so.
+		return lifecycle.ReasonOOM, nil
+	case a.oomChecked != nil && a.oomChecked.err != nil:
+		a.deps.Log.Warn("could not read the OOM kill count; the SIGKILL stays unexplained", "process", a.p.ID, "err", a.oomChecked.err)
 	case a.stopReason == lifecycle.ReasonSignaled || a.signalled && code > 128:
 		return lifecycle.ReasonSignaled, nil
 	}
@@ -630,8 +750,10 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 // the next recovery to settle. The parent is told it was abandoned, not
 // that it exited, so the sandbox does not journal its own exit over it.
 func (a *processActor) abandonJournal(err error) {
-	a.signalGroupNow(syscall.SIGKILL)
-	a.abandoned = true
+	a.abandoned, a.journalErr = true, err
+	if a.att != nil {
+		a.att.Close() // the process runs on; Docker discards its output
+	}
 	a.end(spec.Result{ExitCode: -1, Reason: string(lifecycle.ReasonFailed), Err: err, Started: a.started, Ended: a.deps.Now()})
 }
 
@@ -717,6 +839,9 @@ type (
 func (a *processActor) adopt() {
 	a.state = *a.p.Adopt
 	a.state.ID = a.p.ID
+	if a.state.Phase != lifecycle.PhaseReserved {
+		a.oomBase = a.state.OOMKills
+	}
 	a.started = a.state.Reserved
 	a.launched = true // nobody waits for a launch
 	if a.state.Phase == lifecycle.PhaseStopping {
@@ -861,7 +986,7 @@ func (a *processActor) adoptRunning() {
 		// A stop was under way when the runtime died: its grace is over.
 		a.signalGroup(syscall.SIGKILL, nil)
 	case !a.p.Detach:
-		_ = a.stop(lifecycle.ReasonCancelled, spec.Errorf(spec.CodeCancelled, "process", "recovered: process %s stopped by the recovery option", a.p.ID))
+		a.stop(lifecycle.ReasonCancelled, spec.Errorf(spec.CodeCancelled, "process", "recovered: process %s stopped by the recovery option", a.p.ID))
 	}
 	if !a.p.Deadline.IsZero() {
 		a.timers = append(a.timers, time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(deadlineHit{}) }))

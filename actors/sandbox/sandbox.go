@@ -97,6 +97,15 @@ type GetResult struct {
 	Err  error
 }
 
+// ExecDied carries Docker's exec_die event of this sandbox's workload to
+// its processes; the one whose exec it is confirms its end.
+type ExecDied = process.ExecDied
+
+// EventsResumed tells the sandbox that the runtime's Docker event stream
+// broke and was subscribed again: events may have been missed, so every
+// process whose end is awaited inspects its exec again.
+type EventsResumed struct{}
+
 // WorkloadDied tells the sandbox that Docker reported its workload
 // container dead (a die event): the sandbox checks, and if so records its
 // exit (with Docker's code and OOM flag) once its processes have ended.
@@ -250,6 +259,17 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		}
 	case deadSeen:
 		a.onDeadSeen(m)
+	case ExecDied:
+		for _, pid := range a.procs {
+			a.sys.Root.Send(pid, m)
+		}
+	case EventsResumed:
+		for _, pid := range a.procs {
+			a.sys.Root.Send(pid, process.Recheck{})
+		}
+		if a.state.Phase == lifecycle.PhaseStarted {
+			a.send(WorkloadDied{ExitCode: -1}) // inspected before anything is concluded
+		}
 	case process.FailClosed:
 		a.stop(lifecycle.ReasonFailed, m.Err)
 	case process.Tracked:
@@ -709,31 +729,47 @@ func (a *sandboxActor) stopProcesses(cause error) {
 }
 
 // processFailed settles a process whose actor panicked (a bug of ours): its
-// group is killed if known, and its end is journaled — only if its journaled
-// phase admits one — so the process fails, never the sandbox or the runtime.
+// end is journaled — only if its journaled phase admits one — and its group
+// killed if known, the stopping intent journaled before the kill. So the
+// process fails, never the sandbox or the runtime. If the journal refuses,
+// nothing is signalled and the process is left to the next recovery.
 func (a *sandboxActor) processFailed(m actors.ChildFailed) {
 	id, ok := a.byPID[m.Child.GetId()]
 	if !ok {
 		return
 	}
 	t := a.tracked[id]
-	if t.Group > 1 {
-		sb, pgid := a.sb, t.Group
-		go func() {
-			ctx, cancel := a.deps.DockerContext()
-			defer cancel()
-			_ = a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL)
-		}()
-	}
+	err := spec.Errorf(spec.CodeInternal, "process", "process actor %s failed: %v", id, m.Reason)
 	switch t.Phase {
-	case lifecycle.PhaseReserved, lifecycle.PhaseStarted, lifecycle.PhaseStopping:
-		err := spec.Errorf(spec.CodeInternal, "process", "process actor %s failed: %v", id, m.Reason)
-		ev := lifecycle.ProcessExited{Reason: lifecycle.ReasonFailed, Error: spec.CodeInternal, Message: err.Error()}
-		if _, jerr := a.deps.Record(journal.KindProcess, id, a.p.ID, ev); jerr != nil {
-			a.abandonedProcs = true
+	case lifecycle.PhaseStarted, lifecycle.PhaseStopping:
+		if t.Phase == lifecycle.PhaseStarted {
+			if _, jerr := a.deps.Record(journal.KindProcess, id, a.p.ID, lifecycle.ProcessStopping{Reason: lifecycle.ReasonFailed}); jerr != nil {
+				a.abandonedProcs = true
+				break
+			}
 		}
+		if t.Group > 1 {
+			sb, pgid := a.sb, t.Group
+			go func() {
+				ctx, cancel := a.deps.DockerContext()
+				defer cancel()
+				if err := a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+					a.deps.Log.Warn("killing a failed process's group failed", "sandbox", a.p.ID, "process", id, "err", err)
+				}
+			}()
+		}
+		a.recordFailed(id, err)
+	case lifecycle.PhaseReserved:
+		a.recordFailed(id, err)
 	case lifecycle.PhaseNone: // never journaled: nothing to settle
 	}
 	a.processGone(id)
 	a.adoptedOne(id)
+}
+
+func (a *sandboxActor) recordFailed(id string, err error) {
+	ev := lifecycle.ProcessExited{Reason: lifecycle.ReasonFailed, Error: spec.CodeInternal, Message: err.Error()}
+	if _, jerr := a.deps.Record(journal.KindProcess, id, a.p.ID, ev); jerr != nil {
+		a.abandonedProcs = true
+	}
 }

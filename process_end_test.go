@@ -1,0 +1,211 @@
+package stockade_test
+
+import (
+	"context"
+	"github.com/stockade/stockade/actors"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// TestFakeOOMReason: a process the OOM killer ends (a SIGKILL nobody of ours
+// sent, the sandbox's OOM kill count risen since it started) ends oom; one
+// killed by its caller's SIGKILL ends signaled though the count rose too.
+func TestFakeOOMReason(t *testing.T) {
+	f := newFake(t)
+	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		if req.Spec.Argv[0] == "hog" {
+			return dockerio.FakeRun{OOM: true, Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("eating")}}}
+		}
+		return dockerio.FakeRun{Hold: make(chan struct{})}
+	}
+	rt := openFake(t, f, "")
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Started before the OOM kill: its own SIGKILL is no OOM kill.
+	held, err := sb.Start(ctx, spec.Process{Argv: []string{"hold"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, res, err := run(t, sb, spec.Process{Argv: []string{"hog"}})
+	if err != nil || out != "eating" || res.Reason != string(lifecycle.ReasonOOM) || res.ExitCode != 137 {
+		t.Fatalf("hog: %q %+v %v, want oom with 137", out, res, err)
+	}
+	if err := held.Signal(ctx, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := held.Wait(ctx); err != nil || res.Reason != string(lifecycle.ReasonSignaled) || res.ExitCode != 137 {
+		t.Fatalf("killed by its caller: %+v %v, want signaled", res, err)
+	}
+}
+
+// TestFakeDaemonTroubleIsNotLost: while the daemon fails every inspect of an
+// exec for longer than any fixed retry budget, the process is not declared
+// lost: once the daemon answers, its real exit is journaled.
+func TestFakeDaemonTroubleIsNotLost(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{ExitCode: 4, Hold: release}
+	}
+	var failures atomic.Int32
+	f.Fault = func(op string) error {
+		if op == "InspectExec" && failures.Load() < 6 {
+			failures.Add(1)
+			return spec.Errorf(spec.CodeEngine, "test", "the daemon timed out")
+		}
+		return nil
+	}
+	rt := openFake(t, f, "")
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	res, err := p.Wait(ctx)
+	if err != nil || res.Reason != string(lifecycle.ReasonExited) || res.ExitCode != 4 {
+		t.Fatalf("%+v %v, want exited 4", res, err)
+	}
+	if failures.Load() < 6 {
+		t.Fatalf("only %d inspects failed: the test did not test", failures.Load())
+	}
+}
+
+// TestFakeKillHasItsIntent: a process whose stopping intent cannot be
+// journaled is not signalled (nothing is killed that the journal does not
+// say is being stopped); the stop fails with the journal's error.
+func TestFakeKillHasItsIntent(t *testing.T) {
+	f := newFake(t)
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: make(chan struct{})}
+	}
+	var signals atomic.Int32
+	f.Fault = func(op string) error {
+		if op == "SignalGroup" {
+			signals.Add(1)
+		}
+		return nil
+	}
+	defer stockade.WrapJournal(func(j actorsJournal) actorsJournal {
+		return &refusingJournal{actorsJournal: j, typ: lifecycle.ProcessStopping{}.Type()}
+	})()
+	rt := openFake(t, f, "")
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(ctx); !spec.IsCode(err, spec.CodeJournal) {
+		t.Fatalf("stop: %v, want the journal's error", err)
+	}
+	if n := signals.Load(); n != 0 {
+		t.Fatalf("%d signals sent without a journaled intent", n)
+	}
+	st, err := stockade.FoldProcess(rt, p.ID)
+	if err != nil || st.Phase != lifecycle.PhaseStarted {
+		t.Fatalf("process left %s %v, want started (for recovery)", st.Phase, err)
+	}
+}
+
+// refusingJournal fails every append of type typ.
+type refusingJournal struct {
+	actorsJournal
+	typ string
+}
+
+func (r *refusingJournal) Append(ctx context.Context, recs ...journal.Record) ([]journal.Event, error) {
+	if recs[0].Type == r.typ {
+		return nil, spec.Errorf(spec.CodeJournal, "journal.append", "the disk is full")
+	}
+	return r.actorsJournal.Append(ctx, recs...)
+}
+
+type actorsJournal = actors.Journal
+
+// stdinPanics wraps the Fake so a process with stdin makes its process
+// actor panic right after its start is journaled (a bug of ours).
+type stdinPanics struct{ *dockerio.Fake }
+
+type stdinPanicAttachment struct{ dockerio.Attachment }
+
+func (stdinPanicAttachment) Stdin() io.Writer { panic("process actor bug") }
+
+func (p stdinPanics) AttachExec(ctx context.Context, sb dockerio.Sandbox, id string, req dockerio.ExecRequest) (dockerio.Attachment, error) {
+	a, err := p.Fake.AttachExec(ctx, sb, id, req)
+	if err != nil || !req.Spec.Stdin {
+		return a, err
+	}
+	return stdinPanicAttachment{a}, nil
+}
+
+// TestFakeFailedProcessActorKilledAfterIntent: the sandbox settles a process
+// whose actor panicked once it ran: its stopping intent is journaled before
+// its group is killed, then its end.
+func TestFakeFailedProcessActorKilledAfterIntent(t *testing.T) {
+	f := newFake(t)
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: make(chan struct{})}
+	}
+	var killed atomic.Int32
+	f.Fault = func(op string) error {
+		if op == "SignalGroup" {
+			killed.Add(1)
+		}
+		return nil
+	}
+	rt, err := stockade.Open(context.Background(), stockade.Options{Journal: filepath.Join(t.TempDir(), "j.db"), Engine: stdinPanics{f}, StopGrace: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := sb.Start(sctx, spec.Process{Argv: []string{"x"}, Stdin: true}); err == nil {
+		t.Fatal("a process whose actor failed started")
+	}
+	var types []string
+	waitFor(t, "the failed process settled", func() bool {
+		hist, err := rt.History(sb.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = types[:0]
+		for _, e := range hist {
+			if e.Kind == journal.KindProcess {
+				types = append(types, e.Type)
+			}
+		}
+		return len(types) > 0 && types[len(types)-1] == "process.exited" && killed.Load() > 0
+	})
+	if got, want := strings.Join(types, " "), "process.reserved process.exec_created process.started process.stopping process.exited"; got != want {
+		t.Fatalf("process history\n got %s\nwant %s", got, want)
+	}
+}
