@@ -73,8 +73,8 @@ type fakeSandbox struct {
 	sb       Sandbox
 	oomKills int64
 	running  bool
-	exit    *ContainerExit
-	files   map[string][]byte // path under /workspace → content; dirs end in '/'
+	exit     *ContainerExit
+	files    map[string][]byte // path under /workspace → content; dirs end in '/'
 }
 
 type fakeExec struct {
