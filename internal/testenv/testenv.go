@@ -65,6 +65,12 @@ func Isolate() (cleanup func(), err error) {
 		}
 		set[k] = p
 	}
+	// A go command run by a test would otherwise start collecting telemetry
+	// in the fresh config directory, in a child that may outlive cleanup.
+	if err := writeFile(filepath.Join(dir, Dirs["XDG_CONFIG_HOME"], "go", "telemetry", "mode"), "off"); err != nil {
+		cleanup()
+		return nil, err
+	}
 	for k, v := range set {
 		if err := os.Setenv(k, v); err != nil {
 			cleanup()
@@ -93,4 +99,11 @@ func goCaches() map[string]string {
 		}
 	}
 	return env
+}
+
+func writeFile(path, content string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(content), 0o600)
 }
