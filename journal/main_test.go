@@ -3,6 +3,8 @@ package journal
 import (
 	"os"
 	"testing"
+
+	"github.com/stockade/stockade/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -10,7 +12,8 @@ func TestMain(m *testing.M) {
 		crashChild(path, os.Getenv(crashRunEnv))
 		os.Exit(0)
 	}
-	code := m.Run()
+	// No test may read or write the user's real journal (DefaultPath).
+	code := testenv.Run(m)
 	removeFixtures()
 	os.Exit(code)
 }

@@ -62,4 +62,10 @@ func TestDrillEveryFailpoint(t *testing.T) {
 	if !strings.Contains(string(out), "no violation") {
 		t.Fatal("the drill did not report a clean run")
 	}
+	// Every runtime the drill started had its own journal in dir.
+	if def, err := journal.DefaultPath(); err != nil {
+		t.Error(err)
+	} else if _, err := os.Stat(def); !os.IsNotExist(err) {
+		t.Errorf("the drill touched the default journal %s: %v", def, err)
+	}
 }

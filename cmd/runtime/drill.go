@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -24,34 +24,65 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// drill runs crash drills against the local daemon: for each failpoint (or
+type drillCmd struct {
+	g      global
+	points []string
+	random int
+	image  string
+	seed   uint64
+	dir    string
+}
+
+func parseDrill(g global, args []string) (command, error) {
+	c := &drillCmd{g: g}
+	fs := newFlags("drill", &c.g)
+	points := fs.String("failpoints", strings.Join(failpoint.All, ","), "comma-separated failpoints to arm in turn")
+	fs.IntVar(&c.random, "random", 0, "also run N drills killing the child at a random moment")
+	fs.StringVar(&c.image, "image", "stockade/toolbox:dev", "sandbox image")
+	fs.Uint64Var(&c.seed, "seed", uint64(time.Now().UnixNano()), "seed for --random")
+	fs.StringVar(&c.dir, "dir", "", "keep the drills' journals in this directory (default: a temporary one, deleted)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := wantArgs("drill", pos, 0, "stockade drill [--failpoints a,b] [--random N]"); err != nil {
+		return nil, err
+	}
+	if *points != "" {
+		for _, fp := range strings.Split(*points, ",") {
+			fp = strings.TrimSpace(fp)
+			if !slices.Contains(failpoint.All, fp) {
+				return nil, spec.Errorf(spec.CodeInvalidArgument, "drill", "--failpoints: unknown failpoint %q", fp)
+			}
+			c.points = append(c.points, fp)
+		}
+	}
+	if c.random < 0 {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "drill", "--random %d is negative", c.random)
+	}
+	if c.image == "" {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "drill", "--image is empty")
+	}
+	return c, nil
+}
+
+// execute runs crash drills against the local daemon: for each failpoint (or
 // at random moments) a child runtime runs a workload and is SIGKILLed; a new
 // runtime recovers the journal; the invariants are checked. It prints a table
 // and exits 1 on any violation.
-func drill(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var g global
-	fs := newFlags("drill", stderr)
-	g.register(fs)
-	points := fs.String("failpoints", strings.Join(failpoint.All, ","), "comma-separated failpoints to arm in turn")
-	random := fs.Int("random", 0, "also run N drills killing the child at a random moment")
-	image := fs.String("image", "stockade/toolbox:dev", "sandbox image")
-	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed for --random")
-	keep := fs.String("dir", "", "keep the drills' journals in this directory (default: a temporary one, deleted)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
+func (c *drillCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	dir := *keep
+	dir := c.dir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "stockade-drill-"); err != nil {
 			return fail(stderr, err, 1)
 		}
 		defer os.RemoveAll(dir)
 	}
-	d := &driller{self: self, dir: dir, image: *image, profile: g.profile, stderr: stderr}
+	d := &driller{self: self, dir: dir, image: c.image, profile: c.g.profile, stderr: stderr}
 
 	// A foreign runtime's kept sandbox: no drill may touch it.
 	foreign, err := d.foreign(ctx)
@@ -61,20 +92,18 @@ func drill(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer d.cleanupForeign(foreign)
 
 	var runs []drillRun
-	if *points != "" {
-		for _, fp := range strings.Split(*points, ",") {
-			runs = append(runs, d.run(ctx, strings.TrimSpace(fp), 0, foreign))
-		}
+	for _, fp := range c.points {
+		runs = append(runs, d.run(ctx, fp, 0, foreign))
 	}
-	rng := rand.New(rand.NewPCG(*seed, 0))
-	for i := range *random {
+	rng := rand.New(rand.NewPCG(c.seed, 0))
+	for i := range c.random {
 		delay := time.Duration(rng.Int64N(int64(2 * time.Second)))
 		r := d.run(ctx, "", delay, foreign)
 		r.Failpoint = fmt.Sprintf("random#%d@%v", i+1, delay.Round(time.Millisecond))
 		runs = append(runs, r)
 	}
 	bad := 0
-	if g.json {
+	if c.g.json {
 		enc := json.NewEncoder(stdout)
 		for _, r := range runs {
 			enc.Encode(r)
@@ -86,7 +115,7 @@ func drill(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(r.Violations) > 0 {
 			bad++
 		}
-		if g.json {
+		if c.g.json {
 			continue
 		}
 		outcome := "ok: " + strings.Join(r.Decisions, "; ")
@@ -429,27 +458,39 @@ func replayAll(path string) error {
 	return nil
 }
 
-// drillChild is the workload a drill kills: a kept sandbox with a running
-// process, a one-shot sandbox run to its end, stopped and removed.
-func drillChild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var g global
-	fs := flag.NewFlagSet("drill-child", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	g.register(fs)
-	image := fs.String("image", "stockade/toolbox:dev", "")
-	recoverOnly := fs.Bool("recover-only", false, "only open (recover) and close")
-	if err := fs.Parse(args); err != nil {
-		return 2
+type drillChildCmd struct {
+	g           global
+	image       string
+	recoverOnly bool
+}
+
+func parseDrillChild(g global, args []string) (command, error) {
+	c := &drillChildCmd{g: g}
+	fs := newFlags("drill-child", &c.g)
+	fs.StringVar(&c.image, "image", "stockade/toolbox:dev", "")
+	fs.BoolVar(&c.recoverOnly, "recover-only", false, "only open (recover) and close")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
 	}
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: g.journal, Profile: g.profile, StopGrace: time.Second})
+	if err := wantArgs("drill-child", pos, 0, "stockade drill-child [--image IMAGE] [--recover-only]"); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// execute is the workload a drill kills: a kept sandbox with a running
+// process, a one-shot sandbox run to its end, stopped and removed.
+func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer) int {
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.g.journal, Profile: c.g.profile, StopGrace: time.Second})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
 	defer rt.Close()
-	if *recoverOnly {
+	if c.recoverOnly {
 		return 0
 	}
-	kept, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: *image, Lifetime: spec.Kept})
+	kept, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Lifetime: spec.Kept})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -462,7 +503,7 @@ func drillChild(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, err, 1)
 	}
 	go io.Copy(io.Discard, p.Stdout())
-	once, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: *image, Lifetime: spec.OneShot})
+	once, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Lifetime: spec.OneShot})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}

@@ -9,16 +9,25 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/spec"
 )
 
-func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var g global
-	fs := newFlags("doctor", stderr)
-	g.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
+type doctorCmd struct{ g global }
+
+func parseDoctor(g global, args []string) (command, error) {
+	c := &doctorCmd{g: g}
+	pos, err := parseArgs(newFlags("doctor", &c.g), args)
+	if err != nil {
+		return nil, err
 	}
-	rep, err := dockerio.Doctor(ctx, g.profile)
+	if err := wantArgs("doctor", pos, 0, "stockade doctor"); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
+	rep, err := dockerio.Doctor(ctx, c.g.profile)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -27,6 +36,63 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, err, 1)
 	}
 	return 0
+}
+
+// journalUsage is each journal subcommand's usage line.
+var journalUsage = map[string]string{
+	"show":   "stockade journal show SANDBOX",
+	"replay": "stockade journal replay ID [--process] [--at SEQ]",
+	"export": "stockade journal export",
+	"ls":     "stockade journal ls",
+	"verify": "stockade journal verify",
+}
+
+type journalCmd struct {
+	g       global
+	sub     string
+	id      string // show, replay
+	at      uint64 // replay: 0 is the stream's end
+	process bool   // replay: id is a process's
+}
+
+func parseJournal(g global, args []string) (command, error) {
+	c := &journalCmd{g: g}
+	// Global flags may also stand between journal and its subcommand.
+	fs := newFlags("journal", &c.g)
+	if err := fs.Parse(args); err != nil {
+		return nil, usageError("journal", err)
+	}
+	if fs.NArg() == 0 {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "journal", "no subcommand given (show, replay, export, ls or verify)")
+	}
+	c.sub, args = fs.Arg(0), fs.Args()
+	line, ok := journalUsage[c.sub]
+	if !ok {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "journal", "unknown subcommand %q (show, replay, export, ls or verify)", c.sub)
+	}
+	name := "journal " + c.sub
+	fs = newFlags(name, &c.g)
+	if c.sub == "replay" {
+		fs.Uint64Var(&c.at, "at", 0, "fold up to this sequence (0: the end)")
+		fs.BoolVar(&c.process, "process", false, "the id is a process's")
+	}
+	pos, err := parseArgs(fs, args[1:])
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	if c.sub == "show" || c.sub == "replay" {
+		n = 1
+	}
+	if err := wantArgs(name, pos, n, line); err != nil {
+		return nil, err
+	}
+	if n == 1 {
+		if c.id = pos[0]; c.id == "" {
+			return nil, spec.Errorf(spec.CodeInvalidArgument, name, "the id is empty (usage: %s)", line)
+		}
+	}
+	return c, nil
 }
 
 // openJournal opens the journal for a read-only command: with a shared lock,
@@ -43,55 +109,25 @@ func openJournal(g global) (*journal.Journal, error) {
 	return journal.Open(path, journal.Options{ReadOnly: true})
 }
 
-func journalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, "usage: stockade journal show SANDBOX | replay SANDBOX|PROCESS [--at SEQ] | export | ls | verify\n")
-		return 2
-	}
-	sub, rest := args[0], args[1:]
-	var g global
-	fs := newFlags("journal "+sub, stderr)
-	g.register(fs)
-	at := fs.Uint64("at", 0, "replay: fold up to this sequence (0: the end)")
-	process := fs.Bool("process", false, "replay: the id is a process's")
-	// Flags may follow the positional argument: stockade journal show ID --json.
-	var pos []string
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
-	j, err := openJournal(g)
+func (c *journalCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.Writer) int {
+	j, err := openJournal(c.g)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
 	defer j.Close()
-	switch sub {
+	switch c.sub {
 	case "show":
-		if len(pos) != 1 {
-			fmt.Fprint(stderr, "usage: stockade journal show SANDBOX\n")
-			return 2
-		}
-		evs, err := stockade.History(j, pos[0])
+		evs, err := stockade.History(j, c.id)
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		printHistory(stdout, evs, g.json)
+		printHistory(stdout, evs, c.g.json)
 	case "replay":
-		if len(pos) != 1 {
-			fmt.Fprint(stderr, "usage: stockade journal replay ID [--process] [--at SEQ]\n")
-			return 2
-		}
 		kind := journal.KindSandbox
-		if *process {
+		if c.process {
 			kind = journal.KindProcess
 		}
-		state, err := replay(j, kind, pos[0], *at)
+		state, err := replay(j, kind, c.id, c.at)
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
@@ -116,9 +152,6 @@ func journalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-	default:
-		fmt.Fprintf(stderr, "stockade journal: unknown subcommand %q\n", sub)
-		return 2
 	}
 	return 0
 }

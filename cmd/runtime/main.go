@@ -12,6 +12,10 @@
 //	stockade recover [--dry-run]        run or plan the crash recovery
 //	stockade drill                      crash drills over every failpoint
 //
+// The whole command line is parsed and validated before anything opens a
+// journal or talks to Docker, so a usage error exits 2 whatever the state of
+// the machine.
+//
 // Exit codes: run exits with the command's code; 125 when stockade itself
 // failed, 126/127 when the command could not be started (as docker run);
 // other commands exit 0 on success, 1 on failure, 2 on bad usage.
@@ -19,6 +23,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,7 +34,7 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-const usage = `usage: stockade <command> [flags]
+const usage = `usage: stockade [global flags] <command> [flags]
 
 commands:
   doctor                    check the Docker daemon against the profile
@@ -40,13 +45,15 @@ commands:
   journal replay ID [--process] [--at SEQ]
                             fold a stream up to a sequence and print the state there
   journal verify            check every record, stream and index of the journal
-  recover [--dry-run]       run (or only plan) the crash recovery and print each decision
+  recover [--dry-run] [--stop-processes]
+                            run (or only plan) the crash recovery and print each decision
   drill [--failpoints a,b] [--random N]
                             crash drills: kill a child runtime at each failpoint, recover, check invariants
 
 global flags (before or after the command):
   --journal PATH            journal file (default $STOCKADE_JOURNAL, else $XDG_STATE_HOME/stockade/journal.db)
   --profile NAME            preflight profile (default $STOCKADE_PROFILE, else linux-x64)
+  --json                    JSON output for scripts
 `
 
 func main() {
@@ -56,30 +63,54 @@ func main() {
 	os.Exit(code)
 }
 
+// command is a parsed, validated command line, ready to execute.
+type command interface {
+	execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int
+}
+
 func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	switch args[0] {
-	case "doctor":
-		return doctor(ctx, args[1:], stdout, stderr)
-	case "run":
-		return run(ctx, args[1:], stdin, stdout, stderr)
-	case "journal":
-		return journalCmd(ctx, args[1:], stdout, stderr)
-	case "recover":
-		return recoverCmd(ctx, args[1:], stdout, stderr)
-	case "drill":
-		return drill(ctx, args[1:], stdout, stderr)
-	case "drill-child": // the workload a drill kills; not for people
-		return drillChild(ctx, args[1:], stdout, stderr)
-	case "-h", "--help", "help":
+	cmd, err := parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, usage)
 		return 0
+	case err != nil:
+		fail(stderr, err, 2)
+		fmt.Fprintln(stderr, `stockade: see "stockade help"`)
+		return 2
 	}
-	fmt.Fprintf(stderr, "stockade: unknown command %q\n\n%s", args[0], usage)
-	return 2
+	return cmd.execute(ctx, stdin, stdout, stderr)
+}
+
+// parse turns a command line into a command, or into an invalid_argument
+// error (flag.ErrHelp for a request for help). It touches nothing.
+func parse(args []string) (command, error) {
+	var g global
+	fs := newFlags("usage", &g)
+	if err := fs.Parse(args); err != nil {
+		return nil, usageError("usage", err)
+	}
+	if fs.NArg() == 0 {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "usage", "no command given")
+	}
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	switch name {
+	case "doctor":
+		return parseDoctor(g, rest)
+	case "run":
+		return parseRun(g, rest)
+	case "journal":
+		return parseJournal(g, rest)
+	case "recover":
+		return parseRecover(g, rest)
+	case "drill":
+		return parseDrill(g, rest)
+	case "drill-child": // the workload a drill kills; not for people
+		return parseDrillChild(g, rest)
+	case "help":
+		return nil, flag.ErrHelp
+	}
+	return nil, spec.Errorf(spec.CodeInvalidArgument, "usage", "unknown command %q", name)
 }
 
 // global holds the flags every command takes.
@@ -89,10 +120,57 @@ type global struct {
 	json    bool
 }
 
-func (g *global) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.journal, "journal", "", "journal file")
-	fs.StringVar(&g.profile, "profile", "", "preflight profile")
-	fs.BoolVar(&g.json, "json", false, "JSON output for scripts")
+// newFlags returns a flag set for one command with the global flags in it,
+// their defaults being what was parsed before the command name. The flag
+// package's own messages are dropped: parse reports its errors as
+// invalid_argument.
+func newFlags(name string, g *global) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&g.journal, "journal", g.journal, "journal file")
+	fs.StringVar(&g.profile, "profile", g.profile, "preflight profile")
+	fs.BoolVar(&g.json, "json", g.json, "JSON output for scripts")
+	return fs
+}
+
+// parseArgs parses fs's flags wherever they stand among the positional
+// arguments (stockade journal show ID --json) and returns the positional
+// ones; everything after "--" is positional.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError(fs.Name(), err)
+		}
+		if used := len(args) - fs.NArg(); used > 0 && args[used-1] == "--" {
+			return append(pos, fs.Args()...), nil
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// wantArgs checks the number of positional arguments against the command's
+// usage line.
+func wantArgs(name string, pos []string, n int, usage string) error {
+	if len(pos) == n {
+		return nil
+	}
+	what := "missing arguments"
+	if len(pos) > n {
+		what = fmt.Sprintf("unexpected arguments %q", pos[n:])
+	}
+	return spec.Errorf(spec.CodeInvalidArgument, name, "%s (usage: %s)", what, usage)
+}
+
+func usageError(name string, err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return spec.Wrap(spec.CodeInvalidArgument, name, err, "")
 }
 
 // fail prints err with its code and returns the exit code.
@@ -102,10 +180,4 @@ func fail(stderr io.Writer, err error, code int) int {
 		fmt.Fprintf(stderr, "stockade: error code %s\n", c)
 	}
 	return code
-}
-
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
 }

@@ -3,14 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stockade/stockade/internal/testenv"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
+
+// TestMain keeps every test here, and every child a drill starts, away from
+// the user's real journal: HOME, the XDG directories and STOCKADE_JOURNAL
+// point at a fresh temporary directory.
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
 
 func TestParseBytes(t *testing.T) {
 	for _, tc := range []struct {
@@ -18,8 +27,8 @@ func TestParseBytes(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{"512m", 512 << 20, true}, {"1G", 1 << 30, true}, {"64k", 64 << 10, true}, {"4096", 4096, true},
-		{"", 0, false}, {"-1m", 0, false}, {"0", 0, false}, {"lots", 0, false}, {"99999999999g", 0, false},
+		{"512m", 512 << 20, true}, {"1G", 1 << 30, true}, {"64k", 64 << 10, true}, {"4096", 4096, true}, {"0", 0, true},
+		{"", 0, false}, {"-1m", 0, false}, {"lots", 0, false}, {"99999999999g", 0, false},
 	} {
 		got, err := parseBytes(tc.in)
 		if tc.ok != (err == nil) || got != tc.want {
@@ -42,31 +51,149 @@ func TestParseUser(t *testing.T) {
 	}
 }
 
-// TestUsage: bad usage exits 2 with a message; nothing opens a journal.
-func TestUsage(t *testing.T) {
-	for _, args := range [][]string{{}, {"frobnicate"}, {"run"}, {"run", "--memory", "lots", "--", "true"}, {"run", "--user", "root", "--", "true"}, {"journal"}, {"journal", "nope"}} {
-		var out, errb bytes.Buffer
-		if code := dispatch(context.Background(), args, nil, &out, &errb); code != 2 {
-			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
+// TestParse: a command line becomes a validated request, global flags
+// before or after the command, policy flags left at zero taking the
+// defaults field by field.
+func TestParse(t *testing.T) {
+	def := spec.DefaultPolicy()
+	with := func(f func(*spec.Policy)) spec.Policy { p := def; f(&p); return p }
+	proc := func(argv ...string) spec.Process {
+		return spec.Process{Argv: argv, Stdout: spec.Pipe, Stderr: spec.Pipe}
+	}
+	const image = "stockade/toolbox:dev"
+	for _, tc := range []struct {
+		args []string
+		want command
+	}{
+		{[]string{"doctor"}, &doctorCmd{}},
+		{[]string{"--profile", "p", "doctor"}, &doctorCmd{g: global{profile: "p"}}},
+		{[]string{"doctor", "--profile", "p"}, &doctorCmd{g: global{profile: "p"}}},
+		{[]string{"--journal", "/j", "journal", "ls"}, &journalCmd{g: global{journal: "/j"}, sub: "ls"}},
+		{[]string{"journal", "--journal", "/j", "ls"}, &journalCmd{g: global{journal: "/j"}, sub: "ls"}},
+		{[]string{"journal", "ls", "--journal=/j"}, &journalCmd{g: global{journal: "/j"}, sub: "ls"}},
+		// The later of two --journal flags wins, as with any repeated flag.
+		{[]string{"--json", "--journal", "/a", "journal", "show", "sb1", "--journal", "/b"}, &journalCmd{g: global{journal: "/b", json: true}, sub: "show", id: "sb1"}},
+		{[]string{"journal", "replay", "p1", "--process", "--at", "4"}, &journalCmd{sub: "replay", id: "p1", process: true, at: 4}},
+		{[]string{"journal", "replay", "--at=4", "--", "-odd-id"}, &journalCmd{sub: "replay", id: "-odd-id", at: 4}},
+		{[]string{"recover", "--dry-run", "--json"}, &recoverCmd{g: global{json: true}, dry: true}},
+		{[]string{"--journal", "/j", "recover", "--stop-processes"}, &recoverCmd{g: global{journal: "/j"}, stopProcs: true}},
+		{[]string{"run", "--", "sh", "-c", "echo --json"}, &runCmd{image: image, policy: def, proc: proc("sh", "-c", "echo --json")}},
+		// Flags stop at the command: its own flags are its own.
+		{[]string{"--json", "run", "ls", "--journal", "x"}, &runCmd{g: global{json: true}, image: image, policy: def, proc: proc("ls", "--journal", "x")}},
+		{[]string{"run", "--cpus", "0.5", "--memory", "0", "--pids", "0", "-e", "A=1", "-e", "B=", "--workdir", "/tmp", "--timeout", "3s", "-i", "true"},
+			&runCmd{image: image, policy: with(func(p *spec.Policy) { p.CPUs = 0.5 }),
+				proc: spec.Process{Argv: []string{"true"}, Env: []string{"A=1", "B="}, Dir: "/tmp", Timeout: 3 * time.Second, Stdin: true, Stdout: spec.Pipe, Stderr: spec.Pipe}}},
+		{[]string{"--journal", "/j", "run", "--memory", "1g", "--pids", "9", "--network", "bridge", "--user", "1000:1001", "--image", "img", "--history", "true"},
+			&runCmd{g: global{journal: "/j"}, image: "img", history: true, proc: proc("true"), policy: with(func(p *spec.Policy) {
+				p.MemoryBytes, p.Pids, p.Network, p.User = 1<<30, 9, spec.NetworkBridge, spec.User{UID: 1000, GID: 1001}
+			})}},
+		{[]string{"drill", "--failpoints", "sandbox.reserved, process.reserved", "--seed", "7", "--random", "2"},
+			&drillCmd{points: []string{"sandbox.reserved", "process.reserved"}, random: 2, seed: 7, image: image}},
+		{[]string{"drill", "--failpoints", "", "--seed", "1", "--dir", "/d"}, &drillCmd{seed: 1, image: image, dir: "/d"}},
+		{[]string{"drill-child", "--journal", "/j", "--image", "i", "--recover-only"}, &drillChildCmd{g: global{journal: "/j"}, image: "i", recoverOnly: true}},
+	} {
+		got, err := parse(tc.args)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
 		}
-		if errb.Len() == 0 {
-			t.Errorf("%v: no message", args)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q:\n got %+v\nwant %+v", tc.args, got, tc.want)
 		}
 	}
 }
 
-// TestJournalCommands runs the read-only journal commands on a journal made
-// here: show, replay --at, verify, export, ls.
-func TestJournalCommands(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "j.db")
+// usageErrors are command lines that must exit 2 whatever the machine holds.
+var usageErrors = [][]string{
+	{}, {"frobnicate"}, {"--json", "frobnicate"}, {"--bogus", "journal", "ls"}, {"--journal"},
+	{"run"}, {"run", "--"}, {"run", "--memory", "lots", "--", "true"}, {"run", "--memory", "-1m", "--", "true"},
+	{"run", "--user", "root", "--", "true"}, {"run", "--user", "0:0", "--", "true"},
+	{"run", "--network", "bogus", "--", "true"}, {"run", "--cpus", "-1", "--", "true"}, {"run", "--cpus", "NaN", "--", "true"},
+	{"run", "--pids", "-5", "--", "true"}, {"run", "--pids", "many", "--", "true"},
+	{"run", "-e", "NOEQUALS", "--", "true"}, {"run", "-e", "=v", "--", "true"}, {"run", "--workdir", "rel", "--", "true"},
+	{"run", "--timeout", "-1s", "--", "true"}, {"run", "--timeout", "soon", "--", "true"}, {"run", "--image", "", "--", "true"},
+	{"journal"}, {"journal", "nope"}, {"journal", "--json"}, {"journal", "show"}, {"journal", "show", "a", "b"},
+	{"journal", "show", ""}, {"journal", "ls", "extra"}, {"journal", "export", "--at", "3"}, {"journal", "show", "sb1", "--at", "3"},
+	{"journal", "replay"}, {"journal", "replay", "sb1", "--at", "abc"}, {"journal", "replay", "sb1", "--at", "-1"},
+	{"doctor", "extra"}, {"recover", "now"}, {"recover", "--dry-run=maybe"},
+	{"drill", "--failpoints", "nope"}, {"drill", "--random", "-1"}, {"drill", "extra"}, {"drill-child", "x"},
+}
+
+// TestUsage: a usage error exits 2 with a message naming what was wrong,
+// before anything opens a journal or talks to Docker — whether the default
+// journal is missing, exists, is held by a runtime, or cannot even be
+// located. The daemon is unreachable throughout.
+func TestUsage(t *testing.T) {
+	for _, state := range []struct {
+		name  string
+		setup func(t *testing.T, path string)
+	}{
+		{"no default journal", func(*testing.T, string) {}},
+		{"default journal exists", func(t *testing.T, path string) { makeJournal(t, path) }},
+		{"default journal held by a runtime", func(t *testing.T, path string) {
+			makeJournal(t, path)
+			j, err := journal.Open(path, journal.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { j.Close() })
+		}},
+		{"no home at all", func(t *testing.T, _ string) {
+			t.Setenv("STOCKADE_JOURNAL", "")
+			t.Setenv("XDG_STATE_HOME", "")
+			t.Setenv("HOME", "")
+			if p, err := journal.DefaultPath(); err == nil {
+				t.Fatalf("a default journal path without a home: %s", p)
+			}
+		}},
+	} {
+		t.Run(state.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "state", "stockade", "journal.db")
+			t.Setenv("STOCKADE_JOURNAL", path)
+			t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(dir, "no-daemon.sock"))
+			state.setup(t, path)
+			_, statErr := os.Stat(path)
+			for _, args := range usageErrors {
+				var out, errb bytes.Buffer
+				if code := dispatch(context.Background(), args, nil, &out, &errb); code != 2 {
+					t.Errorf("%q: exit %d, want 2 (stderr %q)", args, code, errb.String())
+				}
+				if !strings.Contains(errb.String(), "invalid_argument") || out.Len() > 0 {
+					t.Errorf("%q: stdout %q, stderr %q: want only an invalid_argument message", args, out.String(), errb.String())
+				}
+			}
+			if _, err := os.Stat(path); os.IsNotExist(err) != os.IsNotExist(statErr) {
+				t.Errorf("the default journal's existence changed: %v, was %v", err, statErr)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"--journal", "x", "help"}, {"run", "-h"}, {"journal", "-h"}, {"journal", "ls", "--help"}} {
+		var out, errb bytes.Buffer
+		if code := dispatch(context.Background(), args, nil, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "usage: stockade") || errb.Len() > 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
+		}
+	}
+}
+
+// makeJournal makes a journal at path holding one kept sandbox (sb1) with a
+// process (p1).
+func makeJournal(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	j, err := journal.Open(path, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	defer j.Close()
 	add := func(k journal.Key, parent string, ev lifecycle.Event) {
 		typ, payload, _ := lifecycle.Encode(ev)
-		if _, err := j.Append(ctx, journal.Record{Key: k, Parent: parent, Type: typ, Payload: payload, Terminal: lifecycle.Terminal(ev)}); err != nil {
+		if _, err := j.Append(context.Background(), journal.Record{Key: k, Parent: parent, Type: typ, Payload: payload, Terminal: lifecycle.Terminal(ev)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,29 +203,60 @@ func TestJournalCommands(t *testing.T) {
 	add(sb, "", lifecycle.SandboxCreated{Workload: "w"})
 	add(sb, "", lifecycle.SandboxStarted{})
 	add(pr, "sb1", lifecycle.ProcessReserved{Sandbox: "sb1", Spec: spec.Process{Argv: []string{"true"}}})
-	j.Close()
+}
 
-	run := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := dispatch(ctx, append(args, "--journal", path), nil, &out, &errb)
-		return code, out.String(), errb.String()
-	}
-	if code, out, e := run("journal", "show", "sb1"); code != 0 || !strings.Contains(out, "sandbox.started") || !strings.Contains(out, "process.reserved") {
-		t.Fatalf("show: %d %q %q", code, out, e)
-	}
-	if code, out, e := run("journal", "replay", "sb1", "--at", "2"); code != 0 || !strings.Contains(out, `"Phase": "reserved"`) || !strings.Contains(out, `"workload": "w"`) || !strings.Contains(out, `"ID": "sb1"`) {
-		t.Fatalf("replay --at 2: %d %q %q", code, out, e)
-	}
-	if code, out, e := run("journal", "verify"); code != 0 || !strings.Contains(out, "every record decodes") {
-		t.Fatalf("verify: %d %q %q", code, out, e)
-	}
-	if code, out, _ := run("journal", "export"); code != 0 || strings.Count(out, "\n") != 4 {
-		t.Fatalf("export: %d %q", code, out)
-	}
-	if code, out, _ := run("journal", "ls"); code != 0 || !strings.Contains(out, "sb1") || !strings.Contains(out, "p1") {
-		t.Fatalf("ls: %d %q", code, out)
-	}
-	if code, _, e := run("journal", "show", "nosuch"); code != 1 || !strings.Contains(e, "not_found") {
-		t.Fatalf("show of an unknown sandbox: %d %q", code, e)
+// TestJournalCommands runs the read-only journal commands on a journal made
+// here: show, replay --at, verify, export, ls; the journal named by --journal
+// after the command or before it, or by STOCKADE_JOURNAL.
+func TestJournalCommands(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	makeJournal(t, path)
+	for _, how := range []struct {
+		name string
+		args func([]string) []string
+	}{
+		{"--journal after", func(a []string) []string { return append(a, "--journal", path) }},
+		{"--journal before", func(a []string) []string { return append([]string{"--journal", path}, a...) }},
+		{"STOCKADE_JOURNAL", func(a []string) []string { return a }},
+	} {
+		t.Run(how.name, func(t *testing.T) {
+			env := path
+			if how.name != "STOCKADE_JOURNAL" {
+				env = filepath.Join(t.TempDir(), "absent.db")
+			}
+			t.Setenv("STOCKADE_JOURNAL", env)
+			run := func(args ...string) (int, string, string) {
+				var out, errb bytes.Buffer
+				code := dispatch(context.Background(), how.args(args), nil, &out, &errb)
+				return code, out.String(), errb.String()
+			}
+			if code, out, e := run("journal", "show", "sb1"); code != 0 || !strings.Contains(out, "sandbox.started") || !strings.Contains(out, "process.reserved") {
+				t.Fatalf("show: %d %q %q", code, out, e)
+			}
+			if code, out, e := run("journal", "replay", "sb1", "--at", "2"); code != 0 || !strings.Contains(out, `"Phase": "reserved"`) || !strings.Contains(out, `"workload": "w"`) || !strings.Contains(out, `"ID": "sb1"`) {
+				t.Fatalf("replay --at 2: %d %q %q", code, out, e)
+			}
+			if code, out, e := run("journal", "replay", "p1", "--process"); code != 0 || !strings.Contains(out, `"ID": "p1"`) {
+				t.Fatalf("replay --process: %d %q %q", code, out, e)
+			}
+			if code, out, e := run("journal", "verify"); code != 0 || !strings.Contains(out, "every record decodes") {
+				t.Fatalf("verify: %d %q %q", code, out, e)
+			}
+			if code, out, _ := run("journal", "export"); code != 0 || strings.Count(out, "\n") != 4 {
+				t.Fatalf("export: %d %q", code, out)
+			}
+			if code, out, _ := run("journal", "ls"); code != 0 || !strings.Contains(out, "sb1") || !strings.Contains(out, "p1") {
+				t.Fatalf("ls: %d %q", code, out)
+			}
+			if code, out, _ := run("--json", "journal", "show", "sb1"); code != 0 || strings.Count(out, "{\"kind\":") != 4 {
+				t.Fatalf("--json show: %d %q", code, out)
+			}
+			if code, _, e := run("journal", "show", "nosuch"); code != 1 || !strings.Contains(e, "not_found") {
+				t.Fatalf("show of an unknown sandbox: %d %q", code, e)
+			}
+			if _, err := os.Stat(env); env != path && !os.IsNotExist(err) {
+				t.Errorf("the default journal %s was made: %v", env, err)
+			}
+		})
 	}
 }

@@ -11,20 +11,33 @@ import (
 	"github.com/stockade/stockade/journal"
 )
 
-// recoverCmd runs (or, with --dry-run, only plans) the recovery Open does,
-// and prints what was decided for each sandbox and which orphans went.
-func recoverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var g global
-	fs := newFlags("recover", stderr)
-	g.register(fs)
-	dry := fs.Bool("dry-run", false, "decide, print, and touch nothing")
-	stopProcs := fs.Bool("stop-processes", false, "stop processes still running in re-adopted sandboxes instead of re-adopting them detached")
-	if err := fs.Parse(args); err != nil {
-		return 2
+type recoverCmd struct {
+	g         global
+	dry       bool
+	stopProcs bool
+}
+
+func parseRecover(g global, args []string) (command, error) {
+	c := &recoverCmd{g: g}
+	fs := newFlags("recover", &c.g)
+	fs.BoolVar(&c.dry, "dry-run", false, "decide, print, and touch nothing")
+	fs.BoolVar(&c.stopProcs, "stop-processes", false, "stop processes still running in re-adopted sandboxes instead of re-adopting them detached")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
 	}
-	opts := stockade.Options{Journal: g.journal, Profile: g.profile, StopAdoptedProcesses: *stopProcs}
+	if err := wantArgs("recover", pos, 0, "stockade recover [--dry-run] [--stop-processes]"); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// execute runs (or, with --dry-run, only plans) the recovery Open does, and
+// prints what was decided for each sandbox and which orphans went.
+func (c *recoverCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
+	opts := stockade.Options{Journal: c.g.journal, Profile: c.g.profile, StopAdoptedProcesses: c.stopProcs}
 	var rep stockade.RecoveryReport
-	if *dry {
+	if c.dry {
 		var err error
 		if rep, err = stockade.PlanRecovery(ctx, opts); err != nil {
 			return fail(stderr, err, 1)
@@ -39,18 +52,18 @@ func recoverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return fail(stderr, err, 1)
 		}
 	}
-	if g.json {
+	if c.g.json {
 		json.NewEncoder(stdout).Encode(rep)
 		return 0
 	}
 	verb := "recovered"
-	if *dry {
+	if c.dry {
 		verb = "would recover"
 	}
 	fmt.Fprintf(stdout, "%s %d sandboxes, %d live processes, %d orphans in %v\n", verb, len(rep.Sandboxes), rep.Processes, len(rep.Orphans), rep.Duration.Round(time.Millisecond))
 	for _, s := range rep.Sandboxes {
 		settled := ""
-		if !*dry {
+		if !c.dry {
 			settled = " → " + string(s.Settled)
 		}
 		fmt.Fprintf(stdout, "  %s  %s → %s%s\n      %s\n", s.ID, s.From, s.Decision, settled, s.Observed)

@@ -14,53 +14,104 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	var g global
-	fs := newFlags("run", stderr)
-	g.register(fs)
-	pol := spec.DefaultPolicy()
-	image := fs.String("image", "stockade/toolbox:dev", "sandbox image (tag or sha256 ID)")
-	interactive := fs.Bool("i", false, "keep stdin open and pass it to the command")
-	fs.Float64Var(&pol.CPUs, "cpus", pol.CPUs, "CPU quota in cores")
-	memory := fs.String("memory", "512m", "memory limit (bytes, or with k/m/g)")
-	fs.Int64Var(&pol.Pids, "pids", pol.Pids, "maximum tasks")
-	network := fs.String("network", string(pol.Network), "isolated or bridge")
-	user := fs.String("user", pol.User.String(), "uid:gid")
-	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: none)")
-	history := fs.Bool("history", false, "print the sandbox's journaled history after it is removed")
-	workdir := fs.String("workdir", "", "working directory (default /workspace/work)")
-	var env multiFlag
-	fs.Var(&env, "e", "NAME=value added to the environment (repeatable)")
+type runCmd struct {
+	g       global
+	image   string
+	policy  spec.Policy
+	proc    spec.Process
+	history bool
+}
+
+const runUsage = "stockade run [flags] -- CMD..."
+
+// parseRun takes the policy flags' zero values (the flags' defaults) to mean
+// the policy's defaults, field by field.
+func parseRun(g global, args []string) (command, error) {
+	c := &runCmd{g: g}
+	fs := newFlags("run", &c.g)
+	fs.StringVar(&c.image, "image", "stockade/toolbox:dev", "sandbox image (tag or sha256 ID)")
+	fs.BoolVar(&c.proc.Stdin, "i", false, "keep stdin open and pass it to the command")
+	fs.Float64Var(&c.policy.CPUs, "cpus", 0, "CPU quota in cores (0: the default)")
+	memory := fs.String("memory", "", "memory limit in bytes, or with k/m/g (default 512m)")
+	fs.Int64Var(&c.policy.Pids, "pids", 0, "maximum tasks (0: the default)")
+	network := fs.String("network", "", "isolated or bridge (default isolated)")
+	user := fs.String("user", "", "uid:gid (default 65532:65532)")
+	fs.DurationVar(&c.proc.Timeout, "timeout", 0, "stop the command after this long (0: none)")
+	fs.BoolVar(&c.history, "history", false, "print the sandbox's journaled history after it is removed")
+	fs.StringVar(&c.proc.Dir, "workdir", "", "working directory (default /workspace/work)")
+	fs.Var((*multiFlag)(&c.proc.Env), "e", "NAME=value added to the environment (repeatable)")
+	// Flags stop at the command: what follows it is the command's own.
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return nil, usageError("run", err)
 	}
-	argv := fs.Args()
-	if len(argv) == 0 {
-		fmt.Fprintln(stderr, "stockade run: no command given (stockade run [flags] -- CMD...)")
-		return 2
+	if c.proc.Argv = fs.Args(); len(c.proc.Argv) == 0 {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "run", "no command given (usage: %s)", runUsage)
+	}
+	if c.image == "" {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "run", "--image is empty")
 	}
 	var err error
-	if pol.MemoryBytes, err = parseBytes(*memory); err != nil {
-		return fail(stderr, err, 2)
+	if *memory != "" {
+		if c.policy.MemoryBytes, err = parseBytes(*memory); err != nil {
+			return nil, err
+		}
 	}
-	pol.Network = spec.NetworkKind(*network)
-	if pol.User, err = parseUser(*user); err != nil {
-		return fail(stderr, err, 2)
+	c.policy.Network = spec.NetworkKind(*network)
+	c.policy = withDefaults(c.policy)
+	// After the defaults: --user 0:0 is root asked for, not a zero value.
+	if *user != "" {
+		if c.policy.User, err = parseUser(*user); err != nil {
+			return nil, err
+		}
 	}
-	if err := pol.Validate(); err != nil {
-		return fail(stderr, err, 2)
+	if err := c.policy.Validate(); err != nil {
+		return nil, err
 	}
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: g.journal, Profile: g.profile})
+	c.proc.Stdout, c.proc.Stderr = spec.Pipe, spec.Pipe
+	if err := c.proc.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// withDefaults fills p's zero fields from spec.DefaultPolicy().
+func withDefaults(p spec.Policy) spec.Policy {
+	d := spec.DefaultPolicy()
+	if p.CPUs == 0 {
+		p.CPUs = d.CPUs
+	}
+	if p.MemoryBytes == 0 {
+		p.MemoryBytes = d.MemoryBytes
+	}
+	if p.Pids == 0 {
+		p.Pids = d.Pids
+	}
+	if p.HomeBytes == 0 {
+		p.HomeBytes = d.HomeBytes
+	}
+	if p.TmpBytes == 0 {
+		p.TmpBytes = d.TmpBytes
+	}
+	if p.Network == "" {
+		p.Network = d.Network
+	}
+	if p.User == (spec.User{}) {
+		p.User = d.User
+	}
+	return p
+}
+
+func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.g.journal, Profile: c.g.profile})
 	if err != nil {
 		return fail(stderr, err, 125)
 	}
 	defer rt.Close()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: *image, Policy: pol, Lifetime: spec.OneShot})
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.OneShot})
 	if err != nil {
 		return fail(stderr, err, 125)
 	}
-	code := runIn(ctx, sb, spec.Process{Argv: argv, Env: env, Dir: *workdir, Stdin: *interactive,
-		Stdout: spec.Pipe, Stderr: spec.Pipe, Timeout: *timeout}, stdin, stdout, stderr)
+	code := runIn(ctx, sb, c.proc, stdin, stdout, stderr)
 	// Remove even when the caller interrupted us: a one-shot sandbox must not
 	// outlive its command.
 	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -68,12 +119,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err := sb.Remove(rctx); err != nil {
 		return fail(stderr, err, 125)
 	}
-	if *history {
+	if c.history {
 		evs, err := rt.History(sb.ID())
 		if err != nil {
 			return fail(stderr, err, 125)
 		}
-		printHistory(stdout, evs, g.json)
+		printHistory(stdout, evs, c.g.json)
 	}
 	return code
 }
@@ -206,6 +257,7 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
+// parseBytes reads a size; 0 is a size too (the caller's default).
 func parseBytes(s string) (int64, error) {
 	mult := int64(1)
 	t := strings.ToLower(strings.TrimSpace(s))
@@ -218,8 +270,8 @@ func parseBytes(s string) (int64, error) {
 		mult, t = 1<<30, t[:len(t)-1]
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, spec.Errorf(spec.CodeInvalidArgument, "flags", "--memory %q is not a positive size (e.g. 512m)", s)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, spec.Errorf(spec.CodeInvalidArgument, "run", "--memory %q is not a size (e.g. 512m; 0: the default)", s)
 	}
 	return n * mult, nil
 }
@@ -229,7 +281,7 @@ func parseUser(s string) (spec.User, error) {
 	uid, err1 := strconv.ParseInt(u, 10, 64)
 	gid, err2 := strconv.ParseInt(g, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
-		return spec.User{}, spec.Errorf(spec.CodeInvalidArgument, "flags", "--user %q is not uid:gid", s)
+		return spec.User{}, spec.Errorf(spec.CodeInvalidArgument, "run", "--user %q is not uid:gid", s)
 	}
 	return spec.User{UID: uid, GID: gid}, nil
 }
