@@ -40,17 +40,19 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 
 // journalUsage is each journal subcommand's usage line.
 var journalUsage = map[string]string{
-	"show":   "stockade journal show SANDBOX",
-	"replay": "stockade journal replay ID [--process] [--at SEQ]",
-	"export": "stockade journal export",
-	"ls":     "stockade journal ls",
-	"verify": "stockade journal verify",
+	"show":    "stockade journal show SANDBOX",
+	"replay":  "stockade journal replay ID [--process] [--at SEQ]",
+	"export":  "stockade journal export",
+	"ls":      "stockade journal ls",
+	"verify":  "stockade journal verify",
+	"restore": "stockade journal restore COPY DEST",
 }
 
 type journalCmd struct {
 	g       global
 	sub     string
 	id      string // show, replay
+	dst     string // restore: the new journal file
 	at      uint64 // replay: 0 is the stream's end
 	process bool   // replay: id is a process's
 }
@@ -63,12 +65,12 @@ func parseJournal(g global, args []string) (command, error) {
 		return nil, usageError("journal", err)
 	}
 	if fs.NArg() == 0 {
-		return nil, spec.Errorf(spec.CodeInvalidArgument, "journal", "no subcommand given (show, replay, export, ls or verify)")
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "journal", "no subcommand given (show, replay, export, ls, verify or restore)")
 	}
 	c.sub, args = fs.Arg(0), fs.Args()
 	line, ok := journalUsage[c.sub]
 	if !ok {
-		return nil, spec.Errorf(spec.CodeInvalidArgument, "journal", "unknown subcommand %q (show, replay, export, ls or verify)", c.sub)
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "journal", "unknown subcommand %q (show, replay, export, ls, verify or restore)", c.sub)
 	}
 	name := "journal " + c.sub
 	fs = newFlags(name, &c.g)
@@ -81,15 +83,23 @@ func parseJournal(g global, args []string) (command, error) {
 		return nil, err
 	}
 	n := 0
-	if c.sub == "show" || c.sub == "replay" {
+	switch c.sub {
+	case "show", "replay":
 		n = 1
+	case "restore":
+		n = 2
 	}
 	if err := wantArgs(name, pos, n, line); err != nil {
 		return nil, err
 	}
-	if n == 1 {
+	if n >= 1 {
 		if c.id = pos[0]; c.id == "" {
-			return nil, spec.Errorf(spec.CodeInvalidArgument, name, "the id is empty (usage: %s)", line)
+			return nil, spec.Errorf(spec.CodeInvalidArgument, name, "the first argument is empty (usage: %s)", line)
+		}
+	}
+	if n == 2 {
+		if c.dst = pos[1]; c.dst == "" {
+			return nil, spec.Errorf(spec.CodeInvalidArgument, name, "DEST is empty (usage: %s)", line)
 		}
 	}
 	return c, nil
@@ -110,6 +120,15 @@ func openJournal(g global) (*journal.Journal, error) {
 }
 
 func (c *journalCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.Writer) int {
+	if c.sub == "restore" {
+		// A copy is never a second runtime by accident; this makes one on
+		// purpose, into a new file.
+		if err := journal.Restore(c.id, c.dst); err != nil {
+			return fail(stderr, err, 1)
+		}
+		fmt.Fprintf(stdout, "%s: restored from the copy %s; it opens writable with the copy's owner\n", c.dst, c.id)
+		return 0
+	}
 	j, err := openJournal(c.g)
 	if err != nil {
 		return fail(stderr, err, 1)

@@ -9,6 +9,7 @@
 //	stockade journal ls                 live entities in the journal
 //	stockade journal replay ID --at N   a stream's state at a sequence
 //	stockade journal verify             check the whole journal
+//	stockade journal restore COPY DEST  turn a copy into a writable journal
 //	stockade recover [--dry-run]        run or plan the crash recovery
 //	stockade drill                      crash drills over every failpoint
 //
@@ -45,6 +46,7 @@ commands:
   journal replay ID [--process] [--at SEQ]
                             fold a stream up to a sequence and print the state there
   journal verify            check every record, stream and index of the journal
+  journal restore COPY DEST make a journal copy (CopyTo) writable again as a new file DEST
   recover [--dry-run] [--stop-processes]
                             run (or only plan) the crash recovery and print each decision
   drill [--failpoints a,b] [--random N]

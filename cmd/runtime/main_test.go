@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -258,5 +259,45 @@ func TestJournalCommands(t *testing.T) {
 				t.Errorf("the default journal %s was made: %v", env, err)
 			}
 		})
+	}
+}
+
+// TestJournalRestore: a copy of a journal refuses to be a runtime's journal;
+// `journal restore` makes a writable journal of it, deliberately, as a new
+// file, and refuses to overwrite one.
+func TestJournalRestore(t *testing.T) {
+	dir := t.TempDir()
+	path, cp, dst := filepath.Join(dir, "j.db"), filepath.Join(dir, "copy.db"), filepath.Join(dir, "restored.db")
+	makeJournal(t, path)
+	j, err := journal.Open(path, journal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.CopyFile(cp); err != nil {
+		t.Fatal(err)
+	}
+	owner := j.Owner()
+	j.Close()
+	if _, err := journal.Open(cp, journal.Options{}); !errors.Is(err, journal.ErrCopy) || !strings.Contains(err.Error(), "stockade journal restore") {
+		t.Fatalf("writable open of a copy: %v", err)
+	}
+	run := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := dispatch(context.Background(), args, nil, &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	if code, out := run("journal", "restore", cp); code != 2 {
+		t.Fatalf("restore without DEST: %d %q", code, out)
+	}
+	if code, out := run("journal", "restore", cp, dst); code != 0 {
+		t.Fatalf("restore: %d %q", code, out)
+	}
+	r, err := journal.Open(dst, journal.Options{Owner: owner})
+	if err != nil {
+		t.Fatalf("the restored journal does not open writable: %v", err)
+	}
+	r.Close()
+	if code, out := run("journal", "restore", cp, dst); code != 1 || !strings.Contains(out, "exists") {
+		t.Fatalf("restore over an existing file: %d %q", code, out)
 	}
 }

@@ -166,6 +166,9 @@ func runIn(ctx context.Context, sb *stockade.Sandbox, p spec.Process, stdin io.R
 	<-errDone
 	res, err := proc.Wait(context.Background())
 	switch {
+	case err == nil && res.Reason == string(lifecycle.ReasonOOM):
+		fmt.Fprintf(stderr, "stockade: the process was killed by the kernel's OOM killer (the sandbox's memory limit)\n")
+		return res.ExitCode
 	case err == nil:
 		return res.ExitCode
 	case spec.IsCode(err, spec.CodeExecFailed):
