@@ -11,6 +11,7 @@ import (
 	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/actors/process"
 	"github.com/stockade/stockade/actors/sandbox"
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -165,8 +166,14 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 }
 
 // Put extracts a tar stream into /workspace/<dir> through the export
-// container; entries are owned by the sandbox's user.
+// container; entries are owned by the sandbox's user. The whole archive is
+// checked before anything is extracted: an entry, symlink or hardlink that
+// would resolve outside dir fails the put with invalid_argument and nothing
+// of it lands. Put returns when ctx ends, even while tar's Read blocks.
 func (s *Sandbox) Put(ctx context.Context, dir string, tar io.Reader) error {
+	if _, err := dockerio.WorkspacePath(dir); err != nil {
+		return err
+	}
 	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Put{Ctx: ctx, Dir: dir, Tar: tar, Reply: r} }, nil)
 	if aerr != nil {
 		return aerr

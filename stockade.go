@@ -288,7 +288,8 @@ func (rt *Runtime) Owner() string { return rt.journal.Owner() }
 type SandboxSpec struct {
 	// Image is a tag or an image ID; a tag is resolved once and pinned.
 	Image string
-	// Policy; the zero value means spec.DefaultPolicy().
+	// Policy; each zero field means its default (spec.Policy.WithDefaults),
+	// so the zero Policy is spec.DefaultPolicy().
 	Policy   spec.Policy
 	Datasets []spec.Dataset
 	// Lifetime; "" means spec.Kept.
@@ -304,15 +305,14 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 	if err := rt.usable(); err != nil {
 		return nil, err
 	}
-	full := spec.Sandbox{Image: s.Image, Policy: s.Policy, Datasets: s.Datasets, Lifetime: s.Lifetime, TTL: s.TTL}
-	if full.Policy == (spec.Policy{}) {
-		full.Policy = spec.DefaultPolicy()
+	full := spec.Sandbox{Image: s.Image, Policy: s.Policy, Datasets: s.Datasets, Lifetime: s.Lifetime, TTL: s.TTL}.WithDefaults()
+	// The whole spec is judged before the first Docker call or journal
+	// append: bad input costs nothing and leaves nothing to recover.
+	if err := full.ValidateUnpinned(); err != nil {
+		return nil, err
 	}
-	if full.Lifetime == "" {
-		full.Lifetime = spec.Kept
-	}
-	if s.Image == "" {
-		return nil, spec.Errorf(spec.CodeInvalidArgument, "sandbox", "no image given")
+	if err := dockerio.AdmitPolicy(full.Policy); err != nil {
+		return nil, err
 	}
 	id, err := rt.engine.ResolveImage(ctx, s.Image)
 	if err != nil {

@@ -175,7 +175,7 @@ func TestFakeInvalidInput(t *testing.T) {
 	rt := openFake(t, newFake(t), "")
 	ctx := context.Background()
 	bad := spec.DefaultPolicy()
-	bad.Pids = 0
+	bad.Pids = -1 // zero would mean the default
 	for _, s := range []stockade.SandboxSpec{
 		{},
 		{Image: fakeImage, Policy: bad},

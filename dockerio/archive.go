@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -14,15 +16,25 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// workspacePath turns a path relative to /workspace into an absolute one,
-// refusing anything that would leave it.
-func workspacePath(p string) (string, error) {
-	if strings.IndexByte(p, 0) >= 0 || path.IsAbs(p) {
-		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "path %q is not relative to %s", p, WorkspaceDir)
-	}
-	c := path.Clean(p)
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "path %q leaves %s", p, WorkspaceDir)
+// Archive limits.
+const (
+	// MaxArchiveBytes bounds one Put's archive as spooled (headers, data
+	// and padding), so a caller cannot fill the runtime host's disk.
+	MaxArchiveBytes = 1 << 30
+	// maxLinkHops bounds the symlinks followed resolving one path, as the
+	// kernel's ELOOP limit does, so a loop ends in a refusal.
+	maxLinkHops = 40
+	// maxLinkBytes bounds what one Put's symlinks may hold (names plus
+	// targets) while their resolution is tracked.
+	maxLinkBytes = 16 << 20
+)
+
+// WorkspacePath turns a path relative to /workspace into an absolute one,
+// refusing anything absolute or that would leave it.
+func WorkspacePath(p string) (string, error) {
+	c, ok := spec.CleanRelPath(p)
+	if !ok {
+		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "path %q is not a path relative to %s that stays within it", p, WorkspaceDir)
 	}
 	if c == "." {
 		return WorkspaceDir, nil
@@ -30,70 +42,229 @@ func workspacePath(p string) (string, error) {
 	return WorkspaceDir + "/" + c, nil
 }
 
+// links records the symlinks an archive has made so far, by the clean path
+// they were made at (relative to the destination), so later entries and
+// link targets are resolved as the kernel will resolve them at extraction.
+type links struct {
+	target map[string]string
+	bytes  int
+}
+
+// resolve walks p (relative to the destination, not cleaned: ".." must apply
+// after a symlink is followed, not before) one component at a time,
+// following this archive's symlinks, and returns the clean path it reaches.
+// It reports false if the walk climbs out of the destination, meets an
+// absolute symlink target (it would resolve against the container's root),
+// or follows more than maxLinkHops links. Symlinks already in the
+// destination are not known here; see PutArchive.
+func (l *links) resolve(p string) (string, bool) {
+	cur, rest := ".", strings.Split(p, "/")
+	for hops := 0; len(rest) > 0; {
+		// cur holds no symlink, so ".." may pop its last component.
+		next, ok := spec.CleanRelPath(cur + "/" + rest[0])
+		if !ok {
+			return "", false
+		}
+		cur, rest = next, rest[1:]
+		t, isLink := l.target[cur]
+		if !isLink {
+			continue
+		}
+		if hops++; hops > maxLinkHops || path.IsAbs(t) {
+			return "", false
+		}
+		cur, rest = path.Dir(cur), append(strings.Split(t, "/"), rest...)
+	}
+	return cur, true
+}
+
+// check refuses an entry that would be written, or whose link would point,
+// outside the destination, and records a symlink for the entries after it.
+func (l *links) check(h *tar.Header) error {
+	bad := func(format string, args ...any) error {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "entry %q: %s", h.Name, fmt.Sprintf(format, args...))
+	}
+	name, ok := spec.CleanRelPath(h.Name)
+	if !ok {
+		return bad("its name leaves the destination")
+	}
+	// Docker cleans names too; cleaning here means it extracts exactly the
+	// path checked.
+	h.Name = name
+	if h.Typeflag == tar.TypeDir && name != "." {
+		h.Name += "/"
+	}
+	parent, ok := l.resolve(path.Dir(name))
+	if !ok {
+		return bad("its directory resolves, through a symlink of this archive, outside the destination (or loops)")
+	}
+	switch h.Typeflag {
+	case tar.TypeSymlink:
+		// A relative target resolves from the link's own directory; an
+		// absolute one from the root of whoever reads it, never the
+		// destination.
+		if path.IsAbs(h.Linkname) || strings.IndexByte(h.Linkname, 0) >= 0 {
+			return bad("symlink target %q is absolute", h.Linkname)
+		}
+		if _, ok := l.resolve(parent + "/" + h.Linkname); !ok {
+			return bad("symlink target %q resolves outside the destination (or loops)", h.Linkname)
+		}
+		if l.bytes += len(name) + len(h.Linkname); l.bytes > maxLinkBytes {
+			return bad("the archive's symlinks exceed %d bytes of names and targets", maxLinkBytes)
+		}
+		if l.target == nil {
+			l.target = map[string]string{}
+		}
+		l.target[path.Join(parent, path.Base(name))] = h.Linkname
+	case tar.TypeLink:
+		// A hardlink target names a path relative to the destination, which
+		// Docker cleans before link(2) resolves its directories (but not
+		// its last component: a hardlink to a symlink is to the symlink).
+		t, ok := spec.CleanRelPath(h.Linkname)
+		if !ok || t == "." {
+			return bad("hardlink target %q is not a path within the destination", h.Linkname)
+		}
+		if _, ok := l.resolve(path.Dir(t)); !ok {
+			return bad("hardlink target %q resolves, through a symlink of this archive, outside the destination (or loops)", h.Linkname)
+		}
+		h.Linkname = t
+	}
+	return nil
+}
+
 // rewrite copies a tar stream, setting every entry's owner to uid:gid,
-// clearing setuid/setgid/sticky bits, and refusing devices, FIFOs and
-// absolute or escaping names.
+// clearing setuid/setgid/sticky bits, dropping PAX records, and refusing
+// devices, FIFOs, and entries or links that leave the destination.
 func rewrite(dst io.Writer, src io.Reader, u spec.User) error {
 	tr := tar.NewReader(src)
 	tw := tar.NewWriter(dst)
+	// An error of the destination (the spool's limit, its disk) keeps its
+	// own code; anything else is the archive's fault.
+	wrap := func(err error, format string, args ...any) error {
+		if err == nil {
+			return nil
+		}
+		var se *spec.Error
+		if errors.As(err, &se) {
+			return err
+		}
+		return spec.Wrap(spec.CodeInvalidArgument, "dockerio.archive", err, format, args...)
+	}
+	var l links
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return tw.Close()
+			return wrap(tw.Close(), "ending the archive")
 		}
 		if err != nil {
-			return spec.Wrap(spec.CodeInvalidArgument, "dockerio.archive", err, "reading the archive")
+			return wrap(err, "reading the archive")
 		}
 		switch h.Typeflag {
 		case tar.TypeReg, tar.TypeDir, tar.TypeSymlink, tar.TypeLink:
 		default:
 			return spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "entry %q: type %q is not a file, directory or link", h.Name, h.Typeflag)
 		}
-		if path.IsAbs(h.Name) || strings.HasPrefix(path.Clean(h.Name), "..") {
-			return spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "entry %q leaves the destination", h.Name)
+		if err := l.check(h); err != nil {
+			return err
 		}
 		h.Uid, h.Gid = int(u.UID), int(u.GID)
 		h.Uname, h.Gname = "", ""
 		h.Mode &= 0o777
+		// PAX records would carry extended attributes (SCHILY.xattr.*,
+		// LIBARCHIVE.xattr.*: security.capability, trusted.*), ACLs and
+		// sparse maps past every check above; the writer derives the ones
+		// a header needs (long names, sizes) from its fields.
+		h.PAXRecords = nil
+		h.Xattrs = nil //nolint:staticcheck // the deprecated field is still written
 		h.Format = tar.FormatPAX
 		if err := tw.WriteHeader(h); err != nil {
-			return spec.Wrap(spec.CodeInvalidArgument, "dockerio.archive", err, "entry %q", h.Name)
+			return wrap(err, "entry %q", h.Name)
 		}
 		if _, err := io.Copy(tw, tr); err != nil {
-			return spec.Wrap(spec.CodeInvalidArgument, "dockerio.archive", err, "entry %q", h.Name)
+			return wrap(err, "entry %q", h.Name)
 		}
+	}
+}
+
+// spoolFile is the spool's destination: a file bounded by MaxArchiveBytes.
+type spoolFile struct {
+	f *os.File
+	n int64
+}
+
+func (s *spoolFile) Write(p []byte) (int, error) {
+	if s.n+int64(len(p)) > MaxArchiveBytes {
+		return 0, spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "the archive exceeds the limit of %d bytes on one put", MaxArchiveBytes)
+	}
+	n, err := s.f.Write(p)
+	s.n += int64(n)
+	if err != nil {
+		return n, spec.Wrap(spec.CodeInternal, "dockerio.archive", err, "spooling the archive")
+	}
+	return n, nil
+}
+
+// spool rewrites and checks the caller's whole archive into an unlinked
+// temporary file before Docker sees a byte of it, and returns that file at
+// its start. Checking while streaming to Docker cannot keep a bad entry from
+// costing anything: Docker extracts each entry as it arrives, so an upload
+// aborted at entry n leaves entries 1..n-1 written. Buffering in memory is
+// unbounded; the spool is bounded (MaxArchiveBytes) and on disk.
+//
+// It returns when ctx ends even if the caller's reader blocks: that read
+// cannot be interrupted, so the rewrite is left to end with it and then
+// closes the file.
+func spool(ctx context.Context, r io.Reader, u spec.User) (*os.File, error) {
+	f, err := os.CreateTemp("", "stockade-put-*.tar")
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeInternal, "dockerio.archive", err, "making the archive's spool file")
+	}
+	// Unlinked at once: nothing is left behind, even by a crash.
+	os.Remove(f.Name())
+	done := make(chan error, 1)
+	go func() { done <- rewrite(&spoolFile{f: f}, r, u) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			if _, serr := f.Seek(0, io.SeekStart); serr != nil {
+				err = spec.Wrap(spec.CodeInternal, "dockerio.archive", serr, "rewinding the archive's spool file")
+			}
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		return f, nil
+	case <-ctx.Done():
+		go func() { <-done; f.Close() }()
+		return nil, translate(ctx.Err(), "dockerio.archive", "reading the archive to put")
 	}
 }
 
 // PutArchive extracts a tar stream into /workspace/<dir> through the export
 // container (never an exec in the workload). Every entry is owned by the
-// sandbox's uid:gid; special files and setuid bits are refused or cleared.
-// dir must exist.
+// sandbox's uid:gid; special files are refused, setuid bits and PAX records
+// (extended attributes) dropped. An entry whose name, symlink or hardlink
+// would resolve outside dir, following the archive's own symlinks, fails the
+// whole put with invalid_argument before anything is extracted: the archive
+// is checked in full (spooled) first. Symlinks already in the workspace
+// (a process may have made them) are resolved by Docker inside the export
+// container's root, not by this check. dir must exist.
 func (a *Adapter) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Reader) error {
+	dst, err := WorkspacePath(dir)
+	if err != nil {
+		return err
+	}
+	f, err := spool(ctx, r, sb.Spec.Policy.User)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
 	cli, err := a.ready(ctx)
 	if err != nil {
 		return err
 	}
-	dst, err := workspacePath(dir)
-	if err != nil {
-		return err
-	}
-	pr, pw := io.Pipe()
-	var rerr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		rerr = rewrite(pw, r, sb.Spec.Policy.User)
-		pw.CloseWithError(rerr)
-	}()
-	err = cli.CopyToContainer(ctx, sb.Export, dst, pr, container.CopyToContainerOptions{})
-	pr.CloseWithError(errors.New("dockerio: archive upload ended"))
-	wg.Wait()
-	if rerr != nil {
-		return rerr
-	}
-	if err != nil {
+	if err := cli.CopyToContainer(ctx, sb.Export, dst, f, container.CopyToContainerOptions{}); err != nil {
 		return translate(err, "dockerio.archive", "extracting into %s through export container %s", dst, sb.Export)
 	}
 	return nil
@@ -109,7 +280,7 @@ func (a *Adapter) GetArchive(ctx context.Context, sb Sandbox, p string, pause bo
 	if err != nil {
 		return nil, false, err
 	}
-	src, err := workspacePath(p)
+	src, err := WorkspacePath(p)
 	if err != nil {
 		return nil, false, err
 	}

@@ -464,15 +464,16 @@ func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Read
 	if err := f.enter(ctx, "PutArchive"); err != nil {
 		return err
 	}
-	dst, err := workspacePath(dir)
+	dst, err := WorkspacePath(dir)
 	if err != nil {
 		return err
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")
-	var buf bytes.Buffer
-	if err := rewrite(&buf, r, sb.Spec.Policy.User); err != nil {
+	spooled, err := spool(ctx, r, sb.Spec.Policy.User)
+	if err != nil {
 		return err
 	}
+	defer spooled.Close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.get(sb)
@@ -482,7 +483,7 @@ func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Read
 	if _, ok := s.files[rel+"/"]; rel != "" && !ok {
 		return spec.Errorf(spec.CodeNotFound, "dockerio.archive", "%s does not exist", dst)
 	}
-	tr := tar.NewReader(&buf)
+	tr := tar.NewReader(spooled)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -505,7 +506,7 @@ func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string, pause bool)
 	if err := f.enter(ctx, "GetArchive"); err != nil {
 		return nil, false, err
 	}
-	src, err := workspacePath(p)
+	src, err := WorkspacePath(p)
 	if err != nil {
 		return nil, false, err
 	}

@@ -26,6 +26,12 @@ type User struct {
 func (u User) String() string { return fmt.Sprintf("%d:%d", u.UID, u.GID) }
 
 // Policy is a sandbox's isolation and resource policy.
+//
+// A zero field means its default (DefaultPolicy) once WithDefaults is
+// applied, as CreateSandbox does: a caller states only what differs. No zero
+// value is ever used as such, because each would be wrong or dangerous: zero
+// cpus, memory or pids admit nothing, a zero network is no network kind, and
+// a zero User is uid 0, root, which a sandbox never runs as.
 type Policy struct {
 	// CPUs is the CPU quota in cores (NanoCpus = CPUs × 1e9).
 	CPUs float64 `json:"cpus"`
@@ -62,6 +68,34 @@ const (
 	DefaultOutputQuota = 64 << 20
 )
 
+// Input limits. Each is refused with an invalid_argument error naming the
+// field and the limit, before anything is journaled or asked of Docker.
+const (
+	// MaxArgs and MaxEnv bound how many argv and env strings a process has.
+	MaxArgs = 4096
+	MaxEnv  = 1024
+	// MaxArgBytes bounds one argv or env string: the kernel's
+	// MAX_ARG_STRLEN (32 pages) less the string's NUL; execve refuses more.
+	MaxArgBytes = 128<<10 - 1
+	// MaxArgvEnvBytes bounds argv and env together, each string counted
+	// with its NUL as execve counts it. It stays well under ARG_MAX (a
+	// quarter of the stack limit, 2 MiB with the usual 8 MiB stack, shared
+	// with the sandbox's fixed environment and the exec wrapper's own
+	// arguments), and it keeps a process's journal record small: JSON
+	// escapes a byte into at most 6 (\u003c), so a maximal spec encodes to
+	// about 1.6 MiB, under the journal's 4 MiB record limit (a test in the
+	// root package checks the two against each other).
+	MaxArgvEnvBytes = 256 << 10
+	// MaxPathBytes bounds a working directory or dataset target: PATH_MAX
+	// less its NUL.
+	MaxPathBytes = 4095
+	// MaxDatasets bounds a sandbox's dataset mounts.
+	MaxDatasets = 64
+	// MaxImageRefBytes bounds an image reference (a tag or ID) before it is
+	// resolved; Docker's own limit on a repository name is 255.
+	MaxImageRefBytes = 1024
+)
+
 // DefaultPolicy returns the embedded default policy.
 func DefaultPolicy() Policy {
 	return Policy{
@@ -73,6 +107,37 @@ func DefaultPolicy() Policy {
 		Network:     NetworkIsolated,
 		User:        User{UID: DefaultUID, GID: DefaultGID},
 	}
+}
+
+// WithDefaults returns p with each zero field taken from DefaultPolicy. User
+// is defaulted only as a whole: a zero User means the default 65532:65532,
+// while a User with one id set keeps its zero other id, which Validate then
+// refuses (root's group), rather than guessing what was meant. Non-zero
+// fields, bad ones included, are kept for Validate to judge.
+func (p Policy) WithDefaults() Policy {
+	d := DefaultPolicy()
+	if p.CPUs == 0 {
+		p.CPUs = d.CPUs
+	}
+	if p.MemoryBytes == 0 {
+		p.MemoryBytes = d.MemoryBytes
+	}
+	if p.Pids == 0 {
+		p.Pids = d.Pids
+	}
+	if p.HomeBytes == 0 {
+		p.HomeBytes = d.HomeBytes
+	}
+	if p.TmpBytes == 0 {
+		p.TmpBytes = d.TmpBytes
+	}
+	if p.Network == "" {
+		p.Network = d.Network
+	}
+	if p.User == (User{}) {
+		p.User = d.User
+	}
+	return p
 }
 
 // maxID is the largest uid/gid Linux accepts (2^32-2; 2^32-1 is "no id").
@@ -155,12 +220,85 @@ func IsImageID(s string) bool {
 	return true
 }
 
+// ValidateImageRef checks the shape of an image reference that is still to
+// be resolved (a tag or an ID): not empty, bounded, and free of NUL, control
+// characters and spaces, none of which any reference holds. Whether it names
+// an image is Docker's to say.
+func ValidateImageRef(ref string) error {
+	if ref == "" {
+		return Errorf(CodeInvalidArgument, "sandbox", "no image given")
+	}
+	if len(ref) > MaxImageRefBytes {
+		return Errorf(CodeInvalidArgument, "sandbox", "image reference is %d bytes, over the limit of %d", len(ref), MaxImageRefBytes)
+	}
+	for _, c := range ref {
+		if c <= ' ' || c == 0x7f {
+			return Errorf(CodeInvalidArgument, "sandbox", "image reference %q holds a space, NUL or control character", ref)
+		}
+	}
+	return nil
+}
+
+// cleanTarget cleans an absolute dataset target, so "//workspace",
+// "/workspace/" and "/a/../workspace" are all "/workspace". It reports false
+// for a relative target or one that climbs above / ("/../x").
+func cleanTarget(t string) (string, bool) {
+	if !strings.HasPrefix(t, "/") {
+		return "", false
+	}
+	rel, ok := CleanRelPath(strings.TrimLeft(t, "/"))
+	if !ok {
+		return "", false
+	}
+	if rel == "." {
+		return "/", true
+	}
+	return "/" + rel, true
+}
+
+// WithDefaults returns s as CreateSandbox makes it: the policy's zero fields
+// defaulted (Policy.WithDefaults), an empty lifetime made Kept, and dataset
+// targets cleaned, so what is journaled, mounted and read back is the path
+// Validate judged.
+func (s Sandbox) WithDefaults() Sandbox {
+	s.Policy = s.Policy.WithDefaults()
+	if s.Lifetime == "" {
+		s.Lifetime = Kept
+	}
+	if len(s.Datasets) > 0 {
+		ds := make([]Dataset, len(s.Datasets))
+		for i, d := range s.Datasets {
+			if c, ok := cleanTarget(d.Target); ok {
+				d.Target = c
+			}
+			ds[i] = d
+		}
+		s.Datasets = ds
+	}
+	return s
+}
+
 // Validate checks the spec's shape: a pinned image ID, a valid policy, a
-// known lifetime, datasets with absolute, distinct targets.
+// known lifetime, datasets with absolute, distinct targets clear of the
+// sandbox's own mounts.
 func (s Sandbox) Validate() error {
 	if !IsImageID(s.Image) {
 		return Errorf(CodeInvalidArgument, "sandbox", "image %q is not pinned by exact ID (sha256:<64 hex>)", s.Image)
 	}
+	return s.validateBody()
+}
+
+// ValidateUnpinned is Validate for a spec whose image is still a reference
+// to resolve: everything but the pinning is checked, so bad input is refused
+// before Docker is asked to resolve anything.
+func (s Sandbox) ValidateUnpinned() error {
+	if err := ValidateImageRef(s.Image); err != nil {
+		return err
+	}
+	return s.validateBody()
+}
+
+func (s Sandbox) validateBody() error {
 	if err := s.Policy.Validate(); err != nil {
 		return err
 	}
@@ -170,23 +308,33 @@ func (s Sandbox) Validate() error {
 	if s.TTL < 0 {
 		return Errorf(CodeInvalidArgument, "sandbox", "ttl %v is negative", s.TTL)
 	}
+	if len(s.Datasets) > MaxDatasets {
+		return Errorf(CodeInvalidArgument, "sandbox", "datasets: %d mounts, over the limit of %d", len(s.Datasets), MaxDatasets)
+	}
 	seen := map[string]bool{}
 	for i, d := range s.Datasets {
 		if !IsImageID(d.Image) {
 			return Errorf(CodeInvalidArgument, "sandbox", "datasets[%d].image %q is not pinned by exact ID", i, d.Image)
 		}
-		if !strings.HasPrefix(d.Target, "/") || strings.Contains(d.Target, "..") || d.Target == "/" {
+		if len(d.Target) > MaxPathBytes {
+			return Errorf(CodeInvalidArgument, "sandbox", "datasets[%d].target is %d bytes, over the limit of %d", i, len(d.Target), MaxPathBytes)
+		}
+		if strings.IndexByte(d.Target, 0) >= 0 {
+			return Errorf(CodeInvalidArgument, "sandbox", "datasets[%d].target %q contains a NUL byte", i, d.Target)
+		}
+		t, ok := cleanTarget(d.Target)
+		if !ok || t == "/" {
 			return Errorf(CodeInvalidArgument, "sandbox", "datasets[%d].target %q is not an absolute path below /", i, d.Target)
 		}
 		for _, reserved := range []string{"/workspace", "/tmp", "/home/sandbox", "/proc", "/sys", "/dev"} {
-			if d.Target == reserved || strings.HasPrefix(d.Target, reserved+"/") {
+			if t == reserved || strings.HasPrefix(t, reserved+"/") {
 				return Errorf(CodeInvalidArgument, "sandbox", "datasets[%d].target %q overlaps %s", i, d.Target, reserved)
 			}
 		}
-		if seen[d.Target] {
+		if seen[t] {
 			return Errorf(CodeInvalidArgument, "sandbox", "datasets[%d].target %q is used twice", i, d.Target)
 		}
-		seen[d.Target] = true
+		seen[t] = true
 	}
 	return nil
 }
@@ -221,7 +369,27 @@ type Process struct {
 	OutputQuota int64 `json:"output_quota,omitempty"`
 }
 
-// Validate checks argv, env, dir, stream modes, timeout and quota.
+// ValidEnvName reports whether name is a portable environment variable
+// name: [A-Za-z_][A-Za-z0-9_]*. Anything else ("1X", "A-B", "A B") is
+// handled differently by different shells and libcs, so it is refused.
+func ValidEnvName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i, c := range name {
+		switch {
+		case c == '_', 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Validate checks argv, env, dir, stream modes, timeout and quota, and the
+// size limits on argv and env (MaxArgs, MaxEnv, MaxArgBytes,
+// MaxArgvEnvBytes) and dir (MaxPathBytes).
 func (p Process) Validate() error {
 	bad := func(format string, args ...any) error {
 		return Errorf(CodeInvalidArgument, "process", format, args...)
@@ -229,18 +397,45 @@ func (p Process) Validate() error {
 	if len(p.Argv) == 0 || p.Argv[0] == "" {
 		return bad("argv is empty")
 	}
+	if len(p.Argv) > MaxArgs {
+		return bad("argv has %d strings, over the limit of %d", len(p.Argv), MaxArgs)
+	}
+	if len(p.Env) > MaxEnv {
+		return bad("env has %d entries, over the limit of %d", len(p.Env), MaxEnv)
+	}
+	total := 0
 	for i, a := range p.Argv {
+		if len(a) > MaxArgBytes {
+			return bad("argv[%d] is %d bytes, over the limit of %d", i, len(a), MaxArgBytes)
+		}
 		if strings.IndexByte(a, 0) >= 0 {
 			return bad("argv[%d] contains a NUL byte", i)
 		}
+		total += len(a) + 1
 	}
 	for i, e := range p.Env {
-		name, _, ok := strings.Cut(e, "=")
-		if !ok || name == "" || strings.IndexByte(e, 0) >= 0 {
-			return bad("env[%d] %q is not NAME=value", i, e)
+		if len(e) > MaxArgBytes {
+			return bad("env[%d] is %d bytes, over the limit of %d", i, len(e), MaxArgBytes)
 		}
+		if strings.IndexByte(e, 0) >= 0 {
+			return bad("env[%d] contains a NUL byte", i)
+		}
+		name, _, ok := strings.Cut(e, "=")
+		if !ok || !ValidEnvName(name) {
+			return bad("env[%d] %q is not NAME=value with NAME matching [A-Za-z_][A-Za-z0-9_]*", i, e)
+		}
+		total += len(e) + 1
 	}
-	if p.Dir != "" && (!strings.HasPrefix(p.Dir, "/") || strings.IndexByte(p.Dir, 0) >= 0) {
+	if total > MaxArgvEnvBytes {
+		return bad("argv and env are %d bytes together, over the limit of %d", total, MaxArgvEnvBytes)
+	}
+	if len(p.Dir) > MaxPathBytes {
+		return bad("dir is %d bytes, over the limit of %d", len(p.Dir), MaxPathBytes)
+	}
+	if strings.IndexByte(p.Dir, 0) >= 0 {
+		return bad("dir %q contains a NUL byte", p.Dir)
+	}
+	if p.Dir != "" && !strings.HasPrefix(p.Dir, "/") {
 		return bad("dir %q is not an absolute path", p.Dir)
 	}
 	for name, m := range map[string]StreamMode{"stdout": p.Stdout, "stderr": p.Stderr} {

@@ -1,0 +1,236 @@
+package dockerio
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// entry is one tar entry of a test archive.
+type entry struct {
+	typ  byte
+	name string
+	link string
+	body string
+	pax  map[string]string
+}
+
+func archive(t testing.TB, es ...entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range es {
+		h := &tar.Header{Typeflag: e.typ, Name: e.name, Linkname: e.link, Mode: 0o644, Size: int64(len(e.body)), PAXRecords: e.pax}
+		if e.typ != tar.TypeReg {
+			h.Size = 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(tw, e.body)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func file(name, body string) entry   { return entry{typ: tar.TypeReg, name: name, body: body} }
+func dir(name string) entry          { return entry{typ: tar.TypeDir, name: name} }
+func symlink(name, to string) entry  { return entry{typ: tar.TypeSymlink, name: name, link: to} }
+func hardlink(name, to string) entry { return entry{typ: tar.TypeLink, name: name, link: to} }
+
+func TestDockerioArchiveRewrite(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+		want    string // "" means accepted
+	}{
+		{"plain", []entry{dir("d/"), file("d/f", "x")}, ""},
+		{"dotdot inside names", []entry{file("..foo", "x"), dir("a/"), file("a/..b", "y"), file("a/b..", "z"), file("...", "w")}, ""},
+		{"dotdot that stays", []entry{file("a/../f", "x")}, ""},
+		{"name escapes", []entry{file("ok", "x"), file("a/../../f", "y")}, `entry "a/../../f": its name leaves`},
+		{"absolute name", []entry{file("/etc/passwd", "x")}, "its name leaves"},
+		{"symlink inside", []entry{dir("a/"), symlink("a/l", "../f"), symlink("m", "a/l")}, ""},
+		{"symlink to dotdot-named file", []entry{symlink("l", "..foo")}, ""},
+		{"symlink escapes", []entry{file("ok", "x"), symlink("evil", "../../etc/x")}, `symlink target "../../etc/x" resolves outside`},
+		{"symlink escapes by one", []entry{dir("a/"), symlink("a/l", "../..")}, "resolves outside"},
+		{"symlink absolute", []entry{symlink("l", "/etc/passwd")}, "is absolute"},
+		// a → "." makes a/b's directory the destination itself, so "../x"
+		// from there leaves it though "a/../x" read lexically would not.
+		{"symlink through a symlink", []entry{symlink("a", "."), symlink("a/b", "../x")}, "resolves outside"},
+		{"symlink target through a symlink", []entry{symlink("a", "."), symlink("b", "a/../x")}, "resolves outside"},
+		{"entry through a chain of symlinks", []entry{dir("d/"), symlink("d/up", ".."), symlink("top", "d/up"), file("top/f", "x")}, ""},
+		{"symlink loop", []entry{symlink("a", "b"), symlink("b", "a"), symlink("c", "a/x")}, "resolves outside"},
+		{"hardlink inside", []entry{file("f", "x"), hardlink("g", "f"), hardlink("h", "./d/../f")}, ""},
+		{"hardlink escapes", []entry{file("ok", "x"), hardlink("evil", "../../etc/passwd")}, `hardlink target "../../etc/passwd" is not a path within`},
+		{"hardlink absolute", []entry{hardlink("evil", "/etc/passwd")}, "not a path within"},
+		{"hardlink through a symlink", []entry{symlink("up", "d/.."), dir("d/"), symlink("d/u", ".."), hardlink("evil", "d/u/../x")}, ""},
+		// Docker cleans a hardlink target before link(2) sees it.
+		{"hardlink cleaned as Docker cleans it", []entry{symlink("a", "."), hardlink("h", "a/../x")}, ""},
+		{"hardlink through a symlink loop", []entry{symlink("a", "b"), symlink("b", "a"), hardlink("h", "a/x")}, "outside the destination (or loops)"},
+		{"entry through a symlink loop", []entry{symlink("a", "b"), symlink("b", "a"), file("a/f", "x")}, "its directory resolves"},
+		{"device", []entry{{typ: tar.TypeChar, name: "null"}}, "is not a file, directory or link"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := rewrite(io.Discard, bytes.NewReader(archive(t, tc.entries...)), spec.User{UID: 1000, GID: 1000})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want invalid_argument with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDockerioArchiveRewriteHeaders: what reaches Docker is owned by the
+// sandbox's user, has clean names, no setuid bits and no PAX extended
+// attributes.
+func TestDockerioArchiveRewriteHeaders(t *testing.T) {
+	xattrs := map[string]string{"SCHILY.xattr.security.capability": "\x01\x00\x00\x02", "LIBARCHIVE.xattr.trusted.x": "eQ==", "SCHILY.xattr.user.x": "y"}
+	in := archive(t,
+		entry{typ: tar.TypeReg, name: "./a//f", body: "x", pax: xattrs},
+		entry{typ: tar.TypeDir, name: "./d/", pax: xattrs},
+	)
+	var out bytes.Buffer
+	if err := rewrite(&out, bytes.NewReader(in), spec.User{UID: 1000, GID: 1001}); err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(&out)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+		if h.Uid != 1000 || h.Gid != 1001 || h.Mode&^0o777 != 0 {
+			t.Errorf("%s: owner %d:%d mode %o", h.Name, h.Uid, h.Gid, h.Mode)
+		}
+		for k := range h.PAXRecords {
+			if strings.Contains(k, "xattr") {
+				t.Errorf("%s: PAX record %s survived", h.Name, k)
+			}
+		}
+	}
+	if strings.Join(names, ",") != "a/f,d/" {
+		t.Fatalf("names %q", names)
+	}
+}
+
+func TestDockerioWorkspacePath(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", "/workspace"},
+		{".", "/workspace"},
+		{"work", "/workspace/work"},
+		{"work/../work/", "/workspace/work"},
+		{"..foo", "/workspace/..foo"},
+		{"work/..b", "/workspace/work/..b"},
+		{"..", ""},
+		{"work/../../x", ""},
+		{"/etc", ""},
+		{"work\x00", ""},
+	} {
+		got, err := WorkspacePath(tc.in)
+		if tc.want == "" {
+			if !spec.IsCode(err, spec.CodeInvalidArgument) {
+				t.Errorf("%q: %q %v, want invalid_argument", tc.in, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %q %v, want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// blockingReader blocks every Read until released, as a caller's reader fed
+// by a stalled network peer does; reading is closed once a Read waits.
+type blockingReader struct {
+	reading, release chan struct{}
+	once             sync.Once
+}
+
+func newBlockingReader() *blockingReader {
+	return &blockingReader{reading: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (b *blockingReader) Read([]byte) (int, error) {
+	b.once.Do(func() { close(b.reading) })
+	<-b.release
+	return 0, errors.New("released")
+}
+
+// TestDockerioPutHonoursContext: a put whose reader never yields ends when
+// its context does (the read itself cannot be interrupted, so it is left
+// behind until the reader returns).
+func TestDockerioPutHonoursContext(t *testing.T) {
+	f := NewFake(Profile{Name: "fake"})
+	sb, err := f.CreateSandbox(context.Background(), SandboxRequest{Owner: "o0000000000000000000000", ID: "s0000000000000000000000", Spec: spec.Sandbox{
+		Image: "sha256:0000000000000000000000000000000000000000000000000000000000000001", Policy: spec.DefaultPolicy(), Lifetime: spec.Kept}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newBlockingReader()
+	defer close(r.release)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.PutArchive(ctx, sb, "work", r) }()
+	<-r.reading // the put waits on the reader, not before it
+	cancel()
+	if err := <-done; !spec.IsCode(err, spec.CodeCancelled) {
+		t.Fatalf("got %v, want cancelled", err)
+	}
+}
+
+// TestDockerioPutRefusesWholeArchive: a bad entry after a good one fails the
+// put with nothing of the archive extracted.
+func TestDockerioPutRefusesWholeArchive(t *testing.T) {
+	f := NewFake(Profile{Name: "fake"})
+	sb, err := f.CreateSandbox(context.Background(), SandboxRequest{Owner: "o0000000000000000000000", ID: "s0000000000000000000000", Spec: spec.Sandbox{
+		Image: "sha256:0000000000000000000000000000000000000000000000000000000000000001", Policy: spec.DefaultPolicy(), Lifetime: spec.Kept}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []entry{symlink("evil", "../../etc/x"), hardlink("evil", "../../etc/passwd")} {
+		err := f.PutArchive(context.Background(), sb, "work", bytes.NewReader(archive(t, file("good", "x"), bad)))
+		if !spec.IsCode(err, spec.CodeInvalidArgument) {
+			t.Fatalf("%s: got %v, want invalid_argument", bad.name, err)
+		}
+		if _, _, err := f.GetArchive(context.Background(), sb, "work/good", false); !spec.IsCode(err, spec.CodeNotFound) {
+			t.Fatalf("%s: the good entry before it was extracted: %v", bad.name, err)
+		}
+	}
+}
+
+// TestDockerioSpoolBound: the spool refuses to grow past MaxArchiveBytes
+// (started near the bound, so the test writes bytes, not a gigabyte).
+func TestDockerioSpoolBound(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "spool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := &spoolFile{f: f, n: MaxArchiveBytes - 2}
+	if _, err := s.Write([]byte("ab")); err != nil {
+		t.Fatalf("at the bound: %v", err)
+	}
+	if _, err := s.Write([]byte("c")); !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), "exceeds the limit") {
+		t.Fatalf("past the bound: %v", err)
+	}
+}
