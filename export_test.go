@@ -3,6 +3,7 @@ package stockade
 import (
 	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/actors/sandbox"
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 )
@@ -31,4 +32,10 @@ func BreakSandboxActor(sb *Sandbox) {
 	reply := make(chan sandbox.Snapshot)
 	close(reply) // answering on it panics inside Receive
 	sb.rt.sys.Send(sb.pid, sandbox.Inspect{Reply: reply})
+}
+
+// HandleOf names a sandbox's Docker resources from its journal.
+func HandleOf(rt *Runtime, id string) (dockerio.Sandbox, error) {
+	st, err := foldSandbox(rt.journal, id)
+	return sandbox.Handle(rt.Owner(), st), err
 }

@@ -110,15 +110,6 @@ func foldProcess(j *journal.Journal, id string) (lifecycle.Process, error) {
 	return ReplayProcess(j, id, 0)
 }
 
-// handleOf names a journaled sandbox's Docker resources.
-func handleOf(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
-	h := dockerio.Sandbox{Owner: owner, ID: s.ID, Spec: s.Spec, Revision: s.Revision}
-	if c := s.Created; c != nil {
-		h.Workload, h.Export, h.Volume, h.Network = c.Workload, c.Export, c.Volume, c.Network
-	}
-	return h
-}
-
 // recover reconciles the journal's live entities with the Docker resources
 // labelled with this owner, by DESIGN.md's recovery table. Each sandbox is
 // handed to a recovering actor that journals its decision with what was
@@ -247,7 +238,7 @@ func observe(ctx context.Context, j *journal.Journal, engine dockerio.Engine) (l
 			plans = append(plans, plan{state: s, err: err})
 			continue
 		}
-		obs, err := engine.InspectSandbox(ctx, handleOf(owner, s))
+		obs, err := engine.InspectSandbox(ctx, sandbox.Handle(owner, s))
 		if err != nil {
 			err = fmt.Errorf("observing sandbox %s: %w", s.ID, err)
 		}

@@ -9,9 +9,9 @@ import (
 	"os"
 	"path"
 	"strings"
-	"sync"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 
 	"github.com/stockade/stockade/spec"
 )
@@ -271,58 +271,56 @@ func (a *Adapter) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.R
 }
 
 // GetArchive returns a tar stream of /workspace/<p> read through the export
-// container. If the workload runs and pause is true, it is paused until the
-// stream is closed (or ctx ends), so the copy is consistent; if pause is
-// false, live reports that the copy was taken from a running workload.
-// The caller must Close rc.
-func (a *Adapter) GetArchive(ctx context.Context, sb Sandbox, p string, pause bool) (io.ReadCloser, bool, error) {
+// container. It pauses nothing: a consistent copy is the sandbox actor's
+// business (PauseSandbox, journaled, counted across concurrent readers). The
+// caller must Close rc; ctx bounds the stream's whole life.
+func (a *Adapter) GetArchive(ctx context.Context, sb Sandbox, p string) (io.ReadCloser, error) {
 	cli, err := a.ready(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	src, err := WorkspacePath(p)
 	if err != nil {
-		return nil, false, err
-	}
-	c, err := cli.ContainerInspect(ctx, sb.Workload)
-	if err != nil {
-		return nil, false, translate(err, "dockerio.archive", "inspecting workload %s", sb.Workload)
-	}
-	running := c.State != nil && c.State.Running && !c.State.Paused
-	unpause := func() error { return nil }
-	if running && pause {
-		if err := cli.ContainerPause(ctx, sb.Workload); err != nil {
-			return nil, false, translate(err, "dockerio.archive", "pausing workload %s", sb.Workload)
-		}
-		var once sync.Once
-		var uerr error
-		unpause = func() error {
-			once.Do(func() {
-				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-				defer cancel()
-				if err := cli.ContainerUnpause(uctx, sb.Workload); err != nil {
-					uerr = translate(err, "dockerio.archive", "unpausing workload %s", sb.Workload)
-				}
-			})
-			return uerr
-		}
+		return nil, err
 	}
 	rc, _, err := cli.CopyFromContainer(ctx, sb.Export, src)
 	if err != nil {
-		return nil, false, errors.Join(translate(err, "dockerio.archive", "reading %s through export container %s", src, sb.Export), unpause())
+		return nil, translate(err, "dockerio.archive", "reading %s through export container %s", src, sb.Export)
 	}
-	stop := context.AfterFunc(ctx, func() { unpause() })
-	return &archiveReader{ReadCloser: rc, done: func() error { stop(); return unpause() }}, running && !pause, nil
+	return rc, nil
 }
 
-type archiveReader struct {
-	io.ReadCloser
-	once sync.Once
-	done func() error
-	err  error
+// PauseSandbox freezes the workload (the cgroup freezer): its files hold
+// still for a consistent copy, and Docker refuses execs into it meanwhile.
+func (a *Adapter) PauseSandbox(ctx context.Context, sb Sandbox) error {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return err
+	}
+	if err := cli.ContainerPause(ctx, sb.Workload); err != nil {
+		return translate(err, "dockerio.pause", "pausing workload %s", sb.Workload)
+	}
+	return nil
 }
 
-func (r *archiveReader) Close() error {
-	r.once.Do(func() { r.err = errors.Join(r.ReadCloser.Close(), r.done()) })
-	return r.err
+// UnpauseSandbox thaws the workload. One that is not paused (never was, or
+// stopped meanwhile) or gone is not an error.
+func (a *Adapter) UnpauseSandbox(ctx context.Context, sb Sandbox) error {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return err
+	}
+	return a.unpause(ctx, cli, sb.Workload)
+}
+
+func (a *Adapter) unpause(ctx context.Context, cli *client.Client, id string) error {
+	err := cli.ContainerUnpause(ctx, id)
+	if err == nil || client.IsErrNotFound(err) {
+		return nil
+	}
+	c, ierr := cli.ContainerInspect(ctx, id)
+	if ierr == nil && (c.State == nil || !c.State.Paused) {
+		return nil // not paused: nothing to thaw
+	}
+	return translate(err, "dockerio.pause", "unpausing workload %s", id)
 }

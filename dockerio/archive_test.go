@@ -212,7 +212,7 @@ func TestDockerioPutRefusesWholeArchive(t *testing.T) {
 		if !spec.IsCode(err, spec.CodeInvalidArgument) {
 			t.Fatalf("%s: got %v, want invalid_argument", bad.name, err)
 		}
-		if _, _, err := f.GetArchive(context.Background(), sb, "work/good", false); !spec.IsCode(err, spec.CodeNotFound) {
+		if _, err := f.GetArchive(context.Background(), sb, "work/good"); !spec.IsCode(err, spec.CodeNotFound) {
 			t.Fatalf("%s: the good entry before it was extracted: %v", bad.name, err)
 		}
 	}

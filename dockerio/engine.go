@@ -66,10 +66,14 @@ type Engine interface {
 	// PutArchive extracts a tar stream into /workspace through the export
 	// container; entries are owned by the sandbox's uid:gid.
 	PutArchive(ctx context.Context, sb Sandbox, dir string, tar io.Reader) error
-	// GetArchive returns a tar stream of path under /workspace. If the
-	// workload runs and pause is true, it is paused for the duration (a
-	// consistent copy); otherwise Live reports that the copy is live.
-	GetArchive(ctx context.Context, sb Sandbox, path string, pause bool) (rc io.ReadCloser, live bool, err error)
+	// GetArchive returns a tar stream of path under /workspace, read
+	// through the export container while the workload goes on (live).
+	GetArchive(ctx context.Context, sb Sandbox, path string) (io.ReadCloser, error)
+	// PauseSandbox freezes the workload for a consistent copy; Docker
+	// refuses execs into it (and stops of it) until UnpauseSandbox.
+	PauseSandbox(ctx context.Context, sb Sandbox) error
+	// UnpauseSandbox thaws the workload; one not paused is no error.
+	UnpauseSandbox(ctx context.Context, sb Sandbox) error
 
 	// ListOwned lists every container, network and volume labelled with the
 	// owner, grouped by sandbox id.
@@ -197,8 +201,11 @@ type Owned struct {
 type Observed struct {
 	// Present lists the resources that exist.
 	Present []Resource
-	// Running: the workload container runs.
+	// Running: the workload container runs (Paused or not).
 	Running bool
+	// Paused: the running workload is frozen (a consistent copy was being
+	// taken, or someone paused it).
+	Paused bool
 	// Exit is the workload's outcome when it exists and is not running.
 	Exit *ContainerExit
 	// Mismatch names the first readback field that differs, or "" when the

@@ -73,6 +73,7 @@ type fakeSandbox struct {
 	sb       Sandbox
 	oomKills int64
 	running  bool
+	paused   bool
 	exit     *ContainerExit
 	files    map[string][]byte // path under /workspace → content; dirs end in '/'
 }
@@ -216,7 +217,7 @@ func (f *Fake) StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration)
 		f.mu.Unlock()
 		return ContainerExit{ExitCode: -1}, nil // already gone: stopped
 	}
-	s.running = false
+	s.running, s.paused = false, false // Docker thaws before it stops
 	s.exit = &ContainerExit{ExitCode: 143}
 	var kill []*fakeExec
 	for _, x := range f.execs {
@@ -257,8 +258,8 @@ func (f *Fake) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (str
 	if err != nil {
 		return "", err
 	}
-	if !s.running {
-		return "", spec.Errorf(spec.CodeConflict, "dockerio.fake", "container %s is not running", sb.Workload)
+	if !s.running || s.paused {
+		return "", spec.Errorf(spec.CodeConflict, "dockerio.fake", "container %s is not running or paused", sb.Workload)
 	}
 	run := FakeRun{}
 	if f.Script != nil {
@@ -502,20 +503,59 @@ func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Read
 	}
 }
 
-func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string, pause bool) (io.ReadCloser, bool, error) {
+// PauseSandbox freezes the fake workload: execs are refused until
+// UnpauseSandbox, as Docker refuses them.
+func (f *Fake) PauseSandbox(ctx context.Context, sb Sandbox) error {
+	if err := f.enter(ctx, "PauseSandbox"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.get(sb)
+	if err != nil {
+		return err
+	}
+	if !s.running || s.paused {
+		return spec.Errorf(spec.CodeConflict, "dockerio.fake", "workload %s is not running or already paused", sb.Workload)
+	}
+	s.paused = true
+	return nil
+}
+
+func (f *Fake) UnpauseSandbox(ctx context.Context, sb Sandbox) error {
+	if err := f.enter(ctx, "UnpauseSandbox"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]; ok {
+		s.paused = false
+	}
+	return nil
+}
+
+// Paused reports whether the fake workload is paused.
+func (f *Fake) Paused(sb Sandbox) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]
+	return ok && s.paused
+}
+
+func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string) (io.ReadCloser, error) {
 	if err := f.enter(ctx, "GetArchive"); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	src, err := WorkspacePath(p)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(src, WorkspaceDir), "/")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.get(sb)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	var names []string
 	for n := range s.files {
@@ -524,7 +564,7 @@ func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string, pause bool)
 		}
 	}
 	if len(names) == 0 {
-		return nil, false, spec.Errorf(spec.CodeNotFound, "dockerio.archive", "%s does not exist", src)
+		return nil, spec.Errorf(spec.CodeNotFound, "dockerio.archive", "%s does not exist", src)
 	}
 	sort.Strings(names)
 	base := path.Dir(strings.TrimSuffix(rel, "/"))
@@ -541,7 +581,7 @@ func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string, pause bool)
 		tw.Write(s.files[n])
 	}
 	tw.Close()
-	return io.NopCloser(&buf), s.running && !pause, nil
+	return io.NopCloser(&buf), nil
 }
 
 func (f *Fake) ListOwned(ctx context.Context, owner string) ([]Owned, error) {
@@ -582,7 +622,7 @@ func (f *Fake) InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error)
 	if !ok {
 		return Observed{}, nil
 	}
-	obs := Observed{Present: fakeResources(s.sb), Running: s.running, Revision: s.sb.Revision}
+	obs := Observed{Present: fakeResources(s.sb), Running: s.running, Paused: s.paused, Revision: s.sb.Revision}
 	if !s.running && s.exit != nil {
 		e := *s.exit
 		obs.Exit = &e

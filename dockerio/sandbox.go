@@ -263,6 +263,10 @@ func (a *Adapter) StopSandbox(ctx context.Context, sb Sandbox, grace time.Durati
 	if sb.Workload == "" { // never created: nothing to stop
 		return ContainerExit{ExitCode: -1}, nil
 	}
+	// Docker refuses to stop a paused container: thaw it first.
+	if err := a.unpause(ctx, cli, sb.Workload); err != nil {
+		return ContainerExit{}, err
+	}
 	secs := int((grace + time.Second - 1) / time.Second)
 	err = cli.ContainerStop(ctx, sb.Workload, container.StopOptions{Timeout: &secs})
 	if client.IsErrNotFound(err) {
@@ -434,7 +438,7 @@ func (a *Adapter) InspectSandbox(ctx context.Context, sb Sandbox) (Observed, err
 			return Observed{}, translate(err, "dockerio.inspect", "workload %s", r.ID)
 		}
 		if c.State != nil && c.State.Running {
-			obs.Running = true
+			obs.Running, obs.Paused = true, c.State.Paused
 			img, err := a.imageFacts(ctx, sb.Spec.Image)
 			if err != nil {
 				obs.Mismatch = "Image"

@@ -63,6 +63,11 @@ type (
 		Error    spec.Code `json:"error,omitempty"`
 		Message  string    `json:"message,omitempty"`
 	}
+	// SandboxPausing is the intent to freeze the workload for a consistent
+	// copy of its workspace (one for any number of concurrent readers).
+	SandboxPausing struct{}
+	// SandboxUnpaused: the workload is thawed again (or found not paused).
+	SandboxUnpaused struct{}
 	// SandboxRemoving is the intent to delete every resource.
 	SandboxRemoving struct{}
 	// SandboxRemoved: every resource is gone. Terminal.
@@ -150,6 +155,8 @@ func (SandboxCreated) Type() string  { return "sandbox.created" }
 func (SandboxStarted) Type() string  { return "sandbox.started" }
 func (SandboxStopping) Type() string { return "sandbox.stopping" }
 func (SandboxExited) Type() string   { return "sandbox.exited" }
+func (SandboxPausing) Type() string  { return "sandbox.pausing" }
+func (SandboxUnpaused) Type() string { return "sandbox.unpaused" }
 func (SandboxRemoving) Type() string { return "sandbox.removing" }
 func (SandboxRemoved) Type() string  { return "sandbox.removed" }
 func (ProcessReserved) Type() string { return "process.reserved" }
@@ -179,6 +186,8 @@ func init() {
 	register[SandboxStarted]()
 	register[SandboxStopping]()
 	register[SandboxExited]()
+	register[SandboxPausing]()
+	register[SandboxUnpaused]()
 	register[SandboxRemoving]()
 	register[SandboxRemoved]()
 	register[ProcessReserved]()

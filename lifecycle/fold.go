@@ -35,7 +35,10 @@ type Sandbox struct {
 	Started bool
 	// Stopping is the reason given at the stopping intent.
 	Stopping Reason
-	Exit     *SandboxExited
+	// Paused: a pause was journaled and its unpause not yet; recovery
+	// thaws such a workload.
+	Paused bool
+	Exit   *SandboxExited
 	// Recovered lists every recovery decision, oldest first.
 	Recovered []Recovered
 	Adopted   bool
@@ -127,6 +130,16 @@ func ApplySandbox(s Sandbox, seq uint64, at time.Time, ev Event) (Sandbox, error
 		if ok = from == PhaseReserved || from == PhaseStarted || from == PhaseStopping; ok {
 			x := e
 			s.Phase, s.Exit = PhaseExited, &x
+		}
+	case SandboxPausing:
+		if ok = from == PhaseStarted && !s.Paused; ok {
+			s.Paused = true
+		}
+	case SandboxUnpaused:
+		// Also after the stop (Docker thaws a workload to stop it) and
+		// from recovery, which finds the workload as it is.
+		if ok = s.Paused && from != PhaseRemoved; ok {
+			s.Paused = false
 		}
 	case SandboxRemoving:
 		// A removing intent may be journaled again by a recovery that

@@ -24,6 +24,8 @@ var sandboxEvents = []Event{
 	SandboxRemoved{},
 	Recovered{Decision: "d"},
 	Adopted{},
+	SandboxPausing{},
+	SandboxUnpaused{},
 }
 
 var processEvents = []Event{
@@ -74,7 +76,7 @@ func TestSandboxTransitions(t *testing.T) {
 		{"none", nil, map[string]Phase{"sandbox.reserved": PhaseReserved}},
 		{"reserved", []Event{r}, map[string]Phase{"sandbox.created": PhaseReserved, "sandbox.exited": PhaseExited, "recovered": PhaseReserved}},
 		{"reserved+created", []Event{r, c}, map[string]Phase{"sandbox.started": PhaseStarted, "sandbox.exited": PhaseExited, "recovered": PhaseReserved}},
-		{"started", []Event{r, c, st}, map[string]Phase{"sandbox.stopping": PhaseStopping, "sandbox.exited": PhaseExited, "recovered": PhaseStarted, "adopted": PhaseStarted}},
+		{"started", []Event{r, c, st}, map[string]Phase{"sandbox.stopping": PhaseStopping, "sandbox.exited": PhaseExited, "recovered": PhaseStarted, "adopted": PhaseStarted, "sandbox.pausing": PhaseStarted}},
 		{"stopping", []Event{r, c, st, sp}, map[string]Phase{"sandbox.exited": PhaseExited, "recovered": PhaseStopping}},
 		{"exited", []Event{r, c, st, x}, map[string]Phase{"sandbox.removing": PhaseRemoving, "recovered": PhaseExited}},
 		{"removing", []Event{r, c, st, x, rm}, map[string]Phase{"sandbox.removing": PhaseRemoving, "sandbox.removed": PhaseRemoved, "recovered": PhaseRemoving}},
@@ -150,6 +152,30 @@ func TestProcessTransitions(t *testing.T) {
 		if _, err := ApplySandbox(sandboxAt(t, sandboxEvents[0]), 1, t0, ev); err == nil {
 			t.Errorf("sandbox accepted %s", ev.Type())
 		}
+	}
+}
+
+// TestPauseFacts: a pause is journaled once per episode (a second pausing
+// while paused is illegal), its unpause only while paused, also after the
+// sandbox stopped (Docker thaws a workload to stop it).
+func TestPauseFacts(t *testing.T) {
+	r, c, st, sp, x := sandboxEvents[0], sandboxEvents[1], sandboxEvents[2], sandboxEvents[3], sandboxEvents[4]
+	paused := sandboxAt(t, r, c, st, SandboxPausing{})
+	if !paused.Paused {
+		t.Fatal("pausing did not mark the sandbox paused")
+	}
+	if _, err := ApplySandbox(paused, 9, t0, SandboxPausing{}); err == nil {
+		t.Fatal("a second pausing while paused was accepted")
+	}
+	for _, path := range [][]Event{{r, c, st, SandboxPausing{}}, {r, c, st, SandboxPausing{}, sp}, {r, c, st, SandboxPausing{}, sp, x}} {
+		s := sandboxAt(t, path...)
+		next, err := ApplySandbox(s, 9, t0, SandboxUnpaused{})
+		if err != nil || next.Paused || next.Phase != s.Phase {
+			t.Fatalf("unpaused after %d events: %+v %v", len(path), next, err)
+		}
+	}
+	if _, err := ApplySandbox(sandboxAt(t, r, c, st, sp), 9, t0, SandboxPausing{}); err == nil {
+		t.Fatal("pausing a stopping sandbox was accepted")
 	}
 }
 

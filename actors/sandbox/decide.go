@@ -125,6 +125,8 @@ func Describe(obs dockerio.Observed) string {
 	}
 	parts = append(parts, "resources: "+strings.Join(have, ","))
 	switch {
+	case obs.Running && obs.Paused:
+		parts = append(parts, "workload running, paused")
 	case obs.Running:
 		parts = append(parts, "workload running")
 	case obs.Exit != nil:

@@ -175,9 +175,29 @@ type sandboxActor struct {
 	observed string // what recovery saw, as journaled with the decision
 	settled  bool
 	adopting map[string]bool // recovering processes not yet settled
+
+	// A consistent Get freezes the workload (see pause.go): pause is where
+	// the freeze stands, pauseHolds counts the open consistent copies,
+	// pauseWait the ones waiting for the freeze, heldLaunches the launches
+	// waiting for the thaw.
+	pause        pauseState
+	pauseHolds   int
+	pauseWait    []Get
+	heldLaunches []Launch
 }
 
 func (a *sandboxActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
+
+// Handle names a journaled sandbox's Docker resources: what its folded
+// state knows of them (the ids once created; else only the owner, id and
+// spec, by which its resources are labelled and named).
+func Handle(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
+	h := dockerio.Sandbox{Owner: owner, ID: s.ID, Spec: s.Spec, Revision: s.Revision}
+	if c := s.Created; c != nil {
+		h.Workload, h.Export, h.Volume, h.Network = c.Workload, c.Export, c.Volume, c.Network
+	}
+	return h
+}
 
 func (a *sandboxActor) record(ev lifecycle.Event) error {
 	e, err := a.deps.RecordAfter(journal.KindSandbox, a.p.ID, "", a.state.Seq, ev)
@@ -237,7 +257,16 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 	case Put:
 		a.put(m)
 	case Get:
-		a.get(m)
+		a.get(ctx, m)
+	case pausedMsg:
+		a.onPaused(ctx, m)
+	case pauseReleased:
+		a.pauseHolds--
+		a.maybeThaw()
+	case unpausedMsg:
+		a.onUnpaused(ctx, m)
+	case retryThaw:
+		a.maybeThaw()
 	case stoppedMsg:
 		a.onStopped(m)
 	case removedMsg:
@@ -371,6 +400,10 @@ func (a *sandboxActor) createFailed(cause error) {
 // create, which start nothing: the process actor holds its attach (the call
 // that starts it) until the verification has passed.
 func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
+	if a.pause != thawed && a.state.Admits() && a.stopReason == "" {
+		a.heldLaunches = append(a.heldLaunches, m) // Docker refuses execs into a paused container
+		return
+	}
 	if !a.state.Admits() || a.stopReason != "" {
 		m.Reply <- process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s and admits no process", a.p.ID, a.phaseName())}
 		return
@@ -530,7 +563,7 @@ func (a *sandboxActor) remove() {
 	failpoint.Hit(failpoint.SandboxRemoving)
 	sb := a.sb
 	if sb.ID == "" { // the create failed before it returned a handle
-		sb = dockerio.Sandbox{Owner: a.deps.Config.Owner, ID: a.p.ID, Spec: a.p.Spec, Revision: a.deps.Config.Revision}
+		sb = Handle(a.deps.Config.Owner, a.state)
 	}
 	a.goDocker(func(ctx context.Context) any { return removedMsg{err: a.deps.Engine.RemoveSandbox(ctx, sb)} })
 }
@@ -572,18 +605,6 @@ func (a *sandboxActor) put(m Put) {
 	go func() { m.Reply <- a.deps.Engine.PutArchive(m.Ctx, sb, m.Dir, m.Tar) }()
 }
 
-func (a *sandboxActor) get(m Get) {
-	if a.sb.ID == "" || a.state.Phase == lifecycle.PhaseRemoving || a.state.Phase == lifecycle.PhaseRemoved {
-		m.Reply <- GetResult{Err: spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s has no workspace (%s)", a.p.ID, a.state.Phase)}
-		return
-	}
-	sb := a.sb
-	go func() {
-		rc, live, err := a.deps.Engine.GetArchive(m.Ctx, sb, m.Path, m.Pause)
-		m.Reply <- GetResult{Tar: rc, Live: live, Err: err}
-	}()
-}
-
 // recover takes over a sandbox an earlier runtime left live: it journals the
 // decision with what was observed, then carries it out through the same
 // paths a live sandbox uses (stop, exited, remove), so a crash midway leaves
@@ -592,16 +613,19 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 	rec := a.p.Recover
 	a.state = rec.State
 	a.state.ID = a.p.ID
-	a.sb = dockerio.Sandbox{Owner: a.deps.Config.Owner, ID: a.p.ID, Spec: a.state.Spec, Revision: a.state.Revision}
-	if c := a.state.Created; c != nil {
-		a.sb.Workload, a.sb.Export, a.sb.Volume, a.sb.Network = c.Workload, c.Export, c.Volume, c.Network
-	}
+	a.sb = Handle(a.deps.Config.Owner, a.state)
 	dec, why := Decide(a.state, rec.Observed, a.deps.Config.Revision)
 	a.decision, a.observed = dec, why
 	if err := a.record(lifecycle.Recovered{Decision: string(dec), Observed: why}); err != nil {
 		a.settle(err)
 		a.sys.Root.Stop(a.self)
 		return
+	}
+	if a.state.Paused || rec.Observed.Paused {
+		// A crash during a consistent Get left the workload frozen (or
+		// someone froze it): thaw it, whatever the decision.
+		a.pause = frozen
+		a.maybeThaw()
 	}
 	failpoint.Hit(failpoint.RecoveryDecided)
 	detach := dec == Readopt && !rec.StopProcesses

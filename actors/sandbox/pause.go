@@ -1,0 +1,159 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// pauseState is where a workload's freeze for consistent copies stands.
+type pauseState int
+
+const (
+	thawed   pauseState = iota
+	freezing            // the pausing intent is journaled, the pause call out
+	frozen
+	thawing // the unpause call is out
+)
+
+type (
+	pausedMsg     struct{ err error }
+	unpausedMsg   struct{ err error }
+	pauseReleased struct{}
+	retryThaw     struct{}
+)
+
+// get reads a tar stream of the workspace. A consistent copy (Pause) of a
+// running workload freezes it: the freeze is journaled (intent before the
+// pause, fact after the unpause) and shared by every consistent copy open
+// at the time; the workload thaws when the last of them is closed or its
+// context ends. A copy without Pause, or of a workload that does not run,
+// freezes nothing (Live says whether it was taken from a running workload).
+func (a *sandboxActor) get(ctx actor.Context, m Get) {
+	if a.sb.ID == "" || a.state.Phase == lifecycle.PhaseRemoving || a.state.Phase == lifecycle.PhaseRemoved {
+		m.Reply <- GetResult{Err: spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s has no workspace (%s)", a.p.ID, a.state.Phase)}
+		return
+	}
+	running := a.state.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead
+	if !m.Pause || !running {
+		a.copyOut(m, running, false)
+		return
+	}
+	a.pauseWait = append(a.pauseWait, m)
+	a.pumpPause(ctx)
+}
+
+// pumpPause moves the freeze on: freeze for waiting copies, hand them out
+// once frozen, and let held launches go once thawed with nobody waiting.
+func (a *sandboxActor) pumpPause(ctx actor.Context) {
+	switch a.pause {
+	case thawed:
+		if len(a.pauseWait) == 0 {
+			held := a.heldLaunches
+			a.heldLaunches = nil
+			for _, l := range held {
+				a.launch(ctx, l)
+			}
+			return
+		}
+		if err := a.record(lifecycle.SandboxPausing{}); err != nil {
+			a.failWaiting(err)
+			return
+		}
+		a.pause = freezing
+		sb := a.sb
+		a.goDocker(func(ctx context.Context) any { return pausedMsg{err: a.deps.Engine.PauseSandbox(ctx, sb)} })
+	case frozen:
+		for _, m := range a.pauseWait {
+			a.pauseHolds++
+			a.copyOut(m, false, true)
+		}
+		a.pauseWait = nil
+		a.maybeThaw()
+	}
+}
+
+func (a *sandboxActor) onPaused(ctx actor.Context, m pausedMsg) {
+	a.pause = frozen
+	if m.err != nil {
+		// The pause may or may not have happened: fail the copies and
+		// thaw, which settles the journal either way.
+		a.failWaiting(m.err)
+	}
+	a.pumpPause(ctx)
+}
+
+func (a *sandboxActor) failWaiting(err error) {
+	for _, m := range a.pauseWait {
+		m.Reply <- GetResult{Err: err}
+	}
+	a.pauseWait = nil
+}
+
+// maybeThaw unpauses once no consistent copy is open or waiting.
+func (a *sandboxActor) maybeThaw() {
+	if a.pause != frozen || a.pauseHolds > 0 || len(a.pauseWait) > 0 {
+		return
+	}
+	a.pause = thawing
+	sb := a.sb
+	a.goDocker(func(ctx context.Context) any { return unpausedMsg{err: a.deps.Engine.UnpauseSandbox(ctx, sb)} })
+}
+
+func (a *sandboxActor) onUnpaused(ctx actor.Context, m unpausedMsg) {
+	if m.err != nil {
+		a.deps.Log.Warn("unpausing the workload failed; trying again", "sandbox", a.p.ID, "err", m.err)
+		a.pause = frozen
+		time.AfterFunc(time.Second, func() { a.send(retryThaw{}) })
+		return
+	}
+	if a.state.Paused && a.state.Phase != lifecycle.PhaseRemoved {
+		if err := a.record(lifecycle.SandboxUnpaused{}); err != nil {
+			// The workload runs; the journal still says paused, and the
+			// next recovery thaws (a no-op) and records it.
+			a.deps.Log.Warn("journaling the unpause failed", "sandbox", a.p.ID, "err", err)
+		}
+	}
+	a.pause = thawed
+	a.pumpPause(ctx)
+}
+
+// copyOut reads the archive off the mailbox. A held copy (one of a freeze)
+// releases its hold when closed or when its context ends, exactly once.
+func (a *sandboxActor) copyOut(m Get, live, held bool) {
+	sb := a.sb
+	go func() {
+		rc, err := a.deps.Engine.GetArchive(m.Ctx, sb, m.Path)
+		if !held {
+			m.Reply <- GetResult{Tar: rc, Live: live, Err: err}
+			return
+		}
+		var once sync.Once
+		release := func() { once.Do(func() { a.send(pauseReleased{}) }) }
+		if err != nil {
+			release()
+			m.Reply <- GetResult{Err: err}
+			return
+		}
+		stop := context.AfterFunc(m.Ctx, release)
+		m.Reply <- GetResult{Tar: &heldCopy{ReadCloser: rc, release: func() { stop(); release() }}}
+	}()
+}
+
+// heldCopy is a consistent copy's stream: closing it releases the freeze.
+type heldCopy struct {
+	io.ReadCloser
+	release func()
+}
+
+func (h *heldCopy) Close() error {
+	err := h.ReadCloser.Close()
+	h.release()
+	return err
+}
