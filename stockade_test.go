@@ -142,7 +142,8 @@ func TestFakeMailboxNotBlocked(t *testing.T) {
 }
 
 // TestFakeCreateFailureLeavesNothing: a failed create is journaled exited
-// (failed) then removed, and the caller gets the typed error.
+// (failed), rolled back through a journaled removal, and only then is the
+// caller told, with the typed error: nothing is left behind by then.
 func TestFakeCreateFailureLeavesNothing(t *testing.T) {
 	f := newFake(t)
 	boom := spec.Errorf(spec.CodeUnsupported, "test", "readback differs at HostConfig.Memory")
@@ -153,21 +154,37 @@ func TestFakeCreateFailureLeavesNothing(t *testing.T) {
 		return nil
 	}
 	rt := openFake(t, f, "")
-	_, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
+	ctx := context.Background()
+	_, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
 	if !errors.Is(err, boom) {
 		t.Fatalf("got %v, want the unsupported error", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		owned, _ := f.ListOwned(context.Background(), rt.Owner())
-		list, _ := rt.Sandboxes(context.Background())
-		if len(owned) == 0 && len(list) == 0 {
-			break
+	owned, _ := f.ListOwned(ctx, rt.Owner())
+	list, _ := rt.Sandboxes(ctx)
+	if len(owned) != 0 || len(list) != 0 {
+		t.Fatalf("the caller was told before the rollback: left %+v, listed %+v", owned, list)
+	}
+	var id string
+	j := stockade.JournalOf(rt)
+	if err := j.Streams(func(k journal.Key) error {
+		if k.Kind == journal.KindSandbox {
+			id = k.ID
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("left behind: %+v, listed %+v", owned, list)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := rt.History(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range hist {
+		types = append(types, e.Type)
+	}
+	want := "sandbox.reserved sandbox.created sandbox.exited sandbox.removing sandbox.removed"
+	if got := strings.Join(types, " "); got != want {
+		t.Fatalf("history\n got %s\nwant %s", got, want)
 	}
 }
 

@@ -28,9 +28,11 @@ type Engine interface {
 	// export container and workload container, seeds the workspace and
 	// verifies the readback. It is idempotent under the names: resources
 	// found by name are adopted only if every label matches. On failure it
-	// removes what it made.
+	// leaves what it made: the caller journals a removal, then rolls back
+	// with RemoveSandbox (so no Docker resource goes unannounced).
 	CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, error)
-	// StartSandbox starts the workload container and verifies it again.
+	// StartSandbox starts the workload container and verifies it again. A
+	// mismatch (unsupported) is rolled back by the caller, as for Create.
 	StartSandbox(ctx context.Context, sb Sandbox) error
 	// VerifySandbox re-reads the workload and checks it is running with the
 	// same identity, revision and policy (the seed's assertActive).

@@ -74,9 +74,9 @@ func (a *Adapter) admit(ctx context.Context, req SandboxRequest) (ImageFacts, er
 
 // CreateSandbox makes (or adopts by name) the volume, the network unless
 // isolated, the export and workload containers; verifies both by readback;
-// and seeds /workspace/work through the export container. On any failure it
-// removes every resource labelled with this owner and sandbox (never one
-// that carries other labels) and returns the error.
+// and seeds /workspace/work through the export container. On failure it
+// returns the error and leaves what it made for the caller's rollback
+// (RemoveSandbox), which the caller journals as a removal first.
 func (a *Adapter) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, error) {
 	cli, err := a.ready(ctx)
 	if err != nil {
@@ -87,11 +87,7 @@ func (a *Adapter) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbo
 		return Sandbox{}, err
 	}
 	sb := Sandbox{Owner: req.Owner, ID: req.ID, Spec: req.Spec, Revision: a.profile.Revision()}
-	sb, err = a.create(ctx, cli, sb, img)
-	if err != nil {
-		if rerr := a.removeLabelled(context.WithoutCancel(ctx), cli, sb.Owner, sb.ID); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
+	if sb, err = a.create(ctx, cli, sb, img); err != nil {
 		return Sandbox{}, err
 	}
 	return sb, nil
@@ -212,7 +208,8 @@ func (a *Adapter) seed(ctx context.Context, cli *client.Client, sb Sandbox) erro
 }
 
 // StartSandbox starts the workload container and verifies it again, now
-// running. On a mismatch it removes the sandbox's resources.
+// running. On a mismatch it returns unsupported naming the field and leaves
+// the resources for the caller's journaled rollback.
 func (a *Adapter) StartSandbox(ctx context.Context, sb Sandbox) error {
 	cli, err := a.ready(ctx)
 	if err != nil {
@@ -221,15 +218,7 @@ func (a *Adapter) StartSandbox(ctx context.Context, sb Sandbox) error {
 	if err := cli.ContainerStart(ctx, sb.Workload, container.StartOptions{}); err != nil {
 		return translate(err, "dockerio.start", "starting workload %s", sb.Workload)
 	}
-	if err := a.verify(ctx, cli, sb); err != nil {
-		if spec.IsCode(err, spec.CodeUnsupported) {
-			if rerr := a.removeLabelled(context.WithoutCancel(ctx), cli, sb.Owner, sb.ID); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
-		}
-		return err
-	}
-	return nil
+	return a.verify(ctx, cli, sb)
 }
 
 func (a *Adapter) verify(ctx context.Context, cli *client.Client, sb Sandbox) error {

@@ -109,8 +109,9 @@ func TestDockerioBridgeNetwork(t *testing.T) {
 
 // TestDockerioReadbackRejectsTampered creates, with the raw client, a
 // workload under our name and labels whose HostConfig differs in one field;
-// CreateSandbox must adopt it by name, find the difference, remove
-// everything of the sandbox and return unsupported naming the field.
+// CreateSandbox must adopt it by name, find the difference and return
+// unsupported naming the field; the caller's rollback (RemoveSandbox)
+// removes everything of the sandbox.
 func TestDockerioReadbackRejectsTampered(t *testing.T) {
 	e := newDio(t)
 	ctx := context.Background()
@@ -138,6 +139,9 @@ func TestDockerioReadbackRejectsTampered(t *testing.T) {
 			if !spec.IsCode(err, spec.CodeUnsupported) || !strings.Contains(err.Error(), field) {
 				t.Fatalf("got %v, want unsupported naming %s", err, field)
 			}
+			if err := e.a.RemoveSandbox(ctx, dockerio.Sandbox{Owner: e.owner, ID: id}); err != nil {
+				t.Fatal(err)
+			}
 			if rs := e.leftovers(t); len(rs) != 0 {
 				t.Fatalf("left behind: %+v", rs)
 			}
@@ -146,8 +150,8 @@ func TestDockerioReadbackRejectsTampered(t *testing.T) {
 }
 
 // TestDockerioNameCollisionForeign: a container under our name with another
-// owner's labels is a conflict; it is never touched, and what the create made
-// is removed.
+// owner's labels is a conflict; it is never touched, and the rollback of
+// what the create made (RemoveSandbox) leaves it alone.
 func TestDockerioNameCollisionForeign(t *testing.T) {
 	e := newDio(t)
 	ctx := context.Background()
@@ -164,6 +168,9 @@ func TestDockerioNameCollisionForeign(t *testing.T) {
 	_, err = e.a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.owner, ID: id, Spec: s})
 	if !spec.IsCode(err, spec.CodeConflict) {
 		t.Fatalf("got %v, want conflict", err)
+	}
+	if err := e.a.RemoveSandbox(ctx, dockerio.Sandbox{Owner: e.owner, ID: id}); err != nil {
+		t.Fatal(err)
 	}
 	if rs := e.leftovers(t); len(rs) != 0 {
 		t.Fatalf("left behind: %+v", rs)

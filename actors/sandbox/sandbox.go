@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"io"
 	"syscall"
 	"time"
@@ -154,6 +155,7 @@ type sandboxActor struct {
 	procs map[string]*actor.PID // live process actors by process id
 	byPID map[string]string     // actor id → process id
 
+	createErr     error // a failed create, answered once rolled back
 	stopReason    lifecycle.Reason
 	stopErr       error
 	stopWaiters   []chan<- error
@@ -380,16 +382,18 @@ func (a *sandboxActor) onStarted(m startedMsg) {
 	}
 }
 
-// createFailed records the failed create (exited, failed) and removes
-// whatever exists, ending removed.
+// createFailed records the failed create (exited, failed) and rolls back
+// whatever exists through the journaled removal (removing, then removed).
+// The caller hears of the failure only once the rollback is done: nothing
+// is left behind, or the error says what could not go.
 func (a *sandboxActor) createFailed(cause error) {
 	ev := lifecycle.SandboxExited{Reason: lifecycle.ReasonFailed, Error: spec.CodeOf(cause), Message: cause.Error()}
 	if err := a.record(ev); err != nil {
-		a.p.Created <- err
+		a.p.Created <- errors.Join(cause, err)
 		a.sys.Root.Stop(a.self)
 		return
 	}
-	a.p.Created <- cause
+	a.createErr = cause
 	a.answerStop(nil)
 	a.remove()
 }
@@ -591,6 +595,13 @@ func (a *sandboxActor) answerRemove(err error) {
 		w <- err
 	}
 	a.removeWaiters = nil
+	if a.createErr != nil { // a failed create's rollback ended
+		if err != nil {
+			err = spec.Wrap(spec.CodeOf(err), "sandbox", err, "rolling back sandbox %s left resources behind; the next Open removes them", a.p.ID)
+		}
+		a.p.Created <- errors.Join(a.createErr, err)
+		a.createErr = nil
+	}
 	if err != nil {
 		a.settle(err)
 	}
