@@ -9,6 +9,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/actors"
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -202,5 +203,58 @@ func TestFailedSandboxActorIsUnreconciled(t *testing.T) {
 	list, err := rt.Sandboxes(ctx)
 	if err != nil || len(list) != 1 || !list[0].Unreconciled || !strings.Contains(list[0].Why, "failed") {
 		t.Fatalf("Sandboxes: %+v %v", list, err)
+	}
+}
+
+// TestRestartsRecordOnlyChanges: reopening over the same kept sandbox (and
+// its running process) re-adopts both but journals nothing new after the
+// first recovery: no stream grows with every restart.
+func TestRestartsRecordOnlyChanges(t *testing.T) {
+	f := newFake(t)
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: make(chan struct{})}
+	}
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := openFake(t, f, path)
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	counts := func() (sandbox, all int) {
+		j := stockade.JournalOf(rt)
+		err := j.Streams(func(k journal.Key) error {
+			return j.Read(k, 0, 0, func(e journal.Event) error {
+				all++
+				if k.Kind == journal.KindSandbox {
+					sandbox++
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sandbox, all
+	}
+	rt = openFake(t, f, path)
+	if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
+		t.Fatalf("first recovery: %+v", l)
+	}
+	s1, a1 := counts()
+	rt.Close()
+	for range 2 {
+		rt = openFake(t, f, path)
+		if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
+			t.Fatalf("recovery: %+v", l)
+		}
+		if s, a := counts(); s != s1 || a != a1 {
+			t.Fatalf("a restart that changed nothing journaled: sandbox stream %d → %d events, journal %d → %d", s1, s, a1, a)
+		}
+		rt.Close()
 	}
 }

@@ -180,7 +180,9 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 			if st.Err != nil {
 				r.Error = st.Err.Error()
 			}
-			decisions = append(decisions, st.ID+": "+string(st.Decision))
+			if st.Changed || st.Err != nil {
+				decisions = append(decisions, st.ID+": "+string(st.Decision))
+			}
 			if st.Err != nil {
 				rt.log.Warn("recovery left a sandbox unsettled", "sandbox", st.ID, "decision", st.Decision, "err", st.Err)
 			}
@@ -192,7 +194,9 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 	}
 	sort.Strings(decisions)
 	report.Duration = time.Since(start)
-	if len(plans) > 0 || len(orphans) > 0 {
+	// Only a recovery that changed something is journaled: a runtime
+	// restarted over the same kept sandboxes adds nothing to any stream.
+	if len(decisions) > 0 || len(orphans) > 0 {
 		ran := lifecycle.RecoveryRan{Sandboxes: len(plans), Processes: l.count, Orphans: len(orphans), Decisions: decisions}
 		if _, err := rt.deps.Record(journal.KindRuntime, "recovery", "", ran); err != nil {
 			return err

@@ -71,6 +71,13 @@ type Process struct {
 	At          time.Time
 }
 
+// Repeats reports whether r is the recovery decision last recorded in rs,
+// with the same observation: a recovery that changes nothing records
+// nothing, so a kept entity's stream does not grow with every restart.
+func Repeats(rs []Recovered, r Recovered) bool {
+	return len(rs) > 0 && rs[len(rs)-1] == r
+}
+
 // Terminal reports whether the sandbox is removed.
 func (s Sandbox) Terminal() bool { return s.Phase == PhaseRemoved }
 

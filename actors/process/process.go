@@ -949,7 +949,11 @@ func (a *processActor) onAdoptSeen(m adoptSeen) {
 // explains what recovery did and why. false: the journal failed and the
 // actor has given up.
 func (a *processActor) decided(decision, observed string) bool {
-	if err := a.record(lifecycle.Recovered{Decision: decision, Observed: observed}); err != nil {
+	r := lifecycle.Recovered{Decision: decision, Observed: observed}
+	if lifecycle.Repeats(a.state.Recovered, r) {
+		return true // the last recovery decided the same on the same sight
+	}
+	if err := a.record(r); err != nil {
 		a.abandonJournal(err)
 		return false
 	}
@@ -977,9 +981,11 @@ func (a *processActor) onGroupRead(m groupRead) {
 
 // adoptRunning re-adopts a running exec: detached, or stopped by option.
 func (a *processActor) adoptRunning() {
-	if err := a.record(lifecycle.Adopted{Detached: a.p.Detach}); err != nil {
-		a.abandonJournal(err)
-		return
+	if !a.state.Adopted || a.state.Detached != a.p.Detach {
+		if err := a.record(lifecycle.Adopted{Detached: a.p.Detach}); err != nil {
+			a.abandonJournal(err)
+			return
+		}
 	}
 	switch {
 	case a.state.Phase == lifecycle.PhaseStopping:

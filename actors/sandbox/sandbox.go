@@ -53,6 +53,9 @@ type Settled struct {
 	Observed string
 	Phase    lifecycle.Phase
 	Err      error
+	// Changed: the decision was journaled (it differs from the last
+	// recovery's); a repeat of the last one is not.
+	Changed bool
 }
 
 // Launch asks for a new process.
@@ -176,6 +179,7 @@ type sandboxActor struct {
 	decision Decision
 	observed string // what recovery saw, as journaled with the decision
 	settled  bool
+	changed  bool            // recovery journaled a new decision
 	adopting map[string]bool // recovering processes not yet settled
 
 	// A consistent Get freezes the workload (see pause.go): pause is where
@@ -627,10 +631,13 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 	a.sb = Handle(a.deps.Config.Owner, a.state)
 	dec, why := Decide(a.state, rec.Observed, a.deps.Config.Revision)
 	a.decision, a.observed = dec, why
-	if err := a.record(lifecycle.Recovered{Decision: string(dec), Observed: why}); err != nil {
-		a.settle(err)
-		a.sys.Root.Stop(a.self)
-		return
+	if r := (lifecycle.Recovered{Decision: string(dec), Observed: why}); !lifecycle.Repeats(a.state.Recovered, r) {
+		if err := a.record(r); err != nil {
+			a.settle(err)
+			a.sys.Root.Stop(a.self)
+			return
+		}
+		a.changed = true
 	}
 	if a.state.Paused || rec.Observed.Paused {
 		// A crash during a consistent Get left the workload frozen (or
@@ -677,9 +684,11 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		a.removeAfter = true
 		a.stop(lifecycle.ReasonFailed, spec.Errorf(spec.CodeUnsupported, "sandbox", "recovered: %s", why))
 	case Readopt:
-		if err := a.record(lifecycle.Adopted{}); err != nil {
-			a.settle(err)
-			return
+		if !a.state.Adopted {
+			if err := a.record(lifecycle.Adopted{}); err != nil {
+				a.settle(err)
+				return
+			}
 		}
 		if !a.state.Deadline.IsZero() {
 			a.ttl = time.AfterFunc(time.Until(a.state.Deadline), func() { a.send(ttlMsg{}) })
@@ -725,7 +734,7 @@ func (a *sandboxActor) settle(err error) {
 		return
 	}
 	a.settled = true
-	a.p.Recover.Settled <- Settled{ID: a.p.ID, Decision: a.decision, Observed: a.observed, Phase: a.state.Phase, Err: err}
+	a.p.Recover.Settled <- Settled{ID: a.p.ID, Decision: a.decision, Observed: a.observed, Phase: a.state.Phase, Err: err, Changed: a.changed}
 }
 
 // onDeadSeen checks a die event against what Docker shows now.
