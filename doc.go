@@ -21,7 +21,14 @@
 // Errors are *spec.Error values with a code (errors.As, or errors.Is with a
 // spec sentinel such as spec.ErrTimeout) wrapping their cause.
 //
-// Until crash recovery lands, entities an earlier runtime left live are
-// listed (Sandboxes) as unreconciled and refused for new work, never
-// silently dropped or resumed.
+// Open recovers: it folds what the journal holds live, lists the Docker
+// resources labelled with the journal's owner, and reconciles each sandbox
+// by DESIGN.md's recovery table (roll back, stop and remove, re-adopt, tear
+// down, record the exit, finish a stop or a removal), journaling every
+// decision with what was observed; orphans are removed. A sandbox recovery
+// cannot observe, or whose journal stream (or one of its processes') does
+// not fold, is listed (Sandboxes) as unreconciled and refused for new work,
+// its journal untouched, while every other sandbox recovers; so is a
+// sandbox whose actor failed under a live runtime. Nothing is silently
+// dropped or resumed.
 package stockade

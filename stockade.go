@@ -73,8 +73,11 @@ type Runtime struct {
 }
 
 // Open opens (or creates) the journal, takes its lock, checks the daemon
-// against the profile and the journal's identity, and starts the actor
-// system. Entities an earlier runtime left live are listed as unreconciled.
+// against the profile and the journal's identity, starts the actor system
+// and recovers: every entity an earlier runtime left live is reconciled
+// with what Docker shows (see Recovery for the report) before Open returns.
+// A journal that is a copy (journal.CopyTo) is refused (identity_mismatch):
+// a copy is never a second runtime.
 func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	log := opts.Logger
 	if log == nil {

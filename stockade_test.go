@@ -282,7 +282,6 @@ func TestFakePanicFailsOnlyTheProcess(t *testing.T) {
 	}
 }
 
-// failingJournal makes every append after the first n fail.
 func TestFakeJournalFailureReportsNothingDone(t *testing.T) {
 	f := newFake(t)
 	rt := openFake(t, f, "")

@@ -130,9 +130,10 @@ func Doctor(ctx context.Context, profile string) (Report, error) {
 }
 
 // Preflight checks the daemon against the profile, pins the client to the
-// profile's API version and returns what it observed. It is repeated on
-// every call (the daemon may have been replaced); the pinned client is made
-// once.
+// profile's API version and returns what it observed. Open runs it once
+// (ready runs it if a call comes first); the pinned client is made once. A
+// daemon replaced under a live runtime is not noticed here: the journal's
+// daemon id check at the next Open is what refuses it.
 func (a *Adapter) Preflight(ctx context.Context) (Daemon, error) {
 	f, err := gather(ctx, a.probe)
 	if err != nil {

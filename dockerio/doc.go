@@ -69,8 +69,10 @@
 //     sets ExitCode only when Running is false. Tested.
 //   - The end of the output stream is not the end of the process (nor the
 //     reverse: a descendant holding stdout delays EOF; Docker 20.10 closes the
-//     stream a couple of seconds after the exec's process exits). Callers use
-//     WaitExec (or InspectExec) after EOF. Tested with a setsid'd survivor.
+//     stream a couple of seconds after the exec's process exits). The
+//     runtime learns an exec's end from its exec_die event (Events) and
+//     confirms it with InspectExec; WaitExec polls, for short helper execs
+//     and tests. Tested with a setsid'd survivor.
 //   - After a dropped attach the daemon may report a phantom exit 126 while
 //     the process lives on: SignalGroup(pgid, 0) probes the group (nil while
 //     a member lives, not_found when none does) before a 126 is believed.
@@ -89,18 +91,23 @@
 //     warning: hence readback after create and after start, and admission
 //     refusing sizes the kernel would round (memory and tmpfs not a whole
 //     number of pages).
-//   - OOMKilled is per container, not per exec: StopSandbox/InspectSandbox
-//     report it for the workload; a process killed by the OOM killer shows
-//     as exit 137 and its cause must be inferred by the caller.
+//   - OOMKilled is per container, not per exec (and sticky on 20.10), and a
+//     cgroup v1 oom event names no process: StopSandbox/InspectSandbox
+//     report it for the workload only. For a process, the exec wrapper reads
+//     the memory cgroup's oom_kill count at its start (Attachment.OOMKills)
+//     and OOMKills reads it again when the process died of a SIGKILL: a rise
+//     names the OOM killer (ambiguous with several processes: documented).
 //   - Exec is never privileged and never has a TTY (CreateExec fixes both).
 //   - Zombies: PID 1 is the engine's init (HostConfig.Init, verified), which
 //     reaps orphans. Tested.
 //   - Network names are not unique before API 1.44 unless CheckDuplicate is
 //     sent (the v28 client sends it); the network is also looked up by exact
 //     name first, and adopted only with our labels.
-//   - Archive reads while the workload runs see a live filesystem:
-//     GetArchive pauses the workload until the stream is closed (or ctx
-//     ends) when asked, else reports live=true.
+//   - Archive reads while the workload runs see a live filesystem; for a
+//     consistent copy the caller freezes it (PauseSandbox/UnpauseSandbox:
+//     the sandbox actor journals the freeze and counts concurrent copies).
+//     Docker refuses execs into a paused container and refuses to stop one:
+//     StopSandbox thaws it first.
 //
 // # Caveats
 //
@@ -108,5 +115,7 @@
 // can rewrite it; it only ever names a group of that same user. Image
 // datasets are refused on profiles without them; their readback path is
 // unit-tested against a synthesized document and is unverified against a
-// real daemon here. Container events (die, oom) are not subscribed to yet.
+// real daemon here. Events delivers die and exec_die events of the owner's
+// containers; the daemon drops events for a slow reader and replays only
+// its recent ones after a resubscription, so its users confirm by inspect.
 package dockerio
