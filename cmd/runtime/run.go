@@ -57,7 +57,7 @@ func parseRun(g global, args []string) (command, error) {
 		}
 	}
 	c.policy.Network = spec.NetworkKind(*network)
-	c.policy = withDefaults(c.policy)
+	c.policy = c.policy.WithDefaults()
 	// After the defaults: --user 0:0 is root asked for, not a zero value.
 	if *user != "" {
 		if c.policy.User, err = parseUser(*user); err != nil {
@@ -72,33 +72,6 @@ func parseRun(g global, args []string) (command, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// withDefaults fills p's zero fields from spec.DefaultPolicy().
-func withDefaults(p spec.Policy) spec.Policy {
-	d := spec.DefaultPolicy()
-	if p.CPUs == 0 {
-		p.CPUs = d.CPUs
-	}
-	if p.MemoryBytes == 0 {
-		p.MemoryBytes = d.MemoryBytes
-	}
-	if p.Pids == 0 {
-		p.Pids = d.Pids
-	}
-	if p.HomeBytes == 0 {
-		p.HomeBytes = d.HomeBytes
-	}
-	if p.TmpBytes == 0 {
-		p.TmpBytes = d.TmpBytes
-	}
-	if p.Network == "" {
-		p.Network = d.Network
-	}
-	if p.User == (spec.User{}) {
-		p.User = d.User
-	}
-	return p
 }
 
 func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
