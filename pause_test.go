@@ -24,13 +24,9 @@ func handleOf(t *testing.T, rt *stockade.Runtime, id string) dockerio.Sandbox {
 
 func countTypes(t *testing.T, rt *stockade.Runtime, id string) map[string]int {
 	t.Helper()
-	hist, err := rt.History(id)
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := map[string]int{}
-	for _, e := range hist {
-		n[e.Type]++
+	for _, typ := range historyTypes(t, rt, id, "") {
+		n[typ]++
 	}
 	return n
 }

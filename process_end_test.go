@@ -94,17 +94,7 @@ func TestFakeDaemonTroubleIsNotLost(t *testing.T) {
 // journaled is not signalled (nothing is killed that the journal does not
 // say is being stopped); the stop fails with the journal's error.
 func TestFakeKillHasItsIntent(t *testing.T) {
-	f := newFake(t)
-	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
-		return dockerio.FakeRun{Hold: make(chan struct{})}
-	}
-	var signals atomic.Int32
-	f.Fault = func(op string) error {
-		if op == "SignalGroup" {
-			signals.Add(1)
-		}
-		return nil
-	}
+	f, signals := holdingFake(t)
 	defer stockade.WrapJournal(func(j actorsJournal) actorsJournal {
 		return &refusingJournal{actorsJournal: j, typ: lifecycle.ProcessStopping{}.Type()}
 	})()
@@ -165,17 +155,7 @@ func (p stdinPanics) AttachExec(ctx context.Context, sb dockerio.Sandbox, id str
 // whose actor panicked once it ran: its stopping intent is journaled before
 // its group is killed, then its end.
 func TestFakeFailedProcessActorKilledAfterIntent(t *testing.T) {
-	f := newFake(t)
-	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
-		return dockerio.FakeRun{Hold: make(chan struct{})}
-	}
-	var killed atomic.Int32
-	f.Fault = func(op string) error {
-		if op == "SignalGroup" {
-			killed.Add(1)
-		}
-		return nil
-	}
+	f, killed := holdingFake(t)
 	rt, err := stockade.Open(context.Background(), stockade.Options{Journal: filepath.Join(t.TempDir(), "j.db"), Engine: stdinPanics{f}, StopGrace: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -193,19 +173,27 @@ func TestFakeFailedProcessActorKilledAfterIntent(t *testing.T) {
 	}
 	var types []string
 	waitFor(t, "the failed process settled", func() bool {
-		hist, err := rt.History(sb.ID())
-		if err != nil {
-			t.Fatal(err)
-		}
-		types = types[:0]
-		for _, e := range hist {
-			if e.Kind == journal.KindProcess {
-				types = append(types, e.Type)
-			}
-		}
+		types = historyTypes(t, rt, sb.ID(), journal.KindProcess)
 		return len(types) > 0 && types[len(types)-1] == "process.exited" && killed.Load() > 0
 	})
 	if got, want := strings.Join(types, " "), "process.reserved process.exec_created process.started process.stopping process.exited"; got != want {
 		t.Fatalf("process history\n got %s\nwant %s", got, want)
 	}
+}
+
+// holdingFake runs every process until it is signalled, and counts the
+// signals sent.
+func holdingFake(t *testing.T) (*dockerio.Fake, *atomic.Int32) {
+	f := newFake(t)
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: make(chan struct{})}
+	}
+	var signals atomic.Int32
+	f.Fault = func(op string) error {
+		if op == "SignalGroup" {
+			signals.Add(1)
+		}
+		return nil
+	}
+	return f, &signals
 }

@@ -94,16 +94,8 @@ func TestFakeRunAndHistory(t *testing.T) {
 	if err := sb.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h, err := rt.History(sb.ID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var types []string
-	for _, e := range h {
-		types = append(types, e.Type)
-	}
 	want := "sandbox.reserved sandbox.created sandbox.started process.reserved process.exec_created process.started process.exited sandbox.stopping sandbox.exited sandbox.removing sandbox.removed"
-	if got := strings.Join(types, " "); got != want {
+	if got := strings.Join(historyTypes(t, rt, sb.ID(), ""), " "); got != want {
 		t.Fatalf("history\n got %s\nwant %s", got, want)
 	}
 }
@@ -174,16 +166,8 @@ func TestFakeCreateFailureLeavesNothing(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := rt.History(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var types []string
-	for _, e := range hist {
-		types = append(types, e.Type)
-	}
 	want := "sandbox.reserved sandbox.created sandbox.exited sandbox.removing sandbox.removed"
-	if got := strings.Join(types, " "); got != want {
+	if got := strings.Join(historyTypes(t, rt, id, ""), " "); got != want {
 		t.Fatalf("history\n got %s\nwant %s", got, want)
 	}
 }
@@ -438,4 +422,21 @@ func TestFakeExecFailureFromWrapper(t *testing.T) {
 	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"exits127"}}); err != nil || res.Reason != "exited" || res.ExitCode != 127 {
 		t.Fatalf("plain 127: %+v %v, want an ordinary exit", res, err)
 	}
+}
+
+// historyTypes lists the types of a sandbox's history, in order; kind, if
+// set, keeps only that kind's events.
+func historyTypes(t testing.TB, rt *stockade.Runtime, id string, kind journal.Kind) []string {
+	t.Helper()
+	hist, err := rt.History(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range hist {
+		if kind == "" || e.Kind == kind {
+			types = append(types, e.Type)
+		}
+	}
+	return types
 }
