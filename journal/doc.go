@@ -30,6 +30,13 @@
 //     failed commit fails every call in that transaction.
 //   - Sequences start at 1 and grow by one per event in each stream; cursor
 //     order is event order (big-endian keys).
+//   - A caller that stops waiting (its context ended) cannot tell whether its
+//     append landed. A Sequenced record (Record.After: the stream's last
+//     sequence the caller knows) makes the retry safe: it is checked inside
+//     the committing transaction, so the retry either stores the record, or
+//     finds it already stored at After+1 and returns that event, or fails
+//     with conflict (ErrSequence). The actors append Sequenced, so no
+//     transition is ever journaled twice.
 //   - The live index and the terminal index are written in the same
 //     transaction as the events, so they always agree with the streams
 //     (Verify checks it).

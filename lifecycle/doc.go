@@ -22,7 +22,14 @@
 //	stopping → exited                    (exited is terminal)
 //
 // Facts in between (resources created, exec created, stdin closed, quota hit,
-// recovered) are events that change a state's fields but not its phase.
+// a pause for a consistent copy and its unpause, recovered) are events that
+// change a state's fields but not its phase. A recovery that decides what
+// the last one decided, on the same sight, records nothing (Repeats).
+//
+// The folds stay strict; the root package's replay skips only an event
+// that repeats the one before it exactly and that the fold refuses: a fact
+// journaled twice by a retried append, which journals written before
+// appends were sequenced can hold.
 //
 // This package imports neither the journal nor the actor system: Encode and
 // Decode turn events into the (type, JSON payload) pairs the journal stores.
