@@ -140,3 +140,15 @@ func TestAPIConsistentGetsAreJournaled(t *testing.T) {
 		t.Fatalf("journaled %d pausing and %d unpaused, want 2 and 2", n["sandbox.pausing"], n["sandbox.unpaused"])
 	}
 }
+
+// TestAPIProcessOutlivesItsOutput: a process that closes its stdout and
+// stderr and goes on is not taken for ended at its output's end: its real
+// exit, learned from the exec_die event, is what Wait reports.
+func TestAPIProcessOutlivesItsOutput(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.OneShot)
+	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo bye; exec >&- 2>&-; sleep 2; exit 3"}})
+	if err != nil || out != "bye\n" || res.ExitCode != 3 || res.Reason != string(lifecycle.ReasonExited) {
+		t.Fatalf("%q %+v %v, want exit 3 after its output ended", out, res, err)
+	}
+}
