@@ -258,3 +258,33 @@ func TestRestartsRecordOnlyChanges(t *testing.T) {
 		rt.Close()
 	}
 }
+
+// TestCreateReturnsWhenTheRuntimeCloses: a create whose sandbox actor stops
+// mid-way (the runtime closed under it) returns, rather than waiting for an
+// answer that never comes.
+func TestCreateReturnsWhenTheRuntimeCloses(t *testing.T) {
+	f := newFake(t)
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	f.Fault = func(op string) error {
+		if op == "StartSandbox" {
+			entered <- struct{}{}
+			<-release
+		}
+		return nil
+	}
+	defer close(release)
+	rt, err := stockade.Open(context.Background(), stockade.Options{Journal: filepath.Join(t.TempDir(), "j.db"), Engine: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
+		done <- err
+	}()
+	<-entered
+	rt.Close()
+	if err := <-done; !spec.IsCode(err, spec.CodeCancelled) {
+		t.Fatalf("create under a closing runtime: %v, want cancelled", err)
+	}
+}

@@ -71,9 +71,13 @@ func ask[T any](ctx context.Context, s *Sandbox, mk func(chan<- T) any, late fun
 func (s *Sandbox) goneErr() error {
 	s.rt.mu.Lock()
 	u, out := s.rt.unreconciled[s.id]
+	closed := s.rt.closed
 	s.rt.mu.Unlock()
-	if out {
+	switch {
+	case out:
 		return u.err(s.id)
+	case closed:
+		return spec.Errorf(spec.CodeCancelled, "sandbox", "the runtime closed; sandbox %s is left to the next Open", s.id)
 	}
 	return spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s is gone (removed)", s.id)
 }

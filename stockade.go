@@ -90,20 +90,26 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
-	j, err := journal.Open(path, journal.Options{Owner: opts.Owner, LockTimeout: opts.LockTimeout})
+	// The profile is checked before the journal is touched: a bad one
+	// creates no file.
+	engine, closer, err := engineFor(opts)
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{journal: j, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]unreconciled{}}
+	j, err := journal.Open(path, journal.Options{Owner: opts.Owner, LockTimeout: opts.LockTimeout})
+	if err != nil {
+		if closer != nil {
+			closer()
+		}
+		return nil, err
+	}
+	rt := &Runtime{journal: j, engine: engine, closer: closer, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]unreconciled{}}
 	fail := func(err error) (*Runtime, error) {
 		if rt.closer != nil {
 			rt.closer()
 		}
 		j.Close()
 		return nil, err
-	}
-	if rt.engine, rt.closer, err = engineFor(opts); err != nil {
-		return fail(err)
 	}
 	daemon, err := rt.engine.Preflight(ctx)
 	if err != nil {
@@ -341,10 +347,23 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 	select {
 	case err := <-created:
 		if err != nil {
-			// The actor removes what was made; it stays listed until removed.
+			// The actor has rolled back what was made (or says what it
+			// could not remove).
 			return nil, err
 		}
 		return sb, nil
+	case <-sb.gone:
+		select {
+		case err := <-created: // answered just before it stopped
+			if err != nil {
+				return nil, err
+			}
+			return sb, nil
+		default:
+		}
+		// The actor stopped mid-create (the runtime closed, or it failed):
+		// the journal holds the reservation for recovery.
+		return nil, sb.goneErr()
 	case <-ctx.Done():
 		// The create goes on in the actor; the sandbox can be found by id.
 		return nil, spec.Wrap(spec.CodeCancelled, "sandbox", ctx.Err(), "creating sandbox %s (it may still be made: see Sandboxes)", sid)

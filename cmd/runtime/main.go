@@ -32,6 +32,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -87,6 +88,11 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 // parse turns a command line into a command, or into an invalid_argument
 // error (flag.ErrHelp for a request for help). It touches nothing.
 func parse(args []string) (command, error) {
+	if env := os.Getenv(dockerio.ProfileEnv); env != "" {
+		if _, err := dockerio.LookupProfile(env); err != nil {
+			return nil, spec.Wrap(spec.CodeInvalidArgument, "usage", err, "$%s", dockerio.ProfileEnv)
+		}
+	}
 	var g global
 	fs := newFlags("usage", &g)
 	if err := fs.Parse(args); err != nil {
@@ -130,7 +136,13 @@ func newFlags(name string, g *global) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&g.journal, "journal", g.journal, "journal file")
-	fs.StringVar(&g.profile, "profile", g.profile, "preflight profile")
+	fs.Func("profile", "preflight profile", func(v string) error {
+		if _, err := dockerio.LookupProfile(v); err != nil {
+			return err
+		}
+		g.profile = v
+		return nil
+	})
 	fs.BoolVar(&g.json, "json", g.json, "JSON output for scripts")
 	return fs
 }

@@ -67,8 +67,8 @@ func TestParse(t *testing.T) {
 		want command
 	}{
 		{[]string{"doctor"}, &doctorCmd{}},
-		{[]string{"--profile", "p", "doctor"}, &doctorCmd{g: global{profile: "p"}}},
-		{[]string{"doctor", "--profile", "p"}, &doctorCmd{g: global{profile: "p"}}},
+		{[]string{"--profile", "linux-x64", "doctor"}, &doctorCmd{g: global{profile: "linux-x64"}}},
+		{[]string{"doctor", "--profile", "linux-x64"}, &doctorCmd{g: global{profile: "linux-x64"}}},
 		{[]string{"--journal", "/j", "journal", "ls"}, &journalCmd{g: global{journal: "/j"}, sub: "ls"}},
 		{[]string{"journal", "--journal", "/j", "ls"}, &journalCmd{g: global{journal: "/j"}, sub: "ls"}},
 		{[]string{"journal", "ls", "--journal=/j"}, &journalCmd{g: global{journal: "/j"}, sub: "ls"}},
@@ -111,6 +111,7 @@ var usageErrors = [][]string{
 	{"run", "--user", "root", "--", "true"}, {"run", "--user", "0:0", "--", "true"},
 	{"run", "--network", "bogus", "--", "true"}, {"run", "--cpus", "-1", "--", "true"}, {"run", "--cpus", "NaN", "--", "true"},
 	{"run", "--pids", "-5", "--", "true"}, {"run", "--pids", "many", "--", "true"},
+	{"run", "--profile", "nope", "--", "true"}, {"--profile", "nope", "journal", "ls"}, {"doctor", "--profile", "nope"},
 	{"run", "-e", "NOEQUALS", "--", "true"}, {"run", "-e", "=v", "--", "true"}, {"run", "--workdir", "rel", "--", "true"},
 	{"run", "--timeout", "-1s", "--", "true"}, {"run", "--timeout", "soon", "--", "true"}, {"run", "--image", "", "--", "true"},
 	{"journal"}, {"journal", "nope"}, {"journal", "--json"}, {"journal", "show"}, {"journal", "show", "a", "b"},
@@ -155,7 +156,7 @@ func TestUsage(t *testing.T) {
 			t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(dir, "no-daemon.sock"))
 			state.setup(t, path)
 			_, statErr := os.Stat(path)
-			for _, args := range usageErrors {
+			check := func(args []string) {
 				var out, errb bytes.Buffer
 				if code := dispatch(context.Background(), args, nil, &out, &errb); code != 2 {
 					t.Errorf("%q: exit %d, want 2 (stderr %q)", args, code, errb.String())
@@ -164,6 +165,13 @@ func TestUsage(t *testing.T) {
 					t.Errorf("%q: stdout %q, stderr %q: want only an invalid_argument message", args, out.String(), errb.String())
 				}
 			}
+			for _, args := range usageErrors {
+				check(args)
+			}
+			// A bad profile from the environment is bad input too.
+			t.Setenv("STOCKADE_PROFILE", "nope")
+			check([]string{"run", "--", "true"})
+			check([]string{"journal", "ls"})
 			if _, err := os.Stat(path); os.IsNotExist(err) != os.IsNotExist(statErr) {
 				t.Errorf("the default journal's existence changed: %v, was %v", err, statErr)
 			}
