@@ -2,6 +2,7 @@ package dockerio
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	"github.com/docker/docker/client"
@@ -213,6 +214,7 @@ func (a *Adapter) imageFacts(ctx context.Context, ref string) (ImageFacts, error
 	if img.Config != nil {
 		f.Volumes = len(img.Config.Volumes)
 		f.Env = append([]string(nil), img.Config.Env...)
+		f.Labels = maps.Clone(img.Config.Labels)
 	}
 	if spec.IsImageID(ref) && f.ID == ref {
 		a.imgMu.Lock()

@@ -73,7 +73,17 @@ type ImageFacts struct {
 	Architecture string
 	Volumes      int
 	Env          []string
+	// Labels are the image's own labels; Docker merges them into the
+	// container's, and copies those into event attributes.
+	Labels map[string]string
 }
+
+// EventAttributeKeys are the attribute names Docker puts in container
+// events. A container label of the same name overwrites the attribute (moby
+// copies labels over them), so an image labelled with one could forge
+// events: execID=x would make every exec_die name x, exitCode=0 would make
+// every death a clean one. Such images are refused.
+var EventAttributeKeys = []string{"execID", "exitCode", "execDuration", "name", "image", "signal"}
 
 // AdmitImage checks an inspected image against the profile, as the seed's
 // verifyImage: the exact ID asked for, Linux, the profile's architecture, no
@@ -89,6 +99,11 @@ func AdmitImage(p Profile, want string, img ImageFacts) error {
 		return unsupported(op, "image %s is for architecture %q; profile %s requires %q", img.ID, img.Architecture, p.Name, p.ImageArch)
 	case img.Volumes != 0:
 		return unsupported(op, "image %s declares %d volume(s); a sandbox image must declare none", img.ID, img.Volumes)
+	}
+	for _, k := range EventAttributeKeys {
+		if _, ok := img.Labels[k]; ok {
+			return unsupported(op, "image %s has a label %q, a name Docker uses in event attributes (it could forge the runtime's events)", img.ID, k)
+		}
 	}
 	return nil
 }

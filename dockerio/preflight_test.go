@@ -175,15 +175,17 @@ func TestDockerioAdmitPolicy(t *testing.T) {
 
 func TestDockerioAdmitImage(t *testing.T) {
 	p := engine20(t)
-	good := ImageFacts{ID: fixtureImage, Os: "linux", Architecture: "amd64"}
+	good := ImageFacts{ID: fixtureImage, Os: "linux", Architecture: "amd64", Labels: map[string]string{"maintainer": "x"}}
 	if err := AdmitImage(p, fixtureImage, good); err != nil {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]func(*ImageFacts){
-		"other id": func(i *ImageFacts) { i.ID = "sha256:" + strings.Repeat("1", 64) },
-		"os":       func(i *ImageFacts) { i.Os = "windows" },
-		"arch":     func(i *ImageFacts) { i.Architecture = "arm64" },
-		"volumes":  func(i *ImageFacts) { i.Volumes = 1 },
+		"other id":       func(i *ImageFacts) { i.ID = "sha256:" + strings.Repeat("1", 64) },
+		"os":             func(i *ImageFacts) { i.Os = "windows" },
+		"arch":           func(i *ImageFacts) { i.Architecture = "arm64" },
+		"volumes":        func(i *ImageFacts) { i.Volumes = 1 },
+		"label execID":   func(i *ImageFacts) { i.Labels = map[string]string{"execID": "x"} },
+		"label exitCode": func(i *ImageFacts) { i.Labels = map[string]string{"a": "b", "exitCode": "0"} },
 	} {
 		img := good
 		f(&img)

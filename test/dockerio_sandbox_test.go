@@ -306,6 +306,7 @@ func loadForeignArch(t *testing.T, e *dioEnv, arch string) string {
 func TestDockerioBadPolicy(t *testing.T) {
 	e := newDio(t)
 	withVolume := importImage(t, e, "", "VOLUME /data")
+	forging := importImage(t, e, "", "LABEL execID=forged")
 	arm := loadForeignArch(t, e, "arm64")
 	cases := []struct {
 		name string
@@ -325,6 +326,7 @@ func TestDockerioBadPolicy(t *testing.T) {
 		{"image not pinned", func(s *spec.Sandbox) { s.Image = dockertest.ImageTag }, spec.CodeInvalidArgument},
 		{"image not present", func(s *spec.Sandbox) { s.Image = "sha256:" + strings.Repeat("0", 64) }, spec.CodeUnsupported},
 		{"image declares volumes", func(s *spec.Sandbox) { s.Image = withVolume }, spec.CodeUnsupported},
+		{"image labels forge event attributes", func(s *spec.Sandbox) { s.Image = forging }, spec.CodeUnsupported},
 		{"image wrong architecture", func(s *spec.Sandbox) { s.Image = arm }, spec.CodeUnsupported},
 		{"datasets on this engine", func(s *spec.Sandbox) {
 			s.Datasets = []spec.Dataset{{Image: e.image, Target: "/data"}}
