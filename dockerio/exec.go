@@ -34,10 +34,12 @@ const groupMarker = "\x1estockade-pgid:"
 // sandbox with a private cgroup namespace: cgroup v1, then v2.
 const oomFiles = "/sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events"
 
-// oomScript sets o to the sandbox's OOM kill count, or -1, with shell
-// builtins only (read, [, for): no extra process.
-const oomScript = `o=-1
-for f in ` + oomFiles + `; do [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && o=$v; done <"$f"; done
+// oomScript sets __stockade_o to the sandbox's OOM kill count, or -1, with
+// shell builtins only (read, [, for): no extra process. Its variables carry
+// a prefix: an exported variable of the process's own (o=…) must reach the
+// command as the caller set it.
+const oomScript = `__stockade_o=-1
+for __stockade_f in ` + oomFiles + `; do [ -r "$__stockade_f" ] && while read -r __stockade_k __stockade_v; do [ "$__stockade_k" = oom_kill ] && __stockade_o=$__stockade_v; done <"$__stockade_f"; done
 `
 
 // GroupFile is where the exec wrapper records a process's group id, in the
@@ -53,10 +55,10 @@ func GroupFile(processID string) string { return TmpDir + "/.stockade-" + proces
 // "$@". Everything it uses (read, [, echo, printf, for, exec) is a shell
 // builtin: no extra process.
 func wrapperScript(processID string) string {
-	return `read -r _ _ _ _ g _ </proc/$$/stat || exit 125
-[ "$g" = "$$" ] || { echo "stockade-exec: exec failed: not a process group leader (pid $$, pgid $g)" >&2; exit 125; }
+	return `read -r __stockade_x __stockade_x __stockade_x __stockade_x __stockade_g __stockade_x </proc/$$/stat || exit 125
+[ "$__stockade_g" = "$$" ] || { echo "stockade-exec: exec failed: not a process group leader (pid $$, pgid $__stockade_g)" >&2; exit 125; }
 echo $$ >` + GroupFile(processID) + ` || { echo "stockade-exec: exec failed: cannot record the process group" >&2; exit 125; }
-` + oomScript + `printf '` + groupMarker + `%s %s\n' $$ "$o"
+` + oomScript + `printf '` + groupMarker + `%s %s\n' $$ "$__stockade_o"
 exec "$@"`
 }
 
@@ -325,7 +327,7 @@ func (a *Adapter) OOMKills(ctx context.Context, sb Sandbox) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	code, out, errOut, err := a.run(ctx, cli, sb, "/bin/sh", "-c", oomScript+`echo "$o"`)
+	code, out, errOut, err := a.run(ctx, cli, sb, "/bin/sh", "-c", oomScript+`echo "$__stockade_o"`)
 	if err != nil {
 		return 0, err
 	}

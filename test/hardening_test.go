@@ -152,3 +152,16 @@ func TestAPIProcessOutlivesItsOutput(t *testing.T) {
 		t.Fatalf("%q %+v %v, want exit 3 after its output ended", out, res, err)
 	}
 }
+
+// TestAPIWrapperLeavesTheEnvironment: the exec wrapper's own shell
+// variables never replace the process's: a command gets every variable as
+// its caller set it.
+func TestAPIWrapperLeavesTheEnvironment(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.OneShot)
+	env := []string{"o=1", "f=2", "k=3", "v=4", "g=5", "__x=6"}
+	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", `echo "$o $f $k $v $g $__x"`}, Env: env})
+	if err != nil || res.ExitCode != 0 || out != "1 2 3 4 5 6\n" {
+		t.Fatalf("%q %+v %v, want the caller's values", out, res, err)
+	}
+}
