@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -15,6 +16,9 @@ import (
 // consumer owns this seam so tests can put a failing journal behind it.
 type Journal interface {
 	Append(ctx context.Context, recs ...journal.Record) ([]journal.Event, error)
+	// Read replays a stream from sequence from (see journal.Journal.Read):
+	// an actor whose stream moved on under it catches up from it.
+	Read(key journal.Key, from, to uint64, fn func(journal.Event) error) error
 }
 
 var _ Journal = (*journal.Journal)(nil)
@@ -87,6 +91,66 @@ func (d *Deps) Record(kind journal.Kind, id, parent string, ev lifecycle.Event) 
 // returns the stored event instead of journaling the transition twice.
 func (d *Deps) RecordAfter(kind journal.Kind, id, parent string, after uint64, ev lifecycle.Event) (journal.Event, error) {
 	return d.append(journal.Record{Key: journal.Key{Kind: kind, ID: id}, Parent: parent, Sequenced: true, After: after}, ev)
+}
+
+// Fold is an actor's fold of its own stream (lifecycle.ApplySandbox or
+// lifecycle.ApplyProcess).
+type Fold[S any] func(s S, seq uint64, at time.Time, ev lifecycle.Event) (S, error)
+
+// RecordFolded journals ev for an actor that folds the stream it writes, and
+// returns its state with ev applied; on error, the best state it knows (the
+// journal's, if it had to catch up). seq gives a state's last sequence.
+//   - ev is tried on the fold first: an event the fold refuses is never
+//     journaled (the actor's view was wrong, or a bug of ours).
+//   - The append is sequenced after the actor's last event, so a retry of
+//     an append whose outcome was unknown is never journaled twice; such an
+//     append is retried at once.
+//   - If the stream has moved on (an append the actor was told failed did
+//     land), the state catches up from the journal and ev is tried again on
+//     it; so an uncertain append never wedges the actor.
+func RecordFolded[S any](d *Deps, kind journal.Kind, id, parent string, s S, seq func(S) uint64, fold Fold[S], ev lifecycle.Event) (S, journal.Event, error) {
+	key := journal.Key{Kind: kind, ID: id}
+	for attempt := 0; ; attempt++ {
+		if _, err := fold(s, seq(s)+1, d.Now(), ev); err != nil {
+			return s, journal.Event{}, err
+		}
+		e, err := d.RecordAfter(kind, id, parent, seq(s), ev)
+		if err == nil {
+			next, ferr := fold(s, e.Seq, e.Time, ev)
+			if ferr != nil {
+				return s, e, ferr
+			}
+			return next, e, nil
+		}
+		if attempt == 2 {
+			return s, e, err
+		}
+		switch {
+		case errors.Is(err, journal.ErrUncertain):
+			// Asked again, the sequenced append stores it or finds it.
+		case errors.Is(err, journal.ErrSequence):
+			caught, cerr := catchUp(d, key, s, seq, fold)
+			if cerr != nil {
+				return s, journal.Event{}, errors.Join(err, cerr)
+			}
+			s = caught
+		default:
+			return s, journal.Event{}, err
+		}
+	}
+}
+
+// catchUp folds the stream's events after s into s.
+func catchUp[S any](d *Deps, key journal.Key, s S, seq func(S) uint64, fold Fold[S]) (S, error) {
+	err := d.Journal.Read(key, seq(s)+1, 0, func(e journal.Event) error {
+		ev, err := lifecycle.Decode(e.Type, e.Payload)
+		if err != nil {
+			return err
+		}
+		s, err = fold(s, e.Seq, e.Time, ev)
+		return err
+	})
+	return s, err
 }
 
 func (d *Deps) append(rec journal.Record, ev lifecycle.Event) (journal.Event, error) {

@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -71,7 +72,7 @@ func (j *Journal) Append(ctx context.Context, recs ...Record) ([]Event, error) {
 	select {
 	case <-r.done:
 	case <-ctx.Done():
-		return nil, spec.Wrap(spec.CodeCancelled, op, ctx.Err(), "stopped waiting: the append may or may not be durable")
+		return nil, spec.Wrap(spec.CodeCancelled, op, errors.Join(ErrUncertain, ctx.Err()), "stopped waiting: the append may or may not be durable")
 	}
 	if r.err != nil {
 		return nil, r.err

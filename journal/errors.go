@@ -53,6 +53,11 @@ var (
 	// Nothing of that call is written. Code conflict.
 	ErrSequence = errors.New("journal: stream is not at the expected sequence")
 
+	// ErrUncertain is the cause when an Append stopped waiting for its
+	// commit (its context ended): the records may or may not be stored. A
+	// Sequenced retry settles it. Code cancelled.
+	ErrUncertain = errors.New("journal: append outcome unknown")
+
 	// ErrClosed is the cause when a Journal is used after Close. Code journal.
 	ErrClosed = errors.New("journal: closed")
 

@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"syscall"
@@ -199,23 +200,24 @@ type processActor struct {
 func (a *processActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
 
 // record journals ev for this process and folds it.
+// record journals ev and folds it (actors.RecordFolded: an event the fold
+// refuses is never journaled; a stream that moved on is caught up with).
 func (a *processActor) record(ev lifecycle.Event) error {
-	e, err := a.deps.RecordAfter(journal.KindProcess, a.p.ID, a.p.Sandbox.ID, a.state.Seq, ev)
-	if err != nil {
-		return err
-	}
-	next, err := lifecycle.ApplyProcess(a.state, e.Seq, e.Time, ev)
-	if err != nil {
-		// The journal took an event the fold refuses: a bug, never hidden
+	next, _, err := actors.RecordFolded(a.deps, journal.KindProcess, a.p.ID, a.p.Sandbox.ID, a.state, processSeq, lifecycle.ApplyProcess, ev)
+	var illegal *lifecycle.IllegalTransition
+	if errors.As(err, &illegal) {
+		// An event this actor should never ask for: a bug, never hidden
 		// (the sandbox settles the process when this actor fails).
-		panic(fmt.Sprintf("process %s: journaled event the fold refuses: %v", a.p.ID, err))
+		panic(fmt.Sprintf("process %s: an event the fold refuses: %v", a.p.ID, err))
 	}
 	if next.Phase != a.state.Phase || next.Group != a.state.Group {
 		a.sys.Root.Send(a.parent, Tracked{ID: a.p.ID, Phase: next.Phase, Group: next.Group})
 	}
 	a.state = next
-	return nil
+	return err
 }
+
+func processSeq(p lifecycle.Process) uint64 { return p.Seq }
 
 func (a *processActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {

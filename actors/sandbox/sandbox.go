@@ -205,22 +205,23 @@ func Handle(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
 	return h
 }
 
+// record journals ev and folds it (actors.RecordFolded: an event the fold
+// refuses is never journaled; a stream that moved on is caught up with).
 func (a *sandboxActor) record(ev lifecycle.Event) error {
-	e, err := a.deps.RecordAfter(journal.KindSandbox, a.p.ID, "", a.state.Seq, ev)
-	if err != nil {
-		return err
-	}
-	next, err := lifecycle.ApplySandbox(a.state, e.Seq, e.Time, ev)
-	if err != nil {
-		// The journal took an event the fold refuses: a bug of ours. The
-		// sandbox actor stays panic-free (a restart would lose its
-		// children); the operation fails, loudly.
-		a.deps.Log.Error("journaled event the fold refuses", "sandbox", a.p.ID, "event", ev.Type(), "err", err)
-		return err
-	}
+	next, _, err := actors.RecordFolded(a.deps, journal.KindSandbox, a.p.ID, "", a.state, sandboxSeq, lifecycle.ApplySandbox, ev)
 	a.state = next
-	return nil
+	if err != nil {
+		var illegal *lifecycle.IllegalTransition
+		if errors.As(err, &illegal) {
+			// Nothing was journaled: the sandbox actor stays panic-free (a
+			// restart would lose its children); the operation fails, loudly.
+			a.deps.Log.Error("an event the fold refuses was not journaled", "sandbox", a.p.ID, "event", ev.Type(), "err", err)
+		}
+	}
+	return err
 }
+
+func sandboxSeq(s lifecycle.Sandbox) uint64 { return s.Seq }
 
 func (a *sandboxActor) goDocker(f func(ctx context.Context) any) {
 	go func() {
