@@ -3,9 +3,9 @@ package journal
 import (
 	"bytes"
 	"context"
-	"errors"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
