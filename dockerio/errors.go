@@ -12,6 +12,11 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
+// ErrPaused is the cause (code conflict) when Docker refuses an exec into a
+// paused workload (a consistent copy is being taken): the same call can be
+// made again once it thaws.
+var ErrPaused = errors.New("dockerio: the workload is paused")
+
 // translate turns an error from the Docker client into a *spec.Error at the
 // edge: not found → not_found, conflict or already-exists → conflict, a
 // cancelled or expired context → cancelled/timeout, anything else → engine.
@@ -29,6 +34,8 @@ func translate(err error, op, format string, args ...any) error {
 	switch {
 	case errdefs.IsNotFound(err):
 		return spec.Wrap(spec.CodeNotFound, op, err, "%s", msg)
+	case errdefs.IsConflict(err) && strings.Contains(err.Error(), "is paused"):
+		return spec.Wrap(spec.CodeConflict, op, errors.Join(ErrPaused, err), "%s", msg)
 	case errdefs.IsConflict(err), errdefs.IsAlreadyExists(err):
 		return spec.Wrap(spec.CodeConflict, op, err, "%s", msg)
 	case errors.Is(err, context.Canceled):

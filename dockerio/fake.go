@@ -258,8 +258,11 @@ func (f *Fake) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (str
 	if err != nil {
 		return "", err
 	}
-	if !s.running || s.paused {
-		return "", spec.Errorf(spec.CodeConflict, "dockerio.fake", "container %s is not running or paused", sb.Workload)
+	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
+		return "", err
+	}
+	if !s.running {
+		return "", spec.Errorf(spec.CodeConflict, "dockerio.fake", "container %s is not running", sb.Workload)
 	}
 	run := FakeRun{}
 	if f.Script != nil {
@@ -323,6 +326,10 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 	if x.started {
 		f.mu.Unlock()
 		return nil, spec.Errorf(spec.CodeConflict, "dockerio.fake", "exec %s already started", execID)
+	}
+	if err := f.pausedErr(x.sb); err != nil {
+		f.mu.Unlock()
+		return nil, err
 	}
 	x.started = true
 	if x.run.StartFailure != "" {
@@ -429,6 +436,9 @@ func (f *Fake) ReadGroup(ctx context.Context, sb Sandbox, processID string) (int
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
+		return 0, err
+	}
 	for _, x := range f.execs {
 		if x.sb == sb.Owner+"/"+sb.ID && x.req.ProcessID == processID && x.group != 0 {
 			return x.group, nil
@@ -445,6 +455,10 @@ func (f *Fake) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig syscal
 		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "process group %d: must be above 1", pgid)
 	}
 	f.mu.Lock()
+	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
+		f.mu.Unlock()
+		return err
+	}
 	var target *fakeExec
 	for _, x := range f.execs {
 		if x.sb == sb.Owner+"/"+sb.ID && x.group == pgid && !x.done {
@@ -673,6 +687,15 @@ func (f *Fake) publish(owner string, ev ContainerEvent) {
 	}
 }
 
+// pausedErr is what Docker answers an exec into a paused workload (key is
+// owner/id). f.mu is held.
+func (f *Fake) pausedErr(key string) error {
+	if s, ok := f.sandboxes[key]; ok && s.paused {
+		return spec.Wrap(spec.CodeConflict, "dockerio.fake", ErrPaused, "container %s is paused, unpause the container before exec", s.sb.Workload)
+	}
+	return nil
+}
+
 // OOMKills reports the sandbox's count of processes ended with FakeRun.OOM.
 func (f *Fake) OOMKills(ctx context.Context, sb Sandbox) (int64, error) {
 	if err := f.enter(ctx, "OOMKills"); err != nil {
@@ -680,6 +703,9 @@ func (f *Fake) OOMKills(ctx context.Context, sb Sandbox) (int64, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
+		return 0, err
+	}
 	s, err := f.get(sb)
 	if err != nil {
 		return 0, err

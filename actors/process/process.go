@@ -558,15 +558,33 @@ func (a *processActor) signalGroup(sig syscall.Signal, reply chan<- error) {
 	if sig == syscall.SIGKILL {
 		a.killSent = true
 	}
-	sb := a.p.Sandbox
+	sb, bg := a.p.Sandbox, a.bg
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
-		defer cancel()
-		err := a.deps.Engine.SignalGroup(ctx, sb, pgid, sig)
+		err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, sig) })
+		if err != nil && reply == nil && !spec.IsCode(err, spec.CodeNotFound) {
+			a.deps.Log.Warn("signalling a process group failed", "process", a.p.ID, "signal", sig, "err", err)
+		}
 		if reply != nil {
 			a.send(signalled{reply: reply, err: err})
 		}
 	}()
+}
+
+// whileFrozen makes a Docker call that needs an exec, again and again while
+// the workload is paused for a consistent copy (Docker refuses execs into
+// it), so a signal or a read is delayed by a freeze, never lost. It gives
+// up when the actor stops (bg ends).
+func (a *processActor) whileFrozen(bg context.Context, call func(context.Context) error) error {
+	delay := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
+		err := call(ctx)
+		cancel()
+		if !errors.Is(err, dockerio.ErrPaused) || !sleepCtx(bg, delay) {
+			return err
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
 }
 
 // watchExit starts waiting, off the mailbox, for the exec's end. The
@@ -687,9 +705,11 @@ func (a *processActor) checkOOM() {
 	a.oomAsked = true
 	sb, bg := a.p.Sandbox, a.bg
 	go func() {
-		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
-		defer cancel()
-		n, err := a.deps.Engine.OOMKills(ctx, sb)
+		var n int64
+		err := a.whileFrozen(bg, func(ctx context.Context) (err error) {
+			n, err = a.deps.Engine.OOMKills(ctx, sb)
+			return err
+		})
 		a.send(oomChecked{kills: n, err: err})
 	}()
 }

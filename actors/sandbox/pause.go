@@ -40,8 +40,7 @@ func (a *sandboxActor) get(ctx actor.Context, m Get) {
 		m.Reply <- GetResult{Err: spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s has no workspace (%s)", a.p.ID, a.state.Phase)}
 		return
 	}
-	running := a.state.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead
-	if !m.Pause || !running {
+	if running := a.running(); !m.Pause || !running {
 		a.copyOut(m, running, false)
 		return
 	}
@@ -49,26 +48,38 @@ func (a *sandboxActor) get(ctx actor.Context, m Get) {
 	a.pumpPause(ctx)
 }
 
-// pumpPause moves the freeze on: freeze for waiting copies, hand them out
-// once frozen, and let held launches go once thawed with nobody waiting.
+// pumpPause moves the freeze on: freeze for waiting copies (once no
+// launched process is still starting: Docker refuses to start an exec in a
+// paused workload), hand them out once frozen, and let held launches go
+// once thawed with nobody waiting.
 func (a *sandboxActor) pumpPause(ctx actor.Context) {
 	switch a.pause {
 	case thawed:
-		if len(a.pauseWait) == 0 {
-			held := a.heldLaunches
-			a.heldLaunches = nil
-			for _, l := range held {
-				a.launch(ctx, l)
+		if len(a.pauseWait) > 0 && !a.running() {
+			// Stopped while they waited: nothing runs to freeze.
+			for _, m := range a.pauseWait {
+				a.copyOut(m, false, false)
 			}
-			return
+			a.pauseWait = nil
 		}
-		if err := a.record(lifecycle.SandboxPausing{}); err != nil {
+		if len(a.pauseWait) > 0 {
+			if len(a.starting) > 0 {
+				return // startSettled pumps again
+			}
+			err := a.record(lifecycle.SandboxPausing{})
+			if err == nil {
+				a.pause = freezing
+				sb := a.sb
+				a.goDocker(func(ctx context.Context) any { return pausedMsg{err: a.deps.Engine.PauseSandbox(ctx, sb)} })
+				return
+			}
 			a.failWaiting(err)
-			return
 		}
-		a.pause = freezing
-		sb := a.sb
-		a.goDocker(func(ctx context.Context) any { return pausedMsg{err: a.deps.Engine.PauseSandbox(ctx, sb)} })
+		held := a.heldLaunches
+		a.heldLaunches = nil
+		for _, l := range held {
+			a.launch(ctx, l)
+		}
 	case frozen:
 		for _, m := range a.pauseWait {
 			a.pauseHolds++
@@ -76,6 +87,23 @@ func (a *sandboxActor) pumpPause(ctx actor.Context) {
 		}
 		a.pauseWait = nil
 		a.maybeThaw()
+	}
+}
+
+// running: the workload runs and no stop is under way.
+func (a *sandboxActor) running() bool {
+	return a.state.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead
+}
+
+// startSettled notes that a launched process is past its start (running,
+// or ended); a freeze waiting for the starts goes on once none is left.
+func (a *sandboxActor) startSettled(ctx actor.Context, id string) {
+	if !a.starting[id] {
+		return
+	}
+	delete(a.starting, id)
+	if len(a.starting) == 0 {
+		a.pumpPause(ctx)
 	}
 }
 

@@ -187,6 +187,7 @@ type sandboxActor struct {
 	// pauseWait the ones waiting for the freeze, heldLaunches the launches
 	// waiting for the thaw.
 	pause        pauseState
+	starting     map[string]bool // launched processes not yet past their start
 	pauseHolds   int
 	pauseWait    []Get
 	heldLaunches []Launch
@@ -283,6 +284,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 	case process.Exited:
 		a.processGone(m.ID)
 		a.adoptedOne(m.ID)
+		a.startSettled(ctx, m.ID)
 	case process.AdoptSettled:
 		a.adoptedOne(m.ID)
 	case WorkloadDied:
@@ -313,13 +315,20 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 			a.tracked = map[string]process.Tracked{}
 		}
 		a.tracked[m.ID] = m
+		if m.Phase != lifecycle.PhaseReserved {
+			a.startSettled(ctx, m.ID)
+		}
 	case process.Abandoned:
 		// Its outcome is not journaled: the sandbox may not be journaled
 		// exited over it (the next recovery settles both).
 		a.abandonedProcs = true
 		a.processGone(m.ID)
 		a.adoptedOne(m.ID)
+		a.startSettled(ctx, m.ID)
 	case actors.ChildFailed:
+		if id, ok := a.byPID[m.Child.GetId()]; ok {
+			defer a.startSettled(ctx, id)
+		}
 		a.processFailed(m)
 	case *actor.Stopping:
 		if a.ttl != nil {
@@ -409,8 +418,10 @@ func (a *sandboxActor) createFailed(cause error) {
 // create, which start nothing: the process actor holds its attach (the call
 // that starts it) until the verification has passed.
 func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
-	if a.pause != thawed && a.state.Admits() && a.stopReason == "" {
-		a.heldLaunches = append(a.heldLaunches, m) // Docker refuses execs into a paused container
+	if (a.pause != thawed || len(a.pauseWait) > 0) && a.state.Admits() && a.stopReason == "" {
+		// Docker refuses execs into a paused container: launches wait for
+		// the thaw (and, once a freeze is asked, for it to come and go).
+		a.heldLaunches = append(a.heldLaunches, m)
 		return
 	}
 	if !a.state.Admits() || a.stopReason != "" {
@@ -429,6 +440,10 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 	}
 	a.procs[m.ID] = pid
 	a.byPID[pid.GetId()] = m.ID
+	if a.starting == nil {
+		a.starting = map[string]bool{}
+	}
+	a.starting[m.ID] = true
 	sb, sys := a.sb, a.sys
 	a.goDocker(func(ctx context.Context) any {
 		err := a.deps.Engine.VerifySandbox(ctx, sb)
