@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
@@ -116,5 +118,149 @@ func TestFakeRecoveryThawsAPausedSandbox(t *testing.T) {
 	}
 	if _, _, res, err := run(t, again, spec.Process{Argv: []string{"true"}}); err != nil || res.Reason != string(lifecycle.ReasonExited) {
 		t.Fatalf("process after the thaw: %+v %v", res, err)
+	}
+}
+
+// gatedFake blocks the Engine call named op until its gate is opened, and
+// says when a call has entered it.
+func gatedFake(t *testing.T, op string) (f *dockerio.Fake, entered <-chan struct{}, open func()) {
+	f = newFake(t)
+	gate, in := make(chan struct{}), make(chan struct{}, 16)
+	var once sync.Once
+	f.Fault = func(name string) error {
+		if name == op {
+			in <- struct{}{}
+			<-gate
+		}
+		return nil
+	}
+	open = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(open)
+	return f, in, open
+}
+
+// TestFakeCopyQueuedDuringTheThawOfAStoppedSandbox: a consistent copy asked
+// while the last freeze thaws, of a sandbox stopped meanwhile, is served
+// unfrozen; no pause is journaled on the stopped sandbox, which can then be
+// removed.
+func TestFakeCopyQueuedDuringTheThawOfAStoppedSandbox(t *testing.T) {
+	f, thawing, thaw := gatedFake(t, "UnpauseSandbox")
+	rt := openFake(t, f, "")
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := sb.Get(ctx, "work", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	<-thawing
+	type got struct {
+		live bool
+		err  error
+	}
+	second := make(chan got, 1)
+	go func() {
+		rc, live, err := sb.Get(ctx, "work", true)
+		if rc != nil {
+			rc.Close()
+		}
+		second <- got{live, err}
+	}()
+	stopped := make(chan error, 1)
+	go func() { stopped <- sb.Stop(ctx) }()
+	waitFor(t, "the stop", func() bool {
+		st, err := stockade.FoldSandbox(rt, sb.ID())
+		return err == nil && st.Phase == lifecycle.PhaseExited
+	})
+	thaw()
+	if g := <-second; g.err != nil || g.live {
+		t.Fatalf("the queued copy: live %v, %v", g.live, g.err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Remove(ctx); err != nil {
+		t.Fatalf("remove after: %v", err)
+	}
+	if n := countTypes(t, rt, sb.ID()); n["sandbox.pausing"] != 1 {
+		t.Fatalf("%d pausing intents journaled, want 1", n["sandbox.pausing"])
+	}
+}
+
+// TestFakeFreezeWaitsForAStartingProcess: a consistent copy asked while a
+// process is starting waits for it to start (Docker refuses to start an
+// exec in a paused workload); both succeed.
+func TestFakeFreezeWaitsForAStartingProcess(t *testing.T) {
+	f, verifying, release := gatedFake(t, "VerifySandbox")
+	rt := openFake(t, f, "")
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handleOf(t, rt, sb.ID())
+	ran := make(chan error, 1)
+	go func() {
+		_, _, _, err := run(t, sb, spec.Process{Argv: []string{"true"}})
+		ran <- err
+	}()
+	<-verifying
+	copied := make(chan error, 1)
+	go func() {
+		rc, _, err := sb.Get(ctx, "work", true)
+		if rc != nil {
+			rc.Close()
+		}
+		copied <- err
+	}()
+	// Give a freeze that would not wait its chance to happen (the check
+	// below can only pass wrongly, never fail wrongly, if this is short).
+	time.Sleep(100 * time.Millisecond)
+	if f.Paused(h) {
+		t.Fatal("frozen while a process was starting")
+	}
+	release()
+	if err := <-ran; err != nil {
+		t.Fatalf("the starting process: %v", err)
+	}
+	if err := <-copied; err != nil {
+		t.Fatalf("the copy: %v", err)
+	}
+}
+
+// TestFakeSignalsWaitOutAFreeze: a process whose timeout fires while its
+// workload is frozen is still stopped: the signals Docker refuses during
+// the freeze are sent once it thaws.
+func TestFakeSignalsWaitOutAFreeze(t *testing.T) {
+	f := newFake(t)
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: make(chan struct{})}
+	}
+	rt := openFake(t, f, "")
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _, err := sb.Get(ctx, "work", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the timeout's stopping intent", func() bool {
+		st, err := stockade.FoldProcess(rt, p.ID)
+		return err == nil && st.Phase == lifecycle.PhaseStopping
+	})
+	rc.Close()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if res, err := p.Wait(wctx); res.Reason != string(lifecycle.ReasonTimeout) {
+		t.Fatalf("%+v %v, want timeout", res, err)
 	}
 }
