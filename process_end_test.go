@@ -197,3 +197,40 @@ func holdingFake(t *testing.T) (*dockerio.Fake, *atomic.Int32) {
 	}
 	return f, &signals
 }
+
+// TestFakeForgottenExecTakesItsDieCode: an exec the daemon forgot by the
+// time it is inspected (its container exited; or minutes passed) ends with
+// the code its exec_die event carried, not lost.
+func TestFakeForgottenExecTakesItsDieCode(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{ExitCode: 4, Hold: release}
+	}
+	var forget atomic.Value // exec id
+	f.Fault = func(op string) error {
+		if id, ok := forget.Load().(string); ok && op == "InspectExec" {
+			f.ForgetExec(id)
+		}
+		return nil
+	}
+	rt := openFake(t, f, "")
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := stockade.FoldProcess(rt, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forget.Store(st.ExecID)
+	close(release)
+	if res, err := p.Wait(ctx); err != nil || res.Reason != string(lifecycle.ReasonExited) || res.ExitCode != 4 {
+		t.Fatalf("%+v %v, want exited 4 from the exec_die event", res, err)
+	}
+}

@@ -165,6 +165,8 @@ type processActor struct {
 	// or an adoption asked); confirming: an inspect is in flight, and
 	// dirty: an exec_die came meanwhile, so ask again once it answers.
 	watching     bool
+	diedCode     *int // the exec_die event's exit code, once seen
+	awaitedDie   bool // the exec was unknown once and its exec_die awaited
 	confirming   bool
 	dirty        bool
 	recheck      *time.Timer
@@ -242,8 +244,12 @@ func (a *processActor) Receive(ctx actor.Context) {
 	case exitSeen:
 		a.onExitSeen(m)
 	case ExecDied:
-		if m.ExecID == a.state.ExecID && a.watching {
-			a.confirmExit()
+		if m.ExecID == a.state.ExecID {
+			code := m.ExitCode
+			a.diedCode = &code
+			if a.watching {
+				a.confirmExit()
+			}
 		}
 	case Recheck:
 		if a.watching {
@@ -641,22 +647,40 @@ func (a *processActor) onExitSeen(m exitSeen) {
 	if a.done {
 		return
 	}
-	if m.state.Known && m.state.Running {
+	switch {
+	case m.state.Known && m.state.Running:
 		if a.dirty { // an exec_die arrived while the inspect was out
 			a.confirmExit()
 			return
 		}
 		a.recheckDelay = min(max(2*a.recheckDelay, time.Second), 30*time.Second)
-		a.recheckGen++
-		gen := a.recheckGen
-		if a.recheck != nil {
-			a.recheck.Stop()
-		}
-		a.recheck = time.AfterFunc(a.recheckDelay, func() { a.send(recheckDue{gen: gen}) })
+		a.armRecheck(a.recheckDelay)
+		return
+	case !m.state.Known && a.state.Phase != lifecycle.PhaseReserved && a.diedCode != nil:
+		// Docker forgets a container's execs when it exits, and any exec's
+		// record minutes after it ends: the exec_die event's code (which an
+		// image cannot forge: such labels are refused) is the answer.
+		m.state = dockerio.ExecState{Known: true, ExitCode: *a.diedCode, Pid: a.state.Group}
+	case !m.state.Known && a.state.Phase != lifecycle.PhaseReserved && !a.awaitedDie:
+		// Forgotten before its exec_die reached us: wait a moment for the
+		// event (or the next inspect) before the outcome is called lost.
+		a.awaitedDie = true
+		a.armRecheck(time.Second)
 		return
 	}
 	a.exit = &m.state
 	a.maybeFinish()
+}
+
+// armRecheck inspects the exec again after d, unless an exec_die comes
+// first.
+func (a *processActor) armRecheck(d time.Duration) {
+	a.recheckGen++
+	gen := a.recheckGen
+	if a.recheck != nil {
+		a.recheck.Stop()
+	}
+	a.recheck = time.AfterFunc(d, func() { a.send(recheckDue{gen: gen}) })
 }
 
 // maybeFinish journals the exit once both the exec's end and the output's
