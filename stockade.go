@@ -480,6 +480,7 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 	}
 	rt.mu.Unlock()
 	var out []SandboxInfo
+	listed := map[string]bool{}
 	for _, sb := range mine {
 		snap, err := sb.inspect(ctx)
 		if err != nil {
@@ -489,10 +490,14 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 			return nil, err
 		}
 		s := snap.State
+		listed[s.ID] = true
 		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Adopted: s.Adopted, Processes: snap.Processes, Reserved: s.Reserved})
 	}
 	rt.mu.Lock()
-	for _, u := range rt.unreconciled {
+	for id, u := range rt.unreconciled {
+		if listed[id] {
+			continue // it failed after it answered: listed once, as it was
+		}
 		s := u.state
 		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Reserved: s.Reserved, Unreconciled: true, Why: u.why.Error()})
 	}

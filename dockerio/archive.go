@@ -314,13 +314,17 @@ func (a *Adapter) UnpauseSandbox(ctx context.Context, sb Sandbox) error {
 }
 
 func (a *Adapter) unpause(ctx context.Context, cli *client.Client, id string) error {
-	err := cli.ContainerUnpause(ctx, id)
-	if err == nil || client.IsErrNotFound(err) {
+	c, err := cli.ContainerInspect(ctx, id)
+	switch {
+	case client.IsErrNotFound(err):
 		return nil
-	}
-	c, ierr := cli.ContainerInspect(ctx, id)
-	if ierr == nil && (c.State == nil || !c.State.Paused) {
+	case err != nil:
+		return translate(err, "dockerio.pause", "inspecting workload %s", id)
+	case c.State == nil || !c.State.Paused:
 		return nil // not paused: nothing to thaw
 	}
-	return translate(err, "dockerio.pause", "unpausing workload %s", id)
+	if err := cli.ContainerUnpause(ctx, id); err != nil && !client.IsErrNotFound(err) {
+		return translate(err, "dockerio.pause", "unpausing workload %s", id)
+	}
+	return nil
 }
