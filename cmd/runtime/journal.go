@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
@@ -46,15 +50,16 @@ var journalUsage = map[string]string{
 	"ls":      "stockade journal ls",
 	"verify":  "stockade journal verify",
 	"restore": "stockade journal restore COPY DEST",
+	"diff":    "stockade journal diff ID [--process] --at A --at B",
 }
 
 type journalCmd struct {
 	g       global
 	sub     string
-	id      string // show, replay
-	dst     string // restore: the new journal file
-	at      uint64 // replay: 0 is the stream's end
-	process bool   // replay: id is a process's
+	id      string  // show, replay
+	dst     string  // restore: the new journal file
+	at      seqList // replay: one (none: the stream's end); diff: two
+	process bool    // replay: id is a process's
 }
 
 func parseJournal(g global, args []string) (command, error) {
@@ -74,8 +79,8 @@ func parseJournal(g global, args []string) (command, error) {
 	}
 	name := "journal " + c.sub
 	fs = newFlags(name, &c.g)
-	if c.sub == "replay" {
-		fs.Uint64Var(&c.at, "at", 0, "fold up to this sequence (0: the end)")
+	if c.sub == "replay" || c.sub == "diff" {
+		fs.Var(&c.at, "at", "fold up to this sequence (0: the end)")
 		fs.BoolVar(&c.process, "process", false, "the id is a process's")
 	}
 	pos, err := parseArgs(fs, args[1:])
@@ -84,13 +89,19 @@ func parseJournal(g global, args []string) (command, error) {
 	}
 	n := 0
 	switch c.sub {
-	case "show", "replay":
+	case "show", "replay", "diff":
 		n = 1
 	case "restore":
 		n = 2
 	}
 	if err := wantArgs(name, pos, n, line); err != nil {
 		return nil, err
+	}
+	switch {
+	case c.sub == "replay" && len(c.at) > 1:
+		return nil, spec.Errorf(spec.CodeInvalidArgument, name, "one --at at most (usage: %s)", line)
+	case c.sub == "diff" && len(c.at) != 2:
+		return nil, spec.Errorf(spec.CodeInvalidArgument, name, "two --at points needed (usage: %s)", line)
 	}
 	if n >= 1 {
 		if c.id = pos[0]; c.id == "" {
@@ -146,13 +157,23 @@ func (c *journalCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.W
 		if c.process {
 			kind = journal.KindProcess
 		}
-		state, err := replay(j, kind, c.id, c.at)
+		state, err := replay(j, kind, c.id, c.at.first())
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(state)
+	case "diff":
+		kind := journal.KindSandbox
+		if c.process {
+			kind = journal.KindProcess
+		}
+		changes, err := diffStates(j, kind, c.id, c.at[0], c.at[1])
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		printDiff(stdout, changes, c.g.json)
 	case "verify":
 		j.Close()
 		if err := replayAll(j.Path()); err != nil {
@@ -173,4 +194,104 @@ func (c *journalCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.W
 		}
 	}
 	return 0
+}
+
+// seqList is a repeatable --at flag.
+type seqList []uint64
+
+func (l *seqList) String() string { return fmt.Sprint([]uint64(*l)) }
+
+func (l *seqList) Set(v string) error {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a sequence number", v)
+	}
+	*l = append(*l, n)
+	return nil
+}
+
+// first is the one --at of a replay (0: the end).
+func (l seqList) first() uint64 {
+	if len(l) == 0 {
+		return 0
+	}
+	return l[0]
+}
+
+// change is one field that differs between two folded states.
+type change struct {
+	Field string `json:"field"`
+	From  any    `json:"from"`
+	To    any    `json:"to"`
+}
+
+// diffStates folds a stream to two sequences and lists what differs, field
+// by field (nested fields as a.b, sorted by name).
+func diffStates(j *journal.Journal, kind journal.Kind, id string, a, b uint64) ([]change, error) {
+	var states [2]map[string]any
+	for i, at := range []uint64{a, b} {
+		st, err := replay(j, kind, id, at)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := json.Marshal(st)
+		if err != nil {
+			return nil, spec.Wrap(spec.CodeInternal, "journal diff", err, "encoding the state")
+		}
+		if err := json.Unmarshal(raw, &states[i]); err != nil {
+			return nil, spec.Wrap(spec.CodeInternal, "journal diff", err, "decoding the state")
+		}
+	}
+	var out []change
+	diffValues("", states[0], states[1], &out)
+	return out, nil
+}
+
+func diffValues(prefix string, a, b any, out *[]change) {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if !aok || !bok {
+		if !reflect.DeepEqual(a, b) {
+			*out = append(*out, change{Field: prefix, From: a, To: b})
+		}
+		return
+	}
+	keys := map[string]bool{}
+	for k := range am {
+		keys[k] = true
+	}
+	for k := range bm {
+		keys[k] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		name := k
+		if prefix != "" {
+			name = prefix + "." + k
+		}
+		diffValues(name, am[k], bm[k], out)
+	}
+}
+
+func printDiff(w io.Writer, changes []change, asJSON bool) {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, c := range changes {
+			enc.Encode(c)
+		}
+		return
+	}
+	for _, c := range changes {
+		fmt.Fprintf(w, "%s: %s → %s\n", c.Field, showValue(c.From), showValue(c.To))
+	}
+}
+
+func showValue(v any) string {
+	if v == nil {
+		return "(none)"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return short(string(b), 120)
 }

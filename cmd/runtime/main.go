@@ -4,10 +4,14 @@
 //
 //	stockade doctor                     check the daemon against the profile
 //	stockade run [flags] -- CMD...      one-shot sandbox: create, run, stream, remove
+//	stockade sandbox create|ls|inspect|stop|rm   kept sandboxes
+//	stockade exec [-i] ID -- CMD...     run CMD in a kept sandbox
+//	stockade cp SRC DST                 copy files in or out (ID:PATH under /workspace)
 //	stockade journal show SANDBOX       a sandbox's journaled history
 //	stockade journal export             the whole journal as JSON lines
 //	stockade journal ls                 live entities in the journal
 //	stockade journal replay ID --at N   a stream's state at a sequence
+//	stockade journal diff ID --at A --at B   what changed between two points
 //	stockade journal verify             check the whole journal
 //	stockade journal restore COPY DEST  turn a copy into a writable journal
 //	stockade recover [--dry-run]        run or plan the crash recovery
@@ -41,11 +45,21 @@ const usage = `usage: stockade [global flags] <command> [flags]
 commands:
   doctor                    check the Docker daemon against the profile
   run [flags] -- CMD...     run CMD in a one-shot sandbox and remove it
+  sandbox create [policy flags] [--image I]
+                            make a kept sandbox and print its id
+  sandbox ls | inspect ID | stop ID | rm [-f] ID
+                            list, show, stop (resources kept), remove kept sandboxes
+  exec [-i] [-e NAME=value] [--workdir D] [--timeout D] ID -- CMD...
+                            run CMD in a kept sandbox; exits with its code
+  cp SRC DST                copy a file or directory into or out of a sandbox: one side is
+                            ID:PATH, PATH relative to /workspace (e.g. ID:work/out.txt)
   journal show SANDBOX      print a sandbox's journaled history
   journal export            print the whole journal as JSON lines
   journal ls                list the journal's live entities
   journal replay ID [--process] [--at SEQ]
                             fold a stream up to a sequence and print the state there
+  journal diff ID [--process] --at A --at B
+                            what changed in the folded state between two sequences
   journal verify            check every record, stream and index of the journal
   journal restore COPY DEST make a journal copy (CopyTo) writable again as a new file DEST
   recover [--dry-run] [--stop-processes]
@@ -107,6 +121,12 @@ func parse(args []string) (command, error) {
 		return parseDoctor(g, rest)
 	case "run":
 		return parseRun(g, rest)
+	case "sandbox":
+		return parseSandbox(g, rest)
+	case "exec":
+		return parseExec(g, rest)
+	case "cp":
+		return parseCp(g, rest)
 	case "journal":
 		return parseJournal(g, rest)
 	case "recover":

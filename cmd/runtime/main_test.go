@@ -74,8 +74,14 @@ func TestParse(t *testing.T) {
 		{[]string{"journal", "ls", "--journal=/j"}, &journalCmd{g: global{journal: "/j"}, sub: "ls"}},
 		// The later of two --journal flags wins, as with any repeated flag.
 		{[]string{"--json", "--journal", "/a", "journal", "show", "sb1", "--journal", "/b"}, &journalCmd{g: global{journal: "/b", json: true}, sub: "show", id: "sb1"}},
-		{[]string{"journal", "replay", "p1", "--process", "--at", "4"}, &journalCmd{sub: "replay", id: "p1", process: true, at: 4}},
-		{[]string{"journal", "replay", "--at=4", "--", "-odd-id"}, &journalCmd{sub: "replay", id: "-odd-id", at: 4}},
+		{[]string{"journal", "replay", "p1", "--process", "--at", "4"}, &journalCmd{sub: "replay", id: "p1", process: true, at: seqList{4}}},
+		{[]string{"journal", "replay", "--at=4", "--", "-odd-id"}, &journalCmd{sub: "replay", id: "-odd-id", at: seqList{4}}},
+		{[]string{"journal", "diff", "sb1", "--at", "1", "--at", "3"}, &journalCmd{sub: "diff", id: "sb1", at: seqList{1, 3}}},
+		{[]string{"sandbox", "create", "--memory", "256m"}, &sandboxCmd{sub: "create", image: "stockade/toolbox:dev", policy: func() spec.Policy { p := spec.DefaultPolicy(); p.MemoryBytes = 256 << 20; return p }()}},
+		{[]string{"sandbox", "rm", "-f", "sb1"}, &sandboxCmd{sub: "rm", id: "sb1", force: true}},
+		{[]string{"exec", "-i", "-e", "A=1", "sb1", "--", "sh", "-c", "x"}, &execCmd{id: "sb1", proc: spec.Process{Argv: []string{"sh", "-c", "x"}, Env: []string{"A=1"}, Stdin: true, Stdout: spec.Pipe, Stderr: spec.Pipe}}},
+		{[]string{"cp", "./a:b", "sb1:work/x"}, &cpCmd{in: true, id: "sb1", remote: "work/x", local: "./a:b"}},
+		{[]string{"cp", "sb1:work/x", "out"}, &cpCmd{id: "sb1", remote: "work/x", local: "out"}},
 		{[]string{"recover", "--dry-run", "--json"}, &recoverCmd{g: global{json: true}, dry: true}},
 		{[]string{"--journal", "/j", "recover", "--stop-processes"}, &recoverCmd{g: global{journal: "/j"}, stopProcs: true}},
 		{[]string{"run", "--", "sh", "-c", "echo --json"}, &runCmd{image: image, policy: def, proc: proc("sh", "-c", "echo --json")}},
@@ -106,6 +112,10 @@ func TestParse(t *testing.T) {
 
 // usageErrors are command lines that must exit 2 whatever the machine holds.
 var usageErrors = [][]string{
+	{"journal", "diff", "sb1", "--at", "1"}, {"journal", "replay", "sb1", "--at", "1", "--at", "2"}, {"journal", "diff", "sb1", "--at", "x", "--at", "2"},
+	{"sandbox"}, {"sandbox", "nope"}, {"sandbox", "inspect"}, {"sandbox", "create", "--memory", "lots"}, {"sandbox", "create", "--ttl", "-1s"}, {"sandbox", "ls", "extra"},
+	{"exec"}, {"exec", "sb1"}, {"exec", "sb1", "--"}, {"exec", "-e", "1X=2", "sb1", "--", "true"},
+	{"cp", "a", "b"}, {"cp", "s1:a", "s2:b"}, {"cp", "sb1:../etc", "x"}, {"cp", "sb1:", "x"}, {"cp", "a"},
 	{}, {"frobnicate"}, {"--json", "frobnicate"}, {"--bogus", "journal", "ls"}, {"--journal"},
 	{"run"}, {"run", "--"}, {"run", "--memory", "lots", "--", "true"}, {"run", "--memory", "-1m", "--", "true"},
 	{"run", "--user", "root", "--", "true"}, {"run", "--user", "0:0", "--", "true"},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -24,54 +25,86 @@ type runCmd struct {
 
 const runUsage = "stockade run [flags] -- CMD..."
 
-// parseRun takes the policy flags' zero values (the flags' defaults) to mean
-// the policy's defaults, field by field.
 func parseRun(g global, args []string) (command, error) {
 	c := &runCmd{g: g}
 	fs := newFlags("run", &c.g)
 	fs.StringVar(&c.image, "image", "stockade/toolbox:dev", "sandbox image (tag or sha256 ID)")
-	fs.BoolVar(&c.proc.Stdin, "i", false, "keep stdin open and pass it to the command")
-	fs.Float64Var(&c.policy.CPUs, "cpus", 0, "CPU quota in cores (0: the default)")
-	memory := fs.String("memory", "", "memory limit in bytes, or with k/m/g (default 512m)")
-	fs.Int64Var(&c.policy.Pids, "pids", 0, "maximum tasks (0: the default)")
-	network := fs.String("network", "", "isolated or bridge (default isolated)")
-	user := fs.String("user", "", "uid:gid (default 65532:65532)")
-	fs.DurationVar(&c.proc.Timeout, "timeout", 0, "stop the command after this long (0: none)")
+	var pf policyFlags
+	pf.register(fs)
+	var xf processFlags
+	xf.register(fs)
 	fs.BoolVar(&c.history, "history", false, "print the sandbox's journaled history after it is removed")
-	fs.StringVar(&c.proc.Dir, "workdir", "", "working directory (default /workspace/work)")
-	fs.Var((*multiFlag)(&c.proc.Env), "e", "NAME=value added to the environment (repeatable)")
 	// Flags stop at the command: what follows it is the command's own.
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError("run", err)
-	}
-	if c.proc.Argv = fs.Args(); len(c.proc.Argv) == 0 {
-		return nil, spec.Errorf(spec.CodeInvalidArgument, "run", "no command given (usage: %s)", runUsage)
 	}
 	if c.image == "" {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "run", "--image is empty")
 	}
 	var err error
-	if *memory != "" {
-		if c.policy.MemoryBytes, err = parseBytes(*memory); err != nil {
-			return nil, err
-		}
-	}
-	c.policy.Network = spec.NetworkKind(*network)
-	c.policy = c.policy.WithDefaults()
-	// After the defaults: --user 0:0 is root asked for, not a zero value.
-	if *user != "" {
-		if c.policy.User, err = parseUser(*user); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.policy.Validate(); err != nil {
+	if c.policy, err = pf.policy(); err != nil {
 		return nil, err
 	}
-	c.proc.Stdout, c.proc.Stderr = spec.Pipe, spec.Pipe
-	if err := c.proc.Validate(); err != nil {
+	if c.proc, err = xf.process("run", fs.Args(), runUsage); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// policyFlags are a sandbox policy's flags. Their zero values (the flags'
+// defaults) mean the policy's defaults, field by field.
+type policyFlags struct {
+	p       spec.Policy
+	memory  string
+	network string
+	user    string
+}
+
+func (f *policyFlags) register(fs *flag.FlagSet) {
+	fs.Float64Var(&f.p.CPUs, "cpus", 0, "CPU quota in cores (0: the default)")
+	fs.StringVar(&f.memory, "memory", "", "memory limit in bytes, or with k/m/g (default 512m)")
+	fs.Int64Var(&f.p.Pids, "pids", 0, "maximum tasks (0: the default)")
+	fs.StringVar(&f.network, "network", "", "isolated or bridge (default isolated)")
+	fs.StringVar(&f.user, "user", "", "uid:gid (default 65532:65532)")
+}
+
+func (f *policyFlags) policy() (spec.Policy, error) {
+	p := f.p
+	var err error
+	if f.memory != "" {
+		if p.MemoryBytes, err = parseBytes(f.memory); err != nil {
+			return p, err
+		}
+	}
+	p.Network = spec.NetworkKind(f.network)
+	p = p.WithDefaults()
+	// After the defaults: --user 0:0 is root asked for, not a zero value.
+	if f.user != "" {
+		if p.User, err = parseUser(f.user); err != nil {
+			return p, err
+		}
+	}
+	return p, p.Validate()
+}
+
+// processFlags are a process's flags (run and exec).
+type processFlags struct{ p spec.Process }
+
+func (f *processFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.p.Stdin, "i", false, "keep stdin open and pass it to the command")
+	fs.DurationVar(&f.p.Timeout, "timeout", 0, "stop the command after this long (0: none)")
+	fs.StringVar(&f.p.Dir, "workdir", "", "working directory (default /workspace/work)")
+	fs.Var((*multiFlag)(&f.p.Env), "e", "NAME=value added to the environment (repeatable)")
+}
+
+// process validates the process with argv, both streams piped.
+func (f *processFlags) process(name string, argv []string, usage string) (spec.Process, error) {
+	p := f.p
+	if p.Argv = argv; len(argv) == 0 {
+		return p, spec.Errorf(spec.CodeInvalidArgument, name, "no command given (usage: %s)", usage)
+	}
+	p.Stdout, p.Stderr = spec.Pipe, spec.Pipe
+	return p, p.Validate()
 }
 
 func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// sandboxUsage is each sandbox subcommand's usage line.
+var sandboxUsage = map[string]string{
+	"create":  "stockade sandbox create [policy flags] [--image I]",
+	"ls":      "stockade sandbox ls [--json]",
+	"inspect": "stockade sandbox inspect ID [--json]",
+	"stop":    "stockade sandbox stop ID",
+	"rm":      "stockade sandbox rm [-f] ID",
+}
+
+type sandboxCmd struct {
+	g      global
+	sub    string
+	id     string
+	image  string
+	policy spec.Policy
+	ttl    time.Duration
+	force  bool
+}
+
+func parseSandbox(g global, args []string) (command, error) {
+	c := &sandboxCmd{g: g}
+	fs := newFlags("sandbox", &c.g)
+	if err := fs.Parse(args); err != nil {
+		return nil, usageError("sandbox", err)
+	}
+	if fs.NArg() == 0 {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "sandbox", "no subcommand given (create, ls, inspect, stop or rm)")
+	}
+	c.sub, args = fs.Arg(0), fs.Args()[1:]
+	line, ok := sandboxUsage[c.sub]
+	if !ok {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "sandbox", "unknown subcommand %q (create, ls, inspect, stop or rm)", c.sub)
+	}
+	name := "sandbox " + c.sub
+	fs = newFlags(name, &c.g)
+	var pf policyFlags
+	switch c.sub {
+	case "create":
+		fs.StringVar(&c.image, "image", "stockade/toolbox:dev", "sandbox image (tag or sha256 ID)")
+		fs.DurationVar(&c.ttl, "ttl", 0, "stop the sandbox this long after creation (needs stockade serve)")
+		pf.register(fs)
+	case "rm":
+		fs.BoolVar(&c.force, "f", false, "stop the sandbox first if it runs")
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	n := 1
+	if c.sub == "create" || c.sub == "ls" {
+		n = 0
+	}
+	if err := wantArgs(name, pos, n, line); err != nil {
+		return nil, err
+	}
+	if n == 1 {
+		if c.id = pos[0]; c.id == "" {
+			return nil, spec.Errorf(spec.CodeInvalidArgument, name, "the id is empty (usage: %s)", line)
+		}
+	}
+	if c.sub == "create" {
+		if c.image == "" {
+			return nil, spec.Errorf(spec.CodeInvalidArgument, name, "--image is empty")
+		}
+		if c.ttl < 0 {
+			return nil, spec.Errorf(spec.CodeInvalidArgument, name, "--ttl %v is negative", c.ttl)
+		}
+		if c.policy, err = pf.policy(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// needServer is the error of a command that needs a living runtime.
+func needServer(what string) error {
+	return spec.Errorf(spec.CodeUnsupported, "cli", "%s needs a living runtime: start `stockade serve` (an embedded command's runtime ends with it)", what)
+}
+
+func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
+	if c.ttl > 0 {
+		// Without a server the TTL would have nobody to enforce it.
+		return fail(stderr, needServer("sandbox create --ttl"), 1)
+	}
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.g.journal, Profile: c.g.profile})
+	if err != nil {
+		return fail(stderr, err, 1)
+	}
+	defer rt.Close()
+	switch c.sub {
+	case "create":
+		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.Kept})
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		fmt.Fprintln(stdout, sb.ID())
+	case "ls":
+		list, err := rt.Sandboxes(ctx)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		printSandboxes(stdout, list, c.g.json)
+	case "inspect":
+		sb, err := rt.Sandbox(c.id)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		st, err := sb.State(ctx)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		printState(stdout, st, c.g.json)
+	case "stop", "rm":
+		sb, err := rt.Sandbox(c.id)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		if c.sub == "stop" {
+			err = sb.Stop(ctx)
+		} else {
+			err = c.remove(ctx, sb)
+		}
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		fmt.Fprintln(stdout, c.id)
+	}
+	return 0
+}
+
+// remove deletes a sandbox; one still running only with -f, as docker rm.
+func (c *sandboxCmd) remove(ctx context.Context, sb *stockade.Sandbox) error {
+	if !c.force {
+		st, err := sb.State(ctx)
+		if err != nil {
+			return err
+		}
+		if st.Phase == lifecycle.PhaseStarted || st.Phase == lifecycle.PhaseStopping {
+			return spec.Errorf(spec.CodeConflict, "sandbox rm", "sandbox %s is %s: stop it first, or rm -f", c.id, st.Phase)
+		}
+	}
+	return sb.Remove(ctx)
+}
+
+func printSandboxes(w io.Writer, list []stockade.SandboxInfo, asJSON bool) {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, s := range list {
+			enc.Encode(s)
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPHASE\tLIFETIME\tPROCESSES\tIMAGE\tRESERVED")
+	for _, s := range list {
+		phase := string(s.Phase)
+		if s.Unreconciled {
+			phase += " (unreconciled)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, phase, s.Lifetime, len(s.Processes), short(s.Image, 19), s.Reserved.Format(time.RFC3339))
+	}
+	tw.Flush()
+}
+
+func printState(w io.Writer, st lifecycle.Sandbox, asJSON bool) {
+	if asJSON {
+		json.NewEncoder(w).Encode(st)
+		return
+	}
+	p := st.Spec.Policy
+	fmt.Fprintf(w, "id:        %s\nphase:     %s\nlifetime:  %s\nimage:     %s\n", st.ID, st.Phase, st.Spec.Lifetime, st.Spec.Image)
+	fmt.Fprintf(w, "policy:    %g cpu, %d MiB, %d pids, %s, user %s\n", p.CPUs, p.MemoryBytes>>20, p.Pids, p.Network, p.User)
+	if c := st.Created; c != nil {
+		fmt.Fprintf(w, "workload:  %s\nexport:    %s\nvolume:    %s\n", c.Workload, c.Export, c.Volume)
+	}
+	if !st.Deadline.IsZero() {
+		fmt.Fprintf(w, "deadline:  %s\n", st.Deadline.Format(time.RFC3339))
+	}
+	if st.Exit != nil {
+		fmt.Fprintf(w, "exit:      %s\n", st.Exit.Reason)
+	}
+	var flags []string
+	if st.Adopted {
+		flags = append(flags, "re-adopted")
+	}
+	if st.Paused {
+		flags = append(flags, "paused")
+	}
+	if len(flags) > 0 {
+		fmt.Fprintf(w, "state:     %s\n", strings.Join(flags, ", "))
+	}
+	fmt.Fprintf(w, "reserved:  %s\njournal:   seq %d at %s\n", st.Reserved.Format(time.RFC3339Nano), st.Seq, st.At.Format(time.RFC3339Nano))
+}
+
+type execCmd struct {
+	g      global
+	id     string
+	proc   spec.Process
+	detach bool
+}
+
+const execUsage = "stockade exec [-i] [-d] [-e NAME=value] [--workdir D] [--timeout D] ID -- CMD..."
+
+func parseExec(g global, args []string) (command, error) {
+	c := &execCmd{g: g}
+	fs := newFlags("exec", &c.g)
+	var xf processFlags
+	xf.register(fs)
+	fs.BoolVar(&c.detach, "d", false, "start the command detached and print its process id (needs stockade serve)")
+	if err := fs.Parse(args); err != nil {
+		return nil, usageError("exec", err)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 || rest[0] == "" {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "exec", "no sandbox id given (usage: %s)", execUsage)
+	}
+	c.id, rest = rest[0], rest[1:]
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
+	}
+	var err error
+	if c.proc, err = xf.process("exec", rest, execUsage); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *execCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
+	if c.detach {
+		return fail(stderr, needServer("exec -d"), 125)
+	}
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.g.journal, Profile: c.g.profile})
+	if err != nil {
+		return fail(stderr, err, 125)
+	}
+	defer rt.Close()
+	sb, err := rt.Sandbox(c.id)
+	if err != nil {
+		return fail(stderr, err, 125)
+	}
+	return runIn(ctx, sb, c.proc, stdin, stdout, stderr)
+}
