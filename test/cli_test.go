@@ -1,0 +1,146 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/internal/dockertest"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+)
+
+// cliEnv is the stockade binary on a journal of its own; every resource its
+// owner labels is removed when the test ends.
+type cliEnv struct {
+	bin, journal string
+}
+
+func newCLI(t *testing.T) *cliEnv {
+	t.Helper()
+	cli := dockertest.Client(t)
+	dockertest.ImageID(t, cli)
+	root, err := dockertest.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &cliEnv{bin: filepath.Join(t.TempDir(), "stockade"), journal: filepath.Join(t.TempDir(), "journal.db")}
+	if out, err := exec.Command("go", "build", "-o", e.bin, filepath.Join(root, "cmd", "runtime")).CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		j, err := journal.Open(e.journal, journal.Options{ReadOnly: true})
+		if err != nil {
+			return // never made: nothing to clean
+		}
+		owner := j.Owner()
+		j.Close()
+		if err := dockertest.RemoveOwned(context.Background(), cli, owner); err != nil {
+			t.Errorf("cleanup of %s: %v", owner, err)
+		}
+	})
+	return e
+}
+
+// run runs the binary and returns its exit code, stdout and stderr.
+func (e *cliEnv) run(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(e.bin, append([]string{"--journal", e.journal}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return exit.ExitCode(), out.String(), errb.String()
+	case err != nil:
+		t.Fatalf("%v: %v", args, err)
+	}
+	return 0, out.String(), errb.String()
+}
+
+// TestCLIKeptSandboxCommands drives the kept-sandbox commands as a user
+// would: create, exec (exit code, stdin), cp both ways, ls, inspect, stop,
+// rm; each an embedded runtime of its own on the same journal.
+func TestCLIKeptSandboxCommands(t *testing.T) {
+	e := newCLI(t)
+	code, out, errOut := e.run(t, "", "sandbox", "create", "--memory", "128m")
+	id := strings.TrimSpace(out)
+	if code != 0 || id == "" || strings.Contains(id, "\n") {
+		t.Fatalf("create: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := e.run(t, "", "exec", id, "--", "sh", "-c", "echo out; echo err >&2; exit 3"); code != 3 || out != "out\n" || errOut != "err\n" {
+		t.Fatalf("exec: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := e.run(t, "piped\n", "exec", "-i", id, "--", "cat"); code != 0 || out != "piped\n" {
+		t.Fatalf("exec -i: %d %q", code, out)
+	}
+	if code, _, _ := e.run(t, "", "exec", id, "--", "no-such-command"); code != 127 {
+		t.Fatalf("exec of a missing command: %d, want 127", code)
+	}
+	local := t.TempDir()
+	os.WriteFile(filepath.Join(local, "in.txt"), []byte("into the sandbox\n"), 0o644)
+	os.MkdirAll(filepath.Join(local, "tree", "sub"), 0o755)
+	os.WriteFile(filepath.Join(local, "tree", "sub", "leaf"), []byte("leaf\n"), 0o600)
+	if code, _, errOut := e.run(t, "", "cp", filepath.Join(local, "in.txt"), id+":work/"); code != 0 {
+		t.Fatalf("cp in: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.run(t, "", "cp", filepath.Join(local, "tree"), id+":work/copied"); code != 0 {
+		t.Fatalf("cp in a directory: %d %q", code, errOut)
+	}
+	if code, out, _ := e.run(t, "", "exec", id, "--", "sh", "-c", "cat in.txt copied/sub/leaf; stat -c %u in.txt; echo made >out.txt"); code != 0 || out != "into the sandbox\nleaf\n65532\n" {
+		t.Fatalf("inside: %d %q", code, out)
+	}
+	back := filepath.Join(local, "back.txt")
+	if code, _, errOut := e.run(t, "", "cp", id+":work/out.txt", back); code != 0 {
+		t.Fatalf("cp out: %d %q", code, errOut)
+	}
+	if b, err := os.ReadFile(back); err != nil || string(b) != "made\n" {
+		t.Fatalf("copied out: %q %v", b, err)
+	}
+	if code, _, errOut := e.run(t, "", "cp", id+":work/copied", local); code != 0 {
+		t.Fatalf("cp out a directory: %d %q", code, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(local, "copied", "sub", "leaf")); err != nil || string(b) != "leaf\n" {
+		t.Fatalf("directory copied out: %q %v", b, err)
+	}
+	code, out, _ = e.run(t, "", "sandbox", "ls", "--json")
+	var info stockade.SandboxInfo
+	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.ID != id || info.Phase != lifecycle.PhaseStarted {
+		t.Fatalf("ls --json: %d %q", code, out)
+	}
+	code, out, _ = e.run(t, "", "sandbox", "inspect", "--json", id)
+	var st lifecycle.Sandbox
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.ID != id || st.Spec.Policy.MemoryBytes != 128<<20 {
+		t.Fatalf("inspect --json: %d %q", code, out)
+	}
+	if code, _, errOut := e.run(t, "", "sandbox", "rm", id); code != 1 || !strings.Contains(errOut, "rm -f") {
+		t.Fatalf("rm of a running sandbox without -f: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.run(t, "", "sandbox", "stop", id); code != 0 {
+		t.Fatalf("stop: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.run(t, "", "exec", id, "--", "true"); code != 125 || !strings.Contains(errOut, "admission_closed") {
+		t.Fatalf("exec in a stopped sandbox: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.run(t, "", "cp", id+":work/out.txt", filepath.Join(local, "after-stop.txt")); code != 0 {
+		t.Fatalf("cp out of a stopped sandbox: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.run(t, "", "sandbox", "rm", id); code != 0 {
+		t.Fatalf("rm: %d %q", code, errOut)
+	}
+	if code, out, _ := e.run(t, "", "sandbox", "ls"); code != 0 || strings.Contains(out, id) {
+		t.Fatalf("ls after rm: %d %q", code, out)
+	}
+	if code, out, _ := e.run(t, "", "journal", "diff", id, "--at", "3", "--at", "0"); code != 0 || !strings.Contains(out, `Phase: "started" → "removed"`) {
+		t.Fatalf("journal diff: %d %q", code, out)
+	}
+}
