@@ -375,6 +375,7 @@ func (j *Journal) commit(batch []*request) {
 		}
 		close(r.done)
 	}
+	j.publish(batch)
 }
 
 func envTime(env []byte) int64 { return int64(binary.BigEndian.Uint64(env[3:11])) }

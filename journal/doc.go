@@ -30,6 +30,11 @@
 //     failed commit fails every call in that transaction.
 //   - Sequences start at 1 and grow by one per event in each stream; cursor
 //     order is event order (big-endian keys).
+//   - Subscribe delivers every event committed afterwards, in commit order,
+//     without ever holding up the committer (a subscriber that falls more
+//     than its buffer behind is dropped, ErrLagged). A follower subscribes,
+//     then reads the past, then takes the subscription, de-duplicating by
+//     key and sequence: nothing is missed (the live tail of a server).
 //   - A caller that stops waiting (its context ended) cannot tell whether its
 //     append landed. A Sequenced record (Record.After: the stream's last
 //     sequence the caller knows) makes the retry safe: it is checked inside

@@ -134,6 +134,9 @@ type Journal struct {
 	closeErr error
 	pidFile  string
 
+	subMu sync.Mutex
+	subs  []*Subscription
+
 	commits    atomic.Uint64 // transactions the committer ran (tests, benchmarks)
 	failCommit func() error  // test hook: fail the commit transaction
 }
@@ -447,6 +450,7 @@ func (j *Journal) Close() error {
 		close(j.closing)
 		<-j.stopped
 	}
+	j.closeSubs()
 	if err := j.db.Close(); err != nil {
 		j.closeErr = errJournal("journal.close", err, "close %s", j.path)
 	}
