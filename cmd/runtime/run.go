@@ -186,14 +186,20 @@ func runIn(ctx context.Context, sb *stockade.Sandbox, p spec.Process, stdin io.R
 	return fail(stderr, err, 125)
 }
 
+// printHistory prints one line per event: its time, the time since the
+// event before it, the entity, the sequence, the type and a summary.
 func printHistory(w io.Writer, evs []stockade.HistoryEvent, asJSON bool) {
 	enc := json.NewEncoder(w)
-	for _, e := range evs {
+	for i, e := range evs {
 		if asJSON {
 			enc.Encode(e)
 			continue
 		}
-		fmt.Fprintf(w, "%s  %-7s %s #%-2d %-21s %s\n", e.Time.Format("15:04:05.000"), e.Kind, e.ID, e.Seq, e.Type, summary(e))
+		delta := ""
+		if i > 0 {
+			delta = "+" + e.Time.Sub(evs[i-1].Time).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(w, "%s %8s  %-7s %s #%-2d %-21s %s\n", e.Time.Format("15:04:05.000"), delta, e.Kind, e.ID, e.Seq, e.Type, summary(e))
 	}
 }
 
