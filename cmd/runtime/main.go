@@ -66,6 +66,8 @@ commands:
                             run (or only plan) the crash recovery and print each decision
   drill [--failpoints a,b] [--random N]
                             crash drills: kill a child runtime at each failpoint, recover, check invariants
+  completion bash|zsh|fish  print a shell completion script
+  help [COMMAND]            this text, or a command's with examples (also COMMAND --help)
 
 global flags (before or after the command):
   --journal PATH            journal file (default $STOCKADE_JOURNAL, else $XDG_STATE_HOME/stockade/journal.db)
@@ -87,7 +89,15 @@ type command interface {
 
 func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, err := parse(args)
+	var help helpRequest
 	switch {
+	case errors.As(err, &help):
+		if text, ok := commandHelp[help.cmd]; ok {
+			fmt.Fprint(stdout, text)
+			return 0
+		}
+		fmt.Fprint(stdout, usage)
+		return 0
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -116,6 +126,14 @@ func parse(args []string) (command, error) {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "usage", "no command given")
 	}
 	name, rest := fs.Arg(0), fs.Args()[1:]
+	cmd, err := parseCommand(g, name, rest)
+	if errors.Is(err, flag.ErrHelp) && name != "help" {
+		return nil, helpRequest{name}
+	}
+	return cmd, err
+}
+
+func parseCommand(g global, name string, rest []string) (command, error) {
 	switch name {
 	case "doctor":
 		return parseDoctor(g, rest)
@@ -135,7 +153,14 @@ func parse(args []string) (command, error) {
 		return parseDrill(g, rest)
 	case "drill-child": // the workload a drill kills; not for people
 		return parseDrillChild(g, rest)
+	case "completion":
+		return parseCompletion(g, rest)
 	case "help":
+		if len(rest) == 1 {
+			if _, ok := commandHelp[rest[0]]; ok {
+				return nil, helpRequest{rest[0]}
+			}
+		}
 		return nil, flag.ErrHelp
 	}
 	return nil, spec.Errorf(spec.CodeInvalidArgument, "usage", "unknown command %q", name)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -317,5 +319,49 @@ func TestJournalRestore(t *testing.T) {
 	r.Close()
 	if code, out := run("journal", "restore", cp, dst); code != 1 || !strings.Contains(out, "exists") {
 		t.Fatalf("restore over an existing file: %d %q", code, out)
+	}
+}
+
+// TestCommandHelp: every command's --help (and help CMD) prints that
+// command's own usage with examples, touching nothing.
+func TestCommandHelp(t *testing.T) {
+	for name := range commandHelp {
+		for _, args := range [][]string{{name, "--help"}, {"help", name}} {
+			var out, errb bytes.Buffer
+			code := dispatch(context.Background(), args, nil, &out, &errb)
+			if code != 0 || !strings.HasPrefix(out.String(), "usage: stockade "+name) || errb.Len() > 0 {
+				t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := dispatch(context.Background(), []string{"sandbox", "create", "--help"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "id=$(stockade sandbox create") {
+		t.Errorf("sandbox create --help: %d %q", code, out.String())
+	}
+}
+
+// TestCompletion: each shell's script names every command and the
+// subcommands of sandbox and journal; the bash one parses.
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		var out, errb bytes.Buffer
+		if code := dispatch(context.Background(), []string{"completion", shell}, nil, &out, &errb); code != 0 {
+			t.Fatalf("%s: exit %d %q", shell, code, errb.String())
+		}
+		for _, want := range []string{"sandbox", "exec", "journal", "cp", "create", "inspect", "replay", "diff"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s script lacks %q", shell, want)
+			}
+		}
+		if shell == "bash" {
+			cmd := exec.Command("bash", "-n")
+			cmd.Stdin = &out
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("bash -n: %v %s", err, b)
+			}
+		}
+	}
+	if code := dispatch(context.Background(), []string{"completion", "tcsh"}, nil, io.Discard, io.Discard); code != 2 {
+		t.Errorf("an unknown shell: exit %d", code)
 	}
 }

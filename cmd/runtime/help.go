@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// helpRequest is parse's answer to -h, --help or `stockade help CMD`.
+type helpRequest struct{ cmd string }
+
+func (h helpRequest) Error() string { return "help requested for " + h.cmd }
+
+// commandHelp is each command's help: what it does, its flags, examples.
+var commandHelp = map[string]string{
+	"doctor": `usage: stockade doctor [--profile NAME]
+
+Checks the Docker daemon against the preflight profile and prints every check,
+the value observed, and each guarantee the profile relaxes.
+
+  stockade doctor --profile linux-x64-engine20-cgroupv1
+`,
+	"run": `usage: stockade run [flags] -- CMD...
+
+Runs CMD in a one-shot sandbox, streams its output, exits with its code and
+removes the sandbox (125: stockade failed; 126/127: CMD could not start).
+
+  --image I            image tag or sha256 ID (default stockade/toolbox:dev)
+  --cpus N --memory M --pids N --network isolated|bridge --user uid:gid
+                       the policy (0 or unset: the default)
+  -i                   pass stdin to CMD
+  -e NAME=value        add to CMD's environment (repeatable)
+  --workdir D          working directory (default /workspace/work)
+  --timeout D          stop CMD after D
+  --history            print the sandbox's journaled history afterwards
+
+  stockade run -- sh -c 'id; ls /workspace'
+  echo hi | stockade run -i --memory 256m -- cat
+`,
+	"sandbox": `usage: stockade sandbox create|ls|inspect|stop|rm
+
+  create [policy flags] [--image I]   make a kept sandbox; prints only its id
+  ls [--json]                         list the journal's live sandboxes
+  inspect ID [--json]                 its folded state
+  stop ID                             stop it; the workspace stays readable
+  rm [-f] ID                          remove it (-f: stop it first)
+
+  id=$(stockade sandbox create --memory 1g)
+  stockade sandbox inspect --json "$id"
+  stockade sandbox rm -f "$id"
+`,
+	"exec": `usage: ` + execUsage + `
+
+Runs CMD in a kept sandbox and exits with its code (125: stockade failed;
+126/127: CMD could not start).
+
+  stockade exec "$id" -- python3 -c 'print(1)'
+  stockade exec -i -e DEBUG=1 "$id" -- sh
+`,
+	"cp": `usage: ` + cpUsage + `
+
+Copies a file or a directory into or out of a sandbox's /workspace. Into a
+path ending in / keeps the source's name; otherwise the last element is the
+new name. Out of a sandbox, only files and directories are written.
+
+  stockade cp ./src "$id":work/
+  stockade cp "$id":work/report.txt .
+`,
+	"journal": `usage: stockade journal show|replay|diff|export|ls|verify|restore
+
+  show SANDBOX                             its and its processes' events, with deltas
+  replay ID [--process] [--at SEQ]         the folded state at a sequence
+  diff ID [--process] --at A --at B        what changed between two sequences
+  export | ls | verify                     JSON lines | live entities | check everything
+  restore COPY DEST                        make a journal copy writable, as a new file
+
+  stockade journal show "$id" --json
+  stockade journal diff "$id" --at 3 --at 0
+`,
+	"recover": `usage: stockade recover [--dry-run] [--stop-processes]
+
+Runs (or, with --dry-run, only plans) the recovery Open does and prints each
+sandbox's decision, what was observed, and the orphans removed.
+`,
+	"drill": `usage: stockade drill [--failpoints a,b] [--random N] [--dir D]
+
+Kills a child runtime at each failpoint (and N random moments), recovers, and
+checks the invariants: nothing leaked, nothing foreign touched, the journal
+replays, a re-adopted sandbox runs a new process.
+`,
+	"completion": `usage: stockade completion bash|zsh|fish
+
+Prints a shell completion script:
+
+  source <(stockade completion bash)
+  stockade completion fish > ~/.config/fish/completions/stockade.fish
+`,
+}
+
+// subcommands are what completion offers after each command.
+var subcommands = map[string][]string{
+	"sandbox":    {"create", "ls", "inspect", "stop", "rm"},
+	"journal":    {"show", "replay", "diff", "export", "ls", "verify", "restore"},
+	"completion": {"bash", "zsh", "fish"},
+}
+
+type completionCmd struct{ shell string }
+
+func parseCompletion(_ global, args []string) (command, error) {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		return nil, helpRequest{"completion"}
+	}
+	if len(args) != 1 || !strings.Contains(" bash zsh fish ", " "+args[0]+" ") {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "completion", "name one shell: bash, zsh or fish")
+	}
+	return &completionCmd{shell: args[0]}, nil
+}
+
+func (c *completionCmd) execute(_ context.Context, _ io.Reader, stdout, _ io.Writer) int {
+	cmds := make([]string, 0, len(commandHelp))
+	for name := range commandHelp {
+		cmds = append(cmds, name)
+	}
+	sort.Strings(cmds)
+	top := strings.Join(cmds, " ")
+	switch c.shell {
+	case "bash", "zsh":
+		if c.shell == "zsh" {
+			fmt.Fprintln(stdout, "autoload -U +X bashcompinit && bashcompinit")
+		}
+		fmt.Fprintf(stdout, "_stockade() {\n  local cur=${COMP_WORDS[COMP_CWORD]} cmd=${COMP_WORDS[1]}\n")
+		fmt.Fprintf(stdout, "  if [ \"$COMP_CWORD\" -eq 1 ]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi\n", top)
+		fmt.Fprintf(stdout, "  case \"$cmd\" in\n")
+		for _, name := range cmds {
+			if subs, ok := subcommands[name]; ok {
+				fmt.Fprintf(stdout, "    %s) [ \"$COMP_CWORD\" -eq 2 ] && COMPREPLY=($(compgen -W %q -- \"$cur\")) ;;\n", name, strings.Join(subs, " "))
+			}
+		}
+		fmt.Fprintf(stdout, "    cp) COMPREPLY=($(compgen -f -- \"$cur\")) ;;\n  esac\n}\ncomplete -F _stockade stockade\n")
+	case "fish":
+		fmt.Fprintf(stdout, "complete -c stockade -f -n '__fish_use_subcommand' -a %q\n", top)
+		for _, name := range cmds {
+			if subs, ok := subcommands[name]; ok {
+				fmt.Fprintf(stdout, "complete -c stockade -f -n '__fish_seen_subcommand_from %s' -a %q\n", name, strings.Join(subs, " "))
+			}
+		}
+	}
+	return 0
+}
