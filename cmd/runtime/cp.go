@@ -74,15 +74,11 @@ func splitRemote(arg string) (id, p string, ok bool) {
 }
 
 func (c *cpCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.g.journal, Profile: c.g.profile})
+	rt, sb, err := openSandbox(ctx, c.g, c.id)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
 	defer rt.Close()
-	sb, err := rt.Sandbox(c.id)
-	if err != nil {
-		return fail(stderr, err, 1)
-	}
 	if c.in {
 		err = c.copyIn(ctx, sb)
 	} else {

@@ -245,14 +245,25 @@ func (c *execCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr i
 	if c.detach {
 		return fail(stderr, needServer("exec -d"), 125)
 	}
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.g.journal, Profile: c.g.profile})
+	rt, sb, err := openSandbox(ctx, c.g, c.id)
 	if err != nil {
 		return fail(stderr, err, 125)
 	}
 	defer rt.Close()
-	sb, err := rt.Sandbox(c.id)
-	if err != nil {
-		return fail(stderr, err, 125)
-	}
 	return runIn(ctx, sb, c.proc, stdin, stdout, stderr)
+}
+
+// openSandbox opens an embedded runtime (recovering, so a kept sandbox is
+// re-adopted) and finds a live sandbox in it. The caller closes the runtime.
+func openSandbox(ctx context.Context, g global, id string) (*stockade.Runtime, *stockade.Sandbox, error) {
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: g.journal, Profile: g.profile})
+	if err != nil {
+		return nil, nil, err
+	}
+	sb, err := rt.Sandbox(id)
+	if err != nil {
+		rt.Close()
+		return nil, nil, err
+	}
+	return rt, sb, nil
 }
