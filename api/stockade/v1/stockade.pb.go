@@ -88,15 +88,19 @@ func (Stream) EnumDescriptor() ([]byte, []int) {
 	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{0}
 }
 
-// Error is the detail every failed call's status carries.
+// Error is the detail every failed call's status carries: the first
+// spec.Error of the server's error chain. The status message is the whole
+// error text.
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// code is spec.Code: "not_found", "invalid_argument", "timeout", ...
 	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	// op names the component that failed ("sandbox", "process", ...).
 	Op string `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
-	// message is the whole error text as the server formatted it.
-	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// msg says what was wrong.
+	Msg string `protobuf:"bytes,3,opt,name=msg,proto3" json:"msg,omitempty"`
+	// cause is the text of the error it wraps, if any.
+	Cause         string `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -145,9 +149,16 @@ func (x *Error) GetOp() string {
 	return ""
 }
 
-func (x *Error) GetMessage() string {
+func (x *Error) GetMsg() string {
 	if x != nil {
-		return x.Message
+		return x.Msg
+	}
+	return ""
+}
+
+func (x *Error) GetCause() string {
+	if x != nil {
+		return x.Cause
 	}
 	return ""
 }
@@ -2262,11 +2273,12 @@ var File_stockade_v1_stockade_proto protoreflect.FileDescriptor
 
 const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\n" +
-	"\x1astockade/v1/stockade.proto\x12\vstockade.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"E\n" +
+	"\x1astockade/v1/stockade.proto\x12\vstockade.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"S\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x0e\n" +
-	"\x02op\x18\x02 \x01(\tR\x02op\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\xbb\x01\n" +
+	"\x02op\x18\x02 \x01(\tR\x02op\x12\x10\n" +
+	"\x03msg\x18\x03 \x01(\tR\x03msg\x12\x14\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\"\xbb\x01\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x1f\n" +
 	"\vpolicy_json\x18\x02 \x01(\fR\n" +

@@ -307,9 +307,10 @@ type ProcessesClient interface {
 	// Exec starts a process and carries its streams. The first client
 	// message is a start; the server answers started (with the process id)
 	// or fails the call. Then the client sends stdin chunks, close_stdin and
-	// signals, and the server sends output chunks, in the order the process
-	// wrote them, as the client's flow-control window lets it (it reads the
-	// process's output no faster), and last the result; then the call ends
+	// signals, and the server sends output chunks (each stream's in order;
+	// stdout and stderr are read apart, so their interleaving is not kept),
+	// as the client's flow-control window lets it (it reads the process's
+	// output no faster), and last the result; then the call ends
 	// OK. An attached call that ends otherwise (the client cancels or
 	// vanishes) stops the process with reason cancelled. A detached start is
 	// answered with started and the call ends: the process runs on and its
@@ -384,9 +385,10 @@ type ProcessesServer interface {
 	// Exec starts a process and carries its streams. The first client
 	// message is a start; the server answers started (with the process id)
 	// or fails the call. Then the client sends stdin chunks, close_stdin and
-	// signals, and the server sends output chunks, in the order the process
-	// wrote them, as the client's flow-control window lets it (it reads the
-	// process's output no faster), and last the result; then the call ends
+	// signals, and the server sends output chunks (each stream's in order;
+	// stdout and stderr are read apart, so their interleaving is not kept),
+	// as the client's flow-control window lets it (it reads the process's
+	// output no faster), and last the result; then the call ends
 	// OK. An attached call that ends otherwise (the client cancels or
 	// vanishes) stops the process with reason cancelled. A detached start is
 	// answered with started and the call ends: the process runs on and its
