@@ -44,15 +44,8 @@ func Listen(path string, log *slog.Logger) (net.Listener, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if len(path) > MaxSocketPath {
-		return nil, spec.Errorf(spec.CodeInvalidArgument, "server", "socket path %s is %d bytes, over the unix socket limit of %d: choose a shorter one (--socket or $%s)", path, len(path), MaxSocketPath, SocketEnv)
-	}
-	if !filepath.IsAbs(path) {
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return nil, spec.Wrap(spec.CodeInvalidArgument, "server", err, "socket path %s", path)
-		}
-		path = abs
+	if err := CheckSocketPath(path); err != nil {
+		return nil, err
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -99,6 +92,19 @@ func removeStale(path string) error {
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return spec.Wrap(spec.CodeInternal, "server", err, "removing stale socket %s", path)
+	}
+	return nil
+}
+
+// CheckSocketPath refuses a path the kernel cannot bind: longer than
+// MaxSocketPath bytes, or empty. It touches nothing, so a command line can be
+// judged before the journal is opened.
+func CheckSocketPath(path string) error {
+	switch {
+	case path == "":
+		return spec.Errorf(spec.CodeInvalidArgument, "server", "the socket path is empty")
+	case len(path) > MaxSocketPath:
+		return spec.Errorf(spec.CodeInvalidArgument, "server", "socket path %s is %d bytes, over the unix socket limit of %d: choose a shorter one (--socket or $%s)", path, len(path), MaxSocketPath, SocketEnv)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@
 //
 //	stockade doctor                     check the daemon against the profile
 //	stockade run [flags] -- CMD...      one-shot sandbox: create, run, stream, remove
+//	stockade serve [--socket PATH]      the runtime as a server (gRPC on a unix socket)
 //	stockade journal show SANDBOX       a sandbox's journaled history
 //	stockade journal export             the whole journal as JSON lines
 //	stockade journal ls                 live entities in the journal
@@ -41,6 +42,7 @@ const usage = `usage: stockade [global flags] <command> [flags]
 commands:
   doctor                    check the Docker daemon against the profile
   run [flags] -- CMD...     run CMD in a one-shot sandbox and remove it
+  serve [--socket PATH]     serve the runtime's API on a unix socket (default: the journal's path with .sock)
   journal show SANDBOX      print a sandbox's journaled history
   journal export            print the whole journal as JSON lines
   journal ls                list the journal's live entities
@@ -107,6 +109,8 @@ func parse(args []string) (command, error) {
 		return parseDoctor(g, rest)
 	case "run":
 		return parseRun(g, rest)
+	case "serve":
+		return parseServe(g, rest)
 	case "journal":
 		return parseJournal(g, rest)
 	case "recover":
