@@ -14,6 +14,7 @@ import (
 	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -293,19 +294,9 @@ func foldSandbox(j *journal.Journal, id string) (lifecycle.Sandbox, error) {
 // runtime makes.
 func (rt *Runtime) Owner() string { return rt.journal.Owner() }
 
-// SandboxSpec is what CreateSandbox is asked to make.
-type SandboxSpec struct {
-	// Image is a tag or an image ID; a tag is resolved once and pinned.
-	Image string
-	// Policy; each zero field means its default (spec.Policy.WithDefaults),
-	// so the zero Policy is spec.DefaultPolicy().
-	Policy   spec.Policy
-	Datasets []spec.Dataset
-	// Lifetime; "" means spec.Kept.
-	Lifetime spec.Lifetime
-	// TTL, if positive, stops the sandbox that long after creation.
-	TTL time.Duration
-}
+// SandboxSpec is what CreateSandbox is asked to make (defined in host/,
+// which the client shares).
+type SandboxSpec = host.SandboxSpec
 
 // CreateSandbox makes a sandbox and starts its workload. It returns once the
 // sandbox is started and verified, or with the error that stopped it (and
@@ -455,20 +446,8 @@ func (rt *Runtime) unreconcile(id string, why error) {
 	rt.log.Warn("sandbox taken out of service", "sandbox", id, "err", why)
 }
 
-// SandboxInfo is one line of Sandboxes.
-type SandboxInfo struct {
-	ID        string
-	Phase     lifecycle.Phase
-	Image     string
-	Lifetime  spec.Lifetime
-	Adopted   bool
-	Processes []string
-	Reserved  time.Time
-	// Unreconciled: recovery could not observe it or fold its journal, or
-	// its actor failed; it is refused for work. Why says which.
-	Unreconciled bool
-	Why          string `json:",omitempty"`
-}
+// SandboxInfo is one line of Sandboxes (defined in host/).
+type SandboxInfo = host.SandboxInfo
 
 // Sandboxes lists the live sandboxes (made or recovered by this runtime),
 // sorted by reservation time.

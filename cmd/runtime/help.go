@@ -81,6 +81,17 @@ new name. Out of a sandbox, only files and directories are written.
   stockade journal show "$id" --json
   stockade journal diff "$id" --at 3 --at 0
 `,
+	"serve": `usage: stockade serve [--socket PATH]
+
+Runs the runtime (recovery, the actors) as a server: a gRPC API (stockade.v1)
+on a unix socket beside the journal (journal.db → journal.sock; --socket or
+$STOCKADE_SOCKET), 0600 in a 0700 directory, refusing peers of another uid
+(root excepted). SIGTERM/SIGINT: stop accepting, end the calls, close (kept
+sandboxes stay up), exit 0. Go hosts use the client package.
+
+  stockade serve &
+  stockade serve --socket /run/user/1000/stockade.sock
+`,
 	"recover": `usage: stockade recover [--dry-run] [--stop-processes]
 
 Runs (or, with --dry-run, only plans) the recovery Open does and prints each

@@ -7,6 +7,7 @@
 //	stockade sandbox create|ls|inspect|stop|rm   kept sandboxes
 //	stockade exec [-i] ID -- CMD...     run CMD in a kept sandbox
 //	stockade cp SRC DST                 copy files in or out (ID:PATH under /workspace)
+//	stockade serve [--socket PATH]      the runtime as a server (gRPC on a unix socket)
 //	stockade journal show SANDBOX       a sandbox's journaled history
 //	stockade journal export             the whole journal as JSON lines
 //	stockade journal ls                 live entities in the journal
@@ -53,6 +54,7 @@ commands:
                             run CMD in a kept sandbox; exits with its code
   cp SRC DST                copy a file or directory into or out of a sandbox: one side is
                             ID:PATH, PATH relative to /workspace (e.g. ID:work/out.txt)
+  serve [--socket PATH]     serve the runtime's API on a unix socket (default: the journal's path with .sock)
   journal show SANDBOX      print a sandbox's journaled history
   journal export            print the whole journal as JSON lines
   journal ls                list the journal's live entities
@@ -145,6 +147,8 @@ func parseCommand(g global, name string, rest []string) (command, error) {
 		return parseExec(g, rest)
 	case "cp":
 		return parseCp(g, rest)
+	case "serve":
+		return parseServe(g, rest)
 	case "journal":
 		return parseJournal(g, rest)
 	case "recover":

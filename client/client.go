@@ -1,0 +1,214 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// Window is the client's pinned HTTP/2 receive window, per stream and per
+// connection: without it gRPC's BDP estimation grows it to 16 MiB, which a
+// host that stops reading would hold in memory.
+const Window = 1 << 20
+
+// chunk bounds one stdin or tar message.
+const chunk = 32 << 10
+
+// Client is a connection to a stockade server.
+type Client struct {
+	conn  *grpc.ClientConn
+	sbx   stockadev1.SandboxesClient
+	procs stockadev1.ProcessesClient
+	files stockadev1.FilesClient
+	jrnl  stockadev1.JournalClient
+}
+
+var (
+	_ host.Runtime = (*Client)(nil)
+	_ host.Sandbox = (*Sandbox)(nil)
+	_ host.Process = (*Process)(nil)
+)
+
+// Dial connects to the server on the unix socket at path. It fails at once
+// (cancelled, naming the path) when nothing answers there, so a caller can
+// fall back to an embedded runtime.
+func Dial(path string) (*Client, error) {
+	probe, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeCancelled, "client", err, "no stockade server answers on %s (start one with `stockade serve`)", path)
+	}
+	probe.Close()
+	conn, err := grpc.NewClient("unix://"+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(Window),
+		grpc.WithInitialConnWindowSize(Window),
+	)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeInvalidArgument, "client", err, "socket %s", path)
+	}
+	return &Client{conn: conn, sbx: stockadev1.NewSandboxesClient(conn), procs: stockadev1.NewProcessesClient(conn),
+		files: stockadev1.NewFilesClient(conn), jrnl: stockadev1.NewJournalClient(conn)}, nil
+}
+
+// Close closes the connection. Attached processes lose their client and
+// are stopped by the server (cancelled); kept sandboxes stay up.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// CreateSandbox makes a sandbox and starts its workload.
+func (c *Client) CreateSandbox(ctx context.Context, s host.SandboxSpec) (host.Sandbox, error) {
+	req := &stockadev1.CreateSandboxRequest{Image: s.Image, Lifetime: string(s.Lifetime)}
+	if s.TTL != 0 {
+		req.Ttl = durationpb.New(s.TTL)
+	}
+	var err error
+	if req.PolicyJson, err = json.Marshal(s.Policy); err != nil {
+		return nil, spec.Wrap(spec.CodeInvalidArgument, "client", err, "encoding the policy")
+	}
+	if len(s.Datasets) > 0 {
+		if req.DatasetsJson, err = json.Marshal(s.Datasets); err != nil {
+			return nil, spec.Wrap(spec.CodeInvalidArgument, "client", err, "encoding the datasets")
+		}
+	}
+	resp, err := c.sbx.Create(ctx, req)
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return &Sandbox{c: c, id: resp.Id}, nil
+}
+
+// Sandbox returns a live sandbox by id (not_found when there is none).
+func (c *Client) Sandbox(ctx context.Context, id string) (host.Sandbox, error) {
+	if _, err := c.sbx.Inspect(ctx, &stockadev1.InspectSandboxRequest{Id: id}); err != nil {
+		return nil, fromStatus(err)
+	}
+	return &Sandbox{c: c, id: id}, nil
+}
+
+// Sandboxes lists the live sandboxes, sorted by reservation time.
+func (c *Client) Sandboxes(ctx context.Context) ([]host.SandboxInfo, error) {
+	resp, err := c.sbx.List(ctx, &stockadev1.ListSandboxesRequest{})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	var out []host.SandboxInfo
+	for _, s := range resp.Sandboxes {
+		out = append(out, host.SandboxInfo{ID: s.Id, Phase: lifecycle.Phase(s.Phase), Image: s.Image, Lifetime: spec.Lifetime(s.Lifetime),
+			Adopted: s.Adopted, Processes: s.Processes, Reserved: s.Reserved.AsTime(), Unreconciled: s.Unreconciled, Why: s.Why})
+	}
+	return out, nil
+}
+
+// History returns a sandbox's and its processes' journaled events.
+func (c *Client) History(ctx context.Context, id string) ([]host.HistoryEvent, error) {
+	resp, err := c.jrnl.History(ctx, &stockadev1.HistoryRequest{SandboxId: id})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	out := make([]host.HistoryEvent, 0, len(resp.Events))
+	for _, e := range resp.Events {
+		out = append(out, host.HistoryEvent{Kind: e.Kind, ID: e.Id, Seq: e.Seq, Time: e.Time.AsTime(), Type: e.Type, Payload: e.PayloadJson})
+	}
+	return out, nil
+}
+
+// Recovery returns the report of the recovery the server's Open ran.
+func (c *Client) Recovery(ctx context.Context) (host.RecoveryReport, error) {
+	resp, err := c.jrnl.Recovery(ctx, &stockadev1.RecoveryRequest{})
+	if err != nil {
+		return host.RecoveryReport{}, fromStatus(err)
+	}
+	out := host.RecoveryReport{Processes: int(resp.Processes), Orphans: resp.Orphans, Duration: resp.Duration.AsDuration()}
+	for _, s := range resp.Sandboxes {
+		out.Sandboxes = append(out.Sandboxes, host.RecoveredSandbox{ID: s.Id, From: lifecycle.Phase(s.From), Decision: s.Decision,
+			Observed: s.Observed, Settled: lifecycle.Phase(s.Settled), Error: s.Error})
+	}
+	return out, nil
+}
+
+// ReplaySandbox folds a sandbox's stream up to sequence at (0: its end).
+func (c *Client) ReplaySandbox(ctx context.Context, id string, at uint64) (lifecycle.Sandbox, error) {
+	var st lifecycle.Sandbox
+	err := c.replay(ctx, &stockadev1.ReplayRequest{Id: id, At: at}, &st)
+	return st, err
+}
+
+// ReplayProcess folds a process's stream up to sequence at (0: its end).
+func (c *Client) ReplayProcess(ctx context.Context, id string, at uint64) (lifecycle.Process, error) {
+	var st lifecycle.Process
+	err := c.replay(ctx, &stockadev1.ReplayRequest{Id: id, Process: true, At: at}, &st)
+	return st, err
+}
+
+func (c *Client) replay(ctx context.Context, req *stockadev1.ReplayRequest, into any) error {
+	resp, err := c.jrnl.Replay(ctx, req)
+	if err != nil {
+		return fromStatus(err)
+	}
+	return decodeState(resp.StateJson, into, req.Id)
+}
+
+func decodeState(b []byte, into any, id string) error {
+	if err := json.Unmarshal(b, into); err != nil {
+		return spec.Wrap(spec.CodeInternal, "client", err, "decoding the state of %s", id)
+	}
+	return nil
+}
+
+// Doctor returns the server's check of its daemon against its profile:
+// the JSON of dockerio.Report (this package does not link dockerio).
+func (c *Client) Doctor(ctx context.Context) (json.RawMessage, error) {
+	resp, err := c.jrnl.Doctor(ctx, &stockadev1.DoctorRequest{})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return resp.ReportJson, nil
+}
+
+// Signal sends sig to a process's group by id (one started through this
+// server).
+func (c *Client) Signal(ctx context.Context, processID string, sig syscall.Signal) error {
+	_, err := c.procs.Signal(ctx, &stockadev1.SignalRequest{ProcessId: processID, Signal: int32(sig)})
+	return fromStatus(err)
+}
+
+// StopProcess stops a process by id: TERM, then KILL after the grace.
+func (c *Client) StopProcess(ctx context.Context, processID string) error {
+	_, err := c.procs.Stop(ctx, &stockadev1.StopProcessRequest{ProcessId: processID})
+	return fromStatus(err)
+}
+
+// Wait waits for a process's end by id (a detached one, say). err is the
+// result's typed error, as Process.Wait's.
+func (c *Client) Wait(ctx context.Context, processID string) (spec.Result, error) {
+	resp, err := c.procs.Wait(ctx, &stockadev1.WaitRequest{ProcessId: processID})
+	if err != nil {
+		return spec.Result{ExitCode: -1}, fromStatus(err)
+	}
+	r := fromResult(resp.Result)
+	return r, r.Err
+}
+
+func fromResult(w *stockadev1.Result) spec.Result {
+	r := spec.Result{ExitCode: int(w.ExitCode), Reason: w.Reason, StdoutBytes: w.StdoutBytes, StderrBytes: w.StderrBytes}
+	if w.Error != nil {
+		r.Err = fromWire(w.Error)
+	}
+	if w.Started != nil {
+		r.Started = w.Started.AsTime()
+	}
+	if w.Ended != nil {
+		r.Ended = w.Ended.AsTime()
+	}
+	return r
+}

@@ -1,0 +1,21 @@
+// Package client is the Go client of `stockade serve`: the same calls as
+// the embedded API (host.Runtime, host.Sandbox, host.Process) over the
+// server's unix socket, so a Go host switches between embedded and served
+// with one line:
+//
+//	rt, err := client.Dial(server.SocketPath(journal)) // was: rt.Host() of stockade.Open
+//
+// It links neither protoactor nor the Docker client: it imports only the
+// generated API, host/, spec/ and lifecycle/.
+//
+// Errors come back as *spec.Error with the server's code, op and message
+// (errors.As and spec.IsCode work as they do embedded). A server that
+// cannot be reached or goes away mid-call gives a cancelled error.
+//
+// Streams behave as embedded: every piped output stream must be read
+// (stdout and stderr arrive on one gRPC stream, so an unread one blocks the
+// other and, through flow control, the process); closing an output stream
+// before its end stops the process (cancelled). Each attached process has
+// its own gRPC stream; the connection's receive windows are pinned, so a
+// process's unread output waits in the server's pipe, not here.
+package client

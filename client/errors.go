@@ -1,0 +1,50 @@
+package client
+
+import (
+	"errors"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
+	"github.com/stockade/stockade/spec"
+)
+
+// fromWire rebuilds the server's *spec.Error from its wire form.
+func fromWire(w *stockadev1.Error) *spec.Error {
+	e := &spec.Error{Code: spec.Code(w.Code), Op: w.Op, Msg: w.Msg}
+	if w.Cause != "" {
+		e.Cause = errors.New(w.Cause)
+	}
+	return e
+}
+
+// fromStatus turns a call's error into a *spec.Error: the one in the
+// status details, or one made from the gRPC code for a status without them
+// (the transport's own: a server gone or unreachable is cancelled).
+func fromStatus(err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return spec.Wrap(spec.CodeInternal, "client", err, "calling the server")
+	}
+	for _, d := range st.Details() {
+		if w, ok := d.(*stockadev1.Error); ok {
+			return fromWire(w)
+		}
+	}
+	switch st.Code() {
+	case codes.Canceled, codes.Unavailable:
+		return spec.Errorf(spec.CodeCancelled, "client", "the server went away or cannot be reached: %s", st.Message())
+	case codes.DeadlineExceeded:
+		return spec.Errorf(spec.CodeTimeout, "client", "%s", st.Message())
+	case codes.InvalidArgument:
+		return spec.Errorf(spec.CodeInvalidArgument, "client", "%s", st.Message())
+	case codes.NotFound:
+		return spec.Errorf(spec.CodeNotFound, "client", "%s", st.Message())
+	}
+	return spec.Errorf(spec.CodeInternal, "client", "%s: %s", st.Code(), st.Message())
+}

@@ -1,0 +1,286 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/spec"
+)
+
+// Start runs a process attached to this client: its streams come over one
+// gRPC stream that lives until the result arrives, whatever becomes of
+// ctx, which bounds only the start. Every piped stream must be read.
+func (s *Sandbox) Start(ctx context.Context, p spec.Process) (host.Process, error) {
+	return s.start(ctx, p, false)
+}
+
+// StartDetached runs a process that does not depend on this client: its
+// output is not streamed (it is discarded, and recorded once the recorder
+// exists) and it takes no stdin. Wait, Signal and StopProcess reach it by
+// the id returned.
+func (s *Sandbox) StartDetached(ctx context.Context, p spec.Process) (string, error) {
+	if p.Stdin {
+		return "", spec.Errorf(spec.CodeInvalidArgument, "client", "a detached process cannot take stdin")
+	}
+	proc, err := s.start(ctx, p, true)
+	if err != nil {
+		return "", err
+	}
+	return proc.ID(), nil
+}
+
+func (s *Sandbox) start(ctx context.Context, p spec.Process, detached bool) (*Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, spec.Wrap(spec.CodeCancelled, "client", err, "starting a process in sandbox %s", s.id)
+	}
+	// The stream outlives ctx: an attached process lives as long as its
+	// stream, and ending the stream stops the process.
+	sctx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	stream, err := s.c.procs.Exec(sctx)
+	if err != nil {
+		cancel()
+		return nil, fromStatus(err)
+	}
+	start := &stockadev1.ExecStart{SandboxId: s.id, Argv: p.Argv, Env: p.Env, Dir: p.Dir, Stdin: p.Stdin, Detached: detached,
+		OutputQuota: p.OutputQuota, DiscardStdout: p.Stdout == spec.Discard, DiscardStderr: p.Stderr == spec.Discard}
+	if p.Timeout != 0 {
+		start.Timeout = durationpb.New(p.Timeout)
+	}
+	fail := func(err error) (*Process, error) {
+		cancel()
+		if ctx.Err() != nil {
+			return nil, spec.Wrap(spec.CodeCancelled, "client", ctx.Err(), "starting a process in sandbox %s", s.id)
+		}
+		return nil, fromStatus(err)
+	}
+	if err := stream.Send(&stockadev1.ExecRequest{Msg: &stockadev1.ExecRequest_Start{Start: start}}); err != nil {
+		_, err = stream.Recv() // the status says why the call ended
+		return fail(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return fail(err)
+	}
+	started := first.GetStarted()
+	if started == nil {
+		return fail(spec.Errorf(spec.CodeInternal, "client", "the server answered a start with %T", first.Msg))
+	}
+	if !stop() {
+		// ctx ended just as the start was answered: the stream is being
+		// cancelled, so the server stops the process.
+		return fail(nil)
+	}
+	proc := &Process{c: s.c, id: started.ProcessId, stream: stream, cancel: cancel, done: make(chan struct{})}
+	if detached {
+		cancel()
+		return proc, nil
+	}
+	if p.Stdout != spec.Discard {
+		proc.stdout = newOutput(proc)
+	}
+	if p.Stderr != spec.Discard {
+		proc.stderr = newOutput(proc)
+	}
+	if p.Stdin {
+		proc.stdin = &stdin{p: proc}
+	}
+	go proc.receive()
+	return proc, nil
+}
+
+// Process is a process attached to this client.
+type Process struct {
+	c      *Client
+	id     string
+	stream stockadev1.Processes_ExecClient
+	cancel context.CancelFunc
+	// sendMu serializes the stream's sends (stdin chunks, close-stdin):
+	// SendMsg is not safe from two goroutines.
+	sendMu sync.Mutex
+	stdout *output
+	stderr *output
+	stdin  *stdin
+	done   chan struct{}
+	result spec.Result
+}
+
+// ID is the process's id.
+func (p *Process) ID() string { return p.id }
+
+// Stdout is the piped stdout, or nil when discarded.
+func (p *Process) Stdout() io.ReadCloser { return p.stdout.readCloser() }
+
+// Stderr is the piped stderr, or nil when discarded.
+func (p *Process) Stderr() io.ReadCloser { return p.stderr.readCloser() }
+
+// Stdin is the process's stdin, or nil when not asked for.
+func (p *Process) Stdin() io.WriteCloser {
+	if p.stdin == nil {
+		return nil
+	}
+	return p.stdin
+}
+
+// Done is closed when the process has exited and its result arrived.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the exit; err is the result's typed error or ctx's.
+func (p *Process) Wait(ctx context.Context) (spec.Result, error) {
+	select {
+	case <-p.done:
+		return p.result, p.result.Err
+	case <-ctx.Done():
+		return spec.Result{ExitCode: -1}, spec.Wrap(spec.CodeCancelled, "client", ctx.Err(), "waiting for process %s", p.id)
+	}
+}
+
+// Signal sends sig to the process's group.
+func (p *Process) Signal(ctx context.Context, sig syscall.Signal) error {
+	return p.c.Signal(ctx, p.id, sig)
+}
+
+// Stop stops the process's group: TERM, then KILL after the grace.
+func (p *Process) Stop(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	err := p.c.StopProcess(ctx, p.id)
+	if spec.IsCode(err, spec.CodeNotFound) {
+		return nil // it ended meanwhile
+	}
+	return err
+}
+
+// receive is the stream's only reader: it writes each output chunk into
+// its stream's pipe, which blocks until the consumer reads it, so a
+// consumer that stops reading stops the receives and, through the window,
+// the server's sends.
+func (p *Process) receive() {
+	defer close(p.done)
+	for {
+		m, err := p.stream.Recv()
+		if err != nil {
+			p.end(err)
+			return
+		}
+		switch x := m.Msg.(type) {
+		case *stockadev1.ExecResponse_Output:
+			o := p.stdout
+			if x.Output.Stream == stockadev1.Stream_STREAM_STDERR {
+				o = p.stderr
+			}
+			if o == nil {
+				continue // a stream not asked for: nothing to deliver it to
+			}
+			if _, err := o.w.Write(x.Output.Data); err != nil {
+				// The consumer closed it unread: the process lost its
+				// reader, so ending the call stops it (cancelled).
+				p.cancel()
+			}
+		case *stockadev1.ExecResponse_Result:
+			p.result = fromResult(x.Result)
+			p.closeOutputs(nil)
+			p.cancel()
+			return
+		}
+	}
+}
+
+// end settles a call that ended without a result: the client cancelled it
+// (an output closed unread) or the server went away. The server keeps the
+// outcome, so it is asked for it; a server that cannot answer leaves the
+// process's end unknown.
+func (p *Process) end(err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, werr := p.c.Wait(ctx, p.id)
+	if werr != nil && res.Reason == "" {
+		cause := fromStatus(err)
+		if errors.Is(err, io.EOF) {
+			cause = spec.Errorf(spec.CodeInternal, "client", "the server ended the stream of process %s without a result", p.id)
+		}
+		res = spec.Result{ExitCode: -1, Reason: "lost", Err: errors.Join(cause, werr)}
+	}
+	p.result = res
+	p.closeOutputs(res.Err)
+	p.cancel()
+}
+
+func (p *Process) closeOutputs(err error) {
+	for _, o := range []*output{p.stdout, p.stderr} {
+		if o != nil {
+			o.w.CloseWithError(err)
+		}
+	}
+}
+
+// output is a piped output stream: an io.Pipe, whose Write returns only
+// once the consumer has read the chunk.
+type output struct {
+	r *io.PipeReader
+	w *io.PipeWriter
+}
+
+func newOutput(*Process) *output {
+	r, w := io.Pipe()
+	return &output{r: r, w: w}
+}
+
+func (o *output) readCloser() io.ReadCloser {
+	if o == nil {
+		return nil
+	}
+	return o.r
+}
+
+// stdin sends the process's input on its stream.
+type stdin struct {
+	p      *Process
+	closed bool
+}
+
+// Write sends p in chunks; a send blocks while the server's window is
+// full, which is stdin's backpressure.
+func (s *stdin) Write(b []byte) (int, error) {
+	s.p.sendMu.Lock()
+	defer s.p.sendMu.Unlock()
+	if s.closed {
+		return 0, spec.Errorf(spec.CodeInvalidArgument, "client", "stdin of process %s is closed", s.p.id)
+	}
+	written := 0
+	for len(b) > 0 {
+		n := min(len(b), chunk)
+		if err := s.p.stream.Send(&stockadev1.ExecRequest{Msg: &stockadev1.ExecRequest_Stdin{Stdin: b[:n]}}); err != nil {
+			return written, spec.Wrap(spec.CodeStreamFailure, "client", err, "writing stdin of process %s", s.p.id)
+		}
+		written += n
+		b = b[n:]
+	}
+	return written, nil
+}
+
+// Close half-closes stdin: the process sees end of input.
+func (s *stdin) Close() error {
+	s.p.sendMu.Lock()
+	defer s.p.sendMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if err := s.p.stream.Send(&stockadev1.ExecRequest{Msg: &stockadev1.ExecRequest_CloseStdin{CloseStdin: true}}); err != nil && !errors.Is(err, io.EOF) {
+		return spec.Wrap(spec.CodeStreamFailure, "client", err, "closing stdin of process %s", s.p.id)
+	}
+	return nil
+}

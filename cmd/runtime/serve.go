@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	stockade "github.com/stockade/stockade"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/server"
+)
+
+// serveGrace is how long unary calls in flight may take to finish once a
+// stop is asked; streams are cancelled after it (attached processes run on).
+const serveGrace = 5 * time.Second
+
+// serveCmd is `stockade serve [--socket PATH]`: the runtime as a
+// long-lived process with the gRPC API on a unix socket.
+type serveCmd struct {
+	g       global
+	journal string
+	socket  string
+}
+
+func parseServe(g global, args []string) (command, error) {
+	c := &serveCmd{g: g}
+	fs := newFlags("serve", &c.g)
+	fs.StringVar(&c.socket, "socket", "", "unix socket path (default $STOCKADE_SOCKET, else the journal's path with .sock)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := wantArgs("serve", pos, 0, "stockade serve [--socket PATH]"); err != nil {
+		return nil, err
+	}
+	c.journal = c.g.journal
+	if c.journal == "" {
+		if c.journal, err = journal.DefaultPath(); err != nil {
+			return nil, err
+		}
+	}
+	if c.socket == "" {
+		c.socket = server.SocketPath(c.journal)
+	}
+	// The path is judged before the journal is opened: a socket that cannot
+	// be bound is a usage error, not a runtime held for nothing.
+	if err := server.CheckSocketPath(c.socket); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// execute takes the journal lock (Open, which recovers), then replaces a
+// stale socket and listens; on SIGTERM or SIGINT (ctx) it stops accepting,
+// lets unary calls finish for serveGrace, cancels the rest and closes the
+// runtime, leaving kept sandboxes and attached processes running.
+func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log})
+	if err != nil {
+		return fail(stderr, err, 1)
+	}
+	lis, err := server.Listen(c.socket, log)
+	if err != nil {
+		rt.Close()
+		return fail(stderr, err, 1)
+	}
+	srv := server.New(rt, server.Options{Logger: log, Profile: c.g.profile})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	fmt.Fprintf(stderr, "stockade: serving journal %s on %s\n", c.journal, c.socket)
+	code := 0
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		code = fail(stderr, err, 1)
+	}
+	srv.Stop(serveGrace)
+	if err := rt.Close(); err != nil {
+		return fail(stderr, err, 1)
+	}
+	return code
+}

@@ -1,0 +1,144 @@
+// Package host is the API a Go agent host programs against, whether the
+// runtime is embedded (stockade.Open, then Runtime.Host) or served
+// (client.Dial): the Runtime, Sandbox and Process interfaces and the
+// request and response types both sides share. It is a leaf: it imports
+// only spec/ and lifecycle/, so a client links neither the actor system nor
+// the Docker client.
+//
+// Switching is one line:
+//
+//	var rt host.Runtime = embedded.Host() // or: rt, err := client.Dial(socket)
+//
+// Caveats shared by both: every piped output stream must be read (stdout
+// and stderr share one connection), and a Process's streams follow the io
+// contracts (the caller closes what it is handed).
+package host
+
+import (
+	"context"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// Runtime is an open stockade runtime: one journal, one Docker daemon.
+type Runtime interface {
+	// CreateSandbox makes a sandbox and starts its workload; it returns once
+	// the sandbox is started and verified, or with the error that stopped it.
+	CreateSandbox(ctx context.Context, s SandboxSpec) (Sandbox, error)
+	// Sandbox returns a live sandbox by id (not_found when there is none).
+	Sandbox(ctx context.Context, id string) (Sandbox, error)
+	// Sandboxes lists the live sandboxes, sorted by reservation time.
+	Sandboxes(ctx context.Context) ([]SandboxInfo, error)
+	// History returns a sandbox's journaled events and its processes', in
+	// time order.
+	History(ctx context.Context, sandboxID string) ([]HistoryEvent, error)
+	// Recovery returns the report of the recovery the runtime's Open ran.
+	Recovery(ctx context.Context) (RecoveryReport, error)
+	// Close releases the runtime (embedded) or the connection (served);
+	// kept sandboxes stay up either way.
+	Close() error
+}
+
+// Sandbox is a live sandbox.
+type Sandbox interface {
+	ID() string
+	// State returns the sandbox's folded state.
+	State(ctx context.Context) (lifecycle.Sandbox, error)
+	// Start runs a process; it returns once the process runs, with its
+	// streams. Every piped stream must be read.
+	Start(ctx context.Context, p spec.Process) (Process, error)
+	// Stop stops the sandbox (resources kept); it returns once it exited.
+	Stop(ctx context.Context) error
+	// Remove stops the sandbox if needed and deletes every resource.
+	Remove(ctx context.Context) error
+	// Put extracts a tar stream into /workspace/<dir>.
+	Put(ctx context.Context, dir string, tar io.Reader) error
+	// Get returns a tar stream of /workspace/<path>; live says the copy was
+	// taken from a running workload's filesystem. The caller closes it.
+	Get(ctx context.Context, path string, pause bool) (tar io.ReadCloser, live bool, err error)
+}
+
+// Process is a process running in a sandbox.
+type Process interface {
+	ID() string
+	// Stdout is the piped stdout, or nil when discarded.
+	Stdout() io.ReadCloser
+	// Stderr is the piped stderr, or nil when discarded.
+	Stderr() io.ReadCloser
+	// Stdin is the process's stdin, or nil when not asked for. Close
+	// half-closes it.
+	Stdin() io.WriteCloser
+	// Done is closed when the process has exited.
+	Done() <-chan struct{}
+	// Wait waits for the exit; err is the result's typed error (nil for a
+	// plain exit, whatever its code) or the context's.
+	Wait(ctx context.Context) (spec.Result, error)
+	// Signal sends sig to the process's group.
+	Signal(ctx context.Context, sig syscall.Signal) error
+	// Stop stops the process's group: TERM, then KILL after the grace.
+	Stop(ctx context.Context) error
+}
+
+// SandboxSpec is what CreateSandbox is asked to make.
+type SandboxSpec struct {
+	// Image is a tag or an image ID; a tag is resolved once and pinned.
+	Image string
+	// Policy; each zero field means its default (spec.Policy.WithDefaults),
+	// so the zero Policy is spec.DefaultPolicy().
+	Policy   spec.Policy
+	Datasets []spec.Dataset
+	// Lifetime; "" means spec.Kept.
+	Lifetime spec.Lifetime
+	// TTL, if positive, stops the sandbox that long after creation.
+	TTL time.Duration
+}
+
+// SandboxInfo is one line of Sandboxes.
+type SandboxInfo struct {
+	ID        string
+	Phase     lifecycle.Phase
+	Image     string
+	Lifetime  spec.Lifetime
+	Adopted   bool
+	Processes []string
+	Reserved  time.Time
+	// Unreconciled: recovery could not observe it or fold its journal, or
+	// its actor failed; it is refused for work. Why says which.
+	Unreconciled bool
+	Why          string `json:",omitempty"`
+}
+
+// HistoryEvent is one journaled event of a sandbox or one of its processes.
+type HistoryEvent struct {
+	// Kind is "sandbox" or "process".
+	Kind    string    `json:"kind"`
+	ID      string    `json:"id"`
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Payload []byte    `json:"payload,omitempty"`
+}
+
+// RecoveryReport says what the recovery run by Open found and did.
+type RecoveryReport struct {
+	Sandboxes []RecoveredSandbox `json:"sandboxes"`
+	Processes int                `json:"processes"`
+	// Orphans names each resource removed for carrying this owner's label
+	// but no live sandbox of the journal: "<kind> <name>".
+	Orphans  []string      `json:"orphans,omitempty"`
+	Duration time.Duration `json:"duration"`
+}
+
+// RecoveredSandbox is one line of a RecoveryReport.
+type RecoveredSandbox struct {
+	ID       string          `json:"id"`
+	From     lifecycle.Phase `json:"from"`
+	Decision string          `json:"decision"`
+	Observed string          `json:"observed"`
+	Settled  lifecycle.Phase `json:"settled,omitempty"`
+	Error    string          `json:"error,omitempty"`
+}

@@ -1,0 +1,279 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"syscall"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// processes serves the Processes service.
+type processes struct {
+	stockadev1.UnimplementedProcessesServer
+	s *Server
+}
+
+func invalid(format string, args ...any) error {
+	return toStatus(spec.Errorf(spec.CodeInvalidArgument, "server", format, args...))
+}
+
+// Exec starts a process and, unless detached, carries its streams until
+// its result is sent (see the proto for the protocol).
+func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	st := first.GetStart()
+	if st == nil {
+		return invalid("the first message of an exec must be a start")
+	}
+	p := spec.Process{Argv: st.Argv, Env: st.Env, Dir: st.Dir, Stdin: st.Stdin, Stdout: spec.Pipe, Stderr: spec.Pipe,
+		Timeout: st.Timeout.AsDuration(), OutputQuota: st.OutputQuota}
+	if st.DiscardStdout {
+		p.Stdout = spec.Discard
+	}
+	if st.DiscardStderr {
+		p.Stderr = spec.Discard
+	}
+	if st.Detached {
+		if st.Stdin {
+			return invalid("a detached process cannot take stdin: nobody would be left to write it")
+		}
+		// Nobody reads a detached process's output (the recorder keeps
+		// it, once it exists): piped, it would block the process.
+		p.Stdout, p.Stderr = spec.Discard, spec.Discard
+	}
+	sb, err := v.s.h.Sandbox(ctx, st.SandboxId)
+	if err != nil {
+		return toStatus(err)
+	}
+	// A client that goes away during the start leaves a process nobody
+	// reads: the root package's Start stops it (cancelled).
+	proc, err := sb.Start(ctx, p)
+	if err != nil {
+		if proc != nil {
+			abandon(proc)
+		}
+		return toStatus(err)
+	}
+	v.s.remember(proc)
+	if err := stream.Send(&stockadev1.ExecResponse{Msg: &stockadev1.ExecResponse_Started{Started: &stockadev1.ExecStarted{ProcessId: proc.ID()}}}); err != nil {
+		if !st.Detached {
+			abandon(proc)
+		}
+		return err
+	}
+	if st.Detached {
+		return nil
+	}
+	return v.attach(ctx, stream, proc)
+}
+
+// attach pumps the process's output to the client and the client's input
+// to the process. This goroutine is the stream's only sender: each output
+// stream's reader hands it one chunk at a time and reads the next only once
+// that one was taken, and Send blocks while the client's window is full, so
+// an unread client stops the reads from the process.
+func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecServer, proc host.Process) error {
+	out := make(chan *stockadev1.ExecResponse)
+	var readers sync.WaitGroup
+	for _, o := range []struct {
+		rc     io.ReadCloser
+		stream stockadev1.Stream
+	}{{proc.Stdout(), stockadev1.Stream_STREAM_STDOUT}, {proc.Stderr(), stockadev1.Stream_STREAM_STDERR}} {
+		if o.rc == nil {
+			continue
+		}
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			pump(ctx, o.rc, o.stream, out)
+		}()
+	}
+	go func() {
+		readers.Wait()
+		close(out)
+	}()
+	bad := make(chan error, 1)
+	go receive(ctx, stream, proc, bad)
+
+	for ended := false; !ended; {
+		select {
+		case msg, ok := <-out:
+			if !ok {
+				ended = true
+				break
+			}
+			if err := stream.Send(msg); err != nil {
+				return v.gone(proc, err)
+			}
+		case err := <-bad:
+			abandon(proc)
+			return err
+		case <-ctx.Done():
+			return v.gone(proc, ctx.Err())
+		}
+	}
+	res, err := proc.Wait(ctx)
+	if err != nil && ctx.Err() != nil {
+		return v.gone(proc, ctx.Err())
+	}
+	return stream.Send(&stockadev1.ExecResponse{Msg: &stockadev1.ExecResponse_Result{Result: wireResult(res)}})
+}
+
+// pump reads rc in chunks and hands each to the sender. Each chunk is a
+// fresh buffer: the sender may still hold the one before.
+func pump(ctx context.Context, rc io.ReadCloser, stream stockadev1.Stream, out chan<- *stockadev1.ExecResponse) {
+	for {
+		buf := make([]byte, Chunk)
+		n, err := rc.Read(buf)
+		if n > 0 {
+			msg := &stockadev1.ExecResponse{Msg: &stockadev1.ExecResponse_Output{Output: &stockadev1.Output{Stream: stream, Data: buf[:n]}}}
+			select {
+			case out <- msg:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if err != nil {
+			return // the end (io.EOF), or the process's failure: the result says which
+		}
+	}
+}
+
+// receive applies the client's messages to the process until the client
+// half-closes (stdin is then closed too: no more input can come) or the
+// call ends. A message that breaks the protocol is sent to bad.
+func receive(ctx context.Context, stream stockadev1.Processes_ExecServer, proc host.Process, bad chan<- error) {
+	stdin := proc.Stdin()
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			if stdin != nil {
+				stdin.Close()
+			}
+			return
+		}
+		if err != nil {
+			return // the call ended: the sender sees it
+		}
+		switch x := m.Msg.(type) {
+		case *stockadev1.ExecRequest_Stdin:
+			if stdin == nil {
+				bad <- invalid("stdin sent to process %s, which was started without stdin", proc.ID())
+				return
+			}
+			// A write blocks while the process does not read: Recv is not
+			// called meanwhile, so the client's sends block in turn. A
+			// failed write (the process closed its stdin, or ended) drops
+			// the rest, as a pipe to an exited reader would.
+			if _, err := stdin.Write(x.Stdin); err != nil {
+				stdin = discard{}
+			}
+		case *stockadev1.ExecRequest_CloseStdin:
+			if stdin != nil {
+				stdin.Close()
+			}
+		case *stockadev1.ExecRequest_Signal:
+			if err := proc.Signal(ctx, syscall.Signal(x.Signal)); err != nil && ctx.Err() == nil {
+				bad <- toStatus(err)
+				return
+			}
+		default:
+			bad <- invalid("an exec takes one start, then stdin, close_stdin and signal messages")
+			return
+		}
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+func (discard) Close() error                { return nil }
+
+// gone ends an attached call whose client is gone (or whose stream broke).
+// The process has lost its caller, so it is stopped (cancelled), as an
+// embedded caller that closes its streams unread stops it, unless the
+// server itself is stopping: then it runs on, for the next runtime.
+func (v processes) gone(proc host.Process, err error) error {
+	if v.s.isStopping() {
+		return status.Errorf(codes.Unavailable, "the server is stopping; process %s runs on", proc.ID())
+	}
+	abandon(proc)
+	return toStatus(spec.Wrap(spec.CodeCancelled, "server", err, "the client of process %s went away", proc.ID()))
+}
+
+// abandon closes the process's output streams unread, which ends it with
+// reason cancelled; a process with no piped stream is stopped instead.
+func abandon(proc host.Process) {
+	piped := false
+	for _, rc := range []io.ReadCloser{proc.Stdout(), proc.Stderr()} {
+		if rc != nil {
+			rc.Close()
+			piped = true
+		}
+	}
+	if !piped {
+		proc.Stop(context.Background())
+	}
+}
+
+func (v processes) Signal(ctx context.Context, req *stockadev1.SignalRequest) (*stockadev1.SignalResponse, error) {
+	p, err := v.s.process(req.ProcessId)
+	if err == nil {
+		err = p.Signal(ctx, syscall.Signal(req.Signal))
+	}
+	return &stockadev1.SignalResponse{}, toStatus(err)
+}
+
+func (v processes) Stop(ctx context.Context, req *stockadev1.StopProcessRequest) (*stockadev1.StopProcessResponse, error) {
+	p, err := v.s.process(req.ProcessId)
+	if err == nil {
+		err = p.Stop(ctx)
+	}
+	return &stockadev1.StopProcessResponse{}, toStatus(err)
+}
+
+// Wait waits for a process started here; for any other, it answers from
+// the journal once the process has exited there.
+func (v processes) Wait(ctx context.Context, req *stockadev1.WaitRequest) (*stockadev1.WaitResponse, error) {
+	if p, err := v.s.process(req.ProcessId); err == nil {
+		res, err := p.Wait(ctx)
+		if err != nil && ctx.Err() != nil {
+			return nil, toStatus(err)
+		}
+		return &stockadev1.WaitResponse{Result: wireResult(res)}, nil
+	}
+	st, err := v.s.rt.ReplayProcessAt(req.ProcessId, 0)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if st.Exit == nil {
+		return nil, toStatus(spec.Errorf(spec.CodeNotFound, "server", "process %s is %s but was not started through this server: its end will be in the journal", req.ProcessId, st.Phase))
+	}
+	return &stockadev1.WaitResponse{Result: wireResult(journaledResult(st))}, nil
+}
+
+// journaledResult is the result a process's exited fact records.
+func journaledResult(st lifecycle.Process) spec.Result {
+	e := st.Exit
+	r := spec.Result{ExitCode: -1, Reason: string(e.Reason), StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Started: st.Reserved, Ended: st.At}
+	if e.ExitCode != nil {
+		r.ExitCode = *e.ExitCode
+	}
+	if e.Error != "" {
+		r.Err = &spec.Error{Code: e.Error, Op: "process", Msg: e.Message}
+	}
+	return r
+}

@@ -1,0 +1,132 @@
+package server_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	stockade "github.com/stockade/stockade"
+	"github.com/stockade/stockade/client"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/testenv"
+	"github.com/stockade/stockade/server"
+)
+
+// TestMain keeps every test away from the user's real state.
+// As a peer child (TestPeerOfAnotherUIDRefused), it only dials.
+func TestMain(m *testing.M) {
+	if sock := os.Getenv(peerChildEnv); sock != "" {
+		os.Exit(peerChild(sock))
+	}
+	os.Exit(testenv.Run(m))
+}
+
+const fakeImage = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+
+// countingEngine is the fake engine with a count of the output bytes the
+// runtime has read from its processes: what backpressure must bound.
+type countingEngine struct {
+	*dockerio.Fake
+	read atomic.Int64
+}
+
+func (e *countingEngine) AttachExec(ctx context.Context, sb dockerio.Sandbox, execID string, req dockerio.ExecRequest) (dockerio.Attachment, error) {
+	a, err := e.Fake.AttachExec(ctx, sb, execID, req)
+	if err != nil {
+		return nil, err
+	}
+	return countingAttachment{a, &e.read}, nil
+}
+
+type countingAttachment struct {
+	dockerio.Attachment
+	read *atomic.Int64
+}
+
+func (a countingAttachment) Next() (framing.StreamID, []byte, error) {
+	id, b, err := a.Attachment.Next()
+	a.read.Add(int64(len(b)))
+	return id, b, err
+}
+
+// fixture is a runtime on the fake engine, served on a socket in a
+// temporary directory, and a client of it.
+type fixture struct {
+	fake   *dockerio.Fake
+	engine *countingEngine
+	rt     *stockade.Runtime
+	srv    *server.Server
+	socket string
+	c      *client.Client
+}
+
+func serve(t *testing.T) *fixture {
+	t.Helper()
+	p, err := dockerio.LookupProfile("linux-x64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := dockerio.NewFake(p)
+	eng := &countingEngine{Fake: f}
+	dir := privateDir(t)
+	rt, err := stockade.Open(context.Background(), stockade.Options{Journal: filepath.Join(dir, "journal.db"), Engine: eng, StopGrace: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	sock := server.SocketPath(filepath.Join(dir, "journal.db"))
+	lis, err := server.Listen(sock, nil)
+	if err != nil {
+		rt.Close()
+		t.Fatal(err)
+	}
+	srv := server.New(rt, server.Options{Doctor: func(context.Context) (dockerio.Report, error) {
+		return dockerio.Report{Profile: "linux-x64", DaemonID: "fake"}, nil
+	}})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	c, err := client.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		srv.Stop(time.Second)
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		rt.Close()
+	})
+	return &fixture{fake: f, engine: eng, rt: rt, srv: srv, socket: sock, c: c}
+}
+
+// privateDir is a 0700 directory (t.TempDir's own subdirectories follow
+// the umask), as the socket's directory must be.
+func privateDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func dial(t *testing.T, sock string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctxFor(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

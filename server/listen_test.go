@@ -1,0 +1,161 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stockade/stockade/client"
+	"github.com/stockade/stockade/server"
+	"github.com/stockade/stockade/spec"
+)
+
+func TestListen(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T) string // returns the socket path
+		want    spec.Code
+	}{
+		{"fresh", func(t *testing.T) string { return filepath.Join(privateDir(t), "j.sock") }, ""},
+		{"missing directory made 0700", func(t *testing.T) string { return filepath.Join(privateDir(t), "a", "j.sock") }, ""},
+		{"stale socket replaced", func(t *testing.T) string {
+			p := filepath.Join(privateDir(t), "j.sock")
+			l, err := net.Listen("unix", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			l.Close() // the file stays, nobody answers: a crashed server's
+			return p
+		}, ""},
+		{"path too long", func(t *testing.T) string {
+			return filepath.Join(privateDir(t), strings.Repeat("s", server.MaxSocketPath)+".sock")
+		}, spec.CodeInvalidArgument},
+		{"directory open to others", func(t *testing.T) string {
+			d := privateDir(t)
+			os.Chmod(d, 0o755)
+			return filepath.Join(d, "j.sock")
+		}, spec.CodeInvalidArgument},
+		{"a file that is not a socket", func(t *testing.T) string {
+			p := filepath.Join(privateDir(t), "j.sock")
+			os.WriteFile(p, []byte("mine"), 0o600)
+			return p
+		}, spec.CodeConflict},
+		{"a socket another server answers on", func(t *testing.T) string {
+			p := filepath.Join(privateDir(t), "j.sock")
+			l, err := net.Listen("unix", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			return p
+		}, spec.CodeConflict},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.prepare(t)
+			lis, err := server.Listen(p, nil)
+			if tc.want != "" {
+				if !spec.IsCode(err, tc.want) {
+					t.Fatalf("got %v, want %s", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lis.Close()
+			st, err := os.Stat(p)
+			if err != nil || st.Mode().Type() != os.ModeSocket || st.Mode().Perm() != 0o600 {
+				t.Fatalf("socket %v: %v, want a 0600 socket", st.Mode(), err)
+			}
+			dir, err := os.Stat(filepath.Dir(p))
+			if err != nil || dir.Mode().Perm() != 0o700 {
+				t.Fatalf("directory %v: %v, want 0700", dir.Mode(), err)
+			}
+		})
+	}
+}
+
+// openUp makes dir and its n-1 parents (a test's temporary directories)
+// enterable by others.
+func openUp(dir string, n int) {
+	for range n {
+		os.Chmod(dir, 0o755)
+		dir = filepath.Dir(dir)
+	}
+}
+
+// peerChildEnv makes the test binary a client that reports whether the
+// server at the socket answered it (exit 0: refused, 3: answered).
+const peerChildEnv = "STOCKADE_TEST_PEER_SOCKET"
+
+func peerChild(sock string) int {
+	c, err := client.Dial(sock)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	if _, err := c.Sandboxes(context.Background()); err != nil {
+		return 0
+	}
+	return 3
+}
+
+// TestPeerOfAnotherUIDRefused: with the socket's file permissions opened
+// (so only SO_PEERCRED stands in the way), a client running as another
+// uid gets no answer. It needs root to run the client as another user.
+func TestPeerOfAnotherUIDRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a client as another uid")
+	}
+	fx := serve(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy of this binary that another user can run.
+	dir := t.TempDir()
+	openUp(dir, 2)
+	bin := filepath.Join(dir, "peer")
+	in, err := os.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(out, in)
+	in.Close()
+	if cerr := out.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	openUp(filepath.Dir(fx.socket), 3)
+	os.Chmod(fx.socket, 0o666)
+	for _, tc := range []struct {
+		name string
+		uid  uint32
+		want int
+	}{
+		{"nobody", 65534, 0},
+		{"root", 0, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, "-test.run=^$")
+			cmd.Env = append(os.Environ(), peerChildEnv+"="+fx.socket)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: tc.uid, Gid: tc.uid}}
+			outb, err := cmd.CombinedOutput()
+			code := cmd.ProcessState.ExitCode()
+			if code != tc.want {
+				t.Fatalf("client as uid %d exited %d (%v, %s), want %d", tc.uid, code, err, outb, tc.want)
+			}
+		})
+	}
+}

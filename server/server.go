@@ -1,0 +1,286 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	stockade "github.com/stockade/stockade"
+	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/spec"
+)
+
+// The pinned gRPC settings (see the package doc).
+const (
+	// Window is each stream's and each connection's HTTP/2 flow-control
+	// window: what a client that stops reading may have in flight.
+	Window = 1 << 20
+	// MaxStreams bounds the concurrent calls of one connection.
+	MaxStreams = 256
+	// Chunk bounds the bytes of one output, stdin or tar message.
+	Chunk = 32 << 10
+)
+
+// Options configure New.
+type Options struct {
+	// Logger receives the server's logs; nil is quiet.
+	Logger *slog.Logger
+	// Doctor answers the Doctor call; nil asks the Docker daemon with
+	// dockerio.Doctor for Profile.
+	Doctor func(ctx context.Context) (dockerio.Report, error)
+	// Profile is the runtime's profile name, for the default Doctor.
+	Profile string
+}
+
+// Server serves one runtime.
+type Server struct {
+	rt   *stockade.Runtime
+	h    host.Runtime
+	log  *slog.Logger
+	opts Options
+	grpc *grpc.Server
+
+	mu    sync.Mutex
+	procs map[string]host.Process // started here and not yet ended
+	// stopping is closed by Stop: streams that end then leave their
+	// processes running (the server goes away, not the client).
+	stopping chan struct{}
+	stopOnce sync.Once
+}
+
+// New returns a server of rt. It does not own rt: close rt after Stop.
+func New(rt *stockade.Runtime, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{rt: rt, h: rt.Host(), log: opts.Logger, opts: opts, procs: map[string]host.Process{}, stopping: make(chan struct{})}
+	s.grpc = grpc.NewServer(
+		grpc.InitialWindowSize(Window),
+		grpc.InitialConnWindowSize(Window),
+		grpc.MaxConcurrentStreams(MaxStreams),
+	)
+	stockadev1.RegisterSandboxesServer(s.grpc, sandboxes{s: s})
+	stockadev1.RegisterProcessesServer(s.grpc, processes{s: s})
+	stockadev1.RegisterFilesServer(s.grpc, files{s: s})
+	stockadev1.RegisterJournalServer(s.grpc, journalService{s: s})
+	return s
+}
+
+// Serve accepts connections on lis until Stop; it returns nil after Stop.
+func (s *Server) Serve(lis net.Listener) error {
+	err := s.grpc.Serve(lis)
+	if err == grpc.ErrServerStopped {
+		return nil
+	}
+	return err
+}
+
+// Stop stops accepting, gives unary calls up to grace to finish, then
+// cancels every call still open (attached processes are left running:
+// the runtime's Close leaves them to the next Open). It returns when every
+// handler has returned.
+func (s *Server) Stop(grace time.Duration) {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		s.grpc.Stop()
+		<-done
+	}
+}
+
+func (s *Server) isStopping() bool {
+	select {
+	case <-s.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// remember keeps a started process's handle until it ends.
+func (s *Server) remember(p host.Process) {
+	s.mu.Lock()
+	s.procs[p.ID()] = p
+	s.mu.Unlock()
+	go func() {
+		<-p.Done()
+		s.mu.Lock()
+		delete(s.procs, p.ID())
+		s.mu.Unlock()
+	}()
+}
+
+func (s *Server) process(id string) (host.Process, error) {
+	s.mu.Lock()
+	p := s.procs[id]
+	s.mu.Unlock()
+	if p == nil {
+		return nil, spec.Errorf(spec.CodeNotFound, "server", "no running process %s started through this server", id)
+	}
+	return p, nil
+}
+
+func wireResult(r spec.Result) *stockadev1.Result {
+	out := &stockadev1.Result{ExitCode: int32(r.ExitCode), Reason: r.Reason, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes}
+	if r.Err != nil {
+		out.Error = wireError(r.Err)
+	}
+	if !r.Started.IsZero() {
+		out.Started = timestamppb.New(r.Started)
+	}
+	if !r.Ended.IsZero() {
+		out.Ended = timestamppb.New(r.Ended)
+	}
+	return out
+}
+
+// sandboxes serves the Sandboxes service.
+type sandboxes struct {
+	stockadev1.UnimplementedSandboxesServer
+	s *Server
+}
+
+func (v sandboxes) Create(ctx context.Context, req *stockadev1.CreateSandboxRequest) (*stockadev1.CreateSandboxResponse, error) {
+	ss := host.SandboxSpec{Image: req.Image, Lifetime: spec.Lifetime(req.Lifetime), TTL: req.Ttl.AsDuration()}
+	if len(req.PolicyJson) > 0 {
+		if err := json.Unmarshal(req.PolicyJson, &ss.Policy); err != nil {
+			return nil, toStatus(spec.Wrap(spec.CodeInvalidArgument, "server", err, "policy_json"))
+		}
+	}
+	if len(req.DatasetsJson) > 0 {
+		if err := json.Unmarshal(req.DatasetsJson, &ss.Datasets); err != nil {
+			return nil, toStatus(spec.Wrap(spec.CodeInvalidArgument, "server", err, "datasets_json"))
+		}
+	}
+	sb, err := v.s.h.CreateSandbox(ctx, ss)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &stockadev1.CreateSandboxResponse{Id: sb.ID()}, nil
+}
+
+func (v sandboxes) List(ctx context.Context, _ *stockadev1.ListSandboxesRequest) (*stockadev1.ListSandboxesResponse, error) {
+	infos, err := v.s.h.Sandboxes(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &stockadev1.ListSandboxesResponse{}
+	for _, i := range infos {
+		out.Sandboxes = append(out.Sandboxes, &stockadev1.SandboxInfo{
+			Id: i.ID, Phase: string(i.Phase), Image: i.Image, Lifetime: string(i.Lifetime), Adopted: i.Adopted,
+			Processes: i.Processes, Reserved: timestamppb.New(i.Reserved), Unreconciled: i.Unreconciled, Why: i.Why,
+		})
+	}
+	return out, nil
+}
+
+func (v sandboxes) Inspect(ctx context.Context, req *stockadev1.InspectSandboxRequest) (*stockadev1.InspectSandboxResponse, error) {
+	sb, err := v.s.h.Sandbox(ctx, req.Id)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	st, err := sb.State(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, toStatus(spec.Wrap(spec.CodeInternal, "server", err, "encoding the state of sandbox %s", req.Id))
+	}
+	return &stockadev1.InspectSandboxResponse{StateJson: b}, nil
+}
+
+func (v sandboxes) Stop(ctx context.Context, req *stockadev1.StopSandboxRequest) (*stockadev1.StopSandboxResponse, error) {
+	sb, err := v.s.h.Sandbox(ctx, req.Id)
+	if err == nil {
+		err = sb.Stop(ctx)
+	}
+	return &stockadev1.StopSandboxResponse{}, toStatus(err)
+}
+
+func (v sandboxes) Remove(ctx context.Context, req *stockadev1.RemoveSandboxRequest) (*stockadev1.RemoveSandboxResponse, error) {
+	sb, err := v.s.h.Sandbox(ctx, req.Id)
+	if err == nil {
+		err = sb.Remove(ctx)
+	}
+	return &stockadev1.RemoveSandboxResponse{}, toStatus(err)
+}
+
+// journalService serves the Journal service.
+type journalService struct {
+	stockadev1.UnimplementedJournalServer
+	s *Server
+}
+
+func (v journalService) History(ctx context.Context, req *stockadev1.HistoryRequest) (*stockadev1.HistoryResponse, error) {
+	evs, err := v.s.h.History(ctx, req.SandboxId)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &stockadev1.HistoryResponse{}
+	for _, e := range evs {
+		out.Events = append(out.Events, &stockadev1.HistoryEvent{Kind: e.Kind, Id: e.ID, Seq: e.Seq, Time: timestamppb.New(e.Time), Type: e.Type, PayloadJson: e.Payload})
+	}
+	return out, nil
+}
+
+func (v journalService) Replay(_ context.Context, req *stockadev1.ReplayRequest) (*stockadev1.ReplayResponse, error) {
+	var st any
+	var err error
+	if req.Process {
+		st, err = v.s.rt.ReplayProcessAt(req.Id, req.At)
+	} else {
+		st, err = v.s.rt.ReplaySandboxAt(req.Id, req.At)
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, toStatus(spec.Wrap(spec.CodeInternal, "server", err, "encoding the state of %s", req.Id))
+	}
+	return &stockadev1.ReplayResponse{StateJson: b}, nil
+}
+
+func (v journalService) Recovery(ctx context.Context, _ *stockadev1.RecoveryRequest) (*stockadev1.RecoveryResponse, error) {
+	r, err := v.s.h.Recovery(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &stockadev1.RecoveryResponse{Processes: int64(r.Processes), Orphans: r.Orphans, Duration: durationpb.New(r.Duration)}
+	for _, sb := range r.Sandboxes {
+		out.Sandboxes = append(out.Sandboxes, &stockadev1.RecoveredSandbox{Id: sb.ID, From: string(sb.From), Decision: sb.Decision, Observed: sb.Observed, Settled: string(sb.Settled), Error: sb.Error})
+	}
+	return out, nil
+}
+
+func (v journalService) Doctor(ctx context.Context, _ *stockadev1.DoctorRequest) (*stockadev1.DoctorResponse, error) {
+	doctor := v.s.opts.Doctor
+	if doctor == nil {
+		doctor = func(ctx context.Context) (dockerio.Report, error) { return dockerio.Doctor(ctx, v.s.opts.Profile) }
+	}
+	rep, err := doctor(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return nil, toStatus(spec.Wrap(spec.CodeInternal, "server", err, "encoding the doctor report"))
+	}
+	return &stockadev1.DoctorResponse{ReportJson: b}, nil
+}

@@ -1,0 +1,247 @@
+package server_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// collect reads a process's piped streams to their ends and waits.
+func collect(t *testing.T, ctx context.Context, p host.Process) (string, string, spec.Result, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	var wg sync.WaitGroup
+	if r := p.Stderr(); r != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); io.Copy(&errOut, r) }()
+	}
+	if r := p.Stdout(); r != nil {
+		io.Copy(&out, r)
+	}
+	wg.Wait()
+	res, err := p.Wait(ctx)
+	return out.String(), errOut.String(), res, err
+}
+
+// TestSandboxCalls: create, list, inspect, history, replay, recovery,
+// doctor, stop and remove, each through the server.
+func TestSandboxCalls(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	var rt host.Runtime = fx.c
+	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Pids: 99}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := rt.Sandboxes(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != sb.ID() || list[0].Phase != lifecycle.PhaseStarted || list[0].Image != fakeImage {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	again, err := rt.Sandbox(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := again.State(ctx)
+	if err != nil || st.ID != sb.ID() || st.Phase != lifecycle.PhaseStarted || st.Spec.Policy.Pids != 99 {
+		t.Fatalf("state: %+v %v", st, err)
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := sb.State(ctx); err != nil || st.Phase != lifecycle.PhaseExited {
+		t.Fatalf("after stop: %s %v", st.Phase, err)
+	}
+	if err := sb.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := rt.History(ctx, sb.ID())
+	if err != nil || len(hist) == 0 || hist[0].Type != "sandbox.reserved" || hist[len(hist)-1].Type != "sandbox.removed" || hist[0].Kind != "sandbox" {
+		t.Fatalf("history: %+v %v", hist, err)
+	}
+	replayed, err := fx.c.ReplaySandbox(ctx, sb.ID(), 1)
+	if err != nil || replayed.Phase != lifecycle.PhaseReserved {
+		t.Fatalf("replay at 1: %+v %v", replayed, err)
+	}
+	if _, err := rt.Recovery(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := fx.c.Doctor(ctx)
+	var rep dockerio.Report
+	if err != nil || json.Unmarshal(raw, &rep) != nil || rep.DaemonID != "fake" {
+		t.Fatalf("doctor: %s %v", raw, err)
+	}
+	if list, err := rt.Sandboxes(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("list after remove: %+v %v", list, err)
+	}
+}
+
+// TestExec: output of both streams, the exit code, stdin, and the byte
+// counts, through one exec stream.
+func TestExec(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	fx.fake.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{ExitCode: 3, EchoStdin: req.Spec.Stdin, Frames: []dockerio.FakeFrame{
+			{Stream: framing.Stdout, Data: []byte("out ")}, {Stream: framing.Stderr, Data: []byte("err")}}}
+	}
+	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		p       spec.Process
+		stdin   string
+		out     string
+		errOut  string
+		outRead int64
+	}{
+		{"piped", spec.Process{Argv: []string{"x"}}, "", "out ", "err", 4},
+		{"stdin echoed", spec.Process{Argv: []string{"cat"}, Stdin: true}, "hello\n", "out hello\n", "err", 10},
+		{"stderr discarded", spec.Process{Argv: []string{"x"}, Stderr: spec.Discard}, "", "out ", "", 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := sb.Start(ctx, tc.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.p.Stdin {
+				if _, err := io.WriteString(p.Stdin(), tc.stdin); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Stdin().Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else if p.Stdin() != nil {
+				t.Fatal("stdin handed out without being asked for")
+			}
+			if (p.Stderr() == nil) != (tc.p.Stderr == spec.Discard) {
+				t.Fatalf("stderr is %v for mode %q", p.Stderr(), tc.p.Stderr)
+			}
+			out, errOut, res, err := collect(t, ctx, p)
+			if err != nil || out != tc.out || errOut != tc.errOut || res.ExitCode != 3 || res.Reason != "exited" || res.StdoutBytes != tc.outRead {
+				t.Fatalf("got %q %q %+v %v", out, errOut, res, err)
+			}
+			select {
+			case <-p.Done():
+			default:
+				t.Fatal("Done not closed after Wait returned")
+			}
+		})
+	}
+}
+
+// TestTypedErrors: a stockade error crosses the wire with its code, and
+// errors.As finds a *spec.Error on the client side.
+func TestTypedErrors(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.fake.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		if req.Spec.Argv[0] == "missing" {
+			return dockerio.FakeRun{StartFailure: "exec: \"missing\": executable file not found"}
+		}
+		return dockerio.FakeRun{}
+	}
+	tests := []struct {
+		name string
+		call func() error
+		want spec.Code
+	}{
+		{"unknown sandbox", func() error { _, err := fx.c.Sandbox(ctx, "nope"); return err }, spec.CodeNotFound},
+		{"bad lifetime", func() error {
+			_, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Lifetime: "forever"})
+			return err
+		}, spec.CodeInvalidArgument},
+		{"empty argv", func() error { _, err := sb.Start(ctx, spec.Process{}); return err }, spec.CodeInvalidArgument},
+		{"exec failed", func() error {
+			p, err := sb.Start(ctx, spec.Process{Argv: []string{"missing"}})
+			if err != nil {
+				return err
+			}
+			_, _, _, err = collect(t, ctx, p)
+			return err
+		}, spec.CodeExecFailed},
+		{"put outside the workspace", func() error { return sb.Put(ctx, "../etc", strings.NewReader("")) }, spec.CodeInvalidArgument},
+		{"wait for an unknown process", func() error { _, err := fx.c.Wait(ctx, "nope"); return err }, spec.CodeNotFound},
+		{"signal an unknown process", func() error { return fx.c.Signal(ctx, "nope", syscall.SIGTERM) }, spec.CodeNotFound},
+		{"detached with stdin", func() error {
+			_, err := sb.(interface {
+				StartDetached(context.Context, spec.Process) (string, error)
+			}).StartDetached(ctx, spec.Process{Argv: []string{"x"}, Stdin: true})
+			return err
+		}, spec.CodeInvalidArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			var se *spec.Error
+			if !errors.As(err, &se) || se.Code != tc.want || !spec.IsCode(err, tc.want) {
+				t.Fatalf("got %v (%T), want a *spec.Error with code %s", err, err, tc.want)
+			}
+		})
+	}
+	// The server's text survives: the message says what was wrong.
+	_, err = fx.c.Sandbox(ctx, "nope")
+	if !strings.Contains(err.Error(), "no live sandbox nope") {
+		t.Fatalf("message lost: %v", err)
+	}
+}
+
+// TestFiles: a tar put into the workspace comes back out of Get.
+func TestFiles(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in bytes.Buffer
+	tw := tar.NewWriter(&in)
+	content := bytes.Repeat([]byte("0123456789"), 10_000) // several chunks
+	tw.WriteHeader(&tar.Header{Name: "big.txt", Mode: 0o644, Size: int64(len(content))})
+	tw.Write(content)
+	tw.Close()
+	if err := sb.Put(ctx, "work", &in); err != nil {
+		t.Fatal(err)
+	}
+	rc, live, err := sb.Get(ctx, "work/big.txt", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	var got []byte
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(h.Name, "big.txt") {
+			got, _ = io.ReadAll(tr)
+		}
+	}
+	if !bytes.Equal(got, content) || !live {
+		t.Fatalf("got %d bytes (live %v), want %d (live: the workload runs)", len(got), live, len(content))
+	}
+}

@@ -1,0 +1,193 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// settle waits until n stops changing (the same value over several
+// looks), or exceeds limit, and returns it. The caller asserts on the
+// value, never on the time it took.
+func settle(n func() int64, limit int64) int64 {
+	last, same := n(), 0
+	for same < 20 && last <= limit {
+		time.Sleep(25 * time.Millisecond)
+		if v := n(); v == last {
+			same++
+		} else {
+			last, same = v, 0
+		}
+	}
+	return last
+}
+
+// TestBackpressure: a client that does not read stops the reads from the
+// process: what the runtime has read stays within the windows and buffers
+// between the process and the client (a few MiB), far below what the
+// process has to say; once the client reads, everything arrives.
+func TestBackpressure(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	const frame, frames = 256 << 10, 256 // 64 MiB
+	data := bytes.Repeat([]byte{'x'}, frame)
+	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		run := dockerio.FakeRun{}
+		for range frames {
+			run.Frames = append(run.Frames, dockerio.FakeFrame{Stream: framing.Stdout, Data: data})
+		}
+		return run
+	}
+	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"yes"}, Stderr: spec.Discard, OutputQuota: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bound: the client's stream window (1 MiB) and its one chunk in hand,
+	// the server's write quota and one chunk per stream, the runtime's
+	// pipe (64 KiB) and one decoded chunk. 4 MiB leaves room for gRPC's
+	// own framing, and is a sixteenth of the output.
+	const bound = 4 << 20
+	if read := settle(fx.engine.read.Load, bound); read > bound {
+		t.Fatalf("the runtime read %d bytes of the process's output while the client read none: over the bound of %d", read, bound)
+	}
+	t.Logf("read from the process while the client read nothing: %d bytes", fx.engine.read.Load())
+	n, err := io.Copy(io.Discard, p.Stdout())
+	if err != nil || n != frame*frames {
+		t.Fatalf("read %d bytes (%v), want %d", n, err, frame*frames)
+	}
+	if res, err := p.Wait(ctx); err != nil || res.Reason != "exited" || res.StdoutBytes != frame*frames {
+		t.Fatalf("result %+v %v", res, err)
+	}
+}
+
+// TestDisconnectStopsAttached: a client that goes away from an attached
+// process without a close stops it, with reason cancelled; a detached
+// process started by the same client runs on.
+func TestDisconnectStopsAttached(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	hold := make(chan struct{})
+	defer close(hold)
+	fx.fake.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		if req.Spec.Argv[0] == "quick" {
+			return dockerio.FakeRun{}
+		}
+		return dockerio.FakeRun{Hold: hold}
+	}
+	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := dial(t, fx.socket)
+	gsb, err := gone.Sandbox(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	attached, err := gsb.Start(ctx, spec.Process{Argv: []string{"sleep"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	detached, err := gsb.(interface {
+		StartDetached(context.Context, spec.Process) (string, error)
+	}).StartDetached(ctx, spec.Process{Argv: []string{"sleep"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Close()
+
+	res, err := fx.c.Wait(ctx, attached.ID())
+	if res.Reason != string(lifecycle.ReasonCancelled) || !spec.IsCode(err, spec.CodeCancelled) {
+		t.Fatalf("attached process after its client left: %+v %v, want cancelled", res, err)
+	}
+	// Later work through the server is served, and the detached process
+	// is still running meanwhile.
+	q, err := sb.Start(ctx, spec.Process{Argv: []string{"quick"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, res, err := collect(t, ctx, q); err != nil || res.Reason != "exited" {
+		t.Fatalf("quick: %+v %v", res, err)
+	}
+	st, err := fx.c.ReplayProcess(ctx, detached, 0)
+	if err != nil || st.Phase != lifecycle.PhaseStarted {
+		t.Fatalf("detached after its client left: %s %v, want started", st.Phase, err)
+	}
+	if err := fx.c.StopProcess(ctx, detached); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := fx.c.Wait(ctx, detached); res.Reason != string(lifecycle.ReasonSignaled) {
+		t.Fatalf("detached after Stop: %+v", res)
+	}
+}
+
+// TestClosedOutputStopsProcess: closing an output stream unread stops the
+// process (cancelled), as it does embedded.
+func TestClosedOutputStopsProcess(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	hold := make(chan struct{})
+	defer close(hold)
+	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: hold, Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("unread")}}}
+	}
+	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stdout().Close()
+	res, err := p.Wait(ctx)
+	if res.Reason != string(lifecycle.ReasonCancelled) || !spec.IsCode(err, spec.CodeCancelled) {
+		t.Fatalf("got %+v %v, want cancelled", res, err)
+	}
+}
+
+// TestSignalAndStop: Signal and Stop reach an attached process by handle.
+func TestSignalAndStop(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	hold := make(chan struct{})
+	defer close(hold)
+	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun { return dockerio.FakeRun{Hold: hold} }
+	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		end  func(host.Process) error
+		code int
+	}{
+		{"signal", func(p host.Process) error { return p.Signal(ctx, 9) }, 137},
+		{"stop", func(p host.Process) error { return p.Stop(ctx) }, 143},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.end(p); err != nil {
+				t.Fatal(err)
+			}
+			_, _, res, _ := collect(t, ctx, p)
+			if res.ExitCode != tc.code {
+				t.Fatalf("got %+v, want exit code %d", res, tc.code)
+			}
+		})
+	}
+}

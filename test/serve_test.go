@@ -1,0 +1,181 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/client"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/dockertest"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// lockedBuffer collects a subprocess's output for the test to read while
+// it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestServeEndToEnd builds the binary, runs `stockade serve` on a fresh
+// journal and socket, and drives it through client/: a kept sandbox, an
+// exec with stdin, stdout, stderr and its exit code; a second serve on the
+// same journal fails naming the holder; SIGTERM ends the server with exit 0
+// and leaves the kept sandbox running, which the next runtime re-adopts.
+func TestServeEndToEnd(t *testing.T) {
+	cli := dockertest.Client(t)
+	image := dockertest.ImageID(t, cli)
+	root, err := dockertest.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "stockade")
+	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "runtime")).CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	jpath := filepath.Join(dir, "journal.db")
+	sock := filepath.Join(dir, "s.sock")
+	// Registered first, so it runs last (after the server is gone): remove
+	// whatever this journal's owner left, whatever failed.
+	t.Cleanup(func() {
+		j, err := journal.Open(jpath, journal.Options{ReadOnly: true})
+		if err != nil {
+			return // no journal: nothing was made
+		}
+		owner := j.Owner()
+		j.Close()
+		if err := dockertest.RemoveOwned(context.Background(), cli, owner); err != nil {
+			t.Errorf("cleanup of owner %s: %v", owner, err)
+		}
+	})
+
+	var logs lockedBuffer
+	srv := exec.Command(bin, "serve", "--journal", jpath, "--socket", sock)
+	srv.Env = os.Environ()
+	srv.Stdout, srv.Stderr = &logs, &logs
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	t.Cleanup(func() {
+		if srv.ProcessState == nil {
+			srv.Process.Kill()
+			<-exited
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := dialServer(t, ctx, sock, exited, &logs)
+	defer c.Close()
+	var rt host.Runtime = c
+	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "cat; echo err >&2; exit 7"}, Stdin: true})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if _, err := io.WriteString(p.Stdin(), "hello through the server\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stdin().Close(); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	errDone := make(chan struct{})
+	go func() { io.Copy(&stderr, p.Stderr()); close(errDone) }()
+	stdout, err := io.ReadAll(p.Stdout())
+	<-errDone
+	res, werr := p.Wait(ctx)
+	if err != nil || werr != nil || string(stdout) != "hello through the server\n" || stderr.String() != "err\n" || res.ExitCode != 7 || res.Reason != "exited" {
+		t.Fatalf("exec: stdout %q stderr %q result %+v (%v, %v)", stdout, stderr.String(), res, err, werr)
+	}
+
+	// A second server on the same journal fails fast, naming the holder.
+	second := exec.Command(bin, "serve", "--journal", jpath, "--socket", filepath.Join(dir, "other.sock"))
+	second.Env = os.Environ()
+	out, err := second.CombinedOutput()
+	if second.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), string(spec.CodeJournalLocked)) {
+		t.Fatalf("second serve: exit %d (%v)\n%s", second.ProcessState.ExitCode(), err, out)
+	}
+
+	c.Close()
+	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("serve after SIGTERM: %v (want exit 0)\n%s", err, logs.String())
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("the socket is left behind after a clean stop: %v", err)
+	}
+
+	// The kept sandbox ran on: the next runtime re-adopts it (which needs
+	// its workload running and verified), then removes it.
+	next, err := stockade.Open(ctx, stockade.Options{Journal: jpath})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer next.Close()
+	again, err := next.Sandbox(sb.ID())
+	if err != nil {
+		t.Fatalf("the kept sandbox after the server stopped: %v", err)
+	}
+	st, err := again.State(ctx)
+	if err != nil || st.Phase != lifecycle.PhaseStarted || !st.Adopted {
+		t.Fatalf("kept sandbox after the server stopped: phase %s adopted %v (%v), want started and re-adopted", st.Phase, st.Adopted, err)
+	}
+	if err := again.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dialServer waits for the server's socket to answer, failing at once if
+// the server exits first.
+func dialServer(t *testing.T, ctx context.Context, sock string, exited <-chan error, logs *lockedBuffer) *client.Client {
+	t.Helper()
+	for {
+		c, err := client.Dial(sock)
+		if err == nil {
+			return c
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("serve exited before answering: %v\n%s", err, logs.String())
+		case <-ctx.Done():
+			t.Fatalf("serve did not answer on %s: %v\n%s", sock, err, logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
