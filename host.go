@@ -54,15 +54,7 @@ func (h hostRuntime) Sandboxes(ctx context.Context) ([]host.SandboxInfo, error) 
 }
 
 func (h hostRuntime) History(_ context.Context, id string) ([]host.HistoryEvent, error) {
-	evs, err := h.rt.History(id)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]host.HistoryEvent, len(evs))
-	for i, e := range evs {
-		out[i] = host.HistoryEvent{Kind: string(e.Kind), ID: e.ID, Seq: e.Seq, Time: e.Time, Type: e.Type, Payload: e.Payload}
-	}
-	return out, nil
+	return h.rt.History(id)
 }
 
 func (h hostRuntime) Recovery(context.Context) (host.RecoveryReport, error) {

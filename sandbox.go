@@ -2,16 +2,15 @@ package stockade
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"sort"
-	"time"
 
 	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/actors/process"
 	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -203,14 +202,7 @@ func (s *Sandbox) Get(ctx context.Context, path string, pause bool) (rc io.ReadC
 }
 
 // HistoryEvent is one journaled event of a sandbox or one of its processes.
-type HistoryEvent struct {
-	Kind    journal.Kind    `json:"kind"`
-	ID      string          `json:"id"`
-	Seq     uint64          `json:"seq"`
-	Time    time.Time       `json:"time"`
-	Type    string          `json:"type"`
-	Payload json.RawMessage `json:"payload,omitempty"`
-}
+type HistoryEvent = host.HistoryEvent
 
 // History returns a sandbox's journaled events and its processes', in time
 // order. It reads the journal, so it survives restarts.
@@ -223,7 +215,7 @@ func (rt *Runtime) History(id string) ([]HistoryEvent, error) {
 func History(j *journal.Journal, id string) ([]HistoryEvent, error) {
 	var out []HistoryEvent
 	collect := func(e journal.Event) error {
-		out = append(out, HistoryEvent{Kind: e.Key.Kind, ID: e.Key.ID, Seq: e.Seq, Time: e.Time, Type: e.Type, Payload: e.Payload})
+		out = append(out, HistoryEvent{Kind: string(e.Key.Kind), ID: e.Key.ID, Seq: e.Seq, Time: e.Time, Type: e.Type, Payload: e.Payload})
 		return nil
 	}
 	if err := j.Read(journal.Key{Kind: journal.KindSandbox, ID: id}, 0, 0, collect); err != nil {

@@ -434,7 +434,7 @@ func historyTypes(t testing.TB, rt *stockade.Runtime, id string, kind journal.Ki
 	}
 	var types []string
 	for _, e := range hist {
-		if kind == "" || e.Kind == kind {
+		if kind == "" || e.Kind == string(kind) {
 			types = append(types, e.Type)
 		}
 	}

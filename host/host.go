@@ -16,6 +16,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"syscall"
 	"time"
@@ -115,12 +116,13 @@ type SandboxInfo struct {
 // HistoryEvent is one journaled event of a sandbox or one of its processes.
 type HistoryEvent struct {
 	// Kind is "sandbox" or "process".
-	Kind    string    `json:"kind"`
-	ID      string    `json:"id"`
-	Seq     uint64    `json:"seq"`
-	Time    time.Time `json:"time"`
-	Type    string    `json:"type"`
-	Payload []byte    `json:"payload,omitempty"`
+	Kind string    `json:"kind"`
+	ID   string    `json:"id"`
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	Type string    `json:"type"`
+	// Payload is the event's JSON.
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // RecoveryReport says what the recovery run by Open found and did.

@@ -384,7 +384,7 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 		}
 		procs := map[string]*lifecycle.Process{}
 		for _, e := range h {
-			if e.Kind != journal.KindProcess {
+			if e.Kind != string(journal.KindProcess) {
 				continue
 			}
 			p := procs[e.ID]
