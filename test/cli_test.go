@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/internal/dockertest"
@@ -31,7 +33,13 @@ func newCLI(t *testing.T) *cliEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &cliEnv{bin: filepath.Join(t.TempDir(), "stockade"), journal: filepath.Join(t.TempDir(), "journal.db")}
+	// The journal's directory is 0700, as the default one is: a server's
+	// socket goes beside it.
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e := &cliEnv{bin: filepath.Join(t.TempDir(), "stockade"), journal: filepath.Join(state, "journal.db")}
 	if out, err := exec.Command("go", "build", "-o", e.bin, filepath.Join(root, "cmd", "runtime")).CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
@@ -142,5 +150,71 @@ func TestCLIKeptSandboxCommands(t *testing.T) {
 	}
 	if code, out, _ := e.run(t, "", "journal", "diff", id, "--at", "3", "--at", "0"); code != 0 || !strings.Contains(out, `Phase: "started" → "removed"`) {
 		t.Fatalf("journal diff: %d %q", code, out)
+	}
+}
+
+// TestCLIThroughServer: with `stockade serve` running on the journal, the
+// commands go through it: two runs at once both work (an embedded runtime
+// would hold the journal), a detached exec returns its process id, a TTL is
+// accepted, journal show reads the served journal; SIGTERM ends the server
+// with exit 0.
+func TestCLIThroughServer(t *testing.T) {
+	e := newCLI(t)
+	srv := exec.Command(e.bin, "serve", "--journal", e.journal)
+	var logs lockedBuffer
+	srv.Stdout, srv.Stderr = &logs, &logs
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	t.Cleanup(func() {
+		if srv.ProcessState == nil {
+			srv.Process.Kill()
+			<-exited
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dialServer(t, ctx, strings.TrimSuffix(e.journal, ".db")+".sock", exited, &logs).Close()
+
+	type ran struct {
+		code     int
+		out, err string
+	}
+	results := make(chan ran, 2)
+	for _, word := range []string{"first", "second"} {
+		go func() {
+			code, out, errOut := e.run(t, "", "run", "--", "sh", "-c", "sleep 1; echo "+word)
+			results <- ran{code, out, errOut}
+		}()
+	}
+	for range 2 {
+		r := <-results
+		if r.code != 0 || (r.out != "first\n" && r.out != "second\n") {
+			t.Fatalf("concurrent run through the server: %d %q %q", r.code, r.out, r.err)
+		}
+	}
+	code, out, errOut := e.run(t, "", "sandbox", "create", "--ttl", "1h")
+	id := strings.TrimSpace(out)
+	if code != 0 || id == "" {
+		t.Fatalf("create --ttl through the server: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = e.run(t, "", "exec", "-d", id, "--", "sleep", "30")
+	if code != 0 || strings.TrimSpace(out) == "" {
+		t.Fatalf("exec -d: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := e.run(t, "", "exec", id, "--", "sh", "-c", "exit 4"); code != 4 {
+		t.Fatalf("exec through the server: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := e.run(t, "", "journal", "show", id); code != 0 || !strings.Contains(out, "process.started") {
+		t.Fatalf("journal show through the server: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := e.run(t, "", "sandbox", "rm", "-f", id); code != 0 {
+		t.Fatalf("rm -f: %d %q", code, errOut)
+	}
+	srv.Process.Signal(syscall.SIGTERM)
+	if err := <-exited; err != nil {
+		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs.String())
 	}
 }

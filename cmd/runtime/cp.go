@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -74,7 +74,7 @@ func splitRemote(arg string) (id, p string, ok bool) {
 }
 
 func (c *cpCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
-	rt, sb, err := openSandbox(ctx, c.g, c.id)
+	rt, sb, _, err := openSandbox(ctx, c.g, c.id)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -93,7 +93,7 @@ func (c *cpCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writ
 // copyIn sends the local file or directory as a tar stream. A remote path
 // ending in "/" (or empty: /workspace) is the directory to copy into, under
 // the source's own name; otherwise its last element is the new name.
-func (c *cpCmd) copyIn(ctx context.Context, sb *stockade.Sandbox) error {
+func (c *cpCmd) copyIn(ctx context.Context, sb host.Sandbox) error {
 	dir, name := path.Split(c.remote)
 	if name == "" {
 		name = filepath.Base(filepath.Clean(c.local))
@@ -161,7 +161,7 @@ func writeTar(w io.Writer, root, name string) error {
 
 // copyOut reads the remote path's tar stream into the local path: into it
 // when it is an existing directory, else as that name.
-func (c *cpCmd) copyOut(ctx context.Context, sb *stockade.Sandbox, stderr io.Writer) error {
+func (c *cpCmd) copyOut(ctx context.Context, sb host.Sandbox, stderr io.Writer) error {
 	rc, _, err := sb.Get(ctx, strings.TrimSuffix(c.remote, "/"), false)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/spec"
@@ -130,7 +131,7 @@ func openJournal(g global) (*journal.Journal, error) {
 	return journal.Open(path, journal.Options{ReadOnly: true})
 }
 
-func (c *journalCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.Writer) int {
+func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
 	if c.sub == "restore" {
 		// A copy is never a second runtime by accident; this makes one on
 		// purpose, into a new file.
@@ -139,6 +140,13 @@ func (c *journalCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.W
 		}
 		fmt.Fprintf(stdout, "%s: restored from the copy %s; it opens writable with the copy's owner\n", c.dst, c.id)
 		return 0
+	}
+	if c.sub == "show" || c.sub == "replay" || c.sub == "diff" {
+		// A running server holds the journal: ask it.
+		if cl := dial(c.g); cl != nil {
+			defer cl.Close()
+			return c.executeServed(ctx, cl, stdout, stderr)
+		}
 	}
 	j, err := openJournal(c.g)
 	if err != nil {
@@ -165,11 +173,7 @@ func (c *journalCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.W
 		enc.SetIndent("", "  ")
 		enc.Encode(state)
 	case "diff":
-		kind := journal.KindSandbox
-		if c.process {
-			kind = journal.KindProcess
-		}
-		changes, err := diffStates(j, kind, c.id, c.at[0], c.at[1])
+		changes, err := diffStates(func(at uint64) (any, error) { return replay(j, c.kind(), c.id, at) }, c.at[0], c.at[1])
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
@@ -227,10 +231,10 @@ type change struct {
 
 // diffStates folds a stream to two sequences and lists what differs, field
 // by field (nested fields as a.b, sorted by name).
-func diffStates(j *journal.Journal, kind journal.Kind, id string, a, b uint64) ([]change, error) {
+func diffStates(fold func(at uint64) (any, error), a, b uint64) ([]change, error) {
 	var states [2]map[string]any
 	for i, at := range []uint64{a, b} {
-		st, err := replay(j, kind, id, at)
+		st, err := fold(at)
 		if err != nil {
 			return nil, err
 		}
@@ -294,4 +298,44 @@ func showValue(v any) string {
 		return fmt.Sprint(v)
 	}
 	return short(string(b), 120)
+}
+
+func (c *journalCmd) kind() journal.Kind {
+	if c.process {
+		return journal.KindProcess
+	}
+	return journal.KindSandbox
+}
+
+// executeServed answers show, replay and diff through a running server.
+func (c *journalCmd) executeServed(ctx context.Context, cl *client.Client, stdout, stderr io.Writer) int {
+	fold := func(at uint64) (any, error) {
+		if c.process {
+			return cl.ReplayProcess(ctx, c.id, at)
+		}
+		return cl.ReplaySandbox(ctx, c.id, at)
+	}
+	switch c.sub {
+	case "show":
+		evs, err := cl.History(ctx, c.id)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		printHistory(stdout, evs, c.g.json)
+	case "replay":
+		state, err := fold(c.at.first())
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(state)
+	case "diff":
+		changes, err := diffStates(fold, c.at[0], c.at[1])
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		printDiff(stdout, changes, c.g.json)
+	}
+	return 0
 }

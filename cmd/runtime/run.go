@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -108,12 +108,12 @@ func (f *processFlags) process(name string, argv []string, usage string) (spec.P
 }
 
 func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.g.journal, Profile: c.g.profile})
+	rt, _, err := connect(ctx, c.g)
 	if err != nil {
 		return fail(stderr, err, 125)
 	}
 	defer rt.Close()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.OneShot})
+	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.OneShot})
 	if err != nil {
 		return fail(stderr, err, 125)
 	}
@@ -126,7 +126,7 @@ func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io
 		return fail(stderr, err, 125)
 	}
 	if c.history {
-		evs, err := rt.History(sb.ID())
+		evs, err := rt.History(rctx, sb.ID())
 		if err != nil {
 			return fail(stderr, err, 125)
 		}
@@ -136,7 +136,7 @@ func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io
 }
 
 // runIn starts the process, wires its streams and returns its exit code.
-func runIn(ctx context.Context, sb *stockade.Sandbox, p spec.Process, stdin io.Reader, stdout, stderr io.Writer) int {
+func runIn(ctx context.Context, sb host.Sandbox, p spec.Process, stdin io.Reader, stdout, stderr io.Writer) int {
 	proc, err := sb.Start(ctx, p)
 	if err != nil {
 		if spec.IsCode(err, spec.CodeExecFailed) {
@@ -188,7 +188,7 @@ func runIn(ctx context.Context, sb *stockade.Sandbox, p spec.Process, stdin io.R
 
 // printHistory prints one line per event: its time, the time since the
 // event before it, the entity, the sequence, the type and a summary.
-func printHistory(w io.Writer, evs []stockade.HistoryEvent, asJSON bool) {
+func printHistory(w io.Writer, evs []host.HistoryEvent, asJSON bool) {
 	enc := json.NewEncoder(w)
 	for i, e := range evs {
 		if asJSON {
@@ -205,7 +205,7 @@ func printHistory(w io.Writer, evs []stockade.HistoryEvent, asJSON bool) {
 
 // summary says in a few words what an event carries; the full payload is in
 // --json and `journal export`.
-func summary(e stockade.HistoryEvent) string {
+func summary(e host.HistoryEvent) string {
 	ev, err := lifecycle.Decode(e.Type, e.Payload)
 	if err != nil {
 		return "(undecodable: " + err.Error() + ")"

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -94,18 +94,18 @@ func needServer(what string) error {
 }
 
 func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
-	if c.ttl > 0 {
-		// Without a server the TTL would have nobody to enforce it.
-		return fail(stderr, needServer("sandbox create --ttl"), 1)
-	}
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.g.journal, Profile: c.g.profile})
+	rt, served, err := connect(ctx, c.g)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
 	defer rt.Close()
+	if c.ttl > 0 && !served {
+		// Without a server the TTL would have nobody to enforce it.
+		return fail(stderr, needServer("sandbox create --ttl"), 1)
+	}
 	switch c.sub {
 	case "create":
-		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.Kept})
+		sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.Kept, TTL: c.ttl})
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
@@ -117,7 +117,7 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		}
 		printSandboxes(stdout, list, c.g.json)
 	case "inspect":
-		sb, err := rt.Sandbox(c.id)
+		sb, err := rt.Sandbox(ctx, c.id)
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
@@ -127,7 +127,7 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		}
 		printState(stdout, st, c.g.json)
 	case "stop", "rm":
-		sb, err := rt.Sandbox(c.id)
+		sb, err := rt.Sandbox(ctx, c.id)
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
@@ -145,7 +145,7 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 }
 
 // remove deletes a sandbox; one still running only with -f, as docker rm.
-func (c *sandboxCmd) remove(ctx context.Context, sb *stockade.Sandbox) error {
+func (c *sandboxCmd) remove(ctx context.Context, sb host.Sandbox) error {
 	if !c.force {
 		st, err := sb.State(ctx)
 		if err != nil {
@@ -158,7 +158,7 @@ func (c *sandboxCmd) remove(ctx context.Context, sb *stockade.Sandbox) error {
 	return sb.Remove(ctx)
 }
 
-func printSandboxes(w io.Writer, list []stockade.SandboxInfo, asJSON bool) {
+func printSandboxes(w io.Writer, list []host.SandboxInfo, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, s := range list {
@@ -238,32 +238,29 @@ func parseExec(g global, args []string) (command, error) {
 	if c.proc, err = xf.process("exec", rest, execUsage); err != nil {
 		return nil, err
 	}
+	if c.detach && c.proc.Stdin {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "exec", "-i and -d together: a detached process has nobody to read stdin from")
+	}
 	return c, nil
 }
 
 func (c *execCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
-	if c.detach {
-		return fail(stderr, needServer("exec -d"), 125)
-	}
-	rt, sb, err := openSandbox(ctx, c.g, c.id)
+	rt, sb, _, err := openSandbox(ctx, c.g, c.id)
 	if err != nil {
 		return fail(stderr, err, 125)
 	}
 	defer rt.Close()
-	return runIn(ctx, sb, c.proc, stdin, stdout, stderr)
-}
-
-// openSandbox opens an embedded runtime (recovering, so a kept sandbox is
-// re-adopted) and finds a live sandbox in it. The caller closes the runtime.
-func openSandbox(ctx context.Context, g global, id string) (*stockade.Runtime, *stockade.Sandbox, error) {
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: g.journal, Profile: g.profile})
-	if err != nil {
-		return nil, nil, err
+	if !c.detach {
+		return runIn(ctx, sb, c.proc, stdin, stdout, stderr)
 	}
-	sb, err := rt.Sandbox(id)
-	if err != nil {
-		rt.Close()
-		return nil, nil, err
+	d, ok := sb.(detacher)
+	if !ok {
+		return fail(stderr, needServer("exec -d"), 125)
 	}
-	return rt, sb, nil
+	id, err := d.StartDetached(ctx, c.proc)
+	if err != nil {
+		return fail(stderr, err, 125)
+	}
+	fmt.Fprintln(stdout, id)
+	return 0
 }
