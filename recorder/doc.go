@@ -68,8 +68,9 @@
 // reports the missing bytes as a gap (their count is known from the next
 // segment's start; after the last segment, Summary.Torn says it). A record
 // that is whole but fails its checksum, or has an unknown type, is
-// corruption unless nothing but zero bytes follows it in the last segment (a
-// crash can leave the file longer than the data written into it); Read then
+// corruption unless nothing but zero bytes follows it (a crash can leave a
+// file longer than the data that reached the disk: its last record then
+// reads as zeros in part, and is torn); on corruption Read
 // fails with a journal-coded error wrapping ErrCorrupt that names the file
 // and offset, after handing out every chunk before it.
 package recorder

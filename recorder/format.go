@@ -103,10 +103,10 @@ type segment struct {
 func decodeSegment(b []byte) (segment, error) {
 	var s segment
 	if len(b) < headerSize {
-		s.torn = true // made, its header not yet (or never) written
 		if !zeros(b) && !isPrefix(b, magic) {
 			return s, corrupt(0, "header of %d bytes is not a recording's", len(b))
 		}
+		s.torn = true // made, its header not yet (or never) written
 		return s, nil
 	}
 	if string(b[:6]) != magic || crc32.Checksum(b[:40], castagnoli) != binary.BigEndian.Uint32(b[40:]) {
@@ -161,8 +161,10 @@ func decodeSegment(b []byte) (segment, error) {
 			bad = "a record after the end record"
 		}
 		if bad != "" {
-			if zeros(rest) {
-				// A file extended before its data reached the disk.
+			if zeros(rest[len(whole):]) {
+				// The last record, with nothing but zeros after it: a
+				// crash left the file longer than the data that reached
+				// the disk. Torn, not corrupt.
 				s.torn = true
 				return s, nil
 			}
