@@ -31,20 +31,24 @@ type Chunk struct {
 type Summary struct {
 	// Complete: the end record was read. The output ended and was synced;
 	// only the gaps (bounds, write errors) are missing.
-	Complete bool
+	Complete bool `json:"complete"`
 	// Torn: the last segment ends inside a record: a crash cut an
 	// unsynced write, or the process is still being recorded. Without
 	// Complete, output after the last chunk may be missing.
-	Torn bool
+	Torn bool `json:"torn"`
 	// StdoutBytes and StderrBytes are the process's output totals when
 	// Complete, else the bytes recorded up to where the recording ends.
-	StdoutBytes, StderrBytes int64
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
 	// Recorded is the bytes handed out as chunks; Missing the bytes in
 	// gaps; Dropped those a write error kept out (a Complete recording
 	// says).
-	Recorded, Missing, Dropped int64
+	Recorded int64 `json:"recorded"`
+	Missing  int64 `json:"missing"`
+	Dropped  int64 `json:"dropped"`
 	// Head and Tail are the bounds the recording was made with.
-	Head, Tail int64
+	Head int64 `json:"head"`
+	Tail int64 `json:"tail"`
 }
 
 // errNotFound is wrapped by Read's not_found error.

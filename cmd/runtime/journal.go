@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -40,7 +42,7 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 
 // journalUsage is each journal subcommand's usage line.
 var journalUsage = map[string]string{
-	"show":    "stockade journal show SANDBOX",
+	"show":    "stockade journal show SANDBOX [--output]",
 	"replay":  "stockade journal replay ID [--process] [--at SEQ]",
 	"export":  "stockade journal export",
 	"ls":      "stockade journal ls",
@@ -55,6 +57,7 @@ type journalCmd struct {
 	dst     string // restore: the new journal file
 	at      uint64 // replay: 0 is the stream's end
 	process bool   // replay: id is a process's
+	output  bool   // show: each process's recorded output under its exit
 }
 
 func parseJournal(g global, args []string) (command, error) {
@@ -77,6 +80,9 @@ func parseJournal(g global, args []string) (command, error) {
 	if c.sub == "replay" {
 		fs.Uint64Var(&c.at, "at", 0, "fold up to this sequence (0: the end)")
 		fs.BoolVar(&c.process, "process", false, "the id is a process's")
+	}
+	if c.sub == "show" {
+		fs.BoolVar(&c.output, "output", false, "each process's recorded output under its exit line")
 	}
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
@@ -140,7 +146,11 @@ func (c *journalCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.W
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		printHistory(stdout, evs, c.g.json)
+		if !c.output {
+			printHistory(stdout, evs, c.g.json)
+			break
+		}
+		printHistoryWithOutput(stdout, j.Path(), evs, c.g.json)
 	case "replay":
 		kind := journal.KindSandbox
 		if c.process {
@@ -173,4 +183,32 @@ func (c *journalCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.W
 		}
 	}
 	return 0
+}
+
+// printHistoryWithOutput is journal show --output: each process's recorded
+// output under its exit line, and a process without one (still running,
+// or left by a crash) after the history.
+func printHistoryWithOutput(w io.Writer, path string, evs []stockade.HistoryEvent, asJSON bool) {
+	var open []string
+	seen := map[string]bool{}
+	for _, e := range evs {
+		printHistory(w, []stockade.HistoryEvent{e}, asJSON)
+		if e.Kind != journal.KindProcess {
+			continue
+		}
+		if !seen[e.ID] {
+			seen[e.ID] = true
+			open = append(open, e.ID)
+		}
+		if e.Type == (lifecycle.ProcessExited{}).Type() {
+			printOutput(w, path, e.ID, asJSON)
+			open = slices.DeleteFunc(open, func(id string) bool { return id == e.ID })
+		}
+	}
+	for _, id := range open {
+		if !asJSON {
+			fmt.Fprintf(w, "output of process %s, which has no exit in the journal:\n", id)
+		}
+		printOutput(w, path, id, asJSON)
+	}
 }

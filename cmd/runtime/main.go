@@ -4,6 +4,7 @@
 //
 //	stockade doctor                     check the daemon against the profile
 //	stockade run [flags] -- CMD...      one-shot sandbox: create, run, stream, remove
+//	stockade logs PROCESS_ID            a process's recorded output
 //	stockade journal show SANDBOX       a sandbox's journaled history
 //	stockade journal export             the whole journal as JSON lines
 //	stockade journal ls                 live entities in the journal
@@ -41,7 +42,10 @@ const usage = `usage: stockade [global flags] <command> [flags]
 commands:
   doctor                    check the Docker daemon against the profile
   run [flags] -- CMD...     run CMD in a one-shot sandbox and remove it
-  journal show SANDBOX      print a sandbox's journaled history
+  logs [--stdout|--stderr] PROCESS_ID
+                            print a process's recorded output (stdout and stderr in arrival order)
+  journal show SANDBOX [--output]
+                            print a sandbox's journaled history (--output: each process's output under its exit)
   journal export            print the whole journal as JSON lines
   journal ls                list the journal's live entities
   journal replay ID [--process] [--at SEQ]
@@ -109,6 +113,8 @@ func parse(args []string) (command, error) {
 		return parseRun(g, rest)
 	case "journal":
 		return parseJournal(g, rest)
+	case "logs":
+		return parseLogs(g, rest)
 	case "recover":
 		return parseRecover(g, rest)
 	case "drill":
