@@ -391,9 +391,10 @@ const (
 	// MinRecordBound keeps a bound from being so small that the tail
 	// rotates a segment file per chunk.
 	MinRecordBound = 4 << 10
-	// MaxRecordBound bounds each of Head and Tail: a recording lives on
-	// the journal's disk, up to Head + 2×Tail of it.
-	MaxRecordBound = 1 << 30
+	// MaxRecordBound bounds each of Head and Tail: a recording takes up
+	// to Head + 2×Tail of the journal's disk, and a reader holds what it
+	// keeps in memory.
+	MaxRecordBound = 256 << 20
 )
 
 // Validate checks the bounds: each 0 (the default) or within
