@@ -17,6 +17,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -50,6 +51,11 @@ type Options struct {
 	// RecoveryTimeout bounds the wait for recovery to settle every sandbox
 	// (default 5 minutes).
 	RecoveryTimeout time.Duration
+	// Record is every process's default output recording (a process's
+	// spec.Process.Record overrides it): the zero value keeps the first
+	// 64 KiB and the last 1 MiB, Off records nothing. Recordings live in
+	// the directory beside the journal (journal.db → journal.rec/).
+	Record spec.Record
 }
 
 // Runtime is an open stockade runtime: one journal, one Docker daemon.
@@ -60,6 +66,8 @@ type Runtime struct {
 	sys     *actors.System
 	deps    *actors.Deps
 	log     *slog.Logger
+	// recorder keeps every process's output beside the journal.
+	recorder *recorder.Store
 
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox
@@ -91,6 +99,9 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	if err := opts.Record.Validate(); err != nil {
+		return nil, err
+	}
 	// The profile is checked before the journal is touched: a bad one
 	// creates no file.
 	engine, closer, err := engineFor(opts)
@@ -112,6 +123,12 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		j.Close()
 		return nil, err
 	}
+	// Made under the journal's lock: one runtime writes recordings.
+	rec, err := recorder.Open(recorder.Dir(j.Path()), opts.Record, log)
+	if err != nil {
+		return fail(err)
+	}
+	rt.recorder = rec
 	daemon, err := rt.engine.Preflight(ctx)
 	if err != nil {
 		return fail(err)
@@ -132,7 +149,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	if testJournal != nil {
 		aj = testJournal(j)
 	}
-	d := actors.Deps{Journal: aj, Engine: rt.engine, Log: log, Config: actors.Config{
+	d := actors.Deps{Journal: aj, Engine: rt.engine, Log: log, Recorder: rec, Config: actors.Config{
 		Owner: j.Owner(), Profile: daemon.Profile, Revision: daemon.Revision,
 		StopGrace: opts.StopGrace, HighWaterMark: opts.HighWaterMark, OutputQuota: opts.OutputQuota,
 	}}.WithDefaults()

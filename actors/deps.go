@@ -9,6 +9,7 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -47,6 +48,9 @@ type Deps struct {
 	Log     *slog.Logger
 	Now     func() time.Time
 	Config  Config
+	// Recorder keeps every process's output beside the journal; nil
+	// records nothing.
+	Recorder *recorder.Store
 }
 
 // WithDefaults fills unset fields.

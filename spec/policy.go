@@ -367,6 +367,79 @@ type Process struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// OutputQuota bounds stdout+stderr bytes; 0 means DefaultOutputQuota.
 	OutputQuota int64 `json:"output_quota,omitempty"`
+	// Record says what of the output the recorder keeps; the zero value
+	// is the runtime's default (see Record).
+	Record Record `json:"record,omitzero"`
+}
+
+// Record bounds what the output recorder keeps of a process's output
+// (stdout and stderr together, in arrival order): the first Head bytes and
+// the last Tail bytes, the bytes between them counted as a gap. The zero
+// value means the runtime's default (DefaultRecordHead, DefaultRecordTail,
+// unless stockade.Options says otherwise); a zero field alone takes its
+// default. Off records nothing.
+type Record struct {
+	Off  bool  `json:"off,omitempty"`
+	Head int64 `json:"head,omitempty"`
+	Tail int64 `json:"tail,omitempty"`
+}
+
+// Recording bounds.
+const (
+	DefaultRecordHead = 64 << 10
+	DefaultRecordTail = 1 << 20
+	// MinRecordBound keeps a bound from being so small that the tail
+	// rotates a segment file per chunk.
+	MinRecordBound = 4 << 10
+	// MaxRecordBound bounds each of Head and Tail: a recording takes up
+	// to Head + 2×Tail of the journal's disk, and a reader holds what it
+	// keeps in memory.
+	MaxRecordBound = 256 << 20
+)
+
+// Validate checks the bounds: each 0 (the default) or within
+// [MinRecordBound, MaxRecordBound]; Off with a bound is contradictory.
+func (r Record) Validate() error {
+	if r.Off && (r.Head != 0 || r.Tail != 0) {
+		return Errorf(CodeInvalidArgument, "record", "recording is off but head %d or tail %d is set", r.Head, r.Tail)
+	}
+	for _, b := range []struct {
+		name string
+		v    int64
+	}{{"head", r.Head}, {"tail", r.Tail}} {
+		if b.v != 0 && (b.v < MinRecordBound || b.v > MaxRecordBound) {
+			return Errorf(CodeInvalidArgument, "record", "%s bound %d is outside [%d, %d] bytes (0 means the default)", b.name, b.v, MinRecordBound, MaxRecordBound)
+		}
+	}
+	return nil
+}
+
+// Over returns r with its zero fields taken from def (the runtime's
+// default); a process that sets a bound records even if def is Off.
+func (r Record) Over(def Record) Record {
+	if r.Off {
+		return Record{Off: true}
+	}
+	if r == (Record{}) {
+		if def.Off {
+			return Record{Off: true}
+		}
+		r = def
+	}
+	// def.Off has no bounds (Validate): its zero fields fall through.
+	if r.Head == 0 {
+		r.Head = def.Head
+	}
+	if r.Tail == 0 {
+		r.Tail = def.Tail
+	}
+	if r.Head == 0 {
+		r.Head = DefaultRecordHead
+	}
+	if r.Tail == 0 {
+		r.Tail = DefaultRecordTail
+	}
+	return r
 }
 
 // ValidEnvName reports whether name is a portable environment variable
@@ -448,6 +521,9 @@ func (p Process) Validate() error {
 	}
 	if p.OutputQuota < 0 {
 		return bad("output_quota %d is negative", p.OutputQuota)
+	}
+	if err := p.Record.Validate(); err != nil {
+		return err
 	}
 	return nil
 }

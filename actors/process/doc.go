@@ -14,6 +14,12 @@
 // stops reading the process's pipe and the process blocks. Every piped
 // stream must be read: stdout and stderr share one connection.
 //
+// The read loop also records each chunk it takes (recorder/), before the
+// consumer's pipe and without buffering, and closes (syncs) the recording
+// before it reports the output's end: the exit is journaled after that, so
+// an exit in the journal implies its output on disk. A recorder failure is
+// logged, never the process's.
+//
 // Exit reasons: exited (ran to completion), signaled, output_limit (frame
 // limit or quota: the group is killed at once), timeout and cancelled (TERM,
 // then KILL after the grace), sandbox_stopped, lost (the daemon forgot the

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/failpoint"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -21,6 +23,13 @@ type output struct {
 	att            dockerio.Attachment
 	stdout, stderr *pipe // nil: discard
 	quota          int64
+	// The recording: made by the read loop (off the mailbox) from store,
+	// id and bounds; nil records nothing.
+	store  *recorder.Store
+	id     string
+	bounds spec.Record
+	rec    *recorder.Recording
+	log    *slog.Logger
 	// Bytes taken so far, readable by the process actor while the loop
 	// runs (it reports them if it must abandon the loop).
 	nOut, nErr atomic.Int64
@@ -66,7 +75,21 @@ func (o *output) run() (d outputDone) {
 			d.panicked = true
 		}
 		o.closePipes(d.err)
+		// The recording is synced before outputDone reaches the process
+		// actor, which journals the exit only after it: an exit in the
+		// journal implies its output on disk. A failure is logged; the
+		// process's outcome is not the recorder's to change.
+		if err := o.rec.Close(); err != nil {
+			o.log.Warn("the output recording is incomplete", "process", o.id, "err", err)
+		}
 	}()
+	if o.store != nil {
+		rec, err := o.store.Create(o.id, o.bounds)
+		if err != nil {
+			o.log.Warn("the output cannot be recorded; the process runs unrecorded", "process", o.id, "err", err)
+		}
+		o.rec = rec
+	}
 	for {
 		id, p, err := o.att.Next()
 		if errors.Is(err, io.EOF) {
@@ -80,6 +103,12 @@ func (o *output) run() (d outputDone) {
 			d.err = spec.Errorf(spec.CodeOutputLimit, "process.output", "combined output exceeded its quota of %d bytes", o.quota)
 			d.quotaHit = true
 			return d
+		}
+		// Recorded as the loop takes it, before the consumer's pipe: the
+		// recorder never buffers beyond this chunk, so backpressure is
+		// the pipe's alone. A write error never stops the process.
+		if err := o.rec.Write(byte(id), p); err != nil {
+			o.log.Warn("recording output failed; the recording is incomplete, the process goes on", "process", o.id, "err", err)
 		}
 		if len(d.head) < headBytes {
 			d.head = append(d.head, p[:min(len(p), headBytes-len(d.head))]...)

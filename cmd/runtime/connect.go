@@ -7,7 +7,6 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
 )
@@ -18,12 +17,9 @@ func socketFor(g global) (string, error) {
 	if s := os.Getenv(server.SocketEnv); s != "" {
 		return s, nil
 	}
-	path := g.journal
-	if path == "" {
-		var err error
-		if path, err = journal.DefaultPath(); err != nil {
-			return "", err
-		}
+	path, err := journalPath(g)
+	if err != nil {
+		return "", err
 	}
 	return server.SocketPath(path), nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -45,7 +46,7 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 
 // journalUsage is each journal subcommand's usage line.
 var journalUsage = map[string]string{
-	"show":    "stockade journal show SANDBOX",
+	"show":    "stockade journal show SANDBOX [--output]",
 	"replay":  "stockade journal replay ID [--process] [--at SEQ]",
 	"export":  "stockade journal export",
 	"ls":      "stockade journal ls",
@@ -61,6 +62,7 @@ type journalCmd struct {
 	dst     string  // restore: the new journal file
 	at      seqList // replay: one (none: the stream's end); diff: two
 	process bool    // replay: id is a process's
+	output  bool    // show: each process's recorded output under its exit
 }
 
 func parseJournal(g global, args []string) (command, error) {
@@ -83,6 +85,9 @@ func parseJournal(g global, args []string) (command, error) {
 	if c.sub == "replay" || c.sub == "diff" {
 		fs.Var(&c.at, "at", "fold up to this sequence (0: the end)")
 		fs.BoolVar(&c.process, "process", false, "the id is a process's")
+	}
+	if c.sub == "show" {
+		fs.BoolVar(&c.output, "output", false, "each process's recorded output under its exit line")
 	}
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
@@ -121,12 +126,9 @@ func parseJournal(g global, args []string) (command, error) {
 // so it works beside another reader but fails fast (journal_locked, naming
 // the holder) while a runtime holds it.
 func openJournal(g global) (*journal.Journal, error) {
-	path := g.journal
-	if path == "" {
-		var err error
-		if path, err = journal.DefaultPath(); err != nil {
-			return nil, err
-		}
+	path, err := journalPath(g)
+	if err != nil {
+		return nil, err
 	}
 	return journal.Open(path, journal.Options{ReadOnly: true})
 }
@@ -159,7 +161,11 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		printHistory(stdout, evs, c.g.json)
+		if !c.output {
+			printHistory(stdout, evs, c.g.json)
+			break
+		}
+		printHistoryWithOutput(stdout, j.Path(), evs, c.g.json)
 	case "replay":
 		kind := journal.KindSandbox
 		if c.process {
@@ -321,7 +327,16 @@ func (c *journalCmd) executeServed(ctx context.Context, cl *client.Client, stdou
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		printHistory(stdout, evs, c.g.json)
+		if !c.output {
+			printHistory(stdout, evs, c.g.json)
+			break
+		}
+		// Recordings are files beside the journal, read without its lock.
+		path, err := journalPath(c.g)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		printHistoryWithOutput(stdout, path, evs, c.g.json)
 	case "replay":
 		state, err := fold(c.at.first())
 		if err != nil {
@@ -338,4 +353,32 @@ func (c *journalCmd) executeServed(ctx context.Context, cl *client.Client, stdou
 		printDiff(stdout, changes, c.g.json)
 	}
 	return 0
+}
+
+// printHistoryWithOutput is journal show --output: each process's recorded
+// output under its exit line, and a process without one (still running,
+// or left by a crash) after the history.
+func printHistoryWithOutput(w io.Writer, path string, evs []stockade.HistoryEvent, asJSON bool) {
+	var open []string
+	seen := map[string]bool{}
+	for _, e := range evs {
+		printHistory(w, []stockade.HistoryEvent{e}, asJSON)
+		if e.Kind != string(journal.KindProcess) {
+			continue
+		}
+		if !seen[e.ID] {
+			seen[e.ID] = true
+			open = append(open, e.ID)
+		}
+		if e.Type == (lifecycle.ProcessExited{}).Type() {
+			printOutput(w, path, e.ID, asJSON)
+			open = slices.DeleteFunc(open, func(id string) bool { return id == e.ID })
+		}
+	}
+	for _, id := range open {
+		if !asJSON {
+			fmt.Fprintf(w, "output of process %s, which has no exit in the journal:\n", id)
+		}
+		printOutput(w, path, id, asJSON)
+	}
 }

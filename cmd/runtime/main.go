@@ -8,6 +8,7 @@
 //	stockade exec [-i] ID -- CMD...     run CMD in a kept sandbox
 //	stockade cp SRC DST                 copy files in or out (ID:PATH under /workspace)
 //	stockade serve [--socket PATH]      the runtime as a server (gRPC on a unix socket)
+//	stockade logs PROCESS_ID            a process's recorded output
 //	stockade journal show SANDBOX       a sandbox's journaled history
 //	stockade journal export             the whole journal as JSON lines
 //	stockade journal ls                 live entities in the journal
@@ -55,7 +56,10 @@ commands:
   cp SRC DST                copy a file or directory into or out of a sandbox: one side is
                             ID:PATH, PATH relative to /workspace (e.g. ID:work/out.txt)
   serve [--socket PATH]     serve the runtime's API on a unix socket (default: the journal's path with .sock)
-  journal show SANDBOX      print a sandbox's journaled history
+  logs [--stdout|--stderr] PROCESS_ID
+                            print a process's recorded output (stdout and stderr in arrival order)
+  journal show SANDBOX [--output]
+                            print a sandbox's journaled history (--output: each process's output under its exit)
   journal export            print the whole journal as JSON lines
   journal ls                list the journal's live entities
   journal replay ID [--process] [--at SEQ]
@@ -151,6 +155,8 @@ func parseCommand(g global, name string, rest []string) (command, error) {
 		return parseServe(g, rest)
 	case "journal":
 		return parseJournal(g, rest)
+	case "logs":
+		return parseLogs(g, rest)
 	case "recover":
 		return parseRecover(g, rest)
 	case "drill":

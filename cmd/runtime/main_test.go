@@ -129,6 +129,8 @@ var usageErrors = [][]string{
 	{"journal"}, {"journal", "nope"}, {"journal", "--json"}, {"journal", "show"}, {"journal", "show", "a", "b"},
 	{"journal", "show", ""}, {"journal", "ls", "extra"}, {"journal", "export", "--at", "3"}, {"journal", "show", "sb1", "--at", "3"},
 	{"journal", "replay"}, {"journal", "replay", "sb1", "--at", "abc"}, {"journal", "replay", "sb1", "--at", "-1"},
+	{"logs"}, {"logs", "a", "b"}, {"logs", ""}, {"logs", "--stdout", "--stderr", "p1"}, {"logs", "--at", "3", "p1"},
+	{"journal", "ls", "--output"}, {"journal", "show", "--output=maybe", "sb1"},
 	{"doctor", "extra"}, {"recover", "now"}, {"recover", "--dry-run=maybe"},
 	{"drill", "--failpoints", "nope"}, {"drill", "--random", "-1"}, {"drill", "extra"}, {"drill-child", "x"},
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	stockade "github.com/stockade/stockade"
-	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/server"
 )
 
@@ -35,11 +34,8 @@ func parseServe(g global, args []string) (command, error) {
 	if err := wantArgs("serve", pos, 0, "stockade serve [--socket PATH]"); err != nil {
 		return nil, err
 	}
-	c.journal = c.g.journal
-	if c.journal == "" {
-		if c.journal, err = journal.DefaultPath(); err != nil {
-			return nil, err
-		}
+	if c.journal, err = journalPath(c.g); err != nil {
+		return nil, err
 	}
 	if c.socket == "" {
 		c.socket = server.SocketPath(c.journal)

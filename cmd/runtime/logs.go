@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/recorder"
+	"github.com/stockade/stockade/spec"
+)
+
+const logsUsage = "stockade logs [--stdout|--stderr] [--json] [-f] PROCESS_ID"
+
+// logsCmd prints a process's recorded output. It reads the recording files
+// beside the journal: no lock, no runtime, so it works while a runtime
+// holds the journal and after it is gone.
+type logsCmd struct {
+	g      global
+	id     string
+	stdout bool // only stdout
+	stderr bool // only stderr
+	follow bool
+}
+
+func parseLogs(g global, args []string) (command, error) {
+	c := &logsCmd{g: g}
+	fs := newFlags("logs", &c.g)
+	fs.BoolVar(&c.stdout, "stdout", false, "only stdout")
+	fs.BoolVar(&c.stderr, "stderr", false, "only stderr")
+	fs.BoolVar(&c.follow, "f", false, "follow a running process until it ends")
+	fs.BoolVar(&c.follow, "follow", false, "follow a running process until it ends")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := wantArgs("logs", pos, 1, logsUsage); err != nil {
+		return nil, err
+	}
+	if c.id = pos[0]; c.id == "" {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "logs", "PROCESS_ID is empty (usage: %s)", logsUsage)
+	}
+	if c.stdout && c.stderr {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "logs", "--stdout and --stderr exclude each other; give neither for both (usage: %s)", logsUsage)
+	}
+	return c, nil
+}
+
+func (c *logsCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.Writer) int {
+	if c.follow {
+		// Following needs the living runtime that writes the recording.
+		return fail(stderr, spec.Errorf(spec.CodeUnsupported, "logs", "-f follows a running process through a server: start `stockade serve` (without -f, logs prints what is recorded so far)"), 1)
+	}
+	path, err := journalPath(c.g)
+	if err != nil {
+		return fail(stderr, err, 1)
+	}
+	keep := func(s byte) bool {
+		return !(c.stdout && s == recorder.TypeStderr || c.stderr && s == recorder.TypeStdout)
+	}
+	var sum stockade.OutputSummary
+	if c.g.json {
+		enc := json.NewEncoder(stdout)
+		sum, err = stockade.ReadOutput(path, c.id, func(ch stockade.OutputChunk) error {
+			if ch.Stream != 0 && !keep(ch.Stream) {
+				return nil
+			}
+			return enc.Encode(outputLineOf(ch))
+		})
+		if err == nil {
+			enc.Encode(outputLine{Stream: "end", Summary: &sum})
+		}
+	} else {
+		w := &streamWriter{out: stdout, err: stderr}
+		sum, err = stockade.ReadOutput(path, c.id, func(ch stockade.OutputChunk) error {
+			if ch.Stream != 0 && !keep(ch.Stream) {
+				return nil
+			}
+			return w.chunk(ch)
+		})
+		if err == nil {
+			w.end(sum)
+		}
+	}
+	if err != nil {
+		return fail(stderr, err, 1)
+	}
+	return 0
+}
+
+// journalPath is the journal the global flags name, else the default.
+func journalPath(g global) (string, error) {
+	if g.journal != "" {
+		return g.journal, nil
+	}
+	return journal.DefaultPath()
+}
+
+// streamWriter prints chunks to the process's own streams, a gap as a line
+// on stderr (after a newline if the output stood mid-line).
+type streamWriter struct {
+	out, err io.Writer
+	midLine  bool
+}
+
+func (w *streamWriter) chunk(ch stockade.OutputChunk) error {
+	if ch.Stream == 0 {
+		w.note(fmt.Sprintf("[%d bytes of output not recorded here]", ch.Gap))
+		return nil
+	}
+	dst := w.out
+	if ch.Stream == recorder.TypeStderr {
+		dst = w.err
+	}
+	if len(ch.Data) > 0 {
+		w.midLine = ch.Data[len(ch.Data)-1] != '\n'
+	}
+	_, err := dst.Write(ch.Data)
+	return err
+}
+
+func (w *streamWriter) note(s string) {
+	if w.midLine {
+		fmt.Fprintln(w.err)
+		w.midLine = false
+	}
+	fmt.Fprintf(w.err, "stockade: %s\n", s)
+}
+
+func (w *streamWriter) end(sum stockade.OutputSummary) {
+	if !sum.Complete {
+		w.note(incompleteNote(sum))
+	}
+}
+
+func incompleteNote(sum stockade.OutputSummary) string {
+	s := "[the recording ends here without its end mark: the process is still running, or the runtime stopped before it ended (its last second of output may be missing)]"
+	if sum.Torn {
+		s = "[the recording ends in a torn record: the process is still running, or the runtime stopped before it ended (its last second of output may be missing)]"
+	}
+	return s
+}
+
+// outputLine is one line of --json output: a chunk ("stdout", "stderr"),
+// a gap, or the end with the summary. Text holds valid UTF-8 output,
+// Base64 any other.
+type outputLine struct {
+	Kind    string                  `json:"kind,omitempty"` // "output" under journal show
+	ID      string                  `json:"id,omitempty"`   // the process, under journal show
+	Stream  string                  `json:"stream"`
+	Offset  int64                   `json:"offset"`
+	Text    *string                 `json:"text,omitempty"`
+	Base64  []byte                  `json:"base64,omitempty"`
+	Bytes   int64                   `json:"bytes,omitempty"` // a gap's
+	Summary *stockade.OutputSummary `json:"summary,omitempty"`
+}
+
+func outputLineOf(ch stockade.OutputChunk) outputLine {
+	l := outputLine{Offset: ch.Offset}
+	switch ch.Stream {
+	case 0:
+		l.Stream, l.Bytes = "gap", ch.Gap
+		return l
+	case recorder.TypeStdout:
+		l.Stream = "stdout"
+	default:
+		l.Stream = "stderr"
+	}
+	if utf8.Valid(ch.Data) {
+		s := string(ch.Data)
+		l.Text = &s
+	} else {
+		l.Base64 = ch.Data
+	}
+	return l
+}
+
+// printOutput prints process id's recorded output under its line in
+// journal show: indented, each line marked with its stream.
+func printOutput(w io.Writer, path, id string, asJSON bool) {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		sum, err := stockade.ReadOutput(path, id, func(ch stockade.OutputChunk) error {
+			l := outputLineOf(ch)
+			l.Kind, l.ID = "output", id
+			return enc.Encode(l)
+		})
+		if err != nil {
+			msg := err.Error()
+			enc.Encode(outputLine{Kind: "output", ID: id, Stream: "error", Text: &msg})
+			return
+		}
+		enc.Encode(outputLine{Kind: "output", ID: id, Stream: "end", Summary: &sum})
+		return
+	}
+	const indent = "                "
+	sum, err := stockade.ReadOutput(path, id, func(ch stockade.OutputChunk) error {
+		if ch.Stream == 0 {
+			fmt.Fprintf(w, "%s… %d bytes not recorded …\n", indent, ch.Gap)
+			return nil
+		}
+		tag := "out|"
+		if ch.Stream == recorder.TypeStderr {
+			tag = "err|"
+		}
+		for _, line := range bytes.SplitAfter(ch.Data, []byte("\n")) {
+			if len(line) > 0 {
+				fmt.Fprintf(w, "%s%s %s\n", indent, tag, bytes.TrimSuffix(line, []byte("\n")))
+			}
+		}
+		return nil
+	})
+	switch {
+	case spec.IsCode(err, spec.CodeNotFound):
+		fmt.Fprintf(w, "%s(no recorded output: recording off, or removed by retention)\n", indent)
+	case err != nil:
+		fmt.Fprintf(w, "%s(output: %v)\n", indent, err)
+	case !sum.Complete:
+		fmt.Fprintf(w, "%s%s\n", indent, incompleteNote(sum))
+	case sum.Recorded == 0 && sum.Missing == 0:
+		fmt.Fprintf(w, "%s(no output)\n", indent)
+	}
+}

@@ -1,0 +1,80 @@
+package stockade
+
+import (
+	"context"
+	"time"
+
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/recorder"
+)
+
+// OutputChunk is one piece of a process's recorded output, in arrival
+// order: bytes of stdout (Stream 1) or stderr (Stream 2), or a gap (Stream
+// 0) with the count of bytes the recording does not hold there.
+type OutputChunk = recorder.Chunk
+
+// OutputSummary says how a recording ends: complete (the output ended and
+// was synced before the process's exit was journaled), or torn (cut by a
+// crash, or still being written), with the totals.
+type OutputSummary = recorder.Summary
+
+// ReadOutput reads process id's recorded output from beside the journal at
+// journalPath ("" means the default journal, as Options.Journal) and hands
+// each chunk to fn in arrival order. It takes no lock and opens no
+// journal: it works while a runtime holds the journal (the recording of a
+// running process reads up to its last write) and after it is gone. A
+// process with no recording (recording off, never started, or removed by
+// retention) is not_found; a corrupt one fails with code journal after the
+// chunks before the corruption.
+func ReadOutput(journalPath, id string, fn func(OutputChunk) error) (OutputSummary, error) {
+	if journalPath == "" {
+		var err error
+		if journalPath, err = journal.DefaultPath(); err != nil {
+			return OutputSummary{}, err
+		}
+	}
+	return recorder.Read(recorder.Dir(journalPath), id, fn)
+}
+
+// Logs reads the recorded output of a process of this runtime's journal,
+// running or ended (see ReadOutput). A process recovery re-adopted has no
+// streams: its recording stays as the runtime before left it.
+func (rt *Runtime) Logs(id string, fn func(OutputChunk) error) (OutputSummary, error) {
+	return recorder.Read(rt.recorder.Path(), id, fn)
+}
+
+// Retain deletes the terminal entities of the journal whose end is older
+// than olderThan (journal.Journal.Retain), then every recording whose
+// process no longer has a stream in the journal: a removed sandbox's
+// recordings go with its events. The recordings are listed before the
+// journal's streams, so a process started meanwhile (its stream is
+// journaled before its recording is made) is never taken for a removed
+// one. It returns how many entities were deleted.
+func (rt *Runtime) Retain(ctx context.Context, olderThan time.Duration) (int, error) {
+	n, err := rt.journal.Retain(ctx, olderThan)
+	if err != nil {
+		return n, err
+	}
+	ids, err := rt.recorder.IDs()
+	if err != nil {
+		return n, err
+	}
+	live := map[string]bool{}
+	err = rt.journal.Streams(func(k journal.Key) error {
+		if k.Kind == journal.KindProcess {
+			live[k.ID] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return n, err
+	}
+	for _, id := range ids {
+		if !live[id] {
+			if err := rt.recorder.Remove(id); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}

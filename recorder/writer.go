@@ -1,0 +1,401 @@
+package recorder
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// SyncEvery is the longest a recorded write waits for its fsync.
+const SyncEvery = time.Second
+
+// Dir is the recording directory of the journal at journalPath: its name
+// with the extension replaced by .rec (journal.db → journal.rec), beside it.
+func Dir(journalPath string) string {
+	return strings.TrimSuffix(journalPath, filepath.Ext(journalPath)) + ".rec"
+}
+
+// Store is a journal's recording directory.
+type Store struct {
+	dir string
+	def spec.Record
+	log *slog.Logger
+}
+
+// Open makes (if needed) and opens the recording directory dir, 0700 like
+// the journal's. def is the default bound of every process (spec.Record's
+// zero fields take spec's defaults); log receives the write failures no
+// caller is waiting for (a timed sync), nil is quiet.
+func Open(dir string, def spec.Record, log *slog.Logger) (*Store, error) {
+	if err := def.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, spec.Wrap(spec.CodeJournal, "recorder", err, "making the recording directory %s", dir)
+	}
+	return &Store{dir: dir, def: def.Over(spec.Record{}), log: log}, nil
+}
+
+// Path is the store's directory.
+func (s *Store) Path() string { return s.dir }
+
+// Bounds is what a process asking r records: r over the store's default.
+func (s *Store) Bounds(r spec.Record) spec.Record { return r.Over(s.def) }
+
+func headName(dir, id string) string { return filepath.Join(dir, id+".rec") }
+
+func tailName(dir, id string, n uint64) string {
+	return filepath.Join(dir, id+".rec."+strconv.FormatUint(n, 10))
+}
+
+// validID keeps a process id a plain file name.
+func validID(id string) error {
+	if id == "" || len(id) > 128 {
+		return spec.Errorf(spec.CodeInvalidArgument, "recorder", "process id %q is empty or over 128 bytes", id)
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return spec.Errorf(spec.CodeInvalidArgument, "recorder", "process id %q has a character other than [A-Za-z0-9_-]", id)
+		}
+	}
+	return nil
+}
+
+// Create starts the recording of process id with bounds r (over the
+// store's default). It returns nil, nil when r turns recording off.
+func (s *Store) Create(id string, r spec.Record) (*Recording, error) {
+	if err := validID(id); err != nil {
+		return nil, err
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	b := s.Bounds(r)
+	if b.Off {
+		return nil, nil
+	}
+	rec := &Recording{store: s, id: id, head: b.Head, tail: b.Tail}
+	f, err := rec.newSegment(0)
+	if err != nil {
+		return nil, err
+	}
+	rec.cur = f
+	return rec, nil
+}
+
+// IDs lists the processes that have a recording in the store.
+func (s *Store) IDs() ([]string, error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeJournal, "recorder", err, "listing %s", s.dir)
+	}
+	var ids []string
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".rec"); ok && validID(id) == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// Remove deletes process id's recording (its tail segments first, so a
+// crash never leaves tails without their head). A missing one is no error.
+func (s *Store) Remove(id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	tails, err := filepath.Glob(filepath.Join(s.dir, id+".rec.*"))
+	if err != nil {
+		return spec.Wrap(spec.CodeJournal, "recorder", err, "listing the recording of %s", id)
+	}
+	for _, name := range append(tails, headName(s.dir, id)) {
+		if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return spec.Wrap(spec.CodeJournal, "recorder", err, "removing the recording of %s", id)
+		}
+	}
+	return nil
+}
+
+// Recording is one process's recording, written by its output read loop.
+// Write never blocks on a sync: a timer syncs at most SyncEvery after a
+// write, off the read loop. Close writes the end record and syncs.
+type Recording struct {
+	store      *Store
+	id         string
+	head, tail int64
+
+	// syncMu orders syncs and the final Close: files are closed only
+	// under it, never while another sync uses them.
+	syncMu sync.Mutex
+
+	mu       sync.Mutex
+	cur      *os.File
+	curSeg   uint64
+	curBytes int64 // payload bytes in cur
+	// total is the output seen so far (both streams, recorded or not):
+	// the start of the next segment.
+	total          int64
+	stdout, stderr int64
+	dropped        int64
+	failed         error
+	retired        []retired // segments written to, not yet synced
+	dirDirty       bool
+	timer          *time.Timer
+	closed         bool
+	buf            []byte
+}
+
+type retired struct {
+	seg uint64
+	f   *os.File
+}
+
+// newSegment makes segment n, with its header. Called with mu held (or
+// before the recording is shared).
+func (r *Recording) newSegment(n uint64) (*os.File, error) {
+	name := headName(r.store.dir, r.id)
+	if n > 0 {
+		name = tailName(r.store.dir, r.id, n)
+	}
+	// Exclusive: a process is recorded once; a file already there is not
+	// ours to overwrite.
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeJournal, "recorder", err, "creating segment %d of the recording of %s", n, r.id)
+	}
+	hdr := appendHeader(nil, header{segment: n, start: r.total, head: r.head, tail: r.tail})
+	if _, err := f.Write(hdr); err != nil {
+		f.Close()
+		return nil, spec.Wrap(spec.CodeJournal, "recorder", err, "writing segment %d of the recording of %s", n, r.id)
+	}
+	r.dirDirty = true
+	return f, nil
+}
+
+// Write records p as a chunk of stream (TypeStdout or TypeStderr). It
+// returns the error that made the recording incomplete, once: later writes
+// are counted as dropped and never fail the caller again. A nil Recording
+// records nothing.
+func (r *Recording) Write(stream byte, p []byte) error {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	if stream == TypeStderr {
+		r.stderr += int64(len(p))
+	} else {
+		r.stdout += int64(len(p))
+	}
+	if r.failed != nil {
+		r.dropped += int64(len(p))
+		r.total += int64(len(p))
+		return nil
+	}
+	for len(p) > 0 {
+		if (r.curSeg == 0 && r.curBytes >= r.head) || (r.curSeg > 0 && r.curBytes >= r.tail) {
+			if err := r.rotate(); err != nil {
+				r.fail(err, int64(len(p)))
+				return err
+			}
+		}
+		k := min(len(p), MaxPayload)
+		if r.curSeg == 0 {
+			k = min(k, int(r.head-r.curBytes))
+		}
+		r.buf = appendRecord(r.buf[:0], stream, p[:k])
+		if _, err := r.cur.Write(r.buf); err != nil {
+			err = spec.Wrap(spec.CodeJournal, "recorder", err, "writing the recording of %s", r.id)
+			r.fail(err, int64(len(p)))
+			return err
+		}
+		r.curBytes += int64(k)
+		r.total += int64(k)
+		p = p[k:]
+	}
+	if len(r.buf) > 2*MaxPayload/16 {
+		r.buf = nil // a rare big chunk is not kept for the whole recording
+	}
+	if r.timer == nil {
+		r.timer = time.AfterFunc(SyncEvery, r.sync)
+	}
+	return nil
+}
+
+// fail marks the recording incomplete; n bytes of the current chunk were
+// not recorded.
+func (r *Recording) fail(err error, n int64) {
+	r.failed = err
+	r.dropped += n
+	r.total += n
+}
+
+// rotate moves from the head, or a full tail segment, to the next tail
+// segment and deletes the one before the full one: the last Tail bytes
+// stay on disk, at most two tail segments exist.
+func (r *Recording) rotate() error {
+	next := r.curSeg + 1
+	if next >= 3 {
+		old := next - 2
+		if err := os.Remove(tailName(r.store.dir, r.id, old)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return spec.Wrap(spec.CodeJournal, "recorder", err, "deleting segment %d of the recording of %s", old, r.id)
+		}
+		// Not synced yet and now deleted: close it at once so its space
+		// is freed now, not at the next sync.
+		for i, rt := range r.retired {
+			if rt.seg == old {
+				rt.f.Close()
+				r.retired = append(r.retired[:i], r.retired[i+1:]...)
+				break
+			}
+		}
+	}
+	f, err := r.newSegment(next)
+	if err != nil {
+		return err
+	}
+	r.retired = append(r.retired, retired{seg: r.curSeg, f: r.cur})
+	r.cur, r.curSeg, r.curBytes = f, next, 0
+	return nil
+}
+
+// sync is the timer's: it fsyncs what was written since the last sync
+// (the current segment, retired ones, the directory when a name was made)
+// without holding up Write, then closes the retired segments.
+func (r *Recording) sync() {
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return // Close synced everything
+	}
+	r.timer = nil
+	ret, cur, dir := r.retired, r.cur, r.dirDirty
+	r.retired, r.dirDirty = nil, false
+	r.mu.Unlock()
+	err := r.syncFiles(ret, cur, dir)
+	for _, rt := range ret {
+		rt.f.Close()
+	}
+	if err != nil {
+		r.mu.Lock()
+		if r.failed == nil {
+			r.failed = err
+		}
+		r.mu.Unlock()
+		r.store.log.Warn("syncing a recording failed; it is marked incomplete", "process", r.id, "err", err)
+	}
+}
+
+func (r *Recording) syncFiles(ret []retired, cur *os.File, dir bool) error {
+	var errs []error
+	for _, rt := range ret {
+		if err := rt.f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if cur != nil {
+		// A rotation may have retired and closed it meanwhile: its sync
+		// is then the next one's.
+		if err := cur.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if dir {
+		if err := syncDir(r.store.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return spec.Wrap(spec.CodeJournal, "recorder", err, "syncing the recording of %s", r.id)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Close ends the recording: it writes the end record (and, if bytes were
+// dropped, a gap record before it), syncs every file and the directory and
+// closes them. It returns the error that made the recording incomplete, if
+// any: the caller logs it; the process goes on regardless. A nil Recording
+// closes nothing.
+func (r *Recording) Close() error {
+	if r == nil {
+		return nil
+	}
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	// Even after a failure the end is worth a try: a full disk may take
+	// the few bytes that say how much is missing.
+	var tail []byte
+	if r.dropped > 0 {
+		tail = appendRecord(tail, TypeGap, be64(uint64(r.dropped)))
+	}
+	tail = appendRecord(tail, TypeEnd, endPayload(end{stdout: r.stdout, stderr: r.stderr, dropped: r.dropped}))
+	var errs []error
+	if r.failed != nil {
+		errs = append(errs, r.failed)
+	}
+	if _, err := r.cur.Write(tail); err != nil {
+		errs = append(errs, spec.Wrap(spec.CodeJournal, "recorder", err, "writing the end of the recording of %s", r.id))
+	}
+	ret, cur, dir := r.retired, r.cur, r.dirDirty
+	r.retired = nil
+	r.mu.Unlock()
+	if err := r.syncFiles(ret, cur, dir); err != nil {
+		errs = append(errs, err)
+	}
+	for _, rt := range ret {
+		rt.f.Close()
+	}
+	if err := cur.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return spec.Wrap(spec.CodeJournal, "recorder", errors.Join(errs...), "the recording of %s is incomplete", r.id)
+	}
+	return nil
+}
+
+func be64(v uint64) []byte {
+	b := make([]byte, 8)
+	for i := 7; i >= 0; i-- {
+		b[i] = byte(v)
+		v >>= 8
+	}
+	return b
+}
+
+// String names the recording (for logs).
+func (r *Recording) String() string { return fmt.Sprintf("recording of %s", r.id) }
