@@ -117,9 +117,35 @@ func (c *Client) History(ctx context.Context, id string) ([]host.HistoryEvent, e
 	}
 	out := make([]host.HistoryEvent, 0, len(resp.Events))
 	for _, e := range resp.Events {
-		out = append(out, host.HistoryEvent{Kind: e.Kind, ID: e.Id, Seq: e.Seq, Time: e.Time.AsTime(), Type: e.Type, Payload: e.PayloadJson})
+		out = append(out, fromEvent(e))
 	}
 	return out, nil
+}
+
+func fromEvent(e *stockadev1.HistoryEvent) host.HistoryEvent {
+	return host.HistoryEvent{Kind: e.Kind, ID: e.Id, Seq: e.Seq, Time: e.Time.AsTime(), Type: e.Type, Payload: e.PayloadJson}
+}
+
+// Follow calls fn with a sandbox's history, then with each of its and its
+// processes' events as the server commits them, until ctx ends (nil) or fn
+// or the stream fails; with id "", every entity's new events (a tail).
+func (c *Client) Follow(ctx context.Context, id string, fn func(host.HistoryEvent) error) error {
+	stream, err := c.jrnl.Follow(ctx, &stockadev1.FollowRequest{SandboxId: id})
+	if err != nil {
+		return fromStatus(err)
+	}
+	for {
+		e, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fromStatus(err)
+		}
+		if err := fn(fromEvent(e)); err != nil {
+			return err
+		}
+	}
 }
 
 // Recovery returns the report of the recovery the server's Open ran.

@@ -227,6 +227,20 @@ type journalService struct {
 	s *Server
 }
 
+// Follow streams a sandbox's events (or every entity's) as the runtime
+// commits them. A send that blocks (the client does not read) holds up
+// only this follower; one that falls too far behind ends with an error.
+func (v journalService) Follow(req *stockadev1.FollowRequest, stream stockadev1.Journal_FollowServer) error {
+	err := v.s.rt.Follow(stream.Context(), req.SandboxId, func(e stockade.HistoryEvent) error {
+		return stream.Send(wireEvent(e))
+	})
+	return toStatus(err)
+}
+
+func wireEvent(e host.HistoryEvent) *stockadev1.HistoryEvent {
+	return &stockadev1.HistoryEvent{Kind: e.Kind, Id: e.ID, Seq: e.Seq, Time: timestamppb.New(e.Time), Type: e.Type, PayloadJson: e.Payload}
+}
+
 func (v journalService) History(ctx context.Context, req *stockadev1.HistoryRequest) (*stockadev1.HistoryResponse, error) {
 	evs, err := v.s.h.History(ctx, req.SandboxId)
 	if err != nil {
@@ -234,7 +248,7 @@ func (v journalService) History(ctx context.Context, req *stockadev1.HistoryRequ
 	}
 	out := &stockadev1.HistoryResponse{}
 	for _, e := range evs {
-		out.Events = append(out.Events, &stockadev1.HistoryEvent{Kind: e.Kind, Id: e.ID, Seq: e.Seq, Time: timestamppb.New(e.Time), Type: e.Type, PayloadJson: e.Payload})
+		out.Events = append(out.Events, wireEvent(e))
 	}
 	return out, nil
 }

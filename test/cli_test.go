@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -209,6 +210,29 @@ func TestCLIThroughServer(t *testing.T) {
 	}
 	if code, out, errOut := e.run(t, "", "journal", "show", id); code != 0 || !strings.Contains(out, "process.started") {
 		t.Fatalf("journal show through the server: %d %q %q", code, out, errOut)
+	}
+	// journal show --follow: the past, then a new event as it happens.
+	follow := exec.Command(e.bin, "--journal", e.journal, "journal", "show", "--follow", id)
+	followed, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { follow.Process.Kill(); follow.Wait() }()
+	lines := bufio.NewScanner(followed)
+	for lines.Scan() && !strings.Contains(lines.Text(), "sandbox.started") {
+	}
+	if code, _, errOut := e.run(t, "", "exec", id, "--", "sh", "-c", "exit 6"); code != 6 {
+		t.Fatalf("exec while followed: %d %q", code, errOut)
+	}
+	sawExit := false
+	for !sawExit && lines.Scan() {
+		sawExit = strings.Contains(lines.Text(), "process.exited") && strings.Contains(lines.Text(), "code 6")
+	}
+	if !sawExit {
+		t.Fatalf("journal show --follow did not show the new process's exit: %v", lines.Err())
 	}
 	if code, _, errOut := e.run(t, "", "sandbox", "rm", "-f", id); code != 0 {
 		t.Fatalf("rm -f: %d %q", code, errOut)

@@ -72,7 +72,10 @@ new name. Out of a sandbox, only files and directories are written.
 `,
 	"journal": `usage: stockade journal show|replay|diff|export|ls|verify|restore
 
-  show SANDBOX                             its and its processes' events, with deltas
+  show SANDBOX [--output] [--follow]       its and its processes' events, with deltas
+                                           (--output: recorded output under each exit;
+                                           --follow: then new events, live, through a server)
+  tail                                     every entity's new events, live (needs a server)
   replay ID [--process] [--at SEQ]         the folded state at a sequence
   diff ID [--process] --at A --at B        what changed between two sequences
   export | ls | verify                     JSON lines | live entities | check everything
@@ -115,7 +118,7 @@ Prints a shell completion script:
 // subcommands are what completion offers after each command.
 var subcommands = map[string][]string{
 	"sandbox":    {"create", "ls", "inspect", "stop", "rm"},
-	"journal":    {"show", "replay", "diff", "export", "ls", "verify", "restore"},
+	"journal":    {"show", "replay", "diff", "tail", "export", "ls", "verify", "restore"},
 	"completion": {"bash", "zsh", "fish"},
 }
 

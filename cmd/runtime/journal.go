@@ -13,6 +13,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -53,6 +54,7 @@ var journalUsage = map[string]string{
 	"verify":  "stockade journal verify",
 	"restore": "stockade journal restore COPY DEST",
 	"diff":    "stockade journal diff ID [--process] --at A --at B",
+	"tail":    "stockade journal tail [--json]",
 }
 
 type journalCmd struct {
@@ -63,6 +65,7 @@ type journalCmd struct {
 	at      seqList // replay: one (none: the stream's end); diff: two
 	process bool    // replay: id is a process's
 	output  bool    // show: each process's recorded output under its exit
+	follow  bool    // show: then its new events, live (needs a server)
 }
 
 func parseJournal(g global, args []string) (command, error) {
@@ -73,12 +76,12 @@ func parseJournal(g global, args []string) (command, error) {
 		return nil, usageError("journal", err)
 	}
 	if fs.NArg() == 0 {
-		return nil, spec.Errorf(spec.CodeInvalidArgument, "journal", "no subcommand given (show, replay, export, ls, verify or restore)")
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "journal", "no subcommand given (show, replay, diff, tail, export, ls, verify or restore)")
 	}
 	c.sub, args = fs.Arg(0), fs.Args()
 	line, ok := journalUsage[c.sub]
 	if !ok {
-		return nil, spec.Errorf(spec.CodeInvalidArgument, "journal", "unknown subcommand %q (show, replay, export, ls, verify or restore)", c.sub)
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "journal", "unknown subcommand %q (show, replay, diff, tail, export, ls, verify or restore)", c.sub)
 	}
 	name := "journal " + c.sub
 	fs = newFlags(name, &c.g)
@@ -88,6 +91,7 @@ func parseJournal(g global, args []string) (command, error) {
 	}
 	if c.sub == "show" {
 		fs.BoolVar(&c.output, "output", false, "each process's recorded output under its exit line")
+		fs.BoolVar(&c.follow, "follow", false, "then its new events as they happen (needs stockade serve)")
 	}
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
@@ -141,6 +145,20 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 			return fail(stderr, err, 1)
 		}
 		fmt.Fprintf(stdout, "%s: restored from the copy %s; it opens writable with the copy's owner\n", c.dst, c.id)
+		return 0
+	}
+	if c.follow || c.sub == "tail" {
+		// Live events need a living runtime: a server.
+		cl := dial(c.g)
+		if cl == nil {
+			return fail(stderr, needServer("journal "+c.sub+" following live events"), 1)
+		}
+		defer cl.Close()
+		p := historyPrinter{w: stdout, json: c.g.json}
+		err := cl.Follow(ctx, c.id, func(e host.HistoryEvent) error { p.print(e); return nil })
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
 		return 0
 	}
 	if c.sub == "show" || c.sub == "replay" || c.sub == "diff" {

@@ -58,12 +58,13 @@ commands:
   serve [--socket PATH]     serve the runtime's API on a unix socket (default: the journal's path with .sock)
   logs [--stdout|--stderr] PROCESS_ID
                             print a process's recorded output (stdout and stderr in arrival order)
-  journal show SANDBOX [--output]
+  journal show SANDBOX [--output] [--follow]
                             print a sandbox's journaled history (--output: each process's output under its exit)
   journal export            print the whole journal as JSON lines
   journal ls                list the journal's live entities
   journal replay ID [--process] [--at SEQ]
                             fold a stream up to a sequence and print the state there
+  journal tail              every entity's new events as they happen (needs stockade serve)
   journal diff ID [--process] --at A --at B
                             what changed in the folded state between two sequences
   journal verify            check every record, stream and index of the journal

@@ -189,18 +189,31 @@ func runIn(ctx context.Context, sb host.Sandbox, p spec.Process, stdin io.Reader
 // printHistory prints one line per event: its time, the time since the
 // event before it, the entity, the sequence, the type and a summary.
 func printHistory(w io.Writer, evs []host.HistoryEvent, asJSON bool) {
-	enc := json.NewEncoder(w)
-	for i, e := range evs {
-		if asJSON {
-			enc.Encode(e)
-			continue
-		}
-		delta := ""
-		if i > 0 {
-			delta = "+" + e.Time.Sub(evs[i-1].Time).Round(time.Millisecond).String()
-		}
-		fmt.Fprintf(w, "%s %8s  %-7s %s #%-2d %-21s %s\n", e.Time.Format("15:04:05.000"), delta, e.Kind, e.ID, e.Seq, e.Type, summary(e))
+	p := historyPrinter{w: w, json: asJSON}
+	for _, e := range evs {
+		p.print(e)
 	}
+}
+
+// historyPrinter prints events one by one (a live follow), each with the
+// time since the one before.
+type historyPrinter struct {
+	w    io.Writer
+	json bool
+	prev time.Time
+}
+
+func (p *historyPrinter) print(e host.HistoryEvent) {
+	if p.json {
+		json.NewEncoder(p.w).Encode(e)
+		return
+	}
+	delta := ""
+	if !p.prev.IsZero() {
+		delta = "+" + e.Time.Sub(p.prev).Round(time.Millisecond).String()
+	}
+	p.prev = e.Time
+	fmt.Fprintf(p.w, "%s %8s  %-7s %s #%-2d %-21s %s\n", e.Time.Format("15:04:05.000"), delta, e.Kind, e.ID, e.Seq, e.Type, summary(e))
 }
 
 // summary says in a few words what an event carries; the full payload is in

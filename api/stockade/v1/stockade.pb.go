@@ -1808,6 +1808,51 @@ func (x *HistoryResponse) GetEvents() []*HistoryEvent {
 	return nil
 }
 
+type FollowRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sandbox_id is the sandbox to follow; empty: every entity, from now.
+	SandboxId     string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FollowRequest) Reset() {
+	*x = FollowRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowRequest) ProtoMessage() {}
+
+func (x *FollowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
+func (*FollowRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *FollowRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
 type HistoryEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind is "sandbox" or "process".
@@ -1823,7 +1868,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +1880,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +1893,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -1905,7 +1950,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +1962,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +1975,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -1964,7 +2009,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2021,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2034,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReplayResponse) GetStateJson() []byte {
@@ -2007,7 +2052,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2064,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2077,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
 }
 
 type RecoveryResponse struct {
@@ -2048,7 +2093,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2105,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2118,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -2118,7 +2163,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2175,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2188,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -2196,7 +2241,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2253,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2266,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 type DoctorResponse struct {
@@ -2234,7 +2279,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2291,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2304,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DoctorResponse) GetReportJson() []byte {
@@ -2385,7 +2430,10 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"D\n" +
 	"\x0fHistoryResponse\x121\n" +
-	"\x06events\x18\x01 \x03(\v2\x19.stockade.v1.HistoryEventR\x06events\"\xab\x01\n" +
+	"\x06events\x18\x01 \x03(\v2\x19.stockade.v1.HistoryEventR\x06events\".\n" +
+	"\rFollowRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"\xab\x01\n" +
 	"\fHistoryEvent\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +
@@ -2434,10 +2482,11 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04Wait\x12\x18.stockade.v1.WaitRequest\x1a\x19.stockade.v1.WaitResponse2\x7f\n" +
 	"\x05Files\x12:\n" +
 	"\x03Put\x12\x17.stockade.v1.PutRequest\x1a\x18.stockade.v1.PutResponse(\x01\x12:\n" +
-	"\x03Get\x12\x17.stockade.v1.GetRequest\x1a\x18.stockade.v1.GetResponse0\x012\x9e\x02\n" +
+	"\x03Get\x12\x17.stockade.v1.GetRequest\x1a\x18.stockade.v1.GetResponse0\x012\xe1\x02\n" +
 	"\aJournal\x12D\n" +
 	"\aHistory\x12\x1b.stockade.v1.HistoryRequest\x1a\x1c.stockade.v1.HistoryResponse\x12A\n" +
-	"\x06Replay\x12\x1a.stockade.v1.ReplayRequest\x1a\x1b.stockade.v1.ReplayResponse\x12G\n" +
+	"\x06Replay\x12\x1a.stockade.v1.ReplayRequest\x1a\x1b.stockade.v1.ReplayResponse\x12A\n" +
+	"\x06Follow\x12\x1a.stockade.v1.FollowRequest\x1a\x19.stockade.v1.HistoryEvent0\x01\x12G\n" +
 	"\bRecovery\x12\x1c.stockade.v1.RecoveryRequest\x1a\x1d.stockade.v1.RecoveryResponse\x12A\n" +
 	"\x06Doctor\x12\x1a.stockade.v1.DoctorRequest\x1a\x1b.stockade.v1.DoctorResponseB9Z7github.com/stockade/stockade/api/stockade/v1;stockadev1b\x06proto3"
 
@@ -2454,7 +2503,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                    // 0: stockade.v1.Stream
 	(*Error)(nil),                  // 1: stockade.v1.Error
@@ -2487,35 +2536,36 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*GetResponse)(nil),            // 28: stockade.v1.GetResponse
 	(*HistoryRequest)(nil),         // 29: stockade.v1.HistoryRequest
 	(*HistoryResponse)(nil),        // 30: stockade.v1.HistoryResponse
-	(*HistoryEvent)(nil),           // 31: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),          // 32: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),         // 33: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),        // 34: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),       // 35: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),       // 36: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),          // 37: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),         // 38: stockade.v1.DoctorResponse
-	(*durationpb.Duration)(nil),    // 39: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
+	(*FollowRequest)(nil),          // 31: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),           // 32: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),          // 33: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),         // 34: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),        // 35: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),       // 36: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),       // 37: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),          // 38: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),         // 39: stockade.v1.DoctorResponse
+	(*durationpb.Duration)(nil),    // 40: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 41: google.protobuf.Timestamp
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	39, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	40, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
 	6,  // 1: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	40, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	41, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
 	14, // 3: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	39, // 4: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	40, // 4: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
 	16, // 5: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
 	17, // 6: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
 	18, // 7: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
 	0,  // 8: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
 	1,  // 9: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	40, // 10: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	40, // 11: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	41, // 10: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	41, // 11: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
 	18, // 12: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	31, // 13: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	40, // 14: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	36, // 15: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	39, // 16: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	32, // 13: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	41, // 14: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	37, // 15: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	40, // 16: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
 	2,  // 17: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
 	4,  // 18: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
 	7,  // 19: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
@@ -2528,26 +2578,28 @@ var file_stockade_v1_stockade_proto_depIdxs = []int32{
 	25, // 26: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
 	27, // 27: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
 	29, // 28: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	32, // 29: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	34, // 30: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	37, // 31: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	3,  // 32: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	5,  // 33: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	8,  // 34: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	10, // 35: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	12, // 36: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	15, // 37: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	20, // 38: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	22, // 39: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	24, // 40: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	26, // 41: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	28, // 42: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	30, // 43: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	33, // 44: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	35, // 45: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	38, // 46: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	32, // [32:47] is the sub-list for method output_type
-	17, // [17:32] is the sub-list for method input_type
+	33, // 29: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	31, // 30: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	35, // 31: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	38, // 32: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	3,  // 33: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	5,  // 34: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	8,  // 35: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	10, // 36: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	12, // 37: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	15, // 38: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	20, // 39: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	22, // 40: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	24, // 41: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	26, // 42: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	28, // 43: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	30, // 44: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	34, // 45: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	32, // 46: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	36, // 47: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	39, // 48: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	33, // [33:49] is the sub-list for method output_type
+	17, // [17:33] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -2575,7 +2627,7 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

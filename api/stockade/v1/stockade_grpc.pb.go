@@ -687,6 +687,7 @@ var Files_ServiceDesc = grpc.ServiceDesc{
 const (
 	Journal_History_FullMethodName  = "/stockade.v1.Journal/History"
 	Journal_Replay_FullMethodName   = "/stockade.v1.Journal/Replay"
+	Journal_Follow_FullMethodName   = "/stockade.v1.Journal/Follow"
 	Journal_Recovery_FullMethodName = "/stockade.v1.Journal/Recovery"
 	Journal_Doctor_FullMethodName   = "/stockade.v1.Journal/Doctor"
 )
@@ -701,6 +702,11 @@ type JournalClient interface {
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
 	// Replay folds a stream up to a sequence (0: its end).
 	Replay(ctx context.Context, in *ReplayRequest, opts ...grpc.CallOption) (*ReplayResponse, error)
+	// Follow streams a sandbox's history, then its and its processes' new
+	// events as they are committed, until the client cancels; with no sandbox
+	// id, every entity's new events (a tail, no past). Nothing is missed or
+	// given twice.
+	Follow(ctx context.Context, in *FollowRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HistoryEvent], error)
 	// Recovery returns the report of the recovery the server's Open ran.
 	Recovery(ctx context.Context, in *RecoveryRequest, opts ...grpc.CallOption) (*RecoveryResponse, error)
 	// Doctor checks the daemon against the runtime's profile.
@@ -735,6 +741,25 @@ func (c *journalClient) Replay(ctx context.Context, in *ReplayRequest, opts ...g
 	return out, nil
 }
 
+func (c *journalClient) Follow(ctx context.Context, in *FollowRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HistoryEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Journal_ServiceDesc.Streams[0], Journal_Follow_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FollowRequest, HistoryEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Journal_FollowClient = grpc.ServerStreamingClient[HistoryEvent]
+
 func (c *journalClient) Recovery(ctx context.Context, in *RecoveryRequest, opts ...grpc.CallOption) (*RecoveryResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RecoveryResponse)
@@ -765,6 +790,11 @@ type JournalServer interface {
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
 	// Replay folds a stream up to a sequence (0: its end).
 	Replay(context.Context, *ReplayRequest) (*ReplayResponse, error)
+	// Follow streams a sandbox's history, then its and its processes' new
+	// events as they are committed, until the client cancels; with no sandbox
+	// id, every entity's new events (a tail, no past). Nothing is missed or
+	// given twice.
+	Follow(*FollowRequest, grpc.ServerStreamingServer[HistoryEvent]) error
 	// Recovery returns the report of the recovery the server's Open ran.
 	Recovery(context.Context, *RecoveryRequest) (*RecoveryResponse, error)
 	// Doctor checks the daemon against the runtime's profile.
@@ -784,6 +814,9 @@ func (UnimplementedJournalServer) History(context.Context, *HistoryRequest) (*Hi
 }
 func (UnimplementedJournalServer) Replay(context.Context, *ReplayRequest) (*ReplayResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Replay not implemented")
+}
+func (UnimplementedJournalServer) Follow(*FollowRequest, grpc.ServerStreamingServer[HistoryEvent]) error {
+	return status.Errorf(codes.Unimplemented, "method Follow not implemented")
 }
 func (UnimplementedJournalServer) Recovery(context.Context, *RecoveryRequest) (*RecoveryResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Recovery not implemented")
@@ -848,6 +881,17 @@ func _Journal_Replay_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Journal_Follow_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FollowRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(JournalServer).Follow(m, &grpc.GenericServerStream[FollowRequest, HistoryEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Journal_FollowServer = grpc.ServerStreamingServer[HistoryEvent]
+
 func _Journal_Recovery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RecoveryRequest)
 	if err := dec(in); err != nil {
@@ -908,6 +952,12 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Journal_Doctor_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Follow",
+			Handler:       _Journal_Follow_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "stockade/v1/stockade.proto",
 }
