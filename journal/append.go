@@ -373,9 +373,13 @@ func (j *Journal) commit(batch []*request) {
 				}
 			}
 		}
+	}
+	// Subscribers hear of a commit before its appenders return: a
+	// subscription taken after an Append returned never sees its events.
+	j.publish(batch)
+	for _, r := range batch {
 		close(r.done)
 	}
-	j.publish(batch)
 }
 
 func envTime(env []byte) int64 { return int64(binary.BigEndian.Uint64(env[3:11])) }
