@@ -234,6 +234,15 @@ func TestCLIThroughServer(t *testing.T) {
 	if !sawExit {
 		t.Fatalf("journal show --follow did not show the new process's exit: %v", lines.Err())
 	}
+	// logs -f: a detached process's recorded output, followed to its end.
+	code, out, errOut = e.run(t, "", "exec", "-d", id, "--", "sh", "-c", "echo early; sleep 1; echo late >&2; echo last")
+	pid := strings.TrimSpace(out)
+	if code != 0 || pid == "" {
+		t.Fatalf("exec -d: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := e.run(t, "", "logs", "-f", pid); code != 0 || out != "early\nlast\n" || errOut != "late\n" {
+		t.Fatalf("logs -f: %d %q %q", code, out, errOut)
+	}
 	if code, _, errOut := e.run(t, "", "sandbox", "rm", "-f", id); code != 0 {
 		t.Fatalf("rm -f: %d %q", code, errOut)
 	}

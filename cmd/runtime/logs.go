@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
@@ -50,11 +54,7 @@ func parseLogs(g global, args []string) (command, error) {
 	return c, nil
 }
 
-func (c *logsCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.Writer) int {
-	if c.follow {
-		// Following needs the living runtime that writes the recording.
-		return fail(stderr, spec.Errorf(spec.CodeUnsupported, "logs", "-f follows a running process through a server: start `stockade serve` (without -f, logs prints what is recorded so far)"), 1)
-	}
+func (c *logsCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
 	path, err := journalPath(c.g)
 	if err != nil {
 		return fail(stderr, err, 1)
@@ -62,34 +62,99 @@ func (c *logsCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.Writ
 	keep := func(s byte) bool {
 		return !(c.stdout && s == recorder.TypeStderr || c.stderr && s == recorder.TypeStdout)
 	}
-	var sum stockade.OutputSummary
+	var emit func(stockade.OutputChunk) error
+	var finish func(stockade.OutputSummary)
 	if c.g.json {
 		enc := json.NewEncoder(stdout)
-		sum, err = stockade.ReadOutput(path, c.id, func(ch stockade.OutputChunk) error {
-			if ch.Stream != 0 && !keep(ch.Stream) {
-				return nil
-			}
-			return enc.Encode(outputLineOf(ch))
-		})
-		if err == nil {
-			enc.Encode(outputLine{Stream: "end", Summary: &sum})
-		}
+		emit = func(ch stockade.OutputChunk) error { return enc.Encode(outputLineOf(ch)) }
+		finish = func(sum stockade.OutputSummary) { enc.Encode(outputLine{Stream: "end", Summary: &sum}) }
 	} else {
 		w := &streamWriter{out: stdout, err: stderr}
-		sum, err = stockade.ReadOutput(path, c.id, func(ch stockade.OutputChunk) error {
-			if ch.Stream != 0 && !keep(ch.Stream) {
-				return nil
-			}
-			return w.chunk(ch)
-		})
-		if err == nil {
-			w.end(sum)
-		}
+		emit, finish = w.chunk, w.end
 	}
+	filtered := func(ch stockade.OutputChunk) error {
+		if ch.Stream != 0 && !keep(ch.Stream) {
+			return nil
+		}
+		return emit(ch)
+	}
+	if c.follow {
+		return c.followLogs(ctx, path, filtered, finish, stderr)
+	}
+	sum, err := stockade.ReadOutput(path, c.id, filtered)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
+	finish(sum)
 	return 0
+}
+
+// errFollowed ends a follow that saw what it waited for.
+var errFollowed = errors.New("followed to the end")
+
+// followLogs prints what is recorded, then what is added, until the
+// journal (through a server: only a living runtime writes the recording)
+// says the process exited; the recording is complete by then (it is synced
+// before the exit is journaled). New output is picked up by reading the
+// recording again (a few times a second; it is bounded in size), printing
+// only what lies past what was printed.
+func (c *logsCmd) followLogs(ctx context.Context, path string, emit func(stockade.OutputChunk) error, finish func(stockade.OutputSummary), stderr io.Writer) int {
+	cl := dial(c.g)
+	if cl == nil {
+		return fail(stderr, spec.Errorf(spec.CodeUnsupported, "logs", "-f follows a running process through a server: start `stockade serve` (without -f, logs prints what is recorded so far)"), 1)
+	}
+	defer cl.Close()
+	st, err := cl.ReplayProcess(ctx, c.id, 0)
+	if err != nil {
+		return fail(stderr, err, 1)
+	}
+	ended := make(chan struct{})
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		// The sandbox's history comes first: an exit before the follow
+		// began is in it.
+		cl.Follow(fctx, st.Sandbox, func(e host.HistoryEvent) error {
+			if e.ID == c.id && e.Type == (lifecycle.ProcessExited{}).Type() {
+				close(ended)
+				return errFollowed
+			}
+			return nil
+		})
+	}()
+	var printed int64 // how far into the output has been printed
+	for {
+		final := false
+		select {
+		case <-ended:
+			final = true
+		default:
+		}
+		sum, err := stockade.ReadOutput(path, c.id, func(ch stockade.OutputChunk) error {
+			end := ch.Offset + int64(len(ch.Data)) + ch.Gap
+			if end <= printed {
+				return nil
+			}
+			if skip := printed - ch.Offset; skip > 0 && ch.Stream != 0 {
+				ch.Data, ch.Offset = ch.Data[skip:], printed
+			}
+			printed = end
+			return emit(ch)
+		})
+		switch {
+		case err != nil && !spec.IsCode(err, spec.CodeNotFound):
+			return fail(stderr, err, 1)
+		case final:
+			finish(sum)
+			return 0
+		}
+		select {
+		case <-ended:
+		case <-time.After(250 * time.Millisecond):
+		case <-ctx.Done():
+			return 0
+		}
+	}
 }
 
 // journalPath is the journal the global flags name, else the default.
