@@ -100,17 +100,17 @@ type SandboxSpec struct {
 
 // SandboxInfo is one line of Sandboxes.
 type SandboxInfo struct {
-	ID        string
-	Phase     lifecycle.Phase
-	Image     string
-	Lifetime  spec.Lifetime
-	Adopted   bool
-	Processes []string
-	Reserved  time.Time
+	ID        string          `json:"id"`
+	Phase     lifecycle.Phase `json:"phase"`
+	Image     string          `json:"image"`
+	Lifetime  spec.Lifetime   `json:"lifetime"`
+	Adopted   bool            `json:"adopted,omitempty"`
+	Processes []string        `json:"processes,omitempty"`
+	Reserved  time.Time       `json:"reserved"`
 	// Unreconciled: recovery could not observe it or fold its journal, or
 	// its actor failed; it is refused for work. Why says which.
-	Unreconciled bool
-	Why          string `json:",omitempty"`
+	Unreconciled bool   `json:"unreconciled,omitempty"`
+	Why          string `json:"why,omitempty"`
 }
 
 // HistoryEvent is one journaled event of a sandbox or one of its processes.

@@ -67,6 +67,7 @@ func TestGoldenJournalOutput(t *testing.T) {
 		args   []string
 	}{
 		{"show.golden", []string{"journal", "show", "sbstory"}},
+		{"show-type-process.golden", []string{"journal", "show", "sbstory", "--type", "process"}},
 		{"replay-at-2.golden", []string{"journal", "replay", "sbstory", "--at", "2"}},
 		{"replay-process.golden", []string{"journal", "replay", "pstory", "--process"}},
 		{"diff-2-5.golden", []string{"journal", "diff", "sbstory", "--at", "2", "--at", "5"}},

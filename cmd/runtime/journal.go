@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
@@ -66,6 +67,7 @@ type journalCmd struct {
 	process bool    // replay: id is a process's
 	output  bool    // show: each process's recorded output under its exit
 	follow  bool    // show: then its new events, live (needs a server)
+	types   string  // show: only events whose type starts so (e.g. process, sandbox.exited)
 }
 
 func parseJournal(g global, args []string) (command, error) {
@@ -92,6 +94,7 @@ func parseJournal(g global, args []string) (command, error) {
 	if c.sub == "show" {
 		fs.BoolVar(&c.output, "output", false, "each process's recorded output under its exit line")
 		fs.BoolVar(&c.follow, "follow", false, "then its new events as they happen (needs stockade serve)")
+		fs.StringVar(&c.types, "type", "", "only events whose type starts with this (process, sandbox.exited, ...)")
 	}
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
@@ -155,7 +158,12 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		}
 		defer cl.Close()
 		p := historyPrinter{w: stdout, json: c.g.json}
-		err := cl.Follow(ctx, c.id, func(e host.HistoryEvent) error { p.print(e); return nil })
+		err := cl.Follow(ctx, c.id, func(e host.HistoryEvent) error {
+			if c.wanted(e) {
+				p.print(e)
+			}
+			return nil
+		})
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
@@ -179,6 +187,7 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
+		evs = c.filter(evs)
 		if !c.output {
 			printHistory(stdout, evs, c.g.json)
 			break
@@ -345,6 +354,7 @@ func (c *journalCmd) executeServed(ctx context.Context, cl *client.Client, stdou
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
+		evs = c.filter(evs)
 		if !c.output {
 			printHistory(stdout, evs, c.g.json)
 			break
@@ -399,4 +409,11 @@ func printHistoryWithOutput(w io.Writer, path string, evs []stockade.HistoryEven
 		}
 		printOutput(w, path, id, asJSON)
 	}
+}
+
+// wanted: show --type keeps only the events whose type starts with it.
+func (c *journalCmd) wanted(e host.HistoryEvent) bool { return strings.HasPrefix(e.Type, c.types) }
+
+func (c *journalCmd) filter(evs []host.HistoryEvent) []host.HistoryEvent {
+	return slices.DeleteFunc(evs, func(e host.HistoryEvent) bool { return !c.wanted(e) })
 }
