@@ -389,8 +389,9 @@ func (c *journalCmd) executeServed(ctx context.Context, cl *client.Client, stdou
 func printHistoryWithOutput(w io.Writer, path string, evs []stockade.HistoryEvent, asJSON bool) {
 	var open []string
 	seen := map[string]bool{}
+	p := historyPrinter{w: w, json: asJSON}
 	for _, e := range evs {
-		printHistory(w, []stockade.HistoryEvent{e}, asJSON)
+		p.print(e)
 		if e.Kind != string(journal.KindProcess) {
 			continue
 		}
