@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	stockade "github.com/stockade/stockade"
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
@@ -255,15 +256,34 @@ func (v processes) Wait(ctx context.Context, req *stockadev1.WaitRequest) (*stoc
 		}
 		return &stockadev1.WaitResponse{Result: wireResult(res)}, nil
 	}
+	// Not started through this server (re-adopted after a restart, say):
+	// its end is learned from the journal, as it is committed.
 	st, err := v.s.rt.ReplayProcessAt(req.ProcessId, 0)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	if st.Exit == nil {
-		return nil, toStatus(spec.Errorf(spec.CodeNotFound, "server", "process %s is %s but was not started through this server: its end will be in the journal", req.ProcessId, st.Phase))
+		err := v.s.rt.Follow(ctx, st.Sandbox, func(e stockade.HistoryEvent) error {
+			if e.ID == req.ProcessId && e.Type == (lifecycle.ProcessExited{}).Type() {
+				return errExited
+			}
+			return nil
+		})
+		if !errors.Is(err, errExited) {
+			if err == nil { // ctx ended first
+				err = spec.Wrap(spec.CodeCancelled, "server", ctx.Err(), "waiting for process %s", req.ProcessId)
+			}
+			return nil, toStatus(err)
+		}
+		if st, err = v.s.rt.ReplayProcessAt(req.ProcessId, 0); err != nil {
+			return nil, toStatus(err)
+		}
 	}
 	return &stockadev1.WaitResponse{Result: wireResult(journaledResult(st))}, nil
 }
+
+// errExited ends a follow that saw the exit it waited for.
+var errExited = errors.New("the process exited")
 
 // journaledResult is the result a process's exited fact records.
 func journaledResult(st lifecycle.Process) spec.Result {
