@@ -161,23 +161,9 @@ func TestCLIKeptSandboxCommands(t *testing.T) {
 // with exit 0.
 func TestCLIThroughServer(t *testing.T) {
 	e := newCLI(t)
-	srv := exec.Command(e.bin, "serve", "--journal", e.journal)
-	var logs lockedBuffer
-	srv.Stdout, srv.Stderr = &logs, &logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
-	t.Cleanup(func() {
-		if srv.ProcessState == nil {
-			srv.Process.Kill()
-			<-exited
-		}
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dialServer(t, ctx, strings.TrimSuffix(e.journal, ".db")+".sock", exited, &logs).Close()
+	srv := e.serve(t, ctx)
 
 	type ran struct {
 		code     int
@@ -246,8 +232,7 @@ func TestCLIThroughServer(t *testing.T) {
 	if code, _, errOut := e.run(t, "", "sandbox", "rm", "-f", id); code != 0 {
 		t.Fatalf("rm -f: %d %q", code, errOut)
 	}
-	srv.Process.Signal(syscall.SIGTERM)
-	if err := <-exited; err != nil {
-		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs.String())
+	if err := srv.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("serve after SIGTERM: %v\n%s", err, srv.logs.String())
 	}
 }

@@ -187,12 +187,7 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		evs = c.filter(evs)
-		if !c.output {
-			printHistory(stdout, evs, c.g.json)
-			break
-		}
-		printHistoryWithOutput(stdout, j.Path(), evs, c.g.json)
+		c.show(stdout, j.Path(), evs)
 	case "replay":
 		kind := journal.KindSandbox
 		if c.process {
@@ -354,17 +349,12 @@ func (c *journalCmd) executeServed(ctx context.Context, cl *client.Client, stdou
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		evs = c.filter(evs)
-		if !c.output {
-			printHistory(stdout, evs, c.g.json)
-			break
-		}
 		// Recordings are files beside the journal, read without its lock.
 		path, err := journalPath(c.g)
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		printHistoryWithOutput(stdout, path, evs, c.g.json)
+		c.show(stdout, path, evs)
 	case "replay":
 		state, err := fold(c.at.first())
 		if err != nil {
@@ -417,4 +407,16 @@ func (c *journalCmd) wanted(e host.HistoryEvent) bool { return strings.HasPrefix
 
 func (c *journalCmd) filter(evs []host.HistoryEvent) []host.HistoryEvent {
 	return slices.DeleteFunc(evs, func(e host.HistoryEvent) bool { return !c.wanted(e) })
+}
+
+// show prints a history as journal show asks: filtered by --type, with
+// each process's recorded output (from the files beside the journal at
+// path) under its exit with --output.
+func (c *journalCmd) show(w io.Writer, path string, evs []host.HistoryEvent) {
+	evs = c.filter(evs)
+	if c.output {
+		printHistoryWithOutput(w, path, evs, c.g.json)
+		return
+	}
+	printHistory(w, evs, c.g.json)
 }
