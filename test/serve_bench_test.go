@@ -22,31 +22,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkServeExecTrue -benchtime 20x ./test/
 func BenchmarkServeExecTrue(b *testing.B) {
-	cli := dockertest.Client(b)
-	dockertest.ImageID(b, cli)
-	dir := filepath.Join(b.TempDir(), "state")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		b.Fatal(err)
-	}
 	ctx := context.Background()
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: filepath.Join(dir, "j.db")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	dockertest.CleanupOwner(b, cli, rt.Owner())
-	b.Cleanup(func() { rt.Close() })
-	lis, err := server.Listen(filepath.Join(dir, "j.sock"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := server.New(rt, server.Options{})
-	go srv.Serve(lis)
-	b.Cleanup(func() { srv.Stop(time.Second) })
-	c, err := client.Dial(filepath.Join(dir, "j.sock"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
+	rt, c := servedRuntime(b)
 
 	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy()})
 	if err != nil {
@@ -79,4 +56,36 @@ func BenchmarkServeExecTrue(b *testing.B) {
 	var served, direct time.Duration
 	alternate(b.N, exec(remote, &served), exec(local, &direct))
 	report(b, "served", served, "embedded", direct)
+}
+
+// servedRuntime opens a runtime on a fresh journal and serves it in this
+// process; its client talks to it over the unix socket. Both close, and
+// the owner's resources go, when b ends.
+func servedRuntime(b *testing.B) (*stockade.Runtime, *client.Client) {
+	b.Helper()
+	cli := dockertest.Client(b)
+	dockertest.ImageID(b, cli)
+	dir := filepath.Join(b.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	rt, err := stockade.Open(context.Background(), stockade.Options{Journal: filepath.Join(dir, "j.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dockertest.CleanupOwner(b, cli, rt.Owner())
+	b.Cleanup(func() { rt.Close() })
+	lis, err := server.Listen(filepath.Join(dir, "j.sock"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := server.New(rt, server.Options{})
+	go srv.Serve(lis)
+	b.Cleanup(func() { srv.Stop(time.Second) })
+	c, err := client.Dial(filepath.Join(dir, "j.sock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return rt, c
 }

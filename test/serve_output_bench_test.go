@@ -4,16 +4,13 @@ import (
 	"context"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
-	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -28,31 +25,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkServeOutput1GiB -benchtime 4x ./test/
 func BenchmarkServeOutput1GiB(b *testing.B) {
-	cli := dockertest.Client(b)
-	dockertest.ImageID(b, cli)
-	dir := filepath.Join(b.TempDir(), "state")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		b.Fatal(err)
-	}
 	ctx := context.Background()
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: filepath.Join(dir, "j.db")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	dockertest.CleanupOwner(b, cli, rt.Owner())
-	b.Cleanup(func() { rt.Close() })
-	lis, err := server.Listen(filepath.Join(dir, "j.sock"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := server.New(rt, server.Options{})
-	go srv.Serve(lis)
-	b.Cleanup(func() { srv.Stop(time.Second) })
-	c, err := client.Dial(filepath.Join(dir, "j.sock"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
+	rt, c := servedRuntime(b)
 
 	pol := smallPolicy()
 	pol.CPUs = 2
