@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"syscall"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -78,7 +79,7 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 	if st.Detached {
 		return nil
 	}
-	return v.attach(ctx, stream, proc)
+	return v.attach(ctx, stream, sb, proc)
 }
 
 // attach pumps the process's output to the client and the client's input
@@ -86,7 +87,7 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 // stream's reader hands it one chunk at a time and reads the next only once
 // that one was taken, and Send blocks while the client's window is full, so
 // an unread client stops the reads from the process.
-func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecServer, proc host.Process) error {
+func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecServer, sb host.Sandbox, proc host.Process) error {
 	out := make(chan *stockadev1.ExecResponse)
 	var readers sync.WaitGroup
 	for _, o := range []struct {
@@ -117,18 +118,18 @@ func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecS
 				break
 			}
 			if err := stream.Send(msg); err != nil {
-				return v.gone(proc, err)
+				return v.gone(sb, proc, err)
 			}
 		case err := <-bad:
 			abandon(proc)
 			return err
 		case <-ctx.Done():
-			return v.gone(proc, ctx.Err())
+			return v.gone(sb, proc, ctx.Err())
 		}
 	}
 	res, err := proc.Wait(ctx)
 	if err != nil && ctx.Err() != nil {
-		return v.gone(proc, ctx.Err())
+		return v.gone(sb, proc, ctx.Err())
 	}
 	return stream.Send(&stockadev1.ExecResponse{Msg: &stockadev1.ExecResponse_Result{Result: wireResult(res)}})
 }
@@ -206,12 +207,30 @@ func (discard) Close() error                { return nil }
 // gone ends an attached call whose client is gone (or whose stream broke).
 // The process has lost its caller, so it is stopped (cancelled), as an
 // embedded caller that closes its streams unread stops it, unless the
-// server itself is stopping: then it runs on, for the next runtime.
-func (v processes) gone(proc host.Process, err error) error {
+// server itself is stopping: then it runs on, for the next runtime. A
+// one-shot sandbox has lost its caller too (stockade run, killed): once the
+// process has ended, it is removed, as recovery removes one whose runtime
+// died.
+func (v processes) gone(sb host.Sandbox, proc host.Process, err error) error {
 	if v.s.isStopping() {
 		return status.Errorf(codes.Unavailable, "the server is stopping; process %s runs on", proc.ID())
 	}
 	abandon(proc)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		st, serr := sb.State(ctx)
+		if serr != nil || st.Spec.Lifetime != spec.OneShot {
+			return
+		}
+		select {
+		case <-proc.Done():
+		case <-ctx.Done():
+		}
+		if rerr := sb.Remove(ctx); rerr != nil && !spec.IsCode(rerr, spec.CodeNotFound) {
+			v.s.log.Warn("removing a one-shot sandbox whose client went away failed", "sandbox", sb.ID(), "err", rerr)
+		}
+	}()
 	return toStatus(spec.Wrap(spec.CodeCancelled, "server", err, "the client of process %s went away", proc.ID()))
 }
 

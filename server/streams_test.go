@@ -191,3 +191,43 @@ func TestSignalAndStop(t *testing.T) {
 		})
 	}
 }
+
+// TestDisconnectRemovesOneShot: a one-shot sandbox whose attached client
+// went away (stockade run, killed) has lost its caller: once its process
+// has ended (cancelled), it is removed.
+func TestDisconnectRemovesOneShot(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	hold := make(chan struct{})
+	defer close(hold)
+	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: hold}
+	}
+	gone := dial(t, fx.socket)
+	sb, err := gone.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Close()
+	if res, _ := fx.c.Wait(ctx, p.ID()); res.Reason != string(lifecycle.ReasonCancelled) {
+		t.Fatalf("the process after its client left: %+v, want cancelled", res)
+	}
+	for {
+		_, err := fx.c.Sandbox(ctx, sb.ID())
+		if spec.IsCode(err, spec.CodeNotFound) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the one-shot sandbox of a vanished client was not removed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	hist, err := fx.c.History(ctx, sb.ID())
+	if err != nil || hist[len(hist)-1].Type != "sandbox.removed" {
+		t.Fatalf("history ends %v, %v; want sandbox.removed", hist[len(hist)-1].Type, err)
+	}
+}
