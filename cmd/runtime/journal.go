@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
@@ -39,7 +40,11 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	rep.WriteTo(stdout)
+	if c.g.json {
+		json.NewEncoder(stdout).Encode(rep)
+	} else {
+		rep.WriteTo(stdout)
+	}
 	if err := rep.Err(); err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -48,7 +53,7 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 
 // journalUsage is each journal subcommand's usage line.
 var journalUsage = map[string]string{
-	"show":    "stockade journal show SANDBOX [--output]",
+	"show":    "stockade journal show SANDBOX [--output] [--follow] [--type T]",
 	"replay":  "stockade journal replay ID [--process] [--at SEQ]",
 	"export":  "stockade journal export",
 	"ls":      "stockade journal ls",
@@ -217,7 +222,11 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 			return fail(stderr, err, 1)
 		}
 	case "ls":
+		enc := json.NewEncoder(stdout)
 		err := j.Live(func(e journal.LiveEntity) error {
+			if c.g.json {
+				return enc.Encode(liveLine{Kind: string(e.Key.Kind), ID: e.Key.ID, Parent: e.Parent, Last: e.Type, Seq: e.LastSeq, Updated: e.Updated})
+			}
 			_, err := fmt.Fprintf(stdout, "%-8s %-26s parent=%-26s last=%-22s seq=%d %s\n", e.Key.Kind, e.Key.ID, e.Parent, e.Type, e.LastSeq, e.Updated.Format("2006-01-02T15:04:05Z"))
 			return err
 		})
@@ -419,4 +428,14 @@ func (c *journalCmd) show(w io.Writer, path string, evs []host.HistoryEvent) {
 		return
 	}
 	printHistory(w, evs, c.g.json)
+}
+
+// liveLine is one entity of journal ls --json.
+type liveLine struct {
+	Kind    string    `json:"kind"`
+	ID      string    `json:"id"`
+	Parent  string    `json:"parent,omitempty"`
+	Last    string    `json:"last"`
+	Seq     uint64    `json:"seq"`
+	Updated time.Time `json:"updated"`
 }

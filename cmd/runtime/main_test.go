@@ -271,6 +271,9 @@ func TestJournalCommands(t *testing.T) {
 			if code, out, _ := run("journal", "ls"); code != 0 || !strings.Contains(out, "sb1") || !strings.Contains(out, "p1") {
 				t.Fatalf("ls: %d %q", code, out)
 			}
+			if code, out, _ := run("--json", "journal", "ls"); code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, `"parent":"sb1"`) {
+				t.Fatalf("ls --json: %d %q", code, out)
+			}
 			if code, out, _ := run("--json", "journal", "show", "sb1"); code != 0 || strings.Count(out, "{\"kind\":") != 4 {
 				t.Fatalf("--json show: %d %q", code, out)
 			}
