@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"syscall"
 	"time"
@@ -237,4 +238,43 @@ func fromResult(w *stockadev1.Result) spec.Result {
 		r.Ended = w.Ended.AsTime()
 	}
 	return r
+}
+
+// Export writes the server's journal as JSON lines to w.
+func (c *Client) Export(ctx context.Context, w io.Writer) error {
+	stream, err := c.jrnl.Export(ctx, &stockadev1.ExportRequest{})
+	if err != nil {
+		return fromStatus(err)
+	}
+	for {
+		chunk, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fromStatus(err)
+		}
+		if _, err := w.Write(chunk.Data); err != nil {
+			return err
+		}
+	}
+}
+
+// Live lists the server's journal's live entities.
+func (c *Client) Live(ctx context.Context) ([]host.LiveEntity, error) {
+	resp, err := c.jrnl.Live(ctx, &stockadev1.LiveRequest{})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	out := make([]host.LiveEntity, 0, len(resp.Entities))
+	for _, e := range resp.Entities {
+		out = append(out, host.LiveEntity{Kind: e.Kind, ID: e.Id, Parent: e.Parent, Last: e.LastType, Seq: e.LastSeq, Updated: e.Updated.AsTime()})
+	}
+	return out, nil
+}
+
+// Verify checks the server's journal (every record, stream, fold, index).
+func (c *Client) Verify(ctx context.Context) error {
+	_, err := c.jrnl.Verify(ctx, &stockadev1.VerifyRequest{})
+	return fromStatus(err)
 }

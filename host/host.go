@@ -144,3 +144,13 @@ type RecoveredSandbox struct {
 	Settled  lifecycle.Phase `json:"settled,omitempty"`
 	Error    string          `json:"error,omitempty"`
 }
+
+// LiveEntity is one entry of the journal's live index.
+type LiveEntity struct {
+	Kind    string    `json:"kind"`
+	ID      string    `json:"id"`
+	Parent  string    `json:"parent,omitempty"` // a process's sandbox
+	Last    string    `json:"last"`             // the type of its last event
+	Seq     uint64    `json:"seq"`              // the sequence of its last event
+	Updated time.Time `json:"updated"`
+}

@@ -237,6 +237,63 @@ func (v journalService) Follow(req *stockadev1.FollowRequest, stream stockadev1.
 	return toStatus(err)
 }
 
+// Export streams the journal's JSON lines in chunks; a client that does
+// not read holds up only this export (Send blocks).
+func (v journalService) Export(_ *stockadev1.ExportRequest, stream stockadev1.Journal_ExportServer) error {
+	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&stockadev1.ExportChunk{Data: b}) }}
+	if err := v.s.rt.ExportJournal(w); err != nil {
+		return toStatus(err)
+	}
+	return toStatus(w.flush())
+}
+
+func (v journalService) Live(context.Context, *stockadev1.LiveRequest) (*stockadev1.LiveResponse, error) {
+	list, err := v.s.rt.LiveEntities()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &stockadev1.LiveResponse{}
+	for _, e := range list {
+		out.Entities = append(out.Entities, &stockadev1.LiveEntity{Kind: e.Kind, Id: e.ID, Parent: e.Parent, LastType: e.Last, LastSeq: e.Seq, Updated: timestamppb.New(e.Updated)})
+	}
+	return out, nil
+}
+
+func (v journalService) Verify(context.Context, *stockadev1.VerifyRequest) (*stockadev1.VerifyResponse, error) {
+	return &stockadev1.VerifyResponse{}, toStatus(v.s.rt.VerifyJournal())
+}
+
+// chunkWriter gathers writes into messages of at most 64 KiB.
+type chunkWriter struct {
+	buf  []byte
+	send func([]byte) error
+}
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		room := 64<<10 - len(w.buf)
+		take := min(room, len(p))
+		w.buf = append(w.buf, p[:take]...)
+		p = p[take:]
+		if len(w.buf) == 64<<10 {
+			if err := w.flush(); err != nil {
+				return n - len(p), err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (w *chunkWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	err := w.send(w.buf)
+	w.buf = nil // the message owns the bytes sent
+	return err
+}
+
 func wireEvent(e host.HistoryEvent) *stockadev1.HistoryEvent {
 	return &stockadev1.HistoryEvent{Kind: e.Kind, Id: e.ID, Seq: e.Seq, Time: timestamppb.New(e.Time), Type: e.Type, PayloadJson: e.Payload}
 }

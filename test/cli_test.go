@@ -197,6 +197,17 @@ func TestCLIThroughServer(t *testing.T) {
 	if code, out, errOut := e.run(t, "", "journal", "show", id); code != 0 || !strings.Contains(out, "process.started") {
 		t.Fatalf("journal show through the server: %d %q %q", code, out, errOut)
 	}
+	// The journal commands that read the file go through the server that
+	// holds it.
+	if code, out, errOut := e.run(t, "", "journal", "export"); code != 0 || !strings.Contains(out, `"type":"sandbox.reserved"`) {
+		t.Fatalf("journal export through the server: %d %q %q", code, out[:min(len(out), 200)], errOut)
+	}
+	if code, out, errOut := e.run(t, "", "--json", "journal", "ls"); code != 0 || !strings.Contains(out, `"id":"`+id+`"`) {
+		t.Fatalf("journal ls through the server: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := e.run(t, "", "journal", "verify"); code != 0 || !strings.Contains(out, "every record decodes") {
+		t.Fatalf("journal verify through the server: %d %q %q", code, out, errOut)
+	}
 	// journal show --follow: the past, then a new event as it happens.
 	follow := exec.Command(e.bin, "--journal", e.journal, "journal", "show", "--follow", id)
 	followed, err := follow.StdoutPipe()

@@ -440,22 +440,7 @@ func replayAll(path string) error {
 		return err
 	}
 	defer j.Close()
-	if err := j.Verify(); err != nil {
-		return err
-	}
-	var keys []journal.Key
-	if err := j.Streams(func(k journal.Key) error { keys = append(keys, k); return nil }); err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if k.Kind == journal.KindRuntime {
-			continue // runtime facts are not folded
-		}
-		if _, err := replay(j, k.Kind, k.ID, 0); err != nil {
-			return err
-		}
-	}
-	return nil
+	return stockade.VerifyJournal(j)
 }
 
 type drillChildCmd struct {

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
@@ -174,7 +173,7 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		}
 		return 0
 	}
-	if c.sub == "show" || c.sub == "replay" || c.sub == "diff" {
+	if c.sub != "restore" {
 		// A running server holds the journal: ask it.
 		if cl := dial(c.g); cl != nil {
 			defer cl.Close()
@@ -222,17 +221,11 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 			return fail(stderr, err, 1)
 		}
 	case "ls":
-		enc := json.NewEncoder(stdout)
-		err := j.Live(func(e journal.LiveEntity) error {
-			if c.g.json {
-				return enc.Encode(liveLine{Kind: string(e.Key.Kind), ID: e.Key.ID, Parent: e.Parent, Last: e.Type, Seq: e.LastSeq, Updated: e.Updated})
-			}
-			_, err := fmt.Fprintf(stdout, "%-8s %-26s parent=%-26s last=%-22s seq=%d %s\n", e.Key.Kind, e.Key.ID, e.Parent, e.Type, e.LastSeq, e.Updated.Format("2006-01-02T15:04:05Z"))
-			return err
-		})
+		list, err := stockade.LiveEntities(j)
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
+		printLive(stdout, list, c.g.json)
 	}
 	return 0
 }
@@ -378,8 +371,35 @@ func (c *journalCmd) executeServed(ctx context.Context, cl *client.Client, stdou
 			return fail(stderr, err, 1)
 		}
 		printDiff(stdout, changes, c.g.json)
+	case "export":
+		if err := cl.Export(ctx, stdout); err != nil {
+			return fail(stderr, err, 1)
+		}
+	case "ls":
+		list, err := cl.Live(ctx)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		printLive(stdout, list, c.g.json)
+	case "verify":
+		if err := cl.Verify(ctx); err != nil {
+			return fail(stderr, err, 1)
+		}
+		fmt.Fprintln(stdout, "the served journal: every record decodes, every stream folds, the indexes agree")
 	}
 	return 0
+}
+
+// printLive prints the live index, a line (or a JSON object) an entity.
+func printLive(w io.Writer, list []host.LiveEntity, asJSON bool) {
+	enc := json.NewEncoder(w)
+	for _, e := range list {
+		if asJSON {
+			enc.Encode(e)
+			continue
+		}
+		fmt.Fprintf(w, "%-8s %-26s parent=%-26s last=%-22s seq=%d %s\n", e.Kind, e.ID, e.Parent, e.Last, e.Seq, e.Updated.Format("2006-01-02T15:04:05Z"))
+	}
 }
 
 // printHistoryWithOutput is journal show --output: each process's recorded
@@ -428,14 +448,4 @@ func (c *journalCmd) show(w io.Writer, path string, evs []host.HistoryEvent) {
 		return
 	}
 	printHistory(w, evs, c.g.json)
-}
-
-// liveLine is one entity of journal ls --json.
-type liveLine struct {
-	Kind    string    `json:"kind"`
-	ID      string    `json:"id"`
-	Parent  string    `json:"parent,omitempty"`
-	Last    string    `json:"last"`
-	Seq     uint64    `json:"seq"`
-	Updated time.Time `json:"updated"`
 }

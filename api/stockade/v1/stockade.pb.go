@@ -1808,6 +1808,322 @@ func (x *HistoryResponse) GetEvents() []*HistoryEvent {
 	return nil
 }
 
+type ExportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRequest) Reset() {
+	*x = ExportRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRequest) ProtoMessage() {}
+
+func (x *ExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
+func (*ExportRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+}
+
+type ExportChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportChunk) Reset() {
+	*x = ExportChunk{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportChunk) ProtoMessage() {}
+
+func (x *ExportChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
+func (*ExportChunk) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ExportChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type LiveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiveRequest) Reset() {
+	*x = LiveRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveRequest) ProtoMessage() {}
+
+func (x *LiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
+func (*LiveRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+}
+
+type LiveEntity struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Parent        string                 `protobuf:"bytes,3,opt,name=parent,proto3" json:"parent,omitempty"`
+	LastType      string                 `protobuf:"bytes,4,opt,name=last_type,json=lastType,proto3" json:"last_type,omitempty"`
+	LastSeq       uint64                 `protobuf:"varint,5,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	Updated       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated,proto3" json:"updated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiveEntity) Reset() {
+	*x = LiveEntity{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveEntity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveEntity) ProtoMessage() {}
+
+func (x *LiveEntity) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
+func (*LiveEntity) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *LiveEntity) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LiveEntity) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LiveEntity) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *LiveEntity) GetLastType() string {
+	if x != nil {
+		return x.LastType
+	}
+	return ""
+}
+
+func (x *LiveEntity) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *LiveEntity) GetUpdated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Updated
+	}
+	return nil
+}
+
+type LiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entities      []*LiveEntity          `protobuf:"bytes,1,rep,name=entities,proto3" json:"entities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiveResponse) Reset() {
+	*x = LiveResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveResponse) ProtoMessage() {}
+
+func (x *LiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
+func (*LiveResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *LiveResponse) GetEntities() []*LiveEntity {
+	if x != nil {
+		return x.Entities
+	}
+	return nil
+}
+
+type VerifyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyRequest) Reset() {
+	*x = VerifyRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyRequest) ProtoMessage() {}
+
+func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
+func (*VerifyRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+}
+
+type VerifyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyResponse) Reset() {
+	*x = VerifyResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyResponse) ProtoMessage() {}
+
+func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
+func (*VerifyResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+}
+
 type FollowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// sandbox_id is the sandbox to follow; empty: every entity, from now.
@@ -1818,7 +2134,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +2146,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +2159,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -1868,7 +2184,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2196,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2209,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -1950,7 +2266,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2278,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2291,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -2009,7 +2325,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2337,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2350,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReplayResponse) GetStateJson() []byte {
@@ -2052,7 +2368,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2380,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2393,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
 }
 
 type RecoveryResponse struct {
@@ -2093,7 +2409,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2421,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2434,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -2163,7 +2479,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2491,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2504,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -2241,7 +2557,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2569,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2582,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
 }
 
 type DoctorResponse struct {
@@ -2279,7 +2595,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2607,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2620,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DoctorResponse) GetReportJson() []byte {
@@ -2430,7 +2746,23 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"D\n" +
 	"\x0fHistoryResponse\x121\n" +
-	"\x06events\x18\x01 \x03(\v2\x19.stockade.v1.HistoryEventR\x06events\".\n" +
+	"\x06events\x18\x01 \x03(\v2\x19.stockade.v1.HistoryEventR\x06events\"\x0f\n" +
+	"\rExportRequest\"!\n" +
+	"\vExportChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\r\n" +
+	"\vLiveRequest\"\xb6\x01\n" +
+	"\n" +
+	"LiveEntity\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
+	"\x06parent\x18\x03 \x01(\tR\x06parent\x12\x1b\n" +
+	"\tlast_type\x18\x04 \x01(\tR\blastType\x12\x19\n" +
+	"\blast_seq\x18\x05 \x01(\x04R\alastSeq\x124\n" +
+	"\aupdated\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\"C\n" +
+	"\fLiveResponse\x123\n" +
+	"\bentities\x18\x01 \x03(\v2\x17.stockade.v1.LiveEntityR\bentities\"\x0f\n" +
+	"\rVerifyRequest\"\x10\n" +
+	"\x0eVerifyResponse\".\n" +
 	"\rFollowRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"\xab\x01\n" +
@@ -2482,11 +2814,14 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04Wait\x12\x18.stockade.v1.WaitRequest\x1a\x19.stockade.v1.WaitResponse2\x7f\n" +
 	"\x05Files\x12:\n" +
 	"\x03Put\x12\x17.stockade.v1.PutRequest\x1a\x18.stockade.v1.PutResponse(\x01\x12:\n" +
-	"\x03Get\x12\x17.stockade.v1.GetRequest\x1a\x18.stockade.v1.GetResponse0\x012\xe1\x02\n" +
+	"\x03Get\x12\x17.stockade.v1.GetRequest\x1a\x18.stockade.v1.GetResponse0\x012\xa3\x04\n" +
 	"\aJournal\x12D\n" +
 	"\aHistory\x12\x1b.stockade.v1.HistoryRequest\x1a\x1c.stockade.v1.HistoryResponse\x12A\n" +
 	"\x06Replay\x12\x1a.stockade.v1.ReplayRequest\x1a\x1b.stockade.v1.ReplayResponse\x12A\n" +
-	"\x06Follow\x12\x1a.stockade.v1.FollowRequest\x1a\x19.stockade.v1.HistoryEvent0\x01\x12G\n" +
+	"\x06Follow\x12\x1a.stockade.v1.FollowRequest\x1a\x19.stockade.v1.HistoryEvent0\x01\x12@\n" +
+	"\x06Export\x12\x1a.stockade.v1.ExportRequest\x1a\x18.stockade.v1.ExportChunk0\x01\x12;\n" +
+	"\x04Live\x12\x18.stockade.v1.LiveRequest\x1a\x19.stockade.v1.LiveResponse\x12A\n" +
+	"\x06Verify\x12\x1a.stockade.v1.VerifyRequest\x1a\x1b.stockade.v1.VerifyResponse\x12G\n" +
 	"\bRecovery\x12\x1c.stockade.v1.RecoveryRequest\x1a\x1d.stockade.v1.RecoveryResponse\x12A\n" +
 	"\x06Doctor\x12\x1a.stockade.v1.DoctorRequest\x1a\x1b.stockade.v1.DoctorResponseB9Z7github.com/stockade/stockade/api/stockade/v1;stockadev1b\x06proto3"
 
@@ -2503,7 +2838,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                    // 0: stockade.v1.Stream
 	(*Error)(nil),                  // 1: stockade.v1.Error
@@ -2536,73 +2871,88 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*GetResponse)(nil),            // 28: stockade.v1.GetResponse
 	(*HistoryRequest)(nil),         // 29: stockade.v1.HistoryRequest
 	(*HistoryResponse)(nil),        // 30: stockade.v1.HistoryResponse
-	(*FollowRequest)(nil),          // 31: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),           // 32: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),          // 33: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),         // 34: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),        // 35: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),       // 36: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),       // 37: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),          // 38: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),         // 39: stockade.v1.DoctorResponse
-	(*durationpb.Duration)(nil),    // 40: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 41: google.protobuf.Timestamp
+	(*ExportRequest)(nil),          // 31: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),            // 32: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),            // 33: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),             // 34: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),           // 35: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),          // 36: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),         // 37: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),          // 38: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),           // 39: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),          // 40: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),         // 41: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),        // 42: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),       // 43: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),       // 44: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),          // 45: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),         // 46: stockade.v1.DoctorResponse
+	(*durationpb.Duration)(nil),    // 47: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 48: google.protobuf.Timestamp
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	40, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	47, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
 	6,  // 1: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	41, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	48, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
 	14, // 3: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	40, // 4: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	47, // 4: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
 	16, // 5: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
 	17, // 6: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
 	18, // 7: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
 	0,  // 8: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
 	1,  // 9: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	41, // 10: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	41, // 11: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	48, // 10: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	48, // 11: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
 	18, // 12: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	32, // 13: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	41, // 14: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	37, // 15: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	40, // 16: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	2,  // 17: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	4,  // 18: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	7,  // 19: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	9,  // 20: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	11, // 21: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	13, // 22: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	19, // 23: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	21, // 24: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	23, // 25: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	25, // 26: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	27, // 27: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	29, // 28: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	33, // 29: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	31, // 30: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	35, // 31: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	38, // 32: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	3,  // 33: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	5,  // 34: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	8,  // 35: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	10, // 36: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	12, // 37: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	15, // 38: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	20, // 39: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	22, // 40: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	24, // 41: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	26, // 42: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	28, // 43: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	30, // 44: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	34, // 45: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	32, // 46: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	36, // 47: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	39, // 48: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	33, // [33:49] is the sub-list for method output_type
-	17, // [17:33] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	39, // 13: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	48, // 14: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	34, // 15: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	48, // 16: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	44, // 17: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	47, // 18: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	2,  // 19: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	4,  // 20: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	7,  // 21: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	9,  // 22: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	11, // 23: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	13, // 24: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	19, // 25: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	21, // 26: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	23, // 27: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	25, // 28: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	27, // 29: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	29, // 30: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	40, // 31: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	38, // 32: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	31, // 33: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	33, // 34: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	36, // 35: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	42, // 36: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	45, // 37: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	3,  // 38: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	5,  // 39: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	8,  // 40: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	10, // 41: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	12, // 42: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	15, // 43: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	20, // 44: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	22, // 45: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	24, // 46: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	26, // 47: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	28, // 48: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	30, // 49: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	41, // 50: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	39, // 51: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	32, // 52: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	35, // 53: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	37, // 54: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	43, // 55: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	46, // 56: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	38, // [38:57] is the sub-list for method output_type
+	19, // [19:38] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -2627,7 +2977,7 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

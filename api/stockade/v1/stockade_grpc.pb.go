@@ -688,6 +688,9 @@ const (
 	Journal_History_FullMethodName  = "/stockade.v1.Journal/History"
 	Journal_Replay_FullMethodName   = "/stockade.v1.Journal/Replay"
 	Journal_Follow_FullMethodName   = "/stockade.v1.Journal/Follow"
+	Journal_Export_FullMethodName   = "/stockade.v1.Journal/Export"
+	Journal_Live_FullMethodName     = "/stockade.v1.Journal/Live"
+	Journal_Verify_FullMethodName   = "/stockade.v1.Journal/Verify"
 	Journal_Recovery_FullMethodName = "/stockade.v1.Journal/Recovery"
 	Journal_Doctor_FullMethodName   = "/stockade.v1.Journal/Doctor"
 )
@@ -707,6 +710,12 @@ type JournalClient interface {
 	// id, every entity's new events (a tail, no past). Nothing is missed or
 	// given twice.
 	Follow(ctx context.Context, in *FollowRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HistoryEvent], error)
+	// Export streams the whole journal as JSON lines (a consistent snapshot).
+	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error)
+	// Live lists the journal's live entities.
+	Live(ctx context.Context, in *LiveRequest, opts ...grpc.CallOption) (*LiveResponse, error)
+	// Verify checks every record, stream, fold and index of the journal.
+	Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error)
 	// Recovery returns the report of the recovery the server's Open ran.
 	Recovery(ctx context.Context, in *RecoveryRequest, opts ...grpc.CallOption) (*RecoveryResponse, error)
 	// Doctor checks the daemon against the runtime's profile.
@@ -760,6 +769,45 @@ func (c *journalClient) Follow(ctx context.Context, in *FollowRequest, opts ...g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Journal_FollowClient = grpc.ServerStreamingClient[HistoryEvent]
 
+func (c *journalClient) Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Journal_ServiceDesc.Streams[1], Journal_Export_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportRequest, ExportChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Journal_ExportClient = grpc.ServerStreamingClient[ExportChunk]
+
+func (c *journalClient) Live(ctx context.Context, in *LiveRequest, opts ...grpc.CallOption) (*LiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LiveResponse)
+	err := c.cc.Invoke(ctx, Journal_Live_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *journalClient) Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyResponse)
+	err := c.cc.Invoke(ctx, Journal_Verify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *journalClient) Recovery(ctx context.Context, in *RecoveryRequest, opts ...grpc.CallOption) (*RecoveryResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RecoveryResponse)
@@ -795,6 +843,12 @@ type JournalServer interface {
 	// id, every entity's new events (a tail, no past). Nothing is missed or
 	// given twice.
 	Follow(*FollowRequest, grpc.ServerStreamingServer[HistoryEvent]) error
+	// Export streams the whole journal as JSON lines (a consistent snapshot).
+	Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error
+	// Live lists the journal's live entities.
+	Live(context.Context, *LiveRequest) (*LiveResponse, error)
+	// Verify checks every record, stream, fold and index of the journal.
+	Verify(context.Context, *VerifyRequest) (*VerifyResponse, error)
 	// Recovery returns the report of the recovery the server's Open ran.
 	Recovery(context.Context, *RecoveryRequest) (*RecoveryResponse, error)
 	// Doctor checks the daemon against the runtime's profile.
@@ -817,6 +871,15 @@ func (UnimplementedJournalServer) Replay(context.Context, *ReplayRequest) (*Repl
 }
 func (UnimplementedJournalServer) Follow(*FollowRequest, grpc.ServerStreamingServer[HistoryEvent]) error {
 	return status.Errorf(codes.Unimplemented, "method Follow not implemented")
+}
+func (UnimplementedJournalServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error {
+	return status.Errorf(codes.Unimplemented, "method Export not implemented")
+}
+func (UnimplementedJournalServer) Live(context.Context, *LiveRequest) (*LiveResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Live not implemented")
+}
+func (UnimplementedJournalServer) Verify(context.Context, *VerifyRequest) (*VerifyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Verify not implemented")
 }
 func (UnimplementedJournalServer) Recovery(context.Context, *RecoveryRequest) (*RecoveryResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Recovery not implemented")
@@ -892,6 +955,53 @@ func _Journal_Follow_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Journal_FollowServer = grpc.ServerStreamingServer[HistoryEvent]
 
+func _Journal_Export_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(JournalServer).Export(m, &grpc.GenericServerStream[ExportRequest, ExportChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Journal_ExportServer = grpc.ServerStreamingServer[ExportChunk]
+
+func _Journal_Live_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).Live(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_Live_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).Live(ctx, req.(*LiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Journal_Verify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).Verify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_Verify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).Verify(ctx, req.(*VerifyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Journal_Recovery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RecoveryRequest)
 	if err := dec(in); err != nil {
@@ -944,6 +1054,14 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Journal_Replay_Handler,
 		},
 		{
+			MethodName: "Live",
+			Handler:    _Journal_Live_Handler,
+		},
+		{
+			MethodName: "Verify",
+			Handler:    _Journal_Verify_Handler,
+		},
+		{
 			MethodName: "Recovery",
 			Handler:    _Journal_Recovery_Handler,
 		},
@@ -956,6 +1074,11 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Follow",
 			Handler:       _Journal_Follow_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Export",
+			Handler:       _Journal_Export_Handler,
 			ServerStreams: true,
 		},
 	},
