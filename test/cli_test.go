@@ -218,6 +218,10 @@ func TestCLIThroughServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { follow.Process.Kill(); follow.Wait() }()
+	// A follow that shows nothing is killed, so the scans below end (and
+	// the test fails) instead of hanging.
+	stall := time.AfterFunc(time.Minute, func() { follow.Process.Kill() })
+	defer stall.Stop()
 	lines := bufio.NewScanner(followed)
 	for lines.Scan() && !strings.Contains(lines.Text(), "sandbox.started") {
 	}

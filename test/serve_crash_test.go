@@ -23,34 +23,50 @@ import (
 // served is a `stockade serve` subprocess of a cliEnv's binary on its
 // journal, listening beside it.
 type served struct {
-	cmd    *exec.Cmd
-	logs   *lockedBuffer
-	exited chan error
-	sock   string
+	*subprocess
+	logs *lockedBuffer
+	sock string
+}
+
+// subprocess is a started command whose end is observed once, without a
+// race: Wait runs in one goroutine, which records the error and closes
+// done; a cleanup kills the command if the test has not ended it.
+type subprocess struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func startSubprocess(t *testing.T, cmd *exec.Cmd) *subprocess {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &subprocess{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		s.err = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	return s
 }
 
 // serve starts `stockade serve` on e's journal; a cleanup kills it if the
 // test has not ended it. It returns once the socket answers.
 func (e *cliEnv) serve(t *testing.T, ctx context.Context) *served {
 	t.Helper()
-	s := &served{logs: &lockedBuffer{}, exited: make(chan error, 1), sock: strings.TrimSuffix(e.journal, ".db") + ".sock"}
-	s.cmd = exec.Command(e.bin, "serve", "--journal", e.journal)
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
-	// exited is read once, by whoever ends the server; the cleanup only
-	// kills a server still running.
-	s.exited = done
-	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil {
-			s.cmd.Process.Kill()
-			<-done
-		}
-	})
-	dialServer(t, ctx, s.sock, done, s.logs).Close()
+	s := &served{logs: &lockedBuffer{}, sock: strings.TrimSuffix(e.journal, ".db") + ".sock"}
+	cmd := exec.Command(e.bin, "serve", "--journal", e.journal)
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	s.subprocess = startSubprocess(t, cmd)
+	dialServer(t, ctx, s.sock, s.subprocess, s.logs).Close()
 	return s
 }
 
@@ -61,8 +77,8 @@ func (s *served) stop(t *testing.T, sig syscall.Signal) error {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-s.exited:
-		return err
+	case <-s.done:
+		return s.err
 	case <-time.After(time.Minute):
 		t.Fatalf("serve did not end within a minute of %v\n%s", sig, s.logs.String())
 		return nil

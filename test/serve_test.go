@@ -81,21 +81,11 @@ func TestServeEndToEnd(t *testing.T) {
 	srv := exec.Command(bin, "serve", "--journal", jpath, "--socket", sock)
 	srv.Env = os.Environ()
 	srv.Stdout, srv.Stderr = &logs, &logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
-	t.Cleanup(func() {
-		if srv.ProcessState == nil {
-			srv.Process.Kill()
-			<-exited
-		}
-	})
+	sub := startSubprocess(t, srv)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := dialServer(t, ctx, sock, exited, &logs)
+	c := dialServer(t, ctx, sock, sub, &logs)
 	defer c.Close()
 	var rt host.Runtime = c
 	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept})
@@ -134,8 +124,9 @@ func TestServeEndToEnd(t *testing.T) {
 	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-exited; err != nil {
-		t.Fatalf("serve after SIGTERM: %v (want exit 0)\n%s", err, logs.String())
+	<-sub.done
+	if sub.err != nil {
+		t.Fatalf("serve after SIGTERM: %v (want exit 0)\n%s", sub.err, logs.String())
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("the socket is left behind after a clean stop: %v", err)
@@ -163,7 +154,7 @@ func TestServeEndToEnd(t *testing.T) {
 
 // dialServer waits for the server's socket to answer, failing at once if
 // the server exits first.
-func dialServer(t *testing.T, ctx context.Context, sock string, exited <-chan error, logs *lockedBuffer) *client.Client {
+func dialServer(t *testing.T, ctx context.Context, sock string, sub *subprocess, logs *lockedBuffer) *client.Client {
 	t.Helper()
 	for {
 		c, err := client.Dial(sock)
@@ -171,8 +162,8 @@ func dialServer(t *testing.T, ctx context.Context, sock string, exited <-chan er
 			return c
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("serve exited before answering: %v\n%s", err, logs.String())
+		case <-sub.done:
+			t.Fatalf("serve exited before answering: %v\n%s", sub.err, logs.String())
 		case <-ctx.Done():
 			t.Fatalf("serve did not answer on %s: %v\n%s", sock, err, logs.String())
 		case <-time.After(50 * time.Millisecond):
