@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -237,11 +239,25 @@ func (v journalService) Follow(req *stockadev1.FollowRequest, stream stockadev1.
 	return toStatus(err)
 }
 
-// Export streams the journal's JSON lines in chunks; a client that does
-// not read holds up only this export (Send blocks).
+// Export streams the journal's JSON lines in chunks. The export is taken
+// into an unlinked temporary file first and streamed from there: a slow
+// client must not keep the journal's read transaction open (a commit that
+// grows the file waits for every reader), so it holds up only itself.
 func (v journalService) Export(_ *stockadev1.ExportRequest, stream stockadev1.Journal_ExportServer) error {
+	f, err := os.CreateTemp("", "stockade-export-*")
+	if err != nil {
+		return toStatus(spec.Wrap(spec.CodeInternal, "server", err, "a temporary file for the export"))
+	}
+	os.Remove(f.Name())
+	defer f.Close()
+	if err := v.s.rt.ExportJournal(f); err != nil {
+		return toStatus(err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return toStatus(spec.Wrap(spec.CodeInternal, "server", err, "rewinding the export"))
+	}
 	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&stockadev1.ExportChunk{Data: b}) }}
-	if err := v.s.rt.ExportJournal(w); err != nil {
+	if _, err := io.Copy(w, f); err != nil {
 		return toStatus(err)
 	}
 	return toStatus(w.flush())

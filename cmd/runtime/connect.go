@@ -55,6 +55,16 @@ func dial(g global) *client.Client {
 	return c
 }
 
+// serverAnswers reports whether the journal's server answers.
+func serverAnswers(g global) bool {
+	c := dial(g)
+	if c == nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
 // openSandbox connects (see connect) and finds a live sandbox. The caller
 // closes the runtime.
 func openSandbox(ctx context.Context, g global, id string) (host.Runtime, host.Sandbox, bool, error) {

@@ -109,18 +109,25 @@ func (c *logsCmd) followLogs(ctx context.Context, path string, emit func(stockad
 		return fail(stderr, err, 1)
 	}
 	ended := make(chan struct{})
+	broken := make(chan error, 1) // the follow ended without the exit
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		// The sandbox's history comes first: an exit before the follow
 		// began is in it.
-		cl.Follow(fctx, st.Sandbox, func(e host.HistoryEvent) error {
+		err := cl.Follow(fctx, st.Sandbox, func(e host.HistoryEvent) error {
 			if e.ID == c.id && e.Type == (lifecycle.ProcessExited{}).Type() {
 				close(ended)
 				return errFollowed
 			}
 			return nil
 		})
+		if !errors.Is(err, errFollowed) && fctx.Err() == nil {
+			if err == nil {
+				err = spec.Errorf(spec.CodeCancelled, "logs", "the server ended the follow")
+			}
+			broken <- err
+		}
 	}()
 	var printed int64 // how far into the output has been printed
 	for {
@@ -142,7 +149,7 @@ func (c *logsCmd) followLogs(ctx context.Context, path string, emit func(stockad
 			return emit(ch)
 		})
 		switch {
-		case err != nil && !spec.IsCode(err, spec.CodeNotFound):
+		case err != nil && (final || !spec.IsCode(err, spec.CodeNotFound)):
 			return fail(stderr, err, 1)
 		case final:
 			finish(sum)
@@ -150,6 +157,10 @@ func (c *logsCmd) followLogs(ctx context.Context, path string, emit func(stockad
 		}
 		select {
 		case <-ended:
+		case err := <-broken:
+			// The server went away (or the follow lagged): what was
+			// recorded is printed; the end is not known.
+			return fail(stderr, spec.Wrap(spec.CodeOf(err), "logs", err, "following process %s (its recording so far is printed)", c.id), 1)
 		case <-time.After(250 * time.Millisecond):
 		case <-ctx.Done():
 			return 0

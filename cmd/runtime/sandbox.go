@@ -94,15 +94,16 @@ func needServer(what string) error {
 }
 
 func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
-	rt, served, err := connect(ctx, c.g)
+	if c.ttl > 0 && !serverAnswers(c.g) {
+		// Without a server the TTL would have nobody to enforce it; said
+		// before an embedded runtime would recover anything.
+		return fail(stderr, needServer("sandbox create --ttl"), 1)
+	}
+	rt, _, err := connect(ctx, c.g)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
 	defer rt.Close()
-	if c.ttl > 0 && !served {
-		// Without a server the TTL would have nobody to enforce it.
-		return fail(stderr, needServer("sandbox create --ttl"), 1)
-	}
 	switch c.sub {
 	case "create":
 		sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.Kept, TTL: c.ttl})
@@ -245,6 +246,9 @@ func parseExec(g global, args []string) (command, error) {
 }
 
 func (c *execCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
+	if c.detach && !serverAnswers(c.g) {
+		return fail(stderr, needServer("exec -d"), 125)
+	}
 	rt, sb, _, err := openSandbox(ctx, c.g, c.id)
 	if err != nil {
 		return fail(stderr, err, 125)
