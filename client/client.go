@@ -41,6 +41,10 @@ var (
 	_ host.Process = (*Process)(nil)
 )
 
+// MaxMessage bounds one reply the client accepts (a sandbox's whole
+// history is one): far above gRPC's 4 MiB default, still bounded.
+const MaxMessage = 256 << 20
+
 // Dial connects to the server on the unix socket at path. It fails at once
 // (cancelled, naming the path) when nothing answers there, so a caller can
 // fall back to an embedded runtime.
@@ -50,10 +54,19 @@ func Dial(path string) (*Client, error) {
 		return nil, spec.Wrap(spec.CodeCancelled, "client", err, "no stockade server answers on %s (start one with `stockade serve`)", path)
 	}
 	probe.Close()
-	conn, err := grpc.NewClient("unix://"+path,
+	// The path is dialled as it is, not parsed as a URL: a relative path,
+	// or one with '#', '?' or '%' in it, would be misread in a unix:// one.
+	dial := func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}
+	conn, err := grpc.NewClient("passthrough:///stockade",
+		grpc.WithContextDialer(dial),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(Window),
 		grpc.WithInitialConnWindowSize(Window),
+		// A long history or listing is one message: allow it, bounded.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage)),
 	)
 	if err != nil {
 		return nil, spec.Wrap(spec.CodeInvalidArgument, "client", err, "socket %s", path)

@@ -159,3 +159,39 @@ func TestPeerOfAnotherUIDRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestDialOddPaths: the client dials the socket path as it is, relative or
+// with characters a URL would misread ('#', '?', '%').
+func TestDialOddPaths(t *testing.T) {
+	fx := serve(t)
+	dir := filepath.Dir(fx.socket)
+	for _, name := range []string{"a#b.sock", "c?d.sock", "100%x.sock"} {
+		t.Run(name, func(t *testing.T) {
+			odd := filepath.Join(dir, name)
+			if err := os.Symlink(fx.socket, odd); err != nil {
+				t.Fatal(err)
+			}
+			c, err := client.Dial(odd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Sandboxes(context.Background()); err != nil {
+				t.Fatalf("a call through %s: %v", name, err)
+			}
+		})
+	}
+	wd, _ := os.Getwd()
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	c, err := client.Dial(filepath.Base(fx.socket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Sandboxes(context.Background()); err != nil {
+		t.Fatalf("a call through a relative path: %v", err)
+	}
+}
