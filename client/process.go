@@ -52,7 +52,8 @@ func (s *Sandbox) start(ctx context.Context, p spec.Process, detached bool) (*Pr
 		return nil, fromStatus(err)
 	}
 	start := &stockadev1.ExecStart{SandboxId: s.id, Argv: p.Argv, Env: p.Env, Dir: p.Dir, Stdin: p.Stdin, Detached: detached,
-		OutputQuota: p.OutputQuota, DiscardStdout: p.Stdout == spec.Discard, DiscardStderr: p.Stderr == spec.Discard}
+		OutputQuota: p.OutputQuota, DiscardStdout: p.Stdout == spec.Discard, DiscardStderr: p.Stderr == spec.Discard,
+		Record: &stockadev1.Record{Off: p.Record.Off, Head: p.Record.Head, Tail: p.Record.Tail}}
 	if p.Timeout != 0 {
 		start.Timeout = durationpb.New(p.Timeout)
 	}

@@ -42,6 +42,9 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 	}
 	p := spec.Process{Argv: st.Argv, Env: st.Env, Dir: st.Dir, Stdin: st.Stdin, Stdout: spec.Pipe, Stderr: spec.Pipe,
 		Timeout: st.Timeout.AsDuration(), OutputQuota: st.OutputQuota}
+	if r := st.Record; r != nil {
+		p.Record = spec.Record{Off: r.Off, Head: r.Head, Tail: r.Tail}
+	}
 	if st.DiscardStdout {
 		p.Stdout = spec.Discard
 	}

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/host"
@@ -243,5 +245,38 @@ func TestFiles(t *testing.T) {
 	}
 	if !bytes.Equal(got, content) || !live {
 		t.Fatalf("got %d bytes (live %v), want %d (live: the workload runs)", len(got), live, len(content))
+	}
+}
+
+// TestRecordCrossesTheWire: a process's Record bound travels with its
+// start, so a host that switches to served keeps its recording choice.
+func TestRecordCrossesTheWire(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("x")}}}
+	}
+	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	journalPath := filepath.Join(filepath.Dir(fx.socket), "journal.db")
+	for _, tc := range []struct {
+		rec      spec.Record
+		recorded bool
+	}{{spec.Record{}, true}, {spec.Record{Off: true}, false}} {
+		p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Record: tc.rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, p.Stdout())
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		_, err = stockade.ReadOutput(journalPath, p.ID(), func(ch stockade.OutputChunk) error { got = append(got, ch.Data...); return nil })
+		if tc.recorded != (err == nil && string(got) == "x") {
+			t.Fatalf("record %+v: recorded %q, %v", tc.rec, got, err)
+		}
 	}
 }

@@ -855,13 +855,16 @@ type ExecStart struct {
 	Stdin   bool                 `protobuf:"varint,5,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	Timeout *durationpb.Duration `protobuf:"bytes,6,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// detached: the process runs on after this call ends; its output is
-	// discarded (recorded only, once the recorder exists); stdin is refused.
+	// not streamed (only recorded); stdin is refused.
 	Detached bool `protobuf:"varint,7,opt,name=detached,proto3" json:"detached,omitempty"`
 	// output_quota bounds stdout+stderr bytes; 0 means the default.
 	OutputQuota int64 `protobuf:"varint,8,opt,name=output_quota,json=outputQuota,proto3" json:"output_quota,omitempty"`
 	// discard_stdout and discard_stderr drop a stream instead of piping it.
 	DiscardStdout bool `protobuf:"varint,9,opt,name=discard_stdout,json=discardStdout,proto3" json:"discard_stdout,omitempty"`
 	DiscardStderr bool `protobuf:"varint,10,opt,name=discard_stderr,json=discardStderr,proto3" json:"discard_stderr,omitempty"`
+	// record bounds the process's recorded output (spec.Record); unset: the
+	// runtime's default.
+	Record        *Record `protobuf:"bytes,11,opt,name=record,proto3" json:"record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -966,6 +969,75 @@ func (x *ExecStart) GetDiscardStderr() bool {
 	return false
 }
 
+func (x *ExecStart) GetRecord() *Record {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+// Record is spec.Record: off, or the first head and last tail bytes kept
+// (0: the default bound).
+type Record struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Off           bool                   `protobuf:"varint,1,opt,name=off,proto3" json:"off,omitempty"`
+	Head          int64                  `protobuf:"varint,2,opt,name=head,proto3" json:"head,omitempty"`
+	Tail          int64                  `protobuf:"varint,3,opt,name=tail,proto3" json:"tail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Record) Reset() {
+	*x = Record{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Record) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Record) ProtoMessage() {}
+
+func (x *Record) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Record.ProtoReflect.Descriptor instead.
+func (*Record) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Record) GetOff() bool {
+	if x != nil {
+		return x.Off
+	}
+	return false
+}
+
+func (x *Record) GetHead() int64 {
+	if x != nil {
+		return x.Head
+	}
+	return 0
+}
+
+func (x *Record) GetTail() int64 {
+	if x != nil {
+		return x.Tail
+	}
+	return 0
+}
+
 type ExecResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -980,7 +1052,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1064,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1077,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExecResponse) GetMsg() isExecResponse_Msg {
@@ -1073,7 +1145,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1157,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1170,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExecStarted) GetProcessId() string {
@@ -1118,7 +1190,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1202,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1215,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Output) GetStream() Stream {
@@ -1178,7 +1250,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1262,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1275,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Result) GetExitCode() int32 {
@@ -1265,7 +1337,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1349,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1362,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SignalRequest) GetProcessId() string {
@@ -1315,7 +1387,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1399,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1412,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
 }
 
 type StopProcessRequest struct {
@@ -1352,7 +1424,7 @@ type StopProcessRequest struct {
 
 func (x *StopProcessRequest) Reset() {
 	*x = StopProcessRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1436,7 @@ func (x *StopProcessRequest) String() string {
 func (*StopProcessRequest) ProtoMessage() {}
 
 func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1449,7 @@ func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessRequest.ProtoReflect.Descriptor instead.
 func (*StopProcessRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StopProcessRequest) GetProcessId() string {
@@ -1395,7 +1467,7 @@ type StopProcessResponse struct {
 
 func (x *StopProcessResponse) Reset() {
 	*x = StopProcessResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1479,7 @@ func (x *StopProcessResponse) String() string {
 func (*StopProcessResponse) ProtoMessage() {}
 
 func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1492,7 @@ func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessResponse.ProtoReflect.Descriptor instead.
 func (*StopProcessResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
 }
 
 type WaitRequest struct {
@@ -1432,7 +1504,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1516,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1529,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WaitRequest) GetProcessId() string {
@@ -1476,7 +1548,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1560,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1573,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WaitResponse) GetResult() *Result {
@@ -1522,7 +1594,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1606,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1619,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PutRequest) GetSandboxId() string {
@@ -1579,7 +1651,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1663,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1676,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
 }
 
 type GetRequest struct {
@@ -1619,7 +1691,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1703,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1716,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetRequest) GetSandboxId() string {
@@ -1678,7 +1750,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1762,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1775,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetResponse) GetLive() bool {
@@ -1729,7 +1801,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1813,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1826,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HistoryRequest) GetSandboxId() string {
@@ -1773,7 +1845,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1857,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1870,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HistoryResponse) GetEvents() []*HistoryEvent {
@@ -1816,7 +1888,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +1900,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +1913,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
 }
 
 type ExportChunk struct {
@@ -1853,7 +1925,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +1937,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +1950,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -1896,7 +1968,7 @@ type LiveRequest struct {
 
 func (x *LiveRequest) Reset() {
 	*x = LiveRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +1980,7 @@ func (x *LiveRequest) String() string {
 func (*LiveRequest) ProtoMessage() {}
 
 func (x *LiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +1993,7 @@ func (x *LiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
 func (*LiveRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
 }
 
 type LiveEntity struct {
@@ -1938,7 +2010,7 @@ type LiveEntity struct {
 
 func (x *LiveEntity) Reset() {
 	*x = LiveEntity{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2022,7 @@ func (x *LiveEntity) String() string {
 func (*LiveEntity) ProtoMessage() {}
 
 func (x *LiveEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2035,7 @@ func (x *LiveEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
 func (*LiveEntity) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LiveEntity) GetKind() string {
@@ -2017,7 +2089,7 @@ type LiveResponse struct {
 
 func (x *LiveResponse) Reset() {
 	*x = LiveResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2101,7 @@ func (x *LiveResponse) String() string {
 func (*LiveResponse) ProtoMessage() {}
 
 func (x *LiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2114,7 @@ func (x *LiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
 func (*LiveResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LiveResponse) GetEntities() []*LiveEntity {
@@ -2060,7 +2132,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2144,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2157,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
 }
 
 type VerifyResponse struct {
@@ -2096,7 +2168,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2180,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2193,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 type FollowRequest struct {
@@ -2134,7 +2206,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2218,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2231,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -2184,7 +2256,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2268,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2281,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -2266,7 +2338,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2350,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2363,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -2325,7 +2397,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2409,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2422,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReplayResponse) GetStateJson() []byte {
@@ -2368,7 +2440,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2452,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2465,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
 }
 
 type RecoveryResponse struct {
@@ -2409,7 +2481,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2493,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2506,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -2479,7 +2551,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2563,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2576,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -2557,7 +2629,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2641,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2654,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
 }
 
 type DoctorResponse struct {
@@ -2595,7 +2667,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2607,7 +2679,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2620,7 +2692,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DoctorResponse) GetReportJson() []byte {
@@ -2679,7 +2751,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\vclose_stdin\x18\x03 \x01(\bH\x00R\n" +
 	"closeStdin\x12\x18\n" +
 	"\x06signal\x18\x04 \x01(\x05H\x00R\x06signalB\x05\n" +
-	"\x03msg\"\xba\x02\n" +
+	"\x03msg\"\xe7\x02\n" +
 	"\tExecStart\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -2692,7 +2764,12 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\foutput_quota\x18\b \x01(\x03R\voutputQuota\x12%\n" +
 	"\x0ediscard_stdout\x18\t \x01(\bR\rdiscardStdout\x12%\n" +
 	"\x0ediscard_stderr\x18\n" +
-	" \x01(\bR\rdiscardStderr\"\xa9\x01\n" +
+	" \x01(\bR\rdiscardStderr\x12+\n" +
+	"\x06record\x18\v \x01(\v2\x13.stockade.v1.RecordR\x06record\"B\n" +
+	"\x06Record\x12\x10\n" +
+	"\x03off\x18\x01 \x01(\bR\x03off\x12\x12\n" +
+	"\x04head\x18\x02 \x01(\x03R\x04head\x12\x12\n" +
+	"\x04tail\x18\x03 \x01(\x03R\x04tail\"\xa9\x01\n" +
 	"\fExecResponse\x124\n" +
 	"\astarted\x18\x01 \x01(\v2\x18.stockade.v1.ExecStartedH\x00R\astarted\x12-\n" +
 	"\x06output\x18\x02 \x01(\v2\x13.stockade.v1.OutputH\x00R\x06output\x12-\n" +
@@ -2838,7 +2915,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                    // 0: stockade.v1.Stream
 	(*Error)(nil),                  // 1: stockade.v1.Error
@@ -2855,104 +2932,106 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*RemoveSandboxResponse)(nil),  // 12: stockade.v1.RemoveSandboxResponse
 	(*ExecRequest)(nil),            // 13: stockade.v1.ExecRequest
 	(*ExecStart)(nil),              // 14: stockade.v1.ExecStart
-	(*ExecResponse)(nil),           // 15: stockade.v1.ExecResponse
-	(*ExecStarted)(nil),            // 16: stockade.v1.ExecStarted
-	(*Output)(nil),                 // 17: stockade.v1.Output
-	(*Result)(nil),                 // 18: stockade.v1.Result
-	(*SignalRequest)(nil),          // 19: stockade.v1.SignalRequest
-	(*SignalResponse)(nil),         // 20: stockade.v1.SignalResponse
-	(*StopProcessRequest)(nil),     // 21: stockade.v1.StopProcessRequest
-	(*StopProcessResponse)(nil),    // 22: stockade.v1.StopProcessResponse
-	(*WaitRequest)(nil),            // 23: stockade.v1.WaitRequest
-	(*WaitResponse)(nil),           // 24: stockade.v1.WaitResponse
-	(*PutRequest)(nil),             // 25: stockade.v1.PutRequest
-	(*PutResponse)(nil),            // 26: stockade.v1.PutResponse
-	(*GetRequest)(nil),             // 27: stockade.v1.GetRequest
-	(*GetResponse)(nil),            // 28: stockade.v1.GetResponse
-	(*HistoryRequest)(nil),         // 29: stockade.v1.HistoryRequest
-	(*HistoryResponse)(nil),        // 30: stockade.v1.HistoryResponse
-	(*ExportRequest)(nil),          // 31: stockade.v1.ExportRequest
-	(*ExportChunk)(nil),            // 32: stockade.v1.ExportChunk
-	(*LiveRequest)(nil),            // 33: stockade.v1.LiveRequest
-	(*LiveEntity)(nil),             // 34: stockade.v1.LiveEntity
-	(*LiveResponse)(nil),           // 35: stockade.v1.LiveResponse
-	(*VerifyRequest)(nil),          // 36: stockade.v1.VerifyRequest
-	(*VerifyResponse)(nil),         // 37: stockade.v1.VerifyResponse
-	(*FollowRequest)(nil),          // 38: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),           // 39: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),          // 40: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),         // 41: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),        // 42: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),       // 43: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),       // 44: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),          // 45: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),         // 46: stockade.v1.DoctorResponse
-	(*durationpb.Duration)(nil),    // 47: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 48: google.protobuf.Timestamp
+	(*Record)(nil),                 // 15: stockade.v1.Record
+	(*ExecResponse)(nil),           // 16: stockade.v1.ExecResponse
+	(*ExecStarted)(nil),            // 17: stockade.v1.ExecStarted
+	(*Output)(nil),                 // 18: stockade.v1.Output
+	(*Result)(nil),                 // 19: stockade.v1.Result
+	(*SignalRequest)(nil),          // 20: stockade.v1.SignalRequest
+	(*SignalResponse)(nil),         // 21: stockade.v1.SignalResponse
+	(*StopProcessRequest)(nil),     // 22: stockade.v1.StopProcessRequest
+	(*StopProcessResponse)(nil),    // 23: stockade.v1.StopProcessResponse
+	(*WaitRequest)(nil),            // 24: stockade.v1.WaitRequest
+	(*WaitResponse)(nil),           // 25: stockade.v1.WaitResponse
+	(*PutRequest)(nil),             // 26: stockade.v1.PutRequest
+	(*PutResponse)(nil),            // 27: stockade.v1.PutResponse
+	(*GetRequest)(nil),             // 28: stockade.v1.GetRequest
+	(*GetResponse)(nil),            // 29: stockade.v1.GetResponse
+	(*HistoryRequest)(nil),         // 30: stockade.v1.HistoryRequest
+	(*HistoryResponse)(nil),        // 31: stockade.v1.HistoryResponse
+	(*ExportRequest)(nil),          // 32: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),            // 33: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),            // 34: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),             // 35: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),           // 36: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),          // 37: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),         // 38: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),          // 39: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),           // 40: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),          // 41: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),         // 42: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),        // 43: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),       // 44: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),       // 45: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),          // 46: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),         // 47: stockade.v1.DoctorResponse
+	(*durationpb.Duration)(nil),    // 48: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 49: google.protobuf.Timestamp
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	47, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	48, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
 	6,  // 1: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	48, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	49, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
 	14, // 3: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	47, // 4: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
-	16, // 5: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
-	17, // 6: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
-	18, // 7: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
-	0,  // 8: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
-	1,  // 9: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	48, // 10: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	48, // 11: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
-	18, // 12: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	39, // 13: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	48, // 14: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
-	34, // 15: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	48, // 16: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	44, // 17: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	47, // 18: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	2,  // 19: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	4,  // 20: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	7,  // 21: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	9,  // 22: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	11, // 23: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	13, // 24: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	19, // 25: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	21, // 26: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	23, // 27: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	25, // 28: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	27, // 29: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	29, // 30: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	40, // 31: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	38, // 32: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	31, // 33: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	33, // 34: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	36, // 35: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	42, // 36: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	45, // 37: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	3,  // 38: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	5,  // 39: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	8,  // 40: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	10, // 41: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	12, // 42: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	15, // 43: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	20, // 44: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	22, // 45: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	24, // 46: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	26, // 47: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	28, // 48: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	30, // 49: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	41, // 50: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	39, // 51: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	32, // 52: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	35, // 53: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	37, // 54: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	43, // 55: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	46, // 56: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	38, // [38:57] is the sub-list for method output_type
-	19, // [19:38] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	48, // 4: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	15, // 5: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
+	17, // 6: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
+	18, // 7: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
+	19, // 8: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
+	0,  // 9: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
+	1,  // 10: stockade.v1.Result.error:type_name -> stockade.v1.Error
+	49, // 11: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	49, // 12: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	19, // 13: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
+	40, // 14: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	49, // 15: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	35, // 16: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	49, // 17: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	45, // 18: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	48, // 19: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	2,  // 20: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	4,  // 21: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	7,  // 22: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	9,  // 23: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	11, // 24: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	13, // 25: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	20, // 26: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	22, // 27: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	24, // 28: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	26, // 29: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	28, // 30: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	30, // 31: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	41, // 32: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	39, // 33: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	32, // 34: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	34, // 35: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	37, // 36: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	43, // 37: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	46, // 38: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	3,  // 39: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	5,  // 40: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	8,  // 41: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	10, // 42: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	12, // 43: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	16, // 44: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	21, // 45: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	23, // 46: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	25, // 47: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	27, // 48: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	29, // 49: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	31, // 50: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	42, // 51: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	40, // 52: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	33, // 53: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	36, // 54: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	38, // 55: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	44, // 56: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	47, // 57: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	39, // [39:58] is the sub-list for method output_type
+	20, // [20:39] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -2966,7 +3045,7 @@ func file_stockade_v1_stockade_proto_init() {
 		(*ExecRequest_CloseStdin)(nil),
 		(*ExecRequest_Signal)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[14].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[15].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Output)(nil),
 		(*ExecResponse_Result)(nil),
@@ -2977,7 +3056,7 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
