@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"sync"
 	"syscall"
 	"time"
@@ -111,7 +112,7 @@ func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecS
 		close(out)
 	}()
 	bad := make(chan error, 1)
-	go receive(ctx, stream, proc, bad)
+	go receive(ctx, stream, proc, bad, v.s.log)
 
 	for ended := false; !ended; {
 		select {
@@ -160,7 +161,7 @@ func pump(ctx context.Context, rc io.ReadCloser, stream stockadev1.Stream, out c
 // receive applies the client's messages to the process until the client
 // half-closes (stdin is then closed too: no more input can come) or the
 // call ends. A message that breaks the protocol is sent to bad.
-func receive(ctx context.Context, stream stockadev1.Processes_ExecServer, proc host.Process, bad chan<- error) {
+func receive(ctx context.Context, stream stockadev1.Processes_ExecServer, proc host.Process, bad chan<- error, log *slog.Logger) {
 	stdin := proc.Stdin()
 	for {
 		m, err := stream.Recv()
@@ -191,9 +192,11 @@ func receive(ctx context.Context, stream stockadev1.Processes_ExecServer, proc h
 				stdin.Close()
 			}
 		case *stockadev1.ExecRequest_Signal:
-			if err := proc.Signal(ctx, syscall.Signal(x.Signal)); err != nil && ctx.Err() == nil {
-				bad <- toStatus(err)
-				return
+			// A signal that races the process's end (not_found) is no
+			// fault of the call: its output and result still go out. Any
+			// other failure is logged; the stream carries on.
+			if err := proc.Signal(ctx, syscall.Signal(x.Signal)); err != nil && ctx.Err() == nil && !spec.IsCode(err, spec.CodeNotFound) {
+				log.Warn("a signal on an exec stream failed", "process", proc.ID(), "signal", x.Signal, "err", err)
 			}
 		default:
 			bad <- invalid("an exec takes one start, then stdin, close_stdin and signal messages")
