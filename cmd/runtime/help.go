@@ -84,13 +84,15 @@ new name. Out of a sandbox, only files and directories are written.
   stockade journal show "$id" --json
   stockade journal diff "$id" --at 3 --at 0
 `,
-	"serve": `usage: stockade serve [--socket PATH]
+	"serve": `usage: stockade serve [--socket PATH] [--retain D]
 
 Runs the runtime (recovery, the actors) as a server: a gRPC API (stockade.v1)
 on a unix socket beside the journal (journal.db → journal.sock; --socket or
 $STOCKADE_SOCKET), 0600 in a 0700 directory, refusing peers of another uid
 (root excepted). SIGTERM/SIGINT: stop accepting, end the calls, close (kept
-sandboxes stay up), exit 0. Go hosts use the client package.
+sandboxes stay up), exit 0. Go hosts use the client package. --retain D
+deletes removed sandboxes and ended processes (events and recorded output)
+D after they end, so a long-lived server stays bounded.
 
   stockade serve &
   stockade serve --socket /run/user/1000/stockade.sock

@@ -9,6 +9,7 @@ import (
 
 	stockade "github.com/stockade/stockade"
 	"github.com/stockade/stockade/server"
+	"github.com/stockade/stockade/spec"
 )
 
 // serveGrace is how long unary calls in flight may take to finish once a
@@ -21,18 +22,23 @@ type serveCmd struct {
 	g       global
 	journal string
 	socket  string
+	retain  time.Duration // 0: keep every ended entity
 }
 
 func parseServe(g global, args []string) (command, error) {
 	c := &serveCmd{g: g}
 	fs := newFlags("serve", &c.g)
 	fs.StringVar(&c.socket, "socket", "", "unix socket path (default $STOCKADE_SOCKET, else the journal's path with .sock)")
+	fs.DurationVar(&c.retain, "retain", 0, "delete removed sandboxes and ended processes (events and recorded output) this long after they end (0: keep them)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	if err := wantArgs("serve", pos, 0, "stockade serve [--socket PATH]"); err != nil {
+	if err := wantArgs("serve", pos, 0, "stockade serve [--socket PATH] [--retain D]"); err != nil {
 		return nil, err
+	}
+	if c.retain < 0 {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "serve", "--retain %v is negative", c.retain)
 	}
 	if c.journal, err = journalPath(c.g); err != nil {
 		return nil, err
@@ -67,6 +73,9 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	fmt.Fprintf(stderr, "stockade: serving journal %s on %s\n", c.journal, c.socket)
+	if c.retain > 0 {
+		go retainEvery(ctx, rt, c.retain, log)
+	}
 	code := 0
 	select {
 	case <-ctx.Done():
@@ -78,4 +87,23 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 		return fail(stderr, err, 1)
 	}
 	return code
+}
+
+// retainEvery deletes what ended more than age ago, at start and then a
+// tenth of age apart (at most hourly), until ctx ends: a long-lived server
+// keeps its journal and recordings bounded.
+func retainEvery(ctx context.Context, rt *stockade.Runtime, age time.Duration, log *slog.Logger) {
+	every := min(max(age/10, time.Minute), time.Hour)
+	for {
+		if n, err := rt.Retain(ctx, age); err != nil && ctx.Err() == nil {
+			log.Warn("retention failed", "err", err)
+		} else if n > 0 {
+			log.Info("retention deleted ended entities", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
 }
