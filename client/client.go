@@ -291,3 +291,32 @@ func (c *Client) Verify(ctx context.Context) error {
 	_, err := c.jrnl.Verify(ctx, &stockadev1.VerifyRequest{})
 	return fromStatus(err)
 }
+
+// Logs calls fn with a process's recorded output, chunk by chunk in
+// arrival order (gaps marked), and returns the recording's summary (JSON
+// of the recorder's Summary: complete, torn, byte counts).
+func (c *Client) Logs(ctx context.Context, processID string, fn func(host.OutputChunk) error) (json.RawMessage, error) {
+	stream, err := c.procs.Logs(ctx, &stockadev1.LogsRequest{ProcessId: processID})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return nil, fromStatus(err)
+		}
+		if m.SummaryJson != nil {
+			return m.SummaryJson, nil
+		}
+		ch := host.OutputChunk{Offset: m.Offset, Data: m.Data, Gap: m.Gap}
+		switch m.Stream {
+		case stockadev1.Stream_STREAM_STDOUT:
+			ch.Stream = "stdout"
+		case stockadev1.Stream_STREAM_STDERR:
+			ch.Stream = "stderr"
+		}
+		if err := fn(ch); err != nil {
+			return nil, err
+		}
+	}
+}

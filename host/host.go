@@ -154,3 +154,15 @@ type LiveEntity struct {
 	Seq     uint64    `json:"seq"`              // the sequence of its last event
 	Updated time.Time `json:"updated"`
 }
+
+// OutputChunk is a piece of a process's recorded output, or a gap in it.
+type OutputChunk struct {
+	// Stream is "stdout" or "stderr"; "" for a gap.
+	Stream string `json:"stream,omitempty"`
+	// Offset is where it starts in the process's output (both streams
+	// together, in arrival order).
+	Offset int64  `json:"offset"`
+	Data   []byte `json:"data,omitempty"`
+	// Gap is, for a gap, how many bytes are not in the recording there.
+	Gap int64 `json:"gap,omitempty"`
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -321,4 +323,29 @@ func journaledResult(st lifecycle.Process) spec.Result {
 		r.Err = &spec.Error{Code: e.Error, Op: "process", Msg: e.Message}
 	}
 	return r
+}
+
+// Logs streams a process's recorded output, then its summary.
+func (v processes) Logs(req *stockadev1.LogsRequest, stream stockadev1.Processes_LogsServer) error {
+	sum, err := v.s.rt.Logs(req.ProcessId, func(ch stockade.OutputChunk) error {
+		return stream.Send(&stockadev1.LogsChunk{Stream: wireStream(ch.Stream), Offset: ch.Offset, Data: ch.Data, Gap: ch.Gap})
+	})
+	if err != nil {
+		return toStatus(err)
+	}
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return toStatus(spec.Wrap(spec.CodeInternal, "server", err, "encoding the summary"))
+	}
+	return stream.Send(&stockadev1.LogsChunk{SummaryJson: b})
+}
+
+func wireStream(s byte) stockadev1.Stream {
+	switch s {
+	case recorder.TypeStdout:
+		return stockadev1.Stream_STREAM_STDOUT
+	case recorder.TypeStderr:
+		return stockadev1.Stream_STREAM_STDERR
+	}
+	return stockadev1.Stream_STREAM_UNSPECIFIED
 }

@@ -280,3 +280,36 @@ func TestRecordCrossesTheWire(t *testing.T) {
 		}
 	}
 }
+
+// TestLogsThroughTheServer: a process's recorded output reaches a client
+// that is not on the journal's machine (any gRPC host), in arrival order,
+// with the recording's summary.
+func TestLogsThroughTheServer(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("out ")}, {Stream: framing.Stderr, Data: []byte("err ")}, {Stream: framing.Stdout, Data: []byte("more")}}}
+	}
+	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	sum, err := fx.c.Logs(ctx, p.ID(), func(ch host.OutputChunk) error {
+		got = append(got, ch.Stream+":"+string(ch.Data))
+		return nil
+	})
+	if err != nil || strings.Join(got, "|") != "stdout:out |stderr:err |stdout:more" || !strings.Contains(string(sum), `"complete":true`) {
+		t.Fatalf("logs: %q %s %v", got, sum, err)
+	}
+	if _, err := fx.c.Logs(ctx, "nosuchprocess", func(host.OutputChunk) error { return nil }); !spec.IsCode(err, spec.CodeNotFound) {
+		t.Fatalf("logs of an unknown process: %v, want not_found", err)
+	}
+}

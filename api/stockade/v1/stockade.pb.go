@@ -1136,6 +1136,129 @@ func (*ExecResponse_Output) isExecResponse_Msg() {}
 
 func (*ExecResponse_Result) isExecResponse_Msg() {}
 
+type LogsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProcessId     string                 `protobuf:"bytes,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsRequest) Reset() {
+	*x = LogsRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsRequest) ProtoMessage() {}
+
+func (x *LogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
+func (*LogsRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LogsRequest) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+// LogsChunk is a piece of recorded output (stream set), a gap (gap set:
+// bytes not in the recording there), or the last message (summary_json:
+// recorder.Summary).
+type LogsChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stream        Stream                 `protobuf:"varint,1,opt,name=stream,proto3,enum=stockade.v1.Stream" json:"stream,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Gap           int64                  `protobuf:"varint,4,opt,name=gap,proto3" json:"gap,omitempty"`
+	SummaryJson   []byte                 `protobuf:"bytes,5,opt,name=summary_json,json=summaryJson,proto3" json:"summary_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsChunk) Reset() {
+	*x = LogsChunk{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsChunk) ProtoMessage() {}
+
+func (x *LogsChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsChunk.ProtoReflect.Descriptor instead.
+func (*LogsChunk) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *LogsChunk) GetStream() Stream {
+	if x != nil {
+		return x.Stream
+	}
+	return Stream_STREAM_UNSPECIFIED
+}
+
+func (x *LogsChunk) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *LogsChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *LogsChunk) GetGap() int64 {
+	if x != nil {
+		return x.Gap
+	}
+	return 0
+}
+
+func (x *LogsChunk) GetSummaryJson() []byte {
+	if x != nil {
+		return x.SummaryJson
+	}
+	return nil
+}
+
 type ExecStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ProcessId     string                 `protobuf:"bytes,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
@@ -1145,7 +1268,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1280,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1293,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExecStarted) GetProcessId() string {
@@ -1190,7 +1313,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1325,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1338,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Output) GetStream() Stream {
@@ -1250,7 +1373,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1385,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1398,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Result) GetExitCode() int32 {
@@ -1337,7 +1460,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1472,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1485,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SignalRequest) GetProcessId() string {
@@ -1387,7 +1510,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1522,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1535,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
 }
 
 type StopProcessRequest struct {
@@ -1424,7 +1547,7 @@ type StopProcessRequest struct {
 
 func (x *StopProcessRequest) Reset() {
 	*x = StopProcessRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1559,7 @@ func (x *StopProcessRequest) String() string {
 func (*StopProcessRequest) ProtoMessage() {}
 
 func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1572,7 @@ func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessRequest.ProtoReflect.Descriptor instead.
 func (*StopProcessRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StopProcessRequest) GetProcessId() string {
@@ -1467,7 +1590,7 @@ type StopProcessResponse struct {
 
 func (x *StopProcessResponse) Reset() {
 	*x = StopProcessResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1602,7 @@ func (x *StopProcessResponse) String() string {
 func (*StopProcessResponse) ProtoMessage() {}
 
 func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1615,7 @@ func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessResponse.ProtoReflect.Descriptor instead.
 func (*StopProcessResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
 }
 
 type WaitRequest struct {
@@ -1504,7 +1627,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1639,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1652,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WaitRequest) GetProcessId() string {
@@ -1548,7 +1671,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1683,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1696,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WaitResponse) GetResult() *Result {
@@ -1594,7 +1717,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1729,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1742,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PutRequest) GetSandboxId() string {
@@ -1651,7 +1774,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1786,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1799,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
 }
 
 type GetRequest struct {
@@ -1691,7 +1814,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1826,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1839,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetRequest) GetSandboxId() string {
@@ -1750,7 +1873,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1885,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1898,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetResponse) GetLive() bool {
@@ -1801,7 +1924,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +1936,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +1949,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HistoryRequest) GetSandboxId() string {
@@ -1845,7 +1968,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +1980,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +1993,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *HistoryResponse) GetEvents() []*HistoryEvent {
@@ -1888,7 +2011,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2023,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2036,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
 }
 
 type ExportChunk struct {
@@ -1925,7 +2048,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2060,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2073,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -1968,7 +2091,7 @@ type LiveRequest struct {
 
 func (x *LiveRequest) Reset() {
 	*x = LiveRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2103,7 @@ func (x *LiveRequest) String() string {
 func (*LiveRequest) ProtoMessage() {}
 
 func (x *LiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2116,7 @@ func (x *LiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
 func (*LiveRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
 }
 
 type LiveEntity struct {
@@ -2010,7 +2133,7 @@ type LiveEntity struct {
 
 func (x *LiveEntity) Reset() {
 	*x = LiveEntity{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2145,7 @@ func (x *LiveEntity) String() string {
 func (*LiveEntity) ProtoMessage() {}
 
 func (x *LiveEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2158,7 @@ func (x *LiveEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
 func (*LiveEntity) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LiveEntity) GetKind() string {
@@ -2089,7 +2212,7 @@ type LiveResponse struct {
 
 func (x *LiveResponse) Reset() {
 	*x = LiveResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2224,7 @@ func (x *LiveResponse) String() string {
 func (*LiveResponse) ProtoMessage() {}
 
 func (x *LiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2237,7 @@ func (x *LiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
 func (*LiveResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LiveResponse) GetEntities() []*LiveEntity {
@@ -2132,7 +2255,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2267,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2280,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 type VerifyResponse struct {
@@ -2168,7 +2291,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2303,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2316,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
 }
 
 type FollowRequest struct {
@@ -2206,7 +2329,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2341,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2354,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -2256,7 +2379,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2391,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2404,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -2338,7 +2461,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2473,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2486,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -2397,7 +2520,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2532,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2545,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReplayResponse) GetStateJson() []byte {
@@ -2440,7 +2563,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2575,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2588,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
 }
 
 type RecoveryResponse struct {
@@ -2481,7 +2604,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +2616,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +2629,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -2551,7 +2674,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2686,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2699,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -2629,7 +2752,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2764,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2777,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
 }
 
 type DoctorResponse struct {
@@ -2667,7 +2790,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2802,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2815,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DoctorResponse) GetReportJson() []byte {
@@ -2775,6 +2898,15 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x06output\x18\x02 \x01(\v2\x13.stockade.v1.OutputH\x00R\x06output\x12-\n" +
 	"\x06result\x18\x03 \x01(\v2\x13.stockade.v1.ResultH\x00R\x06resultB\x05\n" +
 	"\x03msg\",\n" +
+	"\vLogsRequest\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x01 \x01(\tR\tprocessId\"\x99\x01\n" +
+	"\tLogsChunk\x12+\n" +
+	"\x06stream\x18\x01 \x01(\x0e2\x13.stockade.v1.StreamR\x06stream\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x10\n" +
+	"\x03gap\x18\x04 \x01(\x03R\x03gap\x12!\n" +
+	"\fsummary_json\x18\x05 \x01(\fR\vsummaryJson\",\n" +
 	"\vExecStarted\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\tR\tprocessId\"I\n" +
@@ -2883,8 +3015,9 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04List\x12!.stockade.v1.ListSandboxesRequest\x1a\".stockade.v1.ListSandboxesResponse\x12R\n" +
 	"\aInspect\x12\".stockade.v1.InspectSandboxRequest\x1a#.stockade.v1.InspectSandboxResponse\x12I\n" +
 	"\x04Stop\x12\x1f.stockade.v1.StopSandboxRequest\x1a .stockade.v1.StopSandboxResponse\x12O\n" +
-	"\x06Remove\x12!.stockade.v1.RemoveSandboxRequest\x1a\".stockade.v1.RemoveSandboxResponse2\x97\x02\n" +
-	"\tProcesses\x12?\n" +
+	"\x06Remove\x12!.stockade.v1.RemoveSandboxRequest\x1a\".stockade.v1.RemoveSandboxResponse2\xd3\x02\n" +
+	"\tProcesses\x12:\n" +
+	"\x04Logs\x12\x18.stockade.v1.LogsRequest\x1a\x16.stockade.v1.LogsChunk0\x01\x12?\n" +
 	"\x04Exec\x12\x18.stockade.v1.ExecRequest\x1a\x19.stockade.v1.ExecResponse(\x010\x01\x12A\n" +
 	"\x06Signal\x12\x1a.stockade.v1.SignalRequest\x1a\x1b.stockade.v1.SignalResponse\x12I\n" +
 	"\x04Stop\x12\x1f.stockade.v1.StopProcessRequest\x1a .stockade.v1.StopProcessResponse\x12;\n" +
@@ -2915,7 +3048,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                    // 0: stockade.v1.Stream
 	(*Error)(nil),                  // 1: stockade.v1.Error
@@ -2934,104 +3067,109 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*ExecStart)(nil),              // 14: stockade.v1.ExecStart
 	(*Record)(nil),                 // 15: stockade.v1.Record
 	(*ExecResponse)(nil),           // 16: stockade.v1.ExecResponse
-	(*ExecStarted)(nil),            // 17: stockade.v1.ExecStarted
-	(*Output)(nil),                 // 18: stockade.v1.Output
-	(*Result)(nil),                 // 19: stockade.v1.Result
-	(*SignalRequest)(nil),          // 20: stockade.v1.SignalRequest
-	(*SignalResponse)(nil),         // 21: stockade.v1.SignalResponse
-	(*StopProcessRequest)(nil),     // 22: stockade.v1.StopProcessRequest
-	(*StopProcessResponse)(nil),    // 23: stockade.v1.StopProcessResponse
-	(*WaitRequest)(nil),            // 24: stockade.v1.WaitRequest
-	(*WaitResponse)(nil),           // 25: stockade.v1.WaitResponse
-	(*PutRequest)(nil),             // 26: stockade.v1.PutRequest
-	(*PutResponse)(nil),            // 27: stockade.v1.PutResponse
-	(*GetRequest)(nil),             // 28: stockade.v1.GetRequest
-	(*GetResponse)(nil),            // 29: stockade.v1.GetResponse
-	(*HistoryRequest)(nil),         // 30: stockade.v1.HistoryRequest
-	(*HistoryResponse)(nil),        // 31: stockade.v1.HistoryResponse
-	(*ExportRequest)(nil),          // 32: stockade.v1.ExportRequest
-	(*ExportChunk)(nil),            // 33: stockade.v1.ExportChunk
-	(*LiveRequest)(nil),            // 34: stockade.v1.LiveRequest
-	(*LiveEntity)(nil),             // 35: stockade.v1.LiveEntity
-	(*LiveResponse)(nil),           // 36: stockade.v1.LiveResponse
-	(*VerifyRequest)(nil),          // 37: stockade.v1.VerifyRequest
-	(*VerifyResponse)(nil),         // 38: stockade.v1.VerifyResponse
-	(*FollowRequest)(nil),          // 39: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),           // 40: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),          // 41: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),         // 42: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),        // 43: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),       // 44: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),       // 45: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),          // 46: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),         // 47: stockade.v1.DoctorResponse
-	(*durationpb.Duration)(nil),    // 48: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 49: google.protobuf.Timestamp
+	(*LogsRequest)(nil),            // 17: stockade.v1.LogsRequest
+	(*LogsChunk)(nil),              // 18: stockade.v1.LogsChunk
+	(*ExecStarted)(nil),            // 19: stockade.v1.ExecStarted
+	(*Output)(nil),                 // 20: stockade.v1.Output
+	(*Result)(nil),                 // 21: stockade.v1.Result
+	(*SignalRequest)(nil),          // 22: stockade.v1.SignalRequest
+	(*SignalResponse)(nil),         // 23: stockade.v1.SignalResponse
+	(*StopProcessRequest)(nil),     // 24: stockade.v1.StopProcessRequest
+	(*StopProcessResponse)(nil),    // 25: stockade.v1.StopProcessResponse
+	(*WaitRequest)(nil),            // 26: stockade.v1.WaitRequest
+	(*WaitResponse)(nil),           // 27: stockade.v1.WaitResponse
+	(*PutRequest)(nil),             // 28: stockade.v1.PutRequest
+	(*PutResponse)(nil),            // 29: stockade.v1.PutResponse
+	(*GetRequest)(nil),             // 30: stockade.v1.GetRequest
+	(*GetResponse)(nil),            // 31: stockade.v1.GetResponse
+	(*HistoryRequest)(nil),         // 32: stockade.v1.HistoryRequest
+	(*HistoryResponse)(nil),        // 33: stockade.v1.HistoryResponse
+	(*ExportRequest)(nil),          // 34: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),            // 35: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),            // 36: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),             // 37: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),           // 38: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),          // 39: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),         // 40: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),          // 41: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),           // 42: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),          // 43: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),         // 44: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),        // 45: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),       // 46: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),       // 47: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),          // 48: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),         // 49: stockade.v1.DoctorResponse
+	(*durationpb.Duration)(nil),    // 50: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 51: google.protobuf.Timestamp
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	48, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	50, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
 	6,  // 1: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	49, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	51, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
 	14, // 3: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	48, // 4: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	50, // 4: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
 	15, // 5: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
-	17, // 6: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
-	18, // 7: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
-	19, // 8: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
-	0,  // 9: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
-	1,  // 10: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	49, // 11: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	49, // 12: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
-	19, // 13: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	40, // 14: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	49, // 15: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
-	35, // 16: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	49, // 17: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	45, // 18: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	48, // 19: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	2,  // 20: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	4,  // 21: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	7,  // 22: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	9,  // 23: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	11, // 24: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	13, // 25: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	20, // 26: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	22, // 27: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	24, // 28: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	26, // 29: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	28, // 30: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	30, // 31: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	41, // 32: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	39, // 33: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	32, // 34: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	34, // 35: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	37, // 36: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	43, // 37: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	46, // 38: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	3,  // 39: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	5,  // 40: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	8,  // 41: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	10, // 42: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	12, // 43: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	16, // 44: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	21, // 45: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	23, // 46: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	25, // 47: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	27, // 48: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	29, // 49: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	31, // 50: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	42, // 51: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	40, // 52: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	33, // 53: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	36, // 54: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	38, // 55: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	44, // 56: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	47, // 57: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	39, // [39:58] is the sub-list for method output_type
-	20, // [20:39] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	19, // 6: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
+	20, // 7: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
+	21, // 8: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
+	0,  // 9: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
+	0,  // 10: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
+	1,  // 11: stockade.v1.Result.error:type_name -> stockade.v1.Error
+	51, // 12: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	51, // 13: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	21, // 14: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
+	42, // 15: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	51, // 16: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	37, // 17: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	51, // 18: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	47, // 19: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	50, // 20: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	2,  // 21: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	4,  // 22: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	7,  // 23: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	9,  // 24: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	11, // 25: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	17, // 26: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	13, // 27: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	22, // 28: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	24, // 29: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	26, // 30: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	28, // 31: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	30, // 32: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	32, // 33: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	43, // 34: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	41, // 35: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	34, // 36: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	36, // 37: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	39, // 38: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	45, // 39: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	48, // 40: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	3,  // 41: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	5,  // 42: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	8,  // 43: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	10, // 44: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	12, // 45: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	18, // 46: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	16, // 47: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	23, // 48: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	25, // 49: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	27, // 50: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	29, // 51: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	31, // 52: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	33, // 53: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	44, // 54: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	42, // 55: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	35, // 56: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	38, // 57: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	40, // 58: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	46, // 59: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	49, // 60: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	41, // [41:61] is the sub-list for method output_type
+	21, // [21:41] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -3056,7 +3194,7 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

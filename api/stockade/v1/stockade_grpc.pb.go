@@ -292,6 +292,7 @@ var Sandboxes_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	Processes_Logs_FullMethodName   = "/stockade.v1.Processes/Logs"
 	Processes_Exec_FullMethodName   = "/stockade.v1.Processes/Exec"
 	Processes_Signal_FullMethodName = "/stockade.v1.Processes/Signal"
 	Processes_Stop_FullMethodName   = "/stockade.v1.Processes/Stop"
@@ -304,6 +305,9 @@ const (
 //
 // Processes runs processes in sandboxes.
 type ProcessesClient interface {
+	// Logs streams a process's recorded output in arrival order (gaps
+	// marked), then one last message with the recording's summary.
+	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsChunk], error)
 	// Exec starts a process and carries its streams. The first client
 	// message is a start; the server answers started (with the process id)
 	// or fails the call. Then the client sends stdin chunks, close_stdin and
@@ -333,9 +337,28 @@ func NewProcessesClient(cc grpc.ClientConnInterface) ProcessesClient {
 	return &processesClient{cc}
 }
 
+func (c *processesClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Processes_ServiceDesc.Streams[0], Processes_Logs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LogsRequest, LogsChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Processes_LogsClient = grpc.ServerStreamingClient[LogsChunk]
+
 func (c *processesClient) Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecRequest, ExecResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Processes_ServiceDesc.Streams[0], Processes_Exec_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Processes_ServiceDesc.Streams[1], Processes_Exec_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -382,6 +405,9 @@ func (c *processesClient) Wait(ctx context.Context, in *WaitRequest, opts ...grp
 //
 // Processes runs processes in sandboxes.
 type ProcessesServer interface {
+	// Logs streams a process's recorded output in arrival order (gaps
+	// marked), then one last message with the recording's summary.
+	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsChunk]) error
 	// Exec starts a process and carries its streams. The first client
 	// message is a start; the server answers started (with the process id)
 	// or fails the call. Then the client sends stdin chunks, close_stdin and
@@ -411,6 +437,9 @@ type ProcessesServer interface {
 // pointer dereference when methods are called.
 type UnimplementedProcessesServer struct{}
 
+func (UnimplementedProcessesServer) Logs(*LogsRequest, grpc.ServerStreamingServer[LogsChunk]) error {
+	return status.Errorf(codes.Unimplemented, "method Logs not implemented")
+}
 func (UnimplementedProcessesServer) Exec(grpc.BidiStreamingServer[ExecRequest, ExecResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Exec not implemented")
 }
@@ -443,6 +472,17 @@ func RegisterProcessesServer(s grpc.ServiceRegistrar, srv ProcessesServer) {
 	}
 	s.RegisterService(&Processes_ServiceDesc, srv)
 }
+
+func _Processes_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(LogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProcessesServer).Logs(m, &grpc.GenericServerStream[LogsRequest, LogsChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Processes_LogsServer = grpc.ServerStreamingServer[LogsChunk]
 
 func _Processes_Exec_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(ProcessesServer).Exec(&grpc.GenericServerStream[ExecRequest, ExecResponse]{ServerStream: stream})
@@ -526,6 +566,11 @@ var Processes_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Logs",
+			Handler:       _Processes_Logs_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "Exec",
 			Handler:       _Processes_Exec_Handler,
