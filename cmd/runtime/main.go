@@ -36,6 +36,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/stockade/stockade/dockerio"
@@ -109,9 +110,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprint(stdout, usage)
 		return 0
 	case err != nil:
-		fail(stderr, err, 2)
-		fmt.Fprintln(stderr, `stockade: see "stockade help"`)
-		return 2
+		return fail(stderr, fmt.Errorf("%w (see stockade help)", err), 2)
 	}
 	return cmd.execute(ctx, stdin, stdout, stderr)
 }
@@ -244,10 +243,8 @@ func usageError(name string, err error) error {
 }
 
 // fail prints err with its code and returns the exit code.
+// The message is one line; a typed error's text carries its code.
 func fail(stderr io.Writer, err error, code int) int {
-	fmt.Fprintf(stderr, "stockade: %v\n", err)
-	if c := spec.CodeOf(err); c != "" {
-		fmt.Fprintf(stderr, "stockade: error code %s\n", c)
-	}
+	fmt.Fprintf(stderr, "stockade: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
 	return code
 }
