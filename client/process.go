@@ -46,7 +46,7 @@ func (s *Sandbox) start(ctx context.Context, p spec.Process, detached bool) (*Pr
 	sctx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	stream, err := s.c.procs.Exec(sctx)
+	stream, err := s.c.execs.Exec(sctx)
 	if err != nil {
 		cancel()
 		return nil, fromStatus(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -229,5 +230,41 @@ func TestDisconnectRemovesOneShot(t *testing.T) {
 	hist, err := fx.c.History(ctx, sb.ID())
 	if err != nil || hist[len(hist)-1].Type != "sandbox.removed" {
 		t.Fatalf("history ends %v, %v; want sandbox.removed", hist[len(hist)-1].Type, err)
+	}
+}
+
+// TestShortCallsBesideManyStreams: a client with as many attached
+// processes as the server's stream limit still gets its short calls
+// through (the long-lived streams have their own connection), so it can
+// stop what it runs.
+func TestShortCallsBesideManyStreams(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	hold := make(chan struct{})
+	defer close(hold)
+	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: hold}
+	}
+	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Pids: 4096}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []host.Process
+	for range server.MaxStreams {
+		p, err := sb.Start(ctx, spec.Process{Argv: []string{"hold"}, Stdout: spec.Discard, Stderr: spec.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	// Every stream of the long connection is taken; a short call is not.
+	if _, err := fx.c.Sandboxes(ctx); err != nil {
+		t.Fatalf("a listing beside %d streams: %v", len(procs), err)
+	}
+	if err := fx.c.StopProcess(ctx, procs[0].ID()); err != nil {
+		t.Fatalf("a stop beside %d streams: %v", len(procs), err)
+	}
+	if res, _ := procs[0].Wait(ctx); res.Reason != string(lifecycle.ReasonSignaled) {
+		t.Fatalf("the stopped process: %+v", res)
 	}
 }
