@@ -115,6 +115,9 @@ func TestCLIKeptSandboxCommands(t *testing.T) {
 	if b, err := os.ReadFile(back); err != nil || string(b) != "made\n" {
 		t.Fatalf("copied out: %q %v", b, err)
 	}
+	if code, _, errOut := e.run(t, "", "cp", id+":work/out.txt", filepath.Join(local, "absent")+"/"); code != 1 || !strings.Contains(errOut, "does not exist") {
+		t.Fatalf("cp out into a directory that is not there: %d %q", code, errOut)
+	}
 	if code, _, errOut := e.run(t, "", "cp", id+":work/copied", local); code != 0 {
 		t.Fatalf("cp out a directory: %d %q", code, errOut)
 	}

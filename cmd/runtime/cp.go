@@ -168,7 +168,14 @@ func (c *cpCmd) copyOut(ctx context.Context, sb host.Sandbox, stderr io.Writer) 
 	}
 	defer rc.Close()
 	dest, rename := c.local, ""
-	if fi, err := os.Stat(c.local); err != nil || !fi.IsDir() {
+	fi, err := os.Stat(c.local)
+	switch {
+	case err == nil && fi.IsDir():
+	case strings.HasSuffix(c.local, "/"):
+		// Asked to copy into a directory that is not there (docker cp
+		// refuses it too), rather than made a file named like it.
+		return spec.Errorf(spec.CodeNotFound, "cp", "directory %s does not exist", c.local)
+	default:
 		dest, rename = filepath.Dir(c.local), filepath.Base(c.local)
 	}
 	return extractTar(rc, dest, rename, stderr)

@@ -115,6 +115,8 @@ func parseJournal(g global, args []string) (command, error) {
 		return nil, err
 	}
 	switch {
+	case c.follow && c.output:
+		return nil, spec.Errorf(spec.CodeInvalidArgument, name, "--output and --follow together: follow a process's output with stockade logs -f")
 	case c.sub == "replay" && len(c.at) > 1:
 		return nil, spec.Errorf(spec.CodeInvalidArgument, name, "one --at at most (usage: %s)", line)
 	case c.sub == "diff" && len(c.at) != 2:

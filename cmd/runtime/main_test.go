@@ -116,7 +116,7 @@ func TestParse(t *testing.T) {
 var usageErrors = [][]string{
 	{"journal", "diff", "sb1", "--at", "1"}, {"journal", "replay", "sb1", "--at", "1", "--at", "2"}, {"journal", "diff", "sb1", "--at", "x", "--at", "2"},
 	{"sandbox"}, {"sandbox", "nope"}, {"sandbox", "inspect"}, {"sandbox", "create", "--memory", "lots"}, {"sandbox", "create", "--ttl", "-1s"}, {"sandbox", "ls", "extra"},
-	{"serve", "--retain", "-1s"}, {"serve", "extra"},
+	{"serve", "--retain", "-1s"}, {"serve", "extra"}, {"journal", "show", "sb1", "--follow", "--output"},
 	{"exec"}, {"exec", "-i", "-d", "sb1", "--", "cat"}, {"exec", "sb1"}, {"exec", "sb1", "--"}, {"exec", "-e", "1X=2", "sb1", "--", "true"},
 	{"cp", "a", "b"}, {"cp", "s1:a", "s2:b"}, {"cp", "sb1:../etc", "x"}, {"cp", "sb1:", "x"}, {"cp", "a"},
 	{}, {"frobnicate"}, {"--json", "frobnicate"}, {"--bogus", "journal", "ls"}, {"--journal"},
