@@ -34,23 +34,13 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := openFake(t, f, path)
-	ctx := context.Background()
 	// The deadlines must fall after the restart for the test to mean
 	// anything; it checks that they did rather than assuming it.
 	const within = 3 * time.Second
 	begin := time.Now()
-	withTTL, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept, TTL: within})
-	if err != nil {
-		t.Fatal(err)
-	}
-	long, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := long.Start(ctx, spec.Process{Argv: []string{"sleep"}, Timeout: within, Stderr: spec.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	withTTL := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept, TTL: within})
+	long := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	p := mustStart(t, long, spec.Process{Argv: []string{"sleep"}, Timeout: within, Stderr: spec.Discard})
 	go io.Copy(io.Discard, p.Stdout())
 	rt.Close()
 
@@ -84,19 +74,9 @@ func TestRecoveryProcessRows(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := openFake(t, f, path)
-	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatal(err)
-	}
-	forgotten, err := sb.Start(ctx, spec.Process{Argv: []string{"a"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kept, err := sb.Start(ctx, spec.Process{Argv: []string{"b"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	forgotten := mustStart(t, sb, spec.Process{Argv: []string{"a"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	kept := mustStart(t, sb, spec.Process{Argv: []string{"b"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	fp, _ := stockade.FoldProcess(rt, forgotten.ID)
 	rt.Close()
 	f.ForgetExec(fp.ExecID) // as the daemon does after a restart
@@ -132,14 +112,8 @@ func TestWorkloadDeathNoticed(t *testing.T) {
 	}
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	st, _ := sb.State(ctx)
 	f.SetExited(dockerio.Sandbox{Owner: rt.Owner(), ID: sb.ID(), Workload: st.Created.Workload}, dockerio.ContainerExit{ExitCode: 137, OOMKilled: true})
 	res, _ := p.Wait(ctx)
@@ -179,10 +153,7 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := openFake(t, f, path)
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	sctx, cancel := context.WithCancel(ctx)
 	go sb.Start(sctx, spec.Process{Argv: []string{"x"}})
 	<-attaching
@@ -222,10 +193,7 @@ func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := openFake(t, f, path)
 	ctx := context.Background()
-	a, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept}); err != nil {
 		t.Fatal(err)
 	}

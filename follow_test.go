@@ -17,10 +17,7 @@ func TestFollow(t *testing.T) {
 	rt := openFake(t, f, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	type got struct {
 		ev  stockade.HistoryEvent
 		err error
@@ -48,10 +45,7 @@ func TestFollow(t *testing.T) {
 		return c
 	}
 	mine, all := follow(sb.ID()), follow("")
-	other, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	if _, _, _, err := run(t, sb, spec.Process{Argv: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}

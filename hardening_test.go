@@ -43,10 +43,7 @@ func TestRetriedAppendJournalsOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := openFake(t, f, path)
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -181,10 +178,7 @@ func TestFailedSandboxActorIsUnreconciled(t *testing.T) {
 	f := newFake(t)
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	stockade.BreakSandboxActor(sb)
 	waitFor(t, "the sandbox taken out of service", func() bool {
 		_, err := rt.Sandbox(sb.ID())
@@ -214,10 +208,7 @@ func TestRestartsRecordOnlyChanges(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := openFake(t, f, path)
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard}); err != nil {
 		t.Fatal(err)
 	}

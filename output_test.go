@@ -147,10 +147,7 @@ func TestFakeRecordInvalid(t *testing.T) {
 	f := newFake(t)
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	for _, r := range []spec.Record{{Head: -1}, {Tail: 1}, {Off: true, Head: 8 << 10}, {Tail: spec.MaxRecordBound + 1}} {
 		if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Pipe, Stderr: spec.Pipe, Record: r}); !spec.IsCode(err, spec.CodeInvalidArgument) {
 			t.Errorf("start with record %+v: %v, want invalid_argument", r, err)

@@ -40,10 +40,7 @@ func TestFakeConcurrentConsistentGets(t *testing.T) {
 	f := newFake(t)
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	h := handleOf(t, rt, sb.ID())
 	first, live, err := sb.Get(ctx, "work", true)
 	if err != nil || live {
@@ -92,10 +89,7 @@ func TestFakeRecoveryThawsAPausedSandbox(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := openFake(t, f, path)
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	h := handleOf(t, rt, sb.ID())
 	if _, _, err := sb.Get(ctx, "work", true); err != nil {
 		t.Fatal(err)
@@ -147,10 +141,7 @@ func TestFakeCopyQueuedDuringTheThawOfAStoppedSandbox(t *testing.T) {
 	f, thawing, thaw := gatedFake(t, "UnpauseSandbox")
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	first, _, err := sb.Get(ctx, "work", true)
 	if err != nil {
 		t.Fatal(err)
@@ -197,10 +188,7 @@ func TestFakeFreezeWaitsForAStartingProcess(t *testing.T) {
 	f, verifying, release := gatedFake(t, "VerifySandbox")
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	h := handleOf(t, rt, sb.ID())
 	ran := make(chan error, 1)
 	go func() {
@@ -241,14 +229,8 @@ func TestFakeSignalsWaitOutAFreeze(t *testing.T) {
 	}
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard, Timeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard, Timeout: 100 * time.Millisecond})
 	rc, _, err := sb.Get(ctx, "work", true)
 	if err != nil {
 		t.Fatal(err)

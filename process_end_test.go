@@ -32,15 +32,9 @@ func TestFakeOOMReason(t *testing.T) {
 	}
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	// Started before the OOM kill: its own SIGKILL is no OOM kill.
-	held, err := sb.Start(ctx, spec.Process{Argv: []string{"hold"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := mustStart(t, sb, spec.Process{Argv: []string{"hold"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	out, _, res, err := run(t, sb, spec.Process{Argv: []string{"hog"}})
 	if err != nil || out != "eating" || res.Reason != string(lifecycle.ReasonOOM) || res.ExitCode != 137 {
 		t.Fatalf("hog: %q %+v %v, want oom with 137", out, res, err)
@@ -72,14 +66,8 @@ func TestFakeDaemonTroubleIsNotLost(t *testing.T) {
 	}
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	close(release)
 	res, err := p.Wait(ctx)
 	if err != nil || res.Reason != string(lifecycle.ReasonExited) || res.ExitCode != 4 {
@@ -100,14 +88,8 @@ func TestFakeKillHasItsIntent(t *testing.T) {
 	})()
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	if err := p.Stop(ctx); !spec.IsCode(err, spec.CodeJournal) {
 		t.Fatalf("stop: %v, want the journal's error", err)
 	}
@@ -162,10 +144,7 @@ func TestFakeFailedProcessActorKilledAfterIntent(t *testing.T) {
 	}
 	defer rt.Close()
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if _, err := sb.Start(sctx, spec.Process{Argv: []string{"x"}, Stdin: true}); err == nil {
@@ -216,14 +195,8 @@ func TestFakeForgottenExecTakesItsDieCode(t *testing.T) {
 	}
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	st, err := stockade.FoldProcess(rt, p.ID)
 	if err != nil {
 		t.Fatal(err)

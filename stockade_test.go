@@ -83,10 +83,7 @@ func TestFakeRunAndHistory(t *testing.T) {
 	}
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	out, errOut, res, err := run(t, sb, spec.Process{Argv: []string{"x"}})
 	if err != nil || out != "out more" || errOut != "err" || res.ExitCode != 3 || res.Reason != "exited" || res.StdoutBytes != 8 || res.StderrBytes != 3 {
 		t.Fatalf("got %q %q %+v %v", out, errOut, res, err)
@@ -187,10 +184,7 @@ func TestFakeInvalidInput(t *testing.T) {
 			t.Errorf("%+v: %v, want invalid_argument", s, err)
 		}
 	}
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	for _, p := range []spec.Process{{}, {Argv: []string{""}}, {Argv: []string{"x"}, Env: []string{"NOEQUALS"}}, {Argv: []string{"x"}, Timeout: -1}} {
 		if _, err := sb.Start(ctx, p); !spec.IsCode(err, spec.CodeInvalidArgument) {
 			t.Errorf("%+v: %v, want invalid_argument", p, err)
@@ -204,10 +198,7 @@ func TestFakeStreamFailureFailsClosed(t *testing.T) {
 	f := newFake(t)
 	f.Script = script(dockerio.FakeFrame{Stream: framing.Systemerr, Data: []byte("daemon says no")})
 	rt := openFake(t, f, "")
-	sb, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	_, _, res, err := run(t, sb, spec.Process{Argv: []string{"x"}})
 	var de *framing.DaemonError
 	if !spec.IsCode(err, spec.CodeStreamFailure) || !errors.As(err, &de) || res.Reason != "failed" {
@@ -253,10 +244,7 @@ func TestFakePanicFailsOnlyTheProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	sb, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	_, _, res, err := run(t, sb, spec.Process{Argv: []string{"panic"}})
 	if res.Reason != "failed" || err == nil {
 		t.Fatalf("panicking process: %+v %v, want failed", res, err)
@@ -269,14 +257,11 @@ func TestFakePanicFailsOnlyTheProcess(t *testing.T) {
 func TestFakeJournalFailureReportsNothingDone(t *testing.T) {
 	f := newFake(t)
 	rt := openFake(t, f, "")
-	sb, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	// Closing the journal under the runtime makes every append fail.
 	j := stockade.JournalOf(rt)
 	j.Close()
-	_, err = sb.Start(context.Background(), spec.Process{Argv: []string{"x"}})
+	_, err := sb.Start(context.Background(), spec.Process{Argv: []string{"x"}})
 	if !spec.IsCode(err, spec.CodeJournal) {
 		t.Fatalf("start with a broken journal: %v, want a journal error", err)
 	}
@@ -310,15 +295,12 @@ func TestFakeVerifyGatesTheStart(t *testing.T) {
 	}
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	if _, _, _, err := run(t, sb, spec.Process{Argv: []string{"ok"}}); err != nil || attached.Load() != 1 {
 		t.Fatalf("a verified start: %v, %d attaches", err, attached.Load())
 	}
 	tampered.Store(true)
-	_, err = sb.Start(ctx, spec.Process{Argv: []string{"x"}})
+	_, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}})
 	if !spec.IsCode(err, spec.CodeUnsupported) {
 		t.Fatalf("start on a tampered sandbox: %v, want unsupported", err)
 	}
@@ -377,14 +359,8 @@ func TestShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatal(err)
-	}
-	once, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kept := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	once := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot})
 	if err := rt.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -412,10 +388,7 @@ func TestFakeExecFailureFromWrapper(t *testing.T) {
 		return dockerio.FakeRun{ExitCode: 127, Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("done\n")}}}
 	}
 	rt := openFake(t, f, "")
-	sb, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"missing"}}); !spec.IsCode(err, spec.CodeExecFailed) || res.Reason != "failed" {
 		t.Fatalf("missing command: %+v %v, want exec_failed", res, err)
 	}
@@ -439,4 +412,24 @@ func historyTypes(t testing.TB, rt *stockade.Runtime, id string, kind journal.Ki
 		}
 	}
 	return types
+}
+
+// mustCreate makes a sandbox or fails the test.
+func mustCreate(t testing.TB, rt *stockade.Runtime, s stockade.SandboxSpec) *stockade.Sandbox {
+	t.Helper()
+	sb, err := rt.CreateSandbox(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+// mustStart starts a process or fails the test.
+func mustStart(t testing.TB, sb *stockade.Sandbox, p spec.Process) *stockade.Process {
+	t.Helper()
+	proc, err := sb.Start(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proc
 }

@@ -102,10 +102,7 @@ func TestFakeBadProcessCostsNothing(t *testing.T) {
 	f.Fault = log.record
 	rt := openFake(t, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	log.take()
 	huge := strings.Repeat("a", spec.MaxArgBytes)
 	for _, tc := range []struct {
@@ -136,10 +133,7 @@ func TestFakeBadProcessCostsNothing(t *testing.T) {
 // defaults for the rest, and what is journaled is the whole policy.
 func TestFakePartialPolicy(t *testing.T) {
 	rt := openFake(t, newFake(t), "")
-	sb, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{MemoryBytes: 1 << 30}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{MemoryBytes: 1 << 30}})
 	st, err := stockade.FoldSandbox(rt, sb.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -157,10 +151,7 @@ func TestFakeDatasetTargetJournaledClean(t *testing.T) {
 	f := newFake(t)
 	f.Profile.Datasets = true
 	rt := openFake(t, f, "")
-	sb, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage, Datasets: []spec.Dataset{{Image: fakeImage, Target: "//data/./v1/"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Datasets: []spec.Dataset{{Image: fakeImage, Target: "//data/./v1/"}}})
 	st, err := stockade.FoldSandbox(rt, sb.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -244,10 +235,7 @@ func (b *blockingReader) Read([]byte) (int, error) {
 // its context ends, and the sandbox goes on serving.
 func TestFakePutHonoursContext(t *testing.T) {
 	rt := openFake(t, newFake(t), "")
-	sb, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	r := &blockingReader{reading: make(chan struct{}), release: make(chan struct{})}
 	defer close(r.release)
 	ctx, cancel := context.WithCancel(context.Background())
