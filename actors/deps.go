@@ -88,12 +88,12 @@ func (d *Deps) Record(kind journal.Kind, id, parent string, ev lifecycle.Event) 
 	return d.append(journal.Record{Key: journal.Key{Kind: kind, ID: id}, Parent: parent}, ev)
 }
 
-// RecordAfter is Record for an actor that folds the stream it writes: the
+// recordAfter is Record for an actor that folds the stream it writes: the
 // event goes in only right after sequence after (the last event the actor
 // applied; 0 for a new stream). An append whose outcome was unknown (its
 // wait timed out) can so be retried safely: if it did land, the retry
 // returns the stored event instead of journaling the transition twice.
-func (d *Deps) RecordAfter(kind journal.Kind, id, parent string, after uint64, ev lifecycle.Event) (journal.Event, error) {
+func (d *Deps) recordAfter(kind journal.Kind, id, parent string, after uint64, ev lifecycle.Event) (journal.Event, error) {
 	return d.append(journal.Record{Key: journal.Key{Kind: kind, ID: id}, Parent: parent, Sequenced: true, After: after}, ev)
 }
 
@@ -118,7 +118,7 @@ func RecordFolded[S any](d *Deps, kind journal.Kind, id, parent string, s S, seq
 		if _, err := fold(s, seq(s)+1, d.Now(), ev); err != nil {
 			return s, journal.Event{}, err
 		}
-		e, err := d.RecordAfter(kind, id, parent, seq(s), ev)
+		e, err := d.recordAfter(kind, id, parent, seq(s), ev)
 		if err == nil {
 			next, ferr := fold(s, e.Seq, e.Time, ev)
 			if ferr != nil {
