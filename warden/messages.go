@@ -1,0 +1,250 @@
+package warden
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// SecretSize is the size of a warden's secret and of a challenge nonce.
+const SecretSize = 32
+
+// MaxProcesses bounds the processes one warden holds (and a Table lists).
+const MaxProcesses = 4096
+
+// Init is the runtime's first message on a warden's first link.
+type Init struct {
+	// Secret (hex) authenticates every later reattach.
+	Secret string `json:"secret"`
+	// Window and StdinWindow are the per-process windows; zero takes the
+	// defaults.
+	Window      int `json:"window,omitempty"`
+	StdinWindow int `json:"stdin_window,omitempty"`
+}
+
+func (m *Init) validate() error {
+	if _, err := decodeHex(m.Secret, SecretSize); err != nil {
+		return fmt.Errorf("secret: %w", err)
+	}
+	if m.Window < 0 || m.Window > 64<<20 || m.StdinWindow < 0 || m.StdinWindow > 16<<20 {
+		return fmt.Errorf("windows %d/%d out of range", m.Window, m.StdinWindow)
+	}
+	return nil
+}
+
+// Challenge is the warden's first message on a reattach link.
+type Challenge struct {
+	Nonce string `json:"nonce"` // hex, SecretSize bytes
+}
+
+func (m *Challenge) validate() error {
+	_, err := decodeHex(m.Nonce, SecretSize)
+	return err
+}
+
+// Auth answers a Challenge: MAC(secret, nonce), hex.
+type Auth struct {
+	MAC string `json:"mac"`
+}
+
+func (m *Auth) validate() error {
+	_, err := decodeHex(m.MAC, sha256.Size)
+	return err
+}
+
+// MAC is the answer to a challenge: HMAC-SHA256 of the nonce under the
+// secret.
+func MAC(secret, nonce []byte) []byte {
+	h := hmac.New(sha256.New, secret)
+	h.Write(nonce)
+	return h.Sum(nil)
+}
+
+// Hello says the link is up.
+type Hello struct {
+	Version     string `json:"version"`
+	PID         int    `json:"pid"`
+	Window      int    `json:"window"`
+	StdinWindow int    `json:"stdin_window"`
+	// Socket is where the warden accepts reattaches.
+	Socket string `json:"socket"`
+}
+
+func (m *Hello) validate() error {
+	if m.Version == "" || len(m.Version) > 128 {
+		return errors.New("no version")
+	}
+	if m.PID <= 0 || m.Window <= 0 || m.Window > 64<<20 || m.StdinWindow <= 0 || m.StdinWindow > 16<<20 {
+		return fmt.Errorf("pid %d, windows %d/%d out of range", m.PID, m.Window, m.StdinWindow)
+	}
+	if len(m.Socket) > 108 {
+		return errors.New("socket path too long")
+	}
+	return nil
+}
+
+// Spawn asks the warden to start a process on the frame's channel.
+type Spawn struct {
+	// ID is the runtime's process id.
+	ID   string   `json:"id"`
+	Argv []string `json:"argv"`
+	// Env is added to the warden's own environment (later entries win).
+	Env   []string `json:"env,omitempty"`
+	Dir   string   `json:"dir,omitempty"`
+	Stdin bool     `json:"stdin,omitempty"`
+	TTY   bool     `json:"tty,omitempty"`
+	Rows  uint16   `json:"rows,omitempty"`
+	Cols  uint16   `json:"cols,omitempty"`
+}
+
+func (m *Spawn) validate() error {
+	if err := checkID(m.ID); err != nil {
+		return err
+	}
+	if len(m.Argv) == 0 || len(m.Argv) > MaxArgs || len(m.Env) > MaxArgs {
+		return fmt.Errorf("%d arguments, %d environment entries", len(m.Argv), len(m.Env))
+	}
+	if m.Argv[0] == "" {
+		return errors.New("empty program name")
+	}
+	for _, s := range append(append([]string(nil), m.Argv...), m.Env...) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return errors.New("a NUL byte in an argument or environment entry")
+		}
+	}
+	for _, e := range m.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return fmt.Errorf("environment entry %q is not NAME=value", e)
+		}
+	}
+	if m.Dir != "" && !strings.HasPrefix(m.Dir, "/") {
+		return fmt.Errorf("working directory %q is not absolute", m.Dir)
+	}
+	return nil
+}
+
+// Started reports a spawned process.
+type Started struct {
+	PID  int `json:"pid"`
+	PGID int `json:"pgid"`
+	// OOMKills is the sandbox memory cgroup's OOM kill count at the
+	// spawn (-1 when unreadable).
+	OOMKills int64 `json:"oom_kills"`
+}
+
+func (m *Started) validate() error {
+	if m.PID <= 0 || m.PGID <= 0 {
+		return fmt.Errorf("pid %d, pgid %d", m.PID, m.PGID)
+	}
+	return nil
+}
+
+// SpawnFailed reports a process that could not start.
+type SpawnFailed struct {
+	// Code is 127 (not found) or 126 (found, not executable), as a shell.
+	Code  int    `json:"code"`
+	Error string `json:"error"`
+}
+
+func (m *SpawnFailed) validate() error {
+	if m.Code != 126 && m.Code != 127 {
+		return fmt.Errorf("code %d", m.Code)
+	}
+	if len(m.Error) > 4096 {
+		return errors.New("error text too long")
+	}
+	return nil
+}
+
+// Exited reports a reaped process whose pipes reached their end.
+type Exited struct {
+	// Code is the exit status, or -1 when Signal ended it.
+	Code   int `json:"code"`
+	Signal int `json:"signal,omitempty"`
+	// Output is the total of the output sequence: the runtime has it all
+	// once it has read up to this offset.
+	Output   uint64 `json:"output"`
+	OOMKills int64  `json:"oom_kills"`
+}
+
+func (m *Exited) validate() error {
+	if (m.Signal == 0) == (m.Code < 0) || m.Code > 255 || m.Signal < 0 || m.Signal > 64 {
+		return fmt.Errorf("code %d, signal %d", m.Code, m.Signal)
+	}
+	return nil
+}
+
+// Entry is one process in a warden's table.
+type Entry struct {
+	Channel uint32 `json:"channel"`
+	ID      string `json:"id"`
+	PID     int    `json:"pid"`
+	PGID    int    `json:"pgid"`
+	Running bool   `json:"running"`
+	// Exit is set once the process was reaped and its pipes ended.
+	Exit *Exited `json:"exit,omitempty"`
+	// Acked is the last acknowledged output offset; the warden holds every
+	// byte from there.
+	Acked uint64 `json:"acked"`
+	// Output is how much output the warden has read so far.
+	Output uint64 `json:"output"`
+}
+
+// Table is the warden's process table.
+type Table struct {
+	Processes []Entry `json:"processes"`
+}
+
+func (m *Table) validate() error {
+	if len(m.Processes) > MaxProcesses {
+		return fmt.Errorf("%d processes", len(m.Processes))
+	}
+	seen := make(map[uint32]bool, len(m.Processes))
+	for _, e := range m.Processes {
+		if e.Channel == 0 || seen[e.Channel] {
+			return fmt.Errorf("channel %d listed twice or zero", e.Channel)
+		}
+		seen[e.Channel] = true
+		if err := checkID(e.ID); err != nil {
+			return err
+		}
+		if e.PID <= 0 || e.PGID <= 0 || e.Acked > e.Output {
+			return fmt.Errorf("process %s: pid %d, pgid %d, acked %d of %d", e.ID, e.PID, e.PGID, e.Acked, e.Output)
+		}
+		if e.Exit != nil {
+			if e.Running {
+				return fmt.Errorf("process %s: running with an exit", e.ID)
+			}
+			if err := e.Exit.validate(); err != nil {
+				return fmt.Errorf("process %s: %w", e.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkID(id string) error {
+	if id == "" || len(id) > 128 {
+		return fmt.Errorf("process id of %d bytes", len(id))
+	}
+	for _, c := range []byte(id) {
+		if c <= ' ' || c > '~' {
+			return fmt.Errorf("process id %q has a byte outside printable ASCII", id)
+		}
+	}
+	return nil
+}
+
+func decodeHex(s string, n int) ([]byte, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != n {
+		return nil, fmt.Errorf("not %d hex-encoded bytes", n)
+	}
+	return b, nil
+}
+
+// DecodeHex decodes a secret, nonce or MAC.
+func DecodeHex(s string, n int) ([]byte, error) { return decodeHex(s, n) }
