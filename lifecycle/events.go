@@ -69,6 +69,21 @@ type (
 	// SandboxUnpaused: the workload is thawed again (or found not paused).
 	SandboxUnpaused struct{}
 	// SandboxRemoving is the intent to delete every resource.
+	// WardenStarted: the sandbox's warden answered its first link. Its
+	// secret authenticates a reattach after a crash (the journal is the
+	// runtime's own file; the secret only keeps other processes of the
+	// sandbox from posing as the runtime).
+	WardenStarted struct {
+		PID     int    `json:"pid"`
+		Socket  string `json:"socket"`
+		Secret  string `json:"secret"`
+		Version string `json:"version"`
+	}
+	// WardenLost: the warden died, broke the protocol, or could not be
+	// reattached; its processes end. A new warden serves new work.
+	WardenLost struct {
+		Reason string `json:"reason"`
+	}
 	SandboxRemoving struct{}
 	// SandboxRemoved: every resource is gone. Terminal.
 	SandboxRemoved struct{}
@@ -92,7 +107,11 @@ type (
 	// unknown), so a SIGKILL it dies of can be laid at the OOM killer's
 	// door, also by a later runtime.
 	ProcessStarted struct {
-		Group    int    `json:"group"`
+		Group int `json:"group"`
+		// PID and Warden: a process the sandbox's warden spawned (no
+		// Docker exec).
+		PID      int    `json:"pid,omitempty"`
+		Warden   bool   `json:"warden,omitempty"`
 		OOMKills *int64 `json:"oom_kills,omitempty"`
 	}
 	// StdinClosed: the caller half-closed stdin.
@@ -158,6 +177,8 @@ func (SandboxExited) Type() string   { return "sandbox.exited" }
 func (SandboxPausing) Type() string  { return "sandbox.pausing" }
 func (SandboxUnpaused) Type() string { return "sandbox.unpaused" }
 func (SandboxRemoving) Type() string { return "sandbox.removing" }
+func (WardenStarted) Type() string   { return "sandbox.warden_started" }
+func (WardenLost) Type() string      { return "sandbox.warden_lost" }
 func (SandboxRemoved) Type() string  { return "sandbox.removed" }
 func (ProcessReserved) Type() string { return "process.reserved" }
 func (ExecCreated) Type() string     { return "process.exec_created" }
@@ -189,6 +210,8 @@ func init() {
 	register[SandboxPausing]()
 	register[SandboxUnpaused]()
 	register[SandboxRemoving]()
+	register[WardenStarted]()
+	register[WardenLost]()
 	register[SandboxRemoved]()
 	register[ProcessReserved]()
 	register[ExecCreated]()

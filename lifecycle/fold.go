@@ -42,6 +42,9 @@ type Sandbox struct {
 	// Recovered lists every recovery decision, oldest first.
 	Recovered []Recovered
 	Adopted   bool
+	// Warden is the sandbox's warden while it serves (nil before the
+	// first and after a loss).
+	Warden *WardenStarted
 	// Seq is the sequence of the last event applied; At its time.
 	Seq      uint64
 	Reserved time.Time
@@ -57,6 +60,9 @@ type Process struct {
 	Deadline time.Time
 	ExecID   string
 	Group    int
+	PID      int
+	// Warden: the sandbox's warden spawned it (no Docker exec).
+	Warden bool
 	// OOMKills is the sandbox's OOM kill count at the start; -1 unknown.
 	OOMKills    int64
 	StdinClosed bool
@@ -148,6 +154,15 @@ func ApplySandbox(s Sandbox, seq uint64, at time.Time, ev Event) (Sandbox, error
 		if ok = s.Paused && from != PhaseRemoved; ok {
 			s.Paused = false
 		}
+	case WardenStarted:
+		if ok = from == PhaseStarted; ok {
+			w := e
+			s.Warden = &w
+		}
+	case WardenLost:
+		if ok = s.Warden != nil && from != PhaseRemoved; ok {
+			s.Warden = nil
+		}
 	case SandboxRemoving:
 		// A removing intent may be journaled again by a recovery that
 		// finishes an interrupted teardown.
@@ -188,8 +203,8 @@ func ApplyProcess(p Process, seq uint64, at time.Time, ev Event) (Process, error
 			p.ExecID = e.ExecID
 		}
 	case ProcessStarted:
-		if ok = from == PhaseReserved && p.ExecID != ""; ok {
-			p.Phase, p.Group, p.OOMKills = PhaseStarted, e.Group, -1
+		if ok = from == PhaseReserved && (p.ExecID != "") != e.Warden; ok {
+			p.Phase, p.Group, p.PID, p.Warden, p.OOMKills = PhaseStarted, e.Group, e.PID, e.Warden, -1
 			if e.OOMKills != nil {
 				p.OOMKills = *e.OOMKills
 			}

@@ -370,6 +370,14 @@ type Process struct {
 	// Record says what of the output the recorder keeps; the zero value
 	// is the runtime's default (see Record).
 	Record Record `json:"record,omitzero"`
+	// TTY runs the process on a pseudo-terminal inside the sandbox: its
+	// output is all on stdout (as on a terminal; stderr stays empty) and
+	// stdin, if any, is the terminal's input. Rows and Cols are its first
+	// size (zero: the kernel's default); Resize changes it. Only a
+	// sandbox with a warden has terminals.
+	TTY  bool   `json:"tty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 }
 
 // Record bounds what the output recorder keeps of a process's output
@@ -524,6 +532,9 @@ func (p Process) Validate() error {
 	}
 	if err := p.Record.Validate(); err != nil {
 		return err
+	}
+	if !p.TTY && (p.Rows != 0 || p.Cols != 0) {
+		return bad("a terminal size (%dx%d) without a terminal (tty)", p.Rows, p.Cols)
 	}
 	return nil
 }

@@ -18,11 +18,12 @@ const Version = "stockade-warden/1"
 // Limits of the wire format.
 const (
 	HeaderSize = 9
-	// MaxPayload bounds every frame's payload.
-	MaxPayload = 64 << 10
-	// MaxData bounds the data an Out or In frame carries (one byte of an
-	// Out payload is the stream id).
-	MaxData = MaxPayload - 1
+	// MaxPayload bounds every frame's payload: a Spawn carries up to
+	// spec.MaxArgvEnvBytes of argv and env, JSON-escaped.
+	MaxPayload = 2 << 20
+	// MaxData bounds the data an Out or In frame carries (an Out payload
+	// has one more byte: the stream id).
+	MaxData = 64<<10 - 1
 	// DefaultWindow is the output window per process: the bytes a warden
 	// keeps unacknowledged (and a full window blocks that child).
 	DefaultWindow = 1 << 20
@@ -187,12 +188,12 @@ func CheckShape(f Frame) error {
 	n := len(f.Payload)
 	switch f.Type {
 	case TOut:
-		if n < 2 || (f.Payload[0] != 1 && f.Payload[0] != 2) {
+		if n < 2 || n > MaxData+1 || (f.Payload[0] != 1 && f.Payload[0] != 2) {
 			return violation("out frame of %d bytes for stream %d", n, firstByte(f.Payload))
 		}
 	case TIn:
-		if n == 0 {
-			return violation("empty in frame")
+		if n == 0 || n > MaxData {
+			return violation("in frame of %d bytes", n)
 		}
 	case TAck, TInAck, TResume:
 		if n != 8 {
