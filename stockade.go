@@ -34,8 +34,13 @@ type Options struct {
 	// Logger receives the runtime's and the actor system's logs; nil is
 	// quiet.
 	Logger *slog.Logger
-	// Engine replaces the Docker adapter (tests use dockerio.Fake).
+	// Engine replaces the Docker adapter (tests use dockerio.Fake; its
+	// sandboxes have no warden and run processes as Docker execs).
 	Engine dockerio.Engine
+	// Warden is the stockade-warden binary every sandbox gets; "" means
+	// $STOCKADE_WARDEN, else beside this executable, else on PATH (see
+	// FindWarden). Open fails when there is none.
+	Warden string
 	// StopGrace is the time between TERM and KILL (default 10 s).
 	StopGrace time.Duration
 	// HighWaterMark is a piped stream's credit in bytes (default 64 KiB).
@@ -152,6 +157,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	d := actors.Deps{Journal: aj, Engine: rt.engine, Log: log, Recorder: rec, Config: actors.Config{
 		Owner: j.Owner(), Profile: daemon.Profile, Revision: daemon.Revision,
 		StopGrace: opts.StopGrace, HighWaterMark: opts.HighWaterMark, OutputQuota: opts.OutputQuota,
+		Warden: hasWarden(rt.engine),
 	}}.WithDefaults()
 	rt.deps = &d
 	// Die events since before recovery observed Docker are replayed to the
@@ -179,7 +185,14 @@ func engineFor(opts Options) (dockerio.Engine, func() error, error) {
 	if opts.Engine != nil {
 		return opts.Engine, nil, nil
 	}
-	ad, err := dockerio.NewAdapter(dockerio.Options{Profile: opts.Profile})
+	if _, err := dockerio.SelectProfile(opts.Profile); err != nil {
+		return nil, nil, err
+	}
+	_, bin, err := FindWarden(opts.Warden)
+	if err != nil {
+		return nil, nil, err
+	}
+	ad, err := dockerio.NewAdapter(dockerio.Options{Profile: opts.Profile, Warden: bin})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -551,4 +564,10 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 		first = err
 	}
 	return first
+}
+
+// hasWarden reports whether the engine delivers a warden into its sandboxes.
+func hasWarden(e dockerio.Engine) bool {
+	w, ok := e.(interface{ HasWarden() bool })
+	return ok && w.HasWarden()
 }

@@ -18,6 +18,10 @@ type Options struct {
 	// ClientOpts are extra options for the Docker client (the environment,
 	// DOCKER_HOST and friends, is always read first).
 	ClientOpts []client.Opt
+	// Warden is the stockade-warden binary delivered into every sandbox's
+	// workspace; nil makes sandboxes without a warden (processes run as
+	// Docker execs).
+	Warden []byte
 }
 
 // Adapter implements Engine against a real Docker daemon.
@@ -36,6 +40,8 @@ type Adapter struct {
 	report Report
 	daemon Daemon
 	facts  Facts
+
+	warden []byte
 
 	imgMu  sync.Mutex
 	images map[string]ImageFacts // by image ID; images are immutable
@@ -56,7 +62,7 @@ func NewAdapter(opts Options) (*Adapter, error) {
 	if err != nil {
 		return nil, translate(err, "dockerio.client", "making the Docker client")
 	}
-	return &Adapter{profile: p, opts: base, probe: probe, images: map[string]ImageFacts{}}, nil
+	return &Adapter{profile: p, opts: base, probe: probe, images: map[string]ImageFacts{}, warden: opts.Warden}, nil
 }
 
 // Profile returns the profile in use.

@@ -135,7 +135,7 @@ func (l *links) check(h *tar.Header) error {
 // rewrite copies a tar stream, setting every entry's owner to uid:gid,
 // clearing setuid/setgid/sticky bits, dropping PAX records, and refusing
 // devices, FIFOs, and entries or links that leave the destination.
-func rewrite(dst io.Writer, src io.Reader, u spec.User) error {
+func rewrite(dst io.Writer, src io.Reader, u spec.User, atRoot bool) error {
 	tr := tar.NewReader(src)
 	tw := tar.NewWriter(dst)
 	// An error of the destination (the spool's limit, its disk) keeps its
@@ -166,6 +166,9 @@ func rewrite(dst io.Writer, src io.Reader, u spec.User) error {
 		}
 		if err := l.check(h); err != nil {
 			return err
+		}
+		if atRoot && ReservedPath(h.Name) {
+			return spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "entry %q: %s is the warden's, reserved", h.Name, WardenDir)
 		}
 		h.Uid, h.Gid = int(u.UID), int(u.GID)
 		h.Uname, h.Gname = "", ""
@@ -214,7 +217,7 @@ func (s *spoolFile) Write(p []byte) (int, error) {
 // It returns when ctx ends even if the caller's reader blocks: that read
 // cannot be interrupted, so the rewrite is left to end with it and then
 // closes the file.
-func spool(ctx context.Context, r io.Reader, u spec.User) (*os.File, error) {
+func spool(ctx context.Context, r io.Reader, u spec.User, atRoot bool) (*os.File, error) {
 	f, err := os.CreateTemp("", "stockade-put-*.tar")
 	if err != nil {
 		return nil, spec.Wrap(spec.CodeInternal, "dockerio.archive", err, "making the archive's spool file")
@@ -222,7 +225,7 @@ func spool(ctx context.Context, r io.Reader, u spec.User) (*os.File, error) {
 	// Unlinked at once: nothing is left behind, even by a crash.
 	os.Remove(f.Name())
 	done := make(chan error, 1)
-	go func() { done <- rewrite(&spoolFile{f: f}, r, u) }()
+	go func() { done <- rewrite(&spoolFile{f: f}, r, u, atRoot) }()
 	select {
 	case err := <-done:
 		if err == nil {
@@ -255,7 +258,10 @@ func (a *Adapter) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.R
 	if err != nil {
 		return err
 	}
-	f, err := spool(ctx, r, sb.Spec.Policy.User)
+	if err := checkReserved(dir); err != nil {
+		return err
+	}
+	f, err := spool(ctx, r, sb.Spec.Policy.User, dst == WorkspaceDir)
 	if err != nil {
 		return err
 	}
@@ -281,6 +287,9 @@ func (a *Adapter) GetArchive(ctx context.Context, sb Sandbox, p string) (io.Read
 	}
 	src, err := WorkspacePath(p)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkReserved(p); err != nil {
 		return nil, err
 	}
 	rc, _, err := cli.CopyFromContainer(ctx, sb.Export, src)
@@ -325,6 +334,15 @@ func (a *Adapter) unpause(ctx context.Context, cli *client.Client, id string) er
 	}
 	if err := cli.ContainerUnpause(ctx, id); err != nil && !client.IsErrNotFound(err) {
 		return translate(err, "dockerio.pause", "unpausing workload %s", id)
+	}
+	return nil
+}
+
+// checkReserved refuses a workspace path that is the warden's directory or
+// in it.
+func checkReserved(p string) error {
+	if c, ok := spec.CleanRelPath(p); ok && ReservedPath(c) {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "path %q: %s is the warden's, reserved", p, WardenDir)
 	}
 	return nil
 }

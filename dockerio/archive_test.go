@@ -81,7 +81,7 @@ func TestDockerioArchiveRewrite(t *testing.T) {
 		{"device", []entry{{typ: tar.TypeChar, name: "null"}}, "is not a file, directory or link"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := rewrite(io.Discard, bytes.NewReader(archive(t, tc.entries...)), spec.User{UID: 1000, GID: 1000})
+			err := rewrite(io.Discard, bytes.NewReader(archive(t, tc.entries...)), spec.User{UID: 1000, GID: 1000}, true)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -105,7 +105,7 @@ func TestDockerioArchiveRewriteHeaders(t *testing.T) {
 		entry{typ: tar.TypeDir, name: "./d/", pax: xattrs},
 	)
 	var out bytes.Buffer
-	if err := rewrite(&out, bytes.NewReader(in), spec.User{UID: 1000, GID: 1001}); err != nil {
+	if err := rewrite(&out, bytes.NewReader(in), spec.User{UID: 1000, GID: 1001}, true); err != nil {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(&out)

@@ -65,6 +65,16 @@ type Engine interface {
 	// process died of can be the OOM killer's.
 	OOMKills(ctx context.Context, sb Sandbox) (int64, error)
 
+	// StartWarden starts the sandbox's warden (one exec of the delivered
+	// binary as the sandbox's user); its stdin and stdout are the link, its
+	// stderr goes to stderr. AttachWarden bridges a new link to a running
+	// warden's socket. Both are unsupported without a warden binary.
+	StartWarden(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error)
+	AttachWarden(ctx context.Context, sb Sandbox, socket string, stderr io.Writer) (WardenConn, error)
+	// EnsureWarden checks the delivered binary is still ours, writing it
+	// again if not.
+	EnsureWarden(ctx context.Context, sb Sandbox) error
+
 	// PutArchive extracts a tar stream into /workspace through the export
 	// container; entries are owned by the sandbox's uid:gid.
 	PutArchive(ctx context.Context, sb Sandbox, dir string, tar io.Reader) error

@@ -484,7 +484,7 @@ func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Read
 		return err
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")
-	spooled, err := spool(ctx, r, sb.Spec.Policy.User)
+	spooled, err := spool(ctx, r, sb.Spec.Policy.User, false)
 	if err != nil {
 		return err
 	}
@@ -742,4 +742,20 @@ func (f *Fake) Events(ctx context.Context, owner string, since time.Time) (<-cha
 		f.mu.Unlock()
 	}()
 	return c, errc
+}
+
+// StartWarden: the fake has no warden (its sandboxes run processes as
+// execs).
+func (f *Fake) StartWarden(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error) {
+	return WardenConn{}, spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "the fake engine has no warden")
+}
+
+// AttachWarden: see StartWarden.
+func (f *Fake) AttachWarden(ctx context.Context, sb Sandbox, socket string, stderr io.Writer) (WardenConn, error) {
+	return WardenConn{}, spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "the fake engine has no warden")
+}
+
+// EnsureWarden: see StartWarden.
+func (f *Fake) EnsureWarden(ctx context.Context, sb Sandbox) error {
+	return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "the fake engine has no warden")
 }

@@ -194,7 +194,14 @@ func (a *Adapter) seed(ctx context.Context, cli *client.Client, sb Sandbox) erro
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	u := sb.Spec.Policy.User
-	hdr := &tar.Header{Typeflag: tar.TypeDir, Name: "work/", Mode: 0o755, Uid: int(u.UID), Gid: int(u.GID), ModTime: time.Now(), Format: tar.FormatPAX}
+	now := time.Now()
+	if a.HasWarden() {
+		// One archive call for both: the warden adds nothing to a create.
+		if err := wardenTar(tw, a.warden, now); err != nil {
+			return spec.Wrap(spec.CodeEngine, "dockerio.seed", err, "building the seed archive")
+		}
+	}
+	hdr := &tar.Header{Typeflag: tar.TypeDir, Name: "work/", Mode: 0o755, Uid: int(u.UID), Gid: int(u.GID), ModTime: now, Format: tar.FormatPAX}
 	if err := tw.WriteHeader(hdr); err != nil {
 		return spec.Wrap(spec.CodeEngine, "dockerio.seed", err, "building the seed archive")
 	}

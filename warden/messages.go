@@ -166,13 +166,19 @@ type Exited struct {
 	Signal int `json:"signal,omitempty"`
 	// Output is the total of the output sequence: the runtime has it all
 	// once it has read up to this offset.
-	Output   uint64 `json:"output"`
+	Output uint64 `json:"output"`
+	// Stdout and Stderr split Output by stream.
+	Stdout   uint64 `json:"stdout"`
+	Stderr   uint64 `json:"stderr"`
 	OOMKills int64  `json:"oom_kills"`
 }
 
 func (m *Exited) validate() error {
 	if (m.Signal == 0) == (m.Code < 0) || m.Code > 255 || m.Signal < 0 || m.Signal > 64 {
 		return fmt.Errorf("code %d, signal %d", m.Code, m.Signal)
+	}
+	if m.Stdout+m.Stderr != m.Output || m.Stdout > m.Output {
+		return fmt.Errorf("stdout %d and stderr %d do not add up to output %d", m.Stdout, m.Stderr, m.Output)
 	}
 	return nil
 }

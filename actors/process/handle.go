@@ -117,3 +117,8 @@ func (h *Handle) endedErr() error {
 	}
 	return nil
 }
+
+// Resize sets the size of the process's terminal (a TTY process only).
+func (h *Handle) Resize(ctx context.Context, rows, cols uint16) error {
+	return h.ask(ctx, func(r chan<- error) any { return Resize{Rows: rows, Cols: cols, Reply: r} })
+}

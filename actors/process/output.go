@@ -28,8 +28,10 @@ type output struct {
 	store  *recorder.Store
 	id     string
 	bounds spec.Record
-	rec    *recorder.Recording
-	log    *slog.Logger
+	// rec is made by the loop, or given (a re-adopted process's resumed
+	// recording).
+	rec *recorder.Recording
+	log *slog.Logger
 	// Bytes taken so far, readable by the process actor while the loop
 	// runs (it reports them if it must abandon the loop).
 	nOut, nErr atomic.Int64
@@ -79,11 +81,16 @@ func (o *output) run() (d outputDone) {
 		// actor, which journals the exit only after it: an exit in the
 		// journal implies its output on disk. A failure is logged; the
 		// process's outcome is not the recorder's to change.
+		if t, ok := o.att.(interface{ totals() (int64, int64, bool) }); ok && o.rec != nil {
+			if so, se, ok := t.totals(); ok {
+				o.rec.SetTotals(so, se)
+			}
+		}
 		if err := o.rec.Close(); err != nil {
 			o.log.Warn("the output recording is incomplete", "process", o.id, "err", err)
 		}
 	}()
-	if o.store != nil {
+	if o.store != nil && o.rec == nil {
 		rec, err := o.store.Create(o.id, o.bounds)
 		if err != nil {
 			o.log.Warn("the output cannot be recorded; the process runs unrecorded", "process", o.id, "err", err)

@@ -15,7 +15,9 @@ import (
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/warden"
 )
 
 // cutGrace is how long a stopping process's output may take to reach its
@@ -41,6 +43,14 @@ type Params struct {
 	// Gated: the process may not start (attach) before a Verified message
 	// without error arrives: its sandbox is being asserted active.
 	Gated bool
+	// Link, if set, is the sandbox's warden: the process is spawned by it
+	// instead of a Docker exec (see warden.go).
+	Link *warden.Link
+	// Entry is the warden's table entry for a recovering process (nil: the
+	// reattached warden does not know it); WardenGone says why no warden
+	// could be reattached (see warden_adopt.go).
+	Entry      *warden.Entry
+	WardenGone error
 }
 
 // Verified tells a gated process whether its sandbox passed the check
@@ -157,6 +167,12 @@ type processActor struct {
 
 	handle  *Handle
 	att     dockerio.Attachment
+	wproc   *warden.Proc // the warden's process, in warden mode
+	wexit   *warden.Exited
+	// A re-adopted warden process's resumed recording and the offset it
+	// resumes from.
+	resumeRec  *recorder.Recording
+	resumeFrom int64
 	out     *output
 	outPID  *actor.PID
 	outDone *outputDone
@@ -235,6 +251,14 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.start(a.bg)
 	case execCreated:
 		a.onExecCreated(ctx, m)
+	case wardenSpawned:
+		a.onWardenSpawned(ctx, m)
+	case wardenExited:
+		a.onWardenExited(m)
+	case wardenResumed:
+		a.onWardenResumed(ctx, m)
+	case Resize:
+		a.resize(m)
 	case Verified:
 		a.onVerified(m)
 	case attached:
@@ -330,6 +354,10 @@ func (a *processActor) start(bg context.Context) {
 	if !a.p.Deadline.IsZero() {
 		a.timers = append(a.timers, time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(deadlineHit{}) }))
 	}
+	if a.p.Link != nil {
+		a.spawnWarden(bg)
+		return
+	}
 	sb, req := a.p.Sandbox, dockerio.ExecRequest{ProcessID: a.p.ID, Spec: a.p.Spec}
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
@@ -424,7 +452,11 @@ func (a *processActor) onAttached(ctx actor.Context, m attached) {
 	failpoint.Hit(failpoint.ProcessAttached)
 	oom := m.att.OOMKills()
 	a.oomBase = oom
-	if err := a.record(lifecycle.ProcessStarted{Group: m.att.Group(), OOMKills: &oom}); err != nil {
+	started := lifecycle.ProcessStarted{Group: m.att.Group(), OOMKills: &oom}
+	if a.wproc != nil {
+		started.PID, started.Warden = a.wproc.PID, true
+	}
+	if err := a.record(started); err != nil {
 		// No kill without a journaled intent: the process runs on, its
 		// output discarded (the attachment is closed), and the journal,
 		// which holds its exec, lets the next recovery settle it.
@@ -489,6 +521,12 @@ func (a *processActor) onOutputDone(m outputDone) {
 		a.stop(lifecycle.ReasonCancelled, m.err)
 	case m.panicked:
 		a.fail(m.err)
+	case a.wproc != nil:
+		// The warden's link broke (or the warden broke the protocol): not
+		// the daemon's stream, so nothing to fail closed; the sandbox
+		// replaces its warden.
+		a.wardenLost(m.err)
+		return
 	default:
 		// The stream cannot be trusted: fail closed.
 		a.fail(m.err)
@@ -551,6 +589,13 @@ func (a *processActor) signal(m Signal) {
 // signalGroup signals the process group from a second exec, off the
 // mailbox; the reply (if any) arrives through a signalled message.
 func (a *processActor) signalGroup(sig syscall.Signal, reply chan<- error) {
+	if sig == syscall.SIGKILL {
+		a.killSent = true
+	}
+	if a.wproc != nil {
+		a.signalWarden(sig, reply)
+		return
+	}
 	pgid := a.state.Group
 	if a.att != nil {
 		pgid = a.att.Group()
@@ -760,6 +805,11 @@ func (a *processActor) outcome(code int) (lifecycle.Reason, error) {
 	if a.outDone != nil {
 		head = a.outDone.head
 	}
+	if a.wproc != nil {
+		// The warden reports a failed spawn itself: a 126 or 127 here is
+		// the program's own exit code.
+		head = nil
+	}
 	if err := dockerio.ExecFailure(code, head); err != nil {
 		return lifecycle.ReasonFailed, err
 	}
@@ -782,9 +832,17 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 	if a.outDone != nil {
 		ev.StdoutBytes, ev.StderrBytes = a.outDone.stdout, a.outDone.stderr
 	}
+	if a.wexit != nil {
+		// The warden counted every byte by stream, also those a crash
+		// made this runtime receive twice or resume past.
+		ev.StdoutBytes, ev.StderrBytes = int64(a.wexit.Stdout), int64(a.wexit.Stderr)
+	}
 	if jerr := a.record(ev); jerr != nil {
 		a.abandonJournal(jerr)
 		return
+	}
+	if a.wproc != nil && reason != lifecycle.ReasonLost {
+		a.wproc.Forget() // journaled: the warden may drop it
 	}
 	res := spec.Result{ExitCode: code, Reason: string(reason), Err: err, StdoutBytes: ev.StdoutBytes,
 		StderrBytes: ev.StderrBytes, Started: a.started, Ended: a.state.At}
@@ -892,6 +950,10 @@ func (a *processActor) adopt() {
 	a.launched = true // nobody waits for a launch
 	if a.state.Phase == lifecycle.PhaseStopping {
 		a.stopReason = a.state.Stopping
+	}
+	if a.state.Warden || a.state.ExecID == "" && (a.p.Link != nil || a.p.WardenGone != nil) {
+		a.adoptWarden()
+		return
 	}
 	if a.state.ExecID == "" {
 		if a.decided("lost", "no exec was created") {

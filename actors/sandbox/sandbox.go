@@ -191,6 +191,8 @@ type sandboxActor struct {
 	pauseHolds   int
 	pauseWait    []Get
 	heldLaunches []Launch
+
+	w wardenState // the sandbox's warden (warden.go)
 }
 
 func (a *sandboxActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
@@ -248,6 +250,10 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onStarted(m)
 	case Launch:
 		a.launch(ctx, m)
+	case wardenUp:
+		a.onWardenUp(ctx, m)
+	case wardenDown:
+		a.onWardenDown(m)
 	case verifiedMsg:
 		a.onVerified(m)
 	case Stop:
@@ -334,6 +340,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		if a.ttl != nil {
 			a.ttl.Stop()
 		}
+		a.closeWarden()
 	case *actor.Stopped:
 		a.settle(spec.Errorf(spec.CodeInternal, "sandbox", "sandbox %s's actor stopped before recovery settled it", a.p.ID))
 		if a.p.Gone != nil {
@@ -387,6 +394,19 @@ func (a *sandboxActor) onStarted(m startedMsg) {
 		a.sys.Root.Stop(a.self)
 		return
 	}
+	if a.deps.Config.Warden {
+		// The create answers once the warden is up: the first process
+		// does not wait for it, and a warden that cannot start fails the
+		// create (rolled back) rather than every later launch.
+		a.w.creating = true
+		a.startWarden(false)
+		return
+	}
+	a.createdDone()
+}
+
+// createdDone answers a create whose sandbox runs.
+func (a *sandboxActor) createdDone() {
 	if !a.p.Deadline.IsZero() {
 		a.ttl = time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(ttlMsg{}) })
 	}
@@ -428,11 +448,18 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 		m.Reply <- process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s and admits no process", a.p.ID, a.phaseName())}
 		return
 	}
+	if a.wardenHold(m) {
+		return
+	}
 	var deadline time.Time
 	if m.Spec.Timeout > 0 {
 		deadline = a.deps.Now().Add(m.Spec.Timeout)
 	}
-	props := process.Props(a.deps, process.Params{ID: m.ID, Sandbox: a.sb, Spec: m.Spec, Deadline: deadline, Launched: m.Reply, Gated: true})
+	// With a warden, its live link is the seed's assertActive: the link
+	// was made after the workload was verified, and lives only while that
+	// same container runs (an exec dies with its container).
+	link := a.w.link
+	props := process.Props(a.deps, process.Params{ID: m.ID, Sandbox: a.sb, Spec: m.Spec, Deadline: deadline, Launched: m.Reply, Gated: link == nil, Link: link})
 	pid, err := ctx.SpawnNamed(props, "process-"+m.ID)
 	if err != nil {
 		m.Reply <- process.Launch{Err: spec.Wrap(spec.CodeConflict, "sandbox", err, "spawning process %s", m.ID)}
@@ -444,6 +471,9 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 		a.starting = map[string]bool{}
 	}
 	a.starting[m.ID] = true
+	if link != nil {
+		return
+	}
 	sb, sys := a.sb, a.sys
 	a.goDocker(func(ctx context.Context) any {
 		err := a.deps.Engine.VerifySandbox(ctx, sb)

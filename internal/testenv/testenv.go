@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -78,7 +79,32 @@ func Isolate() (cleanup func(), err error) {
 		}
 	}
 	os.Unsetenv("STOCKADE_SOCKET")
+	if os.Getenv("STOCKADE_WARDEN") == "" {
+		bin := filepath.Join(dir, "bin", "stockade-warden")
+		if err := buildWarden(bin); err != nil {
+			cleanup()
+			return nil, err
+		}
+		os.Setenv("STOCKADE_WARDEN", bin)
+	}
 	return cleanup, nil
+}
+
+// buildWarden builds the stockade-warden binary (static, as make build
+// does) for the runtimes the tests open: a fresh machine has none, and a
+// binary left from an earlier build may be of another version.
+func buildWarden(out string) error {
+	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || len(mod) == 0 {
+		return fmt.Errorf("finding the module to build stockade-warden: %v", err)
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/warden")
+	cmd.Dir = filepath.Dir(string(bytes.TrimSpace(mod)))
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building stockade-warden: %v: %s", err, b)
+	}
+	return nil
 }
 
 // goCaches returns GOCACHE, GOMODCACHE, GOPATH and GOENV as the go command

@@ -1,0 +1,223 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"io"
+	"syscall"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/failpoint"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/warden"
+)
+
+// A process of a sandbox with a warden is spawned by the warden over the
+// sandbox's link, not by a Docker exec: reserved is journaled before the
+// spawn request, started {pid, pgid} once the warden reports it, and the
+// end comes from the warden's exited report (no inspect, no exec_die).
+// Everything after the start (streams, recording, stop, quota, timeout) is
+// the same actor as for an exec: the warden's process is presented as an
+// Attachment.
+
+type (
+	wardenSpawned struct {
+		proc *warden.Proc
+		err  error
+	}
+	wardenExited struct {
+		exit warden.Exited
+		ok   bool
+		err  error
+	}
+)
+
+// spawnWarden asks the warden for the process, off the mailbox.
+func (a *processActor) spawnWarden(bg context.Context) {
+	s := spawnRequest(a.p.ID, a.p.Spec)
+	link := a.p.Link
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
+		defer cancel()
+		p, err := link.Spawn(ctx, s)
+		if err == nil && bg.Err() != nil {
+			p.Close() // the actor is gone; the sandbox's stop ends the process
+			return
+		}
+		a.send(wardenSpawned{proc: p, err: err})
+	}()
+}
+
+// spawnRequest is the warden's Spawn for a process spec.
+func spawnRequest(id string, sp spec.Process) warden.Spawn {
+	dir := sp.Dir
+	if dir == "" {
+		dir = dockerio.WorkDir
+	}
+	return warden.Spawn{ID: id, Argv: sp.Argv, Env: sp.Env, Dir: dir, Stdin: sp.Stdin, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols}
+}
+
+func (a *processActor) onWardenSpawned(ctx actor.Context, m wardenSpawned) {
+	if m.err != nil {
+		if a.done {
+			return
+		}
+		var se *warden.SpawnError
+		if errors.As(m.err, &se) {
+			// The warden's spawn error names the cause (not found: 127,
+			// not executable: 126), as a shell would report it.
+			a.finish(lifecycle.ReasonFailed, se.Code, spec.Wrap(spec.CodeExecFailed, "process", m.err, "process %s could not start", a.p.ID))
+			return
+		}
+		a.finish(lifecycle.ReasonFailed, -1, spec.Wrap(spec.CodeStreamFailure, "process", m.err, "process %s: the sandbox's warden did not spawn it", a.p.ID))
+		return
+	}
+	a.wproc = m.proc
+	if a.done {
+		m.proc.Close()
+		return
+	}
+	p := m.proc
+	go func() {
+		<-p.Exited()
+		ex, ok := p.Exit()
+		a.send(wardenExited{exit: ex, ok: ok, err: a.p.Link.Err()})
+	}()
+	failpoint.Hit(failpoint.ProcessAttached)
+	a.onAttached(ctx, attached{att: &wardenAttachment{p: p, stdin: a.p.Spec.Stdin}})
+}
+
+// onWardenExited takes the warden's report of the end. A link that ended
+// first leaves the outcome unknown: the warden is gone, and with it any
+// way to learn the code; the group is killed through Docker and the
+// process ends lost.
+func (a *processActor) onWardenExited(m wardenExited) {
+	if a.done {
+		return
+	}
+	if !m.ok {
+		a.wardenLost(m.err)
+		return
+	}
+	code := m.exit.Code
+	if m.exit.Signal > 0 {
+		code = 128 + m.exit.Signal // as Docker and a shell report it
+	}
+	ex := m.exit
+	a.wexit = &ex
+	a.exit = &dockerio.ExecState{Known: true, ExitCode: code, Pid: a.wproc.PID}
+	a.oomChecked = &oomChecked{kills: m.exit.OOMKills}
+	if m.exit.OOMKills < 0 || a.oomBase < 0 {
+		a.oomChecked.err = errors.New("the sandbox's OOM kill count is unreadable")
+	}
+	a.maybeFinish()
+}
+
+// wardenLost ends a process whose warden link broke: its group is killed
+// through a Docker exec (the warden can no longer do it) and it ends lost.
+func (a *processActor) wardenLost(cause error) {
+	if a.done || a.exit != nil {
+		return
+	}
+	if a.stopReason == "" || a.stopReason == lifecycle.ReasonSignaled {
+		a.stopReason = lifecycle.ReasonLost
+	}
+	a.stopErr = spec.Wrap(spec.CodeStreamFailure, "process", cause, "process %s: the sandbox's warden was lost; the process group was killed", a.p.ID)
+	if pgid := a.state.Group; pgid > 1 {
+		sb, bg := a.p.Sandbox, a.bg
+		go func() {
+			err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
+			if err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+				a.deps.Log.Warn("killing the group of a process whose warden was lost failed", "process", a.p.ID, "err", err)
+			}
+		}()
+	}
+	a.exit = &dockerio.ExecState{Known: true, ExitCode: -1}
+	if a.out != nil && a.outDone == nil {
+		a.out.closePipes(a.stopErr)
+		a.att.Close()
+	}
+	a.maybeFinish()
+}
+
+// signalWarden signals the group through the warden.
+func (a *processActor) signalWarden(sig syscall.Signal, reply chan<- error) {
+	err := a.wproc.Signal(sig)
+	if err != nil {
+		err = spec.Wrap(spec.CodeStreamFailure, "process", err, "signalling process %s through the warden", a.p.ID)
+	}
+	if reply != nil {
+		reply <- err
+	} else if err != nil {
+		a.deps.Log.Warn("signalling a process group failed", "process", a.p.ID, "signal", sig, "err", err)
+	}
+}
+
+// Resize asks for a process's terminal size.
+type Resize struct {
+	Rows, Cols uint16
+	Reply      chan<- error
+}
+
+func (a *processActor) resize(m Resize) {
+	switch {
+	case !a.p.Spec.TTY:
+		m.Reply <- spec.Errorf(spec.CodeInvalidArgument, "process", "process %s has no terminal to resize", a.p.ID)
+	case a.done || a.wproc == nil:
+		m.Reply <- spec.Errorf(spec.CodeNotFound, "process", "process %s is not running", a.p.ID)
+	case m.Rows == 0 || m.Cols == 0:
+		m.Reply <- spec.Errorf(spec.CodeInvalidArgument, "process", "terminal size %dx%d: both must be positive", m.Rows, m.Cols)
+	default:
+		if err := a.wproc.Resize(m.Rows, m.Cols); err != nil {
+			m.Reply <- spec.Wrap(spec.CodeStreamFailure, "process", err, "resizing the terminal of process %s", a.p.ID)
+			return
+		}
+		m.Reply <- nil
+	}
+}
+
+// wardenAttachment presents a warden's process as an Attachment: the read
+// loop's next call to Next is what acknowledges the previous chunk (it has
+// been recorded and handed to the consumer's pipe by then).
+type wardenAttachment struct {
+	p     *warden.Proc
+	stdin bool
+}
+
+func (w *wardenAttachment) Next() (framing.StreamID, []byte, error) {
+	s, b, err := w.p.Next()
+	if err != nil {
+		return 0, nil, err
+	}
+	return framing.StreamID(s), b, nil
+}
+
+func (w *wardenAttachment) Stdin() io.Writer {
+	if !w.stdin {
+		return nil
+	}
+	return w.p
+}
+
+func (w *wardenAttachment) CloseStdin() error {
+	if err := w.p.CloseStdin(); err != nil {
+		return spec.Wrap(spec.CodeStreamFailure, "process", err, "closing stdin through the warden")
+	}
+	return nil
+}
+
+// totals are the per-stream output totals once the warden reported the
+// end (a resumed recording cannot count the bytes a crash cut off by
+// stream).
+func (w *wardenAttachment) totals() (stdout, stderr int64, ok bool) {
+	ex, ok := w.p.Exit()
+	return int64(ex.Stdout), int64(ex.Stderr), ok
+}
+
+func (w *wardenAttachment) Group() int      { return w.p.PGID }
+func (w *wardenAttachment) OOMKills() int64 { return w.p.OOMKills }
+func (w *wardenAttachment) Close() error    { w.p.Close(); return nil }

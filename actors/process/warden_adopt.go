@@ -1,0 +1,155 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/warden"
+)
+
+// Recovery of a warden's process (DESIGN.md's recovery table, warden rows):
+// the sandbox reattached to its warden and read its process table; the
+// process is
+//   - listed: re-adopted WITH its streams, from the offset its recording
+//     holds (the warden kept every unacknowledged byte), so the recording
+//     ends complete; if it ended while the runtime was down its code is
+//     the warden's;
+//   - not listed, or the warden is gone (or of another version): its group
+//     is killed through Docker and it ends lost.
+
+type wardenResumed struct {
+	proc *warden.Proc
+	err  error
+}
+
+// adoptWarden settles a journaled warden process.
+func (a *processActor) adoptWarden() {
+	e := a.p.Entry
+	switch {
+	case a.p.WardenGone != nil:
+		a.adoptLost(fmt.Sprintf("the warden is gone: %v", a.p.WardenGone))
+		return
+	case e == nil:
+		a.adoptLost("the warden does not know it")
+		return
+	}
+	seen := fmt.Sprintf("warden: pid %d, pgid %d, running %v, output %d, acked %d", e.PID, e.PGID, e.Running, e.Output, e.Acked)
+	if e.Exit != nil {
+		seen += fmt.Sprintf(", exit code %d signal %d", e.Exit.Code, e.Exit.Signal)
+	}
+	if !a.decided("re-adopt with streams", seen) {
+		return
+	}
+	if a.state.Phase == lifecycle.PhaseReserved {
+		// Spawned, but started was never journaled: the warden's table
+		// says it ran.
+		if err := a.record(lifecycle.ProcessStarted{Group: e.PGID, PID: e.PID, Warden: true}); err != nil {
+			a.abandonJournal(err)
+			return
+		}
+	}
+	if !a.state.Adopted || a.state.Detached != a.p.Detach {
+		if err := a.record(lifecycle.Adopted{Detached: a.p.Detach}); err != nil {
+			a.abandonJournal(err)
+			return
+		}
+	}
+	// The recording resumes where it stands; the warden sends again from
+	// there. No consumer reads a re-adopted process (its output goes to
+	// the recorder only: `stockade logs -f` follows it), so nothing holds
+	// its window.
+	rec, off, err := a.deps.Recorder.Resume(a.p.ID, a.p.Spec.Record)
+	if err != nil {
+		a.deps.Log.Warn("the recording of a re-adopted process cannot be resumed; its output goes unrecorded", "process", a.p.ID, "err", err)
+		rec, off = nil, int64(e.Acked)
+	}
+	from := uint64(off)
+	if rec == nil || from < e.Acked {
+		from = e.Acked // recorded less than the warden was told: those bytes are gone
+	}
+	if from > e.Output {
+		rec.Close()
+		a.adoptLost(fmt.Sprintf("its recording holds %d bytes, the warden read only %d", from, e.Output))
+		return
+	}
+	link, entry := a.p.Link, *e
+	bg := a.bg
+	go func() {
+		rctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
+		defer cancel()
+		p, err := link.Resume(rctx, entry, from)
+		a.send(wardenResumed{proc: p, err: err})
+	}()
+	a.resumeRec, a.resumeFrom = rec, int64(from)
+}
+
+func (a *processActor) onWardenResumed(ctx actor.Context, m wardenResumed) {
+	if a.done {
+		if m.proc != nil {
+			m.proc.Close()
+		}
+		return
+	}
+	if m.err != nil {
+		a.resumeRec.Close()
+		a.adoptLost(fmt.Sprintf("resuming its output failed: %v", m.err))
+		return
+	}
+	p := m.proc
+	a.wproc = p
+	a.oomBase = a.state.OOMKills
+	go func() {
+		<-p.Exited()
+		ex, ok := p.Exit()
+		a.send(wardenExited{exit: ex, ok: ok, err: a.p.Link.Err()})
+	}()
+	quota := a.p.Spec.OutputQuota
+	if quota <= 0 {
+		quota = a.deps.Config.OutputQuota
+	}
+	att := &wardenAttachment{p: p}
+	a.att = att
+	out := &output{att: att, quota: quota, store: a.deps.Recorder, rec: a.resumeRec, id: a.p.ID, bounds: a.p.Spec.Record, log: a.deps.Log}
+	out.nOut.Store(a.resumeFrom) // the split by stream comes with the exit
+	a.out = out
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return out }), "output")
+	if err != nil {
+		a.fail(spec.Wrap(spec.CodeStreamFailure, "process", err, "spawning the output stream actor"))
+		return
+	}
+	a.outPID = pid
+	switch {
+	case a.state.Phase == lifecycle.PhaseStopping:
+		a.signalGroup(syscall.SIGKILL, nil) // a stop was under way: its grace is over
+	case !a.p.Detach:
+		a.stop(lifecycle.ReasonCancelled, spec.Errorf(spec.CodeCancelled, "process", "recovered: process %s stopped by the recovery option", a.p.ID))
+	}
+	if !a.p.Deadline.IsZero() {
+		a.timers = append(a.timers, time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(deadlineHit{}) }))
+	}
+	a.sys.Root.Send(a.parent, AdoptSettled{ID: a.p.ID})
+}
+
+// adoptLost ends a warden process recovery cannot re-adopt: its group (if
+// journaled) is killed through a Docker exec, and it ends lost.
+func (a *processActor) adoptLost(why string) {
+	if !a.decided("lost", why) {
+		return
+	}
+	if pgid := a.state.Group; pgid > 1 {
+		sb, bg := a.p.Sandbox, a.bg
+		go func() {
+			err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
+			if err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+				a.deps.Log.Warn("killing the group of a lost process failed", "process", a.p.ID, "err", err)
+			}
+		}()
+	}
+	a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeStreamFailure, "process", "recovered: process %s: %s", a.p.ID, why))
+}

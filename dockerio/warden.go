@@ -1,0 +1,242 @@
+package dockerio
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/spec"
+)
+
+// The warden binary's place in a sandbox: a root-owned read-only file in a
+// root-owned directory of the workspace volume, written through the export
+// container when the workspace is seeded. The sandbox user can neither
+// replace nor rename it, so every later exec of it runs our program.
+const (
+	WardenDir  = WorkspaceDir + "/.stockade"
+	WardenPath = WardenDir + "/stockade-warden"
+	// wardenRel is WardenDir relative to the workspace: the path Put, Get
+	// and cp refuse.
+	wardenRel = ".stockade"
+)
+
+// ReservedPath reports whether a workspace-relative path (already cleaned)
+// is the warden's, which no caller may write or read through the archive
+// API.
+func ReservedPath(rel string) bool {
+	rel = strings.TrimPrefix(rel, "./")
+	return rel == wardenRel || strings.HasPrefix(rel, wardenRel+"/")
+}
+
+// WardenConn is one link's transport to a warden: the exec's stdout (Docker's
+// multiplex framing removed; stderr goes to the request's Stderr) and its
+// stdin.
+type WardenConn struct {
+	ExecID string
+	R      io.Reader
+	W      io.Writer
+	C      io.Closer
+}
+
+// wardenTar adds the warden's directory and binary to a seed archive. The
+// workspace root itself is made root-owned 0755: Docker copies an image's
+// own /workspace (and its owner) into a fresh volume, and a sandbox user
+// owning the root could rename the warden's directory away.
+func wardenTar(tw *tar.Writer, bin []byte, now time.Time) error {
+	hdrs := []*tar.Header{
+		{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755, ModTime: now, Format: tar.FormatPAX},
+		{Typeflag: tar.TypeDir, Name: wardenRel + "/", Mode: 0o755, ModTime: now, Format: tar.FormatPAX},
+		{Typeflag: tar.TypeReg, Name: wardenRel + "/stockade-warden", Mode: 0o555, Size: int64(len(bin)), ModTime: now, Format: tar.FormatPAX},
+	}
+	for _, h := range hdrs {
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+	}
+	_, err := tw.Write(bin)
+	return err
+}
+
+// HasWarden reports whether sandboxes get a warden (the adapter was given
+// its binary).
+func (a *Adapter) HasWarden() bool { return len(a.warden) > 0 }
+
+// StartWarden starts the sandbox's warden: one exec of the delivered binary
+// as the sandbox's user, stdin attached, no TTY. Its stdin and stdout are
+// the link; what it writes on stderr goes to stderr (bounded lines, for the
+// log). unsupported when the adapter has no warden binary.
+func (a *Adapter) StartWarden(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error) {
+	return a.wardenExec(ctx, sb, stderr, WardenPath, "serve")
+}
+
+// AttachWarden bridges a new link to a running warden through its socket:
+// an exec of `stockade-warden attach SOCKET` whose stdin and stdout are the
+// link for as long as it lives.
+func (a *Adapter) AttachWarden(ctx context.Context, sb Sandbox, socket string, stderr io.Writer) (WardenConn, error) {
+	if !strings.HasPrefix(socket, TmpDir+"/") || strings.Contains(socket, "..") || len(socket) > 108 {
+		return WardenConn{}, spec.Errorf(spec.CodeInvalidArgument, "dockerio.warden", "warden socket %q is not a path under %s", socket, TmpDir)
+	}
+	return a.wardenExec(ctx, sb, stderr, WardenPath, "attach", socket)
+}
+
+func (a *Adapter) wardenExec(ctx context.Context, sb Sandbox, stderr io.Writer, argv ...string) (_ WardenConn, err error) {
+	if !a.HasWarden() {
+		return WardenConn{}, spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "this runtime has no warden binary")
+	}
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return WardenConn{}, err
+	}
+	resp, err := cli.ContainerExecCreate(ctx, sb.Workload, container.ExecOptions{
+		User: user(sb.Spec.Policy), AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		WorkingDir: WorkDir, Cmd: argv,
+	})
+	if err != nil {
+		return WardenConn{}, translate(err, "dockerio.warden", "creating the warden exec in %s", sb.Workload)
+	}
+	hj, err := cli.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return WardenConn{}, translate(err, "dockerio.warden", "attaching the warden exec %s", resp.ID)
+	}
+	if mt, ok := hj.MediaType(); ok && mt != MultiplexedMediaType {
+		hj.Close()
+		return WardenConn{}, spec.Errorf(spec.CodeStreamFailure, "dockerio.warden", "warden exec %s: media type %q, want %q", resp.ID, mt, MultiplexedMediaType)
+	}
+	r := &demuxReader{dec: framing.NewDecoder(hj.Reader, framing.Options{FrameLimit: spec.DefaultFrameLimit, ChunkSize: spec.DefaultReceiveChunk}), stderr: stderr}
+	c := &onceCloser{c: hj.Conn}
+	return WardenConn{ExecID: resp.ID, R: r, W: hj.Conn, C: c}, nil
+}
+
+// demuxReader reads a warden exec's stdout as a plain stream: Docker's frames
+// (from the daemon, trusted) are removed; stderr is handed on.
+type demuxReader struct {
+	dec    *framing.Decoder
+	stderr io.Writer
+	rest   []byte
+}
+
+func (d *demuxReader) Read(p []byte) (int, error) {
+	for len(d.rest) == 0 {
+		id, b, err := d.dec.Next()
+		if err != nil {
+			return 0, err
+		}
+		if id == framing.Stderr {
+			if d.stderr != nil {
+				d.stderr.Write(b)
+			}
+			continue
+		}
+		d.rest = b
+	}
+	n := copy(p, d.rest)
+	d.rest = d.rest[n:]
+	return n, nil
+}
+
+type onceCloser struct {
+	once sync.Once
+	c    io.Closer
+	err  error
+}
+
+func (o *onceCloser) Close() error {
+	o.once.Do(func() { o.err = o.c.Close() })
+	return o.err
+}
+
+// LineLog is an io.Writer that hands complete lines (each cut at 1 KiB) to
+// log, and at most max lines in all: a warden's stderr is the sandbox's to
+// write, and must not flood the runtime's log.
+type LineLog struct {
+	Log  func(line string)
+	Max  int
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	seen int
+}
+
+func (l *LineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range p {
+		if c == '\n' || l.buf.Len() >= 1024 {
+			l.emit()
+			if c == '\n' {
+				continue
+			}
+		}
+		l.buf.WriteByte(c)
+	}
+	return len(p), nil
+}
+
+func (l *LineLog) emit() {
+	if l.seen < l.Max && l.buf.Len() > 0 {
+		l.Log(strings.ToValidUTF8(l.buf.String(), "?"))
+	}
+	l.seen++
+	l.buf.Reset()
+}
+
+// EnsureWarden checks, through the export container, that the sandbox's
+// warden binary is still exactly ours (root-owned, 0555, same bytes), and
+// writes it again if not. The sandbox user cannot write it, but a Put
+// through a symlink the workload made is extracted by the daemon as root:
+// so the binary is checked before any exec of it that follows a Put, and
+// on every reattach.
+func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
+	if !a.HasWarden() {
+		return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "this runtime has no warden binary")
+	}
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return err
+	}
+	check := func() (bool, error) {
+		rc, _, err := cli.CopyFromContainer(ctx, sb.Export, WardenPath)
+		if err != nil {
+			if spec.IsCode(translate(err, "", ""), spec.CodeNotFound) {
+				return false, nil
+			}
+			return false, translate(err, "dockerio.warden", "reading the warden binary of sandbox %s", sb.ID)
+		}
+		defer rc.Close()
+		tr := tar.NewReader(rc)
+		h, err := tr.Next()
+		if err != nil || h.Typeflag != tar.TypeReg || h.Uid != 0 || h.Mode&0o7777 != 0o555 || h.Size != int64(len(a.warden)) {
+			return false, nil
+		}
+		got, err := io.ReadAll(io.LimitReader(tr, h.Size))
+		if err != nil {
+			return false, translate(err, "dockerio.warden", "reading the warden binary of sandbox %s", sb.ID)
+		}
+		return bytes.Equal(got, a.warden), nil
+	}
+	ok, err := check()
+	if err != nil || ok {
+		return err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := wardenTar(tw, a.warden, time.Now()); err != nil {
+		return spec.Wrap(spec.CodeEngine, "dockerio.warden", err, "building the warden archive")
+	}
+	if err := tw.Close(); err != nil {
+		return spec.Wrap(spec.CodeEngine, "dockerio.warden", err, "building the warden archive")
+	}
+	if err := cli.CopyToContainer(ctx, sb.Export, WorkspaceDir, &buf, container.CopyToContainerOptions{}); err != nil {
+		return translate(err, "dockerio.warden", "writing the warden binary of sandbox %s again", sb.ID)
+	}
+	if ok, err = check(); err != nil || ok {
+		return err
+	}
+	return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "sandbox %s: the warden binary at %s is not ours, and writing it again did not hold", sb.ID, WardenPath)
+}

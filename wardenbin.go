@@ -1,0 +1,119 @@
+package stockade
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/warden"
+)
+
+// WardenBinary is the warden's file name.
+const WardenBinary = "stockade-warden"
+
+// WardenInfo says which warden binary a runtime delivers into its
+// sandboxes, and what was checked of it.
+type WardenInfo struct {
+	Path    string
+	Version string
+	Size    int
+}
+
+// FindWarden locates the stockade-warden binary the way docker-init and
+// containerd's shims are found: explicit (the path given, else
+// $STOCKADE_WARDEN), then beside the running executable, then on PATH. It
+// checks the file is a static Linux executable (no interpreter: the
+// sandbox's image need not have a libc) of this runtime's version, and
+// returns its bytes. A missing or wrong binary is one error that says where
+// it looked and how to build one.
+func FindWarden(path string) (WardenInfo, []byte, error) {
+	var looked []string
+	try := func(p string) (WardenInfo, []byte, error, bool) {
+		looked = append(looked, p)
+		if _, err := os.Stat(p); err != nil {
+			return WardenInfo{}, nil, nil, false
+		}
+		info, bin, err := checkWarden(p)
+		return info, bin, err, true
+	}
+	explicit := path
+	if explicit == "" {
+		explicit = os.Getenv("STOCKADE_WARDEN")
+	}
+	if explicit != "" {
+		info, bin, err, found := try(explicit)
+		if !found {
+			return WardenInfo{}, nil, spec.Errorf(spec.CodeNotFound, "warden", "%s not found at %s (named by the option or $STOCKADE_WARDEN); build it: make build, or CGO_ENABLED=0 go build -o %s ./cmd/warden", WardenBinary, explicit, WardenBinary)
+		}
+		return info, bin, err
+	}
+	if exe, err := os.Executable(); err == nil {
+		if exe, err = filepath.EvalSymlinks(exe); err == nil {
+			if info, bin, err, found := try(filepath.Join(filepath.Dir(exe), WardenBinary)); found {
+				return info, bin, err
+			}
+		}
+	}
+	if p, err := exec.LookPath(WardenBinary); err == nil {
+		if info, bin, err, found := try(p); found {
+			return info, bin, err
+		}
+	} else {
+		looked = append(looked, "$PATH")
+	}
+	return WardenInfo{}, nil, spec.Errorf(spec.CodeNotFound, "warden", "%s not found (looked at %s); build it beside stockade with make build, or point $STOCKADE_WARDEN at one (CGO_ENABLED=0 go build -o bin/%s ./cmd/warden)", WardenBinary, strings.Join(looked, ", "), WardenBinary)
+}
+
+// maxWardenSize bounds the file read (a static Go binary is a few MiB).
+const maxWardenSize = 64 << 20
+
+func checkWarden(p string) (WardenInfo, []byte, error) {
+	bad := func(format string, args ...any) (WardenInfo, []byte, error) {
+		return WardenInfo{}, nil, spec.Errorf(spec.CodeUnsupported, "warden", "%s: %s", p, fmt.Sprintf(format, args...))
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxWardenSize {
+		return bad("not a regular file of at most %d bytes", maxWardenSize)
+	}
+	bin, err := os.ReadFile(p)
+	if err != nil {
+		return bad("%v", err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		return bad("not an ELF executable: %v", err)
+	}
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return bad("dynamically linked (it needs an interpreter the sandbox's image may not have); build it with CGO_ENABLED=0")
+		}
+	}
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return bad("ELF type %v is not an executable", f.Type)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, p, "version").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return bad("`%s version` failed: %v: %s", WardenBinary, err, bytes.TrimSpace(ee.Stderr))
+		}
+		return bad("`%s version` failed: %v", WardenBinary, err)
+	}
+	if v := strings.TrimSpace(string(out)); v != warden.Version {
+		return bad("version %q, this runtime speaks %q: rebuild it from the same source (make build)", v, warden.Version)
+	}
+	return WardenInfo{Path: p, Version: warden.Version, Size: len(bin)}, bin, nil
+}
