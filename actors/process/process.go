@@ -165,18 +165,18 @@ type processActor struct {
 	sys    *actor.ActorSystem
 	state  lifecycle.Process
 
-	handle  *Handle
-	att     dockerio.Attachment
-	wproc   *warden.Proc // the warden's process, in warden mode
-	wexit   *warden.Exited
+	handle *Handle
+	att    dockerio.Attachment
+	wproc  *warden.Proc // the warden's process, in warden mode
+	wexit  *warden.Exited
 	// A re-adopted warden process's resumed recording and the offset it
 	// resumes from.
 	resumeRec  *recorder.Recording
 	resumeFrom int64
-	out     *output
-	outPID  *actor.PID
-	outDone *outputDone
-	exit    *dockerio.ExecState
+	out        *output
+	outPID     *actor.PID
+	outDone    *outputDone
+	exit       *dockerio.ExecState
 	// watching: the process's end is awaited (its output ended, or a stop
 	// or an adoption asked); confirming: an inspect is in flight, and
 	// dirty: an exec_die came meanwhile, so ask again once it answers.

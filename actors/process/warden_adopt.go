@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/warden"
 )
@@ -64,7 +65,12 @@ func (a *processActor) adoptWarden() {
 	// there. No consumer reads a re-adopted process (its output goes to
 	// the recorder only: `stockade logs -f` follows it), so nothing holds
 	// its window.
-	rec, off, err := a.deps.Recorder.Resume(a.p.ID, a.p.Spec.Record)
+	var rec *recorder.Recording
+	var off int64
+	var err error
+	if a.deps.Recorder != nil {
+		rec, off, err = a.deps.Recorder.Resume(a.p.ID, a.p.Spec.Record)
+	}
 	if err != nil {
 		a.deps.Log.Warn("the recording of a re-adopted process cannot be resumed; its output goes unrecorded", "process", a.p.ID, "err", err)
 		rec, off = nil, int64(e.Acked)

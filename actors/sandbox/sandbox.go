@@ -254,6 +254,8 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onWardenUp(ctx, m)
 	case wardenDown:
 		a.onWardenDown(m)
+	case reattached:
+		a.onReattached(ctx, m)
 	case verifiedMsg:
 		a.onVerified(m)
 	case Stop:
@@ -692,28 +694,29 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		a.maybeThaw()
 	}
 	failpoint.Hit(failpoint.RecoveryDecided)
-	detach := dec == Readopt && !rec.StopProcesses
 	for _, p := range rec.Processes {
 		if p.Terminal() {
 			continue
 		}
-		if a.tracked == nil {
-			a.tracked = map[string]process.Tracked{}
-		}
-		a.tracked[p.ID] = process.Tracked{ID: p.ID, Phase: p.Phase, Group: p.Group}
-		props := process.Props(a.deps, process.Params{ID: p.ID, Sandbox: a.sb, Spec: p.Spec, Deadline: p.Deadline,
-			Adopt: &p, Detach: detach, Launched: make(chan process.Launch, 1)})
-		pid, err := ctx.SpawnNamed(props, "process-"+p.ID)
-		if err != nil {
-			a.deps.Log.Warn("recovering a process failed", "sandbox", a.p.ID, "process", p.ID, "err", err)
+		if !wardenProcess(p, a.state) {
+			a.spawnAdopted(ctx, p, a.adoptParams(p))
 			continue
 		}
-		a.procs[p.ID] = pid
-		a.byPID[pid.GetId()] = p.ID
+		if dec == Readopt && a.state.Warden != nil {
+			a.w.pendingAdopt = append(a.w.pendingAdopt, p)
+			continue
+		}
+		params := a.adoptParams(p)
+		params.WardenGone = spec.Errorf(spec.CodeStreamFailure, "sandbox", "the warden is lost or its sandbox is not re-adopted (%s)", dec)
+		a.spawnAdopted(ctx, p, params)
+	}
+	if dec == Readopt && a.state.Warden != nil {
+		// Settled once the warden's processes are spawned (onReattached).
 		if a.adopting == nil {
 			a.adopting = map[string]bool{}
 		}
-		a.adopting[p.ID] = true
+		a.adopting[reattachKey] = true
+		a.reattach()
 	}
 	switch dec {
 	case RollBack:
@@ -752,6 +755,31 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 	case Leave:
 		a.settle(nil)
 	}
+}
+
+// adoptParams are a recovering process actor's parameters.
+func (a *sandboxActor) adoptParams(p lifecycle.Process) process.Params {
+	return process.Params{ID: p.ID, Sandbox: a.sb, Spec: p.Spec, Deadline: p.Deadline,
+		Adopt: &p, Detach: a.decision == Readopt && !a.p.Recover.StopProcesses, Launched: make(chan process.Launch, 1)}
+}
+
+// spawnAdopted spawns a recovering process actor.
+func (a *sandboxActor) spawnAdopted(ctx actor.Context, p lifecycle.Process, params process.Params) {
+	if a.tracked == nil {
+		a.tracked = map[string]process.Tracked{}
+	}
+	a.tracked[p.ID] = process.Tracked{ID: p.ID, Phase: p.Phase, Group: p.Group}
+	pid, err := ctx.SpawnNamed(process.Props(a.deps, params), "process-"+p.ID)
+	if err != nil {
+		a.deps.Log.Warn("recovering a process failed", "sandbox", a.p.ID, "process", p.ID, "err", err)
+		return
+	}
+	a.procs[p.ID] = pid
+	a.byPID[pid.GetId()] = p.ID
+	if a.adopting == nil {
+		a.adopting = map[string]bool{}
+	}
+	a.adopting[p.ID] = true
 }
 
 // finishStop is the tail of stop: the stopping intent is already journaled.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"syscall"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -41,6 +43,8 @@ type wardenState struct {
 	starting bool
 	held     []Launch // launches waiting for the link
 	creating bool     // the first start, part of the create
+	// pendingAdopt: recovering warden processes waiting for the reattach.
+	pendingAdopt []lifecycle.Process
 }
 
 // startWarden starts a warden off the mailbox. ensure checks the delivered
@@ -157,4 +161,133 @@ func (a *sandboxActor) closeWarden() {
 
 func launchFailed(l Launch, err error) process.Launch {
 	return process.Launch{Err: spec.Wrap(spec.CodeStreamFailure, "sandbox", err, "process %s: the sandbox's warden is not available", l.ID)}
+}
+
+type reattached struct {
+	link  *warden.Link
+	table []warden.Entry
+	err   error
+}
+
+// reattachKey holds a re-adopted sandbox's settling until its warden's
+// processes are spawned.
+const reattachKey = "\x00warden"
+
+// wardenProcess reports whether a journaled process is (or may be) the
+// warden's: started by it, or reserved in a sandbox with a warden (the
+// spawn request may have reached it).
+func wardenProcess(p lifecycle.Process, s lifecycle.Sandbox) bool {
+	return p.Warden || p.ExecID == "" && p.Phase == lifecycle.PhaseReserved && s.Warden != nil
+}
+
+// reattach makes a new link to the warden an earlier runtime left running
+// (through `stockade-warden attach` on its socket, authenticated by the
+// journaled secret) and reads its process table, off the mailbox.
+func (a *sandboxActor) reattach() {
+	w := *a.state.Warden
+	a.w.gen++
+	a.w.starting = true
+	sb, eng, log, id := a.sb, a.deps.Engine, a.deps.Log, a.p.ID
+	a.goDocker(func(ctx context.Context) any {
+		secret, err := warden.DecodeHex(w.Secret, warden.SecretSize)
+		if err != nil {
+			return reattached{err: spec.Wrap(spec.CodeJournal, "sandbox.warden", err, "the journaled warden secret")}
+		}
+		if err := eng.EnsureWarden(ctx, sb); err != nil {
+			return reattached{err: err}
+		}
+		stderr := &dockerio.LineLog{Max: 100, Log: func(line string) { log.Warn("warden attach", "sandbox", id, "line", line) }}
+		conn, err := eng.AttachWarden(ctx, sb, w.Socket, stderr)
+		if err != nil {
+			return reattached{err: err}
+		}
+		link, _, err := warden.Open(ctx, conn.R, conn.W, conn.C, warden.Handshake{Secret: secret, Reattach: true})
+		if err != nil {
+			return reattached{err: err}
+		}
+		table, err := link.List(ctx)
+		if err != nil {
+			link.Close()
+			return reattached{err: err}
+		}
+		return reattached{link: link, table: table}
+	})
+}
+
+// onReattached spawns the recovering actors of the warden's processes,
+// each with its table entry (or why there is none), and keeps the link for
+// new work. A warden that cannot be reattached is journaled lost.
+func (a *sandboxActor) onReattached(ctx actor.Context, m reattached) {
+	a.w.starting = false
+	pending := a.w.pendingAdopt
+	a.w.pendingAdopt = nil
+	var gone error
+	entries := map[string]warden.Entry{}
+	if m.err != nil {
+		gone = m.err
+		a.deps.Log.Warn("reattaching the sandbox's warden failed; its processes are lost", "sandbox", a.p.ID, "err", m.err)
+		if a.state.Warden != nil {
+			if err := a.record(lifecycle.WardenLost{Reason: "reattach failed: " + m.err.Error()}); err != nil {
+				a.deps.Log.Warn("journaling the warden's loss failed", "sandbox", a.p.ID, "err", err)
+			}
+		}
+	} else {
+		a.w.link = m.link
+		gen, link := a.w.gen, m.link
+		go func() {
+			<-link.Done()
+			a.send(wardenDown{gen: gen, err: link.Err()})
+		}()
+		for _, e := range m.table {
+			entries[e.ID] = e
+		}
+	}
+	for _, p := range pending {
+		params := a.adoptParams(p)
+		if gone != nil {
+			params.WardenGone = gone
+		} else if e, ok := entries[p.ID]; ok {
+			params.Link, params.Entry = m.link, &e
+			delete(entries, p.ID)
+		} else {
+			params.Link = m.link
+		}
+		a.spawnAdopted(ctx, p, params)
+	}
+	// Left in the table: processes the journal has already ended (their
+	// exit journaled before the warden was told to forget them). Drain and
+	// forget them; kill any that still runs.
+	for _, e := range entries {
+		go forgetStray(m.link, e)
+	}
+	a.adoptedOne(reattachKey)
+	for _, l := range a.w.held {
+		a.launch(ctx, l)
+	}
+	a.w.held = nil
+}
+
+func forgetStray(link *warden.Link, e warden.Entry) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := link.Resume(ctx, e, e.Acked)
+	if err != nil {
+		return
+	}
+	defer p.Close()
+	if e.Running {
+		p.Signal(syscall.SIGKILL)
+	}
+	for {
+		if _, _, err := p.Next(); err != nil {
+			break
+		}
+	}
+	select {
+	case <-p.Exited():
+		if _, ok := p.Exit(); ok {
+			p.Forget()
+		}
+	case <-ctx.Done():
+	}
 }
