@@ -20,7 +20,9 @@ var commandHelp = map[string]string{
 	"doctor": `usage: stockade doctor [--profile NAME]
 
 Checks the Docker daemon against the preflight profile and prints every check,
-the value observed, and each guarantee the profile relaxes.
+the value observed, and each guarantee the profile relaxes; then the warden
+binary every sandbox gets (found at $STOCKADE_WARDEN, beside stockade, or on
+PATH): there, static, and of this runtime's version.
 
   stockade doctor --profile linux-x64-engine20-cgroupv1
 `,

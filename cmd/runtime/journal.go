@@ -39,13 +39,33 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
+	// The warden every sandbox gets: there, static, of this version.
+	w, _, werr := stockade.FindWarden("")
 	if c.g.json {
-		json.NewEncoder(stdout).Encode(rep)
+		out := struct {
+			dockerio.Report
+			Warden      *stockade.WardenInfo `json:"warden,omitempty"`
+			WardenError string               `json:"warden_error,omitempty"`
+		}{Report: rep}
+		if werr != nil {
+			out.WardenError = werr.Error()
+		} else {
+			out.Warden = &w
+		}
+		json.NewEncoder(stdout).Encode(out)
 	} else {
 		rep.WriteTo(stdout)
+		if werr != nil {
+			fmt.Fprintf(stdout, "warden    refused: %v\n", werr)
+		} else {
+			fmt.Fprintf(stdout, "warden    %s (%s, static, %d bytes)\n", w.Path, w.Version, w.Size)
+		}
 	}
 	if err := rep.Err(); err != nil {
 		return fail(stderr, err, 1)
+	}
+	if werr != nil {
+		return fail(stderr, werr, 1)
 	}
 	return 0
 }
