@@ -69,6 +69,10 @@ func wrap(processID string, argv []string) []string {
 
 func user(p spec.Policy) string { return p.User.String() }
 
+// errNoTerminal refuses a terminal to a process run as a Docker exec: only
+// a sandbox's warden allocates one (inside the sandbox, with resize).
+var errNoTerminal = spec.Errorf(spec.CodeUnsupported, "dockerio.exec", "a terminal (tty) needs the sandbox's warden; this process would run as a Docker exec")
+
 // CreateExec creates (does not start) the process: never privileged, no
 // TTY, stdout and stderr always attached (a discarded stream is dropped by
 // the caller, still counted), stdin only when asked.
@@ -82,6 +86,9 @@ func (a *Adapter) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (
 	}
 	if err := req.Spec.Validate(); err != nil {
 		return "", err
+	}
+	if req.Spec.TTY {
+		return "", errNoTerminal
 	}
 	dir := req.Spec.Dir
 	if dir == "" {

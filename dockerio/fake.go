@@ -252,6 +252,9 @@ func (f *Fake) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (str
 	if err := req.Spec.Validate(); err != nil {
 		return "", err
 	}
+	if req.Spec.TTY {
+		return "", errNoTerminal
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.get(sb)
