@@ -59,6 +59,27 @@
 // disk. A crash loses at most the last second of a running process's
 // output.
 //
+// # Resuming
+//
+// A process can outlive its runtime (held by an in-sandbox agent that
+// buffers the output not yet acknowledged). The runtime that re-adopts it
+// calls Store.Resume instead of Create: it decodes the segments, cuts the
+// last one after its last whole record (a torn record is an unsynced write
+// the crash cut; its bytes are not counted), deletes a tail segment a
+// rotation made without its header reaching the disk, syncs, and reopens
+// the last segment for appending with the writer's state restored: the
+// output offset (the segment's start plus its payload and gap counts) and
+// the payload in the current segment, so later writes rotate as if the
+// recording had never stopped. The agent sends the output again from that
+// offset, and the recording ends up as one written in one go: Read cannot
+// tell them apart. A resumed recording keeps its headers' bounds, and the
+// stdout and stderr totals it restores are the records' on disk: bytes in
+// deleted tail segments are counted in the offset but not by stream, so the
+// caller sets the exact totals (Recording.SetTotals) before Close when it
+// knows them. A complete recording is not resumed (conflict); a head
+// without a valid header or a corrupt record fails before anything is
+// modified.
+//
 // # Reading
 //
 // Read works beside a live writer (files are opened first, then read to

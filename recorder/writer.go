@@ -28,6 +28,12 @@ type Store struct {
 	dir string
 	def spec.Record
 	log *slog.Logger
+
+	// mu guards live: the recordings this store made or resumed and
+	// that are not closed (a nil value: a Resume under way). Resume
+	// appends to files a live Recording may still write: it refuses.
+	mu   sync.Mutex
+	live map[string]*Recording
 }
 
 // Open makes (if needed) and opens the recording directory dir, 0700 like
@@ -81,6 +87,17 @@ func (s *Store) Create(id string, r spec.Record) (*Recording, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
+	rec, err := s.create(id, r)
+	if rec != nil {
+		s.mu.Lock()
+		s.setLive(id, rec)
+		s.mu.Unlock()
+	}
+	return rec, err
+}
+
+// create is Create's work, with id and r valid.
+func (s *Store) create(id string, r spec.Record) (*Recording, error) {
 	b := s.Bounds(r)
 	if b.Off {
 		return nil, nil
@@ -92,6 +109,23 @@ func (s *Store) Create(id string, r spec.Record) (*Recording, error) {
 	}
 	rec.cur = f
 	return rec, nil
+}
+
+// setLive marks rec live; called with s.mu held.
+func (s *Store) setLive(id string, rec *Recording) {
+	if s.live == nil {
+		s.live = make(map[string]*Recording)
+	}
+	s.live[id] = rec
+}
+
+// forget is Close's: rec is no longer live.
+func (s *Store) forget(rec *Recording) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live[rec.id] == rec {
+		delete(s.live, rec.id)
+	}
 }
 
 // IDs lists the processes that have a recording in the store.
@@ -148,12 +182,15 @@ type Recording struct {
 	total          int64
 	stdout, stderr int64
 	dropped        int64
-	failed         error
-	retired        []retired // segments written to, not yet synced
-	dirDirty       bool
-	timer          *time.Timer
-	closed         bool
-	buf            []byte
+	// droppedBefore is the bytes a resumed recording's gap records on
+	// disk already count (see Resume): the end record says them too.
+	droppedBefore int64
+	failed        error
+	retired       []retired // segments written to, not yet synced
+	dirDirty      bool
+	timer         *time.Timer
+	closed        bool
+	buf           []byte
 }
 
 type retired struct {
@@ -356,13 +393,14 @@ func (r *Recording) Close() error {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
+	defer r.store.forget(r)
 	// Even after a failure the end is worth a try: a full disk may take
 	// the few bytes that say how much is missing.
 	var tail []byte
 	if r.dropped > 0 {
 		tail = appendRecord(tail, TypeGap, be64(uint64(r.dropped)))
 	}
-	tail = appendRecord(tail, TypeEnd, endPayload(end{stdout: r.stdout, stderr: r.stderr, dropped: r.dropped}))
+	tail = appendRecord(tail, TypeEnd, endPayload(end{stdout: r.stdout, stderr: r.stderr, dropped: r.droppedBefore + r.dropped}))
 	var errs []error
 	if r.failed != nil {
 		errs = append(errs, r.failed)
@@ -386,6 +424,34 @@ func (r *Recording) Close() error {
 		return spec.Wrap(spec.CodeJournal, "recorder", errors.Join(errs...), "the recording of %s is incomplete", r.id)
 	}
 	return nil
+}
+
+// SetTotals sets the stdout and stderr totals so far (later Writes add to
+// them): Close writes them in the end record, which Read's Summary shows. A
+// recording counts them itself; a resumed one only as far as the records
+// on disk go (see Resume), so a caller that knows the exact totals (the
+// in-sandbox agent counts them) sets them before Close. Their sum should be
+// the output so far (the resume offset plus what was written since): one
+// that is not is set all the same, with a warning to the store's log;
+// negative totals are ignored, with a warning. A nil or closed Recording
+// ignores it.
+func (r *Recording) SetTotals(stdout, stderr int64) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	if stdout < 0 || stderr < 0 {
+		r.store.log.Warn("negative output totals ignored", "process", r.id, "stdout", stdout, "stderr", stderr)
+		return
+	}
+	if stdout+stderr != r.total {
+		r.store.log.Warn("output totals differ from the output recorded", "process", r.id, "stdout", stdout, "stderr", stderr, "recorded", r.total)
+	}
+	r.stdout, r.stderr = stdout, stderr
 }
 
 func be64(v uint64) []byte {
