@@ -556,8 +556,8 @@ func (l *Link) List(ctx context.Context) ([]Entry, error) {
 // reattach): the channel is opened on this link with its output starting
 // at from (at least e.Acked, at most e.Output: the offset the runtime has
 // recorded), and Resume(from) is sent, followed by Ack(from) when from is
-// beyond e.Acked. If e.Exit is set the Proc's exit is known at once. A
-// resumed Proc has no stdin (its offset is unknown) and OOMKills -1.
+// beyond e.Acked. If e.Exit is set the Proc's exit is known at once (the
+// warden may send that Exited once more). A resumed Proc has no stdin (its offset is unknown) and OOMKills -1.
 func (l *Link) Resume(ctx context.Context, e Entry, from uint64) (*Proc, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -586,6 +586,7 @@ func (l *Link) Resume(ctx context.Context, e Entry, from uint64) (*Proc, error) 
 	if e.Exit != nil {
 		x := *e.Exit
 		p.exit = &x
+		p.tableExit = true
 		p.exitClosed = true
 		close(p.exited)
 	}

@@ -53,6 +53,7 @@ type Proc struct {
 	closed      bool   // Close: the consumer is gone
 	forgotten   bool
 	exit        *Exited
+	tableExit   bool // exit came from the table (Resume): the warden may send it again
 	exitClosed  bool
 	exited      chan struct{}
 	outReady    chan struct{}
@@ -141,6 +142,11 @@ func (p *Proc) onExited(m Exited) error {
 		return nil
 	}
 	if p.exit != nil {
+		if p.tableExit && m == *p.exit {
+			// The exit Resume knew from the table, sent again.
+			p.tableExit = false
+			return nil
+		}
 		return violation("a second exited on channel %d (process %s)", p.Channel, p.ID)
 	}
 	if m.Output < p.received {
@@ -354,7 +360,7 @@ func (p *Proc) Resize(rows, cols uint16) error {
 }
 
 // Exited is closed when the process's Exited arrived, or when the link
-// ended without it (then Exit returns ok false).
+// ended or the Proc was forgotten without it (then Exit returns ok false).
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
 
 // Exit returns the process's Exited and true once it arrived.
@@ -385,6 +391,10 @@ func (p *Proc) Forget() error {
 	}
 	p.consumed += uint64(p.held)
 	p.held = 0
+	if !p.exitClosed {
+		p.exitClosed = true
+		close(p.exited)
+	}
 	p.mu.Unlock()
 	wake(p.outReady)
 	wake(p.inReady)

@@ -10,14 +10,15 @@ var ringPool = sync.Pool{New: func() any { b := make([]byte, queueMin); return &
 // seg is a run of one stream's bytes in an outQueue.
 type seg struct {
 	stream byte
-	n      int
+	n      int32
 }
 
 // outQueue is one process's received, unconsumed output: a byte ring
 // (grown by doubling up to the window, which bounds it) and a ring of
 // segments, consecutive bytes of one stream merged. Steady streaming
-// allocates nothing; memory is at most the window plus one segment per
-// frame.
+// allocates nothing. Memory is at most the window plus 8 bytes per queued
+// segment: 9 times the window if a warden sends 1-byte frames alternating
+// the streams.
 type outQueue struct {
 	buf     []byte
 	pooled  *[]byte // buf's pool handle, if it came from ringPool
@@ -46,7 +47,7 @@ func (q *outQueue) push(stream byte, data []byte, limit int) {
 	if q.sn > 0 {
 		last := &q.segs[(q.sh+q.sn-1)%len(q.segs)]
 		if last.stream == stream {
-			last.n += len(data)
+			last.n += int32(len(data))
 			return
 		}
 	}
@@ -57,7 +58,7 @@ func (q *outQueue) push(stream byte, data []byte, limit int) {
 		}
 		q.segs, q.sh = segs, 0
 	}
-	q.segs[(q.sh+q.sn)%len(q.segs)] = seg{stream, len(data)}
+	q.segs[(q.sh+q.sn)%len(q.segs)] = seg{stream, int32(len(data))}
 	q.sn++
 }
 
@@ -90,7 +91,7 @@ func (q *outQueue) grow(need, limit int) {
 // contiguous in the ring (q.n > 0).
 func (q *outQueue) peek(limit int) (byte, []byte) {
 	s := q.segs[q.sh]
-	n := min(s.n, len(q.buf)-q.head, limit)
+	n := min(int(s.n), len(q.buf)-q.head, limit)
 	return s.stream, q.buf[q.head : q.head+n]
 }
 
@@ -102,7 +103,7 @@ func (q *outQueue) pop(n int) {
 	}
 	q.n -= n
 	s := &q.segs[q.sh]
-	s.n -= n
+	s.n -= int32(n)
 	if s.n == 0 {
 		q.sh = (q.sh + 1) % len(q.segs)
 		q.sn--

@@ -612,6 +612,8 @@ func TestListResume(t *testing.T) {
 	if x, ok := q.Exit(); !ok || x.Output != 50 {
 		t.Fatal(x, ok)
 	}
+	// The warden may send the exit the table had once more.
+	f.sendJSON(TExited, 2, Exited{Code: 0, Output: 50})
 
 	// Spawn does not take a listed channel.
 	s := startProc(t, l, f, Spawn{ID: "new", Argv: []string{"x"}})
@@ -877,6 +879,10 @@ func TestForgetEarly(t *testing.T) {
 	f.expect(TForget, p.Channel)
 	if err := p.Forget(); !errors.Is(err, ErrForgotten) {
 		t.Fatal(err)
+	}
+	<-p.Exited()
+	if _, ok := p.Exit(); ok {
+		t.Fatal("an exit")
 	}
 	// In-flight frames of a forgotten channel are ignored, even beyond
 	// the window.
