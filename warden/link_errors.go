@@ -1,0 +1,51 @@
+package warden
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrLinkClosed is returned (and is the link's Err) once Link.Close was
+// called.
+var ErrLinkClosed = errors.New("warden: link closed")
+
+// ErrProcClosed is returned by Proc.Next after Proc.Close.
+var ErrProcClosed = errors.New("warden: process output closed by its consumer")
+
+// ErrForgotten is returned by a Proc's methods after Proc.Forget (Next
+// still returns io.EOF if all output was read).
+var ErrForgotten = errors.New("warden: process forgotten")
+
+// ErrStdinClosed is returned by Proc.Write after Proc.CloseStdin, and by
+// CloseStdin called twice.
+var ErrStdinClosed = errors.New("warden: stdin closed")
+
+// ErrNoStdin is returned by Proc.Write for a process spawned without
+// Spawn.Stdin, or resumed after a reattach (its stdin offset is unknown).
+var ErrNoStdin = errors.New("warden: the process has no stdin on this link")
+
+// ErrExited is returned by Proc.Write once the process has exited.
+var ErrExited = errors.New("warden: the process has exited")
+
+// SpawnError is returned by Link.Spawn when the warden answered
+// SpawnFailed: the process never ran.
+type SpawnError struct {
+	// Code is 127 (not found) or 126 (found, not executable), as a shell.
+	Code int
+	// Msg is the warden's explanation.
+	Msg string
+}
+
+func (e *SpawnError) Error() string {
+	return fmt.Sprintf("warden: spawn failed with %d: %s", e.Code, e.Msg)
+}
+
+// VersionError is returned by Open when the warden's Hello names a version
+// other than Version: the runtime does not speak to it.
+type VersionError struct {
+	Got string
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("warden: version %q, want %q", e.Got, Version)
+}
