@@ -426,5 +426,5 @@ func (m *model) run(ch uint32, p *modelProc, argv []string) {
 			}
 		}
 	}
-	m.w.WriteJSON(TExited, ch, Exited{Code: 0, Output: sent})
+	m.w.WriteJSON(TExited, ch, Exited{Code: 0, Output: sent, Stdout: sent})
 }

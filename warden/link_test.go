@@ -218,7 +218,7 @@ func TestSpawnAbandoned(t *testing.T) {
 	f.expect(TForget, fr.Channel)
 	// Frames still in flight for it are ignored.
 	f.out(fr.Channel, 1, []byte("late output"))
-	f.sendJSON(TExited, fr.Channel, Exited{Code: -1, Signal: 9, Output: 11})
+	f.sendJSON(TExited, fr.Channel, Exited{Code: -1, Signal: 9, Output: 11, Stdout: 11})
 	f.out(p.Channel, 1, []byte("ok"))
 	if s, d, err := p.Next(); err != nil || s != 1 || string(d) != "ok" {
 		t.Fatal(s, d, err)
@@ -253,7 +253,7 @@ func TestOutputAndExit(t *testing.T) {
 	f.out(p.Channel, 1, []byte("world\n"))
 	f.out(p.Channel, 2, []byte("oops\n"))
 	f.out(p.Channel, 1, []byte("bye\n"))
-	f.sendJSON(TExited, p.Channel, Exited{Code: 3, Output: 21, OOMKills: 3})
+	f.sendJSON(TExited, p.Channel, Exited{Code: 3, Output: 21, Stdout: 21, OOMKills: 3})
 	<-p.Exited()
 	if x, ok := p.Exit(); !ok || x.Code != 3 || x.Output != 21 {
 		t.Fatal(x, ok)
@@ -292,7 +292,7 @@ func TestExitBeforeOutputArrives(t *testing.T) {
 	l, f := openLink(t, 0, 0)
 	p := startProc(t, l, f, Spawn{ID: "p", Argv: []string{"x"}})
 	f.out(p.Channel, 1, []byte("ab"))
-	f.sendJSON(TExited, p.Channel, Exited{Code: 0, Output: 5})
+	f.sendJSON(TExited, p.Channel, Exited{Code: 0, Output: 5, Stdout: 5})
 	got := make(chan string, 1)
 	go func() {
 		out, _, err := readAll(p)
@@ -381,7 +381,7 @@ func TestMergedChunks(t *testing.T) {
 		want = append(want, d...)
 		f.out(p.Channel, 1, d)
 	}
-	f.sendJSON(TExited, p.Channel, Exited{Code: 0, Output: uint64(len(want))})
+	f.sendJSON(TExited, p.Channel, Exited{Code: 0, Output: uint64(len(want)), Stdout: uint64(len(want))})
 	<-p.Exited()
 	var got []byte
 	for {
@@ -546,7 +546,7 @@ func TestListResume(t *testing.T) {
 	l, f := reattach(t)
 	table := Table{Processes: []Entry{
 		{Channel: 1, ID: "run", PID: 10, PGID: 10, Running: true, Acked: 100, Output: 160},
-		{Channel: 2, ID: "done", PID: 11, PGID: 11, Exit: &Exited{Code: 0, Output: 50}, Acked: 40, Output: 50},
+		{Channel: 2, ID: "done", PID: 11, PGID: 11, Exit: &Exited{Code: 0, Output: 50, Stdout: 50}, Acked: 40, Output: 50},
 		{Channel: 3, ID: "lost", PID: 12, PGID: 12, Running: true},
 	}}
 	res := make(chan []Entry, 1)
@@ -613,7 +613,7 @@ func TestListResume(t *testing.T) {
 		t.Fatal(x, ok)
 	}
 	// The warden may send the exit the table had once more.
-	f.sendJSON(TExited, 2, Exited{Code: 0, Output: 50})
+	f.sendJSON(TExited, 2, Exited{Code: 0, Output: 50, Stdout: 50})
 
 	// Spawn does not take a listed channel.
 	s := startProc(t, l, f, Spawn{ID: "new", Argv: []string{"x"}})
@@ -691,7 +691,7 @@ func TestLinkEOF(t *testing.T) {
 	done := startProc(t, l, f, Spawn{ID: "done", Argv: []string{"x"}})
 	running := startProc(t, l, f, Spawn{ID: "running", Argv: []string{"x"}})
 	f.out(done.Channel, 1, []byte("all"))
-	f.sendJSON(TExited, done.Channel, Exited{Code: 0, Output: 3})
+	f.sendJSON(TExited, done.Channel, Exited{Code: 0, Output: 3, Stdout: 3})
 	f.out(running.Channel, 1, []byte("part"))
 	<-done.Exited()
 	f.raw.Close()
@@ -717,7 +717,7 @@ func TestLinkEOF(t *testing.T) {
 func TestViolations(t *testing.T) {
 	const window, sw = 4096, 1024
 	exited := func(f *fake, p *Proc, output uint64) {
-		f.sendJSON(TExited, p.Channel, Exited{Code: 0, Output: output})
+		f.sendJSON(TExited, p.Channel, Exited{Code: 0, Output: output, Stdout: output})
 		<-p.Exited()
 	}
 	for _, tc := range []struct {
@@ -753,7 +753,7 @@ func TestViolations(t *testing.T) {
 		}, "back from 10"},
 		{"exited below the output received", func(f *fake, p *Proc) {
 			f.out(p.Channel, 1, []byte("abc"))
-			f.sendJSON(TExited, p.Channel, Exited{Code: 0, Output: 2})
+			f.sendJSON(TExited, p.Channel, Exited{Code: 0, Output: 2, Stdout: 2})
 		}, "less than the 3 received"},
 		{"out after exited beyond its output", func(f *fake, p *Proc) {
 			exited(f, p, 2)
@@ -887,7 +887,7 @@ func TestForgetEarly(t *testing.T) {
 	// In-flight frames of a forgotten channel are ignored, even beyond
 	// the window.
 	f.out(p.Channel, 1, make([]byte, 5000))
-	f.sendJSON(TExited, p.Channel, Exited{Code: -1, Signal: 9, Output: 5003})
+	f.sendJSON(TExited, p.Channel, Exited{Code: -1, Signal: 9, Output: 5003, Stdout: 5003})
 	q := startProc(t, l, f, Spawn{ID: "q", Argv: []string{"x"}})
 	if q.Channel == p.Channel {
 		t.Fatal("channel reused")

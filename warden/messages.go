@@ -174,7 +174,7 @@ type Exited struct {
 }
 
 func (m *Exited) validate() error {
-	if (m.Signal == 0) == (m.Code < 0) || m.Code > 255 || m.Signal < 0 || m.Signal > 64 {
+	if m.Signal == 0 && (m.Code < 0 || m.Code > 255) || m.Signal != 0 && (m.Code != -1 || m.Signal < 0 || m.Signal > 64) {
 		return fmt.Errorf("code %d, signal %d", m.Code, m.Signal)
 	}
 	if m.Stdout+m.Stderr != m.Output || m.Stdout > m.Output {

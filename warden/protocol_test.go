@@ -27,10 +27,10 @@ func validMessages() map[Type]any {
 		TSpawn:       &Spawn{ID: "p1", Argv: []string{"sh", "-c", "echo hi"}, Env: []string{"A=1", "B="}, Dir: "/workspace", Stdin: true, TTY: true, Rows: 24, Cols: 80},
 		TStarted:     &Started{PID: 12, PGID: 12, OOMKills: -1},
 		TSpawnFailed: &SpawnFailed{Code: 127, Error: "exec: not found"},
-		TExited:      &Exited{Code: -1, Signal: 9, Output: 1234, OOMKills: 2},
+		TExited:      &Exited{Code: -1, Signal: 9, Output: 1234, Stdout: 1234, OOMKills: 2},
 		TTable: &Table{Processes: []Entry{
 			{Channel: 1, ID: "p1", PID: 12, PGID: 12, Running: true, Acked: 10, Output: 20},
-			{Channel: 2, ID: "p2", PID: 13, PGID: 13, Exit: &Exited{Code: 3, Output: 5}, Acked: 5, Output: 5},
+			{Channel: 2, ID: "p2", PID: 13, PGID: 13, Exit: &Exited{Code: 3, Output: 5, Stdout: 5}, Acked: 5, Output: 5},
 		}},
 	}
 }
