@@ -1,0 +1,284 @@
+package test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// The warden against the real daemon: every process of these sandboxes is
+// spawned by the sandbox's stockade-warden, not by a Docker exec.
+
+// journaledStart returns a process's started event from its sandbox's
+// history.
+func journaledStart(t *testing.T, rt *stockade.Runtime, sandbox, id string) lifecycle.ProcessStarted {
+	t.Helper()
+	h, err := rt.History(sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range h {
+		if ev.ID == id && ev.Type == "process.started" {
+			var s lifecycle.ProcessStarted
+			if err := json.Unmarshal(ev.Payload, &s); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+	}
+	t.Fatalf("process %s has no started event", id)
+	return lifecycle.ProcessStarted{}
+}
+
+func sandboxTypes(t *testing.T, rt *stockade.Runtime, id string) []string {
+	t.Helper()
+	h, err := rt.History(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, ev := range h {
+		if ev.Kind == "sandbox" {
+			types = append(types, ev.Type)
+		}
+	}
+	return types
+}
+
+func count(ss []string, s string) int {
+	n := 0
+	for _, x := range ss {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+func TestWardenSpawnAndExitCodes(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.Kept)
+	for _, tc := range []struct {
+		name   string
+		argv   []string
+		code   int
+		reason string
+		out    string
+	}{
+		{"zero", []string{"true"}, 0, "exited", ""},
+		{"one", []string{"sh", "-c", "echo x; exit 1"}, 1, "exited", "x\n"},
+		{"signal", []string{"sh", "-c", "kill -9 $$"}, 137, "exited", ""},
+		{"a program's own 127 is its exit", []string{"sh", "-c", "exit 127"}, 127, "exited", ""},
+		{"group leader", []string{"sh", "-c", "read -r _ _ _ _ g _ </proc/$$/stat; [ $g = $$ ] && echo leader"}, 0, "exited", "leader\n"},
+	} {
+		out, _, res, err := runOut(t, sb, spec.Process{Argv: tc.argv})
+		if err != nil || res.ExitCode != tc.code || res.Reason != tc.reason || out != tc.out {
+			t.Errorf("%s: %+v %q %v, want code %d reason %s output %q", tc.name, res, out, err, tc.code, tc.reason, tc.out)
+		}
+	}
+	// 126 and 127 come from the spawn error itself: Start fails, typed,
+	// and the journal records the code.
+	for _, tc := range []struct {
+		argv []string
+		code int
+	}{
+		{[]string{"no-such-program"}, 127},
+		{[]string{"/workspace/work"}, 126}, // a directory: EACCES
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := sb.Start(ctx, spec.Process{Argv: tc.argv})
+		cancel()
+		if !spec.IsCode(err, spec.CodeExecFailed) {
+			t.Errorf("%v: %v, want exec_failed", tc.argv, err)
+		}
+	}
+	p, err := sb.Start(context.Background(), spec.Process{Argv: []string{"true"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := journaledStart(t, e.rt, sb.ID(), p.ID); !s.Warden || s.PID <= 1 || s.Group != s.PID {
+		t.Fatalf("started event %+v: want a warden process leading its own group", s)
+	}
+	if n := count(sandboxTypes(t, e.rt, sb.ID()), "sandbox.warden_started"); n != 1 {
+		t.Fatalf("%d warden_started events, want 1", n)
+	}
+}
+
+func TestWardenStdinHalfClose(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.OneShot)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"wc", "-c"}, Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300000 // several stdin windows
+	go func() {
+		p.Stdin().Write(bytes.Repeat([]byte("s"), n))
+		p.Stdin().Close()
+	}()
+	go io.Copy(io.Discard, p.Stderr())
+	out, _ := io.ReadAll(p.Stdout())
+	res, err := p.Wait(ctx)
+	if err != nil || res.ExitCode != 0 || strings.TrimSpace(string(out)) != fmt.Sprint(n) {
+		t.Fatalf("wc -c of %d bytes: %q %+v %v", n, out, res, err)
+	}
+}
+
+// TestWardenPerProcessBackpressure: one process whose consumer never reads
+// stops only itself; 99 others in the same sandbox run to their end.
+func TestWardenPerProcessBackpressure(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pol := smallPolicy()
+	pol.Pids = 512
+	sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: pol, Lifetime: spec.OneShot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unread, err := sb.Start(ctx, spec.Process{Argv: []string{"yes"}, Stdout: spec.Pipe, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 99)
+	for i := range 99 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := sb.Start(ctx, spec.Process{Argv: []string{"echo", fmt.Sprint(i)}, Stderr: spec.Discard})
+			if err != nil {
+				errs <- err
+				return
+			}
+			out, _ := io.ReadAll(p.Stdout())
+			res, err := p.Wait(ctx)
+			if err != nil || res.ExitCode != 0 || string(out) != fmt.Sprintf("%d\n", i) {
+				errs <- fmt.Errorf("process %d: %q %+v %v", i, out, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	select {
+	case <-unread.Done():
+		t.Fatal("the unread process ended")
+	default:
+	}
+	if err := unread.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := unread.Wait(ctx)
+	if res.Reason != "signaled" {
+		t.Fatalf("the unread process after Stop: %+v", res)
+	}
+}
+
+// TestWardenKilledFromInside: the workload kills its warden (same uid).
+// Its processes end lost, the loss is journaled, and the next process gets
+// a new warden.
+func TestWardenKilledFromInside(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.Kept)
+	_, _, res, _ := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "kill -9 $PPID; sleep 30"}})
+	if res.Reason != "lost" || res.ExitCode != -1 {
+		t.Fatalf("a process whose warden was killed: %+v, want lost", res)
+	}
+	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"echo", "again"}})
+	if err != nil || out != "again\n" || res.ExitCode != 0 {
+		t.Fatalf("after the warden was killed: %q %+v %v", out, res, err)
+	}
+	types := sandboxTypes(t, e.rt, sb.ID())
+	if count(types, "sandbox.warden_lost") != 1 || count(types, "sandbox.warden_started") != 2 {
+		t.Fatalf("sandbox history %v: want one warden lost and two started", types)
+	}
+	// The first process's group (its sleep) was killed with it.
+	out, _, _, _ = runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "ps -o comm | grep -c '^sleep$' || true"}})
+	if strings.TrimSpace(out) != "0" {
+		t.Fatalf("%s sleep processes left of the lost process", strings.TrimSpace(out))
+	}
+}
+
+// TestWardenForgedAttach: the workload connects to its warden's socket
+// (through the warden's own attach bridge) and writes garbage: the warden
+// refuses the link, and the runtime's link goes on serving.
+func TestWardenForgedAttach(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.Kept)
+	script := `s=$(ls /tmp/.stockade-warden-*.sock) && head -c 65536 /dev/urandom | /workspace/.stockade/stockade-warden attach "$s" >/dev/null; echo done`
+	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", script}})
+	if err != nil || res.ExitCode != 0 || out != "done\n" {
+		t.Fatalf("forged attach: %q %+v %v", out, res, err)
+	}
+	out, _, res, err = runOut(t, sb, spec.Process{Argv: []string{"echo", "still"}})
+	if err != nil || out != "still\n" || res.ExitCode != 0 {
+		t.Fatalf("after a forged attach: %q %+v %v", out, res, err)
+	}
+	if types := sandboxTypes(t, e.rt, sb.ID()); count(types, "sandbox.warden_lost") != 0 {
+		t.Fatalf("a forged attach cost the warden: %v", types)
+	}
+}
+
+// TestWardenBinaryProtected: the delivered binary is root-owned and
+// read-only in a root-owned directory; the archive API refuses its path;
+// a Put through a symlink the workload made (extracted by the daemon as
+// root) is undone before the next warden runs.
+func TestWardenBinaryProtected(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.Kept)
+	bin, err := os.ReadFile(os.Getenv("STOCKADE_WARDEN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(bin)
+	want := hex.EncodeToString(sum[:])
+	out, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c",
+		"stat -c '%u %a' /workspace /workspace/.stockade /workspace/.stockade/stockade-warden; cp /bin/busybox /workspace/.stockade/x 2>/dev/null && echo wrote; mv /workspace/.stockade /workspace/y 2>/dev/null && echo moved; sha256sum /workspace/.stockade/stockade-warden"}})
+	if err != nil || out != "0 755\n0 755\n0 555\n"+want+"  /workspace/.stockade/stockade-warden\n" {
+		t.Fatalf("the warden's file as the sandbox user sees it:\n%s(%v), want root-owned, read-only and ours (%s)", out, err, want)
+	}
+	ctx := context.Background()
+	for _, dir := range []string{".stockade", "./.stockade/", "work/../.stockade"} {
+		if err := sb.Put(ctx, dir, tarOf(t, tarEntry{typ: tar.TypeReg, name: "f", body: "x"})); !spec.IsCode(err, spec.CodeInvalidArgument) {
+			t.Errorf("put into %q: %v, want invalid_argument", dir, err)
+		}
+	}
+	if err := sb.Put(ctx, ".", tarOf(t, tarEntry{typ: tar.TypeReg, name: ".stockade/stockade-warden", body: "x"})); !spec.IsCode(err, spec.CodeInvalidArgument) {
+		t.Errorf("put of .stockade/stockade-warden at the root: %v, want invalid_argument", err)
+	}
+	// Through a symlink the workload made, the daemon writes as root.
+	if _, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"ln", "-s", "/workspace/.stockade", "/workspace/work/evil"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("ln: %+v %v", res, err)
+	}
+	if err := sb.Put(ctx, "work/evil", tarOf(t, tarEntry{typ: tar.TypeReg, name: "stockade-warden", body: "#!/bin/sh\necho pwned\n"})); err != nil {
+		t.Logf("put through the symlink: %v", err) // refused is fine too
+	}
+	// The next warden (the workload kills the current one) runs ours.
+	runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "kill -9 $PPID"}})
+	out, _, _, err = runOut(t, sb, spec.Process{Argv: []string{"sha256sum", "/workspace/.stockade/stockade-warden"}})
+	if err != nil || !strings.HasPrefix(out, want) {
+		t.Fatalf("the warden binary after a Put through a symlink and a new warden: %q %v, want %s", out, err, want)
+	}
+}
