@@ -94,3 +94,6 @@ func (s hostSandbox) Get(ctx context.Context, path string, pause bool) (io.ReadC
 type hostProcess struct{ *Process }
 
 func (p hostProcess) ID() string { return p.Process.ID }
+
+// HostProcess presents a process as a host.Process.
+func HostProcess(p *Process) host.Process { return hostProcess{p} }

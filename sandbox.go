@@ -258,3 +258,31 @@ func History(j *journal.Journal, id string) ([]HistoryEvent, error) {
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Time.Before(out[b].Time) })
 	return out, nil
 }
+
+// Process returns a live process by id: one started through this runtime,
+// or one recovery re-adopted from an earlier runtime (its output goes to
+// the recorder only, so its Stdout and Stderr are nil: follow it with
+// Logs). It can be signalled, stopped and waited for. not_found when the
+// process is not live here.
+func (rt *Runtime) Process(ctx context.Context, id string) (*Process, error) {
+	st, err := rt.ReplayProcessAt(id, 0)
+	if err != nil {
+		return nil, err
+	}
+	notLive := spec.Errorf(spec.CodeNotFound, "runtime", "process %s is not live in this runtime (%s)", id, st.Phase)
+	if st.Terminal() {
+		return nil, notLive
+	}
+	sb, err := rt.Sandbox(st.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	h, err := ask(ctx, sb, func(r chan<- *process.Handle) any { return sandbox.ProcessHandle{ID: id, Reply: r} }, nil)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, notLive
+	}
+	return h, nil
+}

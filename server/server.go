@@ -131,10 +131,18 @@ func (s *Server) process(id string) (host.Process, error) {
 	s.mu.Lock()
 	p := s.procs[id]
 	s.mu.Unlock()
-	if p == nil {
-		return nil, spec.Errorf(spec.CodeNotFound, "server", "no running process %s started through this server", id)
+	if p != nil {
+		return p, nil
 	}
-	return p, nil
+	// Not started here: a process recovery re-adopted is still live in
+	// the runtime.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := s.rt.Process(ctx, id)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeNotFound, "server", err, "no running process %s", id)
+	}
+	return stockade.HostProcess(h), nil
 }
 
 func wireResult(r spec.Result) *stockadev1.Result {

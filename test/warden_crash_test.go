@@ -54,6 +54,10 @@ func TestWardenCrashMidStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
+	sleeper, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
 	r := bufio.NewReader(p.Stdout())
 	for {
 		line, err := r.ReadString('\n')
@@ -64,7 +68,7 @@ func TestWardenCrashMidStream(t *testing.T) {
 			break
 		}
 	}
-	streamed, quickID := p.ID(), quick.ID()
+	streamed, quickID, sleeperID := p.ID(), quick.ID(), sleeper.ID()
 
 	if err := first.stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
@@ -118,6 +122,13 @@ func TestWardenCrashMidStream(t *testing.T) {
 	}
 	if err := json.Unmarshal(sumJSON, &sum); err != nil || !sum.Complete || sum.StdoutBytes != int64(want.Len()) {
 		t.Fatalf("the recording's summary: %s (%v)", sumJSON, err)
+	}
+	// A re-adopted process is stopped like any other.
+	if err := c2.StopProcess(ctx, sleeperID); err != nil {
+		t.Fatalf("stop a re-adopted process: %v", err)
+	}
+	if res, err := c2.Wait(ctx, sleeperID); err != nil || res.Reason != "signaled" {
+		t.Fatalf("the stopped re-adopted process: %+v %v, want signaled", res, err)
 	}
 	if err := c2.Verify(ctx); err != nil {
 		t.Fatalf("verify: %v", err)

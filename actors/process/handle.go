@@ -122,3 +122,8 @@ func (h *Handle) endedErr() error {
 func (h *Handle) Resize(ctx context.Context, rows, cols uint16) error {
 	return h.ask(ctx, func(r chan<- error) any { return Resize{Rows: rows, Cols: cols, Reply: r} })
 }
+
+// GetHandle asks a live process actor for its handle (made on demand for a
+// re-adopted process: no piped streams; its output is recorded). nil once
+// the process has ended.
+type GetHandle struct{ Reply chan<- *Handle }

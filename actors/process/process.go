@@ -295,6 +295,8 @@ func (a *processActor) Receive(ctx actor.Context) {
 		m.Reply <- a.journalErr
 	case Signal:
 		a.signal(m)
+	case GetHandle:
+		m.Reply <- a.handleFor()
 	case signalled:
 		m.reply <- m.err
 	case stdinClose:

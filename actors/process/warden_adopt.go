@@ -159,3 +159,16 @@ func (a *processActor) adoptLost(why string) {
 	}
 	a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeStreamFailure, "process", "recovered: process %s: %s", a.p.ID, why))
 }
+
+// handleFor returns the process's handle, making one for a process that
+// has none (a re-adopted one): it can be signalled, stopped and waited for
+// like any other.
+func (a *processActor) handleFor() *Handle {
+	if a.done {
+		return nil
+	}
+	if a.handle == nil {
+		a.handle = &Handle{ID: a.p.ID, pid: a.self, sys: a.sys, done: make(chan struct{})}
+	}
+	return a.handle
+}

@@ -254,6 +254,12 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onWardenUp(ctx, m)
 	case wardenDown:
 		a.onWardenDown(m)
+	case ProcessHandle:
+		if pid, ok := a.procs[m.ID]; ok {
+			a.sys.Root.Send(pid, process.GetHandle{Reply: m.Reply})
+		} else {
+			m.Reply <- nil
+		}
 	case reattached:
 		a.onReattached(ctx, m)
 	case verifiedMsg:
@@ -890,4 +896,11 @@ func (a *sandboxActor) recordFailed(id string, err error) {
 	if _, jerr := a.deps.Record(journal.KindProcess, id, a.p.ID, ev); jerr != nil {
 		a.abandonedProcs = true
 	}
+}
+
+// ProcessHandle asks for a live process's handle (nil when it is not live
+// in this sandbox).
+type ProcessHandle struct {
+	ID    string
+	Reply chan<- *process.Handle
 }
