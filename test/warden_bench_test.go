@@ -1,0 +1,258 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/client"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/dockertest"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/spec"
+)
+
+// The warden's benchmarks: each runs stockade and its anchor alternately
+// in one loop.
+//
+//	go test -run '^$' -bench BenchmarkWarden -benchtime 50x ./test/
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkWardenExecTrue: `true` through the public API, spawned by the
+// warden: the start (process reserved → started journaled and returned to
+// the caller) and the round trip (start, output to its end, exit
+// journaled), vs `docker exec C true` on the CLI in the same sandbox.
+// Targets: start p50 ≤ 5 ms; round trip ≤ 0.15× the CLI.
+func BenchmarkWardenExecTrue(b *testing.B) {
+	rt := newBenchAPI(b)
+	ctx := context.Background()
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := sb.State(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var starts, trips []time.Duration
+	var api, cli time.Duration
+	viaAPI := func() {
+		t0 := time.Now()
+		p, err := sb.Start(ctx, spec.Process{Argv: []string{"true"}, Stdout: spec.Discard, Stderr: spec.Discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		starts = append(starts, time.Since(t0))
+		if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
+			b.Fatalf("api: %+v %v", res, err)
+		}
+		d := time.Since(t0)
+		trips = append(trips, d)
+		api += d
+	}
+	viaCLI := func() {
+		t0 := time.Now()
+		if out, err := exec.Command("docker", "exec", "-u", "65532:65532", st.Created.Workload, "true").CombinedOutput(); err != nil {
+			b.Fatalf("docker exec: %v %s", err, out)
+		}
+		cli += time.Since(t0)
+	}
+	alternate(b.N, viaAPI, viaCLI)
+	report(b, "api", api, "docker-exec", cli)
+	b.ReportMetric(ms(percentile(starts, 0.5)), "start-p50-ms")
+	b.ReportMetric(ms(percentile(starts, 0.99)), "start-p99-ms")
+	b.ReportMetric(ms(percentile(trips, 0.5)), "trip-p50-ms")
+}
+
+// BenchmarkWardenConcurrent100: 100 processes started at once in one
+// sandbox (each `sleep 1`, so all 100 run together): the p50 and p99 of
+// their starts. Target p99 ≤ 50 ms.
+func BenchmarkWardenConcurrent100(b *testing.B) {
+	rt := newBenchAPI(b)
+	ctx := context.Background()
+	pol := smallPolicy()
+	pol.Pids = 512
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var all []time.Duration
+	for range b.N {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		var procs []*stockade.Process
+		for range 100 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now()
+				p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "1"}, Stdout: spec.Discard, Stderr: spec.Discard})
+				d := time.Since(t0)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				all = append(all, d)
+				procs = append(procs, p)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		for _, p := range procs {
+			if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
+				b.Fatalf("%+v %v", res, err)
+			}
+		}
+	}
+	b.ReportMetric(ms(percentile(all, 0.5)), "start-p50-ms")
+	b.ReportMetric(ms(percentile(all, 0.99)), "start-p99-ms")
+}
+
+// BenchmarkWardenCLIExec: `stockade exec ID -- true` through a server (the
+// whole CLI process: start, dial, exec, exit) vs `docker exec C true`.
+// Target ≤ 0.4×.
+func BenchmarkWardenCLIExec(b *testing.B) {
+	e, c, sock := benchCLIServer(b)
+	ctx := context.Background()
+	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy(), Lifetime: spec.Kept})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := sb.State(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	workload := st.Created.Workload
+	var ours, cli time.Duration
+	alternate(b.N, func() {
+		t0 := time.Now()
+		cmd := exec.Command(e.bin, "exec", sb.ID(), "--", "true")
+		cmd.Env = append(os.Environ(), "STOCKADE_SOCKET="+sock)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("stockade exec: %v %s", err, out)
+		}
+		ours += time.Since(t0)
+	}, func() {
+		t0 := time.Now()
+		if out, err := exec.Command("docker", "exec", "-u", "65532:65532", workload, "true").CombinedOutput(); err != nil {
+			b.Fatalf("docker exec: %v %s", err, out)
+		}
+		cli += time.Since(t0)
+	})
+	report(b, "stockade-exec", ours, "docker-exec", cli)
+}
+
+// BenchmarkWardenRunOneShot: `stockade run -- true` (a one-shot sandbox's
+// whole life: create, the warden, the process, stop, remove, all
+// journaled; embedded, no server) vs `docker run --rm` of `true` with the
+// same isolation flags. Target ≤ 1.3×.
+func BenchmarkWardenRunOneShot(b *testing.B) {
+	e := newCLIBench(b)
+	cli := dockertest.Client(b)
+	image := dockertest.ImageID(b, cli)
+	pol := spec.DefaultPolicy()
+	flags := []string{"run", "--rm", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"--user", pol.User.String(), "--network", "none", "--init", "--ipc", "private", "--cgroupns", "private",
+		"--memory", fmt.Sprint(pol.MemoryBytes), "--memory-swap", fmt.Sprint(pol.MemoryBytes), "--pids-limit", fmt.Sprint(pol.Pids),
+		"--cpus", fmt.Sprint(pol.CPUs), "--tmpfs", "/tmp:rw,nosuid,nodev,noexec,size=64m", "--tmpfs", "/home/sandbox:rw,nosuid,nodev,noexec,size=64m",
+		image, "true"}
+	var ours, docker time.Duration
+	alternate(b.N, func() {
+		t0 := time.Now()
+		cmd := exec.Command(e.bin, "run", "--journal", e.journal, "--", "true")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("stockade run: %v %s", err, out)
+		}
+		ours += time.Since(t0)
+	}, func() {
+		t0 := time.Now()
+		if out, err := exec.Command("docker", flags...).CombinedOutput(); err != nil {
+			b.Fatalf("docker run: %v %s", err, out)
+		}
+		docker += time.Since(t0)
+	})
+	report(b, "stockade-run", ours, "docker-run", docker)
+}
+
+// newCLIBench builds the CLI (and finds the warden beside it: the test
+// binary's STOCKADE_WARDEN) on a fresh journal.
+func newCLIBench(b *testing.B) *cliEnv {
+	b.Helper()
+	root, err := dockertest.ModuleRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	state := filepath.Join(b.TempDir(), "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	e := &cliEnv{bin: filepath.Join(b.TempDir(), "stockade"), journal: filepath.Join(state, "journal.db")}
+	if out, err := exec.Command("go", "build", "-o", e.bin, filepath.Join(root, "cmd", "runtime")).CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	cli := dockertest.Client(b)
+	b.Cleanup(func() {
+		j, err := journal.Open(e.journal, journal.Options{ReadOnly: true})
+		if err != nil {
+			return // never made: nothing to clean
+		}
+		owner := j.Owner()
+		j.Close()
+		if err := dockertest.RemoveOwned(context.Background(), cli, owner); err != nil {
+			b.Errorf("cleanup of %s: %v", owner, err)
+		}
+	})
+	return e
+}
+
+// benchCLIServer serves a fresh journal with the built CLI (`stockade
+// serve` as a subprocess) and returns a client of it.
+func benchCLIServer(b *testing.B) (*cliEnv, *client.Client, string) {
+	b.Helper()
+	e := newCLIBench(b)
+	sock := strings.TrimSuffix(e.journal, ".db") + ".sock"
+	cmd := exec.Command(e.bin, "serve", "--journal", e.journal)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var c *client.Client
+	for range 300 {
+		if _, err := os.Stat(sock); err == nil {
+			if c, err = client.Dial(sock); err == nil {
+				if _, err = c.Sandboxes(context.Background()); err == nil {
+					break
+				}
+				c.Close()
+				c = nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if c == nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		b.Fatal("the server did not answer")
+	}
+	b.Cleanup(func() {
+		c.Close()
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	})
+	return e, c, sock
+}
