@@ -528,7 +528,6 @@ func (a *processActor) onOutputDone(m outputDone) {
 		// the daemon's stream, so nothing to fail closed; the sandbox
 		// replaces its warden.
 		a.wardenLost(m.err)
-		return
 	default:
 		// The stream cannot be trusted: fail closed.
 		a.fail(m.err)
