@@ -222,7 +222,9 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, warden.MaxData); ret
 
 // pump reads one of p's output streams into p's buffer, but only while p's
 // window (and the total cap) has room: a full window stops reading this
-// pipe, the pipe fills, and the child (only this child) blocks.
+// pipe, the pipe fills, and the child (only this child) blocks. The space is
+// measured and the read done under s.mu once the pipe is readable, so a
+// stream waiting for data holds no share of the window from the other.
 func (s *state) pump(p *proc, f *os.File, stream byte) {
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -230,20 +232,25 @@ func (s *state) pump(p *proc, f *os.File, stream byte) {
 	}
 	for err == nil {
 		s.mu.Lock()
-		n := s.waitSpace(p)
-		if n == 0 {
-			s.mu.Unlock()
+		room := s.waitSpace(p)
+		s.mu.Unlock()
+		if room == 0 {
 			break
 		}
-		p.reserved += n
-		s.total += n
-		s.mu.Unlock()
-
-		var got []byte
 		var rerr error
 		err = rc.Read(func(fd uintptr) bool {
 			bp := bufPool.Get().(*[]byte)
 			defer bufPool.Put(bp)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			n := s.room(p)
+			if n == 0 {
+				// The other stream took the room: wait for it again.
+				if p.forgotten {
+					rerr = os.ErrClosed
+				}
+				return true
+			}
 			for {
 				m, e := unix.Read(int(fd), (*bp)[:n])
 				switch {
@@ -256,7 +263,8 @@ func (s *state) pump(p *proc, f *os.File, stream byte) {
 				case m == 0:
 					rerr = errEOF
 				default:
-					got = append([]byte(nil), (*bp)[:m]...)
+					s.total += p.appendOut(stream, (*bp)[:m], s.window)
+					s.kick(p)
 				}
 				return true
 			}
@@ -265,15 +273,6 @@ func (s *state) pump(p *proc, f *os.File, stream byte) {
 			// EIO from a pty master is its end: every slave fd closed.
 			err = rerr
 		}
-
-		s.mu.Lock()
-		p.reserved -= n
-		s.total -= n
-		if len(got) > 0 && !p.forgotten {
-			s.total += p.appendOut(stream, got, s.window)
-			s.kick(p)
-		}
-		s.mu.Unlock()
 	}
 	if err != errEOF && err != unix.EIO && !errors.Is(err, os.ErrClosed) {
 		logf("process %s: reading stream %d: %v", p.id, stream, err)
@@ -294,8 +293,7 @@ func (s *state) waitSpace(p *proc) int64 {
 		if p.forgotten {
 			return 0
 		}
-		used := int64(p.read-p.acked) + p.reserved
-		if used >= s.window {
+		if int64(p.read-p.acked) >= s.window {
 			p.window.Wait()
 			continue
 		}
@@ -303,8 +301,16 @@ func (s *state) waitSpace(p *proc) int64 {
 			s.space.Wait()
 			continue
 		}
-		return min(s.window-used, s.capTotal-s.total, int64(warden.MaxData))
+		return s.room(p)
 	}
+}
+
+// room is how much p may read now. The caller holds s.mu.
+func (s *state) room(p *proc) int64 {
+	if p.forgotten {
+		return 0
+	}
+	return max(0, min(s.window-int64(p.read-p.acked), s.capTotal-s.total, int64(warden.MaxData)))
 }
 
 // feed writes what the runtime sent for p's stdin to the child and counts it

@@ -30,7 +30,7 @@ type state struct {
 	window      int64
 	stdinWindow int64
 	capTotal    int64
-	total       int64 // unacked output + run costs + reservations
+	total       int64 // unacked output + run costs
 
 	procs map[uint32]*proc
 	byPID map[int]*proc // until reaped
@@ -81,16 +81,15 @@ type proc struct {
 
 	// Output: data[head:] holds offsets [acked, read); runs say which
 	// stream each byte came from.
-	data     []byte
-	head     int
-	runs     []outRun
-	acked    uint64
-	read     uint64
-	reserved int64 // space taken by reads in flight
-	open     int   // output streams not yet at their end
-	outs     []*os.File
-	master   *os.File // the pty master (TTY only)
-	window   *sync.Cond
+	data   []byte
+	head   int
+	runs   []outRun
+	acked  uint64
+	read   uint64
+	open   int // output streams not yet at their end
+	outs   []*os.File
+	master *os.File // the pty master (TTY only)
+	window *sync.Cond
 
 	// Link-scoped: reset when a new link takes over.
 	sent     uint64 // next offset to send
@@ -171,11 +170,6 @@ func (p *proc) ackTo(off uint64) int64 {
 		}
 	}
 	return freed
-}
-
-// held is what p's output costs against the total cap right now.
-func (p *proc) held() int64 {
-	return int64(p.read-p.acked) + int64(len(p.runs))*runCost + p.reserved
 }
 
 // peek returns up to max bytes of one stream from offset off (acked <= off <
