@@ -163,7 +163,7 @@ func (w *wardenProc) link(ini warden.Init) *conn {
 	if err := c.w.WriteJSON(warden.TInit, 0, &ini); err != nil {
 		w.t.Fatal(err)
 	}
-	c.waitHello()
+	c.first = c.waitHello()
 	return c
 }
 
@@ -224,6 +224,7 @@ type conn struct {
 	chans   map[uint32]*chanState
 	control map[warden.Type][][]byte
 	ended   error
+	first   warden.Hello // the Hello of a warden's first link
 }
 
 func newConn(t *testing.T, from io.Reader, to io.WriteCloser) *conn {

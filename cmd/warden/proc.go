@@ -327,9 +327,12 @@ func (s *state) feed(p *proc) {
 			break
 		}
 		if len(p.in) == 0 {
-			// closeIn with everything written.
+			// closeIn with everything written (for a TTY the master
+			// stays: it is also the output).
 			if !p.tty {
+				s.mu.Unlock()
 				p.stdin.Close()
+				return
 			}
 			break
 		}

@@ -129,7 +129,7 @@ func (s *state) listen() {
 	os.Remove(path)
 	// The umask makes the socket 0600 from its creation (no window where
 	// it is wider); no child exists yet to inherit the narrower umask.
-	old := unix.Umask(0o077)
+	old := unix.Umask(0o177)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	unix.Umask(old)
 	if err != nil {

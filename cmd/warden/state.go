@@ -240,15 +240,20 @@ func (s *state) forget(p *proc) {
 	if !p.reaped {
 		delete(s.byPID, p.pid)
 	}
-	for _, f := range p.outs {
-		f.Close()
-	}
+	// Closed without s.mu: closing a polled fd waits for a read in
+	// progress, and a pump's read holds s.mu.
+	files := append([]*os.File(nil), p.outs...)
 	if p.stdin != nil {
-		p.stdin.Close()
+		files = append(files, p.stdin)
 	}
 	if p.master != nil {
-		p.master.Close()
+		files = append(files, p.master)
 	}
+	go func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
 	p.window.Broadcast()
 	p.inWake.Broadcast()
 	s.space.Broadcast()

@@ -339,6 +339,44 @@ func TestSignalGroup(t *testing.T) {
 	}
 }
 
+// A hundred waiting children (two output pumps and a stdin feeder each) cost
+// goroutines, not threads: every fd goes through the poller and one loop
+// reaps them all.
+func TestThreadsStayFew(t *testing.T) {
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	for ch := uint32(1); ch <= 100; ch++ {
+		c.spawn(ch, warden.Spawn{Argv: []string{"cat"}, Stdin: true})
+	}
+	for ch := uint32(1); ch <= 100; ch++ {
+		c.waitStarted(ch)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			if n, _ := strconv.Atoi(strings.TrimSpace(v)); n > 16 {
+				t.Errorf("%d threads for 100 waiting children", n)
+			}
+		}
+	}
+	for ch := uint32(1); ch <= 100; ch++ {
+		if err := c.w.Write(warden.TIn, ch, []byte("bye\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.w.Write(warden.TCloseIn, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ch := uint32(1); ch <= 100; ch++ {
+		if x, s := c.waitExited(ch); x.Code != 0 || string(s.out) != "bye\n" {
+			t.Errorf("channel %d: %+v %q", ch, x, s.out)
+		}
+	}
+}
+
 func TestHundredProcesses(t *testing.T) {
 	w := startWarden(t)
 	c := w.link(warden.Init{})
@@ -402,7 +440,10 @@ func TestReattach(t *testing.T) {
 	want := seqOutput(lines)
 	w := startWarden(t)
 	c := w.link(warden.Init{Window: window})
-	hello := c.waitHelloAgain(w)
+	hello := c.first
+	if fi, err := os.Stat(hello.Socket); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %q: %v, %v; want a socket of mode 0600", hello.Socket, fi.Mode(), err)
+	}
 	c.setNoAck(1, true)
 	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", fmt.Sprintf("seq 1 %d; exec sleep 1000", lines)}})
 	c.waitStarted(1)
@@ -483,19 +524,6 @@ func TestReattach(t *testing.T) {
 	}
 }
 
-// waitHelloAgain returns the Hello the first link already received (link
-// consumed it); it reads the socket path from the warden's TMPDIR instead.
-func (c *conn) waitHelloAgain(w *wardenProc) warden.Hello {
-	tmp := ""
-	for _, e := range w.env {
-		if v, ok := strings.CutPrefix(e, "TMPDIR="); ok {
-			tmp = v
-		}
-	}
-	return warden.Hello{Version: warden.Version, PID: w.cmd.Process.Pid, Window: 0,
-		Socket: filepath.Join(tmp, fmt.Sprintf(".stockade-warden-%d.sock", w.cmd.Process.Pid))}
-}
-
 // A runtime that breaks the protocol loses its link, nothing else: the
 // children keep running and a reattach works.
 func TestViolationEndsOnlyTheLink(t *testing.T) {
@@ -548,7 +576,7 @@ func TestViolationEndsOnlyTheLink(t *testing.T) {
 			}
 			c.waitEnd()
 
-			r := w.attach(c.hello(w), w.secret)
+			r := w.attach(c.first.Socket, w.secret)
 			r.waitHello()
 			tb := r.list()
 			if e := entryOf(tb, 1); e == nil || !e.Running || e.Output != 3 {
@@ -570,5 +598,3 @@ func TestViolationEndsOnlyTheLink(t *testing.T) {
 		})
 	}
 }
-
-func (c *conn) hello(w *wardenProc) string { return c.waitHelloAgain(w).Socket }
