@@ -43,6 +43,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building the warden: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// Readable by the unprivileged uid TestUnprivileged runs it as.
+	os.Chmod(dir, 0o755)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -79,8 +81,17 @@ type sub struct {
 
 func startSub(t *testing.T, env []string, args ...string) *sub {
 	t.Helper()
+	return startSubAs(t, env, nil, args...)
+}
+
+func startSubAs(t *testing.T, env []string, cred *syscall.Credential, args ...string) *sub {
+	t.Helper()
 	cmd := exec.Command(wardenBin, args...)
 	cmd.Env = env
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		cmd.Dir = "/"
+	}
 	s := &sub{cmd: cmd, stderr: &syncBuffer{}}
 	cmd.Stderr = s.stderr
 	var err error
@@ -109,6 +120,13 @@ type wardenProc struct {
 // group it started.
 func startWarden(t *testing.T, args ...string) *wardenProc {
 	t.Helper()
+	return startWardenAs(t, nil, args...)
+}
+
+// startWardenAs is startWarden with the warden running under cred (nil: the
+// test's own).
+func startWardenAs(t *testing.T, cred *syscall.Credential, args ...string) *wardenProc {
+	t.Helper()
 	// Not t.TempDir: a subtest's long name would make the socket's path
 	// longer than a unix socket allows.
 	tmp, err := os.MkdirTemp("", "sw")
@@ -116,8 +134,13 @@ func startWarden(t *testing.T, args ...string) *wardenProc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(tmp) })
+	if cred != nil {
+		if err := os.Chown(tmp, int(cred.Uid), int(cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	env := append(os.Environ(), "TMPDIR="+tmp)
-	w := &wardenProc{sub: startSub(t, env, append([]string{"serve"}, args...)...), t: t, env: env}
+	w := &wardenProc{sub: startSubAs(t, env, cred, append([]string{"serve"}, args...)...), t: t, env: env}
 	w.secret = bytes.Repeat([]byte{0x5a}, warden.SecretSize)
 	t.Cleanup(func() {
 		pid := w.cmd.Process.Pid

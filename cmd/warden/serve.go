@@ -64,7 +64,7 @@ func serve(args []string) int {
 	go s.reaper()
 	s.listen()
 
-	in, out := pollable(0, "stdin"), pollable(1, "stdout")
+	in, out := firstLink()
 	r, w := warden.NewReader(in), warden.NewWriter(out)
 	f, err := r.Read()
 	var ini warden.Init
@@ -97,13 +97,28 @@ func serve(args []string) int {
 	select {}
 }
 
-// pollable wraps fd in an *os.File that goes through Go's poller (a read
-// blocked on a quiet link takes no thread, and Close unblocks it).
-func pollable(fd int, name string) *os.File {
-	if err := unix.SetNonblock(fd, true); err != nil {
-		logf("%s: %v", name, err)
+// firstLink moves stdin and stdout, the first link, to fds of their own in
+// Go's poller (a read blocked on a quiet link takes no thread, and Close
+// unblocks it) and puts /dev/null on fds 0 and 1, so that no later open
+// takes 0 or 1 once the link is closed. (Closing does not end a Docker
+// exec's stream: Docker 20.10 keeps it until the exec's process exits, so a
+// runtime learns of a link the warden ended by its silence, not an EOF.)
+func firstLink() (in, out *os.File) {
+	move := func(fd int, name string) *os.File {
+		nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			logf("%s: %v", name, err)
+			nfd = fd
+		} else if null, err := unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
+			unix.Dup2(null, fd)
+			unix.Close(null)
+		}
+		if err := unix.SetNonblock(nfd, true); err != nil {
+			logf("%s: %v", name, err)
+		}
+		return os.NewFile(uintptr(nfd), name)
 	}
-	return os.NewFile(uintptr(fd), name)
+	return move(0, "stdin"), move(1, "stdout")
 }
 
 // hello is the Hello of a link. The caller holds s.mu.

@@ -598,3 +598,30 @@ func TestViolationEndsOnlyTheLink(t *testing.T) {
 		})
 	}
 }
+
+// The warden runs as the sandbox's unprivileged user: it spawns, opens a
+// terminal, listens for reattaches and is not dumpable (the workload, same
+// uid, cannot ptrace it or read its fds).
+func TestUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the warden as another uid")
+	}
+	const uid = 65534
+	w := startWardenAs(t, &syscall.Credential{Uid: uid, Gid: uid})
+	c := w.link(warden.Init{})
+	if c.first.Socket == "" {
+		t.Error("no reattach socket")
+	}
+	c.spawn(1, warden.Spawn{Argv: []string{"id", "-u"}})
+	c.spawn(2, warden.Spawn{Argv: []string{"sh", "-c", "tty >/dev/null && stty size"}, TTY: true, Rows: 24, Cols: 80})
+	c.spawn(3, warden.Spawn{Argv: []string{"cat", fmt.Sprintf("/proc/%d/environ", w.cmd.Process.Pid)}})
+	if x, s := c.waitExited(1); x.Code != 0 || strings.TrimSpace(string(s.out)) != strconv.Itoa(uid) {
+		t.Errorf("id -u: %+v %q", x, s.out)
+	}
+	if x, s := c.waitExited(2); x.Code != 0 || !bytes.Contains(s.out, []byte("24 80")) {
+		t.Errorf("terminal: %+v %q", x, s.out)
+	}
+	if x, s := c.waitExited(3); x.Code == 0 {
+		t.Errorf("a child of the same uid read the warden's /proc environ: %+v %q", x, s.out)
+	}
+}
