@@ -289,6 +289,11 @@ func (l *link) spawn(ch uint32, sp *warden.Spawn) error {
 		return nil
 	}
 	s.register(p)
+	if s.link != l {
+		// A reattach took over during the fork: the new link learns of
+		// p from its Table and Resumes it like the others.
+		p.sending = false
+	}
 	// Started is queued before p can be ready, and the writer sends
 	// control replies first: Started precedes the channel's output.
 	l.queue(warden.TStarted, ch, &warden.Started{PID: p.pid, PGID: p.pid, OOMKills: oom})

@@ -167,8 +167,11 @@ func (s *state) accept(ln *net.UnixListener) {
 		select {
 		case slots <- struct{}{}:
 			go func() {
-				defer func() { <-slots }()
-				s.handshake(c)
+				l := s.handshake(c)
+				<-slots
+				if l != nil {
+					l.serve()
+				}
 			}()
 		default:
 			logf("reattach refused: %d handshakes in progress", maxHandshakes)
@@ -178,16 +181,16 @@ func (s *state) accept(ln *net.UnixListener) {
 }
 
 // handshake challenges a connection; one that answers with the MAC of the
-// nonce under the Init secret becomes the link. Anything else closes only
-// that connection.
-func (s *state) handshake(c *net.UnixConn) {
+// nonce under the Init secret becomes the link (returned, to be served).
+// Anything else closes only that connection.
+func (s *state) handshake(c *net.UnixConn) *link {
 	s.mu.Lock()
 	secret := s.secret
 	s.mu.Unlock()
 	if secret == nil {
 		logf("reattach refused: no init yet")
 		c.Close()
-		return
+		return nil
 	}
 	nonce := make([]byte, warden.SecretSize)
 	rand.Read(nonce)
@@ -214,7 +217,7 @@ func (s *state) handshake(c *net.UnixConn) {
 	if err != nil {
 		logf("reattach refused: %v", err)
 		c.Close()
-		return
+		return nil
 	}
 	c.SetDeadline(time.Time{})
 	l := newLink(s, r, w, func() { c.Close() }, false)
@@ -223,5 +226,5 @@ func (s *state) handshake(c *net.UnixConn) {
 	l.queue(warden.THello, 0, s.hello())
 	s.mu.Unlock()
 	logf("reattached")
-	l.serve()
+	return l
 }
