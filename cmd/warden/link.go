@@ -1,0 +1,386 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stockade/stockade/warden"
+)
+
+// maxQueued bounds the control replies (Started, Table, …) waiting for a
+// link writer: a runtime that asks without reading ends its link rather than
+// growing the warden.
+const maxQueued = 8 << 20
+
+// link is one connection to the runtime: the first on stdin/stdout, later
+// ones on accepted socket connections. Exactly one is current; a reader
+// goroutine decodes and applies the runtime's frames, a writer goroutine
+// sends control replies first, then the ready processes' frames, one frame
+// per process in turn so that no process starves another.
+type link struct {
+	s      *state
+	r      *warden.Reader
+	w      *warden.Writer
+	closer func()
+	first  bool
+
+	// Guarded by s.mu.
+	closed bool
+	wake   *sync.Cond
+	ctrl   []ctrlFrame
+	queued int
+	ready  []*proc
+
+	obuf []byte // the writer's copy of a data frame
+}
+
+type ctrlFrame struct {
+	t       warden.Type
+	ch      uint32
+	payload []byte
+}
+
+func newLink(s *state, r *warden.Reader, w *warden.Writer, closer func(), first bool) *link {
+	l := &link{s: s, r: r, w: w, closer: closer, first: first, obuf: make([]byte, warden.MaxData)}
+	l.wake = sync.NewCond(&s.mu)
+	return l
+}
+
+// errLinkOver says the link ended for a reason already handled.
+var errLinkOver = errors.New("link over")
+
+// queue adds a control reply. The caller holds s.mu.
+func (l *link) queue(t warden.Type, ch uint32, v any) {
+	if l.closed {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		logf("encoding %v: %v", t, err)
+		return
+	}
+	if l.queued+len(b) > maxQueued {
+		logf("the runtime is not reading its replies: link ended")
+		l.s.endLocked(l)
+		return
+	}
+	l.queued += len(b)
+	l.ctrl = append(l.ctrl, ctrlFrame{t, ch, b})
+	l.wake.Signal()
+}
+
+// takeOver makes l the current link: the previous one (if any) is closed,
+// and every process waits for a Resume before sending on l. The caller holds
+// s.mu.
+func (s *state) takeOver(l *link) {
+	if old := s.link; old != nil {
+		logf("a new link replaces the current one")
+		s.endLocked(old)
+	}
+	s.link = l
+	for _, p := range s.procs {
+		p.sending = false
+		p.sent = p.acked
+		p.exitSent = false
+		p.queued = false
+		p.inBase = p.inRecv
+		p.inAckDue = false
+	}
+}
+
+// endLocked ends l (its reader and writer stop, its streams are closed);
+// processes keep running. The caller holds s.mu.
+func (s *state) endLocked(l *link) {
+	if l.closed {
+		return
+	}
+	l.closed = true
+	l.wake.Broadcast()
+	if s.link == l {
+		s.link = nil
+	}
+	for _, p := range l.ready {
+		p.queued = false
+	}
+	l.ready, l.ctrl = nil, nil
+	// Closing unblocks the reader and the writer (every link fd is in the
+	// poller); a write never tells the warden that the runtime left.
+	go l.closer()
+}
+
+func (s *state) end(l *link) {
+	s.mu.Lock()
+	s.endLocked(l)
+	s.mu.Unlock()
+}
+
+// serve runs l until it ends: the writer in a goroutine, the reader here.
+func (l *link) serve() {
+	go l.writer()
+	for {
+		f, err := l.r.Read()
+		if err != nil {
+			switch {
+			case warden.IsProtocol(err):
+				logf("link ended: %v", err)
+			case errors.Is(err, io.EOF), errors.Is(err, os.ErrClosed):
+			default:
+				logf("link ended: %v", err)
+			}
+			break
+		}
+		if err := l.handle(f); err != nil {
+			if err != errLinkOver {
+				logf("link ended: %v", err)
+			}
+			break
+		}
+	}
+	l.s.end(l)
+}
+
+// handle applies one frame from the runtime. A non-nil error ends the link.
+func (l *link) handle(f warden.Frame) error {
+	s := l.s
+	if f.Type == warden.TSpawn {
+		var sp warden.Spawn
+		if err := warden.Decode(f, &sp); err != nil {
+			return err
+		}
+		return l.spawn(f.Channel, &sp)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.link != l {
+		return errLinkOver
+	}
+	if f.Type == warden.TList {
+		l.table()
+		return nil
+	}
+	p := s.procs[f.Channel]
+	switch f.Type {
+	case warden.TIn, warden.TCloseIn, warden.TSignal, warden.TResize:
+		if p == nil {
+			// A runtime may send these right behind a Spawn that then
+			// failed: there is nothing left to apply them to.
+			return nil
+		}
+	case warden.TAck, warden.TResume, warden.TForget:
+		if p == nil {
+			return violation("%v for channel %d, which has no process", f.Type, f.Channel)
+		}
+	default:
+		return violation("unexpected %v frame from the runtime", f.Type)
+	}
+	switch f.Type {
+	case warden.TAck:
+		off := warden.Offset(f)
+		if off < p.acked || off > p.sent {
+			return violation("ack %d on channel %d outside [%d, %d]", off, f.Channel, p.acked, p.sent)
+		}
+		s.total -= p.ackTo(off)
+		p.window.Broadcast()
+		s.space.Broadcast()
+	case warden.TResume:
+		off := warden.Offset(f)
+		if off < p.acked || off > p.read {
+			return violation("resume %d on channel %d outside [%d, %d]", off, f.Channel, p.acked, p.read)
+		}
+		p.sent = off
+		p.sending = true
+		p.exitSent = false
+		// Tell the runtime where stdin stands on this link.
+		p.inAckDue = p.stdin != nil
+		s.kick(p)
+	case warden.TForget:
+		if p.running() {
+			return violation("forget of running process %s on channel %d", p.id, f.Channel)
+		}
+		s.forget(p)
+	case warden.TIn:
+		if p.stdin == nil {
+			return violation("stdin for process %s, spawned without stdin", p.id)
+		}
+		if p.closeIn {
+			return violation("stdin for process %s after close_in", p.id)
+		}
+		base := max(p.inAckSent, p.inBase)
+		if p.inRecv+uint64(len(f.Payload))-base > uint64(s.stdinWindow) {
+			return violation("stdin for process %s beyond the window (%d past %d)", p.id, p.inRecv+uint64(len(f.Payload))-base, base)
+		}
+		p.in = append(p.in, f.Payload...)
+		p.inRecv += uint64(len(f.Payload))
+		p.inWake.Signal()
+	case warden.TCloseIn:
+		if p.stdin == nil {
+			return violation("close_in for process %s, spawned without stdin", p.id)
+		}
+		// A terminal has no end of input short of hanging up: for a TTY
+		// this only stops further stdin (the child is not told).
+		p.closeIn = true
+		p.inWake.Signal()
+	case warden.TSignal:
+		sig := warden.SignalNumber(f)
+		if sig < 1 || sig > 64 {
+			return violation("signal %d", sig)
+		}
+		if err := unix.Kill(-p.pid, unix.Signal(sig)); err != nil && err != unix.ESRCH {
+			logf("signal %d to group %d: %v", sig, p.pid, err)
+		}
+	case warden.TResize:
+		if p.master != nil {
+			rows, cols := warden.Size(f)
+			if err := resize(p.master, rows, cols); err != nil && !errors.Is(err, os.ErrClosed) {
+				logf("resize process %s: %v", p.id, err)
+			}
+		}
+	}
+	return nil
+}
+
+func violation(format string, args ...any) error {
+	return &warden.ProtocolError{What: fmt.Sprintf(format, args...)}
+}
+
+// spawn starts a process on channel ch and queues Started or SpawnFailed.
+func (l *link) spawn(ch uint32, sp *warden.Spawn) error {
+	s := l.s
+	s.forkMu.Lock()
+	defer s.forkMu.Unlock()
+	s.mu.Lock()
+	if s.link != l {
+		s.mu.Unlock()
+		return errLinkOver
+	}
+	if s.procs[ch] != nil {
+		s.mu.Unlock()
+		return violation("spawn on channel %d, which is in use", ch)
+	}
+	if len(s.procs) >= warden.MaxProcesses {
+		l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: 126, Error: fmt.Sprintf("the warden holds %d processes already", len(s.procs))})
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+
+	p, err := s.start(ch, sp)
+	oom := oomKills()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		var se *spawnError
+		if !errors.As(err, &se) {
+			se = &spawnError{code: 126, text: err.Error()}
+		}
+		text := se.text
+		if len(text) > 4096 {
+			text = text[:4096]
+		}
+		l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: se.code, Error: text})
+		return nil
+	}
+	s.register(p)
+	if s.link != l {
+		// A reattach took over during the fork: the new link learns of
+		// p from its Table and Resumes it like the others.
+		p.sending = false
+	}
+	// Started is queued before p can be ready, and the writer sends
+	// control replies first: Started precedes the channel's output.
+	l.queue(warden.TStarted, ch, &warden.Started{PID: p.pid, PGID: p.pid, OOMKills: oom})
+	return nil
+}
+
+// table queues the process table, in channel order. The caller holds s.mu.
+func (l *link) table() {
+	t := warden.Table{Processes: make([]warden.Entry, 0, len(l.s.procs))}
+	for _, p := range l.s.procs {
+		t.Processes = append(t.Processes, p.entry())
+	}
+	sort.Slice(t.Processes, func(i, j int) bool { return t.Processes[i].Channel < t.Processes[j].Channel })
+	l.queue(warden.TTable, 0, &t)
+}
+
+// writer sends l's frames until l ends. It never decides that the runtime
+// left from a write that succeeded: Docker accepts and discards the writes
+// of a detached exec.
+func (l *link) writer() {
+	s := l.s
+	s.mu.Lock()
+	for {
+		if l.closed {
+			s.mu.Unlock()
+			return
+		}
+		var err error
+		switch {
+		case len(l.ctrl) > 0:
+			c := l.ctrl[0]
+			l.ctrl = l.ctrl[1:]
+			l.queued -= len(c.payload)
+			s.mu.Unlock()
+			err = l.w.Write(c.t, c.ch, c.payload)
+			s.mu.Lock()
+		case len(l.ready) > 0:
+			p := l.ready[0]
+			l.ready = l.ready[1:]
+			p.queued = false
+			if p.forgotten || !p.sending {
+				continue
+			}
+			err = l.sendOne(p)
+			s.kick(p)
+		default:
+			l.wake.Wait()
+			continue
+		}
+		if err != nil {
+			if !l.closed {
+				logf("link ended: %v", err)
+			}
+			s.endLocked(l)
+		}
+	}
+}
+
+// sendOne sends p's next frame: an InAck when stdin moved, else output, else
+// Exited once all output went out. Called and returns with s.mu held; the
+// write itself happens unlocked, from copies.
+func (l *link) sendOne(p *proc) error {
+	s := l.s
+	switch {
+	case p.stdin != nil && (p.inWritten > p.inAckSent || p.inAckDue):
+		off := p.inWritten
+		p.inAckSent = off
+		p.inAckDue = false
+		s.mu.Unlock()
+		defer s.mu.Lock()
+		return l.w.WriteOffset(warden.TInAck, p.ch, off)
+	case p.sent < p.read:
+		stream, b := p.peek(p.sent, len(l.obuf))
+		n := copy(l.obuf, b)
+		p.sent += uint64(n)
+		s.mu.Unlock()
+		defer s.mu.Lock()
+		return l.w.WriteOut(p.ch, stream, l.obuf[:n])
+	case p.exit != nil && !p.exitSent:
+		p.exitSent = true
+		b, err := json.Marshal(p.exit)
+		if err != nil {
+			return err
+		}
+		s.mu.Unlock()
+		defer s.mu.Lock()
+		return l.w.Write(warden.TExited, p.ch, b)
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+// Command stockade-warden is the process server that runs inside each
+// stockade sandbox. The runtime starts it once per sandbox with one Docker
+// exec (as the sandbox's user) and then asks it, over that exec's stdin and
+// stdout, to spawn, feed, signal and resize processes and to stream their
+// output back; the protocol is package github.com/stockade/stockade/warden.
+//
+// It exists because a Docker exec per process is slow and cannot be
+// re-attached: the warden keeps its children running when the runtime goes
+// away, holds each child's unacknowledged output (a full window blocks only
+// that child), and accepts a new, authenticated link on a unix socket,
+// bridged by `stockade-warden attach SOCKET` from a second, short exec.
+//
+// It is static (standard library and golang.org/x/sys only, no cgo) so that
+// it runs in any image, busybox or less, without libc. It lives inside the
+// sandbox's limits (pids.max, memory), so it keeps its threads few (every fd
+// it reads or writes goes through Go's poller, children are reaped by one
+// wait4 loop, never by a thread parked per child) and bounds its buffers.
+//
+// Usage:
+//
+//	stockade-warden [serve [-buffer-cap BYTES]]   serve a link on stdin/stdout
+//	stockade-warden attach SOCKET                 bridge stdin/stdout to a warden's socket
+//	stockade-warden version                       print the protocol version
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/stockade/stockade/warden"
+)
+
+const usage = `usage:
+  stockade-warden [serve [-buffer-cap BYTES]]
+  stockade-warden attach SOCKET
+  stockade-warden version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		return serve(nil)
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:])
+	case "attach":
+		if len(args) != 2 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
+		}
+		return attach(args[1])
+	case "version":
+		if len(args) != 1 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
+		}
+		fmt.Println(warden.Version)
+		return 0
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stockade/stockade/warden"
+)
+
+const (
+	// authTimeout bounds a reattach handshake (Challenge → Auth).
+	authTimeout = 5 * time.Second
+	// maxHandshakes bounds handshakes in progress: a workload that opens
+	// connections by the thousand costs the warden a few buffers, no more.
+	maxHandshakes = 4
+)
+
+// serve is `stockade-warden serve`: the first link on stdin/stdout, reattach
+// links on a unix socket; it returns only if the first link ends before an
+// Init (no secret, no process: nothing can ever use this warden).
+func serve(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	capTotal := fs.Int64("buffer-cap", defaultBufferCap, "`bytes` of unacknowledged output held for all processes together")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *capTotal < 1 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+
+	// Same uid as the workload: without this the workload could ptrace the
+	// warden or open its fds through /proc/<pid>/fd.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		logf("PR_SET_DUMPABLE: %v", err)
+	}
+	runtime.GOMAXPROCS(2)
+	// SIGPIPE is caught, not ignored: Go then turns a write to a closed
+	// stdout into EPIPE instead of dying, and a caught signal is reset to
+	// its default in every child at exec (an ignored one would be
+	// inherited, and `yes | head` would misbehave inside the sandbox).
+	// TERM, INT and HUP are caught and only logged: the warden outlives
+	// the runtime's group kills and ends with its container.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, unix.SIGPIPE, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	go func() {
+		for sig := range sigs {
+			if sig != unix.SIGPIPE {
+				logf("ignoring %v", sig)
+			}
+		}
+	}()
+
+	s := newState(*capTotal)
+	go s.reaper()
+	s.listen()
+
+	in, out := firstLink()
+	r, w := warden.NewReader(in), warden.NewWriter(out)
+	f, err := r.Read()
+	var ini warden.Init
+	if err == nil && (f.Type != warden.TInit || f.Channel != 0) {
+		err = violation("first frame is %v on channel %d, not init", f.Type, f.Channel)
+	}
+	if err == nil {
+		err = warden.Decode(f, &ini)
+	}
+	if err != nil {
+		logf("no init: %v", err)
+		return 1
+	}
+	secret, _ := warden.DecodeHex(ini.Secret, warden.SecretSize)
+
+	l := newLink(s, r, w, func() { in.Close(); out.Close() }, true)
+	s.mu.Lock()
+	s.secret = secret
+	if ini.Window > 0 {
+		s.window = int64(ini.Window)
+	}
+	if ini.StdinWindow > 0 {
+		s.stdinWindow = int64(ini.StdinWindow)
+	}
+	s.link = l
+	l.queue(warden.THello, 0, s.hello())
+	s.mu.Unlock()
+	l.serve()
+	// The link is lost: children keep running, the socket takes reattaches.
+	select {}
+}
+
+// firstLink moves stdin and stdout, the first link, to fds of their own in
+// Go's poller (a read blocked on a quiet link takes no thread, and Close
+// unblocks it) and puts /dev/null on fds 0 and 1, so that no later open
+// takes 0 or 1 once the link is closed. (Closing does not end a Docker
+// exec's stream: Docker 20.10 keeps it until the exec's process exits, so a
+// runtime learns of a link the warden ended by its silence, not an EOF.)
+func firstLink() (in, out *os.File) {
+	move := func(fd int, name string) *os.File {
+		nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			logf("%s: %v", name, err)
+			nfd = fd
+		} else if null, err := unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
+			unix.Dup2(null, fd)
+			unix.Close(null)
+		}
+		if err := unix.SetNonblock(nfd, true); err != nil {
+			logf("%s: %v", name, err)
+		}
+		return os.NewFile(uintptr(nfd), name)
+	}
+	return move(0, "stdin"), move(1, "stdout")
+}
+
+// hello is the Hello of a link. The caller holds s.mu.
+func (s *state) hello() *warden.Hello {
+	return &warden.Hello{Version: warden.Version, PID: os.Getpid(), Window: int(s.window), StdinWindow: int(s.stdinWindow), Socket: s.socket}
+}
+
+// listen opens the reattach socket, $TMPDIR/.stockade-warden-<pid>.sock,
+// mode 0600. Without it the warden still serves its first link (Hello
+// reports no socket).
+func (s *state) listen() {
+	dir := os.Getenv("TMPDIR")
+	if dir == "" {
+		dir = "/tmp"
+	}
+	path := filepath.Join(dir, ".stockade-warden-"+strconv.Itoa(os.Getpid())+".sock")
+	if len(path) >= 108 {
+		logf("socket path %s too long: no reattach", path)
+		return
+	}
+	// A stale socket of an earlier warden with this pid would make bind
+	// fail.
+	os.Remove(path)
+	// The umask makes the socket 0600 from its creation (no window where
+	// it is wider); no child exists yet to inherit the narrower umask.
+	old := unix.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	unix.Umask(old)
+	if err != nil {
+		logf("no reattach: %v", err)
+		return
+	}
+	s.socket = path
+	go s.accept(ln)
+}
+
+func (s *state) accept(ln *net.UnixListener) {
+	slots := make(chan struct{}, maxHandshakes)
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			logf("reattach socket: %v", err)
+			time.Sleep(time.Second)
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+			go func() {
+				l := s.handshake(c)
+				<-slots
+				if l != nil {
+					l.serve()
+				}
+			}()
+		default:
+			logf("reattach refused: %d handshakes in progress", maxHandshakes)
+			c.Close()
+		}
+	}
+}
+
+// handshake challenges a connection; one that answers with the MAC of the
+// nonce under the Init secret becomes the link (returned, to be served).
+// Anything else closes only that connection.
+func (s *state) handshake(c *net.UnixConn) *link {
+	s.mu.Lock()
+	secret := s.secret
+	s.mu.Unlock()
+	if secret == nil {
+		logf("reattach refused: no init yet")
+		c.Close()
+		return nil
+	}
+	nonce := make([]byte, warden.SecretSize)
+	rand.Read(nonce)
+	c.SetDeadline(time.Now().Add(authTimeout))
+	r, w := warden.NewReader(c), warden.NewWriter(c)
+	err := w.WriteJSON(warden.TChallenge, 0, &warden.Challenge{Nonce: hex.EncodeToString(nonce)})
+	var f warden.Frame
+	if err == nil {
+		f, err = r.Read()
+	}
+	if err == nil && (f.Type != warden.TAuth || f.Channel != 0) {
+		err = violation("%v frame instead of auth", f.Type)
+	}
+	var auth warden.Auth
+	if err == nil {
+		err = warden.Decode(f, &auth)
+	}
+	if err == nil {
+		mac, _ := warden.DecodeHex(auth.MAC, len(warden.MAC(secret, nonce)))
+		if !hmac.Equal(mac, warden.MAC(secret, nonce)) {
+			err = violation("wrong MAC")
+		}
+	}
+	if err != nil {
+		logf("reattach refused: %v", err)
+		c.Close()
+		return nil
+	}
+	c.SetDeadline(time.Time{})
+	l := newLink(s, r, w, func() { c.Close() }, false)
+	s.mu.Lock()
+	s.takeOver(l)
+	l.queue(warden.THello, 0, s.hello())
+	s.mu.Unlock()
+	logf("reattached")
+	return l
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/stockade/stockade/warden"
+)
+
+// runCost is what one stream run (a change between stdout and stderr in a
+// process's output) is charged against the total buffer cap: a child that
+// alternates one byte to each stream must not make the bookkeeping, rather
+// than the bytes, the unbounded part.
+const runCost = 16
+
+// defaultBufferCap caps the unacknowledged output of all processes together
+// (the per-process window alone would let many processes add up).
+const defaultBufferCap = 64 << 20
+
+// state is the warden: its processes, the current link, the windows. One
+// mutex guards everything (the warden is small and its critical sections
+// are short); conditions on it wake readers, stdin feeders and link writers.
+type state struct {
+	mu sync.Mutex
+	// space wakes output readers blocked on the total cap.
+	space *sync.Cond
+
+	secret      []byte // nil until Init: no reattach before
+	window      int64
+	stdinWindow int64
+	capTotal    int64
+	total       int64 // unacked output + run costs
+
+	procs map[uint32]*proc
+	byPID map[int]*proc // until reaped
+
+	link   *link // nil while no link is up
+	socket string
+
+	// forkMu is held around a spawn (check, fork, register) and around
+	// every wait4 pass, so the reaper never reaps a pid that is not yet in
+	// byPID (and never steals the wait of a failed exec from the syscall
+	// package).
+	forkMu sync.Mutex
+	env    []string
+	cwd    string
+}
+
+func newState(capTotal int64) *state {
+	s := &state{
+		window:      warden.DefaultWindow,
+		stdinWindow: warden.DefaultStdinWindow,
+		capTotal:    capTotal,
+		procs:       make(map[uint32]*proc),
+		byPID:       make(map[int]*proc),
+		env:         os.Environ(),
+	}
+	s.space = sync.NewCond(&s.mu)
+	if wd, err := os.Getwd(); err == nil {
+		s.cwd = wd
+	} else {
+		s.cwd = "/"
+	}
+	return s
+}
+
+// outRun is a stretch of one stream in a process's output sequence, ending
+// (exclusive) at absolute offset end.
+type outRun struct {
+	end    uint64
+	stream byte
+}
+
+// proc is one spawned process, from Spawn until Forget.
+type proc struct {
+	ch  uint32
+	id  string
+	pid int
+	tty bool
+
+	// Output: data[head:] holds offsets [acked, read); runs say which
+	// stream each byte came from.
+	data   []byte
+	head   int
+	runs   []outRun
+	acked  uint64
+	read   uint64
+	open   int // output streams not yet at their end
+	outs   []*os.File
+	master *os.File // the pty master (TTY only)
+	window *sync.Cond
+
+	// Link-scoped: reset when a new link takes over.
+	sent     uint64 // next offset to send
+	sending  bool   // first link, spawned on this link, or Resumed
+	exitSent bool
+	queued   bool // in the link's ready list
+
+	// Stdin.
+	stdin     *os.File // pipe or pty master; nil without stdin
+	in        []byte   // received, not yet taken by the feeder
+	inRecv    uint64
+	inWritten uint64
+	inAckSent uint64
+	inBase    uint64 // inRecv when the current link took over
+	inAckDue  bool   // send an InAck even if nothing new was written
+	closeIn   bool
+	inBroken  bool
+	inWake    *sync.Cond
+
+	reaped    bool
+	code, sig int
+	exit      *warden.Exited
+	forgotten bool
+}
+
+// appendOut adds b (read from stream) to the output sequence and returns
+// what it costs against the total cap. The caller holds s.mu.
+func (p *proc) appendOut(stream byte, b []byte, window int64) int64 {
+	if len(p.data)+len(b) > cap(p.data) {
+		live := len(p.data) - p.head
+		need := live + len(b)
+		if p.head > 0 && need <= cap(p.data) {
+			copy(p.data, p.data[p.head:])
+			p.data = p.data[:live]
+		} else {
+			nc := max(2*cap(p.data), need, 4096)
+			if int64(nc) > window {
+				nc = max(int(window), need)
+			}
+			nd := make([]byte, live, nc)
+			copy(nd, p.data[p.head:])
+			p.data = nd
+		}
+		p.head = 0
+	}
+	p.data = append(p.data, b...)
+	p.read += uint64(len(b))
+	cost := int64(len(b))
+	if n := len(p.runs); n > 0 && p.runs[n-1].stream == stream {
+		p.runs[n-1].end = p.read
+	} else {
+		p.runs = append(p.runs, outRun{end: p.read, stream: stream})
+		cost += runCost
+	}
+	return cost
+}
+
+// ackTo frees the output below off (acked <= off <= read) and returns what
+// that gives back to the total cap. The caller holds s.mu.
+func (p *proc) ackTo(off uint64) int64 {
+	freed := int64(off - p.acked)
+	p.head += int(off - p.acked)
+	p.acked = off
+	i := 0
+	for i < len(p.runs) && p.runs[i].end <= off {
+		i++
+	}
+	p.runs = p.runs[i:]
+	freed += int64(i) * runCost
+	if p.head == len(p.data) {
+		// Nothing held: an idle process should not keep a window's
+		// worth of memory.
+		p.head = 0
+		if cap(p.data) > 64<<10 {
+			p.data = nil
+		} else {
+			p.data = p.data[:0]
+		}
+	}
+	return freed
+}
+
+// peek returns up to max bytes of one stream from offset off (acked <= off <
+// read), aliasing p.data: copy before unlocking.
+func (p *proc) peek(off uint64, max int) (byte, []byte) {
+	i := sort.Search(len(p.runs), func(i int) bool { return p.runs[i].end > off })
+	r := p.runs[i]
+	n := r.end - off
+	if n > uint64(max) {
+		n = uint64(max)
+	}
+	start := p.head + int(off-p.acked)
+	return r.stream, p.data[start : start+int(n)]
+}
+
+// running is what a Table and Forget call running: not yet reaped.
+func (p *proc) running() bool { return !p.reaped }
+
+// entry is p's row in a Table.
+func (p *proc) entry() warden.Entry {
+	e := warden.Entry{Channel: p.ch, ID: p.id, PID: p.pid, PGID: p.pid, Running: p.running(), Acked: p.acked, Output: p.read}
+	if p.exit != nil {
+		x := *p.exit
+		e.Exit = &x
+	}
+	return e
+}
+
+// maybeEnded records the end once the child is reaped and every output
+// stream reached its end, and queues Exited. The caller holds s.mu.
+func (s *state) maybeEnded(p *proc) {
+	if p.exit != nil || !p.reaped || p.open > 0 || p.forgotten {
+		return
+	}
+	p.exit = &warden.Exited{Code: p.code, Signal: p.sig, Output: p.read, OOMKills: oomKills()}
+	s.kick(p)
+}
+
+// kick puts p on the current link's ready list if it has something to send.
+// The caller holds s.mu.
+func (s *state) kick(p *proc) {
+	l := s.link
+	if l == nil || p.queued || p.forgotten || !p.hasWork() {
+		return
+	}
+	p.queued = true
+	l.ready = append(l.ready, p)
+	l.wake.Signal()
+}
+
+func (p *proc) hasWork() bool {
+	if !p.sending {
+		return false
+	}
+	if p.stdin != nil && (p.inWritten > p.inAckSent || p.inAckDue) {
+		return true
+	}
+	return p.sent < p.read || (p.exit != nil && !p.exitSent)
+}
+
+// forget drops p and everything it holds. The caller holds s.mu.
+func (s *state) forget(p *proc) {
+	p.forgotten = true
+	s.total -= int64(p.read-p.acked) + int64(len(p.runs))*runCost
+	p.data, p.runs, p.in = nil, nil, nil
+	p.acked = p.read
+	delete(s.procs, p.ch)
+	if !p.reaped {
+		delete(s.byPID, p.pid)
+	}
+	// Closed without s.mu: closing a polled fd waits for a read in
+	// progress, and a pump's read holds s.mu.
+	files := append([]*os.File(nil), p.outs...)
+	if p.stdin != nil {
+		files = append(files, p.stdin)
+	}
+	if p.master != nil {
+		files = append(files, p.master)
+	}
+	go func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	p.window.Broadcast()
+	p.inWake.Broadcast()
+	s.space.Broadcast()
+}

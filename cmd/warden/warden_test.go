@@ -1,0 +1,627 @@
+package main
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/warden"
+)
+
+// The warden must run in any image without libc: its dependencies are the
+// standard library, x/sys and the protocol package, and the binary has no
+// ELF interpreter.
+func TestDependencies(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		switch {
+		case dep == "github.com/stockade/stockade/cmd/warden",
+			dep == "github.com/stockade/stockade/warden",
+			strings.HasPrefix(dep, "golang.org/x/sys/"):
+		default:
+			t.Errorf("dependency %s is outside std, golang.org/x/sys and the warden protocol", dep)
+		}
+	}
+	if os.Getenv("STOCKADE_WARDEN_TEST_RACE") == "1" {
+		return
+	}
+	f, err := elf.Open(wardenBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("the warden binary needs a dynamic loader")
+		}
+	}
+}
+
+func TestSubcommands(t *testing.T) {
+	out, err := exec.Command(wardenBin, "version").Output()
+	if err != nil || string(out) != warden.Version+"\n" {
+		t.Errorf("version: %q, %v", out, err)
+	}
+	for _, args := range [][]string{{"bogus"}, {"attach"}, {"version", "x"}, {"serve", "extra"}} {
+		cmd := exec.Command(wardenBin, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "usage") {
+			t.Errorf("%v: %v, stderr %q; want exit 2 with usage", args, err, stderr.String())
+		}
+	}
+}
+
+func TestSpawnExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	noexec := filepath.Join(dir, "noexec")
+	if err := os.WriteFile(noexec, []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	cases := []struct {
+		name   string
+		spawn  warden.Spawn
+		failed int // SpawnFailed code, or 0
+		code   int
+		signal int
+	}{
+		{name: "exit 0", spawn: warden.Spawn{Argv: []string{"sh", "-c", "exit 0"}}},
+		{name: "exit 1", spawn: warden.Spawn{Argv: []string{"sh", "-c", "exit 1"}}, code: 1},
+		{name: "true on PATH", spawn: warden.Spawn{Argv: []string{"true"}}},
+		{name: "not on PATH", spawn: warden.Spawn{Argv: []string{"no-such-program-stockade"}}, failed: 127},
+		{name: "no such file", spawn: warden.Spawn{Argv: []string{"/nonexistent/program"}}, failed: 127},
+		{name: "not executable", spawn: warden.Spawn{Argv: []string{noexec}}, failed: 126},
+		{name: "not executable on PATH", spawn: warden.Spawn{Argv: []string{"noexec"}, Env: []string{"PATH=" + dir}}, failed: 126},
+		{name: "a directory", spawn: warden.Spawn{Argv: []string{dir}}, failed: 126},
+		{name: "missing working directory", spawn: warden.Spawn{Argv: []string{"true"}, Dir: "/nonexistent"}, failed: 126},
+		{name: "killed", spawn: warden.Spawn{Argv: []string{"sh", "-c", "kill -9 $$"}}, code: -1, signal: 9},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ch := uint32(i + 1)
+			c.t = t
+			c.spawn(ch, tc.spawn)
+			if tc.failed != 0 {
+				var f warden.SpawnFailed
+				c.waitFor("spawn result", func() bool {
+					s := c.ch(ch)
+					if s.started != nil {
+						t.Fatalf("started %+v, want spawn failed %d", *s.started, tc.failed)
+					}
+					if s.failed != nil {
+						f = *s.failed
+						return true
+					}
+					return false
+				})
+				if f.Code != tc.failed || f.Error == "" {
+					t.Errorf("spawn failed %+v, want code %d with a text", f, tc.failed)
+				}
+				return
+			}
+			st := c.waitStarted(ch)
+			if st.PID <= 0 || st.PGID != st.PID {
+				t.Errorf("started %+v", st)
+			}
+			x, _ := c.waitExited(ch)
+			if x.Code != tc.code || x.Signal != tc.signal {
+				t.Errorf("exited %+v, want code %d signal %d", x, tc.code, tc.signal)
+			}
+		})
+	}
+}
+
+func TestOutputStreams(t *testing.T) {
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	dir := t.TempDir()
+	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "printf out1; printf err1 >&2; printf out2"}})
+	c.spawn(2, warden.Spawn{Argv: []string{"sh", "-c", `printf "%s %s " "$FOO" "$HOME"; pwd`}, Env: []string{"FOO=bar", "HOME=/nowhere"}, Dir: dir})
+	c.waitStarted(1)
+	x, s := c.waitExited(1)
+	if x.Code != 0 || x.Output != 12 || len(s.out) != 12 {
+		t.Errorf("exited %+v with %d bytes", x, len(s.out))
+	}
+	if string(s.streams[1]) != "out1out2" || string(s.streams[2]) != "err1" {
+		t.Errorf("stdout %q, stderr %q", s.streams[1], s.streams[2])
+	}
+	if x.OOMKills < -1 {
+		t.Errorf("oom kills %d", x.OOMKills)
+	}
+	_, s = c.waitExited(2)
+	if want := "bar /nowhere " + dir + "\n"; string(s.out) != want {
+		t.Errorf("environment and directory: %q, want %q", s.out, want)
+	}
+}
+
+func TestStdin(t *testing.T) {
+	const stdinWindow = 16 << 10
+	const total = 200_000
+	w := startWarden(t)
+	c := w.link(warden.Init{StdinWindow: stdinWindow})
+	c.spawn(1, warden.Spawn{Argv: []string{"wc", "-c"}, Stdin: true})
+	c.waitStarted(1)
+	data := bytes.Repeat([]byte("0123456789abcdef"), total/16)
+	sent := 0
+	for sent < total {
+		// Never more than the window beyond the last InAck.
+		var room int
+		c.waitFor("stdin window", func() bool {
+			room = stdinWindow - (sent - int(c.ch(1).inAck))
+			return room > 0
+		})
+		n := min(room, 5000, total-sent)
+		if err := c.w.Write(warden.TIn, 1, data[sent:sent+n]); err != nil {
+			t.Fatal(err)
+		}
+		sent += n
+	}
+	if err := c.w.Write(warden.TCloseIn, 1); err != nil {
+		t.Fatal(err)
+	}
+	x, s := c.waitExited(1)
+	if x.Code != 0 || strings.TrimSpace(string(s.out)) != strconv.Itoa(total) {
+		t.Errorf("exited %+v, wc says %q, want %d", x, s.out, total)
+	}
+	c.waitFor("final in ack", func() bool { return c.ch(1).inAck == total })
+}
+
+// A child that stopped reading its stdin (it exited) must not wedge the link:
+// the data is dropped and still acknowledged.
+func TestStdinToExitedChild(t *testing.T) {
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	c.spawn(1, warden.Spawn{Argv: []string{"true"}, Stdin: true})
+	c.waitStarted(1)
+	c.waitExited(1)
+	for i := 0; i < 8; i++ {
+		if err := c.w.Write(warden.TIn, 1, bytes.Repeat([]byte("x"), 4000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitFor("in ack of dropped stdin", func() bool { return c.ch(1).inAck == 32000 })
+	if err := c.w.Write(warden.TForget, 1); err != nil {
+		t.Fatal(err)
+	}
+	if tb := c.list(); len(tb.Processes) != 0 {
+		t.Errorf("table after forget: %+v", tb)
+	}
+}
+
+// One process whose output is never acknowledged fills its window and stops
+// there; it blocks no other process.
+func TestBackpressurePerProcess(t *testing.T) {
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	c.setNoAck(1, true)
+	c.spawn(1, warden.Spawn{Argv: []string{"head", "-c", "16777216", "/dev/zero"}})
+	c.waitStarted(1)
+	window := uint64(warden.DefaultWindow)
+	c.waitFor("a full window", func() bool { return c.ch(1).received() == window })
+	for ch := uint32(2); ch <= 11; ch++ {
+		c.spawn(ch, warden.Spawn{Argv: []string{"sh", "-c", fmt.Sprintf("echo out%d; echo err%d >&2", ch, ch)}})
+	}
+	for ch := uint32(2); ch <= 11; ch++ {
+		x, s := c.waitExited(ch)
+		if x.Code != 0 || string(s.streams[1]) != fmt.Sprintf("out%d\n", ch) || string(s.streams[2]) != fmt.Sprintf("err%d\n", ch) {
+			t.Errorf("channel %d: %+v, %q/%q", ch, x, s.streams[1], s.streams[2])
+		}
+		if err := c.w.Write(warden.TForget, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb := c.list()
+	if len(tb.Processes) != 1 {
+		t.Fatalf("table %+v, want only the blocked process", tb)
+	}
+	e := tb.Processes[0]
+	if e.Channel != 1 || !e.Running || e.Exit != nil || e.Acked != 0 || e.Output-e.Acked > window || e.Output < window/2 {
+		t.Errorf("blocked process %+v, want running with a window (%d) of output held", e, window)
+	}
+	if got := c.ch(1).received(); got != window {
+		t.Errorf("received %d, want the window %d", got, window)
+	}
+	// Forget of a running process would be a violation; kill it and take
+	// the rest.
+	if err := c.w.WriteSignal(1, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.w.WriteOffset(warden.TAck, 1, window); err != nil {
+		t.Fatal(err)
+	}
+	c.setNoAck(1, false)
+	x, _ := c.waitExited(1)
+	if x.Signal != 9 && x.Code != 0 {
+		t.Errorf("exited %+v", x)
+	}
+}
+
+// The total cap bounds what all processes together hold.
+func TestBufferCap(t *testing.T) {
+	const capTotal = 300_000
+	w := startWarden(t, "-buffer-cap", strconv.Itoa(capTotal))
+	c := w.link(warden.Init{})
+	for ch := uint32(1); ch <= 3; ch++ {
+		c.setNoAck(ch, true)
+		c.spawn(ch, warden.Spawn{Argv: []string{"head", "-c", "16777216", "/dev/zero"}})
+		c.waitStarted(ch)
+	}
+	c.waitFor("the cap reached", func() bool {
+		var n uint64
+		for ch := uint32(1); ch <= 3; ch++ {
+			n += c.ch(ch).received()
+		}
+		return n >= capTotal-1024
+	})
+	var held uint64
+	for _, e := range c.list().Processes {
+		held += e.Output - e.Acked
+	}
+	if held > capTotal {
+		t.Errorf("%d bytes held, more than the cap %d", held, capTotal)
+	}
+}
+
+func TestTTY(t *testing.T) {
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "stty size; read x; stty size; tty >/dev/null && echo tty"}, TTY: true, Stdin: true, Rows: 30, Cols: 100})
+	c.waitStarted(1)
+	c.waitFor("the first size", func() bool { return bytes.Contains(c.ch(1).out, []byte("30 100")) })
+	if err := c.w.WriteResize(1, 40, 120); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.w.Write(warden.TIn, 1, []byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	x, s := c.waitExited(1)
+	if x.Code != 0 || !bytes.Contains(s.out, []byte("40 120")) || !bytes.Contains(s.out, []byte("tty")) {
+		t.Errorf("exited %+v, output %q", x, s.out)
+	}
+	if len(s.streams[2]) != 0 {
+		t.Errorf("a terminal has one stream, got stderr %q", s.streams[2])
+	}
+}
+
+// A signal goes to the process's group: its children die with it.
+func TestSignalGroup(t *testing.T) {
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "sleep 1000 & echo $!; wait"}})
+	st := c.waitStarted(1)
+	var pid int
+	c.waitFor("the grandchild's pid", func() bool {
+		out := c.ch(1).out
+		if i := bytes.IndexByte(out, '\n'); i > 0 {
+			pid, _ = strconv.Atoi(string(out[:i]))
+			return true
+		}
+		return false
+	})
+	if err := c.w.WriteSignal(1, int(syscall.SIGTERM)); err != nil {
+		t.Fatal(err)
+	}
+	// Exited needs the pipes' end: the grandchild holds them until it dies.
+	x, _ := c.waitExited(1)
+	if x.Code != -1 || x.Signal != int(syscall.SIGTERM) {
+		t.Errorf("exited %+v, want signal 15", x)
+	}
+	// The grandchild closed its pipes while exiting; it may not be a
+	// zombie yet.
+	for limit := time.Now().Add(waitLimit); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			break
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if f[0] == "Z" || f[2] != strconv.Itoa(st.PGID) {
+			break
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("grandchild %d survived the group signal: %s", pid, s)
+		}
+	}
+}
+
+// A hundred waiting children (two output pumps and a stdin feeder each) cost
+// goroutines, not threads: every fd goes through the poller and one loop
+// reaps them all.
+func TestThreadsStayFew(t *testing.T) {
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	for ch := uint32(1); ch <= 100; ch++ {
+		c.spawn(ch, warden.Spawn{Argv: []string{"cat"}, Stdin: true})
+	}
+	for ch := uint32(1); ch <= 100; ch++ {
+		c.waitStarted(ch)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			if n, _ := strconv.Atoi(strings.TrimSpace(v)); n > 16 {
+				t.Errorf("%d threads for 100 waiting children", n)
+			}
+		}
+	}
+	for ch := uint32(1); ch <= 100; ch++ {
+		if err := c.w.Write(warden.TIn, ch, []byte("bye\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.w.Write(warden.TCloseIn, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ch := uint32(1); ch <= 100; ch++ {
+		if x, s := c.waitExited(ch); x.Code != 0 || string(s.out) != "bye\n" {
+			t.Errorf("channel %d: %+v %q", ch, x, s.out)
+		}
+	}
+}
+
+func TestHundredProcesses(t *testing.T) {
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	for ch := uint32(1); ch <= 100; ch++ {
+		c.spawn(ch, warden.Spawn{Argv: []string{"echo", strconv.Itoa(int(ch))}})
+	}
+	for ch := uint32(1); ch <= 100; ch++ {
+		x, s := c.waitExited(ch)
+		if x.Code != 0 || string(s.out) != fmt.Sprintf("%d\n", ch) {
+			t.Errorf("channel %d: %+v %q", ch, x, s.out)
+		}
+		if err := c.w.Write(warden.TForget, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tb := c.list(); len(tb.Processes) != 0 {
+		t.Errorf("table after forgetting all: %d entries", len(tb.Processes))
+	}
+}
+
+// The warden outlives the signals a runtime's group kills or a workload may
+// send it, and a child does not inherit an ignored SIGPIPE.
+func TestSignalsToTheWarden(t *testing.T) {
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE} {
+		if err := w.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.spawn(1, warden.Spawn{Argv: []string{"grep", "SigIgn", "/proc/self/status"}})
+	_, s := c.waitExited(1)
+	f := strings.Fields(string(s.out))
+	if len(f) != 2 {
+		t.Fatalf("status %q", s.out)
+	}
+	mask, err := strconv.ParseUint(f[1], 16, 64)
+	if err != nil || mask&(1<<(syscall.SIGPIPE-1)) != 0 {
+		t.Errorf("child's ignored signals %q: SIGPIPE must not be inherited ignored", f[1])
+	}
+	if tb := c.list(); len(tb.Processes) != 1 {
+		t.Errorf("table %+v", tb)
+	}
+}
+
+// seqOutput is what `seq 1 n` prints.
+func seqOutput(n int) []byte {
+	var b bytes.Buffer
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "%d\n", i)
+	}
+	return b.Bytes()
+}
+
+// Link loss keeps children running with their output held; a reattach
+// through `stockade-warden attach` with the right MAC resumes every byte
+// once, in order, from the runtime's offset.
+func TestReattach(t *testing.T) {
+	const window = 64 << 10
+	const lines = 100_000
+	want := seqOutput(lines)
+	w := startWarden(t)
+	c := w.link(warden.Init{Window: window})
+	hello := c.first
+	if fi, err := os.Stat(hello.Socket); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %q: %v, %v; want a socket of mode 0600", hello.Socket, fi.Mode(), err)
+	}
+	c.setNoAck(1, true)
+	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", fmt.Sprintf("seq 1 %d; exec sleep 1000", lines)}})
+	c.waitStarted(1)
+	c.waitFor("a full window", func() bool { return c.ch(1).received() == window })
+	const acked = 10_000
+	if err := c.w.WriteOffset(warden.TAck, 1, acked); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the window after the ack", func() bool { return c.ch(1).received() == acked+window })
+	c.mu.Lock()
+	before := append([]byte(nil), c.ch(1).out...)
+	c.mu.Unlock()
+	if !bytes.Equal(before, want[:len(before)]) {
+		t.Fatal("output before the loss differs from seq's")
+	}
+
+	// The runtime goes away: the warden's stdin ends.
+	w.stdin.Close()
+	c.waitEnd()
+
+	// A wrong MAC is refused, and changes nothing.
+	bad := w.attach(hello.Socket, bytes.Repeat([]byte{1}, warden.SecretSize))
+	bad.waitEnd()
+	if len(bad.control[warden.THello]) != 0 {
+		t.Fatal("hello after a wrong MAC")
+	}
+
+	r := w.attach(hello.Socket, w.secret)
+	h := r.waitHello()
+	if h.Socket != hello.Socket || h.PID != hello.PID || h.Window != window {
+		t.Errorf("reattach hello %+v, first %+v", h, hello)
+	}
+	e := entryOf(r.list(), 1)
+	if e == nil || !e.Running || e.Acked != acked || e.Output < acked+window || e.Output > acked+window {
+		t.Fatalf("entry after reattach %+v, want running, acked %d, output %d", e, acked, acked+window)
+	}
+	// Nothing is sent before the Resume.
+	resume := uint64(acked + 5000)
+	r.mu.Lock()
+	if n := len(r.ch(1).out); n != 0 {
+		t.Errorf("%d bytes before the resume", n)
+	}
+	r.ch(1).base = resume
+	r.mu.Unlock()
+	if err := r.w.WriteOffset(warden.TResume, 1, resume); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("all of seq's output", func() bool { return r.ch(1).received() == uint64(len(want)) })
+	r.mu.Lock()
+	got := append([]byte(nil), r.ch(1).out...)
+	r.mu.Unlock()
+	if !bytes.Equal(got, want[resume:]) {
+		t.Errorf("resumed output (%d bytes) differs from seq's from %d", len(got), resume)
+	}
+
+	// A spawn on the reattached link works as usual.
+	r.spawn(2, warden.Spawn{Argv: []string{"echo", "again"}})
+	if x, s := r.waitExited(2); x.Code != 0 || string(s.out) != "again\n" {
+		t.Errorf("spawn after reattach: %+v %q", x, s.out)
+	}
+	if err := r.w.WriteSignal(1, 9); err != nil {
+		t.Fatal(err)
+	}
+	if x, _ := r.waitExited(1); x.Signal != 9 || x.Output != uint64(len(want)) {
+		t.Errorf("exited %+v, want signal 9 after %d bytes", x, len(want))
+	}
+
+	// A second reattach replaces the current link.
+	r2 := w.attach(hello.Socket, w.secret)
+	r2.waitHello()
+	r.waitEnd()
+	tb := r2.list()
+	if e := entryOf(tb, 1); e == nil || e.Running || e.Exit == nil || e.Exit.Signal != 9 {
+		t.Errorf("entry 1 after the second reattach: %+v", e)
+	}
+	if e := entryOf(tb, 2); e == nil || e.Exit == nil || e.Exit.Code != 0 {
+		t.Errorf("entry 2 after the second reattach: %+v", e)
+	}
+}
+
+// A runtime that breaks the protocol loses its link, nothing else: the
+// children keep running and a reattach works.
+func TestViolationEndsOnlyTheLink(t *testing.T) {
+	frame := func(typ warden.Type, ch uint32, payload []byte) []byte {
+		var b bytes.Buffer
+		warden.NewWriter(&b).Write(typ, ch, payload)
+		return b.Bytes()
+	}
+	offset := func(typ warden.Type, ch uint32, off uint64) []byte {
+		var b bytes.Buffer
+		warden.NewWriter(&b).WriteOffset(typ, ch, off)
+		return b.Bytes()
+	}
+	cases := []struct {
+		name  string
+		bytes []byte
+	}{
+		{"garbage", []byte("this is not a frame at all, not even close")},
+		{"unknown type", frame(99, 0, nil)},
+		{"oversized header", []byte{byte(warden.TSpawn), 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}},
+		{"control frame on a process channel", frame(warden.TList, 1, nil)},
+		{"a warden's frame", frame(warden.TOut, 1, []byte{1, 'x'})},
+		{"second init", frame(warden.TInit, 0, []byte(`{"secret":"`+hex.EncodeToString(make([]byte, 32))+`"}`))},
+		{"spawn without id", frame(warden.TSpawn, 2, []byte(`{"argv":["true"]}`))},
+		{"spawn on a busy channel", frame(warden.TSpawn, 1, []byte(`{"id":"x","argv":["true"]}`))},
+		{"ack beyond what was sent", offset(warden.TAck, 1, 1<<40)},
+		{"resume beyond what was read", offset(warden.TResume, 1, 1<<40)},
+		{"ack of no process", offset(warden.TAck, 7, 0)},
+		{"forget of a running process", frame(warden.TForget, 1, nil)},
+		{"signal 0", frame(warden.TSignal, 1, []byte{0, 0, 0, 0})},
+		{"signal 65", frame(warden.TSignal, 1, []byte{0, 0, 0, 65})},
+		{"stdin beyond the window", frame(warden.TIn, 1, bytes.Repeat([]byte("x"), 2000))},
+		{"stdin to a process without", frame(warden.TIn, 3, []byte("x"))},
+		{"cut inside a frame", []byte{byte(warden.TList), 0, 0, 0, 0, 0, 0, 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := startWarden(t)
+			c := w.link(warden.Init{StdinWindow: 1024})
+			c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "echo up; exec cat"}, Stdin: true})
+			c.spawn(3, warden.Spawn{Argv: []string{"sleep", "1000"}})
+			c.waitStarted(1)
+			c.waitStarted(3)
+			c.waitFor("output", func() bool { return c.ch(1).received() == 3 })
+			if _, err := w.stdin.Write(tc.bytes); err != nil {
+				t.Fatal(err)
+			}
+			if tc.name == "cut inside a frame" {
+				w.stdin.Close()
+			}
+			c.waitEnd()
+
+			r := w.attach(c.first.Socket, w.secret)
+			r.waitHello()
+			tb := r.list()
+			if e := entryOf(tb, 1); e == nil || !e.Running || e.Output != 3 {
+				t.Errorf("process 1 after the violation: %+v", e)
+			}
+			if e := entryOf(tb, 3); e == nil || !e.Running {
+				t.Errorf("process 3 after the violation: %+v", e)
+			}
+			r.mu.Lock()
+			r.ch(1).base = 3
+			r.mu.Unlock()
+			if err := r.w.WriteOffset(warden.TResume, 1, 3); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.w.Write(warden.TIn, 1, []byte("still here\n")); err != nil {
+				t.Fatal(err)
+			}
+			r.waitFor("the echo", func() bool { return string(r.ch(1).out) == "still here\n" })
+		})
+	}
+}
+
+// The warden runs as the sandbox's unprivileged user: it spawns, opens a
+// terminal, listens for reattaches and is not dumpable (the workload, same
+// uid, cannot ptrace it or read its fds).
+func TestUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the warden as another uid")
+	}
+	const uid = 65534
+	w := startWardenAs(t, &syscall.Credential{Uid: uid, Gid: uid})
+	c := w.link(warden.Init{})
+	if c.first.Socket == "" {
+		t.Error("no reattach socket")
+	}
+	c.spawn(1, warden.Spawn{Argv: []string{"id", "-u"}})
+	c.spawn(2, warden.Spawn{Argv: []string{"sh", "-c", "tty >/dev/null && stty size"}, TTY: true, Rows: 24, Cols: 80})
+	c.spawn(3, warden.Spawn{Argv: []string{"cat", fmt.Sprintf("/proc/%d/environ", w.cmd.Process.Pid)}})
+	if x, s := c.waitExited(1); x.Code != 0 || strings.TrimSpace(string(s.out)) != strconv.Itoa(uid) {
+		t.Errorf("id -u: %+v %q", x, s.out)
+	}
+	if x, s := c.waitExited(2); x.Code != 0 || !bytes.Contains(s.out, []byte("24 80")) {
+		t.Errorf("terminal: %+v %q", x, s.out)
+	}
+	if x, s := c.waitExited(3); x.Code == 0 {
+		t.Errorf("a child of the same uid read the warden's /proc environ: %+v %q", x, s.out)
+	}
+}
