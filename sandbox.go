@@ -26,7 +26,8 @@ type Sandbox struct {
 }
 
 // Process is a process running in a sandbox. See process.Handle for its
-// methods: Stdout, Stderr, Stdin, Signal, Stop, Wait.
+// methods: Stdout, Stderr, Stdin, Signal, Stop, Wait, and Resize, which
+// sets a TTY process's terminal size (spec.Process.TTY).
 type Process = process.Handle
 
 // Result is how a process ended.

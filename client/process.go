@@ -53,7 +53,8 @@ func (s *Sandbox) start(ctx context.Context, p spec.Process, detached bool) (*Pr
 	}
 	start := &stockadev1.ExecStart{SandboxId: s.id, Argv: p.Argv, Env: p.Env, Dir: p.Dir, Stdin: p.Stdin, Detached: detached,
 		OutputQuota: p.OutputQuota, DiscardStdout: p.Stdout == spec.Discard, DiscardStderr: p.Stderr == spec.Discard,
-		Record: &stockadev1.Record{Off: p.Record.Off, Head: p.Record.Head, Tail: p.Record.Tail}}
+		Record: &stockadev1.Record{Off: p.Record.Off, Head: p.Record.Head, Tail: p.Record.Tail},
+		Tty:    p.TTY, Rows: uint32(p.Rows), Cols: uint32(p.Cols)}
 	if p.Timeout != 0 {
 		start.Timeout = durationpb.New(p.Timeout)
 	}
@@ -81,7 +82,7 @@ func (s *Sandbox) start(ctx context.Context, p spec.Process, detached bool) (*Pr
 		// cancelled, so the server stops the process.
 		return fail(nil)
 	}
-	proc := &Process{c: s.c, id: started.ProcessId, stream: stream, cancel: cancel, done: make(chan struct{})}
+	proc := &Process{c: s.c, id: started.ProcessId, stream: stream, cancel: cancel, done: make(chan struct{}), resizes: map[uint64]chan error{}}
 	if detached {
 		cancel()
 		return proc, nil
@@ -105,14 +106,21 @@ type Process struct {
 	id     string
 	stream stockadev1.Processes_ExecClient
 	cancel context.CancelFunc
-	// sendMu serializes the stream's sends (stdin chunks, close-stdin):
-	// SendMsg is not safe from two goroutines.
+	// sendMu serializes the stream's sends (stdin chunks, close-stdin,
+	// resizes): SendMsg is not safe from two goroutines. It is held for one
+	// message, so a resize goes out between two chunks of a long write.
 	sendMu sync.Mutex
-	stdout *output
-	stderr *output
-	stdin  *stdin
-	done   chan struct{}
-	result spec.Result
+	// resizeMu guards the resizes awaiting their answer, by number.
+	resizeMu  sync.Mutex
+	resizeSeq uint64
+	resizes   map[uint64]chan error
+	// answered is set once the stream has ended: no answer comes any more.
+	answered bool
+	stdout   *output
+	stderr   *output
+	stdin    *stdin
+	done     chan struct{}
+	result   spec.Result
 }
 
 // ID is the process's id.
@@ -164,6 +172,64 @@ func (p *Process) Stop(ctx context.Context) error {
 	return err
 }
 
+// Resize sets the size of the process's terminal. It is sent on the
+// process's exec stream, in order with stdin (a resize sent after input
+// the process has not read yet waits for it), and waits for the server's
+// answer: invalid_argument for a process started without TTY or a zero
+// dimension, as embedded. A process that has ended takes it as done (nil),
+// as embedded.
+func (p *Process) Resize(ctx context.Context, rows, cols uint16) error {
+	ch := make(chan error, 1)
+	p.resizeMu.Lock()
+	if p.answered {
+		p.resizeMu.Unlock()
+		return nil
+	}
+	p.resizeSeq++
+	seq := p.resizeSeq
+	p.resizes[seq] = ch
+	p.resizeMu.Unlock()
+	p.sendMu.Lock()
+	// A failed send means the stream has ended: its reader then settles
+	// every waiting resize, this one included.
+	p.stream.Send(&stockadev1.ExecRequest{Msg: &stockadev1.ExecRequest_Resize{Resize: &stockadev1.Resize{Seq: seq, Rows: uint32(rows), Cols: uint32(cols)}}})
+	p.sendMu.Unlock()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		p.resizeMu.Lock()
+		delete(p.resizes, seq)
+		p.resizeMu.Unlock()
+		return spec.Wrap(spec.CodeCancelled, "client", ctx.Err(), "resizing the terminal of process %s", p.id)
+	}
+}
+
+// answer settles the resize numbered seq.
+func (p *Process) answer(seq uint64, err error) {
+	p.resizeMu.Lock()
+	ch, ok := p.resizes[seq]
+	delete(p.resizes, seq)
+	p.resizeMu.Unlock()
+	if ok {
+		ch <- err // buffered: never blocks
+	}
+}
+
+// settleResizes answers every waiting resize once the stream has ended:
+// err, or nil when the process's result arrived (it ended: nothing to
+// resize).
+func (p *Process) settleResizes(err error) {
+	p.resizeMu.Lock()
+	p.answered = true
+	waiting := p.resizes
+	p.resizes = nil
+	p.resizeMu.Unlock()
+	for _, ch := range waiting {
+		ch <- err
+	}
+}
+
 // receive is the stream's only reader: it writes each output chunk into
 // its stream's pipe, which blocks until the consumer reads it, so a
 // consumer that stops reading stops the receives and, through the window,
@@ -173,6 +239,11 @@ func (p *Process) receive() {
 	for {
 		m, err := p.stream.Recv()
 		if err != nil {
+			var serr error
+			if !errors.Is(err, io.EOF) {
+				serr = spec.Wrap(spec.CodeStreamFailure, "client", fromStatus(err), "the stream of process %s ended", p.id)
+			}
+			p.settleResizes(serr)
 			p.end(err)
 			return
 		}
@@ -190,7 +261,14 @@ func (p *Process) receive() {
 				// reader, so ending the call stops it (cancelled).
 				p.cancel()
 			}
+		case *stockadev1.ExecResponse_Resized:
+			var rerr error
+			if x.Resized.Error != nil {
+				rerr = fromWire(x.Resized.Error)
+			}
+			p.answer(x.Resized.Seq, rerr)
 		case *stockadev1.ExecResponse_Result:
+			p.settleResizes(nil)
 			p.result = fromResult(x.Result)
 			p.closeOutputs(nil)
 			p.cancel()
@@ -248,22 +326,32 @@ func (o *output) readCloser() io.ReadCloser {
 
 // stdin sends the process's input on its stream.
 type stdin struct {
-	p      *Process
+	p *Process
+	// mu serializes writes and the close: a write's chunks go out
+	// together, though a resize may come between two of them.
+	mu     sync.Mutex
 	closed bool
+}
+
+// send sends one message of stdin's.
+func (s *stdin) send(m *stockadev1.ExecRequest) error {
+	s.p.sendMu.Lock()
+	defer s.p.sendMu.Unlock()
+	return s.p.stream.Send(m)
 }
 
 // Write sends p in chunks; a send blocks while the server's window is
 // full, which is stdin's backpressure.
 func (s *stdin) Write(b []byte) (int, error) {
-	s.p.sendMu.Lock()
-	defer s.p.sendMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
 		return 0, spec.Errorf(spec.CodeInvalidArgument, "client", "stdin of process %s is closed", s.p.id)
 	}
 	written := 0
 	for len(b) > 0 {
 		n := min(len(b), chunk)
-		if err := s.p.stream.Send(&stockadev1.ExecRequest{Msg: &stockadev1.ExecRequest_Stdin{Stdin: b[:n]}}); err != nil {
+		if err := s.send(&stockadev1.ExecRequest{Msg: &stockadev1.ExecRequest_Stdin{Stdin: b[:n]}}); err != nil {
 			return written, spec.Wrap(spec.CodeStreamFailure, "client", err, "writing stdin of process %s", s.p.id)
 		}
 		written += n
@@ -274,13 +362,13 @@ func (s *stdin) Write(b []byte) (int, error) {
 
 // Close half-closes stdin: the process sees end of input.
 func (s *stdin) Close() error {
-	s.p.sendMu.Lock()
-	defer s.p.sendMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
 		return nil
 	}
 	s.closed = true
-	if err := s.p.stream.Send(&stockadev1.ExecRequest{Msg: &stockadev1.ExecRequest_CloseStdin{CloseStdin: true}}); err != nil && !errors.Is(err, io.EOF) {
+	if err := s.send(&stockadev1.ExecRequest{Msg: &stockadev1.ExecRequest_CloseStdin{CloseStdin: true}}); err != nil && !errors.Is(err, io.EOF) {
 		return spec.Wrap(spec.CodeStreamFailure, "client", err, "closing stdin of process %s", s.p.id)
 	}
 	return nil

@@ -82,6 +82,11 @@ type Process interface {
 	Signal(ctx context.Context, sig syscall.Signal) error
 	// Stop stops the process's group: TERM, then KILL after the grace.
 	Stop(ctx context.Context) error
+	// Resize sets the size of the process's terminal: invalid_argument for
+	// a process started without TTY or a zero dimension. Only a sandbox
+	// with a warden has terminals (elsewhere a TTY start is refused with
+	// unsupported). Served, it travels on the process's exec stream.
+	Resize(ctx context.Context, rows, cols uint16) error
 }
 
 // SandboxSpec is what CreateSandbox is asked to make.

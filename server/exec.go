@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"syscall"
 	"time"
@@ -48,6 +49,10 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 	if r := st.Record; r != nil {
 		p.Record = spec.Record{Off: r.Off, Head: r.Head, Tail: r.Tail}
 	}
+	if st.Rows > math.MaxUint16 || st.Cols > math.MaxUint16 {
+		return invalid("terminal size %dx%d: each dimension is at most %d", st.Rows, st.Cols, math.MaxUint16)
+	}
+	p.TTY, p.Rows, p.Cols = st.Tty, uint16(st.Rows), uint16(st.Cols)
 	if st.DiscardStdout {
 		p.Stdout = spec.Discard
 	}
@@ -92,9 +97,11 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 // to the process. This goroutine is the stream's only sender: each output
 // stream's reader hands it one chunk at a time and reads the next only once
 // that one was taken, and Send blocks while the client's window is full, so
-// an unread client stops the reads from the process.
+// an unread client stops the reads from the process. The answers to the
+// client's resizes go out through it too, until the result.
 func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecServer, sb host.Sandbox, proc host.Process) error {
 	out := make(chan *stockadev1.ExecResponse)
+	replies := make(chan *stockadev1.ExecResponse)
 	var readers sync.WaitGroup
 	for _, o := range []struct {
 		rc     io.ReadCloser
@@ -114,7 +121,7 @@ func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecS
 		close(out)
 	}()
 	bad := make(chan error, 1)
-	go receive(ctx, stream, proc, bad, v.s.log)
+	go receive(ctx, stream, proc, bad, replies, v.s.log)
 
 	for ended := false; !ended; {
 		select {
@@ -126,6 +133,10 @@ func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecS
 			if err := stream.Send(msg); err != nil {
 				return v.gone(sb, proc, err)
 			}
+		case msg := <-replies:
+			if err := stream.Send(msg); err != nil {
+				return v.gone(sb, proc, err)
+			}
 		case err := <-bad:
 			abandon(proc)
 			return err
@@ -133,11 +144,33 @@ func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecS
 			return v.gone(sb, proc, ctx.Err())
 		}
 	}
-	res, err := proc.Wait(ctx)
-	if err != nil && ctx.Err() != nil {
-		return v.gone(sb, proc, ctx.Err())
+	// The output has ended; resizes are still answered while the exit is
+	// awaited (not_found once the process is gone).
+	type waited struct {
+		res spec.Result
+		err error
 	}
-	return stream.Send(&stockadev1.ExecResponse{Msg: &stockadev1.ExecResponse_Result{Result: wireResult(res)}})
+	end := make(chan waited, 1)
+	go func() {
+		res, err := proc.Wait(ctx)
+		end <- waited{res, err}
+	}()
+	for {
+		select {
+		case w := <-end:
+			if w.err != nil && ctx.Err() != nil {
+				return v.gone(sb, proc, ctx.Err())
+			}
+			return stream.Send(&stockadev1.ExecResponse{Msg: &stockadev1.ExecResponse_Result{Result: wireResult(w.res)}})
+		case msg := <-replies:
+			if err := stream.Send(msg); err != nil {
+				return v.gone(sb, proc, err)
+			}
+		case err := <-bad:
+			abandon(proc)
+			return err
+		}
+	}
 }
 
 // pump reads rc in chunks and hands each to the sender. Each chunk is a
@@ -162,8 +195,9 @@ func pump(ctx context.Context, rc io.ReadCloser, stream stockadev1.Stream, out c
 
 // receive applies the client's messages to the process until the client
 // half-closes (stdin is then closed too: no more input can come) or the
-// call ends. A message that breaks the protocol is sent to bad.
-func receive(ctx context.Context, stream stockadev1.Processes_ExecServer, proc host.Process, bad chan<- error, log *slog.Logger) {
+// call ends. A message that breaks the protocol is sent to bad; the answer
+// to a resize goes to replies, for the stream's sender.
+func receive(ctx context.Context, stream stockadev1.Processes_ExecServer, proc host.Process, bad chan<- error, replies chan<- *stockadev1.ExecResponse, log *slog.Logger) {
 	stdin := proc.Stdin()
 	for {
 		m, err := stream.Recv()
@@ -200,8 +234,26 @@ func receive(ctx context.Context, stream stockadev1.Processes_ExecServer, proc h
 			if err := proc.Signal(ctx, syscall.Signal(x.Signal)); err != nil && ctx.Err() == nil && !spec.IsCode(err, spec.CodeNotFound) {
 				log.Warn("a signal on an exec stream failed", "process", proc.ID(), "signal", x.Signal, "err", err)
 			}
+		case *stockadev1.ExecRequest_Resize:
+			// Answered, success or typed error, on the stream; a failed
+			// resize leaves the process and the call as they were.
+			var err error
+			if r := x.Resize; r.Rows > math.MaxUint16 || r.Cols > math.MaxUint16 {
+				err = spec.Errorf(spec.CodeInvalidArgument, "server", "terminal size %dx%d: each dimension is at most %d", r.Rows, r.Cols, math.MaxUint16)
+			} else {
+				err = proc.Resize(ctx, uint16(r.Rows), uint16(r.Cols))
+			}
+			ans := &stockadev1.Resized{Seq: x.Resize.Seq}
+			if err != nil {
+				ans.Error = wireError(err)
+			}
+			select {
+			case replies <- &stockadev1.ExecResponse{Msg: &stockadev1.ExecResponse_Resized{Resized: ans}}:
+			case <-ctx.Done():
+				return
+			}
 		default:
-			bad <- invalid("an exec takes one start, then stdin, close_stdin and signal messages")
+			bad <- invalid("an exec takes one start, then stdin, close_stdin, signal and resize messages")
 			return
 		}
 	}

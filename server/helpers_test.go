@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/internal/testenv"
 	"github.com/stockade/stockade/server"
+	"github.com/stockade/stockade/spec"
 )
 
 // TestMain keeps every test away from the user's real state.
@@ -32,6 +34,23 @@ const fakeImage = "sha256:000000000000000000000000000000000000000000000000000000
 type countingEngine struct {
 	*dockerio.Fake
 	read atomic.Int64
+	// specs are the process specs CreateExec was asked for, in order.
+	mu    sync.Mutex
+	specs []spec.Process
+}
+
+func (e *countingEngine) CreateExec(ctx context.Context, sb dockerio.Sandbox, req dockerio.ExecRequest) (string, error) {
+	e.mu.Lock()
+	e.specs = append(e.specs, req.Spec)
+	e.mu.Unlock()
+	return e.Fake.CreateExec(ctx, sb, req)
+}
+
+// created returns the process specs the engine was asked to create.
+func (e *countingEngine) created() []spec.Process {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]spec.Process(nil), e.specs...)
 }
 
 func (e *countingEngine) AttachExec(ctx context.Context, sb dockerio.Sandbox, execID string, req dockerio.ExecRequest) (dockerio.Attachment, error) {

@@ -35,13 +35,15 @@ removes the sandbox (125: stockade failed; 126/127: CMD could not start).
   --cpus N --memory M --pids N --network isolated|bridge --user uid:gid
                        the policy (0 or unset: the default)
   -i                   pass stdin to CMD
+  -t, --tty            run CMD on a terminal (see TERMINALS below); -it: both
   -e NAME=value        add to CMD's environment (repeatable)
   --workdir D          working directory (default /workspace/work)
   --timeout D          stop CMD after D
   --history            print the sandbox's journaled history afterwards
-
+` + ttyHelp + `
   stockade run -- sh -c 'id; ls /workspace'
   echo hi | stockade run -i --memory 256m -- cat
+  stockade run -it -- sh
 `,
 	"sandbox": `usage: stockade sandbox create|ls|inspect|stop|rm
 
@@ -60,8 +62,18 @@ removes the sandbox (125: stockade failed; 126/127: CMD could not start).
 Runs CMD in a kept sandbox and exits with its code (125: stockade failed;
 126/127: CMD could not start).
 
+  -i                   pass stdin to CMD
+  -t, --tty            run CMD on a terminal (see TERMINALS below); -it: both
+  -d                   start CMD detached and print its process id (needs
+                       stockade serve); not with -i or -t, which need this
+                       command to stay attached
+  -e NAME=value        add to CMD's environment (repeatable)
+  --workdir D          working directory (default /workspace/work)
+  --timeout D          stop CMD after D
+` + ttyHelp + `
   stockade exec "$id" -- python3 -c 'print(1)'
   stockade exec -i -e DEBUG=1 "$id" -- sh
+  stockade exec -it "$id" -- bash
 `,
 	"cp": `usage: ` + cpUsage + `
 
@@ -118,6 +130,20 @@ Prints a shell completion script:
   stockade completion fish > ~/.config/fish/completions/stockade.fish
 `,
 }
+
+// ttyHelp is what -t does, for run and exec.
+const ttyHelp = `
+TERMINALS (-t): CMD runs on a pseudo-terminal in the sandbox (only a sandbox
+with its warden has one; elsewhere the start fails with unsupported). All of
+its output comes on stdout. The terminal starts at the size of the one on
+stockade's stdout and follows it (SIGWINCH). With -i and a terminal on stdin,
+that terminal is raw while CMD runs (every key, Ctrl-C included, goes to CMD)
+and is restored when stockade ends. Without -i, keys stay local: Ctrl-C stops
+CMD as usual. -t needs no local terminal: when stdout is not one (a pipe, a
+file) CMD's terminal keeps the kernel's default size (0x0; most programs
+then assume 80x24) and never resizes; stdin that is not a terminal is passed
+as it is.
+`
 
 // subcommands are what completion offers after each command.
 var subcommands = map[string][]string{

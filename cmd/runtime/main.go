@@ -5,7 +5,7 @@
 //	stockade doctor                     check the daemon against the profile
 //	stockade run [flags] -- CMD...      one-shot sandbox: create, run, stream, remove
 //	stockade sandbox create|ls|inspect|stop|rm   kept sandboxes
-//	stockade exec [-i] ID -- CMD...     run CMD in a kept sandbox
+//	stockade exec [-i] [-t] [-d] ID -- CMD...   run CMD in a kept sandbox
 //	stockade cp SRC DST                 copy files in or out (ID:PATH under /workspace)
 //	stockade serve [--socket PATH]      the runtime as a server (gRPC on a unix socket)
 //	stockade logs PROCESS_ID            a process's recorded output
@@ -47,13 +47,14 @@ const usage = `usage: stockade [global flags] <command> [flags]
 
 commands:
   doctor                    check the Docker daemon against the profile
-  run [flags] -- CMD...     run CMD in a one-shot sandbox and remove it
+  run [flags] -- CMD...     run CMD in a one-shot sandbox and remove it (-t: on a terminal)
   sandbox create [policy flags] [--image I]
                             make a kept sandbox and print its id
   sandbox ls | inspect ID | stop ID | rm [-f] ID
                             list, show, stop (resources kept), remove kept sandboxes
-  exec [-i] [-e NAME=value] [--workdir D] [--timeout D] ID -- CMD...
+  exec [-i] [-t] [-d] [-e NAME=value] [--workdir D] [--timeout D] ID -- CMD...
                             run CMD in a kept sandbox; exits with its code
+                            (-t: on a terminal; -d: detached, prints its process id)
   cp SRC DST                copy a file or directory into or out of a sandbox: one side is
                             ID:PATH, PATH relative to /workspace (e.g. ID:work/out.txt)
   serve [--socket PATH]     serve the runtime's API on a unix socket (default: the journal's path with .sock)
@@ -220,6 +221,46 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// clusters spells out clustered one-letter boolean flags (-it is -i -t,
+// as in docker) among the flags before the first argument that is not one,
+// where fs would parse them; a cluster with any letter that is not a
+// one-letter boolean flag of fs is left as it is (and refused by fs).
+func clusters(fs *flag.FlagSet, args []string) []string {
+	isBool := func(name string) bool {
+		f := fs.Lookup(name)
+		if f == nil {
+			return false
+		}
+		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		return ok && b.IsBoolFlag()
+	}
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return append(out, args[i:]...)
+		}
+		name := strings.TrimLeft(a, "-")
+		if n, _, eq := strings.Cut(name, "="); !eq && fs.Lookup(n) != nil && !isBool(n) && i+1 < len(args) {
+			out = append(out, a, args[i+1]) // a flag and its value
+			i++
+			continue
+		}
+		all := len(name) > 1 && a[1] != '-'
+		for _, r := range name {
+			all = all && r < 0x80 && fs.Lookup(string(r)) != nil && isBool(string(r))
+		}
+		if !all || fs.Lookup(name) != nil {
+			out = append(out, a)
+			continue
+		}
+		for _, r := range name {
+			out = append(out, "-"+string(r))
+		}
+	}
+	return out
 }
 
 // wantArgs checks the number of positional arguments against the command's

@@ -82,6 +82,16 @@ func TestParse(t *testing.T) {
 		{[]string{"sandbox", "create", "--memory", "256m"}, &sandboxCmd{sub: "create", image: "stockade/toolbox:dev", policy: func() spec.Policy { p := spec.DefaultPolicy(); p.MemoryBytes = 256 << 20; return p }()}},
 		{[]string{"sandbox", "rm", "-f", "sb1"}, &sandboxCmd{sub: "rm", id: "sb1", force: true}},
 		{[]string{"exec", "-i", "-e", "A=1", "sb1", "--", "sh", "-c", "x"}, &execCmd{id: "sb1", proc: spec.Process{Argv: []string{"sh", "-c", "x"}, Env: []string{"A=1"}, Stdin: true, Stdout: spec.Pipe, Stderr: spec.Pipe}}},
+		// -t: a terminal; -it and -ti are -i -t, as in docker.
+		{[]string{"exec", "-t", "sb1", "--", "sh"}, &execCmd{id: "sb1", proc: spec.Process{Argv: []string{"sh"}, TTY: true, Stdout: spec.Pipe, Stderr: spec.Pipe}}},
+		{[]string{"exec", "-it", "sb1", "--", "sh"}, &execCmd{id: "sb1", proc: spec.Process{Argv: []string{"sh"}, TTY: true, Stdin: true, Stdout: spec.Pipe, Stderr: spec.Pipe}}},
+		// A flag's value is not a cluster, whatever it looks like.
+		{[]string{"exec", "--journal", "-it", "--tty", "-i", "sb1", "--", "sh", "-it"}, &execCmd{g: global{journal: "-it"}, id: "sb1", proc: spec.Process{Argv: []string{"sh", "-it"}, TTY: true, Stdin: true, Stdout: spec.Pipe, Stderr: spec.Pipe}}},
+		{[]string{"exec", "-d", "sb1", "--", "sleep", "9"}, &execCmd{id: "sb1", detach: true, proc: proc("sleep", "9")}},
+		{[]string{"run", "-ti", "--", "sh"}, &runCmd{image: image, policy: def, proc: spec.Process{Argv: []string{"sh"}, TTY: true, Stdin: true, Stdout: spec.Pipe, Stderr: spec.Pipe}}},
+		{[]string{"run", "--tty", "--timeout", "3s", "--", "top"}, &runCmd{image: image, policy: def, proc: spec.Process{Argv: []string{"top"}, TTY: true, Timeout: 3 * time.Second, Stdout: spec.Pipe, Stderr: spec.Pipe}}},
+		// A cluster after the command is the command's.
+		{[]string{"run", "-t", "ls", "-it"}, &runCmd{image: image, policy: def, proc: spec.Process{Argv: []string{"ls", "-it"}, TTY: true, Stdout: spec.Pipe, Stderr: spec.Pipe}}},
 		{[]string{"cp", "./a:b", "sb1:work/x"}, &cpCmd{in: true, id: "sb1", remote: "work/x", local: "./a:b"}},
 		{[]string{"cp", "sb1:work/x", "out"}, &cpCmd{id: "sb1", remote: "work/x", local: "out"}},
 		{[]string{"recover", "--dry-run", "--json"}, &recoverCmd{g: global{json: true}, dry: true}},
@@ -117,7 +127,9 @@ var usageErrors = [][]string{
 	{"journal", "diff", "sb1", "--at", "1"}, {"journal", "replay", "sb1", "--at", "1", "--at", "2"}, {"journal", "diff", "sb1", "--at", "x", "--at", "2"},
 	{"sandbox"}, {"sandbox", "nope"}, {"sandbox", "inspect"}, {"sandbox", "create", "--memory", "lots"}, {"sandbox", "create", "--ttl", "-1s"}, {"sandbox", "ls", "extra"},
 	{"serve", "--retain", "-1s"}, {"serve", "extra"}, {"journal", "show", "sb1", "--follow", "--output"},
-	{"exec"}, {"exec", "-i", "-d", "sb1", "--", "cat"}, {"exec", "sb1"}, {"exec", "sb1", "--"}, {"exec", "-e", "1X=2", "sb1", "--", "true"},
+	{"exec"}, {"exec", "-i", "-d", "sb1", "--", "cat"},
+	{"exec", "-t", "-d", "sb1", "--", "sh"}, {"exec", "-dt", "sb1", "--", "sh"}, {"exec", "-itd", "sb1", "--", "sh"}, {"exec", "-tx", "sb1", "--", "sh"},
+	{"run", "-td", "--", "sh"}, {"run", "-t=maybe", "--", "sh"}, {"exec", "sb1"}, {"exec", "sb1", "--"}, {"exec", "-e", "1X=2", "sb1", "--", "true"},
 	{"cp", "a", "b"}, {"cp", "s1:a", "s2:b"}, {"cp", "sb1:../etc", "x"}, {"cp", "sb1:", "x"}, {"cp", "a"},
 	{}, {"frobnicate"}, {"--json", "frobnicate"}, {"--bogus", "journal", "ls"}, {"--journal"},
 	{"run"}, {"run", "--"}, {"run", "--memory", "lots", "--", "true"}, {"run", "--memory", "-1m", "--", "true"},

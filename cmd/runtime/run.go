@@ -35,7 +35,7 @@ func parseRun(g global, args []string) (command, error) {
 	xf.register(fs)
 	fs.BoolVar(&c.history, "history", false, "print the sandbox's journaled history after it is removed")
 	// Flags stop at the command: what follows it is the command's own.
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(clusters(fs, args)); err != nil {
 		return nil, usageError("run", err)
 	}
 	if c.image == "" {
@@ -92,6 +92,8 @@ type processFlags struct{ p spec.Process }
 
 func (f *processFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.p.Stdin, "i", false, "keep stdin open and pass it to the command")
+	fs.BoolVar(&f.p.TTY, "t", false, "run the command on a terminal the size of this one (needs the sandbox's warden)")
+	fs.BoolVar(&f.p.TTY, "tty", false, "same as -t")
 	fs.DurationVar(&f.p.Timeout, "timeout", 0, "stop the command after this long (0: none)")
 	fs.StringVar(&f.p.Dir, "workdir", "", "working directory (default /workspace/work)")
 	fs.Var((*multiFlag)(&f.p.Env), "e", "NAME=value added to the environment (repeatable)")
@@ -136,13 +138,34 @@ func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io
 }
 
 // runIn starts the process, wires its streams and returns its exit code.
+// With p.TTY the process's terminal takes the local terminal's size and
+// follows it, and a local terminal on stdin is raw while -i forwards it
+// (localTTY); the terminal is given back its mode on every way out.
 func runIn(ctx context.Context, sb host.Sandbox, p spec.Process, stdin io.Reader, stdout, stderr io.Writer) int {
+	var tty *localTTY
+	if p.TTY {
+		tty = newLocalTTY(stdin, stdout, p.Stdin)
+		p.Rows, p.Cols = tty.size()
+	}
 	proc, err := sb.Start(ctx, p)
 	if err != nil {
 		if spec.IsCode(err, spec.CodeExecFailed) {
 			return fail(stderr, err, 127)
 		}
 		return fail(stderr, err, 125)
+	}
+	if tty != nil {
+		defer tty.restore()
+		if err := tty.attach(proc); err != nil {
+			tty.restore()
+			for _, rc := range []io.ReadCloser{proc.Stdout(), proc.Stderr()} {
+				if rc != nil {
+					rc.Close()
+				}
+			}
+			proc.Stop(context.Background())
+			return fail(stderr, spec.Wrap(spec.CodeInternal, "cli", err, "putting the terminal into raw mode"), 125)
+		}
 	}
 	// Interrupted (Ctrl-C, SIGTERM): stop the process (TERM, then KILL after
 	// the grace) and report how it ended; the caller then removes the
@@ -170,6 +193,9 @@ func runIn(ctx context.Context, sb host.Sandbox, p spec.Process, stdin io.Reader
 	}()
 	io.Copy(stdout, proc.Stdout())
 	<-errDone
+	if tty != nil {
+		tty.restore() // before any message: a raw terminal would garble it
+	}
 	res, err := proc.Wait(context.Background())
 	switch {
 	case err == nil && res.Reason == string(lifecycle.ReasonOOM):

@@ -216,7 +216,7 @@ type execCmd struct {
 	detach bool
 }
 
-const execUsage = "stockade exec [-i] [-d] [-e NAME=value] [--workdir D] [--timeout D] ID -- CMD..."
+const execUsage = "stockade exec [-i] [-t] [-d] [-e NAME=value] [--workdir D] [--timeout D] ID -- CMD..."
 
 func parseExec(g global, args []string) (command, error) {
 	c := &execCmd{g: g}
@@ -224,7 +224,7 @@ func parseExec(g global, args []string) (command, error) {
 	var xf processFlags
 	xf.register(fs)
 	fs.BoolVar(&c.detach, "d", false, "start the command detached and print its process id (needs stockade serve)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(clusters(fs, args)); err != nil {
 		return nil, usageError("exec", err)
 	}
 	rest := fs.Args()
@@ -241,6 +241,9 @@ func parseExec(g global, args []string) (command, error) {
 	}
 	if c.detach && c.proc.Stdin {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "exec", "-i and -d together: a detached process has nobody to read stdin from")
+	}
+	if c.detach && c.proc.TTY {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "exec", "-t and -d together: a detached process's terminal has nobody to show it or to resize it")
 	}
 	return c, nil
 }

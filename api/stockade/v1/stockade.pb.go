@@ -734,6 +734,7 @@ type ExecRequest struct {
 	//	*ExecRequest_Stdin
 	//	*ExecRequest_CloseStdin
 	//	*ExecRequest_Signal
+	//	*ExecRequest_Resize
 	Msg           isExecRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -812,6 +813,15 @@ func (x *ExecRequest) GetSignal() int32 {
 	return 0
 }
 
+func (x *ExecRequest) GetResize() *Resize {
+	if x != nil {
+		if x, ok := x.Msg.(*ExecRequest_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
 type isExecRequest_Msg interface {
 	isExecRequest_Msg()
 }
@@ -835,6 +845,12 @@ type ExecRequest_Signal struct {
 	Signal int32 `protobuf:"varint,4,opt,name=signal,proto3,oneof"`
 }
 
+type ExecRequest_Resize struct {
+	// resize sets the size of the process's terminal (start.tty must be
+	// set); the server answers with resized.
+	Resize *Resize `protobuf:"bytes,5,opt,name=resize,proto3,oneof"`
+}
+
 func (*ExecRequest_Start) isExecRequest_Msg() {}
 
 func (*ExecRequest_Stdin) isExecRequest_Msg() {}
@@ -842,6 +858,127 @@ func (*ExecRequest_Stdin) isExecRequest_Msg() {}
 func (*ExecRequest_CloseStdin) isExecRequest_Msg() {}
 
 func (*ExecRequest_Signal) isExecRequest_Msg() {}
+
+func (*ExecRequest_Resize) isExecRequest_Msg() {}
+
+// Resize is a terminal size: both dimensions positive and at most 65535.
+type Resize struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq is the client's number for this resize, echoed in its answer.
+	Seq           uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Rows          uint32 `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          uint32 `protobuf:"varint,3,opt,name=cols,proto3" json:"cols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resize) Reset() {
+	*x = Resize{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resize) ProtoMessage() {}
+
+func (x *Resize) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resize.ProtoReflect.Descriptor instead.
+func (*Resize) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Resize) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Resize) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *Resize) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+// Resized answers the resize numbered seq: error unset when it was done
+// (or the process had already ended: nothing left to resize), else why not:
+// invalid_argument for a process without a terminal, a zero dimension or
+// one over 65535; not_found for a process on its way out. A client waiting
+// for answers when the call ends takes them as done if the result came.
+type Resized struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resized) Reset() {
+	*x = Resized{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resized) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resized) ProtoMessage() {}
+
+func (x *Resized) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resized.ProtoReflect.Descriptor instead.
+func (*Resized) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Resized) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Resized) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
 
 type ExecStart struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -864,14 +1001,22 @@ type ExecStart struct {
 	DiscardStderr bool `protobuf:"varint,10,opt,name=discard_stderr,json=discardStderr,proto3" json:"discard_stderr,omitempty"`
 	// record bounds the process's recorded output (spec.Record); unset: the
 	// runtime's default.
-	Record        *Record `protobuf:"bytes,11,opt,name=record,proto3" json:"record,omitempty"`
+	Record *Record `protobuf:"bytes,11,opt,name=record,proto3" json:"record,omitempty"`
+	// tty runs the process on a pseudo-terminal (spec.Process.TTY): all its
+	// output comes as stdout, stdin (if asked for) is the terminal's input.
+	// Only a sandbox with a warden has terminals (else: unsupported).
+	Tty bool `protobuf:"varint,12,opt,name=tty,proto3" json:"tty,omitempty"`
+	// rows and cols are the terminal's first size (0: the kernel's
+	// default); only with tty, each at most 65535.
+	Rows          uint32 `protobuf:"varint,13,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          uint32 `protobuf:"varint,14,opt,name=cols,proto3" json:"cols,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +1028,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1041,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExecStart) GetSandboxId() string {
@@ -976,6 +1121,27 @@ func (x *ExecStart) GetRecord() *Record {
 	return nil
 }
 
+func (x *ExecStart) GetTty() bool {
+	if x != nil {
+		return x.Tty
+	}
+	return false
+}
+
+func (x *ExecStart) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *ExecStart) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
 // Record is spec.Record: off, or the first head and last tail bytes kept
 // (0: the default bound).
 type Record struct {
@@ -989,7 +1155,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1167,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1180,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Record) GetOff() bool {
@@ -1045,6 +1211,7 @@ type ExecResponse struct {
 	//	*ExecResponse_Started
 	//	*ExecResponse_Output
 	//	*ExecResponse_Result
+	//	*ExecResponse_Resized
 	Msg           isExecResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1052,7 +1219,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1231,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1244,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExecResponse) GetMsg() isExecResponse_Msg {
@@ -1114,6 +1281,15 @@ func (x *ExecResponse) GetResult() *Result {
 	return nil
 }
 
+func (x *ExecResponse) GetResized() *Resized {
+	if x != nil {
+		if x, ok := x.Msg.(*ExecResponse_Resized); ok {
+			return x.Resized
+		}
+	}
+	return nil
+}
+
 type isExecResponse_Msg interface {
 	isExecResponse_Msg()
 }
@@ -1130,11 +1306,17 @@ type ExecResponse_Result struct {
 	Result *Result `protobuf:"bytes,3,opt,name=result,proto3,oneof"`
 }
 
+type ExecResponse_Resized struct {
+	Resized *Resized `protobuf:"bytes,4,opt,name=resized,proto3,oneof"`
+}
+
 func (*ExecResponse_Started) isExecResponse_Msg() {}
 
 func (*ExecResponse_Output) isExecResponse_Msg() {}
 
 func (*ExecResponse_Result) isExecResponse_Msg() {}
+
+func (*ExecResponse_Resized) isExecResponse_Msg() {}
 
 type LogsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1145,7 +1327,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1339,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1352,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LogsRequest) GetProcessId() string {
@@ -1196,7 +1378,7 @@ type LogsChunk struct {
 
 func (x *LogsChunk) Reset() {
 	*x = LogsChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1390,7 @@ func (x *LogsChunk) String() string {
 func (*LogsChunk) ProtoMessage() {}
 
 func (x *LogsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1403,7 @@ func (x *LogsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsChunk.ProtoReflect.Descriptor instead.
 func (*LogsChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LogsChunk) GetStream() Stream {
@@ -1268,7 +1450,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1462,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1475,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExecStarted) GetProcessId() string {
@@ -1313,7 +1495,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1507,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1520,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Output) GetStream() Stream {
@@ -1373,7 +1555,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1567,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1580,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Result) GetExitCode() int32 {
@@ -1460,7 +1642,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1654,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1667,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SignalRequest) GetProcessId() string {
@@ -1510,7 +1692,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1704,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1717,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
 }
 
 type StopProcessRequest struct {
@@ -1547,7 +1729,7 @@ type StopProcessRequest struct {
 
 func (x *StopProcessRequest) Reset() {
 	*x = StopProcessRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1741,7 @@ func (x *StopProcessRequest) String() string {
 func (*StopProcessRequest) ProtoMessage() {}
 
 func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1754,7 @@ func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessRequest.ProtoReflect.Descriptor instead.
 func (*StopProcessRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StopProcessRequest) GetProcessId() string {
@@ -1590,7 +1772,7 @@ type StopProcessResponse struct {
 
 func (x *StopProcessResponse) Reset() {
 	*x = StopProcessResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1784,7 @@ func (x *StopProcessResponse) String() string {
 func (*StopProcessResponse) ProtoMessage() {}
 
 func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1797,7 @@ func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessResponse.ProtoReflect.Descriptor instead.
 func (*StopProcessResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
 }
 
 type WaitRequest struct {
@@ -1627,7 +1809,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1821,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1834,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WaitRequest) GetProcessId() string {
@@ -1671,7 +1853,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1865,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1878,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WaitResponse) GetResult() *Result {
@@ -1717,7 +1899,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1911,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1924,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PutRequest) GetSandboxId() string {
@@ -1774,7 +1956,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1968,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1981,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
 }
 
 type GetRequest struct {
@@ -1814,7 +1996,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +2008,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +2021,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetRequest) GetSandboxId() string {
@@ -1873,7 +2055,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2067,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2080,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetResponse) GetLive() bool {
@@ -1924,7 +2106,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2118,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2131,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HistoryRequest) GetSandboxId() string {
@@ -1968,7 +2150,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2162,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2175,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HistoryResponse) GetEvents() []*HistoryEvent {
@@ -2011,7 +2193,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2205,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2218,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
 }
 
 type ExportChunk struct {
@@ -2048,7 +2230,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2242,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2255,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -2091,7 +2273,7 @@ type LiveRequest struct {
 
 func (x *LiveRequest) Reset() {
 	*x = LiveRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2285,7 @@ func (x *LiveRequest) String() string {
 func (*LiveRequest) ProtoMessage() {}
 
 func (x *LiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2298,7 @@ func (x *LiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
 func (*LiveRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 type LiveEntity struct {
@@ -2133,7 +2315,7 @@ type LiveEntity struct {
 
 func (x *LiveEntity) Reset() {
 	*x = LiveEntity{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2327,7 @@ func (x *LiveEntity) String() string {
 func (*LiveEntity) ProtoMessage() {}
 
 func (x *LiveEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2340,7 @@ func (x *LiveEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
 func (*LiveEntity) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *LiveEntity) GetKind() string {
@@ -2212,7 +2394,7 @@ type LiveResponse struct {
 
 func (x *LiveResponse) Reset() {
 	*x = LiveResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2406,7 @@ func (x *LiveResponse) String() string {
 func (*LiveResponse) ProtoMessage() {}
 
 func (x *LiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2419,7 @@ func (x *LiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
 func (*LiveResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LiveResponse) GetEntities() []*LiveEntity {
@@ -2255,7 +2437,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2449,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2462,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
 }
 
 type VerifyResponse struct {
@@ -2291,7 +2473,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2485,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2498,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
 }
 
 type FollowRequest struct {
@@ -2329,7 +2511,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2523,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2536,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -2379,7 +2561,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2573,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2586,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -2461,7 +2643,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +2655,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +2668,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -2520,7 +2702,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2714,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2727,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReplayResponse) GetStateJson() []byte {
@@ -2563,7 +2745,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2757,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2770,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
 }
 
 type RecoveryResponse struct {
@@ -2604,7 +2786,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2798,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2811,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -2674,7 +2856,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2868,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2881,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -2752,7 +2934,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +2946,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +2959,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
 }
 
 type DoctorResponse struct {
@@ -2790,7 +2972,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2984,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +2997,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DoctorResponse) GetReportJson() []byte {
@@ -2867,14 +3049,22 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x13StopSandboxResponse\"&\n" +
 	"\x14RemoveSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15RemoveSandboxResponse\"\x99\x01\n" +
+	"\x15RemoveSandboxResponse\"\xc8\x01\n" +
 	"\vExecRequest\x12.\n" +
 	"\x05start\x18\x01 \x01(\v2\x16.stockade.v1.ExecStartH\x00R\x05start\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
 	"\vclose_stdin\x18\x03 \x01(\bH\x00R\n" +
 	"closeStdin\x12\x18\n" +
-	"\x06signal\x18\x04 \x01(\x05H\x00R\x06signalB\x05\n" +
-	"\x03msg\"\xe7\x02\n" +
+	"\x06signal\x18\x04 \x01(\x05H\x00R\x06signal\x12-\n" +
+	"\x06resize\x18\x05 \x01(\v2\x13.stockade.v1.ResizeH\x00R\x06resizeB\x05\n" +
+	"\x03msg\"B\n" +
+	"\x06Resize\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04rows\x18\x02 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x03 \x01(\rR\x04cols\"E\n" +
+	"\aResized\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12(\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.stockade.v1.ErrorR\x05error\"\xa1\x03\n" +
 	"\tExecStart\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -2888,15 +3078,19 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x0ediscard_stdout\x18\t \x01(\bR\rdiscardStdout\x12%\n" +
 	"\x0ediscard_stderr\x18\n" +
 	" \x01(\bR\rdiscardStderr\x12+\n" +
-	"\x06record\x18\v \x01(\v2\x13.stockade.v1.RecordR\x06record\"B\n" +
+	"\x06record\x18\v \x01(\v2\x13.stockade.v1.RecordR\x06record\x12\x10\n" +
+	"\x03tty\x18\f \x01(\bR\x03tty\x12\x12\n" +
+	"\x04rows\x18\r \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x0e \x01(\rR\x04cols\"B\n" +
 	"\x06Record\x12\x10\n" +
 	"\x03off\x18\x01 \x01(\bR\x03off\x12\x12\n" +
 	"\x04head\x18\x02 \x01(\x03R\x04head\x12\x12\n" +
-	"\x04tail\x18\x03 \x01(\x03R\x04tail\"\xa9\x01\n" +
+	"\x04tail\x18\x03 \x01(\x03R\x04tail\"\xdb\x01\n" +
 	"\fExecResponse\x124\n" +
 	"\astarted\x18\x01 \x01(\v2\x18.stockade.v1.ExecStartedH\x00R\astarted\x12-\n" +
 	"\x06output\x18\x02 \x01(\v2\x13.stockade.v1.OutputH\x00R\x06output\x12-\n" +
-	"\x06result\x18\x03 \x01(\v2\x13.stockade.v1.ResultH\x00R\x06resultB\x05\n" +
+	"\x06result\x18\x03 \x01(\v2\x13.stockade.v1.ResultH\x00R\x06result\x120\n" +
+	"\aresized\x18\x04 \x01(\v2\x14.stockade.v1.ResizedH\x00R\aresizedB\x05\n" +
 	"\x03msg\",\n" +
 	"\vLogsRequest\x12\x1d\n" +
 	"\n" +
@@ -3048,7 +3242,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                    // 0: stockade.v1.Stream
 	(*Error)(nil),                  // 1: stockade.v1.Error
@@ -3064,112 +3258,117 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*RemoveSandboxRequest)(nil),   // 11: stockade.v1.RemoveSandboxRequest
 	(*RemoveSandboxResponse)(nil),  // 12: stockade.v1.RemoveSandboxResponse
 	(*ExecRequest)(nil),            // 13: stockade.v1.ExecRequest
-	(*ExecStart)(nil),              // 14: stockade.v1.ExecStart
-	(*Record)(nil),                 // 15: stockade.v1.Record
-	(*ExecResponse)(nil),           // 16: stockade.v1.ExecResponse
-	(*LogsRequest)(nil),            // 17: stockade.v1.LogsRequest
-	(*LogsChunk)(nil),              // 18: stockade.v1.LogsChunk
-	(*ExecStarted)(nil),            // 19: stockade.v1.ExecStarted
-	(*Output)(nil),                 // 20: stockade.v1.Output
-	(*Result)(nil),                 // 21: stockade.v1.Result
-	(*SignalRequest)(nil),          // 22: stockade.v1.SignalRequest
-	(*SignalResponse)(nil),         // 23: stockade.v1.SignalResponse
-	(*StopProcessRequest)(nil),     // 24: stockade.v1.StopProcessRequest
-	(*StopProcessResponse)(nil),    // 25: stockade.v1.StopProcessResponse
-	(*WaitRequest)(nil),            // 26: stockade.v1.WaitRequest
-	(*WaitResponse)(nil),           // 27: stockade.v1.WaitResponse
-	(*PutRequest)(nil),             // 28: stockade.v1.PutRequest
-	(*PutResponse)(nil),            // 29: stockade.v1.PutResponse
-	(*GetRequest)(nil),             // 30: stockade.v1.GetRequest
-	(*GetResponse)(nil),            // 31: stockade.v1.GetResponse
-	(*HistoryRequest)(nil),         // 32: stockade.v1.HistoryRequest
-	(*HistoryResponse)(nil),        // 33: stockade.v1.HistoryResponse
-	(*ExportRequest)(nil),          // 34: stockade.v1.ExportRequest
-	(*ExportChunk)(nil),            // 35: stockade.v1.ExportChunk
-	(*LiveRequest)(nil),            // 36: stockade.v1.LiveRequest
-	(*LiveEntity)(nil),             // 37: stockade.v1.LiveEntity
-	(*LiveResponse)(nil),           // 38: stockade.v1.LiveResponse
-	(*VerifyRequest)(nil),          // 39: stockade.v1.VerifyRequest
-	(*VerifyResponse)(nil),         // 40: stockade.v1.VerifyResponse
-	(*FollowRequest)(nil),          // 41: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),           // 42: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),          // 43: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),         // 44: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),        // 45: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),       // 46: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),       // 47: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),          // 48: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),         // 49: stockade.v1.DoctorResponse
-	(*durationpb.Duration)(nil),    // 50: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 51: google.protobuf.Timestamp
+	(*Resize)(nil),                 // 14: stockade.v1.Resize
+	(*Resized)(nil),                // 15: stockade.v1.Resized
+	(*ExecStart)(nil),              // 16: stockade.v1.ExecStart
+	(*Record)(nil),                 // 17: stockade.v1.Record
+	(*ExecResponse)(nil),           // 18: stockade.v1.ExecResponse
+	(*LogsRequest)(nil),            // 19: stockade.v1.LogsRequest
+	(*LogsChunk)(nil),              // 20: stockade.v1.LogsChunk
+	(*ExecStarted)(nil),            // 21: stockade.v1.ExecStarted
+	(*Output)(nil),                 // 22: stockade.v1.Output
+	(*Result)(nil),                 // 23: stockade.v1.Result
+	(*SignalRequest)(nil),          // 24: stockade.v1.SignalRequest
+	(*SignalResponse)(nil),         // 25: stockade.v1.SignalResponse
+	(*StopProcessRequest)(nil),     // 26: stockade.v1.StopProcessRequest
+	(*StopProcessResponse)(nil),    // 27: stockade.v1.StopProcessResponse
+	(*WaitRequest)(nil),            // 28: stockade.v1.WaitRequest
+	(*WaitResponse)(nil),           // 29: stockade.v1.WaitResponse
+	(*PutRequest)(nil),             // 30: stockade.v1.PutRequest
+	(*PutResponse)(nil),            // 31: stockade.v1.PutResponse
+	(*GetRequest)(nil),             // 32: stockade.v1.GetRequest
+	(*GetResponse)(nil),            // 33: stockade.v1.GetResponse
+	(*HistoryRequest)(nil),         // 34: stockade.v1.HistoryRequest
+	(*HistoryResponse)(nil),        // 35: stockade.v1.HistoryResponse
+	(*ExportRequest)(nil),          // 36: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),            // 37: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),            // 38: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),             // 39: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),           // 40: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),          // 41: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),         // 42: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),          // 43: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),           // 44: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),          // 45: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),         // 46: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),        // 47: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),       // 48: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),       // 49: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),          // 50: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),         // 51: stockade.v1.DoctorResponse
+	(*durationpb.Duration)(nil),    // 52: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 53: google.protobuf.Timestamp
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	50, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	52, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
 	6,  // 1: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	51, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
-	14, // 3: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	50, // 4: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
-	15, // 5: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
-	19, // 6: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
-	20, // 7: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
-	21, // 8: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
-	0,  // 9: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
-	0,  // 10: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
-	1,  // 11: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	51, // 12: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	51, // 13: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
-	21, // 14: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	42, // 15: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	51, // 16: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
-	37, // 17: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	51, // 18: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	47, // 19: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	50, // 20: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	2,  // 21: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	4,  // 22: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	7,  // 23: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	9,  // 24: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	11, // 25: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	17, // 26: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
-	13, // 27: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	22, // 28: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	24, // 29: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	26, // 30: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	28, // 31: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	30, // 32: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	32, // 33: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	43, // 34: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	41, // 35: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	34, // 36: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	36, // 37: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	39, // 38: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	45, // 39: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	48, // 40: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	3,  // 41: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	5,  // 42: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	8,  // 43: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	10, // 44: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	12, // 45: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	18, // 46: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
-	16, // 47: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	23, // 48: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	25, // 49: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	27, // 50: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	29, // 51: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	31, // 52: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	33, // 53: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	44, // 54: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	42, // 55: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	35, // 56: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	38, // 57: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	40, // 58: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	46, // 59: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	49, // 60: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	41, // [41:61] is the sub-list for method output_type
-	21, // [21:41] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	53, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	16, // 3: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
+	14, // 4: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
+	1,  // 5: stockade.v1.Resized.error:type_name -> stockade.v1.Error
+	52, // 6: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	17, // 7: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
+	21, // 8: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
+	22, // 9: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
+	23, // 10: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
+	15, // 11: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
+	0,  // 12: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
+	0,  // 13: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
+	1,  // 14: stockade.v1.Result.error:type_name -> stockade.v1.Error
+	53, // 15: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	53, // 16: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	23, // 17: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
+	44, // 18: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	53, // 19: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	39, // 20: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	53, // 21: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	49, // 22: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	52, // 23: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	2,  // 24: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	4,  // 25: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	7,  // 26: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	9,  // 27: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	11, // 28: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	19, // 29: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	13, // 30: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	24, // 31: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	26, // 32: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	28, // 33: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	30, // 34: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	32, // 35: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	34, // 36: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	45, // 37: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	43, // 38: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	36, // 39: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	38, // 40: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	41, // 41: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	47, // 42: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	50, // 43: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	3,  // 44: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	5,  // 45: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	8,  // 46: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	10, // 47: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	12, // 48: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	20, // 49: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	18, // 50: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	25, // 51: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	27, // 52: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	29, // 53: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	31, // 54: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	33, // 55: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	35, // 56: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	46, // 57: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	44, // 58: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	37, // 59: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	40, // 60: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	42, // 61: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	48, // 62: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	51, // 63: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	44, // [44:64] is the sub-list for method output_type
+	24, // [24:44] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -3182,11 +3381,13 @@ func file_stockade_v1_stockade_proto_init() {
 		(*ExecRequest_Stdin)(nil),
 		(*ExecRequest_CloseStdin)(nil),
 		(*ExecRequest_Signal)(nil),
+		(*ExecRequest_Resize)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[15].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[17].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Output)(nil),
 		(*ExecResponse_Result)(nil),
+		(*ExecResponse_Resized)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3194,7 +3395,7 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   49,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -310,15 +310,17 @@ type ProcessesClient interface {
 	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsChunk], error)
 	// Exec starts a process and carries its streams. The first client
 	// message is a start; the server answers started (with the process id)
-	// or fails the call. Then the client sends stdin chunks, close_stdin and
-	// signals, and the server sends output chunks (each stream's in order;
-	// stdout and stderr are read apart, so their interleaving is not kept),
-	// as the client's flow-control window lets it (it reads the process's
-	// output no faster), and last the result; then the call ends
-	// OK. An attached call that ends otherwise (the client cancels or
-	// vanishes) stops the process with reason cancelled. A detached start is
-	// answered with started and the call ends: the process runs on and its
-	// output is not streamed.
+	// or fails the call. Then the client sends stdin chunks, close_stdin,
+	// signals and resizes, and the server sends output chunks (each
+	// stream's in order; stdout and stderr are read apart, so their
+	// interleaving is not kept), as the client's flow-control window lets it
+	// (it reads the process's output no faster), an answer to each resize,
+	// and last the result; then the call ends OK. The client's messages are
+	// applied in order: a resize sent after stdin that the process has not
+	// yet read waits for that stdin to be taken. An attached call that ends
+	// otherwise (the client cancels or vanishes) stops the process with
+	// reason cancelled. A detached start is answered with started and the
+	// call ends: the process runs on and its output is not streamed.
 	Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecRequest, ExecResponse], error)
 	// Signal sends a signal to a process's group.
 	Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*SignalResponse, error)
@@ -410,15 +412,17 @@ type ProcessesServer interface {
 	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsChunk]) error
 	// Exec starts a process and carries its streams. The first client
 	// message is a start; the server answers started (with the process id)
-	// or fails the call. Then the client sends stdin chunks, close_stdin and
-	// signals, and the server sends output chunks (each stream's in order;
-	// stdout and stderr are read apart, so their interleaving is not kept),
-	// as the client's flow-control window lets it (it reads the process's
-	// output no faster), and last the result; then the call ends
-	// OK. An attached call that ends otherwise (the client cancels or
-	// vanishes) stops the process with reason cancelled. A detached start is
-	// answered with started and the call ends: the process runs on and its
-	// output is not streamed.
+	// or fails the call. Then the client sends stdin chunks, close_stdin,
+	// signals and resizes, and the server sends output chunks (each
+	// stream's in order; stdout and stderr are read apart, so their
+	// interleaving is not kept), as the client's flow-control window lets it
+	// (it reads the process's output no faster), an answer to each resize,
+	// and last the result; then the call ends OK. The client's messages are
+	// applied in order: a resize sent after stdin that the process has not
+	// yet read waits for that stdin to be taken. An attached call that ends
+	// otherwise (the client cancels or vanishes) stops the process with
+	// reason cancelled. A detached start is answered with started and the
+	// call ends: the process runs on and its output is not streamed.
 	Exec(grpc.BidiStreamingServer[ExecRequest, ExecResponse]) error
 	// Signal sends a signal to a process's group.
 	Signal(context.Context, *SignalRequest) (*SignalResponse, error)

@@ -1,0 +1,11 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"syscall"
+)
+
+// winch is the signal of a terminal's size change.
+var winch = []os.Signal{syscall.SIGWINCH}
