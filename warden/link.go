@@ -295,7 +295,7 @@ func (l *Link) dispatch(f Frame) error {
 			return err
 		}
 		return l.onSpawnFailed(f.Channel, m)
-	case TOut, TInAck, TExited:
+	case TOut, TInAck, TExited, TReaped:
 		p, err := l.started(f)
 		if p == nil {
 			return err
@@ -305,6 +305,12 @@ func (l *Link) dispatch(f Frame) error {
 			return p.onOut(f.Payload[0], f.Payload[1:])
 		case TInAck:
 			return p.onInAck(Offset(f))
+		case TReaped:
+			var m Reaped
+			if err := Decode(f, &m); err != nil {
+				return err
+			}
+			return p.onReaped(m)
 		default:
 			var m Exited
 			if err := Decode(f, &m); err != nil {
@@ -589,6 +595,7 @@ func (l *Link) Resume(ctx context.Context, e Entry, from uint64) (*Proc, error) 
 		p.tableExit = true
 		p.exitClosed = true
 		close(p.exited)
+		p.setReaped(Reaped{Code: x.Code, Signal: x.Signal, OOMKills: x.OOMKills})
 	}
 	l.procs[e.Channel] = p
 	delete(l.listed, e.Channel)

@@ -56,6 +56,9 @@ type Proc struct {
 	tableExit   bool // exit came from the table (Resume): the warden may send it again
 	exitClosed  bool
 	exited      chan struct{}
+	reap        *Reaped
+	reapClosed  bool
+	reaped      chan struct{}
 	outReady    chan struct{}
 	inReady     chan struct{}
 	inSent      uint64 // stdin offset sent (set before the In is sent)
@@ -69,6 +72,7 @@ func (l *Link) newProc(ch uint32, id string) *Proc {
 		Channel:  ch,
 		link:     l,
 		exited:   make(chan struct{}),
+		reaped:   make(chan struct{}),
 		outReady: make(chan struct{}, 1),
 		inReady:  make(chan struct{}, 1),
 	}
@@ -157,6 +161,7 @@ func (p *Proc) onExited(m Exited) error {
 		p.exitClosed = true
 		close(p.exited)
 	}
+	p.setReaped(Reaped{Code: m.Code, Signal: m.Signal, OOMKills: m.OOMKills})
 	wake(p.outReady)
 	wake(p.inReady)
 	return nil
@@ -169,6 +174,54 @@ func (p *Proc) linkEnded() {
 		p.exitClosed = true
 		close(p.exited)
 	}
+	if !p.reapClosed {
+		p.reapClosed = true
+		close(p.reaped)
+	}
+}
+
+// onReaped takes the child's exit status. A repeat (after a resume, or
+// with Exited) must say the same.
+func (p *Proc) onReaped(m Reaped) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.forgotten {
+		return nil
+	}
+	if p.reap != nil {
+		if p.reap.Code != m.Code || p.reap.Signal != m.Signal {
+			return violation("reaped on channel %d (process %s) twice with different status", p.Channel, p.ID)
+		}
+		return nil
+	}
+	p.setReaped(m)
+	return nil
+}
+
+// setReaped records the status (p.mu held).
+func (p *Proc) setReaped(m Reaped) {
+	if p.reap == nil {
+		p.reap = &m
+	}
+	if !p.reapClosed {
+		p.reapClosed = true
+		close(p.reaped)
+	}
+}
+
+// Reaped is closed once the child was reaped (Reaped or Exited arrived),
+// or when the link ended or the Proc was forgotten without it (then Reap
+// returns ok false).
+func (p *Proc) Reaped() <-chan struct{} { return p.reaped }
+
+// Reap returns the child's exit status and true once it was reaped.
+func (p *Proc) Reap() (Reaped, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reap == nil {
+		return Reaped{}, false
+	}
+	return *p.reap, true
 }
 
 // complete reports whether all the process's output arrived (p.mu held).
@@ -394,6 +447,10 @@ func (p *Proc) Forget() error {
 	if !p.exitClosed {
 		p.exitClosed = true
 		close(p.exited)
+	}
+	if !p.reapClosed {
+		p.reapClosed = true
+		close(p.reaped)
 	}
 	p.mu.Unlock()
 	wake(p.outReady)

@@ -159,6 +159,25 @@ func (m *SpawnFailed) validate() error {
 	return nil
 }
 
+// Reaped reports a reaped child: its exit status.
+type Reaped struct {
+	// Code is the exit status, or -1 when Signal ended it.
+	Code     int   `json:"code"`
+	Signal   int   `json:"signal,omitempty"`
+	OOMKills int64 `json:"oom_kills"`
+}
+
+func (m *Reaped) validate() error {
+	return checkStatus(m.Code, m.Signal)
+}
+
+func checkStatus(code, signal int) error {
+	if signal == 0 && (code < 0 || code > 255) || signal != 0 && (code != -1 || signal < 0 || signal > 64) {
+		return fmt.Errorf("code %d, signal %d", code, signal)
+	}
+	return nil
+}
+
 // Exited reports a reaped process whose pipes reached their end.
 type Exited struct {
 	// Code is the exit status, or -1 when Signal ended it.
@@ -174,8 +193,8 @@ type Exited struct {
 }
 
 func (m *Exited) validate() error {
-	if m.Signal == 0 && (m.Code < 0 || m.Code > 255) || m.Signal != 0 && (m.Code != -1 || m.Signal < 0 || m.Signal > 64) {
-		return fmt.Errorf("code %d, signal %d", m.Code, m.Signal)
+	if err := checkStatus(m.Code, m.Signal); err != nil {
+		return err
 	}
 	if m.Stdout+m.Stderr != m.Output || m.Stdout > m.Output {
 		return fmt.Errorf("stdout %d and stderr %d do not add up to output %d", m.Stdout, m.Stderr, m.Output)

@@ -88,10 +88,15 @@ const (
 	// TResume (runtime → warden, process channel): 8 bytes, the output
 	// offset to send again from (at least the last Ack).
 	TResume
+	// TReaped (warden → runtime, process channel, JSON Reaped): the child
+	// was reaped; its output may go on (a descendant can hold its pipes)
+	// until Exited. It is sent ahead of pending output, so a process no
+	// consumer reads can still be known ended (and stopped, forgotten).
+	TReaped
 	typeEnd
 )
 
-var typeNames = [...]string{"", "init", "challenge", "auth", "hello", "spawn", "started", "spawn_failed", "out", "ack", "in", "in_ack", "close_in", "signal", "resize", "exited", "forget", "list", "table", "resume"}
+var typeNames = [...]string{"", "init", "challenge", "auth", "hello", "spawn", "started", "spawn_failed", "out", "ack", "in", "in_ack", "close_in", "signal", "resize", "exited", "forget", "list", "table", "resume", "reaped"}
 
 func (t Type) String() string {
 	if t > 0 && t < typeEnd {

@@ -253,6 +253,8 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.onExecCreated(ctx, m)
 	case wardenSpawned:
 		a.onWardenSpawned(ctx, m)
+	case wardenReaped:
+		a.onWardenReaped(m)
 	case wardenExited:
 		a.onWardenExited(m)
 	case wardenResumed:

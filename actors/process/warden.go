@@ -29,10 +29,14 @@ type (
 		proc *warden.Proc
 		err  error
 	}
+	wardenReaped struct {
+		reap warden.Reaped
+		ok   bool
+		err  error
+	}
 	wardenExited struct {
 		exit warden.Exited
 		ok   bool
-		err  error
 	}
 )
 
@@ -81,39 +85,61 @@ func (a *processActor) onWardenSpawned(ctx actor.Context, m wardenSpawned) {
 		m.proc.Close()
 		return
 	}
-	p := m.proc
-	go func() {
-		<-p.Exited()
-		ex, ok := p.Exit()
-		a.send(wardenExited{exit: ex, ok: ok, err: a.p.Link.Err()})
-	}()
+	a.watchWarden(m.proc)
 	failpoint.Hit(failpoint.ProcessAttached)
-	a.onAttached(ctx, attached{att: &wardenAttachment{p: p, stdin: a.p.Spec.Stdin}})
+	a.onAttached(ctx, attached{att: &wardenAttachment{p: m.proc, stdin: a.p.Spec.Stdin}})
 }
 
-// onWardenExited takes the warden's report of the end. A link that ended
-// first leaves the outcome unknown: the warden is gone, and with it any
-// way to learn the code; the group is killed through Docker and the
-// process ends lost.
-func (a *processActor) onWardenExited(m wardenExited) {
-	if a.done {
+// watchWarden waits, off the mailbox, for the warden's reports of the
+// process's end: reaped (its status), then exited (its output's totals).
+func (a *processActor) watchWarden(p *warden.Proc) {
+	link := a.p.Link
+	go func() {
+		<-p.Reaped()
+		r, ok := p.Reap()
+		a.send(wardenReaped{reap: r, ok: ok, err: link.Err()})
+		if !ok {
+			return
+		}
+		<-p.Exited()
+		ex, ok := p.Exit()
+		a.send(wardenExited{exit: ex, ok: ok})
+	}()
+}
+
+// onWardenReaped takes the warden's report of the end, as an exec_die
+// would be (the output may still be draining). A link that ended first
+// leaves the outcome unknown: the warden is gone, and with it any way to
+// learn the code; the group is killed through Docker and the process ends
+// lost.
+func (a *processActor) onWardenReaped(m wardenReaped) {
+	if a.done || a.exit != nil {
 		return
 	}
 	if !m.ok {
 		a.wardenLost(m.err)
 		return
 	}
-	code := m.exit.Code
-	if m.exit.Signal > 0 {
-		code = 128 + m.exit.Signal // as Docker and a shell report it
+	code := m.reap.Code
+	if m.reap.Signal > 0 {
+		code = 128 + m.reap.Signal // as Docker and a shell report it
+	}
+	a.exit = &dockerio.ExecState{Known: true, ExitCode: code, Pid: a.wproc.PID}
+	a.oomChecked = &oomChecked{kills: m.reap.OOMKills}
+	if m.reap.OOMKills < 0 || a.oomBase < 0 {
+		a.oomChecked.err = errors.New("the sandbox's OOM kill count is unreadable")
+	}
+	a.maybeFinish()
+}
+
+// onWardenExited takes the output's totals by stream (the journaled
+// counts; a resumed recording's).
+func (a *processActor) onWardenExited(m wardenExited) {
+	if a.done || !m.ok {
+		return
 	}
 	ex := m.exit
 	a.wexit = &ex
-	a.exit = &dockerio.ExecState{Known: true, ExitCode: code, Pid: a.wproc.PID}
-	a.oomChecked = &oomChecked{kills: m.exit.OOMKills}
-	if m.exit.OOMKills < 0 || a.oomBase < 0 {
-		a.oomChecked.err = errors.New("the sandbox's OOM kill count is unreadable")
-	}
 	a.maybeFinish()
 }
 

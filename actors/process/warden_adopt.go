@@ -110,11 +110,7 @@ func (a *processActor) onWardenResumed(ctx actor.Context, m wardenResumed) {
 	p := m.proc
 	a.wproc = p
 	a.oomBase = a.state.OOMKills
-	go func() {
-		<-p.Exited()
-		ex, ok := p.Exit()
-		a.send(wardenExited{exit: ex, ok: ok, err: a.p.Link.Err()})
-	}()
+	a.watchWarden(p)
 	quota := a.p.Spec.OutputQuota
 	if quota <= 0 {
 		quota = a.deps.Config.OutputQuota

@@ -223,6 +223,7 @@ type chanState struct {
 	started *warden.Started
 	failed  *warden.SpawnFailed
 	exited  *warden.Exited
+	reaped  *warden.Reaped
 	// base is the offset of out[0] (0, or the Resume offset).
 	base     uint64
 	out      []byte
@@ -293,6 +294,12 @@ func (c *conn) read() {
 			case warden.TExited:
 				s.exited = new(warden.Exited)
 				json.Unmarshal(p, s.exited)
+				if s.reaped == nil {
+					c.t.Errorf("exited before reaped on channel %d", f.Channel)
+				}
+			case warden.TReaped:
+				s.reaped = new(warden.Reaped)
+				json.Unmarshal(p, s.reaped)
 			case warden.TInAck:
 				s.inAck = warden.Offset(f)
 			case warden.TOut:

@@ -89,6 +89,7 @@ func (s *state) takeOver(l *link) {
 		p.sending = false
 		p.sent = p.acked
 		p.exitSent = false
+		p.reapSent = false
 		p.queued = false
 		p.inBase = p.inRecv
 		p.inAckDue = false
@@ -197,6 +198,7 @@ func (l *link) handle(f warden.Frame) error {
 		p.sent = off
 		p.sending = true
 		p.exitSent = false
+		p.reapSent = false
 		// Tell the runtime where stdin stands on this link.
 		p.inAckDue = p.stdin != nil
 		s.kick(p)
@@ -358,6 +360,17 @@ func (l *link) writer() {
 func (l *link) sendOne(p *proc) error {
 	s := l.s
 	switch {
+	case p.reaped && !p.reapSent:
+		// Ahead of any output: the runtime learns the end even when no
+		// consumer reads (and can then stop and forget the process).
+		p.reapSent = true
+		b, err := json.Marshal(warden.Reaped{Code: p.code, Signal: p.sig, OOMKills: p.reapOOM})
+		if err != nil {
+			return err
+		}
+		s.mu.Unlock()
+		defer s.mu.Lock()
+		return l.w.Write(warden.TReaped, p.ch, b)
 	case p.stdin != nil && (p.inWritten > p.inAckSent || p.inAckDue):
 		off := p.inWritten
 		p.inAckSent = off

@@ -46,12 +46,14 @@ func (s *state) reap() {
 		if p := s.byPID[pid]; p != nil {
 			delete(s.byPID, pid)
 			p.reaped = true
+			p.reapOOM = oomKills()
 			if ws.Signaled() {
 				p.code, p.sig = -1, int(ws.Signal())
 			} else {
 				p.code = ws.ExitStatus()
 			}
 			s.maybeEnded(p)
+			s.kick(p)
 		}
 		s.mu.Unlock()
 	}

@@ -81,20 +81,23 @@ type proc struct {
 
 	// Output: data[head:] holds offsets [acked, read); runs say which
 	// stream each byte came from.
-	data   []byte
-	head   int
-	runs   []outRun
-	acked  uint64
-	read   uint64
-	open   int // output streams not yet at their end
-	outs   []*os.File
-	master *os.File // the pty master (TTY only)
-	window *sync.Cond
+	data  []byte
+	head  int
+	runs  []outRun
+	acked uint64
+	read  uint64
+	// readErr is how much of read came from stderr.
+	readErr uint64
+	open    int // output streams not yet at their end
+	outs    []*os.File
+	master  *os.File // the pty master (TTY only)
+	window  *sync.Cond
 
 	// Link-scoped: reset when a new link takes over.
 	sent     uint64 // next offset to send
 	sending  bool   // first link, spawned on this link, or Resumed
 	exitSent bool
+	reapSent bool
 	queued   bool // in the link's ready list
 
 	// Stdin.
@@ -110,6 +113,7 @@ type proc struct {
 	inWake    *sync.Cond
 
 	reaped    bool
+	reapOOM   int64 // the OOM kill count when reaped
 	code, sig int
 	exit      *warden.Exited
 	forgotten bool
@@ -137,6 +141,9 @@ func (p *proc) appendOut(stream byte, b []byte, window int64) int64 {
 	}
 	p.data = append(p.data, b...)
 	p.read += uint64(len(b))
+	if stream == 2 {
+		p.readErr += uint64(len(b))
+	}
 	cost := int64(len(b))
 	if n := len(p.runs); n > 0 && p.runs[n-1].stream == stream {
 		p.runs[n-1].end = p.read
@@ -204,7 +211,7 @@ func (s *state) maybeEnded(p *proc) {
 	if p.exit != nil || !p.reaped || p.open > 0 || p.forgotten {
 		return
 	}
-	p.exit = &warden.Exited{Code: p.code, Signal: p.sig, Output: p.read, OOMKills: oomKills()}
+	p.exit = &warden.Exited{Code: p.code, Signal: p.sig, Output: p.read, Stdout: p.read - p.readErr, Stderr: p.readErr, OOMKills: oomKills()}
 	s.kick(p)
 }
 
@@ -227,7 +234,7 @@ func (p *proc) hasWork() bool {
 	if p.stdin != nil && (p.inWritten > p.inAckSent || p.inAckDue) {
 		return true
 	}
-	return p.sent < p.read || (p.exit != nil && !p.exitSent)
+	return p.reaped && !p.reapSent || p.sent < p.read || (p.exit != nil && !p.exitSent)
 }
 
 // forget drops p and everything it holds. The caller holds s.mu.

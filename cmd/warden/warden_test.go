@@ -236,10 +236,15 @@ func TestBackpressurePerProcess(t *testing.T) {
 	if got := c.ch(1).received(); got != window {
 		t.Errorf("received %d, want the window %d", got, window)
 	}
-	// Forget of a running process would be a violation; kill it and take
-	// the rest.
+	// Forget of a running process would be a violation; kill it: its
+	// Reaped comes although its window is full (nobody acked), so a
+	// runtime whose consumer stopped reading can still learn the end.
 	if err := c.w.WriteSignal(1, 9); err != nil {
 		t.Fatal(err)
+	}
+	c.waitFor("reaped with a full window", func() bool { return c.ch(1).reaped != nil })
+	if r := c.ch(1).reaped; r.Signal != 9 || c.ch(1).exited != nil {
+		t.Errorf("reaped %+v (exited %v), want signal 9 and no exited yet", r, c.ch(1).exited)
 	}
 	if err := c.w.WriteOffset(warden.TAck, 1, window); err != nil {
 		t.Fatal(err)
