@@ -202,9 +202,18 @@ func TestWardenPerProcessBackpressure(t *testing.T) {
 func TestWardenKilledFromInside(t *testing.T) {
 	e := newAPI(t, stockade.Options{})
 	sb := e.sandbox(t, spec.Kept)
-	_, _, res, _ := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "kill -9 $PPID; sleep 30"}})
-	if res.Reason != "lost" || res.ExitCode != -1 {
-		t.Fatalf("a process whose warden was killed: %+v, want lost", res)
+	// It kills its parent (the warden) once told to: after its start is
+	// journaled and returned.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "read x; kill -9 $PPID; sleep 30"}, Stdin: true, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(p.Stdin(), "go\n")
+	res, err := p.Wait(ctx)
+	if res.Reason != "lost" || res.ExitCode != -1 || !spec.IsCode(err, spec.CodeStreamFailure) {
+		t.Fatalf("a process whose warden was killed: %+v %v, want lost", res, err)
 	}
 	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"echo", "again"}})
 	if err != nil || out != "again\n" || res.ExitCode != 0 {
@@ -215,7 +224,7 @@ func TestWardenKilledFromInside(t *testing.T) {
 		t.Fatalf("sandbox history %v: want one warden lost and two started", types)
 	}
 	// The first process's group (its sleep) was killed with it.
-	out, _, _, _ = runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "ps -o comm | grep -c '^sleep$' || true"}})
+	out, _, _, _ = runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "ps -o args | grep -c '^sleep 30$' || true"}})
 	if strings.TrimSpace(out) != "0" {
 		t.Fatalf("%s sleep processes left of the lost process", strings.TrimSpace(out))
 	}

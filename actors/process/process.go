@@ -169,6 +169,9 @@ type processActor struct {
 	att    dockerio.Attachment
 	wproc  *warden.Proc // the warden's process, in warden mode
 	wexit  *warden.Exited
+	// killPending: a Docker-side kill of the group is under way (the
+	// warden was lost); the exit is journaled after it.
+	killPending bool
 	// A re-adopted warden process's resumed recording and the offset it
 	// resumes from.
 	resumeRec  *recorder.Recording
@@ -253,6 +256,9 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.onExecCreated(ctx, m)
 	case wardenSpawned:
 		a.onWardenSpawned(ctx, m)
+	case groupKilled:
+		a.killPending = false
+		a.maybeFinish()
 	case wardenReaped:
 		a.onWardenReaped(m)
 	case wardenExited:
@@ -735,7 +741,7 @@ func (a *processActor) armRecheck(d time.Duration) {
 // end are known. A stopping process whose exec ended does not wait for a
 // consumer that no longer reads: its streams are cut.
 func (a *processActor) maybeFinish() {
-	if a.done || a.exit == nil {
+	if a.done || a.exit == nil || a.killPending {
 		return
 	}
 	if a.out != nil && a.outDone == nil {

@@ -77,7 +77,15 @@ func (a *processActor) onWardenSpawned(ctx actor.Context, m wardenSpawned) {
 			a.finish(lifecycle.ReasonFailed, se.Code, spec.Wrap(spec.CodeExecFailed, "process", m.err, "process %s could not start", a.p.ID))
 			return
 		}
-		a.finish(lifecycle.ReasonFailed, -1, spec.Wrap(spec.CodeStreamFailure, "process", m.err, "process %s: the sandbox's warden did not spawn it", a.p.ID))
+		select {
+		case <-a.p.Link.Done():
+			// The spawn request went out and the link ended: the warden
+			// may have started it (it runs on, unreported, until the
+			// sandbox stops). Its outcome is lost, not a failure.
+			a.finish(lifecycle.ReasonLost, -1, spec.Wrap(spec.CodeStreamFailure, "process", m.err, "process %s: the sandbox's warden was lost before it reported the spawn", a.p.ID))
+		default:
+			a.finish(lifecycle.ReasonFailed, -1, spec.Wrap(spec.CodeStreamFailure, "process", m.err, "process %s: the sandbox's warden did not spawn it", a.p.ID))
+		}
 		return
 	}
 	a.wproc = m.proc
@@ -153,21 +161,35 @@ func (a *processActor) wardenLost(cause error) {
 		a.stopReason = lifecycle.ReasonLost
 	}
 	a.stopErr = spec.Wrap(spec.CodeStreamFailure, "process", cause, "process %s: the sandbox's warden was lost; the process group was killed", a.p.ID)
-	if pgid := a.state.Group; pgid > 1 {
-		sb, bg := a.p.Sandbox, a.bg
-		go func() {
-			err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
-			if err != nil && !spec.IsCode(err, spec.CodeNotFound) {
-				a.deps.Log.Warn("killing the group of a process whose warden was lost failed", "process", a.p.ID, "err", err)
-			}
-		}()
-	}
+	a.killGroupByDocker()
 	a.exit = &dockerio.ExecState{Known: true, ExitCode: -1}
 	if a.out != nil && a.outDone == nil {
 		a.out.closePipes(a.stopErr)
 		a.att.Close()
 	}
 	a.maybeFinish()
+}
+
+// groupKilled says the Docker-side kill of a lost warden's process group
+// is done: the process may be journaled ended.
+type groupKilled struct{}
+
+// killGroupByDocker kills the process's group with a Docker exec (its
+// warden can no longer do it); the exit waits for it (maybeFinish).
+func (a *processActor) killGroupByDocker() {
+	pgid := a.state.Group
+	if pgid <= 1 || a.killPending {
+		return
+	}
+	a.killPending = true
+	sb, bg := a.p.Sandbox, a.bg
+	go func() {
+		err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
+		if err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+			a.deps.Log.Warn("killing the group of a process whose warden was lost failed", "process", a.p.ID, "err", err)
+		}
+		a.send(groupKilled{})
+	}()
 }
 
 // signalWarden signals the group through the warden.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
@@ -144,16 +145,11 @@ func (a *processActor) adoptLost(why string) {
 	if !a.decided("lost", why) {
 		return
 	}
-	if pgid := a.state.Group; pgid > 1 {
-		sb, bg := a.p.Sandbox, a.bg
-		go func() {
-			err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
-			if err != nil && !spec.IsCode(err, spec.CodeNotFound) {
-				a.deps.Log.Warn("killing the group of a lost process failed", "process", a.p.ID, "err", err)
-			}
-		}()
-	}
-	a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeStreamFailure, "process", "recovered: process %s: %s", a.p.ID, why))
+	a.stopReason = lifecycle.ReasonLost
+	a.stopErr = spec.Errorf(spec.CodeStreamFailure, "process", "recovered: process %s: %s", a.p.ID, why)
+	a.exit = &dockerio.ExecState{Known: true, ExitCode: -1}
+	a.killGroupByDocker()
+	a.maybeFinish()
 }
 
 // handleFor returns the process's handle, making one for a process that
