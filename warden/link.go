@@ -499,6 +499,9 @@ func (l *Link) Spawn(ctx context.Context, s Spawn) (*Proc, error) {
 	if err := l.sent(l.w.Write(TSpawn, p.Channel, payload)); err != nil {
 		return nil, err
 	}
+	if s.Sent != nil {
+		s.Sent()
+	}
 	select {
 	case err := <-p.spawned:
 		return p.spawnResult(err)

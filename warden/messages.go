@@ -98,6 +98,9 @@ type Spawn struct {
 	TTY   bool     `json:"tty,omitempty"`
 	Rows  uint16   `json:"rows,omitempty"`
 	Cols  uint16   `json:"cols,omitempty"`
+	// Sent, if set, is called by Link.Spawn once the request is written
+	// (the runtime's crash drills stop there). Not sent.
+	Sent func() `json:"-"`
 }
 
 func (m *Spawn) validate() error {

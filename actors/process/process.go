@@ -258,6 +258,12 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.onWardenSpawned(ctx, m)
 	case groupKilled:
 		a.killPending = false
+		if m.workloadGone && a.stopReason == lifecycle.ReasonLost {
+			// The warden went down with its workload: the sandbox
+			// stopped under the process.
+			a.stopReason = lifecycle.ReasonSandboxStopped
+			a.stopErr = spec.Errorf(spec.CodeCancelled, "process", "process %s: its sandbox's workload stopped", a.p.ID)
+		}
 		a.maybeFinish()
 	case wardenReaped:
 		a.onWardenReaped(m)

@@ -43,6 +43,7 @@ type (
 // spawnWarden asks the warden for the process, off the mailbox.
 func (a *processActor) spawnWarden(bg context.Context) {
 	s := spawnRequest(a.p.ID, a.p.Spec)
+	s.Sent = func() { failpoint.Hit(failpoint.ProcessSpawnSent) }
 	link := a.p.Link
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
@@ -157,6 +158,12 @@ func (a *processActor) wardenLost(cause error) {
 	if a.done || a.exit != nil {
 		return
 	}
+	if errors.Is(cause, warden.ErrLinkClosed) {
+		// The sandbox let go of the link: the runtime is closing, and
+		// this actor stops next (the process is left to the warden and
+		// the next recovery).
+		return
+	}
 	if a.stopReason == "" || a.stopReason == lifecycle.ReasonSignaled {
 		a.stopReason = lifecycle.ReasonLost
 	}
@@ -172,7 +179,11 @@ func (a *processActor) wardenLost(cause error) {
 
 // groupKilled says the Docker-side kill of a lost warden's process group
 // is done: the process may be journaled ended.
-type groupKilled struct{}
+type groupKilled struct {
+	// workloadGone: Docker cannot exec into the workload (not running,
+	// or gone): the warden died with its sandbox.
+	workloadGone bool
+}
 
 // killGroupByDocker kills the process's group with a Docker exec (its
 // warden can no longer do it); the exit waits for it (maybeFinish).
@@ -185,10 +196,16 @@ func (a *processActor) killGroupByDocker() {
 	sb, bg := a.p.Sandbox, a.bg
 	go func() {
 		err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
+		gone := false
 		if err != nil && !spec.IsCode(err, spec.CodeNotFound) {
-			a.deps.Log.Warn("killing the group of a process whose warden was lost failed", "process", a.p.ID, "err", err)
+			vctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
+			gone = a.deps.Engine.VerifySandbox(vctx, sb) != nil
+			cancel()
+			if !gone {
+				a.deps.Log.Warn("killing the group of a process whose warden was lost failed", "process", a.p.ID, "err", err)
+			}
 		}
-		a.send(groupKilled{})
+		a.send(groupKilled{workloadGone: gone})
 	}()
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockade/stockade/actors/process"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/warden"
@@ -85,6 +86,7 @@ func (a *sandboxActor) onWardenUp(ctx actor.Context, m wardenUp) {
 	a.w.starting = false
 	err := m.err
 	if err == nil {
+		failpoint.Hit(failpoint.WardenStarted)
 		ev := lifecycle.WardenStarted{PID: m.hello.PID, Socket: m.hello.Socket, Secret: hex.EncodeToString(m.secret), Version: m.hello.Version}
 		if err = a.record(ev); err != nil {
 			m.link.Close()
@@ -153,9 +155,15 @@ func (a *sandboxActor) wardenHold(m Launch) bool {
 	return true
 }
 
+// closeWarden lets go of the link as the actor stops (the runtime closes):
+// the warden and its processes stay for the next runtime. The link's end
+// is not a loss (a stopping actor still takes messages: the generation
+// moves on so it is ignored).
 func (a *sandboxActor) closeWarden() {
+	a.w.gen++
 	if a.w.link != nil {
 		a.w.link.Close()
+		a.w.link = nil
 	}
 }
 
@@ -219,6 +227,7 @@ func (a *sandboxActor) reattach() {
 // new work. A warden that cannot be reattached is journaled lost.
 func (a *sandboxActor) onReattached(ctx actor.Context, m reattached) {
 	a.w.starting = false
+	failpoint.Hit(failpoint.RecoveryReattached)
 	pending := a.w.pendingAdopt
 	a.w.pendingAdopt = nil
 	var gone error

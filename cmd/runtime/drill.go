@@ -289,7 +289,7 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, forei
 	jpath := filepath.Join(d.dir, fmt.Sprintf("drill-%d.db", d.n))
 	violate := func(format string, args ...any) { r.Violations = append(r.Violations, fmt.Sprintf(format, args...)) }
 	var err error
-	if fp == failpoint.RecoveryDecided || fp == failpoint.RecoveryOrphan {
+	if fp == failpoint.RecoveryDecided || fp == failpoint.RecoveryOrphan || fp == failpoint.RecoveryReattached {
 		// The workload runs to its end; the kill comes in the recovery after
 		// (with an orphan to sweep: resources of this owner the journal
 		// does not know).

@@ -22,9 +22,11 @@ const (
 	SandboxCreateCall  = "sandbox.create-call"  // resources made, created not journaled
 	SandboxCreated     = "sandbox.created"      // created journaled, workload not started
 	SandboxStartCall   = "sandbox.start-call"   // workload started, started not journaled
-	ProcessReserved    = "process.reserved"     // process reserved journaled, no exec
-	ProcessExecCreated = "process.exec-created" // exec created journaled, not attached
-	ProcessAttached    = "process.attached"     // exec running, started not journaled
+	WardenStarted      = "sandbox.warden-up"    // the warden's link up, its start not journaled
+	ProcessReserved    = "process.reserved"     // process reserved journaled, no spawn request
+	ProcessSpawnSent   = "process.spawn-sent"   // the spawn request sent to the warden, no answer
+	ProcessExecCreated = "process.exec-created" // exec created journaled, not attached (a sandbox without a warden)
+	ProcessAttached    = "process.attached"     // process running (spawned or attached), started not journaled
 	ProcessMidStream   = "process.mid-stream"   // output flowing
 	ProcessStopping    = "process.stopping"     // process stopping journaled, group not signalled
 	SandboxStopping    = "sandbox.stopping"     // stopping journaled, workload not stopped
@@ -34,14 +36,15 @@ const (
 	SandboxRemoveCall  = "sandbox.remove-call"  // resources removed, removed not journaled
 	RecoveryDecided    = "recovery.decided"     // a recovery decision journaled, not carried out
 	RecoveryOrphan     = "recovery.orphan"      // an orphan removed, its removal not journaled
+	RecoveryReattached = "recovery.reattached"  // the warden reattached and listed, its processes not settled
 )
 
 // All lists every failpoint, for drills.
 var All = []string{
-	SandboxReserved, SandboxCreateCall, SandboxCreated, SandboxStartCall,
-	ProcessReserved, ProcessExecCreated, ProcessAttached, ProcessMidStream, ProcessStopping,
+	SandboxReserved, SandboxCreateCall, SandboxCreated, SandboxStartCall, WardenStarted,
+	ProcessReserved, ProcessSpawnSent, ProcessAttached, ProcessMidStream, ProcessStopping,
 	SandboxStopping, SandboxStopCall, SandboxExited, SandboxRemoving, SandboxRemoveCall,
-	RecoveryDecided, RecoveryOrphan,
+	RecoveryDecided, RecoveryOrphan, RecoveryReattached,
 }
 
 var armed = os.Getenv(Env)
