@@ -2,6 +2,7 @@ package test
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -290,4 +291,62 @@ func TestWardenBinaryProtected(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, want) {
 		t.Fatalf("the warden binary after a Put through a symlink and a new warden: %q %v, want %s", out, err, want)
 	}
+}
+
+// TestWardenTTY: a process on a terminal inside the sandbox sees the size
+// it was started with, and a resize.
+func TestWardenTTY(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.OneShot)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "stty size; tty >/dev/null && echo on-a-tty; echo to-stderr >&2; read x; stty size"},
+		Stdin: true, TTY: true, Rows: 30, Cols: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(p.Stderr()); errc <- b }()
+	r := bufio.NewReader(p.Stdout())
+	var lines []string
+	for len(lines) < 3 {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the terminal: %q %v", lines, err)
+		}
+		lines = append(lines, strings.TrimRight(l, "\r\n"))
+	}
+	if lines[0] != "30 100" || lines[1] != "on-a-tty" || lines[2] != "to-stderr" {
+		t.Fatalf("the terminal showed %q, want its size, a tty, and stderr on it", lines)
+	}
+	if err := p.Resize(ctx, 40, 120); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(p.Stdin(), "\n")
+	var rest []string
+	for {
+		l, err := r.ReadString('\n')
+		if s := strings.TrimRight(l, "\r\n"); s != "" {
+			rest = append(rest, s)
+		}
+		if err != nil {
+			break
+		}
+	}
+	res, err := p.Wait(ctx)
+	if err != nil || res.ExitCode != 0 || len(rest) == 0 || rest[len(rest)-1] != "40 120" {
+		t.Fatalf("after the resize: %q %+v %v, want 40 120", rest, res, err)
+	}
+	if b := <-errc; len(b) != 0 {
+		t.Fatalf("stderr of a terminal process: %q, want nothing", b)
+	}
+	// Resize of a process without a terminal is refused, typed.
+	q, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "5"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Resize(ctx, 10, 10); !spec.IsCode(err, spec.CodeInvalidArgument) {
+		t.Fatalf("resize without a terminal: %v, want invalid_argument", err)
+	}
+	q.Stop(ctx)
 }
