@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,19 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkWarden -benchtime 50x ./test/
 
+// benchPolicy is smallPolicy with the machine's two CPUs: a sandbox's
+// processes are spawned inside its CPU quota (the warden is in the
+// sandbox), and a one-CPU quota throttles a burst of spawns for the rest of
+// each 100 ms CFS period. STOCKADE_BENCH_CPUS overrides it.
+func benchPolicy() spec.Policy {
+	p := smallPolicy()
+	p.CPUs = 2
+	if v, err := strconv.ParseFloat(os.Getenv("STOCKADE_BENCH_CPUS"), 64); err == nil && v > 0 {
+		p.CPUs = v
+	}
+	return p
+}
+
 func percentile(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -41,7 +55,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func BenchmarkWardenExecTrue(b *testing.B) {
 	rt := newBenchAPI(b)
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy()})
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: benchPolicy()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,7 +99,7 @@ func BenchmarkWardenExecTrue(b *testing.B) {
 func BenchmarkWardenConcurrent100(b *testing.B) {
 	rt := newBenchAPI(b)
 	ctx := context.Background()
-	pol := smallPolicy()
+	pol := benchPolicy()
 	pol.Pids = 512
 	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol})
 	if err != nil {
