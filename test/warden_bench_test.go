@@ -15,6 +15,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/journal"
@@ -269,4 +270,47 @@ func benchCLIServer(b *testing.B) (*cliEnv, *client.Client, string) {
 		cmd.Wait()
 	})
 	return e, c, sock
+}
+
+// BenchmarkWardenDelivery: what delivering the warden costs a sandbox's
+// create: create+start through an adapter that writes the binary into the
+// workspace with the seed (one archive call) vs one without a warden,
+// alternating. The ratio is the delivery's cost.
+func BenchmarkWardenDelivery(b *testing.B) {
+	e := newDio(b)
+	bin, err := os.ReadFile(os.Getenv("STOCKADE_WARDEN"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	with, err := dockerio.NewAdapter(dockerio.Options{Warden: bin})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer with.Close()
+	ctx := context.Background()
+	if _, err := with.Preflight(ctx); err != nil {
+		b.Fatal(err)
+	}
+	s := e.spec(nil)
+	create := func(a *dockerio.Adapter, total *time.Duration) func() {
+		return func() {
+			id := newID()
+			t0 := time.Now()
+			sb, err := a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.owner, ID: id, Spec: s})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := a.StartSandbox(ctx, sb); err != nil {
+				b.Fatal(err)
+			}
+			*total += time.Since(t0)
+			if err := a.RemoveSandbox(ctx, sb); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var withW, without time.Duration
+	alternate(b.N, create(with, &withW), create(e.a, &without))
+	report(b, "with-warden", withW, "without", without)
+	b.ReportMetric(float64(len(bin))/(1<<20), "binary-MiB")
 }
