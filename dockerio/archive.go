@@ -167,8 +167,23 @@ func rewrite(dst io.Writer, src io.Reader, u spec.User, atRoot bool) error {
 		if err := l.check(h); err != nil {
 			return err
 		}
-		if atRoot && ReservedPath(h.Name) {
-			return spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "entry %q: %s is the warden's, reserved", h.Name, WardenDir)
+		if atRoot {
+			name := strings.TrimSuffix(h.Name, "/")
+			if name == "." {
+				// The workspace root itself: its owner and mode are the
+				// runtime's (root, 0755, so the warden's directory in it
+				// stays put), not the archive's.
+				if _, err := io.Copy(io.Discard, tr); err != nil {
+					return wrap(err, "reading the archive")
+				}
+				continue
+			}
+			// Where the entry lands, through this archive's symlinks, and
+			// what a hardlink would share.
+			at, _ := l.resolve(path.Dir(name))
+			if ReservedPath(name) || ReservedPath(path.Join(at, path.Base(name))) || h.Typeflag == tar.TypeLink && ReservedPath(h.Linkname) {
+				return spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "entry %q: %s is the warden's, reserved", h.Name, WardenDir)
+			}
 		}
 		h.Uid, h.Gid = int(u.UID), int(u.GID)
 		h.Uname, h.Gname = "", ""

@@ -234,3 +234,57 @@ func TestDockerioSpoolBound(t *testing.T) {
 		t.Fatalf("past the bound: %v", err)
 	}
 }
+
+// TestDockerioArchiveReserved: at the workspace root, no entry may land in
+// the warden's directory, by name, through a symlink of the archive, or as
+// a hardlink to its files; the root entry itself is dropped (its owner is
+// the runtime's). Below the root the same names are ordinary.
+func TestDockerioArchiveReserved(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+		atRoot  bool
+		want    string // "" means accepted
+	}{
+		{"by name", []entry{file(".stockade/stockade-warden", "x")}, true, "reserved"},
+		{"dot-slash name", []entry{file("./.stockade/x", "x")}, true, "reserved"},
+		{"the directory", []entry{dir(".stockade/")}, true, "reserved"},
+		{"dotdot name", []entry{dir("work/"), file("work/../.stockade/x", "x")}, true, "reserved"},
+		{"through a symlink", []entry{symlink("s", ".stockade"), file("s/stockade-warden", "x")}, true, "reserved"},
+		{"hardlink to the binary", []entry{hardlink("h", ".stockade/stockade-warden")}, true, "reserved"},
+		{"similar names", []entry{file(".stockadex", "x"), dir("work/"), file("work/.stockade", "y")}, true, ""},
+		{"below the root", []entry{file(".stockade/x", "x")}, false, ""},
+	} {
+		err := rewrite(io.Discard, bytes.NewReader(archive(t, tc.entries...)), spec.User{UID: 1000, GID: 1000}, tc.atRoot)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	// The root entry is dropped, what follows is kept.
+	var out bytes.Buffer
+	if err := rewrite(&out, bytes.NewReader(archive(t, dir("./"), file("f", "x"))), spec.User{UID: 1000, GID: 1000}, true); err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(&out)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, h.Name)
+	}
+	if strings.Join(names, ",") != "f" {
+		t.Fatalf("entries after rewrite at the root: %v, want only f", names)
+	}
+	for _, p := range []string{".stockade", ".stockade/x", "./.stockade/"} {
+		if err := checkReserved(p); !spec.IsCode(err, spec.CodeInvalidArgument) {
+			t.Errorf("checkReserved(%q): %v", p, err)
+		}
+	}
+	for _, p := range []string{".", "work", ".stockadex", "work/.stockade"} {
+		if err := checkReserved(p); err != nil {
+			t.Errorf("checkReserved(%q): %v", p, err)
+		}
+	}
+}

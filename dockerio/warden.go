@@ -186,9 +186,9 @@ func (l *LineLog) emit() {
 	l.buf.Reset()
 }
 
-// EnsureWarden checks, through the export container, that the sandbox's
-// warden binary is still exactly ours (root-owned, 0555, same bytes), and
-// writes it again if not. The sandbox user cannot write it, but a Put
+// EnsureWarden writes the sandbox's warden binary and its directories
+// again through the export container (root-owned; the file 0555) and checks
+// the file is exactly ours. The sandbox user cannot write it, but a Put
 // through a symlink the workload made is extracted by the daemon as root:
 // so the binary is checked before any exec of it that follows a Put, and
 // on every reattach.
@@ -220,10 +220,9 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 		}
 		return bytes.Equal(got, a.warden), nil
 	}
-	ok, err := check()
-	if err != nil || ok {
-		return err
-	}
+	// Written again every time (a replacement or a reattach is rare): the
+	// directories' owner and mode are restored with the file, whatever a
+	// Put through a symlink did to them.
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	if err := wardenTar(tw, a.warden, time.Now()); err != nil {
@@ -235,7 +234,7 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 	if err := cli.CopyToContainer(ctx, sb.Export, WorkspaceDir, &buf, container.CopyToContainerOptions{}); err != nil {
 		return translate(err, "dockerio.warden", "writing the warden binary of sandbox %s again", sb.ID)
 	}
-	if ok, err = check(); err != nil || ok {
+	if ok, err := check(); err != nil || ok {
 		return err
 	}
 	return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "sandbox %s: the warden binary at %s is not ours, and writing it again did not hold", sb.ID, WardenPath)

@@ -621,3 +621,33 @@ func TestResumeAfterCutEnd(t *testing.T) {
 		t.Fatalf("summary %+v: want complete, 10 dropped and missing, stdout 19", sum)
 	}
 }
+
+// TestSuspendThenResume: a runtime that closes suspends a live process's
+// recording (no end record); a reader sees it unfinished, and the next
+// runtime resumes it where it stands.
+func TestSuspendThenResume(t *testing.T) {
+	s := newStore(t, spec.Record{})
+	rec, err := s.Create("p", spec.Record{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Write(TypeStdout, []byte("hello"))
+	if err := rec.Suspend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, sum, err := readAll(t, s.Path(), "p"); err != nil || sum.Complete {
+		t.Fatalf("a suspended recording reads %+v %v, want not complete", sum, err)
+	}
+	rec2, off, err := s.Resume("p", spec.Record{})
+	if err != nil || off != 5 {
+		t.Fatalf("Resume after Suspend: %d, %v", off, err)
+	}
+	rec2.Write(TypeStdout, []byte(" again"))
+	if err := rec2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, _, sum, err := readAll(t, s.Path(), "p")
+	if err != nil || string(got.data) != "hello again" || !sum.Complete || sum.StdoutBytes != 11 {
+		t.Fatalf("read %q, %+v, %v", got.data, sum, err)
+	}
+}

@@ -465,3 +465,49 @@ func be64(v uint64) []byte {
 
 // String names the recording (for logs).
 func (r *Recording) String() string { return fmt.Sprintf("recording of %s", r.id) }
+
+// Suspend syncs and closes the recording WITHOUT its end record: the
+// process goes on without this runtime (it is closing, and the process's
+// sandbox keeps it), and the next runtime resumes the recording (Resume)
+// where it stands. A reader sees it as a live recording meanwhile. A
+// pending gap (bytes dropped by a write error) is written first so the
+// count is not lost.
+func (r *Recording) Suspend() error {
+	if r == nil {
+		return nil
+	}
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	defer r.store.forget(r)
+	var errs []error
+	if r.dropped > 0 {
+		if _, err := r.cur.Write(appendRecord(nil, TypeGap, be64(uint64(r.dropped)))); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	ret, cur, dir := r.retired, r.cur, r.dirDirty
+	r.retired = nil
+	r.mu.Unlock()
+	if err := r.syncFiles(ret, cur, dir); err != nil {
+		errs = append(errs, err)
+	}
+	for _, rt := range ret {
+		rt.f.Close()
+	}
+	if err := cur.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return spec.Wrap(spec.CodeJournal, "recorder", errors.Join(errs...), "suspending the recording of %s", r.id)
+	}
+	return nil
+}

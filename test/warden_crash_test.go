@@ -6,10 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	dockerclient "github.com/docker/docker/client"
 
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
@@ -50,7 +55,7 @@ func TestWardenCrashMidStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	quick, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.1; done; exit 7"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	quick, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "while [ ! -e /tmp/go-quick ]; do sleep 0.1; done; exit 7"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -74,6 +79,19 @@ func TestWardenCrashMidStream(t *testing.T) {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
 	c.Close()
+	// While no runtime runs, the quick process is let go and ends: the
+	// warden keeps its code for the next runtime.
+	workload := sandboxWorkload(t, cli, sb.ID())
+	dockerExec(t, workload, "touch", "/tmp/go-quick")
+	for i := 0; ; i++ {
+		if out := dockerExec(t, workload, "sh", "-c", "ps -o args | grep -c '[g]o-quick' || true"); strings.TrimSpace(out) == "0" {
+			break
+		}
+		if i == 300 {
+			t.Fatal("the quick process did not end")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	second := e.serve(t, ctx)
 	c2, err := client.Dial(second.sock)
 	if err != nil {
@@ -142,4 +160,26 @@ func firstDiff(a, b string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// sandboxWorkload finds a sandbox's workload container by its labels.
+func sandboxWorkload(t *testing.T, cli *dockerclient.Client, id string) string {
+	t.Helper()
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", "io.stockade.sandbox="+id), filters.Arg("label", "io.stockade.role=workload"))})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("the workload of %s: %d containers, %v", id, len(list), err)
+	}
+	return list[0].ID
+}
+
+// dockerExec runs a command in a container as the sandbox user, with the
+// docker CLI (no runtime of ours involved), and returns its output.
+func dockerExec(t *testing.T, container string, argv ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", append([]string{"exec", "-u", "65532:65532", container}, argv...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker exec %v: %v %s", argv, err, out)
+	}
+	return string(out)
 }

@@ -350,3 +350,103 @@ func TestWardenTTY(t *testing.T) {
 	}
 	q.Stop(ctx)
 }
+
+// TestWardenCloseAndReopenMidStream: a runtime that closes cleanly while a
+// warden's process streams leaves it running and its recording open; the
+// next runtime re-adopts it with its streams, and the recording ends
+// complete, every byte once.
+func TestWardenCloseAndReopenMidStream(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.Kept)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 40000
+	script := fmt.Sprintf("seq 1 %d; while [ ! -e /tmp/go ]; do sleep 0.1; done; seq %d %d", n/2, n/2+1, n)
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", script}, Stderr: spec.Discard, Record: spec.Record{Head: 8 << 20, Tail: spec.MinRecordBound}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(p.Stdout())
+	for {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l == fmt.Sprintf("%d\n", n/2) {
+			break
+		}
+	}
+	rt := e.reopen(t, stockade.Options{})
+	sb2, err := rt.Sandbox(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, res, err := runOut(t, sb2, spec.Process{Argv: []string{"touch", "/tmp/go"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("touch: %+v %v", res, err)
+	}
+	q, err := rt.Process(ctx, p.ID)
+	if err != nil {
+		t.Fatalf("the re-adopted process by id: %v", err)
+	}
+	if res, err := q.Wait(ctx); err != nil || res.ExitCode != 0 || res.Reason != "exited" {
+		t.Fatalf("the re-adopted process: %+v %v", res, err)
+	}
+	var got bytes.Buffer
+	sum, err := rt.Logs(p.ID, func(c stockade.OutputChunk) error {
+		if c.Stream == 0 {
+			return fmt.Errorf("a gap of %d", c.Gap)
+		}
+		got.Write(c.Data)
+		return nil
+	})
+	var want strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if err != nil || !sum.Complete || got.String() != want.String() {
+		t.Fatalf("the recording after a clean close and reopen: %d bytes (want %d), %+v %v; first difference at %d", got.Len(), want.Len(), sum, err, firstDiff(got.String(), want.String()))
+	}
+}
+
+// TestWardenFrozen: the workload stops its warden (SIGSTOP). A process's
+// stop then goes unanswered: the runtime gives the warden up after the
+// KILL's grace, the process ends lost (its group killed through Docker),
+// the loss is journaled, and the next process gets a new warden.
+func TestWardenFrozen(t *testing.T) {
+	e := newAPI(t, stockade.Options{StopGrace: time.Second})
+	sb := e.sandbox(t, spec.Kept)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "read x; kill -STOP $PPID; sleep 300"}, Stdin: true, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(p.Stdin(), "go\n")
+	// The process has frozen its warden once its stdin was taken: wait
+	// for that from outside, through Docker.
+	st, _ := sb.State(ctx)
+	for i := 0; ; i++ {
+		out := dockerExec(t, st.Created.Workload, "sh", "-c", "grep -l '^State:.*T (stopped)' /proc/[0-9]*/status 2>/dev/null | wc -l")
+		if strings.TrimSpace(out) != "0" {
+			break
+		}
+		if i == 300 {
+			t.Fatal("the warden was never stopped")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait(ctx)
+	if res.Reason != "lost" || !spec.IsCode(err, spec.CodeStreamFailure) {
+		t.Fatalf("a process whose warden froze, stopped: %+v %v, want lost", res, err)
+	}
+	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"echo", "thawed"}})
+	if err != nil || out != "thawed\n" || res.ExitCode != 0 {
+		t.Fatalf("after the frozen warden: %q %+v %v", out, res, err)
+	}
+	if types := sandboxTypes(t, e.rt, sb.ID()); count(types, "sandbox.warden_lost") != 1 || count(types, "sandbox.warden_started") != 2 {
+		t.Fatalf("sandbox history %v: want the frozen warden lost and a new one", types)
+	}
+}

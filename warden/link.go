@@ -217,6 +217,13 @@ func (l *Link) Close() error {
 	return nil
 }
 
+// Abort ends the link because the runtime gave up on the warden (it stopped
+// answering): like a broken link, not like Close, so its processes are
+// taken for lost. Err wraps why.
+func (l *Link) Abort(why error) {
+	l.fail(fmt.Errorf("warden: link aborted: %w", why))
+}
+
 // fail ends the link with err (the first error wins) and reports whether
 // this call ended it.
 func (l *Link) fail(err error) bool {

@@ -231,11 +231,15 @@ func (m *Table) validate() error {
 		return fmt.Errorf("%d processes", len(m.Processes))
 	}
 	seen := make(map[uint32]bool, len(m.Processes))
+	ids := make(map[string]bool, len(m.Processes))
 	for _, e := range m.Processes {
 		if e.Channel == 0 || seen[e.Channel] {
 			return fmt.Errorf("channel %d listed twice or zero", e.Channel)
 		}
-		seen[e.Channel] = true
+		if ids[e.ID] {
+			return fmt.Errorf("process %s listed twice", e.ID)
+		}
+		seen[e.Channel], ids[e.ID] = true, true
 		if err := checkID(e.ID); err != nil {
 			return err
 		}

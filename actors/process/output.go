@@ -13,6 +13,7 @@ import (
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/warden"
 )
 
 // output is the stream actor that owns a process's read loop. The loop is a
@@ -35,6 +36,10 @@ type output struct {
 	// Bytes taken so far, readable by the process actor while the loop
 	// runs (it reports them if it must abandon the loop).
 	nOut, nErr atomic.Int64
+	// detaching: the runtime is letting go of the process (it closes);
+	// a warden's process goes on, so its recording is suspended, not
+	// ended, for the next runtime to resume.
+	detaching atomic.Bool
 }
 
 // outputDone is posted to the process actor when the read loop ends. err is
@@ -81,6 +86,12 @@ func (o *output) run() (d outputDone) {
 		// actor, which journals the exit only after it: an exit in the
 		// journal implies its output on disk. A failure is logged; the
 		// process's outcome is not the recorder's to change.
+		if _, ok := o.att.(*wardenAttachment); ok && (o.detaching.Load() || errors.Is(d.err, warden.ErrLinkClosed)) {
+			if err := o.rec.Suspend(); err != nil {
+				o.log.Warn("suspending the output recording failed", "process", o.id, "err", err)
+			}
+			return
+		}
 		if t, ok := o.att.(interface{ totals() (int64, int64, bool) }); ok && o.rec != nil {
 			if so, se, ok := t.totals(); ok {
 				o.rec.SetTotals(so, se)

@@ -328,6 +328,15 @@ func (a *processActor) Receive(ctx actor.Context) {
 	case graceExpired:
 		if m.gen == a.graceGen && !a.done {
 			a.signalGroup(syscall.SIGKILL, nil)
+			if a.wproc != nil && a.exit == nil {
+				// A warden that does not report the KILLed process reaped
+				// in time is frozen (SIGSTOP) or wedged: give it up.
+				a.timers = append(a.timers, time.AfterFunc(a.deps.Config.StopGrace+5*time.Second, func() { a.send(killUnseen{gen: m.gen}) }))
+			}
+		}
+	case killUnseen:
+		if m.gen == a.graceGen && !a.done && a.exit == nil && a.wproc != nil {
+			a.p.Link.Abort(fmt.Errorf("process %s was not reported reaped after its group was killed", a.p.ID))
 		}
 	case deadlineHit:
 		if !a.done {
@@ -519,6 +528,9 @@ func (a *processActor) onOutputDone(m outputDone) {
 	a.outDone = &m
 	if a.done {
 		return
+	}
+	if a.wproc != nil && errors.Is(m.err, warden.ErrLinkClosed) {
+		return // the runtime is closing: the detach follows, nothing is journaled
 	}
 	switch {
 	case m.err == nil:
@@ -847,17 +859,19 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 	if a.outDone != nil {
 		ev.StdoutBytes, ev.StderrBytes = a.outDone.stdout, a.outDone.stderr
 	}
-	if a.wexit != nil {
+	if a.wproc != nil {
 		// The warden counted every byte by stream, also those a crash
-		// made this runtime receive twice or resume past.
-		ev.StdoutBytes, ev.StderrBytes = int64(a.wexit.Stdout), int64(a.wexit.Stderr)
+		// made this runtime resume past.
+		if ex, ok := a.wproc.Exit(); ok {
+			ev.StdoutBytes, ev.StderrBytes = int64(ex.Stdout), int64(ex.Stderr)
+		}
 	}
 	if jerr := a.record(ev); jerr != nil {
 		a.abandonJournal(jerr)
 		return
 	}
 	if a.wproc != nil && reason != lifecycle.ReasonLost {
-		a.wproc.Forget() // journaled: the warden may drop it
+		go a.wproc.Forget() // journaled: the warden may drop it (off the mailbox)
 	}
 	res := spec.Result{ExitCode: code, Reason: string(reason), Err: err, StdoutBytes: ev.StdoutBytes,
 		StderrBytes: ev.StderrBytes, Started: a.started, Ended: a.state.At}
@@ -903,6 +917,9 @@ func (a *processActor) end(res spec.Result) {
 // cancelled error instead of hanging.
 func (a *processActor) detach() {
 	a.done = true
+	if a.out != nil {
+		a.out.detaching.Store(true)
+	}
 	err := spec.Errorf(spec.CodeCancelled, "process", "the process actor stopped (the runtime closed, or the actor failed) before process %s ended; it is left to its sandbox and the next recovery", a.p.ID)
 	if a.out != nil {
 		a.out.closePipes(err)

@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"syscall"
 
@@ -71,12 +72,25 @@ func (a *processActor) onWardenSpawned(ctx actor.Context, m wardenSpawned) {
 		if a.done {
 			return
 		}
+		if errors.Is(m.err, warden.ErrLinkClosed) {
+			// The runtime is closing: the spawn may have happened; the
+			// process stays reserved for the next recovery to settle
+			// from the warden's table.
+			a.detach()
+			return
+		}
 		var se *warden.SpawnError
 		if errors.As(m.err, &se) {
 			// The warden's spawn error names the cause (not found: 127,
 			// not executable: 126), as a shell would report it.
 			a.finish(lifecycle.ReasonFailed, se.Code, spec.Wrap(spec.CodeExecFailed, "process", m.err, "process %s could not start", a.p.ID))
 			return
+		}
+		if errors.Is(m.err, context.DeadlineExceeded) {
+			// No answer to a spawn within the Docker timeout: the warden is
+			// frozen or wedged. Give it up (its processes end lost; the
+			// next launch gets a new warden).
+			a.p.Link.Abort(fmt.Errorf("no answer to the spawn of process %s: %w", a.p.ID, m.err))
 		}
 		select {
 		case <-a.p.Link.Done():
@@ -209,17 +223,24 @@ func (a *processActor) killGroupByDocker() {
 	}()
 }
 
-// signalWarden signals the group through the warden.
+// killUnseen: the KILL's grace for the warden to report the reap ran out.
+type killUnseen struct{ gen int }
+
+// signalWarden signals the group through the warden, off the mailbox (a
+// frozen warden must not block the actor).
 func (a *processActor) signalWarden(sig syscall.Signal, reply chan<- error) {
-	err := a.wproc.Signal(sig)
-	if err != nil {
-		err = spec.Wrap(spec.CodeStreamFailure, "process", err, "signalling process %s through the warden", a.p.ID)
-	}
-	if reply != nil {
-		reply <- err
-	} else if err != nil {
-		a.deps.Log.Warn("signalling a process group failed", "process", a.p.ID, "signal", sig, "err", err)
-	}
+	p := a.wproc
+	go func() {
+		err := p.Signal(sig)
+		if err != nil {
+			err = spec.Wrap(spec.CodeStreamFailure, "process", err, "signalling process %s through the warden", a.p.ID)
+		}
+		if reply != nil {
+			a.send(signalled{reply: reply, err: err})
+		} else if err != nil {
+			a.deps.Log.Warn("signalling a process group failed", "process", a.p.ID, "signal", sig, "err", err)
+		}
+	}()
 }
 
 // Resize asks for a process's terminal size.
@@ -237,11 +258,14 @@ func (a *processActor) resize(m Resize) {
 	case m.Rows == 0 || m.Cols == 0:
 		m.Reply <- spec.Errorf(spec.CodeInvalidArgument, "process", "terminal size %dx%d: both must be positive", m.Rows, m.Cols)
 	default:
-		if err := a.wproc.Resize(m.Rows, m.Cols); err != nil {
-			m.Reply <- spec.Wrap(spec.CodeStreamFailure, "process", err, "resizing the terminal of process %s", a.p.ID)
-			return
-		}
-		m.Reply <- nil
+		p := a.wproc
+		go func() {
+			if err := p.Resize(m.Rows, m.Cols); err != nil {
+				m.Reply <- spec.Wrap(spec.CodeStreamFailure, "process", err, "resizing the terminal of process %s", a.p.ID)
+				return
+			}
+			m.Reply <- nil
+		}()
 	}
 }
 

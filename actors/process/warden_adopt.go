@@ -128,6 +128,8 @@ func (a *processActor) onWardenResumed(ctx actor.Context, m wardenResumed) {
 	}
 	a.outPID = pid
 	switch {
+	case a.p.Entry.Exit != nil || !a.p.Entry.Running:
+		// It ended while the runtime was down: its code is the warden's.
 	case a.state.Phase == lifecycle.PhaseStopping:
 		a.signalGroup(syscall.SIGKILL, nil) // a stop was under way: its grace is over
 	case !a.p.Detach:

@@ -84,6 +84,22 @@ func (a *sandboxActor) onWardenUp(ctx actor.Context, m wardenUp) {
 		return
 	}
 	a.w.starting = false
+	if m.err == nil && (a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "") {
+		// A stop came while the warden started: it is not journaled
+		// (it goes with its workload); a create that waited for it is
+		// answered (the sandbox was made, and is stopping).
+		m.link.Close()
+		held := a.w.held
+		a.w.held = nil
+		for _, l := range held {
+			a.launch(ctx, l) // refused: admission is closed
+		}
+		if a.w.creating {
+			a.w.creating = false
+			a.p.Created <- nil
+		}
+		return
+	}
 	err := m.err
 	if err == nil {
 		failpoint.Hit(failpoint.WardenStarted)
