@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -110,36 +109,24 @@ func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, im
 			return sb, err
 		}
 	}
-	// The export container (then the seed through it) and the workload
-	// are made side by side: neither needs the other, and a create is on
-	// every one-shot run's path. On failure both are left for the
-	// caller's journaled rollback, as before.
-	var wg sync.WaitGroup
-	var exportErr, workloadErr error
-	var exportID, workloadID string
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if exportID, exportErr = a.ensureContainer(ctx, cli, sb, RoleExport); exportErr != nil {
-			return
+	for _, role := range []Role{RoleExport, RoleWorkload} {
+		id, err := a.ensureContainer(ctx, cli, sb, role)
+		if err != nil {
+			return sb, err
 		}
-		esb := sb
-		esb.Export = exportID
-		if exportErr = a.readback(ctx, cli, esb, RoleExport, exportID, img.Env, false); exportErr == nil {
-			exportErr = a.seed(ctx, cli, esb)
+		if role == RoleExport {
+			sb.Export = id
+		} else {
+			sb.Workload = id
 		}
-	}()
-	if workloadID, workloadErr = a.ensureContainer(ctx, cli, sb, RoleWorkload); workloadErr == nil {
-		wsb := sb
-		wsb.Workload = workloadID
-		workloadErr = a.readback(ctx, cli, wsb, RoleWorkload, workloadID, img.Env, false)
+		if err := a.readback(ctx, cli, sb, role, id, img.Env, false); err != nil {
+			return sb, err
+		}
 	}
-	wg.Wait()
-	sb.Export, sb.Workload = exportID, workloadID
-	if exportErr != nil {
-		return sb, exportErr
+	if err := a.seed(ctx, cli, sb); err != nil {
+		return sb, err
 	}
-	return sb, workloadErr
+	return sb, nil
 }
 
 func (a *Adapter) ensureNetwork(ctx context.Context, cli *client.Client, sb Sandbox) (string, error) {
