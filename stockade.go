@@ -529,6 +529,21 @@ func (rt *Runtime) Close() error {
 	rt.stopEvents()
 	<-rt.eventsDone
 	rt.sys.Shutdown(30 * time.Second)
+	// The actors stopped closed every stream: their read loops end now
+	// (bounded: one stuck in a socket read is left behind, not waited
+	// for forever).
+	loops := make(chan struct{})
+	go func() {
+		if rt.deps != nil && rt.deps.Loops != nil {
+			rt.deps.Loops.Wait()
+		}
+		close(loops)
+	}()
+	select {
+	case <-loops:
+	case <-time.After(10 * time.Second):
+		rt.log.Warn("output read loops still running after close")
+	}
 	var err error
 	if rt.closer != nil {
 		err = rt.closer()

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"sync"
 	"context"
 	"errors"
 	"log/slog"
@@ -54,10 +55,17 @@ type Deps struct {
 	// Recorder keeps every process's output beside the journal; nil
 	// records nothing.
 	Recorder *recorder.Store
+	// Loops counts the output read loops still running (goroutines the
+	// actor system does not wait for): the runtime's Close waits for
+	// them, so no recording is written after it returns.
+	Loops *sync.WaitGroup
 }
 
 // WithDefaults fills unset fields.
 func (d Deps) WithDefaults() Deps {
+	if d.Loops == nil {
+		d.Loops = &sync.WaitGroup{}
+	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -33,6 +34,8 @@ type output struct {
 	// recording).
 	rec *recorder.Recording
 	log *slog.Logger
+	// loops counts running read loops (the runtime's Close waits).
+	loops *sync.WaitGroup
 	// Bytes taken so far, readable by the process actor while the loop
 	// runs (it reports them if it must abandon the loop).
 	nOut, nErr atomic.Int64
@@ -63,7 +66,13 @@ func (o *output) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		parent, sys := ctx.Parent(), ctx.ActorSystem()
+		if o.loops != nil {
+			o.loops.Add(1)
+		}
 		go func() {
+			if o.loops != nil {
+				defer o.loops.Done()
+			}
 			d := o.run()
 			sys.Root.Send(parent, d)
 		}()

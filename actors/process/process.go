@@ -493,7 +493,7 @@ func (a *processActor) onAttached(ctx actor.Context, m attached) {
 	if quota <= 0 {
 		quota = a.deps.Config.OutputQuota
 	}
-	out := &output{att: m.att, quota: quota, store: a.deps.Recorder, id: a.p.ID, bounds: a.p.Spec.Record, log: a.deps.Log}
+	out := &output{att: m.att, quota: quota, store: a.deps.Recorder, id: a.p.ID, bounds: a.p.Spec.Record, log: a.deps.Log, loops: a.deps.Loops}
 	h := &Handle{ID: a.p.ID, pid: a.self, sys: a.sys, done: make(chan struct{})}
 	notify := func() { a.send(abandoned{}) }
 	if a.p.Spec.Stdout == spec.Pipe {

@@ -118,7 +118,7 @@ func (a *processActor) onWardenResumed(ctx actor.Context, m wardenResumed) {
 	}
 	att := &wardenAttachment{p: p}
 	a.att = att
-	out := &output{att: att, quota: quota, store: a.deps.Recorder, rec: a.resumeRec, id: a.p.ID, bounds: a.p.Spec.Record, log: a.deps.Log}
+	out := &output{att: att, quota: quota, store: a.deps.Recorder, rec: a.resumeRec, id: a.p.ID, bounds: a.p.Spec.Record, log: a.deps.Log, loops: a.deps.Loops}
 	out.nOut.Store(a.resumeFrom) // the split by stream comes with the exit
 	a.out = out
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return out }), "output")
