@@ -425,12 +425,18 @@ func (a *Adapter) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig sys
 	if sig < 0 || sig > 64 {
 		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "signal %d is out of range", int(sig))
 	}
-	code, _, errOut, err := a.run(ctx, cli, sb, "/bin/sh", "-c", fmt.Sprintf("kill -%d -%d", int(sig), pgid))
+	argv := []string{"/bin/sh", "-c", fmt.Sprintf("kill -%d -%d", int(sig), pgid)}
+	if a.HasWarden() {
+		// The delivered warden binary signals without a shell (any image):
+		// exit 3 is "no such process group".
+		argv = []string{WardenPath, "kill", strconv.Itoa(int(sig)), strconv.Itoa(pgid)}
+	}
+	code, _, errOut, err := a.run(ctx, cli, sb, argv...)
 	if err != nil {
 		return err
 	}
 	if code != 0 {
-		if strings.Contains(strings.ToLower(errOut), "no such process") {
+		if a.HasWarden() && code == 3 || strings.Contains(strings.ToLower(errOut), "no such process") {
 			return spec.Errorf(spec.CodeNotFound, "dockerio.signal", "process group %d: no such process", pgid)
 		}
 		return spec.Errorf(spec.CodeEngine, "dockerio.signal", "kill -%d -%d exited %d: %s", int(sig), pgid, code, strings.TrimSpace(errOut))

@@ -34,6 +34,7 @@ const usage = `usage:
   stockade-warden [serve [-buffer-cap BYTES]]
   stockade-warden attach SOCKET
   stockade-warden version
+  stockade-warden kill SIGNAL PGID
 `
 
 func main() {
@@ -53,6 +54,15 @@ func run(args []string) int {
 			return 2
 		}
 		return attach(args[1])
+	case "kill":
+		// The runtime's way to signal a group when no warden answers
+		// (it died, or froze): a short exec of this binary, so no shell
+		// is needed in the image.
+		if len(args) != 3 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
+		}
+		return kill(args[1], args[2])
 	case "version":
 		if len(args) != 1 {
 			fmt.Fprint(os.Stderr, usage)

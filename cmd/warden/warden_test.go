@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -628,5 +629,45 @@ func TestUnprivileged(t *testing.T) {
 	}
 	if x, s := c.waitExited(3); x.Code == 0 {
 		t.Errorf("a child of the same uid read the warden's /proc environ: %+v %q", x, s.out)
+	}
+}
+
+// TestKillSubcommand: `stockade-warden kill SIG PGID` signals a group (the
+// runtime's way when no warden answers), 3 for a group with no member, 2
+// for bad arguments.
+func TestKillSubcommand(t *testing.T) {
+	sleep := exec.Command("sleep", "60")
+	sleep.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := strconv.Itoa(sleep.Process.Pid)
+	code := func(args ...string) int {
+		err := exec.Command(wardenBin, append([]string{"kill"}, args...)...).Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	}
+	if c := code("0", pgid); c != 0 {
+		t.Fatalf("probe of a live group: exit %d", c)
+	}
+	if c := code("9", pgid); c != 0 {
+		t.Fatalf("kill: exit %d", c)
+	}
+	if err := sleep.Wait(); err == nil || sleep.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the group's sleep after kill 9: %v", err)
+	}
+	if c := code("0", pgid); c != 3 {
+		t.Fatalf("probe of a gone group: exit %d, want 3", c)
+	}
+	for _, bad := range [][]string{{"9", "1"}, {"99", pgid}, {"x", pgid}, {"9"}} {
+		if c := code(bad...); c != 2 {
+			t.Errorf("kill %v: exit %d, want 2", bad, c)
+		}
 	}
 }
