@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -1008,5 +1009,52 @@ func BenchmarkLinkThroughput(b *testing.B) {
 				b.Fatalf("%d bytes", n)
 			}
 		})
+	}
+}
+
+// TestReapedAheadOfOutput: Reaped tells the status while output is still
+// pending (nobody read it); Exited later agrees; a second Reaped that
+// disagrees breaks the protocol.
+func TestReapedAheadOfOutput(t *testing.T) {
+	l, f := openLink(t, 0, 0)
+	p := startProc(t, l, f, Spawn{ID: "p", Argv: []string{"x"}})
+	f.out(p.Channel, 1, []byte("unread"))
+	select {
+	case <-p.Reaped():
+		t.Fatal("reaped before Reaped")
+	default:
+	}
+	f.sendJSON(TReaped, p.Channel, Reaped{Code: -1, Signal: 9, OOMKills: 1})
+	<-p.Reaped()
+	if r, ok := p.Reap(); !ok || r.Signal != 9 || r.Code != -1 {
+		t.Fatalf("reap %+v %v", r, ok)
+	}
+	select {
+	case <-p.Exited():
+		t.Fatal("exited before Exited")
+	default:
+	}
+	f.sendJSON(TReaped, p.Channel, Reaped{Code: -1, Signal: 9, OOMKills: 1}) // a repeat: fine
+	f.sendJSON(TExited, p.Channel, Exited{Code: -1, Signal: 9, Output: 6, Stdout: 6})
+	<-p.Exited()
+	f.sendJSON(TReaped, p.Channel, Reaped{Code: 0})
+	<-l.Done()
+	if !IsProtocol(l.Err()) {
+		t.Fatalf("a second, different Reaped: %v, want a protocol error", l.Err())
+	}
+}
+
+// TestReapedEndsWithLink: a link that ends before the reap closes Reaped
+// with ok false.
+func TestReapedEndsWithLink(t *testing.T) {
+	l, f := openLink(t, 0, 0)
+	p := startProc(t, l, f, Spawn{ID: "p", Argv: []string{"x"}})
+	l.Abort(errors.New("given up"))
+	<-p.Reaped()
+	if _, ok := p.Reap(); ok {
+		t.Fatal("reaped after the link ended")
+	}
+	if err := l.Err(); err == nil || !strings.Contains(err.Error(), "aborted: given up") || errors.Is(err, ErrLinkClosed) {
+		t.Fatalf("abort: %v", err)
 	}
 }
