@@ -111,6 +111,7 @@ func FuzzLink(f *testing.F) {
 		cat(js(TExited, 1, Exited{Code: 0, Output: 3, Stdout: 3}), out(1, 1, "abc")),
 		cat(js(TExited, 1, Exited{Code: 0, Output: 3, Stdout: 3}), out(1, 1, "abcd")),
 		off(TInAck, 1, 100),
+		cat(js(TReaped, 1, Reaped{Code: -1, Signal: 9}), out(1, 1, "late"), js(TReaped, 1, Reaped{Code: 2})),
 		cat(off(TInAck, 1, 100), off(TInAck, 1, 50)),
 		js(TStarted, 2, Started{PID: 3, PGID: 3}),
 		cat(js(TStarted, 2, Started{PID: 3, PGID: 3}), out(2, 1, "x"), js(TExited, 2, Exited{Code: -1, Signal: 9, Output: 1, Stdout: 1})),
