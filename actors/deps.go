@@ -1,10 +1,10 @@
 package actors
 
 import (
-	"sync"
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/stockade/stockade/dockerio"
