@@ -280,7 +280,15 @@ func summary(e host.HistoryEvent) string {
 	case lifecycle.ExecCreated:
 		return "exec " + short(v.ExecID, 12)
 	case lifecycle.ProcessStarted:
+		if v.Warden {
+			return fmt.Sprintf("pid %d, process group %d, by the warden", v.PID, v.Group)
+		}
 		return fmt.Sprintf("process group %d", v.Group)
+	case lifecycle.WardenStarted:
+		// The secret stays out of the view (it is in the export).
+		return fmt.Sprintf("pid %d, %s, socket %s", v.PID, v.Version, v.Socket)
+	case lifecycle.WardenLost:
+		return short(v.Reason, 100)
 	case lifecycle.QuotaHit:
 		return fmt.Sprintf("%d bytes", v.Bytes)
 	case lifecycle.ProcessStopping:
