@@ -405,18 +405,17 @@ func (rt *Runtime) spawn(p sandbox.Params) (*Sandbox, error) {
 		}
 		rt.mu.Unlock()
 	}
+	// Listed before its actor runs (the lock is held across the spawn, and
+	// Gone waits for it): a create in flight is listed from its first
+	// step, and an actor that stops at once is unlisted by Gone after.
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	pid, err := rt.sys.Spawn(sandbox.Props(rt.deps, p), "sandbox-"+p.ID)
 	if err != nil {
 		return nil, err
 	}
 	sb.pid = pid
-	rt.mu.Lock()
-	select {
-	case <-sb.gone: // already stopped: never listed
-	default:
-		rt.sandboxes[p.ID] = sb
-	}
-	rt.mu.Unlock()
+	rt.sandboxes[p.ID] = sb
 	return sb, nil
 }
 

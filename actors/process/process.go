@@ -859,9 +859,11 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 	if a.outDone != nil {
 		ev.StdoutBytes, ev.StderrBytes = a.outDone.stdout, a.outDone.stderr
 	}
-	if a.wproc != nil {
-		// The warden counted every byte by stream, also those a crash
-		// made this runtime resume past.
+	if a.wproc != nil && a.p.Adopt != nil {
+		// A re-adopted process's read loop saw only what came after the
+		// resume: the warden counted every byte by stream. (A process
+		// this runtime read from the start keeps the counts of what it
+		// took: with a quota hit, the warden read more than was taken.)
 		if ex, ok := a.wproc.Exit(); ok {
 			ev.StdoutBytes, ev.StderrBytes = int64(ex.Stdout), int64(ex.Stderr)
 		}
