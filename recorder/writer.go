@@ -378,7 +378,12 @@ func syncDir(dir string) error {
 // closes them. It returns the error that made the recording incomplete, if
 // any: the caller logs it; the process goes on regardless. A nil Recording
 // closes nothing.
-func (r *Recording) Close() error {
+func (r *Recording) Close() error { return r.finish(true) }
+
+// finish writes the recording's last records (the gap of dropped bytes;
+// the end record when final), syncs every file and the directory, and
+// closes them: Close and Suspend.
+func (r *Recording) finish(final bool) error {
 	if r == nil {
 		return nil
 	}
@@ -400,13 +405,17 @@ func (r *Recording) Close() error {
 	if r.dropped > 0 {
 		tail = appendRecord(tail, TypeGap, be64(uint64(r.dropped)))
 	}
-	tail = appendRecord(tail, TypeEnd, endPayload(end{stdout: r.stdout, stderr: r.stderr, dropped: r.droppedBefore + r.dropped}))
+	if final {
+		tail = appendRecord(tail, TypeEnd, endPayload(end{stdout: r.stdout, stderr: r.stderr, dropped: r.droppedBefore + r.dropped}))
+	}
 	var errs []error
-	if r.failed != nil {
+	if r.failed != nil && final {
 		errs = append(errs, r.failed)
 	}
-	if _, err := r.cur.Write(tail); err != nil {
-		errs = append(errs, spec.Wrap(spec.CodeJournal, "recorder", err, "writing the end of the recording of %s", r.id))
+	if len(tail) > 0 {
+		if _, err := r.cur.Write(tail); err != nil {
+			errs = append(errs, spec.Wrap(spec.CodeJournal, "recorder", err, "writing the end of the recording of %s", r.id))
+		}
 	}
 	ret, cur, dir := r.retired, r.cur, r.dirDirty
 	r.retired = nil
@@ -472,42 +481,4 @@ func (r *Recording) String() string { return fmt.Sprintf("recording of %s", r.id
 // where it stands. A reader sees it as a live recording meanwhile. A
 // pending gap (bytes dropped by a write error) is written first so the
 // count is not lost.
-func (r *Recording) Suspend() error {
-	if r == nil {
-		return nil
-	}
-	r.syncMu.Lock()
-	defer r.syncMu.Unlock()
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.closed = true
-	if r.timer != nil {
-		r.timer.Stop()
-	}
-	defer r.store.forget(r)
-	var errs []error
-	if r.dropped > 0 {
-		if _, err := r.cur.Write(appendRecord(nil, TypeGap, be64(uint64(r.dropped)))); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	ret, cur, dir := r.retired, r.cur, r.dirDirty
-	r.retired = nil
-	r.mu.Unlock()
-	if err := r.syncFiles(ret, cur, dir); err != nil {
-		errs = append(errs, err)
-	}
-	for _, rt := range ret {
-		rt.f.Close()
-	}
-	if err := cur.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return spec.Wrap(spec.CodeJournal, "recorder", errors.Join(errs...), "suspending the recording of %s", r.id)
-	}
-	return nil
-}
+func (r *Recording) Suspend() error { return r.finish(false) }

@@ -26,7 +26,7 @@ type cliEnv struct {
 	bin, journal string
 }
 
-func newCLI(t *testing.T) *cliEnv {
+func newCLI(t testing.TB) *cliEnv {
 	t.Helper()
 	cli := dockertest.Client(t)
 	dockertest.ImageID(t, cli)

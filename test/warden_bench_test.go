@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
-	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -178,7 +176,7 @@ func BenchmarkWardenCLIExec(b *testing.B) {
 // journaled; embedded, no server) vs `docker run --rm` of `true` with the
 // same isolation flags. Target ≤ 1.3×.
 func BenchmarkWardenRunOneShot(b *testing.B) {
-	e := newCLIBench(b)
+	e := newCLI(b)
 	cli := dockertest.Client(b)
 	image := dockertest.ImageID(b, cli)
 	pol := spec.DefaultPolicy()
@@ -205,42 +203,11 @@ func BenchmarkWardenRunOneShot(b *testing.B) {
 	report(b, "stockade-run", ours, "docker-run", docker)
 }
 
-// newCLIBench builds the CLI (and finds the warden beside it: the test
-// binary's STOCKADE_WARDEN) on a fresh journal.
-func newCLIBench(b *testing.B) *cliEnv {
-	b.Helper()
-	root, err := dockertest.ModuleRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	state := filepath.Join(b.TempDir(), "state")
-	if err := os.Mkdir(state, 0o700); err != nil {
-		b.Fatal(err)
-	}
-	e := &cliEnv{bin: filepath.Join(b.TempDir(), "stockade"), journal: filepath.Join(state, "journal.db")}
-	if out, err := exec.Command("go", "build", "-o", e.bin, filepath.Join(root, "cmd", "runtime")).CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
-	cli := dockertest.Client(b)
-	b.Cleanup(func() {
-		j, err := journal.Open(e.journal, journal.Options{ReadOnly: true})
-		if err != nil {
-			return // never made: nothing to clean
-		}
-		owner := j.Owner()
-		j.Close()
-		if err := dockertest.RemoveOwned(context.Background(), cli, owner); err != nil {
-			b.Errorf("cleanup of %s: %v", owner, err)
-		}
-	})
-	return e
-}
-
 // benchCLIServer serves a fresh journal with the built CLI (`stockade
 // serve` as a subprocess) and returns a client of it.
 func benchCLIServer(b *testing.B) (*cliEnv, *client.Client, string) {
 	b.Helper()
-	e := newCLIBench(b)
+	e := newCLI(b)
 	sock := strings.TrimSuffix(e.journal, ".db") + ".sock"
 	cmd := exec.Command(e.bin, "serve", "--journal", e.journal)
 	if err := cmd.Start(); err != nil {
