@@ -168,18 +168,13 @@ type processActor struct {
 	handle *Handle
 	att    dockerio.Attachment
 	wproc  *warden.Proc // the warden's process, in warden mode
-	wexit  *warden.Exited
 	// killPending: a Docker-side kill of the group is under way (the
 	// warden was lost); the exit is journaled after it.
 	killPending bool
-	// A re-adopted warden process's resumed recording and the offset it
-	// resumes from.
-	resumeRec  *recorder.Recording
-	resumeFrom int64
-	out        *output
-	outPID     *actor.PID
-	outDone    *outputDone
-	exit       *dockerio.ExecState
+	out         *output
+	outPID      *actor.PID
+	outDone     *outputDone
+	exit        *dockerio.ExecState
 	// watching: the process's end is awaited (its output ended, or a stop
 	// or an adoption asked); confirming: an inspect is in flight, and
 	// dirty: an exec_die came meanwhile, so ask again once it answers.
@@ -267,8 +262,6 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.maybeFinish()
 	case wardenReaped:
 		a.onWardenReaped(m)
-	case wardenExited:
-		a.onWardenExited(m)
 	case wardenResumed:
 		a.onWardenResumed(ctx, m)
 	case Resize:
@@ -489,11 +482,7 @@ func (a *processActor) onAttached(ctx actor.Context, m attached) {
 		return
 	}
 	hwm := a.deps.Config.HighWaterMark
-	quota := a.p.Spec.OutputQuota
-	if quota <= 0 {
-		quota = a.deps.Config.OutputQuota
-	}
-	out := &output{att: m.att, quota: quota, store: a.deps.Recorder, id: a.p.ID, bounds: a.p.Spec.Record, log: a.deps.Log, loops: a.deps.Loops}
+	out := a.newOutput(m.att, nil)
 	h := &Handle{ID: a.p.ID, pid: a.self, sys: a.sys, done: make(chan struct{})}
 	notify := func() { a.send(abandoned{}) }
 	if a.p.Spec.Stdout == spec.Pipe {
@@ -507,13 +496,10 @@ func (a *processActor) onAttached(ctx actor.Context, m attached) {
 	if a.p.Spec.Stdin {
 		h.stdin = &stdinWriter{w: m.att.Stdin(), h: h}
 	}
-	a.out, a.handle = out, h
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return out }), "output")
-	if err != nil {
-		a.fail(spec.Wrap(spec.CodeStreamFailure, "process", err, "spawning the output stream actor"))
+	a.handle = h
+	if !a.spawnOutput(ctx, out) {
 		return
 	}
-	a.outPID = pid
 	a.answer(Launch{Handle: h})
 	if a.stopReason != "" { // a stop arrived while launching
 		reason, err := a.stopReason, a.stopErr
@@ -523,6 +509,29 @@ func (a *processActor) onAttached(ctx actor.Context, m attached) {
 }
 
 type abandoned struct{}
+
+// newOutput is the stream actor of att; rec is a resumed recording (nil:
+// the read loop makes one).
+func (a *processActor) newOutput(att dockerio.Attachment, rec *recorder.Recording) *output {
+	quota := a.p.Spec.OutputQuota
+	if quota <= 0 {
+		quota = a.deps.Config.OutputQuota
+	}
+	return &output{att: att, quota: quota, store: a.deps.Recorder, rec: rec, id: a.p.ID, bounds: a.p.Spec.Record, log: a.deps.Log, loops: a.deps.Loops}
+}
+
+// spawnOutput starts the stream actor (its read loop); false: it could not
+// be spawned, and the process has failed.
+func (a *processActor) spawnOutput(ctx actor.Context, out *output) bool {
+	a.out = out
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return out }), "output")
+	if err != nil {
+		a.fail(spec.Wrap(spec.CodeStreamFailure, "process", err, "spawning the output stream actor"))
+		return false
+	}
+	a.outPID = pid
+	return true
+}
 
 func (a *processActor) onOutputDone(m outputDone) {
 	a.outDone = &m
@@ -632,9 +641,6 @@ func (a *processActor) signalGroup(sig syscall.Signal, reply chan<- error) {
 			reply <- spec.Errorf(spec.CodeNotFound, "process", "process %s has no process group yet", a.p.ID)
 		}
 		return
-	}
-	if sig == syscall.SIGKILL {
-		a.killSent = true
 	}
 	sb, bg := a.p.Sandbox, a.bg
 	go func() {

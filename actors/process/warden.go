@@ -35,10 +35,6 @@ type (
 		ok   bool
 		err  error
 	}
-	wardenExited struct {
-		exit warden.Exited
-		ok   bool
-	}
 )
 
 // spawnWarden asks the warden for the process, off the mailbox.
@@ -113,20 +109,16 @@ func (a *processActor) onWardenSpawned(ctx actor.Context, m wardenSpawned) {
 	a.onAttached(ctx, attached{att: &wardenAttachment{p: m.proc, stdin: a.p.Spec.Stdin}})
 }
 
-// watchWarden waits, off the mailbox, for the warden's reports of the
-// process's end: reaped (its status), then exited (its output's totals).
+// watchWarden waits, off the mailbox, for the warden's report of the
+// process's end (its output's totals by stream, which come with Exited,
+// are read from p when they are needed: the read loop reaches its end only
+// after them).
 func (a *processActor) watchWarden(p *warden.Proc) {
 	link := a.p.Link
 	go func() {
 		<-p.Reaped()
 		r, ok := p.Reap()
 		a.send(wardenReaped{reap: r, ok: ok, err: link.Err()})
-		if !ok {
-			return
-		}
-		<-p.Exited()
-		ex, ok := p.Exit()
-		a.send(wardenExited{exit: ex, ok: ok})
 	}()
 }
 
@@ -152,17 +144,6 @@ func (a *processActor) onWardenReaped(m wardenReaped) {
 	if m.reap.OOMKills < 0 || a.oomBase < 0 {
 		a.oomChecked.err = errors.New("the sandbox's OOM kill count is unreadable")
 	}
-	a.maybeFinish()
-}
-
-// onWardenExited takes the output's totals by stream (the journaled
-// counts; a resumed recording's).
-func (a *processActor) onWardenExited(m wardenExited) {
-	if a.done || !m.ok {
-		return
-	}
-	ex := m.exit
-	a.wexit = &ex
 	a.maybeFinish()
 }
 

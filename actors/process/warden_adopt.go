@@ -25,9 +25,13 @@ import (
 //   - not listed, or the warden is gone (or of another version): its group
 //     is killed through Docker and it ends lost.
 
+// wardenResumed: the warden sends the process's output again from from,
+// to be appended to rec.
 type wardenResumed struct {
 	proc *warden.Proc
 	err  error
+	rec  *recorder.Recording
+	from int64
 }
 
 // adoptWarden settles a journaled warden process.
@@ -91,9 +95,8 @@ func (a *processActor) adoptWarden() {
 		rctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
 		defer cancel()
 		p, err := link.Resume(rctx, entry, from)
-		a.send(wardenResumed{proc: p, err: err})
+		a.send(wardenResumed{proc: p, err: err, rec: rec, from: int64(from)})
 	}()
-	a.resumeRec, a.resumeFrom = rec, int64(from)
 }
 
 func (a *processActor) onWardenResumed(ctx actor.Context, m wardenResumed) {
@@ -101,10 +104,11 @@ func (a *processActor) onWardenResumed(ctx actor.Context, m wardenResumed) {
 		if m.proc != nil {
 			m.proc.Close()
 		}
+		m.rec.Suspend() // the runtime is closing: the next one resumes it
 		return
 	}
 	if m.err != nil {
-		a.resumeRec.Close()
+		m.rec.Close()
 		a.adoptLost(fmt.Sprintf("resuming its output failed: %v", m.err))
 		return
 	}
@@ -112,21 +116,12 @@ func (a *processActor) onWardenResumed(ctx actor.Context, m wardenResumed) {
 	a.wproc = p
 	a.oomBase = a.state.OOMKills
 	a.watchWarden(p)
-	quota := a.p.Spec.OutputQuota
-	if quota <= 0 {
-		quota = a.deps.Config.OutputQuota
-	}
-	att := &wardenAttachment{p: p}
-	a.att = att
-	out := &output{att: att, quota: quota, store: a.deps.Recorder, rec: a.resumeRec, id: a.p.ID, bounds: a.p.Spec.Record, log: a.deps.Log, loops: a.deps.Loops}
-	out.nOut.Store(a.resumeFrom) // the split by stream comes with the exit
-	a.out = out
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return out }), "output")
-	if err != nil {
-		a.fail(spec.Wrap(spec.CodeStreamFailure, "process", err, "spawning the output stream actor"))
+	a.att = &wardenAttachment{p: p}
+	out := a.newOutput(a.att, m.rec)
+	out.nOut.Store(m.from) // the split by stream comes with the exit
+	if !a.spawnOutput(ctx, out) {
 		return
 	}
-	a.outPID = pid
 	switch {
 	case a.p.Entry.Exit != nil || !a.p.Entry.Running:
 		// It ended while the runtime was down: its code is the warden's.
