@@ -603,8 +603,7 @@ func (l *Link) Resume(ctx context.Context, e Entry, from uint64) (*Proc, error) 
 		x := *e.Exit
 		p.exit = &x
 		p.tableExit = true
-		p.exitClosed = true
-		close(p.exited)
+		p.endExited()
 		p.setReaped(Reaped{Code: x.Code, Signal: x.Signal, OOMKills: x.OOMKills})
 	}
 	l.procs[e.Channel] = p

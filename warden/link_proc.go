@@ -157,10 +157,7 @@ func (p *Proc) onExited(m Exited) error {
 		return violation("exited on channel %d (process %s) with output %d, less than the %d received", p.Channel, p.ID, m.Output, p.received)
 	}
 	p.exit = &m
-	if !p.exitClosed {
-		p.exitClosed = true
-		close(p.exited)
-	}
+	p.endExited()
 	p.setReaped(Reaped{Code: m.Code, Signal: m.Signal, OOMKills: m.OOMKills})
 	wake(p.outReady)
 	wake(p.inReady)
@@ -170,14 +167,8 @@ func (p *Proc) onExited(m Exited) error {
 func (p *Proc) linkEnded() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.exitClosed {
-		p.exitClosed = true
-		close(p.exited)
-	}
-	if !p.reapClosed {
-		p.reapClosed = true
-		close(p.reaped)
-	}
+	p.endExited()
+	p.endReaped()
 }
 
 // onReaped takes the child's exit status. A repeat (after a resume, or
@@ -198,15 +189,28 @@ func (p *Proc) onReaped(m Reaped) error {
 	return nil
 }
 
+// endExited closes Exited, once (p.mu held).
+func (p *Proc) endExited() {
+	if !p.exitClosed {
+		p.exitClosed = true
+		close(p.exited)
+	}
+}
+
+// endReaped closes Reaped, once (p.mu held).
+func (p *Proc) endReaped() {
+	if !p.reapClosed {
+		p.reapClosed = true
+		close(p.reaped)
+	}
+}
+
 // setReaped records the status (p.mu held).
 func (p *Proc) setReaped(m Reaped) {
 	if p.reap == nil {
 		p.reap = &m
 	}
-	if !p.reapClosed {
-		p.reapClosed = true
-		close(p.reaped)
-	}
+	p.endReaped()
 }
 
 // Reaped is closed once the child was reaped (Reaped or Exited arrived),
@@ -444,14 +448,8 @@ func (p *Proc) Forget() error {
 	}
 	p.consumed += uint64(p.held)
 	p.held = 0
-	if !p.exitClosed {
-		p.exitClosed = true
-		close(p.exited)
-	}
-	if !p.reapClosed {
-		p.reapClosed = true
-		close(p.reaped)
-	}
+	p.endExited()
+	p.endReaped()
 	p.mu.Unlock()
 	wake(p.outReady)
 	wake(p.inReady)
