@@ -93,22 +93,9 @@ func (s *served) stop(t *testing.T, sig syscall.Signal) error {
 // and once the sandbox is removed nothing of the journal's owner is left
 // on the daemon.
 func TestServeCrashMidExec(t *testing.T) {
-	e := newCLI(t) // its owner cleanup is registered first
-	cli := dockertest.Client(t)
-	image := dockertest.ImageID(t, cli)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-
-	first := e.serve(t, ctx)
-	c, err := client.Dial(first.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
+	e, first, c, sb := servedKeptSandbox(t, ctx)
 	st, err := sb.State(ctx)
 	if err != nil || st.Owner == "" {
 		t.Fatalf("state: %+v %v", st, err)
@@ -238,7 +225,7 @@ func TestServeCrashMidExec(t *testing.T) {
 	if _, err := c2.Sandbox(ctx, sb.ID()); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("the sandbox after remove: %v, want not_found", err)
 	}
-	if n, err := dockertest.Owned(ctx, cli, owner); err != nil || n != 0 {
+	if n, err := dockertest.Owned(ctx, dockertest.Client(t), owner); err != nil || n != 0 {
 		t.Fatalf("after remove, %d resources of owner %s left on the daemon (%v)", n, owner, err)
 	}
 	c2.Close()
@@ -260,4 +247,24 @@ func runIn(ctx context.Context, sb host.Sandbox, cmd string) (stdout, stderr str
 	errb := <-errc
 	res, err = p.Wait(ctx)
 	return string(out), string(errb), res, err
+}
+
+// servedKeptSandbox starts `stockade serve` on a fresh journal (its owner
+// cleaned up when t ends), dials it and creates a kept sandbox through it.
+// The client is closed when t ends (closing it earlier is fine).
+func servedKeptSandbox(t *testing.T, ctx context.Context) (*cliEnv, *served, *client.Client, host.Sandbox) {
+	t.Helper()
+	e := newCLI(t) // its owner cleanup is registered first
+	image := dockertest.ImageID(t, dockertest.Client(t))
+	first := e.serve(t, ctx)
+	c, err := client.Dial(first.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	return e, first, c, sb
 }

@@ -12,13 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	dockerclient "github.com/docker/docker/client"
-
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -30,22 +25,9 @@ import (
 // once, in order. A second process that ended while the server was down
 // has its exit code recorded.
 func TestWardenCrashMidStream(t *testing.T) {
-	e := newCLI(t)
-	cli := dockertest.Client(t)
-	image := dockertest.ImageID(t, cli)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-
-	first := e.serve(t, ctx)
-	c, err := client.Dial(first.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
+	e, first, c, sb := servedKeptSandbox(t, ctx)
 	// Half the lines, then wait for a go-ahead the test gives after the
 	// restart, then the other half: the crash is mid-stream.
 	const n = 60000
@@ -74,6 +56,11 @@ func TestWardenCrashMidStream(t *testing.T) {
 		}
 	}
 	streamed, quickID, sleeperID := p.ID(), quick.ID(), sleeper.ID()
+	st, err := sb.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workload := st.Created.Workload
 
 	if err := first.stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
@@ -81,7 +68,6 @@ func TestWardenCrashMidStream(t *testing.T) {
 	c.Close()
 	// While no runtime runs, the quick process is let go and ends: the
 	// warden keeps its code for the next runtime.
-	workload := sandboxWorkload(t, cli, sb.ID())
 	dockerExec(t, workload, "touch", "/tmp/go-quick")
 	for i := 0; ; i++ {
 		if out := dockerExec(t, workload, "sh", "-c", "ps -o args | grep -c '[g]o-quick' || true"); strings.TrimSpace(out) == "0" {
@@ -162,20 +148,9 @@ func firstDiff(a, b string) int {
 	return min(len(a), len(b))
 }
 
-// sandboxWorkload finds a sandbox's workload container by its labels.
-func sandboxWorkload(t *testing.T, cli *dockerclient.Client, id string) string {
-	t.Helper()
-	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", "io.stockade.sandbox="+id), filters.Arg("label", "io.stockade.role=workload"))})
-	if err != nil || len(list) != 1 {
-		t.Fatalf("the workload of %s: %d containers, %v", id, len(list), err)
-	}
-	return list[0].ID
-}
-
 // dockerExec runs a command in a container as the sandbox user, with the
 // docker CLI (no runtime of ours involved), and returns its output.
-func dockerExec(t *testing.T, container string, argv ...string) string {
+func dockerExec(t testing.TB, container string, argv ...string) string {
 	t.Helper()
 	out, err := exec.Command("docker", append([]string{"exec", "-u", "65532:65532", container}, argv...)...).CombinedOutput()
 	if err != nil {

@@ -283,7 +283,12 @@ func TestWardenBinaryProtected(t *testing.T) {
 		t.Fatalf("ln: %+v %v", res, err)
 	}
 	if err := sb.Put(ctx, "work/evil", tarOf(t, tarEntry{typ: tar.TypeReg, name: "stockade-warden", body: "#!/bin/sh\necho pwned\n"})); err != nil {
-		t.Logf("put through the symlink: %v", err) // refused is fine too
+		t.Fatalf("put through the symlink: %v", err)
+	}
+	// It landed (Docker resolves the link inside the export container):
+	// the file on disk is not ours now, the running warden still is.
+	if out, _, _, _ := runOut(t, sb, spec.Process{Argv: []string{"cat", "/workspace/.stockade/stockade-warden"}}); out != "#!/bin/sh\necho pwned\n" {
+		t.Fatalf("the Put through a symlink did not reach the binary (%q): this test no longer shows the repair", out)
 	}
 	// The next warden (the workload kills the current one) runs ours.
 	runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "kill -9 $PPID"}})
