@@ -79,12 +79,12 @@ type sub struct {
 	stderr *syncBuffer
 }
 
-func startSub(t *testing.T, env []string, args ...string) *sub {
+func startSub(t testing.TB, env []string, args ...string) *sub {
 	t.Helper()
 	return startSubAs(t, env, nil, args...)
 }
 
-func startSubAs(t *testing.T, env []string, cred *syscall.Credential, args ...string) *sub {
+func startSubAs(t testing.TB, env []string, cred *syscall.Credential, args ...string) *sub {
 	t.Helper()
 	cmd := exec.Command(wardenBin, args...)
 	cmd.Env = env
@@ -110,7 +110,7 @@ func startSubAs(t *testing.T, env []string, cred *syscall.Credential, args ...st
 // wardenProc is a running warden and what the test knows of it.
 type wardenProc struct {
 	*sub
-	t      *testing.T
+	t      testing.TB
 	secret []byte
 	env    []string
 }
@@ -118,14 +118,14 @@ type wardenProc struct {
 // startWarden runs `stockade-warden serve` with TMPDIR in a fresh temporary
 // directory and, at the test's end, kills the warden and every process
 // group it started.
-func startWarden(t *testing.T, args ...string) *wardenProc {
+func startWarden(t testing.TB, args ...string) *wardenProc {
 	t.Helper()
 	return startWardenAs(t, nil, args...)
 }
 
 // startWardenAs is startWarden with the warden running under cred (nil: the
 // test's own).
-func startWardenAs(t *testing.T, cred *syscall.Credential, args ...string) *wardenProc {
+func startWardenAs(t testing.TB, cred *syscall.Credential, args ...string) *wardenProc {
 	t.Helper()
 	// Not t.TempDir: a subtest's long name would make the socket's path
 	// longer than a unix socket allows.
@@ -238,7 +238,7 @@ func (s *chanState) received() uint64 { return s.base + uint64(len(s.out)) }
 // conn is the test's side of a link: a reader goroutine records every
 // frame (and acks output unless told not to); tests wait on conditions.
 type conn struct {
-	t   *testing.T
+	t   testing.TB
 	r   *warden.Reader
 	w   *warden.Writer
 	raw io.WriteCloser
@@ -251,7 +251,7 @@ type conn struct {
 	first   warden.Hello // the Hello of a warden's first link
 }
 
-func newConn(t *testing.T, from io.Reader, to io.WriteCloser) *conn {
+func newConn(t testing.TB, from io.Reader, to io.WriteCloser) *conn {
 	c := &conn{t: t, r: warden.NewReader(from), w: warden.NewWriter(to), raw: to,
 		changed: make(chan struct{}), chans: make(map[uint32]*chanState), control: make(map[warden.Type][][]byte)}
 	go c.read()
