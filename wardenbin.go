@@ -38,10 +38,11 @@ func FindWarden(path string) (WardenInfo, []byte, error) {
 	var looked []string
 	try := func(p string) (WardenInfo, []byte, error, bool) {
 		looked = append(looked, p)
-		if _, err := os.Stat(p); err != nil {
+		st, err := os.Stat(p)
+		if err != nil {
 			return WardenInfo{}, nil, nil, false
 		}
-		info, bin, err := checkWarden(p)
+		info, bin, err := checkWarden(p, st)
 		return info, bin, err, true
 	}
 	explicit := path
@@ -75,13 +76,9 @@ func FindWarden(path string) (WardenInfo, []byte, error) {
 // maxWardenSize bounds the file read (a static Go binary is a few MiB).
 const maxWardenSize = 64 << 20
 
-func checkWarden(p string) (WardenInfo, []byte, error) {
+func checkWarden(p string, st os.FileInfo) (WardenInfo, []byte, error) {
 	bad := func(format string, args ...any) (WardenInfo, []byte, error) {
 		return WardenInfo{}, nil, spec.Errorf(spec.CodeUnsupported, "warden", "%s: %s", p, fmt.Sprintf(format, args...))
-	}
-	st, err := os.Stat(p)
-	if err != nil {
-		return bad("%v", err)
 	}
 	if !st.Mode().IsRegular() || st.Size() > maxWardenSize {
 		return bad("not a regular file of at most %d bytes", maxWardenSize)

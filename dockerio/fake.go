@@ -750,15 +750,18 @@ func (f *Fake) Events(ctx context.Context, owner string, since time.Time) (<-cha
 // StartWarden: the fake has no warden (its sandboxes run processes as
 // execs).
 func (f *Fake) StartWarden(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error) {
-	return WardenConn{}, spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "the fake engine has no warden")
+	return WardenConn{}, errFakeNoWarden
 }
 
 // AttachWarden: see StartWarden.
 func (f *Fake) AttachWarden(ctx context.Context, sb Sandbox, socket string, stderr io.Writer) (WardenConn, error) {
-	return WardenConn{}, spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "the fake engine has no warden")
+	return WardenConn{}, errFakeNoWarden
 }
 
 // EnsureWarden: see StartWarden.
 func (f *Fake) EnsureWarden(ctx context.Context, sb Sandbox) error {
-	return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "the fake engine has no warden")
+	return errFakeNoWarden
 }
+
+// errFakeNoWarden: the fake's sandboxes run their processes as execs.
+var errFakeNoWarden = spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "the fake engine has no warden")

@@ -200,26 +200,6 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 	if err != nil {
 		return err
 	}
-	check := func() (bool, error) {
-		rc, _, err := cli.CopyFromContainer(ctx, sb.Export, WardenPath)
-		if err != nil {
-			if spec.IsCode(translate(err, "", ""), spec.CodeNotFound) {
-				return false, nil
-			}
-			return false, translate(err, "dockerio.warden", "reading the warden binary of sandbox %s", sb.ID)
-		}
-		defer rc.Close()
-		tr := tar.NewReader(rc)
-		h, err := tr.Next()
-		if err != nil || h.Typeflag != tar.TypeReg || h.Uid != 0 || h.Mode&0o7777 != 0o555 || h.Size != int64(len(a.warden)) {
-			return false, nil
-		}
-		got, err := io.ReadAll(io.LimitReader(tr, h.Size))
-		if err != nil {
-			return false, translate(err, "dockerio.warden", "reading the warden binary of sandbox %s", sb.ID)
-		}
-		return bytes.Equal(got, a.warden), nil
-	}
 	// Written again every time (a replacement or a reattach is rare): the
 	// directories' owner and mode are restored with the file, whatever a
 	// Put through a symlink did to them.
@@ -232,10 +212,23 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 		return spec.Wrap(spec.CodeEngine, "dockerio.warden", err, "building the warden archive")
 	}
 	if err := cli.CopyToContainer(ctx, sb.Export, WorkspaceDir, &buf, container.CopyToContainerOptions{}); err != nil {
-		return translate(err, "dockerio.warden", "writing the warden binary of sandbox %s again", sb.ID)
+		return translate(err, "dockerio.warden", "writing the warden binary of sandbox %s", sb.ID)
 	}
-	if ok, err := check(); err != nil || ok {
-		return err
+	rc, _, err := cli.CopyFromContainer(ctx, sb.Export, WardenPath)
+	if err != nil {
+		return translate(err, "dockerio.warden", "reading the warden binary of sandbox %s back", sb.ID)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	h, err := tr.Next()
+	if err == nil && h.Typeflag == tar.TypeReg && h.Uid == 0 && h.Mode&0o7777 == 0o555 && h.Size == int64(len(a.warden)) {
+		got, rerr := io.ReadAll(io.LimitReader(tr, h.Size))
+		if rerr != nil {
+			return translate(rerr, "dockerio.warden", "reading the warden binary of sandbox %s back", sb.ID)
+		}
+		if bytes.Equal(got, a.warden) {
+			return nil
+		}
 	}
 	return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "sandbox %s: the warden binary at %s is not ours, and writing it again did not hold", sb.ID, WardenPath)
 }

@@ -26,7 +26,7 @@ type Init struct {
 }
 
 func (m *Init) validate() error {
-	if _, err := decodeHex(m.Secret, SecretSize); err != nil {
+	if _, err := DecodeHex(m.Secret, SecretSize); err != nil {
 		return fmt.Errorf("secret: %w", err)
 	}
 	if m.Window < 0 || m.Window > 64<<20 || m.StdinWindow < 0 || m.StdinWindow > 16<<20 {
@@ -41,7 +41,7 @@ type Challenge struct {
 }
 
 func (m *Challenge) validate() error {
-	_, err := decodeHex(m.Nonce, SecretSize)
+	_, err := DecodeHex(m.Nonce, SecretSize)
 	return err
 }
 
@@ -51,7 +51,7 @@ type Auth struct {
 }
 
 func (m *Auth) validate() error {
-	_, err := decodeHex(m.MAC, sha256.Size)
+	_, err := DecodeHex(m.MAC, sha256.Size)
 	return err
 }
 
@@ -270,13 +270,11 @@ func checkID(id string) error {
 	return nil
 }
 
-func decodeHex(s string, n int) ([]byte, error) {
+// DecodeHex decodes a hex-encoded secret, nonce or MAC of n bytes.
+func DecodeHex(s string, n int) ([]byte, error) {
 	b, err := hex.DecodeString(s)
 	if err != nil || len(b) != n {
 		return nil, fmt.Errorf("not %d hex-encoded bytes", n)
 	}
 	return b, nil
 }
-
-// DecodeHex decodes a secret, nonce or MAC.
-func DecodeHex(s string, n int) ([]byte, error) { return decodeHex(s, n) }

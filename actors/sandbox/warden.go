@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
+	"log/slog"
 	"syscall"
 	"time"
 
@@ -63,8 +65,7 @@ func (a *sandboxActor) startWarden(ensure bool) {
 				return wardenUp{gen: gen, err: err}
 			}
 		}
-		stderr := &dockerio.LineLog{Max: 100, Log: func(line string) { log.Warn("warden", "sandbox", id, "line", line) }}
-		conn, err := eng.StartWarden(ctx, sb, stderr)
+		conn, err := eng.StartWarden(ctx, sb, wardenStderr(log, id, "warden"))
 		if err != nil {
 			return wardenUp{gen: gen, err: err}
 		}
@@ -158,7 +159,7 @@ func (a *sandboxActor) onWardenDown(m wardenDown) {
 	}
 }
 
-// wardenLaunch holds a launch until the link is up, starting a warden if
+// wardenHold holds a launch until the link is up, starting a warden if
 // none is coming. false: the launch goes on with the link.
 func (a *sandboxActor) wardenHold(m Launch) bool {
 	if !a.deps.Config.Warden || a.w.link != nil {
@@ -220,8 +221,7 @@ func (a *sandboxActor) reattach() {
 		if err := eng.EnsureWarden(ctx, sb); err != nil {
 			return reattached{err: err}
 		}
-		stderr := &dockerio.LineLog{Max: 100, Log: func(line string) { log.Warn("warden attach", "sandbox", id, "line", line) }}
-		conn, err := eng.AttachWarden(ctx, sb, w.Socket, stderr)
+		conn, err := eng.AttachWarden(ctx, sb, w.Socket, wardenStderr(log, id, "warden attach"))
 		if err != nil {
 			return reattached{err: err}
 		}
@@ -315,4 +315,10 @@ func forgetStray(link *warden.Link, e warden.Entry) {
 		}
 	case <-ctx.Done():
 	}
+}
+
+// wardenStderr logs what a warden exec writes on stderr, a line at a time
+// and at most 100 lines (the sandbox writes it).
+func wardenStderr(log *slog.Logger, sandbox, what string) io.Writer {
+	return &dockerio.LineLog{Max: 100, Log: func(line string) { log.Warn(what, "sandbox", sandbox, "line", line) }}
 }
