@@ -23,10 +23,7 @@ import (
 func TestTTYSpecTravels(t *testing.T) {
 	fx := serve(t)
 	ctx := ctxFor(t)
-	for _, side := range []struct {
-		name string
-		rt   host.Runtime
-	}{{"served", fx.c}, {"embedded", fx.rt.Host()}} {
+	for _, side := range sides(fx) {
 		t.Run(side.name, func(t *testing.T) {
 			sb, err := side.rt.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
 			if err != nil {
@@ -65,10 +62,7 @@ func TestResizeNoTerminal(t *testing.T) {
 	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{EchoStdin: true}
 	}
-	for _, side := range []struct {
-		name string
-		rt   host.Runtime
-	}{{"served", fx.c}, {"embedded", fx.rt.Host()}} {
+	for _, side := range sides(fx) {
 		t.Run(side.name, func(t *testing.T) {
 			sb, err := side.rt.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
 			if err != nil {
@@ -190,4 +184,15 @@ func TestResizeWire(t *testing.T) {
 	if _, err := bad.Recv(); err == nil || !strings.Contains(err.Error(), "65535") {
 		t.Errorf("a start with cols 65536: %v, want invalid_argument", err)
 	}
+}
+
+// side is one way to the same runtime: through the server, or embedded.
+type side struct {
+	name string
+	rt   host.Runtime
+}
+
+// sides are both ways to fx's runtime, for tests that must see the same.
+func sides(fx *fixture) []side {
+	return []side{{"served", fx.c}, {"embedded", fx.rt.Host()}}
 }
