@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/spec"
@@ -186,9 +187,9 @@ func (l *LineLog) emit() {
 	l.buf.Reset()
 }
 
-// EnsureWarden writes the sandbox's warden binary and its directories
-// again through the export container (root-owned; the file 0555) and checks
-// the file is exactly ours. The sandbox user cannot write it, but a Put
+// EnsureWarden checks, through the export container, that the sandbox's
+// warden directory and binary are exactly ours (root-owned; the file 0555,
+// our bytes), and writes them again if not. The sandbox user cannot write it, but a Put
 // through a symlink the workload made is extracted by the daemon as root:
 // so the binary is checked before any exec of it that follows a Put, and
 // on every reattach.
@@ -200,9 +201,11 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 	if err != nil {
 		return err
 	}
-	// Written again every time (a replacement or a reattach is rare): the
-	// directories' owner and mode are restored with the file, whatever a
-	// Put through a symlink did to them.
+	// Read first: on a reattach (every kept sandbox at recovery) it is
+	// almost always intact, and a read is cheaper than an extraction.
+	if ok, err := a.wardenIntact(ctx, cli, sb); err != nil || ok {
+		return err
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	if err := wardenTar(tw, a.warden, time.Now()); err != nil {
@@ -214,21 +217,49 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 	if err := cli.CopyToContainer(ctx, sb.Export, WorkspaceDir, &buf, container.CopyToContainerOptions{}); err != nil {
 		return translate(err, "dockerio.warden", "writing the warden binary of sandbox %s", sb.ID)
 	}
-	rc, _, err := cli.CopyFromContainer(ctx, sb.Export, WardenPath)
+	if ok, err := a.wardenIntact(ctx, cli, sb); err != nil || ok {
+		return err
+	}
+	return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "sandbox %s: the warden binary at %s is not ours, and writing it again did not hold", sb.ID, WardenPath)
+}
+
+// wardenIntact reads the warden's directory back through the export
+// container: exactly the root-owned 0755 directory and the root-owned 0555
+// binary with our bytes. (The workspace root stays root's: the seed makes
+// it so and a Put never carries its root entry.)
+func (a *Adapter) wardenIntact(ctx context.Context, cli *client.Client, sb Sandbox) (bool, error) {
+	rc, _, err := cli.CopyFromContainer(ctx, sb.Export, WardenDir)
 	if err != nil {
-		return translate(err, "dockerio.warden", "reading the warden binary of sandbox %s back", sb.ID)
+		if spec.IsCode(translate(err, "", ""), spec.CodeNotFound) {
+			return false, nil
+		}
+		return false, translate(err, "dockerio.warden", "reading the warden of sandbox %s back", sb.ID)
 	}
 	defer rc.Close()
 	tr := tar.NewReader(rc)
-	h, err := tr.Next()
-	if err == nil && h.Typeflag == tar.TypeReg && h.Uid == 0 && h.Mode&0o7777 == 0o555 && h.Size == int64(len(a.warden)) {
-		got, rerr := io.ReadAll(io.LimitReader(tr, h.Size))
-		if rerr != nil {
-			return translate(rerr, "dockerio.warden", "reading the warden binary of sandbox %s back", sb.ID)
+	var dirOK, binOK bool
+	for n := 0; ; n++ {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return dirOK && binOK && n == 2, nil
 		}
-		if bytes.Equal(got, a.warden) {
-			return nil
+		if err != nil {
+			return false, translate(err, "dockerio.warden", "reading the warden of sandbox %s back", sb.ID)
+		}
+		switch strings.TrimSuffix(h.Name, "/") {
+		case wardenRel:
+			dirOK = h.Typeflag == tar.TypeDir && h.Uid == 0 && h.Mode&0o7777 == 0o755
+		case wardenRel + "/stockade-warden":
+			if h.Typeflag != tar.TypeReg || h.Uid != 0 || h.Mode&0o7777 != 0o555 || h.Size != int64(len(a.warden)) {
+				return false, nil
+			}
+			got, err := io.ReadAll(io.LimitReader(tr, h.Size))
+			if err != nil {
+				return false, translate(err, "dockerio.warden", "reading the warden of sandbox %s back", sb.ID)
+			}
+			binOK = bytes.Equal(got, a.warden)
+		default:
+			return false, nil // something else in it: write it again
 		}
 	}
-	return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "sandbox %s: the warden binary at %s is not ours, and writing it again did not hold", sb.ID, WardenPath)
 }

@@ -455,3 +455,25 @@ func TestWardenFrozen(t *testing.T) {
 		t.Fatalf("sandbox history %v: want the frozen warden lost and a new one", types)
 	}
 }
+
+// TestWardenIdleReattachedAtLaunch: a kept sandbox with no live process is
+// re-adopted without an exec; its first new process reattaches the same
+// warden (no second warden started).
+func TestWardenIdleReattachedAtLaunch(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.Kept)
+	if out, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"echo", "one"}}); err != nil || out != "one\n" {
+		t.Fatalf("%q %v", out, err)
+	}
+	rt := e.reopen(t, stockade.Options{})
+	sb2, err := rt.Sandbox(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _, err := runOut(t, sb2, spec.Process{Argv: []string{"echo", "two"}}); err != nil || out != "two\n" {
+		t.Fatalf("after the reopen: %q %v", out, err)
+	}
+	if types := sandboxTypes(t, rt, sb.ID()); count(types, "sandbox.warden_started") != 1 || count(types, "sandbox.warden_lost") != 0 {
+		t.Fatalf("sandbox history %v: want the one warden, reattached", types)
+	}
+}

@@ -716,8 +716,10 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		params.WardenGone = spec.Errorf(spec.CodeStreamFailure, "sandbox", "the warden is lost or its sandbox is not re-adopted (%s)", dec)
 		a.spawnAdopted(ctx, p, params)
 	}
-	if dec == Readopt && a.state.Warden != nil {
+	if dec == Readopt && a.state.Warden != nil && len(a.w.pendingAdopt) > 0 {
 		// Settled once the warden's processes are spawned (onReattached).
+		// Without any, the warden is reattached at the first launch: a
+		// recovery of many idle kept sandboxes makes no exec for them.
 		if a.adopting == nil {
 			a.adopting = map[string]bool{}
 		}

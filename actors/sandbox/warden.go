@@ -48,6 +48,9 @@ type wardenState struct {
 	creating bool     // the first start, part of the create
 	// pendingAdopt: recovering warden processes waiting for the reattach.
 	pendingAdopt []lifecycle.Process
+	// reattachFailed: the journaled warden could not be reattached; new
+	// work gets a new warden.
+	reattachFailed bool
 }
 
 // startWarden starts a warden off the mailbox. ensure checks the delivered
@@ -166,7 +169,13 @@ func (a *sandboxActor) wardenHold(m Launch) bool {
 		return false
 	}
 	a.w.held = append(a.w.held, m)
-	if !a.w.starting {
+	switch {
+	case a.w.starting:
+	case a.state.Warden != nil && !a.w.reattachFailed:
+		// A re-adopted sandbox's warden, not reattached yet: reattach it
+		// (a failure journals it lost; the next launch starts a new one).
+		a.reattach()
+	default:
 		a.startWarden(true)
 	}
 	return true
@@ -250,6 +259,7 @@ func (a *sandboxActor) onReattached(ctx actor.Context, m reattached) {
 	entries := map[string]warden.Entry{}
 	if m.err != nil {
 		gone = m.err
+		a.w.reattachFailed = true
 		a.deps.Log.Warn("reattaching the sandbox's warden failed; its processes are lost", "sandbox", a.p.ID, "err", m.err)
 		if a.state.Warden != nil {
 			if err := a.record(lifecycle.WardenLost{Reason: "reattach failed: " + m.err.Error()}); err != nil {
