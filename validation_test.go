@@ -3,6 +3,7 @@ package stockade_test
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -140,7 +141,7 @@ func TestFakePartialPolicy(t *testing.T) {
 	}
 	want := spec.DefaultPolicy()
 	want.MemoryBytes = 1 << 30
-	if st.Spec.Policy != want {
+	if !reflect.DeepEqual(st.Spec.Policy, want) {
 		t.Fatalf("journaled policy %+v, want %+v", st.Spec.Policy, want)
 	}
 }

@@ -7,15 +7,30 @@ import (
 	"time"
 )
 
-// NetworkKind says whether a sandbox gets its own bridge network.
+// NetworkKind says what a sandbox's network reaches.
 type NetworkKind string
 
 const (
 	// NetworkIsolated: network mode none, loopback only (the default).
 	NetworkIsolated NetworkKind = "isolated"
-	// NetworkBridge: a bridge network of the sandbox's own.
+	// NetworkOpen: a bridge network of the sandbox's own, with a route to
+	// everything the host reaches.
+	NetworkOpen NetworkKind = "open"
+	// NetworkBridge is NetworkOpen's old name, still accepted (and still
+	// found in older journals); WithDefaults turns it into NetworkOpen.
 	NetworkBridge NetworkKind = "bridge"
+	// NetworkAllowlist: an internal network with no route out; the
+	// sandbox's egress proxy admits what Policy.Egress allows.
+	NetworkAllowlist NetworkKind = "allowlist"
 )
+
+// Canonical returns the kind under its current name.
+func (k NetworkKind) Canonical() NetworkKind {
+	if k == NetworkBridge {
+		return NetworkOpen
+	}
+	return k
+}
 
 // User is the uid:gid every process in a sandbox runs as.
 type User struct {
@@ -44,7 +59,10 @@ type Policy struct {
 	HomeBytes int64       `json:"home_bytes"`
 	TmpBytes  int64       `json:"tmp_bytes"`
 	Network   NetworkKind `json:"network"`
-	User      User        `json:"user"`
+	// Egress is the allowlist network's rules (none for other kinds). An
+	// allowlist with no rules admits nothing.
+	Egress []EgressRule `json:"egress,omitempty"`
+	User   User         `json:"user"`
 }
 
 // Defaults, as DESIGN.md's table gives them.
@@ -134,6 +152,7 @@ func (p Policy) WithDefaults() Policy {
 	if p.Network == "" {
 		p.Network = d.Network
 	}
+	p.Network = p.Network.Canonical()
 	if p.User == (User{}) {
 		p.User = d.User
 	}
@@ -162,8 +181,8 @@ func (p Policy) Validate() error {
 		return bad("home_bytes", "%d is not positive", p.HomeBytes)
 	case p.TmpBytes <= 0:
 		return bad("tmp_bytes", "%d is not positive", p.TmpBytes)
-	case p.Network != NetworkIsolated && p.Network != NetworkBridge:
-		return bad("network", "%q is neither %q nor %q", p.Network, NetworkIsolated, NetworkBridge)
+	case p.Network.Canonical() != NetworkIsolated && p.Network.Canonical() != NetworkOpen && p.Network != NetworkAllowlist:
+		return bad("network", "%q is not %q, %q or %q", p.Network, NetworkIsolated, NetworkOpen, NetworkAllowlist)
 	case p.User.UID < 0 || p.User.UID > maxID:
 		return bad("user.uid", "%d is outside 0..%d", p.User.UID, int64(maxID))
 	case p.User.GID < 0 || p.User.GID > maxID:
@@ -171,7 +190,7 @@ func (p Policy) Validate() error {
 	case p.User.UID == 0 || p.User.GID == 0:
 		return bad("user", "%s: a sandbox never runs as root", p.User)
 	}
-	return nil
+	return validateEgress(p.Network, p.Egress)
 }
 
 // Lifetime says what happens to a sandbox whose caller is gone.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -166,7 +167,7 @@ func TestPolicyWithDefaults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.in.WithDefaults()
-			if tc.want != (Policy{}) && got != tc.want {
+			if !reflect.DeepEqual(tc.want, Policy{}) && !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 			if got.User.UID == 0 && got.User.GID == 0 {
@@ -180,7 +181,7 @@ func TestPolicyWithDefaults(t *testing.T) {
 func TestSandboxWithDefaults(t *testing.T) {
 	in := Sandbox{Image: img, Datasets: []Dataset{{Image: img, Target: "//data/"}, {Image: img, Target: "/a/../b"}, {Image: img, Target: "rel"}}}
 	got := in.WithDefaults()
-	if got.Lifetime != Kept || got.Policy != DefaultPolicy() {
+	if got.Lifetime != Kept || !reflect.DeepEqual(got.Policy, DefaultPolicy()) {
 		t.Fatalf("defaults: %+v", got)
 	}
 	var targets []string
