@@ -157,7 +157,7 @@ func TestPolicyWithDefaults(t *testing.T) {
 	}{
 		{"zero is the default", Policy{}, d, ""},
 		{"memory only", Policy{MemoryBytes: 1 << 30}, func() Policy { p := d; p.MemoryBytes = 1 << 30; return p }(), ""},
-		{"bridge only", Policy{Network: NetworkBridge}, func() Policy { p := d; p.Network = NetworkBridge; return p }(), ""},
+		{"bridge only", Policy{Network: NetworkBridge}, func() Policy { p := d; p.Network = NetworkOpen; return p }(), ""},
 		{"user given", Policy{User: User{UID: 1000, GID: 1000}}, func() Policy { p := d; p.User = User{1000, 1000}; return p }(), ""},
 		// A half-given user is not completed: its zero id is root's.
 		{"uid only", Policy{User: User{UID: 1000}}, func() Policy { p := d; p.User = User{UID: 1000}; return p }(), "root"},
