@@ -104,7 +104,7 @@ func TestParse(t *testing.T) {
 				proc: spec.Process{Argv: []string{"true"}, Env: []string{"A=1", "B="}, Dir: "/tmp", Timeout: 3 * time.Second, Stdin: true, Stdout: spec.Pipe, Stderr: spec.Pipe}}},
 		{[]string{"--journal", "/j", "run", "--memory", "1g", "--pids", "9", "--network", "bridge", "--user", "1000:1001", "--image", "img", "--history", "true"},
 			&runCmd{g: global{journal: "/j"}, image: "img", history: true, proc: proc("true"), policy: with(func(p *spec.Policy) {
-				p.MemoryBytes, p.Pids, p.Network, p.User = 1<<30, 9, spec.NetworkBridge, spec.User{UID: 1000, GID: 1001}
+				p.MemoryBytes, p.Pids, p.Network, p.User = 1<<30, 9, spec.NetworkOpen, spec.User{UID: 1000, GID: 1001}
 			})}},
 		{[]string{"drill", "--failpoints", "sandbox.reserved, process.reserved", "--seed", "7", "--random", "2"},
 			&drillCmd{points: []string{"sandbox.reserved", "process.reserved"}, random: 2, seed: 7, image: image}},
