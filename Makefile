@@ -16,11 +16,12 @@ PKGS := ./...
 
 all: build
 
-# The runtime and its warden (static: it runs in any image, libc or not);
-# the runtime finds the warden beside itself.
+# The runtime, its warden and its egress proxy (static: they run in any
+# image, libc or not); the runtime finds both beside itself.
 build:
 	$(GO) build -o bin/stockade ./cmd/runtime
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/stockade-warden ./cmd/warden
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/stockade-egress ./cmd/egress
 
 # The sandbox image, from scratch with no registry (scripts/image.sh).
 image:

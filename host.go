@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -71,6 +72,12 @@ func (h hostRuntime) Recovery(context.Context) (host.RecoveryReport, error) {
 		out.Orphans = append(out.Orphans, string(o.Kind)+" "+o.Name)
 	}
 	return out, nil
+}
+
+func (h hostRuntime) Egress(_ context.Context, id string) ([]egress.Decision, error) {
+	var out []egress.Decision
+	err := h.rt.Egress(id, func(d egress.Decision) error { out = append(out, d); return nil })
+	return out, err
 }
 
 func (h hostRuntime) Close() error { return h.rt.Close() }

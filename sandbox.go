@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/actors/process"
 	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -286,4 +289,34 @@ func (rt *Runtime) Process(ctx context.Context, id string) (*Process, error) {
 		return nil, notLive
 	}
 	return h, nil
+}
+
+// SetEgress replaces an allowlist sandbox's egress rules while it runs, no
+// restart: the change is journaled (sandbox.egress_changed), then the
+// sandbox's proxy applies it, and SetEgress returns once the proxy holds
+// the new rules. Rules are checked first (invalid_argument; nothing is
+// journaled). A sandbox of another network kind is refused: the kind is
+// fixed at create. If the proxy cannot be reached now, the error says so;
+// the journaled rules are applied when its link is back.
+func (s *Sandbox) SetEgress(ctx context.Context, rules []spec.EgressRule) error {
+	if err := (spec.Policy{Network: spec.NetworkAllowlist, Egress: rules}).WithDefaults().Validate(); err != nil {
+		return err
+	}
+	rules = slices.Clone(rules)
+	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.SetEgress{Rules: rules, Reply: r} }, nil)
+	if aerr != nil {
+		return aerr
+	}
+	return err
+}
+
+// EgressDecision is one decision of a sandbox's egress proxy, as recorded
+// beside the journal.
+type EgressDecision = egress.Decision
+
+// Egress calls fn with a sandbox's recorded egress decisions, oldest first
+// (bounded: recorder.MaxDecisionBytes per file, the newest two files). A
+// sandbox with none, or not an allowlist sandbox, calls fn never.
+func (rt *Runtime) Egress(id string, fn func(EgressDecision) error) error {
+	return recorder.ReadDecisions(rt.recorder.Path(), id, fn)
 }

@@ -41,6 +41,11 @@ type Options struct {
 	// $STOCKADE_WARDEN, else beside this executable, else on PATH (see
 	// FindWarden). Open fails when there is none.
 	Warden string
+	// Egress is the stockade-egress binary, the allowlist network's proxy;
+	// "" means $STOCKADE_EGRESS, else beside this executable, else on PATH
+	// (see FindEgress). Without one, Open works and allowlist sandboxes are
+	// refused (unsupported, saying where it looked).
+	Egress string
 	// StopGrace is the time between TERM and KILL (default 10 s).
 	StopGrace time.Duration
 	// HighWaterMark is a piped stream's credit in bytes (default 64 KiB).
@@ -192,7 +197,14 @@ func engineFor(opts Options) (dockerio.Engine, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ad, err := dockerio.NewAdapter(dockerio.Options{Profile: opts.Profile, Warden: bin})
+	// The proxy is needed only by allowlist sandboxes: a runtime without
+	// it still serves the others (an allowlist create names what is
+	// missing). A binary that is there but wrong fails Open.
+	_, ebin, err := FindEgress(opts.Egress)
+	if err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+		return nil, nil, err
+	}
+	ad, err := dockerio.NewAdapter(dockerio.Options{Profile: opts.Profile, Warden: bin, Egress: ebin})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
+	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -180,6 +181,19 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(host.HistoryEven
 }
 
 // Recovery returns the report of the recovery the server's Open ran.
+// Egress returns a sandbox's recorded egress decisions, oldest first.
+func (c *Client) Egress(ctx context.Context, id string) ([]egress.Decision, error) {
+	resp, err := c.sbx.Egress(ctx, &stockadev1.EgressRequest{Id: id})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	var out []egress.Decision
+	if err := json.Unmarshal(resp.DecisionsJson, &out); err != nil {
+		return nil, spec.Wrap(spec.CodeInternal, "client", err, "decoding decisions")
+	}
+	return out, nil
+}
+
 func (c *Client) Recovery(ctx context.Context) (host.RecoveryReport, error) {
 	resp, err := c.jrnl.Recovery(ctx, &stockadev1.RecoveryRequest{})
 	if err != nil {

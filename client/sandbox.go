@@ -35,6 +35,16 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	return fromStatus(err)
 }
 
+// SetEgress replaces an allowlist sandbox's egress rules while it runs.
+func (s *Sandbox) SetEgress(ctx context.Context, rules []spec.EgressRule) error {
+	texts := make([]string, len(rules))
+	for i, r := range rules {
+		texts[i] = r.String()
+	}
+	_, err := s.c.sbx.SetEgress(ctx, &stockadev1.SetEgressRequest{Id: s.id, Rules: texts})
+	return fromStatus(err)
+}
+
 // Remove stops the sandbox if needed and deletes every resource.
 func (s *Sandbox) Remove(ctx context.Context) error {
 	_, err := s.c.sbx.Remove(ctx, &stockadev1.RemoveSandboxRequest{Id: s.id})

@@ -3,6 +3,7 @@ package dockerio
 import (
 	"context"
 	"maps"
+	"net/netip"
 	"sync"
 
 	"github.com/docker/docker/client"
@@ -22,6 +23,12 @@ type Options struct {
 	// workspace; nil makes sandboxes without a warden (processes run as
 	// Docker execs).
 	Warden []byte
+	// Egress is the stockade-egress binary, imported as the egress image
+	// of allowlist sandboxes; nil refuses the allowlist network.
+	Egress []byte
+	// Subnets is the range allowlist sandboxes' networks are cut from: ""
+	// is $STOCKADE_SUBNETS, else DefaultSubnets.
+	Subnets string
 }
 
 // Adapter implements Engine against a real Docker daemon.
@@ -43,6 +50,13 @@ type Adapter struct {
 
 	warden []byte
 
+	// netMu serialises network allocation (list, pick a free subnet,
+	// create) and the egress image's import.
+	netMu         sync.Mutex
+	egress        []byte
+	egressImageID string
+	subnets       netip.Prefix
+
 	imgMu  sync.Mutex
 	images map[string]ImageFacts // by image ID; images are immutable
 }
@@ -62,7 +76,11 @@ func NewAdapter(opts Options) (*Adapter, error) {
 	if err != nil {
 		return nil, translate(err, "dockerio.client", "making the Docker client")
 	}
-	return &Adapter{profile: p, opts: base, probe: probe, images: map[string]ImageFacts{}, warden: opts.Warden}, nil
+	subnets, err := subnetsFromEnv(opts.Subnets)
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{profile: p, opts: base, probe: probe, images: map[string]ImageFacts{}, warden: opts.Warden, egress: opts.Egress, subnets: subnets}, nil
 }
 
 // Profile returns the profile in use.

@@ -75,6 +75,13 @@ type Engine interface {
 	// again if not.
 	EnsureWarden(ctx context.Context, sb Sandbox) error
 
+	// OpenEgress opens a control link to an allowlist sandbox's proxy.
+	// EnsureEgress makes its egress role whole (networks read back; the
+	// egress container read back running, else made anew with the current
+	// rules and started) and reports whether it was made anew.
+	OpenEgress(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error)
+	EnsureEgress(ctx context.Context, sb Sandbox) (Sandbox, bool, error)
+
 	// PutArchive extracts a tar stream into /workspace through the export
 	// container; entries are owned by the sandbox's uid:gid.
 	PutArchive(ctx context.Context, sb Sandbox, dir string, tar io.Reader) error
@@ -148,6 +155,13 @@ type Sandbox struct {
 	Export   string // container id
 	Volume   string // volume name
 	Network  string // network id; empty when isolated
+	// The egress role (allowlist only): its container, the owner's outside
+	// network, the proxy's address (ip:port) on the sandbox's network, and
+	// the version of the rules in sb.Spec.Policy.Egress.
+	Egress       string
+	Outside      string
+	Proxy        string
+	RulesVersion uint64
 }
 
 // ExecRequest is one process to run.

@@ -97,7 +97,7 @@ func (a *Adapter) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (
 	resp, err := cli.ContainerExecCreate(ctx, sb.Workload, container.ExecOptions{
 		User: user(sb.Spec.Policy), Privileged: false, Tty: false,
 		AttachStdin: req.Spec.Stdin, AttachStdout: true, AttachStderr: true,
-		Env: append([]string(nil), req.Spec.Env...), WorkingDir: dir, Cmd: wrap(req.ProcessID, req.Spec.Argv),
+		Env: ProxyEnv(sb, req.ProcessID, req.Spec.Env), WorkingDir: dir, Cmd: wrap(req.ProcessID, req.Spec.Argv),
 	})
 	if err != nil {
 		return "", translate(err, "dockerio.exec", "creating process %s in %s", req.ProcessID, sb.Workload)

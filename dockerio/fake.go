@@ -159,8 +159,11 @@ func (f *Fake) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, 
 	}
 	sb := Sandbox{Owner: req.Owner, ID: req.ID, Spec: req.Spec, Revision: f.Profile.Revision(),
 		Workload: f.id("w"), Export: f.id("e"), Volume: Name(req.Owner, req.ID, RoleVolume)}
-	if req.Spec.Policy.Network == spec.NetworkBridge {
+	switch req.Spec.Policy.Network.Canonical() {
+	case spec.NetworkOpen:
 		sb.Network = f.id("n")
+	case spec.NetworkAllowlist:
+		sb.Network, sb.Outside, sb.Egress, sb.Proxy = f.id("n"), f.id("o"), f.id("x"), "10.213.0.2:3128"
 	}
 	f.sandboxes[key] = &fakeSandbox{sb: sb, files: map[string][]byte{"work/": nil}}
 	return sb, nil
@@ -765,3 +768,17 @@ func (f *Fake) EnsureWarden(ctx context.Context, sb Sandbox) error {
 
 // errFakeNoWarden: the fake's sandboxes run their processes as execs.
 var errFakeNoWarden = spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "the fake engine has no warden")
+
+// OpenEgress: the fake runs no proxy; an allowlist sandbox's control link
+// is unsupported (the actor logs it and goes on).
+func (f *Fake) OpenEgress(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error) {
+	return WardenConn{}, spec.Errorf(spec.CodeUnsupported, "dockerio.fake", "the fake engine runs no egress proxy")
+}
+
+// EnsureEgress: the fake's egress role is whole while the sandbox exists.
+func (f *Fake) EnsureEgress(ctx context.Context, sb Sandbox) (Sandbox, bool, error) {
+	if err := f.enter(ctx, "EnsureEgress"); err != nil {
+		return sb, false, err
+	}
+	return sb, false, nil
+}

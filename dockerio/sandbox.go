@@ -104,8 +104,13 @@ func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, im
 		return sb, spec.Errorf(spec.CodeConflict, "dockerio.create", "volume %s exists with labels %v, not ours", volName, v.Labels)
 	}
 	sb.Volume = volName
-	if sb.Spec.Policy.Network == spec.NetworkBridge {
+	switch sb.Spec.Policy.Network.Canonical() {
+	case spec.NetworkOpen:
 		if sb.Network, err = a.ensureNetwork(ctx, cli, sb); err != nil {
+			return sb, err
+		}
+	case spec.NetworkAllowlist:
+		if sb, err = a.createEgressRole(ctx, cli, sb); err != nil {
 			return sb, err
 		}
 	}
@@ -221,6 +226,12 @@ func (a *Adapter) StartSandbox(ctx context.Context, sb Sandbox) error {
 	cli, err := a.ready(ctx)
 	if err != nil {
 		return err
+	}
+	if sb.Egress != "" {
+		// The proxy first: the workload's first process may need it.
+		if err := a.startEgress(ctx, cli, sb); err != nil {
+			return err
+		}
 	}
 	if err := cli.ContainerStart(ctx, sb.Workload, container.StartOptions{}); err != nil {
 		return translate(err, "dockerio.start", "starting workload %s", sb.Workload)

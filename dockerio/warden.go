@@ -91,24 +91,31 @@ func (a *Adapter) wardenExec(ctx context.Context, sb Sandbox, stderr io.Writer, 
 	if !a.HasWarden() {
 		return WardenConn{}, spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "this runtime has no warden binary")
 	}
+	return a.execLink(ctx, sb.Workload, user(sb.Spec.Policy), WorkDir, stderr, argv...)
+}
+
+// execLink starts an exec whose stdin and stdout are a byte stream to the
+// caller (a warden's or a proxy's link): no TTY, Docker's multiplexing
+// removed, stderr handed to stderr.
+func (a *Adapter) execLink(ctx context.Context, containerID, usr, dir string, stderr io.Writer, argv ...string) (_ WardenConn, err error) {
 	cli, err := a.ready(ctx)
 	if err != nil {
 		return WardenConn{}, err
 	}
-	resp, err := cli.ContainerExecCreate(ctx, sb.Workload, container.ExecOptions{
-		User: user(sb.Spec.Policy), AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		WorkingDir: WorkDir, Cmd: argv,
+	resp, err := cli.ContainerExecCreate(ctx, containerID, container.ExecOptions{
+		User: usr, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		WorkingDir: dir, Cmd: argv,
 	})
 	if err != nil {
-		return WardenConn{}, translate(err, "dockerio.warden", "creating the warden exec in %s", sb.Workload)
+		return WardenConn{}, translate(err, "dockerio.exec", "creating the %s exec in %s", argv[0], containerID)
 	}
 	hj, err := cli.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return WardenConn{}, translate(err, "dockerio.warden", "attaching the warden exec %s", resp.ID)
+		return WardenConn{}, translate(err, "dockerio.exec", "attaching the %s exec %s", argv[0], resp.ID)
 	}
 	if mt, ok := hj.MediaType(); ok && mt != MultiplexedMediaType {
 		hj.Close()
-		return WardenConn{}, spec.Errorf(spec.CodeStreamFailure, "dockerio.warden", "warden exec %s: media type %q, want %q", resp.ID, mt, MultiplexedMediaType)
+		return WardenConn{}, spec.Errorf(spec.CodeStreamFailure, "dockerio.exec", "%s exec %s: media type %q, want %q", argv[0], resp.ID, mt, MultiplexedMediaType)
 	}
 	r := &demuxReader{dec: framing.NewDecoder(hj.Reader, framing.Options{FrameLimit: spec.DefaultFrameLimit, ChunkSize: spec.DefaultReceiveChunk}), stderr: stderr}
 	c := &onceCloser{c: hj.Conn}

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -39,6 +40,8 @@ type Runtime interface {
 	History(ctx context.Context, sandboxID string) ([]HistoryEvent, error)
 	// Recovery returns the report of the recovery the runtime's Open ran.
 	Recovery(ctx context.Context) (RecoveryReport, error)
+	// Egress returns a sandbox's recorded egress decisions, oldest first.
+	Egress(ctx context.Context, sandboxID string) ([]egress.Decision, error)
 	// Close releases the runtime (embedded) or the connection (served);
 	// kept sandboxes stay up either way.
 	Close() error
@@ -61,6 +64,9 @@ type Sandbox interface {
 	// Get returns a tar stream of /workspace/<path>; live says the copy was
 	// taken from a running workload's filesystem. The caller closes it.
 	Get(ctx context.Context, path string, pause bool) (tar io.ReadCloser, live bool, err error)
+	// SetEgress replaces an allowlist sandbox's egress rules while it
+	// runs: journaled, then applied by its proxy, no restart.
+	SetEgress(ctx context.Context, rules []spec.EgressRule) error
 }
 
 // Process is a process running in a sandbox.

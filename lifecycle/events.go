@@ -48,6 +48,11 @@ type (
 		Export   string `json:"export"`
 		Volume   string `json:"volume"`
 		Network  string `json:"network,omitempty"`
+		// The egress role of an allowlist sandbox: its container, the
+		// owner's outside network, the proxy's ip:port.
+		Egress  string `json:"egress,omitempty"`
+		Outside string `json:"outside,omitempty"`
+		Proxy   string `json:"proxy,omitempty"`
 	}
 	// SandboxStarted: the workload runs and verified after start.
 	SandboxStarted struct{}
@@ -83,6 +88,19 @@ type (
 	// reattached; its processes end. A new warden serves new work.
 	WardenLost struct {
 		Reason string `json:"reason"`
+	}
+	// EgressChanged: an allowlist sandbox's rules are now these (journaled
+	// before the proxy is told; its sequence is the rules' version, which
+	// the proxy acknowledges).
+	EgressChanged struct {
+		Rules []spec.EgressRule `json:"rules"`
+	}
+	// EgressReplaced: the egress container was made anew (it had died, or
+	// no longer read back as made), with the rules then in force.
+	EgressReplaced struct {
+		Egress  string `json:"egress"`
+		Outside string `json:"outside"`
+		Reason  string `json:"reason"`
 	}
 	SandboxRemoving struct{}
 	// SandboxRemoved: every resource is gone. Terminal.
@@ -179,6 +197,8 @@ func (SandboxUnpaused) Type() string { return "sandbox.unpaused" }
 func (SandboxRemoving) Type() string { return "sandbox.removing" }
 func (WardenStarted) Type() string   { return "sandbox.warden_started" }
 func (WardenLost) Type() string      { return "sandbox.warden_lost" }
+func (EgressChanged) Type() string   { return "sandbox.egress_changed" }
+func (EgressReplaced) Type() string  { return "sandbox.egress_replaced" }
 func (SandboxRemoved) Type() string  { return "sandbox.removed" }
 func (ProcessReserved) Type() string { return "process.reserved" }
 func (ExecCreated) Type() string     { return "process.exec_created" }
@@ -212,6 +232,8 @@ func init() {
 	register[SandboxRemoving]()
 	register[WardenStarted]()
 	register[WardenLost]()
+	register[EgressChanged]()
+	register[EgressReplaced]()
 	register[SandboxRemoved]()
 	register[ProcessReserved]()
 	register[ExecCreated]()

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"slices"
 	"time"
 
 	"github.com/stockade/stockade/spec"
@@ -45,6 +46,9 @@ type Sandbox struct {
 	// Warden is the sandbox's warden while it serves (nil before the
 	// first and after a loss).
 	Warden *WardenStarted
+	// RulesVersion is the sequence of the last egress change (0: the
+	// rules the sandbox was made with); Spec.Policy.Egress holds the rules.
+	RulesVersion uint64
 	// Seq is the sequence of the last event applied; At its time.
 	Seq      uint64
 	Reserved time.Time
@@ -162,6 +166,17 @@ func ApplySandbox(s Sandbox, seq uint64, at time.Time, ev Event) (Sandbox, error
 	case WardenLost:
 		if ok = s.Warden != nil && from != PhaseRemoved; ok {
 			s.Warden = nil
+		}
+	case EgressChanged:
+		if ok = from == PhaseStarted && s.Spec.Policy.Network == spec.NetworkAllowlist; ok {
+			s.Spec.Policy.Egress = slices.Clone(e.Rules)
+			s.RulesVersion = seq
+		}
+	case EgressReplaced:
+		if ok = s.Created != nil && s.Created.Egress != "" && from != PhaseRemoved; ok {
+			c := *s.Created
+			c.Egress, c.Outside = e.Egress, e.Outside
+			s.Created = &c
 		}
 	case SandboxRemoving:
 		// A removing intent may be journaled again by a recovery that

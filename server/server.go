@@ -223,6 +223,34 @@ func (v sandboxes) Stop(ctx context.Context, req *stockadev1.StopSandboxRequest)
 	return &stockadev1.StopSandboxResponse{}, toStatus(err)
 }
 
+func (v sandboxes) SetEgress(ctx context.Context, req *stockadev1.SetEgressRequest) (*stockadev1.SetEgressResponse, error) {
+	rules := make([]spec.EgressRule, 0, len(req.Rules))
+	for _, r := range req.Rules {
+		rule, err := spec.ParseEgressRule(r)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		rules = append(rules, rule)
+	}
+	sb, err := v.s.h.Sandbox(ctx, req.Id)
+	if err == nil {
+		err = sb.SetEgress(ctx, rules)
+	}
+	return &stockadev1.SetEgressResponse{}, toStatus(err)
+}
+
+func (v sandboxes) Egress(ctx context.Context, req *stockadev1.EgressRequest) (*stockadev1.EgressResponse, error) {
+	ds, err := v.s.h.Egress(ctx, req.Id)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	b, err := json.Marshal(ds)
+	if err != nil {
+		return nil, toStatus(spec.Wrap(spec.CodeInternal, "server", err, "encoding decisions"))
+	}
+	return &stockadev1.EgressResponse{DecisionsJson: b}, nil
+}
+
 func (v sandboxes) Remove(ctx context.Context, req *stockadev1.RemoveSandboxRequest) (*stockadev1.RemoveSandboxResponse, error) {
 	sb, err := v.s.h.Sandbox(ctx, req.Id)
 	if err == nil {

@@ -33,7 +33,7 @@ type apiEnv struct {
 	journal string
 }
 
-func newAPI(t *testing.T, opts stockade.Options) *apiEnv {
+func newAPI(t testing.TB, opts stockade.Options) *apiEnv {
 	t.Helper()
 	cli := dockertest.Client(t)
 	image := dockertest.ImageID(t, cli)
@@ -70,7 +70,7 @@ func (e *apiEnv) sandbox(t *testing.T, lifetime spec.Lifetime) *stockade.Sandbox
 }
 
 // runOut runs argv to its end and returns stdout, stderr and the result.
-func runOut(t *testing.T, sb *stockade.Sandbox, p spec.Process) (string, string, spec.Result, error) {
+func runOut(t testing.TB, sb *stockade.Sandbox, p spec.Process) (string, string, spec.Result, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

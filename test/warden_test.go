@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -223,6 +224,17 @@ func TestWardenKilledFromInside(t *testing.T) {
 	types := sandboxTypes(t, e.rt, sb.ID())
 	if count(types, "sandbox.warden_lost") != 1 || count(types, "sandbox.warden_started") != 2 {
 		t.Fatalf("sandbox history %v: want one warden lost and two started", types)
+	}
+	// Its kill through Docker had its intent journaled first.
+	var procTypes []string
+	h, _ := e.rt.History(sb.ID())
+	for _, ev := range h {
+		if ev.ID == p.ID {
+			procTypes = append(procTypes, ev.Type)
+		}
+	}
+	if i, k := slices.Index(procTypes, "process.stopping"), slices.Index(procTypes, "process.exited"); i < 0 || k < i {
+		t.Fatalf("the lost process's history %v: want process.stopping before process.exited", procTypes)
 	}
 	// The first process's group (its sleep) was killed with it.
 	out, _, _, _ = runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "ps -o args | grep -c '^sleep 30$' || true"}})

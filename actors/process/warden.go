@@ -40,6 +40,7 @@ type (
 // spawnWarden asks the warden for the process, off the mailbox.
 func (a *processActor) spawnWarden(bg context.Context) {
 	s := spawnRequest(a.p.ID, a.p.Spec)
+	s.Env = dockerio.ProxyEnv(a.p.Sandbox, a.p.ID, s.Env)
 	s.Sent = func() { failpoint.Hit(failpoint.ProcessSpawnSent) }
 	link := a.p.Link
 	go func() {
@@ -161,6 +162,13 @@ func (a *processActor) wardenLost(cause error) {
 	}
 	if a.stopReason == "" || a.stopReason == lifecycle.ReasonSignaled {
 		a.stopReason = lifecycle.ReasonLost
+	}
+	if a.state.Phase == lifecycle.PhaseStarted {
+		// No kill without its intent journaled first.
+		if jerr := a.record(lifecycle.ProcessStopping{Reason: lifecycle.ReasonLost}); jerr != nil {
+			a.abandonJournal(jerr)
+			return
+		}
 	}
 	a.stopErr = spec.Wrap(spec.CodeStreamFailure, "process", cause, "process %s: the sandbox's warden was lost; the process group was killed", a.p.ID)
 	a.killGroupByDocker()

@@ -80,7 +80,7 @@ func Decide(s lifecycle.Sandbox, obs dockerio.Observed, revision string) (Decisi
 		return TearDown, "readback differs at " + obs.Mismatch + "; Docker shows " + seen
 	case !present(obs, dockerio.RoleExport) || !present(obs, dockerio.RoleVolume):
 		return TearDown, "its export container or workspace volume is missing; Docker shows " + seen
-	case s.Spec.Policy.Network == spec.NetworkBridge && !present(obs, dockerio.RoleNetwork):
+	case (s.Spec.Policy.Network.Canonical() == spec.NetworkOpen || s.Spec.Policy.Network == spec.NetworkAllowlist) && !present(obs, dockerio.RoleNetwork):
 		return TearDown, "its network is missing; Docker shows " + seen
 	}
 	return Readopt, "running, readback exact, same revision; Docker shows " + seen

@@ -193,6 +193,7 @@ type sandboxActor struct {
 	heldLaunches []Launch
 
 	w wardenState // the sandbox's warden (warden.go)
+	e egressState // an allowlist sandbox's proxy link (egress.go)
 }
 
 func (a *sandboxActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
@@ -204,7 +205,9 @@ func Handle(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
 	h := dockerio.Sandbox{Owner: owner, ID: s.ID, Spec: s.Spec, Revision: s.Revision}
 	if c := s.Created; c != nil {
 		h.Workload, h.Export, h.Volume, h.Network = c.Workload, c.Export, c.Volume, c.Network
+		h.Egress, h.Outside, h.Proxy = c.Egress, c.Outside, c.Proxy
 	}
+	h.RulesVersion = s.RulesVersion
 	return h
 }
 
@@ -254,6 +257,16 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onWardenUp(ctx, m)
 	case wardenDown:
 		a.onWardenDown(m)
+	case SetEgress:
+		a.setEgress(m)
+	case egressUp:
+		a.onEgressUp(m)
+	case egressDown:
+		a.onEgressDown(m)
+	case egressReplaced:
+		a.onEgressReplaced(m)
+	case egressApplied:
+		a.onEgressApplied(m)
 	case ProcessHandle:
 		if pid, ok := a.procs[m.ID]; ok {
 			a.sys.Root.Send(pid, process.GetHandle{Reply: m.Reply})
@@ -349,6 +362,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 			a.ttl.Stop()
 		}
 		a.closeWarden()
+		a.stopEgress()
 	case *actor.Stopped:
 		a.settle(spec.Errorf(spec.CodeInternal, "sandbox", "sandbox %s's actor stopped before recovery settled it", a.p.ID))
 		if a.p.Gone != nil {
@@ -381,7 +395,8 @@ func (a *sandboxActor) onCreated(m createdMsg) {
 	}
 	a.sb = m.sb
 	failpoint.Hit(failpoint.SandboxCreateCall)
-	if err := a.record(lifecycle.SandboxCreated{Workload: m.sb.Workload, Export: m.sb.Export, Volume: m.sb.Volume, Network: m.sb.Network}); err != nil {
+	if err := a.record(lifecycle.SandboxCreated{Workload: m.sb.Workload, Export: m.sb.Export, Volume: m.sb.Volume, Network: m.sb.Network,
+		Egress: m.sb.Egress, Outside: m.sb.Outside, Proxy: m.sb.Proxy}); err != nil {
 		a.p.Created <- err
 		a.sys.Root.Stop(a.self) // the reservation stays live: recovery rolls it back
 		return
@@ -402,6 +417,7 @@ func (a *sandboxActor) onStarted(m startedMsg) {
 		a.sys.Root.Stop(a.self)
 		return
 	}
+	a.startEgress(false)
 	if a.deps.Config.Warden {
 		// The create answers once the warden is up: the first process
 		// does not wait for it, and a warden that cannot start fails the
@@ -530,6 +546,7 @@ func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 		return
 	}
 	a.stopReason, a.stopErr = reason, cause
+	a.stopEgress()
 	failpoint.Hit(failpoint.SandboxStopping)
 	a.finishStop()
 }
@@ -750,6 +767,7 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		if !a.state.Deadline.IsZero() {
 			a.ttl = time.AfterFunc(time.Until(a.state.Deadline), func() { a.send(ttlMsg{}) })
 		}
+		a.startEgress(true)
 		a.adoptedOne("")
 	case RecordExit:
 		a.removeAfter = a.state.Spec.Lifetime != spec.Kept || len(rec.Observed.Present) == 0

@@ -32,7 +32,7 @@ Runs CMD in a one-shot sandbox, streams its output, exits with its code and
 removes the sandbox (125: stockade failed; 126/127: CMD could not start).
 
   --image I            image tag or sha256 ID (default stockade/toolbox:dev)
-  --cpus N --memory M --pids N --network isolated|bridge --user uid:gid
+  --cpus N --memory M --pids N --network isolated|open|allow=RULES --user uid:gid
                        the policy (0 or unset: the default)
   -i                   pass stdin to CMD
   -t, --tty            run CMD on a terminal (see TERMINALS below); -it: both

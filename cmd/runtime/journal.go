@@ -6,17 +6,21 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -92,6 +96,7 @@ type journalCmd struct {
 	output  bool    // show: each process's recorded output under its exit
 	follow  bool    // show: then its new events, live (needs a server)
 	types   string  // show: only events whose type starts so (e.g. process, sandbox.exited)
+	egress  bool    // show: the sandbox's egress decisions instead of its events
 }
 
 func parseJournal(g global, args []string) (command, error) {
@@ -119,6 +124,7 @@ func parseJournal(g global, args []string) (command, error) {
 		fs.BoolVar(&c.output, "output", false, "each process's recorded output under its exit line")
 		fs.BoolVar(&c.follow, "follow", false, "then its new events as they happen (needs stockade serve)")
 		fs.StringVar(&c.types, "type", "", "only events whose type starts with this (process, sandbox.exited, ...)")
+		fs.BoolVar(&c.egress, "egress", false, "the sandbox's egress decisions (allowlist network) instead of its events")
 	}
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
@@ -135,6 +141,8 @@ func parseJournal(g global, args []string) (command, error) {
 		return nil, err
 	}
 	switch {
+	case c.egress && (c.follow || c.output || c.types != ""):
+		return nil, spec.Errorf(spec.CodeInvalidArgument, name, "--egress goes alone: it shows decisions, not events")
 	case c.follow && c.output:
 		return nil, spec.Errorf(spec.CodeInvalidArgument, name, "--output and --follow together: follow a process's output with stockade logs -f")
 	case c.sub == "replay" && len(c.at) > 1:
@@ -174,6 +182,18 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 			return fail(stderr, err, 1)
 		}
 		fmt.Fprintf(stdout, "%s: restored from the copy %s; it opens writable with the copy's owner\n", c.dst, c.id)
+		return 0
+	}
+	if c.egress {
+		// Decisions are recorded beside the journal, read as files
+		// whether or not a server holds it.
+		path, err := journalPath(c.g)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		if err := printEgress(stdout, recorder.Dir(path), c.id, c.g.json); err != nil {
+			return fail(stderr, err, 1)
+		}
 		return 0
 	}
 	if c.follow || c.sub == "tail" {
@@ -470,4 +490,45 @@ func (c *journalCmd) show(w io.Writer, path string, evs []host.HistoryEvent) {
 		return
 	}
 	printHistory(w, evs, c.g.json)
+}
+
+// printEgress prints a sandbox's egress decisions: a table, or with --json
+// one decision per line.
+func printEgress(w io.Writer, dir, id string, asJSON bool) error {
+	enc := json.NewEncoder(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if !asJSON {
+		fmt.Fprintln(tw, "TIME\tPROCESS\tVERDICT\tMETHOD\tHOST:PORT\tADDRESS\tRULE / REASON\tUP\tDOWN")
+	}
+	n := 0
+	err := recorder.ReadDecisions(dir, id, func(d egress.Decision) error {
+		n++
+		if asJSON {
+			return enc.Encode(d)
+		}
+		why := d.Rule
+		if d.Verdict != "allow" {
+			why = d.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", d.Time.Format("15:04:05.000"), dash(d.Process), d.Verdict, dash(d.Method),
+			net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port))), dash(d.Addr), dash(why), d.Up, d.Down)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !asJSON {
+		tw.Flush()
+		if n == 0 {
+			fmt.Fprintf(w, "no egress decisions recorded for %s\n", id)
+		}
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

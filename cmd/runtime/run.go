@@ -64,7 +64,7 @@ func (f *policyFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.p.CPUs, "cpus", 0, "CPU quota in cores (0: the default)")
 	fs.StringVar(&f.memory, "memory", "", "memory limit in bytes, or with k/m/g (default 512m)")
 	fs.Int64Var(&f.p.Pids, "pids", 0, "maximum tasks (0: the default)")
-	fs.StringVar(&f.network, "network", "", "isolated or bridge (default isolated)")
+	fs.StringVar(&f.network, "network", "", "isolated, open, or allow=RULE[,RULE...] (host, *.suffix, IP or CIDR, each with an optional :port) (default isolated)")
 	fs.StringVar(&f.user, "user", "", "uid:gid (default 65532:65532)")
 }
 
@@ -76,7 +76,11 @@ func (f *policyFlags) policy() (spec.Policy, error) {
 			return p, err
 		}
 	}
-	p.Network = spec.NetworkKind(f.network)
+	if f.network != "" {
+		if p.Network, p.Egress, err = spec.ParseNetwork(f.network); err != nil {
+			return p, err
+		}
+	}
 	p = p.WithDefaults()
 	// After the defaults: --user 0:0 is root asked for, not a zero value.
 	if f.user != "" {

@@ -79,30 +79,37 @@ func Isolate() (cleanup func(), err error) {
 		}
 	}
 	os.Unsetenv("STOCKADE_SOCKET")
-	if os.Getenv("STOCKADE_WARDEN") == "" {
-		bin := filepath.Join(dir, "bin", "stockade-warden")
-		if err := buildWarden(bin); err != nil {
+	for _, b := range []struct{ env, name, pkg string }{
+		{"STOCKADE_WARDEN", "stockade-warden", "./cmd/warden"},
+		{"STOCKADE_EGRESS", "stockade-egress", "./cmd/egress"},
+	} {
+		if os.Getenv(b.env) != "" {
+			continue
+		}
+		bin := filepath.Join(dir, "bin", b.name)
+		if err := buildStatic(bin, b.pkg); err != nil {
 			cleanup()
 			return nil, err
 		}
-		os.Setenv("STOCKADE_WARDEN", bin)
+		os.Setenv(b.env, bin)
 	}
 	return cleanup, nil
 }
 
-// buildWarden builds the stockade-warden binary (static, as make build
-// does) for the runtimes the tests open: a fresh machine has none, and a
-// binary left from an earlier build may be of another version.
-func buildWarden(out string) error {
+// buildStatic builds one of the static helper binaries (stockade-warden,
+// stockade-egress) as make build does, for the runtimes the tests open: a
+// fresh machine has none, and one left from an earlier build may be of
+// another version.
+func buildStatic(out, pkg string) error {
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil || len(mod) == 0 {
-		return fmt.Errorf("finding the module to build stockade-warden: %v", err)
+		return fmt.Errorf("finding the module to build %s: %v", pkg, err)
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/warden")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = filepath.Dir(string(bytes.TrimSpace(mod)))
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building stockade-warden: %v: %s", err, b)
+		return fmt.Errorf("building %s: %v: %s", pkg, err, b)
 	}
 	return nil
 }

@@ -163,6 +163,185 @@ func (x *Error) GetCause() string {
 	return ""
 }
 
+type SetEgressRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// rules are spec.EgressRule texts: host, *.suffix, IP or CIDR, each with
+	// an optional :port.
+	Rules         []string `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEgressRequest) Reset() {
+	*x = SetEgressRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEgressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEgressRequest) ProtoMessage() {}
+
+func (x *SetEgressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEgressRequest.ProtoReflect.Descriptor instead.
+func (*SetEgressRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetEgressRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SetEgressRequest) GetRules() []string {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+type SetEgressResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEgressResponse) Reset() {
+	*x = SetEgressResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEgressResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEgressResponse) ProtoMessage() {}
+
+func (x *SetEgressResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEgressResponse.ProtoReflect.Descriptor instead.
+func (*SetEgressResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{2}
+}
+
+type EgressRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EgressRequest) Reset() {
+	*x = EgressRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EgressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EgressRequest) ProtoMessage() {}
+
+func (x *EgressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EgressRequest.ProtoReflect.Descriptor instead.
+func (*EgressRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EgressRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type EgressResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// decisions_json is the JSON of []egress.Decision.
+	DecisionsJson []byte `protobuf:"bytes,1,opt,name=decisions_json,json=decisionsJson,proto3" json:"decisions_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EgressResponse) Reset() {
+	*x = EgressResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EgressResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EgressResponse) ProtoMessage() {}
+
+func (x *EgressResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EgressResponse.ProtoReflect.Descriptor instead.
+func (*EgressResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *EgressResponse) GetDecisionsJson() []byte {
+	if x != nil {
+		return x.DecisionsJson
+	}
+	return nil
+}
+
 type CreateSandboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// image is a tag or an image ID; a tag is resolved once and pinned.
@@ -181,7 +360,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[1]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -193,7 +372,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[1]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -206,7 +385,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{1}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateSandboxRequest) GetImage() string {
@@ -253,7 +432,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[2]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +444,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[2]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +457,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{2}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateSandboxResponse) GetId() string {
@@ -296,7 +475,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[3]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -308,7 +487,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[3]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -321,7 +500,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{3}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{7}
 }
 
 type ListSandboxesResponse struct {
@@ -333,7 +512,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[4]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +524,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[4]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +537,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{4}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*SandboxInfo {
@@ -386,7 +565,7 @@ type SandboxInfo struct {
 
 func (x *SandboxInfo) Reset() {
 	*x = SandboxInfo{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +577,7 @@ func (x *SandboxInfo) String() string {
 func (*SandboxInfo) ProtoMessage() {}
 
 func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +590,7 @@ func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxInfo.ProtoReflect.Descriptor instead.
 func (*SandboxInfo) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{5}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SandboxInfo) GetId() string {
@@ -486,7 +665,7 @@ type InspectSandboxRequest struct {
 
 func (x *InspectSandboxRequest) Reset() {
 	*x = InspectSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +677,7 @@ func (x *InspectSandboxRequest) String() string {
 func (*InspectSandboxRequest) ProtoMessage() {}
 
 func (x *InspectSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +690,7 @@ func (x *InspectSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSandboxRequest.ProtoReflect.Descriptor instead.
 func (*InspectSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{6}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InspectSandboxRequest) GetId() string {
@@ -531,7 +710,7 @@ type InspectSandboxResponse struct {
 
 func (x *InspectSandboxResponse) Reset() {
 	*x = InspectSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +722,7 @@ func (x *InspectSandboxResponse) String() string {
 func (*InspectSandboxResponse) ProtoMessage() {}
 
 func (x *InspectSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +735,7 @@ func (x *InspectSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSandboxResponse.ProtoReflect.Descriptor instead.
 func (*InspectSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{7}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InspectSandboxResponse) GetStateJson() []byte {
@@ -575,7 +754,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +766,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +779,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{8}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StopSandboxRequest) GetId() string {
@@ -618,7 +797,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +809,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +822,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{9}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
 }
 
 type RemoveSandboxRequest struct {
@@ -655,7 +834,7 @@ type RemoveSandboxRequest struct {
 
 func (x *RemoveSandboxRequest) Reset() {
 	*x = RemoveSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +846,7 @@ func (x *RemoveSandboxRequest) String() string {
 func (*RemoveSandboxRequest) ProtoMessage() {}
 
 func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +859,7 @@ func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxRequest.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{10}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemoveSandboxRequest) GetId() string {
@@ -698,7 +877,7 @@ type RemoveSandboxResponse struct {
 
 func (x *RemoveSandboxResponse) Reset() {
 	*x = RemoveSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +889,7 @@ func (x *RemoveSandboxResponse) String() string {
 func (*RemoveSandboxResponse) ProtoMessage() {}
 
 func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +902,7 @@ func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxResponse.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{11}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
 }
 
 type ExecRequest struct {
@@ -742,7 +921,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +933,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +946,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{12}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExecRequest) GetMsg() isExecRequest_Msg {
@@ -874,7 +1053,7 @@ type Resize struct {
 
 func (x *Resize) Reset() {
 	*x = Resize{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +1065,7 @@ func (x *Resize) String() string {
 func (*Resize) ProtoMessage() {}
 
 func (x *Resize) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +1078,7 @@ func (x *Resize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resize.ProtoReflect.Descriptor instead.
 func (*Resize) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Resize) GetSeq() uint64 {
@@ -938,7 +1117,7 @@ type Resized struct {
 
 func (x *Resized) Reset() {
 	*x = Resized{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1129,7 @@ func (x *Resized) String() string {
 func (*Resized) ProtoMessage() {}
 
 func (x *Resized) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1142,7 @@ func (x *Resized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resized.ProtoReflect.Descriptor instead.
 func (*Resized) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Resized) GetSeq() uint64 {
@@ -1016,7 +1195,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1207,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1220,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExecStart) GetSandboxId() string {
@@ -1155,7 +1334,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1346,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1359,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Record) GetOff() bool {
@@ -1219,7 +1398,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1410,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1423,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExecResponse) GetMsg() isExecResponse_Msg {
@@ -1327,7 +1506,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1518,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1531,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LogsRequest) GetProcessId() string {
@@ -1378,7 +1557,7 @@ type LogsChunk struct {
 
 func (x *LogsChunk) Reset() {
 	*x = LogsChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1569,7 @@ func (x *LogsChunk) String() string {
 func (*LogsChunk) ProtoMessage() {}
 
 func (x *LogsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1582,7 @@ func (x *LogsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsChunk.ProtoReflect.Descriptor instead.
 func (*LogsChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LogsChunk) GetStream() Stream {
@@ -1450,7 +1629,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1641,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1654,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExecStarted) GetProcessId() string {
@@ -1495,7 +1674,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1686,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1699,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Output) GetStream() Stream {
@@ -1555,7 +1734,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1746,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1759,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Result) GetExitCode() int32 {
@@ -1642,7 +1821,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1833,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1846,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SignalRequest) GetProcessId() string {
@@ -1692,7 +1871,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1883,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1896,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
 }
 
 type StopProcessRequest struct {
@@ -1729,7 +1908,7 @@ type StopProcessRequest struct {
 
 func (x *StopProcessRequest) Reset() {
 	*x = StopProcessRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1920,7 @@ func (x *StopProcessRequest) String() string {
 func (*StopProcessRequest) ProtoMessage() {}
 
 func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1933,7 @@ func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessRequest.ProtoReflect.Descriptor instead.
 func (*StopProcessRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StopProcessRequest) GetProcessId() string {
@@ -1772,7 +1951,7 @@ type StopProcessResponse struct {
 
 func (x *StopProcessResponse) Reset() {
 	*x = StopProcessResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +1963,7 @@ func (x *StopProcessResponse) String() string {
 func (*StopProcessResponse) ProtoMessage() {}
 
 func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +1976,7 @@ func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessResponse.ProtoReflect.Descriptor instead.
 func (*StopProcessResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
 }
 
 type WaitRequest struct {
@@ -1809,7 +1988,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +2000,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +2013,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WaitRequest) GetProcessId() string {
@@ -1853,7 +2032,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +2044,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2057,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WaitResponse) GetResult() *Result {
@@ -1899,7 +2078,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2090,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2103,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PutRequest) GetSandboxId() string {
@@ -1956,7 +2135,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2147,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2160,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
 }
 
 type GetRequest struct {
@@ -1996,7 +2175,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2187,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2200,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetRequest) GetSandboxId() string {
@@ -2055,7 +2234,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2246,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2259,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetResponse) GetLive() bool {
@@ -2106,7 +2285,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2297,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2310,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HistoryRequest) GetSandboxId() string {
@@ -2150,7 +2329,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2341,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2354,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *HistoryResponse) GetEvents() []*HistoryEvent {
@@ -2193,7 +2372,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2384,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2397,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
 }
 
 type ExportChunk struct {
@@ -2230,7 +2409,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2421,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2434,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -2273,7 +2452,7 @@ type LiveRequest struct {
 
 func (x *LiveRequest) Reset() {
 	*x = LiveRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +2464,7 @@ func (x *LiveRequest) String() string {
 func (*LiveRequest) ProtoMessage() {}
 
 func (x *LiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2298,7 +2477,7 @@ func (x *LiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
 func (*LiveRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
 }
 
 type LiveEntity struct {
@@ -2315,7 +2494,7 @@ type LiveEntity struct {
 
 func (x *LiveEntity) Reset() {
 	*x = LiveEntity{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2506,7 @@ func (x *LiveEntity) String() string {
 func (*LiveEntity) ProtoMessage() {}
 
 func (x *LiveEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2519,7 @@ func (x *LiveEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
 func (*LiveEntity) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LiveEntity) GetKind() string {
@@ -2394,7 +2573,7 @@ type LiveResponse struct {
 
 func (x *LiveResponse) Reset() {
 	*x = LiveResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2585,7 @@ func (x *LiveResponse) String() string {
 func (*LiveResponse) ProtoMessage() {}
 
 func (x *LiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2598,7 @@ func (x *LiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
 func (*LiveResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LiveResponse) GetEntities() []*LiveEntity {
@@ -2437,7 +2616,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2628,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2641,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
 }
 
 type VerifyResponse struct {
@@ -2473,7 +2652,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2664,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2677,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
 }
 
 type FollowRequest struct {
@@ -2511,7 +2690,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2523,7 +2702,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2536,7 +2715,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -2561,7 +2740,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2752,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2765,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -2643,7 +2822,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2834,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2847,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -2702,7 +2881,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2714,7 +2893,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2727,7 +2906,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ReplayResponse) GetStateJson() []byte {
@@ -2745,7 +2924,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +2936,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +2949,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
 }
 
 type RecoveryResponse struct {
@@ -2786,7 +2965,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +2977,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +2990,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -2856,7 +3035,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +3047,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +3060,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -2934,7 +3113,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3125,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3138,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
 }
 
 type DoctorResponse struct {
@@ -2972,7 +3151,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2984,7 +3163,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2997,7 +3176,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DoctorResponse) GetReportJson() []byte {
@@ -3016,7 +3195,15 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x0e\n" +
 	"\x02op\x18\x02 \x01(\tR\x02op\x12\x10\n" +
 	"\x03msg\x18\x03 \x01(\tR\x03msg\x12\x14\n" +
-	"\x05cause\x18\x04 \x01(\tR\x05cause\"\xbb\x01\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\"8\n" +
+	"\x10SetEgressRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05rules\x18\x02 \x03(\tR\x05rules\"\x13\n" +
+	"\x11SetEgressResponse\"\x1f\n" +
+	"\rEgressRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"7\n" +
+	"\x0eEgressResponse\x12%\n" +
+	"\x0edecisions_json\x18\x01 \x01(\fR\rdecisionsJson\"\xbb\x01\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x1f\n" +
 	"\vpolicy_json\x18\x02 \x01(\fR\n" +
@@ -3203,13 +3390,15 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
-	"\rSTREAM_STDERR\x10\x022\x9b\x03\n" +
+	"\rSTREAM_STDERR\x10\x022\xaa\x04\n" +
 	"\tSandboxes\x12O\n" +
 	"\x06Create\x12!.stockade.v1.CreateSandboxRequest\x1a\".stockade.v1.CreateSandboxResponse\x12M\n" +
 	"\x04List\x12!.stockade.v1.ListSandboxesRequest\x1a\".stockade.v1.ListSandboxesResponse\x12R\n" +
 	"\aInspect\x12\".stockade.v1.InspectSandboxRequest\x1a#.stockade.v1.InspectSandboxResponse\x12I\n" +
 	"\x04Stop\x12\x1f.stockade.v1.StopSandboxRequest\x1a .stockade.v1.StopSandboxResponse\x12O\n" +
-	"\x06Remove\x12!.stockade.v1.RemoveSandboxRequest\x1a\".stockade.v1.RemoveSandboxResponse2\xd3\x02\n" +
+	"\x06Remove\x12!.stockade.v1.RemoveSandboxRequest\x1a\".stockade.v1.RemoveSandboxResponse\x12J\n" +
+	"\tSetEgress\x12\x1d.stockade.v1.SetEgressRequest\x1a\x1e.stockade.v1.SetEgressResponse\x12A\n" +
+	"\x06Egress\x12\x1a.stockade.v1.EgressRequest\x1a\x1b.stockade.v1.EgressResponse2\xd3\x02\n" +
 	"\tProcesses\x12:\n" +
 	"\x04Logs\x12\x18.stockade.v1.LogsRequest\x1a\x16.stockade.v1.LogsChunk0\x01\x12?\n" +
 	"\x04Exec\x12\x18.stockade.v1.ExecRequest\x1a\x19.stockade.v1.ExecResponse(\x010\x01\x12A\n" +
@@ -3242,130 +3431,138 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                    // 0: stockade.v1.Stream
 	(*Error)(nil),                  // 1: stockade.v1.Error
-	(*CreateSandboxRequest)(nil),   // 2: stockade.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),  // 3: stockade.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),   // 4: stockade.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),  // 5: stockade.v1.ListSandboxesResponse
-	(*SandboxInfo)(nil),            // 6: stockade.v1.SandboxInfo
-	(*InspectSandboxRequest)(nil),  // 7: stockade.v1.InspectSandboxRequest
-	(*InspectSandboxResponse)(nil), // 8: stockade.v1.InspectSandboxResponse
-	(*StopSandboxRequest)(nil),     // 9: stockade.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),    // 10: stockade.v1.StopSandboxResponse
-	(*RemoveSandboxRequest)(nil),   // 11: stockade.v1.RemoveSandboxRequest
-	(*RemoveSandboxResponse)(nil),  // 12: stockade.v1.RemoveSandboxResponse
-	(*ExecRequest)(nil),            // 13: stockade.v1.ExecRequest
-	(*Resize)(nil),                 // 14: stockade.v1.Resize
-	(*Resized)(nil),                // 15: stockade.v1.Resized
-	(*ExecStart)(nil),              // 16: stockade.v1.ExecStart
-	(*Record)(nil),                 // 17: stockade.v1.Record
-	(*ExecResponse)(nil),           // 18: stockade.v1.ExecResponse
-	(*LogsRequest)(nil),            // 19: stockade.v1.LogsRequest
-	(*LogsChunk)(nil),              // 20: stockade.v1.LogsChunk
-	(*ExecStarted)(nil),            // 21: stockade.v1.ExecStarted
-	(*Output)(nil),                 // 22: stockade.v1.Output
-	(*Result)(nil),                 // 23: stockade.v1.Result
-	(*SignalRequest)(nil),          // 24: stockade.v1.SignalRequest
-	(*SignalResponse)(nil),         // 25: stockade.v1.SignalResponse
-	(*StopProcessRequest)(nil),     // 26: stockade.v1.StopProcessRequest
-	(*StopProcessResponse)(nil),    // 27: stockade.v1.StopProcessResponse
-	(*WaitRequest)(nil),            // 28: stockade.v1.WaitRequest
-	(*WaitResponse)(nil),           // 29: stockade.v1.WaitResponse
-	(*PutRequest)(nil),             // 30: stockade.v1.PutRequest
-	(*PutResponse)(nil),            // 31: stockade.v1.PutResponse
-	(*GetRequest)(nil),             // 32: stockade.v1.GetRequest
-	(*GetResponse)(nil),            // 33: stockade.v1.GetResponse
-	(*HistoryRequest)(nil),         // 34: stockade.v1.HistoryRequest
-	(*HistoryResponse)(nil),        // 35: stockade.v1.HistoryResponse
-	(*ExportRequest)(nil),          // 36: stockade.v1.ExportRequest
-	(*ExportChunk)(nil),            // 37: stockade.v1.ExportChunk
-	(*LiveRequest)(nil),            // 38: stockade.v1.LiveRequest
-	(*LiveEntity)(nil),             // 39: stockade.v1.LiveEntity
-	(*LiveResponse)(nil),           // 40: stockade.v1.LiveResponse
-	(*VerifyRequest)(nil),          // 41: stockade.v1.VerifyRequest
-	(*VerifyResponse)(nil),         // 42: stockade.v1.VerifyResponse
-	(*FollowRequest)(nil),          // 43: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),           // 44: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),          // 45: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),         // 46: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),        // 47: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),       // 48: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),       // 49: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),          // 50: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),         // 51: stockade.v1.DoctorResponse
-	(*durationpb.Duration)(nil),    // 52: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 53: google.protobuf.Timestamp
+	(*SetEgressRequest)(nil),       // 2: stockade.v1.SetEgressRequest
+	(*SetEgressResponse)(nil),      // 3: stockade.v1.SetEgressResponse
+	(*EgressRequest)(nil),          // 4: stockade.v1.EgressRequest
+	(*EgressResponse)(nil),         // 5: stockade.v1.EgressResponse
+	(*CreateSandboxRequest)(nil),   // 6: stockade.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),  // 7: stockade.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),   // 8: stockade.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),  // 9: stockade.v1.ListSandboxesResponse
+	(*SandboxInfo)(nil),            // 10: stockade.v1.SandboxInfo
+	(*InspectSandboxRequest)(nil),  // 11: stockade.v1.InspectSandboxRequest
+	(*InspectSandboxResponse)(nil), // 12: stockade.v1.InspectSandboxResponse
+	(*StopSandboxRequest)(nil),     // 13: stockade.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),    // 14: stockade.v1.StopSandboxResponse
+	(*RemoveSandboxRequest)(nil),   // 15: stockade.v1.RemoveSandboxRequest
+	(*RemoveSandboxResponse)(nil),  // 16: stockade.v1.RemoveSandboxResponse
+	(*ExecRequest)(nil),            // 17: stockade.v1.ExecRequest
+	(*Resize)(nil),                 // 18: stockade.v1.Resize
+	(*Resized)(nil),                // 19: stockade.v1.Resized
+	(*ExecStart)(nil),              // 20: stockade.v1.ExecStart
+	(*Record)(nil),                 // 21: stockade.v1.Record
+	(*ExecResponse)(nil),           // 22: stockade.v1.ExecResponse
+	(*LogsRequest)(nil),            // 23: stockade.v1.LogsRequest
+	(*LogsChunk)(nil),              // 24: stockade.v1.LogsChunk
+	(*ExecStarted)(nil),            // 25: stockade.v1.ExecStarted
+	(*Output)(nil),                 // 26: stockade.v1.Output
+	(*Result)(nil),                 // 27: stockade.v1.Result
+	(*SignalRequest)(nil),          // 28: stockade.v1.SignalRequest
+	(*SignalResponse)(nil),         // 29: stockade.v1.SignalResponse
+	(*StopProcessRequest)(nil),     // 30: stockade.v1.StopProcessRequest
+	(*StopProcessResponse)(nil),    // 31: stockade.v1.StopProcessResponse
+	(*WaitRequest)(nil),            // 32: stockade.v1.WaitRequest
+	(*WaitResponse)(nil),           // 33: stockade.v1.WaitResponse
+	(*PutRequest)(nil),             // 34: stockade.v1.PutRequest
+	(*PutResponse)(nil),            // 35: stockade.v1.PutResponse
+	(*GetRequest)(nil),             // 36: stockade.v1.GetRequest
+	(*GetResponse)(nil),            // 37: stockade.v1.GetResponse
+	(*HistoryRequest)(nil),         // 38: stockade.v1.HistoryRequest
+	(*HistoryResponse)(nil),        // 39: stockade.v1.HistoryResponse
+	(*ExportRequest)(nil),          // 40: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),            // 41: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),            // 42: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),             // 43: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),           // 44: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),          // 45: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),         // 46: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),          // 47: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),           // 48: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),          // 49: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),         // 50: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),        // 51: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),       // 52: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),       // 53: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),          // 54: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),         // 55: stockade.v1.DoctorResponse
+	(*durationpb.Duration)(nil),    // 56: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 57: google.protobuf.Timestamp
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	52, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	6,  // 1: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	53, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
-	16, // 3: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	14, // 4: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
+	56, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	10, // 1: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
+	57, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	20, // 3: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
+	18, // 4: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
 	1,  // 5: stockade.v1.Resized.error:type_name -> stockade.v1.Error
-	52, // 6: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
-	17, // 7: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
-	21, // 8: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
-	22, // 9: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
-	23, // 10: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
-	15, // 11: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
+	56, // 6: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	21, // 7: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
+	25, // 8: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
+	26, // 9: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
+	27, // 10: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
+	19, // 11: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
 	0,  // 12: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
 	0,  // 13: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
 	1,  // 14: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	53, // 15: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	53, // 16: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
-	23, // 17: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	44, // 18: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	53, // 19: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
-	39, // 20: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	53, // 21: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	49, // 22: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	52, // 23: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	2,  // 24: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	4,  // 25: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	7,  // 26: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	9,  // 27: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	11, // 28: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	19, // 29: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
-	13, // 30: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	24, // 31: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	26, // 32: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	28, // 33: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	30, // 34: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	32, // 35: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	34, // 36: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	45, // 37: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	43, // 38: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	36, // 39: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	38, // 40: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	41, // 41: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	47, // 42: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	50, // 43: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	3,  // 44: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	5,  // 45: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	8,  // 46: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	10, // 47: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	12, // 48: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	20, // 49: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
-	18, // 50: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	25, // 51: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	27, // 52: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	29, // 53: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	31, // 54: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	33, // 55: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	35, // 56: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	46, // 57: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	44, // 58: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	37, // 59: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	40, // 60: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	42, // 61: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	48, // 62: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	51, // 63: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	44, // [44:64] is the sub-list for method output_type
-	24, // [24:44] is the sub-list for method input_type
+	57, // 15: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	57, // 16: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	27, // 17: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
+	48, // 18: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	57, // 19: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	43, // 20: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	57, // 21: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	53, // 22: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	56, // 23: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	6,  // 24: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	8,  // 25: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	11, // 26: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	13, // 27: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	15, // 28: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	2,  // 29: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
+	4,  // 30: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
+	23, // 31: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	17, // 32: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	28, // 33: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	30, // 34: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	32, // 35: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	34, // 36: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	36, // 37: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	38, // 38: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	49, // 39: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	47, // 40: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	40, // 41: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	42, // 42: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	45, // 43: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	51, // 44: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	54, // 45: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	7,  // 46: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	9,  // 47: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	12, // 48: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	14, // 49: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	16, // 50: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	3,  // 51: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
+	5,  // 52: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
+	24, // 53: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	22, // 54: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	29, // 55: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	31, // 56: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	33, // 57: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	35, // 58: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	37, // 59: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	39, // 60: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	50, // 61: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	48, // 62: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	41, // 63: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	44, // 64: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	46, // 65: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	52, // 66: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	55, // 67: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	46, // [46:68] is the sub-list for method output_type
+	24, // [24:46] is the sub-list for method input_type
 	24, // [24:24] is the sub-list for extension type_name
 	24, // [24:24] is the sub-list for extension extendee
 	0,  // [0:24] is the sub-list for field type_name
@@ -3376,14 +3573,14 @@ func file_stockade_v1_stockade_proto_init() {
 	if File_stockade_v1_stockade_proto != nil {
 		return
 	}
-	file_stockade_v1_stockade_proto_msgTypes[12].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[16].OneofWrappers = []any{
 		(*ExecRequest_Start)(nil),
 		(*ExecRequest_Stdin)(nil),
 		(*ExecRequest_CloseStdin)(nil),
 		(*ExecRequest_Signal)(nil),
 		(*ExecRequest_Resize)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[17].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[21].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Output)(nil),
 		(*ExecResponse_Result)(nil),
@@ -3395,7 +3592,7 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   51,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

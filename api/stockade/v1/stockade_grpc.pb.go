@@ -34,11 +34,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Sandboxes_Create_FullMethodName  = "/stockade.v1.Sandboxes/Create"
-	Sandboxes_List_FullMethodName    = "/stockade.v1.Sandboxes/List"
-	Sandboxes_Inspect_FullMethodName = "/stockade.v1.Sandboxes/Inspect"
-	Sandboxes_Stop_FullMethodName    = "/stockade.v1.Sandboxes/Stop"
-	Sandboxes_Remove_FullMethodName  = "/stockade.v1.Sandboxes/Remove"
+	Sandboxes_Create_FullMethodName    = "/stockade.v1.Sandboxes/Create"
+	Sandboxes_List_FullMethodName      = "/stockade.v1.Sandboxes/List"
+	Sandboxes_Inspect_FullMethodName   = "/stockade.v1.Sandboxes/Inspect"
+	Sandboxes_Stop_FullMethodName      = "/stockade.v1.Sandboxes/Stop"
+	Sandboxes_Remove_FullMethodName    = "/stockade.v1.Sandboxes/Remove"
+	Sandboxes_SetEgress_FullMethodName = "/stockade.v1.Sandboxes/SetEgress"
+	Sandboxes_Egress_FullMethodName    = "/stockade.v1.Sandboxes/Egress"
 )
 
 // SandboxesClient is the client API for Sandboxes service.
@@ -52,6 +54,11 @@ type SandboxesClient interface {
 	Inspect(ctx context.Context, in *InspectSandboxRequest, opts ...grpc.CallOption) (*InspectSandboxResponse, error)
 	Stop(ctx context.Context, in *StopSandboxRequest, opts ...grpc.CallOption) (*StopSandboxResponse, error)
 	Remove(ctx context.Context, in *RemoveSandboxRequest, opts ...grpc.CallOption) (*RemoveSandboxResponse, error)
+	// SetEgress replaces an allowlist sandbox's egress rules while it runs
+	// (journaled, then applied by its proxy).
+	SetEgress(ctx context.Context, in *SetEgressRequest, opts ...grpc.CallOption) (*SetEgressResponse, error)
+	// Egress returns a sandbox's recorded egress decisions, oldest first.
+	Egress(ctx context.Context, in *EgressRequest, opts ...grpc.CallOption) (*EgressResponse, error)
 }
 
 type sandboxesClient struct {
@@ -112,6 +119,26 @@ func (c *sandboxesClient) Remove(ctx context.Context, in *RemoveSandboxRequest, 
 	return out, nil
 }
 
+func (c *sandboxesClient) SetEgress(ctx context.Context, in *SetEgressRequest, opts ...grpc.CallOption) (*SetEgressResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetEgressResponse)
+	err := c.cc.Invoke(ctx, Sandboxes_SetEgress_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxesClient) Egress(ctx context.Context, in *EgressRequest, opts ...grpc.CallOption) (*EgressResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EgressResponse)
+	err := c.cc.Invoke(ctx, Sandboxes_Egress_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxesServer is the server API for Sandboxes service.
 // All implementations must embed UnimplementedSandboxesServer
 // for forward compatibility.
@@ -123,6 +150,11 @@ type SandboxesServer interface {
 	Inspect(context.Context, *InspectSandboxRequest) (*InspectSandboxResponse, error)
 	Stop(context.Context, *StopSandboxRequest) (*StopSandboxResponse, error)
 	Remove(context.Context, *RemoveSandboxRequest) (*RemoveSandboxResponse, error)
+	// SetEgress replaces an allowlist sandbox's egress rules while it runs
+	// (journaled, then applied by its proxy).
+	SetEgress(context.Context, *SetEgressRequest) (*SetEgressResponse, error)
+	// Egress returns a sandbox's recorded egress decisions, oldest first.
+	Egress(context.Context, *EgressRequest) (*EgressResponse, error)
 	mustEmbedUnimplementedSandboxesServer()
 }
 
@@ -147,6 +179,12 @@ func (UnimplementedSandboxesServer) Stop(context.Context, *StopSandboxRequest) (
 }
 func (UnimplementedSandboxesServer) Remove(context.Context, *RemoveSandboxRequest) (*RemoveSandboxResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Remove not implemented")
+}
+func (UnimplementedSandboxesServer) SetEgress(context.Context, *SetEgressRequest) (*SetEgressResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetEgress not implemented")
+}
+func (UnimplementedSandboxesServer) Egress(context.Context, *EgressRequest) (*EgressResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Egress not implemented")
 }
 func (UnimplementedSandboxesServer) mustEmbedUnimplementedSandboxesServer() {}
 func (UnimplementedSandboxesServer) testEmbeddedByValue()                   {}
@@ -259,6 +297,42 @@ func _Sandboxes_Remove_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Sandboxes_SetEgress_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetEgressRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxesServer).SetEgress(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sandboxes_SetEgress_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxesServer).SetEgress(ctx, req.(*SetEgressRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sandboxes_Egress_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EgressRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxesServer).Egress(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sandboxes_Egress_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxesServer).Egress(ctx, req.(*EgressRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Sandboxes_ServiceDesc is the grpc.ServiceDesc for Sandboxes service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -285,6 +359,14 @@ var Sandboxes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Remove",
 			Handler:    _Sandboxes_Remove_Handler,
+		},
+		{
+			MethodName: "SetEgress",
+			Handler:    _Sandboxes_SetEgress_Handler,
+		},
+		{
+			MethodName: "Egress",
+			Handler:    _Sandboxes_Egress_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,293 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/egress"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
+	"github.com/stockade/stockade/spec"
+)
+
+// The egress role of an allowlist sandbox, seen from its actor: one loop off
+// the mailbox holds a control link to the proxy, applies the journaled rules
+// when the proxy's differ, and records every decision the proxy reports in
+// the sandbox's decision log beside the journal. A link that ends is made
+// again (the egress container made anew if it is gone) for as long as the
+// sandbox runs.
+
+// SetEgress replaces an allowlist sandbox's rules: journaled first, then
+// applied by the proxy without a restart. Reply gets nil once the proxy
+// holds them.
+type SetEgress struct {
+	Rules []spec.EgressRule
+	Reply chan<- error
+}
+
+type (
+	// egressUp: the loop has a link (the actor applies rules through it).
+	egressUp struct {
+		gen int
+		ctl *egress.Control
+	}
+	egressDown struct{ gen int }
+	// egressReplaced: the loop made the egress container anew.
+	egressReplaced struct {
+		gen    int
+		sb     dockerio.Sandbox
+		reason string
+	}
+	egressApplied struct {
+		version uint64
+		err     error
+		reply   chan<- error
+	}
+)
+
+// egressState is the actor's view of its proxy.
+type egressState struct {
+	gen    int
+	cancel context.CancelFunc
+	ctl    *egress.Control
+	done   chan struct{}
+	// mu guards sb, which the loop reads when it makes the egress anew:
+	// the rules then in force go into its command line.
+	mu sync.Mutex
+	sb dockerio.Sandbox
+}
+
+// egressRetry is the pause before a lost link is made again.
+const egressRetry = time.Second
+
+// startEgress starts the link loop (an allowlist sandbox that runs).
+// ensure: read the egress role back first (recovery), making it anew if it
+// is not as made.
+func (a *sandboxActor) startEgress(ensure bool) {
+	if a.sb.Egress == "" || a.e.cancel != nil {
+		return
+	}
+	a.e.gen++
+	a.e.mu.Lock()
+	a.e.sb = a.sb
+	a.e.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	a.e.cancel, a.e.done = cancel, make(chan struct{})
+	gen, done := a.e.gen, a.e.done
+	a.deps.Loops.Add(1)
+	go func() {
+		defer a.deps.Loops.Done()
+		defer close(done)
+		a.egressLoop(ctx, gen, ensure)
+	}()
+}
+
+// stopEgress ends the link loop (the sandbox stops, or the actor does).
+// The proxy and its container stay: removal takes them with the rest.
+func (a *sandboxActor) stopEgress() {
+	if a.e.cancel == nil {
+		return
+	}
+	a.e.cancel()
+	a.e.cancel = nil
+	if a.e.ctl != nil {
+		a.e.ctl.Close()
+		a.e.ctl = nil
+	}
+}
+
+func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
+	var log *recorder.DecisionLog
+	if a.deps.Recorder != nil {
+		l, err := recorder.OpenDecisions(a.deps.Recorder.Path(), a.p.ID)
+		if err != nil {
+			a.deps.Log.Warn("the egress decision log cannot be opened: decisions go unrecorded", "sandbox", a.p.ID, "err", err)
+		} else {
+			log = l
+			defer log.Close()
+		}
+	}
+	for ctx.Err() == nil {
+		a.e.mu.Lock()
+		sb := a.e.sb
+		a.e.mu.Unlock()
+		if ensure {
+			dctx, cancel := a.deps.DockerContext()
+			next, replaced, err := a.deps.Engine.EnsureEgress(dctx, sb)
+			cancel()
+			if err != nil {
+				a.deps.Log.Warn("the egress role could not be made whole", "sandbox", a.p.ID, "err", err)
+				if !sleepCtx(ctx, egressRetry) {
+					return
+				}
+				continue
+			}
+			if replaced {
+				a.e.mu.Lock()
+				a.e.sb = next
+				a.e.mu.Unlock()
+				a.send(egressReplaced{gen: gen, sb: next, reason: "the egress container was gone or not as made"})
+			}
+			sb = next
+		}
+		ensure = true
+		err := a.egressLink(ctx, gen, sb, log)
+		a.send(egressDown{gen: gen})
+		if ctx.Err() != nil {
+			return
+		}
+		a.deps.Log.Warn("the egress control link ended", "sandbox", a.p.ID, "err", err)
+		if !sleepCtx(ctx, egressRetry) {
+			return
+		}
+	}
+}
+
+// egressLink runs one control link until it ends.
+func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sandbox, log *recorder.DecisionLog) error {
+	octx, cancel := a.deps.DockerContext()
+	conn, err := a.deps.Engine.OpenEgress(octx, sb, &dockerio.LineLog{Log: func(line string) {
+		a.deps.Log.Warn("egress", "sandbox", a.p.ID, "stderr", line)
+	}, Max: 100})
+	if err != nil {
+		cancel()
+		return err
+	}
+	ctl, err := egress.Open(octx, conn.R, conn.W, conn.C)
+	cancel()
+	if err != nil {
+		conn.C.Close()
+		return err
+	}
+	defer ctl.Close()
+	var last uint64
+	if log != nil {
+		last = log.Last()
+	}
+	h := ctl.Hello()
+	if h.Next <= last {
+		// The proxy is not the one the log heard last (made anew): its
+		// sequence started over.
+		last = 0
+	}
+	if last > 0 && h.Oldest > last+1 && log != nil {
+		log.Append(egress.Decision{Seq: h.Oldest - 1, Time: a.deps.Now(), Verdict: "lost",
+			Reason: "decisions the proxy's ring dropped while no runtime read them"})
+	}
+	if err := ctl.Resume(last); err != nil {
+		return err
+	}
+	a.send(egressUp{gen: gen, ctl: ctl})
+	for {
+		d, err := ctl.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if log != nil {
+			if err := log.Append(d); err != nil {
+				a.deps.Log.Warn("an egress decision could not be recorded", "sandbox", a.p.ID, "err", err)
+			}
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// onEgressUp keeps the link and brings the proxy's rules up to the
+// journal's.
+func (a *sandboxActor) onEgressUp(m egressUp) {
+	if m.gen != a.e.gen || a.e.cancel == nil {
+		m.ctl.Close()
+		return
+	}
+	a.e.ctl = m.ctl
+	if m.ctl.Hello().RulesVersion != a.state.RulesVersion {
+		a.applyEgress(nil)
+	}
+}
+
+func (a *sandboxActor) onEgressDown(m egressDown) {
+	if m.gen == a.e.gen {
+		a.e.ctl = nil
+	}
+}
+
+// onEgressReplaced journals a new egress container.
+func (a *sandboxActor) onEgressReplaced(m egressReplaced) {
+	if m.gen != a.e.gen {
+		return
+	}
+	if err := a.record(lifecycle.EgressReplaced{Egress: m.sb.Egress, Outside: m.sb.Outside, Reason: m.reason}); err != nil {
+		a.deps.Log.Error("a new egress container could not be journaled", "sandbox", a.p.ID, "err", err)
+		return
+	}
+	a.sb.Egress, a.sb.Outside = m.sb.Egress, m.sb.Outside
+}
+
+// setEgress journals new rules, then has the proxy apply them.
+func (a *sandboxActor) setEgress(m SetEgress) {
+	switch {
+	case a.state.Spec.Policy.Network != spec.NetworkAllowlist:
+		m.Reply <- spec.Errorf(spec.CodeInvalidArgument, "sandbox", "sandbox %s has network %q: rules need the allowlist network (a sandbox's network kind is fixed at create)", a.p.ID, a.state.Spec.Policy.Network)
+		return
+	case a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "":
+		m.Reply <- spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s", a.p.ID, a.phaseName())
+		return
+	}
+	p := a.state.Spec.Policy
+	p.Egress = m.Rules
+	if err := p.Validate(); err != nil {
+		m.Reply <- err
+		return
+	}
+	if err := a.record(lifecycle.EgressChanged{Rules: m.Rules}); err != nil {
+		m.Reply <- err
+		return
+	}
+	a.sb.Spec.Policy.Egress, a.sb.RulesVersion = a.state.Spec.Policy.Egress, a.state.RulesVersion
+	a.e.mu.Lock()
+	a.e.sb.Spec.Policy.Egress, a.e.sb.RulesVersion = a.sb.Spec.Policy.Egress, a.sb.RulesVersion
+	a.e.mu.Unlock()
+	a.applyEgress(m.Reply)
+}
+
+// applyEgress sends the journal's rules to the proxy off the mailbox.
+// Without a link, the rules wait for the next one (its hello shows the
+// proxy's version; onEgressUp applies them).
+func (a *sandboxActor) applyEgress(reply chan<- error) {
+	ctl := a.e.ctl
+	if ctl == nil {
+		if reply != nil {
+			reply <- spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s: the rules are journaled, but its proxy has no link now; they are applied when it is back", a.p.ID)
+		}
+		return
+	}
+	version, rules := a.state.RulesVersion, a.state.Spec.Policy.Egress
+	go func() {
+		ctx, cancel := a.deps.DockerContext()
+		defer cancel()
+		err := ctl.Apply(ctx, version, rules)
+		a.send(egressApplied{version: version, err: err, reply: reply})
+	}()
+}
+
+func (a *sandboxActor) onEgressApplied(m egressApplied) {
+	if m.err != nil && !errors.Is(m.err, egress.ErrClosed) {
+		a.deps.Log.Warn("the proxy did not apply the rules", "sandbox", a.p.ID, "version", m.version, "err", m.err)
+	}
+	if m.reply != nil {
+		m.reply <- m.err
+	}
+}

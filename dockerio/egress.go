@@ -1,0 +1,627 @@
+package dockerio
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// The egress role of an allowlist sandbox: a container of our own image
+// (the static stockade-egress binary alone, imported, never pulled) on the
+// sandbox's internal network and on the owner's shared outside network,
+// running the forward proxy the workload's processes are pointed at.
+const (
+	// EgressBinary is the proxy's path in its image.
+	EgressBinary = "/stockade-egress"
+	// EgressControl is the proxy's control socket in its container.
+	EgressControl = "/run/stockade-egress/control.sock"
+	// ProxyPort is the proxy's port on the internal network.
+	ProxyPort = 3128
+	// egressRepo is the egress image's repository; its tag is the binary's
+	// hash, so a runtime with another binary imports its own.
+	egressRepo = "stockade/egress"
+	// DefaultSubnets is the range sandbox networks are cut from when
+	// $STOCKADE_SUBNETS does not name another: outside Docker's default
+	// pools (172.17/16.., 192.168/16), so the daemon's own allocations never
+	// collide with ours.
+	DefaultSubnets = "10.213.0.0/16"
+	// sandboxSubnetBits sizes an allowlist sandbox's internal network: 16
+	// addresses (network, the unused gateway, the proxy, the workload).
+	sandboxSubnetBits = 28
+	// outsideSubnetBits sizes the shared outside network (253 egress
+	// containers).
+	outsideSubnetBits = 24
+	// Options of the networks (moby libnetwork's bridge driver).
+	optInhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
+	optEnableICC   = "com.docker.network.bridge.enable_icc"
+	// egress container limits: the proxy splices, it holds little.
+	egressMemory = 128 << 20
+	egressPids   = 256
+)
+
+// Egress resource roles.
+const (
+	RoleEgress Role = "egress"
+	// RoleOutside is the owner's shared outside network. It carries no
+	// sandbox label: it belongs to no one sandbox, and recovery never takes
+	// it for an orphan.
+	RoleOutside Role = "outside"
+)
+
+// ParseSubnets reads a subnet range ("" is DefaultSubnets).
+func ParseSubnets(s string) (netip.Prefix, error) {
+	if s == "" {
+		s = DefaultSubnets
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil || !p.Addr().Is4() || p.Bits() > outsideSubnetBits {
+		return netip.Prefix{}, spec.Errorf(spec.CodeInvalidArgument, "dockerio.subnets", "subnet range %q is not an IPv4 CIDR of /%d or wider", s, outsideSubnetBits)
+	}
+	return p.Masked(), nil
+}
+
+// HasEgress reports whether the adapter can make allowlist sandboxes (it
+// was given the proxy's binary).
+func (a *Adapter) HasEgress() bool { return len(a.egress) > 0 }
+
+// egressImage returns the egress image's id, importing it once: a root
+// file system holding only the proxy, root-owned and read-only.
+func (a *Adapter) egressImage(ctx context.Context, cli *client.Client) (string, error) {
+	a.netMu.Lock()
+	defer a.netMu.Unlock()
+	if a.egressImageID != "" {
+		return a.egressImageID, nil
+	}
+	sum := sha256.Sum256(a.egress)
+	ref := egressRepo + ":" + hex.EncodeToString(sum[:8])
+	if img, err := cli.ImageInspect(ctx, ref); err == nil {
+		a.egressImageID = img.ID
+		return img.ID, nil
+	} else if !client.IsErrNotFound(err) {
+		return "", translate(err, "dockerio.egress", "inspecting image %s", ref)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	hdrs := []*tar.Header{
+		{Typeflag: tar.TypeDir, Name: "run/", Mode: 0o755, ModTime: now},
+		{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o755, ModTime: now},
+		{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(EgressBinary, "/"), Mode: 0o555, Size: int64(len(a.egress)), ModTime: now},
+	}
+	for _, h := range hdrs {
+		if err := tw.WriteHeader(h); err != nil {
+			return "", spec.Wrap(spec.CodeEngine, "dockerio.egress", err, "building the egress image")
+		}
+	}
+	if _, err := tw.Write(a.egress); err != nil {
+		return "", spec.Wrap(spec.CodeEngine, "dockerio.egress", err, "building the egress image")
+	}
+	if err := tw.Close(); err != nil {
+		return "", spec.Wrap(spec.CodeEngine, "dockerio.egress", err, "building the egress image")
+	}
+	rc, err := cli.ImageImport(ctx, image.ImportSource{Source: &buf, SourceName: "-"}, ref, image.ImportOptions{Message: "stockade egress proxy"})
+	if err != nil {
+		return "", translate(err, "dockerio.egress", "importing image %s", ref)
+	}
+	err = progressError(rc)
+	rc.Close()
+	if err != nil {
+		return "", spec.Wrap(spec.CodeEngine, "dockerio.egress", err, "importing image %s", ref)
+	}
+	img, err := cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return "", translate(err, "dockerio.egress", "inspecting image %s", ref)
+	}
+	a.egressImageID = img.ID
+	return img.ID, nil
+}
+
+// progressError reads a JSON progress stream to its end and returns the
+// error it reports, if any.
+func progressError(r io.Reader) error {
+	dec := json.NewDecoder(io.LimitReader(r, 1<<20))
+	for {
+		var m struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if m.Error != "" {
+			return fmt.Errorf("%s", m.Error)
+		}
+	}
+}
+
+// allocSubnet finds the first block of the given size in the range that no
+// network on the daemon overlaps. Callers hold netMu; another runtime's
+// concurrent pick is caught by the daemon's overlap refusal (retried).
+func (a *Adapter) allocSubnet(ctx context.Context, cli *client.Client, bits int, skip []netip.Prefix) (netip.Prefix, error) {
+	nets, err := cli.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		return netip.Prefix{}, translate(err, "dockerio.network", "listing networks")
+	}
+	used := slices.Clone(skip)
+	for _, n := range nets {
+		for _, c := range n.IPAM.Config {
+			if p, err := netip.ParsePrefix(c.Subnet); err == nil {
+				used = append(used, p)
+			}
+		}
+	}
+	step := uint32(1) << (32 - bits)
+	base := a.subnets.Addr().As4()
+	start := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	end := start + uint32(1)<<(32-a.subnets.Bits())
+	for at := start; at < end; at += step {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(at >> 24), byte(at >> 16), byte(at >> 8), byte(at)}), bits)
+		if !slices.ContainsFunc(used, p.Overlaps) {
+			return p, nil
+		}
+	}
+	return netip.Prefix{}, spec.Errorf(spec.CodeUnsupported, "dockerio.network", "no free /%d left in %s (set STOCKADE_SUBNETS to a wider range)", bits, a.subnets)
+}
+
+// netFacts is what readback checks of a network.
+type netFacts struct {
+	ID       string
+	Subnet   netip.Prefix
+	Internal bool
+}
+
+// ensureNetworkOf makes (or adopts by name) a bridge network with an
+// explicit subnet, and reads it back: driver, labels, internal, options.
+func (a *Adapter) ensureNetworkOf(ctx context.Context, cli *client.Client, name string, labels, options map[string]string, internal bool, bits int) (netFacts, error) {
+	a.netMu.Lock()
+	defer a.netMu.Unlock()
+	var tried []netip.Prefix
+	for attempt := 0; ; attempt++ {
+		list, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+		if err != nil {
+			return netFacts{}, translate(err, "dockerio.network", "listing network %s", name)
+		}
+		for _, n := range list {
+			if n.Name == name {
+				return a.verifyNetwork(ctx, cli, n.ID, name, labels, options, internal)
+			}
+		}
+		subnet, err := a.allocSubnet(ctx, cli, bits, tried)
+		if err != nil {
+			return netFacts{}, err
+		}
+		resp, err := cli.NetworkCreate(ctx, name, network.CreateOptions{
+			Driver: "bridge", Internal: internal, Options: options, Labels: labels,
+			IPAM: &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: subnet.String()}}},
+		})
+		if err != nil {
+			terr := translate(err, "dockerio.network", "network %s on %s", name, subnet)
+			// Another daemon user took the subnet (or the name) between
+			// our list and create: look again.
+			if attempt < 8 && (strings.Contains(err.Error(), "overlap") || spec.IsCode(terr, spec.CodeConflict)) {
+				tried = append(tried, subnet)
+				continue
+			}
+			return netFacts{}, terr
+		}
+		return a.verifyNetwork(ctx, cli, resp.ID, name, labels, options, internal)
+	}
+}
+
+// verifyNetwork reads a network back: ours (labels), a bridge, internal or
+// not as asked, with the options asked, and one IPv4 subnet.
+func (a *Adapter) verifyNetwork(ctx context.Context, cli *client.Client, id, name string, labels, options map[string]string, internal bool) (netFacts, error) {
+	n, err := cli.NetworkInspect(ctx, id, network.InspectOptions{})
+	if err != nil {
+		return netFacts{}, translate(err, "dockerio.network", "inspecting network %s", name)
+	}
+	bad := func(field string, got, want any) error {
+		return spec.Errorf(spec.CodeUnsupported, "dockerio.readback", "network %s: %s differs: got %s, want %s", name, field, show(got), show(want))
+	}
+	if !labelsMatch(n.Labels, labels) {
+		return netFacts{}, spec.Errorf(spec.CodeConflict, "dockerio.network", "network %s exists with labels %v, not ours", name, n.Labels)
+	}
+	switch {
+	case n.Driver != "bridge":
+		return netFacts{}, bad("Driver", n.Driver, "bridge")
+	case n.Internal != internal:
+		return netFacts{}, bad("Internal", n.Internal, internal)
+	case n.EnableIPv6:
+		return netFacts{}, bad("EnableIPv6", true, false)
+	case len(n.IPAM.Config) != 1:
+		return netFacts{}, bad("IPAM.Config", n.IPAM.Config, "one subnet")
+	}
+	for k, v := range options {
+		if n.Options[k] != v {
+			return netFacts{}, bad("Options["+k+"]", n.Options[k], v)
+		}
+	}
+	subnet, err := netip.ParsePrefix(n.IPAM.Config[0].Subnet)
+	if err != nil || !subnet.Addr().Is4() {
+		return netFacts{}, bad("IPAM.Config.Subnet", n.IPAM.Config[0].Subnet, "an IPv4 subnet")
+	}
+	return netFacts{ID: n.ID, Subnet: subnet, Internal: n.Internal}, nil
+}
+
+// internalNetwork makes or adopts an allowlist sandbox's network: internal
+// (Docker drops its forwarded traffic) and with no address on the host's
+// side of the bridge (inhibit_ipv4), so neither the outside nor the host's
+// own services are reachable from it; only the egress container is.
+func (a *Adapter) internalNetwork(ctx context.Context, cli *client.Client, sb Sandbox) (netFacts, error) {
+	return a.ensureNetworkOf(ctx, cli, Name(sb.Owner, sb.ID, RoleNetwork), Labels(sb.Owner, sb.ID, RoleNetwork, sb.Revision),
+		map[string]string{optInhibitIPv4: "true"}, true, sandboxSubnetBits)
+}
+
+// OutsideName is the owner's shared outside network's name.
+func OutsideName(owner string) string { return "stockade-" + owner + "-outside" }
+
+// outsideNetwork makes or adopts the owner's shared outside network, where
+// egress containers reach the world. Inter-container traffic on it is off:
+// one sandbox's proxy cannot reach another's.
+func (a *Adapter) outsideNetwork(ctx context.Context, cli *client.Client, owner string) (netFacts, error) {
+	labels := map[string]string{LabelOwner: owner, LabelRole: string(RoleOutside), LabelRevision: a.profile.Revision()}
+	return a.ensureNetworkOf(ctx, cli, OutsideName(owner), labels, map[string]string{optEnableICC: "false"}, false, outsideSubnetBits)
+}
+
+// proxyAddr is the proxy's address on an internal network: its subnet's
+// last host address, away from the low addresses Docker hands out in turn
+// (the gateway's, then the workload's), so no start order can take it.
+func proxyAddr(subnet netip.Prefix) netip.Addr {
+	a := subnet.Masked().Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n += uint32(1)<<(32-subnet.Bits()) - 2
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+}
+
+// egressTmpfs is the egress container's only writable place: its control
+// socket's directory.
+func egressTmpfs(u spec.User) map[string]string {
+	return map[string]string{"/run": tmpfsOptions(1<<20, u)}
+}
+
+// egressCmd is the proxy's command line for a sandbox.
+func egressCmd(sb Sandbox) []string {
+	return []string{"serve", "--listen", sb.Proxy, "--control", EgressControl,
+		"--rules-version", strconv.FormatUint(sb.RulesVersion, 10), "--rules", spec.FormatEgressRules(sb.Spec.Policy.Egress)}
+}
+
+// egressBody is the egress container's create request: the seed's lockdown
+// (read-only root, no capabilities, no new privileges, the sandbox's
+// non-root user, private IPC and cgroup namespaces, limits, no restart),
+// the proxy as its command, no workspace, the internal network.
+func (a *Adapter) egressBody(sb Sandbox, imageID, internalID string) Body {
+	pol := sb.Spec.Policy
+	pids := int64(egressPids)
+	hc := &container.HostConfig{
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		IpcMode:        "private",
+		CgroupnsMode:   "private",
+		NetworkMode:    container.NetworkMode(internalID),
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Tmpfs:          egressTmpfs(pol.User),
+		Resources: container.Resources{
+			NanoCPUs:   int64(pol.CPUs * 1e9),
+			Memory:     egressMemory,
+			MemorySwap: egressMemory,
+			PidsLimit:  &pids,
+		},
+	}
+	if a.profile.Init {
+		t := true
+		hc.Init = &t
+	}
+	return Body{
+		Config: &container.Config{
+			Image:       imageID,
+			User:        pol.User.String(),
+			WorkingDir:  "/",
+			Entrypoint:  []string{EgressBinary},
+			Cmd:         egressCmd(sb),
+			Env:         append([]string(nil), Environment...),
+			Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
+			Labels:      Labels(sb.Owner, sb.ID, RoleEgress, a.profile.Revision()),
+		},
+		HostConfig: hc,
+	}
+}
+
+// createEgress makes (or adopts by name) the egress container with its
+// fixed address on the internal network, then joins it to the outside
+// network before it starts (API 1.41 takes one endpoint at create).
+func (a *Adapter) createEgress(ctx context.Context, cli *client.Client, sb Sandbox, internal netFacts) (string, error) {
+	imageID, err := a.egressImage(ctx, cli)
+	if err != nil {
+		return "", err
+	}
+	b := a.egressBody(sb, imageID, internal.ID)
+	name := Name(sb.Owner, sb.ID, RoleEgress)
+	nc := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+		internal.ID: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: proxyAddr(internal.Subnet).String()}},
+	}}
+	id := ""
+	resp, err := cli.ContainerCreate(ctx, b.Config, b.HostConfig, nc, nil, name)
+	if err == nil {
+		id = resp.ID
+	} else {
+		terr := translate(err, "dockerio.egress", "container %s", name)
+		if !spec.IsCode(terr, spec.CodeConflict) {
+			return "", terr
+		}
+		c, ierr := cli.ContainerInspect(ctx, name)
+		if ierr != nil {
+			return "", translate(ierr, "dockerio.egress", "inspecting existing container %s", name)
+		}
+		if c.Config == nil || !labelsMatch(c.Config.Labels, b.Config.Labels) {
+			return "", spec.Errorf(spec.CodeConflict, "dockerio.egress", "container %s exists and is not ours", name)
+		}
+		id = c.ID
+		if c.NetworkSettings != nil && c.NetworkSettings.Networks != nil {
+			for _, att := range c.NetworkSettings.Networks {
+				if att != nil && att.NetworkID == sb.Outside {
+					return id, nil
+				}
+			}
+		}
+	}
+	if err := cli.NetworkConnect(ctx, sb.Outside, id, nil); err != nil {
+		return id, translate(err, "dockerio.egress", "joining %s to the outside network", name)
+	}
+	return id, nil
+}
+
+// startEgress starts the egress container and reads it back running.
+func (a *Adapter) startEgress(ctx context.Context, cli *client.Client, sb Sandbox) error {
+	if err := cli.ContainerStart(ctx, sb.Egress, container.StartOptions{}); err != nil {
+		return translate(err, "dockerio.egress", "starting egress %s", sb.Egress)
+	}
+	return a.readbackEgress(ctx, cli, sb, true)
+}
+
+// readbackEgress verifies the egress container: the seed's lockdown, our
+// image and command (its rules aside: a live change updates the rules the
+// proxy holds, not its command line), no mounts, and, once started, running
+// on exactly the internal and outside networks.
+func (a *Adapter) readbackEgress(ctx context.Context, cli *client.Client, sb Sandbox, started bool) error {
+	_, raw, err := cli.ContainerInspectWithRaw(ctx, sb.Egress, false)
+	if err != nil {
+		return translate(err, "dockerio.readback", "inspecting egress container %s", sb.Egress)
+	}
+	imageID, err := a.egressImage(ctx, cli)
+	if err != nil {
+		return err
+	}
+	return VerifyEgress(raw, a.egressExpect(sb, imageID, started))
+}
+
+// EgressExpect is what VerifyEgress compares an egress container with.
+type EgressExpect struct {
+	Name, Image, User string
+	Labels            map[string]string
+	Entrypoint, Cmd   []string // Cmd without its rules (the last two words)
+	Env               []string
+	Tmpfs             map[string]string
+	NanoCPUs          int64
+	Init              bool
+	Internal, Outside string // network ids
+	Started           bool
+}
+
+func (a *Adapter) egressExpect(sb Sandbox, imageID string, started bool) EgressExpect {
+	b := a.egressBody(sb, imageID, sb.Network)
+	cmd := b.Config.Cmd
+	return EgressExpect{Name: Name(sb.Owner, sb.ID, RoleEgress), Image: imageID, User: b.Config.User, Labels: b.Config.Labels,
+		Entrypoint: b.Config.Entrypoint, Cmd: cmd[:len(cmd)-4], Env: b.Config.Env, Tmpfs: b.HostConfig.Tmpfs,
+		NanoCPUs: b.HostConfig.NanoCPUs, Init: a.profile.Init, Internal: sb.Network, Outside: sb.Outside, Started: started}
+}
+
+// VerifyEgress checks an egress container's inspect JSON. It returns nil or
+// an unsupported error naming the first field that differs.
+func VerifyEgress(raw []byte, e EgressExpect) error {
+	var c inspectDoc
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return spec.Wrap(spec.CodeUnsupported, "dockerio.readback", err, "inspect JSON is malformed")
+	}
+	if c.Config == nil || c.HostConfig == nil || c.State == nil || c.NetworkSettings == nil {
+		return unsupported("dockerio.readback", "inspect JSON lacks Config, HostConfig, State or NetworkSettings")
+	}
+	cf, h := c.Config, c.HostConfig
+	type field struct {
+		name      string
+		ok        bool
+		got, want any
+	}
+	i64 := func(p *int64) any {
+		if p == nil {
+			return nil
+		}
+		return *p
+	}
+	fields := []field{
+		{"Name", c.Name == "/"+e.Name, c.Name, "/" + e.Name},
+		{"Image", c.Image == e.Image, c.Image, e.Image},
+		{"Config.Labels", labelsMatch(cf.Labels, e.Labels), cf.Labels, e.Labels},
+		{"Config.User", cf.User == e.User, cf.User, e.User},
+		{"Config.Entrypoint", slices.Equal(cf.Entrypoint, e.Entrypoint), cf.Entrypoint, e.Entrypoint},
+		{"Config.Cmd", len(cf.Cmd) == len(e.Cmd)+4 && slices.Equal(cf.Cmd[:len(e.Cmd)], e.Cmd), cf.Cmd, e.Cmd},
+		{"Config.Env", slices.Equal(cf.Env, e.Env), cf.Env, e.Env},
+		{"Config.Tty", cf.Tty == nil || !*cf.Tty, cf.Tty, false},
+		{"Config.OpenStdin", cf.OpenStdin == nil || !*cf.OpenStdin, cf.OpenStdin, false},
+		{"Config.Volumes", empty(cf.Volumes), string(cf.Volumes), "empty"},
+		{"HostConfig.ReadonlyRootfs", h.ReadonlyRootfs != nil && *h.ReadonlyRootfs, h.ReadonlyRootfs, true},
+		{"HostConfig.Privileged", h.Privileged != nil && !*h.Privileged, h.Privileged, false},
+		{"HostConfig.CapDrop", slices.Equal(h.CapDrop, []string{"ALL"}), h.CapDrop, []string{"ALL"}},
+		{"HostConfig.CapAdd", empty(h.CapAdd), string(h.CapAdd), "empty"},
+		{"HostConfig.SecurityOpt", slices.Equal(h.SecurityOpt, []string{"no-new-privileges:true"}), h.SecurityOpt, "no-new-privileges:true"},
+		{"HostConfig.PublishAllPorts", h.PublishAllPorts == nil || !*h.PublishAllPorts, h.PublishAllPorts, false},
+		{"HostConfig.PortBindings", empty(h.PortBindings), string(h.PortBindings), "empty"},
+		{"HostConfig.Devices", empty(h.Devices), string(h.Devices), "empty"},
+		{"HostConfig.Binds", empty(h.Binds), string(h.Binds), "empty"},
+		{"HostConfig.PidMode", h.PidMode != nil && *h.PidMode == "", h.PidMode, ""},
+		{"HostConfig.IpcMode", h.IpcMode != nil && *h.IpcMode == "private", h.IpcMode, "private"},
+		{"HostConfig.UsernsMode", h.UsernsMode != nil && *h.UsernsMode == "", h.UsernsMode, ""},
+		{"HostConfig.NetworkMode", h.NetworkMode != nil && *h.NetworkMode == e.Internal, h.NetworkMode, e.Internal},
+		{"HostConfig.NanoCpus", h.NanoCpus != nil && *h.NanoCpus == e.NanoCPUs, i64(h.NanoCpus), e.NanoCPUs},
+		{"HostConfig.Memory", h.Memory != nil && *h.Memory == egressMemory, i64(h.Memory), egressMemory},
+		{"HostConfig.MemorySwap", h.MemorySwap != nil && *h.MemorySwap == egressMemory, i64(h.MemorySwap), egressMemory},
+		{"HostConfig.PidsLimit", h.PidsLimit != nil && *h.PidsLimit == egressPids, i64(h.PidsLimit), egressPids},
+		{"HostConfig.RestartPolicy", h.RestartPolicy != nil && h.RestartPolicy.Name == "no", h.RestartPolicy, "no"},
+		{"HostConfig.Tmpfs", maps.Equal(h.Tmpfs, e.Tmpfs), h.Tmpfs, e.Tmpfs},
+		{"HostConfig.Mounts", len(h.Mounts) == 0 && len(c.Mounts) == 0, h.Mounts, "none"},
+	}
+	if e.Init {
+		fields = append(fields, field{"HostConfig.Init", h.Init != nil && *h.Init, h.Init, true})
+	}
+	if e.Started {
+		var ids []string
+		for _, att := range c.NetworkSettings.Networks {
+			if att != nil {
+				ids = append(ids, att.NetworkID)
+			}
+		}
+		slices.Sort(ids)
+		want := []string{e.Internal, e.Outside}
+		slices.Sort(want)
+		fields = append(fields,
+			field{"State.Running", c.State.Running, c.State.Running, true},
+			field{"NetworkSettings.Networks", slices.Equal(ids, want), ids, want},
+			field{"NetworkSettings.Ports", empty(c.NetworkSettings.Ports), string(c.NetworkSettings.Ports), "empty"})
+	}
+	for _, f := range fields {
+		if !f.ok {
+			return unsupported("dockerio.readback", "egress %s: %s differs: got %s, want %s", e.Name, f.name, show(f.got), show(f.want))
+		}
+	}
+	return nil
+}
+
+// createEgressRole makes an allowlist sandbox's networks and egress
+// container (not started); sb.Network, Outside, Proxy and Egress are set as
+// each is made, so a failure leaves the caller what to roll back.
+func (a *Adapter) createEgressRole(ctx context.Context, cli *client.Client, sb Sandbox) (Sandbox, error) {
+	if !a.HasEgress() {
+		return sb, spec.Errorf(spec.CodeUnsupported, "dockerio.egress", "this runtime has no stockade-egress binary: the allowlist network needs it")
+	}
+	internal, err := a.internalNetwork(ctx, cli, sb)
+	if err != nil {
+		return sb, err
+	}
+	sb.Network, sb.Proxy = internal.ID, netip.AddrPortFrom(proxyAddr(internal.Subnet), ProxyPort).String()
+	outside, err := a.outsideNetwork(ctx, cli, sb.Owner)
+	if err != nil {
+		return sb, err
+	}
+	sb.Outside = outside.ID
+	if sb.Egress, err = a.createEgress(ctx, cli, sb, internal); err != nil {
+		return sb, err
+	}
+	return sb, a.readbackEgress(ctx, cli, sb, false)
+}
+
+// OpenEgress opens a control link to the sandbox's proxy: an exec of
+// `stockade-egress control SOCKET` in the egress container whose stdin and
+// stdout are the link.
+func (a *Adapter) OpenEgress(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error) {
+	if sb.Egress == "" {
+		return WardenConn{}, spec.Errorf(spec.CodeConflict, "dockerio.egress", "sandbox %s has no egress container", sb.ID)
+	}
+	return a.execLink(ctx, sb.Egress, sb.Spec.Policy.User.String(), "/", stderr, EgressBinary, "control", EgressControl)
+}
+
+// EnsureEgress makes an allowlist sandbox's egress role whole again (after
+// a restart of the runtime, or a proxy that died): the networks read back,
+// the egress container read back running, or else removed and made anew
+// with the sandbox's current rules and started. It returns the sandbox with
+// the egress container's id, which changes when it was made anew.
+func (a *Adapter) EnsureEgress(ctx context.Context, sb Sandbox) (Sandbox, bool, error) {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return sb, false, err
+	}
+	internal, err := a.verifyNetwork(ctx, cli, sb.Network, Name(sb.Owner, sb.ID, RoleNetwork), Labels(sb.Owner, sb.ID, RoleNetwork, sb.Revision),
+		map[string]string{optInhibitIPv4: "true"}, true)
+	if err != nil {
+		return sb, false, err
+	}
+	if want := netip.AddrPortFrom(proxyAddr(internal.Subnet), ProxyPort).String(); sb.Proxy != want {
+		return sb, false, unsupported("dockerio.egress", "sandbox %s: its proxy address is %s, its network says %s", sb.ID, sb.Proxy, want)
+	}
+	outside, err := a.outsideNetwork(ctx, cli, sb.Owner)
+	if err != nil {
+		return sb, false, err
+	}
+	if sb.Egress != "" && outside.ID == sb.Outside && a.readbackEgress(ctx, cli, sb, true) == nil {
+		return sb, false, nil
+	}
+	// Gone, stopped or not as made: a new one (it holds nothing but
+	// decisions the runtime has not read, a loss the egress log marks).
+	if sb.Egress != "" {
+		if err := cli.ContainerRemove(ctx, sb.Egress, container.RemoveOptions{Force: true}); err != nil && !client.IsErrNotFound(err) {
+			return sb, false, translate(err, "dockerio.egress", "removing egress %s", sb.Egress)
+		}
+	}
+	if err := cli.ContainerRemove(ctx, Name(sb.Owner, sb.ID, RoleEgress), container.RemoveOptions{Force: true}); err != nil && !client.IsErrNotFound(err) {
+		return sb, false, translate(err, "dockerio.egress", "removing egress %s", Name(sb.Owner, sb.ID, RoleEgress))
+	}
+	sb.Outside = outside.ID
+	if sb.Egress, err = a.createEgress(ctx, cli, sb, internal); err != nil {
+		return sb, true, err
+	}
+	return sb, true, a.startEgress(ctx, cli, sb)
+}
+
+// ProxyEnv returns a process's environment in a sandbox with a proxy: its
+// own, then HTTP_PROXY, HTTPS_PROXY and NO_PROXY in both cases, unless the
+// process set them itself. The proxy's user name is the process id, which
+// the proxy records with each decision (as the client claims it).
+func ProxyEnv(sb Sandbox, processID string, env []string) []string {
+	if sb.Proxy == "" {
+		return env
+	}
+	url := "http://" + processID + "@" + sb.Proxy
+	out := slices.Clone(env)
+	set := map[string]bool{}
+	for _, e := range env {
+		n, _, _ := strings.Cut(e, "=")
+		set[n] = true
+	}
+	for _, kv := range [][2]string{{"HTTP_PROXY", url}, {"HTTPS_PROXY", url}, {"NO_PROXY", "localhost,127.0.0.1,::1"}} {
+		for _, n := range []string{kv[0], strings.ToLower(kv[0])} {
+			if !set[n] {
+				out = append(out, n+"="+kv[1])
+			}
+		}
+	}
+	return out
+}
+
+// subnetsFromEnv is the adapter's range: Options.Subnets, else
+// $STOCKADE_SUBNETS, else DefaultSubnets.
+func subnetsFromEnv(s string) (netip.Prefix, error) {
+	if s == "" {
+		s = os.Getenv("STOCKADE_SUBNETS")
+	}
+	return ParseSubnets(s)
+}

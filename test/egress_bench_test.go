@@ -1,0 +1,147 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/internal/dockertest"
+	"github.com/stockade/stockade/spec"
+)
+
+// The allowlist network's cost, each against the open network in the same
+// run, alternating: a 256 MiB download through the proxy, a small request's
+// round trip (the proxy's added latency), and a sandbox's create.
+//
+//	go test -run '^$' -bench BenchmarkEgress -benchtime 5x ./test/
+
+// egressPair is an open and an allowlist sandbox of one runtime, and the
+// host server both reach.
+type egressPair struct {
+	e          *apiEnv
+	open, allo *stockade.Sandbox
+	target     string
+}
+
+func newEgressPair(b *testing.B) *egressPair {
+	b.Helper()
+	e := newAPI(b, stockade.Options{})
+	srv := startOutside(b)
+	target := fmt.Sprintf("%s:%d", bridgeGateway(b, dockertest.Client(b)), srv.port)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	mk := func(p spec.Policy) *stockade.Sandbox {
+		p.MemoryBytes = 512 << 20
+		sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: p, Lifetime: spec.Kept})
+		if err != nil {
+			b.Fatalf("create: %v", err)
+		}
+		return sb
+	}
+	open := smallPolicy()
+	open.Network = spec.NetworkOpen
+	return &egressPair{e: e, open: mk(open), allo: mk(allowlistPolicy(target)), target: target}
+}
+
+// fetch returns sh fetching path from the target into /dev/null, directly
+// or through the proxy's CONNECT tunnel, n times.
+func (p *egressPair) fetch(proxied bool, path string, n int) string {
+	req := fmt.Sprintf(`GET %s HTTP/1.0\r\n\r\n`, path)
+	one := fmt.Sprintf(`printf '%s' | nc %s > /dev/null`, req, strings.Replace(p.target, ":", " ", 1))
+	if proxied {
+		one = fmt.Sprintf(`printf 'CONNECT %[1]s HTTP/1.1\r\nHost: %[1]s\r\n\r\n%[2]s' | nc "$ph" "$pp" > /dev/null`, p.target, req)
+	}
+	return proxyScript + fmt.Sprintf(`i=0; while [ $i -lt %d ]; do %s; i=$((i+1)); done`, n, one)
+}
+
+func (p *egressPair) timed(b *testing.B, sb *stockade.Sandbox, script string) time.Duration {
+	b.Helper()
+	start := time.Now()
+	_, errOut, res, err := runOut(b, sb, spec.Process{Argv: []string{"sh", "-c", script}})
+	if err != nil || res.ExitCode != 0 {
+		b.Fatalf("%s: %+v %v %s", script, res, err, errOut)
+	}
+	return time.Since(start)
+}
+
+func BenchmarkEgressDownload256MiB(b *testing.B) {
+	p := newEgressPair(b)
+	const size = 256 << 20
+	var open, proxied time.Duration
+	for i := 0; i < b.N; i++ {
+		// Alternate which goes first: the page cache and the CPU's state
+		// favour neither.
+		if i%2 == 0 {
+			open += p.timed(b, p.open, p.fetch(false, fmt.Sprintf("/bytes/%d", size), 1))
+			proxied += p.timed(b, p.allo, p.fetch(true, fmt.Sprintf("/bytes/%d", size), 1))
+		} else {
+			proxied += p.timed(b, p.allo, p.fetch(true, fmt.Sprintf("/bytes/%d", size), 1))
+			open += p.timed(b, p.open, p.fetch(false, fmt.Sprintf("/bytes/%d", size), 1))
+		}
+	}
+	mbps := func(d time.Duration) float64 { return float64(size) * float64(b.N) / d.Seconds() / (1 << 20) }
+	b.ReportMetric(mbps(open), "open-MiB/s")
+	b.ReportMetric(mbps(proxied), "proxied-MiB/s")
+	b.ReportMetric(mbps(proxied)/mbps(open), "proxied/open")
+}
+
+// BenchmarkEgressLatency: 200 small requests in one process per sample, so
+// the process's own start is spread thin; the difference per request is
+// the proxy's added latency (a CONNECT, its decision, a second dial).
+func BenchmarkEgressLatency(b *testing.B) {
+	p := newEgressPair(b)
+	const n = 200
+	var open, proxied []time.Duration
+	for i := 0; i < b.N; i++ {
+		o := p.timed(b, p.open, p.fetch(false, "/", n)) / n
+		x := p.timed(b, p.allo, p.fetch(true, "/", n)) / n
+		open, proxied = append(open, o), append(proxied, x)
+	}
+	slices.Sort(open)
+	slices.Sort(proxied)
+	med := func(ds []time.Duration) time.Duration { return ds[len(ds)/2] }
+	b.ReportMetric(float64(med(open).Microseconds()), "open-µs/req")
+	b.ReportMetric(float64(med(proxied).Microseconds()), "proxied-µs/req")
+	b.ReportMetric(float64((med(proxied) - med(open)).Microseconds()), "added-µs/req")
+}
+
+func BenchmarkEgressCreate(b *testing.B) {
+	e := newAPI(b, stockade.Options{})
+	target := fmt.Sprintf("%s:80", bridgeGateway(b, dockertest.Client(b)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	open := smallPolicy()
+	open.Network = spec.NetworkOpen
+	mk := func(p spec.Policy) time.Duration {
+		start := time.Now()
+		sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: p, Lifetime: spec.Kept})
+		if err != nil {
+			b.Fatalf("create: %v", err)
+		}
+		d := time.Since(start)
+		if err := sb.Remove(ctx); err != nil {
+			b.Fatalf("remove: %v", err)
+		}
+		return d
+	}
+	mk(allowlistPolicy(target)) // the egress image's import and the outside network, once
+	var o, a []time.Duration
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			o = append(o, mk(open))
+			a = append(a, mk(allowlistPolicy(target)))
+		} else {
+			a = append(a, mk(allowlistPolicy(target)))
+			o = append(o, mk(open))
+		}
+	}
+	slices.Sort(o)
+	slices.Sort(a)
+	b.ReportMetric(float64(o[len(o)/2].Milliseconds()), "open-ms")
+	b.ReportMetric(float64(a[len(a)/2].Milliseconds()), "allowlist-ms")
+	b.ReportMetric(float64(a[len(a)/2])/float64(o[len(o)/2]), "allowlist/open")
+}
