@@ -17,6 +17,7 @@ import (
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/warden"
 )
 
 // TestMain keeps every test here, and every child a drill starts, away from
@@ -355,6 +356,34 @@ func TestCommandHelp(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := dispatch(context.Background(), []string{"sandbox", "create", "--help"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "id=$(stockade sandbox create") {
 		t.Errorf("sandbox create --help: %d %q", code, out.String())
+	}
+}
+
+// TestNotStarted: a command that could not start exits as a shell's would,
+// 126 found but not executable, 127 not found, whether the warden's error
+// arrives whole (embedded) or as text (through a server), or Docker's.
+func TestNotStarted(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{spec.Wrap(spec.CodeExecFailed, "process", &warden.SpawnError{Code: 126, Msg: "./f: permission denied"}, "process p could not start"), 126},
+		{spec.Wrap(spec.CodeExecFailed, "process", &warden.SpawnError{Code: 127, Msg: "nope: not found on PATH"}, "process p could not start"), 127},
+		// Through a server: the cause is only text.
+		{spec.Wrap(spec.CodeExecFailed, "process", errors.New("warden: spawn failed with 126: /tmp: permission denied"), "process p could not start"), 126},
+		{spec.Wrap(spec.CodeExecFailed, "process", errors.New("warden: spawn failed with 127: exit 126: not found on PATH"), "process p could not start"), 127},
+		// Without the warden: Docker's report.
+		{spec.Errorf(spec.CodeExecFailed, "dockerio.exec", "exit 126: permission denied"), 126},
+		{spec.Errorf(spec.CodeExecFailed, "dockerio.exec", "exec e ended (exit 126) before it started: %q", "cannot execute"), 126},
+		{spec.Errorf(spec.CodeExecFailed, "dockerio.exec", "exit 127: executable file not found"), 127},
+		{spec.Errorf(spec.CodeExecFailed, "process", "process p ended before it could be attached (exit 1)"), 127},
+	} {
+		if got := startFailure(tc.err); got != tc.want {
+			t.Errorf("%v: exit %d, want %d", tc.err, got, tc.want)
+		}
+	}
+	if got := startFailure(spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "stopped")); got != 125 {
+		t.Errorf("a start refused by stockade: exit %d, want 125", got)
 	}
 }
 

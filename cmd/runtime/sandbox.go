@@ -266,7 +266,7 @@ func (c *execCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr i
 	}
 	id, err := d.StartDetached(ctx, c.proc)
 	if err != nil {
-		return fail(stderr, err, 125)
+		return fail(stderr, err, startFailure(err))
 	}
 	fmt.Fprintln(stdout, id)
 	return 0
