@@ -115,12 +115,54 @@ D after they end, so a long-lived server stays bounded.
 
 Runs (or, with --dry-run, only plans) the recovery Open does and prints each
 sandbox's decision, what was observed, and the orphans removed.
+--stop-processes stops the processes still running in re-adopted sandboxes
+instead of re-adopting them detached.
+
+  stockade recover --dry-run
+  stockade recover --json
+  stockade recover --stop-processes
 `,
 	"drill": `usage: stockade drill [--failpoints a,b] [--random N] [--dir D]
 
 Kills a child runtime at each failpoint (and N random moments), recovers, and
 checks the invariants: nothing leaked, nothing foreign touched, the journal
-replays, a re-adopted sandbox runs a new process.
+replays, a re-adopted sandbox runs a new process. With no --failpoints, every
+failpoint is drilled; --seed S repeats the --random moments of an earlier run;
+--dir D keeps the drills' journals there.
+
+  stockade drill
+  stockade drill --failpoints sandbox.reserved,process.reserved
+  stockade drill --failpoints '' --random 20 --seed 7 --dir ./drills
+`,
+	"logs": `usage: ` + logsUsage + `
+
+Prints a process's recorded output: stdout and stderr, each to its own
+stream, in the order they arrived. It reads the recording files beside the
+journal, not the runtime: it works while a server or an embedded command
+holds the journal, after the process ended and after the runtime is gone.
+A gap in the recording (beyond its bounds, or a crash's last second) is a
+line on stderr saying how many bytes are missing.
+
+  --stdout | --stderr  only that stream
+  -f, --follow         then follow a running process until it ends (needs
+                       stockade serve: only a living runtime writes the
+                       recording)
+  --json               one JSON object a chunk ({"stream", "offset", "text"
+                       or "base64"}; a gap's "bytes"), then {"stream":"end",
+                       "summary"}
+
+  pid=$(stockade exec -d "$id" -- make test)
+  stockade logs "$pid"
+  stockade logs -f --stderr "$pid"
+  stockade --json logs "$pid"
+`,
+	"help": `usage: stockade help [COMMAND]
+
+Prints the list of commands, or a command's usage with examples (the same
+as COMMAND --help).
+
+  stockade help
+  stockade help exec
 `,
 	"completion": `usage: stockade completion bash|zsh|fish
 

@@ -171,6 +171,9 @@ func parseCommand(g global, name string, rest []string) (command, error) {
 			if _, ok := commandHelp[rest[0]]; ok {
 				return nil, helpRequest{rest[0]}
 			}
+			if rest[0] == "-h" || rest[0] == "--help" {
+				return nil, helpRequest{"help"}
+			}
 		}
 		return nil, flag.ErrHelp
 	}

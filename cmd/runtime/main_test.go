@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -341,16 +342,29 @@ func TestJournalRestore(t *testing.T) {
 	}
 }
 
+// commands is every command name parseCommand accepts, but drill-child
+// (the drill's own workload, not for people): each has its help.
+var commands = []string{"doctor", "run", "sandbox", "exec", "cp", "serve", "journal", "logs", "recover", "drill", "completion", "help"}
+
 // TestCommandHelp: every command's --help (and help CMD) prints that
-// command's own usage with examples, touching nothing.
+// command's own usage with at least one example, touching nothing; and
+// commandHelp (which completion offers) holds no other name.
 func TestCommandHelp(t *testing.T) {
-	for name := range commandHelp {
-		for _, args := range [][]string{{name, "--help"}, {"help", name}} {
+	for _, name := range commands {
+		for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {
 			var out, errb bytes.Buffer
 			code := dispatch(context.Background(), args, nil, &out, &errb)
 			if code != 0 || !strings.HasPrefix(out.String(), "usage: stockade "+name) || errb.Len() > 0 {
 				t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
 			}
+			if !strings.Contains("\n"+out.String(), "\n  stockade ") {
+				t.Errorf("%q: no example (a line starting with \"  stockade \"):\n%s", args, out.String())
+			}
+		}
+	}
+	for name := range commandHelp {
+		if !slices.Contains(commands, name) {
+			t.Errorf("commandHelp has %q, which is not in the list of commands", name)
 		}
 	}
 	var out, errb bytes.Buffer
@@ -395,7 +409,7 @@ func TestCompletion(t *testing.T) {
 		if code := dispatch(context.Background(), []string{"completion", shell}, nil, &out, &errb); code != 0 {
 			t.Fatalf("%s: exit %d %q", shell, code, errb.String())
 		}
-		for _, want := range []string{"sandbox", "exec", "journal", "cp", "create", "inspect", "replay", "diff"} {
+		for _, want := range []string{"sandbox", "exec", "journal", "cp", "logs", "create", "inspect", "replay", "diff"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s script lacks %q", shell, want)
 			}
