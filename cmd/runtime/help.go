@@ -47,13 +47,17 @@ removes the sandbox (125: stockade failed; 126/127: CMD could not start).
 `,
 	"sandbox": `usage: stockade sandbox create|ls|inspect|stop|rm
 
-  create [policy flags] [--image I]   make a kept sandbox; prints only its id
+  create [policy flags] [--ttl D] [--image I]
+                                      make a kept sandbox; prints only its id
+                                      (--ttl D: stop it D after creation; needs
+                                      stockade serve to enforce it)
   ls [--json]                         list the journal's live sandboxes
   inspect ID [--json]                 its folded state
   stop ID                             stop it; the workspace stays readable
   rm [-f] ID                          remove it (-f: stop it first)
 
   id=$(stockade sandbox create --memory 1g)
+  id=$(stockade sandbox create --ttl 2h)
   stockade sandbox inspect --json "$id"
   stockade sandbox rm -f "$id"
 `,
@@ -84,18 +88,26 @@ new name. Out of a sandbox, only files and directories are written.
   stockade cp ./src "$id":work/
   stockade cp "$id":work/report.txt .
 `,
-	"journal": `usage: stockade journal show|replay|diff|export|ls|verify|restore
+	"journal": `usage: stockade journal show|tail|replay|diff|export|ls|verify|restore [--json]
 
-  show SANDBOX [--output] [--follow]       its and its processes' events, with deltas
+  show SANDBOX [--output] [--follow] [--type T]
+                                           its and its processes' events, with deltas
                                            (--output: recorded output under each exit;
-                                           --follow: then new events, live, through a server)
+                                           --follow: then new events, live, through a server;
+                                           --type T: only events whose type starts with T,
+                                           e.g. process or sandbox.exited)
   tail                                     every entity's new events, live (needs a server)
   replay ID [--process] [--at SEQ]         the folded state at a sequence
   diff ID [--process] --at A --at B        what changed between two sequences
   export | ls | verify                     JSON lines | live entities | check everything
   restore COPY DEST                        make a journal copy writable, as a new file
 
+  --json (before or after the subcommand): one JSON object a line, with
+  stable field names, instead of the human view (show, tail, diff, ls;
+  replay and export print JSON either way).
+
   stockade journal show "$id" --json
+  stockade journal show "$id" --type process.exited
   stockade journal diff "$id" --at 3 --at 0
 `,
 	"serve": `usage: stockade serve [--socket PATH] [--retain D]

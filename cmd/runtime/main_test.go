@@ -368,8 +368,12 @@ func TestCommandHelp(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := dispatch(context.Background(), []string{"sandbox", "create", "--help"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "id=$(stockade sandbox create") {
+	if code := dispatch(context.Background(), []string{"sandbox", "create", "--help"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "id=$(stockade sandbox create") || !strings.Contains(out.String(), "--ttl D") {
 		t.Errorf("sandbox create --help: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := dispatch(context.Background(), []string{"journal", "--help"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "--type T") || !strings.Contains(out.String(), "--json") || !strings.Contains(strings.SplitN(out.String(), "\n", 2)[0], "tail") {
+		t.Errorf("journal --help: %d %q", code, out.String())
 	}
 }
 

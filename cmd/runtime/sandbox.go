@@ -16,7 +16,7 @@ import (
 
 // sandboxUsage is each sandbox subcommand's usage line.
 var sandboxUsage = map[string]string{
-	"create":  "stockade sandbox create [policy flags] [--image I]",
+	"create":  "stockade sandbox create [policy flags] [--ttl D] [--image I]",
 	"ls":      "stockade sandbox ls [--json]",
 	"inspect": "stockade sandbox inspect ID [--json]",
 	"stop":    "stockade sandbox stop ID",
