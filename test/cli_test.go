@@ -30,20 +30,13 @@ func newCLI(t testing.TB) *cliEnv {
 	t.Helper()
 	cli := dockertest.Client(t)
 	dockertest.ImageID(t, cli)
-	root, err := dockertest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The journal's directory is 0700, as the default one is: a server's
 	// socket goes beside it.
 	state := filepath.Join(t.TempDir(), "state")
 	if err := os.Mkdir(state, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	e := &cliEnv{bin: filepath.Join(t.TempDir(), "stockade"), journal: filepath.Join(state, "journal.db")}
-	if out, err := exec.Command("go", "build", "-o", e.bin, filepath.Join(root, "cmd", "runtime")).CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	e := &cliEnv{bin: buildStockade(t), journal: filepath.Join(state, "journal.db")}
 	t.Cleanup(func() {
 		j, err := journal.Open(e.journal, journal.Options{ReadOnly: true})
 		if err != nil {
