@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stockade/stockade/spec"
 )
@@ -465,4 +466,47 @@ func TestDir(t *testing.T) {
 			t.Errorf("Dir(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestSyncEvery: a write arms one sync timer of SyncEvery (at most a
+// second); writes until it fires share it; its sync leaves nothing unsynced
+// (the new file's directory entry included); the next write arms the next
+// one. The timers are fakes fired by hand: nothing here waits.
+func TestSyncEvery(t *testing.T) {
+	if SyncEvery <= 0 || SyncEvery > time.Second {
+		t.Fatalf("SyncEvery %v: a running process's output must be synced at least once a second", SyncEvery)
+	}
+	s := newStore(t, spec.Record{})
+	var delays []time.Duration
+	var fire []func()
+	s.after = func(d time.Duration, f func()) *time.Timer {
+		delays, fire = append(delays, d), append(fire, f)
+		tm := time.AfterFunc(time.Hour, f)
+		tm.Stop() // never fires by itself: the test fires f
+		return tm
+	}
+	rec, err := s.Create("p1", spec.Record{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Write(TypeStdout, []byte("a"))
+	rec.Write(TypeStderr, []byte("b"))
+	if len(fire) != 1 || delays[0] != SyncEvery {
+		t.Fatalf("after two writes: timers armed %v, want one of %v", delays, SyncEvery)
+	}
+	fire[0]()
+	rec.mu.Lock()
+	pending, dirty := rec.timer != nil, rec.dirDirty || len(rec.retired) > 0
+	rec.mu.Unlock()
+	if pending || dirty {
+		t.Fatalf("after the timer's sync: a timer pending %v, unsynced files or names %v", pending, dirty)
+	}
+	rec.Write(TypeStdout, []byte("c"))
+	if len(fire) != 2 || delays[1] != SyncEvery {
+		t.Fatalf("a write after the sync: timers armed %v, want a second one", delays)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fire[1]() // a timer firing after Close does nothing
 }

@@ -28,6 +28,9 @@ type Store struct {
 	dir string
 	def spec.Record
 	log *slog.Logger
+	// after arms a recording's sync timer: time.AfterFunc (a test's
+	// fake fires it at will).
+	after func(time.Duration, func()) *time.Timer
 
 	// mu guards live: the recordings this store made or resumed and
 	// that are not closed (a nil value: a Resume under way). Resume
@@ -50,7 +53,7 @@ func Open(dir string, def spec.Record, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, spec.Wrap(spec.CodeJournal, "recorder", err, "making the recording directory %s", dir)
 	}
-	return &Store{dir: dir, def: def.Over(spec.Record{}), log: log}, nil
+	return &Store{dir: dir, def: def.Over(spec.Record{}), log: log, after: time.AfterFunc}, nil
 }
 
 // Path is the store's directory.
@@ -268,7 +271,7 @@ func (r *Recording) Write(stream byte, p []byte) error {
 		r.buf = nil // a rare big chunk is not kept for the whole recording
 	}
 	if r.timer == nil {
-		r.timer = time.AfterFunc(SyncEvery, r.sync)
+		r.timer = r.store.after(SyncEvery, r.sync)
 	}
 	return nil
 }

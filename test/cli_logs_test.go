@@ -23,7 +23,8 @@ const bothStreams = "echo out1; sleep 0.2; echo err1 >&2; sleep 0.2; echo out2; 
 // the CLI prints to both streams; `logs` shows them in order (one stream
 // each, or both in order on one file; --json with offsets), `journal show
 // --output` shows them under the process's exit line; after SIGTERM (exit
-// 0) `logs` still reads the recording with no server.
+// 0) `logs` and `journal show --output` still read the recording with no
+// server.
 func TestCLILogsThroughServer(t *testing.T) {
 	e := newCLI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -89,28 +90,32 @@ func TestCLILogsThroughServer(t *testing.T) {
 	}
 	checkLogs("while served")
 
-	// journal show --output (through the server): the output, marked by
-	// stream, right under the process's exit line.
-	code, out, errOut = e.run(t, "", "journal", "show", "--output", id)
-	if code != 0 {
-		t.Fatalf("journal show --output: %d %q", code, errOut)
-	}
-	lines := strings.Split(out, "\n")
-	at := -1
-	for i, l := range lines {
-		if strings.Contains(l, pid) && strings.Contains(l, "process.exited") {
-			at = i
+	// journal show --output: the output, marked by stream, right under
+	// the process's exit line.
+	checkShowOutput := func(how string) {
+		t.Helper()
+		code, out, errOut := e.run(t, "", "journal", "show", "--output", id)
+		if code != 0 {
+			t.Fatalf("journal show --output %s: %d %q", how, code, errOut)
+		}
+		lines := strings.Split(out, "\n")
+		at := -1
+		for i, l := range lines {
+			if strings.Contains(l, pid) && strings.Contains(l, "process.exited") {
+				at = i
+			}
+		}
+		wantUnder := []string{"out| out1", "err| err1", "out| out2", "err| err2"}
+		if at < 0 || len(lines) < at+1+len(wantUnder) {
+			t.Fatalf("journal show --output %s: no exit line of %s with output under it:\n%s", how, pid, out)
+		}
+		for i, w := range wantUnder {
+			if got := strings.TrimSpace(lines[at+1+i]); got != w {
+				t.Fatalf("journal show --output %s, line %d under the exit: %q, want %q\n%s", how, i+1, got, w, out)
+			}
 		}
 	}
-	wantUnder := []string{"out| out1", "err| err1", "out| out2", "err| err2"}
-	if at < 0 || len(lines) < at+1+len(wantUnder) {
-		t.Fatalf("journal show --output: no exit line of %s with output under it:\n%s", pid, out)
-	}
-	for i, w := range wantUnder {
-		if got := strings.TrimSpace(lines[at+1+i]); got != w {
-			t.Fatalf("journal show --output, line %d under the exit: %q, want %q\n%s", i+1, got, w, out)
-		}
-	}
+	checkShowOutput("through the server")
 
 	if code, _, errOut := e.run(t, "", "sandbox", "rm", "-f", id); code != 0 {
 		t.Fatalf("rm -f: %d %q", code, errOut)
@@ -121,8 +126,10 @@ func TestCLILogsThroughServer(t *testing.T) {
 	if _, err := os.Stat(srv.sock); !os.IsNotExist(err) {
 		t.Fatalf("socket after a clean stop: %v", err)
 	}
-	// No server, no runtime: logs reads the recording files.
+	// No server, no runtime: logs reads the recording files, journal show
+	// the journal and them.
 	checkLogs("with no server")
+	checkShowOutput("with no server")
 }
 
 // processOf is the one process journaled in sandbox id, from journal show

@@ -30,20 +30,13 @@ func newCLI(t testing.TB) *cliEnv {
 	t.Helper()
 	cli := dockertest.Client(t)
 	dockertest.ImageID(t, cli)
-	root, err := dockertest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The journal's directory is 0700, as the default one is: a server's
 	// socket goes beside it.
 	state := filepath.Join(t.TempDir(), "state")
 	if err := os.Mkdir(state, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	e := &cliEnv{bin: filepath.Join(t.TempDir(), "stockade"), journal: filepath.Join(state, "journal.db")}
-	if out, err := exec.Command("go", "build", "-o", e.bin, filepath.Join(root, "cmd", "runtime")).CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	e := &cliEnv{bin: buildStockade(t), journal: filepath.Join(state, "journal.db")}
 	t.Cleanup(func() {
 		j, err := journal.Open(e.journal, journal.Options{ReadOnly: true})
 		if err != nil {
@@ -92,9 +85,7 @@ func TestCLIKeptSandboxCommands(t *testing.T) {
 	if code, out, _ := e.run(t, "piped\n", "exec", "-i", id, "--", "cat"); code != 0 || out != "piped\n" {
 		t.Fatalf("exec -i: %d %q", code, out)
 	}
-	if code, _, _ := e.run(t, "", "exec", id, "--", "no-such-command"); code != 127 {
-		t.Fatalf("exec of a missing command: %d, want 127", code)
-	}
+	checkNotStarted(t, e, id)
 	local := t.TempDir()
 	os.WriteFile(filepath.Join(local, "in.txt"), []byte("into the sandbox\n"), 0o644)
 	os.MkdirAll(filepath.Join(local, "tree", "sub"), 0o755)
@@ -154,6 +145,29 @@ func TestCLIKeptSandboxCommands(t *testing.T) {
 	}
 	if code, out, _ := e.run(t, "", "journal", "diff", id, "--at", "3", "--at", "0"); code != 0 || !strings.Contains(out, `Phase: "started" → "removed"`) {
 		t.Fatalf("journal diff: %d %q", code, out)
+	}
+}
+
+// checkNotStarted: exec of a command that cannot start exits as a shell's
+// would, with one line on stderr: 127 for one not found, 126 for one found
+// but not executable (a directory, a file without the x bit).
+func checkNotStarted(t *testing.T, e *cliEnv, id string) {
+	t.Helper()
+	if code, _, errOut := e.run(t, "", "exec", id, "--", "sh", "-c", "printf x > f; chmod 644 f"); code != 0 {
+		t.Fatalf("making a file without the x bit: %d %q", code, errOut)
+	}
+	for _, tc := range []struct {
+		argv []string
+		want int
+	}{{[]string{"no-such-command"}, 127}, {[]string{"./no-such-file"}, 127}, {[]string{"/tmp"}, 126}, {[]string{"./f"}, 126}} {
+		code, out, errOut := e.run(t, "", append([]string{"exec", id, "--"}, tc.argv...)...)
+		if code != tc.want || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "exec_failed") {
+			t.Errorf("exec %q: %d %q %q, want exit %d and one exec_failed line", tc.argv, code, out, errOut, tc.want)
+		}
+	}
+	// A program's own 126 is its code, not a failure to start.
+	if code, _, errOut := e.run(t, "", "exec", id, "--", "sh", "-c", "exit 126"); code != 126 || errOut != "" {
+		t.Errorf("exec of a program exiting 126: %d %q", code, errOut)
 	}
 }
 

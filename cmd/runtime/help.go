@@ -47,13 +47,17 @@ removes the sandbox (125: stockade failed; 126/127: CMD could not start).
 `,
 	"sandbox": `usage: stockade sandbox create|ls|inspect|stop|rm
 
-  create [policy flags] [--image I]   make a kept sandbox; prints only its id
+  create [policy flags] [--ttl D] [--image I]
+                                      make a kept sandbox; prints only its id
+                                      (--ttl D: stop it D after creation; needs
+                                      stockade serve to enforce it)
   ls [--json]                         list the journal's live sandboxes
   inspect ID [--json]                 its folded state
   stop ID                             stop it; the workspace stays readable
   rm [-f] ID                          remove it (-f: stop it first)
 
   id=$(stockade sandbox create --memory 1g)
+  id=$(stockade sandbox create --ttl 2h)
   stockade sandbox inspect --json "$id"
   stockade sandbox rm -f "$id"
 `,
@@ -84,18 +88,26 @@ new name. Out of a sandbox, only files and directories are written.
   stockade cp ./src "$id":work/
   stockade cp "$id":work/report.txt .
 `,
-	"journal": `usage: stockade journal show|replay|diff|export|ls|verify|restore
+	"journal": `usage: stockade journal show|tail|replay|diff|export|ls|verify|restore [--json]
 
-  show SANDBOX [--output] [--follow]       its and its processes' events, with deltas
+  show SANDBOX [--output] [--follow] [--type T]
+                                           its and its processes' events, with deltas
                                            (--output: recorded output under each exit;
-                                           --follow: then new events, live, through a server)
+                                           --follow: then new events, live, through a server;
+                                           --type T: only events whose type starts with T,
+                                           e.g. process or sandbox.exited)
   tail                                     every entity's new events, live (needs a server)
   replay ID [--process] [--at SEQ]         the folded state at a sequence
   diff ID [--process] --at A --at B        what changed between two sequences
   export | ls | verify                     JSON lines | live entities | check everything
   restore COPY DEST                        make a journal copy writable, as a new file
 
+  --json (before or after the subcommand): one JSON object a line, with
+  stable field names, instead of the human view (show, tail, diff, ls;
+  replay and export print JSON either way).
+
   stockade journal show "$id" --json
+  stockade journal show "$id" --type process.exited
   stockade journal diff "$id" --at 3 --at 0
 `,
 	"serve": `usage: stockade serve [--socket PATH] [--retain D]
@@ -115,12 +127,54 @@ D after they end, so a long-lived server stays bounded.
 
 Runs (or, with --dry-run, only plans) the recovery Open does and prints each
 sandbox's decision, what was observed, and the orphans removed.
+--stop-processes stops the processes still running in re-adopted sandboxes
+instead of re-adopting them detached.
+
+  stockade recover --dry-run
+  stockade recover --json
+  stockade recover --stop-processes
 `,
 	"drill": `usage: stockade drill [--failpoints a,b] [--random N] [--dir D]
 
 Kills a child runtime at each failpoint (and N random moments), recovers, and
 checks the invariants: nothing leaked, nothing foreign touched, the journal
-replays, a re-adopted sandbox runs a new process.
+replays, a re-adopted sandbox runs a new process. With no --failpoints, every
+failpoint is drilled; --seed S repeats the --random moments of an earlier run;
+--dir D keeps the drills' journals there.
+
+  stockade drill
+  stockade drill --failpoints sandbox.reserved,process.reserved
+  stockade drill --failpoints '' --random 20 --seed 7 --dir ./drills
+`,
+	"logs": `usage: ` + logsUsage + `
+
+Prints a process's recorded output: stdout and stderr, each to its own
+stream, in the order they arrived. It reads the recording files beside the
+journal, not the runtime: it works while a server or an embedded command
+holds the journal, after the process ended and after the runtime is gone.
+A gap in the recording (beyond its bounds, or a crash's last second) is a
+line on stderr saying how many bytes are missing.
+
+  --stdout | --stderr  only that stream
+  -f, --follow         then follow a running process until it ends (needs
+                       stockade serve: only a living runtime writes the
+                       recording)
+  --json               one JSON object a chunk ({"stream", "offset", "text"
+                       or "base64"}; a gap's "bytes"), then {"stream":"end",
+                       "summary"}
+
+  pid=$(stockade exec -d "$id" -- make test)
+  stockade logs "$pid"
+  stockade logs -f --stderr "$pid"
+  stockade --json logs "$pid"
+`,
+	"help": `usage: stockade help [COMMAND]
+
+Prints the list of commands, or a command's usage with examples (the same
+as COMMAND --help).
+
+  stockade help
+  stockade help exec
 `,
 	"completion": `usage: stockade completion bash|zsh|fish
 

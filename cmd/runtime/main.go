@@ -1,6 +1,7 @@
-// Command stockade is the CLI of the stockade runtime. Each command is an
-// embedded runtime holding the journal lock; a second command while one holds
-// it fails fast with a journal_locked error naming the holder.
+// Command stockade is the CLI of the stockade runtime. A command goes through
+// `stockade serve` when the journal's socket answers; without a server it is
+// an embedded runtime holding the journal lock for its duration (a second
+// one meanwhile fails fast with a journal_locked error naming the holder).
 //
 //	stockade doctor                     check the daemon against the profile
 //	stockade run [flags] -- CMD...      one-shot sandbox: create, run, stream, remove
@@ -8,8 +9,9 @@
 //	stockade exec [-i] [-t] [-d] ID -- CMD...   run CMD in a kept sandbox
 //	stockade cp SRC DST                 copy files in or out (ID:PATH under /workspace)
 //	stockade serve [--socket PATH]      the runtime as a server (gRPC on a unix socket)
-//	stockade logs PROCESS_ID            a process's recorded output
+//	stockade logs [-f] PROCESS_ID       a process's recorded output
 //	stockade journal show SANDBOX       a sandbox's journaled history
+//	stockade journal tail               every entity's new events (needs serve)
 //	stockade journal export             the whole journal as JSON lines
 //	stockade journal ls                 live entities in the journal
 //	stockade journal replay ID --at N   a stream's state at a sequence
@@ -18,12 +20,13 @@
 //	stockade journal restore COPY DEST  turn a copy into a writable journal
 //	stockade recover [--dry-run]        run or plan the crash recovery
 //	stockade drill                      crash drills over every failpoint
+//	stockade completion bash|zsh|fish   a shell completion script
 //
 // The whole command line is parsed and validated before anything opens a
 // journal or talks to Docker, so a usage error exits 2 whatever the state of
 // the machine.
 //
-// Exit codes: run exits with the command's code; 125 when stockade itself
+// Exit codes: run and exec exit with the command's code; 125 when stockade itself
 // failed, 126/127 when the command could not be started (as docker run);
 // other commands exit 0 on success, 1 on failure, 2 on bad usage.
 package main
@@ -48,8 +51,8 @@ const usage = `usage: stockade [global flags] <command> [flags]
 commands:
   doctor                    check the Docker daemon against the profile
   run [flags] -- CMD...     run CMD in a one-shot sandbox and remove it (-t: on a terminal)
-  sandbox create [policy flags] [--image I]
-                            make a kept sandbox and print its id
+  sandbox create [policy flags] [--ttl D] [--image I]
+                            make a kept sandbox and print its id (--ttl: stopped D after creation)
   sandbox ls | inspect ID | stop ID | rm [-f] ID
                             list, show, stop (resources kept), remove kept sandboxes
   exec [-i] [-t] [-d] [-e NAME=value] [--workdir D] [--timeout D] ID -- CMD...
@@ -58,10 +61,12 @@ commands:
   cp SRC DST                copy a file or directory into or out of a sandbox: one side is
                             ID:PATH, PATH relative to /workspace (e.g. ID:work/out.txt)
   serve [--socket PATH]     serve the runtime's API on a unix socket (default: the journal's path with .sock)
-  logs [--stdout|--stderr] PROCESS_ID
-                            print a process's recorded output (stdout and stderr in arrival order)
-  journal show SANDBOX [--output] [--follow]
-                            print a sandbox's journaled history (--output: each process's output under its exit)
+  logs [--stdout|--stderr] [-f] PROCESS_ID
+                            print a process's recorded output (stdout and stderr in arrival order;
+                            -f: follow a running one, needs stockade serve)
+  journal show SANDBOX [--output] [--follow] [--type T]
+                            print a sandbox's journaled history (--output: each process's output under its exit;
+                            --follow: then new events live, needs stockade serve; --type T: types starting with T)
   journal export            print the whole journal as JSON lines
   journal ls                list the journal's live entities
   journal replay ID [--process] [--at SEQ]
@@ -170,6 +175,9 @@ func parseCommand(g global, name string, rest []string) (command, error) {
 		if len(rest) == 1 {
 			if _, ok := commandHelp[rest[0]]; ok {
 				return nil, helpRequest{rest[0]}
+			}
+			if rest[0] == "-h" || rest[0] == "--help" {
+				return nil, helpRequest{"help"}
 			}
 		}
 		return nil, flag.ErrHelp

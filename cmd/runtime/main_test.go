@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/warden"
 )
 
 // TestMain keeps every test here, and every child a drill starts, away from
@@ -340,21 +342,66 @@ func TestJournalRestore(t *testing.T) {
 	}
 }
 
+// commands is every command name parseCommand accepts, but drill-child
+// (the drill's own workload, not for people): each has its help.
+var commands = []string{"doctor", "run", "sandbox", "exec", "cp", "serve", "journal", "logs", "recover", "drill", "completion", "help"}
+
 // TestCommandHelp: every command's --help (and help CMD) prints that
-// command's own usage with examples, touching nothing.
+// command's own usage with at least one example, touching nothing; and
+// commandHelp (which completion offers) holds no other name.
 func TestCommandHelp(t *testing.T) {
-	for name := range commandHelp {
-		for _, args := range [][]string{{name, "--help"}, {"help", name}} {
+	for _, name := range commands {
+		for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {
 			var out, errb bytes.Buffer
 			code := dispatch(context.Background(), args, nil, &out, &errb)
 			if code != 0 || !strings.HasPrefix(out.String(), "usage: stockade "+name) || errb.Len() > 0 {
 				t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
 			}
+			if !strings.Contains("\n"+out.String(), "\n  stockade ") {
+				t.Errorf("%q: no example (a line starting with \"  stockade \"):\n%s", args, out.String())
+			}
+		}
+	}
+	for name := range commandHelp {
+		if !slices.Contains(commands, name) {
+			t.Errorf("commandHelp has %q, which is not in the list of commands", name)
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := dispatch(context.Background(), []string{"sandbox", "create", "--help"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "id=$(stockade sandbox create") {
+	if code := dispatch(context.Background(), []string{"sandbox", "create", "--help"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "id=$(stockade sandbox create") || !strings.Contains(out.String(), "--ttl D") {
 		t.Errorf("sandbox create --help: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := dispatch(context.Background(), []string{"journal", "--help"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "--type T") || !strings.Contains(out.String(), "--json") || !strings.Contains(strings.SplitN(out.String(), "\n", 2)[0], "tail") {
+		t.Errorf("journal --help: %d %q", code, out.String())
+	}
+}
+
+// TestNotStarted: a command that could not start exits as a shell's would,
+// 126 found but not executable, 127 not found, whether the warden's error
+// arrives whole (embedded) or as text (through a server), or Docker's.
+func TestNotStarted(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{spec.Wrap(spec.CodeExecFailed, "process", &warden.SpawnError{Code: 126, Msg: "./f: permission denied"}, "process p could not start"), 126},
+		{spec.Wrap(spec.CodeExecFailed, "process", &warden.SpawnError{Code: 127, Msg: "nope: not found on PATH"}, "process p could not start"), 127},
+		// Through a server: the cause is only text.
+		{spec.Wrap(spec.CodeExecFailed, "process", errors.New("warden: spawn failed with 126: /tmp: permission denied"), "process p could not start"), 126},
+		{spec.Wrap(spec.CodeExecFailed, "process", errors.New("warden: spawn failed with 127: exit 126: not found on PATH"), "process p could not start"), 127},
+		// Without the warden: Docker's report.
+		{spec.Errorf(spec.CodeExecFailed, "dockerio.exec", "exit 126: permission denied"), 126},
+		{spec.Errorf(spec.CodeExecFailed, "dockerio.exec", "exec e ended (exit 126) before it started: %q", "cannot execute"), 126},
+		{spec.Errorf(spec.CodeExecFailed, "dockerio.exec", "exit 127: executable file not found"), 127},
+		{spec.Errorf(spec.CodeExecFailed, "process", "process p ended before it could be attached (exit 1)"), 127},
+	} {
+		if got := startFailure(tc.err); got != tc.want {
+			t.Errorf("%v: exit %d, want %d", tc.err, got, tc.want)
+		}
+	}
+	if got := startFailure(spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "stopped")); got != 125 {
+		t.Errorf("a start refused by stockade: exit %d, want 125", got)
 	}
 }
 
@@ -366,7 +413,7 @@ func TestCompletion(t *testing.T) {
 		if code := dispatch(context.Background(), []string{"completion", shell}, nil, &out, &errb); code != 0 {
 			t.Fatalf("%s: exit %d %q", shell, code, errb.String())
 		}
-		for _, want := range []string{"sandbox", "exec", "journal", "cp", "create", "inspect", "replay", "diff"} {
+		for _, want := range []string{"sandbox", "exec", "journal", "cp", "logs", "create", "inspect", "replay", "diff"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s script lacks %q", shell, want)
 			}

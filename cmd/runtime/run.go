@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/warden"
 )
 
 type runCmd struct {
@@ -153,10 +156,7 @@ func runIn(ctx context.Context, sb host.Sandbox, p spec.Process, stdin io.Reader
 	}
 	proc, err := sb.Start(ctx, p)
 	if err != nil {
-		if spec.IsCode(err, spec.CodeExecFailed) {
-			return fail(stderr, err, 127)
-		}
-		return fail(stderr, err, 125)
+		return fail(stderr, err, startFailure(err))
 	}
 	if tty != nil {
 		defer tty.restore()
@@ -208,12 +208,45 @@ func runIn(ctx context.Context, sb host.Sandbox, p spec.Process, stdin io.Reader
 	case err == nil:
 		return res.ExitCode
 	case spec.IsCode(err, spec.CodeExecFailed):
-		return fail(stderr, err, 127)
+		if res.ExitCode == 126 || res.ExitCode == 127 {
+			return fail(stderr, err, res.ExitCode)
+		}
+		return fail(stderr, err, notStarted(err))
 	case res.ExitCode >= 0:
 		fmt.Fprintf(stderr, "stockade: process ended: %s: %v\n", res.Reason, err)
 		return res.ExitCode
 	}
 	return fail(stderr, err, 125)
+}
+
+// startFailure is the exit code for a failed Start: 126 or 127 when the
+// command could not be started (notStarted), 125 when stockade failed.
+func startFailure(err error) int {
+	if spec.IsCode(err, spec.CodeExecFailed) {
+		return notStarted(err)
+	}
+	return 125
+}
+
+// notStartedText finds the code in an exec_failed error's text: the
+// warden's "spawn failed with 126", Docker's "exit 126" (see
+// dockerio.ExecFailure). The leftmost match is stockade's own words; the
+// command's name comes after them.
+var notStartedText = regexp.MustCompile(`\b(?:spawn failed with|exit) (12[67])\b`)
+
+// notStarted is the exit code for a command that could not start, as a
+// shell has it: 126 found but not executable, 127 not found. Embedded, the
+// warden's *warden.SpawnError carries the code; through a server only the
+// error's text arrives, which says it too. Anything else is 127.
+func notStarted(err error) int {
+	var se *warden.SpawnError
+	if errors.As(err, &se) && (se.Code == 126 || se.Code == 127) {
+		return se.Code
+	}
+	if m := notStartedText.FindStringSubmatch(err.Error()); m != nil && m[1] == "126" {
+		return 126
+	}
+	return 127
 }
 
 // printHistory prints one line per event: its time, the time since the

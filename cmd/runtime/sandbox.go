@@ -16,7 +16,7 @@ import (
 
 // sandboxUsage is each sandbox subcommand's usage line.
 var sandboxUsage = map[string]string{
-	"create":  "stockade sandbox create [policy flags] [--image I]",
+	"create":  "stockade sandbox create [policy flags] [--ttl D] [--image I]",
 	"ls":      "stockade sandbox ls [--json]",
 	"inspect": "stockade sandbox inspect ID [--json]",
 	"stop":    "stockade sandbox stop ID",
@@ -266,7 +266,7 @@ func (c *execCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr i
 	}
 	id, err := d.StartDetached(ctx, c.proc)
 	if err != nil {
-		return fail(stderr, err, 125)
+		return fail(stderr, err, startFailure(err))
 	}
 	fmt.Fprintln(stdout, id)
 	return 0

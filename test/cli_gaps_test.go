@@ -1,0 +1,185 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/internal/dockertest"
+	"github.com/stockade/stockade/lifecycle"
+)
+
+// buildStockade builds the stockade binary into a temporary directory.
+func buildStockade(t testing.TB) string {
+	t.Helper()
+	root, err := dockertest.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "stockade")
+	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "runtime")).CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestCLIServedSandboxCommands: with `stockade serve` holding the journal
+// (so no command can run embedded beside it), the kept-sandbox commands go
+// through it: exec -i, a command that cannot start (126/127, its code
+// carried over the wire as text), cp both ways (a file and a directory),
+// sandbox inspect, sandbox stop (then exec refused, cp out still working),
+// rm; `journal tail` sees a new event. Once the server is gone, `journal
+// show --follow` and `journal tail` fail saying they need one.
+func TestCLIServedSandboxCommands(t *testing.T) {
+	e := newCLI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv := e.serve(t, ctx)
+
+	// The tail shows only events committed after it subscribed: started
+	// first, it has long subscribed when the exec it must see runs (and
+	// that exec is retried below if not).
+	var tailed lockedBuffer
+	tailCmd := exec.Command(e.bin, "--journal", e.journal, "journal", "tail")
+	tailCmd.Stdout, tailCmd.Stderr = &tailed, &tailed
+	tail := startSubprocess(t, tailCmd)
+
+	code, out, errOut := e.run(t, "", "sandbox", "create", "--memory", "128m")
+	id := strings.TrimSpace(out)
+	if code != 0 || id == "" || strings.Contains(id, "\n") {
+		t.Fatalf("create: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := e.run(t, "piped\n", "exec", "-i", id, "--", "sh", "-c", "cat; exit 5"); code != 5 || out != "piped\n" || errOut != "" {
+		t.Fatalf("exec -i through the server: %d %q %q", code, out, errOut)
+	}
+	checkNotStarted(t, e, id)
+
+	local := t.TempDir()
+	os.WriteFile(filepath.Join(local, "in.txt"), []byte("into the sandbox\n"), 0o644)
+	os.MkdirAll(filepath.Join(local, "tree", "sub"), 0o755)
+	os.WriteFile(filepath.Join(local, "tree", "sub", "leaf"), []byte("leaf\n"), 0o600)
+	if code, _, errOut := e.run(t, "", "cp", filepath.Join(local, "in.txt"), id+":work/"); code != 0 {
+		t.Fatalf("cp in through the server: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.run(t, "", "cp", filepath.Join(local, "tree"), id+":work/copied"); code != 0 {
+		t.Fatalf("cp in a directory through the server: %d %q", code, errOut)
+	}
+	if code, out, errOut := e.run(t, "", "exec", id, "--", "sh", "-c", "cat in.txt copied/sub/leaf; echo made >out.txt"); code != 0 || out != "into the sandbox\nleaf\n" {
+		t.Fatalf("what was copied in: %d %q %q", code, out, errOut)
+	}
+	back := filepath.Join(local, "back.txt")
+	if code, _, errOut := e.run(t, "", "cp", id+":work/out.txt", back); code != 0 {
+		t.Fatalf("cp out through the server: %d %q", code, errOut)
+	}
+	if b, err := os.ReadFile(back); err != nil || string(b) != "made\n" {
+		t.Fatalf("copied out: %q %v", b, err)
+	}
+	if code, _, errOut := e.run(t, "", "cp", id+":work/copied", filepath.Join(local, "out-tree")); code != 0 {
+		t.Fatalf("cp out a directory through the server: %d %q", code, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(local, "out-tree", "sub", "leaf")); err != nil || string(b) != "leaf\n" {
+		t.Fatalf("directory copied out: %q %v", b, err)
+	}
+
+	inspect := func(want lifecycle.Phase) {
+		t.Helper()
+		code, out, errOut := e.run(t, "", "sandbox", "inspect", "--json", id)
+		var st lifecycle.Sandbox
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.ID != id || st.Phase != want || st.Spec.Policy.MemoryBytes != 128<<20 {
+			t.Fatalf("inspect --json through the server: %d %q %q; want phase %q", code, out, errOut, want)
+		}
+		if code, out, errOut := e.run(t, "", "sandbox", "inspect", id); code != 0 || !strings.Contains(out, id) {
+			t.Fatalf("inspect through the server: %d %q %q", code, out, errOut)
+		}
+	}
+	inspect(lifecycle.PhaseStarted)
+
+	// journal tail: a process's exit, committed while it follows.
+	sawTail := false
+	for try := 0; try < 5 && !sawTail; try++ {
+		if code, _, errOut := e.run(t, "", "exec", id, "--", "sh", "-c", "exit 7"); code != 7 {
+			t.Fatalf("exec while tailed: %d %q", code, errOut)
+		}
+		for wait := 0; wait < 50 && !sawTail; wait++ {
+			for _, l := range strings.Split(tailed.String(), "\n") {
+				sawTail = sawTail || strings.Contains(l, "process.exited") && strings.Contains(l, "code 7")
+			}
+			if !sawTail {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+	if !sawTail {
+		t.Fatalf("journal tail did not show the new process's exit:\n%s", tailed.String())
+	}
+	tail.cmd.Process.Kill()
+	<-tail.done
+
+	if code, _, errOut := e.run(t, "", "sandbox", "stop", id); code != 0 {
+		t.Fatalf("stop through the server: %d %q", code, errOut)
+	}
+	inspect(lifecycle.PhaseExited)
+	if code, _, errOut := e.run(t, "", "exec", id, "--", "true"); code != 125 || !strings.Contains(errOut, "admission_closed") {
+		t.Fatalf("exec in a stopped sandbox through the server: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.run(t, "", "cp", id+":work/out.txt", filepath.Join(local, "after-stop.txt")); code != 0 {
+		t.Fatalf("cp out of a stopped sandbox through the server: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.run(t, "", "sandbox", "rm", id); code != 0 {
+		t.Fatalf("rm through the server: %d %q", code, errOut)
+	}
+	if err := srv.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("serve after SIGTERM: %v\n%s", err, srv.logs.String())
+	}
+
+	// No server: what follows live events says it needs one, in one line.
+	for _, args := range [][]string{{"journal", "show", "--follow", id}, {"journal", "tail"}} {
+		code, out, errOut := e.run(t, "", args...)
+		if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "unsupported") || !strings.Contains(errOut, "stockade serve") {
+			t.Errorf("%q with no server: %d %q %q, want exit 1 and one line saying it needs stockade serve", args, code, out, errOut)
+		}
+	}
+}
+
+// TestCLIUsageErrorsAsSubprocess: bad input to the built binary exits 2
+// with nothing on stdout and one invalid_argument line on stderr, with no
+// daemon to reach and no journal made.
+func TestCLIUsageErrorsAsSubprocess(t *testing.T) {
+	bin := buildStockade(t)
+	dir := t.TempDir()
+	jpath := filepath.Join(dir, "state", "journal.db")
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{nil, "no command given"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"exec", "sb1"}, "no command given"},
+		{[]string{"run", "--memory", "lots", "--", "true"}, `--memory "lots"`},
+		{[]string{"sandbox", "create", "--ttl", "-1s"}, "--ttl"},
+		{[]string{"logs", "--stdout", "--stderr", "p1"}, "exclude each other"},
+		{[]string{"journal", "show"}, "missing arguments"},
+		{[]string{"cp", "a", "b"}, "ID:PATH"},
+	} {
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Env = append(os.Environ(), "STOCKADE_JOURNAL="+jpath, "DOCKER_HOST=unix://"+filepath.Join(dir, "no-daemon.sock"))
+		var out, errb lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := cmd.ProcessState.ExitCode()
+		e := errb.String()
+		if code != 2 || out.String() != "" || strings.Count(e, "\n") != 1 || !strings.HasSuffix(e, "\n") ||
+			!strings.HasPrefix(e, "stockade: ") || !strings.Contains(e, "invalid_argument") || !strings.Contains(e, tc.says) {
+			t.Errorf("%q: exit %d (%v), stdout %q, stderr %q; want exit 2 and one invalid_argument line saying %q", tc.args, code, err, out.String(), e, tc.says)
+		}
+	}
+	if _, err := os.Stat(filepath.Dir(jpath)); !os.IsNotExist(err) {
+		t.Errorf("a usage error made the journal's directory: %v", err)
+	}
+}
