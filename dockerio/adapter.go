@@ -56,6 +56,8 @@ type Adapter struct {
 	egress        []byte
 	egressImageID string
 	subnets       netip.Prefix
+	outside       map[string]netFacts   // by owner, once read back
+	pendingEgress map[string]chan error // egress starts a create began, by owner/id
 
 	imgMu  sync.Mutex
 	images map[string]ImageFacts // by image ID; images are immutable

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
@@ -158,11 +157,7 @@ func progressError(r io.Reader) error {
 // allocSubnet finds the first block of the given size in the range that no
 // network on the daemon overlaps. Callers hold netMu; another runtime's
 // concurrent pick is caught by the daemon's overlap refusal (retried).
-func (a *Adapter) allocSubnet(ctx context.Context, cli *client.Client, bits int, skip []netip.Prefix) (netip.Prefix, error) {
-	nets, err := cli.NetworkList(ctx, network.ListOptions{})
-	if err != nil {
-		return netip.Prefix{}, translate(err, "dockerio.network", "listing networks")
-	}
+func (a *Adapter) allocSubnet(nets []network.Summary, bits int, skip []netip.Prefix) (netip.Prefix, error) {
 	used := slices.Clone(skip)
 	for _, n := range nets {
 		for _, c := range n.IPAM.Config {
@@ -198,16 +193,18 @@ func (a *Adapter) ensureNetworkOf(ctx context.Context, cli *client.Client, name 
 	defer a.netMu.Unlock()
 	var tried []netip.Prefix
 	for attempt := 0; ; attempt++ {
-		list, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+		// One list serves both: is the name taken (adopt it), and which
+		// subnets are.
+		list, err := cli.NetworkList(ctx, network.ListOptions{})
 		if err != nil {
-			return netFacts{}, translate(err, "dockerio.network", "listing network %s", name)
+			return netFacts{}, translate(err, "dockerio.network", "listing networks")
 		}
 		for _, n := range list {
 			if n.Name == name {
 				return a.verifyNetwork(ctx, cli, n.ID, name, labels, options, internal)
 			}
 		}
-		subnet, err := a.allocSubnet(ctx, cli, bits, tried)
+		subnet, err := a.allocSubnet(list, bits, tried)
 		if err != nil {
 			return netFacts{}, err
 		}
@@ -279,9 +276,33 @@ func OutsideName(owner string) string { return "stockade-" + owner + "-outside" 
 // outsideNetwork makes or adopts the owner's shared outside network, where
 // egress containers reach the world. Inter-container traffic on it is off:
 // one sandbox's proxy cannot reach another's.
-func (a *Adapter) outsideNetwork(ctx context.Context, cli *client.Client, owner string) (netFacts, error) {
+func (a *Adapter) outsideNetwork(ctx context.Context, cli *client.Client, owner string, cached bool) (netFacts, error) {
+	if cached {
+		a.netMu.Lock()
+		f, ok := a.outside[owner]
+		a.netMu.Unlock()
+		if ok {
+			return f, nil
+		}
+	}
 	labels := map[string]string{LabelOwner: owner, LabelRole: string(RoleOutside), LabelRevision: a.profile.Revision()}
-	return a.ensureNetworkOf(ctx, cli, OutsideName(owner), labels, map[string]string{optEnableICC: "false"}, false, outsideSubnetBits)
+	f, err := a.ensureNetworkOf(ctx, cli, OutsideName(owner), labels, map[string]string{optEnableICC: "false"}, false, outsideSubnetBits)
+	if err == nil {
+		a.netMu.Lock()
+		if a.outside == nil {
+			a.outside = map[string]netFacts{}
+		}
+		a.outside[owner] = f
+		a.netMu.Unlock()
+	}
+	return f, err
+}
+
+// forgetOutside drops the cached outside network (it failed a use).
+func (a *Adapter) forgetOutside(owner string) {
+	a.netMu.Lock()
+	delete(a.outside, owner)
+	a.netMu.Unlock()
 }
 
 // proxyAddr is the proxy's address on an internal network: its subnet's
@@ -517,27 +538,78 @@ func VerifyEgress(raw []byte, e EgressExpect) error {
 	return nil
 }
 
-// createEgressRole makes an allowlist sandbox's networks and egress
-// container (not started); sb.Network, Outside, Proxy and Egress are set as
-// each is made, so a failure leaves the caller what to roll back.
-func (a *Adapter) createEgressRole(ctx context.Context, cli *client.Client, sb Sandbox) (Sandbox, error) {
-	if !a.HasEgress() {
-		return sb, spec.Errorf(spec.CodeUnsupported, "dockerio.egress", "this runtime has no stockade-egress binary: the allowlist network needs it")
-	}
-	internal, err := a.internalNetwork(ctx, cli, sb)
-	if err != nil {
-		return sb, err
-	}
-	sb.Network, sb.Proxy = internal.ID, netip.AddrPortFrom(proxyAddr(internal.Subnet), ProxyPort).String()
-	outside, err := a.outsideNetwork(ctx, cli, sb.Owner)
+// createEgressRole makes an allowlist sandbox's egress container on its
+// internal network (made by the caller) and the owner's outside network,
+// and starts it in the background; sb.Outside and Egress are set as each
+// is made.
+func (a *Adapter) createEgressRole(ctx context.Context, cli *client.Client, sb Sandbox, internal netFacts) (Sandbox, error) {
+	outside, err := a.outsideNetwork(ctx, cli, sb.Owner, true)
 	if err != nil {
 		return sb, err
 	}
 	sb.Outside = outside.ID
 	if sb.Egress, err = a.createEgress(ctx, cli, sb, internal); err != nil {
+		// The cached outside network may be what failed: read it back
+		// next time.
+		a.forgetOutside(sb.Owner)
 		return sb, err
 	}
-	return sb, a.readbackEgress(ctx, cli, sb, false)
+	if err := a.readbackEgress(ctx, cli, sb, false); err != nil {
+		return sb, err
+	}
+	// Started now and in the background: a container start on two networks
+	// is the slowest step of a create, and it overlaps the workload's
+	// containers and start this way. StartSandbox (or a removal) waits for
+	// it. The proxy admits only what it was told to.
+	done := make(chan error, 1)
+	a.netMu.Lock()
+	if a.pendingEgress == nil {
+		a.pendingEgress = map[string]chan error{}
+	}
+	a.pendingEgress[sb.Owner+"/"+sb.ID] = done
+	a.netMu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		done <- a.startEgress(ctx, cli, sb)
+	}()
+	return sb, nil
+}
+
+// egressStarted waits for the egress start its create began; without one
+// pending (a later runtime, or a second call), it reads the egress back
+// running.
+func (a *Adapter) egressStarted(ctx context.Context, cli *client.Client, sb Sandbox) error {
+	key := sb.Owner + "/" + sb.ID
+	a.netMu.Lock()
+	done, ok := a.pendingEgress[key]
+	delete(a.pendingEgress, key)
+	a.netMu.Unlock()
+	if !ok {
+		return a.readbackEgress(ctx, cli, sb, true)
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return translate(ctx.Err(), "dockerio.egress", "waiting for egress %s to start", sb.Egress)
+	}
+}
+
+// settleEgress waits (bounded) for a pending egress start of a sandbox
+// about to be removed, so no start races the removal.
+func (a *Adapter) settleEgress(sb Sandbox) {
+	key := sb.Owner + "/" + sb.ID
+	a.netMu.Lock()
+	done, ok := a.pendingEgress[key]
+	delete(a.pendingEgress, key)
+	a.netMu.Unlock()
+	if ok {
+		select {
+		case <-done:
+		case <-time.After(cleanupTimeout):
+		}
+	}
 }
 
 // OpenEgress opens a control link to the sandbox's proxy: an exec of
@@ -568,7 +640,7 @@ func (a *Adapter) EnsureEgress(ctx context.Context, sb Sandbox) (Sandbox, bool, 
 	if want := netip.AddrPortFrom(proxyAddr(internal.Subnet), ProxyPort).String(); sb.Proxy != want {
 		return sb, false, unsupported("dockerio.egress", "sandbox %s: its proxy address is %s, its network says %s", sb.ID, sb.Proxy, want)
 	}
-	outside, err := a.outsideNetwork(ctx, cli, sb.Owner)
+	outside, err := a.outsideNetwork(ctx, cli, sb.Owner, false)
 	if err != nil {
 		return sb, false, err
 	}

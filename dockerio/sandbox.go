@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/netip"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -110,10 +111,39 @@ func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, im
 			return sb, err
 		}
 	case spec.NetworkAllowlist:
-		if sb, err = a.createEgressRole(ctx, cli, sb); err != nil {
+		if !a.HasEgress() {
+			return sb, spec.Errorf(spec.CodeUnsupported, "dockerio.egress", "this runtime has no stockade-egress binary, which the allowlist network needs: build it beside stockade (make build) or point $STOCKADE_EGRESS at one")
+		}
+		internal, err := a.internalNetwork(ctx, cli, sb)
+		if err != nil {
 			return sb, err
 		}
+		sb.Network, sb.Proxy = internal.ID, netip.AddrPortFrom(proxyAddr(internal.Subnet), ProxyPort).String()
+		// The egress role is made beside the workload's containers: it
+		// shares nothing with them but the network, now made.
+		type made struct {
+			sb  Sandbox
+			err error
+		}
+		done := make(chan made, 1)
+		go func() {
+			e, err := a.createEgressRole(ctx, cli, sb, internal)
+			done <- made{e, err}
+		}()
+		sb, err = a.createContainers(ctx, cli, sb, img)
+		m := <-done
+		sb.Outside, sb.Egress = m.sb.Outside, m.sb.Egress
+		if err != nil {
+			return sb, err
+		}
+		return sb, m.err
 	}
+	return a.createContainers(ctx, cli, sb, img)
+}
+
+// createContainers makes the export and workload containers, reads them
+// back and seeds the workspace.
+func (a *Adapter) createContainers(ctx context.Context, cli *client.Client, sb Sandbox, img ImageFacts) (Sandbox, error) {
 	for _, role := range []Role{RoleExport, RoleWorkload} {
 		id, err := a.ensureContainer(ctx, cli, sb, role)
 		if err != nil {
@@ -227,16 +257,25 @@ func (a *Adapter) StartSandbox(ctx context.Context, sb Sandbox) error {
 	if err != nil {
 		return err
 	}
+	egressDone := make(chan error, 1)
 	if sb.Egress != "" {
-		// The proxy first: the workload's first process may need it.
-		if err := a.startEgress(ctx, cli, sb); err != nil {
-			return err
-		}
+		// The proxy's start began with the create (its address is the
+		// last of the subnet: no start order can take it); it ends, read
+		// back running, beside the workload's start.
+		go func() { egressDone <- a.egressStarted(ctx, cli, sb) }()
+	} else {
+		egressDone <- nil
 	}
-	if err := cli.ContainerStart(ctx, sb.Workload, container.StartOptions{}); err != nil {
-		return translate(err, "dockerio.start", "starting workload %s", sb.Workload)
+	err = cli.ContainerStart(ctx, sb.Workload, container.StartOptions{})
+	if err != nil {
+		err = translate(err, "dockerio.start", "starting workload %s", sb.Workload)
+	} else {
+		err = a.verify(ctx, cli, sb)
 	}
-	return a.verify(ctx, cli, sb)
+	if eerr := <-egressDone; err == nil {
+		err = eerr
+	}
+	return err
 }
 
 func (a *Adapter) verify(ctx context.Context, cli *client.Client, sb Sandbox) error {
@@ -305,6 +344,7 @@ func (a *Adapter) RemoveSandbox(ctx context.Context, sb Sandbox) error {
 	if err := checkID("sandbox", sb.ID); err != nil {
 		return err
 	}
+	a.settleEgress(sb)
 	return a.removeLabelled(ctx, cli, sb.Owner, sb.ID)
 }
 
