@@ -15,7 +15,7 @@ var ErrResumed = errors.New("egress: resume already sent on this link")
 
 // ErrLineTooLong is the cause of the *ProtocolError returned for a line over
 // MaxLine bytes.
-var ErrLineTooLong = errors.New("line too long")
+var ErrLineTooLong = errors.New("egress: line too long")
 
 // ProtocolError is returned when the peer broke the control protocol: a
 // line too long, not JSON, of an unknown kind or shape. The link ends.

@@ -105,6 +105,7 @@ func decide(rules []spec.EgressRule, host string, port uint16, addrs []netip.Add
 	}
 	// refused is the first special address some rule would have admitted
 	// had it not been special: the most useful thing to tell the user.
+	// Otherwise the reason is that no rule admits host:port.
 	var first, refused netip.Addr
 	refusedRange := ""
 	for _, a := range addrs {
@@ -143,17 +144,9 @@ func decide(rules []spec.EgressRule, host string, port uint16, addrs []netip.Add
 	case !first.IsValid():
 		return Verdict{Reason: "no address for " + host}
 	case refused.IsValid():
-		return Verdict{Addr: refused, Reason: specialReason(refused, refusedRange)}
-	case !isName:
-		if name, ok := Special(first); ok {
-			return Verdict{Addr: first, Reason: specialReason(first, name)}
-		}
+		return Verdict{Addr: refused, Reason: fmt.Sprintf("%s is %s: refused unless a rule names it", refused, refusedRange)}
 	}
 	return Verdict{Addr: first, Reason: "no rule admits " + net.JoinHostPort(host, strconv.Itoa(int(port)))}
-}
-
-func specialReason(a netip.Addr, rangeName string) string {
-	return fmt.Sprintf("%s is %s: refused unless a rule names it", a, rangeName)
 }
 
 // NeedsLookup reports whether looking host up could lead to an allowed

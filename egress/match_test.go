@@ -165,7 +165,7 @@ func TestDecide(t *testing.T) {
 		{name: "metadata named", rules: "169.254.169.254:80", host: "169.254.169.254", port: 80,
 			allow: true, addr: "169.254.169.254", rule: "169.254.169.254:80"},
 		{name: "metadata, no rules", host: "169.254.169.254", port: 80,
-			addr: "169.254.169.254", reason: "169.254.169.254 is metadata: refused unless a rule names it"},
+			addr: "169.254.169.254", reason: "no rule admits 169.254.169.254:80"},
 		{name: "later rule is specific enough", rules: "0.0.0.0/0,127.0.0.1:8080", host: "127.0.0.1", port: 8080,
 			allow: true, addr: "127.0.0.1", rule: "127.0.0.1:8080"},
 		{name: "v6 everything does not admit ula", rules: "::/0", host: "fd00::1", port: 443,
@@ -182,6 +182,8 @@ func TestDecide(t *testing.T) {
 			addr: "2606:4700::1111", reason: "no rule admits [2606:4700::1111]:443"},
 		{name: "zoned link-local named", rules: "fe80::1", host: "fe80::1%eth0", port: 80,
 			allow: true, addr: "fe80::1%eth0", rule: "fe80::1"},
+		{name: "loopback, another port named", rules: "127.0.0.1:8080", host: "127.0.0.1", port: 22,
+			addr: "127.0.0.1", reason: "no rule admits 127.0.0.1:22"},
 		{name: "nat64 needs naming", rules: "::/0", host: "64:ff9b::a00:1", port: 80,
 			addr: "64:ff9b::a00:1", reason: "is nat64"},
 		{name: "name rule and a broad CIDR both refused for loopback", rules: "localhost,0.0.0.0/0", host: "localhost", port: 80, addrs: addrs("127.0.0.1"),
@@ -275,6 +277,7 @@ func FuzzDecide(f *testing.F) {
 	f.Add("10.0.0.0/8,example.com", "example.com", uint16(80), []byte{4, 10, 0, 0, 1, 4, 8, 8, 8, 8})
 	f.Add("169.254.0.0/16", "169.254.169.254", uint16(80), []byte{})
 	f.Add("*.example.com,::/0", "a.example.com", uint16(1), []byte{16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1})
+	f.Add("fe80::/10", "fe80::1%eth0", uint16(80), []byte{})
 	f.Add("localhost,127.0.0.1:8080", "localhost", uint16(8080), []byte{4, 127, 0, 0, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, ruleText, host string, port uint16, raw []byte) {
 		rs, err := spec.ParseEgressRules(ruleText)
@@ -318,11 +321,12 @@ func FuzzDecide(f *testing.F) {
 			t.Fatalf("allowed by %q: %v", v.Rule, err)
 		}
 		name := strings.TrimSuffix(strings.ToLower(host), ".")
-		if !r.MatchesAddr(v.Addr, port) && !(lit == netip.Addr{} && r.MatchesName(name, port)) {
+		a := v.Addr.WithZone("") // rules never hold a zoned address
+		if !r.MatchesAddr(a, port) && !(lit == netip.Addr{} && r.MatchesName(name, port)) {
 			t.Fatalf("rule %q does not admit %s (%v) port %d", v.Rule, host, v.Addr, port)
 		}
 		if rng, _, special := specialRange(v.Addr); special {
-			if r.Host != "" || !r.MatchesAddr(v.Addr, port) || r.Prefix.Bits() < rng.Bits() || !rng.Contains(r.Prefix.Addr()) {
+			if r.Host != "" || !r.MatchesAddr(a, port) || r.Prefix.Bits() < rng.Bits() || !rng.Contains(r.Prefix.Addr()) {
 				t.Fatalf("special %v allowed by %q, not an address rule inside %v", v.Addr, v.Rule, rng)
 			}
 		}

@@ -1,164 +1,261 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/spec"
 )
 
-// ctlConn is the runtime's control connection: one at a time (a new one
-// replaces the old, whose runtime is gone or gave up on it).
-type ctlConn struct {
-	c      net.Conn
-	wmu    sync.Mutex
-	closed chan struct{}
-	once   sync.Once
-	// resumed and cursor (guarded by proxy.mu): decisions go out only after
-	// the runtime said from where.
-	resumed bool
-	cursor  uint64
+// listenControl listens on the control socket at path, readable and
+// writable by this user only. Its directory is created 0700 if missing; a
+// socket left by an earlier run is replaced.
+func listenControl(path string) (*net.UnixListener, error) {
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		os.Remove(path)
+	}
+	// The umask makes the socket 0600 from its first instant; the chmod
+	// covers a filesystem that ignores it. Nothing else creates files at
+	// this point, so changing the process's umask is safe.
+	old := syscall.Umask(0o177)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
-func (cc *ctlConn) close() {
-	cc.once.Do(func() {
-		close(cc.closed)
-		cc.c.Close()
+// session is one control client's link. A new client replaces the old one,
+// whose session is closed.
+type session struct {
+	conn net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func (s *session) close() {
+	s.once.Do(func() {
+		close(s.done)
+		s.conn.Close()
 	})
 }
 
-func (cc *ctlConn) send(m egress.Message) error {
-	cc.wmu.Lock()
-	defer cc.wmu.Unlock()
-	return egress.WriteMessage(cc.c, m)
+// outMsg is a message for the session's writer; last ends the session once
+// it is written (msg may then be nil).
+type outMsg struct {
+	msg  *egress.Message
+	last bool
 }
 
-func (p *proxy) acceptControl(ln net.Listener) error {
+// serveControl accepts control clients on l until l is closed, one at a
+// time.
+func (p *proxy) serveControl(l net.Listener) {
+	var backoff time.Duration
 	for {
-		c, err := ln.Accept()
+		c, err := l.Accept()
 		if err != nil {
-			return err
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			p.logRate("control accept: %v", err)
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
 		}
-		cc := &ctlConn{c: c, closed: make(chan struct{})}
+		backoff = 0
+		s := &session{conn: c, done: make(chan struct{})}
 		p.mu.Lock()
-		old := p.ctl
-		p.ctl = cc
-		hello := egress.Hello{Version: egress.ProtocolVersion, RulesVersion: p.rules.Load().version, Next: p.next, Oldest: p.next}
-		if len(p.ring) > 0 {
-			hello.Oldest = p.ring[0].Seq
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			return
 		}
+		old := p.ctl
+		p.ctl = s
+		p.wg.Add(2)
 		p.mu.Unlock()
 		if old != nil {
 			old.close()
 		}
-		if err := cc.send(egress.Message{Kind: egress.KindHello, Hello: hello}); err != nil {
-			cc.close()
-			continue
-		}
-		go p.readControl(cc)
-		go p.writeDecisions(cc)
+		// Answers wait here while the writer is busy; the reader stops
+		// reading when they back up, so nothing grows.
+		out := make(chan outMsg, 1)
+		resume := make(chan uint64, 1)
+		go p.writeSession(s, out, resume)
+		go p.readSession(s, out, resume)
 	}
 }
 
-// readControl takes the runtime's messages: new rules, where to resume.
-func (p *proxy) readControl(cc *ctlConn) {
-	defer cc.close()
-	lr := egress.NewLineReader(cc.c)
+// writeSession is a session's only writer: the hello, then answers, and
+// after a resume the ring's decisions. It never holds up the connections
+// being served: when it falls behind, the ring drops the oldest decisions
+// and it goes on from the oldest kept.
+func (p *proxy) writeSession(s *session, out <-chan outMsg, resume <-chan uint64) {
+	defer p.wg.Done()
+	defer s.close()
+	bw := bufio.NewWriterSize(s.conn, 64<<10)
+	var line []byte
+	write := func(m egress.Message) bool {
+		var err error
+		if line, err = m.AppendLine(line[:0]); err != nil {
+			// Only a bug makes an invalid message: drop it, keep the link.
+			p.logRate("control: %v", err)
+			return true
+		}
+		_, err = bw.Write(line)
+		return err == nil
+	}
+	oldest, next := p.ring.bounds()
+	hello := egress.Hello{Version: egress.ProtocolVersion, RulesVersion: p.rules.Load().version, Next: next, Oldest: oldest}
+	if !write(egress.Message{Kind: egress.KindHello, Hello: hello}) || bw.Flush() != nil {
+		return
+	}
+	var cursor uint64
+	streaming := false
+	batch := make([]egress.Decision, 0, 256)
+	// take handles a message from the reader; false ends the session.
+	take := func(o outMsg) bool {
+		if o.msg != nil && !write(*o.msg) {
+			return false
+		}
+		if o.last {
+			bw.Flush()
+			return false
+		}
+		return true
+	}
+	for {
+		var wake <-chan struct{}
+		if streaming {
+			batch, wake = p.ring.after(cursor, batch[:0], cap(batch))
+			for _, d := range batch {
+				if !write(egress.Message{Kind: egress.KindDecision, Decision: d}) {
+					return
+				}
+			}
+		}
+		if len(batch) > 0 {
+			cursor = batch[len(batch)-1].Seq
+			batch = batch[:0]
+			// More may be waiting: look at the reader's messages
+			// without blocking, then go on.
+			select {
+			case o := <-out:
+				if !take(o) {
+					return
+				}
+			case cursor = <-resume:
+			case <-s.done:
+				return
+			default:
+			}
+			continue
+		}
+		if bw.Flush() != nil {
+			return
+		}
+		select {
+		case o := <-out:
+			if !take(o) {
+				return
+			}
+		case cursor = <-resume:
+			streaming = true
+		case <-wake:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// readSession reads the runtime's messages: rules are applied and
+// answered (through the writer, in order), resume moves the writer's
+// cursor. The runtime's end of the link ends the session; a protocol
+// violation ends it with an error as the last word.
+func (p *proxy) readSession(s *session, out chan<- outMsg, resume chan uint64) {
+	defer p.wg.Done()
+	send := func(o outMsg) bool {
+		select {
+		case out <- o:
+			return true
+		case <-s.done:
+			return false
+		}
+	}
+	lr := egress.NewLineReader(s.conn)
 	for {
 		line, err := lr.ReadLine()
 		if err != nil {
+			if egress.IsProtocol(err) || errors.Is(err, io.ErrUnexpectedEOF) {
+				p.logRate("control: %v", err)
+				send(lastWord(err))
+				return
+			}
+			send(outMsg{last: true}) // flush the answers, then close
 			return
 		}
 		m, err := egress.ParseMessage(line)
-		if err != nil || m.Kind.FromProxy() {
-			cc.send(egress.Message{Kind: egress.KindError, Error: fmt.Sprintf("bad control message: %v", err)})
+		if err == nil && m.Kind.FromProxy() {
+			err = &egress.ProtocolError{Msg: fmt.Sprintf("a %s message from the runtime", m.Kind)}
+		}
+		if err != nil {
+			p.logRate("control: line %d: %v", lr.Line(), err)
+			send(lastWord(err))
 			return
 		}
 		switch m.Kind {
 		case egress.KindRules:
-			rules := make([]spec.EgressRule, 0, len(m.Rules))
-			var bad error
-			for _, r := range m.Rules {
-				rule, err := spec.ParseEgressRule(r)
-				if err != nil {
-					bad = err
-					break
-				}
-				rules = append(rules, rule)
-			}
-			if bad != nil {
-				cc.send(egress.Message{Kind: egress.KindError, Error: bad.Error()})
-				continue
-			}
-			p.rules.Store(&ruleSet{rules: rules, version: m.RulesVersion})
-			if err := cc.send(egress.Message{Kind: egress.KindApplied, Applied: m.RulesVersion}); err != nil {
+			a := p.apply(m.RulesVersion, m.Rules)
+			if !send(outMsg{msg: &a}) {
 				return
 			}
 		case egress.KindResume:
-			p.mu.Lock()
-			cc.resumed, cc.cursor = true, m.Resume
-			close(p.notify)
-			p.notify = make(chan struct{})
-			p.mu.Unlock()
+			// The latest resume wins: replace one not yet taken.
+			select {
+			case <-resume:
+			default:
+			}
+			resume <- m.Resume
 		}
 	}
 }
 
-// writeDecisions sends the ring's decisions after the cursor, then each new
-// one, until the connection ends. The ring is read under the lock; lines
-// are written outside it.
-func (p *proxy) writeDecisions(cc *ctlConn) {
-	defer cc.close()
-	for {
-		p.mu.Lock()
-		var batch []egress.Decision
-		if cc.resumed {
-			for _, d := range p.ring {
-				if d.Seq > cc.cursor {
-					batch = append(batch, d)
-				}
-			}
-		}
-		wake := p.notify
-		p.mu.Unlock()
-		for _, d := range batch {
-			if err := cc.send(egress.Message{Kind: egress.KindDecision, Decision: d}); err != nil {
-				return
-			}
-			p.mu.Lock()
-			cc.cursor = d.Seq
-			p.mu.Unlock()
-		}
-		if len(batch) > 0 {
-			continue
-		}
-		select {
-		case <-wake:
-		case <-cc.closed:
-			return
-		}
-	}
+func lastWord(err error) outMsg {
+	m := egress.Message{Kind: egress.KindError, Error: clip("protocol: "+err.Error(), egress.MaxField)}
+	return outMsg{msg: &m, last: true}
 }
 
-// bridge is `stockade-egress control SOCKET`: the runtime's exec copies its
-// stdin to the control socket and the socket to its stdout.
-func bridge(path string) int {
-	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "stockade-egress control: %v\n", err)
-		return 1
+// apply parses and puts in force one rules message, and returns its answer.
+// A bad rule leaves the old rules in force.
+func (p *proxy) apply(version uint64, texts []string) egress.Message {
+	rules := make([]spec.EgressRule, 0, len(texts))
+	for i, t := range texts {
+		r, err := spec.ParseEgressRule(t)
+		if err != nil {
+			return egress.Message{Kind: egress.KindError, Error: clip(fmt.Sprintf("rule %d: %v", i, err), egress.MaxField)}
+		}
+		rules = append(rules, r)
 	}
-	go func() {
-		io.Copy(c, os.Stdin)
-		c.CloseWrite()
-	}()
-	if _, err := io.Copy(os.Stdout, c); err != nil {
-		fmt.Fprintf(os.Stderr, "stockade-egress control: %v\n", err)
-		return 1
-	}
-	return 0
+	p.setRules(version, rules)
+	return egress.Message{Kind: egress.KindApplied, Applied: version}
 }

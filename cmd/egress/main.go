@@ -1,85 +1,70 @@
-// Command stockade-egress is the forward proxy of a stockade sandbox on the
-// allowlist network. It runs alone in its own container (the egress role),
-// on the sandbox's internal network and on the owner's outside network, and
-// admits an HTTP CONNECT or a plain HTTP request only when the egress rules
-// allow its host (and the address it resolves to) and port. It connects to
-// the very address it checked. Every decision is kept in a bounded ring and
-// reported to the runtime over a control socket (see package egress).
+// Command stockade-egress is the forward proxy that stands between a
+// sandbox with the allowlist network and the outside. The sandbox's
+// processes reach the outside only through it (their network has no other
+// route), with HTTP CONNECT host:port or a plain HTTP request with an
+// absolute http:// URI. It admits a request when the rules in force admit
+// host:port and the address the name resolves to (package
+// github.com/stockade/stockade/egress decides), connects to exactly that
+// address, and records every decision.
 //
-//	stockade-egress serve --listen ADDR:PORT --control SOCKET [--rules R,R] [--rules-version N]
-//	stockade-egress control SOCKET
-//	stockade-egress version
+// The runtime controls it over a unix socket (the protocol is package egress):
+// it replaces the rules while the proxy runs, and reads the decisions, which
+// the proxy keeps in a bounded ring so that a runtime that reconnects
+// resumes where it stopped. A rule change applies to new requests at once,
+// and cuts the connections it no longer admits.
+//
+// It is static (standard library only, no cgo), runs as an unprivileged
+// user in its own locked-down container, and bounds everything a client can
+// make it hold: request heads (64 KiB, 30 s), concurrent connections,
+// decisions. It logs to stderr only when it starts and on errors of its own.
+//
+// Usage:
+//
+//	stockade-egress serve --listen ADDR:PORT --control SOCKET [--rules R,R] [--rules-version N] [--max-conns N]
+//	stockade-egress control SOCKET    bridge stdin/stdout to the control socket
+//	stockade-egress version           print the control protocol's version
 package main
 
 import (
 	"fmt"
 	"os"
-	"strconv"
 
 	"github.com/stockade/stockade/egress"
-	"github.com/stockade/stockade/spec"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+const usage = `usage:
+  stockade-egress serve --listen ADDR:PORT --control SOCKET [--rules R,R] [--rules-version N] [--max-conns N]
+  stockade-egress control SOCKET
+  stockade-egress version
+`
 
-func usage() int {
-	fmt.Fprintln(os.Stderr, "usage: stockade-egress serve --listen ADDR:PORT --control SOCKET [--rules R,R] [--rules-version N] | control SOCKET | version")
-	return 2
+func main() {
+	os.Exit(run(os.Args[1:]))
 }
 
 func run(args []string) int {
 	if len(args) == 0 {
-		return usage()
+		fmt.Fprint(os.Stderr, usage)
+		return 2
 	}
 	switch args[0] {
-	case "version":
-		fmt.Println(egress.ProtocolVersion)
-		return 0
+	case "serve":
+		return serve(args[1:])
 	case "control":
 		if len(args) != 2 {
-			return usage()
-		}
-		return bridge(args[1])
-	case "serve":
-		var listen, control, rules string
-		var version uint64
-		rest := args[1:]
-		for len(rest) > 0 {
-			if len(rest) < 2 {
-				return usage()
-			}
-			switch rest[0] {
-			case "--listen":
-				listen = rest[1]
-			case "--control":
-				control = rest[1]
-			case "--rules":
-				rules = rest[1]
-			case "--rules-version":
-				v, err := strconv.ParseUint(rest[1], 10, 64)
-				if err != nil {
-					return usage()
-				}
-				version = v
-			default:
-				return usage()
-			}
-			rest = rest[2:]
-		}
-		if listen == "" || control == "" {
-			return usage()
-		}
-		rs, err := spec.ParseEgressRules(rules)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "stockade-egress: %v\n", err)
+			fmt.Fprint(os.Stderr, usage)
 			return 2
 		}
-		p := newProxy(rs, version)
-		if err := p.serve(listen, control); err != nil {
-			fmt.Fprintf(os.Stderr, "stockade-egress: %v\n", err)
-			return 1
+		return bridge(args[1])
+	case "version":
+		if len(args) != 1 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
 		}
+		fmt.Println(egress.ProtocolVersion)
 		return 0
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		return 2
 	}
-	return usage()
 }
