@@ -49,7 +49,8 @@ func (rt *Runtime) Logs(id string, fn func(OutputChunk) error) (OutputSummary, e
 // recordings go with its events. The recordings are listed before the
 // journal's streams, so a process started meanwhile (its stream is
 // journaled before its recording is made) is never taken for a removed
-// one. It returns how many entities were deleted.
+// one. A removed sandbox's egress decisions go too. It returns how many
+// entities were deleted.
 func (rt *Runtime) Retain(ctx context.Context, olderThan time.Duration) (int, error) {
 	n, err := rt.journal.Retain(ctx, olderThan)
 	if err != nil {
@@ -59,10 +60,17 @@ func (rt *Runtime) Retain(ctx context.Context, olderThan time.Duration) (int, er
 	if err != nil {
 		return n, err
 	}
-	live := map[string]bool{}
+	sandboxes, err := recorder.DecisionSandboxes(rt.recorder.Path())
+	if err != nil {
+		return n, err
+	}
+	live, liveSandbox := map[string]bool{}, map[string]bool{}
 	err = rt.journal.Streams(func(k journal.Key) error {
-		if k.Kind == journal.KindProcess {
+		switch k.Kind {
+		case journal.KindProcess:
 			live[k.ID] = true
+		case journal.KindSandbox:
+			liveSandbox[k.ID] = true
 		}
 		return nil
 	})
@@ -72,6 +80,13 @@ func (rt *Runtime) Retain(ctx context.Context, olderThan time.Duration) (int, er
 	for _, id := range ids {
 		if !live[id] {
 			if err := rt.recorder.Remove(id); err != nil {
+				return n, err
+			}
+		}
+	}
+	for _, id := range sandboxes {
+		if !liveSandbox[id] {
+			if err := recorder.RemoveDecisions(rt.recorder.Path(), id); err != nil {
 				return n, err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/stockade/stockade/egress"
@@ -198,4 +199,22 @@ func checkName(id string) error {
 		return spec.Errorf(spec.CodeInvalidArgument, "recorder.egress", "sandbox id %q is not a file name", id)
 	}
 	return nil
+}
+
+// DecisionSandboxes lists the sandboxes that have a decision log.
+func DecisionSandboxes(dir string) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(dir, "egress"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeJournal, "recorder.egress", err, "listing %s", filepath.Join(dir, "egress"))
+	}
+	var ids []string
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".jsonl"); ok && e.Type().IsRegular() {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
 }

@@ -429,3 +429,79 @@ func assertSandboxGone(t *testing.T, cli *client.Client, owner, id string) {
 		t.Errorf("sandbox %s left %d containers, %d networks, %d volumes", id, len(cs), len(ns), len(vs.Volumes))
 	}
 }
+
+// TestEgressCLI: the allowlist through the command line, embedded and
+// served: run --network allow=…, sandbox create --network allow=…, a rule
+// change with sandbox network, and the decisions in journal show --egress.
+func TestEgressCLI(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := newCLI(t)
+	gw := bridgeGateway(t, dockertest.Client(t))
+	allowed, other := startOutside(t), startOutside(t)
+	allowedTarget := fmt.Sprintf("%s:%d", gw, allowed.port)
+	otherTarget := fmt.Sprintf("%s:%d", gw, other.port)
+
+	// Embedded, one-shot.
+	code, out, errOut := e.run(t, "", "run", "--network", "allow="+allowedTarget, "--", "sh", "-c", connectVia(allowedTarget))
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("hello %d", allowed.port)) {
+		t.Fatalf("run --network allow=: %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := e.run(t, "", "run", "--network", "allow=a..b", "--", "true"); code != 2 || !strings.Contains(errOut, "a..b") {
+		t.Fatalf("a bad rule: exit %d, %s; want 2 naming the rule", code, errOut)
+	}
+
+	// Served, kept.
+	srv := e.serve(t, ctx)
+	code, out, errOut = e.run(t, "", "sandbox", "create", "--network", "allow="+allowedTarget)
+	if code != 0 {
+		t.Fatalf("sandbox create: %d %s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	if code, out, _ := e.run(t, "", "exec", id, "--", "sh", "-c", connectVia(otherTarget)); code != 0 || !strings.Contains(out, " 403 ") {
+		t.Fatalf("before the change, %s: %d\n%s", otherTarget, code, out)
+	}
+	if code, out, errOut := e.run(t, "", "sandbox", "network", id, "allow="+otherTarget); code != 0 || !strings.Contains(out, otherTarget) {
+		t.Fatalf("sandbox network: %d %s %s", code, out, errOut)
+	}
+	if code, out, _ := e.run(t, "", "exec", id, "--", "sh", "-c", connectVia(otherTarget)); code != 0 || !strings.Contains(out, fmt.Sprintf("hello %d", other.port)) {
+		t.Fatalf("after the change, %s: %d\n%s", otherTarget, code, out)
+	}
+	if code, _, errOut := e.run(t, "", "sandbox", "network", id, "open"); code != 2 || !strings.Contains(errOut, "fixed at create") {
+		t.Fatalf("changing the kind: exit %d %s; want 2", code, errOut)
+	}
+	var ds []egress.Decision
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out, errOut := e.run(t, "", "journal", "show", id, "--egress", "--json")
+		if code != 0 {
+			t.Fatalf("journal show --egress: %d %s", code, errOut)
+		}
+		ds = ds[:0]
+		dec := json.NewDecoder(strings.NewReader(out))
+		for {
+			var d egress.Decision
+			if err := dec.Decode(&d); err != nil {
+				break
+			}
+			ds = append(ds, d)
+		}
+		if len(ds) >= 2 && ds[len(ds)-1].Verdict == "allow" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(ds) < 2 || ds[0].Verdict != "deny" || ds[len(ds)-1].Verdict != "allow" || ds[len(ds)-1].Port != uint16(other.port) {
+		t.Fatalf("journal show --egress --json: %+v", ds)
+	}
+	if code, out, _ := e.run(t, "", "journal", "show", id, "--egress"); code != 0 || !strings.Contains(out, "VERDICT") || !strings.Contains(out, "deny") {
+		t.Fatalf("journal show --egress: %d\n%s", code, out)
+	}
+	if code, out, _ := e.run(t, "", "journal", "show", id, "--type", "sandbox.egress"); code != 0 || !strings.Contains(out, "egress_changed") {
+		t.Fatalf("the change is not in the journal: %d\n%s", code, out)
+	}
+	if code, _, errOut := e.run(t, "", "sandbox", "rm", "-f", id); code != 0 {
+		t.Fatalf("rm: %d %s", code, errOut)
+	}
+	srv.stop(t, syscall.SIGTERM)
+}

@@ -35,6 +35,12 @@ type (
 		ctl *egress.Control
 	}
 	egressDown struct{ gen int }
+	// egressGaveUp: the engine cannot make a link at all (no proxy: the
+	// fake engine); the loop ended.
+	egressGaveUp struct {
+		gen int
+		err error
+	}
 	// egressReplaced: the loop made the egress container anew.
 	egressReplaced struct {
 		gen    int
@@ -44,7 +50,7 @@ type (
 	egressApplied struct {
 		version uint64
 		err     error
-		reply   chan<- error
+		replies []chan<- error
 	}
 )
 
@@ -58,10 +64,17 @@ type egressState struct {
 	// the rules then in force go into its command line.
 	mu sync.Mutex
 	sb dockerio.Sandbox
+	// waiting: SetEgress replies held for the next link (the loop is
+	// making one: just after a create or a restart, or after a loss).
+	waiting []chan<- error
 }
 
-// egressRetry is the pause before a lost link is made again.
-const egressRetry = time.Second
+// egressRetry is the first pause before a lost link is made again; it
+// doubles up to egressRetryMax while the link keeps failing.
+const (
+	egressRetry    = time.Second
+	egressRetryMax = 30 * time.Second
+)
 
 // startEgress starts the link loop (an allowlist sandbox that runs).
 // ensure: read the egress role back first (recovery), making it anew if it
@@ -93,6 +106,10 @@ func (a *sandboxActor) stopEgress() {
 	}
 	a.e.cancel()
 	a.e.cancel = nil
+	for _, r := range a.e.waiting {
+		r <- spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is stopping: its journaled rules were not applied", a.p.ID)
+	}
+	a.e.waiting = nil
 	if a.e.ctl != nil {
 		a.e.ctl.Close()
 		a.e.ctl = nil
@@ -110,6 +127,12 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 			defer log.Close()
 		}
 	}
+	pause := egressRetry
+	backoff := func() bool {
+		ok := sleepCtx(ctx, pause)
+		pause = min(2*pause, egressRetryMax)
+		return ok
+	}
 	for ctx.Err() == nil {
 		a.e.mu.Lock()
 		sb := a.e.sb
@@ -120,7 +143,7 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 			cancel()
 			if err != nil {
 				a.deps.Log.Warn("the egress role could not be made whole", "sandbox", a.p.ID, "err", err)
-				if !sleepCtx(ctx, egressRetry) {
+				if !backoff() {
 					return
 				}
 				continue
@@ -134,33 +157,40 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 			sb = next
 		}
 		ensure = true
-		err := a.egressLink(ctx, gen, sb, log)
+		up, err := a.egressLink(ctx, gen, sb, log)
 		a.send(egressDown{gen: gen})
 		if ctx.Err() != nil {
 			return
 		}
+		if spec.IsCode(err, spec.CodeUnsupported) && !up {
+			a.send(egressGaveUp{gen: gen, err: err})
+			return
+		}
+		if up {
+			pause = egressRetry
+		}
 		a.deps.Log.Warn("the egress control link ended", "sandbox", a.p.ID, "err", err)
-		if !sleepCtx(ctx, egressRetry) {
+		if !backoff() {
 			return
 		}
 	}
 }
 
-// egressLink runs one control link until it ends.
-func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sandbox, log *recorder.DecisionLog) error {
+// egressLink runs one control link until it ends; up says it was made.
+func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sandbox, log *recorder.DecisionLog) (up bool, err error) {
 	octx, cancel := a.deps.DockerContext()
 	conn, err := a.deps.Engine.OpenEgress(octx, sb, &dockerio.LineLog{Log: func(line string) {
 		a.deps.Log.Warn("egress", "sandbox", a.p.ID, "stderr", line)
 	}, Max: 100})
 	if err != nil {
 		cancel()
-		return err
+		return false, err
 	}
 	ctl, err := egress.Open(octx, conn.R, conn.W, conn.C)
 	cancel()
 	if err != nil {
 		conn.C.Close()
-		return err
+		return false, err
 	}
 	defer ctl.Close()
 	var last uint64
@@ -178,13 +208,13 @@ func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sand
 			Reason: "decisions the proxy's ring dropped while no runtime read them"})
 	}
 	if err := ctl.Resume(last); err != nil {
-		return err
+		return false, err
 	}
 	a.send(egressUp{gen: gen, ctl: ctl})
 	for {
 		d, err := ctl.Next(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		if log != nil {
 			if err := log.Append(d); err != nil {
@@ -213,9 +243,24 @@ func (a *sandboxActor) onEgressUp(m egressUp) {
 		return
 	}
 	a.e.ctl = m.ctl
-	if m.ctl.Hello().RulesVersion != a.state.RulesVersion {
-		a.applyEgress(nil)
+	if m.ctl.Hello().RulesVersion != a.state.RulesVersion || len(a.e.waiting) > 0 {
+		waiting := a.e.waiting
+		a.e.waiting = nil
+		a.applyEgress(waiting...)
 	}
+}
+
+func (a *sandboxActor) onEgressGaveUp(m egressGaveUp) {
+	if m.gen != a.e.gen || a.e.cancel == nil {
+		return
+	}
+	a.e.cancel()
+	a.e.cancel = nil
+	for _, r := range a.e.waiting {
+		r <- spec.Wrap(spec.CodeStreamFailure, "sandbox", m.err, "sandbox %s: the rules are journaled, but its proxy cannot be reached", a.p.ID)
+	}
+	a.e.waiting = nil
+	a.deps.Log.Warn("no control link to the egress proxy can be made", "sandbox", a.p.ID, "err", m.err)
 }
 
 func (a *sandboxActor) onEgressDown(m egressDown) {
@@ -263,14 +308,19 @@ func (a *sandboxActor) setEgress(m SetEgress) {
 	a.applyEgress(m.Reply)
 }
 
-// applyEgress sends the journal's rules to the proxy off the mailbox.
-// Without a link, the rules wait for the next one (its hello shows the
-// proxy's version; onEgressUp applies them).
-func (a *sandboxActor) applyEgress(reply chan<- error) {
+// applyEgress sends the journal's rules to the proxy off the mailbox. With
+// no link but the loop making one, the replies wait for it (onEgressUp
+// applies the journal's rules to every new link whose proxy holds others;
+// the caller's context bounds the wait).
+func (a *sandboxActor) applyEgress(replies ...chan<- error) {
 	ctl := a.e.ctl
 	if ctl == nil {
-		if reply != nil {
-			reply <- spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s: the rules are journaled, but its proxy has no link now; they are applied when it is back", a.p.ID)
+		if a.e.cancel != nil {
+			a.e.waiting = append(a.e.waiting, replies...)
+			return
+		}
+		for _, r := range replies {
+			r <- spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s: the rules are journaled, but its proxy has no link; they are applied when the sandbox is next re-adopted", a.p.ID)
 		}
 		return
 	}
@@ -279,7 +329,7 @@ func (a *sandboxActor) applyEgress(reply chan<- error) {
 		ctx, cancel := a.deps.DockerContext()
 		defer cancel()
 		err := ctl.Apply(ctx, version, rules)
-		a.send(egressApplied{version: version, err: err, reply: reply})
+		a.send(egressApplied{version: version, err: err, replies: replies})
 	}()
 }
 
@@ -287,7 +337,7 @@ func (a *sandboxActor) onEgressApplied(m egressApplied) {
 	if m.err != nil && !errors.Is(m.err, egress.ErrClosed) {
 		a.deps.Log.Warn("the proxy did not apply the rules", "sandbox", a.p.ID, "version", m.version, "err", m.err)
 	}
-	if m.reply != nil {
-		m.reply <- m.err
+	for _, r := range m.replies {
+		r <- m.err
 	}
 }

@@ -263,6 +263,8 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onEgressUp(m)
 	case egressDown:
 		a.onEgressDown(m)
+	case egressGaveUp:
+		a.onEgressGaveUp(m)
 	case egressReplaced:
 		a.onEgressReplaced(m)
 	case egressApplied:

@@ -33,7 +33,7 @@ removes the sandbox (125: stockade failed; 126/127: CMD could not start).
 
   --image I            image tag or sha256 ID (default stockade/toolbox:dev)
   --cpus N --memory M --pids N --network isolated|open|allow=RULES --user uid:gid
-                       the policy (0 or unset: the default)
+                       the policy (0 or unset: the default); see NETWORK below
   -i                   pass stdin to CMD
   -t, --tty            run CMD on a terminal (see TERMINALS below); -it: both
   -e NAME=value        add to CMD's environment (repeatable)
@@ -44,8 +44,9 @@ removes the sandbox (125: stockade failed; 126/127: CMD could not start).
   stockade run -- sh -c 'id; ls /workspace'
   echo hi | stockade run -i --memory 256m -- cat
   stockade run -it -- sh
-`,
-	"sandbox": `usage: stockade sandbox create|ls|inspect|stop|rm
+  stockade run --network allow=pypi.org:443,*.pythonhosted.org:443 -- pip download requests
+` + networkHelp,
+	"sandbox": `usage: stockade sandbox create|ls|inspect|stop|rm|network
 
   create [policy flags] [--ttl D] [--image I]
                                       make a kept sandbox; prints only its id
@@ -55,12 +56,16 @@ removes the sandbox (125: stockade failed; 126/127: CMD could not start).
   inspect ID [--json]                 its folded state
   stop ID                             stop it; the workspace stays readable
   rm [-f] ID                          remove it (-f: stop it first)
+  network ID allow=RULE[,RULE...]     replace a running allowlist sandbox's
+                                      rules (journaled; no restart)
 
   id=$(stockade sandbox create --memory 1g)
   id=$(stockade sandbox create --ttl 2h)
   stockade sandbox inspect --json "$id"
   stockade sandbox rm -f "$id"
-`,
+  id=$(stockade sandbox create --network allow=example.com:443)
+  stockade sandbox network "$id" allow=example.com:443,10.0.0.5:5432
+` + networkHelp,
 	"exec": `usage: ` + execUsage + `
 
 Runs CMD in a kept sandbox and exits with its code (125: stockade failed;
@@ -90,12 +95,13 @@ new name. Out of a sandbox, only files and directories are written.
 `,
 	"journal": `usage: stockade journal show|tail|replay|diff|export|ls|verify|restore [--json]
 
-  show SANDBOX [--output] [--follow] [--type T]
+  show SANDBOX [--output] [--follow] [--type T] [--egress]
                                            its and its processes' events, with deltas
                                            (--output: recorded output under each exit;
                                            --follow: then new events, live, through a server;
                                            --type T: only events whose type starts with T,
-                                           e.g. process or sandbox.exited)
+                                           e.g. process or sandbox.exited;
+                                           --egress: its egress decisions instead)
   tail                                     every entity's new events, live (needs a server)
   replay ID [--process] [--at SEQ]         the folded state at a sequence
   diff ID [--process] --at A --at B        what changed between two sequences
@@ -109,6 +115,7 @@ new name. Out of a sandbox, only files and directories are written.
   stockade journal show "$id" --json
   stockade journal show "$id" --type process.exited
   stockade journal diff "$id" --at 3 --at 0
+  stockade journal show "$id" --egress --json
 `,
 	"serve": `usage: stockade serve [--socket PATH] [--retain D]
 
@@ -201,7 +208,7 @@ as it is.
 
 // subcommands are what completion offers after each command.
 var subcommands = map[string][]string{
-	"sandbox":    {"create", "ls", "inspect", "stop", "rm"},
+	"sandbox":    {"create", "ls", "inspect", "stop", "rm", "network"},
 	"journal":    {"show", "replay", "diff", "tail", "export", "ls", "verify", "restore"},
 	"completion": {"bash", "zsh", "fish"},
 }
@@ -249,3 +256,18 @@ func (c *completionCmd) execute(_ context.Context, _ io.Reader, stdout, _ io.Wri
 	}
 	return 0
 }
+
+// networkHelp explains --network.
+const networkHelp = `
+NETWORK
+  isolated (default)   loopback only
+  open                 a bridge network of the sandbox's own: everything the
+                       host reaches ("bridge" is its old name)
+  allow=RULE[,RULE...] no route out but the sandbox's egress proxy, which
+                       admits HTTP CONNECT and plain HTTP to what a rule
+                       allows; processes get HTTP(S)_PROXY. A rule is a host
+                       (example.com, *.example.com), an IP or a CIDR, each
+                       with an optional :port. Private, loopback, link-local
+                       and metadata addresses need a rule naming them.
+                       Decisions: stockade journal show ID --egress
+`

@@ -45,16 +45,26 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 	}
 	// The warden every sandbox gets: there, static, of this version.
 	w, _, werr := stockade.FindWarden("")
+	// The egress proxy only allowlist sandboxes need: its absence refuses
+	// them, not the runtime.
+	e, _, eerr := stockade.FindEgress("")
 	if c.g.json {
 		out := struct {
 			dockerio.Report
 			Warden      *stockade.WardenInfo `json:"warden,omitempty"`
 			WardenError string               `json:"warden_error,omitempty"`
+			Egress      *stockade.WardenInfo `json:"egress,omitempty"`
+			EgressError string               `json:"egress_error,omitempty"`
 		}{Report: rep}
 		if werr != nil {
 			out.WardenError = werr.Error()
 		} else {
 			out.Warden = &w
+		}
+		if eerr != nil {
+			out.EgressError = eerr.Error()
+		} else {
+			out.Egress = &e
 		}
 		json.NewEncoder(stdout).Encode(out)
 	} else {
@@ -63,6 +73,11 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 			fmt.Fprintf(stdout, "warden    refused: %v\n", werr)
 		} else {
 			fmt.Fprintf(stdout, "warden    %s (%s, static, %d bytes)\n", w.Path, w.Version, w.Size)
+		}
+		if eerr != nil {
+			fmt.Fprintf(stdout, "egress    unavailable (allowlist sandboxes are refused): %v\n", eerr)
+		} else {
+			fmt.Fprintf(stdout, "egress    %s (protocol %s, static, %d bytes)\n", e.Path, e.Version, e.Size)
 		}
 	}
 	if err := rep.Err(); err != nil {
@@ -76,7 +91,7 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 
 // journalUsage is each journal subcommand's usage line.
 var journalUsage = map[string]string{
-	"show":    "stockade journal show SANDBOX [--output] [--follow] [--type T]",
+	"show":    "stockade journal show SANDBOX [--output] [--follow] [--type T] [--egress]",
 	"replay":  "stockade journal replay ID [--process] [--at SEQ]",
 	"export":  "stockade journal export",
 	"ls":      "stockade journal ls",

@@ -21,6 +21,7 @@ var sandboxUsage = map[string]string{
 	"inspect": "stockade sandbox inspect ID [--json]",
 	"stop":    "stockade sandbox stop ID",
 	"rm":      "stockade sandbox rm [-f] ID",
+	"network": "stockade sandbox network ID allow=RULE[,RULE...]",
 }
 
 type sandboxCmd struct {
@@ -31,6 +32,7 @@ type sandboxCmd struct {
 	policy spec.Policy
 	ttl    time.Duration
 	force  bool
+	rules  []spec.EgressRule // network: the new allowlist
 }
 
 func parseSandbox(g global, args []string) (command, error) {
@@ -40,12 +42,12 @@ func parseSandbox(g global, args []string) (command, error) {
 		return nil, usageError("sandbox", err)
 	}
 	if fs.NArg() == 0 {
-		return nil, spec.Errorf(spec.CodeInvalidArgument, "sandbox", "no subcommand given (create, ls, inspect, stop or rm)")
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "sandbox", "no subcommand given (create, ls, inspect, stop, rm or network)")
 	}
 	c.sub, args = fs.Arg(0), fs.Args()[1:]
 	line, ok := sandboxUsage[c.sub]
 	if !ok {
-		return nil, spec.Errorf(spec.CodeInvalidArgument, "sandbox", "unknown subcommand %q (create, ls, inspect, stop or rm)", c.sub)
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "sandbox", "unknown subcommand %q (create, ls, inspect, stop, rm or network)", c.sub)
 	}
 	name := "sandbox " + c.sub
 	fs = newFlags(name, &c.g)
@@ -63,16 +65,29 @@ func parseSandbox(g global, args []string) (command, error) {
 		return nil, err
 	}
 	n := 1
-	if c.sub == "create" || c.sub == "ls" {
+	switch c.sub {
+	case "create", "ls":
 		n = 0
+	case "network":
+		n = 2
 	}
 	if err := wantArgs(name, pos, n, line); err != nil {
 		return nil, err
 	}
-	if n == 1 {
+	if n >= 1 {
 		if c.id = pos[0]; c.id == "" {
 			return nil, spec.Errorf(spec.CodeInvalidArgument, name, "the id is empty (usage: %s)", line)
 		}
+	}
+	if c.sub == "network" {
+		kind, rules, err := spec.ParseNetwork(pos[1])
+		if err != nil {
+			return nil, err
+		}
+		if kind != spec.NetworkAllowlist {
+			return nil, spec.Errorf(spec.CodeInvalidArgument, name, "%q: only an allowlist's rules change on a running sandbox (its network kind is fixed at create); usage: %s", pos[1], line)
+		}
+		c.rules = rules
 	}
 	if c.sub == "create" {
 		if c.image == "" {
@@ -127,6 +142,15 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 			return fail(stderr, err, 1)
 		}
 		printState(stdout, st, c.g.json)
+	case "network":
+		sb, err := rt.Sandbox(ctx, c.id)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		if err := sb.SetEgress(ctx, c.rules); err != nil {
+			return fail(stderr, err, 1)
+		}
+		fmt.Fprintf(stdout, "%s: allow=%s\n", c.id, spec.FormatEgressRules(c.rules))
 	case "stop", "rm":
 		sb, err := rt.Sandbox(ctx, c.id)
 		if err != nil {
