@@ -148,5 +148,7 @@ func TestVerifyEgress(t *testing.T) {
 		doc["NetworkSettings"].(map[string]any)["Networks"].(map[string]any)["bridge"] = map[string]any{"NetworkID": "b"}
 	}, "Networks")
 	check("not running", func(doc map[string]any) { doc["State"].(map[string]any)["Running"] = false }, "State.Running")
-	check("a published port", func(doc map[string]any) { doc["NetworkSettings"].(map[string]any)["Ports"] = map[string]any{"3128/tcp": nil} }, "Ports")
+	check("a published port", func(doc map[string]any) {
+		doc["NetworkSettings"].(map[string]any)["Ports"] = map[string]any{"3128/tcp": nil}
+	}, "Ports")
 }
