@@ -252,12 +252,18 @@ func observe(ctx context.Context, j *journal.Journal, engine dockerio.Engine) (l
 	return l, plans, owned, nil
 }
 
-// orphansOf lists the owned resources whose sandbox is not live.
+// orphansOf lists the owned resources whose sandbox is not live. The
+// owner's shared outside network (allowlist sandboxes' egress) belongs to
+// no sandbox: it is never an orphan.
 func orphansOf(owned []dockerio.Owned, l live) []dockerio.Resource {
 	var orphans []dockerio.Resource
 	for _, g := range owned {
 		if _, ok := l.sandboxes[g.Sandbox]; !ok {
-			orphans = append(orphans, g.Resources...)
+			for _, r := range g.Resources {
+				if r.Role != dockerio.RoleOutside {
+					orphans = append(orphans, r)
+				}
+			}
 		}
 	}
 	rank := map[dockerio.Kind]int{dockerio.KindContainer: 0, dockerio.KindNetwork: 1, dockerio.KindVolume: 2}

@@ -548,9 +548,20 @@ func (a *Adapter) createEgressRole(ctx context.Context, cli *client.Client, sb S
 		return sb, err
 	}
 	sb.Outside = outside.ID
-	if sb.Egress, err = a.createEgress(ctx, cli, sb, internal); err != nil {
-		// The cached outside network may be what failed: read it back
-		// next time.
+	sb.Egress, err = a.createEgress(ctx, cli, sb, internal)
+	if err != nil && sb.Egress != "" {
+		// Made, but not joined to the outside network: the cached one
+		// may be gone (removed by hand). Read it back, made anew if need
+		// be, and join once more.
+		a.forgetOutside(sb.Owner)
+		if outside, oerr := a.outsideNetwork(ctx, cli, sb.Owner, false); oerr == nil && outside.ID != sb.Outside {
+			sb.Outside = outside.ID
+			if cerr := cli.NetworkConnect(ctx, sb.Outside, sb.Egress, nil); cerr == nil {
+				err = nil
+			}
+		}
+	}
+	if err != nil {
 		a.forgetOutside(sb.Owner)
 		return sb, err
 	}

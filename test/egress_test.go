@@ -23,6 +23,7 @@ import (
 
 	"github.com/stockade/stockade"
 	clientpkg "github.com/stockade/stockade/client"
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
@@ -313,6 +314,22 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Fatalf("remove: %v", err)
 	}
 	assertSandboxGone(t, e.cli, e.rt.Owner(), sb.ID())
+
+	// The shared outside network removed by hand behind the runtime's
+	// back: the next allowlist sandbox makes it anew.
+	if err := e.cli.NetworkRemove(ctx, dockerio.OutsideName(e.rt.Owner())); err != nil {
+		t.Fatalf("removing the outside network: %v", err)
+	}
+	sb2, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: allowlistPolicy(allowedTarget), Lifetime: spec.OneShot})
+	if err != nil {
+		t.Fatalf("create after the outside network went: %v", err)
+	}
+	if out, _ := sh(t, sb2, connectVia(allowedTarget)); !strings.Contains(out, fmt.Sprintf("hello %d", allowed.port)) {
+		t.Fatalf("after the outside network was made anew:\n%s", out)
+	}
+	if err := sb2.Remove(ctx); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
 }
 
 // TestEgressRecovery: kill -9 of `stockade serve` with an allowlist
