@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,6 +27,10 @@ var sandboxEvents = []Event{
 	Adopted{},
 	SandboxPausing{},
 	SandboxUnpaused{},
+	// Illegal in every state of TestSandboxTransitions: its sandbox is not
+	// an allowlist one and was made without an egress role.
+	EgressChanged{Rules: []spec.EgressRule{{Host: "example.com", Port: 443}}},
+	EgressReplaced{Egress: "e2", Outside: "o2", Reason: "gone"},
 }
 
 var processEvents = []Event{
@@ -201,8 +206,29 @@ func TestFoldKeepsFacts(t *testing.T) {
 	}
 }
 
+// otherEvents completes sandboxEvents and processEvents: every registered
+// event type is in one of the three.
+var otherEvents = []Event{
+	WardenStarted{PID: 1, Socket: "/run/w.sock", Secret: "s", Version: "v"},
+	WardenLost{Reason: "gone"},
+	EgressChanged{Rules: mustRules("example.com", "*.pypi.org:443", "203.0.113.0/24:80", "[2001:db8::1]:443")},
+	EgressChanged{Rules: []spec.EgressRule{}},
+	OrphanRemoved{Kind: "container", ID: "c", Name: "n", Sandbox: "sb", Role: "egress"},
+	RecoveryRan{Sandboxes: 1, Processes: 2, Orphans: 3, Decisions: []string{"d"}},
+}
+
 func TestEncodeDecodeRoundTrip(t *testing.T) {
-	for _, ev := range append(append([]Event{}, sandboxEvents...), processEvents...) {
+	all := append(append(append([]Event{}, sandboxEvents...), processEvents...), otherEvents...)
+	seen := map[string]bool{}
+	for _, ev := range all {
+		seen[ev.Type()] = true
+	}
+	for typ := range decoders {
+		if !seen[typ] {
+			t.Errorf("no round trip for %s: add an instance to otherEvents", typ)
+		}
+	}
+	for _, ev := range all {
 		typ, payload, err := Encode(ev)
 		if err != nil {
 			t.Fatalf("%s: %v", ev.Type(), err)
@@ -268,4 +294,152 @@ func FuzzDecode(f *testing.F) {
 		_, _ = ApplySandbox(Sandbox{}, 1, t0, ev)
 		_, _ = ApplyProcess(Process{}, 1, t0, ev)
 	})
+}
+
+func mustRules(ss ...string) []spec.EgressRule {
+	rules := make([]spec.EgressRule, len(ss))
+	for i, s := range ss {
+		r, err := spec.ParseEgressRule(s)
+		if err != nil {
+			panic(err)
+		}
+		rules[i] = r
+	}
+	return rules
+}
+
+// The egress events on an allowlist sandbox with an egress role: legal in
+// the phases the table says, and nowhere else.
+func TestEgressTransitions(t *testing.T) {
+	r := SandboxReserved{Owner: "o", Spec: spec.Sandbox{Policy: spec.Policy{Network: spec.NetworkAllowlist, Egress: mustRules("a.example")}}}
+	c := SandboxCreated{Workload: "w", Export: "x", Volume: "v", Network: "n", Egress: "e1", Outside: "o1", Proxy: "10.213.0.2:3128"}
+	st, sp := SandboxStarted{}, SandboxStopping{Reason: ReasonStopped}
+	x, rm, rd := SandboxExited{Reason: ReasonStopped}, SandboxRemoving{}, SandboxRemoved{}
+	changed := EgressChanged{Rules: mustRules("b.example:443")}
+	replaced := EgressReplaced{Egress: "e2", Outside: "o2", Reason: "gone"}
+	tests := []struct {
+		name                  string
+		path                  []Event
+		changedOK, replacedOK bool
+	}{
+		{"none", nil, false, false},
+		{"reserved", []Event{r}, false, false},
+		{"reserved+created", []Event{r, c}, false, true},
+		{"started", []Event{r, c, st}, true, true},
+		{"started+paused", []Event{r, c, st, SandboxPausing{}}, true, true},
+		{"stopping", []Event{r, c, st, sp}, false, true},
+		{"exited", []Event{r, c, st, x}, false, true},
+		{"exited without start", []Event{r, c, x}, false, true},
+		{"removing", []Event{r, c, st, x, rm}, false, true},
+		{"removed", []Event{r, c, st, x, rm, rd}, false, false},
+	}
+	for _, tc := range tests {
+		for _, step := range []struct {
+			ev Event
+			ok bool
+		}{{changed, tc.changedOK}, {replaced, tc.replacedOK}} {
+			t.Run(tc.name+"/"+step.ev.Type(), func(t *testing.T) {
+				s := sandboxAt(t, tc.path...)
+				next, err := ApplySandbox(s, 99, t0.Add(time.Second), step.ev)
+				if !step.ok {
+					var it *IllegalTransition
+					if !errors.As(err, &it) || !spec.IsCode(err, spec.CodeJournal) {
+						t.Fatalf("got %v, want an illegal transition (code journal)", err)
+					}
+					if !reflect.DeepEqual(next, s) {
+						t.Fatalf("state changed on an illegal event")
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("legal event refused: %v", err)
+				}
+				if next.Phase != s.Phase || next.Seq != 99 || next.Paused != s.Paused {
+					t.Fatalf("phase %s seq %d paused %v, want %s seq 99 paused %v", next.Phase, next.Seq, next.Paused, s.Phase, s.Paused)
+				}
+			})
+		}
+	}
+}
+
+// EgressChanged needs an allowlist sandbox; EgressReplaced one made with an
+// egress role.
+func TestEgressNeedsAllowlist(t *testing.T) {
+	for _, kind := range []spec.NetworkKind{spec.NetworkIsolated, spec.NetworkOpen, ""} {
+		s := sandboxAt(t, SandboxReserved{Spec: spec.Sandbox{Policy: spec.Policy{Network: kind}}}, SandboxCreated{Workload: "w"}, SandboxStarted{})
+		if _, err := ApplySandbox(s, 9, t0, EgressChanged{Rules: mustRules("a.example")}); !spec.IsCode(err, spec.CodeJournal) {
+			t.Errorf("egress_changed on a %q sandbox = %v, want an illegal transition", kind, err)
+		}
+		if _, err := ApplySandbox(s, 9, t0, EgressReplaced{Egress: "e"}); !spec.IsCode(err, spec.CodeJournal) {
+			t.Errorf("egress_replaced on a %q sandbox without an egress role = %v, want an illegal transition", kind, err)
+		}
+	}
+	// An allowlist sandbox whose created fact has no egress role.
+	s := sandboxAt(t, SandboxReserved{Spec: spec.Sandbox{Policy: spec.Policy{Network: spec.NetworkAllowlist}}}, SandboxCreated{Workload: "w"}, SandboxStarted{})
+	if _, err := ApplySandbox(s, 9, t0, EgressReplaced{Egress: "e"}); !spec.IsCode(err, spec.CodeJournal) {
+		t.Errorf("egress_replaced without an egress role = %v, want an illegal transition", err)
+	}
+	if _, err := ApplySandbox(s, 9, t0, EgressChanged{}); err != nil {
+		t.Errorf("egress_changed to no rules on an allowlist sandbox: %v", err)
+	}
+}
+
+// EgressChanged sets the rules and their version, sharing no slice with the
+// state before or with the event; EgressReplaced changes a copy of Created.
+func TestEgressFoldsCopy(t *testing.T) {
+	before := mustRules("a.example", "203.0.113.7")
+	r := SandboxReserved{Spec: spec.Sandbox{Policy: spec.Policy{Network: spec.NetworkAllowlist, Egress: before}}}
+	c := SandboxCreated{Workload: "w", Network: "n", Egress: "e1", Outside: "o1", Proxy: "10.213.0.2:3128"}
+	s := sandboxAt(t, r, c, SandboxStarted{})
+	if s.RulesVersion != 0 {
+		t.Fatalf("RulesVersion of the rules made with = %d, want 0", s.RulesVersion)
+	}
+	prevRules := slices.Clone(s.Spec.Policy.Egress)
+	ev := EgressChanged{Rules: mustRules("b.example:443", "*.pypi.org:443", "198.51.100.0/24")}
+	want := slices.Clone(ev.Rules)
+	next, err := ApplySandbox(s, 42, t0, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(next.Spec.Policy.Egress, want) || next.RulesVersion != 42 || next.Seq != 42 {
+		t.Fatalf("after egress_changed: rules %v version %d seq %d, want %v version 42", next.Spec.Policy.Egress, next.RulesVersion, next.Seq, want)
+	}
+	if !reflect.DeepEqual(s.Spec.Policy.Egress, prevRules) || s.RulesVersion != 0 {
+		t.Fatalf("the previous state changed: rules %v version %d", s.Spec.Policy.Egress, s.RulesVersion)
+	}
+	// Neither the event's slice nor the new state's is the other's or the
+	// old state's.
+	ev.Rules[0] = spec.EgressRule{Host: "evil.example"}
+	next.Spec.Policy.Egress[1] = spec.EgressRule{Host: "evil.example"}
+	if !reflect.DeepEqual(s.Spec.Policy.Egress, prevRules) {
+		t.Fatalf("writing the new state's rules changed the previous state's: %v", s.Spec.Policy.Egress)
+	}
+	again, err := ApplySandbox(s, 43, t0, EgressChanged{Rules: want})
+	if err != nil || !reflect.DeepEqual(again.Spec.Policy.Egress, want) {
+		t.Fatalf("refold: %v %v", again.Spec.Policy.Egress, err)
+	}
+	if next.Spec.Policy.Egress[0] != want[0] {
+		t.Fatalf("writing the event's rules changed the state's: %v", next.Spec.Policy.Egress[0])
+	}
+	// A later change is a later version; an empty list is no rules.
+	later, err := ApplySandbox(again, 50, t0, EgressChanged{})
+	if err != nil || len(later.Spec.Policy.Egress) != 0 || later.RulesVersion != 50 {
+		t.Fatalf("emptied: rules %v version %d err %v", later.Spec.Policy.Egress, later.RulesVersion, err)
+	}
+
+	rep, err := ApplySandbox(next, 60, t0, EgressReplaced{Egress: "e2", Outside: "o2", Reason: "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCreated := c
+	wantCreated.Egress, wantCreated.Outside = "e2", "o2"
+	if *rep.Created != wantCreated || rep.Created == next.Created {
+		t.Fatalf("after egress_replaced: %+v (shared %v), want %+v in a copy", *rep.Created, rep.Created == next.Created, wantCreated)
+	}
+	if *next.Created != c {
+		t.Fatalf("egress_replaced changed the previous state's Created: %+v", *next.Created)
+	}
+	if rep.RulesVersion != 42 || !reflect.DeepEqual(rep.Spec.Policy.Egress, next.Spec.Policy.Egress) {
+		t.Fatalf("egress_replaced changed the rules: %v version %d", rep.Spec.Policy.Egress, rep.RulesVersion)
+	}
 }

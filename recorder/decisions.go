@@ -1,7 +1,6 @@
 package recorder
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -48,8 +47,17 @@ func OpenDecisions(dir, sandbox string) (*DecisionLog, error) {
 		return nil, spec.Wrap(spec.CodeJournal, "recorder.egress", err, "making %s", filepath.Dir(path))
 	}
 	l := &DecisionLog{path: path}
-	if err := readDecisionFile(path, func(d egress.Decision) error { l.last = d.Seq; return nil }); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	seen := false
+	end, err := readDecisionFile(path, func(d egress.Decision) error { l.last, seen = d.Seq, true; return nil })
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
+	}
+	if !seen {
+		// A crash between a rotation and the append after it leaves the
+		// current file empty (or only torn): the last decision is in .1.
+		if _, err := readDecisionFile(path+".1", func(d egress.Decision) error { l.last = d.Seq; return nil }); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
@@ -60,7 +68,15 @@ func OpenDecisions(dir, sandbox string) (*DecisionLog, error) {
 		f.Close()
 		return nil, spec.Wrap(spec.CodeJournal, "recorder.egress", err, "opening %s", path)
 	}
-	l.f, l.size = f, st.Size()
+	if st.Size() > end {
+		// Drop a torn tail, or the next append would join it into a
+		// malformed middle line.
+		if err := f.Truncate(end); err != nil {
+			f.Close()
+			return nil, spec.Wrap(spec.CodeJournal, "recorder.egress", err, "truncating the torn tail of %s at %d", path, end)
+		}
+	}
+	l.f, l.size = f, end
 	return l, nil
 }
 
@@ -97,9 +113,15 @@ func (l *DecisionLog) Append(d egress.Decision) error {
 }
 
 func (l *DecisionLog) rotate() error {
-	l.f.Sync()
-	l.f.Close()
+	// The file stops being appended to: a failed sync is said, not lost.
+	if err := l.f.Sync(); err != nil {
+		return spec.Wrap(spec.CodeJournal, "recorder.egress", err, "syncing %s before rotating it", l.path)
+	}
+	err := l.f.Close()
 	l.f = nil
+	if err != nil {
+		return spec.Wrap(spec.CodeJournal, "recorder.egress", err, "closing %s before rotating it", l.path)
+	}
 	if err := os.Rename(l.path, l.path+".1"); err != nil {
 		return spec.Wrap(spec.CodeJournal, "recorder.egress", err, "rotating %s", l.path)
 	}
@@ -128,14 +150,15 @@ func (l *DecisionLog) Close() error {
 
 // ReadDecisions calls fn with a sandbox's recorded decisions, oldest
 // first. A sandbox with none is no error. A torn last line (a crash
-// mid-append) is skipped; any other malformed line is a journal error.
+// mid-append: the bytes after the last newline) is skipped; any other
+// malformed line is a journal error.
 func ReadDecisions(dir, sandbox string, fn func(egress.Decision) error) error {
 	if err := checkName(sandbox); err != nil {
 		return err
 	}
 	path := decisionPath(dir, sandbox)
 	for _, p := range []string{path + ".1", path} {
-		if err := readDecisionFile(p, fn); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if _, err := readDecisionFile(p, fn); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
@@ -156,41 +179,32 @@ func RemoveDecisions(dir, sandbox string) error {
 	return nil
 }
 
-func readDecisionFile(path string, fn func(egress.Decision) error) error {
+// readDecisionFile calls fn with each whole line of a decision file and
+// returns the offset just after the last whole line: what follows it,
+// without a newline, is the torn tail of a crash and is skipped (Append
+// writes a line and its newline in one write, so a line without one was
+// cut short even if it parses).
+func readDecisionFile(path string, fn func(egress.Decision) error) (int64, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), MaxDecisionBytes)
-	line := 0
-	for sc.Scan() {
-		line++
-		var d egress.Decision
-		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
-			if !bytes.HasSuffix(data, []byte("\n")) && len(data) == int(offsetAfter(data, line)) {
-				return nil // the torn tail of a crash
-			}
-			return spec.Wrap(spec.CodeJournal, "recorder.egress", err, "%s line %d", path, line)
-		}
-		if err := fn(d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// offsetAfter is the offset just after the given (1-based) line.
-func offsetAfter(data []byte, line int) int {
-	off := 0
-	for i := 0; i < line; i++ {
+	off, line := 0, 0
+	for {
 		j := bytes.IndexByte(data[off:], '\n')
 		if j < 0 {
-			return len(data)
+			return int64(off), nil
+		}
+		line++
+		var d egress.Decision
+		if err := json.Unmarshal(data[off:off+j], &d); err != nil {
+			return int64(off), spec.Wrap(spec.CodeJournal, "recorder.egress", err, "%s line %d", path, line)
+		}
+		if err := fn(d); err != nil {
+			return int64(off), err
 		}
 		off += j + 1
 	}
-	return off
 }
 
 // checkName keeps a sandbox id a plain file name.

@@ -138,6 +138,9 @@ var usageErrors = [][]string{
 	{"run", "--user", "root", "--", "true"}, {"run", "--user", "0:0", "--", "true"},
 	{"run", "--network", "bogus", "--", "true"}, {"run", "--cpus", "-1", "--", "true"}, {"run", "--cpus", "NaN", "--", "true"},
 	{"run", "--pids", "-5", "--", "true"}, {"run", "--pids", "many", "--", "true"},
+	// Well formed, but more exact than Docker can honour (dockerio.AdmitPolicy).
+	{"run", "--memory", "1000", "--", "true"}, {"run", "--cpus", "0.001", "--", "true"}, {"run", "--memory", "10000001", "--", "true"},
+	{"run", "--cpus", "2000", "--", "true"}, {"sandbox", "create", "--memory", "1000"},
 	{"run", "--profile", "nope", "--", "true"}, {"--profile", "nope", "journal", "ls"}, {"doctor", "--profile", "nope"},
 	{"run", "-e", "NOEQUALS", "--", "true"}, {"run", "-e", "=v", "--", "true"}, {"run", "--workdir", "rel", "--", "true"},
 	{"run", "--timeout", "-1s", "--", "true"}, {"run", "--timeout", "soon", "--", "true"}, {"run", "--image", "", "--", "true"},

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -91,7 +92,17 @@ func (f *policyFlags) policy() (spec.Policy, error) {
 			return p, err
 		}
 	}
-	return p, p.Validate()
+	if err := p.Validate(); err != nil {
+		return p, err
+	}
+	// A policy Docker cannot honour exactly (memory under 6 MiB or not in
+	// whole pages, cpus under 0.01...) is bad input too: refused here as a
+	// usage error, before any journal or daemon. The cause keeps its
+	// unsupported code.
+	if err := dockerio.AdmitPolicy(p); err != nil {
+		return p, spec.Wrap(spec.CodeInvalidArgument, "policy", err, "")
+	}
+	return p, nil
 }
 
 // processFlags are a process's flags (run and exec).
