@@ -47,9 +47,9 @@ const (
 	// sandboxSubnetBits sizes an allowlist sandbox's internal network: 16
 	// addresses (network, the unused gateway, the proxy, the workload).
 	sandboxSubnetBits = 28
-	// outsideSubnetBits sizes the shared outside network (253 egress
-	// containers).
-	outsideSubnetBits = 24
+	// outsideSubnetBits sizes the shared outside network: 1021 egress
+	// containers of one owner at once.
+	outsideSubnetBits = 22
 	// Options of the networks (moby libnetwork's bridge driver).
 	optInhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
 	optEnableICC   = "com.docker.network.bridge.enable_icc"
@@ -281,11 +281,19 @@ func (a *Adapter) outsideNetwork(ctx context.Context, cli *client.Client, owner 
 		a.netMu.Lock()
 		f, ok := a.outside[owner]
 		a.netMu.Unlock()
+		// One cheap inspect: it may have been removed behind our back.
 		if ok {
-			return f, nil
+			if _, err := cli.NetworkInspect(ctx, f.ID, network.InspectOptions{}); err == nil {
+				return f, nil
+			}
+			a.forgetOutside(owner)
 		}
 	}
-	labels := map[string]string{LabelOwner: owner, LabelRole: string(RoleOutside), LabelRevision: a.profile.Revision()}
+	// Owner and role only: the network outlives any one revision of the
+	// runtime's profile, and belongs to no sandbox (never an orphan), so
+	// a revision in its identity would refuse it for good after an
+	// upgrade.
+	labels := map[string]string{LabelOwner: owner, LabelRole: string(RoleOutside)}
 	f, err := a.ensureNetworkOf(ctx, cli, OutsideName(owner), labels, map[string]string{optEnableICC: "false"}, false, outsideSubnetBits)
 	if err == nil {
 		a.netMu.Lock()
@@ -446,16 +454,20 @@ type EgressExpect struct {
 	Tmpfs             map[string]string
 	NanoCPUs          int64
 	Init              bool
+	AppArmorProfile   string
 	Internal, Outside string // network ids
+	ProxyIP           string // its address on the internal network
 	Started           bool
 }
 
 func (a *Adapter) egressExpect(sb Sandbox, imageID string, started bool) EgressExpect {
 	b := a.egressBody(sb, imageID, sb.Network)
 	cmd := b.Config.Cmd
+	ip, _, _ := strings.Cut(sb.Proxy, ":")
 	return EgressExpect{Name: Name(sb.Owner, sb.ID, RoleEgress), Image: imageID, User: b.Config.User, Labels: b.Config.Labels,
 		Entrypoint: b.Config.Entrypoint, Cmd: cmd[:len(cmd)-4], Env: b.Config.Env, Tmpfs: b.HostConfig.Tmpfs,
-		NanoCPUs: b.HostConfig.NanoCPUs, Init: a.profile.Init, Internal: sb.Network, Outside: sb.Outside, Started: started}
+		NanoCPUs: b.HostConfig.NanoCPUs, Init: a.profile.Init, AppArmorProfile: a.profile.AppArmorProfile,
+		Internal: sb.Network, Outside: sb.Outside, ProxyIP: ip, Started: started}
 }
 
 // VerifyEgress checks an egress container's inspect JSON. It returns nil or
@@ -488,6 +500,8 @@ func VerifyEgress(raw []byte, e EgressExpect) error {
 		{"Config.Entrypoint", slices.Equal(cf.Entrypoint, e.Entrypoint), cf.Entrypoint, e.Entrypoint},
 		{"Config.Cmd", len(cf.Cmd) == len(e.Cmd)+4 && slices.Equal(cf.Cmd[:len(e.Cmd)], e.Cmd), cf.Cmd, e.Cmd},
 		{"Config.Env", slices.Equal(cf.Env, e.Env), cf.Env, e.Env},
+		{"Config.WorkingDir", cf.WorkingDir == "/", cf.WorkingDir, "/"},
+		{"Config.Healthcheck.Test", cf.Healthcheck != nil && slices.Equal(cf.Healthcheck.Test, []string{"NONE"}), cf.Healthcheck, []string{"NONE"}},
 		{"Config.Tty", cf.Tty == nil || !*cf.Tty, cf.Tty, false},
 		{"Config.OpenStdin", cf.OpenStdin == nil || !*cf.OpenStdin, cf.OpenStdin, false},
 		{"Config.Volumes", empty(cf.Volumes), string(cf.Volumes), "empty"},
@@ -499,6 +513,10 @@ func VerifyEgress(raw []byte, e EgressExpect) error {
 		{"HostConfig.PublishAllPorts", h.PublishAllPorts == nil || !*h.PublishAllPorts, h.PublishAllPorts, false},
 		{"HostConfig.PortBindings", empty(h.PortBindings), string(h.PortBindings), "empty"},
 		{"HostConfig.Devices", empty(h.Devices), string(h.Devices), "empty"},
+		{"HostConfig.DeviceRequests", empty(h.DeviceRequests), string(h.DeviceRequests), "empty"},
+		{"HostConfig.CgroupnsMode", h.CgroupnsMode != nil && *h.CgroupnsMode == "private", h.CgroupnsMode, "private"},
+		{"HostConfig.OomKillDisable", h.OomKillDisable == nil || !*h.OomKillDisable, h.OomKillDisable, "unset or false"},
+		{"HostConfig.AutoRemove", h.AutoRemove != nil && !*h.AutoRemove, h.AutoRemove, false},
 		{"HostConfig.Binds", empty(h.Binds), string(h.Binds), "empty"},
 		{"HostConfig.PidMode", h.PidMode != nil && *h.PidMode == "", h.PidMode, ""},
 		{"HostConfig.IpcMode", h.IpcMode != nil && *h.IpcMode == "private", h.IpcMode, "private"},
@@ -508,7 +526,8 @@ func VerifyEgress(raw []byte, e EgressExpect) error {
 		{"HostConfig.Memory", h.Memory != nil && *h.Memory == egressMemory, i64(h.Memory), egressMemory},
 		{"HostConfig.MemorySwap", h.MemorySwap != nil && *h.MemorySwap == egressMemory, i64(h.MemorySwap), egressMemory},
 		{"HostConfig.PidsLimit", h.PidsLimit != nil && *h.PidsLimit == egressPids, i64(h.PidsLimit), egressPids},
-		{"HostConfig.RestartPolicy", h.RestartPolicy != nil && h.RestartPolicy.Name == "no", h.RestartPolicy, "no"},
+		{"HostConfig.RestartPolicy", h.RestartPolicy != nil && h.RestartPolicy.Name == "no" && h.RestartPolicy.MaximumRetryCount != nil && *h.RestartPolicy.MaximumRetryCount == 0,
+			h.RestartPolicy, "no, 0 retries"},
 		{"HostConfig.Tmpfs", maps.Equal(h.Tmpfs, e.Tmpfs), h.Tmpfs, e.Tmpfs},
 		{"HostConfig.Mounts", len(h.Mounts) == 0 && len(c.Mounts) == 0, h.Mounts, "none"},
 	}
@@ -517,9 +536,13 @@ func VerifyEgress(raw []byte, e EgressExpect) error {
 	}
 	if e.Started {
 		var ids []string
+		ip := ""
 		for _, att := range c.NetworkSettings.Networks {
 			if att != nil {
 				ids = append(ids, att.NetworkID)
+				if att.NetworkID == e.Internal {
+					ip = att.IPAddress
+				}
 			}
 		}
 		slices.Sort(ids)
@@ -527,6 +550,8 @@ func VerifyEgress(raw []byte, e EgressExpect) error {
 		slices.Sort(want)
 		fields = append(fields,
 			field{"State.Running", c.State.Running, c.State.Running, true},
+			field{"AppArmorProfile", c.AppArmorProfile != nil && *c.AppArmorProfile == e.AppArmorProfile, c.AppArmorProfile, e.AppArmorProfile},
+			field{"NetworkSettings.Networks.IPAddress", ip == e.ProxyIP, ip, e.ProxyIP},
 			field{"NetworkSettings.Networks", slices.Equal(ids, want), ids, want},
 			field{"NetworkSettings.Ports", empty(c.NetworkSettings.Ports), string(c.NetworkSettings.Ports), "empty"})
 	}

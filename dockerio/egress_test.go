@@ -94,12 +94,13 @@ func egressDoc(t *testing.T, a *Adapter, sb Sandbox) (map[string]any, EgressExpe
 	b := a.egressBody(sb, "sha256:img", sb.Network)
 	raw, err := json.Marshal(map[string]any{
 		"Id": "c1", "Name": "/" + e.Name, "Image": "sha256:img",
-		"State":      map[string]any{"Running": true, "Status": "running"},
-		"Config":     b.Config,
-		"HostConfig": b.HostConfig,
-		"Mounts":     []any{},
+		"State":           map[string]any{"Running": true, "Status": "running"},
+		"AppArmorProfile": "",
+		"Config":          b.Config,
+		"HostConfig":      b.HostConfig,
+		"Mounts":          []any{},
 		"NetworkSettings": map[string]any{"Networks": map[string]any{
-			"int": map[string]any{"NetworkID": sb.Network}, "out": map[string]any{"NetworkID": sb.Outside}}},
+			"int": map[string]any{"NetworkID": sb.Network, "IPAddress": "10.213.0.14"}, "out": map[string]any{"NetworkID": sb.Outside, "IPAddress": "10.213.255.2"}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +149,14 @@ func TestVerifyEgress(t *testing.T) {
 		doc["NetworkSettings"].(map[string]any)["Networks"].(map[string]any)["bridge"] = map[string]any{"NetworkID": "b"}
 	}, "Networks")
 	check("not running", func(doc map[string]any) { doc["State"].(map[string]any)["Running"] = false }, "State.Running")
+	check("another address", func(doc map[string]any) {
+		doc["NetworkSettings"].(map[string]any)["Networks"].(map[string]any)["int"].(map[string]any)["IPAddress"] = "10.213.0.2"
+	}, "IPAddress")
+	check("a host cgroup namespace", func(doc map[string]any) { hc(doc)["CgroupnsMode"] = "host" }, "CgroupnsMode")
+	check("restarts", func(doc map[string]any) {
+		hc(doc)["RestartPolicy"] = map[string]any{"Name": "always", "MaximumRetryCount": 0}
+	}, "RestartPolicy")
+	check("a health check", func(doc map[string]any) { cf(doc)["Healthcheck"] = map[string]any{"Test": []string{"CMD", "x"}} }, "Healthcheck")
 	check("a published port", func(doc map[string]any) {
 		doc["NetworkSettings"].(map[string]any)["Ports"] = map[string]any{"3128/tcp": nil}
 	}, "Ports")

@@ -67,6 +67,12 @@ type Profile struct {
 	// Datasets: image mounts are admitted (needs the containerd image store
 	// and Engine ≥ 29.1.4); false refuses any dataset with unsupported.
 	Datasets bool
+	// Allowlist: the allowlist network's isolation was verified on this
+	// engine (an internal bridge with inhibit_ipv4 leaves the workload no
+	// route to the host or the outside, only to its egress proxy: the
+	// behaviour moved between engine releases, so each profile states it);
+	// false refuses allowlist sandboxes with unsupported.
+	Allowlist bool
 	// Relaxes names every guarantee the profile gives up relative to
 	// linux-x64, and why. Empty for the seed's profiles.
 	Relaxes []Relaxation
@@ -112,6 +118,7 @@ var profiles = map[string]Profile{
 		APIVersion: "1.41", CgroupVersion: "1", CgroupDriver: "cgroupfs",
 		AppArmor: false, AppArmorProfile: "",
 		Seccomp: "name=seccomp,profile=default", CgroupnsOption: false, Init: true, Datasets: false,
+		Allowlist: true,
 		Relaxes: []Relaxation{
 			{"API 1.52 (Engine 29)", "Engine 20.10 supports API 1.12..1.41; the client is pinned to 1.41, so newer API fields (image mounts, per-exec ConsoleSize, the multiplexed media type) do not exist"},
 			{"cgroup v2", "the host runs cgroup v1: limits live in per-controller hierarchies (memory.limit_in_bytes, memory.memsw.limit_in_bytes, pids.max); v2's unified accounting and memory.oom.group are absent, so an OOM kills one task, not the sandbox"},

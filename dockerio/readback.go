@@ -130,7 +130,10 @@ type inspectDoc struct {
 		RW          bool
 	}
 	NetworkSettings *struct {
-		Networks map[string]*struct{ NetworkID string }
+		Networks map[string]*struct {
+			NetworkID string
+			IPAddress string
+		}
 		Ports    json.RawMessage
 	}
 }

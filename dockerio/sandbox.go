@@ -52,6 +52,9 @@ func (a *Adapter) admit(ctx context.Context, req SandboxRequest) (ImageFacts, er
 	if err := admitOnDaemon(req.Spec.Policy, ncpu); err != nil {
 		return ImageFacts{}, err
 	}
+	if req.Spec.Policy.Network == spec.NetworkAllowlist && !a.profile.Allowlist {
+		return ImageFacts{}, unsupported("dockerio.egress", "profile %s has not verified the allowlist network's isolation on its engine (an internal network's routes changed between engine releases): allowlist sandboxes are refused", a.profile.Name)
+	}
 	if len(req.Spec.Datasets) > 0 {
 		if err := report.DatasetsErr(a.profile); err != nil {
 			return ImageFacts{}, err
@@ -313,8 +316,35 @@ func (a *Adapter) StopSandbox(ctx context.Context, sb Sandbox, grace time.Durati
 	if err := a.unpause(ctx, cli, sb.Workload); err != nil {
 		return ContainerExit{}, err
 	}
+	if sb.Egress != "" {
+		// The proxy stops with its workload (beside it: it holds an
+		// address of the owner's outside network while it runs).
+		egressDone := make(chan error, 1)
+		go func() { egressDone <- a.stopEgress(ctx, cli, sb) }()
+		exit, err := a.stopWorkload(ctx, cli, sb, grace)
+		if eerr := <-egressDone; err == nil && eerr != nil {
+			return exit, eerr
+		}
+		return exit, err
+	}
+	return a.stopWorkload(ctx, cli, sb, grace)
+}
+
+// stopEgress stops the egress container (the proxy holds nothing to save:
+// a short grace). One already gone is stopped.
+func (a *Adapter) stopEgress(ctx context.Context, cli *client.Client, sb Sandbox) error {
+	a.settleEgress(sb)
+	secs := 1
+	err := cli.ContainerStop(ctx, sb.Egress, container.StopOptions{Timeout: &secs})
+	if err != nil && !client.IsErrNotFound(err) {
+		return translate(err, "dockerio.stop", "stopping egress %s", sb.Egress)
+	}
+	return nil
+}
+
+func (a *Adapter) stopWorkload(ctx context.Context, cli *client.Client, sb Sandbox, grace time.Duration) (ContainerExit, error) {
 	secs := int((grace + time.Second - 1) / time.Second)
-	err = cli.ContainerStop(ctx, sb.Workload, container.StopOptions{Timeout: &secs})
+	err := cli.ContainerStop(ctx, sb.Workload, container.StopOptions{Timeout: &secs})
 	if client.IsErrNotFound(err) {
 		return ContainerExit{ExitCode: -1}, nil
 	}

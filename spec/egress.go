@@ -57,6 +57,13 @@ func ParseEgressRule(s string) (EgressRule, error) {
 		if p.Addr().Zone() != "" {
 			return EgressRule{}, bad("a zone is not allowed")
 		}
+		if p.Addr().Is4In6() {
+			// Addresses are matched unmapped: so is the prefix.
+			if p.Bits() < 96 {
+				return EgressRule{}, bad("an IPv4-mapped prefix shorter than /96 reaches beyond IPv4")
+			}
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
 		r.Prefix = p.Masked()
 	case isAddrLike(target):
 		a, err := netip.ParseAddr(target)

@@ -265,9 +265,20 @@ func TestEgressAllowlist(t *testing.T) {
 	// and port, the internal network's gateway address, the host's own
 	// address, UDP (DNS included) to the host.
 	hits := allowed.hits.Load()
+	st, err := sb.State(ctx)
+	if err != nil || st.Created == nil || st.Created.Network == "" {
+		t.Fatalf("state: %+v %v", st, err)
+	}
+	n, err := e.cli.NetworkInspect(ctx, st.Created.Network, network.InspectOptions{})
+	if err != nil || len(n.IPAM.Config) != 1 || !n.Internal {
+		t.Fatalf("the sandbox's network: %+v %v", n, err)
+	}
+	subnet := netip.MustParsePrefix(n.IPAM.Config[0].Subnet)
 	probes := []string{
 		fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 %s %d`, gw, allowed.port),
-		proxyScript + fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 $(ip route | awk '/default/ {print $3}') %d`, allowed.port),
+		// The internal network's gateway address, which the host would
+		// hold but for inhibit_ipv4.
+		fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 %s %d`, subnet.Addr().Next(), allowed.port),
 	}
 	if ha := hostAddress(t); ha != "" {
 		probes = append(probes, fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 %s %d`, ha, allowed.port))
@@ -373,6 +384,10 @@ func TestEgressRecovery(t *testing.T) {
 	if out := run(sb, connectVia(allowedTarget)); !strings.Contains(out, "hello") {
 		t.Fatalf("before the crash:\n%s", out)
 	}
+	before, err := sb.State(ctx)
+	if err != nil || before.Created == nil || before.Created.Egress == "" {
+		t.Fatalf("state: %+v %v", before, err)
+	}
 	if err := first.stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve survived SIGKILL")
 	}
@@ -390,6 +405,21 @@ func TestEgressRecovery(t *testing.T) {
 	}
 	if out := run(sb2, connectVia(allowedTarget)); !strings.Contains(out, "hello") {
 		t.Fatalf("after the restart, the allowed target:\n%s", out)
+	}
+	// Re-adopted, not made anew: the same egress container, no
+	// replacement journaled.
+	after, err := sb2.State(ctx)
+	if err != nil || after.Created == nil || after.Created.Egress != before.Created.Egress {
+		t.Fatalf("the egress container after the restart: %+v %v, want %s", after.Created, err, before.Created.Egress)
+	}
+	h, err := c2.History(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range h {
+		if ev.Type == "sandbox.egress_replaced" {
+			t.Fatalf("the egress container was replaced at recovery: %s", ev.Payload)
+		}
 	}
 	if out := run(sb2, connectVia(otherTarget)); !strings.Contains(out, " 403 ") {
 		t.Fatalf("after the restart, another port was not refused:\n%s", out)

@@ -35,6 +35,12 @@ type (
 		ctl *egress.Control
 	}
 	egressDown struct{ gen int }
+	// egressFailed: the egress role is not what was made; the sandbox
+	// fails closed.
+	egressFailed struct {
+		gen int
+		err error
+	}
 	// egressGaveUp: the engine cannot make a link at all (no proxy: the
 	// fake engine); the loop ended.
 	egressGaveUp struct {
@@ -50,7 +56,7 @@ type (
 	egressApplied struct {
 		version uint64
 		err     error
-		replies []chan<- error
+		ctl     *egress.Control
 	}
 )
 
@@ -67,6 +73,12 @@ type egressState struct {
 	// waiting: SetEgress replies held for the next link (the loop is
 	// making one: just after a create or a restart, or after a loss).
 	waiting []chan<- error
+	// One apply at a time, always of the journal's latest rules: applying
+	// is set while one is in flight, again asks for one more after it,
+	// and replies wait for the apply that carries their change.
+	applying bool
+	again    bool
+	replies  []chan<- error
 }
 
 // egressRetry is the first pause before a lost link is made again; it
@@ -128,6 +140,7 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 		}
 	}
 	pause := egressRetry
+	fresh := false // the proxy was made anew: its decisions start over
 	backoff := func() bool {
 		ok := sleepCtx(ctx, pause)
 		pause = min(2*pause, egressRetryMax)
@@ -138,9 +151,16 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 		sb := a.e.sb
 		a.e.mu.Unlock()
 		if ensure {
-			dctx, cancel := a.deps.DockerContext()
+			dctx, cancel := context.WithTimeout(ctx, a.deps.Config.DockerTimeout)
 			next, replaced, err := a.deps.Engine.EnsureEgress(dctx, sb)
 			cancel()
+			if spec.IsCode(err, spec.CodeUnsupported) || spec.IsCode(err, spec.CodeConflict) {
+				// Its network is not the one made (readback), or a
+				// resource is not ours: the sandbox is not what was
+				// made, and fails closed as a workload readback would.
+				a.send(egressFailed{gen: gen, err: err})
+				return
+			}
 			if err != nil {
 				a.deps.Log.Warn("the egress role could not be made whole", "sandbox", a.p.ID, "err", err)
 				if !backoff() {
@@ -153,11 +173,13 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 				a.e.sb = next
 				a.e.mu.Unlock()
 				a.send(egressReplaced{gen: gen, sb: next, reason: "the egress container was gone or not as made"})
+				fresh = true
 			}
 			sb = next
 		}
 		ensure = true
-		up, err := a.egressLink(ctx, gen, sb, log)
+		up, err := a.egressLink(ctx, gen, sb, log, fresh)
+		fresh = false
 		a.send(egressDown{gen: gen})
 		if ctx.Err() != nil {
 			return
@@ -177,8 +199,8 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 }
 
 // egressLink runs one control link until it ends; up says it was made.
-func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sandbox, log *recorder.DecisionLog) (up bool, err error) {
-	octx, cancel := a.deps.DockerContext()
+func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sandbox, log *recorder.DecisionLog, fresh bool) (up bool, err error) {
+	octx, cancel := context.WithTimeout(ctx, a.deps.Config.DockerTimeout)
 	conn, err := a.deps.Engine.OpenEgress(octx, sb, &dockerio.LineLog{Log: func(line string) {
 		a.deps.Log.Warn("egress", "sandbox", a.p.ID, "stderr", line)
 	}, Max: 100})
@@ -198,7 +220,7 @@ func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sand
 		last = log.Last()
 	}
 	h := ctl.Hello()
-	if h.Next <= last {
+	if fresh || h.Next <= last {
 		// The proxy is not the one the log heard last (made anew): its
 		// sequence started over.
 		last = 0
@@ -248,6 +270,14 @@ func (a *sandboxActor) onEgressUp(m egressUp) {
 		a.e.waiting = nil
 		a.applyEgress(waiting...)
 	}
+}
+
+func (a *sandboxActor) onEgressFailed(m egressFailed) {
+	if m.gen != a.e.gen {
+		return
+	}
+	a.deps.Log.Error("the egress role does not read back as made: the sandbox is stopped", "sandbox", a.p.ID, "err", m.err)
+	a.stop(lifecycle.ReasonFailed, m.err)
 }
 
 func (a *sandboxActor) onEgressGaveUp(m egressGaveUp) {
@@ -324,20 +354,45 @@ func (a *sandboxActor) applyEgress(replies ...chan<- error) {
 		}
 		return
 	}
+	a.e.replies = append(a.e.replies, replies...)
+	if a.e.applying {
+		a.e.again = true
+		return
+	}
+	a.e.applying = true
 	version, rules := a.state.RulesVersion, a.state.Spec.Policy.Egress
 	go func() {
 		ctx, cancel := a.deps.DockerContext()
 		defer cancel()
 		err := ctl.Apply(ctx, version, rules)
-		a.send(egressApplied{version: version, err: err, replies: replies})
+		a.send(egressApplied{version: version, err: err, ctl: ctl})
 	}()
 }
 
 func (a *sandboxActor) onEgressApplied(m egressApplied) {
+	a.e.applying = false
 	if m.err != nil && !errors.Is(m.err, egress.ErrClosed) {
-		a.deps.Log.Warn("the proxy did not apply the rules", "sandbox", a.p.ID, "version", m.version, "err", m.err)
+		// The proxy and the journal may now differ: drop the link, so
+		// the next one's hello shows the proxy's version and the
+		// journal's rules are applied again.
+		a.deps.Log.Warn("the proxy did not apply the rules; its link is made again", "sandbox", a.p.ID, "version", m.version, "err", m.err)
+		m.ctl.Close()
 	}
-	for _, r := range m.replies {
+	if m.err == nil && (a.e.again || m.version != a.state.RulesVersion) && a.e.ctl == m.ctl {
+		a.e.again = false
+		a.applyEgress() // a later change: its replies wait for it
+		return
+	}
+	a.e.again = false
+	replies := a.e.replies
+	a.e.replies = nil
+	if errors.Is(m.err, egress.ErrClosed) && a.e.cancel != nil {
+		// The link went under the apply: the next one applies the
+		// journal's rules (onEgressUp), and answers these.
+		a.e.waiting = append(a.e.waiting, replies...)
+		return
+	}
+	for _, r := range replies {
 		r <- m.err
 	}
 }

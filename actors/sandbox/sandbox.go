@@ -265,6 +265,8 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onEgressDown(m)
 	case egressGaveUp:
 		a.onEgressGaveUp(m)
+	case egressFailed:
+		a.onEgressFailed(m)
 	case egressReplaced:
 		a.onEgressReplaced(m)
 	case egressApplied:
@@ -646,7 +648,19 @@ func (a *sandboxActor) remove() {
 	if sb.ID == "" { // the create failed before it returned a handle
 		sb = Handle(a.deps.Config.Owner, a.state)
 	}
-	a.goDocker(func(ctx context.Context) any { return removedMsg{err: a.deps.Engine.RemoveSandbox(ctx, sb)} })
+	a.stopEgress()
+	loopDone := a.e.done
+	a.goDocker(func(ctx context.Context) any {
+		// An egress loop making a new egress container must not race the
+		// removal's listing of the sandbox's resources.
+		if loopDone != nil {
+			select {
+			case <-loopDone:
+			case <-ctx.Done():
+			}
+		}
+		return removedMsg{err: a.deps.Engine.RemoveSandbox(ctx, sb)}
+	})
 }
 
 func (a *sandboxActor) onRemoved(m removedMsg) {

@@ -256,6 +256,5 @@ func (p *proxy) apply(version uint64, texts []string) egress.Message {
 		}
 		rules = append(rules, r)
 	}
-	p.setRules(version, rules)
-	return egress.Message{Kind: egress.KindApplied, Applied: version}
+	return egress.Message{Kind: egress.KindApplied, Applied: p.setRules(version, rules)}
 }

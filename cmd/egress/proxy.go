@@ -396,10 +396,15 @@ func (p *proxy) recheck(cc *conn, rs *ruleSet) {
 }
 
 // setRules puts rules in force and cuts the connections they no longer
-// admit. Connections still admitted go on.
-func (p *proxy) setRules(version uint64, rules []spec.EgressRule) {
+// admit. Connections still admitted go on. Versions only move forward: an
+// older set (two changes whose applies crossed on the way) is not put back
+// in force; the version in force is returned either way.
+func (p *proxy) setRules(version uint64, rules []spec.EgressRule) uint64 {
 	p.applyMu.Lock()
 	defer p.applyMu.Unlock()
+	if cur := p.rules.Load(); cur != nil && version < cur.version {
+		return cur.version
+	}
 	rs := &ruleSet{version: version, rules: rules}
 	p.rules.Store(rs)
 	p.mu.Lock()
@@ -407,6 +412,7 @@ func (p *proxy) setRules(version uint64, rules []spec.EgressRule) {
 	for cc := range p.conns {
 		p.recheck(cc, rs)
 	}
+	return version
 }
 
 // finish records an allowed connection's decision when it ends.
