@@ -134,7 +134,7 @@ type inspectDoc struct {
 			NetworkID string
 			IPAddress string
 		}
-		Ports    json.RawMessage
+		Ports json.RawMessage
 	}
 }
 
