@@ -43,6 +43,8 @@ type outsideServer struct {
 	// leaked counts requests that arrived with proxy credentials (the
 	// proxy must strip them).
 	leaked atomic.Int64
+	// sent counts the body bytes written.
+	sent atomic.Int64
 }
 
 func startOutside(t testing.TB) *outsideServer {
@@ -67,14 +69,17 @@ func startOutside(t testing.TB) *outsideServer {
 			w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 			for size > 0 {
 				k := min(size, int64(len(block)))
-				if _, err := w.Write(block[:k]); err != nil {
+				n, err := w.Write(block[:k])
+				s.sent.Add(int64(n))
+				if err != nil {
 					return
 				}
 				size -= k
 			}
 			return
 		}
-		fmt.Fprintf(w, "hello %d\n", s.port)
+		n, _ := fmt.Fprintf(w, "hello %d\n", s.port)
+		s.sent.Add(int64(n))
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
