@@ -81,7 +81,8 @@ func (a *Adapter) StartWarden(ctx context.Context, sb Sandbox, stderr io.Writer)
 // an exec of `stockade-warden attach SOCKET` whose stdin and stdout are the
 // link for as long as it lives.
 func (a *Adapter) AttachWarden(ctx context.Context, sb Sandbox, socket string, stderr io.Writer) (WardenConn, error) {
-	if !strings.HasPrefix(socket, TmpDir+"/") || strings.Contains(socket, "..") || len(socket) > 108 {
+	rel, ok := spec.CleanRelPath(strings.TrimPrefix(socket, TmpDir+"/"))
+	if !strings.HasPrefix(socket, TmpDir+"/") || !ok || rel != strings.TrimPrefix(socket, TmpDir+"/") || strings.Contains(rel, "/") || len(socket) > 108 {
 		return WardenConn{}, spec.Errorf(spec.CodeInvalidArgument, "dockerio.warden", "warden socket %q is not a path under %s", socket, TmpDir)
 	}
 	return a.wardenExec(ctx, sb, stderr, WardenPath, "attach", socket)
