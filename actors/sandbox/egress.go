@@ -338,23 +338,27 @@ func (a *sandboxActor) setEgress(m SetEgress) {
 	a.applyEgress(m.Reply)
 }
 
-// applyEgress sends the journal's rules to the proxy off the mailbox. With
-// no link but the loop making one, the replies wait for it (onEgressUp
-// applies the journal's rules to every new link whose proxy holds others;
-// the caller's context bounds the wait).
+// applyEgress sends the journal's rules to the proxy off the mailbox, one
+// set at a time: a change made while an apply is in flight is sent after
+// it, and the replies wait for the apply that carries their change. With
+// no link but the loop making one, they wait for it (onEgressUp applies the
+// journal's rules to every new link whose proxy holds others; the caller's
+// context bounds the wait).
 func (a *sandboxActor) applyEgress(replies ...chan<- error) {
+	a.e.replies = append(a.e.replies, replies...)
 	ctl := a.e.ctl
 	if ctl == nil {
+		pending := a.e.replies
+		a.e.replies = nil
 		if a.e.cancel != nil {
-			a.e.waiting = append(a.e.waiting, replies...)
+			a.e.waiting = append(a.e.waiting, pending...)
 			return
 		}
-		for _, r := range replies {
+		for _, r := range pending {
 			r <- spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s: the rules are journaled, but its proxy has no link; they are applied when the sandbox is next re-adopted", a.p.ID)
 		}
 		return
 	}
-	a.e.replies = append(a.e.replies, replies...)
 	if a.e.applying {
 		a.e.again = true
 		return
@@ -371,22 +375,25 @@ func (a *sandboxActor) applyEgress(replies ...chan<- error) {
 
 func (a *sandboxActor) onEgressApplied(m egressApplied) {
 	a.e.applying = false
-	if m.err != nil && !errors.Is(m.err, egress.ErrClosed) {
+	closed := errors.Is(m.err, egress.ErrClosed)
+	if m.err != nil && !closed {
 		// The proxy and the journal may now differ: drop the link, so
 		// the next one's hello shows the proxy's version and the
 		// journal's rules are applied again.
 		a.deps.Log.Warn("the proxy did not apply the rules; its link is made again", "sandbox", a.p.ID, "version", m.version, "err", m.err)
 		m.ctl.Close()
 	}
-	if m.err == nil && (a.e.again || m.version != a.state.RulesVersion) && a.e.ctl == m.ctl {
+	if m.err == nil && (a.e.again || m.version != a.state.RulesVersion || a.e.ctl != m.ctl) {
+		// A later change, or a new link: the latest rules go again
+		// (on the link there is now), and the replies wait for them.
 		a.e.again = false
-		a.applyEgress() // a later change: its replies wait for it
+		a.applyEgress()
 		return
 	}
 	a.e.again = false
 	replies := a.e.replies
 	a.e.replies = nil
-	if errors.Is(m.err, egress.ErrClosed) && a.e.cancel != nil {
+	if closed && a.e.cancel != nil {
 		// The link went under the apply: the next one applies the
 		// journal's rules (onEgressUp), and answers these.
 		a.e.waiting = append(a.e.waiting, replies...)
