@@ -326,6 +326,37 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Errorf("an empty rule: %v, want invalid_argument", err)
 	}
 
+	// Changes racing each other: the proxy ends on the journal's last.
+	ruleA, _ := spec.ParseEgressRule(allowedTarget)
+	ruleB, _ := spec.ParseEgressRule(otherTarget)
+	errs := make(chan error, 8)
+	for i := range 8 {
+		r := ruleA
+		if i%2 == 1 {
+			r = ruleB
+		}
+		go func() { errs <- sb.SetEgress(ctx, []spec.EgressRule{r}) }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatalf("racing changes: %v", err)
+		}
+	}
+	st, err = sb.State(ctx)
+	if err != nil || len(st.Spec.Policy.Egress) != 1 {
+		t.Fatalf("state after racing changes: %+v %v", st.Spec.Policy, err)
+	}
+	last, notLast := allowedTarget, otherTarget
+	if st.Spec.Policy.Egress[0] == ruleB {
+		last, notLast = otherTarget, allowedTarget
+	}
+	if out, _ := sh(t, sb, connectVia(last)); !strings.Contains(out, "hello") {
+		t.Fatalf("after racing changes, the journal's last (%s) is not in force:\n%s", last, out)
+	}
+	if out, _ := sh(t, sb, connectVia(notLast)); !strings.Contains(out, " 403 ") {
+		t.Fatalf("after racing changes, %s (not the journal's last) is admitted:\n%s", notLast, out)
+	}
+
 	if err := sb.Remove(ctx); err != nil {
 		t.Fatalf("remove: %v", err)
 	}
