@@ -12,7 +12,7 @@ GOFLAGS ?=
 TEST_TIMEOUT ?= 14m
 PKGS := ./...
 
-.PHONY: all build image test fmt-check vet unit bench drill run clean proto proto-tools proto-check
+.PHONY: all build image image-python test fmt-check vet tidy-check unit bench drill run clean proto proto-tools proto-check
 
 all: build
 
@@ -26,6 +26,11 @@ build:
 # The sandbox image, from scratch with no registry (scripts/image.sh).
 image:
 	@./scripts/image.sh
+
+# The realistic image (python3, coreutils) from Debian's packages with
+# mmdebstrap, offline (scripts/image-python.sh); idempotent like image.
+image-python:
+	@./scripts/image-python.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -71,8 +76,12 @@ proto-check: proto-tools
 
 # Unit, fuzz seed corpora and integration tests (test/ needs the real daemon),
 # all under the race detector.
-test: fmt-check vet proto-check image
+test: fmt-check vet tidy-check proto-check image
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+# go.mod and go.sum say exactly what the code imports.
+tidy-check:
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum is not tidy: run go mod tidy" >&2; $(GO) mod tidy -diff >&2; exit 1; }
 
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .
