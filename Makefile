@@ -12,7 +12,7 @@ GOFLAGS ?=
 TEST_TIMEOUT ?= 14m
 PKGS := ./...
 
-.PHONY: all build image image-python test fmt-check vet tidy-check unit bench drill run clean proto proto-tools proto-check
+.PHONY: all build image image-python test fmt-check vet tidy-check load unit bench drill run clean proto proto-tools proto-check
 
 all: build
 
@@ -82,6 +82,11 @@ test: fmt-check vet tidy-check proto-check image
 # go.mod and go.sum say exactly what the code imports.
 tidy-check:
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum is not tidy: run go mod tidy" >&2; $(GO) mod tidy -diff >&2; exit 1; }
+
+# The load test (issue 13): 100 sandboxes at once through one server vs the
+# raw Docker client; minutes, so not part of make test.
+load: build image
+	CI=true $(GO) test -race -tags load -count=1 -run 'TestLoad' -v -timeout 30m ./test/
 
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .
