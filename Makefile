@@ -12,7 +12,7 @@ GOFLAGS ?=
 TEST_TIMEOUT ?= 14m
 PKGS := ./...
 
-.PHONY: all build image image-python test fmt-check vet tidy-check load unit bench drill run clean proto proto-tools proto-check
+.PHONY: all build image image-python test fmt-check vet tidy-check load soak unit bench drill run clean proto proto-tools proto-check
 
 all: build
 
@@ -87,6 +87,13 @@ tidy-check:
 # raw Docker client; minutes, so not part of make test.
 load: build image
 	CI=true $(GO) test -race -tags load -count=1 -run 'TestLoad' -v -timeout 30m ./test/
+
+# The soak (issue 13): SOAK minutes of random creates, processes, kills
+# and runtime kill -9s with restarts, then what was left compared with the
+# start.
+SOAK ?= 3m
+soak: build image
+	CI=true STOCKADE_SOAK=$(SOAK) $(GO) test -tags soak -count=1 -run 'TestSoak' -v -timeout 60m ./test/
 
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .

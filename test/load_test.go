@@ -23,7 +23,6 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
-	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -230,15 +229,4 @@ func rawRound(ctx context.Context, cli *client.Client, p dockerio.Profile, owner
 		return 0, nil, err
 	}
 	return create, execs, nil
-}
-
-// ownerOfJournal reads the owner a CLI environment's journal was made for.
-func ownerOfJournal(t *testing.T, e *cliEnv) string {
-	t.Helper()
-	j, err := journal.Open(e.journal, journal.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	return j.Owner()
 }
