@@ -312,9 +312,20 @@ func summary(e host.HistoryEvent) string {
 	switch v := ev.(type) {
 	case lifecycle.SandboxReserved:
 		p := v.Spec.Policy
-		return fmt.Sprintf("%s, %s, %g cpu, %d MiB, %d pids, %s, user %s", short(v.Spec.Image, 19), v.Spec.Lifetime, p.CPUs, p.MemoryBytes>>20, p.Pids, p.Network, p.User)
+		network := string(p.Network)
+		if p.Network == spec.NetworkAllowlist {
+			network = "allow=" + short(spec.FormatEgressRules(p.Egress), 60)
+		}
+		return fmt.Sprintf("%s, %s, %g cpu, %d MiB, %d pids, %s, user %s", short(v.Spec.Image, 19), v.Spec.Lifetime, p.CPUs, p.MemoryBytes>>20, p.Pids, network, p.User)
 	case lifecycle.SandboxCreated:
+		if v.Egress != "" {
+			return fmt.Sprintf("workload %s, export %s, volume %s, egress %s (proxy %s)", short(v.Workload, 12), short(v.Export, 12), v.Volume, short(v.Egress, 12), v.Proxy)
+		}
 		return fmt.Sprintf("workload %s, export %s, volume %s", short(v.Workload, 12), short(v.Export, 12), v.Volume)
+	case lifecycle.EgressChanged:
+		return "allow=" + short(spec.FormatEgressRules(v.Rules), 100)
+	case lifecycle.EgressReplaced:
+		return fmt.Sprintf("egress %s: %s", short(v.Egress, 12), short(v.Reason, 80))
 	case lifecycle.SandboxStopping:
 		return string(v.Reason)
 	case lifecycle.SandboxExited:
