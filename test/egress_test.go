@@ -302,10 +302,35 @@ func TestEgressAllowlist(t *testing.T) {
 	}
 	defer udp.Close()
 	uport := udp.LocalAddr().(*net.UDPAddr).Port
-	sh(t, sb, fmt.Sprintf(`echo leak | nc -u -w 1 %s %d; echo leak | nc -u -w 1 %s 53`, gw, uport, gw))
+	// busybox's nc has no UDP; its tftp sends a datagram (a read request)
+	// to any host and port. The same probe from an open sandbox does reach
+	// the listener: the refusal below is the network's, not the probe's.
+	udpProbe := fmt.Sprintf(`timeout 3 tftp -g -r leak -l /tmp/leak %s %d; true`, gw, uport)
+	openPol := smallPolicy()
+	openPol.Network = spec.NetworkOpen
+	control, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: openPol, Lifetime: spec.OneShot})
+	if err != nil {
+		t.Fatalf("create the open control sandbox: %v", err)
+	}
+	sh(t, control, udpProbe)
+	udp.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, err := udp.ReadFrom(make([]byte, 512)); err != nil {
+		t.Fatalf("the UDP probe from an open sandbox did not reach the host (%v): the probe proves nothing", err)
+	}
+	if err := control.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Drain the probe's retries before the allowlist sandbox tries.
+	for {
+		udp.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		if _, _, err := udp.ReadFrom(make([]byte, 512)); err != nil {
+			break
+		}
+	}
+	sh(t, sb, udpProbe+fmt.Sprintf(`; timeout 3 tftp -g -r leak -l /tmp/leak %s 53; true`, gw))
 	udp.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if n, from, err := udp.ReadFrom(make([]byte, 64)); err == nil {
-		t.Errorf("a UDP datagram of %d bytes from %v reached the host", n, from)
+	if n, from, err := udp.ReadFrom(make([]byte, 512)); err == nil {
+		t.Errorf("a UDP datagram of %d bytes from %v reached the host from the allowlist sandbox", n, from)
 	}
 
 	// A policy change on the running sandbox: journaled, in force at once.

@@ -253,6 +253,9 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.onWardenSpawned(ctx, m)
 	case groupKilled:
 		a.killPending = false
+		if m.failed != nil && a.stopReason == lifecycle.ReasonLost {
+			a.stopErr = spec.Wrap(spec.CodeStreamFailure, "process", m.failed, "process %s: the sandbox's warden was lost, and killing its process group failed (it may run until its sandbox stops)", a.p.ID)
+		}
 		if m.workloadGone && a.stopReason == lifecycle.ReasonLost {
 			// The warden went down with its workload: the sandbox
 			// stopped under the process.

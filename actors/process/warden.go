@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"syscall"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -186,6 +187,9 @@ type groupKilled struct {
 	// workloadGone: Docker cannot exec into the workload (not running,
 	// or gone): the warden died with its sandbox.
 	workloadGone bool
+	// failed: the kill could not be sent (the process may run on until
+	// its sandbox stops).
+	failed error
 }
 
 // killGroupByDocker kills the process's group with a Docker exec (its
@@ -198,17 +202,36 @@ func (a *processActor) killGroupByDocker() {
 	a.killPending = true
 	sb, bg := a.p.Sandbox, a.bg
 	go func() {
-		err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
-		gone := false
-		if err != nil && !spec.IsCode(err, spec.CodeNotFound) {
-			vctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
-			gone = a.deps.Engine.VerifySandbox(vctx, sb) != nil
-			cancel()
-			if !gone {
-				a.deps.Log.Warn("killing the group of a process whose warden was lost failed", "process", a.p.ID, "err", err)
+		// A warden often dies with its workload: then Docker may still
+		// show the container running for a moment while refusing execs
+		// into it ("cannot exec in a stopped state"). So a failed kill is
+		// tried again, and the workload looked at again, a few times over
+		// about three seconds before the process is taken for lost.
+		pause := 100 * time.Millisecond
+		for attempt := 0; ; attempt++ {
+			err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
+			if err == nil || spec.IsCode(err, spec.CodeNotFound) {
+				a.send(groupKilled{})
+				return
 			}
+			vctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
+			gone := a.deps.Engine.VerifySandbox(vctx, sb) != nil
+			cancel()
+			if gone {
+				a.send(groupKilled{workloadGone: true})
+				return
+			}
+			if attempt == 4 || bg.Err() != nil {
+				a.deps.Log.Warn("killing the group of a process whose warden was lost failed", "process", a.p.ID, "err", err)
+				a.send(groupKilled{failed: err})
+				return
+			}
+			select {
+			case <-bg.Done():
+			case <-time.After(pause):
+			}
+			pause *= 2
 		}
-		a.send(groupKilled{workloadGone: gone})
 	}()
 }
 
