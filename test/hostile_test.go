@@ -1,0 +1,497 @@
+//go:build hostile
+
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// TestHostileResources: a workload that exhausts what its sandbox is given
+// (tasks, memory, /tmp, the workspace, output, time) is stopped by its own
+// limits, journaled with the right reason, its sandbox still answers, and
+// the bystander is untouched.
+func TestHostileResources(t *testing.T) {
+	h := newHostile(t)
+
+	// The sandbox's pids cgroup (64 tasks, smallPolicy) bounds a fork
+	// bomb: forks fail with EAGAIN (the shell's "can't fork"), and the
+	// cgroup counts each refusal in pids.events. A classic bomb dies out
+	// by itself (each member exits once its forks are refused): exited. A
+	// flood of long sleepers fills the table and holds the process's
+	// output open after its shell gave up: Stop kills the group, signaled.
+	t.Run("fork bomb", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			script string
+			stop   bool
+			reason lifecycle.Reason
+		}{
+			{"classic", "bomb() { bomb | bomb & }; bomb; wait", false, lifecycle.ReasonExited},
+			{"sleepers until refused, then stopped", "while :; do sleep 1000 & done", true, lifecycle.ReasonSignaled},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+					refused := func() int {
+						r := shIn(ctx, sb, "cat /sys/fs/cgroup/pids/pids.events")
+						var n int
+						if _, err := fmt.Sscanf(string(r.stdout), "max %d", &n); err != nil {
+							t.Fatalf("pids.events: %q %q %v", r.stdout, r.stderr, err)
+						}
+						return n
+					}
+					before := refused()
+					if r := shIn(ctx, sb, "cat /sys/fs/cgroup/pids/pids.max"); string(r.stdout) != "64\n" {
+						t.Fatalf("pids.max %q, want the policy's 64", r.stdout)
+					}
+					p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", tc.script}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if tc.stop {
+						// Stop once the shell says its fork was refused.
+						errc := make(chan []byte, 1)
+						go func() {
+							br := bufio.NewReader(p.Stderr())
+							line, _ := br.ReadBytes('\n')
+							if err := p.Stop(ctx); err != nil {
+								t.Errorf("stop: %v", err)
+							}
+							rest, _ := io.ReadAll(br)
+							errc <- append(line, rest...)
+						}()
+						out, _ := io.ReadAll(p.Stdout())
+						stderr := <-errc
+						res, err := p.Wait(ctx)
+						r := ran{id: p.ID(), stdout: out, stderr: stderr, res: res, err: err}
+						if !bytes.Contains(stderr, []byte("can't fork")) {
+							t.Errorf("stderr %q does not show a refused fork", clip(stderr))
+						}
+						h.wantEnd(t, ctx, sb, "the stopped flood", r, tc.reason, -1)
+						// Observed: the shell exited 2 on its own before the
+						// Stop, which killed the sleepers holding its output;
+						// the result reads signaled with the shell's code 2.
+						t.Logf("the stopped flood: %+v", res)
+					} else {
+						r := finish(ctx, p)
+						if !bytes.Contains(r.stderr, []byte("can't fork")) {
+							t.Errorf("stderr %q does not show a refused fork", clip(r.stderr))
+						}
+						h.wantEnd(t, ctx, sb, "the bomb", r, tc.reason, -1)
+					}
+					if after := refused(); after <= before {
+						t.Errorf("pids.events max %d before, %d after: the pids limit was never hit", before, after)
+					}
+					// Nothing of it is left, and the sandbox answers.
+					okOut(t, "after the bomb", shIn(ctx, sb, "ps -o args | grep -c '^sleep 1000' || true"), "0\n")
+					okOut(t, "after the bomb", shIn(ctx, sb, "echo alive"), "alive\n")
+					if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.warden_lost") != 0 {
+						t.Errorf("the bomb cost the warden: %v", types)
+					}
+				})
+			})
+		}
+	})
+
+	// The sandbox's memory cgroup (128 MiB, no swap): the kernel's OOM
+	// killer ends the hog, and the runtime names it (reason oom, 137).
+	t.Run("memory hog", func(t *testing.T) {
+		for _, tc := range []struct{ name, script string }{
+			{"a shell string doubling", "x=0123456789abcdef; while :; do x=$x$x; done"},
+			{"one 256 MiB buffer", "exec dd if=/dev/zero of=/dev/null bs=256M count=1"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+					r := shIn(ctx, sb, tc.script)
+					h.wantEnd(t, ctx, sb, tc.name, r, lifecycle.ReasonOOM, 137)
+					okOut(t, "after the hog", shIn(ctx, sb, "echo alive"), "alive\n")
+				})
+			})
+		}
+	})
+
+	// /tmp is a tmpfs of TmpBytes: filling it is ENOSPC for the writer,
+	// and nothing else: /home/sandbox and the workspace still take
+	// writes, a new process (spawned while /tmp is still full) runs, and
+	// /tmp works again once the file is removed.
+	t.Run("tmpfs fill", func(t *testing.T) {
+		pol := smallPolicy()
+		pol.TmpBytes = 8 << 20
+		h.attack(t, pol, func(ctx context.Context, sb host.Sandbox) {
+			r := shIn(ctx, sb, "dd if=/dev/zero of=/tmp/fill bs=1M count=64")
+			h.wantEnd(t, ctx, sb, "dd into /tmp", r, lifecycle.ReasonExited, 1)
+			if !bytes.Contains(r.stderr, []byte("No space left on device")) {
+				t.Errorf("dd's stderr %q, want ENOSPC", r.stderr)
+			}
+			r = shIn(ctx, sb, "echo more > /tmp/more")
+			if r.res.ExitCode == 0 || !bytes.Contains(r.stderr, []byte("No space left on device")) {
+				t.Errorf("a second write into the full /tmp: %+v %q, want ENOSPC", r.res, r.stderr)
+			}
+			okOut(t, "other paths while /tmp is full", shIn(ctx, sb,
+				"echo h > /home/sandbox/f && cat /home/sandbox/f && echo w > /workspace/work/f && cat /workspace/work/f && df -k /tmp | tail -1 | awk '{print $2}'"),
+				"h\nw\n8192\n")
+			okOut(t, "a new process while /tmp is full", run(ctx, sb, spec.Process{Argv: []string{"echo", "ok"}}), "ok\n")
+			okOut(t, "/tmp after the removal", shIn(ctx, sb, "rm /tmp/fill && echo again > /tmp/again && cat /tmp/again"), "again\n")
+		})
+	})
+
+	// /workspace is the sandbox's own Docker volume of the local driver,
+	// with no options: a directory under the daemon's root
+	// (/var/lib/docker/volumes) on the host's disk. Nothing stockade sets
+	// bounds it: the sandbox's memory, pids and tmpfs limits do not apply
+	// to it, the local driver's size= option exists only for tmpfs
+	// volumes, and the storage driver's size option (overlay2 on xfs with
+	// pquota) would bound only the container's root filesystem, which is
+	// read-only here anyway. On this machine (storage driver
+	// fuse-overlayfs, volumes on the host's ext4 disk) a workload can fill
+	// the host's disk through /workspace: it is UNBOUNDED. The test writes
+	// only 64 MiB (never fill the host's disk) and shows the write is not
+	// refused and the volume is the host's filesystem. `stockade doctor`
+	// reports the storage driver only inside its image-dataset check
+	// (datasets.image-store) and no check about a workspace bound.
+	t.Run("workspace fill", func(t *testing.T) {
+		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			r := shIn(ctx, sb, "dd if=/dev/zero of=/workspace/work/fill bs=1M count=64 2>/dev/null && sync && du -k /workspace/work/fill | cut -f1 && stat -f -c '%b %S' /workspace")
+			var kib, blocks, bsize uint64
+			if _, err := fmt.Sscanf(string(r.stdout), "%d\n%d %d\n", &kib, &blocks, &bsize); err != nil || r.res.ExitCode != 0 || kib != 65536 {
+				t.Fatalf("64 MiB into /workspace: %q %q %+v (%v), want them written (nothing bounds the workspace here)", r.stdout, r.stderr, r.res, err)
+			}
+			vol := workspaceVolume(t, ctx, h, sb)
+			t.Logf("the workspace: a filesystem of %d blocks of %d bytes as the sandbox sees it; its volume: driver %s, options %v, at %s", blocks, bsize, vol.Driver, vol.Options, vol.Mountpoint)
+			if vol.Driver != "local" || len(vol.Options) != 0 {
+				t.Errorf("workspace volume driver %s options %v: the comment above no longer describes what bounds it", vol.Driver, vol.Options)
+			}
+			// The volume is a directory of the host's filesystem: the same
+			// size seen from the host (where the daemon is local).
+			var fs syscall.Statfs_t
+			if err := syscall.Statfs(vol.Mountpoint, &fs); err != nil {
+				t.Logf("statfs of the volume on this host: %v (a remote daemon?): not compared", err)
+			} else if fs.Blocks*uint64(fs.Bsize) != blocks*bsize {
+				t.Errorf("the workspace is %d bytes inside, its volume's filesystem %d bytes on the host: not the host's disk?", blocks*bsize, fs.Blocks*uint64(fs.Bsize))
+			}
+			okOut(t, "removing the fill", shIn(ctx, sb, "rm /workspace/work/fill && echo gone"), "gone\n")
+
+			doc, err := h.c.Doctor(ctx)
+			if err != nil {
+				t.Fatalf("doctor: %v", err)
+			}
+			info, err := h.docker.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(doc, []byte(info.Driver)) {
+				t.Errorf("doctor does not name the storage driver %q:\n%s", info.Driver, doc)
+			}
+			t.Logf("doctor names the storage driver %q; it says about the workspace: %v", info.Driver, bytes.Contains(bytes.ToLower(doc), []byte("workspace")))
+		})
+	})
+
+	// The output quota (spec.Process.OutputQuota, stdout and stderr
+	// together) stops a flood: output_limit, within the quota, whichever
+	// stream floods and whether or not the host reads it.
+	t.Run("output flood", func(t *testing.T) {
+		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			for _, tc := range []struct {
+				name string
+				p    spec.Process
+			}{
+				{"stdout", spec.Process{Argv: []string{"yes"}}},
+				{"stderr", spec.Process{Argv: []string{"sh", "-c", "yes >&2"}}},
+				{"both, discarded", spec.Process{Argv: []string{"sh", "-c", "yes & yes >&2"}, Stdout: spec.Discard, Stderr: spec.Discard}},
+			} {
+				const quota = 1 << 20
+				tc.p.OutputQuota = quota
+				r := run(ctx, sb, tc.p)
+				h.wantEnd(t, ctx, sb, "flood on "+tc.name, r, lifecycle.ReasonOutputLimit, -1)
+				if !spec.IsCode(r.err, spec.CodeOutputLimit) || r.res.StdoutBytes+r.res.StderrBytes > quota || int64(len(r.stdout)+len(r.stderr)) > quota {
+					t.Errorf("flood on %s: %d+%d bytes (%d+%d read), %v; want output_limit within %d", tc.name, r.res.StdoutBytes, r.res.StderrBytes, len(r.stdout), len(r.stderr), r.err, quota)
+				}
+			}
+			okOut(t, "after the floods", shIn(ctx, sb, "ps -o args | grep -c '^yes' || true"), "0\n")
+		})
+	})
+
+	// A process past its timeout is stopped (TERM to its group, KILL
+	// after the server's stop grace when TERM is ignored): reason
+	// timeout, error timeout.
+	t.Run("past its timeout", func(t *testing.T) {
+		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			for _, tc := range []struct {
+				name string
+				argv []string
+				code int
+			}{
+				{"sleeping", []string{"sleep", "300"}, 128 + int(syscall.SIGTERM)},
+				{"spinning with TERM ignored", []string{"sh", "-c", "trap '' TERM; while :; do :; done"}, 128 + int(syscall.SIGKILL)},
+			} {
+				r := run(ctx, sb, spec.Process{Argv: tc.argv, Timeout: 2 * time.Second})
+				h.wantEnd(t, ctx, sb, tc.name, r, lifecycle.ReasonTimeout, tc.code)
+				if !errors.Is(r.err, spec.ErrTimeout) {
+					t.Errorf("%s: %v, want a timeout error", tc.name, r.err)
+				}
+			}
+			okOut(t, "after the timeouts", shIn(ctx, sb, "echo alive"), "alive\n")
+		})
+	})
+}
+
+// workspaceVolume returns the docker volume mounted at the sandbox's
+// /workspace.
+func workspaceVolume(t *testing.T, ctx context.Context, h *hostileEnv, sb host.Sandbox) volume.Volume {
+	t.Helper()
+	c, err := h.docker.ContainerInspect(ctx, workload(t, ctx, sb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.Mounts {
+		if m.Destination == "/workspace" {
+			v, err := h.docker.VolumeInspect(ctx, m.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no volume at /workspace: %+v", c.Mounts)
+	return volume.Volume{}
+}
+
+// TestHostileStreams: a workload that misuses its streams (never reads
+// stdin, closes stdout and goes on, writes bytes that are not text) costs
+// only itself, and what it wrote reaches the host and the recording
+// unchanged.
+func TestHostileStreams(t *testing.T) {
+	h := newHostile(t)
+
+	// The host writes 8 MiB to a process that never reads its stdin:
+	// the child's pipe, the warden's stdin window, the server's and the
+	// client's gRPC windows fill, and the host's Write blocks (stdin's
+	// backpressure: nothing buffers 8 MiB). The process's timeout stops
+	// it, and the blocked Write then returns an error: nothing hangs.
+	t.Run("stdin never read", func(t *testing.T) {
+		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}, Stdin: true, Timeout: 3 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const total = 8 << 20
+			type wrote struct {
+				n   int
+				err error
+			}
+			wc := make(chan wrote, 1)
+			go func() {
+				n, err := p.Stdin().Write(make([]byte, total))
+				wc <- wrote{n, err}
+			}()
+			r := finish(ctx, p)
+			h.wantEnd(t, ctx, sb, "the process that never read its stdin", r, lifecycle.ReasonTimeout, 128+int(syscall.SIGTERM))
+			select {
+			case w := <-wc:
+				if w.n >= total || w.err == nil {
+					t.Errorf("the host wrote %d of %d bytes (%v) into a stdin nobody read: want a write that blocked, then failed", w.n, total, w.err)
+				}
+				t.Logf("the host's write ended after %d bytes: %v", w.n, w.err)
+			case <-time.After(time.Minute):
+				t.Fatal("the host's stdin write still blocks a minute after its process ended")
+			}
+			okOut(t, "after it", shIn(ctx, sb, "echo alive"), "alive\n")
+		})
+	})
+
+	// A process that closes its stdout and stderr and goes on running.
+	// Inside, its output descriptors are gone while it runs; the host's
+	// stream holds what it wrote, and ends once the process does: neither
+	// the warden's protocol nor the server's exec stream carries the end
+	// of one stream (the warden's exited report comes once the child is
+	// reaped and both pipes are closed). The process is still stopped by
+	// Stop (TERM to its group): signaled, 143.
+	t.Run("stdout closed early", func(t *testing.T) {
+		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "echo bye; exec >&- 2>&-; sleep 301"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			outc := make(chan []byte, 1)
+			go func() { b, _ := io.ReadAll(p.Stdout()); outc <- b }()
+			go io.Copy(io.Discard, p.Stderr())
+			// From inside: the shell runs on with no fd 1 or 2.
+			pid := h.startedPID(t, ctx, sb.ID(), p.ID())
+			var fds string
+			waitFor(t, "the shell to close its output", func() bool {
+				r := shIn(ctx, sb, fmt.Sprintf("ls /proc/%d/fd | tr '\\n' ' '", pid))
+				fds = string(r.stdout)
+				return r.res.ExitCode == 0 && fds != "" && !strings.Contains(" "+fds, " 1 ") && !strings.Contains(" "+fds, " 2 ")
+			})
+			select {
+			case <-p.Done():
+				t.Fatal("the process ended when it closed its output")
+			case b := <-outc:
+				t.Logf("its stdout ended before the process did: %q", b)
+				outc <- b
+			default:
+				t.Logf("its stdout has not ended while the process runs (open fds inside: %s)", fds)
+			}
+			if err := p.Stop(ctx); err != nil {
+				t.Fatalf("stop: %v", err)
+			}
+			res, err := p.Wait(ctx)
+			out := <-outc
+			r := ran{id: p.ID(), stdout: out, res: res, err: err}
+			h.wantEnd(t, ctx, sb, "the process that closed its output", r, lifecycle.ReasonSignaled, 128+int(syscall.SIGTERM))
+			if string(out) != "bye\n" || res.StdoutBytes != 4 {
+				t.Errorf("its stdout %q (%d bytes counted), want \"bye\\n\"", out, res.StdoutBytes)
+			}
+		})
+	})
+
+	// Every byte value, invalid UTF-8 (a lone continuation byte, an
+	// overlong NUL, a UTF-16 surrogate, a truncated sequence, 0xfe/0xff),
+	// terminal escapes and random bytes, on stdout and stderr: the host
+	// reads them unchanged, the result counts them, and the recording
+	// (through the server's Logs and `stockade logs`) holds them exactly.
+	t.Run("binary garbage", func(t *testing.T) {
+		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			var blob bytes.Buffer
+			for i := range 256 {
+				blob.WriteByte(byte(i))
+			}
+			blob.Write([]byte("\x80 \xc0\x80 \xed\xa0\x80 \xe2\x82 \xfe\xff \x1b[2J\x1b]0;title\x07 \r\x00\n"))
+			rnd := make([]byte, 256<<10)
+			if _, err := rand.Read(rnd); err != nil {
+				t.Fatal(err)
+			}
+			blob.Write(rnd)
+			want := blob.Bytes()
+			putFile(t, ctx, sb, "garbage", want, 0o644)
+			r := run(ctx, sb, spec.Process{Argv: []string{"sh", "-c", "cat garbage; cat garbage >&2"}, Record: spec.Record{Head: 8 << 20}})
+			h.wantEnd(t, ctx, sb, "cat of garbage", r, lifecycle.ReasonExited, 0)
+			if !bytes.Equal(r.stdout, want) || !bytes.Equal(r.stderr, want) {
+				t.Errorf("stdout %d bytes (first difference at %d), stderr %d bytes (at %d); want the %d bytes written", len(r.stdout), firstDiff(string(r.stdout), string(want)), len(r.stderr), firstDiff(string(r.stderr), string(want)), len(want))
+			}
+			if r.res.StdoutBytes != int64(len(want)) || r.res.StderrBytes != int64(len(want)) {
+				t.Errorf("counted %d/%d bytes, want %d each", r.res.StdoutBytes, r.res.StderrBytes, len(want))
+			}
+			var recOut, recErr bytes.Buffer
+			sum, err := h.c.Logs(ctx, r.id, func(c host.OutputChunk) error {
+				switch c.Stream {
+				case "stdout":
+					recOut.Write(c.Data)
+				case "stderr":
+					recErr.Write(c.Data)
+				default:
+					return fmt.Errorf("a gap of %d bytes at %d", c.Gap, c.Offset)
+				}
+				return nil
+			})
+			if err != nil || !bytes.Equal(recOut.Bytes(), want) || !bytes.Equal(recErr.Bytes(), want) || !bytes.Contains(sum, []byte(`"complete":true`)) {
+				t.Errorf("the recording: %d/%d bytes (%v), summary %s; want both streams exactly, complete", recOut.Len(), recErr.Len(), err, sum)
+			}
+			code, cliOut, cliErr := h.cli.run(t, "", "logs", "--stdout", r.id)
+			if code != 0 || cliOut != string(want) {
+				t.Errorf("stockade logs --stdout: exit %d, %d bytes (first difference at %d), %s; want the %d bytes", code, len(cliOut), firstDiff(cliOut, string(want)), cliErr, len(want))
+			}
+		})
+	})
+}
+
+// TestHostileProcessEscape: children that outlive their parent, and a
+// descendant that leaves its process group with setsid.
+//
+// What Stop of one process reaches: the warden spawned the process as the
+// leader of its own group (pgid = its pid); Stop sends SIGTERM, then
+// SIGKILL after the stop grace, to that group (kill(-pgid) inside the
+// sandbox, by the warden). It reaches the leader and every descendant
+// still in the group (a non-interactive shell gives its background jobs no
+// group of their own), even after the leader exited, as long as the
+// process has not ended (a descendant holds its output open). It does not
+// reach a descendant that moved to another group or session (setsid,
+// setpgid): that one lives on until the sandbox stops. Once the process
+// has ended (its leader reaped, its output closed), Stop has nothing to
+// reach: its orphans in the old group live on too. Stop of the sandbox
+// stops the workload container: its init dies and with it every process
+// of its PID namespace.
+func TestHostileProcessEscape(t *testing.T) {
+	h := newHostile(t)
+	h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		id := workload(t, ctx, sb)
+		alive := func(args string) bool {
+			r := shIn(ctx, sb, fmt.Sprintf("ps -o args | grep -c '^%s$' || true", args))
+			return string(r.stdout) != "0\n"
+		}
+		// The leader runs: Stop reaches its group, not the setsid escape.
+		p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "sleep 1001 & setsid sleep 1002 >/dev/null 2>&1 </dev/null & echo ready; wait"}, Stderr: spec.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(p.Stdout())
+		if line, err := br.ReadString('\n'); line != "ready\n" {
+			t.Fatalf("first line %q %v", line, err)
+		}
+		waitFor(t, "both children", func() bool { return alive("sleep 1001") && alive("sleep 1002") })
+		r := shIn(ctx, sb, "ps -o pid,pgid,sid,args | grep '[s]leep 100[12]'")
+		t.Logf("before the process's Stop:\n%s", r.stdout)
+		if err := p.Stop(ctx); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		io.Copy(io.Discard, br)
+		res, err := p.Wait(ctx)
+		h.wantEnd(t, ctx, sb, "the stopped parent", ran{id: p.ID(), stdout: []byte("ready\n"), res: res, err: err}, lifecycle.ReasonSignaled, 128+int(syscall.SIGTERM))
+		if alive("sleep 1001") {
+			t.Error("a child in the process's group survived its Stop")
+		}
+		if !alive("sleep 1002") {
+			t.Error("the setsid child did not survive its parent's Stop: the README says a signal to the group does not reach it")
+		}
+
+		// The leader exits at once: its orphans (one in its group, one in
+		// a session of its own) live on; the process has ended.
+		r = shIn(ctx, sb, "(sleep 1003 >/dev/null 2>&1 </dev/null &); setsid sleep 1004 >/dev/null 2>&1 </dev/null & echo bye")
+		h.wantEnd(t, ctx, sb, "the parent that left orphans", r, lifecycle.ReasonExited, 0)
+		waitFor(t, "the orphans", func() bool { return alive("sleep 1003") && alive("sleep 1004") })
+
+		top, err := h.docker.ContainerTop(ctx, id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var procs []string
+		for _, p := range top.Processes {
+			procs = append(procs, strings.Join(p, " "))
+		}
+		all := strings.Join(procs, "\n")
+		if !has(all, "sleep 1002", "sleep 1003", "sleep 1004") {
+			t.Fatalf("docker top before the sandbox's Stop:\n%s\nwant the three escapes", all)
+		}
+		if err := sb.Stop(ctx); err != nil {
+			t.Fatalf("sandbox stop: %v", err)
+		}
+		c, err := h.docker.ContainerInspect(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.State.Running || c.State.Pid != 0 {
+			t.Errorf("after the sandbox's Stop the workload is %+v, want stopped", c.State)
+		}
+		if top, err := h.docker.ContainerTop(ctx, id, nil); err == nil {
+			t.Errorf("docker top after the sandbox's Stop answers %v, want an error (not running)", top.Processes)
+		}
+		if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.exited") != 1 {
+			t.Errorf("sandbox history %v, want it exited", types)
+		}
+	})
+}
