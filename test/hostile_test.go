@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -492,6 +493,113 @@ func TestHostileProcessEscape(t *testing.T) {
 		}
 		if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.exited") != 1 {
 			t.Errorf("sandbox history %v, want it exited", types)
+		}
+	})
+}
+
+// wardenPID is sh that sets $w to the pid of the sandbox's warden, read
+// from its socket's name (/tmp/.stockade-warden-<pid>.sock).
+const wardenPID = `w=$(ls /tmp/.stockade-warden-*.sock) && w=${w##*-} && w=${w%.sock} && `
+
+// TestHostilePrivileges: the workload tries to write where it may not, to
+// become someone else, to gain capabilities or namespaces, to reach the
+// kernel's keyring, its warden's memory or the Docker socket. Each attempt
+// fails with the kernel's refusal (journaled as the command's own exit),
+// and nothing changes for the sandbox or the bystander. ptrace, keyctl
+// and setuid(0) have no busybox applet: a static probe the test builds is
+// put into the workspace and run, as a workload could bring its own.
+func TestHostilePrivileges(t *testing.T) {
+	h := newHostile(t)
+	probe := buildProbe(t)
+	const erofs, eacces, eperm = "Read-only file system", "Permission denied", "Operation not permitted"
+	rows := []struct {
+		name, script string
+		// ok: exit 0 with stdout out; otherwise a non-zero exit whose
+		// stdout or stderr says one of says's |-separated texts.
+		ok   bool
+		out  string
+		says string
+	}{
+		// Writes to read-only paths: the root filesystem, the kernel's.
+		{name: "write /", script: "echo x > /pwned", says: erofs},
+		{name: "write /etc", script: "echo x > /etc/pwned", says: erofs},
+		// A root-owned file on the read-only root: which refusal comes
+		// first (EROFS or EACCES) is the filesystem's (fuse-overlayfs
+		// here answers EACCES to an append).
+		{name: "append to /etc/passwd", script: "echo 'r00t::0:0::/:/bin/sh' >> /etc/passwd", says: erofs + "|" + eacces},
+		{name: "truncate /etc/passwd", script: "echo > /etc/passwd", says: erofs + "|" + eacces},
+		{name: "make /usr", script: "mkdir -p /usr/local/bin", says: erofs},
+		{name: "remove /bin/sh", script: "rm /bin/sh", says: erofs},
+		{name: "setuid bit on busybox", script: "chmod u+s /bin/busybox", says: erofs},
+		{name: "write /proc/sys", script: "echo 1 > /proc/sys/kernel/ns_last_pid", says: erofs},
+		{name: "write a cgroup limit", script: "echo max > /sys/fs/cgroup/pids/pids.max", says: erofs},
+		{name: "sysctl", script: "sysctl -w kernel.hostname=pwned", says: erofs},
+		// Docker's bind-mounted /etc/hosts is root's; /workspace is root's.
+		{name: "append to /etc/hosts", script: "echo '6.6.6.6 evil' >> /etc/hosts", says: eacces},
+		{name: "write /workspace itself", script: "echo x > /workspace/pwned", says: eacces},
+		{name: "replace the warden", script: "cp /bin/busybox /workspace/.stockade/stockade-warden", says: eacces},
+		// The tmpfs mounts are noexec.
+		{name: "exec from /tmp", script: "cp /bin/busybox /tmp/bb && /tmp/bb true", says: eacces},
+		{name: "exec from /home/sandbox", script: "cp /bin/busybox /home/sandbox/bb && /home/sandbox/bb true", says: eacces},
+		// Who it is and what it may.
+		{name: "ids", script: "id -u; id -g; id -G", ok: true, out: "65532\n65532\n65532\n"},
+		{name: "capabilities and no-new-privileges", script: "grep -E '^(Cap[A-Za-z]+|NoNewPrivs|Seccomp):' /proc/self/status", ok: true,
+			out: "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n"},
+		{name: "no setuid or setgid file", script: `find / \( -path /proc -o -path /sys \) -prune -o -type f \( -perm -4000 -o -perm -2000 \) -print`, ok: true, out: ""},
+		{name: "su root", script: "su -c 'id -u' root </dev/null", says: "must be suid"},
+		{name: "setuid(0)", script: "./probe setuid", says: "operation not permitted"},
+		{name: "chroot", script: "chroot / true", says: eperm},
+		{name: "mknod", script: "mknod /tmp/mem c 1 1", says: eperm},
+		// init runs as the sandbox's user too (TestHostileWarden kills it).
+		{name: "init is the sandbox user's", script: "kill -0 1 && echo init-is-ours", ok: true, out: "init-is-ours\n"},
+		// Namespaces, mounts and the kernel.
+		{name: "mount a tmpfs", script: "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m", says: "permission denied"},
+		{name: "unshare a user namespace", script: "unshare -U -r id -u", says: eperm},
+		{name: "unshare a mount namespace", script: "unshare -m true", says: eperm},
+		{name: "unshare a network namespace", script: "unshare -n true", says: eperm},
+		{name: "nsenter init's namespaces", script: "nsenter -t 1 -m -n true", says: eperm},
+		{name: "read the kernel log", script: "dmesg", says: eperm},
+		{name: "add a network interface", script: "ip link add d0 type dummy", says: eperm},
+		{name: "keyctl add_key", script: "./probe keyctl", says: "operation not permitted"},
+		// The warden (same uid) is non-dumpable.
+		{name: "ptrace the warden", script: wardenPID + "./probe ptrace $w", says: "operation not permitted"},
+		{name: "the warden's fds", script: wardenPID + "ls /proc/$w/fd", says: eacces},
+		{name: "the warden's memory", script: wardenPID + "head -c 1 /proc/$w/mem", says: eacces},
+		// The Docker socket is nowhere.
+		{name: "the docker socket", script: "ls /var/run/docker.sock /run/docker.sock", says: "No such file or directory"},
+		{name: "no docker socket mounted", script: "grep -c docker.sock /proc/mounts", says: "0"},
+	}
+	h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		putFile(t, ctx, sb, "probe", probe, 0o755)
+		for _, row := range rows {
+			t.Run(row.name, func(t *testing.T) {
+				r := shIn(ctx, sb, row.script)
+				if r.id == "" {
+					t.Fatalf("did not start: %v", r.err)
+				}
+				h.wantEnd(t, ctx, sb, row.name, r, lifecycle.ReasonExited, -1)
+				all := string(r.stdout) + string(r.stderr)
+				switch {
+				case row.ok && (r.res.ExitCode != 0 || string(r.stdout) != row.out):
+					t.Errorf("%s: exit %d, stdout %q, stderr %q; want 0 and %q", row.script, r.res.ExitCode, r.stdout, r.stderr, row.out)
+				case !row.ok && (r.res.ExitCode == 0 || !slices.ContainsFunc(strings.Split(row.says, "|"), func(s string) bool { return strings.Contains(all, s) })):
+					t.Errorf("%s: exit %d, stdout %q, stderr %q; want a failure saying %q", row.script, r.res.ExitCode, r.stdout, r.stderr, row.says)
+				}
+			})
+		}
+		// Only the warden's socket is a socket in the sandbox.
+		r := shIn(ctx, sb, `find / \( -path /proc -o -path /sys \) -prune -o -type s -print`)
+		if lines := strings.Split(strings.TrimSpace(string(r.stdout)), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "/tmp/.stockade-warden-") {
+			t.Errorf("sockets in the sandbox: %q, want the warden's alone", r.stdout)
+		}
+		// ptrace of a process of its own (same uid, dumpable) is the
+		// kernel's ordinary rule inside one sandbox: no boundary crossed.
+		r = shIn(ctx, sb, "sleep 30 & ./probe ptrace $!; kill $!")
+		t.Logf("ptrace of its own sleep: %q %q", r.stdout, r.stderr)
+		// The sandbox is as it was: the probe's attempts changed nothing.
+		okOut(t, "after the attempts", shIn(ctx, sb, "id -u; test -e /tmp/m/x || grep -c ' /tmp/m ' /proc/mounts || true"), "65532\n0\n")
+		if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.warden_lost") != 0 {
+			t.Errorf("the attempts cost the warden: %v", types)
 		}
 	})
 }
