@@ -8,11 +8,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,15 +201,19 @@ func (h *hostileEnv) startedPID(t *testing.T, ctx context.Context, sandbox, id s
 	return 0
 }
 
-// wantEnd checks that r ended with reason (and, when code >= 0, that exit
-// code), and that the journal's process.exited says the same as the result.
+// anyCode tells wantEnd not to check the exit code.
+const anyCode = math.MinInt
+
+// wantEnd checks that r ended with reason (and, unless code is anyCode,
+// that exit code), and that the journal's process.exited says the same as
+// the result.
 func (h *hostileEnv) wantEnd(t *testing.T, ctx context.Context, sb host.Sandbox, what string, r ran, reason lifecycle.Reason, code int) {
 	t.Helper()
 	if r.id == "" {
 		t.Errorf("%s: the process did not start: %v", what, r.err)
 		return
 	}
-	if r.res.Reason != string(reason) || (code >= 0 && r.res.ExitCode != code) {
+	if r.res.Reason != string(reason) || (code != anyCode && r.res.ExitCode != code) {
 		t.Errorf("%s: ended %+v (err %v); want reason %s code %d\nstderr: %s", what, r.res, r.err, reason, code, clip(r.stderr))
 	}
 	x := h.journaledExit(t, ctx, sb.ID(), r.id)
@@ -361,6 +368,33 @@ func putFile(t *testing.T, ctx context.Context, sb host.Sandbox, name string, bo
 	if err := sb.Put(ctx, "work", &buf); err != nil {
 		t.Fatalf("put %s: %v", name, err)
 	}
+}
+
+// udpSink counts the datagrams that reach a UDP port of the host.
+type udpSink struct {
+	port int
+	n    atomic.Int64
+}
+
+// listenUDP listens on addr (udp4) until the test ends.
+func listenUDP(t *testing.T, addr string) (*udpSink, error) {
+	t.Helper()
+	c, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { c.Close() })
+	s := &udpSink{port: c.LocalAddr().(*net.UDPAddr).Port}
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, _, err := c.ReadFrom(buf); err != nil {
+				return
+			}
+			s.n.Add(1)
+		}
+	}()
+	return s, nil
 }
 
 // has reports whether s holds every one of subs.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/warden"
 )
 
 // TestHostileResources: a workload that exhausts what its sandbox is given
@@ -83,7 +85,7 @@ func TestHostileResources(t *testing.T) {
 						if !bytes.Contains(stderr, []byte("can't fork")) {
 							t.Errorf("stderr %q does not show a refused fork", clip(stderr))
 						}
-						h.wantEnd(t, ctx, sb, "the stopped flood", r, tc.reason, -1)
+						h.wantEnd(t, ctx, sb, "the stopped flood", r, tc.reason, anyCode)
 						// Observed: the shell exited 2 on its own before the
 						// Stop, which killed the sleepers holding its output;
 						// the result reads signaled with the shell's code 2.
@@ -93,7 +95,7 @@ func TestHostileResources(t *testing.T) {
 						if !bytes.Contains(r.stderr, []byte("can't fork")) {
 							t.Errorf("stderr %q does not show a refused fork", clip(r.stderr))
 						}
-						h.wantEnd(t, ctx, sb, "the bomb", r, tc.reason, -1)
+						h.wantEnd(t, ctx, sb, "the bomb", r, tc.reason, anyCode)
 					}
 					if after := refused(); after <= before {
 						t.Errorf("pids.events max %d before, %d after: the pids limit was never hit", before, after)
@@ -218,7 +220,7 @@ func TestHostileResources(t *testing.T) {
 				const quota = 1 << 20
 				tc.p.OutputQuota = quota
 				r := run(ctx, sb, tc.p)
-				h.wantEnd(t, ctx, sb, "flood on "+tc.name, r, lifecycle.ReasonOutputLimit, -1)
+				h.wantEnd(t, ctx, sb, "flood on "+tc.name, r, lifecycle.ReasonOutputLimit, anyCode)
 				if !spec.IsCode(r.err, spec.CodeOutputLimit) || r.res.StdoutBytes+r.res.StderrBytes > quota || int64(len(r.stdout)+len(r.stderr)) > quota {
 					t.Errorf("flood on %s: %d+%d bytes (%d+%d read), %v; want output_limit within %d", tc.name, r.res.StdoutBytes, r.res.StderrBytes, len(r.stdout), len(r.stderr), r.err, quota)
 				}
@@ -577,7 +579,7 @@ func TestHostilePrivileges(t *testing.T) {
 				if r.id == "" {
 					t.Fatalf("did not start: %v", r.err)
 				}
-				h.wantEnd(t, ctx, sb, row.name, r, lifecycle.ReasonExited, -1)
+				h.wantEnd(t, ctx, sb, row.name, r, lifecycle.ReasonExited, anyCode)
 				all := string(r.stdout) + string(r.stderr)
 				switch {
 				case row.ok && (r.res.ExitCode != 0 || string(r.stdout) != row.out):
@@ -601,5 +603,276 @@ func TestHostilePrivileges(t *testing.T) {
 		if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.warden_lost") != 0 {
 			t.Errorf("the attempts cost the warden: %v", types)
 		}
+	})
+}
+
+// TestHostileNetwork: a workload reaching out where its network kind
+// forbids. The "outside" is the host, at the default bridge's gateway: a
+// TCP server, a UDP port, and (where the port is free) UDP 53 for DNS.
+// Each probe is first shown to work from a sandbox with an open network
+// (so a probe that cannot leak at all proves nothing); then, from an
+// isolated sandbox (no interface but loopback) and from an allowlist
+// sandbox (only its egress proxy is reachable, and the proxy admits only
+// the rule's address and port), raw TCP, UDP, DNS and the metadata
+// address reach nothing.
+//
+// busybox nc has no -u (it prints its usage and exits 1): UDP is sent with
+// tftp (a read request to any host and port), DNS with nslookup.
+func TestHostileNetwork(t *testing.T) {
+	h := newHostile(t)
+	gw := bridgeGateway(t, h.docker)
+	outside := startOutside(t)
+	target := fmt.Sprintf("%s:%d", gw, outside.port)
+	udp, err := listenUDP(t, "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dns, err := listenUDP(t, "0.0.0.0:53")
+	if err != nil {
+		t.Logf("UDP port 53 of the host is not ours (%v): DNS is sent to another UDP port only", err)
+		dns = nil
+	}
+	if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+		t.Logf("the host's resolv.conf (the daemon's upstream, where the daemon is local):\n%s", b)
+	}
+	tcpTo := func(addr string, port int) string {
+		return fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 %s %d`, addr, port)
+	}
+	udpProbe := fmt.Sprintf("timeout 3 tftp -g -r leak -l /tmp/leak %s %d", gw, udp.port)
+	dnsProbe := fmt.Sprintf("timeout 3 nslookup leak.example %s", gw)
+	type counts struct{ tcp, udp, dns int64 }
+	now := func() counts {
+		c := counts{tcp: outside.hits.Load(), udp: udp.n.Load()}
+		if dns != nil {
+			c.dns = dns.n.Load()
+		}
+		return c
+	}
+
+	t.Run("control: an open sandbox reaches the host", func(t *testing.T) {
+		pol := smallPolicy()
+		pol.Network = spec.NetworkOpen
+		h.attack(t, pol, func(ctx context.Context, sb host.Sandbox) {
+			if r := shIn(ctx, sb, tcpTo(gw, outside.port)); !bytes.Contains(r.stdout, []byte("hello")) {
+				t.Fatalf("TCP from an open sandbox: %q %q: the probe cannot show a leak", r.stdout, r.stderr)
+			}
+			before := now()
+			shIn(ctx, sb, udpProbe)
+			waitFor(t, "tftp's datagram from an open sandbox", func() bool { return udp.n.Load() > before.udp })
+			if dns != nil {
+				shIn(ctx, sb, dnsProbe)
+				waitFor(t, "nslookup's query from an open sandbox", func() bool { return dns.n.Load() > before.dns })
+			}
+		})
+	})
+
+	// The probes that must reach nothing, from a sandbox without a route.
+	bypass := []struct{ name, script string }{
+		{"raw TCP to the host", tcpTo(gw, outside.port)},
+		{"raw TCP to the metadata address", tcpTo("169.254.169.254", 80)},
+		{"UDP to the host", udpProbe},
+		{"DNS to the host", dnsProbe},
+		// An allowlist sandbox's resolver is Docker's embedded one
+		// (127.0.0.11). Engine 20.10 forwards what it cannot answer from
+		// the container's namespace (no route here), except when the
+		// host's own resolver is on a loopback address: then it forwards
+		// from the host's namespace, and an internal network's queries
+		// leave the machine (CVE-2024-29018, fixed in Engine 26.0 and
+		// backports). This host's resolver is not on loopback; the test
+		// logs it.
+		{"DNS through the sandbox's own resolver", "cat /etc/resolv.conf; ip route; timeout 3 nslookup leak.example"},
+	}
+	noLeak := func(t *testing.T, ctx context.Context, sb host.Sandbox) {
+		before := now()
+		for _, b := range bypass {
+			r := shIn(ctx, sb, b.script)
+			if bytes.Contains(r.stdout, []byte("hello")) {
+				t.Errorf("%s reached the outside server: %q", b.name, r.stdout)
+			}
+			t.Logf("%s: exit %d, %q %q", b.name, r.res.ExitCode, clip(r.stdout), clip(r.stderr))
+		}
+		// Every probe above ran to its end (each waits 3 s for an answer),
+		// so anything it sent has arrived by now.
+		if after := now(); after != before {
+			t.Errorf("probes reached the host: TCP requests, UDP datagrams, DNS queries %+v before, %+v after", before, after)
+		}
+	}
+
+	t.Run("isolated", func(t *testing.T) {
+		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			okOut(t, "interfaces", shIn(ctx, sb, "ip -o link | cut -d: -f2"), " lo\n")
+			noLeak(t, ctx, sb)
+		})
+	})
+
+	t.Run("allowlist", func(t *testing.T) {
+		h.attack(t, allowlistPolicy(target), func(ctx context.Context, sb host.Sandbox) {
+			// The proxy path works, for the rule's target only.
+			if r := shIn(ctx, sb, connectVia(target)); !bytes.Contains(r.stdout, []byte(fmt.Sprintf("hello %d", outside.port))) {
+				t.Fatalf("CONNECT %s through the proxy: %q %q", target, r.stdout, r.stderr)
+			}
+			for _, script := range []string{connectVia("169.254.169.254:80"), getVia("http://169.254.169.254/latest/meta-data/")} {
+				if r := shIn(ctx, sb, script); !bytes.Contains(r.stdout, []byte(" 403 ")) {
+					t.Errorf("the metadata address through the proxy: %q %q, want 403", r.stdout, r.stderr)
+				}
+			}
+			noLeak(t, ctx, sb)
+		})
+	})
+}
+
+// TestHostileWarden: the workload turns on its warden, which runs as the
+// same uid: it kills it, forges frames on its reattach socket, floods that
+// socket with handshakes, and kills the sandbox's init.
+func TestHostileWarden(t *testing.T) {
+	h := newHostile(t)
+
+	// A sibling kills the warden (kill -9, its pid from the socket's
+	// name) while another process runs: both end lost (their outcome went
+	// with the warden; their groups are killed through Docker), the loss
+	// is journaled, and the next process gets a new warden.
+	// (TestWardenKilledFromInside has a process kill its own parent, on
+	// the embedded API.)
+	t.Run("killed", func(t *testing.T) {
+		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			long, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "302"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			killer := shIn(ctx, sb, wardenPID+"kill -9 $w; sleep 303")
+			h.wantEnd(t, ctx, sb, "the killer", killer, lifecycle.ReasonLost, -1) // no code: none is invented
+			r := finish(ctx, long)
+			h.wantEnd(t, ctx, sb, "its sibling", r, lifecycle.ReasonLost, -1) // no code: none is invented
+			for _, r := range []ran{killer, r} {
+				if !spec.IsCode(r.err, spec.CodeStreamFailure) {
+					t.Errorf("a process whose warden was killed: %v, want stream_failure", r.err)
+				}
+			}
+			okOut(t, "after the kill", shIn(ctx, sb, "ps -o args | grep -c '^sleep 30[23]$' || true"), "0\n")
+			if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.warden_lost") != 1 || count(types, "sandbox.warden_started") != 2 {
+				t.Errorf("sandbox history %v: want one warden lost and two started", types)
+			}
+		})
+	})
+
+	// Well-formed frames the warden must refuse on its reattach socket,
+	// each on a connection of its own. busybox nc has no -U: the
+	// workload connects with the warden's own bridge (`stockade-warden
+	// attach`, executable by it in /workspace/.stockade), which copies
+	// bytes both ways and nothing more. The warden answers each connection
+	// with its challenge and closes it at the first frame that is not the
+	// right answer; a process started before the forgeries keeps its
+	// link, stdin and stdout, and nothing the forged frames asked for
+	// happens.
+	t.Run("forged frames", func(t *testing.T) {
+		frame := func(write func(w *warden.Writer) error) []byte {
+			var b bytes.Buffer
+			if err := write(warden.NewWriter(&b)); err != nil {
+				t.Fatal(err)
+			}
+			return b.Bytes()
+		}
+		forged := []struct {
+			name string
+			b    []byte
+		}{
+			{"an auth with a wrong MAC", frame(func(w *warden.Writer) error {
+				return w.WriteJSON(warden.TAuth, 0, &warden.Auth{MAC: strings.Repeat("00", 32)})
+			})},
+			{"an init with a secret of its own", frame(func(w *warden.Writer) error {
+				return w.WriteJSON(warden.TInit, 0, &warden.Init{Secret: strings.Repeat("11", warden.SecretSize)})
+			})},
+			{"a spawn without a handshake", frame(func(w *warden.Writer) error {
+				return w.WriteJSON(warden.TSpawn, 1, &warden.Spawn{ID: "forged", Argv: []string{"sh", "-c", "echo pwned > /tmp/pwned"}})
+			})},
+			{"a signal without a handshake", frame(func(w *warden.Writer) error { return w.WriteSignal(1, int(syscall.SIGKILL)) })},
+			{"a list without a handshake", frame(func(w *warden.Writer) error { return w.Write(warden.TList, 0) })},
+			{"a frame over the size limit", []byte{byte(warden.TSpawn), 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}},
+			{"an unknown frame type", []byte{0xee, 0, 0, 0, 0, 0, 0, 0, 0}},
+			{"a truncated header", []byte{byte(warden.TAuth), 0, 0}},
+		}
+		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			victim, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "read x; echo got $x"}, Stdin: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, f := range forged {
+				putFile(t, ctx, sb, fmt.Sprintf("forged-%d", i), f.b, 0o644)
+				r := shIn(ctx, sb, fmt.Sprintf(`s=$(ls /tmp/.stockade-warden-*.sock) && /workspace/.stockade/stockade-warden attach "$s" < forged-%d`, i))
+				rd := warden.NewReader(bytes.NewReader(r.stdout))
+				first, ferr := rd.Read()
+				if ferr != nil || first.Type != warden.TChallenge || first.Channel != 0 {
+					t.Errorf("%s: the warden answered %v on channel %d (%v), want its challenge", f.name, first.Type, first.Channel, ferr)
+					continue
+				}
+				if next, err := rd.Read(); err != io.EOF {
+					t.Errorf("%s: after the challenge, %v (%v); want the connection closed", f.name, next.Type, err)
+				}
+				if r.res.ExitCode != 0 {
+					t.Errorf("%s: the bridge ended %+v %q", f.name, r.res, r.stderr)
+				}
+			}
+			// Twice the warden's handshake slots, each a connection that
+			// says nothing: four wait out the handshake's deadline, the
+			// rest are closed at once; meanwhile a process starts.
+			flood, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c",
+				`s=$(ls /tmp/.stockade-warden-*.sock); for i in 1 2 3 4 5 6 7 8; do (sleep 8 | /workspace/.stockade/stockade-warden attach "$s" >/dev/null 2>&1) & done; echo flooding; wait`}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(flood.Stdout())
+			if line, err := br.ReadString('\n'); line != "flooding\n" {
+				t.Fatalf("the flood: %q %v", line, err)
+			}
+			okOut(t, "a process during the handshake flood", run(ctx, sb, spec.Process{Argv: []string{"echo", "during"}}), "during\n")
+			h.wantEnd(t, ctx, sb, "the flood", finish(ctx, flood), lifecycle.ReasonExited, 0)
+
+			if _, err := io.WriteString(victim.Stdin(), "hi\n"); err != nil {
+				t.Fatal(err)
+			}
+			victim.Stdin().Close()
+			r := finish(ctx, victim)
+			h.wantEnd(t, ctx, sb, "the process that lived through the forgeries", r, lifecycle.ReasonExited, 0)
+			if string(r.stdout) != "got hi\n" {
+				t.Errorf("its stdout %q, want \"got hi\\n\"", r.stdout)
+			}
+			okOut(t, "what the forged spawn asked for", shIn(ctx, sb, "test -e /tmp/pwned || echo absent"), "absent\n")
+			if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.warden_lost") != 0 || count(types, "sandbox.warden_started") != 1 {
+				t.Errorf("sandbox history %v: want the one warden, never lost", types)
+			}
+		})
+	})
+
+	// init (docker-init, PID 1) runs as the sandbox's user: the workload
+	// may signal it, and TERM makes it end the keeper and itself. The
+	// workload has stopped its own sandbox: the runtime learns it from
+	// Docker's die event, journals the sandbox exited, its processes end
+	// sandbox_stopped, and it takes no new process.
+	t.Run("init killed", func(t *testing.T) {
+		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "304"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := workload(t, ctx, sb)
+			killer := shIn(ctx, sb, "kill -TERM 1; sleep 305")
+			h.wantEnd(t, ctx, sb, "the killer", killer, lifecycle.ReasonSandboxStopped, -1)
+			h.wantEnd(t, ctx, sb, "its sibling", finish(ctx, p), lifecycle.ReasonSandboxStopped, -1)
+			var st lifecycle.Sandbox
+			waitFor(t, "the sandbox to be journaled exited", func() bool {
+				st, err = sb.State(ctx)
+				return err == nil && st.Phase == lifecycle.PhaseExited
+			})
+			c, err := h.docker.ContainerInspect(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.State.Running || st.Exit == nil || st.Exit.Reason != lifecycle.ReasonExited || st.Exit.ExitCode == nil || *st.Exit.ExitCode != c.State.ExitCode {
+				t.Errorf("the sandbox's journaled exit %+v, the workload's state %+v: want exited with Docker's code", st.Exit, c.State)
+			}
+			if _, err := sb.Start(ctx, spec.Process{Argv: []string{"true"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
+				t.Errorf("a start after init was killed: %v, want admission_closed", err)
+			}
+		})
 	})
 }
