@@ -74,6 +74,12 @@ proto-check: proto-tools
 test: fmt-check vet proto-check image
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
+# The hostile-workload suite (test/hostile*_test.go, build tag hostile):
+# attacks from inside sandboxes of a served runtime. Not part of make test yet.
+.PHONY: hostile
+hostile: image
+	CI=true $(GO) test -race -tags hostile -count=1 -run 'TestHostile' -timeout 20m ./test/
+
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .
 BENCHTIME ?= 1x
