@@ -35,18 +35,23 @@ func TestHostileResources(t *testing.T) {
 	// The sandbox's pids cgroup (64 tasks, smallPolicy) bounds a fork
 	// bomb: forks fail with EAGAIN (the shell's "can't fork"), and the
 	// cgroup counts each refusal in pids.events. A classic bomb dies out
-	// by itself (each member exits once its forks are refused): exited. A
-	// flood of long sleepers fills the table and holds the process's
-	// output open after its shell gave up: Stop kills the group, signaled.
+	// by itself (each member exits once its forks are refused): exited
+	// (it is stopped, signaled, should it still run a minute after its
+	// first refused fork). A flood of long sleepers fills the table, its
+	// shell exits at the first refused fork, and the sleepers hold the
+	// process's output open: it is stopped at once, and Stop kills the
+	// group: signaled. Observed: the result then reads signaled with the
+	// shell's own exit code (2), since the shell had exited before the
+	// Stop and only the group's sleepers were killed.
 	t.Run("fork bomb", func(t *testing.T) {
 		for _, tc := range []struct {
-			name   string
-			script string
-			stop   bool
-			reason lifecycle.Reason
+			name, script string
+			// grace: how long the bomb may run on after its first refused
+			// fork before it is stopped.
+			grace time.Duration
 		}{
-			{"classic", "bomb() { bomb | bomb & }; bomb; wait", false, lifecycle.ReasonExited},
-			{"sleepers until refused, then stopped", "while :; do sleep 1000 & done", true, lifecycle.ReasonSignaled},
+			{"classic", "bomb() { bomb | bomb & }; bomb; wait", time.Minute},
+			{"sleepers until refused", "while :; do sleep 1000 & done", 0},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
@@ -66,37 +71,52 @@ func TestHostileResources(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if tc.stop {
-						// Stop once the shell says its fork was refused.
-						errc := make(chan []byte, 1)
-						go func() {
-							br := bufio.NewReader(p.Stderr())
-							line, _ := br.ReadBytes('\n')
-							if err := p.Stop(ctx); err != nil {
-								t.Errorf("stop: %v", err)
+					// Both streams are read to their end throughout (an
+					// unread stderr would block the bomb, not end it).
+					firstRefusal := make(chan struct{})
+					errc, outc := make(chan []byte, 1), make(chan []byte, 1)
+					go func() {
+						var all bytes.Buffer
+						br := bufio.NewReader(p.Stderr())
+						seen := false
+						for {
+							line, err := br.ReadBytes('\n')
+							all.Write(line)
+							if !seen && bytes.Contains(line, []byte("can't fork")) {
+								seen = true
+								close(firstRefusal)
 							}
-							rest, _ := io.ReadAll(br)
-							errc <- append(line, rest...)
-						}()
-						out, _ := io.ReadAll(p.Stdout())
-						stderr := <-errc
-						res, err := p.Wait(ctx)
-						r := ran{id: p.ID(), stdout: out, stderr: stderr, res: res, err: err}
-						if !bytes.Contains(stderr, []byte("can't fork")) {
-							t.Errorf("stderr %q does not show a refused fork", clip(stderr))
+							if err != nil {
+								break
+							}
 						}
-						h.wantEnd(t, ctx, sb, "the stopped flood", r, tc.reason, anyCode)
-						// Observed: the shell exited 2 on its own before the
-						// Stop, which killed the sleepers holding its output;
-						// the result reads signaled with the shell's code 2.
-						t.Logf("the stopped flood: %+v", res)
-					} else {
-						r := finish(ctx, p)
-						if !bytes.Contains(r.stderr, []byte("can't fork")) {
-							t.Errorf("stderr %q does not show a refused fork", clip(r.stderr))
+						if !seen {
+							close(firstRefusal)
 						}
-						h.wantEnd(t, ctx, sb, "the bomb", r, tc.reason, anyCode)
+						errc <- all.Bytes()
+					}()
+					go func() { b, _ := io.ReadAll(p.Stdout()); outc <- b }()
+					<-firstRefusal
+					stopped := false
+					select {
+					case <-p.Done():
+					case <-time.After(tc.grace):
+						stopped = true
+						if err := p.Stop(ctx); err != nil {
+							t.Errorf("stop: %v", err)
+						}
 					}
+					res, err := p.Wait(ctx)
+					r := ran{id: p.ID(), stdout: <-outc, stderr: <-errc, res: res, err: err}
+					if !bytes.Contains(r.stderr, []byte("can't fork")) {
+						t.Errorf("stderr %q does not show a refused fork", clip(r.stderr))
+					}
+					want := lifecycle.ReasonExited
+					if stopped {
+						want = lifecycle.ReasonSignaled
+					}
+					h.wantEnd(t, ctx, sb, "the bomb", r, want, anyCode)
+					t.Logf("the bomb (stopped: %v) ended %+v", stopped, res)
 					if after := refused(); after <= before {
 						t.Errorf("pids.events max %d before, %d after: the pids limit was never hit", before, after)
 					}
@@ -171,6 +191,7 @@ func TestHostileResources(t *testing.T) {
 		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			r := shIn(ctx, sb, "dd if=/dev/zero of=/workspace/work/fill bs=1M count=64 2>/dev/null && sync && du -k /workspace/work/fill | cut -f1 && stat -f -c '%b %S' /workspace")
 			var kib, blocks, bsize uint64
+			h.wantEnd(t, ctx, sb, "64 MiB into /workspace", r, lifecycle.ReasonExited, 0)
 			if _, err := fmt.Sscanf(string(r.stdout), "%d\n%d %d\n", &kib, &blocks, &bsize); err != nil || r.res.ExitCode != 0 || kib != 65536 {
 				t.Fatalf("64 MiB into /workspace: %q %q %+v (%v), want them written (nothing bounds the workspace here)", r.stdout, r.stderr, r.res, err)
 			}
@@ -201,6 +222,10 @@ func TestHostileResources(t *testing.T) {
 				t.Errorf("doctor does not name the storage driver %q:\n%s", info.Driver, doc)
 			}
 			t.Logf("doctor names the storage driver %q; it says about the workspace: %v", info.Driver, bytes.Contains(bytes.ToLower(doc), []byte("workspace")))
+			// The CLI's doctor (through the server) prints the same check.
+			if code, out, errOut := h.cli.run(t, "", "doctor"); code != 0 || !strings.Contains(out, "datasets.image-store") || !strings.Contains(out, info.Driver) {
+				t.Errorf("stockade doctor: exit %d, does not name the storage driver %q in datasets.image-store:\n%s%s", code, info.Driver, out, errOut)
+			}
 		})
 	})
 
@@ -686,8 +711,9 @@ func TestHostileNetwork(t *testing.T) {
 		before := now()
 		for _, b := range bypass {
 			r := shIn(ctx, sb, b.script)
-			if bytes.Contains(r.stdout, []byte("hello")) {
-				t.Errorf("%s reached the outside server: %q", b.name, r.stdout)
+			h.wantEnd(t, ctx, sb, b.name, r, lifecycle.ReasonExited, anyCode)
+			if r.res.ExitCode == 0 || bytes.Contains(r.stdout, []byte("hello")) {
+				t.Errorf("%s: exit %d, %q: want a failure that reached nothing", b.name, r.res.ExitCode, r.stdout)
 			}
 			t.Logf("%s: exit %d, %q %q", b.name, r.res.ExitCode, clip(r.stdout), clip(r.stderr))
 		}
@@ -808,9 +834,7 @@ func TestHostileWarden(t *testing.T) {
 				if next, err := rd.Read(); err != io.EOF {
 					t.Errorf("%s: after the challenge, %v (%v); want the connection closed", f.name, next.Type, err)
 				}
-				if r.res.ExitCode != 0 {
-					t.Errorf("%s: the bridge ended %+v %q", f.name, r.res, r.stderr)
-				}
+				h.wantEnd(t, ctx, sb, f.name+": the bridge", r, lifecycle.ReasonExited, 0)
 			}
 			// Twice the warden's handshake slots, each a connection that
 			// says nothing: four wait out the handshake's deadline, the
