@@ -355,7 +355,7 @@ func buildProbe(t *testing.T) []byte {
 	return b
 }
 
-// putFile puts one file of mode 0755 at /workspace/work/<name>.
+// putFile puts one file of the given mode at /workspace/work/<name>.
 func putFile(t *testing.T, ctx context.Context, sb host.Sandbox, name string, body []byte, mode int64) {
 	t.Helper()
 	var buf bytes.Buffer

@@ -173,20 +173,24 @@ func TestHostileResources(t *testing.T) {
 		})
 	})
 
-	// /workspace is the sandbox's own Docker volume of the local driver,
-	// with no options: a directory under the daemon's root
-	// (/var/lib/docker/volumes) on the host's disk. Nothing stockade sets
-	// bounds it: the sandbox's memory, pids and tmpfs limits do not apply
-	// to it, the local driver's size= option exists only for tmpfs
-	// volumes, and the storage driver's size option (overlay2 on xfs with
-	// pquota) would bound only the container's root filesystem, which is
-	// read-only here anyway. On this machine (storage driver
-	// fuse-overlayfs, volumes on the host's ext4 disk) a workload can fill
-	// the host's disk through /workspace: it is UNBOUNDED. The test writes
-	// only 64 MiB (never fill the host's disk) and shows the write is not
-	// refused and the volume is the host's filesystem. `stockade doctor`
-	// reports the storage driver only inside its image-dataset check
-	// (datasets.image-store) and no check about a workspace bound.
+	// What bounds a disk fill of /workspace: /workspace is the sandbox's
+	// own Docker volume, made with the local driver and no options, which
+	// is a plain directory under the daemon's root
+	// (/var/lib/docker/volumes/<name>/_data) on whatever filesystem holds
+	// it. Nothing stockade sets bounds it: the memory, pids and tmpfs
+	// limits do not apply to it, no volume option asks for a quota, and a
+	// storage driver's size option (overlay2 on xfs with pquota) would
+	// bound only the container's writable layer, which the read-only root
+	// leaves unused. Only the host filesystem's free space bounds it. On
+	// this machine the storage driver is fuse-overlayfs (not overlay2) and
+	// the volumes sit on the host's own ext4 disk (/dev/vda, also /): a
+	// workload can fill the host's disk through /workspace. UNBOUNDED here.
+	// The test writes only 64 MiB (it must never fill the host's disk),
+	// shows the write is not refused and that the volume is a directory of
+	// the host's filesystem (same size inside and on the host).
+	// `stockade doctor` reports the storage driver only inside its
+	// image-dataset check (datasets.image-store: "fuse-overlayfs") and has
+	// no check about a workspace bound.
 	t.Run("workspace fill", func(t *testing.T) {
 		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			r := shIn(ctx, sb, "dd if=/dev/zero of=/workspace/work/fill bs=1M count=64 2>/dev/null && sync && du -k /workspace/work/fill | cut -f1 && stat -f -c '%b %S' /workspace")
