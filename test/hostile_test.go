@@ -874,33 +874,72 @@ func TestHostileWarden(t *testing.T) {
 	// init (docker-init, PID 1) runs as the sandbox's user: the workload
 	// may signal it, and TERM makes it end the keeper and itself. The
 	// workload has stopped its own sandbox: the runtime learns it from
-	// Docker's die event, journals the sandbox exited, its processes end
-	// sandbox_stopped, and it takes no new process.
+	// Docker's die event, journals the sandbox exited with Docker's code,
+	// and the sandbox takes no new process. Its processes should end
+	// sandbox_stopped: README ("A lost warden": "they end lost (or
+	// sandbox_stopped when the workload itself died)").
+	//
+	// BUG (a race, seen in about one run in three): they end lost. The
+	// warden dies with the workload's PID namespace, the runtime takes the
+	// link's end for a lost warden and kills the process's group through a
+	// Docker exec; in the instant after init's death Docker still creates
+	// the exec, which fails to start ("cannot exec in a stopped state",
+	// exit 126), and the runtime's check of the workload (VerifySandbox),
+	// made in the same instant, still finds it running: workloadGone is
+	// false and the end is journaled lost (the server logs "killing the
+	// group of a process whose warden was lost failed ... exited 126"; the
+	// process's error still says "the process group was killed"). The
+	// attack is repeated so that the race shows; a run where it does not
+	// passes.
 	t.Run("init killed", func(t *testing.T) {
-		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
-			p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "304"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := workload(t, ctx, sb)
-			killer := shIn(ctx, sb, "kill -TERM 1; sleep 305")
-			h.wantEnd(t, ctx, sb, "the killer", killer, lifecycle.ReasonSandboxStopped, -1)
-			h.wantEnd(t, ctx, sb, "its sibling", finish(ctx, p), lifecycle.ReasonSandboxStopped, -1)
-			var st lifecycle.Sandbox
-			waitFor(t, "the sandbox to be journaled exited", func() bool {
-				st, err = sb.State(ctx)
-				return err == nil && st.Phase == lifecycle.PhaseExited
+		const trials = 10
+		var lost []string
+		for i := range trials {
+			h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+				id := workload(t, ctx, sb)
+				logsBefore := len(h.srv.logs.String())
+				p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "304"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				killer := shIn(ctx, sb, "kill -TERM 1; sleep 305")
+				sibling := finish(ctx, p)
+				for _, x := range []struct {
+					what string
+					r    ran
+				}{{"the killer", killer}, {"its sibling", sibling}} {
+					switch x.r.res.Reason {
+					case string(lifecycle.ReasonSandboxStopped):
+						h.wantEnd(t, ctx, sb, x.what, x.r, lifecycle.ReasonSandboxStopped, -1)
+					case string(lifecycle.ReasonLost):
+						h.wantEnd(t, ctx, sb, x.what, x.r, lifecycle.ReasonLost, -1)
+						lost = append(lost, fmt.Sprintf("trial %d, %s: %v", i+1, x.what, x.r.err))
+					default:
+						t.Errorf("trial %d, %s: ended %+v %v, want sandbox_stopped", i+1, x.what, x.r.res, x.r.err)
+					}
+				}
+				var st lifecycle.Sandbox
+				waitFor(t, "the sandbox to be journaled exited", func() bool {
+					st, err = sb.State(ctx)
+					return err == nil && st.Phase == lifecycle.PhaseExited
+				})
+				c, err := h.docker.ContainerInspect(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.State.Running || st.Exit == nil || st.Exit.Reason != lifecycle.ReasonExited || st.Exit.ExitCode == nil || *st.Exit.ExitCode != c.State.ExitCode {
+					t.Errorf("trial %d: the sandbox's journaled exit %+v, the workload's state %+v: want exited with Docker's code", i+1, st.Exit, c.State)
+				}
+				if _, err := sb.Start(ctx, spec.Process{Argv: []string{"true"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
+					t.Errorf("trial %d: a start after init was killed: %v, want admission_closed", i+1, err)
+				}
+				if logs := h.srv.logs.String()[logsBefore:]; strings.Contains(logs, "warden was lost failed") {
+					t.Logf("trial %d: the server logged:\n%s", i+1, logs)
+				}
 			})
-			c, err := h.docker.ContainerInspect(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.State.Running || st.Exit == nil || st.Exit.Reason != lifecycle.ReasonExited || st.Exit.ExitCode == nil || *st.Exit.ExitCode != c.State.ExitCode {
-				t.Errorf("the sandbox's journaled exit %+v, the workload's state %+v: want exited with Docker's code", st.Exit, c.State)
-			}
-			if _, err := sb.Start(ctx, spec.Process{Argv: []string{"true"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
-				t.Errorf("a start after init was killed: %v, want admission_closed", err)
-			}
-		})
+		}
+		if len(lost) > 0 {
+			t.Errorf("BUG: of %d sandboxes whose workload itself died (its init killed from inside), processes were journaled lost, not sandbox_stopped (README: a lost warden's processes end sandbox_stopped when the workload itself died): the runtime's check that the workload is gone raced Docker's own notice of its death:\n%s", trials, strings.Join(lost, "\n"))
+		}
 	})
 }
