@@ -95,6 +95,12 @@ SOAK ?= 3m
 soak: build image
 	CI=true STOCKADE_SOAK=$(SOAK) $(GO) test -tags soak -count=1 -run 'TestSoak' -v -timeout 60m ./test/
 
+# The hostile-workload suite (test/hostile*_test.go, build tag hostile):
+# attacks from inside sandboxes of a served runtime. Not part of make test yet.
+.PHONY: hostile
+hostile: image
+	CI=true $(GO) test -race -tags hostile -count=1 -run 'TestHostile' -timeout 20m ./test/
+
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .
 BENCHTIME ?= 1x
