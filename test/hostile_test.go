@@ -909,6 +909,13 @@ func TestHostileWarden(t *testing.T) {
 					r    ran
 				}{{"the killer", killer}, {"its sibling", sibling}} {
 					switch x.r.res.Reason {
+					case "":
+						// Its start was never reported: the warden died
+						// with its workload first. The start fails with
+						// cancelled (the sandbox stopped), not lost.
+						if !spec.IsCode(x.r.err, spec.CodeCancelled) {
+							t.Errorf("trial %d, %s: its start failed with %v, want cancelled (the sandbox stopped)", i+1, x.what, x.r.err)
+						}
 					case string(lifecycle.ReasonSandboxStopped):
 						h.wantEnd(t, ctx, sb, x.what, x.r, lifecycle.ReasonSandboxStopped, -1)
 					case string(lifecycle.ReasonLost):

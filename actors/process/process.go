@@ -251,6 +251,8 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.onExecCreated(ctx, m)
 	case wardenSpawned:
 		a.onWardenSpawned(ctx, m)
+	case spawnLost:
+		a.onSpawnLost(m)
 	case groupKilled:
 		a.killPending = false
 		if m.failed != nil && a.stopReason == lifecycle.ReasonLost {

@@ -65,6 +65,46 @@ func spawnRequest(id string, sp spec.Process) warden.Spawn {
 	return warden.Spawn{ID: id, Argv: sp.Argv, Env: sp.Env, Dir: dir, Stdin: sp.Stdin, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols}
 }
 
+// spawnLost: the link ended before the warden reported a spawn; gone says
+// the workload died meanwhile.
+type spawnLost struct {
+	gone bool
+	err  error
+}
+
+func (a *processActor) onSpawnLost(m spawnLost) {
+	if a.done {
+		return
+	}
+	if m.gone {
+		a.finish(lifecycle.ReasonSandboxStopped, -1, spec.Wrap(spec.CodeCancelled, "process", m.err, "process %s: its sandbox's workload stopped before the warden reported the spawn", a.p.ID))
+		return
+	}
+	a.finish(lifecycle.ReasonLost, -1, spec.Wrap(spec.CodeStreamFailure, "process", m.err, "process %s: the sandbox's warden was lost before it reported the spawn", a.p.ID))
+}
+
+// workloadDying reports whether the sandbox's workload is gone or goes
+// within about a second. A warden that dies with its workload ends its
+// link before Docker shows the container stopped: looked at once, a dying
+// workload still reads back running.
+func (a *processActor) workloadDying(bg context.Context, sb dockerio.Sandbox) bool {
+	pause := 100 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		vctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
+		gone := a.deps.Engine.VerifySandbox(vctx, sb) != nil
+		cancel()
+		if gone || attempt == 3 || bg.Err() != nil {
+			return gone
+		}
+		select {
+		case <-bg.Done():
+			return false
+		case <-time.After(pause):
+		}
+		pause *= 2
+	}
+}
+
 func (a *processActor) onWardenSpawned(ctx actor.Context, m wardenSpawned) {
 	if m.err != nil {
 		if a.done {
@@ -94,8 +134,10 @@ func (a *processActor) onWardenSpawned(ctx actor.Context, m wardenSpawned) {
 		case <-a.p.Link.Done():
 			// The spawn request went out and the link ended: the warden
 			// may have started it (it runs on, unreported, until the
-			// sandbox stops). Its outcome is lost, not a failure.
-			a.finish(lifecycle.ReasonLost, -1, spec.Wrap(spec.CodeStreamFailure, "process", m.err, "process %s: the sandbox's warden was lost before it reported the spawn", a.p.ID))
+			// sandbox stops). Its outcome is lost, not a failure, unless
+			// the warden died because its workload did.
+			sb, bg, cause := a.p.Sandbox, a.bg, m.err
+			go func() { a.send(spawnLost{gone: a.workloadDying(bg, sb), err: cause}) }()
 		default:
 			a.finish(lifecycle.ReasonFailed, -1, spec.Wrap(spec.CodeStreamFailure, "process", m.err, "process %s: the sandbox's warden did not spawn it", a.p.ID))
 		}
@@ -211,7 +253,9 @@ func (a *processActor) killGroupByDocker() {
 		for attempt := 0; ; attempt++ {
 			err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
 			if err == nil || spec.IsCode(err, spec.CodeNotFound) {
-				a.send(groupKilled{})
+				// Killed; but did the warden die because its workload
+				// did? Then the sandbox stopped under the process.
+				a.send(groupKilled{workloadGone: a.workloadDying(bg, sb)})
 				return
 			}
 			vctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
