@@ -12,7 +12,7 @@ GOFLAGS ?=
 TEST_TIMEOUT ?= 14m
 PKGS := ./...
 
-.PHONY: all build image test fmt-check vet unit bench drill run clean proto proto-tools proto-check
+.PHONY: all build image test fmt-check vet unit bench drill run clean proto proto-tools proto-check faults
 
 all: build
 
@@ -73,6 +73,12 @@ proto-check: proto-tools
 # all under the race detector.
 test: fmt-check vet proto-check image
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+# A misbehaving daemon (issue 13): the runtime behind a fault-injecting
+# proxy (internal/faultproxy) on the real daemon. Only these tests, under
+# the race detector; they need the build tag.
+faults:
+	CI=true $(GO) test -race -tags faults -count=1 -run 'TestFaults' -timeout 15m ./test/
 
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .
