@@ -456,6 +456,10 @@ func TestOpenRulesOnALiveStream(t *testing.T) {
 	if f := p.Add(Rule{Exec: "MARK", Action: Stall}); f.Seen() != 0 {
 		t.Fatal("a rule without Open matched an open stream")
 	}
+	// Nor does a rule whose action is not for a stream.
+	if f := p.Add(Rule{Exec: "MARK", Action: Delay, D: time.Hour, Open: true}); f.Seen() != 0 {
+		t.Fatal("a delay took an open stream")
+	}
 	p.Clear()
 	stall := p.Add(Rule{Exec: "MARK", Action: Stall, Open: true})
 	if stall.Hits() != 1 {

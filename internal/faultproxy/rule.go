@@ -67,7 +67,10 @@ type Rule struct {
 	// Times is how many times the rule fires; 0 is every time.
 	Times int
 	// Open also applies the rule to matching hijacked streams already
-	// open when it is added (N counting from then).
+	// open when it is added (N counting from then; Reset closes them at
+	// once). Only Reset and the actions on a body or stream (ResetAfter,
+	// Truncate, Stall, CorruptStream, CorruptLength) apply to an open
+	// stream; a stream takes at most one such rule in its life.
 	Open bool
 
 	Action Action
@@ -185,7 +188,7 @@ func (p *Proxy) Add(r Rule) *Fault {
 	p.mu.Lock()
 	p.faults = append(p.faults, f)
 	var resets []*session
-	if r.Open {
+	if r.Open && (r.Action == Reset || streamAction(r.Action)) {
 		for s := range p.sessions {
 			st := s.stream.Load()
 			if st == nil || st.armed.Load() != nil || !f.take(st.info) {
