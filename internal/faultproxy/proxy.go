@@ -388,7 +388,7 @@ func (s *session) serve() {
 			}
 			resp.Body = io.NopCloser(bytes.NewReader(b))
 		}
-		if a.action() == Delay && !s.sleep(a.f.rule.D, nil) {
+		if a.action() == Delay && !s.sleep(a.f.rule.D) {
 			return
 		}
 		if hijacked(req, resp) {
@@ -425,15 +425,12 @@ func (s *session) watch() func() bool {
 	}
 }
 
-// sleep waits d; false if the session ended first. A closed release ends
-// the wait early (true).
-func (s *session) sleep(d time.Duration, release <-chan struct{}) bool {
+// sleep waits d; false if the session ended first.
+func (s *session) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
-	case <-release:
 		return true
 	case <-s.done:
 		return false
