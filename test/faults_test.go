@@ -769,6 +769,8 @@ func TestFaultsMidStreamExec(t *testing.T) {
 			if st.Stopping != lifecycle.ReasonFailed {
 				t.Errorf("the sandbox stopped with reason %q, want failed", st.Stopping)
 			}
+			// The process was killed (SIGKILL) as its attach dropped.
+			e.exitCodeMatchesDaemon(t, sb.ID(), tk.tok, res)
 			e.finish()
 		})
 	}
