@@ -671,22 +671,7 @@ func TestExport(t *testing.T) {
 func TestCopyToWhileAppending(t *testing.T) {
 	j := open(t, tempPath(t), Options{})
 	mustAppend(t, j, rec(sb("s"), "e", 0))
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 1; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := j.Append(context.Background(), rec(sb("s"), "e", i)); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
+	stopWriter := appendUntilStopped(t, j)
 	cp := filepath.Join(t.TempDir(), "copy.db")
 	f, err := os.Create(cp)
 	if err != nil {
@@ -694,8 +679,7 @@ func TestCopyToWhileAppending(t *testing.T) {
 	}
 	n, err := j.CopyTo(f)
 	f.Close()
-	close(stop)
-	<-done
+	stopWriter()
 	if err != nil || n == 0 {
 		t.Fatalf("CopyTo: %d %v", n, err)
 	}
@@ -823,6 +807,28 @@ func TestNewIDOrder(t *testing.T) {
 func TestVerifyBesideAWriter(t *testing.T) {
 	j := open(t, tempPath(t), Options{})
 	mustAppend(t, j, rec(sb("s"), "e", 0))
+	stopWriter := appendUntilStopped(t, j)
+	for range 30 {
+		if err := j.Verify(); err != nil {
+			stopWriter()
+			t.Fatalf("verify beside a writer: %v", err)
+		}
+	}
+	stopWriter()
+	ents, err := os.ReadDir(filepath.Dir(j.Path()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".verify-") {
+			t.Errorf("the copy verified was left behind: %s", e.Name())
+		}
+	}
+}
+
+// appendUntilStopped appends events to stream s from a goroutine until the
+// returned function is called (which waits for the goroutine).
+func appendUntilStopped(t *testing.T, j *Journal) func() {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -839,22 +845,8 @@ func TestVerifyBesideAWriter(t *testing.T) {
 			}
 		}
 	}()
-	for range 30 {
-		if err := j.Verify(); err != nil {
-			close(stop)
-			<-done
-			t.Fatalf("verify beside a writer: %v", err)
-		}
-	}
-	close(stop)
-	<-done
-	ents, err := os.ReadDir(filepath.Dir(j.Path()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".verify-") {
-			t.Errorf("the copy verified was left behind: %s", e.Name())
-		}
+	return func() {
+		close(stop)
+		<-done
 	}
 }
