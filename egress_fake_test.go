@@ -10,7 +10,6 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
-	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -142,31 +141,6 @@ func TestFakeSetEgressRefused(t *testing.T) {
 			st, err := tc.sb.State(ctx)
 			if err != nil || st.RulesVersion != 0 || len(st.Spec.Policy.Egress) != 0 {
 				t.Fatalf("state after a refused change: rules %v version %d (%v)", st.Spec.Policy.Egress, st.RulesVersion, err)
-			}
-		})
-	}
-}
-
-// TestFakeEgressRulesNeedAllowlistAtCreate: rules given for an open (or
-// isolated) network are refused before any Docker call or journal append.
-func TestFakeEgressRulesNeedAllowlistAtCreate(t *testing.T) {
-	f := newFake(t)
-	var log opLog
-	f.Fault = log.record
-	rt := openFake(t, f, "")
-	log.take() // Open's own calls
-	ctx := context.Background()
-	for _, kind := range []spec.NetworkKind{spec.NetworkOpen, spec.NetworkIsolated} {
-		t.Run(string(kind), func(t *testing.T) {
-			_, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: kind, Egress: egressRules(t, "a.example:443")}})
-			if !spec.IsCode(err, spec.CodeInvalidArgument) {
-				t.Fatalf("create = %v, want %s", err, spec.CodeInvalidArgument)
-			}
-			if ops := log.take(); len(ops) != 0 {
-				t.Fatalf("Docker was asked %q", ops)
-			}
-			if ids := streams(t, rt, journal.KindSandbox); len(ids) != 0 {
-				t.Fatalf("journaled sandboxes %q", ids)
 			}
 		})
 	}

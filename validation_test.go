@@ -75,6 +75,8 @@ func TestFakeBadSpecCostsNothing(t *testing.T) {
 		{"memory below Docker's minimum", stockade.SandboxSpec{Image: "toolbox:dev", Policy: spec.Policy{MemoryBytes: 1000}}, spec.CodeUnsupported},
 		{"memory not whole pages", stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{MemoryBytes: 1<<30 + 1}}, spec.CodeUnsupported},
 		{"negative pids", stockade.SandboxSpec{Image: "toolbox:dev", Policy: spec.Policy{Pids: -1}}, spec.CodeInvalidArgument},
+		{"egress rules on an open network", stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkOpen, Egress: egressRules(t, "a.example:443")}}, spec.CodeInvalidArgument},
+		{"egress rules on an isolated network", stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkIsolated, Egress: egressRules(t, "a.example:443")}}, spec.CodeInvalidArgument},
 		{"half a user", stockade.SandboxSpec{Image: "toolbox:dev", Policy: spec.Policy{User: spec.User{UID: 1000}}}, spec.CodeInvalidArgument},
 		{"dataset onto the workspace", stockade.SandboxSpec{Image: "toolbox:dev", Datasets: []spec.Dataset{{Image: fakeImage, Target: "/a/../workspace"}}}, spec.CodeInvalidArgument},
 		{"lifetime", stockade.SandboxSpec{Image: "toolbox:dev", Lifetime: "forever"}, spec.CodeInvalidArgument},
