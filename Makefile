@@ -86,7 +86,7 @@ tidy-check:
 # The load test (issue 13): 100 sandboxes at once through one server vs the
 # raw Docker client; minutes, so not part of make test.
 load: build image
-	CI=true $(GO) test -race -tags load -count=1 -run 'TestLoad' -v -timeout 30m ./test/
+	CI=true $(GO) test -tags load -count=1 -run 'TestLoad' -v -timeout 30m ./test/
 
 # The soak (issue 13): SOAK minutes of random creates, processes, kills
 # and runtime kill -9s with restarts, then what was left compared with the

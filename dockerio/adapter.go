@@ -78,7 +78,7 @@ func NewAdapter(opts Options) (*Adapter, error) {
 	if err != nil {
 		return nil, translate(err, "dockerio.client", "making the Docker client")
 	}
-	subnets, err := subnetsFromEnv(opts.Subnets)
+	subnets, err := ParseSubnets(opts.Subnets)
 	if err != nil {
 		return nil, err
 	}

@@ -67,8 +67,12 @@ const (
 	RoleOutside Role = "outside"
 )
 
-// ParseSubnets reads a subnet range ("" is DefaultSubnets).
+// ParseSubnets reads a subnet range: "" is $STOCKADE_SUBNETS, else
+// DefaultSubnets.
 func ParseSubnets(s string) (netip.Prefix, error) {
+	if s == "" {
+		s = os.Getenv("STOCKADE_SUBNETS")
+	}
 	if s == "" {
 		s = DefaultSubnets
 	}
@@ -181,9 +185,8 @@ func (a *Adapter) allocSubnet(nets []network.Summary, bits int, skip []netip.Pre
 
 // netFacts is what readback checks of a network.
 type netFacts struct {
-	ID       string
-	Subnet   netip.Prefix
-	Internal bool
+	ID     string
+	Subnet netip.Prefix
 }
 
 // ensureNetworkOf makes (or adopts by name) a bridge network with an
@@ -258,7 +261,7 @@ func (a *Adapter) verifyNetwork(ctx context.Context, cli *client.Client, id, nam
 	if err != nil || !subnet.Addr().Is4() {
 		return netFacts{}, bad("IPAM.Config.Subnet", n.IPAM.Config[0].Subnet, "an IPv4 subnet")
 	}
-	return netFacts{ID: n.ID, Subnet: subnet, Internal: n.Internal}, nil
+	return netFacts{ID: n.ID, Subnet: subnet}, nil
 }
 
 // internalNetwork makes or adopts an allowlist sandbox's network: internal
@@ -723,13 +726,4 @@ func ProxyEnv(sb Sandbox, processID string, env []string) []string {
 		}
 	}
 	return out
-}
-
-// subnetsFromEnv is the adapter's range: Options.Subnets, else
-// $STOCKADE_SUBNETS, else DefaultSubnets.
-func subnetsFromEnv(s string) (netip.Prefix, error) {
-	if s == "" {
-		s = os.Getenv("STOCKADE_SUBNETS")
-	}
-	return ParseSubnets(s)
 }

@@ -63,8 +63,13 @@ func TestAllocSubnet(t *testing.T) {
 }
 
 func TestParseSubnets(t *testing.T) {
+	t.Setenv("STOCKADE_SUBNETS", "")
 	if p, err := ParseSubnets(""); err != nil || p.String() != DefaultSubnets {
 		t.Errorf("default: %v %v", p, err)
+	}
+	t.Setenv("STOCKADE_SUBNETS", "10.99.0.0/20")
+	if p, err := ParseSubnets(""); err != nil || p.String() != "10.99.0.0/20" {
+		t.Errorf("from the environment: %v %v", p, err)
 	}
 	for _, bad := range []string{"10.0.0.0/25", "fd00::/8", "nope"} {
 		if _, err := ParseSubnets(bad); !spec.IsCode(err, spec.CodeInvalidArgument) {

@@ -244,38 +244,30 @@ func (a *processActor) killGroupByDocker() {
 	a.killPending = true
 	sb, bg := a.p.Sandbox, a.bg
 	go func() {
-		// A warden often dies with its workload: then Docker may still
-		// show the container running for a moment while refusing execs
-		// into it ("cannot exec in a stopped state"). So a failed kill is
-		// tried again, and the workload looked at again, a few times over
-		// about three seconds before the process is taken for lost.
-		pause := 100 * time.Millisecond
-		for attempt := 0; ; attempt++ {
+		// A warden often dies with its workload: Docker may then still
+		// show the container running for a moment, and either refuse
+		// execs into it ("cannot exec in a stopped state") or let the
+		// kill through. Either way the workload is watched a moment
+		// (workloadDying) before the process is taken for lost.
+		kill := func() error {
 			err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
-			if err == nil || spec.IsCode(err, spec.CodeNotFound) {
-				// Killed; but did the warden die because its workload
-				// did? Then the sandbox stopped under the process.
-				a.send(groupKilled{workloadGone: a.workloadDying(bg, sb)})
-				return
+			if spec.IsCode(err, spec.CodeNotFound) {
+				return nil
 			}
-			vctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
-			gone := a.deps.Engine.VerifySandbox(vctx, sb) != nil
-			cancel()
-			if gone {
-				a.send(groupKilled{workloadGone: true})
-				return
-			}
-			if attempt == 4 || bg.Err() != nil {
-				a.deps.Log.Warn("killing the group of a process whose warden was lost failed", "process", a.p.ID, "err", err)
-				a.send(groupKilled{failed: err})
-				return
-			}
-			select {
-			case <-bg.Done():
-			case <-time.After(pause):
-			}
-			pause *= 2
+			return err
 		}
+		err := kill()
+		if a.workloadDying(bg, sb) {
+			a.send(groupKilled{workloadGone: true})
+			return
+		}
+		if err != nil {
+			err = kill() // the workload lives: the kill once more
+		}
+		if err != nil {
+			a.deps.Log.Warn("killing the group of a process whose warden was lost failed", "process", a.p.ID, "err", err)
+		}
+		a.send(groupKilled{failed: err})
 	}()
 }
 
