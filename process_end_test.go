@@ -207,3 +207,52 @@ func TestFakeForgottenExecTakesItsDieCode(t *testing.T) {
 		t.Fatalf("%+v %v, want exited 4 from the exec_die event", res, err)
 	}
 }
+
+// TestFakeAttachLostIsKilled: an attach cut after the daemon started the
+// exec (no marker read) leaves a process that runs with nobody reading its
+// output and no journaled group. The actor reads its group back, journals
+// it started and the stop, and kills it: Start fails typed instead of
+// waiting for a process that may never end, and nothing keeps running.
+func TestFakeAttachLostIsKilled(t *testing.T) {
+	f := newFake(t)
+	hold := make(chan struct{}) // never closed: only a signal ends it
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{AttachLost: true, Hold: hold}
+	}
+	rt := openFake(t, f, "")
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}})
+	if ctx.Err() != nil {
+		t.Fatalf("Start blocked on a process nobody can read: %v", err)
+	}
+	if !spec.IsCode(err, spec.CodeEngine) {
+		t.Fatalf("Start: %v, want the attach's engine error", err)
+	}
+	h, err := rt.History(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	var pid string
+	for _, ev := range h {
+		if ev.Kind == "process" {
+			types = append(types, ev.Type)
+			pid = ev.ID
+		}
+	}
+	got := strings.Join(types, " ")
+	for _, want := range []string{"process.started", "process.stopping", "process.exited"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the process's history %q lacks %s", got, want)
+		}
+	}
+	p, err := rt.ReplayProcessAt(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Phase != lifecycle.PhaseExited || p.Exit == nil || p.Exit.ExitCode == nil || *p.Exit.ExitCode != 137 || p.Exit.Reason != lifecycle.ReasonFailed {
+		t.Fatalf("journaled %+v, want exited failed with 137 (killed)", p.Exit)
+	}
+}

@@ -59,6 +59,10 @@ type FakeRun struct {
 	// OOM makes the process end as the OOM killer ends one (after its
 	// output): SIGKILL (137), and the sandbox's OOM kill count goes up.
 	OOM bool
+	// AttachLost makes AttachExec start the process and then fail, as an
+	// attach whose connection is cut after the daemon started the exec:
+	// the process runs on with nobody reading its output.
+	AttachLost bool
 }
 
 // FakeFrame is one frame of scripted output.
@@ -408,6 +412,10 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 		}
 		f.publish(x.owner, ContainerEvent{Action: ActionExecDie, Sandbox: x.sandbox, Role: RoleWorkload, ExecID: execID, ExitCode: code})
 	}()
+	if x.run.AttachLost {
+		t.Close()
+		return nil, spec.Errorf(spec.CodeEngine, "dockerio.exec", "exec %s: the attach connection was cut after the exec started", execID)
+	}
 	return t, nil
 }
 

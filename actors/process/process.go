@@ -211,6 +211,12 @@ type processActor struct {
 	abandoned  bool
 	verified   bool // the sandbox passed its check before launch
 	attaching  bool
+	// attachFailed: the attach failed, perhaps after the exec started;
+	// groupReading, probing, groupGone: see doubts.go.
+	attachFailed bool
+	groupReading bool
+	probing      bool
+	groupGone    bool
 }
 
 func (a *processActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
@@ -302,6 +308,10 @@ func (a *processActor) Receive(ctx actor.Context) {
 		a.onAdoptSeen(m)
 	case groupRead:
 		a.onGroupRead(m)
+	case startedGroupRead:
+		a.onStartedGroupRead(m)
+	case groupProbed:
+		a.onGroupProbed(m)
 	case Stop:
 		a.stop(m.Reason, m.Err)
 		m.Reply <- a.journalErr
@@ -464,6 +474,7 @@ func (a *processActor) onAttached(ctx actor.Context, m attached) {
 		if a.stopReason == "" {
 			a.stopReason, a.stopErr = lifecycle.ReasonFailed, m.err
 		}
+		a.attachFailed = true
 		a.watchExit()
 		return
 	}
@@ -736,6 +747,10 @@ func (a *processActor) onExitSeen(m exitSeen) {
 			a.confirmExit()
 			return
 		}
+		if a.attachFailed && a.state.Phase == lifecycle.PhaseReserved {
+			a.readStartedGroup() // it runs, unattached: end it (doubts.go)
+			return
+		}
 		a.recheckDelay = min(max(2*a.recheckDelay, time.Second), 30*time.Second)
 		a.armRecheck(a.recheckDelay)
 		return
@@ -749,6 +764,9 @@ func (a *processActor) onExitSeen(m exitSeen) {
 		// event (or the next inspect) before the outcome is called lost.
 		a.awaitedDie = true
 		a.armRecheck(time.Second)
+		return
+	}
+	if a.doubt126(&m.state) {
 		return
 	}
 	a.exit = &m.state
