@@ -19,7 +19,9 @@ import (
 
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/warden"
@@ -949,4 +951,88 @@ func TestHostileWarden(t *testing.T) {
 			t.Errorf("BUG: of %d sandboxes whose workload itself died (its init killed from inside), processes were journaled lost, not sandbox_stopped (README: a lost warden's processes end sandbox_stopped when the workload itself died): the runtime's check that the workload is gone raced Docker's own notice of its death:\n%s", trials, strings.Join(lost, "\n"))
 		}
 	})
+}
+
+// TestHostileWardenImpostor: while the runtime is down (kill -9 of
+// `stockade serve`), a program of the workload has taken the warden's
+// socket over: it renamed the real one and listens in its place, relaying
+// every byte to the warden, to sit inside the link the next runtime makes.
+// The runtime's bridge sees that the listener is not the warden and sends
+// nothing through it: the reattach fails, the warden is journaled lost
+// (naming the impostor), its processes end lost with their groups killed,
+// and the next process gets a warden of its own.
+func TestHostileWardenImpostor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e, first, c, sb := servedKeptSandbox(t, ctx)
+	st, err := sb.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putFile(t, ctx, sb, "probe", buildProbe(t), 0o755)
+	victim, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "306"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor, err := sb.Start(ctx, spec.Process{Argv: []string{"./probe", "relay"}, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(impostor.Stdout()).ReadString('\n'); line != "listening\n" {
+		t.Fatalf("the impostor: %q %v", line, err)
+	}
+	victimID, impostorID := victim.ID(), impostor.ID()
+	if err := first.stop(t, syscall.SIGKILL); err == nil {
+		t.Fatal("serve after SIGKILL exited 0")
+	}
+	c.Close()
+
+	second := e.serve(t, ctx)
+	c2, err := client.Dial(second.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	for _, id := range []string{victimID, impostorID} {
+		res, err := c2.Wait(ctx, id)
+		if res.Reason != string(lifecycle.ReasonLost) || !spec.IsCode(err, spec.CodeStreamFailure) || !strings.Contains(err.Error(), "not the warden") {
+			t.Errorf("process %s after the reattach through an impostor: %+v %v, want lost with stream_failure naming the impostor", id, res, err)
+		}
+	}
+	hist, err := c2.History(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lostWhy []string
+	for _, ev := range hist {
+		if ev.Type == "sandbox.warden_lost" {
+			lostWhy = append(lostWhy, string(ev.Payload))
+		}
+	}
+	if len(lostWhy) != 1 || !strings.Contains(lostWhy[0], "not the warden") {
+		t.Errorf("warden_lost events %q, want one naming the impostor", lostWhy)
+	}
+	if logs := second.logs.String(); !strings.Contains(logs, "not the warden") {
+		t.Errorf("the server's log does not name the impostor:\n%s", logs)
+	}
+	again, err := c2.Sandbox(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The relay saw the bridge connect and close, nothing more.
+	r := shIn(ctx, again, "cat /tmp/relay.log; ps -o args | grep -c '^sleep 306$' || true")
+	lines := strings.Split(strings.TrimSpace(string(r.stdout)), "\n")
+	if r.err != nil || len(lines) < 2 || lines[len(lines)-1] != "0" {
+		t.Fatalf("after the reattach: %q %q %v; want the relay's log and no sleep 306 left", r.stdout, r.stderr, r.err)
+	}
+	for _, l := range lines[:len(lines)-1] {
+		if !strings.HasSuffix(l, ": 0 bytes from the client") {
+			t.Errorf("the impostor relayed bytes from the runtime: %q", l)
+		}
+	}
+	okOut(t, "a process after the impostor", run(ctx, again, spec.Process{Argv: []string{"echo", "after"}}), "after\n")
+	if err := again.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertSandboxGone(t, dockertest.Client(t), st.Owner, sb.ID())
 }

@@ -2,6 +2,9 @@ package warden
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -134,6 +137,7 @@ func Open(ctx context.Context, r io.Reader, w io.Writer, c io.Closer, hs Handsha
 }
 
 func handshake(rd *Reader, wr *Writer, hs Handshake, init Init) (Hello, error) {
+	var mine []byte // the nonce the warden must answer, on a reattach
 	if !hs.Reattach {
 		if err := wr.WriteJSON(TInit, 0, &init); err != nil {
 			return Hello{}, fmt.Errorf("warden: handshake: sending init: %w", err)
@@ -148,7 +152,11 @@ func handshake(rd *Reader, wr *Writer, hs Handshake, init Init) (Hello, error) {
 			return Hello{}, err
 		}
 		nonce, _ := DecodeHex(ch.Nonce, SecretSize)
-		auth := Auth{MAC: hex.EncodeToString(MAC(hs.Secret, nonce))}
+		mine = make([]byte, SecretSize)
+		if _, err := rand.Read(mine); err != nil {
+			return Hello{}, fmt.Errorf("warden: handshake: a nonce: %w", err)
+		}
+		auth := Auth{MAC: hex.EncodeToString(MAC(hs.Secret, nonce)), Nonce: hex.EncodeToString(mine)}
 		if err := wr.WriteJSON(TAuth, 0, &auth); err != nil {
 			return Hello{}, fmt.Errorf("warden: handshake: sending auth: %w", err)
 		}
@@ -168,6 +176,15 @@ func handshake(rd *Reader, wr *Writer, hs Handshake, init Init) (Hello, error) {
 	var h Hello
 	if err := Decode(f, &h); err != nil {
 		return Hello{}, err
+	}
+	if mine != nil {
+		// Whatever listens on the socket answered our challenge: only the
+		// warden holds the secret. (The bridge also checks the listener's
+		// pid; this holds once the warden is gone and its pid reused.)
+		proof, _ := DecodeHex(h.Proof, sha256.Size)
+		if !hmac.Equal(proof, Proof(hs.Secret, mine)) {
+			return Hello{}, violation("hello: no proof of the secret (an impostor on the warden's socket?)")
+		}
 	}
 	return h, nil
 }

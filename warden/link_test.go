@@ -53,7 +53,7 @@ func TestOpenReattach(t *testing.T) {
 	if a.MAC != hex.EncodeToString(MAC(testSecret, nonce)) {
 		t.Fatalf("mac %s", a.MAC)
 	}
-	f.sendJSON(THello, 0, testHello(DefaultWindow, DefaultStdinWindow))
+	f.sendJSON(THello, 0, provenHello(t, a))
 	got := <-res
 	if got.err != nil {
 		t.Fatal(got.err)
@@ -61,6 +61,53 @@ func TestOpenReattach(t *testing.T) {
 	defer got.l.Close()
 	if got.h.Socket == "" || got.l.window != DefaultWindow {
 		t.Fatalf("hello %+v", got.h)
+	}
+}
+
+// provenHello is a warden's Hello on a reattach whose Auth was a: it
+// carries the proof of the test secret for a's nonce.
+func provenHello(t testing.TB, a Auth) Hello {
+	nonce, err := DecodeHex(a.Nonce, SecretSize)
+	if err != nil {
+		t.Errorf("the runtime's auth carries no nonce: %v", err)
+	}
+	h := testHello(DefaultWindow, DefaultStdinWindow)
+	h.Proof = hex.EncodeToString(Proof(testSecret, nonce))
+	return h
+}
+
+// TestOpenReattachNeedsTheProof: whatever answers on the warden's socket
+// must prove it holds the secret; a Hello without the proof, with a wrong
+// one, or with one for another nonce ends the handshake as a violation.
+func TestOpenReattachNeedsTheProof(t *testing.T) {
+	other := bytes.Repeat([]byte{9}, SecretSize)
+	for _, tc := range []struct {
+		name  string
+		proof func(a Auth) string
+	}{
+		{"no proof", func(Auth) string { return "" }},
+		{"a proof under another secret", func(a Auth) string {
+			n, _ := DecodeHex(a.Nonce, SecretSize)
+			return hex.EncodeToString(Proof(other, n))
+		}},
+		{"a proof of another nonce", func(Auth) string { return hex.EncodeToString(Proof(testSecret, other)) }},
+		{"the runtime's own MAC sent back", func(a Auth) string { return a.MAC }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := openAgainst(t, context.Background(), Handshake{Secret: testSecret, Reattach: true}, func(f *fake) {
+				f.sendJSON(TChallenge, 0, Challenge{Nonce: hex32})
+				var a Auth
+				if err := Decode(f.expect(TAuth, 0), &a); err != nil {
+					t.Error(err)
+				}
+				h := testHello(DefaultWindow, DefaultStdinWindow)
+				h.Proof = tc.proof(a)
+				f.sendJSON(THello, 0, h)
+			})
+			if !IsProtocol(err) || !strings.Contains(err.Error(), "proof") {
+				t.Fatalf("Open: %v, want a violation naming the proof", err)
+			}
+		})
 	}
 }
 
@@ -96,9 +143,9 @@ func TestOpenFails(t *testing.T) {
 		script func(f *fake)
 		check  func(error) bool
 	}{
-		{"version", fresh, hello(Hello{Version: "stockade-warden/2", PID: 1, Window: 1, StdinWindow: 1}), func(err error) bool {
+		{"version", fresh, hello(Hello{Version: "stockade-warden/99", PID: 1, Window: 1, StdinWindow: 1}), func(err error) bool {
 			var v *VersionError
-			return errors.As(err, &v) && v.Got == "stockade-warden/2"
+			return errors.As(err, &v) && v.Got == "stockade-warden/99"
 		}},
 		{"version of an invalid hello", fresh, hello(Hello{Version: "stockade-warden/0"}), func(err error) bool {
 			var v *VersionError
@@ -532,7 +579,10 @@ func reattach(t *testing.T) (*Link, *fake) {
 	go func() {
 		f.w.WriteJSON(TChallenge, 0, Challenge{Nonce: hex32})
 		if fr, ok := <-f.in; ok && fr.Type == TAuth {
-			f.w.WriteJSON(THello, 0, testHello(DefaultWindow, DefaultStdinWindow))
+			var a Auth
+			if Decode(fr, &a) == nil {
+				f.w.WriteJSON(THello, 0, provenHello(t, a))
+			}
 		}
 	}()
 	l, _, err := Open(context.Background(), r, w, c, Handshake{Secret: testSecret, Reattach: true})

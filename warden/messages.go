@@ -45,14 +45,23 @@ func (m *Challenge) validate() error {
 	return err
 }
 
-// Auth answers a Challenge: MAC(secret, nonce), hex.
+// Auth answers a Challenge: MAC(secret, nonce), hex. Nonce is the
+// runtime's own challenge, which the warden answers in Hello.Proof: a
+// reattach authenticates both ends, so a program of the workload that
+// took the warden's socket over learns nothing and can claim nothing.
 type Auth struct {
-	MAC string `json:"mac"`
+	MAC   string `json:"mac"`
+	Nonce string `json:"nonce"`
 }
 
 func (m *Auth) validate() error {
-	_, err := DecodeHex(m.MAC, sha256.Size)
-	return err
+	if _, err := DecodeHex(m.MAC, sha256.Size); err != nil {
+		return fmt.Errorf("mac: %w", err)
+	}
+	if _, err := DecodeHex(m.Nonce, SecretSize); err != nil {
+		return fmt.Errorf("nonce: %w", err)
+	}
+	return nil
 }
 
 // MAC is the answer to a challenge: HMAC-SHA256 of the nonce under the
@@ -63,6 +72,13 @@ func MAC(secret, nonce []byte) []byte {
 	return h.Sum(nil)
 }
 
+// Proof is the warden's answer to the runtime's nonce: HMAC-SHA256 under
+// the secret of the nonce behind a label, so that neither end's answer
+// can be replayed as the other's.
+func Proof(secret, nonce []byte) []byte {
+	return MAC(secret, append([]byte("stockade-warden proof\x00"), nonce...))
+}
+
 // Hello says the link is up.
 type Hello struct {
 	Version     string `json:"version"`
@@ -71,6 +87,8 @@ type Hello struct {
 	StdinWindow int    `json:"stdin_window"`
 	// Socket is where the warden accepts reattaches.
 	Socket string `json:"socket"`
+	// Proof (hex), on a reattach only: Proof(secret, Auth.Nonce).
+	Proof string `json:"proof,omitempty"`
 }
 
 func (m *Hello) validate() error {
@@ -82,6 +100,11 @@ func (m *Hello) validate() error {
 	}
 	if len(m.Socket) > 108 {
 		return errors.New("socket path too long")
+	}
+	if m.Proof != "" {
+		if _, err := DecodeHex(m.Proof, sha256.Size); err != nil {
+			return fmt.Errorf("proof: %w", err)
+		}
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 // Version is the protocol and binary version a warden reports in Hello. The
 // runtime runs only a warden of its own version: one that differs is
 // replaced (its processes stopped), never spoken to.
-const Version = "stockade-warden/1"
+const Version = "stockade-warden/2"
 
 // Limits of the wire format.
 const (

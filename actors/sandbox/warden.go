@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"syscall"
 	"time"
 
@@ -230,12 +232,28 @@ func (a *sandboxActor) reattach() {
 		if err := eng.EnsureWarden(ctx, sb); err != nil {
 			return reattached{err: err}
 		}
-		conn, err := eng.AttachWarden(ctx, sb, w.Socket, wardenStderr(log, id, "warden attach"))
+		// The bridge says on stderr why it connected nothing (a listener
+		// that is not the warden): that reason, not the EOF the handshake
+		// saw, is the warden's loss.
+		var lastMu sync.Mutex
+		var last string
+		stderr := &dockerio.LineLog{Max: 100, Log: func(line string) {
+			log.Warn("warden attach", "sandbox", id, "line", line)
+			lastMu.Lock()
+			last = line
+			lastMu.Unlock()
+		}}
+		conn, err := eng.AttachWarden(ctx, sb, w.Socket, stderr)
 		if err != nil {
 			return reattached{err: err}
 		}
 		link, _, err := warden.Open(ctx, conn.R, conn.W, conn.C, warden.Handshake{Secret: secret, Reattach: true})
 		if err != nil {
+			lastMu.Lock()
+			if last != "" {
+				err = fmt.Errorf("%w (the bridge: %s)", err, last)
+			}
+			lastMu.Unlock()
 			return reattached{err: err}
 		}
 		table, err := link.List(ctx)

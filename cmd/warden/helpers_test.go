@@ -212,7 +212,8 @@ func (w *wardenProc) attach(socket string, secret []byte) *conn {
 		w.t.Fatal(err)
 	}
 	mac := hex.EncodeToString(warden.MAC(secret, nonce))
-	if err := c.w.WriteJSON(warden.TAuth, 0, &warden.Auth{MAC: mac}); err != nil {
+	c.nonce = bytes.Repeat([]byte{0x5a}, warden.SecretSize)
+	if err := c.w.WriteJSON(warden.TAuth, 0, &warden.Auth{MAC: mac, Nonce: hex.EncodeToString(c.nonce)}); err != nil {
 		w.t.Fatal(err)
 	}
 	return c
@@ -249,6 +250,7 @@ type conn struct {
 	control map[warden.Type][][]byte
 	ended   error
 	first   warden.Hello // the Hello of a warden's first link
+	nonce   []byte       // the Auth's nonce, on a reattach
 }
 
 func newConn(t testing.TB, from io.Reader, to io.WriteCloser) *conn {

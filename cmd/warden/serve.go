@@ -208,11 +208,13 @@ func (s *state) handshake(c *net.UnixConn) *link {
 	if err == nil {
 		err = warden.Decode(f, &auth)
 	}
+	var theirs []byte
 	if err == nil {
 		mac, _ := warden.DecodeHex(auth.MAC, len(warden.MAC(secret, nonce)))
 		if !hmac.Equal(mac, warden.MAC(secret, nonce)) {
 			err = violation("wrong MAC")
 		}
+		theirs, _ = warden.DecodeHex(auth.Nonce, warden.SecretSize)
 	}
 	if err != nil {
 		logf("reattach refused: %v", err)
@@ -223,7 +225,9 @@ func (s *state) handshake(c *net.UnixConn) *link {
 	l := newLink(s, r, w, func() { c.Close() }, false)
 	s.mu.Lock()
 	s.takeOver(l)
-	l.queue(warden.THello, 0, s.hello())
+	hello := s.hello()
+	hello.Proof = hex.EncodeToString(warden.Proof(secret, theirs))
+	l.queue(warden.THello, 0, hello)
 	s.mu.Unlock()
 	logf("reattached")
 	return l

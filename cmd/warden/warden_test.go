@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -482,6 +484,13 @@ func TestReattach(t *testing.T) {
 	if h.Socket != hello.Socket || h.PID != hello.PID || h.Window != window {
 		t.Errorf("reattach hello %+v, first %+v", h, hello)
 	}
+	// The warden proves it holds the secret, answering the runtime's nonce.
+	if want := hex.EncodeToString(warden.Proof(w.secret, r.nonce)); h.Proof != want {
+		t.Errorf("reattach hello's proof %q, want %q", h.Proof, want)
+	}
+	if hello.Proof != "" {
+		t.Errorf("the first link's hello carries a proof %q; nothing asked for one", hello.Proof)
+	}
 	e := entryOf(r.list(), 1)
 	if e == nil || !e.Running || e.Acked != acked || e.Output < acked+window || e.Output > acked+window {
 		t.Fatalf("entry after reattach %+v, want running, acked %d, output %d", e, acked, acked+window)
@@ -668,6 +677,88 @@ func TestKillSubcommand(t *testing.T) {
 	for _, bad := range [][]string{{"9", "1"}, {"99", pgid}, {"x", pgid}, {"9"}} {
 		if c := code(bad...); c != 2 {
 			t.Errorf("kill %v: exit %d, want 2", bad, c)
+		}
+	}
+}
+
+// TestAttachRefusesAnImpostor: a program that renamed the warden's socket
+// and listens in its place, relaying every byte to the real warden, would
+// sit in the middle of an authenticated link. The bridge sees that the
+// listener is not the process named in the socket's name and connects
+// nothing; the warden, reached directly, still takes the runtime back.
+func TestAttachRefusesAnImpostor(t *testing.T) {
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	sock := c.first.Socket
+	w.stdin.Close() // the runtime goes away
+	c.waitEnd()
+
+	real := sock + ".real"
+	if err := os.Rename(sock, real); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	relayed := make(chan struct{}, 1)
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			relayed <- struct{}{}
+			out, err := net.Dial("unix", real)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			go func() { io.Copy(out, in); out.Close() }()
+			go func() { io.Copy(in, out); in.Close() }()
+		}
+	}()
+
+	b := startSub(t, w.env, "attach", sock)
+	got, _ := io.ReadAll(b.stdout)
+	err = b.cmd.Wait()
+	if len(got) != 0 || err == nil || !strings.Contains(b.stderr.String(), "not the warden") {
+		t.Fatalf("the bridge to an impostor: %d bytes through, %v, stderr %q; want nothing through, exit 1 naming the impostor", len(got), err, b.stderr.String())
+	}
+	select {
+	case <-relayed: // the impostor was reached, and given nothing
+	default:
+		t.Fatal("the impostor was never connected to: the test did not test")
+	}
+
+	// Put back, the real socket takes the runtime again.
+	if err := os.Rename(real, sock); err != nil {
+		t.Fatal(err)
+	}
+	r := w.attach(sock, w.secret)
+	if h := r.waitHello(); h.PID != c.first.PID {
+		t.Fatalf("reattach hello %+v", h)
+	}
+}
+
+func TestSocketPID(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		pid  int
+	}{
+		{"/tmp/.stockade-warden-42.sock", 42},
+		{".stockade-warden-7.sock", 7},
+		{"/tmp/.stockade-warden-042.sock", 0},
+		{"/tmp/.stockade-warden--1.sock", 0},
+		{"/tmp/.stockade-warden-0.sock", 0},
+		{"/tmp/.stockade-warden-42", 0},
+		{"/tmp/x.sock", 0},
+		{"/tmp/.stockade-warden-.sock", 0},
+	} {
+		pid, err := socketPID(tc.path)
+		if pid != tc.pid || (err == nil) != (tc.pid != 0) {
+			t.Errorf("socketPID(%q) = %d, %v; want %d", tc.path, pid, err, tc.pid)
 		}
 	}
 }
