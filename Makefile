@@ -74,9 +74,10 @@ proto-check: proto-tools
 		[ -f "$$tmp/$$f" ] || { echo "make: api/$$f has no .proto left: remove it" >&2; exit 1; }; \
 	done
 
-# Unit, fuzz seed corpora and integration tests (test/ needs the real daemon),
-# all under the race detector.
-test: fmt-check vet tidy-check proto-check image
+# Unit, fuzz seed corpora and integration tests (test/ needs the real daemon:
+# the hostile-workload and misbehaving-daemon suites among them), all under
+# the race detector. Load and soak take minutes: make load, make soak.
+test: fmt-check vet tidy-check proto-check image image-python
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 # go.mod and go.sum say exactly what the code imports.
@@ -95,17 +96,17 @@ SOAK ?= 3m
 soak: build image
 	CI=true STOCKADE_SOAK=$(SOAK) $(GO) test -tags soak -count=1 -run 'TestSoak' -v -timeout 60m ./test/
 
-# The hostile-workload suite (test/hostile*_test.go, build tag hostile):
-# attacks from inside sandboxes of a served runtime. Not part of make test yet.
+# The hostile-workload suite (test/hostile*_test.go): attacks from inside
+# sandboxes of a served runtime. Part of make test; this runs it alone.
 .PHONY: hostile
-hostile: image
-	CI=true $(GO) test -race -tags hostile -count=1 -run 'TestHostile' -timeout 20m ./test/
+hostile: image image-python
+	CI=true $(GO) test -race -count=1 -run 'TestHostile' -timeout 20m ./test/
 
 # A misbehaving daemon (issue 13): the runtime behind a fault-injecting
-# proxy (internal/faultproxy) on the real daemon. Only these tests, under
-# the race detector; they need the build tag.
-faults:
-	CI=true $(GO) test -race -tags faults -count=1 -run 'TestFaults' -timeout 15m ./test/
+# proxy (internal/faultproxy) on the real daemon. Part of make test; this
+# runs only these tests, under the race detector.
+faults: image
+	CI=true $(GO) test -race -count=1 -run 'TestFaults' -timeout 15m ./test/
 
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .

@@ -1,5 +1,3 @@
-//go:build faults
-
 package test
 
 // A misbehaving daemon (issue 13): a runtime talks to the real daemon
@@ -10,9 +8,9 @@ package test
 // verifies, leave no goroutine behind, and a recovery directly against the
 // daemon afterwards must leave nothing leaked.
 //
-// Run with `make faults` (CI=true go test -race -tags faults -run
-// TestFaults ./test/). Every wait is bounded by faultWait; no assertion is
-// about how fast anything is.
+// Part of make test; `make faults` runs these alone (CI=true go test -race
+// -run TestFaults ./test/). Every wait is bounded by faultWait; no
+// assertion is about how fast anything is.
 
 import (
 	"archive/tar"

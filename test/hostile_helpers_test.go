@@ -1,5 +1,3 @@
-//go:build hostile
-
 package test
 
 import (
@@ -31,8 +29,8 @@ import (
 // The hostile-workload suite (issue 13): each attack runs from inside a
 // sandbox of a served runtime (`stockade serve` and its Go client) while a
 // second sandbox, the bystander, keeps running `echo ok`; every one of
-// those must end exited 0 with its output. Built with -tags hostile (make
-// hostile); make test does not run it yet.
+// those must end exited 0 with its output. Part of make test; make hostile
+// runs it alone.
 
 // hostileEnv is one `stockade serve` on a fresh journal, a client dialled
 // to it, and the bystander: a kept sandbox of its own.
@@ -113,9 +111,15 @@ func shIn(ctx context.Context, sb host.Sandbox, script string) ran {
 // on the daemon.
 func (h *hostileEnv) attack(t *testing.T, pol spec.Policy, fn func(ctx context.Context, sb host.Sandbox)) {
 	t.Helper()
+	h.attackIn(t, h.image, pol, fn)
+}
+
+// attackIn is attack with the attacked sandbox made of image.
+func (h *hostileEnv) attackIn(t *testing.T, image string, pol spec.Policy, fn func(ctx context.Context, sb host.Sandbox)) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sb, err := h.c.CreateSandbox(ctx, host.SandboxSpec{Image: h.image, Policy: pol, Lifetime: spec.Kept})
+	sb, err := h.c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: pol, Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("creating the attacked sandbox: %v", err)
 	}

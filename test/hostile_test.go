@@ -1,5 +1,3 @@
-//go:build hostile
-
 package test
 
 import (
@@ -57,14 +55,7 @@ func TestHostileResources(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
-					refused := func() int {
-						r := shIn(ctx, sb, "cat /sys/fs/cgroup/pids/pids.events")
-						var n int
-						if _, err := fmt.Sscanf(string(r.stdout), "max %d", &n); err != nil {
-							t.Fatalf("pids.events: %q %q %v", r.stdout, r.stderr, err)
-						}
-						return n
-					}
+					refused := func() int { return pidsRefused(t, ctx, sb) }
 					before := refused()
 					if r := shIn(ctx, sb, "cat /sys/fs/cgroup/pids/pids.max"); string(r.stdout) != "64\n" {
 						t.Fatalf("pids.max %q, want the policy's 64", r.stdout)
@@ -881,18 +872,12 @@ func TestHostileWarden(t *testing.T) {
 	// sandbox_stopped: README ("A lost warden": "they end lost (or
 	// sandbox_stopped when the workload itself died)").
 	//
-	// BUG (a race, seen in about one run in three): they end lost. The
-	// warden dies with the workload's PID namespace, the runtime takes the
-	// link's end for a lost warden and kills the process's group through a
-	// Docker exec; in the instant after init's death Docker still creates
-	// the exec, which fails to start ("cannot exec in a stopped state",
-	// exit 126), and the runtime's check of the workload (VerifySandbox),
-	// made in the same instant, still finds it running: workloadGone is
-	// false and the end is journaled lost (the server logs "killing the
-	// group of a process whose warden was lost failed ... exited 126"; the
-	// process's error still says "the process group was killed"). The
-	// attack is repeated so that the race shows; a run where it does not
-	// passes.
+	// The race this repeats for: the warden dies with the workload's PID
+	// namespace, and in the instant after init's death Docker still
+	// creates a kill exec (which fails, "cannot exec in a stopped state")
+	// and still reports the workload running. Before the runtime watched
+	// the workload for a moment (workloadDying) the processes were
+	// journaled lost in about one run in three.
 	t.Run("init killed", func(t *testing.T) {
 		const trials = 10
 		var lost []string
@@ -948,7 +933,7 @@ func TestHostileWarden(t *testing.T) {
 			})
 		}
 		if len(lost) > 0 {
-			t.Errorf("BUG: of %d sandboxes whose workload itself died (its init killed from inside), processes were journaled lost, not sandbox_stopped (README: a lost warden's processes end sandbox_stopped when the workload itself died): the runtime's check that the workload is gone raced Docker's own notice of its death:\n%s", trials, strings.Join(lost, "\n"))
+			t.Errorf("of %d sandboxes whose workload itself died (its init killed from inside), processes were journaled lost, not sandbox_stopped (README: a lost warden's processes end sandbox_stopped when the workload itself died): the runtime's check that the workload is gone raced Docker's own notice of its death:\n%s", trials, strings.Join(lost, "\n"))
 		}
 	})
 }
@@ -1035,4 +1020,82 @@ func TestHostileWardenImpostor(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertSandboxGone(t, dockertest.Client(t), st.Owner, sb.ID())
+}
+
+// TestHostilePython: the attacks busybox's shell makes awkward, from the
+// realistic image (python3 from Debian's packages): a fork bomb whose
+// members never give up (each retries its refused forks for ever), a
+// thread bomb (threads count against the same pids limit), and a memory
+// hog that writes every byte it asks for.
+func TestHostilePython(t *testing.T) {
+	h := newHostile(t)
+	py := dockertest.PythonImageID(t, h.docker)
+
+	t.Run("fork bomb", func(t *testing.T) {
+		h.attackIn(t, py, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			refusedBefore := pidsRefused(t, ctx, sb)
+			// It never ends by itself: its timeout ends it, and the kill
+			// reaches every member (they all stay in its group).
+			r := run(ctx, sb, spec.Process{Timeout: 5 * time.Second, Argv: []string{"python3", "-c", `
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+`}})
+			h.wantEnd(t, ctx, sb, "the python fork bomb", r, lifecycle.ReasonTimeout, anyCode)
+			if after := pidsRefused(t, ctx, sb); after <= refusedBefore {
+				t.Errorf("pids.events max %d before, %d after: the pids limit was never hit", refusedBefore, after)
+			}
+			okOut(t, "after the bomb", shIn(ctx, sb, "ps -eo args | grep -c '^python3' || true"), "0\n")
+			okOut(t, "after the bomb", run(ctx, sb, spec.Process{Argv: []string{"python3", "-c", "print('alive')"}}), "alive\n")
+		})
+	})
+
+	t.Run("thread bomb", func(t *testing.T) {
+		h.attackIn(t, py, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			r := run(ctx, sb, spec.Process{Argv: []string{"python3", "-c", `
+import threading, time
+n = 0
+while True:
+    try:
+        threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()
+        n += 1
+    except RuntimeError as e:
+        print(n, e, flush=True)
+        break
+`}})
+			h.wantEnd(t, ctx, sb, "the thread bomb", r, lifecycle.ReasonExited, 0)
+			var n int
+			var rest string
+			if _, err := fmt.Sscanf(string(r.stdout), "%d %s", &n, &rest); err != nil || n <= 0 || n >= 64 || !strings.Contains(string(r.stdout), "can't start new thread") {
+				t.Errorf("the thread bomb said %q; want fewer than the 64 tasks the policy allows, then a refusal", r.stdout)
+			}
+			okOut(t, "after the thread bomb", shIn(ctx, sb, "echo alive"), "alive\n")
+		})
+	})
+
+	t.Run("memory hog", func(t *testing.T) {
+		h.attackIn(t, py, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			r := run(ctx, sb, spec.Process{Argv: []string{"python3", "-c", `
+b = []
+while True:
+    b.append(b"x" * (16 << 20))
+`}})
+			h.wantEnd(t, ctx, sb, "the python memory hog", r, lifecycle.ReasonOOM, 137)
+			okOut(t, "after the hog", run(ctx, sb, spec.Process{Argv: []string{"python3", "-c", "print('alive')"}}), "alive\n")
+		})
+	})
+}
+
+// pidsRefused reads how many forks the sandbox's pids cgroup has refused.
+func pidsRefused(t *testing.T, ctx context.Context, sb host.Sandbox) int {
+	t.Helper()
+	r := shIn(ctx, sb, "cat /sys/fs/cgroup/pids/pids.events")
+	var n int
+	if _, err := fmt.Sscanf(string(r.stdout), "max %d", &n); err != nil {
+		t.Fatalf("pids.events: %q %q %v", r.stdout, r.stderr, err)
+	}
+	return n
 }

@@ -106,21 +106,38 @@ func RemoveOwned(ctx context.Context, cli *client.Client, owner string) error {
 // scripts/image.sh first if the daemon does not have it.
 func ImageID(t testing.TB, cli *client.Client) string {
 	t.Helper()
+	return imageByScript(t, cli, ImageTag, "image.sh")
+}
+
+// PythonImageTag is the realistic test image (python3, coreutils, procps)
+// that `make image-python` builds from Debian's packages.
+const PythonImageTag = "stockade/python:dev"
+
+// PythonImageID resolves the realistic image to its ID, building it with
+// scripts/image-python.sh (mmdebstrap, about half a minute) first if the
+// daemon does not have it.
+func PythonImageID(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	return imageByScript(t, cli, PythonImageTag, "image-python.sh")
+}
+
+func imageByScript(t testing.TB, cli *client.Client, tag, script string) string {
+	t.Helper()
 	ctx := context.Background()
-	img, err := cli.ImageInspect(ctx, ImageTag)
+	img, err := cli.ImageInspect(ctx, tag)
 	if client.IsErrNotFound(err) {
 		root, rerr := ModuleRoot()
 		if rerr != nil {
-			t.Fatalf("image %s missing and the module root is unknown: %v", ImageTag, rerr)
+			t.Fatalf("image %s missing and the module root is unknown: %v", tag, rerr)
 		}
-		out, berr := exec.Command(filepath.Join(root, "scripts", "image.sh")).CombinedOutput()
+		out, berr := exec.Command(filepath.Join(root, "scripts", script)).CombinedOutput()
 		if berr != nil {
-			t.Fatalf("building %s: %v\n%s", ImageTag, berr, out)
+			t.Fatalf("building %s with scripts/%s: %v\n%s", tag, script, berr, out)
 		}
-		img, err = cli.ImageInspect(ctx, ImageTag)
+		img, err = cli.ImageInspect(ctx, tag)
 	}
 	if err != nil {
-		t.Fatalf("inspecting image %s: %v", ImageTag, err)
+		t.Fatalf("inspecting image %s: %v", tag, err)
 	}
 	return img.ID
 }
