@@ -4,7 +4,9 @@ import (
 	"context"
 	"maps"
 	"net/netip"
+	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/docker/docker/client"
 
@@ -136,8 +138,19 @@ func gather(ctx context.Context, cli *client.Client) (Facts, error) {
 	}
 	f.ControllerOS, f.ControllerArch = controllerFacts()
 	f.DriverStatus = append(f.DriverStatus, info.DriverStatus...)
+	f.DockerRootDir, f.RootFree = info.DockerRootDir, -1
+	if local(cli.DaemonHost()) {
+		var fs syscall.Statfs_t
+		if err := syscall.Statfs(info.DockerRootDir, &fs); err == nil {
+			f.RootFree = int64(fs.Bavail) * fs.Bsize
+		}
+	}
 	return f, nil
 }
+
+// local reports whether a daemon at host (a client's DaemonHost) is on
+// this machine: a unix socket.
+func local(host string) bool { return strings.HasPrefix(host, "unix://") }
 
 // Doctor checks the daemon in the environment against the named profile
 // ("" selects as SelectProfile does) and returns every check. The error is

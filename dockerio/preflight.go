@@ -25,6 +25,11 @@ type Facts struct {
 	CPUCfsPeriod, CPUCfsQuota                             bool
 	InitBinary                                            string
 	NCPU                                                  int
+	// DockerRootDir holds the volumes (a workspace is a local volume);
+	// RootFree is the free space of its file system as this host sees it
+	// (-1: unknown, e.g. the daemon is not on this host).
+	DockerRootDir string
+	RootFree      int64
 }
 
 // Check is one line of the doctor report.
@@ -231,5 +236,16 @@ func CheckDaemon(p Profile, f Facts) Report {
 	add("datasets.engine-version", f.Version, ">= 29.1.4", engineAtLeast(f.Version, [3]int{29, 1, 4}), false,
 		"upgrade to Engine 29.1.4 or later for image datasets")
 	add("datasets.profile", yes(p.Datasets), "true", p.Datasets, false, "select a profile that admits image datasets")
+	// A workspace is a volume of the local driver: a host directory with
+	// no size option on any engine this runs on (the driver's size= is for
+	// tmpfs only, and storage-opt size bounds a container's root, not a
+	// volume). What bounds it is the file system under the daemon's root,
+	// shared by every sandbox: said here, never checked.
+	room := "free space unknown (the daemon is not on this host)"
+	if f.RootFree >= 0 {
+		room = fmt.Sprintf("%.1f GiB free there on this host", float64(f.RootFree)/(1<<30))
+	}
+	add("workspace.disk", fmt.Sprintf("unbounded: a local volume under %s/volumes, %s", f.DockerRootDir, room), "a per-sandbox size limit", false, false,
+		"none on this engine: give "+f.DockerRootDir+" a file system of its own (or XFS project quotas) so that sandboxes together cannot fill the host's")
 	return r
 }

@@ -19,7 +19,7 @@ var engine20Facts = Facts{
 	CgroupVersion: "1", CgroupDriver: "cgroupfs", SecurityOptions: []string{"name=seccomp,profile=default"},
 	OperatingSystem: "Debian GNU/Linux 12 (bookworm)", Driver: "fuse-overlayfs",
 	MemoryLimit: true, SwapLimit: true, PidsLimit: true, CPUCfsPeriod: true, CPUCfsQuota: true,
-	InitBinary: "docker-init", NCPU: 2,
+	InitBinary: "docker-init", NCPU: 2, DockerRootDir: "/var/lib/docker", RootFree: 53 << 30,
 }
 
 // engine29Facts is a daemon the seed's linux-x64 profile admits (values as
@@ -32,7 +32,7 @@ var engine29Facts = Facts{
 	SecurityOptions: []string{"name=apparmor", "name=seccomp,profile=builtin", "name=cgroupns"},
 	OperatingSystem: "Ubuntu 24.04", Driver: "overlayfs", DriverStatus: [][2]string{{"driver-type", "io.containerd.snapshotter.v1"}},
 	MemoryLimit: true, SwapLimit: true, PidsLimit: true, CPUCfsPeriod: true, CPUCfsQuota: true,
-	InitBinary: "docker-init", NCPU: 8,
+	InitBinary: "docker-init", NCPU: 8, DockerRootDir: "/var/lib/docker", RootFree: -1,
 }
 
 func failed(r Report) []string {
@@ -226,4 +226,32 @@ func FuzzDockerioAdmitPolicy(f *testing.F) {
 			t.Fatalf("body does not carry the policy exactly: %+v", b.HostConfig.Resources)
 		}
 	})
+}
+
+// TestDockerioWorkspaceDiskCheck: doctor says what bounds a workspace (the
+// file system under the daemon's root, nothing per sandbox), as
+// information that never refuses a daemon.
+func TestDockerioWorkspaceDiskCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    Facts
+		want string
+	}{
+		{"local daemon", engine20Facts, "unbounded: a local volume under /var/lib/docker/volumes, 53.0 GiB free there on this host"},
+		{"remote daemon", engine29Facts, "unbounded: a local volume under /var/lib/docker/volumes, free space unknown (the daemon is not on this host)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := LookupProfile(DefaultProfile)
+			r := CheckDaemon(p, tc.f)
+			var c *Check
+			for i := range r.Checks {
+				if r.Checks[i].Name == "workspace.disk" {
+					c = &r.Checks[i]
+				}
+			}
+			if c == nil || c.Observed != tc.want || c.OK || c.Required || !strings.Contains(c.Remedy, "/var/lib/docker") {
+				t.Fatalf("workspace.disk check %+v, want information observing %q", c, tc.want)
+			}
+		})
+	}
 }

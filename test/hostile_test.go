@@ -218,10 +218,15 @@ func TestHostileResources(t *testing.T) {
 			if !bytes.Contains(doc, []byte(info.Driver)) {
 				t.Errorf("doctor does not name the storage driver %q:\n%s", info.Driver, doc)
 			}
-			t.Logf("doctor names the storage driver %q; it says about the workspace: %v", info.Driver, bytes.Contains(bytes.ToLower(doc), []byte("workspace")))
-			// The CLI's doctor (through the server) prints the same check.
-			if code, out, errOut := h.cli.run(t, "", "doctor"); code != 0 || !strings.Contains(out, "datasets.image-store") || !strings.Contains(out, info.Driver) {
-				t.Errorf("stockade doctor: exit %d, does not name the storage driver %q in datasets.image-store:\n%s%s", code, info.Driver, out, errOut)
+			// Doctor says what bounds the workspace: nothing per sandbox,
+			// the file system under the daemon's root.
+			bound := "unbounded: a local volume under " + info.DockerRootDir + "/volumes"
+			if !bytes.Contains(doc, []byte(bound)) {
+				t.Errorf("doctor does not say %q:\n%s", bound, doc)
+			}
+			// The CLI's doctor prints the same checks.
+			if code, out, errOut := h.cli.run(t, "", "doctor"); code != 0 || !strings.Contains(out, "workspace.disk") || !strings.Contains(out, bound) || !strings.Contains(out, info.Driver) {
+				t.Errorf("stockade doctor: exit %d, does not say %q in workspace.disk, or name the storage driver %q:\n%s%s", code, bound, info.Driver, out, errOut)
 			}
 		})
 	})

@@ -21,13 +21,14 @@ import (
 
 	clientpkg "github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
 )
 
-// The load test (make load): 100 sandboxes created, used (3 processes
-// each) and removed at once through one server on this machine, then the
+// The load test (make load): 100 sandboxes of the realistic image
+// (python3) created, used (3 python3 processes each) and removed at once through one server on this machine, then the
 // same work with the raw Docker client at the same concurrency. It reports
 // p50/p99 of create and exec for both and their ratios; it fails on any
 // error, on a resource left behind, or on a journal that does not verify.
@@ -62,7 +63,8 @@ func TestLoad100(t *testing.T) {
 	defer cancel()
 	e := newCLI(t)
 	cli := dockertest.Client(t)
-	image := dockertest.ImageID(t, cli)
+	// The realistic image: each process is a python3 interpreter.
+	image := dockertest.PythonImageID(t, cli)
 	srv := e.serve(t, ctx)
 	c, err := clientpkg.Dial(srv.sock)
 	if err != nil {
@@ -139,6 +141,11 @@ func TestLoad100(t *testing.T) {
 	fmt.Fprintln(os.Stderr, report)
 }
 
+// loadArgv is process k of sandbox i: a python3 that prints "i k".
+func loadArgv(i, k int) []string {
+	return []string{"python3", "-c", "import sys; print(sys.argv[1], sys.argv[2])", fmt.Sprint(i), fmt.Sprint(k)}
+}
+
 // servedRound is one sandbox's life through the server: create, three
 // processes one after another, remove.
 func servedRound(ctx context.Context, c *clientpkg.Client, image string, pol spec.Policy, i int) (time.Duration, []time.Duration, error) {
@@ -151,7 +158,7 @@ func servedRound(ctx context.Context, c *clientpkg.Client, image string, pol spe
 	var execs []time.Duration
 	for k := range loadExecs {
 		t0 := time.Now()
-		p, err := sb.Start(ctx, spec.Process{Argv: []string{"echo", fmt.Sprint(i, k)}})
+		p, err := sb.Start(ctx, spec.Process{Argv: loadArgv(i, k)})
 		if err != nil {
 			return 0, nil, fmt.Errorf("start %d/%d: %w", i, k, err)
 		}
@@ -204,7 +211,7 @@ func rawRound(ctx context.Context, cli *client.Client, p dockerio.Profile, owner
 	var execs []time.Duration
 	for k := range loadExecs {
 		t0 := time.Now()
-		cr, err := cli.ContainerExecCreate(ctx, ids[1], container.ExecOptions{User: "65532:65532", AttachStdout: true, AttachStderr: true, Cmd: []string{"echo", fmt.Sprint(i, k)}})
+		cr, err := cli.ContainerExecCreate(ctx, ids[1], container.ExecOptions{User: "65532:65532", AttachStdout: true, AttachStderr: true, Cmd: loadArgv(i, k)})
 		if err != nil {
 			return 0, nil, err
 		}
@@ -212,11 +219,12 @@ func rawRound(ctx context.Context, cli *client.Client, p dockerio.Profile, owner
 		if err != nil {
 			return 0, nil, err
 		}
-		io.Copy(io.Discard, hj.Reader)
+		var out, errOut bytes.Buffer
+		framing.Copy(&out, &errOut, hj.Reader)
 		hj.Close()
 		ins, err := cli.ContainerExecInspect(ctx, cr.ID)
-		if err != nil || ins.ExitCode != 0 {
-			return 0, nil, fmt.Errorf("raw exec %d/%d: %+v %v", i, k, ins, err)
+		if err != nil || ins.ExitCode != 0 || out.String() != fmt.Sprintln(i, k) {
+			return 0, nil, fmt.Errorf("raw exec %d/%d: %q %q %+v %v", i, k, out.String(), errOut.String(), ins, err)
 		}
 		execs = append(execs, time.Since(t0))
 	}
