@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -267,4 +268,58 @@ func servedKeptSandbox(t *testing.T, ctx context.Context) (*cliEnv, *served, *cl
 		t.Fatalf("create: %v", err)
 	}
 	return e, first, c, sb
+}
+
+// stats asks the server for its stats line (SIGUSR1) and returns its
+// fields (goroutines, heap_alloc, heap_inuse, heap_objects, fds, gc).
+func (s *served) stats(t *testing.T) map[string]int64 {
+	t.Helper()
+	before := strings.Count(s.logs.String(), "stockade: stats ")
+	if err := s.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(s.logs.String(), "stockade: stats ") == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stats line 30 s after SIGUSR1:\n%s", s.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	logs := s.logs.String()
+	line := logs[strings.LastIndex(logs, "stockade: stats "):]
+	line, _, _ = strings.Cut(line, "\n")
+	out := map[string]int64{}
+	for _, kv := range strings.Fields(strings.TrimPrefix(line, "stockade: stats ")) {
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil {
+			t.Fatalf("stats line %q: field %q", line, kv)
+		}
+		out[k] = n
+	}
+	return out
+}
+
+// TestServeStats: SIGUSR1 makes a server print its stats line, and it
+// keeps serving.
+func TestServeStats(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newCLI(t)
+	srv := e.serve(t, ctx)
+	st := srv.stats(t)
+	for _, k := range []string{"goroutines", "heap_alloc", "heap_inuse", "heap_objects", "fds", "gc"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("stats %v lack %s", st, k)
+		}
+	}
+	if st["goroutines"] <= 0 || st["heap_alloc"] <= 0 || st["fds"] <= 0 {
+		t.Errorf("stats %v: goroutines, heap and open files must be counted", st)
+	}
+	if code, _, errOut := e.run(t, "", "sandbox", "ls"); code != 0 {
+		t.Fatalf("after SIGUSR1 the server does not serve: %d %s", code, errOut)
+	}
+	if err := srv.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("serve after SIGTERM: %v", err)
+	}
 }

@@ -25,9 +25,10 @@ import (
 // is driven at random: sandboxes created, processes started, killed and
 // waited for, sandboxes stopped and removed, and now and then the server
 // killed with SIGKILL and started again on the same journal. At the end every
-// sandbox is removed and the server's threads, open files and memory, the
-// owner's Docker resources and the journal's size are reported beside their
-// values at the start; the test fails on an error no kill explains, on a
+// sandbox is removed, one last server life does a fixed round of work
+// unkilled, and the server's goroutines, heap, open files, threads and RSS
+// (its SIGUSR1 stats line and /proc), the owner's Docker resources and the
+// journal's size are reported beside their values at the start; the test fails on an error no kill explains, on a
 // resource left, or on a journal that does not verify.
 //
 //	CI=true STOCKADE_SOAK=3m go test -tags soak -run TestSoak -v -timeout 30m ./test/
@@ -87,7 +88,7 @@ func TestSoak(t *testing.T) {
 	}
 	// The baseline, once the runtime is up and idle.
 	time.Sleep(2 * time.Second)
-	start := statsOf(t, srv.cmd.Process.Pid)
+	start, startGo := statsOf(t, srv.cmd.Process.Pid), srv.stats(t)
 	jstart := fileSize(t, e.journal)
 
 	var live []string
@@ -188,21 +189,53 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	// The end: every sandbox the journal still lists removed.
-	infos, err := c.Sandboxes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, in := range infos {
-		sb, err := c.Sandbox(ctx, in.ID)
-		if err == nil {
-			err = sb.Remove(ctx)
-		}
+	removeAll := func() {
+		infos, err := c.Sandboxes(ctx)
 		if err != nil {
-			t.Errorf("removing %s at the end: %v", in.ID, err)
+			t.Fatal(err)
+		}
+		for _, in := range infos {
+			sb, err := c.Sandbox(ctx, in.ID)
+			if err == nil {
+				err = sb.Remove(ctx)
+			}
+			if err != nil {
+				t.Errorf("removing %s at the end: %v", in.ID, err)
+			}
 		}
 	}
+	removeAll()
+	// One last life, killed by nobody: idle after its recovery, then a
+	// fixed round of work (10 sandboxes, 3 processes each, removed), then
+	// idle again. What it holds at its end against its own start is a
+	// leak within one life; against the first server's start, across the
+	// whole soak.
+	restart()
 	time.Sleep(2 * time.Second)
-	end := statsOf(t, srv.cmd.Process.Pid)
+	lastIdle, lastIdleGo := statsOf(t, srv.cmd.Process.Pid), srv.stats(t)
+	for i := range 10 {
+		sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: pol, Lifetime: spec.Kept})
+		if err != nil {
+			t.Fatalf("create in the last life: %v", err)
+		}
+		for k := range 3 {
+			p, err := sb.Start(ctx, spec.Process{Argv: []string{"echo", fmt.Sprint(i, k)}})
+			if err != nil {
+				t.Fatalf("start in the last life: %v", err)
+			}
+			go io.Copy(io.Discard, p.Stderr())
+			io.Copy(io.Discard, p.Stdout())
+			if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
+				t.Fatalf("process in the last life: %+v %v", res, err)
+			}
+		}
+		if err := sb.Remove(ctx); err != nil {
+			t.Fatalf("remove in the last life: %v", err)
+		}
+	}
+	removeAll()
+	time.Sleep(2 * time.Second)
+	end, endGo := statsOf(t, srv.cmd.Process.Pid), srv.stats(t)
 	c.Close()
 	if err := srv.stop(t, syscall.SIGTERM); err != nil {
 		t.Errorf("serve: %v", err)
@@ -215,9 +248,20 @@ func TestSoak(t *testing.T) {
 	if code, out, errOut := e.run(t, "", "journal", "verify"); code != 0 {
 		t.Errorf("journal verify: %d %s %s", code, out, errOut)
 	}
-	report := fmt.Sprintf("soak %v: %v\nthe first server idle at the start vs the last one at the end (all removed): threads %d → %d, fds %d → %d, RSS %d → %d KiB\n"+
-		"Docker resources of the owner at the end: %d; journal %d → %d bytes",
-		d, counts, start.threads, end.threads, start.fds, end.fds, start.rssKiB, end.rssKiB, n, jstart, fileSize(t, e.journal))
+	row := func(name string, a, b, c int64) string {
+		return fmt.Sprintf("%-13s %12d %12d %12d", name, a, b, c)
+	}
+	report := strings.Join([]string{
+		fmt.Sprintf("soak %v: %v", d, counts),
+		fmt.Sprintf("%-13s %12s %12s %12s", "", "first, idle", "last, idle", "last, end"),
+		row("goroutines", startGo["goroutines"], lastIdleGo["goroutines"], endGo["goroutines"]),
+		row("heap_inuse", startGo["heap_inuse"], lastIdleGo["heap_inuse"], endGo["heap_inuse"]),
+		row("heap_objects", startGo["heap_objects"], lastIdleGo["heap_objects"], endGo["heap_objects"]),
+		row("fds", int64(start.fds), int64(lastIdle.fds), int64(end.fds)),
+		row("threads", int64(start.threads), int64(lastIdle.threads), int64(end.threads)),
+		row("rss_kib", int64(start.rssKiB), int64(lastIdle.rssKiB), int64(end.rssKiB)),
+		fmt.Sprintf("Docker resources of the owner at the end: %d; journal %d → %d bytes", n, jstart, fileSize(t, e.journal)),
+	}, "\n")
 	t.Log("\n" + report)
 	fmt.Fprintln(os.Stderr, report)
 }

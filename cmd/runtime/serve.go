@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
 	"time"
 
 	stockade "github.com/stockade/stockade"
@@ -76,6 +80,14 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	if c.retain > 0 {
 		go retainEvery(ctx, rt, c.retain, log)
 	}
+	stats := make(chan os.Signal, 1)
+	signal.Notify(stats, syscall.SIGUSR1)
+	defer signal.Stop(stats)
+	go func() {
+		for range stats {
+			fmt.Fprintln(stderr, processStats())
+		}
+	}()
 	code := 0
 	select {
 	case <-ctx.Done():
@@ -106,4 +118,17 @@ func retainEvery(ctx context.Context, rt *stockade.Runtime, age time.Duration, l
 		case <-time.After(every):
 		}
 	}
+}
+
+// processStats is the line SIGUSR1 makes a server print: what an operator
+// (or the soak) compares over a server's life to see a leak.
+func processStats() string {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	fds := -1
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		fds = len(ents)
+	}
+	return fmt.Sprintf("stockade: stats goroutines=%d heap_alloc=%d heap_inuse=%d heap_objects=%d fds=%d gc=%d",
+		runtime.NumGoroutine(), m.HeapAlloc, m.HeapInuse, m.HeapObjects, fds, m.NumGC)
 }
