@@ -9,7 +9,7 @@ export STOCKADE_PROFILE
 
 GO ?= go
 GOFLAGS ?=
-TEST_TIMEOUT ?= 14m
+TEST_TIMEOUT ?= 20m
 PKGS := ./...
 
 .PHONY: all build image image-python test fmt-check vet tidy-check load soak faults unit bench drill run clean proto proto-tools proto-check
@@ -28,7 +28,7 @@ image:
 	@./scripts/image.sh
 
 # The realistic image (python3, coreutils) from Debian's packages with
-# mmdebstrap, offline (scripts/image-python.sh); idempotent like image.
+# mmdebstrap from the configured Debian mirror, no registry (scripts/image-python.sh); idempotent like image.
 image-python:
 	@./scripts/image-python.sh
 

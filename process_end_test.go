@@ -256,3 +256,87 @@ func TestFakeAttachLostIsKilled(t *testing.T) {
 		t.Fatalf("journaled %+v, want exited failed with 137 (killed)", p.Exit)
 	}
 }
+
+// TestFakePhantom126IsNotJournaled: after a lost attach Docker 20.10
+// inspects the exec as ended with 126 while it runs on, and the exec_die
+// of its real end says 127. Neither is journaled: the process is found
+// running (its group read back), stopped and killed, and it ends with no
+// exit code, since nobody knows the real one.
+func TestFakePhantom126IsNotJournaled(t *testing.T) {
+	f := newFake(t)
+	hold := make(chan struct{})
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{AttachLost: true, Phantom126: true, Hold: hold}
+	}
+	rt := openFake(t, f, "")
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}}); ctx.Err() != nil || !spec.IsCode(err, spec.CodeEngine) {
+		t.Fatalf("Start: %v, want the attach's engine error in time", err)
+	}
+	p := onlyProcess(t, rt, sb.ID())
+	if p.Phase != lifecycle.PhaseExited || p.Group <= 1 || p.Stopping != lifecycle.ReasonFailed || p.Exit == nil || p.Exit.ExitCode != nil || p.Exit.Reason != lifecycle.ReasonFailed {
+		t.Fatalf("journaled %+v (exit %+v), want started with its group, stopped, exited failed with no code", p, p.Exit)
+	}
+}
+
+// TestFakeAttachLostGroupUnreadable: a process that runs unattached and
+// whose group cannot be read back (the daemon fails, or the workload
+// removed the record) cannot be signalled: its sandbox is failed closed,
+// and the sandbox's stop ends it.
+func TestFakeAttachLostGroupUnreadable(t *testing.T) {
+	f := newFake(t)
+	hold := make(chan struct{})
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{AttachLost: true, Hold: hold}
+	}
+	var reads atomic.Int32
+	f.Fault = func(op string) error {
+		if op == "ReadGroup" {
+			reads.Add(1)
+			return spec.Errorf(spec.CodeEngine, "test", "the daemon cannot run the read")
+		}
+		return nil
+	}
+	rt := openFake(t, f, "")
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}}); ctx.Err() != nil || err == nil {
+		t.Fatalf("Start: %v, want an error in time", err)
+	}
+	if n := reads.Load(); n < 5 {
+		t.Fatalf("the group was read %d times before the sandbox was failed closed, want 5", n)
+	}
+	st, err := sb.State(ctx)
+	if err != nil || st.Stopping != lifecycle.ReasonFailed {
+		t.Fatalf("the sandbox: %+v %v, want it stopped as failed", st, err)
+	}
+	if p := onlyProcess(t, rt, sb.ID()); p.Phase != lifecycle.PhaseExited {
+		t.Fatalf("the process is %s, want exited with its sandbox", p.Phase)
+	}
+}
+
+// onlyProcess replays the one process of sandbox id from the journal.
+func onlyProcess(t *testing.T, rt *stockade.Runtime, id string) lifecycle.Process {
+	t.Helper()
+	h, err := rt.History(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := ""
+	for _, ev := range h {
+		if ev.Kind == "process" {
+			if pid != "" && ev.ID != pid {
+				t.Fatalf("sandbox %s has more than one process", id)
+			}
+			pid = ev.ID
+		}
+	}
+	p, err := rt.ReplayProcessAt(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -141,7 +141,7 @@ func gather(ctx context.Context, cli *client.Client) (Facts, error) {
 	f.DockerRootDir, f.RootFree = info.DockerRootDir, -1
 	if local(cli.DaemonHost()) {
 		var fs syscall.Statfs_t
-		if err := syscall.Statfs(info.DockerRootDir, &fs); err == nil {
+		if err := syscall.Statfs(info.DockerRootDir+"/volumes", &fs); err == nil {
 			f.RootFree = int64(fs.Bavail) * fs.Bsize
 		}
 	}

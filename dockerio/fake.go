@@ -63,6 +63,10 @@ type FakeRun struct {
 	// attach whose connection is cut after the daemon started the exec:
 	// the process runs on with nobody reading its output.
 	AttachLost bool
+	// Phantom126 makes a lost attach behave as Docker 20.10's cleanup of
+	// one: from then on the exec inspects as ended with 126 while the
+	// process runs on, and its real end's exec_die says 127.
+	Phantom126 bool
 }
 
 // FakeFrame is one frame of scripted output.
@@ -95,6 +99,7 @@ type fakeExec struct {
 	kill     chan struct{}
 	killOnce sync.Once
 	sig      syscall.Signal
+	phantom  bool // see FakeRun.Phantom126
 }
 
 // NewFake returns a Fake reporting the given profile.
@@ -405,6 +410,9 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 			}
 		}
 		x.done, x.exitCode = true, code
+		if x.phantom {
+			code = 127
+		}
 		f.mu.Unlock()
 		pw.CloseWithError(err)
 		if in != nil {
@@ -414,6 +422,9 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 	}()
 	if x.run.AttachLost {
 		t.Close()
+		f.mu.Lock()
+		x.phantom = x.run.Phantom126
+		f.mu.Unlock()
 		return nil, spec.Errorf(spec.CodeEngine, "dockerio.exec", "exec %s: the attach connection was cut after the exec started", execID)
 	}
 	return t, nil
@@ -432,6 +443,9 @@ func (f *Fake) InspectExec(ctx context.Context, execID string) (ExecState, error
 	st := ExecState{Known: true, Running: x.started && !x.done, Pid: x.group}
 	if !st.Running && x.done {
 		st.ExitCode = x.exitCode
+	}
+	if x.phantom {
+		st.Running, st.ExitCode = false, 126
 	}
 	return st, nil
 }

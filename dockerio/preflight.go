@@ -26,8 +26,9 @@ type Facts struct {
 	InitBinary                                            string
 	NCPU                                                  int
 	// DockerRootDir holds the volumes (a workspace is a local volume);
-	// RootFree is the free space of its file system as this host sees it
-	// (-1: unknown, e.g. the daemon is not on this host).
+	// RootFree is the free space of the file system of its volumes
+	// directory as this host sees it (-1: unknown, e.g. the daemon is not
+	// on this host).
 	DockerRootDir string
 	RootFree      int64
 }
@@ -246,6 +247,6 @@ func CheckDaemon(p Profile, f Facts) Report {
 		room = fmt.Sprintf("%.1f GiB free there on this host", float64(f.RootFree)/(1<<30))
 	}
 	add("workspace.disk", fmt.Sprintf("unbounded: a local volume under %s/volumes, %s", f.DockerRootDir, room), "a per-sandbox size limit", false, false,
-		"none on this engine: give "+f.DockerRootDir+" a file system of its own (or XFS project quotas) so that sandboxes together cannot fill the host's")
+		"none on this engine: give "+f.DockerRootDir+"/volumes a file system of its own (or XFS project quotas) so that sandboxes together cannot fill the host's")
 	return r
 }

@@ -16,16 +16,21 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// The warden binary's place in a sandbox: a root-owned read-only file in a
-// root-owned directory of the workspace volume, written through the export
-// container when the workspace is seeded. The sandbox user can neither
-// replace nor rename it, so every later exec of it runs our program.
+// The warden binary's place in a sandbox: a root-owned execute-only file
+// in a root-owned directory of the workspace volume, written through the
+// export container when the workspace is seeded. The sandbox user can
+// neither replace nor rename it, so every later exec of it runs our
+// program; and since it cannot read it, the kernel makes each process of
+// it undumpable from its execve (no ptrace by the workload, not even in
+// the instant before the warden's own PR_SET_DUMPABLE).
 const (
 	WardenDir  = WorkspaceDir + "/.stockade"
 	WardenPath = WardenDir + "/stockade-warden"
 	// wardenRel is WardenDir relative to the workspace: the path Put, Get
 	// and cp refuse.
 	wardenRel = ".stockade"
+	// wardenMode is the binary's mode: execute-only.
+	wardenMode = 0o111
 )
 
 // ReservedPath reports whether a workspace-relative path (already cleaned)
@@ -54,7 +59,7 @@ func wardenTar(tw *tar.Writer, bin []byte, now time.Time) error {
 	hdrs := []*tar.Header{
 		{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755, ModTime: now, Format: tar.FormatPAX},
 		{Typeflag: tar.TypeDir, Name: wardenRel + "/", Mode: 0o755, ModTime: now, Format: tar.FormatPAX},
-		{Typeflag: tar.TypeReg, Name: wardenRel + "/stockade-warden", Mode: 0o555, Size: int64(len(bin)), ModTime: now, Format: tar.FormatPAX},
+		{Typeflag: tar.TypeReg, Name: wardenRel + "/stockade-warden", Mode: wardenMode, Size: int64(len(bin)), ModTime: now, Format: tar.FormatPAX},
 	}
 	for _, h := range hdrs {
 		if err := tw.WriteHeader(h); err != nil {
@@ -196,7 +201,7 @@ func (l *LineLog) emit() {
 }
 
 // EnsureWarden checks, through the export container, that the sandbox's
-// warden directory and binary are exactly ours (root-owned; the file 0555,
+// warden directory and binary are exactly ours (root-owned; the file 0111,
 // our bytes), and writes them again if not. The sandbox user cannot write it, but a Put
 // through a symlink the workload made is extracted by the daemon as root:
 // so the binary is checked before any exec of it that follows a Put, and
@@ -232,7 +237,7 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 }
 
 // wardenIntact reads the warden's directory back through the export
-// container: exactly the root-owned 0755 directory and the root-owned 0555
+// container: exactly the root-owned 0755 directory and the root-owned 0111
 // binary with our bytes. (The workspace root stays root's: the seed makes
 // it so and a Put never carries its root entry.)
 func (a *Adapter) wardenIntact(ctx context.Context, cli *client.Client, sb Sandbox) (bool, error) {
@@ -258,7 +263,7 @@ func (a *Adapter) wardenIntact(ctx context.Context, cli *client.Client, sb Sandb
 		case wardenRel:
 			dirOK = h.Typeflag == tar.TypeDir && h.Uid == 0 && h.Mode&0o7777 == 0o755
 		case wardenRel + "/stockade-warden":
-			if h.Typeflag != tar.TypeReg || h.Uid != 0 || h.Mode&0o7777 != 0o555 || h.Size != int64(len(a.warden)) {
+			if h.Typeflag != tar.TypeReg || h.Uid != 0 || h.Mode&0o7777 != wardenMode || h.Size != int64(len(a.warden)) {
 				return false, nil
 			}
 			got, err := io.ReadAll(io.LimitReader(tr, h.Size))

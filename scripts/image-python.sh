@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the realistic sandbox image stockade/python:dev offline: a Debian
+# Builds the realistic sandbox image stockade/python:dev without a registry: a Debian
 # bookworm root file system with python3 and coreutils made by mmdebstrap
 # from Debian's packages (no registry), imported through the Engine API
 # (docker import). It has the sandbox user (65532), /workspace and

@@ -181,9 +181,9 @@ func TestHostileResources(t *testing.T) {
 	// The test writes only 64 MiB (it must never fill the host's disk),
 	// shows the write is not refused and that the volume is a directory of
 	// the host's filesystem (same size inside and on the host).
-	// `stockade doctor` reports the storage driver only inside its
-	// image-dataset check (datasets.image-store: "fuse-overlayfs") and has
-	// no check about a workspace bound.
+	// `stockade doctor` says so in its workspace.disk check (unbounded, the
+	// file system of the daemon's volumes and its free space) and names
+	// the storage driver in datasets.image-store.
 	t.Run("workspace fill", func(t *testing.T) {
 		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			r := shIn(ctx, sb, "dd if=/dev/zero of=/workspace/work/fill bs=1M count=64 2>/dev/null && sync && du -k /workspace/work/fill | cut -f1 && stat -f -c '%b %S' /workspace")

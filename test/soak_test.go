@@ -264,6 +264,11 @@ func TestSoak(t *testing.T) {
 	}, "\n")
 	t.Log("\n" + report)
 	fmt.Fprintln(os.Stderr, report)
+	// One life's work, all of it undone, must not leave goroutines behind
+	// (a margin for the gRPC and Docker clients' idle connections).
+	if g0, g1 := lastIdleGo["goroutines"], endGo["goroutines"]; g1 > g0+20 {
+		t.Errorf("the last server held %d goroutines idle and %d after its work was undone: a leak", g0, g1)
+	}
 }
 
 func fileSize(t *testing.T, path string) int64 {

@@ -165,26 +165,30 @@ func handshake(rd *Reader, wr *Writer, hs Handshake, init Init) (Hello, error) {
 	if err != nil {
 		return Hello{}, err
 	}
-	// The version first: a warden of another version may well send a
-	// Hello this one would not accept.
 	var v struct {
 		Version string `json:"version"`
+		Proof   string `json:"proof"`
 	}
-	if json.Unmarshal(f.Payload, &v) == nil && v.Version != Version {
+	parsed := json.Unmarshal(f.Payload, &v) == nil
+	if mine != nil {
+		// Whatever listens on the socket must first prove it holds the
+		// secret: only the warden does (the bridge also checks the
+		// listener's pid; this holds once the warden is gone and its pid
+		// reused). Nothing else it says is believed before, its version
+		// included.
+		proof, _ := DecodeHex(v.Proof, sha256.Size)
+		if !hmac.Equal(proof, Proof(hs.Secret, mine)) {
+			return Hello{}, violation("hello: no proof of the secret (an impostor on the warden's socket?)")
+		}
+	}
+	// The version next: a warden of another version may well send a
+	// Hello this one would not accept.
+	if parsed && v.Version != Version {
 		return Hello{}, &VersionError{Got: v.Version}
 	}
 	var h Hello
 	if err := Decode(f, &h); err != nil {
 		return Hello{}, err
-	}
-	if mine != nil {
-		// Whatever listens on the socket answered our challenge: only the
-		// warden holds the secret. (The bridge also checks the listener's
-		// pid; this holds once the warden is gone and its pid reused.)
-		proof, _ := DecodeHex(h.Proof, sha256.Size)
-		if !hmac.Equal(proof, Proof(hs.Secret, mine)) {
-			return Hello{}, violation("hello: no proof of the secret (an impostor on the warden's socket?)")
-		}
 	}
 	return h, nil
 }

@@ -82,16 +82,19 @@ func provenHello(t testing.TB, a Auth) Hello {
 func TestOpenReattachNeedsTheProof(t *testing.T) {
 	other := bytes.Repeat([]byte{9}, SecretSize)
 	for _, tc := range []struct {
-		name  string
-		proof func(a Auth) string
+		name    string
+		proof   func(a Auth) string
+		version string
 	}{
-		{"no proof", func(Auth) string { return "" }},
+		{"no proof", func(Auth) string { return "" }, ""},
+		// An unproven listener is not believed about its version either.
+		{"another version, no proof", func(Auth) string { return "" }, "stockade-warden/99"},
 		{"a proof under another secret", func(a Auth) string {
 			n, _ := DecodeHex(a.Nonce, SecretSize)
 			return hex.EncodeToString(Proof(other, n))
-		}},
-		{"a proof of another nonce", func(Auth) string { return hex.EncodeToString(Proof(testSecret, other)) }},
-		{"the runtime's own MAC sent back", func(a Auth) string { return a.MAC }},
+		}, ""},
+		{"a proof of another nonce", func(Auth) string { return hex.EncodeToString(Proof(testSecret, other)) }, ""},
+		{"the runtime's own MAC sent back", func(a Auth) string { return a.MAC }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := openAgainst(t, context.Background(), Handshake{Secret: testSecret, Reattach: true}, func(f *fake) {
@@ -102,6 +105,9 @@ func TestOpenReattachNeedsTheProof(t *testing.T) {
 				}
 				h := testHello(DefaultWindow, DefaultStdinWindow)
 				h.Proof = tc.proof(a)
+				if tc.version != "" {
+					h.Version = tc.version
+				}
 				f.sendJSON(THello, 0, h)
 			})
 			if !IsProtocol(err) || !strings.Contains(err.Error(), "proof") {

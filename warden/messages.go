@@ -47,8 +47,11 @@ func (m *Challenge) validate() error {
 
 // Auth answers a Challenge: MAC(secret, nonce), hex. Nonce is the
 // runtime's own challenge, which the warden answers in Hello.Proof: a
-// reattach authenticates both ends, so a program of the workload that
-// took the warden's socket over learns nothing and can claim nothing.
+// reattach authenticates both ends, so a listener that is not the warden
+// cannot pass for one. A relay to the live warden would pass both
+// answers on (there is no channel binding, and frames after the handshake
+// carry no MAC): what stops a relay is the bridge's check of the
+// listener's pid (cmd/warden/attach.go).
 type Auth struct {
 	MAC   string `json:"mac"`
 	Nonce string `json:"nonce"`

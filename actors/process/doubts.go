@@ -20,11 +20,18 @@ import (
 //     reads its group back from the sandbox's tmpfs, journals it started,
 //     then journals the stop and kills it: a process whose output nobody
 //     can read is not left to run.
-//   - After an attach connection dropped, Docker 20.10 marks the exec
-//     ended with code 126 once its streams close, while the process may
-//     live on. A 126 is believed only when the exec_die event says so, or
-//     once a probe of the group (kill -0) finds no member and the event
-//     was given a moment to arrive.
+//     If the group cannot be read back a few times over, the sandbox is
+//     failed closed: its stop ends the process. A kill that fails is sent
+//     again while the exec runs.
+//   - After an attach connection dropped (a cut stream, a crashed
+//     runtime), Docker 20.10 marks the exec ended with code 126 once its
+//     streams close, while the process may live on; and if that cleanup
+//     ran first, the exec_die event of the real end says 127 (the exec is
+//     no longer in the container's store). A 126 is believed only when
+//     exec_die says 126. Otherwise the exec_die code is taken (126 then
+//     127 is unknown), or, once a probe of the group (kill -0) finds no
+//     member and the event was given a moment, no code is journaled:
+//     none is invented.
 
 type (
 	// startedGroupRead: the group of a process whose attach failed but
@@ -57,16 +64,33 @@ func (a *processActor) readStartedGroup() {
 	}()
 }
 
+// groupReadTries is how often an unattached process's group is read back
+// before its sandbox is failed closed.
+const groupReadTries = 5
+
 func (a *processActor) onStartedGroupRead(m startedGroupRead) {
 	a.groupReading = false
 	if a.done || a.state.Phase != lifecycle.PhaseReserved {
 		return
 	}
+	if m.err != nil && spec.IsCode(m.err, spec.CodeNotFound) && a.endedUnattached != nil {
+		// It ended before its wrapper recorded a group: nothing of it ran
+		// to be signalled, and the exec's end is the answer.
+		a.exit = a.endedUnattached
+		a.maybeFinish()
+		return
+	}
 	if m.err != nil {
 		// The wrapper may not have written it yet, or the daemon cannot
-		// answer: look at the exec again shortly.
-		a.deps.Log.Warn("an unattached process's group cannot be read yet", "process", a.p.ID, "err", m.err)
-		a.armRecheck(time.Second)
+		// answer: look again, backing off; in the end, stop the sandbox.
+		a.groupReads++
+		a.deps.Log.Warn("an unattached process's group cannot be read", "process", a.p.ID, "try", a.groupReads, "err", m.err)
+		if a.groupReads >= groupReadTries && !a.failedClosed {
+			a.failedClosed = true
+			a.sys.Root.Send(a.parent, FailClosed{ID: a.p.ID, Err: spec.Wrap(spec.CodeStreamFailure, "process", m.err,
+				"process %s runs unattached and its group cannot be read back", a.p.ID)})
+		}
+		a.armRecheck(min(200*time.Millisecond<<a.groupReads, 10*time.Second))
 		return
 	}
 	if err := a.record(lifecycle.ProcessStarted{Group: m.pgid}); err != nil {
@@ -96,11 +120,19 @@ func (a *processActor) doubt126(st *dockerio.ExecState) bool {
 	}
 	if a.diedCode != nil {
 		st.ExitCode = *a.diedCode
+		if *a.diedCode == 127 {
+			// The cleanup of a dropped attach ran before the real end
+			// reached the daemon, which then reports 127 for an exec it
+			// no longer holds: the real code is unknown.
+			a.codeUnknown = true
+		}
 		return false
 	}
 	if a.groupGone {
-		// The group is gone and the event had its moment: 126 it is
-		// (a program that could not be executed ends so, too).
+		// The group is gone and no exec_die came: the process ended, with
+		// a code nobody can tell (a program that could not be executed
+		// ends 126 too, but its exec_die comes at once).
+		a.codeUnknown = true
 		return false
 	}
 	pgid := a.state.Group

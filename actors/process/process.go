@@ -212,11 +212,17 @@ type processActor struct {
 	verified   bool // the sandbox passed its check before launch
 	attaching  bool
 	// attachFailed: the attach failed, perhaps after the exec started;
-	// groupReading, probing, groupGone: see doubts.go.
-	attachFailed bool
-	groupReading bool
-	probing      bool
-	groupGone    bool
+	// endedUnattached: the exec's end, seen before its group was read;
+	// groupReading, groupReads, failedClosed, probing, groupGone,
+	// codeUnknown: see doubts.go.
+	attachFailed    bool
+	endedUnattached *dockerio.ExecState
+	groupReading    bool
+	groupReads      int
+	failedClosed    bool
+	probing         bool
+	groupGone       bool
+	codeUnknown     bool
 }
 
 func (a *processActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
@@ -751,6 +757,9 @@ func (a *processActor) onExitSeen(m exitSeen) {
 			a.readStartedGroup() // it runs, unattached: end it (doubts.go)
 			return
 		}
+		if a.attachFailed && a.state.Phase == lifecycle.PhaseStopping && a.killSent {
+			a.signalGroup(syscall.SIGKILL, nil) // the kill may have failed: again
+		}
 		a.recheckDelay = min(max(2*a.recheckDelay, time.Second), 30*time.Second)
 		a.armRecheck(a.recheckDelay)
 		return
@@ -764,6 +773,15 @@ func (a *processActor) onExitSeen(m exitSeen) {
 		// event (or the next inspect) before the outcome is called lost.
 		a.awaitedDie = true
 		a.armRecheck(time.Second)
+		return
+	}
+	if a.attachFailed && a.state.Phase == lifecycle.PhaseReserved && m.state.Known && !m.state.Running && m.state.Pid != 0 &&
+		m.state.ExitCode == 126 && !spec.IsCode(a.stopErr, spec.CodeExecFailed) {
+		// Ended 126 after an attach cut past the daemon's start: maybe a
+		// phantom while it runs on. Its group decides (doubts.go).
+		st := m.state
+		a.endedUnattached = &st
+		a.readStartedGroup()
 		return
 	}
 	if a.doubt126(&m.state) {
@@ -802,7 +820,7 @@ func (a *processActor) maybeFinish() {
 		return
 	}
 	code := -1
-	if a.exit.Known && a.exit.Pid != 0 {
+	if a.exit.Known && a.exit.Pid != 0 && !a.codeUnknown {
 		// Pid 0: the exec never started (its ExitCode reads 0 but means
 		// nothing): no code is invented.
 		code = a.exit.ExitCode
@@ -1083,6 +1101,13 @@ func (a *processActor) onAdoptSeen(m adoptSeen) {
 		// Created but never started: ExitCode reads 0 and means nothing.
 		if a.decided("lost: never started", seen) {
 			a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeEngine, "process", "recovered: exec %s was created but never started", a.state.ExecID))
+		}
+	case !st.Running && st.ExitCode == 126 && a.state.Group > 1:
+		// The earlier runtime's attach dropped with it: Docker's 126 may be
+		// a phantom while the process runs on (doubts.go). Watch it.
+		if a.decided("doubt the 126: watch", seen) {
+			a.watchExit()
+			a.sys.Root.Send(a.parent, AdoptSettled{ID: a.p.ID})
 		}
 	case !st.Running:
 		reason := lifecycle.ReasonExited

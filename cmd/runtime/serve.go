@@ -64,6 +64,16 @@ func parseServe(g global, args []string) (command, error) {
 // runtime, leaving kept sandboxes and attached processes running.
 func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Before anything can be asked of the server: a SIGUSR1 left to its
+	// default action would kill it.
+	stats := make(chan os.Signal, 1)
+	signal.Notify(stats, syscall.SIGUSR1)
+	defer signal.Stop(stats)
+	go func() {
+		for range stats {
+			fmt.Fprintln(stderr, processStats())
+		}
+	}()
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log})
 	if err != nil {
 		return fail(stderr, err, 1)
@@ -80,14 +90,7 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	if c.retain > 0 {
 		go retainEvery(ctx, rt, c.retain, log)
 	}
-	stats := make(chan os.Signal, 1)
-	signal.Notify(stats, syscall.SIGUSR1)
-	defer signal.Stop(stats)
-	go func() {
-		for range stats {
-			fmt.Fprintln(stderr, processStats())
-		}
-	}()
+
 	code := 0
 	select {
 	case <-ctx.Done():
