@@ -123,7 +123,7 @@ Runs the runtime (recovery, the actors) as a server: a gRPC API (stockade.v1)
 on a unix socket beside the journal (journal.db → journal.sock; --socket or
 $STOCKADE_SOCKET), 0600 in a 0700 directory, refusing peers of another uid
 (root excepted). SIGTERM/SIGINT: stop accepting, end the calls, close (kept
-sandboxes stay up), exit 0. SIGUSR1: print a stats line (goroutines, heap,
+sandboxes stay up), exit 0. SIGUSR1: print a stats line (goroutines, heap after a GC,
 open files) on stderr. Go hosts use the client package. --retain D
 deletes removed sandboxes and ended processes (events and recorded output)
 D after they end, so a long-lived server stays bounded.

@@ -124,8 +124,10 @@ func retainEvery(ctx context.Context, rt *stockade.Runtime, age time.Duration, l
 }
 
 // processStats is the line SIGUSR1 makes a server print: what an operator
-// (or the soak) compares over a server's life to see a leak.
+// (or the soak) compares over a server's life to see a leak. The heap is
+// read after a collection, so that two lines compare what is live.
 func processStats() string {
+	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	fds := -1
