@@ -340,3 +340,54 @@ func onlyProcess(t *testing.T, rt *stockade.Runtime, id string) lifecycle.Proces
 	}
 	return p
 }
+
+// TestFakePhantom126AfterARestart: a runtime that closed (or died) dropped
+// its attachments, and Docker 20.10 inspects each exec it left running as
+// ended with 126. The next runtime doubts it: it finds the group alive,
+// re-adopts the process (journaled adopted, not exited), and when the
+// process really ends, with exec_die saying 127, journals no exit code.
+func TestFakePhantom126AfterARestart(t *testing.T) {
+	f := newFake(t)
+	hold := make(chan struct{})
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Phantom126: true, Hold: hold}
+	}
+	path := filepath.Join(t.TempDir(), "journal.db")
+	rt1 := openFake(t, f, path)
+	sb := mustCreate(t, rt1, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	p := mustStart(t, sb, spec.Process{Argv: []string{"sleep", "300"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	id := p.ID
+	if err := rt1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rt2 := openFake(t, f, path)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var st lifecycle.Process
+	for st.Adopted == false {
+		var err error
+		if st, err = rt2.ReplayProcessAt(id, 0); err != nil {
+			t.Fatal(err)
+		}
+		if st.Terminal() {
+			t.Fatalf("the process is journaled %s (exit %+v) while it runs: the phantom 126 was believed", st.Phase, st.Exit)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the process was never re-adopted: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	adopted, err := rt2.Process(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	res, err := adopted.Wait(ctx)
+	if err != nil || res.Reason != string(lifecycle.ReasonExited) || res.ExitCode != -1 {
+		t.Fatalf("after its real end: %+v %v, want exited with no code (exec_die said 127 after a phantom 126)", res, err)
+	}
+	if st, _ := rt2.ReplayProcessAt(id, 0); st.Exit == nil || st.Exit.ExitCode != nil {
+		t.Fatalf("journaled exit %+v, want no code", st.Exit)
+	}
+}

@@ -63,9 +63,9 @@ type FakeRun struct {
 	// attach whose connection is cut after the daemon started the exec:
 	// the process runs on with nobody reading its output.
 	AttachLost bool
-	// Phantom126 makes a lost attach behave as Docker 20.10's cleanup of
-	// one: from then on the exec inspects as ended with 126 while the
-	// process runs on, and its real end's exec_die says 127.
+	// Phantom126 makes a lost or closed attach behave as Docker 20.10's
+	// cleanup of one: from then on the exec inspects as ended with 126
+	// while the process runs on, and its real end's exec_die says 127.
 	Phantom126 bool
 }
 
@@ -301,6 +301,7 @@ type fakeAttachment struct {
 	group   int
 	oom     int64
 	closeMu sync.Once
+	onClose func()
 }
 
 func (t *fakeAttachment) Next() (framing.StreamID, []byte, error) { return t.dec.Next() }
@@ -320,6 +321,9 @@ func (t *fakeAttachment) Group() int      { return t.group }
 func (t *fakeAttachment) OOMKills() int64 { return t.oom }
 func (t *fakeAttachment) Close() error {
 	t.closeMu.Do(func() {
+		if t.onClose != nil {
+			t.onClose()
+		}
 		t.out.CloseWithError(io.ErrClosedPipe)
 		if t.stdin != nil {
 			t.stdin.CloseWithError(io.ErrClosedPipe)
@@ -362,6 +366,15 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 
 	pr, pw := io.Pipe()
 	t := &fakeAttachment{out: pr, group: x.group, oom: oom, dec: framing.NewDecoder(pr, framing.Options{FrameLimit: spec.DefaultFrameLimit, ChunkSize: spec.DefaultReceiveChunk})}
+	if x.run.Phantom126 {
+		t.onClose = func() {
+			f.mu.Lock()
+			if !x.done {
+				x.phantom = true
+			}
+			f.mu.Unlock()
+		}
+	}
 	var in *io.PipeReader
 	if req.Spec.Stdin {
 		in, t.stdin = io.Pipe()
@@ -422,9 +435,6 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 	}()
 	if x.run.AttachLost {
 		t.Close()
-		f.mu.Lock()
-		x.phantom = x.run.Phantom126
-		f.mu.Unlock()
 		return nil, spec.Errorf(spec.CodeEngine, "dockerio.exec", "exec %s: the attach connection was cut after the exec started", execID)
 	}
 	return t, nil

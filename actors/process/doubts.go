@@ -73,10 +73,14 @@ func (a *processActor) onStartedGroupRead(m startedGroupRead) {
 	if a.done || a.state.Phase != lifecycle.PhaseReserved {
 		return
 	}
-	if m.err != nil && spec.IsCode(m.err, spec.CodeNotFound) && a.endedUnattached != nil {
-		// It ended before its wrapper recorded a group: nothing of it ran
-		// to be signalled, and the exec's end is the answer.
-		a.exit = a.endedUnattached
+	if m.err != nil && spec.IsCode(m.err, spec.CodeNotFound) && a.endedUnattached != nil && a.diedCode != nil {
+		// It ended (its exec_die came) before its wrapper recorded a
+		// group: nothing of it is left to signal, and exec_die's code is
+		// the answer (127 after a 126: none is known).
+		st := *a.endedUnattached
+		st.ExitCode = *a.diedCode
+		a.codeUnknown = *a.diedCode == 127
+		a.exit = &st
 		a.maybeFinish()
 		return
 	}
@@ -90,7 +94,7 @@ func (a *processActor) onStartedGroupRead(m startedGroupRead) {
 			a.sys.Root.Send(a.parent, FailClosed{ID: a.p.ID, Err: spec.Wrap(spec.CodeStreamFailure, "process", m.err,
 				"process %s runs unattached and its group cannot be read back", a.p.ID)})
 		}
-		a.armRecheck(min(200*time.Millisecond<<a.groupReads, 10*time.Second))
+		a.armRecheck(min(200*time.Millisecond<<min(a.groupReads, 6), 10*time.Second))
 		return
 	}
 	if err := a.record(lifecycle.ProcessStarted{Group: m.pgid}); err != nil {
@@ -115,6 +119,7 @@ func (a *processActor) onStartedGroupRead(m startedGroupRead) {
 // before it is believed, and starts that check. The exec_die event's code
 // wins when it came; otherwise the group is probed.
 func (a *processActor) doubt126(st *dockerio.ExecState) bool {
+	a.codeUnknown = false // decided again on every sight
 	if a.wproc != nil || !st.Known || st.Running || st.Pid == 0 || st.ExitCode != 126 || a.state.Phase == lifecycle.PhaseReserved {
 		return false
 	}
@@ -168,10 +173,20 @@ func (a *processActor) onGroupProbed(m groupProbed) {
 	switch {
 	case m.err != nil:
 		a.deps.Log.Warn("probing a process group failed; asking again", "process", a.p.ID, "err", m.err)
-		a.armRecheck(time.Second)
+		a.recheckDelay = min(max(2*a.recheckDelay, time.Second), 30*time.Second)
+		a.armRecheck(a.recheckDelay)
 	case m.alive:
-		// A phantom 126: the process lives on. Watch it like a running
-		// one (its exec_die brings the real end).
+		// A phantom 126: the process lives on. Treat it as a running one:
+		// a kill under way is sent again (the first may have failed); a
+		// recovered one is re-adopted as the recovery table says (its stop
+		// option, its deadline, a stop the dead runtime began); its
+		// exec_die brings the real end.
+		if a.killSent && a.state.Phase == lifecycle.PhaseStopping {
+			a.signalGroup(syscall.SIGKILL, nil)
+		}
+		if a.p.Adopt != nil && !a.state.Adopted {
+			a.adoptRunning()
+		}
 		a.recheckDelay = min(max(2*a.recheckDelay, time.Second), 30*time.Second)
 		a.armRecheck(a.recheckDelay)
 	default:

@@ -1102,6 +1102,14 @@ func (a *processActor) onAdoptSeen(m adoptSeen) {
 		if a.decided("lost: never started", seen) {
 			a.finish(lifecycle.ReasonLost, -1, spec.Errorf(spec.CodeEngine, "process", "recovered: exec %s was created but never started", a.state.ExecID))
 		}
+	case !st.Running && st.ExitCode == 126 && st.Pid != 0 && a.state.Phase == lifecycle.PhaseReserved:
+		// Started, its start never journaled, and a 126 that may be a
+		// phantom (doubts.go): read its group back first, as for one that
+		// runs; a group that is gone then shows in the probe.
+		if !a.decided("doubt the 126: read group, then re-adopt", seen) {
+			return
+		}
+		a.readAdoptedGroup()
 	case !st.Running && st.ExitCode == 126 && a.state.Group > 1:
 		// The earlier runtime's attach dropped with it: Docker's 126 may be
 		// a phantom while the process runs on (doubts.go). Watch it.
@@ -1123,13 +1131,7 @@ func (a *processActor) onAdoptSeen(m adoptSeen) {
 		}
 		// Attached (so started) but started was never journaled: read the
 		// group id back before anything signals it.
-		sb, pid := a.p.Sandbox, a.p.ID
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
-			defer cancel()
-			pgid, err := a.deps.Engine.ReadGroup(ctx, sb, pid)
-			a.send(groupRead{pgid: pgid, err: err})
-		}()
+		a.readAdoptedGroup()
 	default:
 		decision := "re-adopt detached"
 		if !a.p.Detach {
@@ -1154,6 +1156,18 @@ func (a *processActor) decided(decision, observed string) bool {
 		return false
 	}
 	return true
+}
+
+// readAdoptedGroup reads a recovered process's group back, off the
+// mailbox (groupRead follows).
+func (a *processActor) readAdoptedGroup() {
+	sb, pid := a.p.Sandbox, a.p.ID
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
+		defer cancel()
+		pgid, err := a.deps.Engine.ReadGroup(ctx, sb, pid)
+		a.send(groupRead{pgid: pgid, err: err})
+	}()
 }
 
 func (a *processActor) onGroupRead(m groupRead) {
