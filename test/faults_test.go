@@ -565,50 +565,45 @@ func TestFaultsResetMidCreate(t *testing.T) {
 // bound (Start fails, or the process ends with a typed reason); none
 // hangs.
 func TestFaultsResetMidExec(t *testing.T) {
-	t.Run("exec create reset", func(t *testing.T) {
-		e := newFaultEnv(t, false)
-		sb := e.mustSandbox(t)
-		tok := token()
-		f := e.px.Add(faultproxy.Rule{Match: "POST /containers/", Body: tok, Action: faultproxy.Reset, Times: 1})
-		ctx, cancel := context.WithTimeout(context.Background(), faultWait)
-		defer cancel()
-		_, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "echo never", tok}})
-		if f.Hits() != 1 {
-			t.Fatalf("the fault fired %d times", f.Hits())
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("Start outlived its deadline: %v", err)
-		}
-		if c := typed(t, "start", err); c != spec.CodeEngine {
-			t.Errorf("start under a reset exec create: code %q (%v), want engine", c, err)
-		}
-		runs(t, sb, "after the fault")
-		e.finish()
-	})
-
-	t.Run("exec start reset before the daemon sees it", func(t *testing.T) {
-		e := newFaultEnv(t, false)
-		sb := e.mustSandbox(t)
-		tok := token()
-		f := e.px.Add(faultproxy.Rule{Match: "POST /exec/", Exec: tok, Action: faultproxy.Reset, Times: 1})
-		ctx, cancel := context.WithTimeout(context.Background(), faultWait)
-		defer cancel()
-		_, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "echo never", tok}})
-		if f.Hits() != 1 {
-			t.Fatalf("the fault fired %d times", f.Hits())
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("Start outlived its deadline: %v", err)
-		}
-		if c := typed(t, "start", err); c != spec.CodeEngine {
-			t.Errorf("start under a reset exec start: code %q (%v), want engine", c, err)
-		}
-		if pr := e.processByToken(t, sb.ID(), tok); pr.Phase != lifecycle.PhaseExited {
-			t.Errorf("the process is %s in the journal, want exited", pr.Phase)
-		}
-		runs(t, sb, "after the fault")
-		e.finish()
-	})
+	for _, tc := range []struct {
+		name string
+		rule func(tok string) faultproxy.Rule
+		// journaled: the process reached the journal (its exec was made).
+		journaled bool
+	}{
+		{"exec create reset", func(tok string) faultproxy.Rule {
+			return faultproxy.Rule{Match: "POST /containers/", Body: tok, Action: faultproxy.Reset, Times: 1}
+		}, false},
+		{"exec start reset before the daemon sees it", func(tok string) faultproxy.Rule {
+			return faultproxy.Rule{Match: "POST /exec/", Exec: tok, Action: faultproxy.Reset, Times: 1}
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newFaultEnv(t, false)
+			sb := e.mustSandbox(t)
+			tok := token()
+			f := e.px.Add(tc.rule(tok))
+			ctx, cancel := context.WithTimeout(context.Background(), faultWait)
+			defer cancel()
+			_, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "echo never", tok}})
+			if f.Hits() != 1 {
+				t.Fatalf("the fault fired %d times", f.Hits())
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("Start outlived its deadline: %v", err)
+			}
+			if c := typed(t, "start", err); c != spec.CodeEngine {
+				t.Errorf("start under %s: code %q (%v), want engine", tc.name, c, err)
+			}
+			if tc.journaled {
+				if pr := e.processByToken(t, sb.ID(), tok); pr.Phase != lifecycle.PhaseExited {
+					t.Errorf("the process is %s in the journal, want exited", pr.Phase)
+				}
+			}
+			runs(t, sb, "after the fault")
+			e.finish()
+		})
+	}
 
 	// The daemon started the exec (101 sent) and the stream is cut before
 	// the wrapper's marker: the process runs, unattached, and must still
