@@ -60,32 +60,7 @@ func TestCLIServedSandboxCommands(t *testing.T) {
 	}
 	checkNotStarted(t, e, id)
 
-	local := t.TempDir()
-	os.WriteFile(filepath.Join(local, "in.txt"), []byte("into the sandbox\n"), 0o644)
-	os.MkdirAll(filepath.Join(local, "tree", "sub"), 0o755)
-	os.WriteFile(filepath.Join(local, "tree", "sub", "leaf"), []byte("leaf\n"), 0o600)
-	if code, _, errOut := e.run(t, "", "cp", filepath.Join(local, "in.txt"), id+":work/"); code != 0 {
-		t.Fatalf("cp in through the server: %d %q", code, errOut)
-	}
-	if code, _, errOut := e.run(t, "", "cp", filepath.Join(local, "tree"), id+":work/copied"); code != 0 {
-		t.Fatalf("cp in a directory through the server: %d %q", code, errOut)
-	}
-	if code, out, errOut := e.run(t, "", "exec", id, "--", "sh", "-c", "cat in.txt copied/sub/leaf; echo made >out.txt"); code != 0 || out != "into the sandbox\nleaf\n" {
-		t.Fatalf("what was copied in: %d %q %q", code, out, errOut)
-	}
-	back := filepath.Join(local, "back.txt")
-	if code, _, errOut := e.run(t, "", "cp", id+":work/out.txt", back); code != 0 {
-		t.Fatalf("cp out through the server: %d %q", code, errOut)
-	}
-	if b, err := os.ReadFile(back); err != nil || string(b) != "made\n" {
-		t.Fatalf("copied out: %q %v", b, err)
-	}
-	if code, _, errOut := e.run(t, "", "cp", id+":work/copied", filepath.Join(local, "out-tree")); code != 0 {
-		t.Fatalf("cp out a directory through the server: %d %q", code, errOut)
-	}
-	if b, err := os.ReadFile(filepath.Join(local, "out-tree", "sub", "leaf")); err != nil || string(b) != "leaf\n" {
-		t.Fatalf("directory copied out: %q %v", b, err)
-	}
+	local := cpRoundTrip(t, e, id) // through the server
 
 	inspect := func(want lifecycle.Phase) {
 		t.Helper()

@@ -86,34 +86,9 @@ func TestCLIKeptSandboxCommands(t *testing.T) {
 		t.Fatalf("exec -i: %d %q", code, out)
 	}
 	checkNotStarted(t, e, id)
-	local := t.TempDir()
-	os.WriteFile(filepath.Join(local, "in.txt"), []byte("into the sandbox\n"), 0o644)
-	os.MkdirAll(filepath.Join(local, "tree", "sub"), 0o755)
-	os.WriteFile(filepath.Join(local, "tree", "sub", "leaf"), []byte("leaf\n"), 0o600)
-	if code, _, errOut := e.run(t, "", "cp", filepath.Join(local, "in.txt"), id+":work/"); code != 0 {
-		t.Fatalf("cp in: %d %q", code, errOut)
-	}
-	if code, _, errOut := e.run(t, "", "cp", filepath.Join(local, "tree"), id+":work/copied"); code != 0 {
-		t.Fatalf("cp in a directory: %d %q", code, errOut)
-	}
-	if code, out, _ := e.run(t, "", "exec", id, "--", "sh", "-c", "cat in.txt copied/sub/leaf; stat -c %u in.txt; echo made >out.txt"); code != 0 || out != "into the sandbox\nleaf\n65532\n" {
-		t.Fatalf("inside: %d %q", code, out)
-	}
-	back := filepath.Join(local, "back.txt")
-	if code, _, errOut := e.run(t, "", "cp", id+":work/out.txt", back); code != 0 {
-		t.Fatalf("cp out: %d %q", code, errOut)
-	}
-	if b, err := os.ReadFile(back); err != nil || string(b) != "made\n" {
-		t.Fatalf("copied out: %q %v", b, err)
-	}
+	local := cpRoundTrip(t, e, id)
 	if code, _, errOut := e.run(t, "", "cp", id+":work/out.txt", filepath.Join(local, "absent")+"/"); code != 1 || !strings.Contains(errOut, "does not exist") {
 		t.Fatalf("cp out into a directory that is not there: %d %q", code, errOut)
-	}
-	if code, _, errOut := e.run(t, "", "cp", id+":work/copied", local); code != 0 {
-		t.Fatalf("cp out a directory: %d %q", code, errOut)
-	}
-	if b, err := os.ReadFile(filepath.Join(local, "copied", "sub", "leaf")); err != nil || string(b) != "leaf\n" {
-		t.Fatalf("directory copied out: %q %v", b, err)
 	}
 	code, out, _ = e.run(t, "", "sandbox", "ls", "--json")
 	var info stockade.SandboxInfo
@@ -151,6 +126,40 @@ func TestCLIKeptSandboxCommands(t *testing.T) {
 // checkNotStarted: exec of a command that cannot start exits as a shell's
 // would, with one line on stderr: 127 for one not found, 126 for one found
 // but not executable (a directory, a file without the x bit).
+// cpRoundTrip copies a file and a directory into sandbox id with the CLI,
+// checks them inside (owned by the sandbox's user), copies a file and the
+// directory back out and checks them; it returns the local directory.
+func cpRoundTrip(t *testing.T, e *cliEnv, id string) string {
+	t.Helper()
+	local := t.TempDir()
+	os.WriteFile(filepath.Join(local, "in.txt"), []byte("into the sandbox\n"), 0o644)
+	os.MkdirAll(filepath.Join(local, "tree", "sub"), 0o755)
+	os.WriteFile(filepath.Join(local, "tree", "sub", "leaf"), []byte("leaf\n"), 0o600)
+	if code, _, errOut := e.run(t, "", "cp", filepath.Join(local, "in.txt"), id+":work/"); code != 0 {
+		t.Fatalf("cp in: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.run(t, "", "cp", filepath.Join(local, "tree"), id+":work/copied"); code != 0 {
+		t.Fatalf("cp in a directory: %d %q", code, errOut)
+	}
+	if code, out, _ := e.run(t, "", "exec", id, "--", "sh", "-c", "cat in.txt copied/sub/leaf; stat -c %u in.txt; echo made >out.txt"); code != 0 || out != "into the sandbox\nleaf\n65532\n" {
+		t.Fatalf("inside: %d %q", code, out)
+	}
+	back := filepath.Join(local, "back.txt")
+	if code, _, errOut := e.run(t, "", "cp", id+":work/out.txt", back); code != 0 {
+		t.Fatalf("cp out: %d %q", code, errOut)
+	}
+	if b, err := os.ReadFile(back); err != nil || string(b) != "made\n" {
+		t.Fatalf("copied out: %q %v", b, err)
+	}
+	if code, _, errOut := e.run(t, "", "cp", id+":work/copied", local); code != 0 {
+		t.Fatalf("cp out a directory: %d %q", code, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(local, "copied", "sub", "leaf")); err != nil || string(b) != "leaf\n" {
+		t.Fatalf("directory copied out: %q %v", b, err)
+	}
+	return local
+}
+
 func checkNotStarted(t *testing.T, e *cliEnv, id string) {
 	t.Helper()
 	if code, _, errOut := e.run(t, "", "exec", id, "--", "sh", "-c", "printf x > f; chmod 644 f"); code != 0 {

@@ -526,8 +526,8 @@ func TestFaultsResetMidCreate(t *testing.T) {
 		// Only the workload is started with /containers/{id}/start, and
 		// it starts before the warden's exec.
 		{"workload start reset", faultproxy.Rule{Match: "/start", Action: faultproxy.Reset}, []spec.Code{spec.CodeEngine}},
-		{"warden exec start reset", faultproxy.Rule{Match: "POST /exec/", Exec: `"serve"`, Action: faultproxy.Reset}, []spec.Code{spec.CodeEngine, spec.CodeStreamFailure}},
-		{"warden stream cut after the daemon started it", faultproxy.Rule{Match: "POST /exec/", Exec: `"serve"`, Action: faultproxy.Truncate, N: 0}, []spec.Code{spec.CodeEngine, spec.CodeStreamFailure}},
+		{"warden exec start reset", faultproxy.Rule{Match: "POST /exec/", Exec: wardenServe, Action: faultproxy.Reset}, []spec.Code{spec.CodeEngine, spec.CodeStreamFailure}},
+		{"warden stream cut after the daemon started it", faultproxy.Rule{Match: "POST /exec/", Exec: wardenServe, Action: faultproxy.Truncate, N: 0}, []spec.Code{spec.CodeEngine, spec.CodeStreamFailure}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newFaultEnv(t, true)
@@ -803,7 +803,6 @@ func TestFaultsMidStreamExec(t *testing.T) {
 // deadline, and one whose stream is cut fails the launch typed; the launch
 // after works.
 func TestFaultsWardenLink(t *testing.T) {
-	const warden = `"serve"` // in the warden exec's create body: Cmd [".../stockade-warden","serve"]
 	for _, tc := range []struct {
 		name string
 		rule faultproxy.Rule
@@ -825,7 +824,7 @@ func TestFaultsWardenLink(t *testing.T) {
 			tk := startTalker(t, sb, timeout)
 			r := tc.rule
 			// Times 1: the open link only, not the next warden's.
-			r.Match, r.Exec, r.Open, r.Times = "POST /exec/", warden, true, 1
+			r.Match, r.Exec, r.Open, r.Times = "POST /exec/", wardenServe, true, 1
 			f := e.px.Add(r)
 			if f.Hits() != 1 {
 				t.Fatalf("the rule did not take the warden's open stream (hits %d)", f.Hits())
@@ -856,14 +855,8 @@ func TestFaultsWardenLink(t *testing.T) {
 	// handshake holds the launch until the caller's deadline (typed), and
 	// once the stall lifts the new warden serves.
 	t.Run("new warden's handshake stalled", func(t *testing.T) {
-		e := newFaultEnv(t, true)
-		sb := e.mustSandbox(t)
-		tk := startTalker(t, sb, time.Minute)
-		if f := e.px.Add(faultproxy.Rule{Match: "POST /exec/", Exec: warden, Action: faultproxy.Reset, Open: true, Times: 1}); f.Hits() != 1 {
-			t.Fatalf("the warden's link was not reset (hits %d)", f.Hits())
-		}
-		tk.wait("link reset")
-		stall := e.px.Add(faultproxy.Rule{Match: "POST /exec/", Exec: warden, Action: faultproxy.Stall, Times: 1})
+		e, sb := wardenLost(t)
+		stall := e.px.Add(faultproxy.Rule{Match: "POST /exec/", Exec: wardenServe, Action: faultproxy.Stall, Times: 1})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, err := sb.Start(ctx, spec.Process{Argv: []string{"echo", "never"}})
@@ -879,14 +872,8 @@ func TestFaultsWardenLink(t *testing.T) {
 	})
 
 	t.Run("new warden's stream cut at relaunch", func(t *testing.T) {
-		e := newFaultEnv(t, true)
-		sb := e.mustSandbox(t)
-		tk := startTalker(t, sb, time.Minute)
-		if f := e.px.Add(faultproxy.Rule{Match: "POST /exec/", Exec: warden, Action: faultproxy.Reset, Open: true, Times: 1}); f.Hits() != 1 {
-			t.Fatalf("the warden's link was not reset (hits %d)", f.Hits())
-		}
-		tk.wait("link reset")
-		cut := e.px.Add(faultproxy.Rule{Match: "POST /exec/", Exec: warden, Action: faultproxy.Truncate, N: 0, Times: 1})
+		e, sb := wardenLost(t)
+		cut := e.px.Add(faultproxy.Rule{Match: "POST /exec/", Exec: wardenServe, Action: faultproxy.Truncate, N: 0, Times: 1})
 		ctx, cancel := context.WithTimeout(context.Background(), faultWait)
 		defer cancel()
 		_, err := sb.Start(ctx, spec.Process{Argv: []string{"echo", "never"}})
@@ -902,6 +889,24 @@ func TestFaultsWardenLink(t *testing.T) {
 		runs(t, sb, "after the new warden's stream was cut")
 		e.finish()
 	})
+}
+
+// wardenServe matches the warden exec's create body: Cmd
+// [".../stockade-warden","serve"].
+const wardenServe = `"serve"`
+
+// wardenLost is a fault env with a warden whose link was reset under a
+// running process (which has ended): the next launch starts a new warden.
+func wardenLost(t *testing.T) (*faultEnv, *stockade.Sandbox) {
+	t.Helper()
+	e := newFaultEnv(t, true)
+	sb := e.mustSandbox(t)
+	tk := startTalker(t, sb, time.Minute)
+	if f := e.px.Add(faultproxy.Rule{Match: "POST /exec/", Exec: wardenServe, Action: faultproxy.Reset, Open: true, Times: 1}); f.Hits() != 1 {
+		t.Fatalf("the warden's link was not reset (hits %d)", f.Hits())
+	}
+	tk.wait("link reset")
+	return e, sb
 }
 
 func toCodes(ss []string) []spec.Code {
