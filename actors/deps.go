@@ -187,3 +187,15 @@ func (d *Deps) append(rec journal.Record, ev lifecycle.Event) (journal.Event, er
 func (d *Deps) DockerContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d.Config.DockerTimeout)
 }
+
+// Sleep waits d unless ctx ends first; false: ctx ended.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

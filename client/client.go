@@ -180,7 +180,6 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(host.HistoryEven
 	}
 }
 
-// Recovery returns the report of the recovery the server's Open ran.
 // Egress returns a sandbox's recorded egress decisions, oldest first.
 func (c *Client) Egress(ctx context.Context, id string) ([]egress.Decision, error) {
 	resp, err := c.sbx.Egress(ctx, &stockadev1.EgressRequest{Id: id})
@@ -194,6 +193,7 @@ func (c *Client) Egress(ctx context.Context, id string) ([]egress.Decision, erro
 	return out, nil
 }
 
+// Recovery returns the report of the recovery the server's Open ran.
 func (c *Client) Recovery(ctx context.Context) (host.RecoveryReport, error) {
 	resp, err := c.jrnl.Recovery(ctx, &stockadev1.RecoveryRequest{})
 	if err != nil {

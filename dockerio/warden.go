@@ -175,6 +175,7 @@ type LineLog struct {
 	mu   sync.Mutex
 	buf  bytes.Buffer
 	seen int
+	last string
 }
 
 func (l *LineLog) Write(p []byte) (int, error) {
@@ -193,11 +194,22 @@ func (l *LineLog) Write(p []byte) (int, error) {
 }
 
 func (l *LineLog) emit() {
-	if l.seen < l.Max && l.buf.Len() > 0 {
-		l.Log(strings.ToValidUTF8(l.buf.String(), "?"))
+	if l.buf.Len() > 0 {
+		l.last = strings.ToValidUTF8(l.buf.String(), "?")
+		if l.seen < l.Max {
+			l.Log(l.last)
+		}
 	}
 	l.seen++
 	l.buf.Reset()
+}
+
+// Last returns the last whole line written ("" if none): why an exec
+// that ended early says it did.
+func (l *LineLog) Last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
 }
 
 // EnsureWarden checks, through the export container, that the sandbox's

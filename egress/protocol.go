@@ -50,7 +50,8 @@ type Decision struct {
 	Port   uint16 `json:"port"`
 	// Addr is the address connected to (allow) or refused (deny).
 	Addr string `json:"addr,omitempty"`
-	// Verdict is "allow" or "deny".
+	// Verdict is "allow" or "deny" from the proxy; the runtime's decision
+	// log also marks a range of decisions it never received "lost".
 	Verdict string `json:"verdict"`
 	// Rule is the admitting rule as written.
 	Rule string `json:"rule,omitempty"`
@@ -64,10 +65,12 @@ type Decision struct {
 	Millis int64 `json:"ms,omitempty"`
 }
 
-// Verdicts.
+// Verdicts. VerdictLost is the runtime's, never the proxy's (a decision
+// carrying it is refused on the control link).
 const (
 	VerdictAllow = "allow"
 	VerdictDeny  = "deny"
+	VerdictLost  = "lost"
 )
 
 // Hello is the proxy's first message on a link.

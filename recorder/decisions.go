@@ -39,7 +39,7 @@ func decisionPath(dir, sandbox string) string {
 // OpenDecisions opens (making it if needed) a sandbox's decision log and
 // reads the sequence of its last decision.
 func OpenDecisions(dir, sandbox string) (*DecisionLog, error) {
-	if err := checkName(sandbox); err != nil {
+	if err := plainName("sandbox", sandbox); err != nil {
 		return nil, err
 	}
 	path := decisionPath(dir, sandbox)
@@ -153,7 +153,7 @@ func (l *DecisionLog) Close() error {
 // mid-append: the bytes after the last newline) is skipped; any other
 // malformed line is a journal error.
 func ReadDecisions(dir, sandbox string, fn func(egress.Decision) error) error {
-	if err := checkName(sandbox); err != nil {
+	if err := plainName("sandbox", sandbox); err != nil {
 		return err
 	}
 	path := decisionPath(dir, sandbox)
@@ -167,7 +167,7 @@ func ReadDecisions(dir, sandbox string, fn func(egress.Decision) error) error {
 
 // RemoveDecisions deletes a sandbox's decision files (retention).
 func RemoveDecisions(dir, sandbox string) error {
-	if err := checkName(sandbox); err != nil {
+	if err := plainName("sandbox", sandbox); err != nil {
 		return err
 	}
 	path := decisionPath(dir, sandbox)
@@ -205,14 +205,6 @@ func readDecisionFile(path string, fn func(egress.Decision) error) (int64, error
 		}
 		off += j + 1
 	}
-}
-
-// checkName keeps a sandbox id a plain file name.
-func checkName(id string) error {
-	if id == "" || id == "." || id == ".." || filepath.Base(id) != id {
-		return spec.Errorf(spec.CodeInvalidArgument, "recorder.egress", "sandbox id %q is not a file name", id)
-	}
-	return nil
 }
 
 // DecisionSandboxes lists the sandboxes that have a decision log.

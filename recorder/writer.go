@@ -69,13 +69,17 @@ func tailName(dir, id string, n uint64) string {
 }
 
 // validID keeps a process id a plain file name.
-func validID(id string) error {
+func validID(id string) error { return plainName("process", id) }
+
+// plainName keeps an id (a process's or a sandbox's: what) a plain file
+// name.
+func plainName(what, id string) error {
 	if id == "" || len(id) > 128 {
-		return spec.Errorf(spec.CodeInvalidArgument, "recorder", "process id %q is empty or over 128 bytes", id)
+		return spec.Errorf(spec.CodeInvalidArgument, "recorder", "%s id %q is empty or over 128 bytes", what, id)
 	}
 	for _, c := range id {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return spec.Errorf(spec.CodeInvalidArgument, "recorder", "process id %q has a character other than [A-Za-z0-9_-]", id)
+			return spec.Errorf(spec.CodeInvalidArgument, "recorder", "%s id %q has a character other than [A-Za-z0-9_-]", what, id)
 		}
 	}
 	return nil

@@ -55,13 +55,7 @@ func (a *processActor) readStartedGroup() {
 		return
 	}
 	a.groupReading = true
-	sb, id, bg := a.p.Sandbox, a.p.ID, a.bg
-	go func() {
-		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
-		defer cancel()
-		pgid, err := a.deps.Engine.ReadGroup(ctx, sb, id)
-		a.send(startedGroupRead{pgid: pgid, err: err})
-	}()
+	a.readGroup(func(pgid int, err error) any { return startedGroupRead{pgid: pgid, err: err} })
 }
 
 // groupReadTries is how often an unattached process's group is read back
@@ -173,8 +167,7 @@ func (a *processActor) onGroupProbed(m groupProbed) {
 	switch {
 	case m.err != nil:
 		a.deps.Log.Warn("probing a process group failed; asking again", "process", a.p.ID, "err", m.err)
-		a.recheckDelay = min(max(2*a.recheckDelay, time.Second), 30*time.Second)
-		a.armRecheck(a.recheckDelay)
+		a.recheckBackoff()
 	case m.alive:
 		// A phantom 126: the process lives on. Treat it as a running one:
 		// a kill under way is sent again (the first may have failed); a
@@ -187,8 +180,7 @@ func (a *processActor) onGroupProbed(m groupProbed) {
 		if a.p.Adopt != nil && !a.state.Adopted {
 			a.adoptRunning()
 		}
-		a.recheckDelay = min(max(2*a.recheckDelay, time.Second), 30*time.Second)
-		a.armRecheck(a.recheckDelay)
+		a.recheckBackoff()
 	default:
 		// No member lives: give its exec_die a moment, then believe.
 		a.groupGone = true

@@ -686,7 +686,7 @@ func (a *processActor) whileFrozen(bg context.Context, call func(context.Context
 		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
 		err := call(ctx)
 		cancel()
-		if !errors.Is(err, dockerio.ErrPaused) || !sleepCtx(bg, delay) {
+		if !errors.Is(err, dockerio.ErrPaused) || !actors.Sleep(bg, delay) {
 			return err
 		}
 		delay = min(2*delay, 2*time.Second)
@@ -734,7 +734,7 @@ func (a *processActor) confirmExit() {
 				return
 			}
 			a.deps.Log.Warn("inspecting an exec failed; asking again", "process", a.p.ID, "exec", id, "err", err)
-			if !sleepCtx(ctx, delay) {
+			if !actors.Sleep(ctx, delay) {
 				return
 			}
 			delay = min(2*delay, 5*time.Second)
@@ -760,8 +760,7 @@ func (a *processActor) onExitSeen(m exitSeen) {
 		if a.attachFailed && a.state.Phase == lifecycle.PhaseStopping && a.killSent {
 			a.signalGroup(syscall.SIGKILL, nil) // the kill may have failed: again
 		}
-		a.recheckDelay = min(max(2*a.recheckDelay, time.Second), 30*time.Second)
-		a.armRecheck(a.recheckDelay)
+		a.recheckBackoff()
 		return
 	case !m.state.Known && a.state.Phase != lifecycle.PhaseReserved && a.diedCode != nil:
 		// Docker forgets a container's execs when it exits, and any exec's
@@ -1054,24 +1053,12 @@ func (a *processActor) adopt() {
 				a.send(adoptSeen{state: st, err: err})
 				return
 			}
-			if !sleepCtx(bg, delay) {
+			if !actors.Sleep(bg, delay) {
 				return
 			}
 			delay *= 2
 		}
 	}()
-}
-
-// sleepCtx sleeps d unless ctx ends first; false if it did.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func (a *processActor) onAdoptSeen(m adoptSeen) {
@@ -1158,16 +1145,28 @@ func (a *processActor) decided(decision, observed string) bool {
 	return true
 }
 
-// readAdoptedGroup reads a recovered process's group back, off the
-// mailbox (groupRead follows).
-func (a *processActor) readAdoptedGroup() {
-	sb, pid := a.p.Sandbox, a.p.ID
+// readGroup reads the process's group back from the sandbox's tmpfs, off
+// the mailbox; reply makes the message that brings the answer.
+func (a *processActor) readGroup(reply func(pgid int, err error) any) {
+	sb, pid, bg := a.p.Sandbox, a.p.ID, a.bg
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), a.deps.Config.DockerTimeout)
+		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
 		defer cancel()
 		pgid, err := a.deps.Engine.ReadGroup(ctx, sb, pid)
-		a.send(groupRead{pgid: pgid, err: err})
+		a.send(reply(pgid, err))
 	}()
+}
+
+// readAdoptedGroup reads a recovered process's group (groupRead follows).
+func (a *processActor) readAdoptedGroup() {
+	a.readGroup(func(pgid int, err error) any { return groupRead{pgid: pgid, err: err} })
+}
+
+// recheckBackoff inspects the exec again later, each time twice as late
+// (1 s to 30 s): a process that runs on is watched ever more lazily.
+func (a *processActor) recheckBackoff() {
+	a.recheckDelay = min(max(2*a.recheckDelay, time.Second), 30*time.Second)
+	a.armRecheck(a.recheckDelay)
 }
 
 func (a *processActor) onGroupRead(m groupRead) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/internal/failpoint"
@@ -96,10 +97,8 @@ func (a *processActor) workloadDying(bg context.Context, sb dockerio.Sandbox) bo
 		if gone || attempt == 3 || bg.Err() != nil {
 			return gone
 		}
-		select {
-		case <-bg.Done():
+		if !actors.Sleep(bg, pause) {
 			return false
-		case <-time.After(pause):
 		}
 		pause *= 2
 	}

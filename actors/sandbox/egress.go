@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/lifecycle"
@@ -142,7 +143,7 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 	pause := egressRetry
 	fresh := false // the proxy was made anew: its decisions start over
 	backoff := func() bool {
-		ok := sleepCtx(ctx, pause)
+		ok := actors.Sleep(ctx, pause)
 		pause = min(2*pause, egressRetryMax)
 		return ok
 	}
@@ -226,7 +227,7 @@ func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sand
 		last = 0
 	}
 	if last > 0 && h.Oldest > last+1 && log != nil {
-		log.Append(egress.Decision{Seq: h.Oldest - 1, Time: a.deps.Now(), Verdict: "lost",
+		log.Append(egress.Decision{Seq: h.Oldest - 1, Time: a.deps.Now(), Verdict: egress.VerdictLost,
 			Reason: "decisions the proxy's ring dropped while no runtime read them"})
 	}
 	if err := ctl.Resume(last); err != nil {
@@ -243,17 +244,6 @@ func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sand
 				a.deps.Log.Warn("an egress decision could not be recorded", "sandbox", a.p.ID, "err", err)
 			}
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

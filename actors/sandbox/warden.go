@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
-	"sync"
 	"syscall"
 	"time"
 
@@ -235,25 +233,16 @@ func (a *sandboxActor) reattach() {
 		// The bridge says on stderr why it connected nothing (a listener
 		// that is not the warden): that reason, not the EOF the handshake
 		// saw, is the warden's loss.
-		var lastMu sync.Mutex
-		var last string
-		stderr := &dockerio.LineLog{Max: 100, Log: func(line string) {
-			log.Warn("warden attach", "sandbox", id, "line", line)
-			lastMu.Lock()
-			last = line
-			lastMu.Unlock()
-		}}
+		stderr := wardenStderr(log, id, "warden attach")
 		conn, err := eng.AttachWarden(ctx, sb, w.Socket, stderr)
 		if err != nil {
 			return reattached{err: err}
 		}
 		link, _, err := warden.Open(ctx, conn.R, conn.W, conn.C, warden.Handshake{Secret: secret, Reattach: true})
 		if err != nil {
-			lastMu.Lock()
-			if last != "" {
+			if last := stderr.Last(); last != "" {
 				err = fmt.Errorf("%w (the bridge: %s)", err, last)
 			}
-			lastMu.Unlock()
 			return reattached{err: err}
 		}
 		table, err := link.List(ctx)
@@ -347,6 +336,6 @@ func forgetStray(link *warden.Link, e warden.Entry) {
 
 // wardenStderr logs what a warden exec writes on stderr, a line at a time
 // and at most 100 lines (the sandbox writes it).
-func wardenStderr(log *slog.Logger, sandbox, what string) io.Writer {
+func wardenStderr(log *slog.Logger, sandbox, what string) *dockerio.LineLog {
 	return &dockerio.LineLog{Max: 100, Log: func(line string) { log.Warn(what, "sandbox", sandbox, "line", line) }}
 }

@@ -522,7 +522,7 @@ func printEgress(w io.Writer, dir, id string, asJSON bool) error {
 			return enc.Encode(d)
 		}
 		why := d.Rule
-		if d.Verdict != "allow" {
+		if d.Verdict != egress.VerdictAllow {
 			why = d.Reason
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", d.Time.Format("15:04:05.000"), dash(d.Process), d.Verdict, dash(d.Method),
