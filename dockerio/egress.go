@@ -580,8 +580,7 @@ func (a *Adapter) createEgressRole(ctx context.Context, cli *client.Client, sb S
 	if err != nil && sb.Egress != "" {
 		// Made, but not joined to the outside network: the cached one
 		// may be gone (removed by hand). Read it back, made anew if need
-		// be, and join once more.
-		a.forgetOutside(sb.Owner)
+		// be (which replaces the cached one), and join once more.
 		if outside, oerr := a.outsideNetwork(ctx, cli, sb.Owner, false); oerr == nil && outside.ID != sb.Outside {
 			sb.Outside = outside.ID
 			if cerr := cli.NetworkConnect(ctx, sb.Outside, sb.Egress, nil); cerr == nil {
@@ -605,7 +604,7 @@ func (a *Adapter) createEgressRole(ctx context.Context, cli *client.Client, sb S
 	if a.pendingEgress == nil {
 		a.pendingEgress = map[string]chan error{}
 	}
-	a.pendingEgress[sb.Owner+"/"+sb.ID] = done
+	a.pendingEgress[pendingKey(sb)] = done
 	a.netMu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -619,11 +618,7 @@ func (a *Adapter) createEgressRole(ctx context.Context, cli *client.Client, sb S
 // pending (a later runtime, or a second call), it reads the egress back
 // running.
 func (a *Adapter) egressStarted(ctx context.Context, cli *client.Client, sb Sandbox) error {
-	key := sb.Owner + "/" + sb.ID
-	a.netMu.Lock()
-	done, ok := a.pendingEgress[key]
-	delete(a.pendingEgress, key)
-	a.netMu.Unlock()
+	done, ok := a.takePendingEgress(sb)
 	if !ok {
 		return a.readbackEgress(ctx, cli, sb, true)
 	}
@@ -638,18 +633,25 @@ func (a *Adapter) egressStarted(ctx context.Context, cli *client.Client, sb Sand
 // settleEgress waits (bounded) for a pending egress start of a sandbox
 // about to be removed, so no start races the removal.
 func (a *Adapter) settleEgress(sb Sandbox) {
-	key := sb.Owner + "/" + sb.ID
-	a.netMu.Lock()
-	done, ok := a.pendingEgress[key]
-	delete(a.pendingEgress, key)
-	a.netMu.Unlock()
-	if ok {
+	if done, ok := a.takePendingEgress(sb); ok {
 		select {
 		case <-done:
 		case <-time.After(cleanupTimeout):
 		}
 	}
 }
+
+// takePendingEgress removes and returns the pending egress start of sb.
+func (a *Adapter) takePendingEgress(sb Sandbox) (chan error, bool) {
+	key := pendingKey(sb)
+	a.netMu.Lock()
+	defer a.netMu.Unlock()
+	done, ok := a.pendingEgress[key]
+	delete(a.pendingEgress, key)
+	return done, ok
+}
+
+func pendingKey(sb Sandbox) string { return sb.Owner + "/" + sb.ID }
 
 // OpenEgress opens a control link to the sandbox's proxy: an exec of
 // `stockade-egress control SOCKET` in the egress container whose stdin and

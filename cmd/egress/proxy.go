@@ -47,12 +47,11 @@ type ruleSet struct {
 // its decisions in a ring, and takes its rules from a control client
 // (serveControl).
 type proxy struct {
-	rules    atomic.Pointer[ruleSet]
-	applyMu  sync.Mutex // serializes rule changes with their cuts
-	ring     *ring
-	slots    chan struct{} // one token per connection being served
-	maxConns int
-	logger   *log.Logger
+	rules   atomic.Pointer[ruleSet]
+	applyMu sync.Mutex // serializes rule changes with their cuts
+	ring    *ring
+	slots   chan struct{} // one token per connection being served
+	logger  *log.Logger
 	// resolve looks a name up; the default is net.DefaultResolver.
 	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	ctx     context.Context // ended by shutdown: ends lookups and dials
@@ -81,10 +80,9 @@ type conn struct {
 func newProxy(maxConns int, version uint64, rules []spec.EgressRule, logw io.Writer) *proxy {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &proxy{
-		ring:     newRing(egress.RingSize),
-		slots:    make(chan struct{}, maxConns),
-		maxConns: maxConns,
-		logger:   log.New(logw, "stockade-egress: ", 0),
+		ring:   newRing(egress.RingSize),
+		slots:  make(chan struct{}, maxConns),
+		logger: log.New(logw, "stockade-egress: ", 0),
 		resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		},
@@ -151,7 +149,7 @@ func (p *proxy) serve(l net.Listener) {
 // refuse answers a connection over the cap without reading it: the accept
 // loop must not wait on a client.
 func (p *proxy) refuse(c *net.TCPConn) {
-	reason := fmt.Sprintf("over the limit of %d connections", p.maxConns)
+	reason := fmt.Sprintf("over the limit of %d connections", cap(p.slots))
 	p.record(egress.Decision{Time: time.Now(), Client: c.RemoteAddr().String(), Verdict: egress.VerdictDeny, Reason: reason})
 	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	writeAnswer(c, http.StatusServiceUnavailable, "denied", reason)
