@@ -123,9 +123,6 @@ func TestCLIKeptSandboxCommands(t *testing.T) {
 	}
 }
 
-// checkNotStarted: exec of a command that cannot start exits as a shell's
-// would, with one line on stderr: 127 for one not found, 126 for one found
-// but not executable (a directory, a file without the x bit).
 // cpRoundTrip copies a file and a directory into sandbox id with the CLI,
 // checks them inside (owned by the sandbox's user), copies a file and the
 // directory back out and checks them; it returns the local directory.
@@ -160,6 +157,9 @@ func cpRoundTrip(t *testing.T, e *cliEnv, id string) string {
 	return local
 }
 
+// checkNotStarted: exec of a command that cannot start exits as a shell's
+// would, with one line on stderr: 127 for one not found, 126 for one found
+// but not executable (a directory, a file without the x bit).
 func checkNotStarted(t *testing.T, e *cliEnv, id string) {
 	t.Helper()
 	if code, _, errOut := e.run(t, "", "exec", id, "--", "sh", "-c", "printf x > f; chmod 644 f"); code != 0 {

@@ -66,6 +66,7 @@ type faultEnv struct {
 	rt      *stockade.Runtime
 	base    int // all goroutines but the proxy's
 	own     int // the runtime's (see ownGoroutines)
+	pre     []*faultproxy.Fault // the faults in place before the runtime opened
 }
 
 var warmOnce sync.Once
@@ -106,7 +107,7 @@ func newFaultEnvWith(t *testing.T, warden bool, pre ...faultproxy.Rule) *faultEn
 	e.base = e.goroutines()
 	e.own, _ = ownGoroutines()
 	for _, r := range pre {
-		px.Add(r)
+		e.pre = append(e.pre, px.Add(r))
 	}
 	e.open()
 	dockertest.CleanupOwner(t, cli, e.rt.Owner())
@@ -1080,6 +1081,7 @@ func TestFaultsEventStream(t *testing.T) {
 		f := faultproxy.Rule{Match: "GET /events", Action: faultproxy.Truncate, N: 0, Times: 1}
 		e := newFaultEnvWith(t, false, f)
 		sb := e.mustSandbox(t)
+		waitFor(t, "the event stream to be cut", func() bool { return e.pre[0].Hits() == 1 })
 		runs(t, sb, "after the event stream was cut")
 		kill(t, e, sb)
 		st := eventuallyPhase(t, sb, lifecycle.PhaseExited)
@@ -1090,6 +1092,7 @@ func TestFaultsEventStream(t *testing.T) {
 		f := faultproxy.Rule{Match: "GET /events", Action: faultproxy.Stall, N: 0}
 		e := newFaultEnvWith(t, false, f)
 		sb := e.mustSandbox(t)
+		waitFor(t, "the event stream to be stalled", func() bool { return e.pre[0].Hits() >= 1 })
 		runs(t, sb, "with the event stream stalled")
 		kill(t, e, sb)
 		// No die event can come. Within a bound, the next launch finds
@@ -1294,7 +1297,8 @@ func (e *faultEnv) exitCodeMatchesDaemon(t *testing.T, sbID, tok string, res spe
 			}
 			return
 		case err := <-errs:
-			t.Logf("process %s: no exec_die event of exec %s from the daemon (%v); journaled exit code %d", pr.ID, pr.ExecID, err, res.ExitCode)
+			// The process has ended: its exec_die must be in the log.
+			t.Errorf("process %s: no exec_die event of exec %s from the daemon (%v); journaled exit code %d: nothing to compare it with", pr.ID, pr.ExecID, err, res.ExitCode)
 			return
 		}
 	}

@@ -341,8 +341,9 @@ func main() {
 }
 
 // relay renames the warden's socket, listens in its place and copies
-// every connection to the real one, logging to /tmp/relay.log how many
-// bytes each client sent through it.
+// every connection to the real one, logging to /tmp/relay.log each
+// connection as it is accepted and each read of bytes from its client as
+// it happens (so the log is whole even if the relay is killed).
 func relay() error {
 	socks, _ := filepath.Glob("/tmp/.stockade-warden-*.sock")
 	if len(socks) != 1 {
@@ -356,12 +357,18 @@ func relay() error {
 	if err != nil {
 		return err
 	}
+	logf := func(format string, args ...any) {
+		f, _ := os.OpenFile("/tmp/relay.log", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		fmt.Fprintf(f, format+"\n", args...)
+		f.Close()
+	}
 	fmt.Println("listening")
 	for n := 1; ; n++ {
 		in, err := ln.Accept()
 		if err != nil {
 			return err
 		}
+		logf("connection %d", n)
 		go func(n int) {
 			defer in.Close()
 			out, err := net.Dial("unix", real)
@@ -370,10 +377,17 @@ func relay() error {
 			}
 			defer out.Close()
 			go io.Copy(in, out)
-			k, _ := io.Copy(out, in)
-			f, _ := os.OpenFile("/tmp/relay.log", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-			fmt.Fprintf(f, "connection %d: %d bytes from the client\n", n, k)
-			f.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				k, err := in.Read(buf)
+				if k > 0 {
+					logf("connection %d: %d bytes from the client", n, k)
+					out.Write(buf[:k])
+				}
+				if err != nil {
+					return
+				}
+			}
 		}(n)
 	}
 }
