@@ -814,7 +814,9 @@ func TestVerifyBesideAWriter(t *testing.T) {
 			t.Fatalf("verify beside a writer: %v", err)
 		}
 	}
-	stopWriter()
+	if n := stopWriter(); n == 0 {
+		t.Fatal("the writer appended nothing while the journal was verified: the test did not test")
+	}
 	ents, err := os.ReadDir(filepath.Dir(j.Path()))
 	if err != nil {
 		t.Fatal(err)
@@ -827,10 +829,12 @@ func TestVerifyBesideAWriter(t *testing.T) {
 }
 
 // appendUntilStopped appends events to stream s from a goroutine until the
-// returned function is called (which waits for the goroutine).
-func appendUntilStopped(t *testing.T, j *Journal) func() {
+// returned function is called (which waits for the goroutine and returns
+// how many it appended).
+func appendUntilStopped(t *testing.T, j *Journal) func() int {
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	n := 0
 	go func() {
 		defer close(done)
 		for i := 1; ; i++ {
@@ -843,10 +847,12 @@ func appendUntilStopped(t *testing.T, j *Journal) func() {
 				t.Error(err)
 				return
 			}
+			n = i
 		}
 	}()
-	return func() {
+	return func() int {
 		close(stop)
 		<-done
+		return n
 	}
 }

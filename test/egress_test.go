@@ -268,7 +268,8 @@ func TestEgressAllowlist(t *testing.T) {
 
 	// Nothing but the proxy has a route: raw TCP to the allowed address
 	// and port, the internal network's gateway address, the host's own
-	// address, UDP (DNS included) to the host.
+	// address, UDP to the host (DNS is TestHostileNetwork's, with a
+	// listener on port 53).
 	hits := allowed.hits.Load()
 	st, err := sb.State(ctx)
 	if err != nil || st.Created == nil || st.Created.Network == "" {
@@ -327,7 +328,7 @@ func TestEgressAllowlist(t *testing.T) {
 			break
 		}
 	}
-	sh(t, sb, udpProbe+fmt.Sprintf(`; timeout 3 tftp -g -r leak -l /tmp/leak %s 53; true`, gw))
+	sh(t, sb, udpProbe)
 	udp.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if n, from, err := udp.ReadFrom(make([]byte, 512)); err == nil {
 		t.Errorf("a UDP datagram of %d bytes from %v reached the host from the allowlist sandbox", n, from)

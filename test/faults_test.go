@@ -64,8 +64,8 @@ type faultEnv struct {
 	warden  bool
 	ad      *dockerio.Adapter
 	rt      *stockade.Runtime
-	base    int // all goroutines but the proxy's
-	own     int // the runtime's (see ownGoroutines)
+	base    int                 // all goroutines but the proxy's
+	own     int                 // the runtime's (see ownGoroutines)
 	pre     []*faultproxy.Fault // the faults in place before the runtime opened
 }
 
@@ -1162,7 +1162,9 @@ func TestFaultsVerifyLiveJournal(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				runOut(t, sb, spec.Process{Argv: []string{"true"}})
+				if _, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
+					t.Errorf("a process beside the verifier: %+v %v", res, err)
+				}
 			}()
 		}
 		wg.Wait()
@@ -1183,6 +1185,9 @@ func TestFaultsVerifyLiveJournal(t *testing.T) {
 	offline := stockade.VerifyJournal(j)
 	j.Close()
 	t.Logf("%d verifications while appending, %d reported problems; offline verify after close: %v", checks, len(reports), offline)
+	if checks == 0 {
+		t.Fatal("no verification ran while the runtime appended: the test did not test")
+	}
 	if len(reports) > 0 && offline == nil {
 		t.Errorf("BUG: Runtime.VerifyJournal reported a sound journal corrupt while the runtime appended (%d of %d verifications; the same file verifies clean once closed): "+
 			"journal.Verify runs bbolt's Tx.Check inside a read-only transaction (j.db.View), which bbolt documents as unsafe with concurrent write transactions "+

@@ -105,8 +105,8 @@ func shIn(ctx context.Context, sb host.Sandbox, script string) ran {
 
 // attack creates a fresh kept sandbox of pol and runs fn against it while
 // the bystander runs `echo ok` again and again (a short pause between
-// runs) until fn returns; every bystander run must end exited 0 with "ok\n",
-// and at least one must have started while fn ran. The attacked sandbox is
+// runs) from when fn starts until it returns (the first run starts with
+// fn); every bystander run must end exited 0 with "ok\n". The attacked sandbox is
 // removed afterwards (unless fn removed it) and nothing of it may be left
 // on the daemon.
 func (h *hostileEnv) attack(t *testing.T, pol spec.Policy, fn func(ctx context.Context, sb host.Sandbox)) {

@@ -130,8 +130,10 @@ func TestSoak(t *testing.T) {
 			if err != nil {
 				t.Fatalf("start: %v", err)
 			}
-			_ = p
 			restart()
+			if res, err := c.Wait(ctx, p.ID()); err != nil || res.Reason != string(lifecycle.ReasonExited) || res.ExitCode != 0 {
+				t.Fatalf("the process running at the kill, re-adopted by the next server: %+v %v, want exited 0", res, err)
+			}
 			counts["runtime killed mid-process"]++
 		case op < 4 || len(live) == 0:
 			if len(live) >= 5 {
