@@ -219,7 +219,7 @@ func extractTar(r io.Reader, dest, rename string, warn io.Writer) error {
 				return err
 			}
 		default:
-			fmt.Fprintf(warn, "stockade: cp: skipped %s: a %s, not a file or directory\n", name, typeName(h.Typeflag))
+			fmt.Fprintf(warn, "stockade: cp: skipped %s: a %s, not a file or directory\n", termSafe(name), typeName(h.Typeflag))
 		}
 	}
 }

@@ -372,7 +372,7 @@ func printDiff(w io.Writer, changes []change, asJSON bool) {
 		return
 	}
 	for _, c := range changes {
-		fmt.Fprintf(w, "%s: %s → %s\n", c.Field, showValue(c.From), showValue(c.To))
+		fmt.Fprintf(w, "%s: %s → %s\n", termSafe(c.Field), termSafe(showValue(c.From)), termSafe(showValue(c.To)))
 	}
 }
 
@@ -525,8 +525,10 @@ func printEgress(w io.Writer, dir, id string, asJSON bool) error {
 		if d.Verdict != egress.VerdictAllow {
 			why = d.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", d.Time.Format("15:04:05.000"), dash(d.Process), d.Verdict, dash(d.Method),
-			net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port))), dash(d.Addr), dash(why), d.Up, d.Down)
+		// Every field but the numbers comes from the proxy, which took it
+		// from the sandbox's request: escaped for the terminal.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", d.Time.Format("15:04:05.000"), dash(d.Process), termSafe(d.Verdict), dash(d.Method),
+			termSafe(net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port)))), dash(d.Addr), dash(why), d.Up, d.Down)
 		return nil
 	})
 	if err != nil {
@@ -541,9 +543,10 @@ func printEgress(w io.Writer, dir, id string, asJSON bool) error {
 	return nil
 }
 
+// dash is a table cell: "-" when empty, else s escaped for the terminal.
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return termSafe(s)
 }

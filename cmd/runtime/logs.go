@@ -285,7 +285,9 @@ func printOutput(w io.Writer, path, id string, asJSON bool) {
 		}
 		for _, line := range bytes.SplitAfter(ch.Data, []byte("\n")) {
 			if len(line) > 0 {
-				fmt.Fprintf(w, "%s%s %s\n", indent, tag, bytes.TrimSuffix(line, []byte("\n")))
+				// A view, not the output itself: escaped for the terminal
+				// (stockade logs writes the bytes as they are).
+				fmt.Fprintf(w, "%s%s %s\n", indent, tag, termSafe(string(bytes.TrimSuffix(line, []byte("\n")))))
 			}
 		}
 		return nil
@@ -294,7 +296,7 @@ func printOutput(w io.Writer, path, id string, asJSON bool) {
 	case spec.IsCode(err, spec.CodeNotFound):
 		fmt.Fprintf(w, "%s(no recorded output: recording off, or removed by retention)\n", indent)
 	case err != nil:
-		fmt.Fprintf(w, "%s(output: %v)\n", indent, err)
+		fmt.Fprintf(w, "%s(output: %s)\n", indent, termSafe(err.Error()))
 	case !sum.Complete:
 		fmt.Fprintf(w, "%s%s\n", indent, incompleteNote(sum))
 	case sum.Recorded == 0 && sum.Missing == 0:

@@ -294,6 +294,6 @@ func usageError(name string, err error) error {
 // fail prints err with its code and returns the exit code.
 // The message is one line; a typed error's text carries its code.
 func fail(stderr io.Writer, err error, code int) int {
-	fmt.Fprintf(stderr, "stockade: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+	fmt.Fprintf(stderr, "stockade: %s\n", termSafe(strings.ReplaceAll(err.Error(), "\n", " ")))
 	return code
 }

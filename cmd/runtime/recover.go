@@ -66,9 +66,9 @@ func (c *recoverCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if !c.dry {
 			settled = " → " + string(s.Settled)
 		}
-		fmt.Fprintf(stdout, "  %s  %s → %s%s\n      %s\n", s.ID, s.From, s.Decision, settled, s.Observed)
+		fmt.Fprintf(stdout, "  %s  %s → %s%s\n      %s\n", s.ID, s.From, s.Decision, settled, termSafe(s.Observed))
 		if s.Err != nil {
-			fmt.Fprintf(stdout, "      error: %v\n", s.Err)
+			fmt.Fprintf(stdout, "      error: %s\n", termSafe(s.Err.Error()))
 		}
 	}
 	for _, o := range rep.Orphans {

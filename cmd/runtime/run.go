@@ -224,7 +224,7 @@ func runIn(ctx context.Context, sb host.Sandbox, p spec.Process, stdin io.Reader
 		}
 		return fail(stderr, err, notStarted(err))
 	case res.ExitCode >= 0:
-		fmt.Fprintf(stderr, "stockade: process ended: %s: %v\n", res.Reason, err)
+		fmt.Fprintf(stderr, "stockade: process ended: %s: %s\n", res.Reason, termSafe(err.Error()))
 		return res.ExitCode
 	}
 	return fail(stderr, err, 125)
@@ -287,7 +287,7 @@ func (p *historyPrinter) print(e host.HistoryEvent) {
 		delta = "+" + e.Time.Sub(p.prev).Round(time.Millisecond).String()
 	}
 	p.prev = e.Time
-	fmt.Fprintf(p.w, "%s %8s  %-7s %s #%-2d %-21s %s\n", e.Time.Format("15:04:05.000"), delta, e.Kind, e.ID, e.Seq, e.Type, summary(e))
+	fmt.Fprintf(p.w, "%s %8s  %-7s %s #%-2d %-21s %s\n", e.Time.Format("15:04:05.000"), delta, e.Kind, e.ID, e.Seq, e.Type, termSafe(summary(e)))
 }
 
 // summary says in a few words what an event carries; the full payload is in
