@@ -153,6 +153,17 @@ type (
 	}
 )
 
+// OutputGap: output bytes [From, To) of the process (both streams, in
+// arrival order) are not in its recording, journaled where the loss
+// happened (a re-adopted process whose warden had already dropped bytes
+// past what was recorded). The recording holds a gap record at From. A
+// fact: it changes no phase.
+type OutputGap struct {
+	From int64  `json:"from"`
+	To   int64  `json:"to"`
+	Why  string `json:"why"`
+}
+
 // Recovered records a recovery decision and what was observed, for either
 // kind of entity. It is a fact: it changes no phase by itself.
 type Recovered struct {
@@ -207,6 +218,7 @@ func (StdinClosed) Type() string     { return "process.stdin_closed" }
 func (QuotaHit) Type() string        { return "process.quota_hit" }
 func (ProcessStopping) Type() string { return "process.stopping" }
 func (ProcessExited) Type() string   { return "process.exited" }
+func (OutputGap) Type() string       { return "process.output_gap" }
 func (Recovered) Type() string       { return "recovered" }
 func (Adopted) Type() string         { return "adopted" }
 
@@ -242,6 +254,7 @@ func init() {
 	register[QuotaHit]()
 	register[ProcessStopping]()
 	register[ProcessExited]()
+	register[OutputGap]()
 	register[Recovered]()
 	register[Adopted]()
 	register[OrphanRemoved]()

@@ -249,6 +249,10 @@ func ApplyProcess(p Process, seq uint64, at time.Time, ev Event) (Process, error
 		if ok = from == PhaseStarted || from == PhaseStopping; ok {
 			p.Adopted, p.Detached = true, e.Detached
 		}
+	case OutputGap:
+		// Output is lost while the process runs (or before its exit is
+		// journaled), never after.
+		ok = (from == PhaseStarted || from == PhaseStopping) && e.From >= 0 && e.To > e.From
 	}
 	if !ok {
 		return p, illegal("process", p.ID, from, ev)

@@ -43,6 +43,7 @@ var processEvents = []Event{
 	ProcessExited{Reason: ReasonExited, ExitCode: code(0)},
 	Recovered{Decision: "d"},
 	Adopted{Detached: true},
+	OutputGap{From: 10, To: 20, Why: "w"},
 }
 
 // sandboxAt folds a path of events from the empty state.
@@ -124,8 +125,8 @@ func TestProcessTransitions(t *testing.T) {
 		{"none", nil, map[string]Phase{"process.reserved": PhaseReserved}},
 		{"reserved", []Event{r}, map[string]Phase{"process.exec_created": PhaseReserved, "process.exited": PhaseExited, "recovered": PhaseReserved}},
 		{"exec_created", []Event{r, xc}, map[string]Phase{"process.started": PhaseStarted, "process.exited": PhaseExited, "recovered": PhaseReserved}},
-		{"started", []Event{r, xc, st}, map[string]Phase{"process.stdin_closed": PhaseStarted, "process.quota_hit": PhaseStarted, "process.stopping": PhaseStopping, "process.exited": PhaseExited, "recovered": PhaseStarted, "adopted": PhaseStarted}},
-		{"stopping", []Event{r, xc, st, sp}, map[string]Phase{"process.stdin_closed": PhaseStopping, "process.quota_hit": PhaseStopping, "process.exited": PhaseExited, "recovered": PhaseStopping, "adopted": PhaseStopping}},
+		{"started", []Event{r, xc, st}, map[string]Phase{"process.stdin_closed": PhaseStarted, "process.quota_hit": PhaseStarted, "process.stopping": PhaseStopping, "process.exited": PhaseExited, "recovered": PhaseStarted, "adopted": PhaseStarted, "process.output_gap": PhaseStarted}},
+		{"stopping", []Event{r, xc, st, sp}, map[string]Phase{"process.stdin_closed": PhaseStopping, "process.quota_hit": PhaseStopping, "process.exited": PhaseExited, "recovered": PhaseStopping, "adopted": PhaseStopping, "process.output_gap": PhaseStopping}},
 		{"exited", []Event{r, xc, st, ex}, map[string]Phase{}},
 	}
 	for _, tc := range states {
@@ -215,6 +216,16 @@ var otherEvents = []Event{
 	EgressChanged{Rules: []spec.EgressRule{}},
 	OrphanRemoved{Kind: "container", ID: "c", Name: "n", Sandbox: "sb", Role: "egress"},
 	RecoveryRan{Sandboxes: 1, Processes: 2, Orphans: 3, Decisions: []string{"d"}},
+}
+
+// TestOutputGapBounds: a gap is a non-empty byte range.
+func TestOutputGapBounds(t *testing.T) {
+	st := processAt(t, processEvents[0], processEvents[1], processEvents[2])
+	for _, g := range []OutputGap{{From: 5, To: 5}, {From: 6, To: 5}, {From: -1, To: 5}} {
+		if _, err := ApplyProcess(st, 9, t0, g); err == nil {
+			t.Errorf("%+v applied", g)
+		}
+	}
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {

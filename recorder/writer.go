@@ -482,6 +482,69 @@ func be64(v uint64) []byte {
 // String names the recording (for logs).
 func (r *Recording) String() string { return fmt.Sprintf("recording of %s", r.id) }
 
+// Sync makes everything written so far durable (every segment and the
+// directory) and keeps the recording open: the read loop's end, before
+// the process's exit is journaled. The end record comes only with Close,
+// after the exit is journaled, so a recording never says complete while
+// its process may still run. A nil or closed Recording syncs nothing.
+func (r *Recording) Sync() error {
+	if r == nil {
+		return nil
+	}
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	ret, cur, dir := r.retired, r.cur, r.dirDirty
+	r.retired, r.dirDirty = nil, false
+	r.mu.Unlock()
+	err := r.syncFiles(ret, cur, dir)
+	for _, rt := range ret {
+		rt.f.Close()
+	}
+	return err
+}
+
+// Gap records that the next n bytes of output are lost (the caller knows
+// they will never come: an in-sandbox agent dropped them), where they
+// would have stood: a gap record at the current offset, which Read hands
+// out in place. It returns the offset the gap starts at. A nil or closed
+// Recording records nothing.
+func (r *Recording) Gap(n int64) (int64, error) {
+	if r == nil || n <= 0 {
+		return 0, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at := r.total
+	if r.closed {
+		return at, nil
+	}
+	r.total += n
+	if r.failed != nil {
+		r.dropped += n
+		return at, nil
+	}
+	r.buf = appendRecord(r.buf[:0], TypeGap, be64(uint64(n)))
+	if _, err := r.cur.Write(r.buf); err != nil {
+		err = spec.Wrap(spec.CodeJournal, "recorder", err, "writing a gap in the recording of %s", r.id)
+		r.failed = err
+		r.dropped += n
+		return at, err
+	}
+	if r.timer == nil {
+		r.timer = r.store.after(SyncEvery, r.sync)
+	}
+	return at, nil
+}
+
 // Suspend syncs and closes the recording WITHOUT its end record: the
 // process goes on without this runtime (it is closing, and the process's
 // sandbox keeps it), and the next runtime resumes the recording (Resume)

@@ -43,7 +43,28 @@ type output struct {
 	// a warden's process goes on, so its recording is suspended, not
 	// ended, for the next runtime to resume.
 	detaching atomic.Bool
+
+	// endMu orders the two ends of the recording: the read loop's (it
+	// stops writing: loopEnded) and the process actor's decision (fate):
+	// the end record is written only once the exit is journaled
+	// (fateSeal, by the actor, after the loop ended); any other end
+	// suspends the recording for the next runtime to resume.
+	endMu     sync.Mutex
+	loopEnded bool
+	fate      recFate
 }
+
+// recFate is what becomes of a recording when its read loop is over.
+type recFate int
+
+const (
+	fateUndecided recFate = iota
+	// fateSeal: the exit is journaled: write the end record.
+	fateSeal
+	// fateSuspend: the process is left running (or its end is not
+	// journaled): no end record; a later Resume continues it.
+	fateSuspend
+)
 
 // outputDone is posted to the process actor when the read loop ends. err is
 // nil at a clean end of the output.
@@ -93,21 +114,24 @@ func (o *output) run() (d outputDone) {
 		o.closePipes(d.err)
 		// The recording is synced before outputDone reaches the process
 		// actor, which journals the exit only after it: an exit in the
-		// journal implies its output on disk. A failure is logged; the
-		// process's outcome is not the recorder's to change.
-		if _, ok := o.att.(*wardenAttachment); ok && (o.detaching.Load() || errors.Is(d.err, warden.ErrLinkClosed)) {
-			if err := o.rec.Suspend(); err != nil {
-				o.log.Warn("suspending the output recording failed", "process", o.id, "err", err)
-			}
+		// journal implies its output on disk. Its end record waits for
+		// that exit (sealRecording); a runtime letting go suspends it. A
+		// failure is logged; the process's outcome is not the recorder's
+		// to change.
+		o.endMu.Lock()
+		o.loopEnded = true
+		fate := o.fate
+		o.endMu.Unlock()
+		switch {
+		case fate == fateSeal:
+			o.seal()
+			return
+		case fate == fateSuspend || o.detaching.Load() || errors.Is(d.err, warden.ErrLinkClosed):
+			o.suspend()
 			return
 		}
-		if t, ok := o.att.(interface{ totals() (int64, int64, bool) }); ok && o.rec != nil {
-			if so, se, ok := t.totals(); ok {
-				o.rec.SetTotals(so, se)
-			}
-		}
-		if err := o.rec.Close(); err != nil {
-			o.log.Warn("the output recording is incomplete", "process", o.id, "err", err)
+		if err := o.rec.Sync(); err != nil {
+			o.log.Warn("syncing the output recording failed", "process", o.id, "err", err)
 		}
 	}()
 	if o.store != nil && o.rec == nil {
@@ -153,6 +177,62 @@ func (o *output) run() (d outputDone) {
 				return d
 			}
 		}
+	}
+}
+
+// sealRecording ends the recording with its end record: called by the
+// process actor once the process's exit is journaled (the read loop has
+// ended by then: the exit waits for its outputDone).
+func (o *output) sealRecording() {
+	if o == nil {
+		return
+	}
+	o.endMu.Lock()
+	ended := o.loopEnded
+	if o.fate == fateUndecided {
+		o.fate = fateSeal
+	}
+	fate := o.fate
+	o.endMu.Unlock()
+	if ended && fate == fateSeal {
+		o.seal() // else the loop seals it as it ends
+	}
+}
+
+func (o *output) seal() {
+	if t, ok := o.att.(interface{ totals() (int64, int64, bool) }); ok && o.rec != nil {
+		if so, se, ok := t.totals(); ok {
+			o.rec.SetTotals(so, se)
+		}
+	}
+	if err := o.rec.Close(); err != nil {
+		o.log.Warn("the output recording is incomplete", "process", o.id, "err", err)
+	}
+}
+
+// leaveRecording suspends the recording (no end record) when the process
+// actor ends without journaling the exit (the journal failed, the runtime
+// closes): now if the read loop is over, else when it ends. A later
+// Resume continues the recording.
+func (o *output) leaveRecording() {
+	if o == nil {
+		return
+	}
+	o.endMu.Lock()
+	ended := o.loopEnded
+	if o.fate == fateUndecided {
+		o.fate = fateSuspend
+	}
+	fate := o.fate
+	o.endMu.Unlock()
+	if ended && fate == fateSuspend {
+		o.suspend()
+	}
+}
+
+func (o *output) suspend() {
+	if err := o.rec.Suspend(); err != nil {
+		o.log.Warn("suspending the output recording failed", "process", o.id, "err", err)
 	}
 }
 

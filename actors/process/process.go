@@ -918,6 +918,7 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 		a.abandonJournal(jerr)
 		return
 	}
+	a.out.sealRecording() // the exit is journaled: the recording may say complete
 	if a.wproc != nil && reason != lifecycle.ReasonLost {
 		go a.wproc.Forget() // journaled: the warden may drop it (off the mailbox)
 	}
@@ -932,6 +933,7 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 // that it exited, so the sandbox does not journal its own exit over it.
 func (a *processActor) abandonJournal(err error) {
 	a.abandoned, a.journalErr = true, err
+	a.out.leaveRecording() // no exit journaled: not complete, resumable
 	if a.att != nil {
 		a.att.Close() // the process runs on; Docker discards its output
 	}
@@ -968,6 +970,7 @@ func (a *processActor) detach() {
 	if a.out != nil {
 		a.out.detaching.Store(true)
 	}
+	a.out.leaveRecording()
 	err := spec.Errorf(spec.CodeCancelled, "process", "the process actor stopped (the runtime closed, or the actor failed) before process %s ended; it is left to its sandbox and the next recovery", a.p.ID)
 	if a.out != nil {
 		a.out.closePipes(err)

@@ -85,9 +85,24 @@ func (a *processActor) adoptWarden() {
 		from = e.Acked // recorded less than the warden was told: those bytes are gone
 	}
 	if from > e.Output {
-		rec.Close()
+		rec.Suspend() // not complete: its exit is not journaled
 		a.adoptLost(fmt.Sprintf("its recording holds %d bytes, the warden read only %d", from, e.Output))
 		return
+	}
+	if rec != nil && uint64(off) < from {
+		// The warden dropped bytes it had been told were recorded (a
+		// crash cut their writes before they reached the disk): the gap
+		// goes into the recording and the journal where it happens, not
+		// spliced over.
+		why := fmt.Sprintf("recovery: the recording held %d bytes, the warden had been told %d were recorded and holds only what follows", off, e.Acked)
+		if _, err := rec.Gap(int64(from) - off); err != nil {
+			a.deps.Log.Warn("recording an output gap failed", "process", a.p.ID, "err", err)
+		}
+		if err := a.record(lifecycle.OutputGap{From: off, To: int64(from), Why: why}); err != nil {
+			rec.Suspend()
+			a.abandonJournal(err)
+			return
+		}
 	}
 	link, entry := a.p.Link, *e
 	bg := a.bg
@@ -108,7 +123,7 @@ func (a *processActor) onWardenResumed(ctx actor.Context, m wardenResumed) {
 		return
 	}
 	if m.err != nil {
-		m.rec.Close()
+		m.rec.Suspend() // not complete: its exit is not journaled
 		a.adoptLost(fmt.Sprintf("resuming its output failed: %v", m.err))
 		return
 	}

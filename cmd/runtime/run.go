@@ -354,6 +354,8 @@ func summary(e host.HistoryEvent) string {
 		return string(v.Reason)
 	case lifecycle.ProcessExited:
 		return fmt.Sprintf("%s, %s, %d B out, %d B err%s", v.Reason, code(v.ExitCode), v.StdoutBytes, v.StderrBytes, why(v.Message))
+	case lifecycle.OutputGap:
+		return fmt.Sprintf("%d bytes of output lost at offset %d (to %d): %s", v.To-v.From, v.From, v.To, short(v.Why, 100))
 	case lifecycle.Recovered:
 		return v.Decision + " — " + short(v.Observed, 100)
 	case lifecycle.Adopted:
