@@ -25,6 +25,11 @@ type Chunk struct {
 	// recording here: beyond the bounds, lost to a crash, or dropped by a
 	// write error.
 	Gap int64
+	// Lost: the gap is a gap record the writer put here, so the bytes
+	// are known lost (a write error, or output the in-sandbox agent
+	// dropped: the journal's process.output_gap says why), not merely
+	// beyond the bounds.
+	Lost bool
 }
 
 // Summary says how a recording ends.
@@ -249,7 +254,7 @@ func emit(segs []segment, fn func(Chunk) error) (Summary, error) {
 			n := int64(be64dec(p.rec.data))
 			sum.Missing += n
 			at = p.off + n
-			return fn(Chunk{Offset: p.off, Gap: n})
+			return fn(Chunk{Offset: p.off, Gap: n, Lost: true})
 		case TypeStdout:
 			sum.StdoutBytes += int64(len(p.rec.data))
 		case TypeStderr:

@@ -465,6 +465,7 @@ func printLive(w io.Writer, list []host.LiveEntity, asJSON bool) {
 func printHistoryWithOutput(w io.Writer, path string, evs []stockade.HistoryEvent, asJSON bool) {
 	var open []string
 	seen := map[string]bool{}
+	lost := map[string]map[int64]string{} // a process's output gaps: offset → why
 	p := historyPrinter{w: w, json: asJSON}
 	for _, e := range evs {
 		p.print(e)
@@ -475,8 +476,17 @@ func printHistoryWithOutput(w io.Writer, path string, evs []stockade.HistoryEven
 			seen[e.ID] = true
 			open = append(open, e.ID)
 		}
+		if e.Type == (lifecycle.OutputGap{}).Type() {
+			var g lifecycle.OutputGap
+			if json.Unmarshal(e.Payload, &g) == nil {
+				if lost[e.ID] == nil {
+					lost[e.ID] = map[int64]string{}
+				}
+				lost[e.ID][g.From] = g.Why
+			}
+		}
 		if e.Type == (lifecycle.ProcessExited{}).Type() {
-			printOutput(w, path, e.ID, asJSON)
+			printOutput(w, path, e.ID, lost[e.ID], asJSON)
 			open = slices.DeleteFunc(open, func(id string) bool { return id == e.ID })
 		}
 	}
@@ -484,7 +494,7 @@ func printHistoryWithOutput(w io.Writer, path string, evs []stockade.HistoryEven
 		if !asJSON {
 			fmt.Fprintf(w, "output of process %s, which has no exit in the journal:\n", id)
 		}
-		printOutput(w, path, id, asJSON)
+		printOutput(w, path, id, lost[id], asJSON)
 	}
 }
 

@@ -185,7 +185,7 @@ type streamWriter struct {
 
 func (w *streamWriter) chunk(ch stockade.OutputChunk) error {
 	if ch.Stream == 0 {
-		w.note(fmt.Sprintf("[%d bytes of output not recorded here]", ch.Gap))
+		w.note(gapNote(ch, ""))
 		return nil
 	}
 	dst := w.out
@@ -213,6 +213,19 @@ func (w *streamWriter) end(sum stockade.OutputSummary) {
 	}
 }
 
+// gapNote marks a gap where it stands in the output: bytes beyond the
+// recording's bounds, or bytes known lost (a gap record: the journal's
+// process.output_gap says why, given as why when known).
+func gapNote(ch stockade.OutputChunk, why string) string {
+	switch {
+	case ch.Lost && why != "":
+		return fmt.Sprintf("[%d bytes of output lost here: %s]", ch.Gap, termSafe(why))
+	case ch.Lost:
+		return fmt.Sprintf("[%d bytes of output lost here (journal show --output says why)]", ch.Gap)
+	}
+	return fmt.Sprintf("[%d bytes of output not recorded here]", ch.Gap)
+}
+
 func incompleteNote(sum stockade.OutputSummary) string {
 	s := "[the recording ends here without its end mark: the process is still running, or the runtime stopped before it ended (its last second of output may be missing)]"
 	if sum.Torn {
@@ -232,6 +245,8 @@ type outputLine struct {
 	Text    *string                 `json:"text,omitempty"`
 	Base64  []byte                  `json:"base64,omitempty"`
 	Bytes   int64                   `json:"bytes,omitempty"` // a gap's
+	Lost    bool                    `json:"lost,omitempty"`  // a gap of bytes known lost
+	Why     string                  `json:"why,omitempty"`   // why, from the journal (journal show)
 	Summary *stockade.OutputSummary `json:"summary,omitempty"`
 }
 
@@ -239,7 +254,7 @@ func outputLineOf(ch stockade.OutputChunk) outputLine {
 	l := outputLine{Offset: ch.Offset}
 	switch ch.Stream {
 	case 0:
-		l.Stream, l.Bytes = "gap", ch.Gap
+		l.Stream, l.Bytes, l.Lost = "gap", ch.Gap, ch.Lost
 		return l
 	case recorder.TypeStdout:
 		l.Stream = "stdout"
@@ -256,13 +271,17 @@ func outputLineOf(ch stockade.OutputChunk) outputLine {
 }
 
 // printOutput prints process id's recorded output under its line in
-// journal show: indented, each line marked with its stream.
-func printOutput(w io.Writer, path, id string, asJSON bool) {
+// journal show: indented, each line marked with its stream. lost maps the
+// offsets of the process's journaled output gaps to why they happened.
+func printOutput(w io.Writer, path, id string, lost map[int64]string, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		sum, err := stockade.ReadOutput(path, id, func(ch stockade.OutputChunk) error {
 			l := outputLineOf(ch)
 			l.Kind, l.ID = "output", id
+			if ch.Lost {
+				l.Why = lost[ch.Offset]
+			}
 			return enc.Encode(l)
 		})
 		if err != nil {
@@ -276,7 +295,7 @@ func printOutput(w io.Writer, path, id string, asJSON bool) {
 	const indent = "                "
 	sum, err := stockade.ReadOutput(path, id, func(ch stockade.OutputChunk) error {
 		if ch.Stream == 0 {
-			fmt.Fprintf(w, "%s… %d bytes not recorded …\n", indent, ch.Gap)
+			fmt.Fprintf(w, "%s%s\n", indent, gapNote(ch, lost[ch.Offset]))
 			return nil
 		}
 		tag := "out|"

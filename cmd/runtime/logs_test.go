@@ -126,7 +126,7 @@ func TestLogsAndShowOutput(t *testing.T) {
 		exit := strings.Index(out, "process.exited")
 		hello := strings.Index(out, "out| hello")
 		why := strings.Index(out, "err| why it failed")
-		gap := strings.Index(out, "bytes not recorded")
+		gap := strings.Index(out, "output not recorded here")
 		next := strings.Index(out[max(exit, 0):], "\n")
 		if exit < 0 || hello < exit+next || why < hello || gap < why {
 			t.Fatalf("the output is not under the exit line, in order:\n%s", out)
