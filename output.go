@@ -13,9 +13,10 @@ import (
 // 0) with the count of bytes the recording does not hold there.
 type OutputChunk = recorder.Chunk
 
-// OutputSummary says how a recording ends: complete (the output ended and
-// was synced before the process's exit was journaled), or torn (cut by a
-// crash, or still being written), with the totals.
+// OutputSummary says how a recording ends: complete (the output ended, was
+// synced before the process's exit was journaled, and its end record
+// written after it), or torn (cut by a crash, or still being written),
+// with the totals.
 type OutputSummary = recorder.Summary
 
 // ReadOutput reads process id's recorded output from beside the journal at

@@ -43,21 +43,28 @@
 // Stdout and stderr records carry output bytes (the stream id is Docker's).
 // A gap record (payload: 8-byte count) says that many bytes were not
 // recorded where it stands: the writer failed to write them (a full disk)
-// and says so at the end if it still can. The end record (payload: 8-byte
-// stdout total, 8-byte stderr total, 8-byte count of bytes dropped by write
-// errors) is written once, when the output ended, and synced with
-// everything before it: a recording with an end record is complete up to
-// its bounds.
+// and says so at the end if it still can, or they are known lost where
+// they stand (Recording.Gap: a resumed process whose in-sandbox agent no
+// longer holds them; the journal's process.output_gap says why). The end
+// record (payload: 8-byte stdout total, 8-byte stderr total, 8-byte count
+// of bytes dropped by write errors) is written once, after the process's
+// exit is journaled, and synced with everything before it: a recording
+// with an end record is complete up to its bounds, and its process has
+// ended.
 //
 // # Durability
 //
 // Appends are plain writes (page cache). A recording is fsynced by a timer
 // at most a second after a write (never per write), every retired segment
-// and the directory with it, and at Close, which writes the end record and
-// syncs before it returns: the process actor journals a process's exit only
-// after its output's Close, so an exit in the journal implies its output on
-// disk. A crash loses at most the last second of a running process's
-// output.
+// and the directory with it; at the end of the output (Sync: the process
+// actor journals a process's exit only after it, so an exit in the journal
+// implies its output on disk); and at Close, which writes the end record
+// and syncs before it returns, called only once the exit is journaled. A
+// process the runtime lets go of without a journaled exit (the journal
+// failed, the runtime closes, the warden link ended) is Suspended: no end
+// record, so the next runtime resumes it. A crash loses at most the last
+// second of a running process's output; a crash between the exit and the
+// end record leaves a recording without its end record (not complete).
 //
 // # Resuming
 //

@@ -205,8 +205,8 @@ func (s *Store) resume(id string, r spec.Record) (*Recording, int64, error) {
 				rec.stderr += int64(len(rc.data))
 			}
 		}
-		// Gap records are written by Close only, so they are in the last
-		// segment: a Close whose end record the crash cut.
+		// Gap records count in the end record's dropped bytes (a write
+		// error's, or bytes known lost: Gap).
 		rec.droppedBefore += d.seg.gaps
 	}
 	return rec, rec.total, nil

@@ -94,8 +94,10 @@ var errFollowed = errors.New("followed to the end")
 
 // followLogs prints what is recorded, then what is added, until the
 // journal (through a server: only a living runtime writes the recording)
-// says the process exited; the recording is complete by then (it is synced
-// before the exit is journaled). New output is picked up by reading the
+// says the process exited; the recording is synced before the exit is
+// journaled and its end record follows the exit a moment later (a short,
+// bounded wait for it: a runtime that died in between leaves it without
+// one, and the note says so). New output is picked up by reading the
 // recording again (a few times a second; it is bounded in size), printing
 // only what lies past what was printed.
 func (c *logsCmd) followLogs(ctx context.Context, path string, emit func(stockade.OutputChunk) error, finish func(stockade.OutputSummary), stderr io.Writer) int {
@@ -130,6 +132,7 @@ func (c *logsCmd) followLogs(ctx context.Context, path string, emit func(stockad
 		}
 	}()
 	var printed int64 // how far into the output has been printed
+	endWait := 40     // reads after the exit, 50 ms apart, waiting for the end record
 	for {
 		final := false
 		select {
@@ -151,6 +154,14 @@ func (c *logsCmd) followLogs(ctx context.Context, path string, emit func(stockad
 		switch {
 		case err != nil && (final || !spec.IsCode(err, spec.CodeNotFound)):
 			return fail(stderr, err, 1)
+		case final && !sum.Complete && endWait > 0:
+			endWait--
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-ctx.Done():
+				return 0
+			}
+			continue
 		case final:
 			finish(sum)
 			return 0
