@@ -258,7 +258,7 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		enc := json.NewEncoder(stdout)
+		enc := newEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(state)
 	case "diff":
@@ -365,7 +365,7 @@ func diffValues(prefix string, a, b any, out *[]change) {
 
 func printDiff(w io.Writer, changes []change, asJSON bool) {
 	if asJSON {
-		enc := json.NewEncoder(w)
+		enc := newEncoder(w)
 		for _, c := range changes {
 			enc.Encode(c)
 		}
@@ -419,7 +419,7 @@ func (c *journalCmd) executeServed(ctx context.Context, cl *client.Client, stdou
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		enc := json.NewEncoder(stdout)
+		enc := newEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(state)
 	case "diff":
@@ -449,7 +449,7 @@ func (c *journalCmd) executeServed(ctx context.Context, cl *client.Client, stdou
 
 // printLive prints the live index, a line (or a JSON object) an entity.
 func printLive(w io.Writer, list []host.LiveEntity, asJSON bool) {
-	enc := json.NewEncoder(w)
+	enc := newEncoder(w)
 	for _, e := range list {
 		if asJSON {
 			enc.Encode(e)
@@ -520,7 +520,7 @@ func (c *journalCmd) show(w io.Writer, path string, evs []host.HistoryEvent) {
 // printEgress prints a sandbox's egress decisions: a table, or with --json
 // one decision per line.
 func printEgress(w io.Writer, dir, id string, asJSON bool) error {
-	enc := json.NewEncoder(w)
+	enc := newEncoder(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if !asJSON {
 		fmt.Fprintln(tw, "TIME\tPROCESS\tVERDICT\tMETHOD\tHOST:PORT\tADDRESS\tRULE / REASON\tUP\tDOWN")

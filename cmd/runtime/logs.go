@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -65,7 +64,7 @@ func (c *logsCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Wr
 	var emit func(stockade.OutputChunk) error
 	var finish func(stockade.OutputSummary)
 	if c.g.json {
-		enc := json.NewEncoder(stdout)
+		enc := newEncoder(stdout)
 		emit = func(ch stockade.OutputChunk) error { return enc.Encode(outputLineOf(ch)) }
 		finish = func(sum stockade.OutputSummary) { enc.Encode(outputLine{Stream: "end", Summary: &sum}) }
 	} else {
@@ -286,7 +285,7 @@ func outputLineOf(ch stockade.OutputChunk) outputLine {
 // offsets of the process's journaled output gaps to why they happened.
 func printOutput(w io.Writer, path, id string, lost map[int64]string, asJSON bool) {
 	if asJSON {
-		enc := json.NewEncoder(w)
+		enc := newEncoder(w)
 		sum, err := stockade.ReadOutput(path, id, func(ch stockade.OutputChunk) error {
 			l := outputLineOf(ch)
 			l.Kind, l.ID = "output", id

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -53,7 +52,7 @@ func (c *recoverCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		}
 	}
 	if c.g.json {
-		json.NewEncoder(stdout).Encode(rep)
+		newEncoder(stdout).Encode(rep)
 		return 0
 	}
 	verb := "recovered"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -279,7 +278,7 @@ type historyPrinter struct {
 
 func (p *historyPrinter) print(e host.HistoryEvent) {
 	if p.json {
-		json.NewEncoder(p.w).Encode(e)
+		newEncoder(p.w).Encode(e)
 		return
 	}
 	delta := ""

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"strconv"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -33,6 +37,61 @@ func printable(s string) bool {
 		if !unicode.IsPrint(r) {
 			return false
 		}
+	}
+	return true
+}
+
+// newEncoder is the CLI's JSON encoder: encoding/json escapes the C0
+// controls but writes DEL, the C1 controls (U+0080–U+009F) and format runes
+// such as the bidi overrides as they are, which a terminal showing --json
+// output may obey. jsonTermWriter escapes those too (\uXXXX, the same
+// string to any JSON reader).
+func newEncoder(w io.Writer) *json.Encoder { return json.NewEncoder(jsonTermWriter{w}) }
+
+// jsonTermWriter rewrites JSON text so that every rune a terminal could
+// take for a control is a \u escape. It relies on what json.Encoder
+// writes: valid UTF-8, a whole value per Write, and such runes only inside
+// strings (outside them JSON has ASCII only).
+type jsonTermWriter struct{ w io.Writer }
+
+func (j jsonTermWriter) Write(p []byte) (int, error) {
+	if printableJSON(p) {
+		return j.w.Write(p)
+	}
+	out := make([]byte, 0, len(p)+16)
+	for i := 0; i < len(p); {
+		r, n := utf8.DecodeRune(p[i:])
+		if r < utf8.RuneSelf && r != 0x7f || r >= utf8.RuneSelf && unicode.IsPrint(r) {
+			out = append(out, p[i:i+n]...)
+		} else if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += n
+	}
+	if _, err := j.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// printableJSON: no rune past ASCII that is not printable (ASCII is the
+// encoder's to escape).
+func printableJSON(p []byte) bool {
+	for i := 0; i < len(p); {
+		if p[i] < utf8.RuneSelf {
+			if p[i] == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(p[i:])
+		if !unicode.IsPrint(r) {
+			return false
+		}
+		i += n
 	}
 	return true
 }

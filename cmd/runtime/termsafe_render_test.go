@@ -112,6 +112,7 @@ func TestRenderEscapesSandboxStrings(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &got); err != nil || got.Process != hostile || got.Host != d.Host || got.Reason != d.Reason {
 			t.Fatalf("--json does not keep the strings: %+v %v\n%s", got, err, out)
 		}
+		noControls(t, "journal show --egress --json", out)
 	})
 
 	t.Run("an error message", func(t *testing.T) {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/quick"
 	"unicode"
@@ -108,4 +111,38 @@ func termSafeHolds(s string) bool {
 	}
 	back, err := strconv.Unquote(got)
 	return err == nil && back == s
+}
+
+// TestJSONTermWriter: the CLI's JSON escapes every rune a terminal could
+// obey (DEL, C1, bidi and other format runes, beyond the C0 controls
+// encoding/json escapes itself) and still decodes to the same strings.
+func TestJSONTermWriter(t *testing.T) {
+	check := func(s string) bool {
+		var b bytes.Buffer
+		if err := newEncoder(&b).Encode(map[string]string{"k" + s: s}); err != nil {
+			return false
+		}
+		if !terminalSafe(strings.TrimSuffix(b.String(), "\n")) {
+			t.Logf("%q encodes as %q", s, b.String())
+			return false
+		}
+		var back map[string]string
+		if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+			return false
+		}
+		// encoding/json makes each invalid byte U+FFFD; the rest comes back.
+		var want strings.Builder
+		for _, r := range s {
+			want.WriteRune(r) // an invalid byte ranges as U+FFFD
+		}
+		return back["k"+want.String()] == want.String()
+	}
+	for _, s := range []string{"plain", "\x1b]0;t\a", "\u009b2J", "a\x7fb", "evil\u202egnp", "\u2066x\u2069", "a\u200bb", "\U000e0001tag", "日本 ✓", "\xff"} {
+		if !check(s) {
+			t.Errorf("%q", s)
+		}
+	}
+	if err := quick.Check(func(b []byte) bool { return check(string(b)) }, &quick.Config{MaxCount: 5000}); err != nil {
+		t.Fatal(err)
+	}
 }
