@@ -79,7 +79,11 @@
 // the payload in the current segment, so later writes rotate as if the
 // recording had never stopped. The agent sends the output again from that
 // offset, and the recording ends up as one written in one go: Read cannot
-// tell them apart. A resumed recording keeps its headers' bounds, and the
+// tell them apart. If the agent no longer holds the bytes from that offset
+// (it had been told they were recorded, and a host crash lost their
+// writes), the caller records the missing range with Recording.Gap where
+// it stands, and journals it (process.output_gap), instead of splicing the
+// output after it over the hole. A resumed recording keeps its headers' bounds, and the
 // stdout and stderr totals it restores are the records' on disk: bytes in
 // deleted tail segments are counted in the offset but not by stream, so the
 // caller sets the exact totals (Recording.SetTotals) before Close when it
