@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
@@ -371,7 +372,13 @@ func short(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	// Cut on a rune's start: half a rune is invalid UTF-8, which the
+	// terminal escaping (termSafe) would show as such.
+	cut := n - 1
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 type multiFlag []string

@@ -146,3 +146,13 @@ func TestJSONTermWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestShortCutsOnRunes: a cut summary stays valid UTF-8, so termSafe
+// leaves it as it is.
+func TestShortCutsOnRunes(t *testing.T) {
+	s := strings.Repeat("a", 78) + "éé"
+	got := short(s, 80)
+	if !utf8.ValidString(got) || termSafe(got) != got || !strings.HasSuffix(got, "a…") {
+		t.Fatalf("short(%q) = %q", s, got)
+	}
+}
