@@ -168,6 +168,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	// Die events since before recovery observed Docker are replayed to the
 	// watcher, so a workload that dies in between is not missed.
 	opened := time.Now()
+	rt.sealEnded()
 	if err := rt.recover(ctx, opts); err != nil {
 		sys.Shutdown(30 * time.Second)
 		return fail(err)

@@ -1,0 +1,61 @@
+package recorder
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// TestUnsealedAndSeal: Unsealed lists exactly the recordings without an
+// end record (a rotated one by its last tail segment), and Seal ends one
+// with the given totals, marking lost what the totals count beyond the
+// bytes on disk.
+func TestUnsealedAndSeal(t *testing.T) {
+	s := newStore(t, spec.Record{Head: 4096, Tail: 4096})
+	write := func(id string, n int, end string) {
+		t.Helper()
+		rec, err := s.Create(id, spec.Record{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			rec.Write(TypeStdout, make([]byte, 1000))
+		}
+		switch end {
+		case "close":
+			err = rec.Close()
+		case "suspend":
+			err = rec.Suspend()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ended", 2, "close")
+	write("endedrotated", 40, "close")
+	write("suspended", 2, "suspend")
+	write("suspendedrotated", 40, "suspend")
+	got, err := s.Unsealed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if want := []string{"suspended", "suspendedrotated"}; !slices.Equal(got, want) {
+		t.Fatalf("unsealed %v, want %v", got, want)
+	}
+
+	if lost, err := s.Seal("suspended", 2000, 0); err != nil || lost != 0 {
+		t.Fatalf("seal: lost %d %v", lost, err)
+	}
+	if lost, err := s.Seal("suspendedrotated", 40000, 500); err != nil || lost != 500 {
+		t.Fatalf("seal short: lost %d %v, want 500", lost, err)
+	}
+	if got, err := s.Unsealed(); err != nil || len(got) != 0 {
+		t.Fatalf("after sealing: %v %v", got, err)
+	}
+	_, _, sum, err := readAll(t, s.Path(), "suspendedrotated")
+	if err != nil || !sum.Complete || sum.StdoutBytes != 40000 || sum.StderrBytes != 500 {
+		t.Fatalf("sealed: %+v %v", sum, err)
+	}
+}

@@ -1,0 +1,31 @@
+package stockade
+
+import "fmt"
+
+// sealEnded writes the end record of every recording whose process's exit
+// is journaled but whose runtime died before the end record (which follows
+// the journaled exit) was written: without it the recording would read as
+// torn for ever, since no process actor is left to end it. It runs before
+// recovery starts any actor, so no actor holds these recordings. A failure
+// is logged: a recording is evidence, never a reason to refuse an Open.
+func (rt *Runtime) sealEnded() {
+	ids, err := rt.recorder.Unsealed()
+	if err != nil {
+		rt.log.Warn("listing unsealed recordings", "err", err)
+		return
+	}
+	for _, id := range ids {
+		p, err := foldProcess(rt.journal, id)
+		if err != nil || !p.Terminal() || p.Exit == nil {
+			continue // running, suspended, or a stream retention removed
+		}
+		lost, err := rt.recorder.Seal(id, p.Exit.StdoutBytes, p.Exit.StderrBytes)
+		if err != nil {
+			rt.log.Warn("sealing the recording of an ended process", "process", id, "err", err)
+			continue
+		}
+		if lost > 0 {
+			rt.log.Warn(fmt.Sprintf("the recording of ended process %s lacked %d bytes the journal counts; marked lost", id, lost), "process", id)
+		}
+	}
+}
