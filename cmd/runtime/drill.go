@@ -146,7 +146,7 @@ func (c *drillCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.W
 }
 
 // randomSpan bounds a random drill's kill: about the child's workload.
-const randomSpan = 6 * time.Second
+const randomSpan = 4 * time.Second
 
 // drillMode says whether the drill's runtimes give their sandboxes a
 // warden (the default) or run processes as Docker execs (a sandbox made
@@ -560,6 +560,9 @@ type recordingEnd struct {
 // how each one's recording ends.
 func readDrillJournal(jpath string) (drillJournal, error) {
 	dj := drillJournal{procs: map[string]*drillProc{}, recs: map[string]recordingEnd{}}
+	if _, err := os.Stat(jpath); errors.Is(err, os.ErrNotExist) {
+		return dj, nil // killed before its journal was made: nothing ran
+	}
 	j, err := journal.Open(jpath, journal.Options{ReadOnly: true})
 	if err != nil {
 		return dj, err
