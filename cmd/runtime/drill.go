@@ -651,11 +651,11 @@ func (dj drillJournal) checkFinal(atKill drillJournal, tornDown map[string]sandb
 				violate("process %s: its recording is complete while its exit is not journaled (%s)", id, p.Phase)
 			}
 		case !gapAt(p.gaps, re.end):
-			reason := "no exit"
+			ended := "no exit journaled"
 			if p.Exit != nil {
-				reason = string(p.Exit.Reason)
+				ended = fmt.Sprintf("ended %s with %d bytes of output journaled", p.Exit.Reason, p.Exit.StdoutBytes+p.Exit.StderrBytes)
 			}
-			violate("the recording of process %s (%s, ended %s) stops at byte %d without an end record, and no journaled gap covers it", id, p.Phase, reason, re.end)
+			violate("the recording of process %s (%s) stops at byte %d without an end record, and no journaled gap covers it", id, ended, re.end)
 		}
 	}
 	return notes
