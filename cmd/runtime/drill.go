@@ -106,7 +106,7 @@ func (c *drillCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.W
 		// The workload takes a few seconds, most of them with the
 		// streaming neighbour running; one drill in four runs the
 		// sandboxes without a warden (processes as Docker execs).
-		delay := time.Duration(rng.Int64N(int64(randomSpan)))
+		delay := time.Duration(rng.Int64N(int64(d.span())))
 		mode := wardenMode
 		if i%4 == 3 {
 			mode = execMode
@@ -145,8 +145,19 @@ func (c *drillCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.W
 	return 0
 }
 
-// randomSpan bounds a random drill's kill: about the child's workload.
-const randomSpan = 4 * time.Second
+// defaultSpan bounds a random drill's kill until a whole workload was
+// timed: about the child's workload on an idle machine.
+const defaultSpan = 4 * time.Second
+
+// span is how long a random drill's kill may wait: the longest whole
+// workload seen so far (a loaded machine takes longer), so kills spread
+// over all of it, streaming included.
+func (d *driller) span() time.Duration {
+	if d.whole > 0 {
+		return d.whole
+	}
+	return defaultSpan
+}
 
 // drillMode says whether the drill's runtimes give their sandboxes a
 // warden (the default) or run processes as Docker execs (a sandbox made
@@ -162,6 +173,8 @@ type driller struct {
 	self, dir, image, profile string
 	stderr                    io.Writer
 	n                         int
+	// whole is the longest a child took to run its workload to its end.
+	whole time.Duration
 }
 
 type drillRun struct {
@@ -340,10 +353,14 @@ func (d *driller) child(ctx context.Context, jpath, fp string, delay time.Durati
 		t := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
 		defer t.Stop()
 	}
+	start := time.Now()
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
+		if took := time.Since(start); fp == "" && !recoverOnly {
+			d.whole = max(d.whole, took)
+		}
 		return "finished", nil
 	case errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL:
 		return "killed", nil
