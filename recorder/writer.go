@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -429,6 +430,9 @@ func (r *Recording) finish(final bool) error {
 	r.mu.Unlock()
 	if err := r.syncFiles(ret, cur, dir); err != nil {
 		errs = append(errs, err)
+	}
+	if final {
+		failpoint.Hit(failpoint.RecorderEndRecord)
 	}
 	for _, rt := range ret {
 		rt.f.Close()

@@ -160,6 +160,8 @@ func (o *output) run() (d outputDone) {
 		// the pipe's alone. A write error never stops the process.
 		if err := o.rec.Write(byte(id), p); err != nil {
 			o.log.Warn("recording output failed; the recording is incomplete, the process goes on", "process", o.id, "err", err)
+		} else if o.rec != nil && o.nOut.Load()+o.nErr.Load() > 0 {
+			failpoint.Hit(failpoint.RecorderChunkWritten) // not the first chunk; its ack is the next Next
 		}
 		if len(d.head) < headBytes {
 			d.head = append(d.head, p[:min(len(p), headBytes-len(d.head))]...)

@@ -920,7 +920,7 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 	}
 	a.out.sealRecording() // the exit is journaled: the recording may say complete
 	if a.wproc != nil && reason != lifecycle.ReasonLost {
-		go a.wproc.Forget() // journaled: the warden may drop it (off the mailbox)
+		go func(p *warden.Proc) { p.Forget(); failpoint.Hit(failpoint.ProcessForgetSent) }(a.wproc) // journaled: the warden may drop it (off the mailbox)
 	}
 	res := spec.Result{ExitCode: code, Reason: string(reason), Err: err, StdoutBytes: ev.StdoutBytes,
 		StderrBytes: ev.StderrBytes, Started: a.started, Ended: a.state.At}

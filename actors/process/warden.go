@@ -178,6 +178,7 @@ func (a *processActor) onWardenReaped(m wardenReaped) {
 		a.wardenLost(m.err)
 		return
 	}
+	failpoint.Hit(failpoint.ProcessReapReported)
 	code := m.reap.Code
 	if m.reap.Signal > 0 {
 		code = 128 + m.reap.Signal // as Docker and a shell report it

@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -93,13 +95,24 @@ func (c *drillCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.W
 
 	var runs []drillRun
 	for _, fp := range c.points {
-		runs = append(runs, d.run(ctx, fp, 0, foreign))
+		mode := wardenMode
+		if fp == failpoint.ProcessExecCreated {
+			mode = execMode // only a sandbox without a warden creates execs
+		}
+		runs = append(runs, d.run(ctx, fp, 0, mode, foreign))
 	}
 	rng := rand.New(rand.NewPCG(c.seed, 0))
 	for i := range c.random {
-		delay := time.Duration(rng.Int64N(int64(2 * time.Second)))
-		r := d.run(ctx, "", delay, foreign)
-		r.Failpoint = fmt.Sprintf("random#%d@%v", i+1, delay.Round(time.Millisecond))
+		// The workload takes a few seconds, most of them with the
+		// streaming neighbour running; one drill in four runs the
+		// sandboxes without a warden (processes as Docker execs).
+		delay := time.Duration(rng.Int64N(int64(d.span())))
+		mode := wardenMode
+		if i%4 == 3 {
+			mode = execMode
+		}
+		r := d.run(ctx, "", delay, mode, foreign)
+		r.Failpoint = fmt.Sprintf("random#%d@%v%s", i+1, delay.Round(time.Millisecond), mode)
 		runs = append(runs, r)
 	}
 	bad := 0
@@ -132,10 +145,36 @@ func (c *drillCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.W
 	return 0
 }
 
+// defaultSpan bounds a random drill's kill until a whole workload was
+// timed: about the child's workload on an idle machine.
+const defaultSpan = 4 * time.Second
+
+// span is how long a random drill's kill may wait: the longest whole
+// workload seen so far (a loaded machine takes longer), so kills spread
+// over all of it, streaming included.
+func (d *driller) span() time.Duration {
+	if d.whole > 0 {
+		return d.whole
+	}
+	return defaultSpan
+}
+
+// drillMode says whether the drill's runtimes give their sandboxes a
+// warden (the default) or run processes as Docker execs (a sandbox made
+// without one, as an older journal's: the only path to exec-created).
+type drillMode string
+
+const (
+	wardenMode drillMode = ""
+	execMode   drillMode = "/no-warden"
+)
+
 type driller struct {
 	self, dir, image, profile string
 	stderr                    io.Writer
 	n                         int
+	// whole is the longest a child took to run its workload to its end.
+	whole time.Duration
 }
 
 type drillRun struct {
@@ -180,13 +219,52 @@ type foreignOwner struct {
 	before  []string
 }
 
-func (d *driller) open(ctx context.Context, path string) (*stockade.Runtime, error) {
-	return stockade.Open(ctx, stockade.Options{Journal: path, Profile: d.profile, StopGrace: time.Second})
+func (d *driller) open(ctx context.Context, path string, mode drillMode) (*drillRuntime, error) {
+	return openDrillRuntime(ctx, path, d.profile, mode)
+}
+
+// drillRuntime is a drill's runtime and, in execMode, the engine it was
+// given (Close closes both).
+type drillRuntime struct {
+	*stockade.Runtime
+	engine *dockerio.Adapter
+}
+
+func (r *drillRuntime) Close() error {
+	err := r.Runtime.Close()
+	if r.engine != nil {
+		err = errors.Join(err, r.engine.Close())
+	}
+	return err
+}
+
+// openDrillRuntime opens a runtime on the journal at path; in execMode its
+// engine is a Docker adapter without a warden binary.
+func openDrillRuntime(ctx context.Context, path, profile string, mode drillMode) (*drillRuntime, error) {
+	opts := stockade.Options{Journal: path, Profile: profile, StopGrace: time.Second}
+	if mode != execMode {
+		rt, err := stockade.Open(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return &drillRuntime{Runtime: rt}, nil
+	}
+	a, err := dockerio.NewAdapter(dockerio.Options{Profile: profile})
+	if err != nil {
+		return nil, err
+	}
+	opts.Engine = a
+	rt, err := stockade.Open(ctx, opts)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	return &drillRuntime{Runtime: rt, engine: a}, nil
 }
 
 func (d *driller) foreign(ctx context.Context) (foreignOwner, error) {
 	f := foreignOwner{journal: filepath.Join(d.dir, "foreign.db")}
-	rt, err := d.open(ctx, f.journal)
+	rt, err := d.open(ctx, f.journal, wardenMode)
 	if err != nil {
 		return f, err
 	}
@@ -202,13 +280,13 @@ func (d *driller) foreign(ctx context.Context) (foreignOwner, error) {
 func (d *driller) cleanupForeign(f foreignOwner) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rt, err := d.open(ctx, f.journal)
+	rt, err := d.open(ctx, f.journal, wardenMode)
 	if err != nil {
 		fmt.Fprintf(d.stderr, "stockade drill: cleanup of the foreign owner: %v\n", err)
 		return
 	}
 	defer rt.Close()
-	removeAll(ctx, rt)
+	removeAll(ctx, rt.Runtime)
 }
 
 func removeAll(ctx context.Context, rt *stockade.Runtime) error {
@@ -253,13 +331,16 @@ func (d *driller) owned(ctx context.Context, owner string) ([]string, error) {
 
 // child runs `stockade drill-child` on the journal, armed with fp (or
 // killed after delay), and says how it ended.
-func (d *driller) child(ctx context.Context, jpath, fp string, delay time.Duration, recoverOnly bool) (string, error) {
+func (d *driller) child(ctx context.Context, jpath, fp string, delay time.Duration, mode drillMode, recoverOnly bool) (string, error) {
 	args := []string{"drill-child", "--journal", jpath, "--image", d.image}
 	if d.profile != "" {
 		args = append(args, "--profile", d.profile)
 	}
 	if recoverOnly {
 		args = append(args, "--recover-only")
+	}
+	if mode == execMode {
+		args = append(args, "--no-warden")
 	}
 	cmd := exec.CommandContext(ctx, d.self, args...)
 	cmd.Env = append(os.Environ(), failpoint.Env+"="+fp)
@@ -272,10 +353,14 @@ func (d *driller) child(ctx context.Context, jpath, fp string, delay time.Durati
 		t := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
 		defer t.Stop()
 	}
+	start := time.Now()
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
+		if took := time.Since(start); fp == "" && !recoverOnly {
+			d.whole = max(d.whole, took)
+		}
 		return "finished", nil
 	case errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL:
 		return "killed", nil
@@ -283,7 +368,7 @@ func (d *driller) child(ctx context.Context, jpath, fp string, delay time.Durati
 	return "", fmt.Errorf("drill child failed: %v\n%s", err, out.String())
 }
 
-func (d *driller) run(ctx context.Context, fp string, delay time.Duration, foreign foreignOwner) (r drillRun) {
+func (d *driller) run(ctx context.Context, fp string, delay time.Duration, mode drillMode, foreign foreignOwner) (r drillRun) {
 	d.n++
 	r.Failpoint = fp
 	jpath := filepath.Join(d.dir, fmt.Sprintf("drill-%d.db", d.n))
@@ -293,14 +378,14 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, forei
 		// The workload runs to its end; the kill comes in the recovery after
 		// (with an orphan to sweep: resources of this owner the journal
 		// does not know).
-		if _, err = d.child(ctx, jpath, "", 0, false); err == nil && fp == failpoint.RecoveryOrphan {
+		if _, err = d.child(ctx, jpath, "", 0, mode, false); err == nil && fp == failpoint.RecoveryOrphan {
 			err = d.orphan(ctx, jpath)
 		}
 		if err == nil {
-			r.Child, err = d.child(ctx, jpath, fp, 0, true)
+			r.Child, err = d.child(ctx, jpath, fp, 0, mode, true)
 		}
 	} else {
-		r.Child, err = d.child(ctx, jpath, fp, delay, false)
+		r.Child, err = d.child(ctx, jpath, fp, delay, mode, false)
 	}
 	if err != nil {
 		violate("%v", err)
@@ -309,24 +394,35 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, forei
 	if fp != "" && r.Child != "killed" {
 		violate("failpoint %s was never reached", fp)
 	}
+	// What the journal and the recordings held at the kill.
+	atKill, err := readDrillJournal(jpath)
+	if err != nil {
+		violate("reading the journal left at the kill: %v", err)
+		return r
+	}
+	atKill.checkAtKill(violate)
 	start := time.Now()
-	rt, err := d.open(ctx, jpath)
+	rt, err := d.open(ctx, jpath, mode)
 	r.Recovery = time.Since(start)
 	if err != nil {
 		violate("recovery failed: %v", err)
 		return r
 	}
+	tornDown := map[string]sandbox.Decision{}
 	for _, s := range rt.Recovery().Sandboxes {
 		r.Decisions = append(r.Decisions, fmt.Sprintf("%s→%s", s.From, s.Decision))
 		if s.Err != nil {
 			violate("sandbox %s did not settle: %v", s.ID, s.Err)
 		}
+		if s.Decision == sandbox.StopRemove || s.Decision == sandbox.TearDown {
+			tornDown[s.ID] = s.Decision
+		}
 	}
 	if n := len(rt.Recovery().Orphans); n > 0 {
 		r.Decisions = append(r.Decisions, fmt.Sprintf("%d orphans removed", n))
 	}
-	r.Decisions = append(r.Decisions, d.check(ctx, rt, foreign, violate)...)
-	if err := removeAll(ctx, rt); err != nil {
+	r.Decisions = append(r.Decisions, d.check(ctx, rt.Runtime, foreign, violate)...)
+	if err := removeAll(ctx, rt.Runtime); err != nil {
 		violate("cleanup: %v", err)
 	}
 	owner := rt.Owner()
@@ -341,6 +437,14 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, forei
 	if err := replayAll(jpath); err != nil {
 		violate("journal does not replay: %v", err)
 	}
+	// Every process and every recording has ended by now (cleanup
+	// removed every sandbox): the promise's invariants.
+	final, err := readDrillJournal(jpath)
+	if err != nil {
+		violate("reading the journal after cleanup: %v", err)
+		return r
+	}
+	r.Decisions = append(r.Decisions, final.checkFinal(atKill, tornDown, violate)...)
 	return r
 }
 
@@ -382,23 +486,9 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 			violate("history of %s: %v", id, err)
 			continue
 		}
-		procs := map[string]*lifecycle.Process{}
-		for _, e := range h {
-			if e.Kind != string(journal.KindProcess) {
-				continue
-			}
-			p := procs[e.ID]
-			if p == nil {
-				p = &lifecycle.Process{ID: e.ID}
-				procs[e.ID] = p
-			}
-			ev, err := lifecycle.Decode(e.Type, e.Payload)
-			if err == nil {
-				*p, err = lifecycle.ApplyProcess(*p, e.Seq, e.Time, ev)
-			}
-			if err != nil {
-				violate("process %s: %v", e.ID, err)
-			}
+		procs := map[string]*drillProc{}
+		if err := foldProcesses(procs, h); err != nil {
+			violate("%v", err)
 		}
 		for _, p := range procs {
 			if !p.Terminal() && !p.Adopted {
@@ -433,6 +523,171 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 	return decisions
 }
 
+// drillProc is a process as its journal stream folds, with the output gaps
+// journaled for it.
+type drillProc struct {
+	lifecycle.Process
+	gaps []lifecycle.OutputGap
+}
+
+// foldProcesses folds the process events of a sandbox's history into
+// procs.
+func foldProcesses(procs map[string]*drillProc, h []stockade.HistoryEvent) error {
+	var errs []error
+	for _, e := range h {
+		if e.Kind != string(journal.KindProcess) {
+			continue
+		}
+		p := procs[e.ID]
+		if p == nil {
+			p = &drillProc{Process: lifecycle.Process{ID: e.ID}}
+			procs[e.ID] = p
+		}
+		ev, err := lifecycle.Decode(e.Type, e.Payload)
+		if err == nil {
+			p.Process, err = lifecycle.ApplyProcess(p.Process, e.Seq, e.Time, ev)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("process %s: %w", e.ID, err))
+			continue
+		}
+		if g, ok := ev.(lifecycle.OutputGap); ok {
+			p.gaps = append(p.gaps, g)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// drillJournal is what a drill's journal and recordings hold at one moment
+// (read with no runtime on the journal).
+type drillJournal struct {
+	procs map[string]*drillProc
+	recs  map[string]recordingEnd
+}
+
+// recordingEnd says how a process's recording ends.
+type recordingEnd struct {
+	found    bool
+	complete bool
+	end      int64 // the output offset where the recording stops
+	err      error
+}
+
+// readDrillJournal folds every process of the journal at jpath and reads
+// how each one's recording ends.
+func readDrillJournal(jpath string) (drillJournal, error) {
+	dj := drillJournal{procs: map[string]*drillProc{}, recs: map[string]recordingEnd{}}
+	if _, err := os.Stat(jpath); errors.Is(err, os.ErrNotExist) {
+		return dj, nil // killed before its journal was made: nothing ran
+	}
+	j, err := journal.Open(jpath, journal.Options{ReadOnly: true})
+	if err != nil {
+		return dj, err
+	}
+	defer j.Close()
+	var sandboxes []string
+	if err := j.Streams(func(k journal.Key) error {
+		if k.Kind == journal.KindSandbox {
+			sandboxes = append(sandboxes, k.ID)
+		}
+		return nil
+	}); err != nil {
+		return dj, err
+	}
+	for _, id := range sandboxes {
+		h, err := stockade.History(j, id)
+		if err != nil {
+			return dj, err
+		}
+		if err := foldProcesses(dj.procs, h); err != nil {
+			return dj, err
+		}
+	}
+	dir := recorder.Dir(jpath)
+	for id := range dj.procs {
+		var re recordingEnd
+		sum, err := recorder.Read(dir, id, func(c recorder.Chunk) error {
+			re.end = c.Offset + int64(len(c.Data)) + c.Gap
+			return nil
+		})
+		switch {
+		case spec.IsCode(err, spec.CodeNotFound):
+		case err != nil:
+			re.found, re.err = true, err
+		default:
+			re.found, re.complete = true, sum.Complete
+		}
+		dj.recs[id] = re
+	}
+	return dj, nil
+}
+
+// checkAtKill: the end record follows the journaled exit, so no recording
+// may say complete for a process whose exit the journal does not hold.
+func (dj drillJournal) checkAtKill(violate func(string, ...any)) {
+	for id, re := range dj.recs {
+		if re.complete && !dj.procs[id].Terminal() {
+			violate("process %s: its recording has an end record at the kill while its exit is not journaled (%s)", id, dj.procs[id].Phase)
+		}
+	}
+}
+
+// running says the journal had the process started (or stopping) and not
+// ended: it was running.
+func running(p *drillProc) bool {
+	return p.Phase == lifecycle.PhaseStarted || p.Phase == lifecycle.PhaseStopping
+}
+
+// checkFinal checks the promise once every process has ended: no process
+// running at the kill is journaled lost (unless recovery itself tore its
+// sandbox down: its caller is gone), and every recording ends complete or
+// with the gap where it stops journaled. It returns notes for the table.
+func (dj drillJournal) checkFinal(atKill drillJournal, tornDown map[string]sandbox.Decision, violate func(string, ...any)) (notes []string) {
+	for id, before := range atKill.procs {
+		p := dj.procs[id]
+		if !running(before) || p == nil || p.Exit == nil || p.Exit.Reason != lifecycle.ReasonLost {
+			continue
+		}
+		if dec, ok := tornDown[p.Sandbox]; ok {
+			notes = append(notes, fmt.Sprintf("process→lost in a sandbox recovery chose to %s", dec))
+			continue
+		}
+		violate("process %s was running at the kill (%s) and is journaled lost: %s", id, before.Phase, p.Exit.Message)
+	}
+	for id, p := range dj.procs {
+		re := dj.recs[id]
+		switch {
+		case re.err != nil:
+			violate("the recording of process %s does not read: %v", id, re.err)
+		case !re.found:
+			if p.Group != 0 && p.Exit != nil && p.Exit.StdoutBytes+p.Exit.StderrBytes > 0 && !p.Spec.Record.Off {
+				violate("process %s printed %d bytes and has no recording", id, p.Exit.StdoutBytes+p.Exit.StderrBytes)
+			}
+		case re.complete:
+			if !p.Terminal() {
+				violate("process %s: its recording is complete while its exit is not journaled (%s)", id, p.Phase)
+			}
+		case !gapAt(p.gaps, re.end):
+			ended := "no exit journaled"
+			if p.Exit != nil {
+				ended = fmt.Sprintf("ended %s with %d bytes of output journaled", p.Exit.Reason, p.Exit.StdoutBytes+p.Exit.StderrBytes)
+			}
+			violate("the recording of process %s (%s) stops at byte %d without an end record, and no journaled gap covers it", id, ended, re.end)
+		}
+	}
+	return notes
+}
+
+// gapAt says a journaled gap covers the output offset off.
+func gapAt(gaps []lifecycle.OutputGap, off int64) bool {
+	for _, g := range gaps {
+		if g.From <= off && off < g.To {
+			return true
+		}
+	}
+	return false
+}
+
 // replayAll opens a journal read-only, verifies it and folds every stream.
 func replayAll(path string) error {
 	j, err := journal.Open(path, journal.Options{ReadOnly: true})
@@ -447,6 +702,7 @@ type drillChildCmd struct {
 	g           global
 	image       string
 	recoverOnly bool
+	noWarden    bool
 }
 
 func parseDrillChild(g global, args []string) (command, error) {
@@ -454,20 +710,38 @@ func parseDrillChild(g global, args []string) (command, error) {
 	fs := newFlags("drill-child", &c.g)
 	fs.StringVar(&c.image, "image", "stockade/toolbox:dev", "")
 	fs.BoolVar(&c.recoverOnly, "recover-only", false, "only open (recover) and close")
+	fs.BoolVar(&c.noWarden, "no-warden", false, "sandboxes without a warden (processes as Docker execs)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	if err := wantArgs("drill-child", pos, 0, "stockade drill-child [--image IMAGE] [--recover-only]"); err != nil {
+	if err := wantArgs("drill-child", pos, 0, "stockade drill-child [--image IMAGE] [--recover-only] [--no-warden]"); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
+// streamer prints numbered lines without end, pausing a hundredth of a
+// second every 200 lines (about 150 KB/s): fast enough that its recording
+// passes the head bound into tail segments within a drill and a kill lands
+// mid-stream, slow enough not to starve a shared machine or reach the
+// output quota while a drill runs.
+const streamer = `i=0; while :; do echo "line $i of the streaming neighbour"; i=$((i+1)); [ $((i % 200)) -ne 0 ] || sleep 0.01; done`
+
+// streamedBefore is how much of the streamer the child reads before it goes
+// on: past the default head bound, so its recording has a tail segment.
+const streamedBefore = spec.DefaultRecordHead + 16<<10
+
 // execute is the workload a drill kills: a kept sandbox with a running
-// process, a one-shot sandbox run to its end, stopped and removed.
+// process and a streaming neighbour the child reads throughout, a short
+// process run to its end beside them; a one-shot sandbox run to its end,
+// stopped and removed.
 func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer) int {
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.g.journal, Profile: c.g.profile, StopGrace: time.Second})
+	mode := wardenMode
+	if c.noWarden {
+		mode = execMode
+	}
+	rt, err := openDrillRuntime(ctx, c.g.journal, c.g.profile, mode)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -488,6 +762,23 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 		return fail(stderr, err, 1)
 	}
 	go io.Copy(io.Discard, p.Stdout())
+	s, err := kept.Start(ctx, spec.Process{Argv: []string{"sh", "-c", streamer}, Stderr: spec.Discard})
+	if err != nil {
+		return fail(stderr, err, 1)
+	}
+	if _, err := io.CopyN(io.Discard, s.Stdout(), streamedBefore); err != nil {
+		return fail(stderr, fmt.Errorf("reading the streaming neighbour: %w", err), 1)
+	}
+	go io.Copy(io.Discard, s.Stdout())
+	// A short process beside the streamer: its reap, end record and
+	// forget come while the neighbour's output flows.
+	k, err := kept.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "echo short"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		return fail(stderr, err, 1)
+	}
+	if res, err := k.Wait(ctx); err != nil || res.ExitCode != 0 {
+		return fail(stderr, fmt.Errorf("the short process ended %+v: %v", res, err), 1)
+	}
 	once, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Lifetime: spec.OneShot})
 	if err != nil {
 		return fail(stderr, err, 1)

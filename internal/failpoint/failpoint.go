@@ -18,31 +18,36 @@ const Env = "STOCKADE_FAILPOINT"
 
 // The failpoints, in the order a sandbox's life reaches them.
 const (
-	SandboxReserved    = "sandbox.reserved"     // reserved journaled, nothing created
-	SandboxCreateCall  = "sandbox.create-call"  // resources made, created not journaled
-	SandboxCreated     = "sandbox.created"      // created journaled, workload not started
-	SandboxStartCall   = "sandbox.start-call"   // workload started, started not journaled
-	WardenStarted      = "sandbox.warden-up"    // the warden's link up, its start not journaled
-	ProcessReserved    = "process.reserved"     // process reserved journaled, no spawn request
-	ProcessSpawnSent   = "process.spawn-sent"   // the spawn request sent to the warden, no answer
-	ProcessExecCreated = "process.exec-created" // exec created journaled, not attached (a sandbox without a warden)
-	ProcessAttached    = "process.attached"     // process running (spawned or attached), started not journaled
-	ProcessMidStream   = "process.mid-stream"   // output flowing
-	ProcessStopping    = "process.stopping"     // process stopping journaled, group not signalled
-	SandboxStopping    = "sandbox.stopping"     // stopping journaled, workload not stopped
-	SandboxStopCall    = "sandbox.stop-call"    // workload stopped, exited not journaled
-	SandboxExited      = "sandbox.exited"       // exited journaled, removing not journaled
-	SandboxRemoving    = "sandbox.removing"     // removing journaled, resources not removed
-	SandboxRemoveCall  = "sandbox.remove-call"  // resources removed, removed not journaled
-	RecoveryDecided    = "recovery.decided"     // a recovery decision journaled, not carried out
-	RecoveryOrphan     = "recovery.orphan"      // an orphan removed, its removal not journaled
-	RecoveryReattached = "recovery.reattached"  // the warden reattached and listed, its processes not settled
+	SandboxReserved      = "sandbox.reserved"       // reserved journaled, nothing created
+	SandboxCreateCall    = "sandbox.create-call"    // resources made, created not journaled
+	SandboxCreated       = "sandbox.created"        // created journaled, workload not started
+	SandboxStartCall     = "sandbox.start-call"     // workload started, started not journaled
+	WardenStarted        = "sandbox.warden-up"      // the warden's link up, its start not journaled
+	ProcessReserved      = "process.reserved"       // process reserved journaled, no spawn request
+	ProcessSpawnSent     = "process.spawn-sent"     // the spawn request sent to the warden, no answer
+	ProcessExecCreated   = "process.exec-created"   // exec created journaled, not attached (a sandbox without a warden)
+	ProcessAttached      = "process.attached"       // running (a warden's Started arrived: "spawn acked", or attached), started not journaled
+	ProcessMidStream     = "process.mid-stream"     // output flowing: the first stdout chunk recorded, not acknowledged
+	RecorderChunkWritten = "recorder.chunk-written" // a later chunk (not a process's first) recorded, not acknowledged
+	ProcessStopping      = "process.stopping"       // process stopping journaled, group not signalled
+	ProcessReapReported  = "process.reap-reported"  // the warden's reap report arrived, the exit not journaled
+	RecorderEndRecord    = "recorder.end-record"    // a recording's end record written and synced, the exit not journaled
+	ProcessForgetSent    = "process.forget-sent"    // the exit journaled and the warden told to forget the process
+	SandboxStopping      = "sandbox.stopping"       // stopping journaled, workload not stopped
+	SandboxStopCall      = "sandbox.stop-call"      // workload stopped, exited not journaled
+	SandboxExited        = "sandbox.exited"         // exited journaled, removing not journaled
+	SandboxRemoving      = "sandbox.removing"       // removing journaled, resources not removed
+	SandboxRemoveCall    = "sandbox.remove-call"    // resources removed, removed not journaled
+	RecoveryDecided      = "recovery.decided"       // a recovery decision journaled, not carried out
+	RecoveryOrphan       = "recovery.orphan"        // an orphan removed, its removal not journaled
+	RecoveryReattached   = "recovery.reattached"    // the warden reattached and listed, its processes not settled
 )
 
 // All lists every failpoint, for drills.
 var All = []string{
 	SandboxReserved, SandboxCreateCall, SandboxCreated, SandboxStartCall, WardenStarted,
-	ProcessReserved, ProcessSpawnSent, ProcessAttached, ProcessMidStream, ProcessStopping,
+	ProcessReserved, ProcessSpawnSent, ProcessExecCreated, ProcessAttached, ProcessMidStream,
+	RecorderChunkWritten, ProcessStopping, ProcessReapReported, RecorderEndRecord, ProcessForgetSent,
 	SandboxStopping, SandboxStopCall, SandboxExited, SandboxRemoving, SandboxRemoveCall,
 	RecoveryDecided, RecoveryOrphan, RecoveryReattached,
 }
