@@ -1,12 +1,19 @@
 package stockade
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/stockade/stockade/spec"
+)
 
 // sealEnded writes the end record of every recording whose process's exit
 // is journaled but whose runtime died before the end record (which follows
 // the journaled exit) was written: without it the recording would read as
 // torn for ever, since no process actor is left to end it. It runs before
-// recovery starts any actor, so no actor holds these recordings. A failure
+// recovery starts any actor, and again after recovery for the processes
+// recovery itself ended without their streams (a one-shot sandbox's, or a
+// process given up as lost); a recording an actor still holds is skipped
+// (Resume refuses it). A failure
 // is logged: a recording is evidence, never a reason to refuse an Open.
 func (rt *Runtime) sealEnded() {
 	ids, err := rt.recorder.Unsealed()
@@ -20,6 +27,9 @@ func (rt *Runtime) sealEnded() {
 			continue // running, suspended, or a stream retention removed
 		}
 		lost, err := rt.recorder.Seal(id, p.Exit.StdoutBytes, p.Exit.StderrBytes)
+		if spec.IsCode(err, spec.CodeConflict) {
+			continue // an actor holds it, or it was ended meanwhile
+		}
 		if err != nil {
 			rt.log.Warn("sealing the recording of an ended process", "process", id, "err", err)
 			continue

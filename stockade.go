@@ -173,6 +173,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		sys.Shutdown(30 * time.Second)
 		return fail(err)
 	}
+	rt.sealEnded()
 	var wctx context.Context
 	wctx, rt.stopEvents = context.WithCancel(context.Background())
 	rt.eventsDone = make(chan struct{})

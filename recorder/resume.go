@@ -116,6 +116,19 @@ func (s *Store) resume(id string, r spec.Record) (*Recording, int64, error) {
 		d.seg, d.size = seg, len(b)
 	}
 	h := segs[0].seg
+	if !h.hasHdr && len(segs) == 1 && segs[0].size < headerSize {
+		// The crash came between the head's creation and its header
+		// reaching the disk: nothing was recorded yet. Start afresh (with
+		// the caller's bounds: the lost header's are unknowable).
+		if err := os.Remove(head); err != nil {
+			return nil, 0, spec.Wrap(spec.CodeJournal, "recorder", err, "deleting %s (a head segment torn when it was made)", head)
+		}
+		if err := syncDir(s.dir); err != nil {
+			return nil, 0, spec.Wrap(spec.CodeJournal, "recorder", err, "syncing %s", s.dir)
+		}
+		rec, err := s.create(id, r)
+		return rec, 0, err
+	}
 	if !h.hasHdr {
 		return nil, 0, bad(segs[0], "the head segment has no whole header (%d bytes): torn when it was made", segs[0].size)
 	}

@@ -76,7 +76,8 @@ func endsSealed(name string) bool {
 }
 
 // Seal ends process id's recording after its runtime died between
-// journaling the process's exit and writing the end record: it resumes the
+// journaling the process's exit and writing the end record, or a process a
+// recovery ended without its stream: it resumes the
 // recording, sets the journaled totals, marks as lost the output the
 // journal counts but the recording does not hold (none, when the output was
 // synced before the exit as the runtime does), and writes the end record.
@@ -96,6 +97,10 @@ func (s *Store) Seal(id string, stdout, stderr int64) (lost int64, err error) {
 		}
 		lost = total - off
 	}
-	rec.SetTotals(stdout, stderr)
+	if stdout+stderr >= off {
+		// Fewer than the recording holds: the journal's counts are the
+		// older word (a process given up as lost); keep the recording's.
+		rec.SetTotals(stdout, stderr)
+	}
 	return lost, rec.Close()
 }

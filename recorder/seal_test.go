@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"os"
 	"slices"
 	"testing"
 
@@ -57,5 +58,31 @@ func TestUnsealedAndSeal(t *testing.T) {
 	_, _, sum, err := readAll(t, s.Path(), "suspendedrotated")
 	if err != nil || !sum.Complete || sum.StdoutBytes != 40000 || sum.StderrBytes != 500 {
 		t.Fatalf("sealed: %+v %v", sum, err)
+	}
+}
+
+// TestResumeHeadTornAtCreation: a crash between a recording's creation and
+// its header reaching the disk leaves a head of fewer bytes than a header
+// and nothing recorded: Resume starts it afresh (offset 0) instead of
+// refusing it, so the process's output is recorded after all.
+func TestResumeHeadTornAtCreation(t *testing.T) {
+	for _, n := range []int{0, 6, 20, headerSize - 1} {
+		s := newStore(t, spec.Record{})
+		h := appendHeader(nil, header{head: spec.MinRecordBound, tail: spec.MinRecordBound})
+		if err := os.WriteFile(headName(s.Path(), "p"), h[:n], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rec, off, err := s.Resume("p", spec.Record{})
+		if err != nil || rec == nil || off != 0 {
+			t.Fatalf("%d header bytes: resume %v offset %d %v", n, rec, off, err)
+		}
+		rec.Write(TypeStdout, []byte("hello\n"))
+		if err := rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f, _, sum, err := readAll(t, s.Path(), "p")
+		if err != nil || !sum.Complete || string(f.data) != "hello\n" {
+			t.Fatalf("%d header bytes: %q %+v %v", n, f.data, sum, err)
+		}
 	}
 }
