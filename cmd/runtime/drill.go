@@ -667,6 +667,14 @@ func (dj drillJournal) checkFinal(atKill drillJournal, tornDown map[string]sandb
 			if !p.Terminal() {
 				violate("process %s: its recording is complete while its exit is not journaled (%s)", id, p.Phase)
 			}
+		case !p.Warden && p.ExecID != "" && p.Adopted && !gapAt(p.gaps, re.end):
+			// A Docker exec cannot be re-attached: a process of a sandbox
+			// without a warden that a recovery re-adopts runs on with its
+			// recording stopped at the crash (README: "An exec of a
+			// sandbox without a warden cannot be re-attached"). A real
+			// runtime always has a warden; the drill's --no-warden mode
+			// exists to reach process.exec-created.
+			notes = append(notes, "exec process re-adopted without its stream (no warden)")
 		case !gapAt(p.gaps, re.end):
 			ended := "no exit journaled"
 			if p.Exit != nil {
