@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
@@ -309,6 +310,38 @@ func (a *Adapter) outsideNetwork(ctx context.Context, cli *client.Client, owner 
 	return f, err
 }
 
+// dropOutsideIfUnused removes the owner's outside network when no egress
+// container of the owner is left, in any state (a stopped sandbox's egress
+// still needs it), and none is attached: the last allowlist sandbox that
+// used it is gone. It holds outsideMu, so a create in progress either made
+// its egress already (it is listed) or has not yet chosen the network (and
+// makes it anew). A network that does not carry the owner's outside labels
+// is not touched.
+func (a *Adapter) dropOutsideIfUnused(ctx context.Context, cli *client.Client, owner string) error {
+	a.outsideMu.Lock()
+	defer a.outsideMu.Unlock()
+	f := filters.NewArgs(filters.Arg("label", LabelOwner+"="+owner), filters.Arg("label", LabelRole+"="+string(RoleEgress)))
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return translate(err, "dockerio.egress", "listing egress containers")
+	}
+	if len(cs) > 0 {
+		return nil
+	}
+	n, err := cli.NetworkInspect(ctx, OutsideName(owner), network.InspectOptions{})
+	if client.IsErrNotFound(err) {
+		a.forgetOutside(owner)
+		return nil
+	} else if err != nil {
+		return translate(err, "dockerio.egress", "inspecting network %s", OutsideName(owner))
+	}
+	if n.Labels[LabelOwner] != owner || n.Labels[LabelRole] != string(RoleOutside) || len(n.Containers) > 0 {
+		return nil
+	}
+	a.forgetOutside(owner)
+	return remove(ctx, cli, resource(KindNetwork, n.ID, n.Name, n.Labels))
+}
+
 // forgetOutside drops the cached outside network (it failed a use).
 func (a *Adapter) forgetOutside(owner string) {
 	a.netMu.Lock()
@@ -571,6 +604,8 @@ func VerifyEgress(raw []byte, e EgressExpect) error {
 // and starts it in the background; sb.Outside and Egress are set as each
 // is made.
 func (a *Adapter) createEgressRole(ctx context.Context, cli *client.Client, sb Sandbox, internal netFacts) (Sandbox, error) {
+	a.outsideMu.Lock()
+	defer a.outsideMu.Unlock()
 	outside, err := a.outsideNetwork(ctx, cli, sb.Owner, true)
 	if err != nil {
 		return sb, err
@@ -681,6 +716,8 @@ func (a *Adapter) EnsureEgress(ctx context.Context, sb Sandbox) (Sandbox, bool, 
 	if want := netip.AddrPortFrom(proxyAddr(internal.Subnet), ProxyPort).String(); sb.Proxy != want {
 		return sb, false, unsupported("dockerio.egress", "sandbox %s: its proxy address is %s, its network says %s", sb.ID, sb.Proxy, want)
 	}
+	a.outsideMu.Lock()
+	defer a.outsideMu.Unlock()
 	outside, err := a.outsideNetwork(ctx, cli, sb.Owner, false)
 	if err != nil {
 		return sb, false, err
