@@ -74,6 +74,15 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 			fmt.Fprintln(stderr, processStats())
 		}
 	}()
+	// The marker goes first: a command that runs while this server holds
+	// the journal and recovers (its socket not yet answering) waits for
+	// the socket rather than failing journal_locked. The socket is opened
+	// only once recovery is done, so no call is answered before.
+	unmark, err := server.WriteMarker(c.journal)
+	if err != nil {
+		return fail(stderr, spec.Wrap(spec.CodeJournal, "serve", err, "writing the server's marker beside %s", c.journal), 1)
+	}
+	defer unmark()
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log})
 	if err != nil {
 		return fail(stderr, err, 1)
