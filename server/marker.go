@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/stockade/stockade/spec"
 )
 
 // MarkerPath is the file beside a journal that says a server holds it (or
@@ -23,13 +25,12 @@ func MarkerPath(journal string) string {
 // WriteMarker writes this process's pid in the journal's marker, before the
 // journal is opened, and returns the function that removes it (only while
 // it still names this process). A marker that names another live process
-// (a server already running: this one will fail to lock the journal) is
-// left alone.
+// means a server already holds the journal: journal_locked, at once.
 func WriteMarker(journal string) (func(), error) {
 	path := MarkerPath(journal)
 	self := os.Getpid()
 	if pid := MarkerPID(journal); pid > 0 && pid != self {
-		return func() {}, nil
+		return nil, spec.Errorf(spec.CodeJournalLocked, "serve", "journal %s is held by a server, pid %d", journal, pid)
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", path, self)
 	if err := os.WriteFile(tmp, []byte(strconv.Itoa(self)+"\n"), 0o600); err != nil {

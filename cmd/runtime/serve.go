@@ -80,10 +80,15 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	// only once recovery is done, so no call is answered before.
 	unmark, err := server.WriteMarker(c.journal)
 	if err != nil {
-		return fail(stderr, spec.Wrap(spec.CodeJournal, "serve", err, "writing the server's marker beside %s", c.journal), 1)
+		if !spec.IsCode(err, spec.CodeJournalLocked) {
+			err = spec.Wrap(spec.CodeJournal, "serve", err, "writing the server's marker beside %s", c.journal)
+		}
+		return fail(stderr, err, 1)
 	}
 	defer unmark()
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log})
+	// A command that took the journal just before the marker was written
+	// holds it briefly: wait for it as long as commands wait for a server.
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log, LockTimeout: serverWait})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
