@@ -140,4 +140,3 @@ func csAnswers(sock string) bool {
 	c.Close()
 	return true
 }
-
