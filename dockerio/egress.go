@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -366,9 +367,53 @@ func egressTmpfs(u spec.User) map[string]string {
 }
 
 // egressCmd is the proxy's command line for a sandbox.
+// Its last egressCmdVaries words (the host's addresses, the rules) change
+// while the proxy runs, through its control link: readback does not
+// compare them.
 func egressCmd(sb Sandbox) []string {
+	self := HostAddrs()
+	texts := make([]string, len(self))
+	for i, a := range self {
+		texts[i] = a.String()
+	}
 	return []string{"serve", "--listen", sb.Proxy, "--control", EgressControl,
+		"--host", strings.Join(texts, ","),
 		"--rules-version", strconv.FormatUint(sb.RulesVersion, 10), "--rules", spec.FormatEgressRules(sb.Spec.Policy.Egress)}
+}
+
+const egressCmdVaries = 6
+
+// HostAddrs returns the host's own addresses, sorted: every address of
+// every interface, up or down (the bridges' gateways among them), but
+// loopback and link-local ones, which the proxy refuses anyway. The proxy,
+// in a container of its own, cannot see them; the runtime, on the host,
+// hands them over (at the proxy's start and on every rules apply, and when
+// they change). When the interfaces cannot be read it returns none: the
+// special ranges still hold.
+func HostAddrs() []netip.Addr {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, i := range ifs {
+		addrs, err := i.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(n.IP)
+			if ip = ip.Unmap(); ok && !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
+				out = append(out, ip)
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
 }
 
 // egressBody is the egress container's create request: the seed's lockdown
@@ -485,7 +530,7 @@ func (a *Adapter) readbackEgress(ctx context.Context, cli *client.Client, sb San
 type EgressExpect struct {
 	Name, Image, User string
 	Labels            map[string]string
-	Entrypoint, Cmd   []string // Cmd without its rules (the last two words)
+	Entrypoint, Cmd   []string // Cmd without its last egressCmdVaries words
 	Env               []string
 	Tmpfs             map[string]string
 	NanoCPUs          int64
@@ -501,7 +546,7 @@ func (a *Adapter) egressExpect(sb Sandbox, imageID string, started bool) EgressE
 	cmd := b.Config.Cmd
 	ip, _, _ := strings.Cut(sb.Proxy, ":")
 	return EgressExpect{Name: Name(sb.Owner, sb.ID, RoleEgress), Image: imageID, User: b.Config.User, Labels: b.Config.Labels,
-		Entrypoint: b.Config.Entrypoint, Cmd: cmd[:len(cmd)-4], Env: b.Config.Env, Tmpfs: b.HostConfig.Tmpfs,
+		Entrypoint: b.Config.Entrypoint, Cmd: cmd[:len(cmd)-egressCmdVaries], Env: b.Config.Env, Tmpfs: b.HostConfig.Tmpfs,
 		NanoCPUs: b.HostConfig.NanoCPUs, Init: a.profile.Init, AppArmorProfile: a.profile.AppArmorProfile,
 		Internal: sb.Network, Outside: sb.Outside, ProxyIP: ip, Started: started}
 }
@@ -534,7 +579,7 @@ func VerifyEgress(raw []byte, e EgressExpect) error {
 		{"Config.Labels", labelsMatch(cf.Labels, e.Labels), cf.Labels, e.Labels},
 		{"Config.User", cf.User == e.User, cf.User, e.User},
 		{"Config.Entrypoint", slices.Equal(cf.Entrypoint, e.Entrypoint), cf.Entrypoint, e.Entrypoint},
-		{"Config.Cmd", len(cf.Cmd) == len(e.Cmd)+4 && slices.Equal(cf.Cmd[:len(e.Cmd)], e.Cmd), cf.Cmd, e.Cmd},
+		{"Config.Cmd", len(cf.Cmd) == len(e.Cmd)+egressCmdVaries && slices.Equal(cf.Cmd[:len(e.Cmd)], e.Cmd), cf.Cmd, e.Cmd},
 		{"Config.Env", slices.Equal(cf.Env, e.Env), cf.Env, e.Env},
 		{"Config.WorkingDir", cf.WorkingDir == "/", cf.WorkingDir, "/"},
 		{"Config.Healthcheck.Test", cf.Healthcheck != nil && slices.Equal(cf.Healthcheck.Test, []string{"NONE"}), cf.Healthcheck, []string{"NONE"}},
