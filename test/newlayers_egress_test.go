@@ -2,6 +2,9 @@ package test
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -91,5 +95,56 @@ func TestEgressOutsideNetworkLifecycle(t *testing.T) {
 	}
 	if _, err := rt.Sandbox(plain.ID()); err != nil {
 		t.Fatalf("the kept sandbox after recovery: %v", err)
+	}
+}
+
+// TestEgressHostNeedsExplicitRule: a broad rule (0.0.0.0/0, the host's own
+// /16) does not reach the host itself at its primary address; a rule
+// naming that address does. The denial says why, and the decision log
+// has it.
+func TestEgressHostNeedsExplicitRule(t *testing.T) {
+	ha := hostAddress(t)
+	if ha == "" {
+		t.Skip("the host has no non-loopback IPv4 address outside Docker's bridges")
+	}
+	e := newAPI(t, stockade.Options{})
+	srv := startOutside(t)
+	target := fmt.Sprintf("%s:%d", ha, srv.port)
+	wide := netip.PrefixFrom(netip.MustParseAddr(ha), 16).Masked()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	broad := []string{fmt.Sprintf("0.0.0.0/0:%d", srv.port), fmt.Sprintf("%s:%d", wide, srv.port)}
+	sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: allowlistPolicy(broad...), Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	defer sb.Remove(context.Background())
+	read := func() []egress.Decision { return decisions(t, e.rt, sb.ID()) }
+
+	for _, via := range []struct{ name, script string }{
+		{"CONNECT", connectVia(target)},
+		{"plain HTTP", getVia("http://" + target + "/")},
+	} {
+		if out, _ := sh(t, sb, via.script); strings.Contains(out, "hello") || !strings.Contains(out, "403") {
+			t.Fatalf("%s to the host's address %s under %v reached it:\n%s", via.name, target, broad, out)
+		}
+	}
+	if n := srv.hits.Load(); n != 0 {
+		t.Fatalf("the host's server was reached %d times under broad rules", n)
+	}
+	waitDecision(t, read, "deny "+target, func(d egress.Decision) bool {
+		return d.Verdict == egress.VerdictDeny && d.Port == uint16(srv.port) && strings.Contains(d.Reason, "host's own address")
+	})
+
+	// An explicit host rule: the address itself.
+	rule, err := spec.ParseEgressRule(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.SetEgress(ctx, []spec.EgressRule{rule}); err != nil {
+		t.Fatalf("set egress: %v", err)
+	}
+	if out, _ := sh(t, sb, connectVia(target)); !strings.Contains(out, fmt.Sprintf("hello %d", srv.port)) {
+		t.Fatalf("CONNECT to %s with the explicit rule %s:\n%s", target, rule, out)
 	}
 }
