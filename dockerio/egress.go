@@ -295,9 +295,9 @@ func (a *Adapter) outsideNetwork(ctx context.Context, cli *client.Client, owner 
 		}
 	}
 	// Owner and role only: the network outlives any one revision of the
-	// runtime's profile, and belongs to no one sandbox (it goes with the last that uses it), so
-	// a revision in its identity would refuse it for good after an
-	// upgrade.
+	// runtime's profile, and belongs to no one sandbox (it goes with the
+	// last that uses it), so a revision in its identity would refuse it
+	// for good after an upgrade.
 	labels := map[string]string{LabelOwner: owner, LabelRole: string(RoleOutside)}
 	f, err := a.ensureNetworkOf(ctx, cli, OutsideName(owner), labels, map[string]string{optEnableICC: "false"}, false, outsideSubnetBits)
 	if err == nil {
