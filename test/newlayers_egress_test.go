@@ -36,12 +36,13 @@ func csOutsideExists(t *testing.T, cli *client.Client, owner string) bool {
 func TestEgressOutsideNetworkLifecycle(t *testing.T) {
 	e := newAPI(t, stockade.Options{})
 	owner := e.rt.Owner()
-	gw := bridgeGateway(t, e.cli)
+	srv := startOutside(t)
+	target := fmt.Sprintf("%s:%d", bridgeGateway(t, e.cli), srv.port)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	create := func() *stockade.Sandbox {
 		t.Helper()
-		sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: allowlistPolicy(gw + ":1"), Lifetime: spec.Kept})
+		sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: allowlistPolicy(target), Lifetime: spec.Kept})
 		if err != nil {
 			t.Fatalf("create: %v", err)
 		}
@@ -69,6 +70,23 @@ func TestEgressOutsideNetworkLifecycle(t *testing.T) {
 		t.Fatal("the outside network went while another allowlist sandbox uses it")
 	}
 	remove(b)
+	if csOutsideExists(t, e.cli, owner) {
+		t.Fatal("the outside network outlived the last allowlist sandbox")
+	}
+
+	// The last one removed while the next is made: the new one keeps a
+	// working outside network, whichever goes first.
+	last := create()
+	removed := make(chan error, 1)
+	go func() { removed <- last.Remove(ctx) }()
+	next := create()
+	if err := <-removed; err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if out, _ := sh(t, next, connectVia(target)); !strings.Contains(out, fmt.Sprintf("hello %d", srv.port)) {
+		t.Fatalf("the sandbox made while the last one was removed does not reach out:\n%s", out)
+	}
+	remove(next)
 	if csOutsideExists(t, e.cli, owner) {
 		t.Fatal("the outside network outlived the last allowlist sandbox")
 	}
