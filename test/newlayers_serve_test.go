@@ -69,6 +69,10 @@ func TestServeGoneAttachedExec(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c2.Close()
+			// The command it names follows the process to its end.
+			if code, out, errOut := e.run(t, "", "logs", "-f", pid); code != 0 || out != "up\n" {
+				t.Fatalf("stockade logs -f %s: exit %d, %q\n%s", pid, code, out, errOut)
+			}
 			if res, err := c2.Wait(ctx, pid); err != nil || res.Reason != "exited" || res.ExitCode != 0 {
 				t.Fatalf("wait for %s after the restart: %+v %v, want exited 0 (it ran on)\n%s", pid, res, err, second.logs.String())
 			}
