@@ -1,17 +1,19 @@
 package stockade
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
 )
 
-// TestOrphansSpareTheOutsideNetwork: resources of a sandbox the journal
-// does not know are orphans; the owner's shared outside network, which no
-// sandbox owns, is not (removing it would cut every allowlist sandbox's
-// proxy off, or leave a runtime's cached id dangling).
-func TestOrphansSpareTheOutsideNetwork(t *testing.T) {
+// TestOrphansOutsideNetwork: resources of a sandbox the journal does not
+// know are orphans; the owner's shared outside network, which no sandbox
+// owns, is one only when no live sandbox has the allowlist network
+// (removing it then would cut a proxy off).
+func TestOrphansOutsideNetwork(t *testing.T) {
 	owned := []dockerio.Owned{
 		{Sandbox: "live", Resources: []dockerio.Resource{{Kind: dockerio.KindContainer, Role: dockerio.RoleWorkload, ID: "w1"}}},
 		{Sandbox: "gone", Resources: []dockerio.Resource{
@@ -21,13 +23,27 @@ func TestOrphansSpareTheOutsideNetwork(t *testing.T) {
 		}},
 		{Sandbox: "", Resources: []dockerio.Resource{{Kind: dockerio.KindNetwork, Role: dockerio.RoleOutside, ID: "out"}}},
 	}
-	l := live{sandboxes: map[string]lifecycle.Sandbox{"live": {}}}
-	var ids []string
-	for _, r := range orphansOf(owned, l) {
-		ids = append(ids, r.ID)
+	sandbox := func(n spec.NetworkKind) lifecycle.Sandbox {
+		var s lifecycle.Sandbox
+		s.Spec.Policy.Network = n
+		return s
 	}
-	// Containers first, then networks, then volumes.
-	if want := []string{"e2", "n2", "v2"}; len(ids) != len(want) || ids[0] != want[0] || ids[1] != want[1] || ids[2] != want[2] {
-		t.Fatalf("orphans %v, want %v", ids, want)
+	for _, tc := range []struct {
+		name string
+		live lifecycle.Sandbox
+		want []string // containers first, then networks, then volumes
+	}{
+		{"a live allowlist sandbox", sandbox(spec.NetworkAllowlist), []string{"e2", "n2", "v2"}},
+		{"no live allowlist sandbox", sandbox(spec.NetworkIsolated), []string{"e2", "n2", "out", "v2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ids []string
+			for _, r := range orphansOf(owned, live{sandboxes: map[string]lifecycle.Sandbox{"live": tc.live}}) {
+				ids = append(ids, r.ID)
+			}
+			if !slices.Equal(ids, tc.want) {
+				t.Fatalf("orphans %v, want %v", ids, tc.want)
+			}
+		})
 	}
 }

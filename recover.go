@@ -254,13 +254,21 @@ func observe(ctx context.Context, j *journal.Journal, engine dockerio.Engine) (l
 
 // orphansOf lists the owned resources whose sandbox is not live. The
 // owner's shared outside network (allowlist sandboxes' egress) belongs to
-// no sandbox: it is never an orphan.
+// no one sandbox: it is an orphan when no live sandbox has the allowlist
+// network, so nothing outlives the last one.
 func orphansOf(owned []dockerio.Owned, l live) []dockerio.Resource {
+	needOutside := false
+	for _, s := range l.sandboxes {
+		if s.Spec.Policy.Network == spec.NetworkAllowlist {
+			needOutside = true
+			break
+		}
+	}
 	var orphans []dockerio.Resource
 	for _, g := range owned {
 		if _, ok := l.sandboxes[g.Sandbox]; !ok {
 			for _, r := range g.Resources {
-				if r.Role != dockerio.RoleOutside {
+				if r.Role != dockerio.RoleOutside || !needOutside {
 					orphans = append(orphans, r)
 				}
 			}

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
@@ -285,7 +287,18 @@ func (p *Process) end(err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, werr := p.c.Wait(ctx, p.id)
-	if werr != nil && res.Reason == "" {
+	if werr != nil && res.Reason == "" && (status.Code(err) == codes.Unavailable || spec.IsCode(werr, spec.CodeCancelled) && ctx.Err() == nil) {
+		// The stream ended as the transport does when the server stops
+		// or dies, and the server cannot say how the process ended: it
+		// may well run on, so it is not reported lost.
+		cause := fromStatus(err)
+		if cause == nil || errors.Is(err, io.EOF) {
+			cause = werr
+		}
+		gone := spec.Wrap(spec.CodeServerGone, "client", cause,
+			"the server went away; process %s may still be running: follow it with `stockade logs -f %s`", p.id, p.id)
+		res = spec.Result{ExitCode: -1, Reason: string(spec.CodeServerGone), Err: gone}
+	} else if werr != nil && res.Reason == "" {
 		cause := fromStatus(err)
 		if errors.Is(err, io.EOF) {
 			cause = spec.Errorf(spec.CodeInternal, "client", "the server ended the stream of process %s without a result", p.id)

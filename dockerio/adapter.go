@@ -60,6 +60,11 @@ type Adapter struct {
 	subnets       netip.Prefix
 	outside       map[string]netFacts   // by owner, once read back
 	pendingEgress map[string]chan error // egress starts a create began, by owner/id
+	// outsideMu serialises the outside network's lifecycle: from making
+	// or adopting it to joining an egress container, and from finding it
+	// unused to removing it, so a removal never takes the network a
+	// create has just chosen.
+	outsideMu sync.Mutex
 
 	imgMu  sync.Mutex
 	images map[string]ImageFacts // by image ID; images are immutable

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
@@ -293,9 +295,9 @@ func (a *Adapter) outsideNetwork(ctx context.Context, cli *client.Client, owner 
 		}
 	}
 	// Owner and role only: the network outlives any one revision of the
-	// runtime's profile, and belongs to no sandbox (never an orphan), so
-	// a revision in its identity would refuse it for good after an
-	// upgrade.
+	// runtime's profile, and belongs to no one sandbox (it goes with the
+	// last that uses it), so a revision in its identity would refuse it
+	// for good after an upgrade.
 	labels := map[string]string{LabelOwner: owner, LabelRole: string(RoleOutside)}
 	f, err := a.ensureNetworkOf(ctx, cli, OutsideName(owner), labels, map[string]string{optEnableICC: "false"}, false, outsideSubnetBits)
 	if err == nil {
@@ -307,6 +309,38 @@ func (a *Adapter) outsideNetwork(ctx context.Context, cli *client.Client, owner 
 		a.netMu.Unlock()
 	}
 	return f, err
+}
+
+// dropOutsideIfUnused removes the owner's outside network when no egress
+// container of the owner is left, in any state (a stopped sandbox's egress
+// still needs it), and none is attached: the last allowlist sandbox that
+// used it is gone. It holds outsideMu, so a create in progress either made
+// its egress already (it is listed) or has not yet chosen the network (and
+// makes it anew). A network that does not carry the owner's outside labels
+// is not touched.
+func (a *Adapter) dropOutsideIfUnused(ctx context.Context, cli *client.Client, owner string) error {
+	a.outsideMu.Lock()
+	defer a.outsideMu.Unlock()
+	f := filters.NewArgs(filters.Arg("label", LabelOwner+"="+owner), filters.Arg("label", LabelRole+"="+string(RoleEgress)))
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return translate(err, "dockerio.egress", "listing egress containers")
+	}
+	if len(cs) > 0 {
+		return nil
+	}
+	n, err := cli.NetworkInspect(ctx, OutsideName(owner), network.InspectOptions{})
+	if client.IsErrNotFound(err) {
+		a.forgetOutside(owner)
+		return nil
+	} else if err != nil {
+		return translate(err, "dockerio.egress", "inspecting network %s", OutsideName(owner))
+	}
+	if n.Labels[LabelOwner] != owner || n.Labels[LabelRole] != string(RoleOutside) || len(n.Containers) > 0 {
+		return nil
+	}
+	a.forgetOutside(owner)
+	return remove(ctx, cli, resource(KindNetwork, n.ID, n.Name, n.Labels))
 }
 
 // forgetOutside drops the cached outside network (it failed a use).
@@ -333,9 +367,53 @@ func egressTmpfs(u spec.User) map[string]string {
 }
 
 // egressCmd is the proxy's command line for a sandbox.
+// Its last egressCmdVaries words (the host's addresses, the rules) change
+// while the proxy runs, through its control link: readback does not
+// compare them.
 func egressCmd(sb Sandbox) []string {
+	self := HostAddrs()
+	texts := make([]string, len(self))
+	for i, a := range self {
+		texts[i] = a.String()
+	}
 	return []string{"serve", "--listen", sb.Proxy, "--control", EgressControl,
+		"--host", strings.Join(texts, ","),
 		"--rules-version", strconv.FormatUint(sb.RulesVersion, 10), "--rules", spec.FormatEgressRules(sb.Spec.Policy.Egress)}
+}
+
+const egressCmdVaries = 6
+
+// HostAddrs returns the host's own addresses, sorted: every address of
+// every interface, up or down (the bridges' gateways among them), but
+// loopback and link-local ones, which the proxy refuses anyway. The proxy,
+// in a container of its own, cannot see them; the runtime, on the host,
+// hands them over (at the proxy's start and on every rules apply, and when
+// they change). When the interfaces cannot be read it returns none: the
+// special ranges still hold.
+func HostAddrs() []netip.Addr {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, i := range ifs {
+		addrs, err := i.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(n.IP)
+			if ip = ip.Unmap(); ok && !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
+				out = append(out, ip)
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
 }
 
 // egressBody is the egress container's create request: the seed's lockdown
@@ -452,7 +530,7 @@ func (a *Adapter) readbackEgress(ctx context.Context, cli *client.Client, sb San
 type EgressExpect struct {
 	Name, Image, User string
 	Labels            map[string]string
-	Entrypoint, Cmd   []string // Cmd without its rules (the last two words)
+	Entrypoint, Cmd   []string // Cmd without its last egressCmdVaries words
 	Env               []string
 	Tmpfs             map[string]string
 	NanoCPUs          int64
@@ -468,7 +546,7 @@ func (a *Adapter) egressExpect(sb Sandbox, imageID string, started bool) EgressE
 	cmd := b.Config.Cmd
 	ip, _, _ := strings.Cut(sb.Proxy, ":")
 	return EgressExpect{Name: Name(sb.Owner, sb.ID, RoleEgress), Image: imageID, User: b.Config.User, Labels: b.Config.Labels,
-		Entrypoint: b.Config.Entrypoint, Cmd: cmd[:len(cmd)-4], Env: b.Config.Env, Tmpfs: b.HostConfig.Tmpfs,
+		Entrypoint: b.Config.Entrypoint, Cmd: cmd[:len(cmd)-egressCmdVaries], Env: b.Config.Env, Tmpfs: b.HostConfig.Tmpfs,
 		NanoCPUs: b.HostConfig.NanoCPUs, Init: a.profile.Init, AppArmorProfile: a.profile.AppArmorProfile,
 		Internal: sb.Network, Outside: sb.Outside, ProxyIP: ip, Started: started}
 }
@@ -501,7 +579,7 @@ func VerifyEgress(raw []byte, e EgressExpect) error {
 		{"Config.Labels", labelsMatch(cf.Labels, e.Labels), cf.Labels, e.Labels},
 		{"Config.User", cf.User == e.User, cf.User, e.User},
 		{"Config.Entrypoint", slices.Equal(cf.Entrypoint, e.Entrypoint), cf.Entrypoint, e.Entrypoint},
-		{"Config.Cmd", len(cf.Cmd) == len(e.Cmd)+4 && slices.Equal(cf.Cmd[:len(e.Cmd)], e.Cmd), cf.Cmd, e.Cmd},
+		{"Config.Cmd", len(cf.Cmd) == len(e.Cmd)+egressCmdVaries && slices.Equal(cf.Cmd[:len(e.Cmd)], e.Cmd), cf.Cmd, e.Cmd},
 		{"Config.Env", slices.Equal(cf.Env, e.Env), cf.Env, e.Env},
 		{"Config.WorkingDir", cf.WorkingDir == "/", cf.WorkingDir, "/"},
 		{"Config.Healthcheck.Test", cf.Healthcheck != nil && slices.Equal(cf.Healthcheck.Test, []string{"NONE"}), cf.Healthcheck, []string{"NONE"}},
@@ -571,6 +649,8 @@ func VerifyEgress(raw []byte, e EgressExpect) error {
 // and starts it in the background; sb.Outside and Egress are set as each
 // is made.
 func (a *Adapter) createEgressRole(ctx context.Context, cli *client.Client, sb Sandbox, internal netFacts) (Sandbox, error) {
+	a.outsideMu.Lock()
+	defer a.outsideMu.Unlock()
 	outside, err := a.outsideNetwork(ctx, cli, sb.Owner, true)
 	if err != nil {
 		return sb, err
@@ -681,6 +761,8 @@ func (a *Adapter) EnsureEgress(ctx context.Context, sb Sandbox) (Sandbox, bool, 
 	if want := netip.AddrPortFrom(proxyAddr(internal.Subnet), ProxyPort).String(); sb.Proxy != want {
 		return sb, false, unsupported("dockerio.egress", "sandbox %s: its proxy address is %s, its network says %s", sb.ID, sb.Proxy, want)
 	}
+	a.outsideMu.Lock()
+	defer a.outsideMu.Unlock()
 	outside, err := a.outsideNetwork(ctx, cli, sb.Owner, false)
 	if err != nil {
 		return sb, false, err

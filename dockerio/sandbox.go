@@ -375,7 +375,15 @@ func (a *Adapter) RemoveSandbox(ctx context.Context, sb Sandbox) error {
 		return err
 	}
 	a.settleEgress(sb)
-	return a.removeLabelled(ctx, cli, sb.Owner, sb.ID)
+	if err := a.removeLabelled(ctx, cli, sb.Owner, sb.ID); err != nil {
+		return err
+	}
+	if sb.Outside == "" && sb.Egress == "" && sb.Spec.Policy.Network != spec.NetworkAllowlist {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	return a.dropOutsideIfUnused(ctx, cli, sb.Owner)
 }
 
 // removeLabelled removes, containers first, every resource carrying both

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/netip"
 	"strconv"
 	"sync"
 
@@ -120,14 +121,17 @@ func (c *Control) Hello() Hello { return c.hello }
 // invalid_argument error wrapping the proxy's *RemoteError, and the proxy
 // keeps its old rules. When ctx ends first the rules may or may not have
 // reached the proxy; Apply them again (with a later version) to know.
-func (c *Control) Apply(ctx context.Context, version uint64, rules []spec.EgressRule) error {
+//
+// self are the host's own addresses the proxy holds with the rules (only an
+// explicit host rule admits them); nil keeps the proxy's.
+func (c *Control) Apply(ctx context.Context, version uint64, rules []spec.EgressRule, self []netip.Addr) error {
 	texts := make([]string, len(rules))
 	for i, r := range rules {
 		if texts[i] = r.String(); texts[i] == "" {
 			return spec.Errorf(spec.CodeInvalidArgument, "egress.control", "rule %d is empty", i)
 		}
 	}
-	line, err := Message{Kind: KindRules, Rules: texts, RulesVersion: version}.AppendLine(nil)
+	line, err := Message{Kind: KindRules, Rules: texts, RulesVersion: version, Self: self}.AppendLine(nil)
 	if err != nil {
 		return spec.Wrap(spec.CodeInvalidArgument, "egress.control", err, "rules version %d", version)
 	}

@@ -112,7 +112,7 @@ func TestControl(t *testing.T) {
 	// Apply: the proxy's answer ends it.
 	rs := rules(t, "example.com:443,10.0.0.0/8")
 	errc := make(chan error, 1)
-	go func() { errc <- c.Apply(ctx, 2, rs) }()
+	go func() { errc <- c.Apply(ctx, 2, rs, nil) }()
 	m := p.recv()
 	if m.Kind != KindRules || m.RulesVersion != 2 || strings.Join(m.Rules, ",") != "example.com:443,10.0.0.0/8" {
 		t.Fatalf("proxy got %+v", m)
@@ -123,7 +123,7 @@ func TestControl(t *testing.T) {
 	}
 
 	// A refusal is invalid_argument with the proxy's text; the link lives.
-	go func() { errc <- c.Apply(ctx, 3, nil) }()
+	go func() { errc <- c.Apply(ctx, 3, nil, nil) }()
 	if m := p.recv(); m.Kind != KindRules || len(m.Rules) != 0 {
 		t.Fatalf("proxy got %+v", m)
 	}
@@ -151,7 +151,7 @@ func TestControl(t *testing.T) {
 	if _, err := c.Next(ctx); err != ErrClosed {
 		t.Errorf("Next after Close: %v", err)
 	}
-	if err := c.Apply(ctx, 4, nil); err != ErrClosed {
+	if err := c.Apply(ctx, 4, nil, nil); err != ErrClosed {
 		t.Errorf("Apply after Close: %v", err)
 	}
 	if err := c.Err(); err != ErrClosed {
@@ -170,13 +170,13 @@ func TestControlApplyOutOfStep(t *testing.T) {
 	// answer, not the abandoned one's.
 	short, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
-	go func() { errc <- c.Apply(short, 2, nil) }()
+	go func() { errc <- c.Apply(short, 2, nil, nil) }()
 	p.recv()
 	cancel()
 	if err := <-errc; !spec.IsCode(err, spec.CodeCancelled) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Apply: %v", err)
 	}
-	go func() { errc <- c.Apply(ctx, 3, nil) }()
+	go func() { errc <- c.Apply(ctx, 3, nil, nil) }()
 	p.recv()
 	p.send(Message{Kind: KindError, Error: "version 2 refused"})
 	p.send(Message{Kind: KindApplied, Applied: 3})
@@ -184,7 +184,7 @@ func TestControlApplyOutOfStep(t *testing.T) {
 		t.Fatalf("Apply took the abandoned Apply's answer: %v", err)
 	}
 	// An answer naming an older version than asked is an error.
-	go func() { errc <- c.Apply(ctx, 5, nil) }()
+	go func() { errc <- c.Apply(ctx, 5, nil, nil) }()
 	p.recv()
 	p.send(Message{Kind: KindApplied, Applied: 4})
 	if err := <-errc; !spec.IsCode(err, spec.CodeEngine) {
@@ -193,11 +193,11 @@ func TestControlApplyOutOfStep(t *testing.T) {
 	// A deadline is a timeout.
 	dl, cancel2 := context.WithDeadline(ctx, time.Now())
 	defer cancel2()
-	if err := c.Apply(dl, 6, nil); !spec.IsCode(err, spec.CodeTimeout) {
+	if err := c.Apply(dl, 6, nil, nil); !spec.IsCode(err, spec.CodeTimeout) {
 		t.Fatalf("Apply past its deadline: %v", err)
 	}
 	// Rules that do not encode are refused before anything is sent.
-	if err := c.Apply(ctx, 7, []spec.EgressRule{{}}); !spec.IsCode(err, spec.CodeInvalidArgument) {
+	if err := c.Apply(ctx, 7, []spec.EgressRule{{}}, nil); !spec.IsCode(err, spec.CodeInvalidArgument) {
 		t.Fatalf("Apply with an empty rule: %v", err)
 	}
 }
@@ -290,7 +290,7 @@ func TestControlEnds(t *testing.T) {
 				p.recv()
 			}
 			applied := make(chan error, 1)
-			go func() { applied <- c.Apply(ctx, 1, nil) }()
+			go func() { applied <- c.Apply(ctx, 1, nil, nil) }()
 			p.recv()
 			go func() {
 				io.WriteString(p.conn, tc.input)
@@ -324,7 +324,7 @@ func TestControlEnds(t *testing.T) {
 			if _, err := c.Next(ctx); err == nil {
 				t.Error("Next after the end succeeded")
 			}
-			if err := c.Apply(ctx, 2, nil); err == nil {
+			if err := c.Apply(ctx, 2, nil, nil); err == nil {
 				t.Error("Apply after the end succeeded")
 			}
 		})
@@ -374,7 +374,7 @@ func TestControlCloseUnblocks(t *testing.T) {
 	nextErr := make(chan error, 1)
 	applyErr := make(chan error, 1)
 	go func() { _, err := c.Next(ctx); nextErr <- err }()
-	go func() { applyErr <- c.Apply(ctx, 1, nil) }()
+	go func() { applyErr <- c.Apply(ctx, 1, nil, nil) }()
 	p.recv()
 	c.Close()
 	if err := <-nextErr; err != ErrClosed {

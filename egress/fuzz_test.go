@@ -135,7 +135,7 @@ func FuzzControl(f *testing.F) {
 		defer c.Close()
 		c.Resume(2)
 		applied := make(chan error, 1)
-		go func() { applied <- c.Apply(ctx, 1, rs) }()
+		go func() { applied <- c.Apply(ctx, 1, rs, nil) }()
 		last := uint64(2)
 		for {
 			d, err := c.Next(ctx)

@@ -50,8 +50,20 @@ func Special(a netip.Addr) (string, bool) {
 	return name, ok
 }
 
-func specialRange(a netip.Addr) (netip.Prefix, string, bool) {
+// hostRange is the name of the host's own addresses in denial reasons.
+const hostRange = "the host's own address"
+
+func specialRange(a netip.Addr, self ...netip.Addr) (netip.Prefix, string, bool) {
 	a = a.Unmap().WithZone("")
+	// The host's own addresses come first, each a range of one address:
+	// only a rule naming that very address (a /32 or /128) admits it, not
+	// a wider prefix that holds it (0.0.0.0/0, or the host's private
+	// subnet).
+	for _, h := range self {
+		if h.Unmap().WithZone("") == a {
+			return netip.PrefixFrom(a, a.BitLen()), hostRange, true
+		}
+	}
 	for _, s := range specialRanges {
 		if s.prefix.Contains(a) {
 			return s.prefix, s.name, true
@@ -90,13 +102,22 @@ type Verdict struct {
 //
 // The first admissible address in order is chosen. Decide does no I/O.
 func Decide(rules []spec.EgressRule, host string, port uint16, addrs []netip.Addr) Verdict {
-	if lit, err := netip.ParseAddr(host); err == nil {
-		return decide(rules, host, port, []netip.Addr{lit}, false)
-	}
-	return decide(rules, strings.TrimSuffix(strings.ToLower(host), "."), port, addrs, true)
+	return DecideFor(rules, nil, host, port, addrs)
 }
 
-func decide(rules []spec.EgressRule, host string, port uint16, addrs []netip.Addr, isName bool) Verdict {
+// DecideFor is Decide on a host whose own addresses are self: each is
+// special on its own (a range of one address), so only an explicit host
+// rule, an address rule naming exactly that address (a /32 or /128),
+// admits it; a wider prefix (0.0.0.0/0, the host's subnet) or a name rule
+// does not.
+func DecideFor(rules []spec.EgressRule, self []netip.Addr, host string, port uint16, addrs []netip.Addr) Verdict {
+	if lit, err := netip.ParseAddr(host); err == nil {
+		return decide(rules, self, host, port, []netip.Addr{lit}, false)
+	}
+	return decide(rules, self, strings.TrimSuffix(strings.ToLower(host), "."), port, addrs, true)
+}
+
+func decide(rules []spec.EgressRule, self []netip.Addr, host string, port uint16, addrs []netip.Addr, isName bool) Verdict {
 	nameRule := ""
 	if isName {
 		for _, r := range rules {
@@ -119,7 +140,7 @@ func decide(rules []spec.EgressRule, host string, port uint16, addrs []netip.Add
 		if !first.IsValid() {
 			first = a
 		}
-		rng, rangeName, special := specialRange(n)
+		rng, rangeName, special := specialRange(n, self...)
 		for _, r := range rules {
 			if !r.MatchesAddr(n, port) {
 				continue

@@ -115,8 +115,15 @@ type Message struct {
 	// them; RulesVersion numbers this set.
 	Rules        []string
 	RulesVersion uint64
-	Resume       uint64
+	// Self, in a rules message, are the host's own addresses (JSON
+	// "host"), which only an explicit host rule admits (DecideFor); nil
+	// (the key absent) keeps the set the proxy holds.
+	Self   []netip.Addr
+	Resume uint64
 }
+
+// MaxSelf bounds the host addresses one rules message carries.
+const MaxSelf = 1024
 
 // AppendLine appends m as one protocol line (JSON and "\n") to dst. It
 // refuses a message ParseMessage would refuse.
@@ -148,9 +155,10 @@ func (m Message) AppendLine(dst []byte) ([]byte, error) {
 			rules = []string{} // an empty set, not a missing one
 		}
 		v = struct {
-			Rules        []string `json:"rules"`
-			RulesVersion uint64   `json:"rules_version"`
-		}{rules, m.RulesVersion}
+			Rules        []string     `json:"rules"`
+			RulesVersion uint64       `json:"rules_version"`
+			Self         []netip.Addr `json:"host,omitempty"`
+		}{rules, m.RulesVersion, m.Self}
 	case KindResume:
 		v = struct {
 			Resume uint64 `json:"resume"`
@@ -190,7 +198,7 @@ func ParseMessage(line []byte) (Message, error) {
 		case KindHello, KindDecision, KindApplied, KindError, KindRules, KindResume:
 			kinds = append(kinds, k)
 		default:
-			if k != "rules_version" {
+			if k != "rules_version" && k != "host" {
 				return Message{}, &ProtocolError{Msg: fmt.Sprintf("unknown kind %q", clip(k))}
 			}
 		}
@@ -210,6 +218,9 @@ func ParseMessage(line []byte) (Message, error) {
 		}
 		return Message{}, &ProtocolError{Msg: "rules without rules_version"}
 	}
+	if _, ok := obj["host"]; ok && m.Kind != KindRules {
+		return Message{}, &ProtocolError{Msg: "host in a " + kinds[0] + " message"}
+	}
 	raw := obj[kinds[0]]
 	var err error
 	switch m.Kind {
@@ -224,6 +235,9 @@ func ParseMessage(line []byte) (Message, error) {
 	case KindRules:
 		if err = decodeValue(raw, &m.Rules); err == nil {
 			err = decodeValue(obj["rules_version"], &m.RulesVersion)
+		}
+		if h, ok := obj["host"]; ok && err == nil {
+			err = decodeValue(h, &m.Self)
 		}
 	case KindResume:
 		err = decodeValue(raw, &m.Resume)
@@ -311,6 +325,14 @@ func (m Message) check() error {
 		for i, r := range m.Rules {
 			if r == "" || len(r) > spec.MaxEgressRuleBytes {
 				return bad("rule %d is %d bytes, not 1..%d", i, len(r), spec.MaxEgressRuleBytes)
+			}
+		}
+		if len(m.Self) > MaxSelf {
+			return bad("%d host addresses, over %d", len(m.Self), MaxSelf)
+		}
+		for i, a := range m.Self {
+			if !a.IsValid() || a.Zone() != "" {
+				return bad("host address %d is not an address without a zone", i)
 			}
 		}
 	default:

@@ -57,6 +57,11 @@ const (
 	// CodeEngine is returned when the Docker daemon fails a call or cannot be
 	// reached, and no more specific code applies.
 	CodeEngine Code = "engine"
+	// CodeServerGone is returned by a client when the server it talked to
+	// went away (stopped or died) while a process it attached to was
+	// running: the process's end is not known, and it may run on (a
+	// restarted server re-adopts it).
+	CodeServerGone Code = "server_gone"
 	// CodeInternal is returned when stockade itself failed (an actor
 	// panicked): the process it ran fails, never the runtime.
 	CodeInternal Code = "internal"

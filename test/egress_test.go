@@ -23,7 +23,6 @@ import (
 
 	"github.com/stockade/stockade"
 	clientpkg "github.com/stockade/stockade/client"
-	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
@@ -387,12 +386,14 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Fatalf("remove: %v", err)
 	}
 	assertSandboxGone(t, e.cli, e.rt.Owner(), sb.ID())
-
-	// The shared outside network removed by hand behind the runtime's
-	// back: the next allowlist sandbox makes it anew.
-	if err := e.cli.NetworkRemove(ctx, dockerio.OutsideName(e.rt.Owner())); err != nil {
-		t.Fatalf("removing the outside network: %v", err)
+	// Nothing left means nothing: the owner's outside network went with
+	// its last allowlist sandbox.
+	if n, err := dockertest.Owned(ctx, e.cli, e.rt.Owner()); err != nil || n != 0 {
+		t.Fatalf("after the last allowlist sandbox, %d resources of the owner are left (%v)", n, err)
 	}
+
+	// The next allowlist sandbox makes the outside network anew (the
+	// adapter's cached one is gone).
 	sb2, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: allowlistPolicy(allowedTarget), Lifetime: spec.OneShot})
 	if err != nil {
 		t.Fatalf("create after the outside network went: %v", err)
@@ -514,10 +515,14 @@ func TestEgressRecovery(t *testing.T) {
 		t.Fatalf("remove: %v", err)
 	}
 	assertSandboxGone(t, cli, st.Owner, sb.ID())
+	if n, err := dockertest.Owned(ctx, cli, st.Owner); err != nil || n != 0 {
+		t.Fatalf("after the last allowlist sandbox, %d resources of the owner are left, the outside network counted (%v)", n, err)
+	}
 }
 
 // assertSandboxGone checks that no container, network or volume of the
-// sandbox is left (the owner's shared outside network may stay).
+// sandbox is left (the owner's shared outside network is not the
+// sandbox's: dockertest.Owned counts it).
 func assertSandboxGone(t *testing.T, cli *client.Client, owner, id string) {
 	t.Helper()
 	ctx := context.Background()

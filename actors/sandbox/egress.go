@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -234,6 +235,9 @@ func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sand
 		return false, err
 	}
 	a.send(egressUp{gen: gen, ctl: ctl})
+	rctx, stopRefresh := context.WithCancel(ctx)
+	defer stopRefresh()
+	go a.refreshHost(rctx, gen, ctl)
 	for {
 		d, err := ctl.Next(ctx)
 		if err != nil {
@@ -254,11 +258,39 @@ func (a *sandboxActor) onEgressUp(m egressUp) {
 		m.ctl.Close()
 		return
 	}
+	// Every new link applies the journal's rules, even when the proxy's
+	// hello shows their version: the host's addresses go with them, and
+	// may have changed since the proxy started. The link's loop sends its
+	// egressUp again when they change (refreshHost).
 	a.e.ctl = m.ctl
-	if m.ctl.Hello().RulesVersion != a.state.RulesVersion || len(a.e.waiting) > 0 {
-		waiting := a.e.waiting
-		a.e.waiting = nil
-		a.applyEgress(waiting...)
+	waiting := a.e.waiting
+	a.e.waiting = nil
+	a.applyEgress(waiting...)
+}
+
+// hostRefresh is how often a link's loop reads the host's addresses again.
+// Polling (net.Interfaces) needs no netlink subscription and no privilege;
+// an address that appears is refused only by a wider rule's special range
+// until the next read, at most this long after.
+const hostRefresh = 5 * time.Second
+
+// refreshHost sends egressUp for ctl again whenever the host's addresses
+// change, until ctx ends: the actor then applies its rules with the new
+// addresses.
+func (a *sandboxActor) refreshHost(ctx context.Context, gen int, ctl *egress.Control) {
+	prev := dockerio.HostAddrs()
+	t := time.NewTicker(hostRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if now := dockerio.HostAddrs(); now != nil && !slices.Equal(now, prev) {
+			prev = now
+			a.send(egressUp{gen: gen, ctl: ctl})
+		}
 	}
 }
 
@@ -358,7 +390,7 @@ func (a *sandboxActor) applyEgress(replies ...chan<- error) {
 	go func() {
 		ctx, cancel := a.deps.DockerContext()
 		defer cancel()
-		err := ctl.Apply(ctx, version, rules)
+		err := ctl.Apply(ctx, version, rules, dockerio.HostAddrs())
 		a.send(egressApplied{version: version, err: err, ctl: ctl})
 	}()
 }

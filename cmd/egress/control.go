@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -225,7 +226,7 @@ func (p *proxy) readSession(s *session, out chan<- outMsg, resume chan uint64) {
 		}
 		switch m.Kind {
 		case egress.KindRules:
-			a := p.apply(m.RulesVersion, m.Rules)
+			a := p.apply(m.RulesVersion, m.Rules, m.Self)
 			if !send(outMsg{msg: &a}) {
 				return
 			}
@@ -247,7 +248,7 @@ func lastWord(err error) outMsg {
 
 // apply parses and puts in force one rules message, and returns its answer.
 // A bad rule leaves the old rules in force.
-func (p *proxy) apply(version uint64, texts []string) egress.Message {
+func (p *proxy) apply(version uint64, texts []string, self []netip.Addr) egress.Message {
 	rules := make([]spec.EgressRule, 0, len(texts))
 	for i, t := range texts {
 		r, err := spec.ParseEgressRule(t)
@@ -256,5 +257,5 @@ func (p *proxy) apply(version uint64, texts []string) egress.Message {
 		}
 		rules = append(rules, r)
 	}
-	return egress.Message{Kind: egress.KindApplied, Applied: p.setRules(version, rules)}
+	return egress.Message{Kind: egress.KindApplied, Applied: p.setRules(version, rules, self)}
 }

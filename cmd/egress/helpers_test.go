@@ -112,7 +112,7 @@ func apply(t testing.TB, c *egress.Control, version uint64, rules string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	if err := c.Apply(ctx, version, rs); err != nil {
+	if err := c.Apply(ctx, version, rs, nil); err != nil {
 		t.Fatalf("apply %q: %v", rules, err)
 	}
 }

@@ -20,7 +20,7 @@
 //
 // Usage:
 //
-//	stockade-egress serve --listen ADDR:PORT --control SOCKET [--rules R,R] [--rules-version N] [--max-conns N]
+//	stockade-egress serve --listen ADDR:PORT --control SOCKET [--rules R,R] [--rules-version N] [--host ADDRS] [--max-conns N]
 //	stockade-egress control SOCKET    bridge stdin/stdout to the control socket
 //	stockade-egress version           print the control protocol's version
 package main
@@ -33,7 +33,7 @@ import (
 )
 
 const usage = `usage:
-  stockade-egress serve --listen ADDR:PORT --control SOCKET [--rules R,R] [--rules-version N] [--max-conns N]
+  stockade-egress serve --listen ADDR:PORT --control SOCKET [--rules R,R] [--rules-version N] [--host ADDRS] [--max-conns N]
   stockade-egress control SOCKET
   stockade-egress version
 `

@@ -141,7 +141,7 @@ func TestBinary(t *testing.T) {
 		}
 
 		rs, _ := spec.ParseEgressRules("example.com:443")
-		if err := c.Apply(ctx, 4, rs); err != nil {
+		if err := c.Apply(ctx, 4, rs, nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, resp := h.connect(hostPort(echo), ""); resp.StatusCode != 403 {

@@ -37,10 +37,13 @@ const (
 	maxProcess = 256
 )
 
-// ruleSet is the rules in force and their version; it is replaced whole.
+// ruleSet is the rules in force and their version, with the host's own
+// addresses (which only an explicit host rule admits); it is replaced
+// whole.
 type ruleSet struct {
 	version uint64
 	rules   []spec.EgressRule
+	self    []netip.Addr
 }
 
 // proxy is the forward proxy: it serves client connections (serve), keeps
@@ -360,7 +363,7 @@ func (p *proxy) decide(host string, port uint16) (egress.Verdict, int, *ruleSet)
 			addrs[i] = a.Unmap()
 		}
 	}
-	return egress.Decide(rs.rules, host, port, addrs), http.StatusForbidden, rs
+	return egress.DecideFor(rs.rules, rs.self, host, port, addrs), http.StatusForbidden, rs
 }
 
 // track registers a relaying connection so that a rule change re-checks
@@ -386,7 +389,7 @@ func (p *proxy) recheck(cc *conn, rs *ruleSet) {
 	if cc.up == nil || cc.cut != "" {
 		return
 	}
-	if v := egress.Decide(rs.rules, cc.host, cc.port, []netip.Addr{cc.addr}); !v.Allow {
+	if v := egress.DecideFor(rs.rules, rs.self, cc.host, cc.port, []netip.Addr{cc.addr}); !v.Allow {
 		cc.cut = fmt.Sprintf("cut by rules version %d: %s", rs.version, v.Reason)
 		cc.client.Close()
 		cc.up.Close()
@@ -396,14 +399,20 @@ func (p *proxy) recheck(cc *conn, rs *ruleSet) {
 // setRules puts rules in force and cuts the connections they no longer
 // admit. Connections still admitted go on. Versions only move forward: an
 // older set (two changes whose applies crossed on the way) is not put back
-// in force; the version in force is returned either way.
-func (p *proxy) setRules(version uint64, rules []spec.EgressRule) uint64 {
+// in force; the version in force is returned either way. A nil self keeps
+// the host addresses in force; the same version may come again with new
+// ones (the host's addresses changed, the rules did not).
+func (p *proxy) setRules(version uint64, rules []spec.EgressRule, self []netip.Addr) uint64 {
 	p.applyMu.Lock()
 	defer p.applyMu.Unlock()
-	if cur := p.rules.Load(); cur != nil && version < cur.version {
+	cur := p.rules.Load()
+	if cur != nil && version < cur.version {
 		return cur.version
 	}
-	rs := &ruleSet{version: version, rules: rules}
+	if self == nil && cur != nil {
+		self = cur.self
+	}
+	rs := &ruleSet{version: version, rules: rules, self: self}
 	p.rules.Store(rs)
 	p.mu.Lock()
 	defer p.mu.Unlock()

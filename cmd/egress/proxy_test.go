@@ -300,7 +300,7 @@ func TestRulesLive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	bad := []spec.EgressRule{{Host: "not a host"}}
-	if err := w.Apply(ctx, 3, bad); !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), `rule 0: policy: invalid_argument: egress rule "not a host"`) {
+	if err := w.Apply(ctx, 3, bad, nil); !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), `rule 0: policy: invalid_argument: egress rule "not a host"`) {
 		t.Fatalf("Apply of a bad rule: %v", err)
 	}
 	if v := h.p.rules.Load().version; v != 2 {

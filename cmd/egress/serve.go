@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/stockade/stockade/spec"
@@ -22,6 +24,7 @@ func serve(args []string) int {
 	rulesText := fs.String("rules", "", "comma-separated egress `RULES` in force from the start (none: deny everything)")
 	version := fs.Uint64("rules-version", 0, "the version of --rules")
 	maxConns := fs.Int("max-conns", defaultMaxConns, "client connections served at once; more are answered 503")
+	selfText := fs.String("host", "", "comma-separated `ADDRS` of the host itself, which only a rule naming the address admits")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -33,6 +36,18 @@ func serve(args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "stockade-egress: %v\n", err)
 		return 2
+	}
+	var self []netip.Addr
+	for f := range strings.SplitSeq(*selfText, ",") {
+		if f == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil || a.Zone() != "" {
+			fmt.Fprintf(os.Stderr, "stockade-egress: --host: %q is not an address without a zone\n", f)
+			return 2
+		}
+		self = append(self, a)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -49,6 +64,7 @@ func serve(args []string) int {
 		return 1
 	}
 	p := newProxy(*maxConns, *version, rules, os.Stderr)
+	p.setRules(*version, rules, self)
 	go p.serve(l)
 	go p.serveControl(cl)
 	p.logger.Printf("serving on %s, control %s, rules version %d (%d rules)", l.Addr(), *control, *version, len(rules))

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"time"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
@@ -33,18 +35,56 @@ func connect(ctx context.Context, g global) (rt host.Runtime, served bool, err e
 		return c, true, nil
 	}
 	e, err := stockade.Open(ctx, stockade.Options{Journal: g.journal, Profile: g.profile})
+	if spec.IsCode(err, spec.CodeJournalLocked) {
+		// A server may have taken the journal since the dial: wait
+		// for it (dial does only when its marker says so).
+		if c := dial(g); c != nil {
+			return c, true, nil
+		}
+	}
 	if err != nil {
 		return nil, false, err
 	}
 	return e.Host(), false, nil
 }
 
+// serverWait bounds the wait for a server that holds the journal but does
+// not answer yet (it is recovering).
+const serverWait = 30 * time.Second
+
 // dial returns a client of the journal's server, or nil when none answers.
+// When the socket is silent but the journal's server marker names a live
+// process, a server holds the journal and is still recovering: dial waits
+// for its socket (up to serverWait, saying so once on stderr) rather than
+// let the command open the journal itself and fail journal_locked.
 func dial(g global) *client.Client {
 	sock, err := socketFor(g)
 	if err != nil {
 		return nil
 	}
+	if c := dialOnce(sock); c != nil {
+		return c
+	}
+	path, err := journalPath(g)
+	if err != nil {
+		return nil
+	}
+	pid := server.MarkerPID(path)
+	if pid == 0 {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "stockade: the server (pid %d) holds the journal and is recovering; waiting up to %s for %s\n", pid, serverWait, sock)
+	deadline := time.Now().Add(serverWait)
+	for time.Now().Before(deadline) && server.MarkerPID(path) == pid {
+		time.Sleep(100 * time.Millisecond)
+		if c := dialOnce(sock); c != nil {
+			return c
+		}
+	}
+	return nil
+}
+
+func dialOnce(sock string) *client.Client {
 	if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		return nil
 	}

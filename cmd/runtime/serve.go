@@ -74,7 +74,21 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 			fmt.Fprintln(stderr, processStats())
 		}
 	}()
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log})
+	// The marker goes first: a command that runs while this server holds
+	// the journal and recovers (its socket not yet answering) waits for
+	// the socket rather than failing journal_locked. The socket is opened
+	// only once recovery is done, so no call is answered before.
+	unmark, err := server.WriteMarker(c.journal)
+	if err != nil {
+		if !spec.IsCode(err, spec.CodeJournalLocked) {
+			err = spec.Wrap(spec.CodeJournal, "serve", err, "writing the server's marker beside %s", c.journal)
+		}
+		return fail(stderr, err, 1)
+	}
+	defer unmark()
+	// A command that took the journal just before the marker was written
+	// holds it briefly: wait for it as long as commands wait for a server.
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log, LockTimeout: serverWait})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}

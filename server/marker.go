@@ -1,0 +1,73 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// MarkerPath is the file beside a journal that says a server holds it (or
+// is about to): journal.db → journal.serving, holding the server's pid. A
+// command that finds the journal's socket silent while the marker names a
+// live process knows the journal's lock holder is a server still
+// recovering, and waits for its socket instead of opening the journal
+// itself (which would fail journal_locked).
+func MarkerPath(journal string) string {
+	return strings.TrimSuffix(journal, filepath.Ext(journal)) + ".serving"
+}
+
+// WriteMarker writes this process's pid in the journal's marker, before the
+// journal is opened, and returns the function that removes it (only while
+// it still names this process). A marker that names another live process
+// means a server already holds the journal: journal_locked, at once.
+func WriteMarker(journal string) (func(), error) {
+	path := MarkerPath(journal)
+	self := os.Getpid()
+	if pid := MarkerPID(journal); pid > 0 && pid != self {
+		return nil, spec.Errorf(spec.CodeJournalLocked, "serve", "journal %s is held by a server, pid %d", journal, pid)
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", path, self)
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(self)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return nil, err
+	}
+	return func() {
+		if markerPIDRaw(path) == self {
+			os.Remove(path)
+		}
+	}, nil
+}
+
+// MarkerPID returns the pid in the journal's marker when that process is
+// alive, else 0 (no marker, or one a killed server left).
+func MarkerPID(journal string) int {
+	pid := markerPIDRaw(MarkerPath(journal))
+	if pid <= 0 {
+		return 0
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return 0
+	}
+	return pid
+}
+
+func markerPIDRaw(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return pid
+}

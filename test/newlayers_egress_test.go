@@ -1,0 +1,168 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/egress"
+	"github.com/stockade/stockade/spec"
+)
+
+// csOutsideExists reports whether the owner's outside network exists.
+func csOutsideExists(t *testing.T, cli *client.Client, owner string) bool {
+	t.Helper()
+	_, err := cli.NetworkInspect(context.Background(), dockerio.OutsideName(owner), network.InspectOptions{})
+	if client.IsErrNotFound(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// TestEgressOutsideNetworkLifecycle: the owner's outside network goes with
+// the last allowlist sandbox that uses it, stays while another needs it,
+// and a leftover one with no allowlist sandbox is removed by recovery.
+func TestEgressOutsideNetworkLifecycle(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	owner := e.rt.Owner()
+	srv := startOutside(t)
+	target := fmt.Sprintf("%s:%d", bridgeGateway(t, e.cli), srv.port)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	create := func() *stockade.Sandbox {
+		t.Helper()
+		sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: allowlistPolicy(target), Lifetime: spec.Kept})
+		if err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		return sb
+	}
+	remove := func(sb *stockade.Sandbox) {
+		t.Helper()
+		if err := sb.Remove(ctx); err != nil {
+			t.Fatalf("remove: %v", err)
+		}
+	}
+
+	one := create()
+	if !csOutsideExists(t, e.cli, owner) {
+		t.Fatal("no outside network after an allowlist create")
+	}
+	remove(one)
+	if csOutsideExists(t, e.cli, owner) {
+		t.Fatal("the outside network outlived its only allowlist sandbox")
+	}
+
+	a, b := create(), create()
+	remove(a)
+	if !csOutsideExists(t, e.cli, owner) {
+		t.Fatal("the outside network went while another allowlist sandbox uses it")
+	}
+	remove(b)
+	if csOutsideExists(t, e.cli, owner) {
+		t.Fatal("the outside network outlived the last allowlist sandbox")
+	}
+
+	// The last one removed while the next is made: the new one keeps a
+	// working outside network, whichever goes first.
+	last := create()
+	removed := make(chan error, 1)
+	go func() { removed <- last.Remove(ctx) }()
+	next := create()
+	if err := <-removed; err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if out, _ := sh(t, next, connectVia(target)); !strings.Contains(out, fmt.Sprintf("hello %d", srv.port)) {
+		t.Fatalf("the sandbox made while the last one was removed does not reach out:\n%s", out)
+	}
+	remove(next)
+	if csOutsideExists(t, e.cli, owner) {
+		t.Fatal("the outside network outlived the last allowlist sandbox")
+	}
+
+	// A leftover (a crash between the last removal and the network's):
+	// recovery removes it when no sandbox needs it. A kept sandbox without
+	// the allowlist stays and does not keep it.
+	plain := e.sandbox(t, spec.Kept)
+	if _, err := e.cli.NetworkCreate(ctx, dockerio.OutsideName(owner), network.CreateOptions{
+		Labels: map[string]string{dockerio.LabelOwner: owner, dockerio.LabelRole: string(dockerio.RoleOutside)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: e.journal})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer rt.Close()
+	if csOutsideExists(t, e.cli, owner) {
+		t.Fatal("recovery left the outside network though no sandbox needs it")
+	}
+	if _, err := rt.Sandbox(plain.ID()); err != nil {
+		t.Fatalf("the kept sandbox after recovery: %v", err)
+	}
+}
+
+// TestEgressHostNeedsExplicitRule: a broad rule (0.0.0.0/0, the host's own
+// /16) does not reach the host itself at its primary address; a rule
+// naming that address does. The denial says why, and the decision log
+// has it.
+func TestEgressHostNeedsExplicitRule(t *testing.T) {
+	ha := hostAddress(t)
+	if ha == "" {
+		t.Skip("the host has no non-loopback IPv4 address outside Docker's bridges")
+	}
+	e := newAPI(t, stockade.Options{})
+	srv := startOutside(t)
+	target := fmt.Sprintf("%s:%d", ha, srv.port)
+	wide := netip.PrefixFrom(netip.MustParseAddr(ha), 16).Masked()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	broad := []string{fmt.Sprintf("0.0.0.0/0:%d", srv.port), fmt.Sprintf("%s:%d", wide, srv.port)}
+	sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: allowlistPolicy(broad...), Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	defer sb.Remove(context.Background())
+	read := func() []egress.Decision { return decisions(t, e.rt, sb.ID()) }
+
+	for _, via := range []struct{ name, script string }{
+		{"CONNECT", connectVia(target)},
+		{"plain HTTP", getVia("http://" + target + "/")},
+	} {
+		if out, _ := sh(t, sb, via.script); strings.Contains(out, "hello") || !strings.Contains(out, "403") {
+			t.Fatalf("%s to the host's address %s under %v reached it:\n%s", via.name, target, broad, out)
+		}
+	}
+	if n := srv.hits.Load(); n != 0 {
+		t.Fatalf("the host's server was reached %d times under broad rules", n)
+	}
+	waitDecision(t, read, "deny "+target, func(d egress.Decision) bool {
+		return d.Verdict == egress.VerdictDeny && d.Port == uint16(srv.port) && strings.Contains(d.Reason, "host's own address")
+	})
+
+	// An explicit host rule: the address itself.
+	rule, err := spec.ParseEgressRule(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.SetEgress(ctx, []spec.EgressRule{rule}); err != nil {
+		t.Fatalf("set egress: %v", err)
+	}
+	if out, _ := sh(t, sb, connectVia(target)); !strings.Contains(out, fmt.Sprintf("hello %d", srv.port)) {
+		t.Fatalf("CONNECT to %s with the explicit rule %s:\n%s", target, rule, out)
+	}
+}
