@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"syscall"
@@ -51,6 +52,12 @@ type wardenState struct {
 	// reattachFailed: the journaled warden could not be reattached; new
 	// work gets a new warden.
 	reattachFailed bool
+	// probing: a process was given up unreported and the warden is asked
+	// whether it answers at all (launches wait for the answer); freezes
+	// counts the workload's freezes, so a probe a freeze overlapped is
+	// not taken for a dead warden.
+	probing bool
+	freezes int
 }
 
 // startWarden starts a warden off the mailbox. ensure checks the delivered
@@ -165,12 +172,12 @@ func (a *sandboxActor) onWardenDown(m wardenDown) {
 // wardenHold holds a launch until the link is up, starting a warden if
 // none is coming. false: the launch goes on with the link.
 func (a *sandboxActor) wardenHold(m Launch) bool {
-	if !a.deps.Config.Warden || a.w.link != nil {
+	if !a.deps.Config.Warden || a.w.link != nil && !a.w.probing {
 		return false
 	}
 	a.w.held = append(a.w.held, m)
 	switch {
-	case a.w.starting:
+	case a.w.starting, a.w.probing:
 	case a.state.Warden != nil && !a.w.reattachFailed:
 		// A re-adopted sandbox's warden, not reattached yet: reattach it
 		// (a failure journals it lost; the next launch starts a new one).
@@ -179,6 +186,46 @@ func (a *sandboxActor) wardenHold(m Launch) bool {
 		a.startWarden(true)
 	}
 	return true
+}
+
+// wardenProbed is the answer to a liveness probe of the warden.
+type wardenProbed struct {
+	gen, freezes int
+	err          error
+}
+
+// probeWarden asks the warden for its table after one of its processes
+// was given up unreported (the process actor has settled that one alone).
+// A warden that answers serves on; one that does not answer within the
+// grace, while the workload was not frozen, is stopped or wedged: it is
+// given up, and its processes with it.
+func (a *sandboxActor) probeWarden(m process.WardenUnanswered) {
+	a.deps.Log.Warn("a process was given up: its warden did not report it reaped", "sandbox", a.p.ID, "process", m.ID, "err", m.Err)
+	if a.w.link == nil || a.w.probing {
+		return
+	}
+	a.w.probing = true
+	link, gen, freezes, wait := a.w.link, a.w.gen, a.w.freezes, a.deps.Config.StopGrace+5*time.Second
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		_, err := link.List(ctx)
+		a.send(wardenProbed{gen: gen, freezes: freezes, err: err})
+	}()
+}
+
+func (a *sandboxActor) onWardenProbed(ctx actor.Context, m wardenProbed) {
+	a.w.probing = false
+	if m.gen == a.w.gen && a.w.link != nil && errors.Is(m.err, context.DeadlineExceeded) && m.freezes == a.w.freezes && a.pause == thawed {
+		link := a.w.link
+		link.Abort(fmt.Errorf("the warden did not answer a list within %v, after one of its processes went unreported", a.deps.Config.StopGrace+5*time.Second))
+		a.onWardenDown(wardenDown{gen: m.gen, err: link.Err()})
+	}
+	held := a.w.held
+	a.w.held = nil
+	for _, l := range held {
+		a.launch(ctx, l)
+	}
 }
 
 // closeWarden lets go of the link as the actor stops (the runtime closes):
