@@ -16,6 +16,7 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/warden"
 )
@@ -58,6 +59,10 @@ type wardenState struct {
 	// not taken for a dead warden.
 	probing bool
 	freezes int
+	// strays: the context of the drains of strays (forgetStray), ended
+	// when the actor stops.
+	strays     context.Context
+	stopStrays context.CancelFunc
 }
 
 // startWarden starts a warden off the mailbox. ensure checks the delivered
@@ -233,6 +238,9 @@ func (a *sandboxActor) onWardenProbed(ctx actor.Context, m wardenProbed) {
 // is not a loss (a stopping actor still takes messages: the generation
 // moves on so it is ignored).
 func (a *sandboxActor) closeWarden() {
+	if a.w.stopStrays != nil {
+		a.w.stopStrays()
+	}
 	a.w.gen++
 	if a.w.link != nil {
 		a.w.link.Close()
@@ -346,8 +354,11 @@ func (a *sandboxActor) onReattached(ctx actor.Context, m reattached) {
 	// Left in the table: processes the journal has already ended (their
 	// exit journaled before the warden was told to forget them). Drain and
 	// forget them; kill any that still runs.
+	if len(entries) > 0 && a.w.strays == nil {
+		a.w.strays, a.w.stopStrays = context.WithCancel(context.Background())
+	}
 	for _, e := range entries {
-		go forgetStray(m.link, e)
+		go a.forgetStray(a.w.strays, m.link, e)
 	}
 	a.adoptedOne(reattachKey)
 	for _, l := range a.w.held {
@@ -356,29 +367,79 @@ func (a *sandboxActor) onReattached(ctx actor.Context, m reattached) {
 	a.w.held = nil
 }
 
-func forgetStray(link *warden.Link, e warden.Entry) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+// strayWait bounds how long a stray is drained and awaited.
+const strayWait = time.Minute
+
+// forgetStray settles a process the warden still lists but the journal has
+// already ended (its exit was journaled before the warden was told to
+// forget it): it is killed if it runs, what it printed since its
+// recording's end is recorded like any process's output (resumed from the
+// recording's offset, at most the output quota), and the warden forgets
+// it once it reports the exit. It gives up when ctx ends (the actor
+// stops), after strayWait, or at the quota; a recording not ended then is
+// suspended, not called complete.
+func (a *sandboxActor) forgetStray(ctx context.Context, link *warden.Link, e warden.Entry) {
+	ctx, cancel := context.WithTimeout(ctx, strayWait)
 	defer cancel()
-	p, err := link.Resume(ctx, e, e.Acked)
+	log := a.deps.Log.With("sandbox", a.p.ID, "process", e.ID)
+	var rec *recorder.Recording
+	from := e.Acked
+	if a.deps.Recorder != nil {
+		r, off, err := a.deps.Recorder.Resume(e.ID, spec.Record{})
+		switch {
+		case err != nil:
+			log.Warn("the recording of a stray process cannot be resumed; what it printed since goes unrecorded", "err", err)
+		case uint64(off) > e.Output:
+			log.Warn("the recording of a stray process holds more than the warden read; it is left as it is", "recorded", off, "warden", e.Output)
+			r.Suspend()
+		default:
+			rec, from = r, max(from, uint64(off))
+		}
+	}
+	p, err := link.Resume(ctx, e, from)
 	if err != nil {
+		log.Warn("a stray process could not be resumed to be forgotten", "err", err)
+		rec.Suspend()
 		return
 	}
 	defer p.Close()
+	stop := context.AfterFunc(ctx, p.Close) // Next returns once ctx ends
+	defer stop()
 	if e.Running {
 		p.Signal(syscall.SIGKILL)
 	}
-	for {
-		if _, _, err := p.Next(); err != nil {
+	quota := a.deps.Config.OutputQuota
+	var n int64
+	for n <= quota {
+		stream, data, err := p.Next()
+		if err != nil {
 			break
 		}
+		n += int64(len(data))
+		if err := rec.Write(stream, data); err != nil {
+			log.Warn("recording a stray process's output failed", "err", err)
+		}
+	}
+	if n > quota {
+		log.Warn("a stray process printed more than its output quota; the rest is not read", "bytes", n, "quota", quota)
 	}
 	select {
 	case <-p.Exited():
-		if _, ok := p.Exit(); ok {
-			p.Forget()
-		}
 	case <-ctx.Done():
 	}
+	ex, exited := p.Exit()
+	if !exited || ctx.Err() != nil || n > quota {
+		// Not drained to its end: the recording is suspended (a later
+		// reattach resumes it), and the warden keeps the process.
+		log.Warn("a stray process was not drained to its end; the warden keeps it", "exited", exited, "err", ctx.Err())
+		rec.Suspend()
+		return
+	}
+	rec.SetTotals(int64(ex.Stdout), int64(ex.Stderr))
+	if err := rec.Close(); err != nil {
+		log.Warn("closing a stray process's recording failed", "err", err)
+	}
+	p.Forget()
 }
 
 // wardenStderr logs what a warden exec writes on stderr, a line at a time
