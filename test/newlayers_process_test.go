@@ -239,7 +239,7 @@ func TestPaReattachMidOutput(t *testing.T) {
 	// The first lines come at once; the rest slowly, so that the restart
 	// is mid-output and much of it comes after the reattach.
 	const n = 2000
-	script := paSeq(1, 64) + fmt.Sprintf("; i=65; while [ $i -le %d ]; do printf '%%063d\\n' $i; i=$((i+1)); [ $((i %% 20)) -eq 0 ] && sleep 0.05; done", n)
+	script := paSeq(1, 64) + fmt.Sprintf("; i=65; while [ $i -le %d ]; do printf '%%063d\\n' $i; i=$((i+1)); if [ $((i %% 20)) -eq 0 ]; then sleep 0.05; fi; done", n)
 	id, err := paDetached(t, sb).StartDetached(ctx, spec.Process{Argv: []string{"sh", "-c", script}})
 	if err != nil {
 		t.Fatalf("start detached: %v", err)
@@ -260,7 +260,7 @@ func TestPaReattachMidOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ev := range evs {
-		if ev.ID != id || ev.Type != "process.recovered" {
+		if ev.ID != id || ev.Type != "recovered" {
 			continue
 		}
 		var r lifecycle.Recovered
@@ -281,8 +281,8 @@ func TestPaReattachMidOutput(t *testing.T) {
 	t.Fatalf("no recovery decision journaled for %s", id)
 }
 
-// TestPaTimeoutKeptAcrossRestart: a detached process with a timeout
-// outlives its server (kill -9) and is re-adopted by the next one: its
+// TestPaTimeoutKeptAcrossRestart: a process with a timeout outlives its
+// client and server (kill -9) and is re-adopted by the next one: its
 // timeout fires at the deadline journaled at its start, not one restarted
 // from the recovery. Asserted on the journal: the deadline, the stop's
 // time against it and against the recovery, and the reason timeout.
@@ -291,10 +291,13 @@ func TestPaTimeoutKeptAcrossRestart(t *testing.T) {
 	defer cancel()
 	e, first, c, sb := servedKeptSandbox(t, ctx)
 	const timeout = 45 * time.Second
-	id, err := paDetached(t, sb).StartDetached(ctx, spec.Process{Argv: []string{"sleep", "600"}, Timeout: timeout})
+	// Attached: its client goes with the killed server, the process
+	// outlives both.
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "600"}, Stdout: spec.Discard, Stderr: spec.Discard, Timeout: timeout})
 	if err != nil {
-		t.Fatalf("start detached: %v", err)
+		t.Fatalf("start: %v", err)
 	}
+	id := p.ID()
 	// Let a good part of the timeout pass before the crash, so that a
 	// timeout restarted at the recovery ends well after the journaled
 	// deadline.
@@ -325,7 +328,7 @@ func TestPaTimeoutKeptAcrossRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			deadline = r.Deadline
-		case "process.recovered":
+		case "recovered":
 			recovered = ev.Time
 		case "process.stopping":
 			var s lifecycle.ProcessStopping
