@@ -15,6 +15,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -446,5 +447,75 @@ func paAppendExit(t *testing.T, path, sandbox, id string, ev lifecycle.ProcessEx
 	defer cancel()
 	if _, err := j.Append(ctx, journal.Record{Key: journal.Key{Kind: journal.KindProcess, ID: id}, Parent: sandbox, Type: typ, Payload: payload, Terminal: true}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPaGiveUpOneProcessOnly (issue 19, defect 1, the scoped give-up): a
+// process leaves the group its warden made for it (it joins the warden's
+// own) and ignores TERM, so its stop reaches nothing and the warden never
+// reports it reaped. That process alone is given up (journaled lost); the
+// warden still answers, so its link stays up: the streaming neighbour goes
+// on and ends normally, and no warden is journaled lost.
+func TestPaGiveUpOneProcessOnly(t *testing.T) {
+	e := newAPI(t, stockade.Options{StopGrace: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.PythonImageID(t, e.cli), Policy: smallPolicy(), Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	neighbour, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "while [ ! -e /tmp/done ]; do echo tick; sleep 0.1; done"}, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := bufio.NewReader(neighbour.Stdout())
+	paLine(t, no, "the neighbour's first line")
+	escape := "import os, signal, time\n" +
+		"signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" +
+		"os.setpgid(0, os.getpgid(os.getppid()))\n" +
+		"print('escaped', flush=True)\n" +
+		"time.sleep(600)\n"
+	esc, err := sb.Start(ctx, spec.Process{Argv: []string{"python3", "-c", escape}, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eo := bufio.NewReader(esc.Stdout())
+	if l := paLine(t, eo, "the escaping process"); l != "escaped\n" {
+		t.Fatalf("the escaping process printed %q", l)
+	}
+	go io.Copy(io.Discard, eo)
+	if err := esc.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The neighbour is read meanwhile: its stream must not stall.
+	lines := make(chan error, 1)
+	go func() {
+		for {
+			l, err := no.ReadString('\n')
+			if err != nil {
+				lines <- err
+				return
+			}
+			if l != "tick\n" {
+				lines <- fmt.Errorf("the neighbour printed %q", l)
+				return
+			}
+		}
+	}()
+	res, err := esc.Wait(ctx)
+	if res.Reason != "lost" {
+		t.Fatalf("the process whose stop the warden could not report: %+v %v, want lost", res, err)
+	}
+	if _, _, r, err := runOut(t, sb, spec.Process{Argv: []string{"touch", "/tmp/done"}}); err != nil || r.ExitCode != 0 {
+		t.Fatalf("touch after the give-up: %+v %v", r, err)
+	}
+	if err := <-lines; err != io.EOF {
+		t.Fatalf("the neighbour's stream: %v", err)
+	}
+	if res, err := neighbour.Wait(ctx); err != nil || res.Reason != "exited" || res.ExitCode != 0 {
+		t.Fatalf("the neighbour: %+v %v, want exited 0", res, err)
+	}
+	if types := sandboxTypes(t, e.rt, sb.ID()); count(types, "sandbox.warden_lost") != 0 || count(types, "sandbox.warden_started") != 1 {
+		t.Fatalf("sandbox history %v: want the one warden, never lost", types)
 	}
 }
