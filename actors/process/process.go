@@ -205,6 +205,10 @@ type processActor struct {
 	signalled  bool
 	graceGen   int
 	timers     []*time.Timer
+	// stopTimers count thawed time only; frozen: the workload is frozen
+	// for a consistent copy (freeze.go).
+	stopTimers []*thawedTimer
+	frozen     bool
 	started    time.Time
 	launched   bool
 	done       bool
@@ -339,18 +343,21 @@ func (a *processActor) Receive(ctx actor.Context) {
 			a.out.closePipes(err)
 			a.att.Close() // outputDone follows promptly
 		}
+	case Freeze:
+		a.onFreeze(m)
 	case graceExpired:
-		if m.gen == a.graceGen && !a.done {
+		if m.gen == a.graceGen && !a.done && !a.heldByFreeze(m) {
 			a.signalGroup(syscall.SIGKILL, nil)
 			if a.wproc != nil && a.exit == nil {
 				// A warden that does not report the KILLed process reaped
-				// in time is frozen (SIGSTOP) or wedged: give it up.
-				a.timers = append(a.timers, time.AfterFunc(a.deps.Config.StopGrace+5*time.Second, func() { a.send(killUnseen{gen: m.gen}) }))
+				// in time (frozen time not counted) is stopped (SIGSTOP)
+				// or wedged, or lost track of this one process.
+				a.after(a.deps.Config.StopGrace+5*time.Second, killUnseen{gen: m.gen})
 			}
 		}
 	case killUnseen:
-		if m.gen == a.graceGen && !a.done && a.exit == nil && a.wproc != nil {
-			a.p.Link.Abort(fmt.Errorf("process %s was not reported reaped after its group was killed", a.p.ID))
+		if m.gen == a.graceGen && !a.done && a.exit == nil && a.wproc != nil && !a.heldByFreeze(m) {
+			a.giveUp()
 		}
 	case deadlineHit:
 		if !a.done {
@@ -367,6 +374,7 @@ func (a *processActor) Receive(ctx actor.Context) {
 		for _, t := range a.timers {
 			t.Stop()
 		}
+		a.stopStopTimers()
 		if a.recheck != nil {
 			a.recheck.Stop()
 		}
@@ -615,7 +623,7 @@ func (a *processActor) stop(reason lifecycle.Reason, err error) {
 	a.signalGroup(syscall.SIGTERM, nil)
 	a.graceGen++
 	gen := a.graceGen
-	a.timers = append(a.timers, time.AfterFunc(a.deps.Config.StopGrace, func() { a.send(graceExpired{gen: gen}) }))
+	a.after(a.deps.Config.StopGrace, graceExpired{gen: gen})
 	a.watchExit()
 }
 

@@ -157,9 +157,13 @@ func (a *processActor) onWardenSpawned(ctx actor.Context, m wardenSpawned) {
 // are read from p when they are needed: the read loop reaches its end only
 // after them).
 func (a *processActor) watchWarden(p *warden.Proc) {
-	link := a.p.Link
+	link, bg := a.p.Link, a.bg
 	go func() {
-		<-p.Reaped()
+		select {
+		case <-p.Reaped():
+		case <-bg.Done():
+			return // given up (or the actor stopped): nobody waits
+		}
 		r, ok := p.Reap()
 		a.send(wardenReaped{reap: r, ok: ok, err: link.Err()})
 	}()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/stockade/stockade/actors/process"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -69,6 +70,7 @@ func (a *sandboxActor) pumpPause(ctx actor.Context) {
 			err := a.record(lifecycle.SandboxPausing{})
 			if err == nil {
 				a.pause = freezing
+				a.tellFreeze(true)
 				sb := a.sb
 				a.goDocker(func(ctx context.Context) any { return pausedMsg{err: a.deps.Engine.PauseSandbox(ctx, sb)} })
 				return
@@ -149,7 +151,20 @@ func (a *sandboxActor) onUnpaused(ctx actor.Context, m unpausedMsg) {
 		}
 	}
 	a.pause = thawed
+	a.tellFreeze(false)
 	a.pumpPause(ctx)
+}
+
+// tellFreeze tells every process that the workload is being frozen, or
+// was thawed: their stop timers do not count frozen time (a frozen warden
+// can neither kill nor report a reap).
+func (a *sandboxActor) tellFreeze(frozen bool) {
+	if frozen {
+		a.w.freezes++
+	}
+	for _, pid := range a.procs {
+		a.sys.Root.Send(pid, process.Freeze{Frozen: frozen})
+	}
 }
 
 // copyOut reads the archive off the mailbox. A held copy (one of a freeze)

@@ -279,6 +279,10 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		}
 	case reattached:
 		a.onReattached(ctx, m)
+	case process.WardenUnanswered:
+		a.probeWarden(m)
+	case wardenProbed:
+		a.onWardenProbed(ctx, m)
 	case verifiedMsg:
 		a.onVerified(m)
 	case Stop:
@@ -818,6 +822,9 @@ func (a *sandboxActor) spawnAdopted(ctx actor.Context, p lifecycle.Process, para
 	}
 	a.procs[p.ID] = pid
 	a.byPID[pid.GetId()] = p.ID
+	if a.pause != thawed {
+		a.sys.Root.Send(pid, process.Freeze{Frozen: true}) // recovery thaws it
+	}
 	if a.adopting == nil {
 		a.adopting = map[string]bool{}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/warden"
 )
@@ -51,6 +53,16 @@ type wardenState struct {
 	// reattachFailed: the journaled warden could not be reattached; new
 	// work gets a new warden.
 	reattachFailed bool
+	// probing: a process was given up unreported and the warden is asked
+	// whether it answers at all (launches wait for the answer); freezes
+	// counts the workload's freezes, so a probe a freeze overlapped is
+	// not taken for a dead warden.
+	probing bool
+	freezes int
+	// strays: the context of the drains of strays (forgetStray), ended
+	// when the actor stops.
+	strays     context.Context
+	stopStrays context.CancelFunc
 }
 
 // startWarden starts a warden off the mailbox. ensure checks the delivered
@@ -165,12 +177,12 @@ func (a *sandboxActor) onWardenDown(m wardenDown) {
 // wardenHold holds a launch until the link is up, starting a warden if
 // none is coming. false: the launch goes on with the link.
 func (a *sandboxActor) wardenHold(m Launch) bool {
-	if !a.deps.Config.Warden || a.w.link != nil {
+	if !a.deps.Config.Warden || a.w.link != nil && !a.w.probing {
 		return false
 	}
 	a.w.held = append(a.w.held, m)
 	switch {
-	case a.w.starting:
+	case a.w.starting, a.w.probing:
 	case a.state.Warden != nil && !a.w.reattachFailed:
 		// A re-adopted sandbox's warden, not reattached yet: reattach it
 		// (a failure journals it lost; the next launch starts a new one).
@@ -181,11 +193,54 @@ func (a *sandboxActor) wardenHold(m Launch) bool {
 	return true
 }
 
+// wardenProbed is the answer to a liveness probe of the warden.
+type wardenProbed struct {
+	gen, freezes int
+	err          error
+}
+
+// probeWarden asks the warden for its table after one of its processes
+// was given up unreported (the process actor has settled that one alone).
+// A warden that answers serves on; one that does not answer within the
+// grace, while the workload was not frozen, is stopped or wedged: it is
+// given up, and its processes with it.
+func (a *sandboxActor) probeWarden(m process.WardenUnanswered) {
+	a.deps.Log.Warn("a process was given up: its warden did not report it reaped", "sandbox", a.p.ID, "process", m.ID, "err", m.Err)
+	if a.w.link == nil || a.w.probing {
+		return
+	}
+	a.w.probing = true
+	link, gen, freezes, wait := a.w.link, a.w.gen, a.w.freezes, a.deps.Config.StopGrace+5*time.Second
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		_, err := link.List(ctx)
+		a.send(wardenProbed{gen: gen, freezes: freezes, err: err})
+	}()
+}
+
+func (a *sandboxActor) onWardenProbed(ctx actor.Context, m wardenProbed) {
+	a.w.probing = false
+	if m.gen == a.w.gen && a.w.link != nil && errors.Is(m.err, context.DeadlineExceeded) && m.freezes == a.w.freezes && a.pause == thawed {
+		link := a.w.link
+		link.Abort(fmt.Errorf("the warden did not answer a list within %v, after one of its processes went unreported", a.deps.Config.StopGrace+5*time.Second))
+		a.onWardenDown(wardenDown{gen: m.gen, err: link.Err()})
+	}
+	held := a.w.held
+	a.w.held = nil
+	for _, l := range held {
+		a.launch(ctx, l)
+	}
+}
+
 // closeWarden lets go of the link as the actor stops (the runtime closes):
 // the warden and its processes stay for the next runtime. The link's end
 // is not a loss (a stopping actor still takes messages: the generation
 // moves on so it is ignored).
 func (a *sandboxActor) closeWarden() {
+	if a.w.stopStrays != nil {
+		a.w.stopStrays()
+	}
 	a.w.gen++
 	if a.w.link != nil {
 		a.w.link.Close()
@@ -299,8 +354,11 @@ func (a *sandboxActor) onReattached(ctx actor.Context, m reattached) {
 	// Left in the table: processes the journal has already ended (their
 	// exit journaled before the warden was told to forget them). Drain and
 	// forget them; kill any that still runs.
+	if len(entries) > 0 && a.w.strays == nil {
+		a.w.strays, a.w.stopStrays = context.WithCancel(context.Background())
+	}
 	for _, e := range entries {
-		go forgetStray(m.link, e)
+		go a.forgetStray(a.w.strays, m.link, e)
 	}
 	a.adoptedOne(reattachKey)
 	for _, l := range a.w.held {
@@ -309,29 +367,79 @@ func (a *sandboxActor) onReattached(ctx actor.Context, m reattached) {
 	a.w.held = nil
 }
 
-func forgetStray(link *warden.Link, e warden.Entry) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+// strayWait bounds how long a stray is drained and awaited.
+const strayWait = time.Minute
+
+// forgetStray settles a process the warden still lists but the journal has
+// already ended (its exit was journaled before the warden was told to
+// forget it): it is killed if it runs, what it printed since its
+// recording's end is recorded like any process's output (resumed from the
+// recording's offset, at most the output quota), and the warden forgets
+// it once it reports the exit. It gives up when ctx ends (the actor
+// stops), after strayWait, or at the quota; a recording not ended then is
+// suspended, not called complete.
+func (a *sandboxActor) forgetStray(ctx context.Context, link *warden.Link, e warden.Entry) {
+	ctx, cancel := context.WithTimeout(ctx, strayWait)
 	defer cancel()
-	p, err := link.Resume(ctx, e, e.Acked)
+	log := a.deps.Log.With("sandbox", a.p.ID, "process", e.ID)
+	var rec *recorder.Recording
+	from := e.Acked
+	if a.deps.Recorder != nil {
+		r, off, err := a.deps.Recorder.Resume(e.ID, spec.Record{})
+		switch {
+		case err != nil:
+			log.Warn("the recording of a stray process cannot be resumed; what it printed since goes unrecorded", "err", err)
+		case uint64(off) > e.Output:
+			log.Warn("the recording of a stray process holds more than the warden read; it is left as it is", "recorded", off, "warden", e.Output)
+			r.Suspend()
+		default:
+			rec, from = r, max(from, uint64(off))
+		}
+	}
+	p, err := link.Resume(ctx, e, from)
 	if err != nil {
+		log.Warn("a stray process could not be resumed to be forgotten", "err", err)
+		rec.Suspend()
 		return
 	}
 	defer p.Close()
+	stop := context.AfterFunc(ctx, p.Close) // Next returns once ctx ends
+	defer stop()
 	if e.Running {
 		p.Signal(syscall.SIGKILL)
 	}
-	for {
-		if _, _, err := p.Next(); err != nil {
+	quota := a.deps.Config.OutputQuota
+	var n int64
+	for n <= quota {
+		stream, data, err := p.Next()
+		if err != nil {
 			break
 		}
+		n += int64(len(data))
+		if err := rec.Write(stream, data); err != nil {
+			log.Warn("recording a stray process's output failed", "err", err)
+		}
+	}
+	if n > quota {
+		log.Warn("a stray process printed more than its output quota; the rest is not read", "bytes", n, "quota", quota)
 	}
 	select {
 	case <-p.Exited():
-		if _, ok := p.Exit(); ok {
-			p.Forget()
-		}
 	case <-ctx.Done():
 	}
+	ex, exited := p.Exit()
+	if !exited || ctx.Err() != nil || n > quota {
+		// Not drained to its end: the recording is suspended (a later
+		// reattach resumes it), and the warden keeps the process.
+		log.Warn("a stray process was not drained to its end; the warden keeps it", "exited", exited, "err", ctx.Err())
+		rec.Suspend()
+		return
+	}
+	rec.SetTotals(int64(ex.Stdout), int64(ex.Stderr))
+	if err := rec.Close(); err != nil {
+		log.Warn("closing a stray process's recording failed", "err", err)
+	}
+	p.Forget()
 }
 
 // wardenStderr logs what a warden exec writes on stderr, a line at a time
