@@ -263,16 +263,22 @@ func TestSpawnAbandoned(t *testing.T) {
 	if p.Channel == fr.Channel {
 		t.Fatal("the abandoned channel was reused")
 	}
-	// The late Started is answered with SIGKILL and Forget.
+	// The late Started is answered with SIGKILL, and Forget only once
+	// the warden reports the process reaped (a warden may refuse to
+	// forget a process it has not reaped); its output meanwhile is
+	// dropped.
 	f.sendJSON(TStarted, fr.Channel, Started{PID: 5, PGID: 5})
 	sig := f.expect(TSignal, fr.Channel)
 	if SignalNumber(sig) != int(syscall.SIGKILL) {
 		t.Fatal(SignalNumber(sig))
 	}
+	f.out(fr.Channel, 1, []byte("late output"))
+	f.quiet(20 * time.Millisecond)
+	f.sendJSON(TReaped, fr.Channel, Reaped{Code: -1, Signal: 9})
 	f.expect(TForget, fr.Channel)
 	// Frames still in flight for it are ignored.
-	f.out(fr.Channel, 1, []byte("late output"))
-	f.sendJSON(TExited, fr.Channel, Exited{Code: -1, Signal: 9, Output: 11, Stdout: 11})
+	f.out(fr.Channel, 1, []byte("more"))
+	f.sendJSON(TExited, fr.Channel, Exited{Code: -1, Signal: 9, Output: 15, Stdout: 15})
 	f.out(p.Channel, 1, []byte("ok"))
 	if s, d, err := p.Next(); err != nil || s != 1 || string(d) != "ok" {
 		t.Fatal(s, d, err)
@@ -760,8 +766,16 @@ func TestLinkEOF(t *testing.T) {
 	if out, _, err := readAll(done); err != nil || string(out) != "all" {
 		t.Fatal(out, err)
 	}
+	// A process cut off by the link's end: what arrived is handed on
+	// first, then the link's error.
+	if s, d, err := running.Next(); err != nil || s != 1 || string(d) != "part" {
+		t.Fatalf("got %d %q %v, want the output received before the end", s, d, err)
+	}
 	if _, _, err := running.Next(); !errors.Is(err, io.EOF) || err == io.EOF {
 		t.Fatalf("got %v, want the link's error", err)
+	}
+	if off := running.Offset(); off != 4 {
+		t.Fatalf("offset %d after the link's end, want the 4 bytes received", off)
 	}
 	<-running.Exited()
 	if _, ok := running.Exit(); ok {
