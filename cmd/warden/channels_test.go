@@ -193,3 +193,72 @@ func TestForgetOfRunningProcessKillsIt(t *testing.T) {
 	}
 	c.waitFor("the echo", func() bool { return string(c.ch(2).out) == "up\nstill here\n" })
 }
+
+// A reattach while the warden is spawning for the link it replaces: the
+// new link's table lists every process the warden runs, the one forked
+// meanwhile included (issue 19, defect 6: the table was made without it,
+// and it ran untracked). Each spawn's PATH is long, so that looking up its
+// program keeps the warden inside the spawn for a while: the reattach
+// lands during one of them; the table may still be asked for after that
+// spawn registered its process, so the scene is played several times.
+func TestReattachDuringSpawnListsIt(t *testing.T) {
+	const rounds, spawns = 5, 20
+	path := strings.Repeat("/nonexistent:", 9000) + "/usr/bin:/bin"
+	missed := 0
+	for round := 0; round < rounds; round++ {
+		w := startWarden(t)
+		c := w.link(warden.Init{})
+		for ch := uint32(1); ch <= spawns; ch++ {
+			c.spawn(ch, warden.Spawn{Argv: []string{"sleep", "1000"}, Env: []string{"PATH=" + path}})
+		}
+		r := w.attach(c.first.Socket, w.secret)
+		r.waitHello()
+		tb := r.list()
+		c.waitEnd()
+		c.mu.Lock()
+		last := c.ch(spawns).started
+		c.mu.Unlock()
+		if last != nil {
+			// Every spawn was over before the reattach: nothing was in
+			// progress.
+			missed++
+			if missed == rounds {
+				t.Fatal("the reattach came after every spawn each time: the race was not provoked")
+			}
+			continue
+		}
+		// A spawn on the new link waits for the warden's spawn lock:
+		// once it started, the spawn in progress at the reattach is over.
+		r.spawn(100, warden.Spawn{Argv: []string{"sleep", "1000"}})
+		sentinel := r.waitStarted(100)
+		listed := map[int]bool{}
+		for _, e := range tb.Processes {
+			listed[e.PID] = true
+		}
+		untracked := 0
+		for _, pid := range childrenOf(w.cmd.Process.Pid) {
+			if pid != sentinel.PID && !listed[pid] {
+				untracked++
+				t.Errorf("process %d runs, but the reattached link's table (%d processes) does not list it", pid, len(tb.Processes))
+			}
+		}
+		if len(tb.Processes) == 0 && untracked == 0 {
+			t.Fatal("no process was spawned before the reattach")
+		}
+		// Every listed process is the new link's to resume and stop.
+		for _, e := range tb.Processes {
+			if err := r.w.WriteOffset(warden.TResume, e.Channel, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.w.WriteSignal(e.Channel, 9); err != nil {
+				t.Fatal(err)
+			}
+			if x, _ := r.waitExited(e.Channel); x.Signal != 9 {
+				t.Errorf("process on channel %d: %+v", e.Channel, x)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
