@@ -235,8 +235,8 @@ func (p *Proc) complete() bool { return p.exit != nil && p.received == p.exit.Ou
 // and data, valid until the next call. It blocks until there is output,
 // the end (io.EOF once the offset reaches Exited.Output), or the link's
 // end: then every byte already received is still returned, and only then
-// the link's error (io.EOF for a process whose output had all arrived).
-// Once the link ended Next never blocks.
+// an *OutputCutError with the link's error (io.EOF for a process whose
+// output had all arrived). Once the link ended Next never blocks.
 //
 // Calling Next again says the caller has taken (recorded and handed on)
 // the previous data: only then is it acknowledged, in batches (each
@@ -277,7 +277,7 @@ func (p *Proc) Next() (stream byte, data []byte, err error) {
 		case l.ended():
 			p.q.release()
 			p.mu.Unlock()
-			return 0, nil, l.Err()
+			return 0, nil, &OutputCutError{Err: l.Err()}
 		case p.forgotten:
 			p.mu.Unlock()
 			return 0, nil, ErrForgotten

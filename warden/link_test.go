@@ -771,8 +771,10 @@ func TestLinkEOF(t *testing.T) {
 	if s, d, err := running.Next(); err != nil || s != 1 || string(d) != "part" {
 		t.Fatalf("got %d %q %v, want the output received before the end", s, d, err)
 	}
-	if _, _, err := running.Next(); !errors.Is(err, io.EOF) || err == io.EOF {
-		t.Fatalf("got %v, want the link's error", err)
+	// The cut is not the end: the error matches the link's, never io.EOF.
+	var cut *OutputCutError
+	if _, _, err := running.Next(); !errors.As(err, &cut) || cut.Err != l.Err() || errors.Is(err, io.EOF) {
+		t.Fatalf("got %v, want the link's error, cut", err)
 	}
 	if off := running.Offset(); off != 4 {
 		t.Fatalf("offset %d after the link's end, want the 4 bytes received", off)

@@ -215,10 +215,11 @@ func (a *processActor) wardenLost(cause error) {
 	a.stopErr = spec.Wrap(spec.CodeStreamFailure, "process", cause, "process %s: the sandbox's warden was lost; the process group was killed", a.p.ID)
 	a.killGroupByDocker()
 	a.exit = &dockerio.ExecState{Known: true, ExitCode: -1}
-	if a.out != nil && a.outDone == nil {
-		a.out.closePipes(a.stopErr)
-		a.att.Close()
-	}
+	// The read loop is not cut here: once the link ended Proc.Next no
+	// longer blocks, and hands on every byte the link received before
+	// the link's error, so the loop records, counts and delivers them and
+	// ends by itself. A consumer that does not read is cut by
+	// maybeFinish, as for any stopping process whose end is known.
 	a.maybeFinish()
 }
 

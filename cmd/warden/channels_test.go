@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -260,5 +261,106 @@ func TestReattachDuringSpawnListsIt(t *testing.T) {
 		if t.Failed() {
 			return
 		}
+	}
+}
+
+// outCounter passes the warden's stream through and counts the output
+// bytes (Out payloads, less their stream byte) it carried.
+type outCounter struct {
+	r  io.Reader
+	mu sync.Mutex
+	// The frame being passed: its header so far, then what is left of
+	// its payload.
+	hdr  []byte
+	left int
+	out  bool
+	n    int64
+	c    chan struct{} // closed and replaced at each read
+}
+
+func (c *outCounter) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.mu.Lock()
+	for rest := b[:n]; len(rest) > 0; {
+		if c.left == 0 {
+			k := min(warden.HeaderSize-len(c.hdr), len(rest))
+			c.hdr = append(c.hdr, rest[:k]...)
+			rest = rest[k:]
+			if len(c.hdr) == warden.HeaderSize {
+				c.left = int(binary.BigEndian.Uint32(c.hdr[5:9]))
+				c.out = warden.Type(c.hdr[0]) == warden.TOut
+				if c.out {
+					c.n-- // the stream byte
+				}
+				c.hdr = c.hdr[:0]
+			}
+			continue
+		}
+		k := min(c.left, len(rest))
+		if c.out {
+			c.n += int64(k)
+		}
+		c.left -= k
+		rest = rest[k:]
+	}
+	close(c.c)
+	c.c = make(chan struct{})
+	c.mu.Unlock()
+	return n, err
+}
+
+// waitFor waits until at least n output bytes went through.
+func (c *outCounter) waitFor(t *testing.T, n int64) {
+	t.Helper()
+	limit := time.After(waitLimit)
+	for {
+		c.mu.Lock()
+		got, ch := c.n, c.c
+		c.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-limit:
+			t.Fatalf("%d bytes of output from the warden, want %d", got, n)
+		}
+	}
+}
+
+// Output the runtime received before its link ended is handed on by
+// Proc.Next, all of it, before the link's error, which says the output was
+// cut (issue 19, defect 4: up to a window of it was dropped).
+func TestOutputReceivedBeforeLinkEndIsHandedOn(t *testing.T) {
+	const size = 768 << 10 // within the window: sent without any ack
+	w := startWarden(t)
+	cr := &outCounter{r: w.stdout, c: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	closer := closerFunc(func() error { w.stdin.Close(); return w.stdout.Close() })
+	l, _, err := warden.Open(ctx, cr, w.stdin, closer, warden.Handshake{Secret: w.secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p, err := l.Spawn(ctx, warden.Spawn{ID: "p", Argv: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; exec sleep 1000", size)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every byte of output has reached the link, unread by any
+	// consumer; then the warden dies.
+	cr.waitFor(t, size)
+	w.cmd.Process.Kill()
+	<-l.Done()
+	got, err := drain(p)
+	var cut *warden.OutputCutError
+	if !errors.As(err, &cut) || errors.Is(err, io.EOF) {
+		t.Errorf("the output ended with %v, want the link's error, cut", err)
+	}
+	if len(got) != size || !bytes.Equal(got, bytes.Repeat([]byte("x"), size)) {
+		t.Fatalf("%d bytes handed on after the link's end, want the %d received", len(got), size)
+	}
+	if off := p.Offset(); off != size {
+		t.Errorf("offset %d, want %d", off, size)
 	}
 }
