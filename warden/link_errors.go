@@ -62,7 +62,9 @@ type OutputCutError struct {
 	Err error
 }
 
-func (e *OutputCutError) Error() string { return "warden: output cut by the link's end: " + e.Err.Error() }
+func (e *OutputCutError) Error() string {
+	return "warden: output cut by the link's end: " + e.Err.Error()
+}
 
 // Is matches what the link's error matches, io.EOF excepted.
 func (e *OutputCutError) Is(target error) bool {
