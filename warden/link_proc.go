@@ -435,8 +435,9 @@ func (p *Proc) Exit() (Exited, bool) {
 
 // Forget sends Forget: the runtime has journaled the end and read all
 // output, and the warden drops the process. The channel is free then;
-// frames still in flight for it are ignored. Forget before the exit
-// abandons the process to the warden (signal it first).
+// frames still in flight for it are ignored. Forget before the warden
+// reported the process reaped (Reaped) makes the warden kill its group and
+// drop it once reaped.
 func (p *Proc) Forget() error {
 	p.mu.Lock()
 	if p.forgotten {

@@ -204,14 +204,14 @@ func (l *link) handle(f warden.Frame) error {
 	}
 	p := s.procs[f.Channel]
 	switch f.Type {
-	case warden.TIn, warden.TCloseIn, warden.TSignal, warden.TResize, warden.TForget:
+	case warden.TIn, warden.TCloseIn, warden.TSignal, warden.TResize, warden.TForget, warden.TAck:
 		if p == nil {
 			// A runtime may send these right behind a Spawn that then
-			// failed, or behind its own Forget: there is nothing left to
-			// apply them to.
+			// failed, or behind its own Forget (an Ack a reader had
+			// under way): there is nothing left to apply them to.
 			return nil
 		}
-	case warden.TAck, warden.TResume:
+	case warden.TResume:
 		if p == nil {
 			return refuse("%v for channel %d, which has no process", f.Type, f.Channel)
 		}
