@@ -55,8 +55,8 @@ func TestWardenOutputReceivedAtLinkEndIsDelivered(t *testing.T) {
 	if len(got) < wlAtLeast || !bytes.Equal(got, bytes.Repeat([]byte("x"), len(got))) {
 		t.Fatalf("the consumer got %d bytes of the %d written, want more than its pipe's %d: the output the runtime had received was dropped", len(got), wlOutput, wlAtLeast-1)
 	}
-	if rerr == nil {
-		t.Error("the consumer's stream ended clean: it was cut by the warden's loss")
+	if !spec.IsCode(rerr, spec.CodeStreamFailure) {
+		t.Errorf("the consumer's stream ended with %v, want a stream_failure: it was cut by the warden's loss", rerr)
 	}
 	if res.StdoutBytes != int64(len(got)) {
 		t.Errorf("the exit counts %d stdout bytes, the consumer got %d", res.StdoutBytes, len(got))

@@ -328,6 +328,11 @@ type wardenAttachment struct {
 func (w *wardenAttachment) Next() (framing.StreamID, []byte, error) {
 	s, b, err := w.p.Next()
 	if err != nil {
+		var cut *warden.OutputCutError
+		if errors.As(err, &cut) {
+			// Everything the link received was handed on first.
+			err = spec.Wrap(spec.CodeStreamFailure, "process", err, "the output of process %s was cut: its warden link ended", w.p.ID)
+		}
 		return 0, nil, err
 	}
 	return framing.StreamID(s), b, nil
