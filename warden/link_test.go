@@ -1130,3 +1130,32 @@ func TestReapedEndsWithLink(t *testing.T) {
 		t.Fatalf("abort: %v", err)
 	}
 }
+
+// TestOutputCutError: the cut matches the link's error (and what it
+// wraps), never io.EOF.
+func TestOutputCutError(t *testing.T) {
+	cases := []struct {
+		name    string
+		link    error
+		matches error
+	}{
+		{"closed", ErrLinkClosed, ErrLinkClosed},
+		{"eof", fmt.Errorf("warden: link: reading from the warden: %w", io.EOF), nil},
+		{"unexpected eof", fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), nil},
+		{"protocol", violation("bad"), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := error(&OutputCutError{Err: tc.link})
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("%v matches an end of file", err)
+			}
+			if tc.matches != nil && !errors.Is(err, tc.matches) {
+				t.Errorf("%v does not match %v", err, tc.matches)
+			}
+			if IsProtocol(err) != IsProtocol(tc.link) {
+				t.Errorf("%v: IsProtocol %v, the link's %v", err, IsProtocol(err), IsProtocol(tc.link))
+			}
+		})
+	}
+}
