@@ -24,7 +24,17 @@
 // SpawnFailed, Exited, Table) are JSON objects; the others are binary and
 // described at their Type. A decoder refuses an unknown type, an oversized
 // payload, a payload of the wrong size or shape, and a control type on the
-// wrong kind of channel: the peer broke the protocol, and the link ends.
+// wrong kind of channel: the peer broke the protocol. A violation by the
+// warden ends the link (the warden is untrusted: nothing else it says can
+// be believed then). The warden ends the link for a violation of the
+// framing or on the control channel; a runtime's request about one process
+// channel that it cannot apply (a malformed frame read whole, an offset
+// out of range, a channel it does not hold) is refused alone, so one
+// channel's fault never cuts its neighbours.
+//
+// Forget asks the warden to drop a process the runtime is done with. The
+// runtime sends it once the warden reported the process reaped; a Forget
+// before that kills the group and drops the process at its reap.
 //
 // # Flow
 //

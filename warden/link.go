@@ -387,20 +387,32 @@ func (l *Link) onStarted(ch uint32, m Started) error {
 		p.spawned <- nil
 		return nil
 	case stateAbandoned:
-		// The caller of Spawn gave up: nobody wants this process.
-		delete(l.procs, ch)
-		l.retire(ch)
+		// The caller of Spawn gave up: nobody wants this process. It
+		// stays on the channel, its output unread, until the warden
+		// reports it reaped: only then may it be forgotten (a Forget of
+		// a process the warden has not reaped is not what the protocol
+		// asks for).
+		p.PID, p.PGID, p.OOMKills = m.PID, m.PGID, m.OOMKills
+		p.state = stateStarted
+		p.closed = true
 		l.mu.Unlock()
-		go l.killAndForget(ch)
+		go p.killAndForget()
 		return nil
 	}
 	l.mu.Unlock()
 	return violation("a second started on channel %d (process %s)", ch, p.ID)
 }
 
-func (l *Link) killAndForget(ch uint32) {
-	if l.sent(l.w.WriteSignal(ch, int(syscall.SIGKILL))) == nil {
-		l.sent(l.w.Write(TForget, ch))
+// killAndForget ends a process nobody wants: SIGKILL to its group, and
+// Forget once the warden reports it reaped (or nothing, if the link ends
+// first: the warden keeps it for a reattach's table).
+func (p *Proc) killAndForget() {
+	if p.Signal(syscall.SIGKILL) != nil {
+		return
+	}
+	<-p.Reaped()
+	if _, ok := p.Reap(); ok {
+		p.Forget()
 	}
 }
 
@@ -492,8 +504,9 @@ func (l *Link) alloc() uint32 {
 //
 // A Spawn whose ctx ends first leaves its channel reserved until the
 // warden answers. If the answer is Started, the link sends Signal SIGKILL
-// (to the group) and Forget for it and ignores the process: a spawn whose
-// caller gave up may run briefly, never unattended.
+// (to the group), drops the process's output, and sends Forget once the
+// warden reports it reaped: a spawn whose caller gave up may run briefly,
+// never unattended, and costs no other process anything.
 func (l *Link) Spawn(ctx context.Context, s Spawn) (*Proc, error) {
 	if err := s.validate(); err != nil {
 		return nil, fmt.Errorf("warden: spawn %q: %w", s.ID, err)

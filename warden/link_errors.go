@@ -3,6 +3,7 @@ package warden
 import (
 	"errors"
 	"fmt"
+	"io"
 )
 
 // ErrLinkClosed is returned (and is the link's Err) once Link.Close was
@@ -49,3 +50,26 @@ type VersionError struct {
 func (e *VersionError) Error() string {
 	return fmt.Sprintf("warden: version %q, want %q", e.Got, Version)
 }
+
+// OutputCutError is what Proc.Next returns once it handed on every byte
+// received when the link ended before the process's output did: the
+// output is cut, not at its end. It matches the link's error (errors.Is
+// and errors.As see through it: ErrLinkClosed, a *ProtocolError) but never
+// io.EOF, even when the link ended because the warden's output did: a
+// reader that stops at io.EOF must not take a cut for the end.
+type OutputCutError struct {
+	// Err is the link's error.
+	Err error
+}
+
+func (e *OutputCutError) Error() string {
+	return "warden: output cut by the link's end: " + e.Err.Error()
+}
+
+// Is matches what the link's error matches, io.EOF excepted.
+func (e *OutputCutError) Is(target error) bool {
+	return target != io.EOF && target != io.ErrUnexpectedEOF && errors.Is(e.Err, target)
+}
+
+// As finds what the link's error holds.
+func (e *OutputCutError) As(target any) bool { return errors.As(e.Err, target) }

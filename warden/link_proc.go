@@ -234,8 +234,9 @@ func (p *Proc) complete() bool { return p.exit != nil && p.received == p.exit.Ou
 // Next returns the next piece of output: its stream (1 stdout, 2 stderr)
 // and data, valid until the next call. It blocks until there is output,
 // the end (io.EOF once the offset reaches Exited.Output), or the link's
-// end (the link's error: a process whose output had all arrived is still
-// read to io.EOF).
+// end: then every byte already received is still returned, and only then
+// an *OutputCutError with the link's error (io.EOF for a process whose
+// output had all arrived). Once the link ended Next never blocks.
 //
 // Calling Next again says the caller has taken (recorded and handed on)
 // the previous data: only then is it acknowledged, in batches (each
@@ -256,12 +257,10 @@ func (p *Proc) Next() (stream byte, data []byte, err error) {
 		case p.closed:
 			p.mu.Unlock()
 			return 0, nil, ErrProcClosed
-		case !p.complete() && l.ended():
-			p.q.release()
-			p.mu.Unlock()
-			return 0, nil, l.Err()
 		case p.q.n > 0:
-			if p.consumed-p.acked >= l.ackEvery && !p.forgotten {
+			// Also once the link ended: what was received is handed on
+			// (to be recorded and counted) before the link's error.
+			if p.consumed-p.acked >= l.ackEvery && !p.forgotten && !l.ended() {
 				if err := p.ack(); err != nil {
 					return 0, nil, err
 				}
@@ -275,6 +274,10 @@ func (p *Proc) Next() (stream byte, data []byte, err error) {
 			p.q.release()
 			p.mu.Unlock()
 			return 0, nil, io.EOF
+		case l.ended():
+			p.q.release()
+			p.mu.Unlock()
+			return 0, nil, &OutputCutError{Err: l.Err()}
 		case p.forgotten:
 			p.mu.Unlock()
 			return 0, nil, ErrForgotten
@@ -432,8 +435,9 @@ func (p *Proc) Exit() (Exited, bool) {
 
 // Forget sends Forget: the runtime has journaled the end and read all
 // output, and the warden drops the process. The channel is free then;
-// frames still in flight for it are ignored. Forget before the exit
-// abandons the process to the warden (signal it first).
+// frames still in flight for it are ignored. Forget before the warden
+// reported the process reaped (Reaped) makes the warden kill its group and
+// drop it once reaped.
 func (p *Proc) Forget() error {
 	p.mu.Lock()
 	if p.forgotten {

@@ -263,16 +263,22 @@ func TestSpawnAbandoned(t *testing.T) {
 	if p.Channel == fr.Channel {
 		t.Fatal("the abandoned channel was reused")
 	}
-	// The late Started is answered with SIGKILL and Forget.
+	// The late Started is answered with SIGKILL, and Forget only once
+	// the warden reports the process reaped (a warden may refuse to
+	// forget a process it has not reaped); its output meanwhile is
+	// dropped.
 	f.sendJSON(TStarted, fr.Channel, Started{PID: 5, PGID: 5})
 	sig := f.expect(TSignal, fr.Channel)
 	if SignalNumber(sig) != int(syscall.SIGKILL) {
 		t.Fatal(SignalNumber(sig))
 	}
+	f.out(fr.Channel, 1, []byte("late output"))
+	f.quiet(20 * time.Millisecond)
+	f.sendJSON(TReaped, fr.Channel, Reaped{Code: -1, Signal: 9})
 	f.expect(TForget, fr.Channel)
 	// Frames still in flight for it are ignored.
-	f.out(fr.Channel, 1, []byte("late output"))
-	f.sendJSON(TExited, fr.Channel, Exited{Code: -1, Signal: 9, Output: 11, Stdout: 11})
+	f.out(fr.Channel, 1, []byte("more"))
+	f.sendJSON(TExited, fr.Channel, Exited{Code: -1, Signal: 9, Output: 15, Stdout: 15})
 	f.out(p.Channel, 1, []byte("ok"))
 	if s, d, err := p.Next(); err != nil || s != 1 || string(d) != "ok" {
 		t.Fatal(s, d, err)
@@ -760,8 +766,18 @@ func TestLinkEOF(t *testing.T) {
 	if out, _, err := readAll(done); err != nil || string(out) != "all" {
 		t.Fatal(out, err)
 	}
-	if _, _, err := running.Next(); !errors.Is(err, io.EOF) || err == io.EOF {
-		t.Fatalf("got %v, want the link's error", err)
+	// A process cut off by the link's end: what arrived is handed on
+	// first, then the link's error.
+	if s, d, err := running.Next(); err != nil || s != 1 || string(d) != "part" {
+		t.Fatalf("got %d %q %v, want the output received before the end", s, d, err)
+	}
+	// The cut is not the end: the error matches the link's, never io.EOF.
+	var cut *OutputCutError
+	if _, _, err := running.Next(); !errors.As(err, &cut) || cut.Err != l.Err() || errors.Is(err, io.EOF) {
+		t.Fatalf("got %v, want the link's error, cut", err)
+	}
+	if off := running.Offset(); off != 4 {
+		t.Fatalf("offset %d after the link's end, want the 4 bytes received", off)
 	}
 	<-running.Exited()
 	if _, ok := running.Exit(); ok {
@@ -1112,5 +1128,34 @@ func TestReapedEndsWithLink(t *testing.T) {
 	}
 	if err := l.Err(); err == nil || !strings.Contains(err.Error(), "aborted: given up") || errors.Is(err, ErrLinkClosed) {
 		t.Fatalf("abort: %v", err)
+	}
+}
+
+// TestOutputCutError: the cut matches the link's error (and what it
+// wraps), never io.EOF.
+func TestOutputCutError(t *testing.T) {
+	cases := []struct {
+		name    string
+		link    error
+		matches error
+	}{
+		{"closed", ErrLinkClosed, ErrLinkClosed},
+		{"eof", fmt.Errorf("warden: link: reading from the warden: %w", io.EOF), nil},
+		{"unexpected eof", fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), nil},
+		{"protocol", violation("bad"), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := error(&OutputCutError{Err: tc.link})
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("%v matches an end of file", err)
+			}
+			if tc.matches != nil && !errors.Is(err, tc.matches) {
+				t.Errorf("%v does not match %v", err, tc.matches)
+			}
+			if IsProtocol(err) != IsProtocol(tc.link) {
+				t.Errorf("%v: IsProtocol %v, the link's %v", err, IsProtocol(err), IsProtocol(tc.link))
+			}
+		})
 	}
 }

@@ -12,8 +12,11 @@ import (
 
 // Version is the protocol and binary version a warden reports in Hello. The
 // runtime runs only a warden of its own version: one that differs is
-// replaced (its processes stopped), never spoken to.
-const Version = "stockade-warden/2"
+// replaced (its processes stopped), never spoken to. 3: a request about one
+// process that the warden cannot apply is refused alone (2 ended the
+// link), a Forget before the reap kills the process and drops it once
+// reaped, and a table is made after any spawn in progress.
+const Version = "stockade-warden/3"
 
 // Limits of the wire format.
 const (
@@ -153,8 +156,11 @@ func NewReader(r io.Reader) *Reader {
 }
 
 // Read returns the next frame, checked for shape (CheckShape). io.EOF only
-// at a frame boundary; a stream that ends inside a frame is
-// io.ErrUnexpectedEOF.
+// at a frame boundary; a stream that ends inside a frame is a violation.
+// A frame that fails CheckShape is returned with its violation: it was
+// read whole, so the stream is still in step (the warden refuses such a
+// frame on a process channel alone); a violation of the framing itself
+// returns a zero Frame.
 func (r *Reader) Read() (Frame, error) {
 	if _, err := io.ReadFull(r.r, r.hdr[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {

@@ -220,10 +220,11 @@ func (a *processActor) wardenLost(cause error) {
 	a.stopErr = spec.Wrap(spec.CodeStreamFailure, "process", cause, "process %s: the sandbox's warden was lost; the process group was killed", a.p.ID)
 	a.killGroupByDocker()
 	a.exit = &dockerio.ExecState{Known: true, ExitCode: -1}
-	if a.out != nil && a.outDone == nil {
-		a.out.closePipes(a.stopErr)
-		a.att.Close()
-	}
+	// The read loop is not cut here: once the link ended Proc.Next no
+	// longer blocks, and hands on every byte the link received before
+	// the link's error, so the loop records, counts and delivers them and
+	// ends by itself. A consumer that does not read is cut by
+	// maybeFinish, as for any stopping process whose end is known.
 	a.maybeFinish()
 }
 
@@ -332,6 +333,11 @@ type wardenAttachment struct {
 func (w *wardenAttachment) Next() (framing.StreamID, []byte, error) {
 	s, b, err := w.p.Next()
 	if err != nil {
+		var cut *warden.OutputCutError
+		if errors.As(err, &cut) {
+			// Everything the link received was handed on first.
+			err = spec.Wrap(spec.CodeStreamFailure, "process", err, "the output of process %s was cut: its warden link ended", w.p.ID)
+		}
 		return 0, nil, err
 	}
 	return framing.StreamID(s), b, nil

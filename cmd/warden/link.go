@@ -127,6 +127,12 @@ func (l *link) serve() {
 	go l.writer()
 	for {
 		f, err := l.r.Read()
+		if err != nil && warden.IsProtocol(err) && f.Channel != 0 {
+			// A whole frame, malformed, about one process: the stream
+			// is still in step, and the request is refused alone.
+			logf("refused: %v", err)
+			continue
+		}
 		if err != nil {
 			switch {
 			case warden.IsProtocol(err):
@@ -138,6 +144,11 @@ func (l *link) serve() {
 			break
 		}
 		if err := l.handle(f); err != nil {
+			var r *refusal
+			if errors.As(err, &r) {
+				logf("refused: %v", err)
+				continue
+			}
 			if err != errLinkOver {
 				logf("link ended: %v", err)
 			}
@@ -147,45 +158,71 @@ func (l *link) serve() {
 	l.s.end(l)
 }
 
-// handle applies one frame from the runtime. A non-nil error ends the link.
+// refusal is a runtime request about one process channel that the warden
+// does not apply. The link goes on: the stream is in step, and ending it
+// would cut every other process's output for one channel's fault (a
+// runtime's race with its own Forget, say). Only what breaks the stream
+// itself (framing, the control channel, an unread reply queue) ends the
+// link.
+type refusal struct{ what string }
+
+func (r *refusal) Error() string { return r.what }
+
+func refuse(format string, args ...any) error {
+	return &refusal{what: fmt.Sprintf(format, args...)}
+}
+
+// handle applies one frame from the runtime. A *refusal refuses that frame
+// alone; any other non-nil error ends the link.
 func (l *link) handle(f warden.Frame) error {
 	s := l.s
 	if f.Type == warden.TSpawn {
 		var sp warden.Spawn
 		if err := warden.Decode(f, &sp); err != nil {
-			return err
+			return l.badSpawn(f.Channel, err)
 		}
 		return l.spawn(f.Channel, &sp)
+	}
+	if f.Type == warden.TList {
+		// After any spawn in progress: a process forked for an earlier
+		// link is registered before the table is made, so a reattached
+		// runtime sees every process the warden runs.
+		s.forkMu.Lock()
+		defer s.forkMu.Unlock()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.link != l {
 		return errLinkOver
 	}
-	if f.Type == warden.TList {
+	if f.Channel == 0 {
+		if f.Type != warden.TList {
+			return violation("unexpected %v frame from the runtime", f.Type)
+		}
 		l.table()
 		return nil
 	}
 	p := s.procs[f.Channel]
 	switch f.Type {
-	case warden.TIn, warden.TCloseIn, warden.TSignal, warden.TResize:
+	case warden.TIn, warden.TCloseIn, warden.TSignal, warden.TResize, warden.TForget, warden.TAck:
 		if p == nil {
 			// A runtime may send these right behind a Spawn that then
-			// failed: there is nothing left to apply them to.
+			// failed, or behind its own Forget (an Ack a reader had
+			// under way): there is nothing left to apply them to.
 			return nil
 		}
-	case warden.TAck, warden.TResume, warden.TForget:
+	case warden.TResume:
 		if p == nil {
-			return violation("%v for channel %d, which has no process", f.Type, f.Channel)
+			return refuse("%v for channel %d, which has no process", f.Type, f.Channel)
 		}
 	default:
-		return violation("unexpected %v frame from the runtime", f.Type)
+		return refuse("unexpected %v frame from the runtime on channel %d", f.Type, f.Channel)
 	}
 	switch f.Type {
 	case warden.TAck:
 		off := warden.Offset(f)
 		if off < p.acked || off > p.sent {
-			return violation("ack %d on channel %d outside [%d, %d]", off, f.Channel, p.acked, p.sent)
+			return refuse("ack %d on channel %d outside [%d, %d]", off, f.Channel, p.acked, p.sent)
 		}
 		s.total -= p.ackTo(off)
 		p.window.Broadcast()
@@ -193,10 +230,13 @@ func (l *link) handle(f warden.Frame) error {
 	case warden.TResume:
 		off := warden.Offset(f)
 		if off < p.acked || off > p.read {
-			return violation("resume %d on channel %d outside [%d, %d]", off, f.Channel, p.acked, p.read)
+			return refuse("resume %d on channel %d outside [%d, %d]", off, f.Channel, p.acked, p.read)
 		}
 		p.sent = off
 		p.sending = true
+		// A runtime that resumes the process takes it back from a
+		// Forget an earlier link sent before its reap.
+		p.forgetOnReap = false
 		p.exitSent = false
 		p.reapSent = false
 		// Tell the runtime where stdin stands on this link.
@@ -204,26 +244,40 @@ func (l *link) handle(f warden.Frame) error {
 		s.kick(p)
 	case warden.TForget:
 		if p.running() {
-			return violation("forget of running process %s on channel %d", p.id, f.Channel)
+			// Not reaped yet: the runtime wants it gone, so it is
+			// killed, and dropped once reaped (until then a table lists
+			// it: it never runs unattended). Nothing more is sent for it
+			// on this link.
+			logf("forget of running process %s on channel %d: killed, forgotten once reaped", p.id, f.Channel)
+			p.forgetOnReap = true
+			p.sending = false
+			if err := unix.Kill(-p.pid, unix.SIGKILL); err != nil && err != unix.ESRCH {
+				logf("kill group %d: %v", p.pid, err)
+			}
+			return nil
 		}
 		s.forget(p)
 	case warden.TIn:
 		if p.stdin == nil {
-			return violation("stdin for process %s, spawned without stdin", p.id)
+			return refuse("stdin for process %s, spawned without stdin", p.id)
 		}
 		if p.closeIn {
-			return violation("stdin for process %s after close_in", p.id)
+			return refuse("stdin for process %s after close_in", p.id)
 		}
 		base := max(p.inAckSent, p.inBase)
 		if p.inRecv+uint64(len(f.Payload))-base > uint64(s.stdinWindow) {
-			return violation("stdin for process %s beyond the window (%d past %d)", p.id, p.inRecv+uint64(len(f.Payload))-base, base)
+			// Its stdin is broken (bytes are missing): the child gets
+			// what came before, then the end of its input.
+			p.closeIn = true
+			p.inWake.Signal()
+			return refuse("stdin for process %s beyond the window (%d past %d): its stdin is closed", p.id, p.inRecv+uint64(len(f.Payload))-base, base)
 		}
 		p.in = append(p.in, f.Payload...)
 		p.inRecv += uint64(len(f.Payload))
 		p.inWake.Signal()
 	case warden.TCloseIn:
 		if p.stdin == nil {
-			return violation("close_in for process %s, spawned without stdin", p.id)
+			return refuse("close_in for process %s, spawned without stdin", p.id)
 		}
 		// A terminal has no end of input short of hanging up: for a TTY
 		// this only stops further stdin (the child is not told).
@@ -232,7 +286,7 @@ func (l *link) handle(f warden.Frame) error {
 	case warden.TSignal:
 		sig := warden.SignalNumber(f)
 		if sig < 1 || sig > 64 {
-			return violation("signal %d", sig)
+			return refuse("signal %d for process %s", sig, p.id)
 		}
 		if err := unix.Kill(-p.pid, unix.Signal(sig)); err != nil && err != unix.ESRCH {
 			logf("signal %d to group %d: %v", sig, p.pid, err)
@@ -264,7 +318,7 @@ func (l *link) spawn(ch uint32, sp *warden.Spawn) error {
 	}
 	if s.procs[ch] != nil {
 		s.mu.Unlock()
-		return violation("spawn on channel %d, which is in use", ch)
+		return refuse("spawn on channel %d, which is in use", ch)
 	}
 	if len(s.procs) >= warden.MaxProcesses {
 		l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: 126, Error: fmt.Sprintf("the warden holds %d processes already", len(s.procs))})
@@ -283,11 +337,7 @@ func (l *link) spawn(ch uint32, sp *warden.Spawn) error {
 		if !errors.As(err, &se) {
 			se = &spawnError{code: 126, text: err.Error()}
 		}
-		text := se.text
-		if len(text) > 4096 {
-			text = text[:4096]
-		}
-		l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: se.code, Error: text})
+		l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: se.code, Error: truncate(se.text)})
 		return nil
 	}
 	s.register(p)
@@ -300,6 +350,32 @@ func (l *link) spawn(ch uint32, sp *warden.Spawn) error {
 	// control replies first: Started precedes the channel's output.
 	l.queue(warden.TStarted, ch, &warden.Started{PID: p.pid, PGID: p.pid, OOMKills: oom})
 	return nil
+}
+
+// badSpawn answers a Spawn the warden cannot decode: SpawnFailed on a free
+// channel (the runtime learns its request was bad), a refusal on a busy one
+// (an answer there would speak for the process that runs on it).
+func (l *link) badSpawn(ch uint32, err error) error {
+	s := l.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.link != l {
+		return errLinkOver
+	}
+	if s.procs[ch] != nil {
+		return refuse("%v (on channel %d, which is in use)", err, ch)
+	}
+	logf("refused: %v", err)
+	l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: 126, Error: truncate(err.Error())})
+	return nil
+}
+
+// truncate bounds a SpawnFailed's text.
+func truncate(text string) string {
+	if len(text) > 4096 {
+		return text[:4096]
+	}
+	return text
 }
 
 // table queues the process table, in channel order. The caller holds s.mu.

@@ -52,8 +52,12 @@ func (s *state) reap() {
 			} else {
 				p.code = ws.ExitStatus()
 			}
-			s.maybeEnded(p)
-			s.kick(p)
+			if p.forgetOnReap {
+				s.forget(p)
+			} else {
+				s.maybeEnded(p)
+				s.kick(p)
+			}
 		}
 		s.mu.Unlock()
 	}

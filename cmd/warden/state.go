@@ -117,6 +117,9 @@ type proc struct {
 	code, sig int
 	exit      *warden.Exited
 	forgotten bool
+	// forgetOnReap: the runtime forgot p before its reap; p was killed
+	// and is dropped once reaped (unless a later Resume takes it back).
+	forgetOnReap bool
 }
 
 // appendOut adds b (read from stream) to the output sequence and returns

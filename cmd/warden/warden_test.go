@@ -539,50 +539,50 @@ func TestReattach(t *testing.T) {
 	}
 }
 
-// A runtime that breaks the protocol loses its link, nothing else: the
-// children keep running and a reattach works.
+// violationFrame encodes one frame as the runtime would send it.
+func violationFrame(typ warden.Type, ch uint32, payload []byte) []byte {
+	var b bytes.Buffer
+	warden.NewWriter(&b).Write(typ, ch, payload)
+	return b.Bytes()
+}
+
+func violationOffset(typ warden.Type, ch uint32, off uint64) []byte {
+	var b bytes.Buffer
+	warden.NewWriter(&b).WriteOffset(typ, ch, off)
+	return b.Bytes()
+}
+
+// startViolationScene starts a warden with a stdin echo on channel 1 (it
+// has said "up") and a sleeper on channel 3.
+func startViolationScene(t *testing.T) (*wardenProc, *conn) {
+	w := startWarden(t)
+	c := w.link(warden.Init{StdinWindow: 1024})
+	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "echo up; exec cat"}, Stdin: true})
+	c.spawn(3, warden.Spawn{Argv: []string{"sleep", "1000"}})
+	c.waitStarted(1)
+	c.waitStarted(3)
+	c.waitFor("output", func() bool { return c.ch(1).received() == 3 })
+	return w, c
+}
+
+// A runtime that breaks the stream itself (its framing, the control
+// channel) loses its link, nothing else: the children keep running and a
+// reattach works.
 func TestViolationEndsOnlyTheLink(t *testing.T) {
-	frame := func(typ warden.Type, ch uint32, payload []byte) []byte {
-		var b bytes.Buffer
-		warden.NewWriter(&b).Write(typ, ch, payload)
-		return b.Bytes()
-	}
-	offset := func(typ warden.Type, ch uint32, off uint64) []byte {
-		var b bytes.Buffer
-		warden.NewWriter(&b).WriteOffset(typ, ch, off)
-		return b.Bytes()
-	}
 	cases := []struct {
 		name  string
 		bytes []byte
 	}{
 		{"garbage", []byte("this is not a frame at all, not even close")},
-		{"unknown type", frame(99, 0, nil)},
+		{"unknown type", violationFrame(99, 0, nil)},
 		{"oversized header", []byte{byte(warden.TSpawn), 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}},
-		{"control frame on a process channel", frame(warden.TList, 1, nil)},
-		{"a warden's frame", frame(warden.TOut, 1, []byte{1, 'x'})},
-		{"second init", frame(warden.TInit, 0, []byte(`{"secret":"`+hex.EncodeToString(make([]byte, 32))+`"}`))},
-		{"spawn without id", frame(warden.TSpawn, 2, []byte(`{"argv":["true"]}`))},
-		{"spawn on a busy channel", frame(warden.TSpawn, 1, []byte(`{"id":"x","argv":["true"]}`))},
-		{"ack beyond what was sent", offset(warden.TAck, 1, 1<<40)},
-		{"resume beyond what was read", offset(warden.TResume, 1, 1<<40)},
-		{"ack of no process", offset(warden.TAck, 7, 0)},
-		{"forget of a running process", frame(warden.TForget, 1, nil)},
-		{"signal 0", frame(warden.TSignal, 1, []byte{0, 0, 0, 0})},
-		{"signal 65", frame(warden.TSignal, 1, []byte{0, 0, 0, 65})},
-		{"stdin beyond the window", frame(warden.TIn, 1, bytes.Repeat([]byte("x"), 2000))},
-		{"stdin to a process without", frame(warden.TIn, 3, []byte("x"))},
+		{"second init", violationFrame(warden.TInit, 0, []byte(`{"secret":"`+hex.EncodeToString(make([]byte, 32))+`"}`))},
+		{"a process frame on the control channel", violationFrame(warden.TSpawn, 0, []byte(`{"id":"x","argv":["true"]}`))},
 		{"cut inside a frame", []byte{byte(warden.TList), 0, 0, 0, 0, 0, 0, 0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			w := startWarden(t)
-			c := w.link(warden.Init{StdinWindow: 1024})
-			c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "echo up; exec cat"}, Stdin: true})
-			c.spawn(3, warden.Spawn{Argv: []string{"sleep", "1000"}})
-			c.waitStarted(1)
-			c.waitStarted(3)
-			c.waitFor("output", func() bool { return c.ch(1).received() == 3 })
+			w, c := startViolationScene(t)
 			if _, err := w.stdin.Write(tc.bytes); err != nil {
 				t.Fatal(err)
 			}
@@ -610,6 +610,79 @@ func TestViolationEndsOnlyTheLink(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.waitFor("the echo", func() bool { return string(r.ch(1).out) == "still here\n" })
+		})
+	}
+}
+
+// A request about one process that the warden cannot apply is refused
+// alone (issue 19, defect 2): the link, that process and its neighbours
+// go on. A bad stdin frame closes that process's stdin (bytes of it are
+// missing); a malformed spawn on a free channel is answered SpawnFailed.
+func TestViolationOfOneChannelIsRefused(t *testing.T) {
+	cases := []struct {
+		name  string
+		bytes []byte
+		// stdinClosed: process 1's stdin is closed by the refusal.
+		stdinClosed bool
+		// failed: channel 2 gets SpawnFailed.
+		failed bool
+	}{
+		{name: "unknown type on a process channel", bytes: violationFrame(99, 1, nil)},
+		{name: "control frame on a process channel", bytes: violationFrame(warden.TList, 1, nil)},
+		{name: "a warden's frame", bytes: violationFrame(warden.TOut, 1, []byte{1, 'x'})},
+		{name: "ack of the wrong size", bytes: violationFrame(warden.TAck, 1, []byte{1})},
+		{name: "spawn without id", bytes: violationFrame(warden.TSpawn, 2, []byte(`{"argv":["true"]}`)), failed: true},
+		{name: "spawn that is not JSON", bytes: violationFrame(warden.TSpawn, 2, []byte(`{{`)), failed: true},
+		{name: "spawn on a busy channel", bytes: violationFrame(warden.TSpawn, 1, []byte(`{"id":"x","argv":["true"]}`))},
+		{name: "ack beyond what was sent", bytes: violationOffset(warden.TAck, 1, 1<<40)},
+		{name: "resume beyond what was read", bytes: violationOffset(warden.TResume, 1, 1<<40)},
+		{name: "ack of no process", bytes: violationOffset(warden.TAck, 7, 0)},
+		{name: "resume of no process", bytes: violationOffset(warden.TResume, 7, 0)},
+		{name: "forget of no process", bytes: violationFrame(warden.TForget, 7, nil)},
+		{name: "signal 0", bytes: violationFrame(warden.TSignal, 1, []byte{0, 0, 0, 0})},
+		{name: "signal 65", bytes: violationFrame(warden.TSignal, 1, []byte{0, 0, 0, 65})},
+		{name: "stdin beyond the window", bytes: violationFrame(warden.TIn, 1, bytes.Repeat([]byte("x"), 2000)), stdinClosed: true},
+		{name: "stdin to a process without", bytes: violationFrame(warden.TIn, 3, []byte("x"))},
+		{name: "close_in to a process without", bytes: violationFrame(warden.TCloseIn, 3, nil)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w, c := startViolationScene(t)
+			if _, err := w.stdin.Write(tc.bytes); err != nil {
+				t.Fatal(err)
+			}
+			// Frames are applied in order: this spawn's answer comes
+			// after the bad frame was dealt with, on the same link.
+			c.spawn(5, warden.Spawn{Argv: []string{"echo", "next"}})
+			if x, s := c.waitExited(5); x.Code != 0 || string(s.out) != "next\n" {
+				t.Errorf("a spawn after the refused frame: %+v %q", x, s.out)
+			}
+			if tc.failed {
+				c.waitFor("spawn_failed on 2", func() bool { return c.ch(2).failed != nil })
+				if f := c.ch(2).failed; f.Code != 126 {
+					t.Errorf("spawn_failed %+v, want 126", *f)
+				}
+			}
+			if tc.stdinClosed {
+				if x, s := c.waitExited(1); x.Code != 0 || string(s.out) != "up\n" {
+					t.Errorf("process 1 after its stdin was refused: %+v %q", x, s.out)
+				}
+			} else {
+				if err := c.w.Write(warden.TIn, 1, []byte("still here\n")); err != nil {
+					t.Fatal(err)
+				}
+				c.waitFor("the echo", func() bool { return string(c.ch(1).out) == "up\nstill here\n" })
+			}
+			tb := c.list()
+			if e := entryOf(tb, 3); e == nil || !e.Running {
+				t.Errorf("process 3 after the refused frame: %+v", e)
+			}
+			c.mu.Lock()
+			ended := c.ended
+			c.mu.Unlock()
+			if ended != nil {
+				t.Fatalf("the link ended: %v", ended)
+			}
 		})
 	}
 }
