@@ -13,7 +13,8 @@ import (
 // recovery starts any actor, and again after recovery for the processes
 // recovery itself ended without their streams (a one-shot sandbox's, or a
 // process given up as lost); a recording an actor still holds is skipped
-// (Resume refuses it). A failure
+// (Resume refuses it), and so is a warden's process whose sandbox is not
+// removed: a reattach's stray drain ends it. A failure
 // is logged: a recording is evidence, never a reason to refuse an Open.
 func (rt *Runtime) sealEnded() {
 	ids, err := rt.recorder.Unsealed()
@@ -25,6 +26,15 @@ func (rt *Runtime) sealEnded() {
 		p, err := foldProcess(rt.journal, id)
 		if err != nil || !p.Terminal() || p.Exit == nil {
 			continue // running, suspended, or a stream retention removed
+		}
+		if p.Warden {
+			// Its warden may still run it (a stray: ended in the journal,
+			// never forgotten) and hold output past the journaled counts:
+			// the reattach drains it into this recording and ends it. Only
+			// once its sandbox is removed can nothing more come.
+			if sb, err := ReplaySandbox(rt.journal, p.Sandbox, 0); err != nil || !sb.Terminal() {
+				continue
+			}
 		}
 		lost, err := rt.recorder.Seal(id, p.Exit.StdoutBytes, p.Exit.StderrBytes)
 		if spec.IsCode(err, spec.CodeConflict) {
