@@ -47,7 +47,7 @@ func TestOpenCreatesAndReopens(t *testing.T) {
 	if fi, err := os.Stat(filepath.Dir(path)); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("journal dir: %v %v", fi.Mode(), err)
 	}
-	if pid := pidFromFileRaw(path + ".pid"); pid != os.Getpid() {
+	if pid := ReadPIDFile(path + ".pid"); pid != os.Getpid() {
 		t.Fatalf("pid file names %d, want %d", pid, os.Getpid())
 	}
 	if err := j.Close(); err != nil {
@@ -193,14 +193,14 @@ func TestOpenLocked(t *testing.T) {
 	}
 	dead := cmd.Process.Pid
 	os.WriteFile(path+".pid", []byte(strconv.Itoa(dead)), 0o600)
-	if pidFromFile(path+".pid") != 0 {
+	if LivePIDFile(path+".pid") != 0 {
 		t.Fatalf("pid file of dead process %d is taken for a holder", dead)
 	}
 	j := open(t, path, Options{LockTimeout: 50 * time.Millisecond})
 	if len(readAll(t, j, sb("a"))) != 1 {
 		t.Fatal("event lost")
 	}
-	if pidFromFileRaw(path+".pid") != os.Getpid() {
+	if ReadPIDFile(path+".pid") != os.Getpid() {
 		t.Fatal("pid file not rewritten")
 	}
 }

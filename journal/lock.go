@@ -19,7 +19,7 @@ func lockedError(op, path string, waited time.Duration) error {
 	if holders := lockHolders(path); len(holders) > 0 {
 		return spec.Errorf(spec.CodeJournalLocked, op, "journal %s is held by %s (waited %s)", path, strings.Join(holders, ", "), waited)
 	}
-	if pid := pidFromFile(path + ".pid"); pid > 0 {
+	if pid := LivePIDFile(path + ".pid"); pid > 0 {
 		return spec.Errorf(spec.CodeJournalLocked, op, "journal %s is held by another process, probably pid %d (waited %s)", path, pid, waited)
 	}
 	return spec.Errorf(spec.CodeJournalLocked, op, "journal %s is held by another process, pid unknown (waited %s)", path, waited)
@@ -39,22 +39,24 @@ func writePIDFile(path string) {
 
 // removePIDFile removes the pid file if it still names this process.
 func removePIDFile(path string) {
-	if pidFromFileRaw(path) == os.Getpid() {
+	if ReadPIDFile(path) == os.Getpid() {
 		_ = os.Remove(path)
 	}
 }
 
-// pidFromFile returns the pid in the file if that process is alive, else 0: a
-// stale file from a dead process names no one.
-func pidFromFile(path string) int {
-	pid := pidFromFileRaw(path)
+// LivePIDFile returns the pid in the file if that process is alive, else 0: a
+// stale file from a dead process names no one. (The lock's pid file, and the
+// server's marker beside the journal.)
+func LivePIDFile(path string) int {
+	pid := ReadPIDFile(path)
 	if pid <= 0 || !alive(pid) {
 		return 0
 	}
 	return pid
 }
 
-func pidFromFileRaw(path string) int {
+// ReadPIDFile returns the pid the file holds, alive or not; 0 if none.
+func ReadPIDFile(path string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0

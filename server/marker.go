@@ -1,14 +1,13 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
+	stjournal "github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -41,7 +40,7 @@ func WriteMarker(journal string) (func(), error) {
 		return nil, err
 	}
 	return func() {
-		if markerPIDRaw(path) == self {
+		if stjournal.ReadPIDFile(path) == self {
 			os.Remove(path)
 		}
 	}, nil
@@ -50,24 +49,5 @@ func WriteMarker(journal string) (func(), error) {
 // MarkerPID returns the pid in the journal's marker when that process is
 // alive, else 0 (no marker, or one a killed server left).
 func MarkerPID(journal string) int {
-	pid := markerPIDRaw(MarkerPath(journal))
-	if pid <= 0 {
-		return 0
-	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return 0
-	}
-	return pid
-}
-
-func markerPIDRaw(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0
-	}
-	return pid
+	return stjournal.LivePIDFile(MarkerPath(journal))
 }

@@ -185,19 +185,28 @@ func (o *output) run() (d outputDone) {
 // sealRecording ends the recording with its end record: called by the
 // process actor once the process's exit is journaled (the read loop has
 // ended by then: the exit waits for its outputDone).
-func (o *output) sealRecording() {
+func (o *output) sealRecording() { o.settle(fateSeal) }
+
+// settle decides the recording's fate (the first decision stands) and
+// carries it out now if the read loop is over; else the loop does as it
+// ends.
+func (o *output) settle(want recFate) {
 	if o == nil {
 		return
 	}
 	o.endMu.Lock()
 	ended := o.loopEnded
 	if o.fate == fateUndecided {
-		o.fate = fateSeal
+		o.fate = want
 	}
 	fate := o.fate
 	o.endMu.Unlock()
-	if ended && fate == fateSeal {
-		o.seal() // else the loop seals it as it ends
+	switch {
+	case !ended || fate != want:
+	case fate == fateSeal:
+		o.seal()
+	default:
+		o.suspend()
 	}
 }
 
@@ -216,21 +225,7 @@ func (o *output) seal() {
 // actor ends without journaling the exit (the journal failed, the runtime
 // closes): now if the read loop is over, else when it ends. A later
 // Resume continues the recording.
-func (o *output) leaveRecording() {
-	if o == nil {
-		return
-	}
-	o.endMu.Lock()
-	ended := o.loopEnded
-	if o.fate == fateUndecided {
-		o.fate = fateSuspend
-	}
-	fate := o.fate
-	o.endMu.Unlock()
-	if ended && fate == fateSuspend {
-		o.suspend()
-	}
-}
+func (o *output) leaveRecording() { o.settle(fateSuspend) }
 
 func (o *output) suspend() {
 	if err := o.rec.Suspend(); err != nil {
