@@ -36,3 +36,20 @@ func lockHolders(path string) []string {
 	}
 	return out
 }
+
+// LockHeldBy reports whether pid holds the journal file's lock, as
+// /proc/locks shows it; known is false when /proc/locks cannot say. A pid
+// file (a server's marker) that names a live pid not holding the lock is
+// stale: the pid was reused after its holder was killed.
+func LockHeldBy(path string, pid int) (held, known bool) {
+	if _, err := os.Stat("/proc/locks"); err != nil {
+		return false, false
+	}
+	want := fmt.Sprintf("pid %d (", pid)
+	for _, h := range lockHolders(path) {
+		if strings.HasPrefix(h, want) {
+			return true, true
+		}
+	}
+	return false, true
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	stjournal "github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/spec"
@@ -49,5 +50,27 @@ func WriteMarker(journal string) (func(), error) {
 // MarkerPID returns the pid in the journal's marker when that process is
 // alive, else 0 (no marker, or one a killed server left).
 func MarkerPID(journal string) int {
-	return stjournal.LivePIDFile(MarkerPath(journal))
+	pid := stjournal.LivePIDFile(MarkerPath(journal))
+	if pid <= 0 {
+		return 0
+	}
+	// A marker a killed server left names a pid the system may have
+	// reused: believe it only while that pid holds the journal's lock, or
+	// is about to (a server writes its marker first, then waits up to
+	// its lock timeout for the lock: a marker younger than that counts).
+	if held, known := stjournal.LockHeldBy(journal, pid); known && !held && !markerYoung(MarkerPath(journal)) {
+		return 0
+	}
+	return pid
 }
+
+// markerYoung: the marker was written less than the time a starting
+// server waits for the journal's lock ago.
+func markerYoung(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && time.Since(fi.ModTime()) < markerGrace
+}
+
+// markerGrace is how long a marker is believed before its server holds
+// the journal's lock (serve's lock wait).
+const markerGrace = 30 * time.Second

@@ -927,8 +927,12 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 		return
 	}
 	a.out.sealRecording() // the exit is journaled: the recording may say complete
-	if a.wproc != nil && reason != lifecycle.ReasonLost {
-		go func(p *warden.Proc) { p.Forget(); failpoint.Hit(failpoint.ProcessForgetSent) }(a.wproc) // journaled: the warden may drop it (off the mailbox)
+	if a.wproc != nil {
+		// Journaled: the warden may drop it (off the mailbox). A lost
+		// process's too: one given up alone while its link lives is then
+		// killed and dropped by the warden (stockade-warden/3), not left a
+		// stray holding a window; on an ended link Forget sends nothing.
+		go func(p *warden.Proc) { p.Forget(); failpoint.Hit(failpoint.ProcessForgetSent) }(a.wproc)
 	}
 	res := spec.Result{ExitCode: code, Reason: string(reason), Err: err, StdoutBytes: ev.StdoutBytes,
 		StderrBytes: ev.StderrBytes, Started: a.started, Ended: a.state.At}

@@ -59,6 +59,7 @@ type wardenState struct {
 	// not taken for a dead warden.
 	probing bool
 	freezes int
+	probe   int // the current probe's number: a late answer is ignored
 	// strays: the context of the drains of strays (forgetStray), ended
 	// when the actor stops.
 	strays     context.Context
@@ -195,8 +196,11 @@ func (a *sandboxActor) wardenHold(m Launch) bool {
 
 // wardenProbed is the answer to a liveness probe of the warden.
 type wardenProbed struct {
-	gen, freezes int
-	err          error
+	gen, freezes, probe int
+	// thawed: the workload was thawed when the probe began (one that
+	// began frozen proves nothing about the warden).
+	thawed bool
+	err    error
 }
 
 // probeWarden asks the warden for its table after one of its processes
@@ -210,18 +214,35 @@ func (a *sandboxActor) probeWarden(m process.WardenUnanswered) {
 		return
 	}
 	a.w.probing = true
-	link, gen, freezes, wait := a.w.link, a.w.gen, a.w.freezes, a.deps.Config.StopGrace+5*time.Second
+	a.w.probe++
+	probe := wardenProbed{gen: a.w.gen, freezes: a.w.freezes, probe: a.w.probe, thawed: a.pause == thawed}
+	link, wait := a.w.link, a.deps.Config.StopGrace+5*time.Second
+	// The deadline is the actor's own: a wedged warden stops reading, and
+	// the List's request write can then block past any context.
+	ctx, cancel := context.WithCancel(context.Background())
+	t := time.AfterFunc(wait, func() {
+		cancel() // the List's wait, if its write got through
+		late := probe
+		late.err = context.DeadlineExceeded
+		a.send(late)
+	})
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
 		_, err := link.List(ctx)
-		a.send(wardenProbed{gen: gen, freezes: freezes, err: err})
+		if t.Stop() {
+			answer := probe
+			answer.err = err
+			a.send(answer)
+		}
 	}()
 }
 
 func (a *sandboxActor) onWardenProbed(ctx actor.Context, m wardenProbed) {
+	if !a.w.probing || m.probe != a.w.probe {
+		return // an answer after the deadline, or of an earlier probe
+	}
 	a.w.probing = false
-	if m.gen == a.w.gen && a.w.link != nil && errors.Is(m.err, context.DeadlineExceeded) && m.freezes == a.w.freezes && a.pause == thawed {
+	if m.gen == a.w.gen && a.w.link != nil && errors.Is(m.err, context.DeadlineExceeded) && m.thawed && m.freezes == a.w.freezes && a.pause == thawed {
 		link := a.w.link
 		link.Abort(fmt.Errorf("the warden did not answer a list within %v, after one of its processes went unreported", a.deps.Config.StopGrace+5*time.Second))
 		a.onWardenDown(wardenDown{gen: m.gen, err: link.Err()})
@@ -394,6 +415,17 @@ func (a *sandboxActor) forgetStray(ctx context.Context, link *warden.Link, e war
 			r.Suspend()
 		default:
 			rec, from = r, max(from, uint64(off))
+			if lost := int64(from) - off; lost > 0 {
+				// The warden dropped bytes it was told were recorded and
+				// the disk does not hold (a crash cut their write): mark
+				// them lost in place, never splice over them. The process
+				// is ended in the journal, whose fold takes no gap after
+				// the exit: the recording says it.
+				log.Warn("a stray's recording lacks bytes its warden dropped; marked lost in place", "recorded", off, "acked", from)
+				if _, err := rec.Gap(lost); err != nil {
+					log.Warn("marking a stray's lost bytes failed", "err", err)
+				}
+			}
 		}
 	}
 	p, err := link.Resume(ctx, e, from)
