@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
@@ -33,7 +34,8 @@ func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "journal.db")
 	rt := openFake(t, f, path)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	if _, err := p.Wait(ctx); err != nil {
@@ -51,6 +53,19 @@ func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
 	}
 	if out, sum := read(p.ID); !sum.Complete || out != "hello\noops\n" {
 		t.Fatalf("before the cut: %q %+v", out, sum)
+	}
+	// The held process runs and its output is recorded before the close.
+	for {
+		var got bytes.Buffer
+		_, err := stockade.ReadOutput(path, q.ID, func(ch stockade.OutputChunk) error { got.Write(ch.Data); return nil })
+		if err == nil && got.String() == "hello\noops\n" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	if err := rt.Close(); err != nil {
 		t.Fatal(err)
