@@ -17,7 +17,6 @@ import (
 
 	"github.com/docker/docker/api/types/volume"
 
-	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
@@ -988,11 +987,7 @@ func TestHostileWardenImpostor(t *testing.T) {
 	c.Close()
 
 	second := e.serve(t, ctx)
-	c2, err := client.Dial(second.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := second.dial(t)
 	for _, id := range []string{victimID, impostorID} {
 		res, err := c2.Wait(ctx, id)
 		if res.Reason != string(lifecycle.ReasonLost) || !spec.IsCode(err, spec.CodeStreamFailure) || !strings.Contains(err.Error(), "not the warden") {

@@ -124,12 +124,7 @@ func paRestart(t *testing.T, ctx context.Context, e *cliEnv, s *served, c *clien
 	}
 	c.Close()
 	next := e.serve(t, ctx)
-	c2, err := client.Dial(next.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c2.Close() })
-	return next, c2
+	return next, next.dial(t)
 }
 
 // paLogs reads a process's whole recording: every chunk in order, no gap;
@@ -395,11 +390,7 @@ func TestPaStrayRecordedAndForgotten(t *testing.T) {
 	paAppendExit(t, e.journal, sb.ID(), id, lifecycle.ProcessExited{Reason: lifecycle.ReasonExited, ExitCode: &code})
 
 	second := e.serve(t, ctx)
-	c2, err := client.Dial(second.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := second.dial(t)
 	again, err := c2.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)

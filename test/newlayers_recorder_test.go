@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 )
@@ -102,11 +101,7 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 	}
 
 	second := e.serve(t, ctx)
-	c2, err := client.Dial(second.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := second.dial(t)
 	sb2, err := c2.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)

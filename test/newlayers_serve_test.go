@@ -64,11 +64,7 @@ func TestServeGoneAttachedExec(t *testing.T) {
 			pid := m[1]
 
 			second := e.serve(t, ctx)
-			c2, err := client.Dial(second.sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c2.Close()
+			c2 := second.dial(t)
 			// The command it names follows the process to its end.
 			if code, out, errOut := e.run(t, "", "logs", "-f", pid); code != 0 || out != "up\n" {
 				t.Fatalf("stockade logs -f %s: exit %d, %q\n%s", pid, code, out, errOut)

@@ -132,11 +132,7 @@ func TestServeCrashMidExec(t *testing.T) {
 
 	// Restart on the same journal: the stale socket is replaced.
 	second := e.serve(t, ctx)
-	c2, err := client.Dial(second.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := second.dial(t)
 	rep, err := c2.Recovery(ctx)
 	if err != nil {
 		t.Fatalf("recovery report: %v", err)
@@ -250,6 +246,17 @@ func runIn(ctx context.Context, sb host.Sandbox, cmd string) (stdout, stderr str
 	return string(out), string(errb), res, err
 }
 
+// dial is a client of the server, closed when the test ends.
+func (s *served) dial(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.Dial(s.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // servedKeptSandbox starts `stockade serve` on a fresh journal (its owner
 // cleaned up when t ends), dials it and creates a kept sandbox through it.
 // The client is closed when t ends (closing it earlier is fine).
@@ -258,11 +265,7 @@ func servedKeptSandbox(t *testing.T, ctx context.Context) (*cliEnv, *served, *cl
 	e := newCLI(t) // its owner cleanup is registered first
 	image := dockertest.ImageID(t, dockertest.Client(t))
 	first := e.serve(t, ctx)
-	c, err := client.Dial(first.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := first.dial(t)
 	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/spec"
 )
@@ -79,11 +78,7 @@ func TestWardenCrashMidStream(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	second := e.serve(t, ctx)
-	c2, err := client.Dial(second.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := second.dial(t)
 	again, err := c2.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
