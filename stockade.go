@@ -168,12 +168,16 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	// Die events since before recovery observed Docker are replayed to the
 	// watcher, so a workload that dies in between is not missed.
 	opened := time.Now()
-	rt.sealEnded()
+	unsealed, err := rec.Unsealed()
+	if err != nil {
+		log.Warn("listing unsealed recordings", "err", err)
+	}
+	unsealed = rt.sealEnded(unsealed)
 	if err := rt.recover(ctx, opts); err != nil {
 		sys.Shutdown(30 * time.Second)
 		return fail(err)
 	}
-	rt.sealEnded()
+	rt.sealEnded(unsealed)
 	var wctx context.Context
 	wctx, rt.stopEvents = context.WithCancel(context.Background())
 	rt.eventsDone = make(chan struct{})
