@@ -19,7 +19,7 @@ all: build
 # The runtime, its warden and its egress proxy (static: they run in any
 # image, libc or not); the runtime finds both beside itself.
 build:
-	$(GO) build -o bin/stockade ./cmd/runtime
+	$(GO) build -o bin/stockade ./cmd/stockade
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/stockade-warden ./cmd/warden
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/stockade-egress ./cmd/egress
 
