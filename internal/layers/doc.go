@@ -1,0 +1,6 @@
+// Package layers holds the module's direction of imports as a table and a
+// test that checks every package against it, so that an upward arrow (a
+// lower layer importing a higher one, or a package reaching past its seam,
+// such as journal/ importing dockerio/) fails the build's tests instead of
+// growing unnoticed. It has no code: docs/design.md draws the same table.
+package layers
