@@ -23,7 +23,7 @@ func buildStockade(t testing.TB) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "stockade")
-	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "runtime")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "stockade")).CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	return bin
