@@ -45,6 +45,37 @@ func checkID(kind, id string) error {
 	return nil
 }
 
+// checkSandboxRequest is what every engine checks of a create before it
+// touches anything: the ids, the spec, and the policy's admission limits.
+func checkSandboxRequest(req SandboxRequest) error {
+	if err := checkID("owner", req.Owner); err != nil {
+		return err
+	}
+	if err := checkID("sandbox", req.ID); err != nil {
+		return err
+	}
+	if err := req.Spec.Validate(); err != nil {
+		return err
+	}
+	return AdmitPolicy(req.Spec.Policy)
+}
+
+// checkExecRequest is what every engine checks of an exec before it
+// creates it: the process id, the spec, and no terminal (only a warden
+// allocates one).
+func checkExecRequest(req ExecRequest) error {
+	if err := checkID("process", req.ProcessID); err != nil {
+		return err
+	}
+	if err := req.Spec.Validate(); err != nil {
+		return err
+	}
+	if req.Spec.TTY {
+		return errNoTerminal
+	}
+	return nil
+}
+
 // Name returns a resource's name: stockade-<owner>-<sandbox>-<role>.
 func Name(owner, sandbox string, role Role) string {
 	return "stockade-" + owner + "-" + sandbox + "-" + string(role)

@@ -81,14 +81,8 @@ func (a *Adapter) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (
 	if err != nil {
 		return "", err
 	}
-	if err := checkID("process", req.ProcessID); err != nil {
+	if err := checkExecRequest(req); err != nil {
 		return "", err
-	}
-	if err := req.Spec.Validate(); err != nil {
-		return "", err
-	}
-	if req.Spec.TTY {
-		return "", errNoTerminal
 	}
 	dir := req.Spec.Dir
 	if dir == "" {

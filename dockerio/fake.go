@@ -145,16 +145,7 @@ func (f *Fake) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, 
 	if err := f.enter(ctx, "CreateSandbox"); err != nil {
 		return Sandbox{}, err
 	}
-	if err := checkID("owner", req.Owner); err != nil {
-		return Sandbox{}, err
-	}
-	if err := checkID("sandbox", req.ID); err != nil {
-		return Sandbox{}, err
-	}
-	if err := req.Spec.Validate(); err != nil {
-		return Sandbox{}, err
-	}
-	if err := AdmitPolicy(req.Spec.Policy); err != nil {
+	if err := checkSandboxRequest(req); err != nil {
 		return Sandbox{}, err
 	}
 	if len(req.Spec.Datasets) > 0 && !f.Profile.Datasets {
@@ -258,14 +249,8 @@ func (f *Fake) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (str
 	if err := f.enter(ctx, "CreateExec"); err != nil {
 		return "", err
 	}
-	if err := checkID("process", req.ProcessID); err != nil {
+	if err := checkExecRequest(req); err != nil {
 		return "", err
-	}
-	if err := req.Spec.Validate(); err != nil {
-		return "", err
-	}
-	if req.Spec.TTY {
-		return "", errNoTerminal
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -149,12 +149,9 @@ func empty(raw json.RawMessage) bool {
 // Init and mounts. It returns nil, or an unsupported *spec.Error naming the
 // first field that differs with what was read and what was asked.
 func Verify(raw []byte, e Expect) error {
-	var c inspectDoc
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return spec.Wrap(spec.CodeUnsupported, "dockerio.readback", err, "inspect JSON is malformed")
-	}
-	if c.Config == nil || c.HostConfig == nil || c.State == nil || c.NetworkSettings == nil {
-		return unsupported("dockerio.readback", "inspect JSON lacks Config, HostConfig, State or NetworkSettings")
+	c, err := decodeInspect(raw)
+	if err != nil {
+		return err
 	}
 	field := ""
 	var got, want any
@@ -287,4 +284,17 @@ func show(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// decodeInspect reads a container's inspect JSON, which readback needs
+// whole: Config, HostConfig, State and NetworkSettings.
+func decodeInspect(raw []byte) (inspectDoc, error) {
+	var c inspectDoc
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return c, spec.Wrap(spec.CodeUnsupported, "dockerio.readback", err, "inspect JSON is malformed")
+	}
+	if c.Config == nil || c.HostConfig == nil || c.State == nil || c.NetworkSettings == nil {
+		return c, unsupported("dockerio.readback", "inspect JSON lacks Config, HostConfig, State or NetworkSettings")
+	}
+	return c, nil
 }
