@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,7 +23,11 @@ import (
 // produces exec output as real multiplexed frames (framing.Encoder) read
 // through a framing.Decoder over a synchronous pipe (so an unread stream
 // blocks the "process" as it would for real), and injects faults through
-// Fault.
+// Fault. It passes dockerio/enginetest, the suite the Adapter passes
+// against Docker, with these differences, each deliberate: it runs no
+// program (Script says what an exec does), has no warden and no egress
+// proxy (unsupported), knows every image ID (ResolveImage of an ID is that
+// ID) and keeps no event history (Events ignores since).
 type Fake struct {
 	// DaemonID and Profile are what Preflight reports.
 	DaemonID string
@@ -83,13 +88,23 @@ type fakeSandbox struct {
 	running  bool
 	paused   bool
 	exit     *ContainerExit
-	files    map[string][]byte // path under /workspace → content; dirs end in '/'
+	files    map[string]fakeFile // by path under /workspace; dirs end in '/'
+	// removed holds the ids of the resources RemoveOwned took one by one;
+	// the sandbox goes when all have.
+	removed map[string]bool
+}
+
+// fakeFile is one workspace entry: its bytes and permission bits.
+type fakeFile struct {
+	data []byte
+	mode int64
 }
 
 type fakeExec struct {
 	sb       string // owner/id
 	owner    string
 	sandbox  string
+	workload string // container id
 	req      ExecRequest
 	run      FakeRun
 	started  bool
@@ -135,6 +150,9 @@ func (f *Fake) ResolveImage(ctx context.Context, ref string) (string, error) {
 	if err := f.enter(ctx, "ResolveImage"); err != nil {
 		return "", err
 	}
+	if ref == "" {
+		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.image", "image reference is empty")
+	}
 	if !spec.IsImageID(ref) {
 		return "", spec.Errorf(spec.CodeNotFound, "dockerio.fake", "image %s", ref)
 	}
@@ -165,20 +183,23 @@ func (f *Fake) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, 
 	case spec.NetworkAllowlist:
 		sb.Network, sb.Outside, sb.Egress, sb.Proxy = f.id("n"), f.id("o"), f.id("x"), "10.213.0.2:3128"
 	}
-	f.sandboxes[key] = &fakeSandbox{sb: sb, files: map[string][]byte{"work/": nil}}
+	f.sandboxes[key] = &fakeSandbox{sb: sb, files: map[string]fakeFile{"work/": {mode: 0o755}}, removed: map[string]bool{}, exit: &ContainerExit{}}
 	return sb, nil
 }
 
+// get returns the sandbox whose workload container is present (not_found,
+// as Docker says of a container, otherwise). f.mu is held.
 func (f *Fake) get(sb Sandbox) (*fakeSandbox, error) {
 	s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]
-	if !ok {
-		return nil, spec.Errorf(spec.CodeNotFound, "dockerio.fake", "sandbox %s", sb.ID)
+	if !ok || s.removed[s.sb.Workload] {
+		return nil, spec.Errorf(spec.CodeNotFound, "dockerio.fake", "sandbox %s: no such container", sb.ID)
 	}
 	return s, nil
 }
 
-func (f *Fake) StartSandbox(ctx context.Context, sb Sandbox) error {
-	if err := f.enter(ctx, "StartSandbox"); err != nil {
+// with runs fn on the sandbox under f.mu, after enter.
+func (f *Fake) with(ctx context.Context, op string, sb Sandbox, fn func(s *fakeSandbox) error) error {
+	if err := f.enter(ctx, op); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -187,27 +208,26 @@ func (f *Fake) StartSandbox(ctx context.Context, sb Sandbox) error {
 	if err != nil {
 		return err
 	}
-	s.running, s.exit = true, nil
-	return nil
+	return fn(s)
+}
+
+func (f *Fake) StartSandbox(ctx context.Context, sb Sandbox) error {
+	return f.with(ctx, "StartSandbox", sb, func(s *fakeSandbox) error {
+		s.running, s.exit = true, nil
+		return nil
+	})
 }
 
 func (f *Fake) VerifySandbox(ctx context.Context, sb Sandbox) error {
-	if err := f.enter(ctx, "VerifySandbox"); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.get(sb)
-	if err != nil {
-		return err
-	}
-	if !s.running {
-		return unsupported("dockerio.verify", "%s %s: State.Running differs: got false, want true", RoleWorkload, Name(sb.Owner, sb.ID, RoleWorkload))
-	}
-	if sb.Revision != s.sb.Revision {
-		return unsupported("dockerio.verify", "sandbox %s has revision %s, not %s", sb.ID, sb.Revision, s.sb.Revision)
-	}
-	return nil
+	return f.with(ctx, "VerifySandbox", sb, func(s *fakeSandbox) error {
+		if !s.running {
+			return unsupported("dockerio.verify", "%s %s: State.Running differs: got false, want true", RoleWorkload, Name(sb.Owner, sb.ID, RoleWorkload))
+		}
+		if sb.Revision != s.sb.Revision {
+			return unsupported("dockerio.verify", "sandbox %s has revision %s, not %s", sb.ID, sb.Revision, s.sb.Revision)
+		}
+		return nil
+	})
 }
 
 func (f *Fake) StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration) (ContainerExit, error) {
@@ -220,8 +240,15 @@ func (f *Fake) StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration)
 		f.mu.Unlock()
 		return ContainerExit{ExitCode: -1}, nil // already gone: stopped
 	}
-	s.running, s.paused = false, false // Docker thaws before it stops
-	s.exit = &ContainerExit{ExitCode: 143}
+	if !s.running { // never started, or stopped: Docker leaves it as it is
+		exit := *s.exit
+		f.mu.Unlock()
+		return exit, nil
+	}
+	// Docker thaws before it stops; the workload's init passes TERM on.
+	s.running, s.paused = false, false
+	s.exit = &ContainerExit{ExitCode: 128 + int(syscall.SIGTERM)}
+	exit := *s.exit
 	var kill []*fakeExec
 	for _, x := range f.execs {
 		if x.sb == sb.Owner+"/"+sb.ID && !x.done {
@@ -232,11 +259,18 @@ func (f *Fake) StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration)
 	for _, x := range kill {
 		x.signal(syscall.SIGKILL)
 	}
-	return *s.exit, nil
+	f.publish(sb.Owner, ContainerEvent{Action: ActionDie, Container: s.sb.Workload, Sandbox: sb.ID, Role: RoleWorkload, ExitCode: exit.ExitCode})
+	return exit, nil
 }
 
 func (f *Fake) RemoveSandbox(ctx context.Context, sb Sandbox) error {
 	if err := f.enter(ctx, "RemoveSandbox"); err != nil {
+		return err
+	}
+	if err := checkID("owner", sb.Owner); err != nil {
+		return err
+	}
+	if err := checkID("sandbox", sb.ID); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -269,7 +303,7 @@ func (f *Fake) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (str
 		run = f.Script(sb, req)
 	}
 	id := f.id("x")
-	f.execs[id] = &fakeExec{sb: sb.Owner + "/" + sb.ID, owner: sb.Owner, sandbox: sb.ID, req: req, run: run, kill: make(chan struct{})}
+	f.execs[id] = &fakeExec{sb: sb.Owner + "/" + sb.ID, owner: sb.Owner, sandbox: sb.ID, workload: s.sb.Workload, req: req, run: run, kill: make(chan struct{})}
 	return id, nil
 }
 
@@ -416,7 +450,7 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 		if in != nil {
 			in.Close()
 		}
-		f.publish(x.owner, ContainerEvent{Action: ActionExecDie, Sandbox: x.sandbox, Role: RoleWorkload, ExecID: execID, ExitCode: code})
+		f.publish(x.owner, ContainerEvent{Action: ActionExecDie, Container: x.workload, Sandbox: x.sandbox, Role: RoleWorkload, ExecID: execID, ExitCode: code})
 	}()
 	if x.run.AttachLost {
 		t.Close()
@@ -457,9 +491,15 @@ func (f *Fake) ReadGroup(ctx context.Context, sb Sandbox, processID string) (int
 	if err := f.enter(ctx, "ReadGroup"); err != nil {
 		return 0, err
 	}
+	if err := checkID("process", processID); err != nil {
+		return 0, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
+		return 0, err
+	}
+	if _, err := f.get(sb); err != nil {
 		return 0, err
 	}
 	for _, x := range f.execs {
@@ -477,8 +517,15 @@ func (f *Fake) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig syscal
 	if pgid <= 1 {
 		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "process group %d: must be above 1", pgid)
 	}
+	if sig < 0 || sig > 64 {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "signal %d is out of range", int(sig))
+	}
 	f.mu.Lock()
 	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	if _, err := f.get(sb); err != nil {
 		f.mu.Unlock()
 		return err
 	}
@@ -506,15 +553,18 @@ func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Read
 	if err != nil {
 		return err
 	}
+	if err := checkReserved(dir); err != nil {
+		return err
+	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")
-	spooled, err := spool(ctx, r, sb.Spec.Policy.User, false)
+	spooled, err := spool(ctx, r, sb.Spec.Policy.User, dst == WorkspaceDir)
 	if err != nil {
 		return err
 	}
 	defer spooled.Close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.get(sb)
+	s, err := f.export(sb)
 	if err != nil {
 		return err
 	}
@@ -532,31 +582,27 @@ func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Read
 		}
 		name := path.Join(rel, h.Name)
 		if h.Typeflag == tar.TypeDir {
-			s.files[name+"/"] = nil
+			s.files[name+"/"] = fakeFile{mode: h.Mode & 0o7777}
 			continue
 		}
-		b, _ := io.ReadAll(tr)
-		s.files[name] = b
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return spec.Wrap(spec.CodeInvalidArgument, "dockerio.archive", err, "reading the archive")
+		}
+		s.files[name] = fakeFile{data: b, mode: h.Mode & 0o7777}
 	}
 }
 
 // PauseSandbox freezes the fake workload: execs are refused until
 // UnpauseSandbox, as Docker refuses them.
 func (f *Fake) PauseSandbox(ctx context.Context, sb Sandbox) error {
-	if err := f.enter(ctx, "PauseSandbox"); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.get(sb)
-	if err != nil {
-		return err
-	}
-	if !s.running || s.paused {
-		return spec.Errorf(spec.CodeConflict, "dockerio.fake", "workload %s is not running or already paused", sb.Workload)
-	}
-	s.paused = true
-	return nil
+	return f.with(ctx, "PauseSandbox", sb, func(s *fakeSandbox) error {
+		if !s.running || s.paused {
+			return spec.Errorf(spec.CodeConflict, "dockerio.fake", "workload %s is not running or already paused", sb.Workload)
+		}
+		s.paused = true
+		return nil
+	})
 }
 
 func (f *Fake) UnpauseSandbox(ctx context.Context, sb Sandbox) error {
@@ -569,6 +615,16 @@ func (f *Fake) UnpauseSandbox(ctx context.Context, sb Sandbox) error {
 		s.paused = false
 	}
 	return nil
+}
+
+// export returns the sandbox whose export container is present. f.mu is
+// held.
+func (f *Fake) export(sb Sandbox) (*fakeSandbox, error) {
+	s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]
+	if !ok || s.removed[s.sb.Export] {
+		return nil, spec.Errorf(spec.CodeNotFound, "dockerio.fake", "sandbox %s: no such container", sb.ID)
+	}
+	return s, nil
 }
 
 // Paused reports whether the fake workload is paused.
@@ -587,10 +643,13 @@ func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string) (io.ReadClo
 	if err != nil {
 		return nil, err
 	}
+	if err := checkReserved(p); err != nil {
+		return nil, err
+	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(src, WorkspaceDir), "/")
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.get(sb)
+	s, err := f.export(sb)
 	if err != nil {
 		return nil, err
 	}
@@ -610,12 +669,13 @@ func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string) (io.ReadClo
 	u := sb.Spec.Policy.User
 	for _, n := range names {
 		name := strings.TrimPrefix(n, base+"/")
-		h := &tar.Header{Name: name, Uid: int(u.UID), Gid: int(u.GID), Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(s.files[n]))}
+		file := s.files[n]
+		h := &tar.Header{Name: name, Uid: int(u.UID), Gid: int(u.GID), Mode: file.mode, Typeflag: tar.TypeReg, Size: int64(len(file.data))}
 		if strings.HasSuffix(n, "/") {
-			h.Typeflag, h.Mode, h.Size = tar.TypeDir, 0o755, 0
+			h.Typeflag, h.Size = tar.TypeDir, 0
 		}
 		tw.WriteHeader(h)
-		tw.Write(s.files[n])
+		tw.Write(file.data)
 	}
 	tw.Close()
 	return io.NopCloser(&buf), nil
@@ -625,27 +685,35 @@ func (f *Fake) ListOwned(ctx context.Context, owner string) ([]Owned, error) {
 	if err := f.enter(ctx, "ListOwned"); err != nil {
 		return nil, err
 	}
+	if err := checkID("owner", owner); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []Owned
 	for _, s := range f.sandboxes {
 		if s.sb.Owner == owner {
-			out = append(out, Owned{Sandbox: s.sb.ID, Resources: fakeResources(s.sb)})
+			out = append(out, Owned{Sandbox: s.sb.ID, Resources: s.resources()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Sandbox < out[j].Sandbox })
 	return out, nil
 }
 
-func fakeResources(sb Sandbox) []Resource {
-	mk := func(k Kind, id string, role Role) Resource {
-		l := Labels(sb.Owner, sb.ID, role, sb.Revision)
-		return resource(k, id, Name(sb.Owner, sb.ID, role), l)
+// resources lists the sandbox's resources still present, labelled as the
+// Adapter labels them. f.mu is held.
+func (s *fakeSandbox) resources() []Resource {
+	sb := s.sb
+	var rs []Resource
+	add := func(k Kind, id string, role Role) {
+		if id != "" && !s.removed[id] {
+			rs = append(rs, resource(k, id, Name(sb.Owner, sb.ID, role), Labels(sb.Owner, sb.ID, role, sb.Revision)))
+		}
 	}
-	rs := []Resource{mk(KindContainer, sb.Workload, RoleWorkload), mk(KindContainer, sb.Export, RoleExport), mk(KindVolume, sb.Volume, RoleVolume)}
-	if sb.Network != "" {
-		rs = append(rs, mk(KindNetwork, sb.Network, RoleNetwork))
-	}
+	add(KindContainer, sb.Workload, RoleWorkload)
+	add(KindContainer, sb.Export, RoleExport)
+	add(KindVolume, sb.Volume, RoleVolume)
+	add(KindNetwork, sb.Network, RoleNetwork)
 	return rs
 }
 
@@ -659,7 +727,11 @@ func (f *Fake) InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error)
 	if !ok {
 		return Observed{}, nil
 	}
-	obs := Observed{Present: fakeResources(s.sb), Running: s.running, Paused: s.paused, Revision: s.sb.Revision}
+	obs := Observed{Present: s.resources()}
+	if s.removed[s.sb.Workload] {
+		return obs, nil
+	}
+	obs.Running, obs.Paused, obs.Revision = s.running, s.paused, s.sb.Revision
 	if !s.running && s.exit != nil {
 		e := *s.exit
 		obs.Exit = &e
@@ -667,17 +739,34 @@ func (f *Fake) InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error)
 	return obs, nil
 }
 
+// RemoveOwned removes one resource, found by its id, if it still carries
+// r.Owner (conflict otherwise, as the Adapter re-reads the label).
 func (f *Fake) RemoveOwned(ctx context.Context, r Resource) error {
 	if err := f.enter(ctx, "RemoveOwned"); err != nil {
 		return err
 	}
+	if r.Owner == "" {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.remove", "resource %s has no owner", r.ID)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if s, ok := f.sandboxes[r.Owner+"/"+r.Sandbox]; ok && r.Kind == KindContainer && r.Role == RoleWorkload {
-		s.running = false
-	}
-	if r.Role == RoleVolume {
-		delete(f.sandboxes, r.Owner+"/"+r.Sandbox)
+	for key, s := range f.sandboxes {
+		for _, have := range s.resources() {
+			if have.Kind != r.Kind || have.ID != r.ID {
+				continue
+			}
+			if have.Owner != r.Owner {
+				return spec.Errorf(spec.CodeConflict, "dockerio.remove", "%s %s carries owner %q, not %q: not touched", r.Kind, r.ID, have.Owner, r.Owner)
+			}
+			s.removed[r.ID] = true
+			if r.ID == s.sb.Workload {
+				s.running, s.paused, s.exit = false, false, nil
+			}
+			if len(s.resources()) == 0 {
+				delete(f.sandboxes, key)
+			}
+			return nil
+		}
 	}
 	return nil
 }
@@ -697,12 +786,12 @@ func (f *Fake) SetExited(sb Sandbox, exit ContainerExit) {
 	f.publish(sb.Owner, ContainerEvent{Action: ActionDie, Container: s.sb.Workload, Sandbox: sb.ID, Role: RoleWorkload, ExitCode: exit.ExitCode})
 }
 
-// publish sends ev to the owner's Events subscribers.
+// publish sends ev, stamped now, to the owner's Events subscribers.
 func (f *Fake) publish(owner string, ev ContainerEvent) {
+	ev.Time = time.Now()
 	f.mu.Lock()
-	subs := append([]chan ContainerEvent(nil), f.subs[owner]...)
-	f.mu.Unlock()
-	for _, c := range subs {
+	defer f.mu.Unlock()
+	for _, c := range f.subs[owner] {
 		select {
 		case c <- ev:
 		default: // a subscriber that does not keep up misses it, as with the daemon
@@ -721,23 +810,20 @@ func (f *Fake) pausedErr(key string) error {
 
 // OOMKills reports the sandbox's count of processes ended with FakeRun.OOM.
 func (f *Fake) OOMKills(ctx context.Context, sb Sandbox) (int64, error) {
-	if err := f.enter(ctx, "OOMKills"); err != nil {
-		return 0, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
-		return 0, err
-	}
-	s, err := f.get(sb)
-	if err != nil {
-		return 0, err
-	}
-	return s.oomKills, nil
+	var n int64
+	err := f.with(ctx, "OOMKills", sb, func(s *fakeSandbox) error {
+		if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
+			return err
+		}
+		n = s.oomKills
+		return nil
+	})
+	return n, err
 }
 
-// Events subscribes to the die events SetExited makes and the exec_die
-// events of ending execs (the fake keeps no history: since is ignored).
+// Events subscribes to the die events of stops and SetExited and the
+// exec_die events of ending execs (the fake keeps no history: since is
+// ignored). The event channel is closed when ctx ends.
 func (f *Fake) Events(ctx context.Context, owner string, since time.Time) (<-chan ContainerEvent, <-chan error) {
 	errc := make(chan error, 1)
 	c := make(chan ContainerEvent, 1024)
@@ -752,18 +838,12 @@ func (f *Fake) Events(ctx context.Context, owner string, since time.Time) (<-cha
 	}
 	f.subs[owner] = append(f.subs[owner], c)
 	f.mu.Unlock()
-	go func() {
-		<-ctx.Done()
+	context.AfterFunc(ctx, func() {
 		f.mu.Lock()
-		list := f.subs[owner]
-		for i, x := range list {
-			if x == c {
-				f.subs[owner] = append(list[:i], list[i+1:]...)
-				break
-			}
-		}
-		f.mu.Unlock()
-	}()
+		defer f.mu.Unlock()
+		f.subs[owner] = slices.DeleteFunc(f.subs[owner], func(x chan ContainerEvent) bool { return x == c })
+		close(c)
+	})
 	return c, errc
 }
 
@@ -787,8 +867,12 @@ func (f *Fake) EnsureWarden(ctx context.Context, sb Sandbox) error {
 var errFakeNoWarden = spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "the fake engine has no warden")
 
 // OpenEgress: the fake runs no proxy; an allowlist sandbox's control link
-// is unsupported (the actor logs it and goes on).
+// is unsupported (the actor logs it and goes on). A sandbox with no egress
+// container is a conflict, as with the Adapter.
 func (f *Fake) OpenEgress(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error) {
+	if sb.Egress == "" {
+		return WardenConn{}, spec.Errorf(spec.CodeConflict, "dockerio.egress", "sandbox %s has no egress container", sb.ID)
+	}
 	return WardenConn{}, spec.Errorf(spec.CodeUnsupported, "dockerio.fake", "the fake engine runs no egress proxy")
 }
 
