@@ -768,7 +768,9 @@ func testEvents(t *testing.T, v env) {
 	if err != nil {
 		t.Fatalf("StopSandbox: %v", err)
 	}
-	ev = next(t, evs, errs, "die", func(ev dockerio.ContainerEvent) bool { return ev.Action == dockerio.ActionDie && ev.Container == sb.Workload })
+	ev = next(t, evs, errs, "die", func(ev dockerio.ContainerEvent) bool {
+		return ev.Action == dockerio.ActionDie && ev.Container == sb.Workload
+	})
 	if ev.Sandbox != sb.ID || ev.Role != dockerio.RoleWorkload || ev.ExitCode != exit.ExitCode || ev.ExecID != "" {
 		t.Errorf("die: %+v; want sandbox %s, role workload, exit %d", ev, sb.ID, exit.ExitCode)
 	}
