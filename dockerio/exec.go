@@ -175,6 +175,11 @@ func (a *Adapter) AttachExec(ctx context.Context, sb Sandbox, execID string, req
 	}
 	resp, err := cli.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{Tty: false})
 	if err != nil {
+		// The client reports a refused upgrade ("received 404") untyped:
+		// an exec the daemon does not know is not_found, as everywhere.
+		if st, ierr := inspectExec(ctx, cli, execID); ierr == nil && !st.Known {
+			return nil, spec.Wrap(spec.CodeNotFound, "dockerio.exec", err, "attaching to exec %s: no such exec", execID)
+		}
 		return nil, translate(err, "dockerio.exec", "attaching to exec %s", execID)
 	}
 	t := &attachment{resp: resp, stdin: req.Spec.Stdin}
