@@ -31,7 +31,8 @@ const (
 // Keeper is the workload's command: entrypoint /bin/sh with these args.
 var Keeper = []string{"-c", "while :; do sleep 3600; done"}
 
-// Environment is the seed's DOCKER_ENVIRONMENT, in order.
+// Environment is every sandbox container's whole environment, in order
+// (the image's own is not inherited: readback checks Config.Env exactly).
 var Environment = []string{"HOME=/home/sandbox", "TMPDIR=/tmp", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_]{0,63}$`)
@@ -86,12 +87,14 @@ func Labels(owner, sandbox string, role Role, revision string) map[string]string
 	return map[string]string{LabelOwner: owner, LabelSandbox: sandbox, LabelRole: string(role), LabelRevision: revision}
 }
 
-// tmpfsOptions is the seed's tmpfs option string.
+// tmpfsOptions is a sandbox tmpfs's options: writable, nosuid, nodev,
+// noexec, sized, private to the sandbox's uid:gid (mode 0700).
 func tmpfsOptions(size int64, u spec.User) string {
 	return fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,mode=0700,uid=%d,gid=%d", size, u.UID, u.GID)
 }
 
-// Tmpfs returns the seed's two tmpfs mounts for a policy.
+// Tmpfs returns a sandbox's two tmpfs mounts for a policy: its home and
+// /tmp, each of the policy's size.
 func Tmpfs(p spec.Policy) map[string]string {
 	return map[string]string{HomeDir: tmpfsOptions(p.HomeBytes, p.User), TmpDir: tmpfsOptions(p.TmpBytes, p.User)}
 }
@@ -116,21 +119,25 @@ func mounts(sb spec.Sandbox, role Role, volume string) []mount.Mount {
 	return ms
 }
 
-// Body is one container's create request: exactly the seed's body plus
-// HostConfig.Init where the profile has an init.
+// Body is one container's create request: the lockdown readback checks
+// field by field (Verify), plus HostConfig.Init where the profile has an
+// init.
 type Body struct {
 	Config     *container.Config
 	HostConfig *container.HostConfig
 }
 
-// ContainerBody returns the create request for one role of a sandbox, the
-// seed's containerBody (exported for tests and benchmarks that need the
-// same request made by other means).
+// ContainerBody returns the create request for one role of a sandbox
+// (exported for tests and benchmarks that need the same request made by
+// other means).
 func ContainerBody(p Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string) Body {
 	return body(p, sb, owner, id, role, volume, networkID)
 }
 
-// body builds the seed's containerBody for a role.
+// body builds the create request for a role: read-only root, every
+// capability dropped, no new privileges, the policy's user and
+// limits, private IPC and cgroup namespaces, no restart, the workspace
+// volume and the two tmpfs mounts, the network the policy names.
 func body(p Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string) Body {
 	pol := sb.Policy
 	pids := pol.Pids

@@ -421,8 +421,8 @@ func HostAddrs() []netip.Addr {
 	return slices.Compact(out)
 }
 
-// egressBody is the egress container's create request: the seed's lockdown
-// (read-only root, no capabilities, no new privileges, the sandbox's
+// egressBody is the egress container's create request: the sandbox
+// containers' lockdown (read-only root, no capabilities, no new privileges, the sandbox's
 // non-root user, private IPC and cgroup namespaces, limits, no restart),
 // the proxy as its command, no workspace, the internal network.
 func (a *Adapter) egressBody(sb Sandbox, imageID, internalID string) Body {
@@ -501,7 +501,7 @@ func (a *Adapter) startEgress(ctx context.Context, cli *client.Client, sb Sandbo
 	return a.readbackEgress(ctx, cli, sb, true)
 }
 
-// readbackEgress verifies the egress container: the seed's lockdown, our
+// readbackEgress verifies the egress container: the lockdown, our
 // image and command (its rules aside: a live change updates the rules the
 // proxy holds, not its command line), no mounts, and, once started, running
 // on exactly the internal and outside networks.

@@ -138,15 +138,20 @@ type inspectDoc struct {
 	}
 }
 
-// empty is the seed's empty(): null, absent, [] or {}.
+// empty reports whether an inspect field holds nothing: null, absent, []
+// or {} (Docker writes any of them for "none").
 func empty(raw json.RawMessage) bool {
 	s := string(bytes.TrimSpace(raw))
 	return s == "" || s == "null" || s == "[]" || s == "{}"
 }
 
 // Verify checks a container's inspect JSON against the expectation, every
-// field the seed's verifyContainer checks plus the image, name, labels,
-// Init and mounts. It returns nil, or an unsupported *spec.Error naming the
+// field of the lockdown (user, working directory, entrypoint and command,
+// environment, no TTY or stdin, no volumes, no healthcheck, read-only root,
+// not privileged, every capability dropped and none added, no new
+// privileges, no ports, devices or binds, private IPC and cgroup
+// namespaces, the network, CPU, memory, swap and pids limits, OOM killer
+// on, no restart, tmpfs) plus the image, name, labels, Init and mounts. It returns nil, or an unsupported *spec.Error naming the
 // first field that differs with what was read and what was asked.
 func Verify(raw []byte, e Expect) error {
 	c, err := decodeInspect(raw)
