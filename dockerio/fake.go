@@ -549,11 +549,8 @@ func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Read
 	if err := f.enter(ctx, "PutArchive"); err != nil {
 		return err
 	}
-	dst, err := WorkspacePath(dir)
+	dst, err := archivePath(dir)
 	if err != nil {
-		return err
-	}
-	if err := checkReserved(dir); err != nil {
 		return err
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")
@@ -639,11 +636,8 @@ func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string) (io.ReadClo
 	if err := f.enter(ctx, "GetArchive"); err != nil {
 		return nil, err
 	}
-	src, err := WorkspacePath(p)
+	src, err := archivePath(p)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkReserved(p); err != nil {
 		return nil, err
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(src, WorkspaceDir), "/")
