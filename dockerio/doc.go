@@ -7,6 +7,23 @@
 // errors.Is still reaches the cause. It knows nothing of the journal or the
 // actors.
 //
+// # Roles
+//
+// Engine is the union of small role interfaces, each the calls one kind of
+// caller makes: Checks (Preflight, ResolveImage: the runtime's Open and
+// create), Sandboxes (create, start, verify, stop, remove, pause: the
+// sandbox actor; the process actor verifies), Inventory (ListOwned,
+// InspectSandbox, RemoveOwned: recovery and reconcile), Execs (create,
+// attach, inspect, process groups, OOM count: the process actor; the
+// sandbox actor signals groups), Files (Put/GetArchive), Wardens, Egress
+// (the sandbox actor) and Events (the runtime's watcher). A caller that
+// needs one role takes that role.
+//
+// Package dockerio/enginetest is the conformance suite of Engine: the Fake
+// passes it in this package's tests, the Adapter against Docker in test/,
+// so the Fake cannot drift from Docker unnoticed. Its deliberate
+// differences are listed on Fake.
+//
 // # Profiles and preflight
 //
 // A Profile is data: what the daemon must look like and what stockade asks
