@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"syscall"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
@@ -46,13 +47,30 @@ func checkID(kind, id string) error {
 	return nil
 }
 
+// checkSandboxIDs checks a sandbox's owner and id.
+func checkSandboxIDs(owner, id string) error {
+	if err := checkID("owner", owner); err != nil {
+		return err
+	}
+	return checkID("sandbox", id)
+}
+
+// checkSignal checks a signal to a process group: a group above 1 (never
+// init's, never "every process"), a signal number Linux has.
+func checkSignal(pgid int, sig syscall.Signal) error {
+	if pgid <= 1 {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "process group %d: must be above 1", pgid)
+	}
+	if sig < 0 || sig > 64 {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "signal %d is out of range", int(sig))
+	}
+	return nil
+}
+
 // checkSandboxRequest is what every engine checks of a create before it
 // touches anything: the ids, the spec, and the policy's admission limits.
 func checkSandboxRequest(req SandboxRequest) error {
-	if err := checkID("owner", req.Owner); err != nil {
-		return err
-	}
-	if err := checkID("sandbox", req.ID); err != nil {
+	if err := checkSandboxIDs(req.Owner, req.ID); err != nil {
 		return err
 	}
 	if err := req.Spec.Validate(); err != nil {

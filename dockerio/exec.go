@@ -418,11 +418,8 @@ func (a *Adapter) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig sys
 	if err != nil {
 		return err
 	}
-	if pgid <= 1 {
-		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "process group %d: must be above 1", pgid)
-	}
-	if sig < 0 || sig > 64 {
-		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "signal %d is out of range", int(sig))
+	if err := checkSignal(pgid, sig); err != nil {
+		return err
 	}
 	argv := []string{"/bin/sh", "-c", fmt.Sprintf("kill -%d -%d", int(sig), pgid)}
 	if a.HasWarden() {

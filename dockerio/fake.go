@@ -267,10 +267,7 @@ func (f *Fake) RemoveSandbox(ctx context.Context, sb Sandbox) error {
 	if err := f.enter(ctx, "RemoveSandbox"); err != nil {
 		return err
 	}
-	if err := checkID("owner", sb.Owner); err != nil {
-		return err
-	}
-	if err := checkID("sandbox", sb.ID); err != nil {
+	if err := checkSandboxIDs(sb.Owner, sb.ID); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -514,11 +511,8 @@ func (f *Fake) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig syscal
 	if err := f.enter(ctx, "SignalGroup"); err != nil {
 		return err
 	}
-	if pgid <= 1 {
-		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "process group %d: must be above 1", pgid)
-	}
-	if sig < 0 || sig > 64 {
-		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "signal %d is out of range", int(sig))
+	if err := checkSignal(pgid, sig); err != nil {
+		return err
 	}
 	f.mu.Lock()
 	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {

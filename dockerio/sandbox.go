@@ -348,10 +348,7 @@ func (a *Adapter) RemoveSandbox(ctx context.Context, sb Sandbox) error {
 	if err != nil {
 		return err
 	}
-	if err := checkID("owner", sb.Owner); err != nil {
-		return err
-	}
-	if err := checkID("sandbox", sb.ID); err != nil {
+	if err := checkSandboxIDs(sb.Owner, sb.ID); err != nil {
 		return err
 	}
 	a.settleEgress(sb)
