@@ -651,12 +651,21 @@ func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string) (io.ReadClo
 		return nil, spec.Errorf(spec.CodeNotFound, "dockerio.archive", "%s does not exist", src)
 	}
 	sort.Strings(names)
-	base := path.Dir(strings.TrimSuffix(rel, "/"))
+	// Entries are named as Docker names them: from the basename of src on
+	// (so a Get of the workspace itself starts with "workspace/", its root
+	// entry root's, as a fresh volume's root is).
+	parent := strings.TrimPrefix(path.Dir(src), "/")
+	if parent != "" {
+		parent += "/"
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
+	if rel == "" {
+		tw.WriteHeader(&tar.Header{Name: path.Base(WorkspaceDir) + "/", Mode: 0o755, Typeflag: tar.TypeDir})
+	}
 	u := sb.Spec.Policy.User
 	for _, n := range names {
-		name := strings.TrimPrefix(n, base+"/")
+		name := strings.TrimPrefix(strings.TrimPrefix(WorkspaceDir, "/")+"/"+n, parent)
 		file := s.files[n]
 		h := &tar.Header{Name: name, Uid: int(u.UID), Gid: int(u.GID), Mode: file.mode, Typeflag: tar.TypeReg, Size: int64(len(file.data))}
 		if strings.HasSuffix(n, "/") {

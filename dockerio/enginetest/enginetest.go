@@ -653,6 +653,7 @@ func testFiles(t *testing.T, v env) {
 	}{
 		{"work/a.txt", []entry{{name: "a.txt", mode: 0o640, data: "alpha"}}},
 		{"work/d", []entry{{name: "d", dir: true, mode: 0o750}, {name: "d/b.txt", mode: 0o644, data: "beta\n"}}},
+		{"work/./d/../d/b.txt", []entry{{name: "b.txt", mode: 0o644, data: "beta\n"}}},
 	} {
 		rc, err := v.e.GetArchive(ctx, sb, tc.path)
 		if err != nil {
@@ -672,7 +673,23 @@ func testFiles(t *testing.T, v env) {
 			}
 		}
 	}
-	_, err := v.e.GetArchive(ctx, sb, "work/missing")
+	// The whole workspace: entries named from "workspace/" on, its root
+	// root's (the sandbox owns what is in it, not the volume's root).
+	rc, err := v.e.GetArchive(ctx, sb, ".")
+	if err != nil {
+		t.Fatalf("GetArchive(.): %v", err)
+	}
+	got, owners := readTar(t, rc)
+	if g := got["workspace/work/d/b.txt"]; g.data != "beta\n" {
+		t.Errorf("GetArchive(.): %+v, want workspace/work/d/b.txt", got)
+	}
+	if g, u := got["workspace"], owners["workspace"]; !g.dir || u != (spec.User{}) {
+		t.Errorf("GetArchive(.): the root is %+v owned by %s, want a directory owned by 0:0", g, u)
+	}
+	if u := owners["workspace/work"]; u != sb.Spec.Policy.User {
+		t.Errorf("GetArchive(.): workspace/work owned by %s, want the sandbox's %s", u, sb.Spec.Policy.User)
+	}
+	_, err = v.e.GetArchive(ctx, sb, "work/missing")
 	wantCode(t, "GetArchive of a missing path", err, spec.CodeNotFound)
 	wantCode(t, "PutArchive into a missing directory", v.e.PutArchive(ctx, sb, "work/missing", tarOf(t, entry{name: "x", mode: 0o644})), spec.CodeNotFound)
 	wantCode(t, "PutArchive outside the workspace", v.e.PutArchive(ctx, sb, "../etc", tarOf(t, entry{name: "x", mode: 0o644})), spec.CodeInvalidArgument)
