@@ -429,8 +429,8 @@ func (v env) start(t *testing.T, sb dockerio.Sandbox, stdin bool, argv ...string
 	if err != nil {
 		t.Fatalf("CreateExec %q: %v", argv, err)
 	}
-	if st, err := v.e.InspectExec(ctx, id); err != nil || !st.Known || st.Running {
-		t.Errorf("InspectExec, created: %+v, %v; want known, not running", st, err)
+	if st, err := v.e.InspectExec(ctx, id); err != nil || !st.Known || st.Running || st.Pid != 0 {
+		t.Errorf("InspectExec, created: %+v, %v; want known, not running, no pid", st, err)
 	}
 	att, err := v.e.AttachExec(ctx, sb, id, req)
 	if err != nil {
@@ -460,8 +460,8 @@ func (v env) finish(t *testing.T, req dockerio.ExecRequest, id string, att docke
 		}
 	}
 	st, err := dockerio.WaitExec(ctxT(t), v.e, id)
-	if err != nil || !st.Known || st.Running {
-		t.Fatalf("exec %q: WaitExec: %+v, %v", req.Spec.Argv, st, err)
+	if err != nil || !st.Known || st.Running || st.Pid == 0 {
+		t.Fatalf("exec %q: WaitExec: %+v, %v; want known, ended, with the pid it had", req.Spec.Argv, st, err)
 	}
 	r.code, r.stdout, r.stderr = st.ExitCode, out.String(), errb.String()
 	return r
