@@ -255,6 +255,13 @@ func parseMarker(line string) (pgid int, oom int64, err error) {
 // startFailure builds the error for an exec whose output ended before the
 // wrapper's marker: the command never started.
 func (a *Adapter) startFailure(ctx context.Context, cli *client.Client, execID string, text []byte) error {
+	// A second attach: the daemon upgraded the connection, then refused
+	// the start on it (the exec runs, or ran, under the first).
+	for _, said := range []string{" is already running", " has already run"} {
+		if bytes.Contains(text, []byte("Exec command "+execID+said)) {
+			return spec.Errorf(spec.CodeConflict, "dockerio.exec", "exec %s already started: %q", execID, bytes.TrimSpace(text))
+		}
+	}
 	st, err := waitExec(ctx, cli, execID, 10*time.Second)
 	if err != nil {
 		return spec.Wrap(spec.CodeExecFailed, "dockerio.exec", err, "exec %s ended before it started: %q", execID, text)

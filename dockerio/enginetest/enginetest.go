@@ -545,6 +545,8 @@ func testExecs(t *testing.T, v env) {
 	// The OOM kill count a process starts with is the sandbox's now
 	// (nothing was killed meanwhile).
 	r := v.run(t, sb, nil, "true")
+	_, err = v.e.AttachExec(ctx, sb, r.id, dockerio.ExecRequest{ProcessID: r.processID, Spec: proc(false, "true")})
+	wantCode(t, "AttachExec of an exec that ended", err, spec.CodeConflict)
 	if n, err := v.e.OOMKills(ctx, sb); err != nil || n < -1 || n != r.oom {
 		t.Errorf("OOMKills = %d, %v; want %d, as at the last process's start", n, err, r.oom)
 	}
@@ -555,6 +557,8 @@ func testSignals(t *testing.T, v env) {
 	sb := v.started(t)
 	req, id, att := v.start(t, sb, false, "sleep", "1000")
 	g := att.Group()
+	_, err := v.e.AttachExec(ctx, sb, id, req)
+	wantCode(t, "AttachExec of an exec already started", err, spec.CodeConflict)
 	if st, err := v.e.InspectExec(ctx, id); err != nil || !st.Known || !st.Running {
 		t.Errorf("InspectExec, running: %+v, %v; want known and running", st, err)
 	}
