@@ -94,6 +94,21 @@ type fakeSandbox struct {
 	removed map[string]bool
 }
 
+// hasDir reports whether an exec's working directory exists: one in the
+// workspace must have been made there; the Fake takes any other for the
+// image's own. f.mu is held.
+func (s *fakeSandbox) hasDir(dir string) bool {
+	if dir == "" || dir == WorkspaceDir {
+		return true
+	}
+	rel, ok := strings.CutPrefix(dir, WorkspaceDir+"/")
+	if !ok {
+		return true
+	}
+	_, ok = s.files[path.Clean(rel)+"/"]
+	return ok
+}
+
 // fakeFile is one workspace entry: its bytes and permission bits.
 type fakeFile struct {
 	data []byte
@@ -367,10 +382,14 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 		return nil, err
 	}
 	x.started = true
-	if x.run.StartFailure != "" {
+	failure := x.run.StartFailure
+	if s, ok := f.sandboxes[x.sb]; ok && failure == "" && !s.hasDir(req.Spec.Dir) {
+		failure = fmt.Sprintf("OCI runtime exec failed: chdir to cwd (%q) set in config.json failed: no such file or directory", req.Spec.Dir)
+	}
+	if failure != "" {
 		x.done, x.exitCode = true, 127
 		f.mu.Unlock()
-		return nil, spec.Errorf(spec.CodeExecFailed, "dockerio.exec", "exit 127: %s", x.run.StartFailure)
+		return nil, spec.Errorf(spec.CodeExecFailed, "dockerio.exec", "exit 127: %s", failure)
 	}
 	f.next++
 	x.group = 100 + f.next

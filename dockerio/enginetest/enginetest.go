@@ -526,6 +526,20 @@ func testExecs(t *testing.T, v env) {
 		}
 	}
 
+	// A working directory that does not exist: Docker cannot start the
+	// exec at all.
+	req = dockerio.ExecRequest{ProcessID: newID("p"), Spec: proc(false, "true")}
+	req.Spec.Dir = dockerio.WorkDir + "/no-such-dir"
+	if id, err = v.e.CreateExec(ctx, sb, req); err != nil {
+		t.Fatalf("CreateExec in a missing directory: %v", err)
+	}
+	if att, err := v.e.AttachExec(ctx, sb, id, req); err == nil {
+		att.Close()
+		t.Errorf("AttachExec in a missing directory: no error, want exec_failed")
+	} else {
+		wantCode(t, "AttachExec in a missing directory", err, spec.CodeExecFailed)
+	}
+
 	if st, err := v.e.InspectExec(ctx, strings.Repeat("0", 64)); err != nil || st.Known {
 		t.Errorf("InspectExec of an unknown exec: %+v, %v; want unknown, no error", st, err)
 	}
