@@ -226,7 +226,7 @@ type plan struct {
 // each sandbox and of the owner's resources. It changes nothing: every
 // sandbox is observed before any is acted on, so a daemon that cannot answer
 // fails the recovery with nothing touched.
-func observe(ctx context.Context, j *journal.Journal, engine dockerio.Engine) (live, []plan, []dockerio.Owned, error) {
+func observe(ctx context.Context, j *journal.Journal, engine dockerio.Inventory) (live, []plan, []dockerio.Owned, error) {
 	owner := j.Owner()
 	l, err := loadLive(j)
 	if err != nil {

@@ -599,7 +599,7 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 }
 
 // hasWarden reports whether the engine delivers a warden into its sandboxes.
-func hasWarden(e dockerio.Engine) bool {
+func hasWarden(e dockerio.Wardens) bool {
 	w, ok := e.(interface{ HasWarden() bool })
 	return ok && w.HasWarden()
 }

@@ -6,12 +6,12 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// Admission limits, as the seed's assertDockerPolicy plus what the kernel
-// would silently round.
+// Admission limits: what Docker accepts, and no value the kernel would
+// silently round (see AdmitPolicy).
 const (
 	// MinMemoryBytes is Docker's minimum memory limit (6 MiB).
 	MinMemoryBytes = 6 << 20
-	// MaxCPUs is the seed's ceiling on cpus.
+	// MaxCPUs is the ceiling on a policy's cpus.
 	MaxCPUs = 1024
 	// MinNanoCPUs is Docker's smallest CPU quota (0.01 CPU).
 	MinNanoCPUs = 1e7
@@ -21,7 +21,8 @@ const (
 	// whole pages, so a size that is not a multiple would not be the limit
 	// asked for; it is refused instead.
 	PageSize = 4096
-	// maxSafeInteger is 2^53-1, the seed's Number.MAX_SAFE_INTEGER.
+	// maxSafeInteger is 2^53-1, the largest integer a float64 (and a JSON
+	// number read as one) holds exactly: NanoCPUs must not pass it.
 	maxSafeInteger = 1<<53 - 1
 )
 
@@ -85,9 +86,8 @@ type ImageFacts struct {
 // every death a clean one. Such images are refused.
 var EventAttributeKeys = []string{"execID", "exitCode", "execDuration", "name", "image", "signal"}
 
-// AdmitImage checks an inspected image against the profile, as the seed's
-// verifyImage: the exact ID asked for, Linux, the profile's architecture, no
-// declared volumes.
+// AdmitImage checks an inspected image against the profile: the exact ID
+// asked for, Linux, the profile's architecture, no declared volumes.
 func AdmitImage(p Profile, want string, img ImageFacts) error {
 	const op = "dockerio.image"
 	switch {

@@ -269,11 +269,8 @@ func spool(ctx context.Context, r io.Reader, u spec.User, atRoot bool) (*os.File
 // (a process may have made them) are resolved by Docker inside the export
 // container's root, not by this check. dir must exist.
 func (a *Adapter) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Reader) error {
-	dst, err := WorkspacePath(dir)
+	dst, err := archivePath(dir)
 	if err != nil {
-		return err
-	}
-	if err := checkReserved(dir); err != nil {
 		return err
 	}
 	f, err := spool(ctx, r, sb.Spec.Policy.User, dst == WorkspaceDir)
@@ -300,11 +297,8 @@ func (a *Adapter) GetArchive(ctx context.Context, sb Sandbox, p string) (io.Read
 	if err != nil {
 		return nil, err
 	}
-	src, err := WorkspacePath(p)
+	src, err := archivePath(p)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkReserved(p); err != nil {
 		return nil, err
 	}
 	rc, _, err := cli.CopyFromContainer(ctx, sb.Export, src)
@@ -353,11 +347,16 @@ func (a *Adapter) unpause(ctx context.Context, cli *client.Client, id string) er
 	return nil
 }
 
-// checkReserved refuses a workspace path that is the warden's directory or
-// in it.
-func checkReserved(p string) error {
-	if c, ok := spec.CleanRelPath(p); ok && ReservedPath(c) {
-		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "path %q: %s is the warden's, reserved", p, WardenDir)
+// archivePath is the absolute path of a Put's or Get's workspace path: it
+// refuses one that leaves the workspace, and the warden's directory and
+// what is in it.
+func archivePath(p string) (string, error) {
+	abs, err := WorkspacePath(p)
+	if err != nil {
+		return "", err
 	}
-	return nil
+	if c, ok := spec.CleanRelPath(p); ok && ReservedPath(c) {
+		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "path %q: %s is the warden's, reserved", p, WardenDir)
+	}
+	return abs, nil
 }

@@ -278,13 +278,13 @@ func TestDockerioArchiveReserved(t *testing.T) {
 		t.Fatalf("entries after rewrite at the root: %v, want only f", names)
 	}
 	for _, p := range []string{".stockade", ".stockade/x", "./.stockade/"} {
-		if err := checkReserved(p); !spec.IsCode(err, spec.CodeInvalidArgument) {
-			t.Errorf("checkReserved(%q): %v", p, err)
+		if _, err := archivePath(p); !spec.IsCode(err, spec.CodeInvalidArgument) {
+			t.Errorf("archivePath(%q): %v", p, err)
 		}
 	}
 	for _, p := range []string{".", "work", ".stockadex", "work/.stockade"} {
-		if err := checkReserved(p); err != nil {
-			t.Errorf("checkReserved(%q): %v", p, err)
+		if _, err := archivePath(p); err != nil {
+			t.Errorf("archivePath(%q): %v", p, err)
 		}
 	}
 }

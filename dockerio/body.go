@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"syscall"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
@@ -31,7 +32,8 @@ const (
 // Keeper is the workload's command: entrypoint /bin/sh with these args.
 var Keeper = []string{"-c", "while :; do sleep 3600; done"}
 
-// Environment is the seed's DOCKER_ENVIRONMENT, in order.
+// Environment is every sandbox container's whole environment, in order
+// (the image's own is not inherited: readback checks Config.Env exactly).
 var Environment = []string{"HOME=/home/sandbox", "TMPDIR=/tmp", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_]{0,63}$`)
@@ -41,6 +43,54 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_]{0,63}$`)
 func checkID(kind, id string) error {
 	if !idPattern.MatchString(id) {
 		return spec.Errorf(spec.CodeInvalidArgument, "dockerio", "%s id %q is not [A-Za-z0-9][A-Za-z0-9_]{0,63}", kind, id)
+	}
+	return nil
+}
+
+// checkSandboxIDs checks a sandbox's owner and id.
+func checkSandboxIDs(owner, id string) error {
+	if err := checkID("owner", owner); err != nil {
+		return err
+	}
+	return checkID("sandbox", id)
+}
+
+// checkSignal checks a signal to a process group: a group above 1 (never
+// init's, never "every process"), a signal number Linux has.
+func checkSignal(pgid int, sig syscall.Signal) error {
+	if pgid <= 1 {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "process group %d: must be above 1", pgid)
+	}
+	if sig < 0 || sig > 64 {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "signal %d is out of range", int(sig))
+	}
+	return nil
+}
+
+// checkSandboxRequest is what every engine checks of a create before it
+// touches anything: the ids, the spec, and the policy's admission limits.
+func checkSandboxRequest(req SandboxRequest) error {
+	if err := checkSandboxIDs(req.Owner, req.ID); err != nil {
+		return err
+	}
+	if err := req.Spec.Validate(); err != nil {
+		return err
+	}
+	return AdmitPolicy(req.Spec.Policy)
+}
+
+// checkExecRequest is what every engine checks of an exec before it
+// creates it: the process id, the spec, and no terminal (only a warden
+// allocates one).
+func checkExecRequest(req ExecRequest) error {
+	if err := checkID("process", req.ProcessID); err != nil {
+		return err
+	}
+	if err := req.Spec.Validate(); err != nil {
+		return err
+	}
+	if req.Spec.TTY {
+		return errNoTerminal
 	}
 	return nil
 }
@@ -55,12 +105,14 @@ func Labels(owner, sandbox string, role Role, revision string) map[string]string
 	return map[string]string{LabelOwner: owner, LabelSandbox: sandbox, LabelRole: string(role), LabelRevision: revision}
 }
 
-// tmpfsOptions is the seed's tmpfs option string.
+// tmpfsOptions is a sandbox tmpfs's options: writable, nosuid, nodev,
+// noexec, sized, private to the sandbox's uid:gid (mode 0700).
 func tmpfsOptions(size int64, u spec.User) string {
 	return fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,mode=0700,uid=%d,gid=%d", size, u.UID, u.GID)
 }
 
-// Tmpfs returns the seed's two tmpfs mounts for a policy.
+// Tmpfs returns a sandbox's two tmpfs mounts for a policy: its home and
+// /tmp, each of the policy's size.
 func Tmpfs(p spec.Policy) map[string]string {
 	return map[string]string{HomeDir: tmpfsOptions(p.HomeBytes, p.User), TmpDir: tmpfsOptions(p.TmpBytes, p.User)}
 }
@@ -85,21 +137,25 @@ func mounts(sb spec.Sandbox, role Role, volume string) []mount.Mount {
 	return ms
 }
 
-// Body is one container's create request: exactly the seed's body plus
-// HostConfig.Init where the profile has an init.
+// Body is one container's create request: the lockdown readback checks
+// field by field (Verify), plus HostConfig.Init where the profile has an
+// init.
 type Body struct {
 	Config     *container.Config
 	HostConfig *container.HostConfig
 }
 
-// ContainerBody returns the create request for one role of a sandbox, the
-// seed's containerBody (exported for tests and benchmarks that need the
-// same request made by other means).
+// ContainerBody returns the create request for one role of a sandbox
+// (exported for tests and benchmarks that need the same request made by
+// other means).
 func ContainerBody(p Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string) Body {
 	return body(p, sb, owner, id, role, volume, networkID)
 }
 
-// body builds the seed's containerBody for a role.
+// body builds the create request for a role: read-only root, every
+// capability dropped, no new privileges, the policy's user and
+// limits, private IPC and cgroup namespaces, no restart, the workspace
+// volume and the two tmpfs mounts, the network the policy names.
 func body(p Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string) Body {
 	pol := sb.Policy
 	pids := pol.Pids

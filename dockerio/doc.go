@@ -7,11 +7,28 @@
 // errors.Is still reaches the cause. It knows nothing of the journal or the
 // actors.
 //
+// # Roles
+//
+// Engine is the union of small role interfaces, each the calls one kind of
+// caller makes: Checks (Preflight, ResolveImage: the runtime's Open and
+// create), Sandboxes (create, start, verify, stop, remove, pause: the
+// sandbox actor; the process actor verifies), Inventory (ListOwned,
+// InspectSandbox, RemoveOwned: recovery and reconcile), Execs (create,
+// attach, inspect, process groups, OOM count: the process actor; the
+// sandbox actor signals groups), Files (Put/GetArchive), Wardens, Egress
+// (the sandbox actor) and Events (the runtime's watcher). A caller that
+// needs one role takes that role.
+//
+// Package dockerio/enginetest is the conformance suite of Engine: the Fake
+// passes it in this package's tests, the Adapter against Docker in test/,
+// so the Fake cannot drift from Docker unnoticed. Its deliberate
+// differences are listed on Fake.
+//
 // # Profiles and preflight
 //
 // A Profile is data: what the daemon must look like and what stockade asks
-// of it. The seed's three (linux-x64, and two Docker Desktop ones) are kept
-// as they are; linux-x64-engine20-cgroupv1 describes Docker Engine 20.10 on a
+// of it. linux-x64 (the default) and two Docker Desktop profiles give every
+// guarantee; linux-x64-engine20-cgroupv1 describes Docker Engine 20.10 on a
 // cgroup v1 host and names, in Profile.Relaxes, every guarantee it gives up
 // and why. The profile is always named (Options.Profile, $STOCKADE_PROFILE,
 // else linux-x64); dockerio never picks "the first that passes".
@@ -28,12 +45,14 @@
 // no declared volumes), then makes, named stockade-<owner>-<sandbox>-<role>
 // and labelled io.stockade.{owner,sandbox,role,revision}: the volume, the
 // bridge network unless isolated, the export container and the workload
-// container, both with exactly the seed's body (ContainerBody) plus
+// container, both with exactly the locked-down body (ContainerBody) plus
 // HostConfig.Init. A resource found by name is adopted only if all its labels
 // match (else conflict, and the foreign resource is never touched). Both
 // containers are read back (Verify, a pure function over the inspect JSON,
-// every field of the seed's verifyContainer plus image, name, labels, Init
-// and mounts); /workspace/work is seeded, owned by uid:gid, through the
+// every field of the lockdown: user, entrypoint and command, environment,
+// read-only root, capabilities, security options, namespaces, limits,
+// restart policy, tmpfs, ports, devices, network, plus image, name, labels,
+// Init and mounts); /workspace/work is seeded, owned by uid:gid, through the
 // export container's archive API before the workload starts. StartSandbox
 // reads back again, running. Any mismatch removes every resource of the
 // sandbox and returns unsupported naming the field.

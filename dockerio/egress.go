@@ -191,8 +191,10 @@ type netFacts struct {
 	Subnet netip.Prefix
 }
 
-// ensureNetworkOf makes (or adopts by name) a bridge network with an
-// explicit subnet, and reads it back: driver, labels, internal, options.
+// ensureNetworkOf makes (or adopts by name) a bridge network, and reads it
+// back: driver, labels, internal, options, one IPv4 subnet. Its subnet is
+// a free /bits of the adapter's range, or, with bits 0, the daemon's pick
+// from its default pool. Every network a sandbox has is made here.
 func (a *Adapter) ensureNetworkOf(ctx context.Context, cli *client.Client, name string, labels, options map[string]string, internal bool, bits int) (netFacts, error) {
 	a.netMu.Lock()
 	defer a.netMu.Unlock()
@@ -209,16 +211,19 @@ func (a *Adapter) ensureNetworkOf(ctx context.Context, cli *client.Client, name 
 				return a.verifyNetwork(ctx, cli, n.ID, name, labels, options, internal)
 			}
 		}
-		subnet, err := a.allocSubnet(list, bits, tried)
-		if err != nil {
-			return netFacts{}, err
+		opts := network.CreateOptions{Driver: "bridge", Internal: internal, Options: options, Labels: labels}
+		var subnet netip.Prefix
+		where := "the daemon's default pool"
+		if bits > 0 {
+			if subnet, err = a.allocSubnet(list, bits, tried); err != nil {
+				return netFacts{}, err
+			}
+			where = subnet.String()
+			opts.IPAM = &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: where}}}
 		}
-		resp, err := cli.NetworkCreate(ctx, name, network.CreateOptions{
-			Driver: "bridge", Internal: internal, Options: options, Labels: labels,
-			IPAM: &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: subnet.String()}}},
-		})
+		resp, err := cli.NetworkCreate(ctx, name, opts)
 		if err != nil {
-			terr := translate(err, "dockerio.network", "network %s on %s", name, subnet)
+			terr := translate(err, "dockerio.network", "network %s on %s", name, where)
 			// Another daemon user took the subnet (or the name) between
 			// our list and create: look again.
 			if attempt < 8 && (strings.Contains(err.Error(), "overlap") || spec.IsCode(terr, spec.CodeConflict)) {
@@ -416,8 +421,8 @@ func HostAddrs() []netip.Addr {
 	return slices.Compact(out)
 }
 
-// egressBody is the egress container's create request: the seed's lockdown
-// (read-only root, no capabilities, no new privileges, the sandbox's
+// egressBody is the egress container's create request: the sandbox
+// containers' lockdown (read-only root, no capabilities, no new privileges, the sandbox's
 // non-root user, private IPC and cgroup namespaces, limits, no restart),
 // the proxy as its command, no workspace, the internal network.
 func (a *Adapter) egressBody(sb Sandbox, imageID, internalID string) Body {
@@ -471,28 +476,14 @@ func (a *Adapter) createEgress(ctx context.Context, cli *client.Client, sb Sandb
 	nc := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 		internal.ID: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: proxyAddr(internal.Subnet).String()}},
 	}}
-	id := ""
-	resp, err := cli.ContainerCreate(ctx, b.Config, b.HostConfig, nc, nil, name)
-	if err == nil {
-		id = resp.ID
-	} else {
-		terr := translate(err, "dockerio.egress", "container %s", name)
-		if !spec.IsCode(terr, spec.CodeConflict) {
-			return "", terr
-		}
-		c, ierr := cli.ContainerInspect(ctx, name)
-		if ierr != nil {
-			return "", translate(ierr, "dockerio.egress", "inspecting existing container %s", name)
-		}
-		if c.Config == nil || !labelsMatch(c.Config.Labels, b.Config.Labels) {
-			return "", spec.Errorf(spec.CodeConflict, "dockerio.egress", "container %s exists and is not ours", name)
-		}
-		id = c.ID
-		if c.NetworkSettings != nil && c.NetworkSettings.Networks != nil {
-			for _, att := range c.NetworkSettings.Networks {
-				if att != nil && att.NetworkID == sb.Outside {
-					return id, nil
-				}
+	id, found, err := createOrAdopt(ctx, cli, "dockerio.egress", name, b, nc)
+	if err != nil {
+		return "", err
+	}
+	if found != nil && found.NetworkSettings != nil {
+		for _, att := range found.NetworkSettings.Networks {
+			if att != nil && att.NetworkID == sb.Outside {
+				return id, nil // joined before the crash
 			}
 		}
 	}
@@ -510,7 +501,7 @@ func (a *Adapter) startEgress(ctx context.Context, cli *client.Client, sb Sandbo
 	return a.readbackEgress(ctx, cli, sb, true)
 }
 
-// readbackEgress verifies the egress container: the seed's lockdown, our
+// readbackEgress verifies the egress container: the lockdown, our
 // image and command (its rules aside: a live change updates the rules the
 // proxy holds, not its command line), no mounts, and, once started, running
 // on exactly the internal and outside networks.
@@ -554,12 +545,9 @@ func (a *Adapter) egressExpect(sb Sandbox, imageID string, started bool) EgressE
 // VerifyEgress checks an egress container's inspect JSON. It returns nil or
 // an unsupported error naming the first field that differs.
 func VerifyEgress(raw []byte, e EgressExpect) error {
-	var c inspectDoc
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return spec.Wrap(spec.CodeUnsupported, "dockerio.readback", err, "inspect JSON is malformed")
-	}
-	if c.Config == nil || c.HostConfig == nil || c.State == nil || c.NetworkSettings == nil {
-		return unsupported("dockerio.readback", "inspect JSON lacks Config, HostConfig, State or NetworkSettings")
+	c, err := decodeInspect(raw)
+	if err != nil {
+		return err
 	}
 	cf, h := c.Config, c.HostConfig
 	type field struct {

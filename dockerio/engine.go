@@ -13,9 +13,27 @@ import (
 // Engine is the seam between stockade's actors and the Docker daemon: every
 // Docker call the runtime makes goes through it. *Adapter implements it
 // against the real daemon; *Fake (fake.go) implements it in memory for unit
-// tests of the actors. Every method honours ctx and returns *spec.Error
-// values (Docker errors are translated here, at the edge).
+// tests of the actors; dockerio/enginetest is the conformance suite both
+// pass. Every method honours ctx and returns *spec.Error values (Docker
+// errors are translated here, at the edge).
+//
+// Engine is the union of the roles below, each the set of calls one kind
+// of caller makes: a caller that needs one role takes that role, not
+// Engine.
 type Engine interface {
+	Checks
+	Sandboxes
+	Inventory
+	Execs
+	Files
+	Wardens
+	Egress
+	Events
+}
+
+// Checks is what the runtime asks before it trusts the daemon and an image
+// (Open, and each sandbox create).
+type Checks interface {
 	// Preflight checks the daemon against the profile and returns what it
 	// observed, including the daemon id the journal records.
 	Preflight(ctx context.Context) (Daemon, error)
@@ -23,7 +41,11 @@ type Engine interface {
 	// ResolveImage resolves a tag or ID to the image's exact ID and checks it
 	// against the profile (OS, architecture, no declared volumes).
 	ResolveImage(ctx context.Context, ref string) (string, error)
+}
 
+// Sandboxes is a sandbox's lifecycle (the sandbox actor; the process actor
+// only verifies).
+type Sandboxes interface {
 	// CreateSandbox makes a sandbox's volume, network (unless isolated),
 	// export container and workload container, seeds the workspace and
 	// verifies the readback. It is idempotent under the names: resources
@@ -35,7 +57,8 @@ type Engine interface {
 	// mismatch (unsupported) is rolled back by the caller, as for Create.
 	StartSandbox(ctx context.Context, sb Sandbox) error
 	// VerifySandbox re-reads the workload and checks it is running with the
-	// same identity, revision and policy (the seed's assertActive).
+	// same identity (name and labels), revision and policy; a workload not
+	// running, or one that differs, is unsupported naming the first field.
 	VerifySandbox(ctx context.Context, sb Sandbox) error
 	// StopSandbox stops the workload container (TERM, then KILL after
 	// grace), leaving every resource in place. A workload already gone is
@@ -44,7 +67,29 @@ type Engine interface {
 	// RemoveSandbox force-removes every resource of the sandbox. Resources
 	// already gone are not an error.
 	RemoveSandbox(ctx context.Context, sb Sandbox) error
+	// PauseSandbox freezes the workload for a consistent copy; Docker
+	// refuses execs into it (and stops of it) until UnpauseSandbox.
+	PauseSandbox(ctx context.Context, sb Sandbox) error
+	// UnpauseSandbox thaws the workload; one not paused is no error.
+	UnpauseSandbox(ctx context.Context, sb Sandbox) error
+}
 
+// Inventory is what recovery and reconcile read of the owner's resources,
+// and the removal of orphans.
+type Inventory interface {
+	// ListOwned lists every container, network and volume labelled with the
+	// owner, grouped by sandbox id.
+	ListOwned(ctx context.Context, owner string) ([]Owned, error)
+	// InspectSandbox reports what Docker shows of a sandbox's resources
+	// (for reconcile).
+	InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error)
+	// RemoveOwned removes one listed resource (an orphan).
+	RemoveOwned(ctx context.Context, r Resource) error
+}
+
+// Execs runs processes as Docker execs and reaches their process groups
+// (the process actor; the sandbox actor signals groups at a stop).
+type Execs interface {
 	// CreateExec creates (does not start) a process in the sandbox. The
 	// caller journals the returned exec id before calling AttachExec.
 	CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (string, error)
@@ -64,7 +109,21 @@ type Engine interface {
 	// process's start (Attachment.OOMKills), it tells whether a SIGKILL the
 	// process died of can be the OOM killer's.
 	OOMKills(ctx context.Context, sb Sandbox) (int64, error)
+}
 
+// Files copies into and out of a sandbox's workspace (the sandbox actor's
+// put and get).
+type Files interface {
+	// PutArchive extracts a tar stream into /workspace through the export
+	// container; entries are owned by the sandbox's uid:gid.
+	PutArchive(ctx context.Context, sb Sandbox, dir string, tar io.Reader) error
+	// GetArchive returns a tar stream of path under /workspace, read
+	// through the export container while the workload goes on (live).
+	GetArchive(ctx context.Context, sb Sandbox, path string) (io.ReadCloser, error)
+}
+
+// Wardens reaches a sandbox's warden (the sandbox actor).
+type Wardens interface {
 	// StartWarden starts the sandbox's warden (one exec of the delivered
 	// binary as the sandbox's user); its stdin and stdout are the link, its
 	// stderr goes to stderr. AttachWarden bridges a new link to a running
@@ -74,34 +133,21 @@ type Engine interface {
 	// EnsureWarden checks the delivered binary is still ours, writing it
 	// again if not.
 	EnsureWarden(ctx context.Context, sb Sandbox) error
+}
 
+// Egress keeps an allowlist sandbox's egress role (its networks and proxy)
+// whole and links to its proxy (the sandbox actor).
+type Egress interface {
 	// OpenEgress opens a control link to an allowlist sandbox's proxy.
 	// EnsureEgress makes its egress role whole (networks read back; the
 	// egress container read back running, else made anew with the current
 	// rules and started) and reports whether it was made anew.
 	OpenEgress(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error)
 	EnsureEgress(ctx context.Context, sb Sandbox) (Sandbox, bool, error)
+}
 
-	// PutArchive extracts a tar stream into /workspace through the export
-	// container; entries are owned by the sandbox's uid:gid.
-	PutArchive(ctx context.Context, sb Sandbox, dir string, tar io.Reader) error
-	// GetArchive returns a tar stream of path under /workspace, read
-	// through the export container while the workload goes on (live).
-	GetArchive(ctx context.Context, sb Sandbox, path string) (io.ReadCloser, error)
-	// PauseSandbox freezes the workload for a consistent copy; Docker
-	// refuses execs into it (and stops of it) until UnpauseSandbox.
-	PauseSandbox(ctx context.Context, sb Sandbox) error
-	// UnpauseSandbox thaws the workload; one not paused is no error.
-	UnpauseSandbox(ctx context.Context, sb Sandbox) error
-
-	// ListOwned lists every container, network and volume labelled with the
-	// owner, grouped by sandbox id.
-	ListOwned(ctx context.Context, owner string) ([]Owned, error)
-	// InspectSandbox reports what Docker shows of a sandbox's resources
-	// (for reconcile).
-	InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error)
-	// RemoveOwned removes one listed resource (an orphan).
-	RemoveOwned(ctx context.Context, r Resource) error
+// Events is the daemon's event stream (the runtime's watcher).
+type Events interface {
 	// Events streams the die and exec_die events of the owner's
 	// containers since the given time (zero: from now) until ctx ends; the
 	// error channel reports a broken stream. A slow reader can miss events

@@ -81,14 +81,8 @@ func (a *Adapter) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (
 	if err != nil {
 		return "", err
 	}
-	if err := checkID("process", req.ProcessID); err != nil {
+	if err := checkExecRequest(req); err != nil {
 		return "", err
-	}
-	if err := req.Spec.Validate(); err != nil {
-		return "", err
-	}
-	if req.Spec.TTY {
-		return "", errNoTerminal
 	}
 	dir := req.Spec.Dir
 	if dir == "" {
@@ -181,6 +175,11 @@ func (a *Adapter) AttachExec(ctx context.Context, sb Sandbox, execID string, req
 	}
 	resp, err := cli.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{Tty: false})
 	if err != nil {
+		// The client reports a refused upgrade ("received 404") untyped:
+		// an exec the daemon does not know is not_found, as everywhere.
+		if st, ierr := inspectExec(ctx, cli, execID); ierr == nil && !st.Known {
+			return nil, spec.Wrap(spec.CodeNotFound, "dockerio.exec", err, "attaching to exec %s: no such exec", execID)
+		}
 		return nil, translate(err, "dockerio.exec", "attaching to exec %s", execID)
 	}
 	t := &attachment{resp: resp, stdin: req.Spec.Stdin}
@@ -256,6 +255,13 @@ func parseMarker(line string) (pgid int, oom int64, err error) {
 // startFailure builds the error for an exec whose output ended before the
 // wrapper's marker: the command never started.
 func (a *Adapter) startFailure(ctx context.Context, cli *client.Client, execID string, text []byte) error {
+	// A second attach: the daemon upgraded the connection, then refused
+	// the start on it (the exec runs, or ran, under the first).
+	for _, said := range []string{" is already running", " has already run"} {
+		if bytes.Contains(text, []byte("Exec command "+execID+said)) {
+			return spec.Errorf(spec.CodeConflict, "dockerio.exec", "exec %s already started: %q", execID, bytes.TrimSpace(text))
+		}
+	}
 	st, err := waitExec(ctx, cli, execID, 10*time.Second)
 	if err != nil {
 		return spec.Wrap(spec.CodeExecFailed, "dockerio.exec", err, "exec %s ended before it started: %q", execID, text)
@@ -419,11 +425,8 @@ func (a *Adapter) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig sys
 	if err != nil {
 		return err
 	}
-	if pgid <= 1 {
-		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "process group %d: must be above 1", pgid)
-	}
-	if sig < 0 || sig > 64 {
-		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "signal %d is out of range", int(sig))
+	if err := checkSignal(pgid, sig); err != nil {
+		return err
 	}
 	argv := []string{"/bin/sh", "-c", fmt.Sprintf("kill -%d -%d", int(sig), pgid)}
 	if a.HasWarden() {

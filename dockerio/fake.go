@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,7 +23,15 @@ import (
 // produces exec output as real multiplexed frames (framing.Encoder) read
 // through a framing.Decoder over a synchronous pipe (so an unread stream
 // blocks the "process" as it would for real), and injects faults through
-// Fault.
+// Fault. It passes dockerio/enginetest, the suite the Adapter passes
+// against Docker, with these differences, each deliberate: it runs no
+// program (Script says what an exec does), has no warden and no egress
+// proxy (unsupported), knows every image ID (ResolveImage of an ID is that
+// ID) and every directory outside the workspace (an exec's working
+// directory), and keeps no event history (Events ignores since). Its
+// sandboxes' resources are the workload and export containers, the volume
+// and the sandbox's network; an allowlist sandbox's egress container and
+// the owner's outside network are not listed.
 type Fake struct {
 	// DaemonID and Profile are what Preflight reports.
 	DaemonID string
@@ -83,13 +92,38 @@ type fakeSandbox struct {
 	running  bool
 	paused   bool
 	exit     *ContainerExit
-	files    map[string][]byte // path under /workspace → content; dirs end in '/'
+	files    map[string]fakeFile // by path under /workspace; dirs end in '/'
+	// removed holds the ids of the resources RemoveOwned took one by one;
+	// the sandbox goes when all have.
+	removed map[string]bool
+}
+
+// hasDir reports whether an exec's working directory exists: one in the
+// workspace must have been made there; the Fake takes any other for the
+// image's own. f.mu is held.
+func (s *fakeSandbox) hasDir(dir string) bool {
+	if dir == "" || dir == WorkspaceDir {
+		return true
+	}
+	rel, ok := strings.CutPrefix(dir, WorkspaceDir+"/")
+	if !ok {
+		return true
+	}
+	_, ok = s.files[path.Clean(rel)+"/"]
+	return ok
+}
+
+// fakeFile is one workspace entry: its bytes and permission bits.
+type fakeFile struct {
+	data []byte
+	mode int64
 }
 
 type fakeExec struct {
 	sb       string // owner/id
 	owner    string
 	sandbox  string
+	workload string // container id
 	req      ExecRequest
 	run      FakeRun
 	started  bool
@@ -135,6 +169,9 @@ func (f *Fake) ResolveImage(ctx context.Context, ref string) (string, error) {
 	if err := f.enter(ctx, "ResolveImage"); err != nil {
 		return "", err
 	}
+	if ref == "" {
+		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.image", "image reference is empty")
+	}
 	if !spec.IsImageID(ref) {
 		return "", spec.Errorf(spec.CodeNotFound, "dockerio.fake", "image %s", ref)
 	}
@@ -145,16 +182,7 @@ func (f *Fake) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, 
 	if err := f.enter(ctx, "CreateSandbox"); err != nil {
 		return Sandbox{}, err
 	}
-	if err := checkID("owner", req.Owner); err != nil {
-		return Sandbox{}, err
-	}
-	if err := checkID("sandbox", req.ID); err != nil {
-		return Sandbox{}, err
-	}
-	if err := req.Spec.Validate(); err != nil {
-		return Sandbox{}, err
-	}
-	if err := AdmitPolicy(req.Spec.Policy); err != nil {
+	if err := checkSandboxRequest(req); err != nil {
 		return Sandbox{}, err
 	}
 	if len(req.Spec.Datasets) > 0 && !f.Profile.Datasets {
@@ -174,20 +202,23 @@ func (f *Fake) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, 
 	case spec.NetworkAllowlist:
 		sb.Network, sb.Outside, sb.Egress, sb.Proxy = f.id("n"), f.id("o"), f.id("x"), "10.213.0.2:3128"
 	}
-	f.sandboxes[key] = &fakeSandbox{sb: sb, files: map[string][]byte{"work/": nil}}
+	f.sandboxes[key] = &fakeSandbox{sb: sb, files: map[string]fakeFile{"work/": {mode: 0o755}}, removed: map[string]bool{}, exit: &ContainerExit{}}
 	return sb, nil
 }
 
+// get returns the sandbox whose workload container is present (not_found,
+// as Docker says of a container, otherwise). f.mu is held.
 func (f *Fake) get(sb Sandbox) (*fakeSandbox, error) {
 	s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]
-	if !ok {
-		return nil, spec.Errorf(spec.CodeNotFound, "dockerio.fake", "sandbox %s", sb.ID)
+	if !ok || s.removed[s.sb.Workload] {
+		return nil, spec.Errorf(spec.CodeNotFound, "dockerio.fake", "sandbox %s: no such container", sb.ID)
 	}
 	return s, nil
 }
 
-func (f *Fake) StartSandbox(ctx context.Context, sb Sandbox) error {
-	if err := f.enter(ctx, "StartSandbox"); err != nil {
+// with runs fn on the sandbox under f.mu, after enter.
+func (f *Fake) with(ctx context.Context, op string, sb Sandbox, fn func(s *fakeSandbox) error) error {
+	if err := f.enter(ctx, op); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -196,27 +227,26 @@ func (f *Fake) StartSandbox(ctx context.Context, sb Sandbox) error {
 	if err != nil {
 		return err
 	}
-	s.running, s.exit = true, nil
-	return nil
+	return fn(s)
+}
+
+func (f *Fake) StartSandbox(ctx context.Context, sb Sandbox) error {
+	return f.with(ctx, "StartSandbox", sb, func(s *fakeSandbox) error {
+		s.running, s.exit = true, nil
+		return nil
+	})
 }
 
 func (f *Fake) VerifySandbox(ctx context.Context, sb Sandbox) error {
-	if err := f.enter(ctx, "VerifySandbox"); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.get(sb)
-	if err != nil {
-		return err
-	}
-	if !s.running {
-		return unsupported("dockerio.verify", "%s %s: State.Running differs: got false, want true", RoleWorkload, Name(sb.Owner, sb.ID, RoleWorkload))
-	}
-	if sb.Revision != s.sb.Revision {
-		return unsupported("dockerio.verify", "sandbox %s has revision %s, not %s", sb.ID, sb.Revision, s.sb.Revision)
-	}
-	return nil
+	return f.with(ctx, "VerifySandbox", sb, func(s *fakeSandbox) error {
+		if !s.running {
+			return unsupported("dockerio.verify", "%s %s: State.Running differs: got false, want true", RoleWorkload, Name(sb.Owner, sb.ID, RoleWorkload))
+		}
+		if sb.Revision != s.sb.Revision {
+			return unsupported("dockerio.verify", "sandbox %s has revision %s, not %s", sb.ID, sb.Revision, s.sb.Revision)
+		}
+		return nil
+	})
 }
 
 func (f *Fake) StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration) (ContainerExit, error) {
@@ -229,8 +259,15 @@ func (f *Fake) StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration)
 		f.mu.Unlock()
 		return ContainerExit{ExitCode: -1}, nil // already gone: stopped
 	}
-	s.running, s.paused = false, false // Docker thaws before it stops
-	s.exit = &ContainerExit{ExitCode: 143}
+	if !s.running { // never started, or stopped: Docker leaves it as it is
+		exit := *s.exit
+		f.mu.Unlock()
+		return exit, nil
+	}
+	// Docker thaws before it stops; the workload's init passes TERM on.
+	s.running, s.paused = false, false
+	s.exit = &ContainerExit{ExitCode: 128 + int(syscall.SIGTERM)}
+	exit := *s.exit
 	var kill []*fakeExec
 	for _, x := range f.execs {
 		if x.sb == sb.Owner+"/"+sb.ID && !x.done {
@@ -241,11 +278,15 @@ func (f *Fake) StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration)
 	for _, x := range kill {
 		x.signal(syscall.SIGKILL)
 	}
-	return *s.exit, nil
+	f.publish(sb.Owner, ContainerEvent{Action: ActionDie, Container: s.sb.Workload, Sandbox: sb.ID, Role: RoleWorkload, ExitCode: exit.ExitCode})
+	return exit, nil
 }
 
 func (f *Fake) RemoveSandbox(ctx context.Context, sb Sandbox) error {
 	if err := f.enter(ctx, "RemoveSandbox"); err != nil {
+		return err
+	}
+	if err := checkSandboxIDs(sb.Owner, sb.ID); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -258,14 +299,8 @@ func (f *Fake) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (str
 	if err := f.enter(ctx, "CreateExec"); err != nil {
 		return "", err
 	}
-	if err := checkID("process", req.ProcessID); err != nil {
+	if err := checkExecRequest(req); err != nil {
 		return "", err
-	}
-	if err := req.Spec.Validate(); err != nil {
-		return "", err
-	}
-	if req.Spec.TTY {
-		return "", errNoTerminal
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -284,7 +319,7 @@ func (f *Fake) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (str
 		run = f.Script(sb, req)
 	}
 	id := f.id("x")
-	f.execs[id] = &fakeExec{sb: sb.Owner + "/" + sb.ID, owner: sb.Owner, sandbox: sb.ID, req: req, run: run, kill: make(chan struct{})}
+	f.execs[id] = &fakeExec{sb: sb.Owner + "/" + sb.ID, owner: sb.Owner, sandbox: sb.ID, workload: s.sb.Workload, req: req, run: run, kill: make(chan struct{})}
 	return id, nil
 }
 
@@ -351,10 +386,14 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 		return nil, err
 	}
 	x.started = true
-	if x.run.StartFailure != "" {
+	failure := x.run.StartFailure
+	if s, ok := f.sandboxes[x.sb]; ok && failure == "" && !s.hasDir(req.Spec.Dir) {
+		failure = fmt.Sprintf("OCI runtime exec failed: chdir to cwd (%q) set in config.json failed: no such file or directory", req.Spec.Dir)
+	}
+	if failure != "" {
 		x.done, x.exitCode = true, 127
 		f.mu.Unlock()
-		return nil, spec.Errorf(spec.CodeExecFailed, "dockerio.exec", "exit 127: %s", x.run.StartFailure)
+		return nil, spec.Errorf(spec.CodeExecFailed, "dockerio.exec", "exit 127: %s", failure)
 	}
 	f.next++
 	x.group = 100 + f.next
@@ -431,7 +470,7 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 		if in != nil {
 			in.Close()
 		}
-		f.publish(x.owner, ContainerEvent{Action: ActionExecDie, Sandbox: x.sandbox, Role: RoleWorkload, ExecID: execID, ExitCode: code})
+		f.publish(x.owner, ContainerEvent{Action: ActionExecDie, Container: x.workload, Sandbox: x.sandbox, Role: RoleWorkload, ExecID: execID, ExitCode: code})
 	}()
 	if x.run.AttachLost {
 		t.Close()
@@ -472,9 +511,15 @@ func (f *Fake) ReadGroup(ctx context.Context, sb Sandbox, processID string) (int
 	if err := f.enter(ctx, "ReadGroup"); err != nil {
 		return 0, err
 	}
+	if err := checkID("process", processID); err != nil {
+		return 0, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
+		return 0, err
+	}
+	if _, err := f.get(sb); err != nil {
 		return 0, err
 	}
 	for _, x := range f.execs {
@@ -489,11 +534,15 @@ func (f *Fake) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig syscal
 	if err := f.enter(ctx, "SignalGroup"); err != nil {
 		return err
 	}
-	if pgid <= 1 {
-		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.signal", "process group %d: must be above 1", pgid)
+	if err := checkSignal(pgid, sig); err != nil {
+		return err
 	}
 	f.mu.Lock()
 	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	if _, err := f.get(sb); err != nil {
 		f.mu.Unlock()
 		return err
 	}
@@ -517,19 +566,19 @@ func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Read
 	if err := f.enter(ctx, "PutArchive"); err != nil {
 		return err
 	}
-	dst, err := WorkspacePath(dir)
+	dst, err := archivePath(dir)
 	if err != nil {
 		return err
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")
-	spooled, err := spool(ctx, r, sb.Spec.Policy.User, false)
+	spooled, err := spool(ctx, r, sb.Spec.Policy.User, dst == WorkspaceDir)
 	if err != nil {
 		return err
 	}
 	defer spooled.Close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.get(sb)
+	s, err := f.export(sb)
 	if err != nil {
 		return err
 	}
@@ -547,31 +596,27 @@ func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Read
 		}
 		name := path.Join(rel, h.Name)
 		if h.Typeflag == tar.TypeDir {
-			s.files[name+"/"] = nil
+			s.files[name+"/"] = fakeFile{mode: h.Mode & 0o7777}
 			continue
 		}
-		b, _ := io.ReadAll(tr)
-		s.files[name] = b
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return spec.Wrap(spec.CodeInvalidArgument, "dockerio.archive", err, "reading the archive")
+		}
+		s.files[name] = fakeFile{data: b, mode: h.Mode & 0o7777}
 	}
 }
 
 // PauseSandbox freezes the fake workload: execs are refused until
 // UnpauseSandbox, as Docker refuses them.
 func (f *Fake) PauseSandbox(ctx context.Context, sb Sandbox) error {
-	if err := f.enter(ctx, "PauseSandbox"); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.get(sb)
-	if err != nil {
-		return err
-	}
-	if !s.running || s.paused {
-		return spec.Errorf(spec.CodeConflict, "dockerio.fake", "workload %s is not running or already paused", sb.Workload)
-	}
-	s.paused = true
-	return nil
+	return f.with(ctx, "PauseSandbox", sb, func(s *fakeSandbox) error {
+		if !s.running || s.paused {
+			return spec.Errorf(spec.CodeConflict, "dockerio.fake", "workload %s is not running or already paused", sb.Workload)
+		}
+		s.paused = true
+		return nil
+	})
 }
 
 func (f *Fake) UnpauseSandbox(ctx context.Context, sb Sandbox) error {
@@ -586,6 +631,16 @@ func (f *Fake) UnpauseSandbox(ctx context.Context, sb Sandbox) error {
 	return nil
 }
 
+// export returns the sandbox whose export container is present. f.mu is
+// held.
+func (f *Fake) export(sb Sandbox) (*fakeSandbox, error) {
+	s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]
+	if !ok || s.removed[s.sb.Export] {
+		return nil, spec.Errorf(spec.CodeNotFound, "dockerio.fake", "sandbox %s: no such container", sb.ID)
+	}
+	return s, nil
+}
+
 // Paused reports whether the fake workload is paused.
 func (f *Fake) Paused(sb Sandbox) bool {
 	f.mu.Lock()
@@ -598,14 +653,14 @@ func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string) (io.ReadClo
 	if err := f.enter(ctx, "GetArchive"); err != nil {
 		return nil, err
 	}
-	src, err := WorkspacePath(p)
+	src, err := archivePath(p)
 	if err != nil {
 		return nil, err
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(src, WorkspaceDir), "/")
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.get(sb)
+	s, err := f.export(sb)
 	if err != nil {
 		return nil, err
 	}
@@ -619,18 +674,28 @@ func (f *Fake) GetArchive(ctx context.Context, sb Sandbox, p string) (io.ReadClo
 		return nil, spec.Errorf(spec.CodeNotFound, "dockerio.archive", "%s does not exist", src)
 	}
 	sort.Strings(names)
-	base := path.Dir(strings.TrimSuffix(rel, "/"))
+	// Entries are named as Docker names them: from the basename of src on
+	// (so a Get of the workspace itself starts with "workspace/", its root
+	// entry root's, as a fresh volume's root is).
+	parent := strings.TrimPrefix(path.Dir(src), "/")
+	if parent != "" {
+		parent += "/"
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
+	if rel == "" {
+		tw.WriteHeader(&tar.Header{Name: path.Base(WorkspaceDir) + "/", Mode: 0o755, Typeflag: tar.TypeDir})
+	}
 	u := sb.Spec.Policy.User
 	for _, n := range names {
-		name := strings.TrimPrefix(n, base+"/")
-		h := &tar.Header{Name: name, Uid: int(u.UID), Gid: int(u.GID), Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(s.files[n]))}
+		name := strings.TrimPrefix(strings.TrimPrefix(WorkspaceDir, "/")+"/"+n, parent)
+		file := s.files[n]
+		h := &tar.Header{Name: name, Uid: int(u.UID), Gid: int(u.GID), Mode: file.mode, Typeflag: tar.TypeReg, Size: int64(len(file.data))}
 		if strings.HasSuffix(n, "/") {
-			h.Typeflag, h.Mode, h.Size = tar.TypeDir, 0o755, 0
+			h.Typeflag, h.Size = tar.TypeDir, 0
 		}
 		tw.WriteHeader(h)
-		tw.Write(s.files[n])
+		tw.Write(file.data)
 	}
 	tw.Close()
 	return io.NopCloser(&buf), nil
@@ -640,27 +705,35 @@ func (f *Fake) ListOwned(ctx context.Context, owner string) ([]Owned, error) {
 	if err := f.enter(ctx, "ListOwned"); err != nil {
 		return nil, err
 	}
+	if err := checkID("owner", owner); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []Owned
 	for _, s := range f.sandboxes {
 		if s.sb.Owner == owner {
-			out = append(out, Owned{Sandbox: s.sb.ID, Resources: fakeResources(s.sb)})
+			out = append(out, Owned{Sandbox: s.sb.ID, Resources: s.resources()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Sandbox < out[j].Sandbox })
 	return out, nil
 }
 
-func fakeResources(sb Sandbox) []Resource {
-	mk := func(k Kind, id string, role Role) Resource {
-		l := Labels(sb.Owner, sb.ID, role, sb.Revision)
-		return resource(k, id, Name(sb.Owner, sb.ID, role), l)
+// resources lists the sandbox's resources still present, labelled as the
+// Adapter labels them. f.mu is held.
+func (s *fakeSandbox) resources() []Resource {
+	sb := s.sb
+	var rs []Resource
+	add := func(k Kind, id string, role Role) {
+		if id != "" && !s.removed[id] {
+			rs = append(rs, resource(k, id, Name(sb.Owner, sb.ID, role), Labels(sb.Owner, sb.ID, role, sb.Revision)))
+		}
 	}
-	rs := []Resource{mk(KindContainer, sb.Workload, RoleWorkload), mk(KindContainer, sb.Export, RoleExport), mk(KindVolume, sb.Volume, RoleVolume)}
-	if sb.Network != "" {
-		rs = append(rs, mk(KindNetwork, sb.Network, RoleNetwork))
-	}
+	add(KindContainer, sb.Workload, RoleWorkload)
+	add(KindContainer, sb.Export, RoleExport)
+	add(KindVolume, sb.Volume, RoleVolume)
+	add(KindNetwork, sb.Network, RoleNetwork)
 	return rs
 }
 
@@ -674,7 +747,11 @@ func (f *Fake) InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error)
 	if !ok {
 		return Observed{}, nil
 	}
-	obs := Observed{Present: fakeResources(s.sb), Running: s.running, Paused: s.paused, Revision: s.sb.Revision}
+	obs := Observed{Present: s.resources()}
+	if s.removed[s.sb.Workload] {
+		return obs, nil
+	}
+	obs.Running, obs.Paused, obs.Revision = s.running, s.paused, s.sb.Revision
 	if !s.running && s.exit != nil {
 		e := *s.exit
 		obs.Exit = &e
@@ -682,17 +759,34 @@ func (f *Fake) InspectSandbox(ctx context.Context, sb Sandbox) (Observed, error)
 	return obs, nil
 }
 
+// RemoveOwned removes one resource, found by its id, if it still carries
+// r.Owner (conflict otherwise, as the Adapter re-reads the label).
 func (f *Fake) RemoveOwned(ctx context.Context, r Resource) error {
 	if err := f.enter(ctx, "RemoveOwned"); err != nil {
 		return err
 	}
+	if r.Owner == "" {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.remove", "resource %s has no owner", r.ID)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if s, ok := f.sandboxes[r.Owner+"/"+r.Sandbox]; ok && r.Kind == KindContainer && r.Role == RoleWorkload {
-		s.running = false
-	}
-	if r.Role == RoleVolume {
-		delete(f.sandboxes, r.Owner+"/"+r.Sandbox)
+	for key, s := range f.sandboxes {
+		for _, have := range s.resources() {
+			if have.Kind != r.Kind || have.ID != r.ID {
+				continue
+			}
+			if have.Owner != r.Owner {
+				return spec.Errorf(spec.CodeConflict, "dockerio.remove", "%s %s carries owner %q, not %q: not touched", r.Kind, r.ID, have.Owner, r.Owner)
+			}
+			s.removed[r.ID] = true
+			if r.ID == s.sb.Workload {
+				s.running, s.paused, s.exit = false, false, nil
+			}
+			if len(s.resources()) == 0 {
+				delete(f.sandboxes, key)
+			}
+			return nil
+		}
 	}
 	return nil
 }
@@ -712,12 +806,12 @@ func (f *Fake) SetExited(sb Sandbox, exit ContainerExit) {
 	f.publish(sb.Owner, ContainerEvent{Action: ActionDie, Container: s.sb.Workload, Sandbox: sb.ID, Role: RoleWorkload, ExitCode: exit.ExitCode})
 }
 
-// publish sends ev to the owner's Events subscribers.
+// publish sends ev, stamped now, to the owner's Events subscribers.
 func (f *Fake) publish(owner string, ev ContainerEvent) {
+	ev.Time = time.Now()
 	f.mu.Lock()
-	subs := append([]chan ContainerEvent(nil), f.subs[owner]...)
-	f.mu.Unlock()
-	for _, c := range subs {
+	defer f.mu.Unlock()
+	for _, c := range f.subs[owner] {
 		select {
 		case c <- ev:
 		default: // a subscriber that does not keep up misses it, as with the daemon
@@ -736,23 +830,20 @@ func (f *Fake) pausedErr(key string) error {
 
 // OOMKills reports the sandbox's count of processes ended with FakeRun.OOM.
 func (f *Fake) OOMKills(ctx context.Context, sb Sandbox) (int64, error) {
-	if err := f.enter(ctx, "OOMKills"); err != nil {
-		return 0, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
-		return 0, err
-	}
-	s, err := f.get(sb)
-	if err != nil {
-		return 0, err
-	}
-	return s.oomKills, nil
+	var n int64
+	err := f.with(ctx, "OOMKills", sb, func(s *fakeSandbox) error {
+		if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
+			return err
+		}
+		n = s.oomKills
+		return nil
+	})
+	return n, err
 }
 
-// Events subscribes to the die events SetExited makes and the exec_die
-// events of ending execs (the fake keeps no history: since is ignored).
+// Events subscribes to the die events of stops and SetExited and the
+// exec_die events of ending execs (the fake keeps no history: since is
+// ignored). The event channel is closed when ctx ends.
 func (f *Fake) Events(ctx context.Context, owner string, since time.Time) (<-chan ContainerEvent, <-chan error) {
 	errc := make(chan error, 1)
 	c := make(chan ContainerEvent, 1024)
@@ -767,18 +858,12 @@ func (f *Fake) Events(ctx context.Context, owner string, since time.Time) (<-cha
 	}
 	f.subs[owner] = append(f.subs[owner], c)
 	f.mu.Unlock()
-	go func() {
-		<-ctx.Done()
+	context.AfterFunc(ctx, func() {
 		f.mu.Lock()
-		list := f.subs[owner]
-		for i, x := range list {
-			if x == c {
-				f.subs[owner] = append(list[:i], list[i+1:]...)
-				break
-			}
-		}
-		f.mu.Unlock()
-	}()
+		defer f.mu.Unlock()
+		f.subs[owner] = slices.DeleteFunc(f.subs[owner], func(x chan ContainerEvent) bool { return x == c })
+		close(c)
+	})
 	return c, errc
 }
 
@@ -802,8 +887,12 @@ func (f *Fake) EnsureWarden(ctx context.Context, sb Sandbox) error {
 var errFakeNoWarden = spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "the fake engine has no warden")
 
 // OpenEgress: the fake runs no proxy; an allowlist sandbox's control link
-// is unsupported (the actor logs it and goes on).
+// is unsupported (the actor logs it and goes on). A sandbox with no egress
+// container is a conflict, as with the Adapter.
 func (f *Fake) OpenEgress(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error) {
+	if sb.Egress == "" {
+		return WardenConn{}, spec.Errorf(spec.CodeConflict, "dockerio.egress", "sandbox %s has no egress container", sb.ID)
+	}
 	return WardenConn{}, spec.Errorf(spec.CodeUnsupported, "dockerio.fake", "the fake engine runs no egress proxy")
 }
 

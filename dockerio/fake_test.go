@@ -1,114 +1,87 @@
 package dockerio
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"syscall"
 	"testing"
 
-	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/spec"
 )
 
-func TestDockerioFake(t *testing.T) {
+// TestFakeOwnModes covers what the Fake does that Docker cannot be asked to
+// (its fault injection) and where it differs on purpose; what it shares
+// with Docker is the conformance suite's (enginetest, conformance_test.go).
+func TestFakeOwnModes(t *testing.T) {
 	p, _ := LookupProfile(DefaultProfile)
-	f := NewFake(p)
-	f.Script = func(sb Sandbox, req ExecRequest) FakeRun {
-		switch req.Spec.Argv[0] {
-		case "echo":
-			return FakeRun{Frames: []FakeFrame{{framing.Stdout, []byte("hi\n")}, {framing.Stderr, []byte("e\n")}}, ExitCode: 3}
-		case "cat":
-			return FakeRun{EchoStdin: true}
-		case "sleep":
-			return FakeRun{Hold: make(chan struct{})}
-		}
-		return FakeRun{StartFailure: "not found"}
-	}
-	ctx := context.Background()
-	s := spec.Sandbox{Image: fixtureImage, Policy: spec.DefaultPolicy(), Lifetime: spec.OneShot}
-	sb, err := f.CreateSandbox(ctx, SandboxRequest{Owner: "o", ID: "s", Spec: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.StartSandbox(ctx, sb); err != nil {
-		t.Fatal(err)
-	}
-	run := func(argv string, stdin []byte) (string, ExecState, error) {
-		req := ExecRequest{ProcessID: "p" + argv, Spec: spec.Process{Argv: []string{argv}, Stdin: stdin != nil, Stdout: spec.Pipe, Stderr: spec.Pipe}}
-		id, err := f.CreateExec(ctx, sb, req)
-		if err != nil {
-			return "", ExecState{}, err
-		}
-		att, err := f.AttachExec(ctx, sb, id, req)
-		if err != nil {
-			return "", ExecState{}, err
-		}
-		defer att.Close()
-		if stdin != nil {
-			go func() { att.Stdin().Write(stdin); att.CloseStdin() }()
-		}
-		var out bytes.Buffer
-		for {
-			sid, p, err := att.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return "", ExecState{}, err
-			}
-			out.WriteString(sid.String() + ":" + string(p))
-		}
-		st, err := WaitExec(ctx, f, id)
-		return out.String(), st, err
-	}
-	if out, st, err := run("echo", nil); err != nil || st.ExitCode != 3 || out == "" {
-		t.Fatalf("echo: %q %+v %v", out, st, err)
-	}
-	if out, _, err := run("cat", []byte("abc")); err != nil || !bytes.Contains([]byte(out), []byte("abc")) {
-		t.Fatalf("cat: %q %v", out, err)
-	}
-	if _, _, err := run("nope", nil); !spec.IsCode(err, spec.CodeExecFailed) {
-		t.Fatalf("start failure: %v", err)
-	}
-	req := ExecRequest{ProcessID: "sleeper", Spec: spec.Process{Argv: []string{"sleep"}, Stdout: spec.Pipe, Stderr: spec.Pipe}}
-	id, _ := f.CreateExec(ctx, sb, req)
-	att, err := f.AttachExec(ctx, sb, id, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g, err := f.ReadGroup(ctx, sb, "sleeper"); err != nil || g != att.Group() {
-		t.Fatalf("group %d %v", g, err)
-	}
-	if err := f.SignalGroup(ctx, sb, att.Group(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := att.Next(); err != io.EOF {
-		t.Fatalf("after TERM: %v", err)
-	}
-	if st, _ := WaitExec(ctx, f, id); st.ExitCode != 143 {
-		t.Fatalf("exit %d", st.ExitCode)
-	}
 	boom := errors.New("boom")
-	f.Fault = func(op string) error {
-		if op == "StartSandbox" {
-			return spec.Wrap(spec.CodeEngine, "fake", boom, "injected")
+	mk := func(t *testing.T) (*Fake, Sandbox) {
+		f := NewFake(p)
+		f.Script = func(sb Sandbox, req ExecRequest) FakeRun {
+			return FakeRun{StartFailure: "exec: " + req.Spec.Argv[0] + ": not found"}
 		}
-		return nil
+		ctx := context.Background()
+		sb, err := f.CreateSandbox(ctx, SandboxRequest{Owner: "o", ID: "s", Spec: spec.Sandbox{Image: fixtureImage, Policy: spec.DefaultPolicy(), Lifetime: spec.OneShot}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.StartSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+		return f, sb
 	}
-	if err := f.StartSandbox(ctx, sb); !errors.Is(err, boom) {
-		t.Fatalf("fault: %v", err)
+	for _, tc := range []struct {
+		name string
+		call func(ctx context.Context, f *Fake, sb Sandbox) error
+		code spec.Code
+		is   error
+	}{
+		{"StartFailure fails the attach", func(ctx context.Context, f *Fake, sb Sandbox) error {
+			req := ExecRequest{ProcessID: "p", Spec: spec.Process{Argv: []string{"nope"}, Stdout: spec.Pipe, Stderr: spec.Pipe}}
+			id, err := f.CreateExec(ctx, sb, req)
+			if err != nil {
+				return err
+			}
+			_, err = f.AttachExec(ctx, sb, id, req)
+			return err
+		}, spec.CodeExecFailed, nil},
+		{"Fault is returned instead", func(ctx context.Context, f *Fake, sb Sandbox) error {
+			f.Fault = func(op string) error {
+				if op == "StopSandbox" {
+					return spec.Wrap(spec.CodeEngine, "fake", boom, "injected")
+				}
+				return nil
+			}
+			_, err := f.StopSandbox(ctx, sb, 0)
+			return err
+		}, spec.CodeEngine, boom},
+		{"a done ctx is cancelled", func(ctx context.Context, f *Fake, sb Sandbox) error {
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			_, err := f.ListOwned(cctx, "o")
+			return err
+		}, spec.CodeCancelled, context.Canceled},
+		{"no warden", func(ctx context.Context, f *Fake, sb Sandbox) error {
+			_, err := f.StartWarden(ctx, sb, io.Discard)
+			return err
+		}, spec.CodeUnsupported, nil},
+		{"no egress proxy", func(ctx context.Context, f *Fake, sb Sandbox) error {
+			sb.Egress = "x1"
+			_, err := f.OpenEgress(ctx, sb, io.Discard)
+			return err
+		}, spec.CodeUnsupported, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, sb := mk(t)
+			err := tc.call(context.Background(), f, sb)
+			if !spec.IsCode(err, tc.code) || tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("%v, want code %s (cause %v)", err, tc.code, tc.is)
+			}
+		})
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := f.ListOwned(cctx, "o"); !spec.IsCode(err, spec.CodeCancelled) {
-		t.Fatalf("cancelled ctx: %v", err)
-	}
-	if owned, err := f.ListOwned(ctx, "o"); err != nil || len(owned) != 1 || len(owned[0].Resources) != 3 {
-		t.Fatalf("owned %+v %v", owned, err)
-	}
-	if err := f.RemoveSandbox(ctx, sb); err != nil {
-		t.Fatal(err)
+	// Every image ID is one the Fake has.
+	f, _ := mk(t)
+	if id, err := f.ResolveImage(context.Background(), fixtureImage); err != nil || id != fixtureImage {
+		t.Errorf("ResolveImage(%s) = %q, %v", fixtureImage, id, err)
 	}
 }

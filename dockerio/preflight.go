@@ -126,8 +126,8 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 
 var daemonIDPattern = regexp.MustCompile(`^[^\s/\\]{1,256}$`)
 
-// apiNumber parses "1.41" into 1041; -1 when malformed (as the seed's
-// versionNumber).
+// apiNumber parses "1.41" into 1041, so versions compare as integers; -1
+// when malformed.
 func apiNumber(v string) int {
 	major, minor, ok := strings.Cut(v, ".")
 	if !ok {
@@ -164,8 +164,8 @@ func engineAtLeast(version string, want [3]int) bool {
 
 func controllerFacts() (string, string) { return runtime.GOOS, runtime.GOARCH }
 
-// CheckDaemon checks facts against the profile, as the seed's
-// assertDockerController and verifyDaemon, and returns every check.
+// CheckDaemon checks facts against the profile (the controller's OS and
+// architecture, then the daemon's) and returns every check.
 func CheckDaemon(p Profile, f Facts) Report {
 	r := Report{Profile: p.Name, Revision: p.Revision(), DaemonID: f.ID, Version: f.Version, APIVersion: p.APIVersion, Relaxes: p.Relaxes}
 	add := func(name, observed, want string, ok, required bool, remedy string) {

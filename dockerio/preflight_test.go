@@ -22,7 +22,7 @@ var engine20Facts = Facts{
 	InitBinary: "docker-init", NCPU: 2, DockerRootDir: "/var/lib/docker", RootFree: 53 << 30,
 }
 
-// engine29Facts is a daemon the seed's linux-x64 profile admits (values as
+// engine29Facts is a daemon the linux-x64 profile admits (values as
 // Engine 29 documents them; not measured here).
 var engine29Facts = Facts{
 	ControllerOS: "linux", ControllerArch: "amd64",

@@ -10,18 +10,18 @@ import (
 )
 
 // SchemaVersion is the version of the sandbox body (the container request
-// and what readback checks). It is the seed's v4 body plus HostConfig.Init,
-// so it is v5. It is part of every resource's revision label: a sandbox
+// and what readback checks); v5 added HostConfig.Init to the v4 body. It is part of every resource's revision label: a sandbox
 // made under another schema is torn down on recovery, never re-adopted.
 const SchemaVersion = 5
 
-// DefaultProfile is used when no profile is named. It is the seed's.
+// DefaultProfile is used when no profile is named: the profile that gives
+// every guarantee.
 const DefaultProfile = "linux-x64"
 
 // ProfileEnv names the environment variable that selects a profile.
 const ProfileEnv = "STOCKADE_PROFILE"
 
-// Relaxation is one guarantee a profile gives up relative to the seed's
+// Relaxation is one guarantee a profile gives up relative to the
 // linux-x64 profile, and why.
 type Relaxation struct {
 	Guarantee string
@@ -74,18 +74,19 @@ type Profile struct {
 	// false refuses allowlist sandboxes with unsupported.
 	Allowlist bool
 	// Relaxes names every guarantee the profile gives up relative to
-	// linux-x64, and why. Empty for the seed's profiles.
+	// linux-x64, and why. Empty for the profiles that give every guarantee.
 	Relaxes []Relaxation
 }
 
 // Revision is the backend revision string every resource is labelled with:
-// engine-<api>-v<schema>-<profile>, as the seed's engine-1.52-v4-<profile>.
+// engine-<api>-v<schema>-<profile>, e.g. engine-1.52-v5-linux-x64.
 func (p Profile) Revision() string {
 	return fmt.Sprintf("engine-%s-v%d-%s", p.APIVersion, SchemaVersion, p.Name)
 }
 
-// profiles holds the seed's three profiles, kept as data, plus this
-// project's honest profile for Docker Engine 20.10 on cgroup v1.
+// profiles holds every profile, as data: three that give every guarantee
+// (linux-x64 and two Docker Desktop ones) and one for Docker Engine 20.10
+// on cgroup v1 that names each guarantee it gives up.
 var profiles = map[string]Profile{
 	"linux-x64": {
 		Name: "linux-x64", ControllerOS: "linux", ControllerArch: "amd64",

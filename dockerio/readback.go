@@ -138,23 +138,25 @@ type inspectDoc struct {
 	}
 }
 
-// empty is the seed's empty(): null, absent, [] or {}.
+// empty reports whether an inspect field holds nothing: null, absent, []
+// or {} (Docker writes any of them for "none").
 func empty(raw json.RawMessage) bool {
 	s := string(bytes.TrimSpace(raw))
 	return s == "" || s == "null" || s == "[]" || s == "{}"
 }
 
 // Verify checks a container's inspect JSON against the expectation, every
-// field the seed's verifyContainer checks plus the image, name, labels,
-// Init and mounts. It returns nil, or an unsupported *spec.Error naming the
+// field of the lockdown (user, working directory, entrypoint and command,
+// environment, no TTY or stdin, no volumes, no healthcheck, read-only root,
+// not privileged, every capability dropped and none added, no new
+// privileges, no ports, devices or binds, private IPC and cgroup
+// namespaces, the network, CPU, memory, swap and pids limits, OOM killer
+// on, no restart, tmpfs) plus the image, name, labels, Init and mounts. It returns nil, or an unsupported *spec.Error naming the
 // first field that differs with what was read and what was asked.
 func Verify(raw []byte, e Expect) error {
-	var c inspectDoc
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return spec.Wrap(spec.CodeUnsupported, "dockerio.readback", err, "inspect JSON is malformed")
-	}
-	if c.Config == nil || c.HostConfig == nil || c.State == nil || c.NetworkSettings == nil {
-		return unsupported("dockerio.readback", "inspect JSON lacks Config, HostConfig, State or NetworkSettings")
+	c, err := decodeInspect(raw)
+	if err != nil {
+		return err
 	}
 	field := ""
 	var got, want any
@@ -287,4 +289,17 @@ func show(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// decodeInspect reads a container's inspect JSON, which readback needs
+// whole: Config, HostConfig, State and NetworkSettings.
+func decodeInspect(raw []byte) (inspectDoc, error) {
+	var c inspectDoc
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return c, spec.Wrap(spec.CodeUnsupported, "dockerio.readback", err, "inspect JSON is malformed")
+	}
+	if c.Config == nil || c.HostConfig == nil || c.State == nil || c.NetworkSettings == nil {
+		return c, unsupported("dockerio.readback", "inspect JSON lacks Config, HostConfig, State or NetworkSettings")
+	}
+	return c, nil
 }

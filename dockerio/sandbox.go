@@ -34,16 +34,7 @@ func labelsMatch(have, want map[string]string) bool {
 }
 
 func (a *Adapter) admit(ctx context.Context, req SandboxRequest) (ImageFacts, error) {
-	if err := checkID("owner", req.Owner); err != nil {
-		return ImageFacts{}, err
-	}
-	if err := checkID("sandbox", req.ID); err != nil {
-		return ImageFacts{}, err
-	}
-	if err := req.Spec.Validate(); err != nil {
-		return ImageFacts{}, err
-	}
-	if err := AdmitPolicy(req.Spec.Policy); err != nil {
+	if err := checkSandboxRequest(req); err != nil {
 		return ImageFacts{}, err
 	}
 	a.mu.Lock()
@@ -110,7 +101,7 @@ func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, im
 	sb.Volume = volName
 	switch sb.Spec.Policy.Network.Canonical() {
 	case spec.NetworkOpen:
-		if sb.Network, err = a.ensureNetwork(ctx, cli, sb); err != nil {
+		if sb.Network, err = a.openNetwork(ctx, cli, sb); err != nil {
 			return sb, err
 		}
 	case spec.NetworkAllowlist:
@@ -167,54 +158,43 @@ func (a *Adapter) createContainers(ctx context.Context, cli *client.Client, sb S
 	return sb, nil
 }
 
-func (a *Adapter) ensureNetwork(ctx context.Context, cli *client.Client, sb Sandbox) (string, error) {
-	name := Name(sb.Owner, sb.ID, RoleNetwork)
-	want := Labels(sb.Owner, sb.ID, RoleNetwork, sb.Revision)
-	list, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
-	if err != nil {
-		return "", translate(err, "dockerio.create", "listing network %s", name)
-	}
-	for _, n := range list {
-		if n.Name != name {
-			continue // the name filter matches substrings
-		}
-		if !labelsMatch(n.Labels, want) || n.Driver != "bridge" {
-			return "", spec.Errorf(spec.CodeConflict, "dockerio.create", "network %s exists with driver %s and labels %v, not ours", name, n.Driver, n.Labels)
-		}
-		return n.ID, nil
-	}
-	resp, err := cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: want})
-	if err != nil {
-		return "", translate(err, "dockerio.create", "network %s", name)
-	}
-	return resp.ID, nil
+// openNetwork makes or adopts an open sandbox's own bridge network, its
+// subnet from the daemon's default pool.
+func (a *Adapter) openNetwork(ctx context.Context, cli *client.Client, sb Sandbox) (string, error) {
+	f, err := a.ensureNetworkOf(ctx, cli, Name(sb.Owner, sb.ID, RoleNetwork), Labels(sb.Owner, sb.ID, RoleNetwork, sb.Revision), nil, false, 0)
+	return f.ID, err
 }
 
 func (a *Adapter) ensureContainer(ctx context.Context, cli *client.Client, sb Sandbox, role Role) (string, error) {
 	b := body(a.profile, sb.Spec, sb.Owner, sb.ID, role, sb.Volume, sb.Network)
-	name := Name(sb.Owner, sb.ID, role)
-	resp, err := cli.ContainerCreate(ctx, b.Config, b.HostConfig, nil, nil, name)
+	id, _, err := createOrAdopt(ctx, cli, "dockerio.create", Name(sb.Owner, sb.ID, role), b, nil)
+	return id, err
+}
+
+// createOrAdopt makes the container b under name. One found by that name (a
+// create retried after a crash) is adopted only if every label of b's
+// matches, and returned with its inspect; readback then checks the rest.
+func createOrAdopt(ctx context.Context, cli *client.Client, op, name string, b Body, nc *network.NetworkingConfig) (string, *container.InspectResponse, error) {
+	resp, err := cli.ContainerCreate(ctx, b.Config, b.HostConfig, nc, nil, name)
 	if err == nil {
-		return resp.ID, nil
+		return resp.ID, nil, nil
 	}
-	err = translate(err, "dockerio.create", "container %s", name)
+	err = translate(err, op, "container %s", name)
 	if !spec.IsCode(err, spec.CodeConflict) {
-		return "", err
+		return "", nil, err
 	}
-	// Found by name (a create retried after a crash): adopt it only if
-	// every label matches; readback then checks the rest.
 	c, ierr := cli.ContainerInspect(ctx, name)
 	if ierr != nil {
-		return "", translate(ierr, "dockerio.create", "inspecting existing container %s", name)
+		return "", nil, translate(ierr, op, "inspecting existing container %s", name)
 	}
 	var labels map[string]string
 	if c.Config != nil {
 		labels = c.Config.Labels
 	}
 	if !labelsMatch(labels, b.Config.Labels) {
-		return "", spec.Errorf(spec.CodeConflict, "dockerio.create", "container %s exists with labels %v, not ours", name, labels)
+		return "", nil, spec.Errorf(spec.CodeConflict, op, "container %s exists with labels %v, not ours", name, labels)
 	}
-	return c.ID, nil
+	return c.ID, &c, nil
 }
 
 // readback inspects a container and verifies it (see Verify).
@@ -368,10 +348,7 @@ func (a *Adapter) RemoveSandbox(ctx context.Context, sb Sandbox) error {
 	if err != nil {
 		return err
 	}
-	if err := checkID("owner", sb.Owner); err != nil {
-		return err
-	}
-	if err := checkID("sandbox", sb.ID); err != nil {
+	if err := checkSandboxIDs(sb.Owner, sb.ID); err != nil {
 		return err
 	}
 	a.settleEgress(sb)

@@ -250,8 +250,8 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 
 // wardenIntact reads the warden's directory back through the export
 // container: exactly the root-owned 0755 directory and the root-owned 0111
-// binary with our bytes. (The workspace root stays root's: the seed makes
-// it so and a Put never carries its root entry.)
+// binary with our bytes. (The workspace root stays root's: a fresh volume's
+// root is root:root 0755 and a Put never carries its root entry.)
 func (a *Adapter) wardenIntact(ctx context.Context, cli *client.Client, sb Sandbox) (bool, error) {
 	rc, _, err := cli.CopyFromContainer(ctx, sb.Export, WardenDir)
 	if err != nil {
