@@ -35,8 +35,8 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
-	"github.com/stockade/stockade/helpers"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/helpers"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/faultproxy"
 	"github.com/stockade/stockade/journal"
