@@ -174,13 +174,16 @@ func readVerified(path, want string, size int64) ([]byte, error) {
 		return nil, &DigestError{Path: path, Want: want, Err: err}
 	}
 	defer f.Close()
-	// One byte more than expected tells a longer file from the right one.
-	bin, err := io.ReadAll(io.LimitReader(f, size+1))
-	if err != nil {
+	// One byte more than expected tells a longer file from the right one;
+	// the buffer is allocated once, at the size expected.
+	bin := make([]byte, size+1)
+	n, err := io.ReadFull(f, bin)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return nil, &DigestError{Path: path, Want: want, Err: err}
 	}
+	bin = bin[:n]
 	sum := sha256.Sum256(bin)
-	if got := hex.EncodeToString(sum[:]); got != want || int64(len(bin)) != size {
+	if got := hex.EncodeToString(sum[:]); got != want || int64(n) != size {
 		return nil, &DigestError{Path: path, Want: want, Got: got}
 	}
 	return bin, nil

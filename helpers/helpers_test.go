@@ -238,6 +238,7 @@ func TestTamperedEmbeddedHealed(t *testing.T) {
 		}},
 		{"longer", func(p string, orig []byte) error { return os.WriteFile(p, append(bytes.Clone(orig), 0), 0o700) }},
 		{"shorter", func(p string, orig []byte) error { return os.WriteFile(p, orig[:len(orig)-1], 0o700) }},
+		{"empty", func(p string, _ []byte) error { return os.WriteFile(p, nil, 0o700) }},
 		{"removed", func(p string, _ []byte) error { return os.Remove(p) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -377,4 +378,34 @@ func TestNamedFileTampered(t *testing.T) {
 	if now, _ := os.ReadFile(p); !bytes.Equal(now, bad) {
 		t.Error("a named file was rewritten: only embedded ones are healed")
 	}
+}
+
+// BenchmarkBytes: what verifying the warden costs each copy into a sandbox
+// (read and sha256 of the installed file), against the first use's
+// decompression and install.
+func BenchmarkBytes(b *testing.B) {
+	if Warden.gz == "" {
+		b.Skip("nothing embedded for this GOARCH")
+	}
+	b.Setenv(Warden.Env, "")
+	bin, err := Resolve(Warden, "", b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("verify", func(b *testing.B) {
+		b.SetBytes(bin.Size)
+		for b.Loop() {
+			if _, err := bin.Bytes(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("install", func(b *testing.B) {
+		b.SetBytes(bin.Size)
+		for b.Loop() {
+			if _, err := bin.install(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
