@@ -14,12 +14,14 @@
 // builds. On another GOARCH nothing is embedded: $STOCKADE_WARDEN and
 // $STOCKADE_EGRESS (or Options.Warden and Options.Egress) must name builds.
 //
-// How they are installed: Resolve takes, in order, the path the caller names
-// (Options.Warden), the helper's variable ($STOCKADE_WARDEN), else the
-// embedded artifact. A named file is checked once (a static Linux ELF
-// executable whose `version` prints this runtime's protocol version). The
-// embedded artifact is decompressed only when first needed and written to a
-// content-addressed file under the state directory, the journal's directory:
+// How they are installed: Locate (what stockade.Open uses; it writes
+// nothing) and Resolve (Locate, then install) take, in order, the path the
+// caller names (Options.Warden), the helper's variable ($STOCKADE_WARDEN),
+// else the embedded artifact. A named file is checked once (a static Linux
+// ELF executable whose `version` prints this runtime's protocol version). The
+// embedded artifact is decompressed only when first needed (Resolve, or the
+// first Bytes) and written to a content-addressed file under the state
+// directory, the journal's directory:
 //
 //	<journal dir>/helpers/sha256-<hex>/stockade-warden
 //
