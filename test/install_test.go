@@ -27,16 +27,25 @@ func newFreshUser(t *testing.T) *freshUser {
 	u := &freshUser{dir: t.TempDir()}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case k == "STOCKADE_PROFILE", k == "DOCKER_HOST", k == "DOCKER_CONFIG", k == "GOCACHE", k == "GOMODCACHE", k == "GOPATH", k == "TMPDIR":
+		switch k {
+		case "STOCKADE_PROFILE", "DOCKER_HOST", "DOCKER_CONFIG", "GOCACHE", "GOMODCACHE", "GOPATH", "TMPDIR":
 			u.env = append(u.env, kv)
 		}
 	}
-	goBin := ""
+	path := []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 	if p, err := exec.LookPath("go"); err == nil {
-		goBin = filepath.Dir(p)
+		path = append([]string{filepath.Dir(p)}, path...)
 	}
-	u.env = append(u.env, "PATH="+strings.Join([]string{goBin, "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}, ":"), "GOTELEMETRY=off", "GOTOOLCHAIN=local")
+	// Nothing of ours is on that PATH: what runs can only come from the
+	// one binary.
+	for _, d := range path {
+		for _, name := range []string{"stockade", "stockade-warden", "stockade-egress"} {
+			if _, err := os.Stat(filepath.Join(d, name)); err == nil {
+				t.Fatalf("%s is on the fresh user's PATH (in %s): the test could not show the binary stands alone", name, d)
+			}
+		}
+	}
+	u.env = append(u.env, "PATH="+strings.Join(path, ":"), "GOTELEMETRY=off", "GOTOOLCHAIN=local")
 	for k, sub := range map[string]string{"HOME": "home", "XDG_STATE_HOME": "state", "XDG_RUNTIME_DIR": "run", "XDG_CONFIG_HOME": "config", "XDG_CACHE_HOME": "cache"} {
 		p := filepath.Join(u.dir, sub)
 		if err := os.Mkdir(p, 0o700); err != nil {
@@ -57,8 +66,9 @@ func (u *freshUser) command(ctx context.Context, dir, name string, args []string
 	return cmd
 }
 
-// cleanupJournalOwner removes, when the test ends, whatever the owner of the
-// user's journal left on the daemon; check fails the test if anything was.
+// leftOnDaemon removes, when the test ends, whatever the owner of the user's
+// journal left on the daemon; the function it returns fails the test if
+// anything was left once the run is over.
 func (u *freshUser) leftOnDaemon(t *testing.T) func() {
 	cli := dockertest.Client(t)
 	var owner string
@@ -138,6 +148,13 @@ func TestInstallGoInstall(t *testing.T) {
 	}
 	u.installedHelpers(t)
 	check()
+	// doctor says where the warden came from: the embedded copy, now
+	// installed under the state directory.
+	cmd = u.command(ctx, u.dir, filepath.Join(gobin, "stockade"), []string{"doctor"})
+	out, err = cmd.CombinedOutput()
+	if want := "installed at " + filepath.Join(u.dir, "state", "stockade", "helpers", "sha256-"); err != nil || !strings.Contains(string(out), "warden    embedded (stockade-warden/") || !strings.Contains(string(out), want) {
+		t.Errorf("stockade doctor: %v, does not say the warden is embedded and %q:\n%s", err, want, out)
+	}
 }
 
 // embedProgram is a Go host that imports the module and runs a process: no
