@@ -1,7 +1,7 @@
 # stockade — build, test and demo targets. See README.md.
 
 # This machine's engine (Docker 20.10, API 1.41, cgroup v1, cgroupfs, no
-# AppArmor) cannot pass the seed's linux-x64 profile; the honest profile for it
+# AppArmor) cannot pass the default linux-x64 profile; the honest profile for it
 # is named here so `make run` and `make test` work. It names every guarantee
 # it relaxes (`stockade doctor` prints them). Override on the command line.
 STOCKADE_PROFILE ?= linux-x64-engine20-cgroupv1
@@ -12,16 +12,28 @@ GOFLAGS ?=
 TEST_TIMEOUT ?= 20m
 PKGS := ./...
 
-.PHONY: all build image image-python test fmt-check vet tidy-check load soak faults unit bench drill run clean proto proto-tools proto-check
+.PHONY: all build generate helpers-check image image-python test fmt-check vet tidy-check load soak faults unit bench drill run clean proto proto-tools proto-check
 
 all: build
 
-# The runtime, its warden and its egress proxy (static: they run in any
-# image, libc or not); the runtime finds both beside itself.
+# The runtime. Its warden and egress proxy are embedded in it (helpers/):
+# nothing else is needed beside it.
 build:
 	$(GO) build -o bin/stockade ./cmd/stockade
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/stockade-warden ./cmd/warden
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/stockade-egress ./cmd/egress
+
+# The embedded helpers (helpers/bin: stockade-warden and stockade-egress for
+# linux/amd64 and linux/arm64, static and reproducible, gzip-compressed, and
+# manifest.json) are committed, so `go install ./cmd/stockade` needs no other
+# step. After editing cmd/warden, cmd/egress or what they import, run make
+# generate and commit the result. helpers-check rebuilds them into a
+# temporary directory and fails when the committed ones differ from what the
+# source builds (a build is reproducible with the same Go release only: the
+# check says so when the manifest names another).
+generate:
+	$(GO) generate ./helpers/
+
+helpers-check:
+	@$(GO) run ./helpers/internal/gen -check -out helpers/bin
 
 # The sandbox image, from scratch with no registry (scripts/image.sh).
 image:
@@ -77,7 +89,7 @@ proto-check: proto-tools
 # Unit, fuzz seed corpora and integration tests (test/ needs the real daemon:
 # the hostile-workload and misbehaving-daemon suites among them), all under
 # the race detector. Load and soak take minutes: make load, make soak.
-test: fmt-check vet tidy-check proto-check image image-python
+test: fmt-check vet tidy-check proto-check helpers-check image image-python
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 # go.mod and go.sum say exactly what the code imports.

@@ -14,6 +14,7 @@ import (
 	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/helpers"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
@@ -37,14 +38,19 @@ type Options struct {
 	// Engine replaces the Docker adapter (tests use dockerio.Fake; its
 	// sandboxes have no warden and run processes as Docker execs).
 	Engine dockerio.Engine
-	// Warden is the stockade-warden binary every sandbox gets; "" means
-	// $STOCKADE_WARDEN, else beside this executable, else on PATH (see
-	// FindWarden). Open fails when there is none.
+	// Warden is the path of a stockade-warden binary every sandbox gets
+	// instead of the embedded one; "" means $STOCKADE_WARDEN, else the
+	// binary embedded in this program, written on first use under the
+	// journal's directory (journal.db → helpers/sha256-<hex>/) and verified
+	// by sha256 before each copy into a sandbox (see package helpers). A
+	// named file must be a static Linux executable of this version. Open
+	// fails when there is none (a GOARCH with no embedded binary and none
+	// named).
 	Warden string
-	// Egress is the stockade-egress binary, the allowlist network's proxy;
-	// "" means $STOCKADE_EGRESS, else beside this executable, else on PATH
-	// (see FindEgress). Without one, Open works and allowlist sandboxes are
-	// refused (unsupported, saying where it looked).
+	// Egress is the path of a stockade-egress binary, the allowlist
+	// network's proxy, found as Warden is ("" means $STOCKADE_EGRESS, else
+	// the embedded one). Without one, Open works and allowlist sandboxes
+	// are refused (unsupported, saying what is missing).
 	Egress string
 	// StopGrace is the time between TERM and KILL (default 10 s).
 	StopGrace time.Duration
@@ -190,8 +196,11 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 var testJournal func(actors.Journal) actors.Journal
 
 // engineFor returns opts.Engine, or the Docker adapter for the profile
-// opts names ("" reads $STOCKADE_PROFILE, else the seed's linux-x64) with
-// its closer.
+// opts names ("" reads $STOCKADE_PROFILE, else the default linux-x64) with
+// its closer. The adapter's helpers are resolved here (helpers.Locate: the
+// option, the variable, else the embedded binary) and installed under the
+// journal's directory when a sandbox first needs them, so Open writes
+// nothing for them and PlanRecovery, which delivers none, never does.
 func engineFor(opts Options) (dockerio.Engine, func() error, error) {
 	if opts.Engine != nil {
 		return opts.Engine, nil, nil
@@ -199,18 +208,31 @@ func engineFor(opts Options) (dockerio.Engine, func() error, error) {
 	if _, err := dockerio.SelectProfile(opts.Profile); err != nil {
 		return nil, nil, err
 	}
-	_, bin, err := FindWarden(opts.Warden)
+	path := opts.Journal
+	if path == "" {
+		var err error
+		if path, err = journal.DefaultPath(); err != nil {
+			return nil, nil, err
+		}
+	}
+	dir := helpers.Dir(path)
+	w, err := helpers.Locate(helpers.Warden, opts.Warden, dir)
 	if err != nil {
 		return nil, nil, err
 	}
+	dopts := dockerio.Options{Profile: opts.Profile, Warden: w}
 	// The proxy is needed only by allowlist sandboxes: a runtime without
-	// it still serves the others (an allowlist create names what is
-	// missing). A binary that is there but wrong fails Open.
-	_, ebin, err := FindEgress(opts.Egress)
-	if err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+	// it (no artifact for this GOARCH and none named) still serves the
+	// others, and an allowlist create says what is missing. A named binary
+	// that is there but wrong fails Open.
+	e, err := helpers.Locate(helpers.Egress, opts.Egress, dir)
+	switch {
+	case err == nil:
+		dopts.Egress = e
+	case !spec.IsCode(err, spec.CodeNotFound):
 		return nil, nil, err
 	}
-	ad, err := dockerio.NewAdapter(dockerio.Options{Profile: opts.Profile, Warden: bin, Egress: ebin})
+	ad, err := dockerio.NewAdapter(dopts)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -22,15 +22,23 @@ type Options struct {
 	// DOCKER_HOST and friends, is always read first).
 	ClientOpts []client.Opt
 	// Warden is the stockade-warden binary delivered into every sandbox's
-	// workspace; nil makes sandboxes without a warden (processes run as
-	// Docker execs).
-	Warden []byte
+	// workspace, read at each delivery; nil makes sandboxes without a
+	// warden (processes run as Docker execs).
+	Warden Payload
 	// Egress is the stockade-egress binary, imported as the egress image
-	// of allowlist sandboxes; nil refuses the allowlist network.
-	Egress []byte
+	// of allowlist sandboxes (read when the image is built); nil refuses
+	// the allowlist network.
+	Egress Payload
 	// Subnets is the range allowlist sandboxes' networks are cut from: ""
 	// is $STOCKADE_SUBNETS, else DefaultSubnets.
 	Subnets string
+}
+
+// Payload is a helper binary the adapter copies into Docker. Bytes is
+// called at each copy, so a source that verifies its content (helpers.Binary
+// checks a sha256) is trusted no longer than one copy.
+type Payload interface {
+	Bytes() ([]byte, error)
 }
 
 // Adapter implements Engine against a real Docker daemon.
@@ -50,12 +58,12 @@ type Adapter struct {
 	daemon Daemon
 	facts  Facts
 
-	warden []byte
+	warden Payload
 
 	// netMu serialises network allocation (list, pick a free subnet,
 	// create) and the egress image's import.
 	netMu         sync.Mutex
-	egress        []byte
+	egress        Payload
 	egressImageID string
 	subnets       netip.Prefix
 	outside       map[string]netFacts   // by owner, once read back

@@ -87,7 +87,7 @@ func ParseSubnets(s string) (netip.Prefix, error) {
 
 // HasEgress reports whether the adapter can make allowlist sandboxes (it
 // was given the proxy's binary).
-func (a *Adapter) HasEgress() bool { return len(a.egress) > 0 }
+func (a *Adapter) HasEgress() bool { return a.egress != nil }
 
 // egressImage returns the egress image's id, importing it once: a root
 // file system holding only the proxy, root-owned and read-only.
@@ -97,7 +97,11 @@ func (a *Adapter) egressImage(ctx context.Context, cli *client.Client) (string, 
 	if a.egressImageID != "" {
 		return a.egressImageID, nil
 	}
-	sum := sha256.Sum256(a.egress)
+	bin, err := a.egress.Bytes()
+	if err != nil {
+		return "", payloadError(err, "dockerio.egress", "reading the egress binary")
+	}
+	sum := sha256.Sum256(bin)
 	ref := egressRepo + ":" + hex.EncodeToString(sum[:8])
 	if img, err := cli.ImageInspect(ctx, ref); err == nil {
 		a.egressImageID = img.ID
@@ -111,14 +115,14 @@ func (a *Adapter) egressImage(ctx context.Context, cli *client.Client) (string, 
 	hdrs := []*tar.Header{
 		{Typeflag: tar.TypeDir, Name: "run/", Mode: 0o755, ModTime: now},
 		{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o755, ModTime: now},
-		{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(EgressBinary, "/"), Mode: 0o555, Size: int64(len(a.egress)), ModTime: now},
+		{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(EgressBinary, "/"), Mode: 0o555, Size: int64(len(bin)), ModTime: now},
 	}
 	for _, h := range hdrs {
 		if err := tw.WriteHeader(h); err != nil {
 			return "", spec.Wrap(spec.CodeEngine, "dockerio.egress", err, "building the egress image")
 		}
 	}
-	if _, err := tw.Write(a.egress); err != nil {
+	if _, err := tw.Write(bin); err != nil {
 		return "", spec.Wrap(spec.CodeEngine, "dockerio.egress", err, "building the egress image")
 	}
 	if err := tw.Close(); err != nil {

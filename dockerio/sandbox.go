@@ -106,7 +106,7 @@ func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, im
 		}
 	case spec.NetworkAllowlist:
 		if !a.HasEgress() {
-			return sb, spec.Errorf(spec.CodeUnsupported, "dockerio.egress", "this runtime has no stockade-egress binary, which the allowlist network needs: build it beside stockade (make build) or point $STOCKADE_EGRESS at one")
+			return sb, spec.Errorf(spec.CodeUnsupported, "dockerio.egress", "this runtime has no stockade-egress binary, which the allowlist network needs (none is embedded for this platform): point $STOCKADE_EGRESS at a static build of ./cmd/egress")
 		}
 		internal, err := a.internalNetwork(ctx, cli, sb)
 		if err != nil {
@@ -215,7 +215,11 @@ func (a *Adapter) seed(ctx context.Context, cli *client.Client, sb Sandbox) erro
 	now := time.Now()
 	if a.HasWarden() {
 		// One archive call for both: the warden adds nothing to a create.
-		if err := wardenTar(tw, a.warden, now); err != nil {
+		bin, err := a.warden.Bytes()
+		if err != nil {
+			return payloadError(err, "dockerio.seed", "reading the warden binary")
+		}
+		if err := wardenTar(tw, bin, now); err != nil {
 			return spec.Wrap(spec.CodeEngine, "dockerio.seed", err, "building the seed archive")
 		}
 	}

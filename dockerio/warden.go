@@ -72,7 +72,17 @@ func wardenTar(tw *tar.Writer, bin []byte, now time.Time) error {
 
 // HasWarden reports whether sandboxes get a warden (the adapter was given
 // its binary).
-func (a *Adapter) HasWarden() bool { return len(a.warden) > 0 }
+func (a *Adapter) HasWarden() bool { return a.warden != nil }
+
+// payloadError wraps a Payload's refusal, keeping its code (a source that
+// gives none: engine).
+func payloadError(err error, op, msg string) error {
+	code := spec.CodeOf(err)
+	if code == "" {
+		code = spec.CodeEngine
+	}
+	return spec.Wrap(code, op, err, "%s", msg)
+}
 
 // StartWarden starts the sandbox's warden: one exec of the delivered binary
 // as the sandbox's user, stdin attached, no TTY. Its stdin and stdout are
@@ -226,14 +236,18 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 	if err != nil {
 		return err
 	}
+	bin, err := a.warden.Bytes()
+	if err != nil {
+		return payloadError(err, "dockerio.warden", "reading the warden binary")
+	}
 	// Read first: on a reattach (every kept sandbox at recovery) it is
 	// almost always intact, and a read is cheaper than an extraction.
-	if ok, err := a.wardenIntact(ctx, cli, sb); err != nil || ok {
+	if ok, err := a.wardenIntact(ctx, cli, sb, bin); err != nil || ok {
 		return err
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := wardenTar(tw, a.warden, time.Now()); err != nil {
+	if err := wardenTar(tw, bin, time.Now()); err != nil {
 		return spec.Wrap(spec.CodeEngine, "dockerio.warden", err, "building the warden archive")
 	}
 	if err := tw.Close(); err != nil {
@@ -242,7 +256,7 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 	if err := cli.CopyToContainer(ctx, sb.Export, WorkspaceDir, &buf, container.CopyToContainerOptions{}); err != nil {
 		return translate(err, "dockerio.warden", "writing the warden binary of sandbox %s", sb.ID)
 	}
-	if ok, err := a.wardenIntact(ctx, cli, sb); err != nil || ok {
+	if ok, err := a.wardenIntact(ctx, cli, sb, bin); err != nil || ok {
 		return err
 	}
 	return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "sandbox %s: the warden binary at %s is not ours, and writing it again did not hold", sb.ID, WardenPath)
@@ -250,9 +264,9 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 
 // wardenIntact reads the warden's directory back through the export
 // container: exactly the root-owned 0755 directory and the root-owned 0111
-// binary with our bytes. (The workspace root stays root's: a fresh volume's
-// root is root:root 0755 and a Put never carries its root entry.)
-func (a *Adapter) wardenIntact(ctx context.Context, cli *client.Client, sb Sandbox) (bool, error) {
+// binary with our bytes, bin. (The workspace root stays root's: a fresh
+// volume's root is root:root 0755 and a Put never carries its root entry.)
+func (a *Adapter) wardenIntact(ctx context.Context, cli *client.Client, sb Sandbox, bin []byte) (bool, error) {
 	rc, _, err := cli.CopyFromContainer(ctx, sb.Export, WardenDir)
 	if err != nil {
 		if spec.IsCode(translate(err, "", ""), spec.CodeNotFound) {
@@ -275,14 +289,14 @@ func (a *Adapter) wardenIntact(ctx context.Context, cli *client.Client, sb Sandb
 		case wardenRel:
 			dirOK = h.Typeflag == tar.TypeDir && h.Uid == 0 && h.Mode&0o7777 == 0o755
 		case wardenRel + "/stockade-warden":
-			if h.Typeflag != tar.TypeReg || h.Uid != 0 || h.Mode&0o7777 != wardenMode || h.Size != int64(len(a.warden)) {
+			if h.Typeflag != tar.TypeReg || h.Uid != 0 || h.Mode&0o7777 != wardenMode || h.Size != int64(len(bin)) {
 				return false, nil
 			}
 			got, err := io.ReadAll(io.LimitReader(tr, h.Size))
 			if err != nil {
 				return false, translate(err, "dockerio.warden", "reading the warden of sandbox %s back", sb.ID)
 			}
-			binOK = bytes.Equal(got, a.warden)
+			binOK = bytes.Equal(got, bin)
 		default:
 			return false, nil // something else in it: write it again
 		}

@@ -36,6 +36,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/helpers"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/faultproxy"
 	"github.com/stockade/stockade/journal"
@@ -120,15 +121,19 @@ func newFaultEnvWith(t *testing.T, warden bool, pre ...faultproxy.Rule) *faultEn
 // DOCKER_HOST, which is process-wide; this one is the test's alone).
 func (e *faultEnv) open() {
 	e.t.Helper()
-	var wbin []byte
+	opts := dockerio.Options{ClientOpts: []client.Opt{client.WithHost(e.px.Host())}}
+	dir := helpers.Dir(e.journal)
 	if e.warden {
-		var err error
-		if _, wbin, err = stockade.FindWarden(""); err != nil {
+		w, err := helpers.Resolve(helpers.Warden, "", dir)
+		if err != nil {
 			e.t.Fatal(err)
 		}
+		opts.Warden = w
 	}
-	_, ebin, _ := stockade.FindEgress("")
-	ad, err := dockerio.NewAdapter(dockerio.Options{Warden: wbin, Egress: ebin, ClientOpts: []client.Opt{client.WithHost(e.px.Host())}})
+	if eg, err := helpers.Resolve(helpers.Egress, "", dir); err == nil {
+		opts.Egress = eg
+	}
+	ad, err := dockerio.NewAdapter(opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/helpers"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
@@ -245,7 +246,7 @@ func benchCLIServer(b *testing.B) (*cliEnv, *client.Client, string) {
 // alternating. The ratio is the delivery's cost.
 func BenchmarkWardenDelivery(b *testing.B) {
 	e := newDio(b)
-	bin, err := os.ReadFile(os.Getenv("STOCKADE_WARDEN"))
+	bin, err := helpers.Resolve(helpers.Warden, "", b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -279,5 +280,5 @@ func BenchmarkWardenDelivery(b *testing.B) {
 	var withW, without time.Duration
 	alternate(b.N, create(with, &withW), create(e.a, &without))
 	report(b, "with-warden", withW, "without", without)
-	b.ReportMetric(float64(len(bin))/(1<<20), "binary-MiB")
+	b.ReportMetric(float64(bin.Size)/(1<<20), "binary-MiB")
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
-	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/journal"
@@ -23,71 +22,6 @@ import (
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
-
-type doctorCmd struct{ g global }
-
-func parseDoctor(g global, args []string) (command, error) {
-	c := &doctorCmd{g: g}
-	pos, err := parseArgs(newFlags("doctor", &c.g), args)
-	if err != nil {
-		return nil, err
-	}
-	if err := wantArgs("doctor", pos, 0, "stockade doctor"); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
-	rep, err := dockerio.Doctor(ctx, c.g.profile)
-	if err != nil {
-		return fail(stderr, err, 1)
-	}
-	// The warden every sandbox gets: there, static, of this version.
-	w, _, werr := stockade.FindWarden("")
-	// The egress proxy only allowlist sandboxes need: its absence refuses
-	// them, not the runtime.
-	e, _, eerr := stockade.FindEgress("")
-	if c.g.json {
-		out := struct {
-			dockerio.Report
-			Warden      *stockade.WardenInfo `json:"warden,omitempty"`
-			WardenError string               `json:"warden_error,omitempty"`
-			Egress      *stockade.WardenInfo `json:"egress,omitempty"`
-			EgressError string               `json:"egress_error,omitempty"`
-		}{Report: rep}
-		if werr != nil {
-			out.WardenError = werr.Error()
-		} else {
-			out.Warden = &w
-		}
-		if eerr != nil {
-			out.EgressError = eerr.Error()
-		} else {
-			out.Egress = &e
-		}
-		json.NewEncoder(stdout).Encode(out)
-	} else {
-		rep.WriteTo(stdout)
-		if werr != nil {
-			fmt.Fprintf(stdout, "warden    refused: %v\n", werr)
-		} else {
-			fmt.Fprintf(stdout, "warden    %s (%s, static, %d bytes)\n", w.Path, w.Version, w.Size)
-		}
-		if eerr != nil {
-			fmt.Fprintf(stdout, "egress    unavailable (allowlist sandboxes are refused): %v\n", eerr)
-		} else {
-			fmt.Fprintf(stdout, "egress    %s (protocol %s, static, %d bytes)\n", e.Path, e.Version, e.Size)
-		}
-	}
-	if err := rep.Err(); err != nil {
-		return fail(stderr, err, 1)
-	}
-	if werr != nil {
-		return fail(stderr, werr, 1)
-	}
-	return 0
-}
 
 // journalUsage is each journal subcommand's usage line.
 var journalUsage = map[string]string{
