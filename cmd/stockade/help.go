@@ -21,8 +21,9 @@ var commandHelp = map[string]string{
 
 Checks the Docker daemon against the preflight profile and prints every check,
 the value observed, and each guarantee the profile relaxes; then the warden
-binary every sandbox gets (found at $STOCKADE_WARDEN, beside stockade, or on
-PATH): there, static, and of this runtime's version.
+binary every sandbox gets and the egress proxy allowlist sandboxes get (named
+by $STOCKADE_WARDEN / $STOCKADE_EGRESS, else the ones embedded in stockade):
+where each comes from, its version, size and sha256, and where it is installed.
 
   stockade doctor --profile linux-x64-engine20-cgroupv1
 `,
