@@ -12,13 +12,16 @@ GOFLAGS ?=
 TEST_TIMEOUT ?= 20m
 PKGS := ./...
 
-.PHONY: all build generate helpers-check image image-python test fmt-check vet tidy-check load soak faults unit bench drill run clean proto proto-tools proto-check
+.PHONY: all help build generate helpers-check image image-python fmt-check vet proto-tools proto proto-check tidy-check unit test load soak hostile faults bench run drill clean
 
-all: build
+all: build ## build (the default)
+
+help: ## this list
+	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-z][a-z-]*:.*## / { printf "  make %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 # The runtime. Its warden and egress proxy are embedded in it (helpers/):
 # nothing else is needed beside it.
-build:
+build: ## bin/stockade, with the warden and egress proxy embedded
 	$(GO) build -o bin/stockade ./cmd/stockade
 
 # The embedded helpers (helpers/bin: stockade-warden and stockade-egress for
@@ -29,26 +32,26 @@ build:
 # temporary directory and fails when the committed ones differ from what the
 # source builds (a build is reproducible with the same Go release only: the
 # check says so when the manifest names another).
-generate:
+generate: ## rebuild the embedded helpers (helpers/bin); commit the result
 	$(GO) generate ./helpers/
 
-helpers-check:
+helpers-check: ## fail when the committed helpers differ from what the source builds
 	@$(GO) run ./helpers/internal/gen -check -out helpers/bin
 
 # The sandbox image, from scratch with no registry (scripts/image.sh).
-image:
+image: ## the sandbox image stockade/toolbox:dev (static busybox, no registry)
 	@./scripts/image.sh
 
 # The realistic image (python3, coreutils) from Debian's packages with
 # mmdebstrap from the configured Debian mirror, no registry (scripts/image-python.sh); idempotent like image.
-image-python:
+image-python: ## the realistic image stockade/python:dev (Debian + python3, mmdebstrap)
 	@./scripts/image-python.sh
 
-fmt-check:
+fmt-check: ## fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-vet:
+vet: ## go vet every package
 	$(GO) vet $(PKGS)
 
 # The API's generated code (api/) is committed. `make proto` regenerates it
@@ -68,15 +71,15 @@ PROTOC = PATH="$(PROTO_TOOLS):$$PATH" protoc -I api \
 	--go-grpc_out=$(1) --go-grpc_opt=paths=source_relative \
 	$(PROTO_FILES)
 
-proto-tools:
+proto-tools: ## install the pinned protoc plugins into bin/tools
 	@command -v protoc >/dev/null || { echo "make: protoc not found: apt-get install protobuf-compiler libprotobuf-dev" >&2; exit 1; }
 	@GOBIN=$(PROTO_TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	@GOBIN=$(PROTO_TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
-proto: proto-tools
+proto: proto-tools ## regenerate the API code (api/) from its .proto files
 	$(call PROTOC,api)
 
-proto-check: proto-tools
+proto-check: proto-tools ## fail when the committed API code is stale
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(call PROTOC,$$tmp) && \
 	for f in $$(cd "$$tmp" && find . -name '*.go'); do \
@@ -89,54 +92,61 @@ proto-check: proto-tools
 # Unit, fuzz seed corpora and integration tests (test/ needs the real daemon:
 # the hostile-workload and misbehaving-daemon suites among them), all under
 # the race detector. Load and soak take minutes: make load, make soak.
-test: fmt-check vet tidy-check proto-check helpers-check image image-python
+test: fmt-check vet tidy-check proto-check helpers-check image image-python ## every check and every test (unit and integration, race detector): what CI runs
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
+# Every test that needs no Docker: every package but test/, under the race
+# detector, with the daemon's address pointed at nothing and CI=true, so a
+# test outside test/ that reaches for Docker fails here rather than passing
+# on a machine where a daemon happens to run.
+UNIT_PKGS = $$($(GO) list ./... | grep -v '/test$$')
+unit: ## every test that needs no Docker (all but test/), race detector, about a minute
+	CI=true DOCKER_HOST=unix:///nonexistent/stockade-unit.sock $(GO) test -race -count=1 $(UNIT_PKGS)
+
 # go.mod and go.sum say exactly what the code imports.
-tidy-check:
+tidy-check: ## fail when go.mod or go.sum is not tidy
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum is not tidy: run go mod tidy" >&2; $(GO) mod tidy -diff >&2; exit 1; }
 
 # The load test (issue 13): 100 sandboxes at once through one server vs the
 # raw Docker client; minutes, so not part of make test.
-load: build image
+load: build image ## 100 sandboxes at once through one server vs the raw client (minutes)
 	CI=true $(GO) test -tags load -count=1 -run 'TestLoad' -v -timeout 30m ./test/
 
 # The soak (issue 13): SOAK minutes of random creates, processes, kills
 # and runtime kill -9s with restarts, then what was left compared with the
 # start.
 SOAK ?= 3m
-soak: build image
+soak: build image ## SOAK minutes of random work and server kill -9s (minutes)
 	CI=true STOCKADE_SOAK=$(SOAK) $(GO) test -tags soak -count=1 -run 'TestSoak' -v -timeout 60m ./test/
 
 # The hostile-workload suite (test/hostile*_test.go): attacks from inside
 # sandboxes of a served runtime. Part of make test; this runs it alone.
-.PHONY: hostile
-hostile: image image-python
+hostile: image image-python ## the hostile-workload suite alone
 	CI=true $(GO) test -race -count=1 -run 'TestHostile' -timeout 20m ./test/
 
 # A misbehaving daemon (issue 13): the runtime behind a fault-injecting
 # proxy (internal/faultproxy) on the real daemon. Part of make test; this
 # runs only these tests, under the race detector.
-faults: image
+faults: image ## the misbehaving-daemon suite alone
 	CI=true $(GO) test -race -count=1 -run 'TestFaults' -timeout 15m ./test/
 
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .
 BENCHTIME ?= 1x
-bench: image
+bench: image ## benchmarks, each against its anchor (BENCH=regexp BENCHTIME=1x)
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCHFLAGS) $(PKGS)
 
 # The main job: a one-shot sandbox on the embedded defaults, a process in it
 # showing the sandbox's identity and limits, its output, then the sandbox's
 # journaled history.
-run: build image
+run: build image ## the main job: a sandbox, a process, its output, its journaled history
 	./bin/stockade run --history -- sh -c "$$(cat scripts/demo.sh)"
 
 # The randomized crash drill: every failpoint, then DRILL_RANDOM kills at
 # random moments.
 DRILL_RANDOM ?= 20
-drill: build image
+drill: build image ## the crash drill: every failpoint, then DRILL_RANDOM random kills
 	./bin/stockade drill --random $(DRILL_RANDOM)
 
-clean:
+clean: ## remove bin/
 	rm -rf bin

@@ -23,7 +23,7 @@ var rank = map[string]int{
 
 	"framing": 1, "warden": 1, "lifecycle": 1, "journal": 1, "egress": 1,
 
-	"recorder": 2, "host": 2, "dockerio": 2, "helpers": 2,
+	"recorder": 2, "host": 2, "dockerio": 2, "helpers": 2, "helpers/internal/manifest": 0,
 
 	"dockerio/enginetest": 3, "inspect": 3, "client": 3, "actors": 3,
 
