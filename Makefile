@@ -12,7 +12,7 @@ GOFLAGS ?=
 TEST_TIMEOUT ?= 20m
 PKGS := ./...
 
-.PHONY: all help build generate helpers-check image image-python fmt-check vet proto-tools proto proto-check tidy-check unit test load soak hostile faults bench run drill clean
+.PHONY: all help build generate helpers-check image image-python fmt-check vet proto-tools proto proto-check tidy-check unit test load soak hostile faults bench run drill lint clean
 
 all: build ## build (the default)
 
@@ -88,6 +88,20 @@ proto-check: proto-tools ## fail when the committed API code is stale
 	for f in $$(cd api && find . -name '*.pb.go'); do \
 		[ -f "$$tmp/$$f" ] || { echo "make: api/$$f has no .proto left: remove it" >&2; exit 1; }; \
 	done
+
+# golangci-lint with the committed .golangci.yml (errcheck, govet,
+# ineffassign, staticcheck, unused, gosec; api/ is generated and skipped).
+# The pinned version is installed into bin/tools once, like proto-tools; a
+# binary of another version there is replaced. LINTFLAGS passes options
+# (e.g. LINTFLAGS=--concurrency=1 on a shared machine).
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(CURDIR)/bin/tools/golangci-lint
+LINTFLAGS ?=
+
+lint: ## golangci-lint with the committed config (.golangci.yml)
+	@$(GOLANGCI_LINT) version 2>/dev/null | grep -q "version $(GOLANGCI_LINT_VERSION:v%=%) " || \
+		GOBIN=$(CURDIR)/bin/tools $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	$(GOLANGCI_LINT) run $(LINTFLAGS) ./...
 
 # Unit, fuzz seed corpora and integration tests (test/ needs the real daemon:
 # the hostile-workload and misbehaving-daemon suites among them), all under

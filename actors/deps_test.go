@@ -22,7 +22,11 @@ func TestRecordFolded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	defer func() {
+		if err := j.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	d := actors.Deps{Journal: j}.WithDefaults()
 	var s lifecycle.Sandbox
 	rec := func(ev lifecycle.Event) error {

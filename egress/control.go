@@ -80,18 +80,20 @@ func Open(ctx context.Context, r io.Reader, w io.Writer, c io.Closer) (*Control,
 	select {
 	case res = <-ch:
 	case <-ctx.Done():
-		c.Close()
+		// Here and below: the handshake failed, and its error is the one
+		// to report; a close error would only hide it.
+		_ = c.Close()
 		return nil, ctxErr(ctx, "waiting for the proxy's hello")
 	}
 	if res.err != nil {
-		c.Close()
+		_ = c.Close()
 		if res.err == io.EOF {
 			res.err = io.ErrUnexpectedEOF
 		}
 		return nil, spec.Wrap(spec.CodeEngine, "egress.control", res.err, "reading the proxy's hello")
 	}
 	if res.m.Hello.Version != ProtocolVersion {
-		c.Close()
+		_ = c.Close()
 		return nil, spec.Wrap(spec.CodeUnsupported, "egress.control", &VersionError{Got: res.m.Hello.Version}, "")
 	}
 	ctl := &Control{

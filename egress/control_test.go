@@ -26,7 +26,10 @@ type fakeProxy struct {
 // every write waits for its read, which makes back-pressure visible).
 func newLink(t testing.TB) (*fakeProxy, net.Conn) {
 	a, b := net.Pipe()
-	t.Cleanup(func() { a.Close(); b.Close() })
+	t.Cleanup(func() {
+		_ = a.Close()
+		_ = b.Close()
+	})
 	return &fakeProxy{t: t, conn: a, lr: NewLineReader(a)}, b
 }
 
@@ -37,16 +40,9 @@ func (p *fakeProxy) send(m Message) {
 	}
 }
 
-func (p *fakeProxy) sendRaw(s string) {
-	p.t.Helper()
-	if _, err := io.WriteString(p.conn, s); err != nil {
-		p.t.Fatalf("proxy send: %v", err)
-	}
-}
-
 func (p *fakeProxy) recv() Message {
 	p.t.Helper()
-	p.conn.SetReadDeadline(time.Now().Add(waitLimit))
+	_ = p.conn.SetReadDeadline(time.Now().Add(waitLimit))
 	l, err := p.lr.ReadLine()
 	if err != nil {
 		p.t.Fatalf("proxy recv: %v", err)
@@ -76,7 +72,7 @@ func open(t testing.TB) (*fakeProxy, *Control) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { _ = c.Close() })
 	return p, c
 }
 
@@ -94,7 +90,7 @@ func TestControl(t *testing.T) {
 	}
 
 	// Resume, then decisions in order.
-	go c.Resume(5)
+	go func() { _ = c.Resume(5) }() // the fake proxy checks what it was sent
 	if m := p.recv(); m.Kind != KindResume || m.Resume != 5 {
 		t.Fatalf("proxy got %+v, want resume 5", m)
 	}
@@ -286,15 +282,15 @@ func TestControlEnds(t *testing.T) {
 			p, c := open(t)
 			ctx := ctxT(t)
 			if tc.resume {
-				go c.Resume(6)
+				go func() { _ = c.Resume(6) }() // the fake proxy checks what it was sent
 				p.recv()
 			}
 			applied := make(chan error, 1)
 			go func() { applied <- c.Apply(ctx, 1, nil, nil) }()
 			p.recv()
 			go func() {
-				io.WriteString(p.conn, tc.input)
-				p.conn.Close()
+				_, _ = io.WriteString(p.conn, tc.input)
+				_ = p.conn.Close()
 			}()
 			for i := 0; i < tc.decisions; i++ {
 				if _, err := c.Next(ctx); err != nil {
@@ -336,7 +332,7 @@ func TestControlEnds(t *testing.T) {
 func TestControlBackpressure(t *testing.T) {
 	p, c := open(t)
 	ctx := ctxT(t)
-	go c.Resume(0)
+	go func() { _ = c.Resume(0) }() // the fake proxy checks what it was sent
 	p.recv()
 	seq := uint64(0)
 	for range queueLen + 1 {
@@ -344,11 +340,11 @@ func TestControlBackpressure(t *testing.T) {
 		p.send(decision(seq))
 	}
 	// Nothing reads the link now: the next write cannot complete.
-	p.conn.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	_ = p.conn.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
 	if err := WriteMessage(p.conn, decision(seq+1)); !isTimeout(err) {
 		t.Fatalf("write with a full queue: %v, want a timeout", err)
 	}
-	p.conn.SetWriteDeadline(time.Time{})
+	_ = p.conn.SetWriteDeadline(time.Time{})
 	for i := uint64(1); i <= seq; i++ {
 		d, err := c.Next(ctx)
 		if err != nil || d.Seq != i {
@@ -369,14 +365,14 @@ func isTimeout(err error) bool {
 func TestControlCloseUnblocks(t *testing.T) {
 	p, c := open(t)
 	ctx := ctxT(t)
-	go c.Resume(0)
+	go func() { _ = c.Resume(0) }() // the fake proxy checks what it was sent
 	p.recv()
 	nextErr := make(chan error, 1)
 	applyErr := make(chan error, 1)
 	go func() { _, err := c.Next(ctx); nextErr <- err }()
 	go func() { applyErr <- c.Apply(ctx, 1, nil, nil) }()
 	p.recv()
-	c.Close()
+	_ = c.Close()
 	if err := <-nextErr; err != ErrClosed {
 		t.Errorf("Next blocked across Close: %v", err)
 	}

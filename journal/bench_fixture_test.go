@@ -40,7 +40,7 @@ func removeFixtures() {
 	fixtureMu.Lock()
 	defer fixtureMu.Unlock()
 	if fixtureRoot != "" {
-		os.RemoveAll(fixtureRoot)
+		_ = os.RemoveAll(fixtureRoot)
 	}
 }
 
@@ -58,7 +58,9 @@ func fixture(tb testing.TB, name string, build func(db *bbolt.DB) error) string 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	j.Close()
+	if err := j.Close(); err != nil {
+		tb.Fatal(err)
+	}
 	start := time.Now()
 	// Fixture only: no fsync per commit or growth, one synced flush at the end.
 	db, err := bbolt.Open(p, 0o600, &bbolt.Options{NoSync: true, NoGrowSync: true,
@@ -72,7 +74,9 @@ func fixture(tb testing.TB, name string, build func(db *bbolt.DB) error) string 
 	if err := db.Sync(); err != nil {
 		tb.Fatal(err)
 	}
-	db.Close()
+	if err := db.Close(); err != nil {
+		tb.Fatal(err)
+	}
 	fi, _ := os.Stat(p)
 	tb.Logf("fixture %s: %d MB built in %s", name, fi.Size()>>20, time.Since(start).Round(time.Millisecond))
 	fixtures[name] = p

@@ -23,7 +23,12 @@ func benchJournal(b *testing.B) *Journal {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { j.Close(); os.Remove(p) })
+	b.Cleanup(func() {
+		if err := j.Close(); err != nil {
+			b.Error(err)
+		}
+		_ = os.Remove(p)
+	})
 	return j
 }
 
@@ -127,8 +132,15 @@ func BenchmarkBoltUpdatePerEvent(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { db.Close(); os.Remove(p) })
-	db.Update(func(tx *bbolt.Tx) error { _, err := tx.CreateBucket([]byte("events")); return err })
+	b.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			b.Error(err)
+		}
+		_ = os.Remove(p)
+	})
+	if err := db.Update(func(tx *bbolt.Tx) error { _, err := tx.CreateBucket([]byte("events")); return err }); err != nil {
+		b.Fatal(err)
+	}
 	env := appendEnvelope(nil, "sandbox.event", false, time.Now().UnixNano(), benchPayload)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -152,7 +164,11 @@ func BenchmarkReplay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer j.Close()
+	defer func() {
+		if err := j.Close(); err != nil {
+			b.Error(err)
+		}
+	}()
 	b.ResetTimer()
 	var n int
 	for i := 0; i < b.N; i++ {
@@ -180,12 +196,16 @@ func BenchmarkReplayRawScan(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer j.Close()
+	defer func() {
+		if err := j.Close(); err != nil {
+			b.Error(err)
+		}
+	}()
 	b.ResetTimer()
 	var n, bytes int
 	for i := 0; i < b.N; i++ {
 		n, bytes = 0, 0
-		j.db.View(func(tx *bbolt.Tx) error {
+		err := j.db.View(func(tx *bbolt.Tx) error {
 			c := streamBucket(tx, k).Cursor()
 			for kk, v := c.First(); kk != nil; kk, v = c.Next() {
 				n++
@@ -193,6 +213,9 @@ func BenchmarkReplayRawScan(b *testing.B) {
 			}
 			return nil
 		})
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.StopTimer()
 	if n != 1_000_000 {
@@ -235,7 +258,9 @@ func BenchmarkOpenToReady(b *testing.B) {
 					b.Fatalf("%d live, %d events", len(live), events)
 				}
 				b.StopTimer()
-				j.Close()
+				if err := j.Close(); err != nil {
+					b.Error(err)
+				}
 				b.StartTimer()
 			}
 			b.StopTimer()

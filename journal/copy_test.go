@@ -85,7 +85,7 @@ func copyToFile(t *testing.T, j *Journal, dst string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	n, err := j.CopyTo(f)
 	if err != nil {
 		t.Fatalf("CopyTo: %v", err)
@@ -116,7 +116,7 @@ func copyOfCopy(first, second func(*testing.T, *Journal, string)) func(*testing.
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer m.Close()
+		defer func() { _ = m.Close() }()
 		second(t, m, dst)
 	}
 }
@@ -168,7 +168,9 @@ func TestCopyIsNeverWritable(t *testing.T) {
 			for _, opts := range []Options{{Owner: j.Owner()}, {}} {
 				cj, err := Open(cp, opts)
 				if err == nil {
-					cj.Close()
+					if err := cj.Close(); err != nil {
+						t.Error(err)
+					}
 					t.Fatalf("writable Open(%+v) of a copy succeeded", opts)
 				}
 				wantCode(t, err, spec.CodeIdentityMismatch, ErrCopy)
@@ -200,7 +202,9 @@ func TestCopyIsNeverWritable(t *testing.T) {
 			if got := contentsOf(t, cj); !reflect.DeepEqual(got, want) {
 				t.Fatalf("copy reads\n%+v\nwant\n%+v", got, want)
 			}
-			cj.Close()
+			if err := cj.Close(); err != nil {
+				t.Fatal(err)
+			}
 			if !bytes.Equal(readFile(t, cp), orig) {
 				t.Fatal("a read-only Open changed the copy")
 			}
@@ -291,7 +295,9 @@ func TestRestore(t *testing.T) {
 			want := contentsOf(t, j)
 			cp := filepath.Join(t.TempDir(), "copy.db")
 			tc.copy(t, j, cp)
-			j.Close()
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
 			cpBytes := readFile(t, cp)
 
 			dir := filepath.Join(t.TempDir(), "restored")
@@ -332,7 +338,9 @@ func TestRestoreRefuses(t *testing.T) {
 	journalPath := j.Path()
 	cp := filepath.Join(t.TempDir(), "copy.db")
 	copyFile(t, j, cp)
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	notJournal := filepath.Join(t.TempDir(), "junk")
 	if err := os.WriteFile(notJournal, bytes.Repeat([]byte("x"), 8192), 0o600); err != nil {
 		t.Fatal(err)

@@ -58,7 +58,10 @@ func crashChild(path, run string) {
 			fmt.Fprintf(&sb, "%s %s %d\n", e.Key.Kind, e.Key.ID, e.Seq)
 		}
 		outMu.Lock()
-		os.Stdout.WriteString(sb.String()) // one write: a pipe write this small is atomic
+		// One write: a pipe write this small is atomic.
+		if _, err := os.Stdout.WriteString(sb.String()); err != nil {
+			fail(err)
+		}
 		outMu.Unlock()
 	}
 	ctx := context.Background()
@@ -213,8 +216,8 @@ func runCrashChild(t *testing.T, path string, run int, d time.Duration) []string
 	select {
 	case <-first:
 	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		cmd.Wait()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		t.Fatalf("run %d: child printed nothing; stderr: %s", run, stderr.String())
 	}
 	time.Sleep(d)
@@ -237,7 +240,11 @@ func checkCrashJournal(t *testing.T, path string, acked map[Key]uint64, run int)
 	if err != nil {
 		t.Fatalf("run %d: reopen after kill: %v", run, err)
 	}
-	defer j.Close()
+	defer func() {
+		if err := j.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	if err := j.Verify(); err != nil {
 		t.Fatalf("run %d: %v", run, err)
 	}

@@ -12,34 +12,50 @@ import (
 
 func Example() {
 	dir, _ := os.MkdirTemp("", "journal-example")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	j, err := journal.Open(filepath.Join(dir, "journal.db"), journal.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }()
 	ctx := context.Background()
 	sb := journal.Key{Kind: journal.KindSandbox, ID: "sb1"}
 	p := journal.Key{Kind: journal.KindProcess, ID: "p1"}
 
 	// Each Append is atomic and durable when it returns.
-	j.Append(ctx, journal.Record{Key: sb, Type: "sandbox.reserved", Payload: json.RawMessage(`{"image":"sha256:abc"}`)})
-	j.Append(ctx, journal.Record{Key: p, Parent: "sb1", Type: "process.reserved"})
-	j.Append(ctx,
-		journal.Record{Key: p, Type: "process.exited", Payload: json.RawMessage(`{"code":0}`), Terminal: true},
-		journal.Record{Key: sb, Type: "sandbox.exited"})
+	for _, recs := range [][]journal.Record{
+		{{Key: sb, Type: "sandbox.reserved", Payload: json.RawMessage(`{"image":"sha256:abc"}`)}},
+		{{Key: p, Parent: "sb1", Type: "process.reserved"}},
+		{
+			{Key: p, Type: "process.exited", Payload: json.RawMessage(`{"code":0}`), Terminal: true},
+			{Key: sb, Type: "sandbox.exited"},
+		},
+	} {
+		if _, err := j.Append(ctx, recs...); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
 
 	// Start-up reads the live index only: the exited process has left it.
-	j.Live(func(e journal.LiveEntity) error {
+	err = j.Live(func(e journal.LiveEntity) error {
 		fmt.Println("live:", e.Key, "seq", e.LastSeq, e.Type)
 		return nil
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	// Replay one entity.
-	j.Read(p, 1, 0, func(e journal.Event) error {
+	err = j.Read(p, 1, 0, func(e journal.Event) error {
 		fmt.Println(e.Key, e.Seq, e.Type, string(e.Payload), e.Terminal)
 		return nil
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	// An ended stream takes no more events.
 	_, err = j.Append(ctx, journal.Record{Key: p, Type: "process.started"})
 	fmt.Println(err)

@@ -596,7 +596,7 @@ func Restore(copyPath, dstPath string) error {
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }() // opened read-only: closing loses nothing
 	if src.copyOf == nil {
 		return errInvalid(op, "%s is not a copy (no %s marker): a journal needs no restore; open it directly", src.path, metaCopyOf)
 	}
@@ -607,7 +607,8 @@ func Restore(copyPath, dstPath string) error {
 	if err != nil {
 		return errJournal(op, err, "create a file beside %s", dstPath)
 	}
-	defer os.Remove(tmp.Name())
+	// Removes the file on a failure; publish has removed it on success.
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	if _, err := src.snapshot(op, tmp); err != nil {
 		return err
 	}
@@ -698,7 +699,8 @@ func refuseExisting(op, path string) error {
 // replaces an existing file, even one created since refuseExisting looked.
 // tmp is removed in every case.
 func publish(op, tmp, dst string) error {
-	defer os.Remove(tmp)
+	// On a failure below; the success path removes it and checks.
+	defer func() { _ = os.Remove(tmp) }()
 	if err := os.Link(tmp, dst); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return spec.Wrap(spec.CodeInvalidArgument, op, fs.ErrExist, "destination %s exists; it is never overwritten", dst)

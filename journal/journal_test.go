@@ -75,7 +75,7 @@ func TestOpenErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ej.Close()
+	_ = ej.Close()
 
 	mkBolt := func(t *testing.T, fn func(tx *bbolt.Tx) error) string {
 		p := filepath.Join(t.TempDir(), "x.db")
@@ -86,7 +86,9 @@ func TestOpenErrors(t *testing.T) {
 		if err := db.Update(fn); err != nil {
 			t.Fatal(err)
 		}
-		db.Close()
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
 		return p
 	}
 	tests := []struct {
@@ -113,7 +115,9 @@ func TestOpenErrors(t *testing.T) {
 		}, code: spec.CodeJournal, cause: ErrNotJournal},
 		{name: "not a bbolt file", path: func(t *testing.T) string {
 			p := filepath.Join(t.TempDir(), "junk.db")
-			os.WriteFile(p, bytes.Repeat([]byte("junk"), 4096), 0o600)
+			if err := os.WriteFile(p, bytes.Repeat([]byte("junk"), 4096), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			return p
 		}, code: spec.CodeJournal, cause: ErrNotJournal},
 		{name: "unknown schema", path: func(t *testing.T) string {
@@ -122,8 +126,12 @@ func TestOpenErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			j.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaSchema, []byte("2")) })
-			j.Close()
+			if err := j.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaSchema, []byte("2")) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
 			return p
 		}, code: spec.CodeJournal, cause: ErrUnknownSchema},
 		{name: "garbled schema", path: func(t *testing.T) string {
@@ -132,8 +140,12 @@ func TestOpenErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			j.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaSchema, []byte("one")) })
-			j.Close()
+			if err := j.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaSchema, []byte("one")) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
 			return p
 		}, opts: Options{ReadOnly: true}, code: spec.CodeJournal, cause: ErrUnknownSchema},
 	}
@@ -146,7 +158,9 @@ func TestOpenErrors(t *testing.T) {
 			}
 			j, err := Open(p, tt.opts)
 			if err == nil {
-				j.Close()
+				if err := j.Close(); err != nil {
+					t.Error(err)
+				}
 			}
 			wantCode(t, err, tt.code, tt.cause)
 			if p == "" {
@@ -184,7 +198,7 @@ func TestOpenLocked(t *testing.T) {
 	}
 	// The writer still works.
 	mustAppend(t, w, rec(sb("a"), "t", 1))
-	w.Close()
+	_ = w.Close()
 
 	// A stale pid file naming a dead process blocks nothing.
 	cmd := exec.Command("true")
@@ -192,7 +206,9 @@ func TestOpenLocked(t *testing.T) {
 		t.Skip("no `true` binary:", err)
 	}
 	dead := cmd.Process.Pid
-	os.WriteFile(path+".pid", []byte(strconv.Itoa(dead)), 0o600)
+	if err := os.WriteFile(path+".pid", []byte(strconv.Itoa(dead)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if LivePIDFile(path+".pid") != 0 {
 		t.Fatalf("pid file of dead process %d is taken for a holder", dead)
 	}
@@ -207,14 +223,18 @@ func TestOpenLocked(t *testing.T) {
 
 func TestLockedErrorFallsBackToPIDFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "j.db")
-	os.WriteFile(p, nil, 0o600) // nothing holds it: no /proc/locks entry
-	os.WriteFile(p+".pid", []byte(strconv.Itoa(os.Getpid())), 0o600)
+	if err := os.WriteFile(p, nil, 0o600); err != nil { // nothing holds it: no /proc/locks entry
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p+".pid", []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	err := lockedError("journal.open", p, time.Second)
 	wantCode(t, err, spec.CodeJournalLocked, nil)
 	if !strings.Contains(err.Error(), fmt.Sprintf("probably pid %d", os.Getpid())) {
 		t.Fatalf("error %q does not name the pid file's pid", err)
 	}
-	os.Remove(p + ".pid")
+	_ = os.Remove(p + ".pid")
 	if err := lockedError("journal.open", p, time.Second); !strings.Contains(err.Error(), "pid unknown") {
 		t.Fatalf("error %q", err)
 	}
@@ -224,7 +244,7 @@ func TestReadOnlyShared(t *testing.T) {
 	path := tempPath(t)
 	w := open(t, path, Options{})
 	mustAppend(t, w, rec(sb("a"), "t", 1))
-	w.Close()
+	_ = w.Close()
 	r1 := open(t, path, Options{ReadOnly: true})
 	r2 := open(t, path, Options{ReadOnly: true})
 	if len(readAll(t, r1, sb("a"))) != 1 || len(readAll(t, r2, sb("a"))) != 1 {
@@ -261,7 +281,9 @@ func TestBindDaemon(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	wantCode(t, j.BindDaemon(cctx, "DAEMON:ONE"), spec.CodeCancelled, context.Canceled)
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	j2 := open(t, path, Options{ReadOnly: true})
 	if j2.DaemonID() != "DAEMON:ONE" {
 		t.Fatalf("reopened DaemonID %q", j2.DaemonID())
@@ -358,7 +380,9 @@ func TestAppendSequencesAndIndex(t *testing.T) {
 		t.Fatalf("terminal flags %+v", last)
 	}
 	var streams []Key
-	j.Streams(func(k Key) error { streams = append(streams, k); return nil })
+	if err := j.Streams(func(k Key) error { streams = append(streams, k); return nil }); err != nil {
+		t.Fatal(err)
+	}
 	if fmt.Sprint(streams) != "[process/p sandbox/s]" {
 		t.Fatalf("streams %v", streams)
 	}
@@ -438,7 +462,11 @@ func corrupt(t *testing.T, path string, k Key, seq uint64, fn func([]byte) []byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() {
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	err = db.Update(func(tx *bbolt.Tx) error {
 		b := streamBucket(tx, k)
 		v := bytes.Clone(b.Get(seqKey(seq)))
@@ -470,7 +498,9 @@ func TestReadCorrupt(t *testing.T) {
 			for i := 1; i <= 5; i++ {
 				mustAppend(t, j, rec(sb("s"), "e", i))
 			}
-			j.Close()
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
 			corrupt(t, path, sb("s"), 3, tt.fn)
 			before := fileSum(t, path)
 
@@ -489,7 +519,9 @@ func TestReadCorrupt(t *testing.T) {
 			}
 			wantCode(t, j.Export(&bytes.Buffer{}, nil), spec.CodeJournal, tt.cause)
 			wantCode(t, j.Verify(), spec.CodeJournal, tt.cause)
-			j.Close()
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
 			if fileSum(t, path) != before {
 				t.Fatal("reading rewrote the file")
 			}
@@ -584,7 +616,9 @@ func TestAppendCancelledAndClosed(t *testing.T) {
 	if evs, err := j.Append(context.Background()); evs != nil || err != nil {
 		t.Fatalf("empty Append: %v %v", evs, err)
 	}
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	_, err = j.Append(context.Background(), rec(sb("s"), "e", 1))
 	wantCode(t, err, spec.CodeJournal, ErrClosed)
 	wantCode(t, j.Read(sb("s"), 0, 0, func(Event) error { return nil }), spec.CodeJournal, ErrClosed)
@@ -624,11 +658,15 @@ func TestCloseWaitsForQueuedAppends(t *testing.T) {
 		}()
 	}
 	time.Sleep(time.Millisecond)
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	wg.Wait()
 	j2 := open(t, j.Path(), Options{})
 	n := 0
-	j2.Streams(func(Key) error { n++; return nil })
+	if err := j2.Streams(func(Key) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
 	if n != acked {
 		t.Fatalf("%d acknowledged, %d stored", acked, n)
 	}
@@ -678,7 +716,7 @@ func TestCopyToWhileAppending(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, err := j.CopyTo(f)
-	f.Close()
+	_ = f.Close()
 	stopWriter()
 	if err != nil || n == 0 {
 		t.Fatalf("CopyTo: %d %v", n, err)
@@ -729,7 +767,9 @@ func TestRetainAndCompact(t *testing.T) {
 		t.Fatalf("Retain again: %d %v", n, err)
 	}
 	var left []string
-	j.Streams(func(k Key) error { left = append(left, k.String()); return nil })
+	if err := j.Streams(func(k Key) error { left = append(left, k.String()); return nil }); err != nil {
+		t.Fatal(err)
+	}
 	if len(left) != 11 || left[0] != "sandbox/keep" {
 		t.Fatalf("left %v", left)
 	}
@@ -742,7 +782,9 @@ func TestRetainAndCompact(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "compact.db")
 	wantCode(t, Compact(path, dst), spec.CodeJournalLocked, nil)
 	owner := j.Owner()
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := Compact(path, dst); err != nil {
 		t.Fatal(err)
 	}

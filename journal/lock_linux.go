@@ -23,7 +23,7 @@ func lockHolders(path string) []string {
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	var out []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

@@ -141,7 +141,11 @@ func TestModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { j.Close() }()
+	defer func() {
+		if err := j.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	m := &model{streams: map[Key]*modelStream{}}
 	ctx := context.Background()
 	randKey := func() Key {
@@ -235,7 +239,9 @@ func TestModel(t *testing.T) {
 				t.Fatalf("op %d: Live\n got %v\nwant %v", op, got, want)
 			}
 			var keys []Key
-			j.Streams(func(k Key) error { keys = append(keys, k); return nil })
+			if err := j.Streams(func(k Key) error { keys = append(keys, k); return nil }); err != nil {
+				t.Error(err)
+			}
 			var wantKeys []Key
 			for k := range m.streams {
 				wantKeys = append(wantKeys, k)

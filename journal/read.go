@@ -287,7 +287,9 @@ func (j *Journal) CopyTo(w io.Writer) (int64, error) {
 			return 0, errJournal(op, err, "create a temporary copy of %s", j.path)
 		}
 	}
-	defer os.Remove(tmp.Name())
+	// The temporary copy is ours alone, in a directory we just wrote to;
+	// w has its bytes (or the error) whether or not it can be removed.
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	if _, err := j.markedCopy(op, tmp); err != nil {
 		return 0, err
 	}
@@ -295,7 +297,7 @@ func (j *Journal) CopyTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return 0, errJournal(op, err, "reopen the copy of %s", j.path)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	n, err := io.Copy(w, f)
 	if err != nil {
 		return n, errJournal(op, err, "copy %s", j.path)
@@ -332,7 +334,8 @@ func (j *Journal) CopyFile(dst string) (int64, error) {
 	if err != nil {
 		return 0, errJournal(op, err, "create a file beside %s", dst)
 	}
-	defer os.Remove(tmp.Name())
+	// Removes the file on a failure; publish has removed it on success.
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	n, err := j.markedCopy(op, tmp)
 	if err != nil {
 		return 0, err
@@ -391,7 +394,9 @@ func (j *Journal) verifyCopy(op string) error {
 	if err != nil {
 		return spec.Wrap(spec.CodeJournal, op, err, "making a directory for the copy to verify")
 	}
-	defer os.RemoveAll(dir)
+	// A scratch directory of ours; the verdict stands whether or not it
+	// can be removed.
+	defer func() { _ = os.RemoveAll(dir) }()
 	cp := filepath.Join(dir, filepath.Base(j.path))
 	if _, err := j.CopyFile(cp); err != nil {
 		return err
@@ -400,7 +405,7 @@ func (j *Journal) verifyCopy(op string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }() // opened read-only: closing loses nothing
 	return c.verify(op)
 }
 

@@ -91,7 +91,7 @@ func Compact(src, dst string) (err error) {
 	if err != nil {
 		return err
 	}
-	defer sj.Close()
+	defer func() { _ = sj.Close() }() // opened read-only: closing loses nothing
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return errJournal(op, err, "create directory for %s", dst)
 	}
@@ -122,8 +122,11 @@ func syncDir(op, dir string) error {
 	if err != nil {
 		return errJournal(op, err, "sync %s", dir)
 	}
-	defer d.Close()
 	if err := d.Sync(); err != nil {
+		_ = d.Close() // the Sync error is the one to report
+		return errJournal(op, err, "sync %s", dir)
+	}
+	if err := d.Close(); err != nil {
 		return errJournal(op, err, "sync %s", dir)
 	}
 	return nil

@@ -109,7 +109,9 @@ func TestSubscribeLaggingAndClose(t *testing.T) {
 	if e := <-live.C; e.Seq != 6 {
 		t.Fatalf("live event seq %d, want 6", e.Seq)
 	}
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := <-live.C; ok || !errors.Is(live.Err(), ErrClosed) {
 		t.Fatalf("after the journal closed: %v", live.Err())
 	}

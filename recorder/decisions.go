@@ -65,14 +65,14 @@ func OpenDecisions(dir, sandbox string) (*DecisionLog, error) {
 	}
 	st, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close() // nothing written yet; the Stat error is the one to report
 		return nil, spec.Wrap(spec.CodeJournal, "recorder.egress", err, "opening %s", path)
 	}
 	if st.Size() > end {
 		// Drop a torn tail, or the next append would join it into a
 		// malformed middle line.
 		if err := f.Truncate(end); err != nil {
-			f.Close()
+			_ = f.Close() // nothing written yet; the Truncate error is the one to report
 			return nil, spec.Wrap(spec.CodeJournal, "recorder.egress", err, "truncating the torn tail of %s at %d", path, end)
 		}
 	}

@@ -83,7 +83,7 @@ func openDecisions(t *testing.T, dir string) *DecisionLog {
 	if err != nil {
 		t.Fatalf("OpenDecisions: %v", err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
 
@@ -404,7 +404,7 @@ func TestOpenDecisionsCorrupt(t *testing.T) {
 			writeDecisions(t, dir, suffix, "not json\n"+lines(t, 2))
 			l, err := OpenDecisions(dir, testSandbox)
 			if l != nil {
-				l.Close()
+				_ = l.Close()
 			}
 			// With the current file missing, .1 is read for Last.
 			if spec.CodeOf(err) != spec.CodeJournal {
@@ -453,7 +453,7 @@ func TestDecisionsRefuseBadNames(t *testing.T) {
 			}
 			l, err := OpenDecisions(dir, name)
 			if l != nil {
-				l.Close()
+				_ = l.Close()
 			}
 			calls["OpenDecisions"] = err
 			for fn, err := range calls {
@@ -500,7 +500,7 @@ func FuzzReadDecisions(f *testing.F) {
 		if err != nil {
 			t.Fatalf("OpenDecisions over bytes ReadDecisions read cleanly: %v", err)
 		}
-		defer l.Close()
+		defer func() { _ = l.Close() }()
 		var last uint64
 		if len(got) > 0 {
 			last = got[len(got)-1]

@@ -17,7 +17,9 @@ func TestSyncIsNotTheEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec.Write(TypeStdout, []byte("hello\n"))
+			if err := rec.Write(TypeStdout, []byte("hello\n")); err != nil {
+				t.Fatal(err)
+			}
 			if end == "sync" {
 				err = rec.Sync()
 			} else {
@@ -32,13 +34,17 @@ func TestSyncIsNotTheEnd(t *testing.T) {
 			}
 			if end == "sync" {
 				// The same writer goes on, then ends.
-				rec.Write(TypeStderr, []byte("more\n"))
+				if err := rec.Write(TypeStderr, []byte("more\n")); err != nil {
+					t.Error(err)
+				}
 			} else {
 				rec, _, err = s.Resume("p1", spec.Record{})
 				if err != nil {
 					t.Fatalf("resume after suspend: %v", err)
 				}
-				rec.Write(TypeStderr, []byte("more\n"))
+				if err := rec.Write(TypeStderr, []byte("more\n")); err != nil {
+					t.Error(err)
+				}
 			}
 			if err := rec.Close(); err != nil {
 				t.Fatal(err)
@@ -60,8 +66,12 @@ func TestGapInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Write(TypeStdout, []byte("before\n"))
-	rec.Suspend()
+	if err := rec.Write(TypeStdout, []byte("before\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Suspend(); err != nil {
+		t.Fatal(err)
+	}
 	rec, off, err := s.Resume("p1", spec.Record{})
 	if err != nil || off != 7 {
 		t.Fatalf("resume: %d %v", off, err)
@@ -70,7 +80,9 @@ func TestGapInPlace(t *testing.T) {
 	if err != nil || at != 7 {
 		t.Fatalf("gap at %d %v, want 7", at, err)
 	}
-	rec.Write(TypeStdout, []byte("after\n"))
+	if err := rec.Write(TypeStdout, []byte("after\n")); err != nil {
+		t.Fatal(err)
+	}
 	rec.SetTotals(113, 0)
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)

@@ -74,11 +74,7 @@ func Read(dir, id string, fn func(Chunk) error) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
+	defer closeAll(files)
 	var segs []segment
 	var corruptErr error
 	for i, f := range files {
@@ -124,7 +120,7 @@ func openSegments(dir, id string) ([]*os.File, []string, error) {
 	for attempt := 0; ; attempt++ {
 		tails, err := listTails(dir, id)
 		if err != nil {
-			hf.Close()
+			closeAll([]*os.File{hf})
 			return nil, nil, err
 		}
 		files, names := []*os.File{hf}, []string{head}
@@ -137,9 +133,7 @@ func openSegments(dir, id string) ([]*os.File, []string, error) {
 				break
 			}
 			if err != nil {
-				for _, f := range files {
-					f.Close()
-				}
+				closeAll(files)
 				return nil, nil, spec.Wrap(spec.CodeJournal, "recorder", err, "opening %s", name)
 			}
 			files, names = append(files, f), append(names, name)
@@ -147,9 +141,15 @@ func openSegments(dir, id string) ([]*os.File, []string, error) {
 		if !retry {
 			return files, names, nil
 		}
-		for _, f := range files[1:] {
-			f.Close()
-		}
+		closeAll(files[1:])
+	}
+}
+
+// closeAll closes segments opened read-only: a close loses nothing of a
+// file only read, so its error is not reported.
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
 	}
 }
 

@@ -281,7 +281,9 @@ func TestTornTail(t *testing.T) {
 			b, _ := os.ReadFile(name)
 			b = b[:max(0, len(b)-tc.cut)]
 			b = append(b, make([]byte, tc.zeros)...)
-			os.WriteFile(name, b, 0o600)
+			if err := os.WriteFile(name, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
 			got, _, sum, err := readAll(t, s.Path(), "p")
 			if err != nil {
 				t.Fatalf("a torn recording must read: %v", err)
@@ -321,7 +323,9 @@ func TestCorruption(t *testing.T) {
 			name := headName(s.Path(), "p")
 			b, _ := os.ReadFile(name)
 			b[tc.at(len(b))] ^= 0x5a
-			os.WriteFile(name, b, 0o600)
+			if err := os.WriteFile(name, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
 			_, _, _, err := readAll(t, s.Path(), "p")
 			if !errors.Is(err, ErrCorrupt) || !spec.IsCode(err, spec.CodeJournal) {
 				t.Fatalf("read: %v, want a journal error wrapping ErrCorrupt", err)
@@ -337,7 +341,9 @@ func TestCorruption(t *testing.T) {
 		// Flip a byte of the third record's payload.
 		off := headerSize + recOverhead + len(cs[0].data) + recOverhead + len(cs[1].data) + 5
 		b[off] ^= 1
-		os.WriteFile(name, b, 0o600)
+		if err := os.WriteFile(name, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		got, _, _, err := readAll(t, s.Path(), "p")
 		if !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("read: %v", err)
@@ -416,7 +422,7 @@ func TestWriteErrorMarksIncomplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.mu.Lock()
-	rec.cur.Close() // the disk goes away under it
+	_ = rec.cur.Close() // the disk goes away under it
 	rec.mu.Unlock()
 	if err := rec.Write(1, []byte("lost")); !spec.IsCode(err, spec.CodeJournal) {
 		t.Fatalf("write after the failure: %v, want a journal error", err)
@@ -489,8 +495,12 @@ func TestSyncEvery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Write(TypeStdout, []byte("a"))
-	rec.Write(TypeStderr, []byte("b"))
+	if err := rec.Write(TypeStdout, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Write(TypeStderr, []byte("b")); err != nil {
+		t.Fatal(err)
+	}
 	if len(fire) != 1 || delays[0] != SyncEvery {
 		t.Fatalf("after two writes: timers armed %v, want one of %v", delays, SyncEvery)
 	}
@@ -501,7 +511,9 @@ func TestSyncEvery(t *testing.T) {
 	if pending || dirty {
 		t.Fatalf("after the timer's sync: a timer pending %v, unsynced files or names %v", pending, dirty)
 	}
-	rec.Write(TypeStdout, []byte("c"))
+	if err := rec.Write(TypeStdout, []byte("c")); err != nil {
+		t.Fatal(err)
+	}
 	if len(fire) != 2 || delays[1] != SyncEvery {
 		t.Fatalf("a write after the sync: timers armed %v, want a second one", delays)
 	}

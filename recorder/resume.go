@@ -166,7 +166,7 @@ func (s *Store) resume(id string, r spec.Record) (*Recording, int64, error) {
 		return nil, 0, spec.Wrap(spec.CodeJournal, "recorder", err, "opening %s to resume it", cur.name)
 	}
 	fail := func(err error, format string, args ...any) (*Recording, int64, error) {
-		f.Close()
+		_ = f.Close() // the failure being reported is the one that matters
 		return nil, 0, spec.Wrap(spec.CodeJournal, "recorder", err, format, args...)
 	}
 	if whole < cur.size {
@@ -243,6 +243,9 @@ func syncFile(name string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	return f.Sync()
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

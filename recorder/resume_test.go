@@ -28,9 +28,9 @@ func crash(r *Recording) {
 		r.timer.Stop()
 	}
 	for _, rt := range r.retired {
-		rt.f.Close()
+		_ = rt.f.Close()
 	}
-	r.cur.Close()
+	_ = r.cur.Close()
 }
 
 // writeRange writes the output bytes [from, to) of cs to rec, chunk by
@@ -183,7 +183,7 @@ func appendTo(t *testing.T, name string, b []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if _, err := f.Write(b); err != nil {
 		t.Fatal(err)
 	}
@@ -383,15 +383,19 @@ func TestResumeRefuses(t *testing.T) {
 			flip(t, headName(s.Path(), "p"), 20)
 		}, spec.CodeJournal, true, "p.rec"},
 		{"a head of zeros", func(t *testing.T, s *Store) {
-			os.WriteFile(headName(s.Path(), "p"), make([]byte, 100), 0o600)
+			if err := os.WriteFile(headName(s.Path(), "p"), make([]byte, 100), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}, spec.CodeJournal, true, "p.rec"},
 		{"bounds out of range in the header", func(t *testing.T, s *Store) {
 			b := appendHeader(nil, header{head: 10, tail: bound})
-			os.WriteFile(headName(s.Path(), "p"), appendRecord(b, TypeStdout, []byte("x")), 0o600)
+			if err := os.WriteFile(headName(s.Path(), "p"), appendRecord(b, TypeStdout, []byte("x")), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}, spec.CodeJournal, true, "p.rec"},
 		{"tails without their head", func(t *testing.T, s *Store) {
 			crashed(t, s, script(4, 100, 200))
-			os.Remove(headName(s.Path(), "p"))
+			_ = os.Remove(headName(s.Path(), "p"))
 		}, spec.CodeJournal, false, "p.rec"},
 		{"complete", func(t *testing.T, s *Store) {
 			recordAll(t, s, "p", spec.Record{}, script(5, 100, 200))
@@ -435,7 +439,9 @@ func TestResumeLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Write(TypeStdout, []byte("hello"))
+	if err := rec.Write(TypeStdout, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := s.Resume("p", spec.Record{}); !spec.IsCode(err, spec.CodeConflict) {
 		t.Fatalf("Resume of an open recording: %v, want conflict", err)
 	}
@@ -451,7 +457,9 @@ func TestResumeLive(t *testing.T) {
 	if _, _, err := s2.Resume("p", spec.Record{}); !spec.IsCode(err, spec.CodeConflict) {
 		t.Fatalf("a second Resume of a resumed recording: %v, want conflict", err)
 	}
-	rec2.Write(TypeStderr, []byte(" world"))
+	if err := rec2.Write(TypeStderr, []byte(" world")); err != nil {
+		t.Fatal(err)
+	}
 	if err := rec2.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +493,9 @@ func TestResumeOff(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec.Write(TypeStdout, []byte("before"))
+				if err := rec.Write(TypeStdout, []byte("before")); err != nil {
+					t.Error(err)
+				}
 				crash(rec)
 			}
 			s2, err := Open(s.Path(), tc.def, nil)
@@ -505,7 +515,9 @@ func TestResumeOff(t *testing.T) {
 				}
 				return
 			}
-			rec.Write(TypeStdout, []byte(" after"))
+			if err := rec.Write(TypeStdout, []byte(" after")); err != nil {
+				t.Fatal(err)
+			}
 			if err := rec.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -527,11 +539,17 @@ func TestSetTotals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec.Write(TypeStdout, []byte("abc"))
-		rec.Write(TypeStderr, []byte("de"))
+		if err := rec.Write(TypeStdout, []byte("abc")); err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.Write(TypeStderr, []byte("de")); err != nil {
+			t.Fatal(err)
+		}
 		rec.SetTotals(1, 4)
 		rec.SetTotals(-1, 6) // ignored
-		rec.Write(TypeStdout, []byte("xy"))
+		if err := rec.Write(TypeStdout, []byte("xy")); err != nil {
+			t.Fatal(err)
+		}
 		if err := rec.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -592,7 +610,9 @@ func TestResumeAfterCutEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Write(TypeStdout, []byte("kept"))
+	if err := rec.Write(TypeStdout, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
 	crash(rec)
 	endRec := appendRecord(nil, TypeEnd, endPayload(end{stdout: 14}))
 	appendTo(t, headName(s.Path(), "p"), append(appendRecord(nil, TypeGap, be64(10)), endRec[:7]...))
@@ -601,7 +621,9 @@ func TestResumeAfterCutEnd(t *testing.T) {
 	if err != nil || off != 14 {
 		t.Fatalf("Resume: offset %d, %v; want 14", off, err)
 	}
-	rec.Write(TypeStdout, []byte("later"))
+	if err := rec.Write(TypeStdout, []byte("later")); err != nil {
+		t.Fatal(err)
+	}
 	rec.SetTotals(19, 0)
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
@@ -624,7 +646,9 @@ func TestSuspendThenResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Write(TypeStdout, []byte("hello"))
+	if err := rec.Write(TypeStdout, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
 	if err := rec.Suspend(); err != nil {
 		t.Fatal(err)
 	}
@@ -635,7 +659,9 @@ func TestSuspendThenResume(t *testing.T) {
 	if err != nil || off != 5 {
 		t.Fatalf("Resume after Suspend: %d, %v", off, err)
 	}
-	rec2.Write(TypeStdout, []byte(" again"))
+	if err := rec2.Write(TypeStdout, []byte(" again")); err != nil {
+		t.Fatal(err)
+	}
 	if err := rec2.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func endsSealed(name string) bool {
 	if err != nil {
 		return false
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	fi, err := f.Stat()
 	if err != nil || fi.Size() < headerSize+endRecordSize {
 		return false
@@ -92,7 +92,7 @@ func (s *Store) Seal(id string, stdout, stderr int64) (lost int64, err error) {
 	}
 	if total := stdout + stderr; total > off {
 		if _, err := rec.Gap(total - off); err != nil {
-			rec.Suspend()
+			_ = rec.Suspend() // the Gap error is the one to report; Suspend only releases the file
 			return 0, err
 		}
 		lost = total - off

@@ -21,7 +21,9 @@ func TestUnsealedAndSeal(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range n {
-			rec.Write(TypeStdout, make([]byte, 1000))
+			if err := rec.Write(TypeStdout, make([]byte, 1000)); err != nil {
+				t.Error(err)
+			}
 		}
 		switch end {
 		case "close":
@@ -76,7 +78,9 @@ func TestResumeHeadTornAtCreation(t *testing.T) {
 		if err != nil || rec == nil || off != 0 {
 			t.Fatalf("%d header bytes: resume %v offset %d %v", n, rec, off, err)
 		}
-		rec.Write(TypeStdout, []byte("hello\n"))
+		if err := rec.Write(TypeStdout, []byte("hello\n")); err != nil {
+			t.Error(err)
+		}
 		if err := rec.Close(); err != nil {
 			t.Fatal(err)
 		}

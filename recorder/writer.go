@@ -221,7 +221,7 @@ func (r *Recording) newSegment(n uint64) (*os.File, error) {
 	}
 	hdr := appendHeader(nil, header{segment: n, start: r.total, head: r.head, tail: r.tail})
 	if _, err := f.Write(hdr); err != nil {
-		f.Close()
+		_ = f.Close() // the Write error is the one to report
 		return nil, spec.Wrap(spec.CodeJournal, "recorder", err, "writing segment %d of the recording of %s", n, r.id)
 	}
 	r.dirDirty = true
@@ -303,7 +303,7 @@ func (r *Recording) rotate() error {
 		// is freed now, not at the next sync.
 		for i, rt := range r.retired {
 			if rt.seg == old {
-				rt.f.Close()
+				_ = rt.f.Close() // deleted above: nothing of it is kept
 				r.retired = append(r.retired[:i], r.retired[i+1:]...)
 				break
 			}
@@ -335,7 +335,9 @@ func (r *Recording) sync() {
 	r.mu.Unlock()
 	err := r.syncFiles(ret, cur, dir)
 	for _, rt := range ret {
-		rt.f.Close()
+		if cerr := rt.f.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		r.mu.Lock()
@@ -377,8 +379,11 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Close ends the recording: it writes the end record (and, if bytes were
@@ -435,7 +440,9 @@ func (r *Recording) finish(final bool) error {
 		failpoint.Hit(failpoint.RecorderEndRecord)
 	}
 	for _, rt := range ret {
-		rt.f.Close()
+		if err := rt.f.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := cur.Close(); err != nil {
 		errs = append(errs, err)
@@ -511,7 +518,9 @@ func (r *Recording) Sync() error {
 	r.mu.Unlock()
 	err := r.syncFiles(ret, cur, dir)
 	for _, rt := range ret {
-		rt.f.Close()
+		if cerr := rt.f.Close(); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }

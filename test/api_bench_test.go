@@ -36,7 +36,9 @@ func newBenchAPI(b *testing.B) *stockade.Runtime {
 		b.Fatal(err)
 	}
 	dockertest.CleanupOwner(b, cli, rt.Owner())
-	b.Cleanup(func() { rt.Close() })
+	b.Cleanup(func() {
+		_ = rt.Close()
+	})
 	return rt
 }
 
@@ -60,8 +62,8 @@ func BenchmarkAPIExecTrue(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		go io.Copy(io.Discard, p.Stderr())
-		io.Copy(io.Discard, p.Stdout())
+		go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+		_, _ = io.Copy(io.Discard, p.Stdout())
 		if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
 			b.Fatalf("api: %+v %v", res, err)
 		}
@@ -155,7 +157,7 @@ func BenchmarkRecovery50(b *testing.B) {
 		if got := len(rt.Recovery().Sandboxes); got != 50 {
 			b.Fatalf("recovered %d sandboxes, want 50", got)
 		}
-		rt.Close()
+		_ = rt.Close()
 
 		path2 := filepath.Join(b.TempDir(), fmt.Sprintf("k%d.db", time.Now().UnixNano()))
 		owner2 := buildScene(b, e, path2)
@@ -230,14 +232,14 @@ func buildScene(b *testing.B, e *dioEnv, path string) string {
 			rm = append(rm, removal{id: sb.ID(), workload: st.Created.Workload})
 		}
 	}
-	rt.Close()
+	_ = rt.Close()
 	// Half-made, as a crash right after the reserved intent leaves them:
 	// reserved in the journal; nothing, or the volume, in Docker.
 	j, err := journal.Open(path, journal.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }()
 	rev := e.a.Profile().Revision()
 	for i := range 10 {
 		id, _ := journal.NewID()
@@ -261,7 +263,7 @@ func buildScene(b *testing.B, e *dioEnv, path string) string {
 // cpuTime is the user+system CPU this process has used.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // RUSAGE_SELF into a valid struct: never fails
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 

@@ -47,7 +47,9 @@ func newAPI(t testing.TB, opts stockade.Options) *apiEnv {
 		t.Fatalf("open: %v", err)
 	}
 	dockertest.CleanupOwner(t, cli, rt.Owner())
-	t.Cleanup(func() { rt.Close() })
+	t.Cleanup(func() {
+		_ = rt.Close()
+	})
 	return &apiEnv{rt: rt, cli: cli, image: image, journal: opts.Journal}
 }
 
@@ -82,10 +84,10 @@ func runOut(t testing.TB, sb *stockade.Sandbox, p spec.Process) (string, string,
 	var wg sync.WaitGroup
 	if r := proc.Stderr(); r != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); io.Copy(&stderr, r) }()
+		go func() { defer wg.Done(); _, _ = io.Copy(&stderr, r) }()
 	}
 	if r := proc.Stdout(); r != nil {
-		io.Copy(&stdout, r)
+		_, _ = io.Copy(&stdout, r) // what was read is checked below
 	}
 	wg.Wait()
 	res, err := proc.Wait(ctx)
@@ -153,10 +155,10 @@ func TestAPIStdinRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
-		p.Stdin().Write(bytes.Repeat([]byte("x"), 100000))
-		p.Stdin().Close()
+		_, _ = p.Stdin().Write(bytes.Repeat([]byte("x"), 100000))
+		_ = p.Stdin().Close()
 	}()
-	go io.Copy(io.Discard, p.Stderr())
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
 	out, _ := io.ReadAll(p.Stdout())
 	res, err := p.Wait(ctx)
 	if err != nil || strings.TrimSpace(string(out)) != "100000" || res.ExitCode != 0 {
@@ -286,7 +288,7 @@ func TestAPICancelledStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Stdout().Close()
+	_ = p.Stdout().Close()
 	res, err := p.Wait(ctx)
 	if !spec.IsCode(err, spec.CodeCancelled) || res.Reason != "cancelled" {
 		t.Fatalf("got %+v %v, want cancelled", res, err)
@@ -308,7 +310,7 @@ func TestAPIStopEscalates(t *testing.T) {
 	if _, err := io.ReadFull(p.Stdout(), line); err != nil || string(line) != "ready\n" {
 		t.Fatalf("read %q %v", line, err)
 	}
-	go io.Copy(io.Discard, p.Stdout())
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -336,8 +338,10 @@ func TestAPISignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := make([]byte, 6)
-	io.ReadFull(p.Stdout(), line)
-	go io.Copy(io.Discard, p.Stdout())
+	if _, err := io.ReadFull(p.Stdout(), line); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 	if err := p.Signal(ctx, syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +383,7 @@ func TestAPISandboxStop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("get from an exited sandbox: %v", err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	tr := tar.NewReader(rc)
 	if _, err := tr.Next(); err != nil {
 		t.Fatal(err)
@@ -396,9 +400,15 @@ func TestAPIPutGet(t *testing.T) {
 	defer cancel()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Name: "in.txt", Mode: 0o644, Size: 5})
-	tw.Write([]byte("hello"))
-	tw.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: "in.txt", Mode: 0o644, Size: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := sb.Put(ctx, "work", &buf); err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +420,7 @@ func TestAPIPutGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	if live {
 		t.Error("a paused copy reported live")
 	}

@@ -93,7 +93,7 @@ func TestCLIServedSandboxCommands(t *testing.T) {
 	if !sawTail {
 		t.Fatalf("journal tail did not show the new process's exit:\n%s", tailed.String())
 	}
-	tail.cmd.Process.Kill()
+	_ = tail.cmd.Process.Kill()
 	<-tail.done
 
 	if code, _, errOut := e.run(t, "", "sandbox", "stop", id); code != 0 {

@@ -43,7 +43,7 @@ func newCLI(t testing.TB) *cliEnv {
 			return // never made: nothing to clean
 		}
 		owner := j.Owner()
-		j.Close()
+		_ = j.Close()
 		if err := dockertest.RemoveOwned(context.Background(), cli, owner); err != nil {
 			t.Errorf("cleanup of %s: %v", owner, err)
 		}
@@ -129,9 +129,15 @@ func TestCLIKeptSandboxCommands(t *testing.T) {
 func cpRoundTrip(t *testing.T, e *cliEnv, id string) string {
 	t.Helper()
 	local := t.TempDir()
-	os.WriteFile(filepath.Join(local, "in.txt"), []byte("into the sandbox\n"), 0o644)
-	os.MkdirAll(filepath.Join(local, "tree", "sub"), 0o755)
-	os.WriteFile(filepath.Join(local, "tree", "sub", "leaf"), []byte("leaf\n"), 0o600)
+	if err := os.WriteFile(filepath.Join(local, "in.txt"), []byte("into the sandbox\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(local, "tree", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(local, "tree", "sub", "leaf"), []byte("leaf\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if code, _, errOut := e.run(t, "", "cp", filepath.Join(local, "in.txt"), id+":work/"); code != 0 {
 		t.Fatalf("cp in: %d %q", code, errOut)
 	}
@@ -243,10 +249,10 @@ func TestCLIThroughServer(t *testing.T) {
 	if err := follow.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { follow.Process.Kill(); follow.Wait() }()
+	defer func() { _ = follow.Process.Kill(); _ = follow.Wait() }() // killed: Wait's error is the kill
 	// A follow that shows nothing is killed, so the scans below end (and
 	// the test fails) instead of hanging.
-	stall := time.AfterFunc(time.Minute, func() { follow.Process.Kill() })
+	stall := time.AfterFunc(time.Minute, func() { _ = follow.Process.Kill() })
 	defer stall.Stop()
 	lines := bufio.NewScanner(followed)
 	for lines.Scan() && !strings.Contains(lines.Text(), "sandbox.started") {

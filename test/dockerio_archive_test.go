@@ -36,7 +36,9 @@ func tarOf(t testing.TB, es ...tarEntry) *bytes.Reader {
 		if err := tw.WriteHeader(h); err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(tw, e.body)
+		if _, err := io.WriteString(tw, e.body); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
@@ -47,7 +49,7 @@ func tarOf(t testing.TB, es ...tarEntry) *bytes.Reader {
 // readTar reads a one-file archive's content.
 func readTar(t testing.TB, rc io.ReadCloser) string {
 	t.Helper()
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	tr := tar.NewReader(rc)
 	if _, err := tr.Next(); err != nil {
 		t.Fatal(err)

@@ -67,8 +67,12 @@ func BenchmarkDockerioSandboxCreate(b *testing.B) {
 		}
 		var seed bytes.Buffer
 		tw := tar.NewWriter(&seed)
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "work/", Mode: 0o755, Uid: 65532, Gid: 65532})
-		tw.Close()
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "work/", Mode: 0o755, Uid: 65532, Gid: 65532}); err != nil {
+			b.Fatal(err)
+		}
+		if err := tw.Close(); err != nil {
+			b.Fatal(err)
+		}
 		if err := e.cli.CopyToContainer(ctx, ids[0], dockerio.WorkspaceDir, &seed, container.CopyToContainerOptions{}); err != nil {
 			b.Fatal(err)
 		}
@@ -108,7 +112,7 @@ func BenchmarkDockerioExecTrue(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		io.Copy(io.Discard, hj.Reader)
+		_, _ = io.Copy(io.Discard, hj.Reader)
 		hj.Close()
 		if _, err := e.cli.ContainerExecInspect(ctx, cr.ID); err != nil {
 			b.Fatal(err)
@@ -200,7 +204,7 @@ func drainOutput(b *testing.B, e *dioEnv, sb dockerio.Sandbox, cmd []string, siz
 		}
 		n += int64(len(p))
 	}
-	att.Close()
+	_ = att.Close()
 	if st, err := dockerio.WaitExec(ctx, e.a, id); err != nil || st.ExitCode != 0 || n != int64(size) {
 		b.Fatalf("dockerio: %+v %v, %d bytes", st, err, n)
 	}

@@ -28,7 +28,7 @@ func TestDockerioExecDieEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer att.Close()
+	defer func() { _ = att.Close() }()
 	if att.OOMKills() < 0 {
 		t.Fatalf("the wrapper could not read the OOM kill count (%d)", att.OOMKills())
 	}

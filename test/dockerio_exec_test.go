@@ -76,7 +76,7 @@ func TestDockerioExecRunningTrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer att.Close()
+	defer func() { _ = att.Close() }()
 	if g, err := e.a.ReadGroup(ctx, sb, req.ProcessID); err != nil || g != att.Group() {
 		t.Fatalf("ReadGroup %d, %v; attach said %d", g, err, att.Group())
 	}
@@ -87,8 +87,8 @@ func TestDockerioExecRunningTrap(t *testing.T) {
 	if err := e.a.SignalGroup(ctx, sb, att.Group(), 0); err != nil {
 		t.Fatalf("probe of a live group: %v", err)
 	}
-	att.Stdin().Write([]byte("go\n"))
-	att.CloseStdin()
+	_, _ = att.Stdin().Write([]byte("go\n"))
+	_ = att.CloseStdin()
 	for {
 		if _, _, err := att.Next(); err != nil {
 			break
@@ -168,7 +168,7 @@ func drain(tb testing.TB, e *dioEnv, sb dockerio.Sandbox, argv ...string) (int64
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer att.Close()
+	defer func() { _ = att.Close() }()
 	h := sha256.New()
 	var n int64
 	for {
@@ -229,7 +229,7 @@ func TestDockerioExecSignalGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer att.Close()
+	defer func() { _ = att.Close() }()
 	pgid := att.Group()
 	if _, p, err := att.Next(); err != nil || string(p) != "ready\n" {
 		t.Fatalf("ready: %q %v", p, err)

@@ -40,12 +40,14 @@ func newDio(t testing.TB) *dioEnv {
 	if err != nil {
 		t.Fatalf("adapter: %v", err)
 	}
-	t.Cleanup(func() { a.Close() })
+	t.Cleanup(func() {
+		_ = a.Close()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := a.Preflight(ctx); err != nil {
 		var b strings.Builder
-		a.Report().WriteTo(&b)
+		_, _ = a.Report().WriteTo(&b) // a bytes.Buffer: never fails
 		t.Fatalf("preflight: %v\n%s", err, b.String())
 	}
 	return &dioEnv{a: a, cli: cli, owner: owner, image: image}
@@ -110,7 +112,7 @@ func (e *dioEnv) tryExec(sb dockerio.Sandbox, stdin []byte, argv ...string) (res
 	if err != nil {
 		return result{}, err
 	}
-	defer att.Close()
+	defer func() { _ = att.Close() }()
 	werr := make(chan error, 1)
 	if stdin != nil {
 		go func() {

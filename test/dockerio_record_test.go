@@ -58,11 +58,15 @@ func TestDockerioRecordInspect(t *testing.T) {
 	}
 	save("engine20-bridge-workload-started.json", br, br.Workload)
 	t.Logf("bridge network id %s", br.Network)
-	os.WriteFile(filepath.Join(root, "dockerio", "testdata", "engine20-bridge-network-id.txt"), []byte(br.Network+"\n"), 0o644)
-	img, _, err := e.cli.ImageInspectWithRaw(ctx, e.image)
+	if err := os.WriteFile(filepath.Join(root, "dockerio", "testdata", "engine20-bridge-network-id.txt"), []byte(br.Network+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img, err := e.cli.ImageInspect(ctx, e.image)
 	if err != nil {
 		t.Fatal(err)
 	}
 	env, _ := json.Marshal(img.Config.Env)
-	os.WriteFile(filepath.Join(root, "dockerio", "testdata", "engine20-image-env.json"), env, 0o644)
+	if err := os.WriteFile(filepath.Join(root, "dockerio", "testdata", "engine20-image-env.json"), env, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -237,21 +237,29 @@ func importImage(t *testing.T, e *dioEnv, platform string, changes ...string) st
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Name: "f", Mode: 0o644, Size: 1})
-	tw.Write([]byte("x"))
-	tw.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: "f", Mode: 0o644, Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	ref := "stockade-test/" + e.owner + ":" + newID()
 	rc, err := e.cli.ImageImport(context.Background(), image.ImportSource{Source: &buf, SourceName: "-"}, ref, image.ImportOptions{Changes: changes, Platform: platform})
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.Copy(io.Discard, rc)
-	rc.Close()
+	_, _ = io.Copy(io.Discard, rc)
+	_ = rc.Close()
 	img, err := e.cli.ImageInspect(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.cli.ImageRemove(context.Background(), img.ID, image.RemoveOptions{Force: true}) })
+	t.Cleanup(func() {
+		_, _ = e.cli.ImageRemove(context.Background(), img.ID, image.RemoveOptions{Force: true})
+	})
 	return img.ID
 }
 
@@ -262,9 +270,15 @@ func loadForeignArch(t *testing.T, e *dioEnv, arch string) string {
 	t.Helper()
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
-	lw.WriteHeader(&tar.Header{Name: "f", Mode: 0o644, Size: 1})
-	lw.Write([]byte("x"))
-	lw.Close()
+	if err := lw.WriteHeader(&tar.Header{Name: "f", Mode: 0o644, Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lw.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := lw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	diff := sha256.Sum256(layer.Bytes())
 	cfg, _ := json.Marshal(map[string]any{
 		"architecture": arch, "os": "linux", "config": map[string]any{},
@@ -280,21 +294,29 @@ func loadForeignArch(t *testing.T, e *dioEnv, arch string) string {
 		name string
 		data []byte
 	}{{cfgName, cfg}, {"layer.tar", layer.Bytes()}, {"manifest.json", manifest}} {
-		aw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data))})
-		aw.Write(f.data)
+		if err := aw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := aw.Write(f.data); err != nil {
+			t.Fatal(err)
+		}
 	}
-	aw.Close()
+	if err := aw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := e.cli.ImageLoad(context.Background(), &archive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
 	img, err := e.cli.ImageInspect(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.cli.ImageRemove(context.Background(), img.ID, image.RemoveOptions{Force: true}) })
+	t.Cleanup(func() {
+		_, _ = e.cli.ImageRemove(context.Background(), img.ID, image.RemoveOptions{Force: true})
+	})
 	if img.Architecture != arch {
 		t.Fatalf("loaded image is %s, want %s", img.Architecture, arch)
 	}
@@ -373,7 +395,7 @@ func TestDockerioDatasetsRefusedForReal(t *testing.T) {
 		t.Fatal("the daemon accepted an image mount: this engine may support datasets after all")
 	}
 	t.Logf("daemon refuses image mounts: %v", err)
-	dockertest.RemoveOwned(ctx, e.cli, e.owner) // the volume the raw create may have made
+	_ = dockertest.RemoveOwned(ctx, e.cli, e.owner) // the volume the raw create may have made
 }
 
 // TestDockerioArchiveRoundTrip: files enter and leave /workspace through the
@@ -385,11 +407,19 @@ func TestDockerioArchiveRoundTrip(t *testing.T) {
 	sb := e.sandbox(t, nil)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "sub/", Mode: 0o4755, Uid: 0, Gid: 0})
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "sub/", Mode: 0o4755, Uid: 0, Gid: 0}); err != nil {
+		t.Fatal(err)
+	}
 	body := bytes.Repeat([]byte("stockade\n"), 10000)
-	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "sub/data.txt", Mode: 0o6644, Size: int64(len(body)), Uid: 0, Gid: 0})
-	tw.Write(body)
-	tw.Close()
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "sub/data.txt", Mode: 0o6644, Size: int64(len(body)), Uid: 0, Gid: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := e.a.PutArchive(ctx, sb, "work", &buf); err != nil {
 		t.Fatal(err)
 	}
@@ -457,8 +487,12 @@ func TestDockerioArchiveRoundTrip(t *testing.T) {
 	}
 	var dev bytes.Buffer
 	tw = tar.NewWriter(&dev)
-	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeChar, Name: "null", Devmajor: 1, Devminor: 3})
-	tw.Close()
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeChar, Name: "null", Devmajor: 1, Devminor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := e.a.PutArchive(ctx, sb, "work", &dev); !spec.IsCode(err, spec.CodeInvalidArgument) {
 		t.Errorf("device node: %v", err)
 	}

@@ -57,7 +57,7 @@ func TestDrillFailpoints(t *testing.T) {
 				continue
 			}
 			owner := j.Owner()
-			j.Close()
+			_ = j.Close()
 			if err := dockertest.RemoveOwned(context.Background(), cli, owner); err != nil {
 				t.Errorf("cleanup of %s: %v", owner, err)
 			}

@@ -80,8 +80,10 @@ func startOutside(t testing.TB) *outsideServer {
 		n, _ := fmt.Fprintf(w, "hello %d\n", s.port)
 		s.sent.Add(int64(n))
 	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+	})
 	return s
 }
 
@@ -300,7 +302,7 @@ func TestEgressAllowlist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer udp.Close()
+	defer func() { _ = udp.Close() }()
 	uport := udp.LocalAddr().(*net.UDPAddr).Port
 	// busybox's nc has no UDP; its tftp sends a datagram (a read request)
 	// to any host and port. The same probe from an open sandbox does reach
@@ -313,7 +315,7 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Fatalf("create the open control sandbox: %v", err)
 	}
 	sh(t, control, udpProbe)
-	udp.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = udp.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, _, err := udp.ReadFrom(make([]byte, 512)); err != nil {
 		t.Fatalf("the UDP probe from an open sandbox did not reach the host (%v): the probe proves nothing", err)
 	}
@@ -322,13 +324,13 @@ func TestEgressAllowlist(t *testing.T) {
 	}
 	// Drain the probe's retries before the allowlist sandbox tries.
 	for {
-		udp.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		_ = udp.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 		if _, _, err := udp.ReadFrom(make([]byte, 512)); err != nil {
 			break
 		}
 	}
 	sh(t, sb, udpProbe)
-	udp.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_ = udp.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if n, from, err := udp.ReadFrom(make([]byte, 512)); err == nil {
 		t.Errorf("a UDP datagram of %d bytes from %v reached the host from the allowlist sandbox", n, from)
 	}
@@ -426,7 +428,7 @@ func TestEgressRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: allowlistPolicy(allowedTarget), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)
@@ -437,7 +439,7 @@ func TestEgressRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatalf("start: %v", err)
 		}
-		go io.Copy(io.Discard, p.Stderr())
+		go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
 		b, _ := io.ReadAll(p.Stdout())
 		if _, err := p.Wait(ctx); err != nil {
 			t.Fatalf("wait: %v", err)
@@ -454,14 +456,14 @@ func TestEgressRecovery(t *testing.T) {
 	if err := first.stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve survived SIGKILL")
 	}
-	c.Close()
+	_ = c.Close()
 
 	second := e.serve(t, ctx)
 	c2, err := clientpkg.Dial(second.sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c2.Close()
+	defer func() { _ = c2.Close() }()
 	sb2, err := c2.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatalf("the sandbox after the restart: %v\n%s", err, second.logs.String())
@@ -617,5 +619,5 @@ func TestEgressCLI(t *testing.T) {
 	if code, _, errOut := e.run(t, "", "sandbox", "rm", "-f", id); code != 0 {
 		t.Fatalf("rm: %d %s", code, errOut)
 	}
-	srv.stop(t, syscall.SIGTERM)
+	_ = srv.stop(t, syscall.SIGTERM)
 }

@@ -31,7 +31,7 @@ func TestRecoveryToleratesAnUnfoldableStream(t *testing.T) {
 	if _, err := j.Append(context.Background(), journal.Record{Key: journal.Key{Kind: journal.KindSandbox, ID: bad.ID()}, Type: typ, Payload: payload}); err != nil {
 		t.Fatal(err)
 	}
-	j.Close()
+	_ = j.Close()
 
 	rt := e.reopen(t, stockade.Options{})
 	if d := decisionOf(t, rt, bad.ID()); d.Decision != stockade.Unreconciled || !strings.Contains(d.Error, "illegal transition") {
@@ -100,13 +100,13 @@ func TestAPIConsistentGetsAreJournaled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.Copy(io.Discard, first)
-	first.Close()
+	_, _ = io.Copy(io.Discard, first)
+	_ = first.Close()
 	if !paused() {
 		t.Fatal("the first close thawed the workload under the second copy")
 	}
-	io.Copy(io.Discard, second)
-	second.Close()
+	_, _ = io.Copy(io.Discard, second)
+	_ = second.Close()
 	deadline := time.Now().Add(time.Minute)
 	for paused() && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)

@@ -85,11 +85,11 @@ func finish(ctx context.Context, proc host.Process) ran {
 	var stderr bytes.Buffer
 	if s := proc.Stderr(); s != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); io.Copy(&stderr, s) }()
+		go func() { defer wg.Done(); _, _ = io.Copy(&stderr, s) }()
 	}
 	if s := proc.Stdout(); s != nil {
 		var out bytes.Buffer
-		io.Copy(&out, s)
+		_, _ = io.Copy(&out, s) // what was read is checked below
 		r.stdout = out.Bytes()
 	}
 	wg.Wait()
@@ -424,8 +424,12 @@ func putFile(t *testing.T, ctx context.Context, sb host.Sandbox, name string, bo
 	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
 		t.Fatal(err)
 	}
-	tw.Write(body)
-	tw.Close()
+	if _, err := tw.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := sb.Put(ctx, "work", &buf); err != nil {
 		t.Fatalf("put %s: %v", name, err)
 	}
@@ -444,7 +448,9 @@ func listenUDP(t *testing.T, addr string) (*udpSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() {
+		_ = c.Close()
+	})
 	s := &udpSink{port: c.LocalAddr().(*net.UDPAddr).Port}
 	go func() {
 		buf := make([]byte, 64<<10)

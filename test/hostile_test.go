@@ -362,7 +362,7 @@ func TestHostileStreams(t *testing.T) {
 			}
 			outc := make(chan []byte, 1)
 			go func() { b, _ := io.ReadAll(p.Stdout()); outc <- b }()
-			go io.Copy(io.Discard, p.Stderr())
+			go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
 			// From inside: the shell runs on with no fd 1 or 2.
 			pid := h.startedPID(t, ctx, sb.ID(), p.ID())
 			var fds string
@@ -482,7 +482,7 @@ func TestHostileProcessEscape(t *testing.T) {
 		if err := p.Stop(ctx); err != nil {
 			t.Fatalf("stop: %v", err)
 		}
-		io.Copy(io.Discard, br)
+		_, _ = io.Copy(io.Discard, br)
 		res, err := p.Wait(ctx)
 		h.wantEnd(t, ctx, sb, "the stopped parent", ran{id: p.ID(), stdout: []byte("ready\n"), res: res, err: err}, lifecycle.ReasonSignaled, 128+int(syscall.SIGTERM))
 		if alive("sleep 1001") {
@@ -865,7 +865,7 @@ func TestHostileWarden(t *testing.T) {
 			if _, err := io.WriteString(victim.Stdin(), "hi\n"); err != nil {
 				t.Fatal(err)
 			}
-			victim.Stdin().Close()
+			_ = victim.Stdin().Close()
 			r := finish(ctx, victim)
 			h.wantEnd(t, ctx, sb, "the process that lived through the forgeries", r, lifecycle.ReasonExited, 0)
 			if string(r.stdout) != "got hi\n" {
@@ -984,7 +984,7 @@ func TestHostileWardenImpostor(t *testing.T) {
 	if err := first.stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
-	c.Close()
+	_ = c.Close()
 
 	second := e.serve(t, ctx)
 	c2 := second.dial(t)

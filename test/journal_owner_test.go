@@ -14,6 +14,6 @@ func ownerOfJournal(t *testing.T, e *cliEnv) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }()
 	return j.Owner()
 }

@@ -70,7 +70,7 @@ func TestLoad100(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	pol := smallPolicy()
 	pol.MemoryBytes = 64 << 20
 
@@ -162,7 +162,7 @@ func servedRound(ctx context.Context, c *clientpkg.Client, image string, pol spe
 		if err != nil {
 			return 0, nil, fmt.Errorf("start %d/%d: %w", i, k, err)
 		}
-		go io.Copy(io.Discard, p.Stderr())
+		go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
 		out, _ := io.ReadAll(p.Stdout())
 		res, err := p.Wait(ctx)
 		if err != nil || res.ExitCode != 0 || string(out) != fmt.Sprintln(i, k) {
@@ -199,8 +199,12 @@ func rawRound(ctx context.Context, cli *client.Client, p dockerio.Profile, owner
 	}
 	var seed bytes.Buffer
 	tw := tar.NewWriter(&seed)
-	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "work/", Mode: 0o755, Uid: 65532, Gid: 65532})
-	tw.Close()
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "work/", Mode: 0o755, Uid: 65532, Gid: 65532}); err != nil {
+		return 0, nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return 0, nil, err
+	}
 	if err := cli.CopyToContainer(ctx, ids[0], dockerio.WorkspaceDir, &seed, container.CopyToContainerOptions{}); err != nil {
 		return 0, nil, err
 	}
@@ -220,7 +224,7 @@ func rawRound(ctx context.Context, cli *client.Client, p dockerio.Profile, owner
 			return 0, nil, err
 		}
 		var out, errOut bytes.Buffer
-		framing.Copy(&out, &errOut, hj.Reader)
+		_, _ = framing.Copy(&out, &errOut, hj.Reader)
 		hj.Close()
 		ins, err := cli.ContainerExecInspect(ctx, cr.ID)
 		if err != nil || ins.ExitCode != 0 || out.String() != fmt.Sprintln(i, k) {

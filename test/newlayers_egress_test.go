@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
@@ -22,7 +23,7 @@ import (
 func csOutsideExists(t *testing.T, cli *client.Client, owner string) bool {
 	t.Helper()
 	_, err := cli.NetworkInspect(context.Background(), dockerio.OutsideName(owner), network.InspectOptions{})
-	if client.IsErrNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		return false
 	}
 	if err != nil {
@@ -108,7 +109,7 @@ func TestEgressOutsideNetworkLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
-	defer rt.Close()
+	defer func() { _ = rt.Close() }()
 	if csOutsideExists(t, e.cli, owner) {
 		t.Fatal("recovery left the outside network though no sandbox needs it")
 	}
@@ -142,7 +143,7 @@ func TestEgressHostNeedsExplicitRule(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	defer sb.Remove(context.Background())
+	defer func() { _ = sb.Remove(context.Background()) }()
 	read := func() []egress.Decision { return decisions(t, e.rt, sb.ID()) }
 
 	for _, via := range []struct{ name, script string }{

@@ -69,7 +69,9 @@ func TestNewLayersEscapeSandboxStrings(t *testing.T) {
 			var r struct {
 				Spec struct{ Argv []string } `json:"spec"`
 			}
-			json.Unmarshal(ev.Payload, &r)
+			if err := json.Unmarshal(ev.Payload, &r); err != nil {
+				t.Fatalf("process.reserved payload: %v", err)
+			}
 			argvKept = len(r.Spec.Argv) == 3 && strings.Contains(r.Spec.Argv[2], rcHostile)
 		}
 	}

@@ -58,7 +58,7 @@ func TestPaStopDuringConsistentCopy(t *testing.T) {
 	paLine(t, no, "the neighbour's first line")
 	// The stopped process's output is drained in the background (its end
 	// is what the test waits for); the neighbour's is read by the test.
-	go io.Copy(io.Discard, so)
+	go func() { _, _ = io.Copy(io.Discard, so) }()
 
 	rc, live, err := sb.Get(ctx, "work", true)
 	if err != nil || live {
@@ -76,7 +76,7 @@ func TestPaStopDuringConsistentCopy(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal(ctx.Err())
 	}
-	io.Copy(io.Discard, rc)
+	_, _ = io.Copy(io.Discard, rc)
 	if err := rc.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestPaStopDuringConsistentCopy(t *testing.T) {
 	if _, _, r, err := runOut(t, sb, spec.Process{Argv: []string{"touch", "/tmp/done"}}); err != nil || r.ExitCode != 0 {
 		t.Fatalf("touch: %+v %v", r, err)
 	}
-	go io.Copy(io.Discard, no)
+	go func() { _, _ = io.Copy(io.Discard, no) }()
 	if res, err := neighbour.Wait(ctx); err != nil || res.Reason != "exited" || res.ExitCode != 0 {
 		t.Fatalf("the neighbour: %+v %v, want exited 0", res, err)
 	}
@@ -122,7 +122,7 @@ func paRestart(t *testing.T, ctx context.Context, e *cliEnv, s *served, c *clien
 	if err := s.stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
-	c.Close()
+	_ = c.Close()
 	next := e.serve(t, ctx)
 	return next, next.dial(t)
 }
@@ -373,7 +373,7 @@ func TestPaStrayRecordedAndForgotten(t *testing.T) {
 	if err := first.stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
-	c.Close()
+	_ = c.Close()
 	// With no runtime: the rest is printed (the warden holds it), and the
 	// journal gets the exit a runtime journals before it forgets.
 	dockerExec(t, workload, "touch", "/tmp/go")
@@ -429,7 +429,7 @@ func paAppendExit(t *testing.T, path, sandbox, id string, ev lifecycle.ProcessEx
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }()
 	typ, payload, err := lifecycle.Encode(ev)
 	if err != nil {
 		t.Fatal(err)
@@ -474,7 +474,7 @@ func TestPaGiveUpOneProcessOnly(t *testing.T) {
 	if l := paLine(t, eo, "the escaping process"); l != "escaped\n" {
 		t.Fatalf("the escaping process printed %q", l)
 	}
-	go io.Copy(io.Discard, eo)
+	go func() { _, _ = io.Copy(io.Discard, eo) }()
 	if err := esc.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 	if err := first.stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
-	c.Close()
+	_ = c.Close()
 	// The crash cut the cut process's writes after "first" before they
 	// reached the disk; the warden had been told they were recorded.
 	_, chunks, _ := rcRecording(t, e.journal, cut)
@@ -168,7 +168,9 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 			Stream string `json:"stream"`
 			Lost   bool   `json:"lost"`
 		}
-		json.Unmarshal([]byte(line), &l)
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("output line %q: %v", line, err)
+		}
 		if l.Lost {
 			l.Stream += "(lost)"
 		}
@@ -185,8 +187,8 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 	if err := sb2.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c2.Close()
-	second.stop(t, syscall.SIGTERM)
+	_ = c2.Close()
+	_ = second.stop(t, syscall.SIGTERM)
 }
 
 // rcRecordingMaybe reads a recording that may not exist yet.

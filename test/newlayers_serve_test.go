@@ -33,7 +33,7 @@ func TestServeGoneAttachedExec(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
 			e, first, c, sb := servedKeptSandbox(t, ctx)
-			c.Close()
+			_ = c.Close()
 			cmd := exec.Command(e.bin, "--journal", e.journal, "exec", sb.ID(), "--", "sh", "-c", "echo up; sleep 8")
 			var errb bytes.Buffer
 			cmd.Stderr = &errb
@@ -45,7 +45,7 @@ func TestServeGoneAttachedExec(t *testing.T) {
 			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "up\n" {
 				t.Fatalf("first line of the attached exec: %q %v", line, err)
 			}
-			first.stop(t, sig)
+			_ = first.stop(t, sig)
 			select {
 			case <-sub.done:
 			case <-ctx.Done():
@@ -72,7 +72,7 @@ func TestServeGoneAttachedExec(t *testing.T) {
 			if res, err := c2.Wait(ctx, pid); err != nil || res.Reason != "exited" || res.ExitCode != 0 {
 				t.Fatalf("wait for %s after the restart: %+v %v, want exited 0 (it ran on)\n%s", pid, res, err, second.logs.String())
 			}
-			c2.Close()
+			_ = c2.Close()
 			if err := second.stop(t, syscall.SIGTERM); err != nil {
 				t.Fatalf("serve after SIGTERM: %v\n%s", err, second.logs.String())
 			}
@@ -94,7 +94,7 @@ func TestServeRestartCLIWaitsForRecovery(t *testing.T) {
 			t.Fatalf("create: %v", err)
 		}
 	}
-	c.Close()
+	_ = c.Close()
 	if err := first.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("serve after SIGTERM: %v", err)
 	}
@@ -137,6 +137,6 @@ func csAnswers(sock string) bool {
 	if err != nil {
 		return false
 	}
-	c.Close()
+	_ = c.Close()
 	return true
 }

@@ -62,7 +62,7 @@ func TestPlumbing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("logs: %v", err)
 	}
-	defer logs.Close()
+	defer func() { _ = logs.Close() }()
 	var stdout, stderr bytes.Buffer
 	if _, err := stdcopy.StdCopy(&stdout, &stderr, io.LimitReader(logs, 1<<20)); err != nil {
 		t.Fatalf("logs: %v", err)

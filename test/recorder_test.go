@@ -66,8 +66,8 @@ func TestAPIOutputRecorded(t *testing.T) {
 		var out, errb bytes.Buffer
 		var wg sync.WaitGroup
 		wg.Add(1)
-		go func() { defer wg.Done(); io.Copy(&errb, p.Stderr()) }()
-		io.Copy(&out, p.Stdout())
+		go func() { defer wg.Done(); _, _ = io.Copy(&errb, p.Stderr()) }()
+		_, _ = io.Copy(&out, p.Stdout()) // what was read is checked below
 		wg.Wait()
 		if _, err := p.Wait(ctx); err != nil {
 			t.Fatal(err)

@@ -32,7 +32,9 @@ func (e *apiEnv) reopen(t *testing.T, opts stockade.Options) *stockade.Runtime {
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
-	t.Cleanup(func() { rt.Close() })
+	t.Cleanup(func() {
+		_ = rt.Close()
+	})
 	e.rt = rt
 	return rt
 }
@@ -96,7 +98,9 @@ func TestRecoveryReadoptsKept(t *testing.T) {
 		}
 		if exited != nil {
 			var x lifecycle.ProcessExited
-			json.Unmarshal(exited.Payload, &x)
+			if err := json.Unmarshal(exited.Payload, &x); err != nil {
+				t.Fatalf("process.exited payload: %v", err)
+			}
 			if !adopted || x.ExitCode == nil || *x.ExitCode != 7 || x.Reason != lifecycle.ReasonExited {
 				t.Fatalf("detached process ended %+v (adopted detached: %v), want exited 7", x, adopted)
 			}

@@ -45,8 +45,8 @@ func BenchmarkServeExecTrue(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			go io.Copy(io.Discard, p.Stderr())
-			io.Copy(io.Discard, p.Stdout())
+			go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+			_, _ = io.Copy(io.Discard, p.Stdout())
 			if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
 				b.Fatalf("%+v %v", res, err)
 			}
@@ -74,18 +74,22 @@ func servedRuntime(b *testing.B) (*stockade.Runtime, *client.Client) {
 		b.Fatal(err)
 	}
 	dockertest.CleanupOwner(b, cli, rt.Owner())
-	b.Cleanup(func() { rt.Close() })
+	b.Cleanup(func() {
+		_ = rt.Close()
+	})
 	lis, err := server.Listen(filepath.Join(dir, "j.sock"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := server.New(rt, server.Options{})
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }()
 	b.Cleanup(func() { srv.Stop(time.Second) })
 	c, err := client.Dial(filepath.Join(dir, "j.sock"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { c.Close() })
+	b.Cleanup(func() {
+		_ = c.Close()
+	})
 	return rt, c
 }

@@ -52,7 +52,7 @@ func startSubprocess(t *testing.T, cmd *exec.Cmd) *subprocess {
 		select {
 		case <-s.done:
 		default:
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill()
 			<-s.done
 		}
 	})
@@ -67,7 +67,7 @@ func (e *cliEnv) serve(t *testing.T, ctx context.Context) *served {
 	cmd := exec.Command(e.bin, "serve", "--journal", e.journal)
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	s.subprocess = startSubprocess(t, cmd)
-	dialServer(t, ctx, s.sock, s.subprocess, s.logs).Close()
+	_ = dialServer(t, ctx, s.sock, s.subprocess, s.logs).Close() // only a probe that the server answers
 	return s
 }
 
@@ -107,7 +107,7 @@ func TestServeCrashMidExec(t *testing.T) {
 		t.Fatalf("start: %v", err)
 	}
 	// Stderr is piped too: drain it so the stream never stalls.
-	go io.Copy(io.Discard, p.Stderr())
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
 	line, err := bufio.NewReader(p.Stdout()).ReadString('\n')
 	if err != nil || line != "up\n" {
 		t.Fatalf("first line of the attached process: %q %v", line, err)
@@ -125,7 +125,7 @@ func TestServeCrashMidExec(t *testing.T) {
 	if werr == nil || ctx.Err() != nil {
 		t.Fatalf("the attached process after its server was killed: %+v %v, want an error from the lost connection", res, werr)
 	}
-	c.Close()
+	_ = c.Close()
 	if fi, err := os.Lstat(first.sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		t.Fatalf("after kill -9 the socket file should be left behind (stale): %v", err)
 	}
@@ -225,7 +225,7 @@ func TestServeCrashMidExec(t *testing.T) {
 	if n, err := dockertest.Owned(ctx, dockertest.Client(t), owner); err != nil || n != 0 {
 		t.Fatalf("after remove, %d resources of owner %s left on the daemon (%v)", n, owner, err)
 	}
-	c2.Close()
+	_ = c2.Close()
 	if err := second.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("serve after SIGTERM: %v (want exit 0)\n%s", err, second.logs.String())
 	}
@@ -253,7 +253,9 @@ func (s *served) dial(t *testing.T) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() {
+		_ = c.Close()
+	})
 	return c
 }
 

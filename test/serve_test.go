@@ -71,7 +71,7 @@ func TestServeEndToEnd(t *testing.T) {
 			return // no journal: nothing was made
 		}
 		owner := j.Owner()
-		j.Close()
+		_ = j.Close()
 		if err := dockertest.RemoveOwned(context.Background(), cli, owner); err != nil {
 			t.Errorf("cleanup of owner %s: %v", owner, err)
 		}
@@ -86,7 +86,7 @@ func TestServeEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := dialServer(t, ctx, sock, sub, &logs)
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	var rt host.Runtime = c
 	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept})
 	if err != nil {
@@ -104,7 +104,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	errDone := make(chan struct{})
-	go func() { io.Copy(&stderr, p.Stderr()); close(errDone) }()
+	go func() { _, _ = io.Copy(&stderr, p.Stderr()); close(errDone) }()
 	stdout, err := io.ReadAll(p.Stdout())
 	<-errDone
 	res, werr := p.Wait(ctx)
@@ -120,7 +120,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("second serve: exit %d (%v)\n%s", second.ProcessState.ExitCode(), err, out)
 	}
 
-	c.Close()
+	_ = c.Close()
 	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestServeEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
-	defer next.Close()
+	defer func() { _ = next.Close() }()
 	again, err := next.Sandbox(sb.ID())
 	if err != nil {
 		t.Fatalf("the kept sandbox after the server stopped: %v", err)

@@ -94,8 +94,8 @@ func TestSoak(t *testing.T) {
 	var live []string
 	counts := map[string]int{}
 	restart := func() {
-		c.Close()
-		srv.stop(t, syscall.SIGKILL)
+		_ = c.Close()
+		_ = srv.stop(t, syscall.SIGKILL)
 		srv = e.serve(t, ctx)
 		if c, err = clientpkg.Dial(srv.sock); err != nil {
 			t.Fatal(err)
@@ -155,10 +155,10 @@ func TestSoak(t *testing.T) {
 			if err != nil {
 				t.Fatalf("start in %s: %v", id, err)
 			}
-			go io.Copy(io.Discard, p.Stderr())
-			go io.Copy(io.Discard, p.Stdout())
+			go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+			go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 			if rng.IntN(3) == 0 {
-				p.Signal(ctx, syscall.SIGKILL)
+				_ = p.Signal(ctx, syscall.SIGKILL)
 				counts["process killed"]++
 			}
 			res, err := p.Wait(ctx)
@@ -225,8 +225,8 @@ func TestSoak(t *testing.T) {
 			if err != nil {
 				t.Fatalf("start in the last life: %v", err)
 			}
-			go io.Copy(io.Discard, p.Stderr())
-			io.Copy(io.Discard, p.Stdout())
+			go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+			_, _ = io.Copy(io.Discard, p.Stdout())
 			if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
 				t.Fatalf("process in the last life: %+v %v", res, err)
 			}
@@ -238,7 +238,7 @@ func TestSoak(t *testing.T) {
 	removeAll()
 	time.Sleep(2 * time.Second)
 	end, endGo := statsOf(t, srv.cmd.Process.Pid), srv.stats(t)
-	c.Close()
+	_ = c.Close()
 	if err := srv.stop(t, syscall.SIGTERM); err != nil {
 		t.Errorf("serve: %v", err)
 	}

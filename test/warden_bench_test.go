@@ -221,21 +221,21 @@ func benchCLIServer(b *testing.B) (*cliEnv, *client.Client, string) {
 				if _, err = c.Sandboxes(context.Background()); err == nil {
 					break
 				}
-				c.Close()
+				_ = c.Close()
 				c = nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if c == nil {
-		cmd.Process.Kill()
-		cmd.Wait()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		b.Fatal("the server did not answer")
 	}
 	b.Cleanup(func() {
-		c.Close()
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
+		_ = c.Close()
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
 	})
 	return e, c, sock
 }
@@ -254,7 +254,7 @@ func BenchmarkWardenDelivery(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer with.Close()
+	defer func() { _ = with.Close() }()
 	ctx := context.Background()
 	if _, err := with.Preflight(ctx); err != nil {
 		b.Fatal(err)

@@ -64,7 +64,7 @@ func TestWardenCrashMidStream(t *testing.T) {
 	if err := first.stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
-	c.Close()
+	_ = c.Close()
 	// While no runtime runs, the quick process is let go and ends: the
 	// warden keeps its code for the next runtime.
 	dockerExec(t, workload, "touch", "/tmp/go-quick")

@@ -134,10 +134,10 @@ func TestWardenStdinHalfClose(t *testing.T) {
 	}
 	const n = 300000 // several stdin windows
 	go func() {
-		p.Stdin().Write(bytes.Repeat([]byte("s"), n))
-		p.Stdin().Close()
+		_, _ = p.Stdin().Write(bytes.Repeat([]byte("s"), n))
+		_ = p.Stdin().Close()
 	}()
-	go io.Copy(io.Discard, p.Stderr())
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
 	out, _ := io.ReadAll(p.Stdout())
 	res, err := p.Wait(ctx)
 	if err != nil || res.ExitCode != 0 || strings.TrimSpace(string(out)) != fmt.Sprint(n) {
@@ -212,7 +212,7 @@ func TestWardenKilledFromInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.WriteString(p.Stdin(), "go\n")
+	_, _ = io.WriteString(p.Stdin(), "go\n")
 	res, err := p.Wait(ctx)
 	if res.Reason != "lost" || res.ExitCode != -1 || !spec.IsCode(err, spec.CodeStreamFailure) {
 		t.Fatalf("a process whose warden was killed: %+v %v, want lost", res, err)
@@ -307,7 +307,7 @@ func TestWardenBinaryProtected(t *testing.T) {
 		t.Fatalf("the Put through a symlink did not reach the binary (%q): this test no longer shows the repair", out)
 	}
 	// The next warden (the workload kills the current one) runs ours.
-	runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "kill -9 $PPID"}})
+	_, _, _, _ = runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "kill -9 $PPID"}}) // its warden dies under it: an error is expected
 	if _, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("a process on the new warden: %+v %v", res, err)
 	}
@@ -331,13 +331,13 @@ func rootSHA256(t *testing.T, e *apiEnv, sb *stockade.Sandbox, path string) stri
 	if err != nil {
 		t.Fatalf("reading %s through the daemon: %v", path, err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	tr := tar.NewReader(rc)
 	if _, err := tr.Next(); err != nil {
 		t.Fatal(err)
 	}
 	h := sha256.New()
-	if _, err := io.Copy(h, tr); err != nil {
+	if _, err := io.Copy(h, tr); err != nil { //nolint:gosec // G110: one file of the test's own sandbox, hashed as it streams
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(h.Sum(nil))
@@ -372,7 +372,7 @@ func TestWardenTTY(t *testing.T) {
 	if err := p.Resize(ctx, 40, 120); err != nil {
 		t.Fatal(err)
 	}
-	io.WriteString(p.Stdin(), "\n")
+	_, _ = io.WriteString(p.Stdin(), "\n")
 	var rest []string
 	for {
 		l, err := r.ReadString('\n')
@@ -398,7 +398,7 @@ func TestWardenTTY(t *testing.T) {
 	if err := q.Resize(ctx, 10, 10); !spec.IsCode(err, spec.CodeInvalidArgument) {
 		t.Fatalf("resize without a terminal: %v, want invalid_argument", err)
 	}
-	q.Stop(ctx)
+	_ = q.Stop(ctx)
 }
 
 // TestWardenCloseAndReopenMidStream: a runtime that closes cleanly while a
@@ -471,7 +471,7 @@ func TestWardenFrozen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.WriteString(p.Stdin(), "go\n")
+	_, _ = io.WriteString(p.Stdin(), "go\n")
 	// The process has frozen its warden once its stdin was taken: wait
 	// for that from outside, through Docker.
 	st, _ := sb.State(ctx)

@@ -29,8 +29,8 @@ func pipes() (r io.Reader, w io.Writer, c io.Closer, wr *io.PipeReader, ww *io.P
 	toRuntimeR, toRuntimeW := io.Pipe()
 	toWardenR, toWardenW := io.Pipe()
 	c = closerFunc(func() error {
-		toRuntimeR.Close()
-		toWardenW.Close()
+		_ = toRuntimeR.Close()
+		_ = toWardenW.Close()
 		return nil
 	})
 	return toRuntimeR, toWardenW, c, toWardenR, toRuntimeW
@@ -60,7 +60,10 @@ func newFake(t testing.TB) (f *fake, r io.Reader, w io.Writer, c io.Closer) {
 			f.in <- fr
 		}
 	}()
-	t.Cleanup(func() { ww.Close(); wr.Close() })
+	t.Cleanup(func() {
+		_ = ww.Close()
+		_ = wr.Close()
+	})
 	return f, r, w, c
 }
 
@@ -133,13 +136,6 @@ func (f *fake) ended() {
 	}
 }
 
-func (f *fake) send(t Type, ch uint32, parts ...[]byte) {
-	f.t.Helper()
-	if err := f.w.Write(t, ch, parts...); err != nil {
-		f.t.Fatalf("fake warden: writing %v: %v", t, err)
-	}
-}
-
 func (f *fake) sendJSON(t Type, ch uint32, v any) {
 	f.t.Helper()
 	if err := f.w.WriteJSON(t, ch, v); err != nil {
@@ -150,7 +146,7 @@ func (f *fake) sendJSON(t Type, ch uint32, v any) {
 // sendAsync writes without waiting: for frames the runtime may never read
 // (after a violation).
 func (f *fake) sendAsync(t Type, ch uint32, parts ...[]byte) {
-	go f.w.Write(t, ch, parts...)
+	go func() { _ = f.w.Write(t, ch, parts...) }() // may never be read: its error is expected
 }
 
 func (f *fake) out(ch uint32, stream byte, data []byte) {
@@ -192,7 +188,7 @@ func openLink(t testing.TB, window, stdinWindow int) (*Link, *fake) {
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	t.Cleanup(func() { got.l.Close() })
+	t.Cleanup(func() { _ = got.l.Close() })
 	return got.l, f
 }
 
@@ -302,7 +298,11 @@ func openModel(tb testing.TB, window int) (*Link, *model) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { l.Close(); ww.Close(); wr.Close() })
+	tb.Cleanup(func() {
+		_ = l.Close()
+		_ = ww.Close()
+		_ = wr.Close()
+	})
 	return l, m
 }
 
@@ -325,7 +325,8 @@ func (m *model) serve(rd *Reader) {
 		m.mu.Unlock()
 		switch f.Type {
 		case TInit:
-			m.w.WriteJSON(THello, 0, testHello(int(m.window), DefaultStdinWindow))
+			// A runtime gone shows in the next read, which ends this loop.
+			_ = m.w.WriteJSON(THello, 0, testHello(int(m.window), DefaultStdinWindow))
 		case TSpawn:
 			var s Spawn
 			if Decode(f, &s) != nil {
@@ -336,7 +337,7 @@ func (m *model) serve(rd *Reader) {
 			m.mu.Lock()
 			m.procs[f.Channel] = p
 			m.mu.Unlock()
-			m.w.WriteJSON(TStarted, f.Channel, Started{PID: 10, PGID: 10})
+			_ = m.w.WriteJSON(TStarted, f.Channel, Started{PID: 10, PGID: 10})
 			go m.run(f.Channel, p, s.Argv)
 		case TAck:
 			p.mu.Lock()
@@ -426,5 +427,5 @@ func (m *model) run(ch uint32, p *modelProc, argv []string) {
 			}
 		}
 	}
-	m.w.WriteJSON(TExited, ch, Exited{Code: 0, Output: sent, Stdout: sent})
+	_ = m.w.WriteJSON(TExited, ch, Exited{Code: 0, Output: sent, Stdout: sent})
 }

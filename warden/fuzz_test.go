@@ -16,20 +16,20 @@ func seedFrames() [][]byte {
 	var seeds [][]byte
 	enc := func(fn func(w *Writer)) []byte {
 		var buf bytes.Buffer
-		fn(NewWriter(&buf))
+		fn(NewWriter(&buf)) // a bytes.Buffer: the writes in fn never fail
 		return buf.Bytes()
 	}
 	for typ, msg := range validMessages() {
-		seeds = append(seeds, enc(func(w *Writer) { w.WriteJSON(typ, channelFor(typ), msg) }))
+		seeds = append(seeds, enc(func(w *Writer) { _ = w.WriteJSON(typ, channelFor(typ), msg) }))
 	}
 	seeds = append(seeds,
-		enc(func(w *Writer) { w.WriteOut(1, 1, []byte("out")); w.WriteOut(1, 2, []byte("err")) }),
-		enc(func(w *Writer) { w.WriteOffset(TAck, 1, 5) }),
-		enc(func(w *Writer) { w.Write(TIn, 1, []byte("in")) }),
-		enc(func(w *Writer) { w.WriteOffset(TInAck, 1, 2) }),
-		enc(func(w *Writer) { w.Write(TCloseIn, 1); w.Write(TForget, 1); w.Write(TList, 0) }),
-		enc(func(w *Writer) { w.WriteSignal(1, 9); w.WriteResize(1, 24, 80) }),
-		enc(func(w *Writer) { w.WriteOffset(TResume, 1, 0) }),
+		enc(func(w *Writer) { _ = w.WriteOut(1, 1, []byte("out")); _ = w.WriteOut(1, 2, []byte("err")) }),
+		enc(func(w *Writer) { _ = w.WriteOffset(TAck, 1, 5) }),
+		enc(func(w *Writer) { _ = w.Write(TIn, 1, []byte("in")) }),
+		enc(func(w *Writer) { _ = w.WriteOffset(TInAck, 1, 2) }),
+		enc(func(w *Writer) { _ = w.Write(TCloseIn, 1); _ = w.Write(TForget, 1); _ = w.Write(TList, 0) }),
+		enc(func(w *Writer) { _ = w.WriteSignal(1, 9); _ = w.WriteResize(1, 24, 80) }),
+		enc(func(w *Writer) { _ = w.WriteOffset(TResume, 1, 0) }),
 		frame(TOut, 0, []byte{1, 'x'}),
 		header(TOut, 1, MaxPayload+1),
 		frame(TExited, 1, []byte(`{"code":0,"signal":9}`)),
@@ -133,21 +133,21 @@ func FuzzLink(f *testing.F) {
 		go func() {
 			defer close(spawned)
 			if q, err := l.Spawn(context.Background(), Spawn{ID: "q", Argv: []string{"x"}}); err == nil {
-				readAll(q)
+				_, _, _ = readAll(q)
 			}
 		}()
 		fk.expect(TSpawn, 2)
 		listed := make(chan struct{})
-		go func() { defer close(listed); l.List(context.Background()) }()
+		go func() { defer close(listed); _, _ = l.List(context.Background()) }()
 		fk.expect(TList, 0)
 		read := make(chan struct{})
-		go func() { defer close(read); readAll(p) }()
+		go func() { defer close(read); _, _, _ = readAll(p) }()
 		wrote := make(chan struct{})
-		go func() { defer close(wrote); p.Write(make([]byte, 3000)) }()
+		go func() { defer close(wrote); _, _ = p.Write(make([]byte, 3000)) }()
 
 		go func() {
-			fk.raw.Write(data)
-			fk.raw.Close()
+			_, _ = fk.raw.Write(data)
+			_ = fk.raw.Close()
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 		defer cancel()

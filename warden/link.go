@@ -96,15 +96,17 @@ func Open(ctx context.Context, r io.Reader, w io.Writer, c io.Closer, hs Handsha
 		stdinWindow = DefaultStdinWindow
 	}
 	init := Init{Secret: hex.EncodeToString(hs.Secret), Window: hs.Window, StdinWindow: hs.StdinWindow}
+	// On a failed handshake the transport is closed and the handshake's
+	// error returned: a close error would only hide it.
 	if err := init.validate(); err != nil {
-		c.Close()
+		_ = c.Close()
 		return nil, Hello{}, fmt.Errorf("warden: handshake: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		c.Close()
+		_ = c.Close()
 		return nil, Hello{}, err
 	}
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	rd, wr := NewReader(r), NewWriter(w)
 	hello, err := handshake(rd, wr, hs, init)
 	if !stop() {
@@ -116,7 +118,7 @@ func Open(ctx context.Context, r io.Reader, w io.Writer, c io.Closer, hs Handsha
 		err = violation("hello: window %d, more than the %d asked for", hello.Window, window)
 	}
 	if err != nil {
-		c.Close()
+		_ = c.Close()
 		return nil, Hello{}, err
 	}
 	l := &Link{
@@ -412,7 +414,9 @@ func (p *Proc) killAndForget() {
 	}
 	<-p.Reaped()
 	if _, ok := p.Reap(); ok {
-		p.Forget()
+		// Fails only when the link ended; the warden then keeps the
+		// process for a reattach's table, as when Signal fails above.
+		_ = p.Forget()
 	}
 }
 

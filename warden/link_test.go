@@ -58,7 +58,7 @@ func TestOpenReattach(t *testing.T) {
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	defer got.l.Close()
+	defer func() { _ = got.l.Close() }()
 	if got.h.Socket == "" || got.l.window != DefaultWindow {
 		t.Fatalf("hello %+v", got.h)
 	}
@@ -128,7 +128,7 @@ func openAgainst(t *testing.T, ctx context.Context, hs Handshake, script func(f 
 		var l *Link
 		l, _, err = Open(ctx, r, w, c, hs)
 		if l != nil {
-			l.Close()
+			_ = l.Close()
 		}
 	})
 	return f, err
@@ -138,7 +138,7 @@ func TestOpenFails(t *testing.T) {
 	hello := func(h Hello) func(f *fake) {
 		return func(f *fake) {
 			if fr, ok := <-f.in; ok && fr.Type == TInit {
-				f.w.WriteJSON(THello, 0, h)
+				_ = f.w.WriteJSON(THello, 0, h)
 			}
 		}
 	}
@@ -160,16 +160,16 @@ func TestOpenFails(t *testing.T) {
 		{"invalid hello", fresh, hello(Hello{Version: Version}), IsProtocol},
 		{"window larger than asked", fresh, hello(testHello(DefaultWindow+1, DefaultStdinWindow)), IsProtocol},
 		{"challenge on a fresh link", fresh, func(f *fake) {
-			f.w.WriteJSON(TChallenge, 0, Challenge{Nonce: hex32})
+			_ = f.w.WriteJSON(TChallenge, 0, Challenge{Nonce: hex32})
 		}, IsProtocol},
 		{"hello on a reattach", Handshake{Secret: testSecret, Reattach: true}, func(f *fake) {
-			f.w.WriteJSON(THello, 0, testHello(DefaultWindow, DefaultStdinWindow))
+			_ = f.w.WriteJSON(THello, 0, testHello(DefaultWindow, DefaultStdinWindow))
 		}, IsProtocol},
 		{"bad nonce", Handshake{Secret: testSecret, Reattach: true}, func(f *fake) {
-			f.w.WriteJSON(TChallenge, 0, Challenge{Nonce: "00"})
+			_ = f.w.WriteJSON(TChallenge, 0, Challenge{Nonce: "00"})
 		}, IsProtocol},
-		{"garbage", fresh, func(f *fake) { f.raw.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n")) }, IsProtocol},
-		{"eof", fresh, func(f *fake) { <-f.in; f.raw.Close() }, func(err error) bool {
+		{"garbage", fresh, func(f *fake) { _, _ = f.raw.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n")) }, IsProtocol},
+		{"eof", fresh, func(f *fake) { <-f.in; _ = f.raw.Close() }, func(err error) bool {
 			return errors.Is(err, io.EOF) && !IsProtocol(err)
 		}},
 		{"short secret", Handshake{Secret: []byte("x")}, func(f *fake) {}, func(err error) bool {
@@ -298,7 +298,9 @@ func TestSpawnAbandonedFailed(t *testing.T) {
 	}()
 	fr := f.expect(TSpawn, 1)
 	cancel()
-	<-res
+	if err := <-res; err == nil {
+		t.Fatal("Spawn returned a process after its ctx ended and before any answer")
+	}
 	f.sendJSON(TSpawnFailed, fr.Channel, SpawnFailed{Code: 126, Error: "x: permission denied"})
 	f.quiet(20 * time.Millisecond)
 	if l.Err() != nil {
@@ -517,13 +519,15 @@ func TestStdinCredit(t *testing.T) {
 			// Without credit the writer waits.
 			f.quiet(30 * time.Millisecond)
 			acked += 1000 // a partial ack
-			f.w.WriteOffset(TInAck, p.Channel, acked)
+			_ = f.w.WriteOffset(TInAck, p.Channel, acked)
 		}
 		if len(got) == len(input) {
 			break
 		}
 	}
-	f.w.WriteOffset(TInAck, p.Channel, uint64(len(got)))
+	if err := f.w.WriteOffset(TInAck, p.Channel, uint64(len(got))); err != nil {
+		t.Fatal(err)
+	}
 	f.expect(TCloseIn, p.Channel)
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
@@ -589,11 +593,11 @@ func reattach(t *testing.T) (*Link, *fake) {
 	t.Helper()
 	f, r, w, c := newFake(t)
 	go func() {
-		f.w.WriteJSON(TChallenge, 0, Challenge{Nonce: hex32})
+		_ = f.w.WriteJSON(TChallenge, 0, Challenge{Nonce: hex32})
 		if fr, ok := <-f.in; ok && fr.Type == TAuth {
 			var a Auth
 			if Decode(fr, &a) == nil {
-				f.w.WriteJSON(THello, 0, provenHello(t, a))
+				_ = f.w.WriteJSON(THello, 0, provenHello(t, a))
 			}
 		}
 	}()
@@ -601,7 +605,7 @@ func reattach(t *testing.T) (*Link, *fake) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { _ = l.Close() })
 	return l, f
 }
 
@@ -656,7 +660,7 @@ func TestListResume(t *testing.T) {
 	if _, err := p.Write([]byte("x")); !errors.Is(err, ErrNoStdin) {
 		t.Fatal(err)
 	}
-	f.w.WriteOffset(TInAck, 1, 999) // a stdin offset from the last link: ignored
+	_ = f.w.WriteOffset(TInAck, 1, 999) // a stdin offset from the last link: ignored
 
 	// An exit known from the table.
 	q, err := l.Resume(context.Background(), entries[1], 50)
@@ -757,7 +761,7 @@ func TestLinkEOF(t *testing.T) {
 	f.sendJSON(TExited, done.Channel, Exited{Code: 0, Output: 3, Stdout: 3})
 	f.out(running.Channel, 1, []byte("part"))
 	<-done.Exited()
-	f.raw.Close()
+	_ = f.raw.Close()
 	<-l.Done()
 	if !errors.Is(l.Err(), io.EOF) || IsProtocol(l.Err()) {
 		t.Fatal(l.Err())
@@ -809,7 +813,7 @@ func TestViolations(t *testing.T) {
 		{"exited on an unused channel", func(f *fake, p *Proc) {
 			f.sendJSON(TExited, 1000, Exited{Code: 0})
 		}, "not in use"},
-		{"in_ack on an unused channel", func(f *fake, p *Proc) { f.w.WriteOffset(TInAck, 1000, 0) }, "not in use"},
+		{"in_ack on an unused channel", func(f *fake, p *Proc) { _ = f.w.WriteOffset(TInAck, 1000, 0) }, "not in use"},
 		{"spawn_failed on an unused channel", func(f *fake, p *Proc) {
 			f.sendJSON(TSpawnFailed, 1000, SpawnFailed{Code: 127})
 		}, "not in use"},
@@ -819,10 +823,10 @@ func TestViolations(t *testing.T) {
 		{"spawn_failed after started", func(f *fake, p *Proc) {
 			f.sendJSON(TSpawnFailed, p.Channel, SpawnFailed{Code: 127})
 		}, "which started"},
-		{"in_ack beyond what was sent", func(f *fake, p *Proc) { f.w.WriteOffset(TInAck, p.Channel, sw+1) }, "beyond the 1024 sent"},
+		{"in_ack beyond what was sent", func(f *fake, p *Proc) { _ = f.w.WriteOffset(TInAck, p.Channel, sw+1) }, "beyond the 1024 sent"},
 		{"in_ack going back", func(f *fake, p *Proc) {
-			f.w.WriteOffset(TInAck, p.Channel, 10)
-			f.w.WriteOffset(TInAck, p.Channel, 9)
+			_ = f.w.WriteOffset(TInAck, p.Channel, 10)
+			_ = f.w.WriteOffset(TInAck, p.Channel, 9)
 		}, "back from 10"},
 		{"exited below the output received", func(f *fake, p *Proc) {
 			f.out(p.Channel, 1, []byte("abc"))
@@ -844,22 +848,22 @@ func TestViolations(t *testing.T) {
 		{"hello again", func(f *fake, p *Proc) {
 			f.sendJSON(THello, 0, testHello(window, sw))
 		}, "after the handshake"},
-		{"a runtime's frame", func(f *fake, p *Proc) { f.w.WriteOffset(TAck, p.Channel, 0) }, "ack frame from the warden"},
-		{"signal from the warden", func(f *fake, p *Proc) { f.w.WriteSignal(p.Channel, 9) }, "signal frame from the warden"},
-		{"unknown type", func(f *fake, p *Proc) { f.raw.Write(frame(99, 1, nil)) }, "unknown frame type 99"},
-		{"out of stream 3", func(f *fake, p *Proc) { f.raw.Write(frame(TOut, p.Channel, []byte{3, 'x'})) }, "stream 3"},
-		{"oversized frame", func(f *fake, p *Proc) { f.raw.Write(header(TOut, p.Channel, MaxPayload+1)) }, "more than"},
-		{"bad json", func(f *fake, p *Proc) { f.raw.Write(frame(TExited, p.Channel, []byte(`{"code":`))) }, "exited payload"},
+		{"a runtime's frame", func(f *fake, p *Proc) { _ = f.w.WriteOffset(TAck, p.Channel, 0) }, "ack frame from the warden"},
+		{"signal from the warden", func(f *fake, p *Proc) { _ = f.w.WriteSignal(p.Channel, 9) }, "signal frame from the warden"},
+		{"unknown type", func(f *fake, p *Proc) { _, _ = f.raw.Write(frame(99, 1, nil)) }, "unknown frame type 99"},
+		{"out of stream 3", func(f *fake, p *Proc) { _, _ = f.raw.Write(frame(TOut, p.Channel, []byte{3, 'x'})) }, "stream 3"},
+		{"oversized frame", func(f *fake, p *Proc) { _, _ = f.raw.Write(header(TOut, p.Channel, MaxPayload+1)) }, "more than"},
+		{"bad json", func(f *fake, p *Proc) { _, _ = f.raw.Write(frame(TExited, p.Channel, []byte(`{"code":`))) }, "exited payload"},
 		{"invalid exited", func(f *fake, p *Proc) {
-			f.raw.Write(frame(TExited, p.Channel, []byte(`{"code":1,"signal":9}`)))
+			_, _ = f.raw.Write(frame(TExited, p.Channel, []byte(`{"code":1,"signal":9}`)))
 		}, "code 1, signal 9"},
 		{"truncated mid-payload", func(f *fake, p *Proc) {
-			f.raw.Write(frame(TOut, p.Channel, []byte{1, 'a', 'b'})[:11])
-			f.raw.Close()
+			_, _ = f.raw.Write(frame(TOut, p.Channel, []byte{1, 'a', 'b'})[:11])
+			_ = f.raw.Close()
 		}, "ended inside a out frame"},
 		{"truncated mid-header", func(f *fake, p *Proc) {
-			f.raw.Write([]byte{byte(TOut), 0})
-			f.raw.Close()
+			_, _ = f.raw.Write([]byte{byte(TOut), 0})
+			_ = f.raw.Close()
 		}, "inside a frame header"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -929,7 +933,7 @@ func contains(s, sub string) bool { return bytes.Contains([]byte(s), []byte(sub)
 // TestOutBeforeStarted: Started precedes every other frame of its channel.
 func TestOutBeforeStarted(t *testing.T) {
 	l, f := openLink(t, 0, 0)
-	go l.Spawn(context.Background(), Spawn{ID: "p", Argv: []string{"x"}})
+	go func() { _, _ = l.Spawn(context.Background(), Spawn{ID: "p", Argv: []string{"x"}}) }() // fails with the link: checked below
 	fr := f.expect(TSpawn, 1)
 	f.out(fr.Channel, 1, []byte("early"))
 	<-l.Done()

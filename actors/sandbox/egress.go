@@ -125,7 +125,7 @@ func (a *sandboxActor) stopEgress() {
 	}
 	a.e.waiting = nil
 	if a.e.ctl != nil {
-		a.e.ctl.Close()
+		_ = a.e.ctl.Close() // given up on: only its connection's close error could come back
 		a.e.ctl = nil
 	}
 }
@@ -138,7 +138,11 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 			a.deps.Log.Warn("the egress decision log cannot be opened: decisions go unrecorded", "sandbox", a.p.ID, "err", err)
 		} else {
 			log = l
-			defer log.Close()
+			defer func() {
+				if err := log.Close(); err != nil {
+					a.deps.Log.Warn("closing the egress decision log failed: its last decisions may be lost", "sandbox", a.p.ID, "err", err)
+				}
+			}()
 		}
 	}
 	pause := egressRetry
@@ -213,10 +217,10 @@ func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sand
 	ctl, err := egress.Open(octx, conn.R, conn.W, conn.C)
 	cancel()
 	if err != nil {
-		conn.C.Close()
+		_ = conn.C.Close() // the handshake's error is the one to report
 		return false, err
 	}
-	defer ctl.Close()
+	defer func() { _ = ctl.Close() }() // the loop's end; a close error changes nothing then
 	var last uint64
 	if log != nil {
 		last = log.Last()
@@ -228,8 +232,10 @@ func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sand
 		last = 0
 	}
 	if last > 0 && h.Oldest > last+1 && log != nil {
-		log.Append(egress.Decision{Seq: h.Oldest - 1, Time: a.deps.Now(), Verdict: egress.VerdictLost,
-			Reason: "decisions the proxy's ring dropped while no runtime read them"})
+		if err := log.Append(egress.Decision{Seq: h.Oldest - 1, Time: a.deps.Now(), Verdict: egress.VerdictLost,
+			Reason: "decisions the proxy's ring dropped while no runtime read them"}); err != nil {
+			a.deps.Log.Warn("recording the proxy's dropped decisions failed", "sandbox", a.p.ID, "err", err)
+		}
 	}
 	if err := ctl.Resume(last); err != nil {
 		return false, err
@@ -255,7 +261,7 @@ func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sand
 // journal's.
 func (a *sandboxActor) onEgressUp(m egressUp) {
 	if m.gen != a.e.gen || a.e.cancel == nil {
-		m.ctl.Close()
+		_ = m.ctl.Close() // a stale link, dropped
 		return
 	}
 	// Every new link applies the journal's rules, even when the proxy's
@@ -403,7 +409,7 @@ func (a *sandboxActor) onEgressApplied(m egressApplied) {
 		// the next one's hello shows the proxy's version and the
 		// journal's rules are applied again.
 		a.deps.Log.Warn("the proxy did not apply the rules; its link is made again", "sandbox", a.p.ID, "version", m.version, "err", m.err)
-		m.ctl.Close()
+		_ = m.ctl.Close() // dropped to be made again; its close error changes nothing
 	}
 	if m.err == nil && (a.e.again || m.version != a.state.RulesVersion || a.e.ctl != m.ctl) {
 		// A later change, or a new link: the latest rules go again

@@ -96,7 +96,7 @@ func (a *sandboxActor) startWarden(ensure bool) {
 func (a *sandboxActor) onWardenUp(ctx actor.Context, m wardenUp) {
 	if m.gen != a.w.gen {
 		if m.link != nil {
-			m.link.Close()
+			_ = m.link.Close() // a stale link, dropped
 		}
 		return
 	}
@@ -105,7 +105,7 @@ func (a *sandboxActor) onWardenUp(ctx actor.Context, m wardenUp) {
 		// A stop came while the warden started: it is not journaled
 		// (it goes with its workload); a create that waited for it is
 		// answered (the sandbox was made, and is stopping).
-		m.link.Close()
+		_ = m.link.Close() // dropped: only its connection's close error could come back
 		held := a.w.held
 		a.w.held = nil
 		for _, l := range held {
@@ -122,7 +122,7 @@ func (a *sandboxActor) onWardenUp(ctx actor.Context, m wardenUp) {
 		failpoint.Hit(failpoint.WardenStarted)
 		ev := lifecycle.WardenStarted{PID: m.hello.PID, Socket: m.hello.Socket, Secret: hex.EncodeToString(m.secret), Version: m.hello.Version}
 		if err = a.record(ev); err != nil {
-			m.link.Close()
+			_ = m.link.Close() // the journal's error is the one to report
 		}
 	}
 	creating := a.w.creating
@@ -264,7 +264,7 @@ func (a *sandboxActor) closeWarden() {
 	}
 	a.w.gen++
 	if a.w.link != nil {
-		a.w.link.Close()
+		_ = a.w.link.Close() // given up on: only its connection's close error could come back
 		a.w.link = nil
 	}
 }
@@ -323,7 +323,7 @@ func (a *sandboxActor) reattach() {
 		}
 		table, err := link.List(ctx)
 		if err != nil {
-			link.Close()
+			_ = link.Close() // the List error is the one to report
 			return reattached{err: err}
 		}
 		return reattached{link: link, table: table}
@@ -412,7 +412,9 @@ func (a *sandboxActor) forgetStray(ctx context.Context, link *warden.Link, e war
 			log.Warn("the recording of a stray process cannot be resumed; what it printed since goes unrecorded", "err", err)
 		case uint64(off) > e.Output:
 			log.Warn("the recording of a stray process holds more than the warden read; it is left as it is", "recorded", off, "warden", e.Output)
-			r.Suspend()
+			if err := r.Suspend(); err != nil {
+				log.Warn("suspending a stray process's recording failed", "err", err)
+			}
 		default:
 			rec, from = r, max(from, uint64(off))
 			if lost := int64(from) - off; lost > 0 {
@@ -431,14 +433,19 @@ func (a *sandboxActor) forgetStray(ctx context.Context, link *warden.Link, e war
 	p, err := link.Resume(ctx, e, from)
 	if err != nil {
 		log.Warn("a stray process could not be resumed to be forgotten", "err", err)
-		rec.Suspend()
+		if err := rec.Suspend(); err != nil {
+			log.Warn("suspending a stray process's recording failed", "err", err)
+		}
 		return
 	}
 	defer p.Close()
 	stop := context.AfterFunc(ctx, p.Close) // Next returns once ctx ends
 	defer stop()
 	if e.Running {
-		p.Signal(syscall.SIGKILL)
+		if err := p.Signal(syscall.SIGKILL); err != nil {
+			// The link is gone or ctx ended: Next below returns at once.
+			log.Warn("killing a stray process failed", "err", err)
+		}
 	}
 	quota := a.deps.Config.OutputQuota
 	var n int64
@@ -464,14 +471,18 @@ func (a *sandboxActor) forgetStray(ctx context.Context, link *warden.Link, e war
 		// Not drained to its end: the recording is suspended (a later
 		// reattach resumes it), and the warden keeps the process.
 		log.Warn("a stray process was not drained to its end; the warden keeps it", "exited", exited, "err", ctx.Err())
-		rec.Suspend()
+		if err := rec.Suspend(); err != nil {
+			log.Warn("suspending a stray process's recording failed", "err", err)
+		}
 		return
 	}
 	rec.SetTotals(int64(ex.Stdout), int64(ex.Stderr))
 	if err := rec.Close(); err != nil {
 		log.Warn("closing a stray process's recording failed", "err", err)
 	}
-	p.Forget()
+	if err := p.Forget(); err != nil {
+		log.Warn("the warden could not be told to forget a stray process", "err", err)
+	}
 }
 
 // wardenStderr logs what a warden exec writes on stderr, a line at a time

@@ -20,7 +20,7 @@ func sourceServer(b *testing.B) uint16 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { l.Close() })
+	b.Cleanup(func() { _ = l.Close() })
 	chunk := make([]byte, 1<<20)
 	go func() {
 		for {
@@ -29,7 +29,7 @@ func sourceServer(b *testing.B) uint16 {
 				return
 			}
 			go func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				for range relaySize / len(chunk) {
 					if _, err := c.Write(chunk); err != nil {
 						return
@@ -55,7 +55,9 @@ func openVia(b *testing.B, h *harness, target string) (net.Conn, io.Reader) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target); err != nil {
+		b.Fatal(err)
+	}
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil || resp.StatusCode != 200 {
@@ -87,7 +89,7 @@ func BenchmarkRelay(b *testing.B) {
 						break
 					}
 				}
-				c.Close()
+				_ = c.Close()
 				if n != relaySize {
 					b.Fatalf("read %d bytes, want %d", n, relaySize)
 				}
@@ -114,12 +116,14 @@ func BenchmarkConnectLatency(b *testing.B) {
 			for range b.N {
 				start := time.Now()
 				c, r := openVia(b, h, echo)
-				c.Write(ping)
+				if _, err := c.Write(ping); err != nil {
+					b.Error(err)
+				}
 				if _, err := io.ReadFull(r, got); err != nil {
 					b.Fatal(err)
 				}
 				times = append(times, time.Since(start))
-				c.Close()
+				_ = c.Close()
 			}
 			slices.Sort(times)
 			b.ReportMetric(float64(times[len(times)/2].Microseconds()), "p50-µs")

@@ -18,10 +18,14 @@ func bridge(path string) int {
 		fmt.Fprintf(os.Stderr, "stockade-egress control: %v\n", err)
 		return 1
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }() // the bridge's end; nothing left to tell
 	go func() {
-		io.Copy(c, os.Stdin)
-		c.CloseWrite()
+		if _, err := io.Copy(c, os.Stdin); err != nil {
+			fmt.Fprintf(os.Stderr, "stockade-egress control: relaying stdin: %v\n", err)
+		}
+		// Tells the proxy no more comes; if the socket is gone, the copy
+		// below reports it.
+		_ = c.CloseWrite()
 	}()
 	if _, err := io.Copy(os.Stdout, c); err != nil {
 		fmt.Fprintf(os.Stderr, "stockade-egress control: %v\n", err)

@@ -28,7 +28,7 @@ func listenControl(path string) (*net.UnixListener, error) {
 		}
 	}
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		os.Remove(path)
+		_ = os.Remove(path) // a stale socket; if it stays, Listen below fails and says so
 	}
 	// The umask makes the socket 0600 from its first instant; the chmod
 	// covers a filesystem that ignores it. Nothing else creates files at
@@ -40,7 +40,7 @@ func listenControl(path string) (*net.UnixListener, error) {
 		return nil, err
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
+		_ = l.Close()
 		return nil, err
 	}
 	return l, nil
@@ -57,7 +57,7 @@ type session struct {
 func (s *session) close() {
 	s.once.Do(func() {
 		close(s.done)
-		s.conn.Close()
+		_ = s.conn.Close()
 	})
 }
 
@@ -88,7 +88,7 @@ func (p *proxy) serveControl(l net.Listener) {
 		p.mu.Lock()
 		if p.down {
 			p.mu.Unlock()
-			c.Close()
+			_ = c.Close()
 			return
 		}
 		old := p.ctl
@@ -140,7 +140,7 @@ func (p *proxy) writeSession(s *session, out <-chan outMsg, resume <-chan uint64
 			return false
 		}
 		if o.last {
-			bw.Flush()
+			_ = bw.Flush() // the session ends either way: a client gone is nothing to report
 			return false
 		}
 		return true

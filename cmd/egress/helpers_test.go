@@ -56,10 +56,10 @@ func startProxy(t testing.TB, maxConns int, rules string) *harness {
 	go p.serve(l)
 	go p.serveControl(cl)
 	t.Cleanup(func() {
-		l.Close()
-		cl.Close()
+		_ = l.Close()
+		_ = cl.Close()
 		p.shutdown()
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 	})
 	return &harness{t: t, p: p, addr: l.Addr().String(), ctlPath: ctlPath}
 }
@@ -77,7 +77,7 @@ func (h *harness) control() *egress.Control {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.t.Cleanup(func() { c.Close() })
+	h.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -125,8 +125,8 @@ func (h *harness) dial() net.Conn {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	c.SetDeadline(time.Now().Add(waitLimit))
-	h.t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(waitLimit))
+	h.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -135,7 +135,9 @@ func (h *harness) dial() net.Conn {
 func (h *harness) connect(target, extra string) (net.Conn, *bufio.Reader, *http.Response) {
 	h.t.Helper()
 	c := h.dial()
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, target, extra)
+	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, target, extra); err != nil {
+		h.t.Fatal(err)
+	}
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil {
@@ -156,7 +158,7 @@ func echoServer(t testing.TB) uint16 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { _ = l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -164,9 +166,9 @@ func echoServer(t testing.TB) uint16 {
 				return
 			}
 			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-				c.(*net.TCPConn).CloseWrite()
+				defer func() { _ = c.Close() }()
+				_, _ = io.Copy(c, c)
+				_ = c.(*net.TCPConn).CloseWrite()
 			}()
 		}
 	}()
@@ -179,7 +181,7 @@ func closedPort(t testing.TB) uint16 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return port(t, l.Addr())
 }
 

@@ -56,7 +56,7 @@ func TestBinary(t *testing.T) {
 			t.Error("the binary needs a dynamic loader")
 		}
 	}
-	f.Close()
+	_ = f.Close()
 
 	t.Run("subcommands", func(t *testing.T) {
 		if out, err := exec.Command(bin, "version").Output(); err != nil || string(out) != egress.ProtocolVersion+"\n" {
@@ -81,7 +81,7 @@ func TestBinary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer os.RemoveAll(sockDir)
+		defer func() { _ = os.RemoveAll(sockDir) }()
 		sock := filepath.Join(sockDir, "run", "egress.sock")
 
 		serve := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--control", sock,
@@ -93,7 +93,7 @@ func TestBinary(t *testing.T) {
 		if err := serve.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer serve.Process.Kill()
+		defer func() { _ = serve.Process.Kill() }()
 		// The first line says where it listens, once both sockets are up.
 		logs := bufio.NewScanner(stderr)
 		if !logs.Scan() {
@@ -112,7 +112,7 @@ func TestBinary(t *testing.T) {
 		if err := bridge.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer bridge.Process.Kill()
+		defer func() { _ = bridge.Process.Kill() }()
 		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 		defer cancel()
 		c, err := egress.Open(ctx, stdout, stdin, stdin)
@@ -130,12 +130,16 @@ func TestBinary(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("CONNECT: %s", resp.Status)
 		}
-		io.WriteString(tunnel, "through")
-		tunnel.(*net.TCPConn).CloseWrite()
+		if _, err := io.WriteString(tunnel, "through"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tunnel.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
 		if got, _ := io.ReadAll(br); string(got) != "through" {
 			t.Fatalf("echo %q", got)
 		}
-		tunnel.Close()
+		_ = tunnel.Close()
 		if d := next(t, c); d.Seq != 1 || d.Verdict != "allow" || d.Process != "p9" || d.Up != 7 || d.Down != 7 {
 			t.Errorf("decision %+v", d)
 		}
@@ -159,7 +163,9 @@ func TestBinary(t *testing.T) {
 			t.Errorf("bridge: %v", err)
 		}
 		// SIGTERM stops the proxy cleanly, with one more line.
-		serve.Process.Signal(syscall.SIGTERM)
+		if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
 		var rest []string
 		for logs.Scan() {
 			rest = append(rest, logs.Text())

@@ -71,6 +71,12 @@ type proxy struct {
 
 // conn is one client connection. The fields after client are set (under
 // proxy.mu) once it relays, so that a rule change can re-check it.
+//
+// The errors of Close, CloseWrite and Set*Deadline on the proxy's
+// connections and listeners are dropped (`_ =`) in this command: they fail
+// only on a connection already closed, whose next read or write (or the
+// relay's end) tells it, and the proxy has nobody to report them to but
+// the decision already recorded.
 type conn struct {
 	client *net.TCPConn
 	up     *net.TCPConn
@@ -116,7 +122,7 @@ func (p *proxy) serve(l net.Listener) {
 		backoff = 0
 		c, ok := nc.(*net.TCPConn)
 		if !ok {
-			nc.Close()
+			_ = nc.Close()
 			continue
 		}
 		select {
@@ -129,7 +135,7 @@ func (p *proxy) serve(l net.Listener) {
 		p.mu.Lock()
 		if p.down {
 			p.mu.Unlock()
-			c.Close()
+			_ = c.Close()
 			<-p.slots
 			return
 		}
@@ -154,9 +160,9 @@ func (p *proxy) serve(l net.Listener) {
 func (p *proxy) refuse(c *net.TCPConn) {
 	reason := fmt.Sprintf("over the limit of %d connections", cap(p.slots))
 	p.record(egress.Decision{Time: time.Now(), Client: c.RemoteAddr().String(), Verdict: egress.VerdictDeny, Reason: reason})
-	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	writeAnswer(c, http.StatusServiceUnavailable, "denied", reason)
-	c.Close()
+	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_ = writeAnswer(c, http.StatusServiceUnavailable, "denied", reason) // best effort: the refusal is recorded
+	_ = c.Close()
 }
 
 // shutdown ends every connection and the control session and waits for
@@ -166,9 +172,9 @@ func (p *proxy) shutdown() {
 	p.mu.Lock()
 	p.down = true
 	for cc := range p.conns {
-		cc.client.Close()
+		_ = cc.client.Close()
 		if cc.up != nil {
-			cc.up.Close()
+			_ = cc.up.Close()
 		}
 	}
 	s := p.ctl
@@ -182,10 +188,10 @@ func (p *proxy) shutdown() {
 // handle serves one client connection: one request, then the relay.
 func (p *proxy) handle(cc *conn) {
 	c := cc.client
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	start := time.Now()
 	d := egress.Decision{Time: start, Client: c.RemoteAddr().String()}
-	c.SetReadDeadline(start.Add(headTimeout))
+	_ = c.SetReadDeadline(start.Add(headTimeout))
 	head := &io.LimitedReader{R: c, N: maxHead}
 	br := bufio.NewReader(head)
 	req, err := http.ReadRequest(br)
@@ -202,7 +208,7 @@ func (p *proxy) handle(cc *conn) {
 		p.deny(c, &d, http.StatusBadRequest, reason)
 		return
 	}
-	c.SetReadDeadline(time.Time{})
+	_ = c.SetReadDeadline(time.Time{})
 	head.N = math.MaxInt64 // a plain request's body is read through br
 	d.Method = req.Method
 	d.Process = proxyUser(req.Header)
@@ -228,7 +234,7 @@ func (p *proxy) connect(cc *conn, br *bufio.Reader, req *http.Request, d egress.
 	if up == nil {
 		return
 	}
-	defer up.Close()
+	defer func() { _ = up.Close() }()
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err == nil {
 		// Bytes the client sent behind its request (a TLS hello) sit in
 		// br: they go first, then the connections are spliced.
@@ -266,13 +272,14 @@ func (p *proxy) forward(cc *conn, br *bufio.Reader, req *http.Request, d egress.
 	if up == nil {
 		return
 	}
-	defer up.Close()
+	defer func() { _ = up.Close() }()
 
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
 		// Answer it here: the upstream cannot see the request before its
 		// body is read, and the client may wait for this before sending
 		// the body.
-		io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
+		// A client gone shows in the relay below.
+		_, _ = io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
 		req.Header.Del("Expect")
 	}
 	removeHopHeaders(req.Header)
@@ -284,7 +291,7 @@ func (p *proxy) forward(cc *conn, br *bufio.Reader, req *http.Request, d egress.
 	w := &counter{w: up}
 	// A write error (the upstream answered early and closed) still leaves
 	// its answer to relay.
-	req.Write(w)
+	_ = req.Write(w)
 	d.Up = w.n
 	d.Down, _ = io.Copy(c, up)
 	p.finish(cc, &d)
@@ -375,8 +382,8 @@ func (p *proxy) track(cc *conn, up *net.TCPConn, addr netip.Addr, d *egress.Deci
 	defer p.mu.Unlock()
 	cc.up, cc.host, cc.port, cc.addr = up, d.Host, d.Port, addr
 	if p.down {
-		cc.client.Close()
-		up.Close()
+		_ = cc.client.Close()
+		_ = up.Close()
 		return
 	}
 	if now := p.rules.Load(); now != rs {
@@ -391,8 +398,8 @@ func (p *proxy) recheck(cc *conn, rs *ruleSet) {
 	}
 	if v := egress.DecideFor(rs.rules, rs.self, cc.host, cc.port, []netip.Addr{cc.addr}); !v.Allow {
 		cc.cut = fmt.Sprintf("cut by rules version %d: %s", rs.version, v.Reason)
-		cc.client.Close()
-		cc.up.Close()
+		_ = cc.client.Close()
+		_ = cc.up.Close()
 	}
 }
 
@@ -469,13 +476,13 @@ func clip(s string, n int) string {
 // gently: the client may still be sending, and closing with unread input
 // would reset the connection and could discard the answer.
 func answer(c *net.TCPConn, status int, tag, reason string) {
-	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if writeAnswer(c, status, tag, reason) != nil {
 		return
 	}
-	c.CloseWrite()
-	c.SetReadDeadline(time.Now().Add(time.Second))
-	io.CopyN(io.Discard, c, maxHead)
+	_ = c.CloseWrite()
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.CopyN(io.Discard, c, maxHead) // a best-effort drain: the answer is written
 }
 
 func writeAnswer(c net.Conn, status int, tag, reason string) error {
@@ -501,19 +508,19 @@ func relay(client, up *net.TCPConn, early []byte) (upN, downN int64) {
 		n, err := io.Copy(up, client)
 		if err != nil {
 			// A reset, or a cut: end the other direction too.
-			client.Close()
-			up.Close()
+			_ = client.Close()
+			_ = up.Close()
 		} else {
-			up.CloseWrite()
+			_ = up.CloseWrite()
 		}
 		done <- n
 	}()
 	downN, err := io.Copy(client, up)
 	if err != nil {
-		client.Close()
-		up.Close()
+		_ = client.Close()
+		_ = up.Close()
 	} else {
-		client.CloseWrite()
+		_ = client.CloseWrite()
 	}
 	return upN + <-done, downN
 }

@@ -37,14 +37,14 @@ func TestConnectRelay(t *testing.T) {
 	data := make([]byte, 1<<20)
 	rand.Read(data)
 	go func() {
-		c.Write(data)
-		c.(*net.TCPConn).CloseWrite()
+		_, _ = c.Write(data)
+		_ = c.(*net.TCPConn).CloseWrite()
 	}()
 	got, err := io.ReadAll(br)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("echo: %d bytes, %v; want the %d sent", len(got), err, len(data))
 	}
-	c.Close()
+	_ = c.Close()
 
 	d := next(t, w)
 	want := egress.Decision{Seq: 1, Process: "proc-7", Method: "CONNECT", Host: "127.0.0.1", Port: echo,
@@ -62,14 +62,20 @@ func TestConnectEarlyData(t *testing.T) {
 	h := startProxy(t, 16, hostPort(echo))
 	w := h.watch()
 	c := h.dial()
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\nearly", hostPort(echo))
+	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\nearly", hostPort(echo)); err != nil {
+		t.Fatal(err)
+	}
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %v %v", resp, err)
 	}
-	io.WriteString(c, "+late")
-	c.(*net.TCPConn).CloseWrite()
+	if _, err := io.WriteString(c, "+late"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
 	if got, _ := io.ReadAll(br); string(got) != "early+late" {
 		t.Fatalf("echo %q", got)
 	}
@@ -120,7 +126,9 @@ func TestDenials(t *testing.T) {
 			if strings.HasPrefix(line, "CONNECT") {
 				line += " HTTP/1.1"
 			}
-			fmt.Fprintf(c, "%s\r\nHost: x\r\n\r\n", line)
+			if _, err := fmt.Fprintf(c, "%s\r\nHost: x\r\n\r\n", line); err != nil {
+				t.Fatal(err)
+			}
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -154,12 +162,16 @@ func TestLocalhost(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT %s with the address named: %s", target, resp.Status)
 	}
-	io.WriteString(c, "ping")
-	c.(*net.TCPConn).CloseWrite()
+	if _, err := io.WriteString(c, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
 	if got, _ := io.ReadAll(br); string(got) != "ping" {
 		t.Fatalf("echo %q", got)
 	}
-	c.Close()
+	_ = c.Close()
 	if d := next(t, w); d.Verdict != "allow" || d.Rule != hostPort(echo) || d.Addr != "127.0.0.1" || d.Host != "localhost" {
 		t.Errorf("decision %+v", d)
 	}
@@ -190,7 +202,7 @@ func TestPlainHTTP(t *testing.T) {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		json.NewEncoder(rw).Encode(seen{URI: r.RequestURI, Host: r.Host, Close: r.Close, Header: r.Header, Body: string(b)})
+		_ = json.NewEncoder(rw).Encode(seen{URI: r.RequestURI, Host: r.Host, Close: r.Close, Header: r.Header, Body: string(b)})
 	}))
 	defer srv.Close()
 	p := port(t, srv.Listener.Addr())
@@ -212,7 +224,9 @@ func TestPlainHTTP(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.method, func(t *testing.T) {
 			c := h.dial()
-			io.WriteString(c, tc.request)
+			if _, err := io.WriteString(c, tc.request); err != nil {
+				t.Fatal(err)
+			}
 			raw, err := io.ReadAll(c) // the proxy closes after one response
 			if err != nil {
 				t.Fatal(err)
@@ -264,7 +278,9 @@ func TestRulesLive(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT a: %s", resp.Status)
 	}
-	io.WriteString(tunnel, "x")
+	if _, err := io.WriteString(tunnel, "x"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := io.ReadFull(tbr, make([]byte, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +309,7 @@ func TestRulesLive(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("CONNECT b under version 2: %s", resp.Status)
 	}
-	c.Close()
+	_ = c.Close()
 	next(t, w)
 
 	// A refused set leaves version 2 in force.
@@ -321,9 +337,9 @@ func denyN(t *testing.T, h *harness, w *egress.Control, n int) []egress.Decision
 	var ds []egress.Decision
 	for range n {
 		c := h.dial()
-		io.WriteString(c, "CONNECT 203.0.113.1:9 HTTP/1.1\r\n\r\n")
-		io.ReadAll(c)
-		c.Close()
+		_, _ = io.WriteString(c, "CONNECT 203.0.113.1:9 HTTP/1.1\r\n\r\n")
+		_, _ = io.ReadAll(c)
+		_ = c.Close()
 		ds = append(ds, next(t, w))
 	}
 	return ds
@@ -341,11 +357,11 @@ func TestResume(t *testing.T) {
 		}
 	}
 	// Decisions made while nobody listens are kept.
-	w1.Close()
+	_ = w1.Close()
 	for range 3 {
 		c := h.dial()
-		io.WriteString(c, "BOGUS\r\n\r\n")
-		io.ReadAll(c)
+		_, _ = io.WriteString(c, "BOGUS\r\n\r\n")
+		_, _ = io.ReadAll(c)
 	}
 	// The ring fills asynchronously to the client's close; the hello
 	// must show all three, so wait for them through a link of its own.
@@ -423,7 +439,7 @@ func TestConnCap(t *testing.T) {
 	if d := next(t, w); d.Verdict != "deny" || d.Reason != "over the limit of 2 connections" || d.Client == "" {
 		t.Errorf("decision %+v", d)
 	}
-	tunnels[0].Close()
+	_ = tunnels[0].Close()
 	if d := next(t, w); d.Verdict != "allow" {
 		t.Errorf("decision %+v", d)
 	}
@@ -433,7 +449,7 @@ func TestConnCap(t *testing.T) {
 	for {
 		c, _, resp := h.connect(hostPort(echo), "")
 		if resp.StatusCode == 200 {
-			c.Close()
+			_ = c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
@@ -457,9 +473,11 @@ func TestControlSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(waitLimit))
-	io.WriteString(conn, `{"applied":1}`+"\n")
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(waitLimit))
+	if _, err := io.WriteString(conn, `{"applied":1}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
 	lr := egress.NewLineReader(conn)
 	var kinds []egress.Kind
 	for {

@@ -59,7 +59,7 @@ func serve(args []string) int {
 	}
 	cl, err := listenControl(*control)
 	if err != nil {
-		l.Close()
+		_ = l.Close()
 		fmt.Fprintf(os.Stderr, "stockade-egress: control socket: %v\n", err)
 		return 1
 	}
@@ -70,8 +70,8 @@ func serve(args []string) int {
 	p.logger.Printf("serving on %s, control %s, rules version %d (%d rules)", l.Addr(), *control, *version, len(rules))
 
 	<-ctx.Done()
-	l.Close()
-	cl.Close()
+	_ = l.Close()
+	_ = cl.Close()
 	p.shutdown()
 	p.logger.Printf("stopped")
 	return 0

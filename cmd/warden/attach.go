@@ -28,7 +28,9 @@ import (
 func attach(path string) int {
 	// It carries an authenticated link: the workload (same uid) must not
 	// ptrace it either.
-	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "stockade-warden attach: PR_SET_DUMPABLE: %v\n", err)
+	}
 	want, err := socketPID(path)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "stockade-warden attach: %v\n", err)
@@ -40,13 +42,17 @@ func attach(path string) int {
 		return 1
 	}
 	if err := checkListener(c, want); err != nil {
-		c.Close()
+		_ = c.Close() // refused: the check's error is the one to report
 		fmt.Fprintf(os.Stderr, "stockade-warden attach: %s: %v\n", path, err)
 		return 1
 	}
 	go func() {
-		io.Copy(c, os.Stdin)
-		c.CloseWrite()
+		if _, err := io.Copy(c, os.Stdin); err != nil {
+			fmt.Fprintf(os.Stderr, "stockade-warden attach: relaying stdin: %v\n", err)
+		}
+		// Tells the warden no more comes; if the link is gone, the copy
+		// below reports it.
+		_ = c.CloseWrite()
 	}()
 	if _, err := io.Copy(os.Stdout, c); err != nil {
 		fmt.Fprintf(os.Stderr, "stockade-warden attach: %v\n", err)

@@ -22,12 +22,12 @@ func openRuntime(t *testing.T, w *wardenProc) *warden.Link {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	closer := closerFunc(func() error { w.stdin.Close(); return w.stdout.Close() })
+	closer := closerFunc(func() error { return errors.Join(w.stdin.Close(), w.stdout.Close()) })
 	l, _, err := warden.Open(ctx, w.stdout, w.stdin, closer, warden.Handshake{Secret: w.secret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
 
@@ -337,12 +337,12 @@ func TestOutputReceivedBeforeLinkEndIsHandedOn(t *testing.T) {
 	cr := &outCounter{r: w.stdout, c: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	closer := closerFunc(func() error { w.stdin.Close(); return w.stdout.Close() })
+	closer := closerFunc(func() error { return errors.Join(w.stdin.Close(), w.stdout.Close()) })
 	l, _, err := warden.Open(ctx, cr, w.stdin, closer, warden.Handshake{Secret: w.secret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	p, err := l.Spawn(ctx, warden.Spawn{ID: "p", Argv: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; exec sleep 1000", size)}})
 	if err != nil {
 		t.Fatal(err)
@@ -350,7 +350,7 @@ func TestOutputReceivedBeforeLinkEndIsHandedOn(t *testing.T) {
 	// Every byte of output has reached the link, unread by any
 	// consumer; then the warden dies.
 	cr.waitFor(t, size)
-	w.cmd.Process.Kill()
+	_ = w.cmd.Process.Kill()
 	<-l.Done()
 	got, err := drain(p)
 	var cut *warden.OutputCutError

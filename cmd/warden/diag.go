@@ -36,7 +36,9 @@ func logf(format string, args ...any) {
 		d.queue = make(chan string, diagQueueCap)
 		go func() {
 			for line := range d.queue {
-				os.Stderr.WriteString(line)
+				// stderr is where failures are told: one of its own
+				// has nowhere to go.
+				_, _ = os.Stderr.WriteString(line)
 			}
 		}()
 	})

@@ -44,9 +44,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	// Readable by the unprivileged uid TestUnprivileged runs it as.
-	os.Chmod(dir, 0o755)
+	if err := os.Chmod(dir, 0o755); err != nil {
+
+		fmt.Fprintf(os.Stderr, "building the warden: %v\n", err)
+		os.Exit(1)
+	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
@@ -133,7 +137,7 @@ func startWardenAs(t testing.TB, cred *syscall.Credential, args ...string) *ward
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(tmp) })
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
 	if cred != nil {
 		if err := os.Chown(tmp, int(cred.Uid), int(cred.Gid)); err != nil {
 			t.Fatal(err)
@@ -145,10 +149,10 @@ func startWardenAs(t testing.TB, cred *syscall.Credential, args ...string) *ward
 	t.Cleanup(func() {
 		pid := w.cmd.Process.Pid
 		for _, c := range childrenOf(pid) {
-			syscall.Kill(-c, syscall.SIGKILL)
+			_ = syscall.Kill(-c, syscall.SIGKILL)
 		}
-		w.cmd.Process.Kill()
-		w.cmd.Wait()
+		_ = w.cmd.Process.Kill()
+		_ = w.cmd.Wait()
 		if t.Failed() {
 			t.Logf("warden stderr:\n%s", w.stderr.String())
 		}
@@ -197,9 +201,9 @@ func (w *wardenProc) attach(socket string, secret []byte) *conn {
 	w.t.Helper()
 	b := startSub(w.t, w.env, "attach", socket)
 	w.t.Cleanup(func() {
-		b.stdin.Close()
-		b.cmd.Process.Kill()
-		b.cmd.Wait()
+		_ = b.stdin.Close()
+		_ = b.cmd.Process.Kill()
+		_ = b.cmd.Wait()
 	})
 	c := newConn(w.t, b.stdout, b.stdin)
 	ch := c.waitControl(warden.TChallenge)
@@ -289,19 +293,27 @@ func (c *conn) read() {
 			switch f.Type {
 			case warden.TStarted:
 				s.started = new(warden.Started)
-				json.Unmarshal(p, s.started)
+				if err := json.Unmarshal(p, s.started); err != nil {
+					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
+				}
 			case warden.TSpawnFailed:
 				s.failed = new(warden.SpawnFailed)
-				json.Unmarshal(p, s.failed)
+				if err := json.Unmarshal(p, s.failed); err != nil {
+					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
+				}
 			case warden.TExited:
 				s.exited = new(warden.Exited)
-				json.Unmarshal(p, s.exited)
+				if err := json.Unmarshal(p, s.exited); err != nil {
+					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
+				}
 				if s.reaped == nil {
 					c.t.Errorf("exited before reaped on channel %d", f.Channel)
 				}
 			case warden.TReaped:
 				s.reaped = new(warden.Reaped)
-				json.Unmarshal(p, s.reaped)
+				if err := json.Unmarshal(p, s.reaped); err != nil {
+					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
+				}
 			case warden.TInAck:
 				s.inAck = warden.Offset(f)
 			case warden.TOut:
@@ -319,7 +331,8 @@ func (c *conn) read() {
 		c.changed = make(chan struct{})
 		c.mu.Unlock()
 		if doAck {
-			c.w.WriteOffset(warden.TAck, f.Channel, ack)
+			// A runtime gone shows in the next read, which ends this loop.
+			_ = c.w.WriteOffset(warden.TAck, f.Channel, ack)
 		}
 	}
 }

@@ -122,6 +122,8 @@ func (s *state) start(ch uint32, sp *warden.Spawn) (*proc, error) {
 	p := &proc{ch: ch, id: sp.ID, tty: sp.TTY, sending: true}
 	// toClose are the child's ends, closed in the warden once forked (a
 	// pipe or pty whose child end the warden kept open would never end).
+	// The close errors of these pipe and pty fds, ours and valid, carry
+	// nothing to act on; they are not checked here or in keep's closes.
 	var toClose []func()
 	var keep []*os.File // the warden's ends, closed if the spawn fails
 	fail := func(err error) (*proc, error) {
@@ -129,7 +131,7 @@ func (s *state) start(ch uint32, sp *warden.Spawn) (*proc, error) {
 			c()
 		}
 		for _, f := range keep {
-			f.Close()
+			_ = f.Close()
 		}
 		return nil, err
 	}
@@ -140,7 +142,7 @@ func (s *state) start(ch uint32, sp *warden.Spawn) (*proc, error) {
 			return fail(&spawnError{code: 126, text: "terminal: " + err.Error()})
 		}
 		keep = append(keep, master)
-		toClose = append(toClose, func() { unix.Close(slave) })
+		toClose = append(toClose, func() { _ = unix.Close(slave) })
 		attr.Files = []uintptr{uintptr(slave), uintptr(slave), uintptr(slave)}
 		// A session of its own with the pts as controlling terminal (fd 0
 		// in the child); setsid also makes it its group's leader.
@@ -158,13 +160,13 @@ func (s *state) start(ch uint32, sp *warden.Spawn) (*proc, error) {
 			return fail(&spawnError{code: 126, text: err.Error()})
 		}
 		keep = append(keep, outR)
-		toClose = append(toClose, func() { outW.Close() })
+		toClose = append(toClose, func() { _ = outW.Close() })
 		errR, errW, err := os.Pipe()
 		if err != nil {
 			return fail(&spawnError{code: 126, text: err.Error()})
 		}
 		keep = append(keep, errR)
-		toClose = append(toClose, func() { errW.Close() })
+		toClose = append(toClose, func() { _ = errW.Close() })
 		var in *os.File
 		if sp.Stdin {
 			inR, inW, err := os.Pipe()
@@ -172,14 +174,14 @@ func (s *state) start(ch uint32, sp *warden.Spawn) (*proc, error) {
 				return fail(&spawnError{code: 126, text: err.Error()})
 			}
 			keep = append(keep, inW)
-			toClose = append(toClose, func() { inR.Close() })
+			toClose = append(toClose, func() { _ = inR.Close() })
 			in, p.stdin = inR, inW
 		} else {
 			in, err = os.Open(os.DevNull)
 			if err != nil {
 				return fail(&spawnError{code: 126, text: err.Error()})
 			}
-			toClose = append(toClose, func() { in.Close() })
+			toClose = append(toClose, func() { _ = in.Close() })
 		}
 		// Fd puts the child's ends in blocking mode, as a child expects.
 		attr.Files = []uintptr{in.Fd(), outW.Fd(), errW.Fd()}
@@ -196,7 +198,9 @@ func (s *state) start(ch uint32, sp *warden.Spawn) (*proc, error) {
 	p.pid = pid
 	// The OOM killer should take a child before the warden (best effort:
 	// anything the child forked before this inherits the old score).
-	os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("1000"), 0)
+	if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("1000"), 0); err != nil {
+		logf("process %s: oom_score_adj: %v", p.id, err)
+	}
 	return p, nil
 }
 
@@ -277,7 +281,8 @@ func (s *state) pump(p *proc, f *os.File, stream byte) {
 	if err != errEOF && err != unix.EIO && !errors.Is(err, os.ErrClosed) {
 		logf("process %s: reading stream %d: %v", p.id, stream, err)
 	}
-	f.Close()
+	_ = f.Close() // a read end: nothing to lose
+
 	s.mu.Lock()
 	p.open--
 	s.maybeEnded(p)
@@ -331,7 +336,9 @@ func (s *state) feed(p *proc) {
 			// stays: it is also the output).
 			if !p.tty {
 				s.mu.Unlock()
-				p.stdin.Close()
+				// The child sees EOF; a close error of our pipe end
+				// carries nothing to act on.
+				_ = p.stdin.Close()
 				return
 			}
 			break

@@ -17,24 +17,24 @@ func openPTY(rows, cols uint16) (*os.File, int, error) {
 		return nil, -1, os.NewSyscallError("open /dev/ptmx", err)
 	}
 	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
-		unix.Close(m)
+		_ = unix.Close(m) // the error being returned is the one that matters
 		return nil, -1, os.NewSyscallError("unlock pty", err)
 	}
 	n, err := unix.IoctlGetUint32(m, unix.TIOCGPTN)
 	if err != nil {
-		unix.Close(m)
+		_ = unix.Close(m) // the error being returned is the one that matters
 		return nil, -1, os.NewSyscallError("pty number", err)
 	}
 	if rows != 0 || cols != 0 {
 		if err := unix.IoctlSetWinsize(m, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
-			unix.Close(m)
+			_ = unix.Close(m) // the error being returned is the one that matters
 			return nil, -1, os.NewSyscallError("pty size", err)
 		}
 	}
 	name := "/dev/pts/" + strconv.FormatUint(uint64(n), 10)
 	sl, err := unix.Open(name, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		unix.Close(m)
+		_ = unix.Close(m) // the error being returned is the one that matters
 		return nil, -1, os.NewSyscallError("open "+name, err)
 	}
 	return os.NewFile(uintptr(m), "/dev/ptmx"), sl, nil

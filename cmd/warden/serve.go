@@ -4,8 +4,10 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/signal"
@@ -80,7 +82,9 @@ func serve(args []string) int {
 	}
 	secret, _ := warden.DecodeHex(ini.Secret, warden.SecretSize)
 
-	l := newLink(s, r, w, func() { in.Close(); out.Close() }, true)
+	// Closing the link's fds ends it; their close errors carry nothing to
+	// act on (here and for a reattached link's connection below).
+	l := newLink(s, r, w, func() { _ = in.Close(); _ = out.Close() }, true)
 	s.mu.Lock()
 	s.secret = secret
 	if ini.Window > 0 {
@@ -110,8 +114,10 @@ func firstLink() (in, out *os.File) {
 			logf("%s: %v", name, err)
 			nfd = fd
 		} else if null, err := unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
-			unix.Dup2(null, fd)
-			unix.Close(null)
+			if err := unix.Dup2(null, fd); err != nil {
+				logf("%s: /dev/null in its place: %v", name, err)
+			}
+			_ = unix.Close(null) // dup'ed (or not): this fd is done either way
 		}
 		if err := unix.SetNonblock(nfd, true); err != nil {
 			logf("%s: %v", name, err)
@@ -141,7 +147,9 @@ func (s *state) listen() {
 	}
 	// A stale socket of an earlier warden with this pid would make bind
 	// fail.
-	os.Remove(path)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		logf("removing a stale %s: %v", path, err)
+	}
 	// The umask makes the socket 0600 from its creation (no window where
 	// it is wider); no child exists yet to inherit the narrower umask.
 	old := unix.Umask(0o177)
@@ -175,7 +183,7 @@ func (s *state) accept(ln *net.UnixListener) {
 			}()
 		default:
 			logf("reattach refused: %d handshakes in progress", maxHandshakes)
-			c.Close()
+			_ = c.Close() // refused; nothing to act on
 		}
 	}
 }
@@ -189,14 +197,19 @@ func (s *state) handshake(c *net.UnixConn) *link {
 	s.mu.Unlock()
 	if secret == nil {
 		logf("reattach refused: no init yet")
-		c.Close()
+		_ = c.Close() // refused; nothing to act on
 		return nil
 	}
 	nonce := make([]byte, warden.SecretSize)
 	rand.Read(nonce)
-	c.SetDeadline(time.Now().Add(authTimeout))
+	// Without the deadline a peer that never answers would hold a
+	// handshake slot for good: a connection that cannot have one is
+	// refused.
+	err := c.SetDeadline(time.Now().Add(authTimeout))
 	r, w := warden.NewReader(c), warden.NewWriter(c)
-	err := w.WriteJSON(warden.TChallenge, 0, &warden.Challenge{Nonce: hex.EncodeToString(nonce)})
+	if err == nil {
+		err = w.WriteJSON(warden.TChallenge, 0, &warden.Challenge{Nonce: hex.EncodeToString(nonce)})
+	}
 	var f warden.Frame
 	if err == nil {
 		f, err = r.Read()
@@ -216,13 +229,17 @@ func (s *state) handshake(c *net.UnixConn) *link {
 		}
 		theirs, _ = warden.DecodeHex(auth.Nonce, warden.SecretSize)
 	}
+	if err == nil {
+		// The link outlives the handshake's deadline; one left set would
+		// end it authTimeout from now.
+		err = c.SetDeadline(time.Time{})
+	}
 	if err != nil {
 		logf("reattach refused: %v", err)
-		c.Close()
+		_ = c.Close() // refused; nothing to act on
 		return nil
 	}
-	c.SetDeadline(time.Time{})
-	l := newLink(s, r, w, func() { c.Close() }, false)
+	l := newLink(s, r, w, func() { _ = c.Close() }, false)
 	s.mu.Lock()
 	s.takeOver(l)
 	hello := s.hello()

@@ -40,7 +40,9 @@ func BenchmarkSpawn(b *testing.B) {
 			b.Fatal(err)
 		}
 		var ws syscall.WaitStatus
-		syscall.Wait4(pid, &ws, 0, nil)
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+			b.Error(err)
+		}
 	}
 	b.ReportMetric(float64(viaWarden.Microseconds())/float64(b.N)/1000, "warden-spawn-ms/op")
 	b.ReportMetric(float64(floor.Microseconds())/float64(b.N)/1000, "forkexec-floor-ms/op")

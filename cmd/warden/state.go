@@ -261,7 +261,7 @@ func (s *state) forget(p *proc) {
 	}
 	go func() {
 		for _, f := range files {
-			f.Close()
+			_ = f.Close() // the process is forgotten: nothing of its streams is kept
 		}
 	}()
 	p.window.Broadcast()

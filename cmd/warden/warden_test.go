@@ -44,7 +44,7 @@ func TestDependencies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			t.Error("the warden binary needs a dynamic loader")
@@ -469,7 +469,7 @@ func TestReattach(t *testing.T) {
 	}
 
 	// The runtime goes away: the warden's stdin ends.
-	w.stdin.Close()
+	_ = w.stdin.Close()
 	c.waitEnd()
 
 	// A wrong MAC is refused, and changes nothing.
@@ -542,13 +542,13 @@ func TestReattach(t *testing.T) {
 // violationFrame encodes one frame as the runtime would send it.
 func violationFrame(typ warden.Type, ch uint32, payload []byte) []byte {
 	var b bytes.Buffer
-	warden.NewWriter(&b).Write(typ, ch, payload)
+	_ = warden.NewWriter(&b).Write(typ, ch, payload) // a bytes.Buffer: never fails
 	return b.Bytes()
 }
 
 func violationOffset(typ warden.Type, ch uint32, off uint64) []byte {
 	var b bytes.Buffer
-	warden.NewWriter(&b).WriteOffset(typ, ch, off)
+	_ = warden.NewWriter(&b).WriteOffset(typ, ch, off) // a bytes.Buffer: never fails
 	return b.Bytes()
 }
 
@@ -587,7 +587,7 @@ func TestViolationEndsOnlyTheLink(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.name == "cut inside a frame" {
-				w.stdin.Close()
+				_ = w.stdin.Close()
 			}
 			c.waitEnd()
 
@@ -763,7 +763,7 @@ func TestAttachRefusesAnImpostor(t *testing.T) {
 	w := startWarden(t)
 	c := w.link(warden.Init{})
 	sock := c.first.Socket
-	w.stdin.Close() // the runtime goes away
+	_ = w.stdin.Close() // the runtime goes away
 	c.waitEnd()
 
 	real := sock + ".real"
@@ -774,7 +774,7 @@ func TestAttachRefusesAnImpostor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	relayed := make(chan struct{}, 1)
 	go func() {
 		for {
@@ -785,11 +785,12 @@ func TestAttachRefusesAnImpostor(t *testing.T) {
 			relayed <- struct{}{}
 			out, err := net.Dial("unix", real)
 			if err != nil {
-				in.Close()
+				_ = in.Close()
 				continue
 			}
-			go func() { io.Copy(out, in); out.Close() }()
-			go func() { io.Copy(in, out); in.Close() }()
+			// The impostor's relay: its errors are the connections' ends.
+			go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+			go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
 		}
 	}()
 

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -52,7 +53,7 @@ func Client(t testing.TB) *client.Client {
 		}
 		t.Skipf("skipping: the Docker daemon does not answer: %v", err)
 	}
-	t.Cleanup(func() { cli.Close() })
+	t.Cleanup(func() { _ = cli.Close() }) // closes idle connections only
 	return cli
 }
 
@@ -81,21 +82,21 @@ func RemoveOwned(ctx context.Context, cli *client.Client, owner string) error {
 	errs = append(errs, err)
 	for _, c := range cs {
 		err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !client.IsErrNotFound(err) {
+		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
 	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
 	errs = append(errs, err)
 	for _, n := range ns {
-		if err := cli.NetworkRemove(ctx, n.ID); err != nil && !client.IsErrNotFound(err) {
+		if err := cli.NetworkRemove(ctx, n.ID); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
 	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
 	errs = append(errs, err)
 	for _, v := range vs.Volumes {
-		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !client.IsErrNotFound(err) {
+		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
@@ -125,7 +126,7 @@ func imageByScript(t testing.TB, cli *client.Client, tag, script string) string 
 	t.Helper()
 	ctx := context.Background()
 	img, err := cli.ImageInspect(ctx, tag)
-	if client.IsErrNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		root, rerr := ModuleRoot()
 		if rerr != nil {
 			t.Fatalf("image %s missing and the module root is unknown: %v", tag, rerr)

@@ -59,6 +59,10 @@ func Hit(name string) {
 	if armed == "" || armed != name {
 		return
 	}
-	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGKILL); err != nil {
+		// Never for a process signalling itself; without this it would
+		// hang below instead of crashing.
+		panic("failpoint " + name + ": SIGKILL: " + err.Error())
+	}
 	select {} // SIGKILL is not deliverable late, but never run on past it
 }

@@ -44,48 +44,50 @@ func newUpstream(t *testing.T) *upstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	u := &upstream{socket: filepath.Join(dir, "d.sock"), release: make(chan struct{})}
 	ln, err := net.Listen("unix", u.socket)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The fake daemon's writes fail whenever the proxy under test cuts a
+	// stream on purpose: their errors are dropped, the client side checks.
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "OK") })
+	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "OK") })
 	mux.HandleFunc("GET /big", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "100000")
-		w.Write(bytes.Repeat([]byte("x"), 100000))
+		_, _ = w.Write(bytes.Repeat([]byte("x"), 100000))
 	})
 	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "first\n")
+		_, _ = io.WriteString(w, "first\n")
 		w.(http.Flusher).Flush()
 		select {
 		case <-u.release:
-			io.WriteString(w, "second\n")
+			_, _ = io.WriteString(w, "second\n")
 		case <-r.Context().Done():
 		}
 	})
 	mux.HandleFunc("POST /containers/{id}/exec", func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"Id":"%064x"}`, u.nextExec.Add(1))
+		_, _ = fmt.Fprintf(w, `{"Id":"%064x"}`, u.nextExec.Add(1))
 	})
 	mux.HandleFunc("POST /exec/{id}/start", func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(io.Discard, r.Body)
 		c, brw, err := w.(http.Hijacker).Hijack()
 		if err != nil {
 			return
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		if r.Header.Get("Upgrade") != "" {
-			io.WriteString(c, "HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+			_, _ = io.WriteString(c, "HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
 		} else {
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.raw-stream\r\n\r\n")
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.raw-stream\r\n\r\n")
 		}
 		for {
-			line, err := brw.Reader.ReadString('\n')
+			line, err := brw.ReadString('\n')
 			if err != nil {
-				c.Write(frame(2, "bye"))
+				_, _ = c.Write(frame(2, "bye"))
 				return
 			}
 			if _, err := c.Write(frame(1, line)); err != nil {
@@ -102,8 +104,8 @@ func newUpstream(t *testing.T) *upstream {
 			u.closed.Add(1)
 		}
 	}}
-	go u.srv.Serve(ln)
-	t.Cleanup(func() { u.srv.Close() })
+	go func() { _ = u.srv.Serve(ln) }() // ErrServerClosed at the cleanup
+	t.Cleanup(func() { _ = u.srv.Close() })
 	return u
 }
 
@@ -122,7 +124,7 @@ func newProxy(t *testing.T, u *upstream) *Proxy {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		p.Close()
+		_ = p.Close()
 		if n := p.Goroutines(); n != 0 {
 			t.Errorf("%d proxy goroutines left after Close", n)
 		}
@@ -148,7 +150,7 @@ func get(c *http.Client, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
 }
@@ -198,7 +200,7 @@ func TestStreamingResponseAndClientGone(t *testing.T) {
 	}
 	closed := u.closed.Load()
 	cancel()
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	eventually(t, "the upstream connection closed after the client went away", func() bool { return u.closed.Load() > closed })
 	eventually(t, "the session ended", func() bool { return p.Conns() == 0 })
 }
@@ -290,7 +292,7 @@ func TestStallBodyUntilRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	buf := make([]byte, 1000)
 	if _, err := io.ReadFull(resp.Body, buf); err != nil {
 		t.Fatal(err)
@@ -322,7 +324,7 @@ func hijackConn(t *testing.T, p *Proxy, cmd string, upgrade bool) (net.Conn, *bu
 	}
 	var created struct{ Id string }
 	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if err := jsonUnmarshal(b, &created); err != nil {
 		t.Fatalf("exec create: %s: %v", b, err)
 	}
@@ -331,13 +333,15 @@ func hijackConn(t *testing.T, p *Proxy, cmd string, upgrade bool) (net.Conn, *bu
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	t.Cleanup(func() { _ = conn.Close() })
 	body := `{"Detach":false,"Tty":false}`
 	hdr := ""
 	if upgrade {
 		hdr = "Connection: Upgrade\r\nUpgrade: tcp\r\n"
 	}
-	fmt.Fprintf(conn, "POST /exec/%s/start HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s", created.Id, len(body), hdr, body)
+	if _, err := fmt.Fprintf(conn, "POST /exec/%s/start HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s", created.Id, len(body), hdr, body); err != nil {
+		t.Fatal(err)
+	}
 	br := bufio.NewReader(conn)
 	hresp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -370,20 +374,22 @@ func TestHijackRelaysBothWays(t *testing.T) {
 				t.Fatalf("status %d", resp.StatusCode)
 			}
 			for _, line := range []string{"one\n", "two\n"} {
-				io.WriteString(conn, line)
+				_, _ = io.WriteString(conn, line)
 				if id, got, err := readFrame(br); err != nil || id != 1 || got != line {
 					t.Fatalf("echo of %q: %d %q %v", line, id, got, err)
 				}
 			}
 			eventually(t, "the stream is listed", func() bool { return p.Streams() == 1 })
-			conn.(*net.UnixConn).CloseWrite()
+			if err := conn.(*net.UnixConn).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
 			if id, got, err := readFrame(br); err != nil || id != 2 || got != "bye" {
 				t.Fatalf("after the half-close: %d %q %v", id, got, err)
 			}
 			if _, _, err := readFrame(br); err != io.EOF {
 				t.Fatalf("the stream did not end cleanly: %v", err)
 			}
-			conn.Close()
+			_ = conn.Close()
 			eventually(t, "the session ended", func() bool { return p.Conns() == 0 && p.Goroutines() == 1 })
 		})
 	}
@@ -395,15 +401,21 @@ func TestCorruptStreamID(t *testing.T) {
 	other := p.Add(Rule{Exec: "someone-else", Action: Reset})
 	f := p.Add(Rule{Match: "POST /exec/", Exec: "MARK", Action: CorruptStream, N: 1})
 	conn, br, _ := hijackConn(t, p, "MARK", true)
-	io.WriteString(conn, "one\n")
+	if _, err := io.WriteString(conn, "one\n"); err != nil {
+		t.Fatal(err)
+	}
 	if id, got, err := readFrame(br); err != nil || id != 1 || got != "one\n" {
 		t.Fatalf("the frame at 0 must pass: %d %q %v", id, got, err)
 	}
-	io.WriteString(conn, "two\n")
+	if _, err := io.WriteString(conn, "two\n"); err != nil {
+		t.Fatal(err)
+	}
 	if id, got, err := readFrame(br); err != nil || id != 0x81 || got != "two\n" {
 		t.Fatalf("the frame at 12: %#x %q %v, want id 0x81", id, got, err)
 	}
-	io.WriteString(conn, "three\n")
+	if _, err := io.WriteString(conn, "three\n"); err != nil {
+		t.Fatal(err)
+	}
 	if id, got, err := readFrame(br); err != nil || id != 1 || got != "three\n" {
 		t.Fatalf("the stream goes on after the corrupt frame: %d %q %v", id, got, err)
 	}
@@ -417,9 +429,15 @@ func TestCorruptLength(t *testing.T) {
 	p := newProxy(t, u)
 	p.Add(Rule{Exec: "MARK", Action: CorruptLength, N: 1, Extra: 100})
 	conn, br, _ := hijackConn(t, p, "MARK", true)
-	io.WriteString(conn, "one\n")
-	readFrame(br)
-	io.WriteString(conn, "two\n")
+	if _, err := io.WriteString(conn, "one\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readFrame(br); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, "two\n"); err != nil {
+		t.Fatal(err)
+	}
 	var h [8]byte
 	if _, err := io.ReadFull(br, h[:]); err != nil || h[0] != 1 || binary.BigEndian.Uint32(h[4:]) != 104 {
 		t.Fatalf("header %x %v, want length 104", h, err)
@@ -435,8 +453,12 @@ func TestTruncateStreamMidFrame(t *testing.T) {
 	p := newProxy(t, u)
 	p.Add(Rule{Exec: "MARK", Action: Truncate, N: 15})
 	conn, br, _ := hijackConn(t, p, "MARK", true)
-	io.WriteString(conn, "one\n")
-	io.WriteString(conn, "two\n")
+	if _, err := io.WriteString(conn, "one\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, "two\n"); err != nil {
+		t.Fatal(err)
+	}
 	got, _ := io.ReadAll(br)
 	if want := string(append(frame(1, "one\n"), frame(1, "two\n")[:3]...)); string(got) != want {
 		t.Fatalf("got %q, want %q", got, want)
@@ -447,8 +469,12 @@ func TestOpenRulesOnALiveStream(t *testing.T) {
 	u := newUpstream(t)
 	p := newProxy(t, u)
 	conn, br, _ := hijackConn(t, p, "MARK", true)
-	io.WriteString(conn, "one\n")
-	readFrame(br)
+	if _, err := io.WriteString(conn, "one\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readFrame(br); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "the stream is listed", func() bool { return p.Streams() == 1 })
 	// A rule without Open leaves open streams alone.
 	if f := p.Add(Rule{Exec: "MARK", Action: Stall}); f.Seen() != 0 {
@@ -463,7 +489,9 @@ func TestOpenRulesOnALiveStream(t *testing.T) {
 	if stall.Hits() != 1 {
 		t.Fatalf("the open stream was not stalled: hits %d", stall.Hits())
 	}
-	io.WriteString(conn, "two\n")
+	if _, err := io.WriteString(conn, "two\n"); err != nil {
+		t.Fatal(err)
+	}
 	got := make(chan string, 1)
 	go func() {
 		_, s, _ := readFrame(br)
@@ -493,9 +521,11 @@ func TestStallThenClientCloses(t *testing.T) {
 	p := newProxy(t, u)
 	p.Add(Rule{Exec: "MARK", Action: Stall, N: 0})
 	conn, _, _ := hijackConn(t, p, "MARK", true)
-	io.WriteString(conn, "one\n")
+	if _, err := io.WriteString(conn, "one\n"); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "the stream is listed", func() bool { return p.Streams() == 1 })
-	conn.Close()
+	_ = conn.Close()
 	eventually(t, "a stalled session ends when its client closes", func() bool { return p.Conns() == 0 && p.Goroutines() == 1 })
 }
 
@@ -507,8 +537,8 @@ func TestSkipTimesAndBody(t *testing.T) {
 	post := func(body string) error {
 		resp, err := c.Post("http://docker/containers/x/exec", "application/json", strings.NewReader(body))
 		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
 		}
 		return err
 	}
@@ -542,7 +572,7 @@ func TestRulesChangeUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				get(c, "/ping")
+				_, _ = get(c, "/ping")
 			}
 		}()
 	}

@@ -36,13 +36,13 @@ type closeWriter interface{ CloseWrite() error }
 func (s *session) hijack(info reqInfo, a armed, resp *http.Response, d net.Conn, dbr *bufio.Reader) {
 	var head bytes.Buffer
 	fmt.Fprintf(&head, "HTTP/%d.%d %s\r\n", resp.ProtoMajor, resp.ProtoMinor, resp.Status)
-	resp.Header.Write(&head)
+	_ = resp.Header.Write(&head) // a bytes.Buffer: writing to it never fails
 	head.WriteString("\r\n")
 	st := &stream{info: info}
 	if streamAction(a.action()) {
 		if a.action() == ResetAfter {
 			if a.at < int64(head.Len()) {
-				s.c.Write(head.Bytes()[:a.at])
+				_, _ = s.c.Write(head.Bytes()[:a.at]) // then the reset: the client sees it either way
 				return
 			}
 			a.at -= int64(head.Len())
@@ -61,7 +61,7 @@ func (s *session) hijack(info reqInfo, a armed, resp *http.Response, d net.Conn,
 			return
 		}
 		if cw, ok := d.(closeWriter); ok {
-			cw.CloseWrite()
+			_ = cw.CloseWrite() // a half-close; if the conn is gone, the relay ends anyway
 		}
 	})
 	if err := st.relay(s, dbr, clientDone); err != nil {
@@ -70,7 +70,7 @@ func (s *session) hijack(info reqInfo, a armed, resp *http.Response, d net.Conn,
 	// The daemon's side ended: so does the client's, and the exchange
 	// ends when the client closes its side too.
 	if cw, ok := s.c.(closeWriter); ok {
-		cw.CloseWrite()
+		_ = cw.CloseWrite() // a half-close; if the conn is gone, the relay ends anyway
 	}
 	select {
 	case <-clientDone:
@@ -139,7 +139,7 @@ func (st *stream) gate(s *session, fp *framer, emit func([]byte) error, clientDo
 		}
 		switch a.f.rule.Action {
 		case ResetAfter, Truncate:
-			fp.flush(emit)
+			_ = fp.flush(emit) // the cut is what is returned either way
 			return errCut
 		case Stall:
 			if err := fp.flush(emit); err != nil {

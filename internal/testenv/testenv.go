@@ -53,7 +53,8 @@ func Isolate() (cleanup func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	cleanup = func() { os.RemoveAll(dir) }
+	// A temp directory of the test run's own; a leftover is the OS's to clear.
+	cleanup = func() { _ = os.RemoveAll(dir) }
 	set := map[string]string{"STOCKADE_JOURNAL": filepath.Join(dir, "state", "stockade", "journal.db")}
 	for k, v := range pinned {
 		set[k] = v
@@ -78,7 +79,10 @@ func Isolate() (cleanup func(), err error) {
 			return nil, err
 		}
 	}
-	os.Unsetenv("STOCKADE_SOCKET")
+	if err := os.Unsetenv("STOCKADE_SOCKET"); err != nil {
+		cleanup()
+		return nil, err
+	}
 	for _, b := range []struct{ env, name, pkg string }{
 		{"STOCKADE_WARDEN", "stockade-warden", "./cmd/warden"},
 		{"STOCKADE_EGRESS", "stockade-egress", "./cmd/egress"},
@@ -91,7 +95,10 @@ func Isolate() (cleanup func(), err error) {
 			cleanup()
 			return nil, err
 		}
-		os.Setenv(b.env, bin)
+		if err := os.Setenv(b.env, bin); err != nil {
+			cleanup()
+			return nil, err
+		}
 	}
 	return cleanup, nil
 }
