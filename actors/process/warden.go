@@ -421,12 +421,6 @@ func (w *wardenTransport) exited() {
 	}
 }
 
-// Resize asks for a process's terminal size.
-type Resize struct {
-	Rows, Cols uint16
-	Reply      chan<- error
-}
-
 func (w *wardenTransport) resize(m Resize) {
 	a := w.a
 	switch {
