@@ -33,6 +33,21 @@ import (
 //     member and the event was given a moment, no code is journaled:
 //     none is invented.
 
+// execDoubts is what an attach gone wrong leaves to doubt.
+type execDoubts struct {
+	// attachFailed: the attach failed, perhaps after the exec started;
+	// endedUnattached: the exec's end, seen before its group was read.
+	attachFailed    bool
+	endedUnattached *dockerio.ExecState
+	// reading: a read of the group is in flight (reads: how many were
+	// made); failedClosed: the sandbox was told to fail closed.
+	reading, failedClosed bool
+	reads                 int
+	// probing: a probe of the group is in flight; groupGone: one found
+	// no member.
+	probing, groupGone bool
+}
+
 type (
 	// startedGroupRead: the group of a process whose attach failed but
 	// whose exec runs.
@@ -50,52 +65,53 @@ type (
 
 // readStartedGroup reads back, off the mailbox, the group of a process
 // whose attach failed while its exec runs.
-func (a *processActor) readStartedGroup() {
-	if a.groupReading {
+func (x *execTransport) readStartedGroup() {
+	if x.doubts.reading {
 		return
 	}
-	a.groupReading = true
-	a.readGroup(func(pgid int, err error) any { return startedGroupRead{pgid: pgid, err: err} })
+	x.doubts.reading = true
+	x.readGroup(func(pgid int, err error) any { return startedGroupRead{pgid: pgid, err: err} })
 }
 
 // groupReadTries is how often an unattached process's group is read back
 // before its sandbox is failed closed.
 const groupReadTries = 5
 
-func (a *processActor) onStartedGroupRead(m startedGroupRead) {
-	a.groupReading = false
+func (x *execTransport) onStartedGroupRead(m startedGroupRead) {
+	a, d := x.a, &x.doubts
+	d.reading = false
 	if a.done || a.state.Phase != lifecycle.PhaseReserved {
 		return
 	}
-	if m.err != nil && spec.IsCode(m.err, spec.CodeNotFound) && a.endedUnattached != nil && a.diedCode != nil {
+	if m.err != nil && spec.IsCode(m.err, spec.CodeNotFound) && d.endedUnattached != nil && x.watch.diedCode != nil {
 		// It ended (its exec_die came) before its wrapper recorded a
 		// group: nothing of it is left to signal, and exec_die's code is
 		// the answer (127 after a 126: none is known).
-		st := *a.endedUnattached
-		st.ExitCode = *a.diedCode
-		a.codeUnknown = *a.diedCode == 127
-		a.exit = &st
+		st := *d.endedUnattached
+		st.ExitCode = *x.watch.diedCode
+		a.exit.codeUnknown = *x.watch.diedCode == 127
+		a.exit.state = &st
 		a.maybeFinish()
 		return
 	}
 	if m.err != nil {
 		// The wrapper may not have written it yet, or the daemon cannot
 		// answer: look again, backing off; in the end, stop the sandbox.
-		a.groupReads++
-		a.deps.Log.Warn("an unattached process's group cannot be read", "process", a.p.ID, "try", a.groupReads, "err", m.err)
-		if a.groupReads >= groupReadTries && !a.failedClosed {
-			a.failedClosed = true
+		d.reads++
+		a.deps.Log.Warn("an unattached process's group cannot be read", "process", a.p.ID, "try", d.reads, "err", m.err)
+		if d.reads >= groupReadTries && !d.failedClosed {
+			d.failedClosed = true
 			a.sys.Root.Send(a.parent, FailClosed{ID: a.p.ID, Err: spec.Wrap(spec.CodeStreamFailure, "process", m.err,
 				"process %s runs unattached and its group cannot be read back", a.p.ID)})
 		}
-		a.armRecheck(min(200*time.Millisecond<<min(a.groupReads, 6), 10*time.Second))
+		x.armRecheck(min(200*time.Millisecond<<min(d.reads, 6), 10*time.Second))
 		return
 	}
 	if err := a.record(lifecycle.ProcessStarted{Group: m.pgid}); err != nil {
 		a.abandonJournal(err)
 		return
 	}
-	reason := a.stopReason
+	reason := a.stopping.reason
 	if reason == "" {
 		reason = lifecycle.ReasonFailed
 	}
@@ -106,42 +122,40 @@ func (a *processActor) onStartedGroupRead(m startedGroupRead) {
 		return
 	}
 	a.signalGroup(syscall.SIGKILL, nil)
-	a.armRecheck(time.Second) // in case its exec_die never reaches us
+	x.armRecheck(time.Second) // in case its exec_die never reaches us
 }
 
 // doubt126 reports whether an inspect's "ended with 126" must be checked
 // before it is believed, and starts that check. The exec_die event's code
 // wins when it came; otherwise the group is probed.
-func (a *processActor) doubt126(st *dockerio.ExecState) bool {
-	a.codeUnknown = false // decided again on every sight
-	if a.wproc != nil || !st.Known || st.Running || st.Pid == 0 || st.ExitCode != 126 || a.state.Phase == lifecycle.PhaseReserved {
+func (x *execTransport) doubt126(st *dockerio.ExecState) bool {
+	a, d := x.a, &x.doubts
+	a.exit.codeUnknown = false // decided again on every sight
+	if !st.Known || st.Running || st.Pid == 0 || st.ExitCode != 126 || a.state.Phase == lifecycle.PhaseReserved {
 		return false
 	}
-	if a.diedCode != nil {
-		st.ExitCode = *a.diedCode
-		if *a.diedCode == 127 {
+	if died := x.watch.diedCode; died != nil {
+		st.ExitCode = *died
+		if *died == 127 {
 			// The cleanup of a dropped attach ran before the real end
 			// reached the daemon, which then reports 127 for an exec it
 			// no longer holds: the real code is unknown.
-			a.codeUnknown = true
+			a.exit.codeUnknown = true
 		}
 		return false
 	}
-	if a.groupGone {
+	if d.groupGone {
 		// The group is gone and no exec_die came: the process ended, with
 		// a code nobody can tell (a program that could not be executed
 		// ends 126 too, but its exec_die comes at once).
-		a.codeUnknown = true
+		a.exit.codeUnknown = true
 		return false
 	}
-	pgid := a.state.Group
-	if a.att != nil {
-		pgid = a.att.Group()
-	}
-	if pgid <= 1 || a.probing {
+	pgid := a.group()
+	if pgid <= 1 || d.probing {
 		return pgid > 1
 	}
-	a.probing = true
+	d.probing = true
 	sb, bg := a.p.Sandbox, a.bg
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
@@ -159,31 +173,32 @@ func (a *processActor) doubt126(st *dockerio.ExecState) bool {
 	return true
 }
 
-func (a *processActor) onGroupProbed(m groupProbed) {
-	a.probing = false
+func (x *execTransport) onGroupProbed(m groupProbed) {
+	a := x.a
+	x.doubts.probing = false
 	if a.done {
 		return
 	}
 	switch {
 	case m.err != nil:
 		a.deps.Log.Warn("probing a process group failed; asking again", "process", a.p.ID, "err", m.err)
-		a.recheckBackoff()
+		x.recheckBackoff()
 	case m.alive:
 		// A phantom 126: the process lives on. Treat it as a running one:
 		// a kill under way is sent again (the first may have failed); a
 		// recovered one is re-adopted as the recovery table says (its stop
 		// option, its deadline, a stop the dead runtime began); its
 		// exec_die brings the real end.
-		if a.killSent && a.state.Phase == lifecycle.PhaseStopping {
+		if a.stopping.killSent && a.state.Phase == lifecycle.PhaseStopping {
 			a.signalGroup(syscall.SIGKILL, nil)
 		}
 		if a.p.Adopt != nil && !a.state.Adopted {
-			a.adoptRunning()
+			x.adoptRunning()
 		}
-		a.recheckBackoff()
+		x.recheckBackoff()
 	default:
 		// No member lives: give its exec_die a moment, then believe.
-		a.groupGone = true
-		a.armRecheck(time.Second)
+		x.doubts.groupGone = true
+		x.armRecheck(time.Second)
 	}
 }

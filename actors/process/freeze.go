@@ -1,9 +1,6 @@
 package process
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // A consistent copy (Sandbox.Get with Pause) freezes the workload, and
 // with it the warden: a TERM or KILL sent meanwhile takes effect, and its
@@ -87,16 +84,4 @@ func (a *processActor) stopStopTimers() {
 			tt.t.Stop()
 		}
 	}
-}
-
-// giveUp ends a process whose warden did not report it reaped after its
-// group was KILLed (and the grace ran out, frozen time not counted): that
-// process alone is given up — its group killed through Docker, its end
-// journaled lost — and the link its neighbours use stays up. The sandbox
-// is told, and decides from a probe whether the warden still answers.
-func (a *processActor) giveUp() {
-	cause := fmt.Errorf("process %s was not reported reaped after its group was killed", a.p.ID)
-	a.sys.Root.Send(a.parent, WardenUnanswered{ID: a.p.ID, Err: cause})
-	a.stopReason = "" // the process's outcome is now lost, whatever stopped it
-	a.wardenLost(cause)
 }

@@ -19,13 +19,25 @@ import (
 	"github.com/stockade/stockade/warden"
 )
 
-// A process of a sandbox with a warden is spawned by the warden over the
-// sandbox's link, not by a Docker exec: reserved is journaled before the
-// spawn request, started {pid, pgid} once the warden reports it, and the
-// end comes from the warden's exited report (no inspect, no exec_die).
-// Everything after the start (streams, recording, stop, quota, timeout) is
-// the same actor as for an exec: the warden's process is presented as an
-// Attachment.
+// wardenTransport runs the process through the sandbox's warden, over its
+// link (package warden), not by a Docker exec: reserved is journaled
+// before the spawn request, started {pid, pgid} once the warden reports
+// it, and the end comes from the warden's exited report (no inspect, no
+// exec_die). Its process is presented to the actor as an Attachment, so
+// everything after the start (streams, recording, stop, quota, timeout) is
+// the lifecycle's as for an exec. A link that breaks leaves the outcome
+// unknown: the group is killed through Docker and the process ends lost.
+// Once the exit is journaled the warden is told to forget the process.
+type wardenTransport struct {
+	a    *processActor
+	link *warden.Link // nil: a recovering process whose warden is gone
+	proc *warden.Proc // the warden's process, once spawned or resumed
+	// killPending: a Docker-side kill of the group is under way (the
+	// warden was lost); the exit is journaled after it.
+	killPending bool
+}
+
+var _ transport = (*wardenTransport)(nil)
 
 type (
 	wardenSpawned struct {
@@ -37,14 +49,64 @@ type (
 		ok   bool
 		err  error
 	}
+	// spawnLost: the link ended before the warden reported a spawn; gone
+	// says the workload died meanwhile.
+	spawnLost struct {
+		gone bool
+		err  error
+	}
+	// groupKilled says the Docker-side kill of a lost warden's process
+	// group is done: the process may be journaled ended.
+	groupKilled struct {
+		// workloadGone: Docker cannot exec into the workload (not
+		// running, or gone): the warden died with its sandbox.
+		workloadGone bool
+		// failed: the kill could not be sent (the process may run on
+		// until its sandbox stops).
+		failed error
+	}
+	// killUnseen: the KILL's grace for the warden to report the reap ran
+	// out.
+	killUnseen struct{ gen int }
 )
 
-// spawnWarden asks the warden for the process, off the mailbox.
-func (a *processActor) spawnWarden(bg context.Context) {
+func (w *wardenTransport) receive(ctx actor.Context, msg any) {
+	a := w.a
+	switch m := msg.(type) {
+	case wardenSpawned:
+		w.onSpawned(ctx, m)
+	case spawnLost:
+		w.onSpawnLost(m)
+	case wardenReaped:
+		w.onReaped(m)
+	case wardenResumed:
+		w.onResumed(ctx, m)
+	case groupKilled:
+		w.killPending = false
+		if m.failed != nil && a.stopping.reason == lifecycle.ReasonLost {
+			a.stopping.err = spec.Wrap(spec.CodeStreamFailure, "process", m.failed, "process %s: the sandbox's warden was lost, and killing its process group failed (it may run until its sandbox stops)", a.p.ID)
+		}
+		if m.workloadGone && a.stopping.reason == lifecycle.ReasonLost {
+			// The warden went down with its workload: the sandbox
+			// stopped under the process.
+			a.stopping.reason = lifecycle.ReasonSandboxStopped
+			a.stopping.err = spec.Errorf(spec.CodeCancelled, "process", "process %s: its sandbox's workload stopped", a.p.ID)
+		}
+		a.maybeFinish()
+	case killUnseen:
+		if m.gen == a.stopping.graceGen && !a.done && a.exit.state == nil && w.proc != nil && !a.heldByFreeze(m) {
+			w.giveUp()
+		}
+	}
+}
+
+// launch asks the warden for the process, off the mailbox.
+func (w *wardenTransport) launch() {
+	a := w.a
 	s := spawnRequest(a.p.ID, a.p.Spec)
 	s.Env = dockerio.ProxyEnv(a.p.Sandbox, a.p.ID, s.Env)
 	s.Sent = func() { failpoint.Hit(failpoint.ProcessSpawnSent) }
-	link := a.p.Link
+	link, bg := w.link, a.bg
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
 		defer cancel()
@@ -57,6 +119,9 @@ func (a *processActor) spawnWarden(bg context.Context) {
 	}()
 }
 
+// proceed: the warden's process starts with its spawn; nothing waits.
+func (w *wardenTransport) proceed() {}
+
 // spawnRequest is the warden's Spawn for a process spec.
 func spawnRequest(id string, sp spec.Process) warden.Spawn {
 	dir := sp.Dir
@@ -66,14 +131,8 @@ func spawnRequest(id string, sp spec.Process) warden.Spawn {
 	return warden.Spawn{ID: id, Argv: sp.Argv, Env: sp.Env, Dir: dir, Stdin: sp.Stdin, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols}
 }
 
-// spawnLost: the link ended before the warden reported a spawn; gone says
-// the workload died meanwhile.
-type spawnLost struct {
-	gone bool
-	err  error
-}
-
-func (a *processActor) onSpawnLost(m spawnLost) {
+func (w *wardenTransport) onSpawnLost(m spawnLost) {
+	a := w.a
 	if a.done {
 		return
 	}
@@ -88,7 +147,8 @@ func (a *processActor) onSpawnLost(m spawnLost) {
 // within about a second. A warden that dies with its workload ends its
 // link before Docker shows the container stopped: looked at once, a dying
 // workload still reads back running.
-func (a *processActor) workloadDying(bg context.Context, sb dockerio.Sandbox) bool {
+func (w *wardenTransport) workloadDying(bg context.Context, sb dockerio.Sandbox) bool {
+	a := w.a
 	pause := 100 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		vctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
@@ -104,7 +164,8 @@ func (a *processActor) workloadDying(bg context.Context, sb dockerio.Sandbox) bo
 	}
 }
 
-func (a *processActor) onWardenSpawned(ctx actor.Context, m wardenSpawned) {
+func (w *wardenTransport) onSpawned(ctx actor.Context, m wardenSpawned) {
+	a := w.a
 	if m.err != nil {
 		if a.done {
 			return
@@ -127,37 +188,38 @@ func (a *processActor) onWardenSpawned(ctx actor.Context, m wardenSpawned) {
 			// No answer to a spawn within the Docker timeout: the warden is
 			// frozen or wedged. Give it up (its processes end lost; the
 			// next launch gets a new warden).
-			a.p.Link.Abort(fmt.Errorf("no answer to the spawn of process %s: %w", a.p.ID, m.err))
+			w.link.Abort(fmt.Errorf("no answer to the spawn of process %s: %w", a.p.ID, m.err))
 		}
 		select {
-		case <-a.p.Link.Done():
+		case <-w.link.Done():
 			// The spawn request went out and the link ended: the warden
 			// may have started it (it runs on, unreported, until the
 			// sandbox stops). Its outcome is lost, not a failure, unless
 			// the warden died because its workload did.
 			sb, bg, cause := a.p.Sandbox, a.bg, m.err
-			go func() { a.send(spawnLost{gone: a.workloadDying(bg, sb), err: cause}) }()
+			go func() { a.send(spawnLost{gone: w.workloadDying(bg, sb), err: cause}) }()
 		default:
 			a.finish(lifecycle.ReasonFailed, -1, spec.Wrap(spec.CodeStreamFailure, "process", m.err, "process %s: the sandbox's warden did not spawn it", a.p.ID))
 		}
 		return
 	}
-	a.wproc = m.proc
+	w.proc = m.proc
 	if a.done {
 		m.proc.Close()
 		return
 	}
-	a.watchWarden(m.proc)
+	w.watchReap(m.proc)
 	failpoint.Hit(failpoint.ProcessAttached)
-	a.onAttached(ctx, attached{att: &wardenAttachment{p: m.proc, stdin: a.p.Spec.Stdin}})
+	a.running(ctx, &wardenAttachment{p: m.proc, stdin: a.p.Spec.Stdin}, lifecycle.ProcessStarted{PID: m.proc.PID, Warden: true})
 }
 
-// watchWarden waits, off the mailbox, for the warden's report of the
+// watchReap waits, off the mailbox, for the warden's report of the
 // process's end (its output's totals by stream, which come with Exited,
 // are read from p when they are needed: the read loop reaches its end only
 // after them).
-func (a *processActor) watchWarden(p *warden.Proc) {
-	link, bg := a.p.Link, a.bg
+func (w *wardenTransport) watchReap(p *warden.Proc) {
+	a := w.a
+	link, bg := w.link, a.bg
 	go func() {
 		select {
 		case <-p.Reaped():
@@ -169,17 +231,17 @@ func (a *processActor) watchWarden(p *warden.Proc) {
 	}()
 }
 
-// onWardenReaped takes the warden's report of the end, as an exec_die
-// would be (the output may still be draining). A link that ended first
-// leaves the outcome unknown: the warden is gone, and with it any way to
-// learn the code; the group is killed through Docker and the process ends
-// lost.
-func (a *processActor) onWardenReaped(m wardenReaped) {
-	if a.done || a.exit != nil {
+// onReaped takes the warden's report of the end, as an exec_die would be
+// (the output may still be draining). A link that ended first leaves the
+// outcome unknown: the warden is gone, and with it any way to learn the
+// code; the group is killed through Docker and the process ends lost.
+func (w *wardenTransport) onReaped(m wardenReaped) {
+	a := w.a
+	if a.done || a.exit.state != nil {
 		return
 	}
 	if !m.ok {
-		a.wardenLost(m.err)
+		w.lost(m.err)
 		return
 	}
 	failpoint.Hit(failpoint.ProcessReapReported)
@@ -187,18 +249,19 @@ func (a *processActor) onWardenReaped(m wardenReaped) {
 	if m.reap.Signal > 0 {
 		code = 128 + m.reap.Signal // as Docker and a shell report it
 	}
-	a.exit = &dockerio.ExecState{Known: true, ExitCode: code, Pid: a.wproc.PID}
-	a.oomChecked = &oomChecked{kills: m.reap.OOMKills}
-	if m.reap.OOMKills < 0 || a.oomBase < 0 {
-		a.oomChecked.err = errors.New("the sandbox's OOM kill count is unreadable")
+	a.exit.state = &dockerio.ExecState{Known: true, ExitCode: code, Pid: w.proc.PID}
+	a.exit.oom = &oomChecked{kills: m.reap.OOMKills}
+	if m.reap.OOMKills < 0 || a.exit.oomBase < 0 {
+		a.exit.oom.err = errors.New("the sandbox's OOM kill count is unreadable")
 	}
 	a.maybeFinish()
 }
 
-// wardenLost ends a process whose warden link broke: its group is killed
+// lost ends a process whose warden link broke: its group is killed
 // through a Docker exec (the warden can no longer do it) and it ends lost.
-func (a *processActor) wardenLost(cause error) {
-	if a.done || a.exit != nil {
+func (w *wardenTransport) lost(cause error) {
+	a := w.a
+	if a.done || a.exit.state != nil {
 		return
 	}
 	if errors.Is(cause, warden.ErrLinkClosed) {
@@ -207,8 +270,8 @@ func (a *processActor) wardenLost(cause error) {
 		// the next recovery).
 		return
 	}
-	if a.stopReason == "" || a.stopReason == lifecycle.ReasonSignaled {
-		a.stopReason = lifecycle.ReasonLost
+	if a.stopping.reason == "" || a.stopping.reason == lifecycle.ReasonSignaled {
+		a.stopping.reason = lifecycle.ReasonLost
 	}
 	if a.state.Phase == lifecycle.PhaseStarted {
 		// No kill without its intent journaled first.
@@ -217,9 +280,9 @@ func (a *processActor) wardenLost(cause error) {
 			return
 		}
 	}
-	a.stopErr = spec.Wrap(spec.CodeStreamFailure, "process", cause, "process %s: the sandbox's warden was lost; the process group was killed", a.p.ID)
-	a.killGroupByDocker()
-	a.exit = &dockerio.ExecState{Known: true, ExitCode: -1}
+	a.stopping.err = spec.Wrap(spec.CodeStreamFailure, "process", cause, "process %s: the sandbox's warden was lost; the process group was killed", a.p.ID)
+	w.killGroupByDocker()
+	a.exit.state = &dockerio.ExecState{Known: true, ExitCode: -1}
 	// The read loop is not cut here: once the link ended Proc.Next no
 	// longer blocks, and hands on every byte the link received before
 	// the link's error, so the loop records, counts and delivers them and
@@ -228,25 +291,28 @@ func (a *processActor) wardenLost(cause error) {
 	a.maybeFinish()
 }
 
-// groupKilled says the Docker-side kill of a lost warden's process group
-// is done: the process may be journaled ended.
-type groupKilled struct {
-	// workloadGone: Docker cannot exec into the workload (not running,
-	// or gone): the warden died with its sandbox.
-	workloadGone bool
-	// failed: the kill could not be sent (the process may run on until
-	// its sandbox stops).
-	failed error
+// giveUp ends a process whose warden did not report it reaped after its
+// group was KILLed (and the grace ran out, frozen time not counted): that
+// process alone is given up — its group killed through Docker, its end
+// journaled lost — and the link its neighbours use stays up. The sandbox
+// is told, and decides from a probe whether the warden still answers.
+func (w *wardenTransport) giveUp() {
+	a := w.a
+	cause := fmt.Errorf("process %s was not reported reaped after its group was killed", a.p.ID)
+	a.sys.Root.Send(a.parent, WardenUnanswered{ID: a.p.ID, Err: cause})
+	a.stopping.reason = "" // the process's outcome is now lost, whatever stopped it
+	w.lost(cause)
 }
 
 // killGroupByDocker kills the process's group with a Docker exec (its
-// warden can no longer do it); the exit waits for it (maybeFinish).
-func (a *processActor) killGroupByDocker() {
+// warden can no longer do it); the exit waits for it (exitHeld).
+func (w *wardenTransport) killGroupByDocker() {
+	a := w.a
 	pgid := a.state.Group
-	if pgid <= 1 || a.killPending {
+	if pgid <= 1 || w.killPending {
 		return
 	}
-	a.killPending = true
+	w.killPending = true
 	sb, bg := a.p.Sandbox, a.bg
 	go func() {
 		// A warden often dies with its workload: Docker may then still
@@ -262,7 +328,7 @@ func (a *processActor) killGroupByDocker() {
 			return err
 		}
 		err := kill()
-		if a.workloadDying(bg, sb) {
+		if w.workloadDying(bg, sb) {
 			a.send(groupKilled{workloadGone: true})
 			return
 		}
@@ -276,13 +342,16 @@ func (a *processActor) killGroupByDocker() {
 	}()
 }
 
-// killUnseen: the KILL's grace for the warden to report the reap ran out.
-type killUnseen struct{ gen int }
-
-// signalWarden signals the group through the warden, off the mailbox (a
-// frozen warden must not block the actor).
-func (a *processActor) signalWarden(sig syscall.Signal, reply chan<- error) {
-	p := a.wproc
+// signal signals the group through the warden, off the mailbox (a frozen
+// warden must not block the actor); through Docker for a recovering
+// process whose warden is gone.
+func (w *wardenTransport) signal(sig syscall.Signal, reply chan<- error) {
+	a := w.a
+	p := w.proc
+	if p == nil {
+		a.signalByDocker(sig, reply)
+		return
+	}
 	go func() {
 		err := p.Signal(sig)
 		if err != nil {
@@ -296,22 +365,71 @@ func (a *processActor) signalWarden(sig syscall.Signal, reply chan<- error) {
 	}()
 }
 
-// Resize asks for a process's terminal size.
-type Resize struct {
-	Rows, Cols uint16
-	Reply      chan<- error
+// killed: a warden that does not report the KILLed process reaped in time
+// (frozen time not counted) is stopped (SIGSTOP) or wedged, or lost track
+// of this one process: it is given up then (killUnseen).
+func (w *wardenTransport) killed(gen int) {
+	a := w.a
+	if w.proc != nil && a.exit.state == nil {
+		a.after(a.deps.Config.StopGrace+5*time.Second, killUnseen{gen: gen})
+	}
 }
 
-func (a *processActor) resize(m Resize) {
+// awaitExit: the warden reports the end by itself (watchReap).
+func (w *wardenTransport) awaitExit() {}
+
+// closing: the sandbox let go of the link (the runtime closes).
+func (w *wardenTransport) closing(err error) bool {
+	return w.proc != nil && errors.Is(err, warden.ErrLinkClosed)
+}
+
+// streamFailed: the warden's link broke (or the warden broke the
+// protocol): not the daemon's stream, so nothing to fail closed; the
+// sandbox replaces its warden.
+func (w *wardenTransport) streamFailed(err error) { w.lost(err) }
+
+func (w *wardenTransport) exitHeld() bool { return w.killPending }
+
+func (w *wardenTransport) startFailure(code int, head []byte) error {
+	if w.proc != nil {
+		// The warden reports a failed spawn itself: a 126 or 127 here is
+		// the program's own exit code.
+		head = nil
+	}
+	return dockerio.ExecFailure(code, head)
+}
+
+func (w *wardenTransport) exiting(ev *lifecycle.ProcessExited) {
+	if w.proc != nil && w.a.p.Adopt != nil {
+		// A re-adopted process's read loop saw only what came after the
+		// resume: the warden counted every byte by stream. (A process
+		// this runtime read from the start keeps the counts of what it
+		// took: with a quota hit, the warden read more than was taken.)
+		if ex, ok := w.proc.Exit(); ok {
+			ev.StdoutBytes, ev.StderrBytes = int64(ex.Stdout), int64(ex.Stderr)
+		}
+	}
+}
+
+// exited: journaled, the warden may drop it (off the mailbox). A lost
+// process's too: one given up alone while its link lives is then killed
+// and dropped by the warden (stockade-warden/3), not left a stray holding
+// a window; on an ended link Forget sends nothing.
+func (w *wardenTransport) exited() {
+	if w.proc != nil {
+		go func(p *warden.Proc) { p.Forget(); failpoint.Hit(failpoint.ProcessForgetSent) }(w.proc)
+	}
+}
+
+func (w *wardenTransport) resize(m Resize) {
+	a := w.a
 	switch {
-	case !a.p.Spec.TTY:
-		m.Reply <- spec.Errorf(spec.CodeInvalidArgument, "process", "process %s has no terminal to resize", a.p.ID)
-	case a.done || a.wproc == nil:
-		m.Reply <- spec.Errorf(spec.CodeNotFound, "process", "process %s is not running", a.p.ID)
+	case w.proc == nil:
+		m.Reply <- a.notRunning()
 	case m.Rows == 0 || m.Cols == 0:
 		m.Reply <- spec.Errorf(spec.CodeInvalidArgument, "process", "terminal size %dx%d: both must be positive", m.Rows, m.Cols)
 	default:
-		p := a.wproc
+		p := w.proc
 		go func() {
 			if err := p.Resize(m.Rows, m.Cols); err != nil {
 				m.Reply <- spec.Wrap(spec.CodeStreamFailure, "process", err, "resizing the terminal of process %s", a.p.ID)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"syscall"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -34,15 +33,16 @@ type wardenResumed struct {
 	from int64
 }
 
-// adoptWarden settles a journaled warden process.
-func (a *processActor) adoptWarden() {
+// adopt settles a journaled warden process.
+func (w *wardenTransport) adopt() {
+	a := w.a
 	e := a.p.Entry
 	switch {
 	case a.p.WardenGone != nil:
-		a.adoptLost(fmt.Sprintf("the warden is gone: %v", a.p.WardenGone))
+		w.adoptLost(fmt.Sprintf("the warden is gone: %v", a.p.WardenGone))
 		return
 	case e == nil:
-		a.adoptLost("the warden does not know it")
+		w.adoptLost("the warden does not know it")
 		return
 	}
 	seen := fmt.Sprintf("warden: pid %d, pgid %d, running %v, output %d, acked %d", e.PID, e.PGID, e.Running, e.Output, e.Acked)
@@ -86,7 +86,7 @@ func (a *processActor) adoptWarden() {
 	}
 	if from > e.Output {
 		rec.Suspend() // not complete: its exit is not journaled
-		a.adoptLost(fmt.Sprintf("its recording holds %d bytes, the warden read only %d", from, e.Output))
+		w.adoptLost(fmt.Sprintf("its recording holds %d bytes, the warden read only %d", from, e.Output))
 		return
 	}
 	if rec != nil && uint64(off) < from {
@@ -104,7 +104,7 @@ func (a *processActor) adoptWarden() {
 			return
 		}
 	}
-	link, entry := a.p.Link, *e
+	link, entry := w.link, *e
 	bg := a.bg
 	go func() {
 		rctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
@@ -114,7 +114,8 @@ func (a *processActor) adoptWarden() {
 	}()
 }
 
-func (a *processActor) onWardenResumed(ctx actor.Context, m wardenResumed) {
+func (w *wardenTransport) onResumed(ctx actor.Context, m wardenResumed) {
+	a := w.a
 	if a.done {
 		if m.proc != nil {
 			m.proc.Close()
@@ -124,15 +125,15 @@ func (a *processActor) onWardenResumed(ctx actor.Context, m wardenResumed) {
 	}
 	if m.err != nil {
 		m.rec.Suspend() // not complete: its exit is not journaled
-		a.adoptLost(fmt.Sprintf("resuming its output failed: %v", m.err))
+		w.adoptLost(fmt.Sprintf("resuming its output failed: %v", m.err))
 		return
 	}
 	p := m.proc
-	a.wproc = p
-	a.oomBase = a.state.OOMKills
-	a.watchWarden(p)
-	a.att = &wardenAttachment{p: p}
-	out := a.newOutput(a.att, m.rec)
+	w.proc = p
+	a.exit.oomBase = a.state.OOMKills
+	w.watchReap(p)
+	a.streams.att = &wardenAttachment{p: p}
+	out := a.newOutput(a.streams.att, m.rec)
 	out.nOut.Store(m.from) // the split by stream comes with the exit
 	if !a.spawnOutput(ctx, out) {
 		return
@@ -145,34 +146,20 @@ func (a *processActor) onWardenResumed(ctx actor.Context, m wardenResumed) {
 	case !a.p.Detach:
 		a.stop(lifecycle.ReasonCancelled, spec.Errorf(spec.CodeCancelled, "process", "recovered: process %s stopped by the recovery option", a.p.ID))
 	}
-	if !a.p.Deadline.IsZero() {
-		a.timers = append(a.timers, time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(deadlineHit{}) }))
-	}
+	a.armDeadline()
 	a.sys.Root.Send(a.parent, AdoptSettled{ID: a.p.ID})
 }
 
 // adoptLost ends a warden process recovery cannot re-adopt: its group (if
 // journaled) is killed through a Docker exec, and it ends lost.
-func (a *processActor) adoptLost(why string) {
+func (w *wardenTransport) adoptLost(why string) {
+	a := w.a
 	if !a.decided("lost", why) {
 		return
 	}
-	a.stopReason = lifecycle.ReasonLost
-	a.stopErr = spec.Errorf(spec.CodeStreamFailure, "process", "recovered: process %s: %s", a.p.ID, why)
-	a.exit = &dockerio.ExecState{Known: true, ExitCode: -1}
-	a.killGroupByDocker()
+	a.stopping.reason = lifecycle.ReasonLost
+	a.stopping.err = spec.Errorf(spec.CodeStreamFailure, "process", "recovered: process %s: %s", a.p.ID, why)
+	a.exit.state = &dockerio.ExecState{Known: true, ExitCode: -1}
+	w.killGroupByDocker()
 	a.maybeFinish()
-}
-
-// handleFor returns the process's handle, making one for a process that
-// has none (a re-adopted one): it can be signalled, stopped and waited for
-// like any other.
-func (a *processActor) handleFor() *Handle {
-	if a.done {
-		return nil
-	}
-	if a.handle == nil {
-		a.handle = &Handle{ID: a.p.ID, pid: a.self, sys: a.sys, done: make(chan struct{})}
-	}
-	return a.handle
 }
