@@ -160,7 +160,7 @@ func (x *execTransport) doubt126(st *dockerio.ExecState) bool {
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
 		defer cancel()
-		err := a.deps.Engine.SignalGroup(ctx, sb, pgid, 0)
+		err := a.engine.SignalGroup(ctx, sb, pgid, 0)
 		switch {
 		case err == nil:
 			a.send(groupProbed{alive: true})

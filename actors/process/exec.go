@@ -108,7 +108,7 @@ func (x *execTransport) launch() {
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
 		defer cancel()
-		id, err := a.deps.Engine.CreateExec(ctx, sb, req)
+		id, err := a.engine.CreateExec(ctx, sb, req)
 		a.send(execCreated{id: id, err: err})
 	}()
 }
@@ -156,7 +156,7 @@ func (x *execTransport) proceed() {
 	go func() {
 		actx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
 		defer cancel()
-		att, err := a.deps.Engine.AttachExec(actx, sb, id, req)
+		att, err := a.engine.AttachExec(actx, sb, id, req)
 		if err == nil && bg.Err() != nil {
 			att.Close() // the actor is gone: nobody would close it
 			return
@@ -242,7 +242,7 @@ func (x *execTransport) confirmExit() {
 		delay := 100 * time.Millisecond
 		for {
 			ictx, cancel := context.WithTimeout(ctx, a.deps.Config.DockerTimeout)
-			st, err := a.deps.Engine.InspectExec(ictx, id)
+			st, err := a.engine.InspectExec(ictx, id)
 			cancel()
 			if err == nil {
 				a.send(exitSeen{state: st})
@@ -347,7 +347,7 @@ func (x *execTransport) adopt() {
 		delay := 100 * time.Millisecond
 		for attempt := 0; ; attempt++ {
 			ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
-			st, err := a.deps.Engine.InspectExec(ctx, id)
+			st, err := a.engine.InspectExec(ctx, id)
 			cancel()
 			if err == nil || spec.IsCode(err, spec.CodeNotFound) || bg.Err() != nil || attempt == 5 {
 				a.send(adoptSeen{state: st, err: err})
@@ -439,7 +439,7 @@ func (x *execTransport) readGroup(reply func(pgid int, err error) any) {
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
 		defer cancel()
-		pgid, err := a.deps.Engine.ReadGroup(ctx, sb, pid)
+		pgid, err := a.engine.ReadGroup(ctx, sb, pid)
 		a.send(reply(pgid, err))
 	}()
 }

@@ -23,10 +23,18 @@ import (
 // end after the exec ended, before the streams are cut.
 const cutGrace = time.Second
 
+// engine is what a process actor asks of Docker: its exec (the exec
+// transport; the warden transport signals a group through it when the link
+// is gone) and a readback of its sandbox, nothing of the sandbox's own life.
+type engine interface {
+	dockerio.Execs
+	VerifySandbox(ctx context.Context, sb dockerio.Sandbox) error
+}
+
 // Props returns the props of a process actor.
 func Props(d *actors.Deps, p Params) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &processActor{deps: d, p: p}
+		return &processActor{deps: d, engine: d.Engine, p: p}
 	}, actor.WithSupervisor(actors.FailureStrategy()))
 }
 
@@ -54,6 +62,7 @@ type (
 // runs and how its end is learned is its transport's (transport.go).
 type processActor struct {
 	deps   *actors.Deps
+	engine engine // deps.Engine, seen through the roles a process uses
 	p      Params
 	self   *actor.PID
 	parent *actor.PID
@@ -505,7 +514,7 @@ func (a *processActor) checkOOM() {
 	go func() {
 		var n int64
 		err := a.whileFrozen(bg, func(ctx context.Context) (err error) {
-			n, err = a.deps.Engine.OOMKills(ctx, sb)
+			n, err = a.engine.OOMKills(ctx, sb)
 			return err
 		})
 		a.send(oomChecked{kills: n, err: err})

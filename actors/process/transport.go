@@ -86,7 +86,7 @@ func (a *processActor) signalByDocker(sig syscall.Signal, reply chan<- error) {
 	}
 	sb, bg := a.p.Sandbox, a.bg
 	go func() {
-		err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, sig) })
+		err := a.whileFrozen(bg, func(ctx context.Context) error { return a.engine.SignalGroup(ctx, sb, pgid, sig) })
 		if err != nil && reply == nil && !spec.IsCode(err, spec.CodeNotFound) {
 			a.deps.Log.Warn("signalling a process group failed", "process", a.p.ID, "signal", sig, "err", err)
 		}

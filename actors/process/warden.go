@@ -152,7 +152,7 @@ func (w *wardenTransport) workloadDying(bg context.Context, sb dockerio.Sandbox)
 	pause := 100 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		vctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
-		gone := a.deps.Engine.VerifySandbox(vctx, sb) != nil
+		gone := a.engine.VerifySandbox(vctx, sb) != nil
 		cancel()
 		if gone || attempt == 3 || bg.Err() != nil {
 			return gone
@@ -321,7 +321,7 @@ func (w *wardenTransport) killGroupByDocker() {
 		// kill through. Either way the workload is watched a moment
 		// (workloadDying) before the process is taken for lost.
 		kill := func() error {
-			err := a.whileFrozen(bg, func(ctx context.Context) error { return a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
+			err := a.whileFrozen(bg, func(ctx context.Context) error { return a.engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL) })
 			if spec.IsCode(err, spec.CodeNotFound) {
 				return nil
 			}

@@ -158,7 +158,7 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 		a.e.mu.Unlock()
 		if ensure {
 			dctx, cancel := context.WithTimeout(ctx, a.deps.Config.DockerTimeout)
-			next, replaced, err := a.deps.Engine.EnsureEgress(dctx, sb)
+			next, replaced, err := a.engine.EnsureEgress(dctx, sb)
 			cancel()
 			if spec.IsCode(err, spec.CodeUnsupported) || spec.IsCode(err, spec.CodeConflict) {
 				// Its network is not the one made (readback), or a
@@ -207,7 +207,7 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 // egressLink runs one control link until it ends; up says it was made.
 func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sandbox, log *recorder.DecisionLog, fresh bool) (up bool, err error) {
 	octx, cancel := context.WithTimeout(ctx, a.deps.Config.DockerTimeout)
-	conn, err := a.deps.Engine.OpenEgress(octx, sb, &dockerio.LineLog{Log: func(line string) {
+	conn, err := a.engine.OpenEgress(octx, sb, &dockerio.LineLog{Log: func(line string) {
 		a.deps.Log.Warn("egress", "sandbox", a.p.ID, "stderr", line)
 	}, Max: 100})
 	if err != nil {

@@ -72,7 +72,7 @@ func (a *sandboxActor) pumpPause(ctx actor.Context) {
 				a.pause = freezing
 				a.tellFreeze(true)
 				sb := a.sb
-				a.goDocker(func(ctx context.Context) any { return pausedMsg{err: a.deps.Engine.PauseSandbox(ctx, sb)} })
+				a.goDocker(func(ctx context.Context) any { return pausedMsg{err: a.engine.PauseSandbox(ctx, sb)} })
 				return
 			}
 			a.failWaiting(err)
@@ -133,7 +133,7 @@ func (a *sandboxActor) maybeThaw() {
 	}
 	a.pause = thawing
 	sb := a.sb
-	a.goDocker(func(ctx context.Context) any { return unpausedMsg{err: a.deps.Engine.UnpauseSandbox(ctx, sb)} })
+	a.goDocker(func(ctx context.Context) any { return unpausedMsg{err: a.engine.UnpauseSandbox(ctx, sb)} })
 }
 
 func (a *sandboxActor) onUnpaused(ctx actor.Context, m unpausedMsg) {
@@ -172,7 +172,7 @@ func (a *sandboxActor) tellFreeze(frozen bool) {
 func (a *sandboxActor) copyOut(m Get, live, held bool) {
 	sb := a.sb
 	go func() {
-		rc, err := a.deps.Engine.GetArchive(m.Ctx, sb, m.Path)
+		rc, err := a.engine.GetArchive(m.Ctx, sb, m.Path)
 		if !held {
 			m.Reply <- GetResult{Tar: rc, Live: live, Err: err}
 			return

@@ -121,10 +121,20 @@ type Snapshot struct {
 	Processes []string
 }
 
+// engine is the part of the Docker seam a sandbox actor uses.
+type engine interface {
+	dockerio.Sandboxes
+	dockerio.Files
+	dockerio.Wardens
+	dockerio.Egress
+	InspectSandbox(ctx context.Context, sb dockerio.Sandbox) (dockerio.Observed, error)
+	SignalGroup(ctx context.Context, sb dockerio.Sandbox, pgid int, sig syscall.Signal) error
+}
+
 // Props returns the props of a sandbox actor.
 func Props(d *actors.Deps, p Params) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &sandboxActor{deps: d, p: p, procs: map[string]*actor.PID{}, byPID: map[string]string{}}
+		return &sandboxActor{deps: d, engine: d.Engine, p: p, procs: map[string]*actor.PID{}, byPID: map[string]string{}}
 	}, actor.WithSupervisor(actors.FailureStrategy()))
 }
 
@@ -148,12 +158,17 @@ type (
 )
 
 type sandboxActor struct {
-	deps  *actors.Deps
-	p     Params
-	self  *actor.PID
-	sys   *actor.ActorSystem
-	state lifecycle.Sandbox
-	sb    dockerio.Sandbox
+	deps *actors.Deps
+	// engine is deps.Engine seen through the roles a sandbox uses: its
+	// container's life, its inventory at reconcile, its files, its warden,
+	// its egress, and its processes' groups at a stop (not exec itself:
+	// that is the process actor's).
+	engine engine
+	p      Params
+	self   *actor.PID
+	sys    *actor.ActorSystem
+	state  lifecycle.Sandbox
+	sb     dockerio.Sandbox
 
 	procs map[string]*actor.PID // live process actors by process id
 	byPID map[string]string     // actor id → process id
@@ -326,7 +341,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		if a.state.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead {
 			sb := a.sb
 			a.goDocker(func(ctx context.Context) any {
-				obs, err := a.deps.Engine.InspectSandbox(ctx, sb)
+				obs, err := a.engine.InspectSandbox(ctx, sb)
 				return deadSeen{obs: obs, err: err}
 			})
 		}
@@ -391,7 +406,7 @@ func (a *sandboxActor) create() {
 	failpoint.Hit(failpoint.SandboxReserved)
 	req := dockerio.SandboxRequest{Owner: a.deps.Config.Owner, ID: a.p.ID, Spec: a.p.Spec}
 	a.goDocker(func(ctx context.Context) any {
-		sb, err := a.deps.Engine.CreateSandbox(ctx, req)
+		sb, err := a.engine.CreateSandbox(ctx, req)
 		return createdMsg{sb: sb, err: err}
 	})
 }
@@ -411,7 +426,7 @@ func (a *sandboxActor) onCreated(m createdMsg) {
 	}
 	failpoint.Hit(failpoint.SandboxCreated)
 	sb := a.sb
-	a.goDocker(func(ctx context.Context) any { return startedMsg{err: a.deps.Engine.StartSandbox(ctx, sb)} })
+	a.goDocker(func(ctx context.Context) any { return startedMsg{err: a.engine.StartSandbox(ctx, sb)} })
 }
 
 func (a *sandboxActor) onStarted(m startedMsg) {
@@ -508,7 +523,7 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 	}
 	sb, sys := a.sb, a.sys
 	a.goDocker(func(ctx context.Context) any {
-		err := a.deps.Engine.VerifySandbox(ctx, sb)
+		err := a.engine.VerifySandbox(ctx, sb)
 		sys.Root.Send(pid, process.Verified{Err: err})
 		return verifiedMsg{err: err}
 	})
@@ -663,7 +678,7 @@ func (a *sandboxActor) remove() {
 			case <-ctx.Done():
 			}
 		}
-		return removedMsg{err: a.deps.Engine.RemoveSandbox(ctx, sb)}
+		return removedMsg{err: a.engine.RemoveSandbox(ctx, sb)}
 	})
 }
 
@@ -708,7 +723,7 @@ func (a *sandboxActor) put(m Put) {
 		return
 	}
 	sb := a.sb
-	go func() { m.Reply <- a.deps.Engine.PutArchive(m.Ctx, sb, m.Dir, m.Tar) }()
+	go func() { m.Reply <- a.engine.PutArchive(m.Ctx, sb, m.Dir, m.Tar) }()
 }
 
 // recover takes over a sandbox an earlier runtime left live: it journals the
@@ -837,7 +852,7 @@ func (a *sandboxActor) finishStop() {
 	a.stopProcesses(spec.Errorf(spec.CodeCancelled, "process", "sandbox %s stopped", a.p.ID))
 	sb, grace := a.sb, a.deps.Config.StopGrace
 	a.goDocker(func(ctx context.Context) any {
-		exit, err := a.deps.Engine.StopSandbox(ctx, sb, grace)
+		exit, err := a.engine.StopSandbox(ctx, sb, grace)
 		return stoppedMsg{exit: exit, err: err}
 	})
 }
@@ -920,7 +935,7 @@ func (a *sandboxActor) processFailed(m actors.ChildFailed) {
 			go func() {
 				ctx, cancel := a.deps.DockerContext()
 				defer cancel()
-				if err := a.deps.Engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+				if err := a.engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
 					a.deps.Log.Warn("killing a failed process's group failed", "sandbox", a.p.ID, "process", id, "err", err)
 				}
 			}()

@@ -71,7 +71,7 @@ type wardenState struct {
 func (a *sandboxActor) startWarden(ensure bool) {
 	a.w.gen++
 	a.w.starting = true
-	gen, sb, eng, log := a.w.gen, a.sb, a.deps.Engine, a.deps.Log
+	gen, sb, eng, log := a.w.gen, a.sb, a.engine, a.deps.Log
 	id := a.p.ID
 	a.goDocker(func(ctx context.Context) any {
 		secret := make([]byte, warden.SecretSize)
@@ -297,7 +297,7 @@ func (a *sandboxActor) reattach() {
 	w := *a.state.Warden
 	a.w.gen++
 	a.w.starting = true
-	sb, eng, log, id := a.sb, a.deps.Engine, a.deps.Log, a.p.ID
+	sb, eng, log, id := a.sb, a.engine, a.deps.Log, a.p.ID
 	a.goDocker(func(ctx context.Context) any {
 		secret, err := warden.DecodeHex(w.Secret, warden.SecretSize)
 		if err != nil {
