@@ -23,7 +23,7 @@
 //
 // Open recovers: it folds what the journal holds live, lists the Docker
 // resources labelled with the journal's owner, and reconciles each sandbox
-// by DESIGN.md's recovery table (roll back, stop and remove, re-adopt, tear
+// by the recovery table of docs/design.md (roll back, stop and remove, re-adopt, tear
 // down, record the exit, finish a stop or a removal), journaling every
 // decision with what was observed; orphans are removed. A sandbox recovery
 // cannot observe, or whose journal stream (or one of its processes') does
