@@ -13,18 +13,19 @@
 //	res, err := p.Wait(ctx)
 //	err = sb.Remove(ctx)
 //
-// A piped stream must be read: stdout and stderr share one Docker
-// connection, so an unread stream blocks the other and, once the high-water
-// mark is reached, the process itself. Use spec.Discard for output nobody
-// reads.
+// A piped stream must be read: stdout and stderr of one process share one
+// channel of the sandbox's warden link, so an unread stream blocks the other
+// and, once its credit and the warden's window are used, the process itself
+// (never another one). Use spec.Discard for output nobody reads.
 //
 // Errors are *spec.Error values with a code (errors.As, or errors.Is with a
 // spec sentinel such as spec.ErrTimeout) wrapping their cause.
 //
 // Open recovers: it folds what the journal holds live, lists the Docker
 // resources labelled with the journal's owner, and reconciles each sandbox
-// by DESIGN.md's recovery table (roll back, stop and remove, re-adopt, tear
-// down, record the exit, finish a stop or a removal), journaling every
+// by the recovery table of docs/design.md (roll back, stop and remove,
+// re-adopt, tear down, record the exit, finish a stop or a removal; re-adopt
+// a warden's running processes with their streams), journaling every
 // decision with what was observed; orphans are removed. A sandbox recovery
 // cannot observe, or whose journal stream (or one of its processes') does
 // not fold, is listed (Sandboxes) as unreconciled and refused for new work,

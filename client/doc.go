@@ -1,9 +1,8 @@
 // Package client is the Go client of `stockade serve`: the same calls as
 // the embedded API (host.Runtime, host.Sandbox, host.Process) over the
 // server's unix socket, so a Go host switches between embedded and served
-// with one line:
-//
-//	rt, err := client.Dial(server.SocketPath(journal)) // was: rt.Host() of stockade.Open
+// with one line: client.Dial(server.SocketPath(journal)) in place of
+// Runtime.Host of stockade.Open (see the examples, and host's).
 //
 // It links neither protoactor nor the Docker client: it imports only the
 // generated API, host/, spec/ and lifecycle/.

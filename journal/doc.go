@@ -4,7 +4,7 @@
 // Docker daemon id).
 //
 // It knows nothing of Docker or the actor system. Event types and payloads
-// belong to the caller (the fold package defines them); the journal stores a
+// belong to the caller (package lifecycle defines them); the journal stores a
 // type string and an opaque JSON payload per event.
 //
 // # Use

@@ -6,7 +6,7 @@
 // can depend on it.
 //
 // Errors: every failure stockade reports is an *Error carrying a Code from the
-// table in DESIGN.md. Use errors.As to read the code, errors.Is with a
+// table in docs/design.md. Use errors.As to read the code, errors.Is with a
 // sentinel (ErrTimeout, ...) to match a code, and errors.Is with the cause to
 // match what went wrong underneath.
 package spec

@@ -5,9 +5,9 @@ import (
 	"fmt"
 )
 
-// Code classifies an Error. The codes follow the seed backend's error codes
-// (unsupported, stream_failure, output_limit, cancelled, ...) plus stockade's
-// own. DESIGN.md's error table says what each code stops.
+// Code classifies an Error. Each code names one kind of failure and what it
+// stops (a create, a process, the whole sandbox, an Open); the table in
+// docs/design.md ("Errors") lists them.
 type Code string
 
 const (

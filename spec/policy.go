@@ -65,7 +65,7 @@ type Policy struct {
 	User   User         `json:"user"`
 }
 
-// Defaults, as DESIGN.md's table gives them.
+// Defaults, as the defaults table of docs/design.md gives them.
 const (
 	DefaultCPUs        = 1
 	DefaultMemoryBytes = 512 << 20
@@ -563,7 +563,7 @@ type Result struct {
 	// ExitCode is the process's exit status, or -1 when it is unknown
 	// (lost, or ended without Docker reporting a code).
 	ExitCode int `json:"exit_code"`
-	// Reason says why it ended (see DESIGN.md's exit reasons).
+	// Reason says why it ended (see the exit reasons in docs/design.md).
 	Reason string `json:"reason"`
 	// Err is the typed error for every reason but a plain exit.
 	Err         error     `json:"-"`

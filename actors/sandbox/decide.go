@@ -10,7 +10,7 @@ import (
 )
 
 // Decision is what recovery does with a sandbox an earlier runtime left
-// live, by DESIGN.md's recovery table.
+// live, by the recovery table of docs/design.md.
 type Decision string
 
 const (

@@ -8,8 +8,10 @@
 // answers Inspect and Stop while a create is in flight.
 //
 // Admission closes at the stopping intent; the sandbox is exited only when
-// its workload is stopped and every process is terminal (the seed's
-// closeAdmission / computeStopped). Before each launch it asserts the
-// sandbox is still active (running, same identity and revision). A process
+// its workload is stopped and every process is terminal: a sandbox never
+// reports exited while one of its processes could still be running. Before
+// each launch it asserts the sandbox is still active (the workload running,
+// same identity and revision), so no process starts in a container that
+// was replaced or stopped behind the runtime's back. A process
 // whose stream cannot be trusted fails the whole sandbox closed.
 package sandbox

@@ -480,8 +480,8 @@ func (a *sandboxActor) createFailed(cause error) {
 }
 
 // launch admits a process. The sandbox asserts it is still active (the
-// seed's assertActive: running, same identity and revision) before the
-// process runs — concurrently with the process's reservation and exec
+// workload container running, with the same identity and revision) before
+// the process runs — concurrently with the process's reservation and exec
 // create, which start nothing: the process actor holds its attach (the call
 // that starts it) until the verification has passed.
 func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
@@ -502,7 +502,7 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 	if m.Spec.Timeout > 0 {
 		deadline = a.deps.Now().Add(m.Spec.Timeout)
 	}
-	// With a warden, its live link is the seed's assertActive: the link
+	// With a warden, its live link stands for the active check: the link
 	// was made after the workload was verified, and lives only while that
 	// same container runs (an exec dies with its container).
 	link := a.w.link

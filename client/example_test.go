@@ -1,0 +1,66 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+
+	"github.com/stockade/stockade/client"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/spec"
+)
+
+// A process in a kept sandbox of a running `stockade serve`. The examples
+// here have no Output line: they need a server, so go test compiles them
+// but does not run them.
+func ExampleDial() {
+	ctx := context.Background()
+	c, err := client.Dial(os.Getenv("STOCKADE_SOCKET")) // the journal's path with .sock by default
+	if err != nil {
+		log.Fatal(err) // cancelled, naming the path: no server answers there
+	}
+	defer c.Close() // the sandbox below stays up: it is kept
+
+	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: "stockade/toolbox:dev", Lifetime: spec.Kept})
+	if err != nil {
+		log.Fatal(err)
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "echo out; echo err >&2"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	go io.Copy(os.Stderr, p.Stderr()) // stdout and stderr share one gRPC stream: read both
+	io.Copy(os.Stdout, p.Stdout())
+	res, err := p.Wait(ctx)
+	var se *spec.Error
+	if errors.As(err, &se) {
+		log.Fatalf("%s: %v", se.Code, err) // the server's code crosses the wire
+	}
+	fmt.Println(sb.ID(), res.ExitCode)
+}
+
+// Waiting for a process by id, such as one started with `stockade exec -d`
+// or re-adopted after a server restart, and reading its recorded output.
+func ExampleClient_Wait() {
+	ctx := context.Background()
+	c, err := client.Dial(os.Getenv("STOCKADE_SOCKET"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	id := os.Args[1] // a process id
+	res, err := c.Wait(ctx, id)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.Logs(ctx, id, func(ch host.OutputChunk) error {
+		_, err := os.Stdout.Write(ch.Data)
+		return err
+	}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("exit", res.ExitCode, res.Reason)
+}

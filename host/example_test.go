@@ -1,0 +1,79 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"os"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/client"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/server"
+	"github.com/stockade/stockade/spec"
+)
+
+// echo runs one command in a one-shot sandbox of rt and prints its output
+// and result. It is written once against host.Runtime and works the same on
+// an embedded runtime and on a server's client.
+func echo(ctx context.Context, rt host.Runtime) error {
+	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: "stockade/toolbox:dev"})
+	if err != nil {
+		return err
+	}
+	defer sb.Remove(ctx)
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"echo", "hi"}, Stderr: spec.Discard})
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(os.Stdout, p.Stdout()); err != nil { // a piped stream must be read
+		return err
+	}
+	res, err := p.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Println("exit", res.ExitCode, res.Reason)
+	return nil
+}
+
+// Switching between an embedded runtime and a server is one line: both are
+// a host.Runtime. (No Output line: it needs a Docker engine, so it is
+// compiled, not run, by go test.)
+func Example() {
+	ctx := context.Background()
+	embedded, err := stockade.Open(ctx, stockade.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer embedded.Close()
+
+	var rt host.Runtime = embedded.Host()
+	// or, through `stockade serve` on the same journal:
+	//	rt, err := client.Dial(server.SocketPath(journalPath))
+	if err := echo(ctx, rt); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// A Go host that prefers a running server and falls back to an embedded
+// runtime when none answers (Dial fails at once then).
+func Example_fallback() {
+	ctx := context.Background()
+	journalPath := os.Getenv("STOCKADE_JOURNAL") // "" would mean the default journal for Open
+	var rt host.Runtime
+	if c, err := client.Dial(server.SocketPath(journalPath)); err == nil {
+		rt = c
+	} else {
+		embedded, err := stockade.Open(ctx, stockade.Options{Journal: journalPath})
+		if err != nil {
+			log.Fatal(err)
+		}
+		rt = embedded.Host()
+	}
+	defer rt.Close()
+	if err := echo(ctx, rt); err != nil {
+		log.Fatal(err)
+	}
+}
