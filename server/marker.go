@@ -32,6 +32,11 @@ func WriteMarker(journal string) (func(), error) {
 	if pid := MarkerPID(journal); pid > 0 && pid != self {
 		return nil, spec.Errorf(spec.CodeJournalLocked, "serve", "journal %s is held by a server, pid %d", journal, pid)
 	}
+	// On a fresh machine the marker comes before the journal, so before
+	// the directory the journal's Open would make: make it the same way.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
 	tmp := fmt.Sprintf("%s.%d.tmp", path, self)
 	if err := os.WriteFile(tmp, []byte(strconv.Itoa(self)+"\n"), 0o600); err != nil {
 		return nil, err

@@ -56,3 +56,26 @@ func TestMarkerOfAReusedPIDIsStale(t *testing.T) {
 		t.Fatalf("an old marker whose pid holds the lock: %d, want %d", got, self)
 	}
 }
+
+// TestMarkerBeforeTheJournalsDirectory: on a fresh machine `serve` writes
+// its marker before the journal's Open has made the state directory; the
+// marker makes it (0700), and its remover takes only the marker.
+func TestMarkerBeforeTheJournalsDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state", "stockade")
+	path := filepath.Join(dir, "journal.db")
+	unmark, err := WriteMarker(path)
+	if err != nil {
+		t.Fatalf("marker in a directory not yet made: %v", err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("the state directory: %v %v, want 0700", st, err)
+	}
+	if pid := MarkerPID(path); pid != os.Getpid() {
+		t.Fatalf("the marker names %d, want this process %d", pid, os.Getpid())
+	}
+	unmark()
+	if _, err := os.Stat(MarkerPath(path)); !os.IsNotExist(err) {
+		t.Fatalf("the marker is left after its remover: %v", err)
+	}
+}
