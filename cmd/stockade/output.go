@@ -48,7 +48,7 @@ func (p *printer) Err() error {
 
 // outputError is a failure writing a command's output.
 func outputError(err error) error {
-	return spec.Wrap(spec.CodeStreamFailure, "stockade", err, "writing the output")
+	return spec.Wrap(spec.CodeStreamFailure, "cli", err, "writing the output")
 }
 
 // printText writes a command's whole output, text, and returns its exit
