@@ -2,6 +2,7 @@ package dockerio
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net/netip"
 	"strings"
@@ -125,10 +126,11 @@ func (a *Adapter) ClientVersion() string {
 func (a *Adapter) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var err error
 	if a.cli != nil {
-		a.cli.Close()
+		err = a.cli.Close()
 	}
-	return a.probe.Close()
+	return errors.Join(err, a.probe.Close())
 }
 
 // gather reads the controller and daemon facts.
@@ -174,7 +176,7 @@ func Doctor(ctx context.Context, profile string) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }() // its clients only asked: closing them loses nothing
 	f, err := gather(ctx, a.probe)
 	if err != nil {
 		return Report{}, err

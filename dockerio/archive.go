@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
@@ -173,6 +174,7 @@ func rewrite(dst io.Writer, src io.Reader, u spec.User, atRoot bool) error {
 				// The workspace root itself: its owner and mode are the
 				// runtime's (root, 0755, so the warden's directory in it
 				// stays put), not the archive's.
+				//nolint:gosec // G110: no decompression here; tr reads the caller's uncompressed stream and keeps nothing of it.
 				if _, err := io.Copy(io.Discard, tr); err != nil {
 					return wrap(err, "reading the archive")
 				}
@@ -198,6 +200,7 @@ func rewrite(dst io.Writer, src io.Reader, u spec.User, atRoot bool) error {
 		if err := tw.WriteHeader(h); err != nil {
 			return wrap(err, "entry %q", h.Name)
 		}
+		//nolint:gosec // G110: no decompression here; tr reads the caller's uncompressed stream and dst (the spool) is bounded by MaxArchiveBytes.
 		if _, err := io.Copy(tw, tr); err != nil {
 			return wrap(err, "entry %q", h.Name)
 		}
@@ -238,7 +241,9 @@ func spool(ctx context.Context, r io.Reader, u spec.User, atRoot bool) (*os.File
 		return nil, spec.Wrap(spec.CodeInternal, "dockerio.archive", err, "making the archive's spool file")
 	}
 	// Unlinked at once: nothing is left behind, even by a crash.
-	os.Remove(f.Name())
+	// Best effort: the file was just made in the temp dir, and the put
+	// works from the open file either way.
+	_ = os.Remove(f.Name())
 	done := make(chan error, 1)
 	go func() { done <- rewrite(&spoolFile{f: f}, r, u, atRoot) }()
 	select {
@@ -249,12 +254,15 @@ func spool(ctx context.Context, r io.Reader, u spec.User, atRoot bool) (*os.File
 			}
 		}
 		if err != nil {
-			f.Close()
+			_ = f.Close() // the rewrite's error is the one reported
 			return nil, err
 		}
 		return f, nil
 	case <-ctx.Done():
-		go func() { <-done; f.Close() }()
+		go func() {
+			<-done        //nolint:errcheck // the put already failed with ctx's error
+			_ = f.Close() // the spool is unlinked and abandoned: nothing to lose
+		}()
 		return nil, translate(ctx.Err(), "dockerio.archive", "reading the archive to put")
 	}
 }
@@ -277,7 +285,7 @@ func (a *Adapter) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.R
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read: the unlinked spool goes with it
 	cli, err := a.ready(ctx)
 	if err != nil {
 		return err
@@ -334,14 +342,14 @@ func (a *Adapter) UnpauseSandbox(ctx context.Context, sb Sandbox) error {
 func (a *Adapter) unpause(ctx context.Context, cli *client.Client, id string) error {
 	c, err := cli.ContainerInspect(ctx, id)
 	switch {
-	case client.IsErrNotFound(err):
+	case cerrdefs.IsNotFound(err):
 		return nil
 	case err != nil:
 		return translate(err, "dockerio.pause", "inspecting workload %s", id)
 	case c.State == nil || !c.State.Paused:
 		return nil // not paused: nothing to thaw
 	}
-	if err := cli.ContainerUnpause(ctx, id); err != nil && !client.IsErrNotFound(err) {
+	if err := cli.ContainerUnpause(ctx, id); err != nil && !cerrdefs.IsNotFound(err) {
 		return translate(err, "dockerio.pause", "unpausing workload %s", id)
 	}
 	return nil

@@ -35,7 +35,9 @@ func archive(t testing.TB, es ...entry) []byte {
 		if err := tw.WriteHeader(h); err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(tw, e.body)
+		if _, err := io.WriteString(tw, e.body); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
@@ -225,7 +227,7 @@ func TestDockerioSpoolBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // teardown
 	s := &spoolFile{f: f, n: MaxArchiveBytes - 2}
 	if _, err := s.Write([]byte("ab")); err != nil {
 		t.Fatalf("at the bound: %v", err)

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -106,7 +107,7 @@ func (a *Adapter) egressImage(ctx context.Context, cli *client.Client) (string, 
 	if img, err := cli.ImageInspect(ctx, ref); err == nil {
 		a.egressImageID = img.ID
 		return img.ID, nil
-	} else if !client.IsErrNotFound(err) {
+	} else if !cerrdefs.IsNotFound(err) {
 		return "", translate(err, "dockerio.egress", "inspecting image %s", ref)
 	}
 	var buf bytes.Buffer
@@ -133,7 +134,7 @@ func (a *Adapter) egressImage(ctx context.Context, cli *client.Client) (string, 
 		return "", translate(err, "dockerio.egress", "importing image %s", ref)
 	}
 	err = progressError(rc)
-	rc.Close()
+	_ = rc.Close() // only read; progressError has the import's outcome
 	if err != nil {
 		return "", spec.Wrap(spec.CodeEngine, "dockerio.egress", err, "importing image %s", ref)
 	}
@@ -339,7 +340,7 @@ func (a *Adapter) dropOutsideIfUnused(ctx context.Context, cli *client.Client, o
 		return nil
 	}
 	n, err := cli.NetworkInspect(ctx, OutsideName(owner), network.InspectOptions{})
-	if client.IsErrNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		a.forgetOutside(owner)
 		return nil
 	} else if err != nil {
@@ -678,6 +679,7 @@ func (a *Adapter) createEgressRole(ctx context.Context, cli *client.Client, sb S
 	}
 	a.pendingEgress[pendingKey(sb)] = done
 	a.netMu.Unlock()
+	//nolint:gosec // G118: the start outlives the create's request on purpose (see above); it is bounded by cleanupTimeout.
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
@@ -707,7 +709,7 @@ func (a *Adapter) egressStarted(ctx context.Context, cli *client.Client, sb Sand
 func (a *Adapter) settleEgress(sb Sandbox) {
 	if done, ok := a.takePendingEgress(sb); ok {
 		select {
-		case <-done:
+		case <-done: //nolint:errcheck // the sandbox is going: how its egress started no longer matters
 		case <-time.After(cleanupTimeout):
 		}
 	}
@@ -765,11 +767,11 @@ func (a *Adapter) EnsureEgress(ctx context.Context, sb Sandbox) (Sandbox, bool, 
 	// Gone, stopped or not as made: a new one (it holds nothing but
 	// decisions the runtime has not read, a loss the egress log marks).
 	if sb.Egress != "" {
-		if err := cli.ContainerRemove(ctx, sb.Egress, container.RemoveOptions{Force: true}); err != nil && !client.IsErrNotFound(err) {
+		if err := cli.ContainerRemove(ctx, sb.Egress, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			return sb, false, translate(err, "dockerio.egress", "removing egress %s", sb.Egress)
 		}
 	}
-	if err := cli.ContainerRemove(ctx, Name(sb.Owner, sb.ID, RoleEgress), container.RemoveOptions{Force: true}); err != nil && !client.IsErrNotFound(err) {
+	if err := cli.ContainerRemove(ctx, Name(sb.Owner, sb.ID, RoleEgress), container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return sb, false, translate(err, "dockerio.egress", "removing egress %s", Name(sb.Owner, sb.ID, RoleEgress))
 	}
 	sb.Outside = outside.ID

@@ -111,7 +111,9 @@ func egressDoc(t *testing.T, a *Adapter, sb Sandbox) (map[string]any, EgressExpe
 		t.Fatal(err)
 	}
 	var doc map[string]any
-	json.Unmarshal(raw, &doc)
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
 	return doc, e
 }
 

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
@@ -125,7 +126,7 @@ func (t *attachment) Next() (framing.StreamID, []byte, error) {
 	}
 	id, p, err := t.dec.Next()
 	if err != nil && err != io.EOF {
-		t.Close()
+		_ = t.Close() // the stream's error is the one reported
 	}
 	return id, p, err
 }
@@ -185,10 +186,11 @@ func (a *Adapter) AttachExec(ctx context.Context, sb Sandbox, execID string, req
 	t := &attachment{resp: resp, stdin: req.Spec.Stdin}
 	defer func() {
 		if err != nil {
-			t.Close()
+			_ = t.Close() // err is the one reported
 		}
 	}()
-	stop := context.AfterFunc(ctx, func() { t.Close() })
+	// Closing is how ctx interrupts the read below; ctx's error is reported.
+	stop := context.AfterFunc(ctx, func() { _ = t.Close() })
 	defer stop()
 	if mt, ok := resp.MediaType(); ok && mt != MultiplexedMediaType {
 		return nil, spec.Errorf(spec.CodeStreamFailure, "dockerio.exec", "exec %s: media type %q, want %q", execID, mt, MultiplexedMediaType)
@@ -285,7 +287,7 @@ func (a *Adapter) InspectExec(ctx context.Context, execID string) (ExecState, er
 
 func inspectExec(ctx context.Context, cli *client.Client, execID string) (ExecState, error) {
 	ins, err := cli.ContainerExecInspect(ctx, execID)
-	if client.IsErrNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		return ExecState{Known: false}, nil
 	}
 	if err != nil {
@@ -364,7 +366,8 @@ func (a *Adapter) run(ctx context.Context, cli *client.Client, sb Sandbox, argv 
 	if err != nil {
 		return 0, "", "", translate(err, "dockerio.exec", "attaching helper exec %s", resp.ID)
 	}
-	stop := context.AfterFunc(ctx, func() { hj.Conn.Close() })
+	// Closing is how ctx interrupts the read below; ctx's error is reported.
+	stop := context.AfterFunc(ctx, func() { _ = hj.Conn.Close() })
 	var out, errb limitedBuffer
 	_, cerr := framing.Copy(&out, &errb, hj.Reader)
 	stop()

@@ -77,7 +77,9 @@ func TestDockerioPreflightProfiles(t *testing.T) {
 		t.Fatal("the engine20 profile admitted an Engine 29 cgroup v2 daemon")
 	}
 	var b strings.Builder
-	CheckDaemon(p20, engine20Facts).WriteTo(&b)
+	if _, err := CheckDaemon(p20, engine20Facts).WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range []string{"profile   linux-x64-engine20-cgroupv1", "relaxes", "AppArmor docker-default", "result: admitted"} {
 		if !strings.Contains(b.String(), s) {
 			t.Fatalf("doctor output lacks %q:\n%s", s, b.String())

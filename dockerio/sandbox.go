@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -320,7 +321,7 @@ func (a *Adapter) stopEgress(ctx context.Context, cli *client.Client, sb Sandbox
 	a.settleEgress(sb)
 	secs := 1
 	err := cli.ContainerStop(ctx, sb.Egress, container.StopOptions{Timeout: &secs})
-	if err != nil && !client.IsErrNotFound(err) {
+	if err != nil && !cerrdefs.IsNotFound(err) {
 		return translate(err, "dockerio.stop", "stopping egress %s", sb.Egress)
 	}
 	return nil
@@ -329,14 +330,14 @@ func (a *Adapter) stopEgress(ctx context.Context, cli *client.Client, sb Sandbox
 func (a *Adapter) stopWorkload(ctx context.Context, cli *client.Client, sb Sandbox, grace time.Duration) (ContainerExit, error) {
 	secs := int((grace + time.Second - 1) / time.Second)
 	err := cli.ContainerStop(ctx, sb.Workload, container.StopOptions{Timeout: &secs})
-	if client.IsErrNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		return ContainerExit{ExitCode: -1}, nil
 	}
 	if err != nil {
 		return ContainerExit{}, translate(err, "dockerio.stop", "stopping workload %s", sb.Workload)
 	}
 	c, err := cli.ContainerInspect(ctx, sb.Workload)
-	if client.IsErrNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		return ContainerExit{ExitCode: -1}, nil
 	}
 	if err != nil {
@@ -403,7 +404,7 @@ func remove(ctx context.Context, cli *client.Client, r Resource) error {
 	default:
 		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.remove", "unknown kind %q", r.Kind)
 	}
-	if err != nil && !client.IsErrNotFound(err) {
+	if err != nil && !cerrdefs.IsNotFound(err) {
 		return translate(err, "dockerio.remove", "%s %s (%s)", r.Kind, r.Name, r.ID)
 	}
 	return nil
@@ -498,7 +499,7 @@ func (a *Adapter) InspectSandbox(ctx context.Context, sb Sandbox) (Observed, err
 		obs.Revision = r.Revision
 		c, raw, err := cli.ContainerInspectWithRaw(ctx, r.ID, false)
 		if err != nil {
-			if client.IsErrNotFound(err) {
+			if cerrdefs.IsNotFound(err) {
 				continue
 			}
 			return Observed{}, translate(err, "dockerio.inspect", "workload %s", r.ID)
@@ -539,7 +540,7 @@ func (a *Adapter) RemoveOwned(ctx context.Context, r Resource) error {
 	switch r.Kind {
 	case KindContainer:
 		c, err := cli.ContainerInspect(ctx, r.ID)
-		if client.IsErrNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil
 		} else if err != nil {
 			return translate(err, "dockerio.remove", "container %s", r.ID)
@@ -549,7 +550,7 @@ func (a *Adapter) RemoveOwned(ctx context.Context, r Resource) error {
 		}
 	case KindNetwork:
 		n, err := cli.NetworkInspect(ctx, r.ID, network.InspectOptions{})
-		if client.IsErrNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil
 		} else if err != nil {
 			return translate(err, "dockerio.remove", "network %s", r.ID)
@@ -557,7 +558,7 @@ func (a *Adapter) RemoveOwned(ctx context.Context, r Resource) error {
 		labels = n.Labels
 	case KindVolume:
 		v, err := cli.VolumeInspect(ctx, r.ID)
-		if client.IsErrNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil
 		} else if err != nil {
 			return translate(err, "dockerio.remove", "volume %s", r.ID)

@@ -154,7 +154,9 @@ func (d *demuxReader) Read(p []byte) (int, error) {
 		}
 		if id == framing.Stderr {
 			if d.stderr != nil {
-				d.stderr.Write(b)
+				// Diagnostics only: a failing sink must not fail the
+				// warden's stream.
+				_, _ = d.stderr.Write(b)
 			}
 			continue
 		}
@@ -274,7 +276,7 @@ func (a *Adapter) wardenIntact(ctx context.Context, cli *client.Client, sb Sandb
 		}
 		return false, translate(err, "dockerio.warden", "reading the warden of sandbox %s back", sb.ID)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }() // only read
 	tr := tar.NewReader(rc)
 	var dirOK, binOK bool
 	for n := 0; ; n++ {

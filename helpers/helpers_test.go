@@ -250,7 +250,9 @@ func TestTamperedEmbeddedHealed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			os.Chmod(b.Path, 0o700)
+			if err := os.Chmod(b.Path, 0o700); err != nil {
+				t.Fatal(err)
+			}
 			if err := tc.tamper(b.Path, orig); err != nil {
 				t.Fatal(err)
 			}
@@ -295,7 +297,9 @@ func TestNamedFile(t *testing.T) {
 	good := installed(t, Warden)
 	egressBin := installed(t, Egress) // static, but speaks another version
 	text := filepath.Join(t.TempDir(), "script")
-	os.WriteFile(text, []byte("#!/bin/sh\necho stockade-warden/3\n"), 0o755)
+	if err := os.WriteFile(text, []byte("#!/bin/sh\necho stockade-warden/3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	dynamic := ""
 	for _, p := range []string{"/bin/sh", "/bin/true", "/usr/bin/env"} {
 		if f, err := elf.Open(p); err == nil {
@@ -304,7 +308,7 @@ func TestNamedFile(t *testing.T) {
 					dynamic = p
 				}
 			}
-			f.Close()
+			_ = f.Close() // only read
 		}
 		if dynamic != "" {
 			break

@@ -158,7 +158,7 @@ func (x *execTransport) proceed() {
 		defer cancel()
 		att, err := a.engine.AttachExec(actx, sb, id, req)
 		if err == nil && bg.Err() != nil {
-			att.Close() // the actor is gone: nobody would close it
+			_ = att.Close() // the actor is gone: nobody would close it, nor hear of an error
 			return
 		}
 		a.send(attached{att: att, err: err})
@@ -315,10 +315,10 @@ func (x *execTransport) armRecheck(d time.Duration) {
 	a := x.a
 	x.watch.recheckGen++
 	gen := x.watch.recheckGen
-	if a.timers.recheck != nil {
-		a.timers.recheck.Stop()
+	if a.recheck != nil {
+		a.recheck.Stop()
 	}
-	a.timers.recheck = time.AfterFunc(d, func() { a.send(recheckDue{gen: gen}) })
+	a.recheck = time.AfterFunc(d, func() { a.send(recheckDue{gen: gen}) })
 }
 
 // recheckBackoff inspects the exec again later, each time twice as late

@@ -98,8 +98,9 @@ func (o *output) Receive(ctx actor.Context) {
 			sys.Root.Send(parent, d)
 		}()
 	case *actor.Stopping:
-		// Unblock a read loop parked in a socket read.
-		o.att.Close()
+		// Unblock a read loop parked in a socket read; the loop reports
+		// how the stream ended.
+		_ = o.att.Close()
 	}
 }
 

@@ -66,11 +66,15 @@ func TestPipeAbandon(t *testing.T) {
 		errc <- err
 	}()
 	time.Sleep(10 * time.Millisecond)
-	p.Close()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-errc; !spec.IsCode(err, spec.CodeCancelled) {
 		t.Fatalf("writer got %v, want cancelled", err)
 	}
-	p.Close()
+	if err := p.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
 	if told.Load() != 1 {
 		t.Fatalf("abandon told %d times, want once", told.Load())
 	}
@@ -84,9 +88,13 @@ func TestPipeAbandon(t *testing.T) {
 func TestPipeDrainedCloseIsNotAbandon(t *testing.T) {
 	var told atomic.Int32
 	p := newPipe(4, func() { told.Add(1) })
-	go func() { p.Write([]byte("abc")); p.CloseWrite(nil) }()
-	io.ReadAll(p)
-	p.Close()
+	go func() { _, _ = p.Write([]byte("abc")); p.CloseWrite(nil) }()
+	if _, err := io.ReadAll(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if told.Load() != 0 {
 		t.Fatal("a drained stream's close was taken for an abandon")
 	}
@@ -107,7 +115,9 @@ func TestPipeAbortUnblocksWriter(t *testing.T) {
 	if err := <-errc; !errors.Is(err, stop) {
 		t.Fatalf("blocked writer got %v", err)
 	}
-	io.ReadFull(p, make([]byte, 4))
+	if _, err := io.ReadFull(p, make([]byte, 4)); err != nil {
+		t.Fatalf("reading the buffered bytes: %v", err)
+	}
 	if _, err := p.Read(make([]byte, 1)); !errors.Is(err, stop) {
 		t.Fatalf("reader got %v after the buffered bytes, want the stop error", err)
 	}
@@ -126,7 +136,7 @@ func TestPipeWriteTo(t *testing.T) {
 	go func() {
 		for rest := want; len(rest) > 0; {
 			n := min(len(rest), 37)
-			p.Write(rest[:n])
+			_, _ = p.Write(rest[:n]) // a failure shows in what the reader gets
 			rest = rest[n:]
 		}
 		p.CloseWrite(nil)
@@ -139,7 +149,7 @@ func TestPipeWriteTo(t *testing.T) {
 	// A failure of the stream reaches io.Copy's caller.
 	q := newPipe(8, nil)
 	stop := spec.Errorf(spec.CodeOutputLimit, "test", "quota")
-	go func() { q.Write([]byte("xy")); q.CloseWrite(stop) }()
+	go func() { _, _ = q.Write([]byte("xy")); q.CloseWrite(stop) }()
 	if _, err := io.Copy(io.Discard, q); !errors.Is(err, stop) {
 		t.Fatalf("got %v, want the stream's error", err)
 	}

@@ -210,19 +210,19 @@ func (a *processActor) Receive(ctx actor.Context) {
 		// The output stream actor panicked: the process fails, nothing else.
 		a.fail(spec.Errorf(spec.CodeStreamFailure, "process", "output stream actor failed: %v", m.Reason))
 	case *actor.Stopping:
-		for _, t := range a.timers.all {
+		for _, t := range a.all {
 			t.Stop()
 		}
 		a.stopStopTimers()
-		if a.timers.recheck != nil {
-			a.timers.recheck.Stop()
+		if a.recheck != nil {
+			a.recheck.Stop()
 		}
 		a.cancel()
 		if !a.done {
 			a.detach()
 		}
 		if a.streams.att != nil {
-			a.streams.att.Close()
+			_ = a.streams.att.Close() // the actor stops: only the connection's close error could come back
 		}
 	default:
 		a.tr.receive(ctx, m)
@@ -247,7 +247,7 @@ func (a *processActor) start() {
 // armDeadline posts deadlineHit at the process's deadline, if it has one.
 func (a *processActor) armDeadline() {
 	if !a.p.Deadline.IsZero() {
-		a.timers.all = append(a.timers.all, time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(deadlineHit{}) }))
+		a.all = append(a.all, time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(deadlineHit{}) }))
 	}
 }
 
@@ -272,7 +272,7 @@ func (a *processActor) onVerified(m Verified) {
 func (a *processActor) running(ctx actor.Context, att dockerio.Attachment, ev lifecycle.ProcessStarted) {
 	a.streams.att = att
 	if a.done {
-		att.Close()
+		_ = att.Close() // nobody reads it now: only the connection's close error could come back
 		return
 	}
 	failpoint.Hit(failpoint.ProcessAttached)
@@ -380,7 +380,7 @@ func (a *processActor) cutStreams() {
 		err = spec.Errorf(spec.CodeCancelled, "process", "process %s was stopped; its output was cut", a.p.ID)
 	}
 	a.streams.out.closePipes(err)
-	a.streams.att.Close() // outputDone follows promptly
+	_ = a.streams.att.Close() // outputDone follows promptly; a close error changes nothing then
 }
 
 // stop starts stopping the process: the stopping intent is journaled, then
@@ -480,7 +480,7 @@ func (a *processActor) maybeFinish() {
 		// Stopping and the exec has ended: give the output a moment to
 		// reach its end, then cut it for a consumer that no longer reads.
 		a.streams.cutArmed = true
-		a.timers.all = append(a.timers.all, time.AfterFunc(cutGrace, func() { a.send(cutStreams{}) }))
+		a.all = append(a.all, time.AfterFunc(cutGrace, func() { a.send(cutStreams{}) }))
 		return
 	}
 	code := -1
@@ -604,7 +604,7 @@ func (a *processActor) abandonJournal(err error) {
 	a.abandoned, a.journalErr = true, err
 	a.streams.out.leaveRecording() // no exit journaled: not complete, resumable
 	if a.streams.att != nil {
-		a.streams.att.Close() // the process runs on; Docker discards its output
+		_ = a.streams.att.Close() // the process runs on; Docker discards its output
 	}
 	a.end(spec.Result{ExitCode: -1, Reason: string(lifecycle.ReasonFailed), Err: err, Started: a.started, Ended: a.deps.Now()})
 }

@@ -417,7 +417,13 @@ func (w *wardenTransport) exiting(ev *lifecycle.ProcessExited) {
 // a window; on an ended link Forget sends nothing.
 func (w *wardenTransport) exited() {
 	if w.proc != nil {
-		go func(p *warden.Proc) { p.Forget(); failpoint.Hit(failpoint.ProcessForgetSent) }(w.proc)
+		log, id := w.a.deps.Log, w.a.p.ID
+		go func(p *warden.Proc) {
+			if err := p.Forget(); err != nil {
+				log.Warn("the warden could not be told to forget an exited process", "process", id, "err", err)
+			}
+			failpoint.Hit(failpoint.ProcessForgetSent)
+		}(w.proc)
 	}
 }
 

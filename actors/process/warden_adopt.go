@@ -85,7 +85,7 @@ func (w *wardenTransport) adopt() {
 		from = e.Acked // recorded less than the warden was told: those bytes are gone
 	}
 	if from > e.Output {
-		rec.Suspend() // not complete: its exit is not journaled
+		a.suspendRecording(rec) // not complete: its exit is not journaled
 		w.adoptLost(fmt.Sprintf("its recording holds %d bytes, the warden read only %d", from, e.Output))
 		return
 	}
@@ -99,7 +99,7 @@ func (w *wardenTransport) adopt() {
 			a.deps.Log.Warn("recording an output gap failed", "process", a.p.ID, "err", err)
 		}
 		if err := a.record(lifecycle.OutputGap{From: off, To: int64(from), Why: why}); err != nil {
-			rec.Suspend()
+			a.suspendRecording(rec)
 			a.abandonJournal(err)
 			return
 		}
@@ -120,11 +120,11 @@ func (w *wardenTransport) onResumed(ctx actor.Context, m wardenResumed) {
 		if m.proc != nil {
 			m.proc.Close()
 		}
-		m.rec.Suspend() // the runtime is closing: the next one resumes it
+		a.suspendRecording(m.rec) // the runtime is closing: the next one resumes it
 		return
 	}
 	if m.err != nil {
-		m.rec.Suspend() // not complete: its exit is not journaled
+		a.suspendRecording(m.rec) // not complete: its exit is not journaled
 		w.adoptLost(fmt.Sprintf("resuming its output failed: %v", m.err))
 		return
 	}
@@ -162,4 +162,12 @@ func (w *wardenTransport) adoptLost(why string) {
 	a.exit.state = &dockerio.ExecState{Known: true, ExitCode: -1}
 	w.killGroupByDocker()
 	a.maybeFinish()
+}
+
+// suspendRecording suspends a re-adopted process's recording (nil: none)
+// that no read loop took over; a later Resume continues it.
+func (a *processActor) suspendRecording(rec *recorder.Recording) {
+	if err := rec.Suspend(); err != nil {
+		a.deps.Log.Warn("suspending the output recording failed", "process", a.p.ID, "err", err)
+	}
 }

@@ -101,7 +101,7 @@ func serverAnswers(g global) bool {
 	if c == nil {
 		return false
 	}
-	c.Close()
+	_ = c.Close() // only asked whether it answers
 	return true
 }
 
@@ -114,7 +114,7 @@ func openSandbox(ctx context.Context, g global, id string) (host.Runtime, host.S
 	}
 	sb, err := rt.Sandbox(ctx, id)
 	if err != nil {
-		rt.Close()
+		_ = rt.Close() // err is the one reported
 		return nil, nil, false, err
 	}
 	return rt, sb, served, nil

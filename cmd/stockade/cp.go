@@ -73,12 +73,12 @@ func splitRemote(arg string) (id, p string, ok bool) {
 	return id, p, true
 }
 
-func (c *cpCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
+func (c *cpCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) (code int) {
 	rt, sb, _, err := openSandbox(ctx, c.g, c.id)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	defer rt.Close()
+	defer closeRuntime(rt, stderr, &code, 1)
 	if c.in {
 		err = c.copyIn(ctx, sb)
 	} else {
@@ -103,7 +103,9 @@ func (c *cpCmd) copyIn(ctx context.Context, sb host.Sandbox) error {
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeTar(pw, c.local, name)) }()
-	defer pr.Close()
+	// Ends the tar writer if Put stopped reading; a pipe's Close never
+	// fails.
+	defer func() { _ = pr.Close() }()
 	return sb.Put(ctx, strings.TrimSuffix(dir, "/"), pr)
 }
 
@@ -145,11 +147,13 @@ func writeTar(w io.Writer, root, name string) error {
 		if !info.Mode().IsRegular() {
 			return nil
 		}
-		f, err := os.Open(p)
+		// The tree is the CLI user's own, read with the user's rights: a
+		// link swapped in reaches nothing the user could not name.
+		f, err := os.Open(p) //nolint:gosec // G122: see above
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }() // only read
 		_, err = io.Copy(tw, f)
 		return err
 	})
@@ -166,7 +170,7 @@ func (c *cpCmd) copyOut(ctx context.Context, sb host.Sandbox, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }() // only read
 	dest, rename := c.local, ""
 	fi, err := os.Stat(c.local)
 	switch {
@@ -198,7 +202,7 @@ func extractTar(r io.Reader, dest, rename string, warn io.Writer) error {
 		}
 		name, ok := spec.CleanRelPath(h.Name)
 		if !ok || name == "." {
-			fmt.Fprintf(warn, "stockade: cp: skipped %q: not a path inside the copy\n", h.Name)
+			note(warn, "cp: skipped %q: not a path inside the copy", h.Name)
 			continue
 		}
 		if rename != "" {
@@ -219,13 +223,15 @@ func extractTar(r io.Reader, dest, rename string, warn io.Writer) error {
 				return err
 			}
 		default:
-			fmt.Fprintf(warn, "stockade: cp: skipped %s: a %s, not a file or directory\n", termSafe(name), typeName(h.Typeflag))
+			note(warn, "cp: skipped %s: a %s, not a file or directory", termSafe(name), typeName(h.Typeflag))
 		}
 	}
 }
 
 func writeFile(target string, r io.Reader, mode fs.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+	// Made like any directory of the user's (the umask applies), as
+	// docker cp does.
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil { //nolint:gosec // G301: see above
 		return spec.Wrap(spec.CodeInvalidArgument, "cp", err, "%s", target)
 	}
 	// O_NOFOLLOW: never write through a link someone left at the target.
@@ -234,7 +240,7 @@ func writeFile(target string, r io.Reader, mode fs.FileMode) error {
 		return spec.Wrap(spec.CodeInvalidArgument, "cp", err, "%s", target)
 	}
 	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
+		_ = f.Close() // the copy's error is the one reported
 		return spec.Wrap(spec.CodeStreamFailure, "cp", err, "writing %s", target)
 	}
 	return f.Close()

@@ -52,6 +52,7 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 	// The egress proxy only allowlist sandboxes need: its absence refuses
 	// them, not the runtime.
 	e, eerr := locateHelper(helpers.Egress, dir)
+	p := &printer{w: stdout}
 	if c.g.json {
 		out := struct {
 			dockerio.Report
@@ -66,19 +67,22 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 		if eerr != nil {
 			out.EgressError = eerr.Error()
 		}
-		json.NewEncoder(stdout).Encode(out)
+		p.keep(json.NewEncoder(p).Encode(out))
 	} else {
-		rep.WriteTo(stdout)
+		_, _ = rep.WriteTo(p) // its write error is p's
 		if werr != nil {
-			fmt.Fprintf(stdout, "warden    refused: %v\n", werr)
+			p.printf("warden    refused: %v\n", werr)
 		} else {
-			fmt.Fprintf(stdout, "warden    %s\n", w.describe())
+			p.printf("warden    %s\n", w.describe())
 		}
 		if eerr != nil {
-			fmt.Fprintf(stdout, "egress    unavailable (allowlist sandboxes are refused): %v\n", eerr)
+			p.printf("egress    unavailable (allowlist sandboxes are refused): %v\n", eerr)
 		} else {
-			fmt.Fprintf(stdout, "egress    %s\n", e.describe())
+			p.printf("egress    %s\n", e.describe())
 		}
+	}
+	if err := p.Err(); err != nil {
+		return fail(stderr, err, 1)
 	}
 	if err := rep.Err(); err != nil {
 		return fail(stderr, err, 1)

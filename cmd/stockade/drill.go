@@ -82,7 +82,11 @@ func (c *drillCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.W
 		if dir, err = os.MkdirTemp("", "stockade-drill-"); err != nil {
 			return fail(stderr, err, 1)
 		}
-		defer os.RemoveAll(dir)
+		defer func() {
+			if err := os.RemoveAll(dir); err != nil {
+				note(stderr, "drill: removing %s: %v", dir, err)
+			}
+		}()
 	}
 	d := &driller{self: self, dir: dir, image: c.image, profile: c.g.profile, stderr: stderr}
 
@@ -116,13 +120,14 @@ func (c *drillCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.W
 		runs = append(runs, r)
 	}
 	bad := 0
+	out := &printer{w: stdout}
 	if c.g.json {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(out)
 		for _, r := range runs {
-			enc.Encode(r)
+			out.keep(enc.Encode(r))
 		}
 	} else {
-		fmt.Fprintf(stdout, "%-26s %-12s %-10s %-s\n", "FAILPOINT", "CHILD", "RECOVERY", "OUTCOME")
+		out.printf("%-26s %-12s %-10s %-s\n", "FAILPOINT", "CHILD", "RECOVERY", "OUTCOME")
 	}
 	for _, r := range runs {
 		if len(r.Violations) > 0 {
@@ -135,13 +140,19 @@ func (c *drillCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.W
 		if len(r.Violations) > 0 {
 			outcome = "VIOLATION: " + strings.Join(r.Violations, "; ")
 		}
-		fmt.Fprintf(stdout, "%-26s %-12s %-10s %s\n", r.Failpoint, r.Child, r.Recovery.Round(time.Millisecond), outcome)
+		out.printf("%-26s %-12s %-10s %s\n", r.Failpoint, r.Child, r.Recovery.Round(time.Millisecond), outcome)
 	}
 	if bad > 0 {
-		fmt.Fprintf(stderr, "stockade drill: %d of %d drills violated an invariant\n", bad, len(runs))
+		if err := out.Err(); err != nil {
+			_ = fail(stderr, err, 1) // the violations decide the exit code
+		}
+		d.warnf("%d of %d drills violated an invariant", bad, len(runs))
 		return 1
 	}
-	fmt.Fprintf(stdout, "%d drills, no violation\n", len(runs))
+	out.printf("%d drills, no violation\n", len(runs))
+	if err := out.Err(); err != nil {
+		return fail(stderr, err, 1)
+	}
 	return 0
 }
 
@@ -177,6 +188,12 @@ type driller struct {
 	whole time.Duration
 }
 
+// warnf prints a line of the drill's on stderr. A failing stderr is not
+// reported: there is nowhere left to report it.
+func (d *driller) warnf(format string, args ...any) {
+	_, _ = fmt.Fprintf(d.stderr, "stockade drill: "+format+"\n", args...)
+}
+
 type drillRun struct {
 	Failpoint  string        `json:"failpoint"`
 	Child      string        `json:"child"`
@@ -193,12 +210,12 @@ func (d *driller) orphan(ctx context.Context, jpath string) error {
 		return err
 	}
 	owner := j.Owner()
-	j.Close()
+	_ = j.Close() // opened read-only for its owner: nothing to lose
 	a, err := dockerio.NewAdapter(dockerio.Options{Profile: d.profile})
 	if err != nil {
 		return err
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }() // its clients only: closing them loses nothing
 	if _, err := a.Preflight(ctx); err != nil {
 		return err
 	}
@@ -256,19 +273,20 @@ func openDrillRuntime(ctx context.Context, path, profile string, mode drillMode)
 	opts.Engine = a
 	rt, err := stockade.Open(ctx, opts)
 	if err != nil {
-		a.Close()
+		_ = a.Close() // the Open error is the one reported
 		return nil, err
 	}
 	return &drillRuntime{Runtime: rt, engine: a}, nil
 }
 
-func (d *driller) foreign(ctx context.Context) (foreignOwner, error) {
+func (d *driller) foreign(ctx context.Context) (_ foreignOwner, err error) {
 	f := foreignOwner{journal: filepath.Join(d.dir, "foreign.db")}
 	rt, err := d.open(ctx, f.journal, wardenMode)
 	if err != nil {
 		return f, err
 	}
-	defer rt.Close()
+	// Its journal must hold the sandbox for the cleanup to find it.
+	defer func() { err = errors.Join(err, rt.Close()) }()
 	f.owner = rt.Owner()
 	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: d.image, Lifetime: spec.Kept}); err != nil {
 		return f, err
@@ -282,11 +300,12 @@ func (d *driller) cleanupForeign(f foreignOwner) {
 	defer cancel()
 	rt, err := d.open(ctx, f.journal, wardenMode)
 	if err != nil {
-		fmt.Fprintf(d.stderr, "stockade drill: cleanup of the foreign owner: %v\n", err)
+		d.warnf("cleanup of the foreign owner: %v", err)
 		return
 	}
-	defer rt.Close()
-	removeAll(ctx, rt.Runtime)
+	if err := errors.Join(removeAll(ctx, rt.Runtime), rt.Close()); err != nil {
+		d.warnf("cleanup of the foreign owner: %v", err)
+	}
 }
 
 func removeAll(ctx context.Context, rt *stockade.Runtime) error {
@@ -311,7 +330,7 @@ func (d *driller) owned(ctx context.Context, owner string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }() // its clients only: closing them loses nothing
 	if _, err := a.Preflight(ctx); err != nil {
 		return nil, err
 	}
@@ -350,7 +369,9 @@ func (d *driller) child(ctx context.Context, jpath, fp string, delay time.Durati
 		return "", err
 	}
 	if delay > 0 {
-		t := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
+		// A child that already ended cannot be killed: Wait says how it
+		// ended.
+		t := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
 		defer t.Stop()
 	}
 	start := time.Now()
@@ -584,7 +605,7 @@ func readDrillJournal(jpath string) (drillJournal, error) {
 	if err != nil {
 		return dj, err
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }() // only read
 	var sandboxes []string
 	if err := j.Streams(func(k journal.Key) error {
 		if k.Kind == journal.KindSandbox {
@@ -702,7 +723,7 @@ func replayAll(path string) error {
 	if err != nil {
 		return err
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }() // only read
 	return stockade.VerifyJournal(j)
 }
 
@@ -744,7 +765,7 @@ const streamedBefore = spec.DefaultRecordHead + 16<<10
 // process and a streaming neighbour the child reads throughout, a short
 // process run to its end beside them; a one-shot sandbox run to its end,
 // stopped and removed.
-func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer) int {
+func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer) (code int) {
 	mode := wardenMode
 	if c.noWarden {
 		mode = execMode
@@ -753,7 +774,7 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	defer rt.Close()
+	defer closeRuntime(rt, stderr, &code, 1)
 	if c.recoverOnly {
 		return 0
 	}
@@ -769,7 +790,7 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 	if _, err := io.ReadFull(p.Stdout(), line); err != nil {
 		return fail(stderr, err, 1)
 	}
-	go io.Copy(io.Discard, p.Stdout())
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }() // drained: the drill checks the journal and recording
 	s, err := kept.Start(ctx, spec.Process{Argv: []string{"sh", "-c", streamer}, Stderr: spec.Discard})
 	if err != nil {
 		return fail(stderr, err, 1)
@@ -777,7 +798,7 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 	if _, err := io.CopyN(io.Discard, s.Stdout(), streamedBefore); err != nil {
 		return fail(stderr, fmt.Errorf("reading the streaming neighbour: %w", err), 1)
 	}
-	go io.Copy(io.Discard, s.Stdout())
+	go func() { _, _ = io.Copy(io.Discard, s.Stdout()) }() // drained, as above
 	// A short process beside the streamer: its reap, end record and
 	// forget come while the neighbour's output flows.
 	k, err := kept.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "echo short"}, Stdout: spec.Discard, Stderr: spec.Discard})

@@ -27,7 +27,7 @@ func storyJournal(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }() // teardown
 	sb := journal.Key{Kind: journal.KindSandbox, ID: "sbstory"}
 	pr := journal.Key{Kind: journal.KindProcess, ID: "pstory"}
 	code := func(n int) *int { return &n }

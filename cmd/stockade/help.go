@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"sort"
 	"strings"
@@ -227,34 +226,38 @@ func parseCompletion(_ global, args []string) (command, error) {
 	return &completionCmd{shell: args[0]}, nil
 }
 
-func (c *completionCmd) execute(_ context.Context, _ io.Reader, stdout, _ io.Writer) int {
+func (c *completionCmd) execute(_ context.Context, _ io.Reader, stdout, stderr io.Writer) int {
 	cmds := make([]string, 0, len(commandHelp))
 	for name := range commandHelp {
 		cmds = append(cmds, name)
 	}
 	sort.Strings(cmds)
+	out := &printer{w: stdout}
 	top := strings.Join(cmds, " ")
 	switch c.shell {
 	case "bash", "zsh":
 		if c.shell == "zsh" {
-			fmt.Fprintln(stdout, "autoload -U +X bashcompinit && bashcompinit")
+			out.println("autoload -U +X bashcompinit && bashcompinit")
 		}
-		fmt.Fprintf(stdout, "_stockade() {\n  local cur=${COMP_WORDS[COMP_CWORD]} cmd=${COMP_WORDS[1]}\n")
-		fmt.Fprintf(stdout, "  if [ \"$COMP_CWORD\" -eq 1 ]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi\n", top)
-		fmt.Fprintf(stdout, "  case \"$cmd\" in\n")
+		out.printf("_stockade() {\n  local cur=${COMP_WORDS[COMP_CWORD]} cmd=${COMP_WORDS[1]}\n")
+		out.printf("  if [ \"$COMP_CWORD\" -eq 1 ]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi\n", top)
+		out.printf("  case \"$cmd\" in\n")
 		for _, name := range cmds {
 			if subs, ok := subcommands[name]; ok {
-				fmt.Fprintf(stdout, "    %s) [ \"$COMP_CWORD\" -eq 2 ] && COMPREPLY=($(compgen -W %q -- \"$cur\")) ;;\n", name, strings.Join(subs, " "))
+				out.printf("    %s) [ \"$COMP_CWORD\" -eq 2 ] && COMPREPLY=($(compgen -W %q -- \"$cur\")) ;;\n", name, strings.Join(subs, " "))
 			}
 		}
-		fmt.Fprintf(stdout, "    cp) COMPREPLY=($(compgen -f -- \"$cur\")) ;;\n  esac\n}\ncomplete -F _stockade stockade\n")
+		out.printf("    cp) COMPREPLY=($(compgen -f -- \"$cur\")) ;;\n  esac\n}\ncomplete -F _stockade stockade\n")
 	case "fish":
-		fmt.Fprintf(stdout, "complete -c stockade -f -n '__fish_use_subcommand' -a %q\n", top)
+		out.printf("complete -c stockade -f -n '__fish_use_subcommand' -a %q\n", top)
 		for _, name := range cmds {
 			if subs, ok := subcommands[name]; ok {
-				fmt.Fprintf(stdout, "complete -c stockade -f -n '__fish_seen_subcommand_from %s' -a %q\n", name, strings.Join(subs, " "))
+				out.printf("complete -c stockade -f -n '__fish_seen_subcommand_from %s' -a %q\n", name, strings.Join(subs, " "))
 			}
 		}
+	}
+	if err := out.Err(); err != nil {
+		return fail(stderr, err, 1)
 	}
 	return 0
 }

@@ -62,11 +62,11 @@ func (c *logsCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Wr
 		return !(c.stdout && s == recorder.TypeStderr || c.stderr && s == recorder.TypeStdout)
 	}
 	var emit func(stockade.OutputChunk) error
-	var finish func(stockade.OutputSummary)
+	var finish func(stockade.OutputSummary) error
 	if c.g.json {
 		enc := newEncoder(stdout)
 		emit = func(ch stockade.OutputChunk) error { return enc.Encode(outputLineOf(ch)) }
-		finish = func(sum stockade.OutputSummary) { enc.Encode(outputLine{Stream: "end", Summary: &sum}) }
+		finish = func(sum stockade.OutputSummary) error { return enc.Encode(outputLine{Stream: "end", Summary: &sum}) }
 	} else {
 		w := &streamWriter{out: stdout, err: stderr}
 		emit, finish = w.chunk, w.end
@@ -84,7 +84,9 @@ func (c *logsCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Wr
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	finish(sum)
+	if err := finish(sum); err != nil {
+		return fail(stderr, outputError(err), 1)
+	}
 	return 0
 }
 
@@ -99,12 +101,12 @@ var errFollowed = errors.New("followed to the end")
 // one, and the note says so). New output is picked up by reading the
 // recording again (a few times a second; it is bounded in size), printing
 // only what lies past what was printed.
-func (c *logsCmd) followLogs(ctx context.Context, path string, emit func(stockade.OutputChunk) error, finish func(stockade.OutputSummary), stderr io.Writer) int {
+func (c *logsCmd) followLogs(ctx context.Context, path string, emit func(stockade.OutputChunk) error, finish func(stockade.OutputSummary) error, stderr io.Writer) int {
 	cl := dial(c.g)
 	if cl == nil {
 		return fail(stderr, spec.Errorf(spec.CodeUnsupported, "logs", "-f follows a running process through a server: start `stockade serve` (without -f, logs prints what is recorded so far)"), 1)
 	}
-	defer cl.Close()
+	defer func() { _ = cl.Close() }() // a client's connection: nothing to lose
 	st, err := cl.ReplayProcess(ctx, c.id, 0)
 	if err != nil {
 		return fail(stderr, err, 1)
@@ -162,7 +164,9 @@ func (c *logsCmd) followLogs(ctx context.Context, path string, emit func(stockad
 			}
 			continue
 		case final:
-			finish(sum)
+			if err := finish(sum); err != nil {
+				return fail(stderr, outputError(err), 1)
+			}
 			return 0
 		}
 		select {
@@ -195,8 +199,7 @@ type streamWriter struct {
 
 func (w *streamWriter) chunk(ch stockade.OutputChunk) error {
 	if ch.Stream == 0 {
-		w.note(gapNote(ch, ""))
-		return nil
+		return w.note(gapNote(ch, ""))
 	}
 	dst := w.out
 	if ch.Stream == recorder.TypeStderr {
@@ -209,18 +212,22 @@ func (w *streamWriter) chunk(ch stockade.OutputChunk) error {
 	return err
 }
 
-func (w *streamWriter) note(s string) {
+func (w *streamWriter) note(s string) error {
 	if w.midLine {
-		fmt.Fprintln(w.err)
+		if _, err := fmt.Fprintln(w.err); err != nil {
+			return err
+		}
 		w.midLine = false
 	}
-	fmt.Fprintf(w.err, "stockade: %s\n", s)
+	_, err := fmt.Fprintf(w.err, "stockade: %s\n", s)
+	return err
 }
 
-func (w *streamWriter) end(sum stockade.OutputSummary) {
+func (w *streamWriter) end(sum stockade.OutputSummary) error {
 	if !sum.Complete {
-		w.note(incompleteNote(sum))
+		return w.note(incompleteNote(sum))
 	}
+	return nil
 }
 
 // gapNote marks a gap where it stands in the output: bytes beyond the
@@ -283,9 +290,12 @@ func outputLineOf(ch stockade.OutputChunk) outputLine {
 // printOutput prints process id's recorded output under its line in
 // journal show: indented, each line marked with its stream. lost maps the
 // offsets of the process's journaled output gaps to why they happened.
-func printOutput(w io.Writer, path, id string, lost map[int64]string, asJSON bool) {
+func printOutput(w io.Writer, path, id string, lost map[int64]string, asJSON bool) error {
+	// A read error is shown in the output; a write error ends it and is
+	// returned.
+	p := &printer{w: w}
 	if asJSON {
-		enc := newEncoder(w)
+		enc := newEncoder(p)
 		sum, err := stockade.ReadOutput(path, id, func(ch stockade.OutputChunk) error {
 			l := outputLineOf(ch)
 			l.Kind, l.ID = "output", id
@@ -296,17 +306,17 @@ func printOutput(w io.Writer, path, id string, lost map[int64]string, asJSON boo
 		})
 		if err != nil {
 			msg := err.Error()
-			enc.Encode(outputLine{Kind: "output", ID: id, Stream: "error", Text: &msg})
-			return
+			p.keep(enc.Encode(outputLine{Kind: "output", ID: id, Stream: "error", Text: &msg}))
+			return p.Err()
 		}
-		enc.Encode(outputLine{Kind: "output", ID: id, Stream: "end", Summary: &sum})
-		return
+		p.keep(enc.Encode(outputLine{Kind: "output", ID: id, Stream: "end", Summary: &sum}))
+		return p.Err()
 	}
 	const indent = "                "
 	sum, err := stockade.ReadOutput(path, id, func(ch stockade.OutputChunk) error {
 		if ch.Stream == 0 {
-			fmt.Fprintf(w, "%s%s\n", indent, gapNote(ch, lost[ch.Offset]))
-			return nil
+			p.printf("%s%s\n", indent, gapNote(ch, lost[ch.Offset]))
+			return p.err
 		}
 		tag := "out|"
 		if ch.Stream == recorder.TypeStderr {
@@ -316,19 +326,20 @@ func printOutput(w io.Writer, path, id string, lost map[int64]string, asJSON boo
 			if len(line) > 0 {
 				// A view, not the output itself: escaped for the terminal
 				// (stockade logs writes the bytes as they are).
-				fmt.Fprintf(w, "%s%s %s\n", indent, tag, termSafe(string(bytes.TrimSuffix(line, []byte("\n")))))
+				p.printf("%s%s %s\n", indent, tag, termSafe(string(bytes.TrimSuffix(line, []byte("\n")))))
 			}
 		}
-		return nil
+		return p.err
 	})
 	switch {
 	case spec.IsCode(err, spec.CodeNotFound):
-		fmt.Fprintf(w, "%s(no recorded output: recording off, or removed by retention)\n", indent)
+		p.printf("%s(no recorded output: recording off, or removed by retention)\n", indent)
 	case err != nil:
-		fmt.Fprintf(w, "%s(output: %s)\n", indent, termSafe(err.Error()))
+		p.printf("%s(output: %s)\n", indent, termSafe(err.Error()))
 	case !sum.Complete:
-		fmt.Fprintf(w, "%s%s\n", indent, incompleteNote(sum))
+		p.printf("%s%s\n", indent, incompleteNote(sum))
 	case sum.Recorded == 0 && sum.Missing == 0:
-		fmt.Fprintf(w, "%s(no output)\n", indent)
+		p.printf("%s(no output)\n", indent)
 	}
+	return p.Err()
 }

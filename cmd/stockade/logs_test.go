@@ -36,7 +36,7 @@ func recordedJournal(t *testing.T, path string, frames ...dockerio.FakeFrame) (s
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close()
+	defer func() { _ = rt.Close() }() // teardown
 	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "sha256:" + strings.Repeat("0", 63) + "1"})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,9 @@ func recordedJournal(t *testing.T, path string, frames ...dockerio.FakeFrame) (s
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.Copy(io.Discard, p.Stdout())
+	if _, err := io.Copy(io.Discard, p.Stdout()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := p.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}

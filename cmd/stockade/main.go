@@ -107,14 +107,11 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	switch {
 	case errors.As(err, &help):
 		if text, ok := commandHelp[help.cmd]; ok {
-			fmt.Fprint(stdout, text)
-			return 0
+			return printText(stdout, stderr, text)
 		}
-		fmt.Fprint(stdout, usage)
-		return 0
+		return printText(stdout, stderr, usage)
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
-		return 0
+		return printText(stdout, stderr, usage)
 	case err != nil:
 		return fail(stderr, fmt.Errorf("%w (see stockade help)", err), 2)
 	}
@@ -294,6 +291,13 @@ func usageError(name string, err error) error {
 // fail prints err with its code and returns the exit code.
 // The message is one line; a typed error's text carries its code.
 func fail(stderr io.Writer, err error, code int) int {
-	fmt.Fprintf(stderr, "stockade: %s\n", termSafe(strings.ReplaceAll(err.Error(), "\n", " ")))
+	note(stderr, "%s", termSafe(strings.ReplaceAll(err.Error(), "\n", " ")))
 	return code
+}
+
+// note prints a one-line message on stderr; what a sandbox controls in it
+// is the caller's to escape (termSafe). A failing stderr is not reported:
+// there is nowhere left to report it.
+func note(stderr io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(stderr, "stockade: "+format+"\n", args...)
 }

@@ -170,7 +170,7 @@ func TestUsage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { j.Close() })
+			t.Cleanup(func() { _ = j.Close() }) // teardown
 		}},
 		{"no home at all", func(t *testing.T, _ string) {
 			t.Setenv("STOCKADE_JOURNAL", "")
@@ -231,7 +231,7 @@ func makeJournal(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }() // teardown
 	add := func(k journal.Key, parent string, ev lifecycle.Event) {
 		typ, payload, _ := lifecycle.Encode(ev)
 		if _, err := j.Append(context.Background(), journal.Record{Key: k, Parent: parent, Type: typ, Payload: payload, Terminal: lifecycle.Terminal(ev)}); err != nil {
@@ -320,7 +320,9 @@ func TestJournalRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := j.Owner()
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := journal.Open(cp, journal.Options{}); !errors.Is(err, journal.ErrCopy) || !strings.Contains(err.Error(), "stockade journal restore") {
 		t.Fatalf("writable open of a copy: %v", err)
 	}
@@ -339,7 +341,9 @@ func TestJournalRestore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the restored journal does not open writable: %v", err)
 	}
-	r.Close()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if code, out := run("journal", "restore", cp, dst); code != 1 || !strings.Contains(out, "exists") {
 		t.Fatalf("restore over an existing file: %d %q", code, out)
 	}

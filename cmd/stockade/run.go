@@ -127,17 +127,17 @@ func (f *processFlags) process(name string, argv []string, usage string) (spec.P
 	return p, p.Validate()
 }
 
-func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
+func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	rt, _, err := connect(ctx, c.g)
 	if err != nil {
 		return fail(stderr, err, 125)
 	}
-	defer rt.Close()
+	defer closeRuntime(rt, stderr, &code, 125)
 	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.OneShot})
 	if err != nil {
 		return fail(stderr, err, 125)
 	}
-	code := runIn(ctx, sb, c.proc, stdin, stdout, stderr)
+	exit := runIn(ctx, sb, c.proc, stdin, stdout, stderr)
 	// Remove even when the caller interrupted us: a one-shot sandbox must not
 	// outlive its command.
 	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -150,9 +150,11 @@ func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io
 		if err != nil {
 			return fail(stderr, err, 125)
 		}
-		printHistory(stdout, evs, c.g.json)
+		if err := printHistory(stdout, evs, c.g.json); err != nil {
+			return fail(stderr, err, 125)
+		}
 	}
-	return code
+	return exit
 }
 
 // runIn starts the process, wires its streams and returns its exit code.
@@ -175,16 +177,19 @@ func runIn(ctx context.Context, sb host.Sandbox, p spec.Process, stdin io.Reader
 			tty.restore()
 			for _, rc := range []io.ReadCloser{proc.Stdout(), proc.Stderr()} {
 				if rc != nil {
-					rc.Close()
+					_ = rc.Close() // the terminal's error is the one reported
 				}
 			}
-			proc.Stop(context.Background())
+			if err := proc.Stop(context.Background()); err != nil {
+				note(stderr, "stopping the process: %s", termSafe(err.Error()))
+			}
 			return fail(stderr, spec.Wrap(spec.CodeInternal, "cli", err, "putting the terminal into raw mode"), 125)
 		}
 	}
 	// Interrupted (Ctrl-C, SIGTERM): stop the process (TERM, then KILL after
 	// the grace) and report how it ended; the caller then removes the
 	// sandbox.
+	//nolint:gosec // G118: the stop follows ctx's end, so it cannot use ctx; it is bounded by its own timeout.
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -193,28 +198,41 @@ func runIn(ctx context.Context, sb host.Sandbox, p spec.Process, stdin io.Reader
 		}
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		proc.Stop(sctx)
+		if err := proc.Stop(sctx); err != nil {
+			note(stderr, "stopping the process: %s", termSafe(err.Error()))
+		}
 	}()
 	if w := proc.Stdin(); w != nil {
 		go func() {
-			io.Copy(w, stdin)
-			w.Close()
+			// A process that ends or closes its stdin ends the copy with an
+			// error; the close then says EOF where it still can. How the
+			// process ended is what is reported.
+			_, _ = io.Copy(w, stdin)
+			_ = w.Close()
 		}()
 	}
+	// A read error ends a copy early and is the process's: Wait reports
+	// how it ended. A write error is ours, told apart by the printers.
+	errOut, out := &printer{w: stderr}, &printer{w: stdout}
 	errDone := make(chan struct{})
 	go func() {
-		io.Copy(stderr, proc.Stderr())
+		_, _ = io.Copy(errOut, proc.Stderr())
 		close(errDone)
 	}()
-	io.Copy(stdout, proc.Stdout())
+	_, _ = io.Copy(out, proc.Stdout())
 	<-errDone
+	for _, p := range []*printer{out, errOut} {
+		if err := p.Err(); err != nil {
+			note(stderr, "%s", termSafe(err.Error()))
+		}
+	}
 	if tty != nil {
 		tty.restore() // before any message: a raw terminal would garble it
 	}
 	res, err := proc.Wait(context.Background())
 	switch {
 	case err == nil && res.Reason == string(lifecycle.ReasonOOM):
-		fmt.Fprintf(stderr, "stockade: the process was killed by the kernel's OOM killer (the sandbox's memory limit)\n")
+		note(stderr, "the process was killed by the kernel's OOM killer (the sandbox's memory limit)")
 		return res.ExitCode
 	case err == nil:
 		return res.ExitCode
@@ -224,7 +242,7 @@ func runIn(ctx context.Context, sb host.Sandbox, p spec.Process, stdin io.Reader
 		}
 		return fail(stderr, err, notStarted(err))
 	case res.ExitCode >= 0:
-		fmt.Fprintf(stderr, "stockade: process ended: %s: %s\n", res.Reason, termSafe(err.Error()))
+		note(stderr, "process ended: %s: %s", res.Reason, termSafe(err.Error()))
 		return res.ExitCode
 	}
 	return fail(stderr, err, 125)
@@ -262,11 +280,14 @@ func notStarted(err error) int {
 
 // printHistory prints one line per event: its time, the time since the
 // event before it, the entity, the sequence, the type and a summary.
-func printHistory(w io.Writer, evs []host.HistoryEvent, asJSON bool) {
+func printHistory(w io.Writer, evs []host.HistoryEvent, asJSON bool) error {
 	p := historyPrinter{w: w, json: asJSON}
 	for _, e := range evs {
-		p.print(e)
+		if err := p.print(e); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // historyPrinter prints events one by one (a live follow), each with the
@@ -277,17 +298,22 @@ type historyPrinter struct {
 	prev time.Time
 }
 
-func (p *historyPrinter) print(e host.HistoryEvent) {
+func (p *historyPrinter) print(e host.HistoryEvent) error {
 	if p.json {
-		newEncoder(p.w).Encode(e)
-		return
+		if err := newEncoder(p.w).Encode(e); err != nil {
+			return outputError(err)
+		}
+		return nil
 	}
 	delta := ""
 	if !p.prev.IsZero() {
 		delta = "+" + e.Time.Sub(p.prev).Round(time.Millisecond).String()
 	}
 	p.prev = e.Time
-	fmt.Fprintf(p.w, "%s %8s  %-7s %s #%-2d %-21s %s\n", e.Time.Format("15:04:05.000"), delta, e.Kind, e.ID, e.Seq, e.Type, termSafe(summary(e)))
+	if _, err := fmt.Fprintf(p.w, "%s %8s  %-7s %s #%-2d %-21s %s\n", e.Time.Format("15:04:05.000"), delta, e.Kind, e.ID, e.Seq, e.Type, termSafe(summary(e))); err != nil {
+		return outputError(err)
+	}
+	return nil
 }
 
 // summary says in a few words what an event carries; the full payload is in

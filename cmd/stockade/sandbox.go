@@ -108,7 +108,7 @@ func needServer(what string) error {
 	return spec.Errorf(spec.CodeUnsupported, "cli", "%s needs a living runtime: start `stockade serve` (an embedded command's runtime ends with it)", what)
 }
 
-func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
+func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) (code int) {
 	if c.ttl > 0 && !serverAnswers(c.g) {
 		// Without a server the TTL would have nobody to enforce it; said
 		// before an embedded runtime would recover anything.
@@ -118,20 +118,21 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	defer rt.Close()
+	defer closeRuntime(rt, stderr, &code, 1)
+	out := &printer{w: stdout}
 	switch c.sub {
 	case "create":
 		sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.Kept, TTL: c.ttl})
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		fmt.Fprintln(stdout, sb.ID())
+		out.println(sb.ID())
 	case "ls":
 		list, err := rt.Sandboxes(ctx)
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		printSandboxes(stdout, list, c.g.json)
+		printSandboxes(out, list, c.g.json)
 	case "inspect":
 		sb, err := rt.Sandbox(ctx, c.id)
 		if err != nil {
@@ -141,7 +142,7 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		printState(stdout, st, c.g.json)
+		printState(out, st, c.g.json)
 	case "network":
 		sb, err := rt.Sandbox(ctx, c.id)
 		if err != nil {
@@ -150,7 +151,7 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err := sb.SetEgress(ctx, c.rules); err != nil {
 			return fail(stderr, err, 1)
 		}
-		fmt.Fprintf(stdout, "%s: allow=%s\n", c.id, spec.FormatEgressRules(c.rules))
+		out.printf("%s: allow=%s\n", c.id, spec.FormatEgressRules(c.rules))
 	case "stop", "rm":
 		sb, err := rt.Sandbox(ctx, c.id)
 		if err != nil {
@@ -164,7 +165,10 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		fmt.Fprintln(stdout, c.id)
+		out.println(c.id)
+	}
+	if err := out.Err(); err != nil {
+		return fail(stderr, err, 1)
 	}
 	return 0
 }
@@ -183,42 +187,43 @@ func (c *sandboxCmd) remove(ctx context.Context, sb host.Sandbox) error {
 	return sb.Remove(ctx)
 }
 
-func printSandboxes(w io.Writer, list []host.SandboxInfo, asJSON bool) {
+func printSandboxes(w *printer, list []host.SandboxInfo, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, s := range list {
-			enc.Encode(s)
+			w.keep(enc.Encode(s))
 		}
 		return
 	}
+	// The table's write errors are w's (Flush reports them too).
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPHASE\tLIFETIME\tPROCESSES\tIMAGE\tRESERVED")
+	_, _ = fmt.Fprintln(tw, "ID\tPHASE\tLIFETIME\tPROCESSES\tIMAGE\tRESERVED")
 	for _, s := range list {
 		phase := string(s.Phase)
 		if s.Unreconciled {
 			phase += " (unreconciled)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, phase, s.Lifetime, len(s.Processes), short(s.Image, 19), s.Reserved.Format(time.RFC3339))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, phase, s.Lifetime, len(s.Processes), short(s.Image, 19), s.Reserved.Format(time.RFC3339))
 	}
-	tw.Flush()
+	w.keep(tw.Flush())
 }
 
-func printState(w io.Writer, st lifecycle.Sandbox, asJSON bool) {
+func printState(w *printer, st lifecycle.Sandbox, asJSON bool) {
 	if asJSON {
-		json.NewEncoder(w).Encode(st)
+		w.keep(json.NewEncoder(w).Encode(st))
 		return
 	}
 	p := st.Spec.Policy
-	fmt.Fprintf(w, "id:        %s\nphase:     %s\nlifetime:  %s\nimage:     %s\n", st.ID, st.Phase, st.Spec.Lifetime, st.Spec.Image)
-	fmt.Fprintf(w, "policy:    %g cpu, %d MiB, %d pids, %s, user %s\n", p.CPUs, p.MemoryBytes>>20, p.Pids, p.Network, p.User)
+	w.printf("id:        %s\nphase:     %s\nlifetime:  %s\nimage:     %s\n", st.ID, st.Phase, st.Spec.Lifetime, st.Spec.Image)
+	w.printf("policy:    %g cpu, %d MiB, %d pids, %s, user %s\n", p.CPUs, p.MemoryBytes>>20, p.Pids, p.Network, p.User)
 	if c := st.Created; c != nil {
-		fmt.Fprintf(w, "workload:  %s\nexport:    %s\nvolume:    %s\n", c.Workload, c.Export, c.Volume)
+		w.printf("workload:  %s\nexport:    %s\nvolume:    %s\n", c.Workload, c.Export, c.Volume)
 	}
 	if !st.Deadline.IsZero() {
-		fmt.Fprintf(w, "deadline:  %s\n", st.Deadline.Format(time.RFC3339))
+		w.printf("deadline:  %s\n", st.Deadline.Format(time.RFC3339))
 	}
 	if st.Exit != nil {
-		fmt.Fprintf(w, "exit:      %s\n", st.Exit.Reason)
+		w.printf("exit:      %s\n", st.Exit.Reason)
 	}
 	var flags []string
 	if st.Adopted {
@@ -228,9 +233,9 @@ func printState(w io.Writer, st lifecycle.Sandbox, asJSON bool) {
 		flags = append(flags, "paused")
 	}
 	if len(flags) > 0 {
-		fmt.Fprintf(w, "state:     %s\n", strings.Join(flags, ", "))
+		w.printf("state:     %s\n", strings.Join(flags, ", "))
 	}
-	fmt.Fprintf(w, "reserved:  %s\njournal:   seq %d at %s\n", st.Reserved.Format(time.RFC3339Nano), st.Seq, st.At.Format(time.RFC3339Nano))
+	w.printf("reserved:  %s\njournal:   seq %d at %s\n", st.Reserved.Format(time.RFC3339Nano), st.Seq, st.At.Format(time.RFC3339Nano))
 }
 
 type execCmd struct {
@@ -272,7 +277,7 @@ func parseExec(g global, args []string) (command, error) {
 	return c, nil
 }
 
-func (c *execCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
+func (c *execCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	if c.detach && !serverAnswers(c.g) {
 		return fail(stderr, needServer("exec -d"), 125)
 	}
@@ -280,7 +285,7 @@ func (c *execCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr i
 	if err != nil {
 		return fail(stderr, err, 125)
 	}
-	defer rt.Close()
+	defer closeRuntime(rt, stderr, &code, 125)
 	if !c.detach {
 		return runIn(ctx, sb, c.proc, stdin, stdout, stderr)
 	}
@@ -292,6 +297,8 @@ func (c *execCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr i
 	if err != nil {
 		return fail(stderr, err, startFailure(err))
 	}
-	fmt.Fprintln(stdout, id)
+	if _, err := fmt.Fprintln(stdout, id); err != nil {
+		return fail(stderr, outputError(err), 125)
+	}
 	return 0
 }

@@ -71,7 +71,7 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	defer signal.Stop(stats)
 	go func() {
 		for range stats {
-			fmt.Fprintln(stderr, processStats())
+			_, _ = fmt.Fprintln(stderr, processStats()) // asked for on stderr: nowhere else to say it failed
 		}
 	}()
 	// The marker goes first: a command that runs while this server holds
@@ -94,13 +94,13 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	}
 	lis, err := server.Listen(c.socket, log)
 	if err != nil {
-		rt.Close()
+		_ = rt.Close() // the Listen error is the one reported
 		return fail(stderr, err, 1)
 	}
 	srv := server.New(rt, server.Options{Logger: log, Profile: c.g.profile})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
-	fmt.Fprintf(stderr, "stockade: serving journal %s on %s\n", c.journal, c.socket)
+	note(stderr, "serving journal %s on %s", c.journal, c.socket)
 	if c.retain > 0 {
 		go retainEvery(ctx, rt, c.retain, log)
 	}

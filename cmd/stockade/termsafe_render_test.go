@@ -57,7 +57,9 @@ func TestRenderEscapesSandboxStrings(t *testing.T) {
 			lifecycle.Recovered{Decision: "lost", Observed: hostile},
 		} {
 			b, _ := json.Marshal(ev)
-			p.print(host.HistoryEvent{Kind: "process", ID: pID, Time: now, Type: ev.Type(), Payload: b})
+			if err := p.print(host.HistoryEvent{Kind: "process", ID: pID, Time: now, Type: ev.Type(), Payload: b}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		noControls(t, "journal show", out.String())
 		if !strings.Contains(out.String(), `\x1b]0;pwned\a`) {

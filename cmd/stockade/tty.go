@@ -100,7 +100,7 @@ func (t *localTTY) attach(proc host.Process) error {
 			// A resize that fails (the process is ending) changes nothing
 			// worth a message on a screen the process owns.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			proc.Resize(ctx, rows, cols)
+			_ = proc.Resize(ctx, rows, cols)
 			cancel()
 		}
 	}()
@@ -118,7 +118,9 @@ func (t *localTTY) restore() {
 	t.once.Do(func() {
 		t.stop()
 		if t.state != nil {
-			term.Restore(int(t.in.Fd()), t.state)
+			// Best effort, unreported: a message would land on the
+			// terminal it failed to give back.
+			_ = term.Restore(int(t.in.Fd()), t.state)
 		}
 	})
 }

@@ -22,7 +22,7 @@ func openPTY(t *testing.T) (ptm, pts *os.File) {
 	if err != nil {
 		t.Skipf("no pseudo-terminals here: %v", err)
 	}
-	t.Cleanup(func() { ptm.Close() })
+	t.Cleanup(func() { _ = ptm.Close() }) // teardown
 	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
 		t.Skipf("unlocking the pseudo-terminal: %v", err)
 	}
@@ -34,7 +34,7 @@ func openPTY(t *testing.T) (ptm, pts *os.File) {
 	if err != nil {
 		t.Skipf("opening the pseudo-terminal's replica: %v", err)
 	}
-	t.Cleanup(func() { pts.Close() })
+	t.Cleanup(func() { _ = pts.Close() }) // teardown
 	return ptm, pts
 }
 
@@ -55,7 +55,7 @@ func TestRunInRawTerminal(t *testing.T) {
 	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 33, Col: 99}); err != nil {
 		t.Fatal(err)
 	}
-	go io.Copy(io.Discard, ptm) // what the process writes to the terminal
+	go func() { _, _ = io.Copy(io.Discard, ptm) }() // what the process writes to the terminal
 	before := termios(t, pts)
 	if before.Lflag&unix.ICANON == 0 {
 		t.Fatal("a fresh pseudo-terminal is not canonical")
@@ -73,11 +73,15 @@ func TestRunInRawTerminal(t *testing.T) {
 		t.Errorf("started at %dx%d, want the terminal's 33x99", p.Rows, p.Cols)
 	}
 	// Raw once the process runs: its first output is copied after attach.
-	w.Write([]byte("x"))
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
 	if during := termios(t, pts); during.Lflag&(unix.ICANON|unix.ECHO|unix.ISIG) != 0 {
 		t.Errorf("the terminal is not raw while the process runs: lflag %#x", during.Lflag)
 	}
-	w.Close()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	close(proc.done)
 	if c := <-code; c != 3 {
 		t.Errorf("exit %d (stderr %q)", c, stderr.String())

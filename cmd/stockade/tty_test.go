@@ -94,15 +94,21 @@ func TestRunInTTY(t *testing.T) {
 	// is ignored (its default), so it is sent until one is seen.
 	deadline := time.Now().Add(10 * time.Second)
 	for len(proc.sizes()) == 0 && time.Now().Before(deadline) {
-		syscall.Kill(os.Getpid(), syscall.SIGWINCH)
+		if err := syscall.Kill(os.Getpid(), syscall.SIGWINCH); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	got := proc.sizes()
 	if len(got) == 0 || got[0] != [2]uint16{40, 120} {
 		t.Fatalf("resizes %v, want 40x120 first", got)
 	}
-	w.Write([]byte("hello\r\n"))
-	w.Close()
+	if _, err := w.Write([]byte("hello\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	close(proc.done)
 	if c := <-code; c != 3 {
 		t.Errorf("exit %d, want 3 (stderr %q)", c, stderr.String())

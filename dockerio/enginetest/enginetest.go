@@ -304,7 +304,7 @@ func testStopAndRemove(t *testing.T, v env) {
 	_, notFound["ReadGroup"] = v.e.ReadGroup(ctx, sb, newID("p"))
 	_, notFound["OOMKills"] = v.e.OOMKills(ctx, sb)
 	if rc, err := v.e.GetArchive(ctx, sb, "work"); err == nil {
-		rc.Close()
+		_ = rc.Close() // only read; the missing not_found is the failure
 	} else {
 		notFound["GetArchive"] = err
 	}
@@ -436,7 +436,7 @@ func (v env) start(t *testing.T, sb dockerio.Sandbox, stdin bool, argv ...string
 	if err != nil {
 		t.Fatalf("AttachExec %q: %v", argv, err)
 	}
-	t.Cleanup(func() { att.Close() })
+	t.Cleanup(func() { _ = att.Close() }) // teardown
 	return req, id, att
 }
 
@@ -519,7 +519,7 @@ func testExecs(t *testing.T, v env) {
 	if att, err := v.e.AttachExec(ctx, sb, id, req); err != nil {
 		wantCode(t, "AttachExec of a missing binary", err, spec.CodeExecFailed)
 	} else {
-		t.Cleanup(func() { att.Close() })
+		t.Cleanup(func() { _ = att.Close() }) // teardown
 		r := v.finish(t, req, id, att)
 		if err := dockerio.ExecFailure(r.code, []byte(r.stderr)); !spec.IsCode(err, spec.CodeExecFailed) {
 			t.Errorf("missing binary: exit %d, stderr %q: ExecFailure %v, want exec_failed", r.code, r.stderr, err)
@@ -534,7 +534,7 @@ func testExecs(t *testing.T, v env) {
 		t.Fatalf("CreateExec in a missing directory: %v", err)
 	}
 	if att, err := v.e.AttachExec(ctx, sb, id, req); err == nil {
-		att.Close()
+		_ = att.Close() // teardown; the missing error is the failure
 		t.Errorf("AttachExec in a missing directory: no error, want exec_failed")
 	} else {
 		wantCode(t, "AttachExec in a missing directory", err, spec.CodeExecFailed)
@@ -633,7 +633,7 @@ func tarOf(t *testing.T, es ...entry) io.Reader {
 // readTar reads an archive into entries by name, with their uid:gid.
 func readTar(t *testing.T, rc io.ReadCloser) (map[string]entry, map[string]spec.User) {
 	t.Helper()
-	defer rc.Close()
+	defer func() { _ = rc.Close() }() // only read
 	es, owners := map[string]entry{}, map[string]spec.User{}
 	tr := tar.NewReader(rc)
 	for {
