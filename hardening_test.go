@@ -10,6 +10,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -47,7 +48,7 @@ func TestRetriedAppendJournalsOnce(t *testing.T) {
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	hist, err := rt.History(sb.ID())
+	hist, err := rt.History(t.Context(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +85,12 @@ func TestReplaySkipsARepeatedFact(t *testing.T) {
 	} {
 		appendEvent(t, j, k, ev)
 	}
-	st, err := stockade.ReplaySandbox(j, "sb1", 0)
+	st, err := inspect.New(j).ReplaySandbox(t.Context(), "sb1", 0)
 	if err != nil || st.Phase != lifecycle.PhaseStopping || st.Seq != 5 {
 		t.Fatalf("replay: %s seq %d %v, want stopping at seq 5", st.Phase, st.Seq, err)
 	}
 	appendEvent(t, j, k, lifecycle.SandboxStopping{Reason: lifecycle.ReasonTimeout})
-	if _, err := stockade.ReplaySandbox(j, "sb1", 0); err == nil || !strings.Contains(err.Error(), "illegal transition") {
+	if _, err := inspect.New(j).ReplaySandbox(t.Context(), "sb1", 0); err == nil || !strings.Contains(err.Error(), "illegal transition") {
 		t.Fatalf("a different illegal event: %v, want an illegal transition", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
@@ -107,7 +108,7 @@ func loadLive(j *journal.Journal) (live, error) {
 func foldFailure(err error) bool { return !errors.Is(err, journal.ErrClosed) }
 
 func foldProcess(j *journal.Journal, id string) (lifecycle.Process, error) {
-	return ReplayProcess(j, id, 0)
+	return inspect.New(j).ReplayProcess(context.Background(), id, 0)
 }
 
 // recover reconciles the journal's live entities with the Docker resources

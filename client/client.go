@@ -45,9 +45,10 @@ type Client struct {
 }
 
 var (
-	_ host.Runtime = (*Client)(nil)
-	_ host.Sandbox = (*Sandbox)(nil)
-	_ host.Process = (*Process)(nil)
+	_ host.Runtime   = (*Client)(nil)
+	_ host.Inspector = (*Client)(nil)
+	_ host.Sandbox   = (*Sandbox)(nil)
+	_ host.Process   = (*Process)(nil)
 )
 
 // MaxMessage bounds one reply the client accepts (a sandbox's whole

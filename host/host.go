@@ -35,9 +35,9 @@ type Runtime interface {
 	Sandbox(ctx context.Context, id string) (Sandbox, error)
 	// Sandboxes lists the live sandboxes, sorted by reservation time.
 	Sandboxes(ctx context.Context) ([]SandboxInfo, error)
-	// History returns a sandbox's journaled events and its processes', in
-	// time order.
-	History(ctx context.Context, sandboxID string) ([]HistoryEvent, error)
+	// Inspector reads the runtime's journal: History, the replays, the
+	// live index, Verify and Export.
+	Inspector
 	// Recovery returns the report of the recovery the runtime's Open ran.
 	Recovery(ctx context.Context) (RecoveryReport, error)
 	// Egress returns a sandbox's recorded egress decisions, oldest first.
@@ -45,6 +45,27 @@ type Runtime interface {
 	// Close releases the runtime (embedded) or the connection (served);
 	// kept sandboxes stay up either way.
 	Close() error
+}
+
+// Inspector reads a journal: the runtime's own (embedded: Runtime's
+// methods; served: the client) or a file no runtime holds (inspect.Open).
+// Every implementation gives the same answers for the same journal.
+type Inspector interface {
+	// History returns a sandbox's journaled events and its processes', in
+	// time order; not_found when the journal has no such sandbox.
+	History(ctx context.Context, sandboxID string) ([]HistoryEvent, error)
+	// ReplaySandbox folds a sandbox's stream up to sequence at (0: to its
+	// end) and returns its state there.
+	ReplaySandbox(ctx context.Context, id string, at uint64) (lifecycle.Sandbox, error)
+	// ReplayProcess is ReplaySandbox for a process's stream.
+	ReplayProcess(ctx context.Context, id string, at uint64) (lifecycle.Process, error)
+	// Live lists the journal's live index.
+	Live(ctx context.Context) ([]LiveEntity, error)
+	// Verify checks the whole journal: every record decodes, sequences
+	// have no gap, the indexes agree and every stream folds.
+	Verify(ctx context.Context) error
+	// Export writes the whole journal as JSON lines, a consistent snapshot.
+	Export(ctx context.Context, w io.Writer) error
 }
 
 // Sandbox is a live sandbox.

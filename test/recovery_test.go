@@ -82,7 +82,7 @@ func TestRecoveryReadoptsKept(t *testing.T) {
 	// The detached process's exit is recorded once it ends.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		h, err := rt.History(sb.ID())
+		h, err := rt.History(t.Context(), sb.ID())
 		if err != nil {
 			t.Fatal(err)
 		}

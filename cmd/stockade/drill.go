@@ -19,6 +19,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
@@ -481,7 +482,7 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 	}
 	// Every process is terminal or re-adopted.
 	for id := range live {
-		h, err := rt.History(id)
+		h, err := rt.History(ctx, id)
 		if err != nil {
 			violate("history of %s: %v", id, err)
 			continue
@@ -595,7 +596,7 @@ func readDrillJournal(jpath string) (drillJournal, error) {
 		return dj, err
 	}
 	for _, id := range sandboxes {
-		h, err := stockade.History(j, id)
+		h, err := inspect.New(j).History(context.Background(), id)
 		if err != nil {
 			return dj, err
 		}
@@ -703,7 +704,7 @@ func replayAll(path string) error {
 		return err
 	}
 	defer j.Close()
-	return stockade.VerifyJournal(j)
+	return inspect.New(j).Verify(context.Background())
 }
 
 type drillChildCmd struct {
