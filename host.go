@@ -62,19 +62,7 @@ func (h hostRuntime) Verify(ctx context.Context) error { return h.rt.Verify(ctx)
 func (h hostRuntime) Export(ctx context.Context, w io.Writer) error { return h.rt.Export(ctx, w) }
 
 func (h hostRuntime) Recovery(context.Context) (host.RecoveryReport, error) {
-	r := h.rt.Recovery()
-	out := host.RecoveryReport{Processes: r.Processes, Duration: r.Duration}
-	for _, s := range r.Sandboxes {
-		msg := s.Error
-		if msg == "" && s.Err != nil {
-			msg = s.Err.Error()
-		}
-		out.Sandboxes = append(out.Sandboxes, host.RecoveredSandbox{ID: s.ID, From: s.From, Decision: string(s.Decision), Observed: s.Observed, Settled: s.Settled, Error: msg})
-	}
-	for _, o := range r.Orphans {
-		out.Orphans = append(out.Orphans, string(o.Kind)+" "+o.Name)
-	}
-	return out, nil
+	return h.rt.Recovery(), nil
 }
 
 func (h hostRuntime) Egress(_ context.Context, id string) ([]egress.Decision, error) {

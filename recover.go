@@ -9,6 +9,7 @@ import (
 
 	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
@@ -19,31 +20,22 @@ import (
 // Unreconciled is the decision recorded for a sandbox recovery could not
 // observe: it is listed, and every operation on it fails with unreconciled,
 // until a later Open reconciles it.
-const Unreconciled sandbox.Decision = "unreconciled"
+const Unreconciled = "unreconciled"
 
-// RecoveryReport says what the recovery run by Open found and did.
-type RecoveryReport struct {
-	// Sandboxes lists each live sandbox found, its decision and where it
-	// settled.
-	Sandboxes []RecoveredSandbox
-	// Processes counts the live processes found.
-	Processes int
-	// Orphans lists the resources removed because they carried this
-	// owner's label but no live sandbox of the journal.
-	Orphans  []dockerio.Resource
-	Duration time.Duration
-}
+// RecoveryReport says what the recovery run by Open found and did: the one
+// report type of the embedded runtime and the client, host's.
+type RecoveryReport = host.RecoveryReport
 
 // RecoveredSandbox is one line of a RecoveryReport.
-type RecoveredSandbox struct {
-	ID       string           `json:"id"`
-	From     lifecycle.Phase  `json:"from"`
-	Decision sandbox.Decision `json:"decision"`
-	Observed string           `json:"observed"`
-	Settled  lifecycle.Phase  `json:"settled,omitempty"`
-	Err      error            `json:"-"`
-	// Error is Err's text, for JSON.
-	Error string `json:"error,omitempty"`
+type RecoveredSandbox = host.RecoveredSandbox
+
+// orphanLines are the report's lines for the resources removed.
+func orphanLines(rs []dockerio.Resource) []host.Orphan {
+	var out []host.Orphan
+	for _, r := range rs {
+		out = append(out, host.Orphan{Kind: string(r.Kind), ID: r.ID, Name: r.Name, Role: string(r.Role), Sandbox: r.Sandbox})
+	}
+	return out
 }
 
 // Recovery returns the report of the recovery Open ran.
@@ -158,7 +150,7 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase})
 	}
 	orphans, err := rt.sweepOrphans(ctx, owned, l)
-	report.Orphans = orphans
+	report.Orphans = orphanLines(orphans)
 	if err != nil {
 		return err
 	}
@@ -177,7 +169,7 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 		select {
 		case st := <-settled:
 			r := &report.Sandboxes[byID[st.ID]]
-			r.Decision, r.Observed, r.Settled, r.Err = st.Decision, st.Observed, st.Phase, st.Err
+			r.Decision, r.Observed, r.Settled = string(st.Decision), st.Observed, st.Phase
 			if st.Err != nil {
 				r.Error = st.Err.Error()
 			}
@@ -212,7 +204,7 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 // unreconciledLine is the report's line for a sandbox left unreconciled.
 func unreconciledLine(pl plan) RecoveredSandbox {
 	return RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase, Decision: Unreconciled, Settled: pl.state.Phase,
-		Observed: "left as it is: " + pl.err.Error(), Err: pl.err, Error: pl.err.Error()}
+		Observed: "left as it is: " + pl.err.Error(), Error: pl.err.Error()}
 }
 
 type plan struct {
@@ -323,9 +315,9 @@ func PlanRecovery(ctx context.Context, opts Options) (RecoveryReport, error) {
 			continue
 		}
 		dec, why := sandbox.Decide(pl.state, pl.obs, daemon.Revision)
-		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase, Decision: dec, Observed: why})
+		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase, Decision: string(dec), Observed: why})
 	}
-	report.Orphans = orphansOf(owned, l)
+	report.Orphans = orphanLines(orphansOf(owned, l))
 	return report, nil
 }
 

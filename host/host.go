@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"syscall"
 	"time"
 
@@ -157,24 +158,54 @@ type HistoryEvent struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
-// RecoveryReport says what the recovery run by Open found and did.
+// RecoveryReport says what the recovery run by Open found and did (or,
+// planned, would do). The embedded runtime, its planner and the client all
+// give this one type.
 type RecoveryReport struct {
+	// Sandboxes lists each live sandbox found, its decision and where it
+	// settled.
 	Sandboxes []RecoveredSandbox `json:"sandboxes"`
-	Processes int                `json:"processes"`
-	// Orphans names each resource removed for carrying this owner's label
-	// but no live sandbox of the journal: "<kind> <name>".
-	Orphans  []string      `json:"orphans,omitempty"`
+	// Processes counts the live processes found.
+	Processes int `json:"processes"`
+	// Orphans lists the resources removed for carrying this owner's label
+	// but no live sandbox of the journal.
+	Orphans  []Orphan      `json:"orphans,omitempty"`
 	Duration time.Duration `json:"duration"`
+}
+
+// Orphan is a Docker resource recovery removed (or would remove). Served,
+// only Kind and Name travel (the wire carries String()).
+type Orphan struct {
+	// Kind is "container", "network" or "volume".
+	Kind string `json:"kind"`
+	// ID is the container or network id, or the volume's name.
+	ID      string `json:"id,omitempty"`
+	Name    string `json:"name"`
+	Role    string `json:"role,omitempty"`
+	Sandbox string `json:"sandbox,omitempty"`
+}
+
+// String is "<kind> <name>", the orphan as the wire carries it.
+func (o Orphan) String() string { return o.Kind + " " + o.Name }
+
+// ParseOrphan reads an orphan from its String form.
+func ParseOrphan(s string) Orphan {
+	kind, name, _ := strings.Cut(s, " ")
+	return Orphan{Kind: kind, Name: name}
 }
 
 // RecoveredSandbox is one line of a RecoveryReport.
 type RecoveredSandbox struct {
-	ID       string          `json:"id"`
-	From     lifecycle.Phase `json:"from"`
-	Decision string          `json:"decision"`
+	ID   string          `json:"id"`
+	From lifecycle.Phase `json:"from"`
+	// Decision is the recovery table's decision ("re-adopt", "stop and remove",
+	// ...), or "unreconciled" for a sandbox recovery could not observe.
+	Decision string `json:"decision"`
+	// Observed says what recovery saw that led to the decision.
 	Observed string          `json:"observed"`
 	Settled  lifecycle.Phase `json:"settled,omitempty"`
-	Error    string          `json:"error,omitempty"`
+	// Error is why the decision could not be carried out, if it could not.
+	Error string `json:"error,omitempty"`
 }
 
 // LiveEntity is one entry of the journal's live index.

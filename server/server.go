@@ -385,7 +385,10 @@ func (v journalService) Recovery(ctx context.Context, _ *stockadev1.RecoveryRequ
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &stockadev1.RecoveryResponse{Processes: int64(r.Processes), Orphans: r.Orphans, Duration: durationpb.New(r.Duration)}
+	out := &stockadev1.RecoveryResponse{Processes: int64(r.Processes), Duration: durationpb.New(r.Duration)}
+	for _, o := range r.Orphans {
+		out.Orphans = append(out.Orphans, o.String())
+	}
 	for _, sb := range r.Sandboxes {
 		out.Sandboxes = append(out.Sandboxes, &stockadev1.RecoveredSandbox{Id: sb.ID, From: string(sb.From), Decision: sb.Decision, Observed: sb.Observed, Settled: string(sb.Settled), Error: sb.Error})
 	}

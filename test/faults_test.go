@@ -258,8 +258,8 @@ func (e *faultEnv) finish() {
 	defer func() { _ = rt.Close() }()
 	for _, s := range rt.Recovery().Sandboxes {
 		t.Logf("recovery: sandbox %s from %s: %s (saw %s), settled %s %s", s.ID, s.From, s.Decision, s.Observed, s.Settled, s.Error)
-		if s.Err != nil {
-			t.Errorf("recovery of sandbox %s did not settle: %v", s.ID, s.Err)
+		if s.Error != "" {
+			t.Errorf("recovery of sandbox %s did not settle: %v", s.ID, s.Error)
 		}
 	}
 	for _, r := range rt.Recovery().Orphans {

@@ -412,11 +412,11 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, mode 
 	tornDown := map[string]sandbox.Decision{}
 	for _, s := range rt.Recovery().Sandboxes {
 		r.Decisions = append(r.Decisions, fmt.Sprintf("%s→%s", s.From, s.Decision))
-		if s.Err != nil {
-			violate("sandbox %s did not settle: %v", s.ID, s.Err)
+		if s.Error != "" {
+			violate("sandbox %s did not settle: %v", s.ID, s.Error)
 		}
-		if s.Decision == sandbox.StopRemove || s.Decision == sandbox.TearDown {
-			tornDown[s.ID] = s.Decision
+		if d := sandbox.Decision(s.Decision); d == sandbox.StopRemove || d == sandbox.TearDown {
+			tornDown[s.ID] = d
 		}
 	}
 	if n := len(rt.Recovery().Orphans); n > 0 {

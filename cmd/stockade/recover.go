@@ -65,8 +65,8 @@ func (c *recoverCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 			settled = " → " + string(s.Settled)
 		}
 		fmt.Fprintf(stdout, "  %s  %s → %s%s\n      %s\n", s.ID, s.From, s.Decision, settled, termSafe(s.Observed))
-		if s.Err != nil {
-			fmt.Fprintf(stdout, "      error: %s\n", termSafe(s.Err.Error()))
+		if s.Error != "" {
+			fmt.Fprintf(stdout, "      error: %s\n", termSafe(s.Error))
 		}
 	}
 	for _, o := range rep.Orphans {
