@@ -104,9 +104,10 @@ func foldProcess(j *journal.Journal, id string) (lifecycle.Process, error) {
 }
 
 // recover reconciles the journal's live entities with the Docker resources
-// labelled with this owner, by DESIGN.md's recovery table. Each sandbox is
-// handed to a recovering actor that journals its decision with what was
-// observed and carries it out; resources with this owner and no live
+// labelled with this owner, by the recovery table (sandbox.Decide; the
+// "Recovery" section of docs/design.md). Each sandbox is handed to a
+// recovering actor that journals its decision with what was observed and
+// carries it out; resources with this owner and no live
 // sandbox are orphans, removed and journaled; resources of other owners are
 // never listed, so never touched.
 func (rt *Runtime) recover(ctx context.Context, opts Options) error {

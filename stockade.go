@@ -21,7 +21,8 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// Options configure Open. The zero value uses DESIGN.md's embedded defaults.
+// Options configure Open. The zero value is usable: each zero field means
+// the default its comment names.
 type Options struct {
 	// Journal is the journal file; "" means $STOCKADE_JOURNAL, else
 	// $XDG_STATE_HOME/stockade/journal.db (else ~/.local/state/...).
@@ -29,7 +30,8 @@ type Options struct {
 	// Owner, if set, must match the journal's owner id.
 	Owner string
 	// Profile names the preflight profile; "" means $STOCKADE_PROFILE, else
-	// the seed's linux-x64. A relaxed profile is used only when named.
+	// dockerio.DefaultProfile (linux-x64). A relaxed profile is used only
+	// when named.
 	Profile string
 	// Logger receives the runtime's and the actor system's logs; nil is
 	// quiet.
