@@ -1,9 +1,14 @@
 // Package host is the API a Go agent host programs against, whether the
 // runtime is embedded (stockade.Open, then Runtime.Host) or served
 // (client.Dial): the Runtime, Sandbox and Process interfaces and the
-// request and response types both sides share. It is a leaf: it imports
-// only spec/ and lifecycle/, so a client links neither the actor system nor
-// the Docker client.
+// request and response types both sides share. It imports only spec/,
+// lifecycle/ and egress/ (for its decision type), so a client links
+// neither the actor system nor the Docker client.
+//
+// Inspector, the journal-reading half of Runtime (History, ReplaySandbox,
+// ReplayProcess, Live, Verify, Export), is also answered by package inspect
+// on a journal file no runtime holds: a tool written against it reads a
+// served runtime, an embedded one or a file alike.
 //
 // Switching is one line:
 //
