@@ -107,9 +107,9 @@ func foldProcess(j *journal.Journal, id string) (lifecycle.Process, error) {
 // labelled with this owner, by the recovery table (sandbox.Decide; the
 // "Recovery" section of docs/design.md). Each sandbox is handed to a
 // recovering actor that journals its decision with what was observed and
-// carries it out; resources with this owner and no live
-// sandbox are orphans, removed and journaled; resources of other owners are
-// never listed, so never touched.
+// carries it out; resources with this owner and no live sandbox are
+// orphans, removed and journaled; resources of other owners are never
+// listed, so never touched.
 func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 	start := time.Now()
 	l, plans, owned, err := observe(ctx, rt.journal, rt.engine)
