@@ -63,7 +63,7 @@ func TestInspectorsAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }() // only read
 	if got := answers(ctx, t, r, ids); got != want {
 		t.Errorf("the offline reader answers\n%s\nthe runtime answered\n%s", got, want)
 	}

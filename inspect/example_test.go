@@ -15,8 +15,12 @@ import (
 // A journal file no runtime holds is read with Open; the same calls work
 // on a served runtime's client and on an embedded Runtime (host.Inspector).
 func Example() {
-	dir, _ := os.MkdirTemp("", "inspect-example")
-	defer os.RemoveAll(dir)
+	dir, err := os.MkdirTemp("", "inspect-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
 	path := filepath.Join(dir, "journal.db")
 	writeExampleJournal(path)
 
@@ -26,7 +30,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }() // only read
 	h, _ := r.History(ctx, "sb1")
 	for _, e := range h {
 		fmt.Println(e.Seq, e.Type)
@@ -54,7 +58,11 @@ func writeExampleJournal(path string) {
 	if err != nil {
 		panic(err)
 	}
-	defer j.Close()
+	defer func() {
+		if err := j.Close(); err != nil {
+			panic(err)
+		}
+	}()
 	k := journal.Key{Kind: journal.KindSandbox, ID: "sb1"}
 	for _, ev := range []lifecycle.Event{
 		lifecycle.SandboxReserved{Owner: j.Owner(), Spec: spec.Sandbox{Lifetime: spec.Kept}},

@@ -63,7 +63,7 @@ func writeJournal(t *testing.T, steps func(owner string) []step) *journal.Journa
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { j.Close() })
+	t.Cleanup(func() { _ = j.Close() }) // a test may have closed it already
 	for _, s := range steps(j.Owner()) {
 		appendEvent(t, j, s.k, s.ev)
 	}
@@ -306,7 +306,9 @@ func TestOpen(t *testing.T) {
 	if _, err := inspect.New(j).Live(t.Context()); err != nil {
 		t.Fatalf("the journal New was given was closed: %v", err)
 	}
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	r1, err := inspect.Open(path)
 	if err != nil {
 		t.Fatal(err)

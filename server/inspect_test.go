@@ -29,7 +29,9 @@ func TestInspectorsAgreeServed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, p.Stdout())
+		if _, err := io.Copy(io.Discard, p.Stdout()); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := p.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}

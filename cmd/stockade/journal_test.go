@@ -67,7 +67,7 @@ func TestJournalReadCommandsOffline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer j.Close()
+		defer func() { _ = j.Close() }()
 		var out, errb bytes.Buffer
 		if code := dispatch(context.Background(), []string{"journal", "ls", "--journal", path}, nil, &out, &errb); code != 1 || !strings.Contains(errb.String(), "journal_locked") {
 			t.Fatalf("exit %d, stderr %q: want 1 and journal_locked", code, errb.String())
