@@ -162,7 +162,7 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 	blocking.Store(false)
 
 	rt = openFake(t, f, path)
-	h, err := rt.History(sb.ID())
+	h, err := rt.History(t.Context(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func egressRules(t *testing.T, ss ...string) []spec.EgressRule {
 // egressEvents lists a sandbox's sandbox.egress_changed events, decoded.
 func egressEvents(t *testing.T, rt *stockade.Runtime, id string) ([]lifecycle.EgressChanged, []uint64) {
 	t.Helper()
-	hist, err := rt.History(id)
+	hist, err := rt.History(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,14 +124,14 @@ func TestFakeSetEgressRefused(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before, err := rt.History(tc.sb.ID())
+			before, err := rt.History(t.Context(), tc.sb.ID())
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := tc.sb.SetEgress(ctx, tc.rules); !spec.IsCode(err, spec.CodeInvalidArgument) {
 				t.Fatalf("SetEgress = %v, want %s", err, spec.CodeInvalidArgument)
 			}
-			after, err := rt.History(tc.sb.ID())
+			after, err := rt.History(t.Context(), tc.sb.ID())
 			if err != nil {
 				t.Fatal(err)
 			}

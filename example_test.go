@@ -50,7 +50,7 @@ func Example() {
 	if err := sb.Remove(ctx); err != nil {
 		fmt.Println(err)
 	}
-	h, _ := rt.History(sb.ID())
+	h, _ := rt.History(ctx, sb.ID())
 	for _, e := range h {
 		if e.Kind == "sandbox" {
 			fmt.Println(e.Type)

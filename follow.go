@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -33,7 +34,7 @@ func (rt *Runtime) Follow(ctx context.Context, sandboxID string, fn func(History
 	seen := map[journal.Key]uint64{}
 	procs := map[string]bool{} // the followed sandbox's processes
 	if sandboxID != "" {
-		past, err := History(rt.journal, sandboxID)
+		past, err := rt.History(ctx, sandboxID)
 		if err != nil {
 			return err
 		}
@@ -63,7 +64,7 @@ func (rt *Runtime) Follow(ctx context.Context, sandboxID string, fn func(History
 				continue
 			}
 			seen[e.Key] = e.Seq
-			if err := fn(HistoryEvent{Kind: string(e.Key.Kind), ID: e.Key.ID, Seq: e.Seq, Time: e.Time, Type: e.Type, Payload: e.Payload}); err != nil {
+			if err := fn(inspect.HistoryEvent(e)); err != nil {
 				return err
 			}
 		}

@@ -15,17 +15,6 @@ import (
 // between embedded and served with one line. Closing it closes rt.
 func (rt *Runtime) Host() host.Runtime { return hostRuntime{rt} }
 
-// ReplaySandboxAt folds a sandbox's stream of this runtime's journal up to
-// sequence at (0: to its end), as ReplaySandbox does for any open journal.
-func (rt *Runtime) ReplaySandboxAt(id string, at uint64) (lifecycle.Sandbox, error) {
-	return ReplaySandbox(rt.journal, id, at)
-}
-
-// ReplayProcessAt is ReplaySandboxAt for a process's stream.
-func (rt *Runtime) ReplayProcessAt(id string, at uint64) (lifecycle.Process, error) {
-	return ReplayProcess(rt.journal, id, at)
-}
-
 var (
 	_ host.Runtime = hostRuntime{}
 	_ host.Sandbox = hostSandbox{}
@@ -54,24 +43,26 @@ func (h hostRuntime) Sandboxes(ctx context.Context) ([]host.SandboxInfo, error) 
 	return h.rt.Sandboxes(ctx)
 }
 
-func (h hostRuntime) History(_ context.Context, id string) ([]host.HistoryEvent, error) {
-	return h.rt.History(id)
+func (h hostRuntime) History(ctx context.Context, id string) ([]host.HistoryEvent, error) {
+	return h.rt.History(ctx, id)
 }
 
+func (h hostRuntime) ReplaySandbox(ctx context.Context, id string, at uint64) (lifecycle.Sandbox, error) {
+	return h.rt.ReplaySandbox(ctx, id, at)
+}
+
+func (h hostRuntime) ReplayProcess(ctx context.Context, id string, at uint64) (lifecycle.Process, error) {
+	return h.rt.ReplayProcess(ctx, id, at)
+}
+
+func (h hostRuntime) Live(ctx context.Context) ([]host.LiveEntity, error) { return h.rt.Live(ctx) }
+
+func (h hostRuntime) Verify(ctx context.Context) error { return h.rt.Verify(ctx) }
+
+func (h hostRuntime) Export(ctx context.Context, w io.Writer) error { return h.rt.Export(ctx, w) }
+
 func (h hostRuntime) Recovery(context.Context) (host.RecoveryReport, error) {
-	r := h.rt.Recovery()
-	out := host.RecoveryReport{Processes: r.Processes, Duration: r.Duration}
-	for _, s := range r.Sandboxes {
-		msg := s.Error
-		if msg == "" && s.Err != nil {
-			msg = s.Err.Error()
-		}
-		out.Sandboxes = append(out.Sandboxes, host.RecoveredSandbox{ID: s.ID, From: s.From, Decision: string(s.Decision), Observed: s.Observed, Settled: s.Settled, Error: msg})
-	}
-	for _, o := range r.Orphans {
-		out.Orphans = append(out.Orphans, string(o.Kind)+" "+o.Name)
-	}
-	return out, nil
+	return h.rt.Recovery(), nil
 }
 
 func (h hostRuntime) Egress(_ context.Context, id string) ([]egress.Decision, error) {

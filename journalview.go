@@ -1,54 +1,51 @@
 package stockade
 
 import (
+	"context"
 	"io"
 
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/inspect"
+	"github.com/stockade/stockade/lifecycle"
 )
 
-// ExportJournal writes the runtime's whole journal as JSON lines: a
-// consistent snapshot, taken while appends go on.
-func (rt *Runtime) ExportJournal(w io.Writer) error { return rt.journal.Export(w, nil) }
+// The runtime answers inspection questions about its own journal through
+// package inspect, the same reader a tool opens on a journal file, so the
+// embedded runtime, a served one (the client) and an offline reader agree.
+var _ host.Inspector = (*Runtime)(nil)
 
-// LiveEntities lists the journal's live index.
-func (rt *Runtime) LiveEntities() ([]host.LiveEntity, error) { return LiveEntities(rt.journal) }
+// inspector reads the runtime's own journal while it appends.
+func (rt *Runtime) inspector() *inspect.Reader { return inspect.New(rt.journal) }
 
-// VerifyJournal checks the runtime's journal as VerifyJournal does.
-func (rt *Runtime) VerifyJournal() error { return VerifyJournal(rt.journal) }
-
-// LiveEntities lists an open journal's live index.
-func LiveEntities(j *journal.Journal) ([]host.LiveEntity, error) {
-	var out []host.LiveEntity
-	err := j.Live(func(e journal.LiveEntity) error {
-		out = append(out, host.LiveEntity{Kind: string(e.Key.Kind), ID: e.Key.ID, Parent: e.Parent, Last: e.Type, Seq: e.LastSeq, Updated: e.Updated})
-		return nil
-	})
-	return out, err
+// History returns a sandbox's journaled events and its processes', in time
+// order. It reads the journal, so it survives restarts.
+func (rt *Runtime) History(ctx context.Context, sandboxID string) ([]HistoryEvent, error) {
+	return rt.inspector().History(ctx, sandboxID)
 }
 
-// VerifyJournal checks a whole journal: every record decodes, sequences
-// have no gap, the indexes agree (journal.Verify), and every sandbox and
-// process stream folds.
-func VerifyJournal(j *journal.Journal) error {
-	if err := j.Verify(); err != nil {
-		return err
-	}
-	var keys []journal.Key
-	if err := j.Streams(func(k journal.Key) error { keys = append(keys, k); return nil }); err != nil {
-		return err
-	}
-	for _, k := range keys {
-		var err error
-		switch k.Kind {
-		case journal.KindSandbox:
-			_, err = ReplaySandbox(j, k.ID, 0)
-		case journal.KindProcess:
-			_, err = ReplayProcess(j, k.ID, 0)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+// ReplaySandbox folds a sandbox's stream of this runtime's journal up to
+// sequence at (0: to its end) and returns its state there: what the live
+// actor held at that point.
+func (rt *Runtime) ReplaySandbox(ctx context.Context, id string, at uint64) (lifecycle.Sandbox, error) {
+	return rt.inspector().ReplaySandbox(ctx, id, at)
+}
+
+// ReplayProcess is ReplaySandbox for a process's stream.
+func (rt *Runtime) ReplayProcess(ctx context.Context, id string, at uint64) (lifecycle.Process, error) {
+	return rt.inspector().ReplayProcess(ctx, id, at)
+}
+
+// Live lists the journal's live index.
+func (rt *Runtime) Live(ctx context.Context) ([]host.LiveEntity, error) {
+	return rt.inspector().Live(ctx)
+}
+
+// Verify checks the runtime's whole journal while it appends: every record
+// decodes, sequences have no gap, the indexes agree, every stream folds.
+func (rt *Runtime) Verify(ctx context.Context) error { return rt.inspector().Verify(ctx) }
+
+// Export writes the runtime's whole journal as JSON lines: a consistent
+// snapshot, taken while appends go on.
+func (rt *Runtime) Export(ctx context.Context, w io.Writer) error {
+	return rt.inspector().Export(ctx, w)
 }

@@ -230,7 +230,7 @@ func TestFakeAttachLostIsKilled(t *testing.T) {
 	if !spec.IsCode(err, spec.CodeEngine) {
 		t.Fatalf("Start: %v, want the attach's engine error", err)
 	}
-	h, err := rt.History(sb.ID())
+	h, err := rt.History(t.Context(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestFakeAttachLostIsKilled(t *testing.T) {
 			t.Errorf("the process's history %q lacks %s", got, want)
 		}
 	}
-	p, err := rt.ReplayProcessAt(pid, 0)
+	p, err := rt.ReplayProcess(t.Context(), pid, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestFakeAttachLostGroupUnreadable(t *testing.T) {
 // onlyProcess replays the one process of sandbox id from the journal.
 func onlyProcess(t *testing.T, rt *stockade.Runtime, id string) lifecycle.Process {
 	t.Helper()
-	h, err := rt.History(id)
+	h, err := rt.History(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func onlyProcess(t *testing.T, rt *stockade.Runtime, id string) lifecycle.Proces
 			pid = ev.ID
 		}
 	}
-	p, err := rt.ReplayProcessAt(pid, 0)
+	p, err := rt.ReplayProcess(t.Context(), pid, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestFakePhantom126AfterARestart(t *testing.T) {
 	var st lifecycle.Process
 	for st.Adopted == false {
 		var err error
-		if st, err = rt2.ReplayProcessAt(id, 0); err != nil {
+		if st, err = rt2.ReplayProcess(t.Context(), id, 0); err != nil {
 			t.Fatal(err)
 		}
 		if st.Terminal() {
@@ -387,7 +387,7 @@ func TestFakePhantom126AfterARestart(t *testing.T) {
 	if err != nil || res.Reason != string(lifecycle.ReasonExited) || res.ExitCode != -1 {
 		t.Fatalf("after its real end: %+v %v, want exited with no code (exec_die said 127 after a phantom 126)", res, err)
 	}
-	if st, _ := rt2.ReplayProcessAt(id, 0); st.Exit == nil || st.Exit.ExitCode != nil {
+	if st, _ := rt2.ReplayProcess(t.Context(), id, 0); st.Exit == nil || st.Exit.ExitCode != nil {
 		t.Fatalf("journaled exit %+v, want no code", st.Exit)
 	}
 }

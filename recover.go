@@ -9,6 +9,8 @@ import (
 
 	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
@@ -18,31 +20,22 @@ import (
 // Unreconciled is the decision recorded for a sandbox recovery could not
 // observe: it is listed, and every operation on it fails with unreconciled,
 // until a later Open reconciles it.
-const Unreconciled sandbox.Decision = "unreconciled"
+const Unreconciled = "unreconciled"
 
-// RecoveryReport says what the recovery run by Open found and did.
-type RecoveryReport struct {
-	// Sandboxes lists each live sandbox found, its decision and where it
-	// settled.
-	Sandboxes []RecoveredSandbox
-	// Processes counts the live processes found.
-	Processes int
-	// Orphans lists the resources removed because they carried this
-	// owner's label but no live sandbox of the journal.
-	Orphans  []dockerio.Resource
-	Duration time.Duration
-}
+// RecoveryReport says what the recovery run by Open found and did: the one
+// report type of the embedded runtime and the client, host's.
+type RecoveryReport = host.RecoveryReport
 
 // RecoveredSandbox is one line of a RecoveryReport.
-type RecoveredSandbox struct {
-	ID       string           `json:"id"`
-	From     lifecycle.Phase  `json:"from"`
-	Decision sandbox.Decision `json:"decision"`
-	Observed string           `json:"observed"`
-	Settled  lifecycle.Phase  `json:"settled,omitempty"`
-	Err      error            `json:"-"`
-	// Error is Err's text, for JSON.
-	Error string `json:"error,omitempty"`
+type RecoveredSandbox = host.RecoveredSandbox
+
+// orphanLines are the report's lines for the resources removed.
+func orphanLines(rs []dockerio.Resource) []host.Orphan {
+	var out []host.Orphan
+	for _, r := range rs {
+		out = append(out, host.Orphan{Kind: string(r.Kind), ID: r.ID, Name: r.Name, Role: string(r.Role), Sandbox: r.Sandbox})
+	}
+	return out
 }
 
 // Recovery returns the report of the recovery Open ran.
@@ -107,15 +100,16 @@ func loadLive(j *journal.Journal) (live, error) {
 func foldFailure(err error) bool { return !errors.Is(err, journal.ErrClosed) }
 
 func foldProcess(j *journal.Journal, id string) (lifecycle.Process, error) {
-	return ReplayProcess(j, id, 0)
+	return inspect.New(j).ReplayProcess(context.Background(), id, 0)
 }
 
 // recover reconciles the journal's live entities with the Docker resources
-// labelled with this owner, by DESIGN.md's recovery table. Each sandbox is
-// handed to a recovering actor that journals its decision with what was
-// observed and carries it out; resources with this owner and no live
-// sandbox are orphans, removed and journaled; resources of other owners are
-// never listed, so never touched.
+// labelled with this owner, by the recovery table (sandbox.Decide; the
+// "Recovery" section of docs/design.md). Each sandbox is handed to a
+// recovering actor that journals its decision with what was observed and
+// carries it out; resources with this owner and no live sandbox are
+// orphans, removed and journaled; resources of other owners are never
+// listed, so never touched.
 func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 	start := time.Now()
 	l, plans, owned, err := observe(ctx, rt.journal, rt.engine)
@@ -157,7 +151,7 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase})
 	}
 	orphans, err := rt.sweepOrphans(ctx, owned, l)
-	report.Orphans = orphans
+	report.Orphans = orphanLines(orphans)
 	if err != nil {
 		return err
 	}
@@ -176,7 +170,7 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 		select {
 		case st := <-settled:
 			r := &report.Sandboxes[byID[st.ID]]
-			r.Decision, r.Observed, r.Settled, r.Err = st.Decision, st.Observed, st.Phase, st.Err
+			r.Decision, r.Observed, r.Settled = string(st.Decision), st.Observed, st.Phase
 			if st.Err != nil {
 				r.Error = st.Err.Error()
 			}
@@ -211,7 +205,7 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 // unreconciledLine is the report's line for a sandbox left unreconciled.
 func unreconciledLine(pl plan) RecoveredSandbox {
 	return RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase, Decision: Unreconciled, Settled: pl.state.Phase,
-		Observed: "left as it is: " + pl.err.Error(), Err: pl.err, Error: pl.err.Error()}
+		Observed: "left as it is: " + pl.err.Error(), Error: pl.err.Error()}
 }
 
 type plan struct {
@@ -322,9 +316,9 @@ func PlanRecovery(ctx context.Context, opts Options) (RecoveryReport, error) {
 			continue
 		}
 		dec, why := sandbox.Decide(pl.state, pl.obs, daemon.Revision)
-		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase, Decision: dec, Observed: why})
+		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.state.ID, From: pl.state.Phase, Decision: string(dec), Observed: why})
 	}
-	report.Orphans = orphansOf(owned, l)
+	report.Orphans = orphanLines(orphansOf(owned, l))
 	return report, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"slices"
-	"sort"
 
 	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/actors/process"
@@ -208,68 +207,13 @@ func (s *Sandbox) Get(ctx context.Context, path string, pause bool) (rc io.ReadC
 // HistoryEvent is one journaled event of a sandbox or one of its processes.
 type HistoryEvent = host.HistoryEvent
 
-// History returns a sandbox's journaled events and its processes', in time
-// order. It reads the journal, so it survives restarts.
-func (rt *Runtime) History(id string) ([]HistoryEvent, error) {
-	return History(rt.journal, id)
-}
-
-// History reads a sandbox's history from an open journal (also a read-only
-// one, for tools that inspect a journal another runtime holds).
-func History(j *journal.Journal, id string) ([]HistoryEvent, error) {
-	var out []HistoryEvent
-	collect := func(e journal.Event) error {
-		out = append(out, HistoryEvent{Kind: string(e.Key.Kind), ID: e.Key.ID, Seq: e.Seq, Time: e.Time, Type: e.Type, Payload: e.Payload})
-		return nil
-	}
-	if err := j.Read(journal.Key{Kind: journal.KindSandbox, ID: id}, 0, 0, collect); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, spec.Errorf(spec.CodeNotFound, "history", "no sandbox %s in the journal", id)
-	}
-	// A process names its sandbox in its reserved event. Scanning every
-	// process stream is linear in the journal's processes: fine for a
-	// debugging tool, and retention keeps it bounded.
-	var procs []journal.Key
-	err := j.Streams(func(k journal.Key) error {
-		if k.Kind == journal.KindProcess {
-			procs = append(procs, k)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range procs {
-		var mine bool
-		err := j.Read(k, 1, 1, func(e journal.Event) error {
-			ev, err := lifecycle.Decode(e.Type, e.Payload)
-			if r, ok := ev.(lifecycle.ProcessReserved); err == nil && ok && r.Sandbox == id {
-				mine = true
-			}
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		if mine {
-			if err := j.Read(k, 0, 0, collect); err != nil {
-				return nil, err
-			}
-		}
-	}
-	sort.SliceStable(out, func(a, b int) bool { return out[a].Time.Before(out[b].Time) })
-	return out, nil
-}
-
 // Process returns a live process by id: one started through this runtime,
 // or one recovery re-adopted from an earlier runtime (its output goes to
 // the recorder only, so its Stdout and Stderr are nil: follow it with
 // Logs). It can be signalled, stopped and waited for. not_found when the
 // process is not live here.
 func (rt *Runtime) Process(ctx context.Context, id string) (*Process, error) {
-	st, err := rt.ReplayProcessAt(id, 0)
+	st, err := rt.ReplayProcess(ctx, id, 0)
 	if err != nil {
 		return nil, err
 	}

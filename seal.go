@@ -30,7 +30,7 @@ func (rt *Runtime) sealEnded(ids []string) (left []string) {
 			// never forgotten) and hold output past the journaled counts:
 			// the reattach drains it into this recording and ends it. Only
 			// once its sandbox is removed can nothing more come.
-			if sb, err := ReplaySandbox(rt.journal, p.Sandbox, 0); err != nil || !sb.Terminal() {
+			if sb, err := foldSandbox(rt.journal, p.Sandbox); err != nil || !sb.Terminal() {
 				left = append(left, id)
 				continue
 			}

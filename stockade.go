@@ -1,10 +1,8 @@
 package stockade
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -16,13 +14,15 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/helpers"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
-// Options configure Open. The zero value uses DESIGN.md's embedded defaults.
+// Options configure Open. The zero value is usable: each zero field means
+// the default its comment names.
 type Options struct {
 	// Journal is the journal file; "" means $STOCKADE_JOURNAL, else
 	// $XDG_STATE_HOME/stockade/journal.db (else ~/.local/state/...).
@@ -30,7 +30,8 @@ type Options struct {
 	// Owner, if set, must match the journal's owner id.
 	Owner string
 	// Profile names the preflight profile; "" means $STOCKADE_PROFILE, else
-	// the seed's linux-x64. A relaxed profile is used only when named.
+	// dockerio.DefaultProfile (linux-x64). A relaxed profile is used only
+	// when named.
 	Profile string
 	// Logger receives the runtime's and the actor system's logs; nil is
 	// quiet.
@@ -304,60 +305,8 @@ func (rt *Runtime) toEverySandbox(msg any) {
 	}
 }
 
-// ReplaySandbox folds a sandbox's journal stream up to sequence at (0: to
-// its end) and returns its state there: what the live actor held at that
-// point. It reads any open journal, a read-only one included.
-func ReplaySandbox(j *journal.Journal, id string, at uint64) (lifecycle.Sandbox, error) {
-	s := lifecycle.Sandbox{ID: id}
-	err := replay(j, journal.Key{Kind: journal.KindSandbox, ID: id}, at, func(seq uint64, t time.Time, ev lifecycle.Event, repeat bool) (err error) {
-		if next, err := lifecycle.ApplySandbox(s, seq, t, ev); err == nil || !repeat {
-			s = next
-			return err
-		}
-		s.Seq, s.At = seq, t
-		return nil
-	})
-	return s, err
-}
-
-// ReplayProcess is ReplaySandbox for a process's stream.
-func ReplayProcess(j *journal.Journal, id string, at uint64) (lifecycle.Process, error) {
-	p := lifecycle.Process{ID: id}
-	err := replay(j, journal.Key{Kind: journal.KindProcess, ID: id}, at, func(seq uint64, t time.Time, ev lifecycle.Event, repeat bool) (err error) {
-		if next, err := lifecycle.ApplyProcess(p, seq, t, ev); err == nil || !repeat {
-			p = next
-			return err
-		}
-		p.Seq, p.At = seq, t
-		return nil
-	})
-	return p, err
-}
-
-// replay decodes a stream's events up to at and hands each to apply; an
-// illegal transition names the stream and sequence. repeat tells apply that
-// the event repeats the one before it exactly (type and payload): a fact
-// journaled twice by a retried append, which journals written before
-// appends were sequenced can hold. The folds then skip it if they refuse
-// it, rather than fail the whole stream.
-func replay(j *journal.Journal, k journal.Key, at uint64, apply func(seq uint64, t time.Time, ev lifecycle.Event, repeat bool) error) error {
-	var prev journal.Event
-	return j.Read(k, 0, at, func(e journal.Event) error {
-		ev, err := lifecycle.Decode(e.Type, e.Payload)
-		if err == nil {
-			repeat := prev.Seq != 0 && e.Type == prev.Type && bytes.Equal(e.Payload, prev.Payload)
-			err = apply(e.Seq, e.Time, ev, repeat)
-		}
-		if err != nil {
-			return fmt.Errorf("%s #%d: %w", k, e.Seq, err)
-		}
-		prev = e
-		return nil
-	})
-}
-
 func foldSandbox(j *journal.Journal, id string) (lifecycle.Sandbox, error) {
-	return ReplaySandbox(j, id, 0)
+	return inspect.New(j).ReplaySandbox(context.Background(), id, 0)
 }
 
 // Owner is the journal's owner id; it labels every Docker resource this

@@ -14,6 +14,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -272,7 +273,7 @@ func TestFakeJournalFailureReportsNothingDone(t *testing.T) {
 
 func TestFakeHistoryNotFound(t *testing.T) {
 	rt := openFake(t, newFake(t), "")
-	if _, err := rt.History("nosuchsandbox"); !spec.IsCode(err, spec.CodeNotFound) {
+	if _, err := rt.History(t.Context(), "nosuchsandbox"); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -369,8 +370,8 @@ func TestShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	k, _ := stockade.ReplaySandbox(j, kept.ID(), 0)
-	o, _ := stockade.ReplaySandbox(j, once.ID(), 0)
+	k, _ := inspect.New(j).ReplaySandbox(t.Context(), kept.ID(), 0)
+	o, _ := inspect.New(j).ReplaySandbox(t.Context(), once.ID(), 0)
 	if k.Phase != lifecycle.PhaseExited || o.Phase != lifecycle.PhaseRemoved {
 		t.Fatalf("after Shutdown: kept %s, one-shot %s; want exited, removed", k.Phase, o.Phase)
 	}
@@ -401,7 +402,7 @@ func TestFakeExecFailureFromWrapper(t *testing.T) {
 // set, keeps only that kind's events.
 func historyTypes(t testing.TB, rt *stockade.Runtime, id string, kind journal.Kind) []string {
 	t.Helper()
-	hist, err := rt.History(id)
+	hist, err := rt.History(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

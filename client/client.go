@@ -45,9 +45,10 @@ type Client struct {
 }
 
 var (
-	_ host.Runtime = (*Client)(nil)
-	_ host.Sandbox = (*Sandbox)(nil)
-	_ host.Process = (*Process)(nil)
+	_ host.Runtime   = (*Client)(nil)
+	_ host.Inspector = (*Client)(nil)
+	_ host.Sandbox   = (*Sandbox)(nil)
+	_ host.Process   = (*Process)(nil)
 )
 
 // MaxMessage bounds one reply the client accepts (a sandbox's whole
@@ -199,7 +200,10 @@ func (c *Client) Recovery(ctx context.Context) (host.RecoveryReport, error) {
 	if err != nil {
 		return host.RecoveryReport{}, fromStatus(err)
 	}
-	out := host.RecoveryReport{Processes: int(resp.Processes), Orphans: resp.Orphans, Duration: resp.Duration.AsDuration()}
+	out := host.RecoveryReport{Processes: int(resp.Processes), Duration: resp.Duration.AsDuration()}
+	for _, o := range resp.Orphans {
+		out.Orphans = append(out.Orphans, host.ParseOrphan(o))
+	}
 	for _, s := range resp.Sandboxes {
 		out.Sandboxes = append(out.Sandboxes, host.RecoveredSandbox{ID: s.Id, From: lifecycle.Phase(s.From), Decision: s.Decision,
 			Observed: s.Observed, Settled: lifecycle.Phase(s.Settled), Error: s.Error})

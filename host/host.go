@@ -1,9 +1,14 @@
 // Package host is the API a Go agent host programs against, whether the
 // runtime is embedded (stockade.Open, then Runtime.Host) or served
 // (client.Dial): the Runtime, Sandbox and Process interfaces and the
-// request and response types both sides share. It is a leaf: it imports
-// only spec/ and lifecycle/, so a client links neither the actor system nor
-// the Docker client.
+// request and response types both sides share. It imports only spec/,
+// lifecycle/ and egress/ (for its decision type), so a client links
+// neither the actor system nor the Docker client.
+//
+// Inspector, the journal-reading half of Runtime (History, ReplaySandbox,
+// ReplayProcess, Live, Verify, Export), is also answered by package inspect
+// on a journal file no runtime holds: a tool written against it reads a
+// served runtime, an embedded one or a file alike.
 //
 // Switching is one line:
 //
@@ -18,6 +23,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,9 +41,9 @@ type Runtime interface {
 	Sandbox(ctx context.Context, id string) (Sandbox, error)
 	// Sandboxes lists the live sandboxes, sorted by reservation time.
 	Sandboxes(ctx context.Context) ([]SandboxInfo, error)
-	// History returns a sandbox's journaled events and its processes', in
-	// time order.
-	History(ctx context.Context, sandboxID string) ([]HistoryEvent, error)
+	// Inspector reads the runtime's journal: History, the replays, the
+	// live index, Verify and Export.
+	Inspector
 	// Recovery returns the report of the recovery the runtime's Open ran.
 	Recovery(ctx context.Context) (RecoveryReport, error)
 	// Egress returns a sandbox's recorded egress decisions, oldest first.
@@ -45,6 +51,27 @@ type Runtime interface {
 	// Close releases the runtime (embedded) or the connection (served);
 	// kept sandboxes stay up either way.
 	Close() error
+}
+
+// Inspector reads a journal: the runtime's own (embedded: Runtime's
+// methods; served: the client) or a file no runtime holds (inspect.Open).
+// Every implementation gives the same answers for the same journal.
+type Inspector interface {
+	// History returns a sandbox's journaled events and its processes', in
+	// time order; not_found when the journal has no such sandbox.
+	History(ctx context.Context, sandboxID string) ([]HistoryEvent, error)
+	// ReplaySandbox folds a sandbox's stream up to sequence at (0: to its
+	// end) and returns its state there.
+	ReplaySandbox(ctx context.Context, id string, at uint64) (lifecycle.Sandbox, error)
+	// ReplayProcess is ReplaySandbox for a process's stream.
+	ReplayProcess(ctx context.Context, id string, at uint64) (lifecycle.Process, error)
+	// Live lists the journal's live index.
+	Live(ctx context.Context) ([]LiveEntity, error)
+	// Verify checks the whole journal: every record decodes, sequences
+	// have no gap, the indexes agree and every stream folds.
+	Verify(ctx context.Context) error
+	// Export writes the whole journal as JSON lines, a consistent snapshot.
+	Export(ctx context.Context, w io.Writer) error
 }
 
 // Sandbox is a live sandbox.
@@ -136,24 +163,54 @@ type HistoryEvent struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
-// RecoveryReport says what the recovery run by Open found and did.
+// RecoveryReport says what the recovery run by Open found and did (or,
+// planned, would do). The embedded runtime, its planner and the client all
+// give this one type.
 type RecoveryReport struct {
+	// Sandboxes lists each live sandbox found, its decision and where it
+	// settled.
 	Sandboxes []RecoveredSandbox `json:"sandboxes"`
-	Processes int                `json:"processes"`
-	// Orphans names each resource removed for carrying this owner's label
-	// but no live sandbox of the journal: "<kind> <name>".
-	Orphans  []string      `json:"orphans,omitempty"`
+	// Processes counts the live processes found.
+	Processes int `json:"processes"`
+	// Orphans lists the resources removed for carrying this owner's label
+	// but no live sandbox of the journal.
+	Orphans  []Orphan      `json:"orphans,omitempty"`
 	Duration time.Duration `json:"duration"`
+}
+
+// Orphan is a Docker resource recovery removed (or would remove). Served,
+// only Kind and Name travel (the wire carries String()).
+type Orphan struct {
+	// Kind is "container", "network" or "volume".
+	Kind string `json:"kind"`
+	// ID is the container or network id, or the volume's name.
+	ID      string `json:"id,omitempty"`
+	Name    string `json:"name"`
+	Role    string `json:"role,omitempty"`
+	Sandbox string `json:"sandbox,omitempty"`
+}
+
+// String is "<kind> <name>", the orphan as the wire carries it.
+func (o Orphan) String() string { return o.Kind + " " + o.Name }
+
+// ParseOrphan reads an orphan from its String form.
+func ParseOrphan(s string) Orphan {
+	kind, name, _ := strings.Cut(s, " ")
+	return Orphan{Kind: kind, Name: name}
 }
 
 // RecoveredSandbox is one line of a RecoveryReport.
 type RecoveredSandbox struct {
-	ID       string          `json:"id"`
-	From     lifecycle.Phase `json:"from"`
-	Decision string          `json:"decision"`
+	ID   string          `json:"id"`
+	From lifecycle.Phase `json:"from"`
+	// Decision is the recovery table's decision ("re-adopt", "stop and remove",
+	// ...), or "unreconciled" for a sandbox recovery could not observe.
+	Decision string `json:"decision"`
+	// Observed says what recovery saw that led to the decision.
 	Observed string          `json:"observed"`
 	Settled  lifecycle.Phase `json:"settled,omitempty"`
-	Error    string          `json:"error,omitempty"`
+	// Error is why the decision could not be carried out, if it could not.
+	Error string `json:"error,omitempty"`
 }
 
 // LiveEntity is one entry of the journal's live index.

@@ -337,7 +337,7 @@ func (v processes) Wait(ctx context.Context, req *stockadev1.WaitRequest) (*stoc
 	}
 	// Not started through this server (re-adopted after a restart, say):
 	// its end is learned from the journal, as it is committed.
-	st, err := v.s.rt.ReplayProcessAt(req.ProcessId, 0)
+	st, err := v.s.rt.ReplayProcess(ctx, req.ProcessId, 0)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -354,7 +354,7 @@ func (v processes) Wait(ctx context.Context, req *stockadev1.WaitRequest) (*stoc
 			}
 			return nil, toStatus(err)
 		}
-		if st, err = v.s.rt.ReplayProcessAt(req.ProcessId, 0); err != nil {
+		if st, err = v.s.rt.ReplayProcess(ctx, req.ProcessId, 0); err != nil {
 			return nil, toStatus(err)
 		}
 	}

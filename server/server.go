@@ -286,7 +286,7 @@ func (v journalService) Export(_ *stockadev1.ExportRequest, stream stockadev1.Jo
 	}
 	os.Remove(f.Name())
 	defer f.Close()
-	if err := v.s.rt.ExportJournal(f); err != nil {
+	if err := v.s.rt.Export(stream.Context(), f); err != nil {
 		return toStatus(err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -299,8 +299,8 @@ func (v journalService) Export(_ *stockadev1.ExportRequest, stream stockadev1.Jo
 	return toStatus(w.flush())
 }
 
-func (v journalService) Live(context.Context, *stockadev1.LiveRequest) (*stockadev1.LiveResponse, error) {
-	list, err := v.s.rt.LiveEntities()
+func (v journalService) Live(ctx context.Context, _ *stockadev1.LiveRequest) (*stockadev1.LiveResponse, error) {
+	list, err := v.s.rt.Live(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -311,8 +311,8 @@ func (v journalService) Live(context.Context, *stockadev1.LiveRequest) (*stockad
 	return out, nil
 }
 
-func (v journalService) Verify(context.Context, *stockadev1.VerifyRequest) (*stockadev1.VerifyResponse, error) {
-	return &stockadev1.VerifyResponse{}, toStatus(v.s.rt.VerifyJournal())
+func (v journalService) Verify(ctx context.Context, _ *stockadev1.VerifyRequest) (*stockadev1.VerifyResponse, error) {
+	return &stockadev1.VerifyResponse{}, toStatus(v.s.rt.Verify(ctx))
 }
 
 // chunkWriter gathers writes into messages of at most 64 KiB.
@@ -362,13 +362,13 @@ func (v journalService) History(ctx context.Context, req *stockadev1.HistoryRequ
 	return out, nil
 }
 
-func (v journalService) Replay(_ context.Context, req *stockadev1.ReplayRequest) (*stockadev1.ReplayResponse, error) {
+func (v journalService) Replay(ctx context.Context, req *stockadev1.ReplayRequest) (*stockadev1.ReplayResponse, error) {
 	var st any
 	var err error
 	if req.Process {
-		st, err = v.s.rt.ReplayProcessAt(req.Id, req.At)
+		st, err = v.s.rt.ReplayProcess(ctx, req.Id, req.At)
 	} else {
-		st, err = v.s.rt.ReplaySandboxAt(req.Id, req.At)
+		st, err = v.s.rt.ReplaySandbox(ctx, req.Id, req.At)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -385,7 +385,10 @@ func (v journalService) Recovery(ctx context.Context, _ *stockadev1.RecoveryRequ
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &stockadev1.RecoveryResponse{Processes: int64(r.Processes), Orphans: r.Orphans, Duration: durationpb.New(r.Duration)}
+	out := &stockadev1.RecoveryResponse{Processes: int64(r.Processes), Duration: durationpb.New(r.Duration)}
+	for _, o := range r.Orphans {
+		out.Orphans = append(out.Orphans, o.String())
+	}
 	for _, sb := range r.Sandboxes {
 		out.Sandboxes = append(out.Sandboxes, &stockadev1.RecoveredSandbox{Id: sb.ID, From: string(sb.From), Decision: sb.Decision, Observed: sb.Observed, Settled: string(sb.Settled), Error: sb.Error})
 	}

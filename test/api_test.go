@@ -126,7 +126,7 @@ func TestAPIRunExitCodesAndStreams(t *testing.T) {
 	}
 	// Its history survives in the journal: reserved … removed, and each
 	// process reserved … exited.
-	h, err := e.rt.History(sb.ID())
+	h, err := e.rt.History(t.Context(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestAPIStopEscalates(t *testing.T) {
 	if res.Reason != "signaled" || res.ExitCode != 137 {
 		t.Fatalf("got %+v, want signaled with 137 (KILL after TERM was ignored)", res)
 	}
-	h, _ := e.rt.History(sb.ID())
+	h, _ := e.rt.History(t.Context(), sb.ID())
 	var saw bool
 	for _, ev := range h {
 		saw = saw || ev.Type == "process.stopping"

@@ -37,6 +37,7 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/helpers"
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/faultproxy"
 	"github.com/stockade/stockade/journal"
@@ -257,8 +258,8 @@ func (e *faultEnv) finish() {
 	defer func() { _ = rt.Close() }()
 	for _, s := range rt.Recovery().Sandboxes {
 		t.Logf("recovery: sandbox %s from %s: %s (saw %s), settled %s %s", s.ID, s.From, s.Decision, s.Observed, s.Settled, s.Error)
-		if s.Err != nil {
-			t.Errorf("recovery of sandbox %s did not settle: %v", s.ID, s.Err)
+		if s.Error != "" {
+			t.Errorf("recovery of sandbox %s did not settle: %v", s.ID, s.Error)
 		}
 	}
 	for _, r := range rt.Recovery().Orphans {
@@ -298,7 +299,7 @@ func (e *faultEnv) verifyOffline(when string) {
 		return
 	}
 	defer func() { _ = j.Close() }()
-	if err := stockade.VerifyJournal(j); err != nil {
+	if err := inspect.New(j).Verify(e.t.Context()); err != nil {
 		e.t.Errorf("the journal does not verify %s: %v", when, err)
 	}
 }
@@ -472,7 +473,7 @@ func oneOf(c spec.Code, codes ...spec.Code) bool {
 // many times each appears.
 func history(t *testing.T, rt *stockade.Runtime, id string) ([]string, map[string]int) {
 	t.Helper()
-	h, err := rt.History(id)
+	h, err := rt.History(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1075,7 +1076,7 @@ func TestFaultsSlowReplies(t *testing.T) {
 func TestFaultsEventStream(t *testing.T) {
 	kill := func(t *testing.T, e *faultEnv, sb *stockade.Sandbox) {
 		t.Helper()
-		st, err := e.rt.ReplaySandboxAt(sb.ID(), 0)
+		st, err := e.rt.ReplaySandbox(t.Context(), sb.ID(), 0)
 		if err != nil || st.Created == nil {
 			t.Fatalf("sandbox %s: %v", sb.ID(), err)
 		}
@@ -1128,7 +1129,7 @@ func TestFaultsEventStream(t *testing.T) {
 	})
 }
 
-// TestFaultsVerifyLiveJournal: Runtime.VerifyJournal (the server's
+// TestFaultsVerifyLiveJournal: Runtime.Verify (the server's
 // Journal.Verify) while the runtime appends must not report a sound
 // journal corrupt. It runs bbolt's Tx.Check in a read-only transaction,
 // which bbolt documents as unsafe with concurrent writers: pages freed by a
@@ -1153,7 +1154,7 @@ func TestFaultsVerifyLiveJournal(t *testing.T) {
 				return
 			default:
 			}
-			err := e.rt.VerifyJournal()
+			err := e.rt.Verify(t.Context())
 			mu.Lock()
 			checks++
 			if err != nil {
@@ -1190,14 +1191,14 @@ func TestFaultsVerifyLiveJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	offline := stockade.VerifyJournal(j)
+	offline := inspect.New(j).Verify(t.Context())
 	_ = j.Close()
 	t.Logf("%d verifications while appending, %d reported problems; offline verify after close: %v", checks, len(reports), offline)
 	if checks == 0 {
 		t.Fatal("no verification ran while the runtime appended: the test did not test")
 	}
 	if len(reports) > 0 && offline == nil {
-		t.Errorf("BUG: Runtime.VerifyJournal reported a sound journal corrupt while the runtime appended (%d of %d verifications; the same file verifies clean once closed): "+
+		t.Errorf("BUG: Runtime.Verify reported a sound journal corrupt while the runtime appended (%d of %d verifications; the same file verifies clean once closed): "+
 			"journal.Verify runs bbolt's Tx.Check inside a read-only transaction (j.db.View), which bbolt documents as unsafe with concurrent write transactions "+
 			"(under -race it is also a data race: Tx.Check reads the freelist's map while the committer's Tx.Commit writes it); first report: %v",
 			len(reports), checks, reports[0])
@@ -1227,7 +1228,7 @@ var emptyTar = func() string {
 // argv holds tok.
 func (e *faultEnv) processByToken(t *testing.T, sbID, tok string) lifecycle.Process {
 	t.Helper()
-	h, err := e.rt.History(sbID)
+	h, err := e.rt.History(t.Context(), sbID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1235,7 +1236,7 @@ func (e *faultEnv) processByToken(t *testing.T, sbID, tok string) lifecycle.Proc
 		if ev.Kind != "process" {
 			continue
 		}
-		p, err := e.rt.ReplayProcessAt(ev.ID, 0)
+		p, err := e.rt.ReplayProcess(t.Context(), ev.ID, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1253,7 +1254,7 @@ func (e *faultEnv) processByToken(t *testing.T, sbID, tok string) lifecycle.Proc
 // in the sandbox's workload (ps, through a direct exec).
 func (e *faultEnv) inSandbox(t *testing.T, sbID, substr string) bool {
 	t.Helper()
-	st, err := e.rt.ReplaySandboxAt(sbID, 0)
+	st, err := e.rt.ReplaySandbox(t.Context(), sbID, 0)
 	if err != nil || st.Created == nil {
 		t.Fatalf("sandbox %s: %v", sbID, err)
 	}
@@ -1283,7 +1284,7 @@ func (e *faultEnv) inSandbox(t *testing.T, sbID, substr string) bool {
 func (e *faultEnv) exitCodeMatchesDaemon(t *testing.T, sbID, tok string, res spec.Result) {
 	t.Helper()
 	pr := e.processByToken(t, sbID, tok)
-	st, err := e.rt.ReplaySandboxAt(sbID, 0)
+	st, err := e.rt.ReplaySandbox(t.Context(), sbID, 0)
 	if err != nil || st.Created == nil {
 		t.Fatalf("sandbox %s: %v", sbID, err)
 	}

@@ -128,7 +128,7 @@ func TestAPIConsistentGetsAreJournaled(t *testing.T) {
 	if out, _, res, err := runOut(t, again, spec.Process{Argv: []string{"echo", "thawed"}}); err != nil || out != "thawed\n" || res.ExitCode != 0 {
 		t.Fatalf("after recovery: %q %+v %v", out, res, err)
 	}
-	hist, err := rt.History(sb.ID())
+	hist, err := rt.History(t.Context(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func TestRecoveryReadoptsKept(t *testing.T) {
 	}
 	rt := e.reopen(t, stockade.Options{})
 	got := decisionOf(t, rt, sb.ID())
-	if got.Decision != sandbox.Readopt || got.Settled != lifecycle.PhaseStarted {
+	if got.Decision != string(sandbox.Readopt) || got.Settled != lifecycle.PhaseStarted {
 		t.Fatalf("decision %+v, want re-adopt, started", got)
 	}
 	sb2, err := rt.Sandbox(sb.ID())
@@ -82,7 +82,7 @@ func TestRecoveryReadoptsKept(t *testing.T) {
 	// The detached process's exit is recorded once it ends.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		h, err := rt.History(sb.ID())
+		h, err := rt.History(t.Context(), sb.ID())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestRecoveryRemovesOneShot(t *testing.T) {
 	sb := e.sandbox(t, spec.OneShot)
 	rt := e.reopen(t, stockade.Options{StopGrace: time.Second})
 	got := decisionOf(t, rt, sb.ID())
-	if got.Decision != sandbox.StopRemove || got.Settled != lifecycle.PhaseRemoved {
+	if got.Decision != string(sandbox.StopRemove) || got.Settled != lifecycle.PhaseRemoved {
 		t.Fatalf("decision %+v, want stop and remove, removed", got)
 	}
 	if n, err := dockertest.Owned(context.Background(), e.cli, rt.Owner()); err != nil || n != 0 {
@@ -148,7 +148,7 @@ func TestRecoveryDeadWorkload(t *testing.T) {
 	}
 	rt := e.reopen(t, stockade.Options{})
 	got := decisionOf(t, rt, sb.ID())
-	if got.Decision != sandbox.RecordExit || got.Settled != lifecycle.PhaseExited {
+	if got.Decision != string(sandbox.RecordExit) || got.Settled != lifecycle.PhaseExited {
 		t.Fatalf("decision %+v, want record exit, exited", got)
 	}
 	sb2, err := rt.Sandbox(sb.ID())
@@ -181,7 +181,7 @@ func TestRecoveryTearsDownTampered(t *testing.T) {
 	}
 	rt := e.reopen(t, stockade.Options{StopGrace: time.Second})
 	got := decisionOf(t, rt, sb.ID())
-	if got.Decision != sandbox.TearDown || got.Settled != lifecycle.PhaseRemoved || !strings.Contains(got.Observed, "Memory") {
+	if got.Decision != string(sandbox.TearDown) || got.Settled != lifecycle.PhaseRemoved || !strings.Contains(got.Observed, "Memory") {
 		t.Fatalf("decision %+v, want tear down naming Memory, removed", got)
 	}
 }
@@ -216,7 +216,7 @@ func TestRecoveryOrphansAndForeign(t *testing.T) {
 	if _, err := e.cli.VolumeInspect(ctx, orphan); err == nil {
 		t.Fatal("the orphan volume survived")
 	}
-	if d := decisionOf(t, rt, gone.ID()); d.Decision != sandbox.StopRemove || d.Settled != lifecycle.PhaseRemoved {
+	if d := decisionOf(t, rt, gone.ID()); d.Decision != string(sandbox.StopRemove) || d.Settled != lifecycle.PhaseRemoved {
 		t.Fatalf("the one-shot sandbox: %+v", d)
 	}
 	for _, v := range []string{foreignSame, foreignTorn, foreignOther} {
@@ -224,7 +224,7 @@ func TestRecoveryOrphansAndForeign(t *testing.T) {
 			t.Fatalf("a foreign volume was touched: %v", err)
 		}
 	}
-	if d := decisionOf(t, rt, sb.ID()); d.Decision != sandbox.Readopt {
+	if d := decisionOf(t, rt, sb.ID()); d.Decision != string(sandbox.Readopt) {
 		t.Fatalf("the known sandbox: %+v", d)
 	}
 }

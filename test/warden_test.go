@@ -29,7 +29,7 @@ import (
 // history.
 func journaledStart(t *testing.T, rt *stockade.Runtime, sandbox, id string) lifecycle.ProcessStarted {
 	t.Helper()
-	h, err := rt.History(sandbox)
+	h, err := rt.History(t.Context(), sandbox)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func journaledStart(t *testing.T, rt *stockade.Runtime, sandbox, id string) life
 
 func sandboxTypes(t *testing.T, rt *stockade.Runtime, id string) []string {
 	t.Helper()
-	h, err := rt.History(id)
+	h, err := rt.History(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestWardenKilledFromInside(t *testing.T) {
 	}
 	// Its kill through Docker had its intent journaled first.
 	var procTypes []string
-	h, _ := e.rt.History(sb.ID())
+	h, _ := e.rt.History(t.Context(), sb.ID())
 	for _, ev := range h {
 		if ev.ID == p.ID {
 			procTypes = append(procTypes, ev.Type)
@@ -321,7 +321,7 @@ func TestWardenBinaryProtected(t *testing.T) {
 // root among them, cannot read an execute-only file.
 func rootSHA256(t *testing.T, e *apiEnv, sb *stockade.Sandbox, path string) string {
 	t.Helper()
-	st, err := e.rt.ReplaySandboxAt(sb.ID(), 0)
+	st, err := e.rt.ReplaySandbox(t.Context(), sb.ID(), 0)
 	if err != nil || st.Created == nil {
 		t.Fatalf("sandbox %s: %v", sb.ID(), err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
@@ -432,11 +433,11 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, mode 
 	tornDown := map[string]sandbox.Decision{}
 	for _, s := range rt.Recovery().Sandboxes {
 		r.Decisions = append(r.Decisions, fmt.Sprintf("%s→%s", s.From, s.Decision))
-		if s.Err != nil {
-			violate("sandbox %s did not settle: %v", s.ID, s.Err)
+		if s.Error != "" {
+			violate("sandbox %s did not settle: %v", s.ID, s.Error)
 		}
-		if s.Decision == sandbox.StopRemove || s.Decision == sandbox.TearDown {
-			tornDown[s.ID] = s.Decision
+		if d := sandbox.Decision(s.Decision); d == sandbox.StopRemove || d == sandbox.TearDown {
+			tornDown[s.ID] = d
 		}
 	}
 	if n := len(rt.Recovery().Orphans); n > 0 {
@@ -502,7 +503,7 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 	}
 	// Every process is terminal or re-adopted.
 	for id := range live {
-		h, err := rt.History(id)
+		h, err := rt.History(ctx, id)
 		if err != nil {
 			violate("history of %s: %v", id, err)
 			continue
@@ -616,7 +617,7 @@ func readDrillJournal(jpath string) (drillJournal, error) {
 		return dj, err
 	}
 	for _, id := range sandboxes {
-		h, err := stockade.History(j, id)
+		h, err := inspect.New(j).History(context.Background(), id)
 		if err != nil {
 			return dj, err
 		}
@@ -724,7 +725,7 @@ func replayAll(path string) error {
 		return err
 	}
 	defer func() { _ = j.Close() }() // only read
-	return stockade.VerifyJournal(j)
+	return inspect.New(j).Verify(context.Background())
 }
 
 type drillChildCmd struct {

@@ -5,18 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
-	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
@@ -112,15 +109,37 @@ func parseJournal(g global, args []string) (command, error) {
 	return c, nil
 }
 
-// openJournal opens the journal for a read-only command: with a shared lock,
-// so it works beside another reader but fails fast (journal_locked, naming
-// the holder) while a runtime holds it.
-func openJournal(g global) (*journal.Journal, error) {
+// journalSource is what the journal commands read: a host.Inspector and
+// where its journal's recordings are.
+type journalSource struct {
+	in host.Inspector
+	// path is the journal file; recordings are files beside it, read
+	// without its lock.
+	path    string
+	pathErr error // why there is no path (served: only show needs one)
+	// name names the journal in verify's line.
+	name  string
+	close func() error
+}
+
+// openInspector asks a running server when one answers (it holds the
+// journal), else opens the journal file read-only: with a shared lock, so
+// it works beside another reader but fails fast (journal_locked, naming the
+// holder) while a runtime holds it.
+func openInspector(g global) (journalSource, error) {
+	if cl := dial(g); cl != nil {
+		path, err := journalPath(g)
+		return journalSource{in: cl, path: path, pathErr: err, name: "the served journal", close: cl.Close}, nil
+	}
 	path, err := journalPath(g)
 	if err != nil {
-		return nil, err
+		return journalSource{}, err
 	}
-	return journal.Open(path, journal.Options{ReadOnly: true})
+	r, err := inspect.Open(path)
+	if err != nil {
+		return journalSource{}, err
+	}
+	return journalSource{in: r, path: r.Path(), name: r.Path(), close: r.Close}, nil
 }
 
 func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
@@ -164,31 +183,30 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		}
 		return 0
 	}
-	if c.sub != "restore" {
-		// A running server holds the journal: ask it.
-		if cl := dial(c.g); cl != nil {
-			defer cl.Close()
-			return c.executeServed(ctx, cl, stdout, stderr)
-		}
-	}
-	j, err := openJournal(c.g)
+	src, err := openInspector(c.g)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	defer j.Close()
+	defer src.close()
+	in := src.in
 	switch c.sub {
 	case "show":
-		evs, err := stockade.History(j, c.id)
+		evs, err := in.History(ctx, c.id)
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		c.show(stdout, j.Path(), evs)
-	case "replay":
-		kind := journal.KindSandbox
-		if c.process {
-			kind = journal.KindProcess
+		if src.pathErr != nil {
+			return fail(stderr, src.pathErr, 1)
 		}
-		state, err := replay(j, kind, c.id, c.at.first())
+		c.show(stdout, src.path, evs)
+	case "replay":
+		var state any
+		var err error
+		if c.process {
+			state, err = in.ReplayProcess(ctx, c.id, c.at.first())
+		} else {
+			state, err = in.ReplaySandbox(ctx, c.id, c.at.first())
+		}
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
@@ -196,23 +214,22 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		enc.SetIndent("", "  ")
 		enc.Encode(state)
 	case "diff":
-		changes, err := diffStates(func(at uint64) (any, error) { return replay(j, c.kind(), c.id, at) }, c.at[0], c.at[1])
+		changes, err := inspect.Diff(ctx, in, c.id, c.process, c.at[0], c.at[1])
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
 		printDiff(stdout, changes, c.g.json)
 	case "verify":
-		j.Close()
-		if err := replayAll(j.Path()); err != nil {
+		if err := in.Verify(ctx); err != nil {
 			return fail(stderr, err, 1)
 		}
-		fmt.Fprintf(stdout, "%s: every record decodes, every stream folds, the indexes agree\n", j.Path())
+		fmt.Fprintf(stdout, "%s: every record decodes, every stream folds, the indexes agree\n", src.name)
 	case "export":
-		if err := j.Export(stdout, nil); err != nil {
+		if err := in.Export(ctx, stdout); err != nil {
 			return fail(stderr, err, 1)
 		}
 	case "ls":
-		list, err := stockade.LiveEntities(j)
+		list, err := in.Live(ctx)
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
@@ -243,61 +260,7 @@ func (l seqList) first() uint64 {
 	return l[0]
 }
 
-// change is one field that differs between two folded states.
-type change struct {
-	Field string `json:"field"`
-	From  any    `json:"from"`
-	To    any    `json:"to"`
-}
-
-// diffStates folds a stream to two sequences and lists what differs, field
-// by field (nested fields as a.b, sorted by name).
-func diffStates(fold func(at uint64) (any, error), a, b uint64) ([]change, error) {
-	var states [2]map[string]any
-	for i, at := range []uint64{a, b} {
-		st, err := fold(at)
-		if err != nil {
-			return nil, err
-		}
-		raw, err := json.Marshal(st)
-		if err != nil {
-			return nil, spec.Wrap(spec.CodeInternal, "journal diff", err, "encoding the state")
-		}
-		if err := json.Unmarshal(raw, &states[i]); err != nil {
-			return nil, spec.Wrap(spec.CodeInternal, "journal diff", err, "decoding the state")
-		}
-	}
-	var out []change
-	diffValues("", states[0], states[1], &out)
-	return out, nil
-}
-
-func diffValues(prefix string, a, b any, out *[]change) {
-	am, aok := a.(map[string]any)
-	bm, bok := b.(map[string]any)
-	if !aok || !bok {
-		if !reflect.DeepEqual(a, b) {
-			*out = append(*out, change{Field: prefix, From: a, To: b})
-		}
-		return
-	}
-	keys := map[string]bool{}
-	for k := range am {
-		keys[k] = true
-	}
-	for k := range bm {
-		keys[k] = true
-	}
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		name := k
-		if prefix != "" {
-			name = prefix + "." + k
-		}
-		diffValues(name, am[k], bm[k], out)
-	}
-}
-
-func printDiff(w io.Writer, changes []change, asJSON bool) {
+func printDiff(w io.Writer, changes []inspect.Change, asJSON bool) {
 	if asJSON {
 		enc := newEncoder(w)
 		for _, c := range changes {
@@ -321,66 +284,6 @@ func showValue(v any) string {
 	return short(string(b), 120)
 }
 
-func (c *journalCmd) kind() journal.Kind {
-	if c.process {
-		return journal.KindProcess
-	}
-	return journal.KindSandbox
-}
-
-// executeServed answers show, replay and diff through a running server.
-func (c *journalCmd) executeServed(ctx context.Context, cl *client.Client, stdout, stderr io.Writer) int {
-	fold := func(at uint64) (any, error) {
-		if c.process {
-			return cl.ReplayProcess(ctx, c.id, at)
-		}
-		return cl.ReplaySandbox(ctx, c.id, at)
-	}
-	switch c.sub {
-	case "show":
-		evs, err := cl.History(ctx, c.id)
-		if err != nil {
-			return fail(stderr, err, 1)
-		}
-		// Recordings are files beside the journal, read without its lock.
-		path, err := journalPath(c.g)
-		if err != nil {
-			return fail(stderr, err, 1)
-		}
-		c.show(stdout, path, evs)
-	case "replay":
-		state, err := fold(c.at.first())
-		if err != nil {
-			return fail(stderr, err, 1)
-		}
-		enc := newEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(state)
-	case "diff":
-		changes, err := diffStates(fold, c.at[0], c.at[1])
-		if err != nil {
-			return fail(stderr, err, 1)
-		}
-		printDiff(stdout, changes, c.g.json)
-	case "export":
-		if err := cl.Export(ctx, stdout); err != nil {
-			return fail(stderr, err, 1)
-		}
-	case "ls":
-		list, err := cl.Live(ctx)
-		if err != nil {
-			return fail(stderr, err, 1)
-		}
-		printLive(stdout, list, c.g.json)
-	case "verify":
-		if err := cl.Verify(ctx); err != nil {
-			return fail(stderr, err, 1)
-		}
-		fmt.Fprintln(stdout, "the served journal: every record decodes, every stream folds, the indexes agree")
-	}
-	return 0
-}
-
 // printLive prints the live index, a line (or a JSON object) an entity.
 func printLive(w io.Writer, list []host.LiveEntity, asJSON bool) {
 	enc := newEncoder(w)
@@ -396,7 +299,7 @@ func printLive(w io.Writer, list []host.LiveEntity, asJSON bool) {
 // printHistoryWithOutput is journal show --output: each process's recorded
 // output under its exit line, and a process without one (still running,
 // or left by a crash) after the history.
-func printHistoryWithOutput(w io.Writer, path string, evs []stockade.HistoryEvent, asJSON bool) {
+func printHistoryWithOutput(w io.Writer, path string, evs []host.HistoryEvent, asJSON bool) {
 	var open []string
 	seen := map[string]bool{}
 	lost := map[string]map[int64]string{} // a process's output gaps: offset → why

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/journal"
 )
 
 type recoverCmd struct {
@@ -66,21 +65,12 @@ func (c *recoverCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 			settled = " → " + string(s.Settled)
 		}
 		fmt.Fprintf(stdout, "  %s  %s → %s%s\n      %s\n", s.ID, s.From, s.Decision, settled, termSafe(s.Observed))
-		if s.Err != nil {
-			fmt.Fprintf(stdout, "      error: %s\n", termSafe(s.Err.Error()))
+		if s.Error != "" {
+			fmt.Fprintf(stdout, "      error: %s\n", termSafe(s.Error))
 		}
 	}
 	for _, o := range rep.Orphans {
 		fmt.Fprintf(stdout, "  orphan %s %s (%s) of sandbox %s\n", o.Kind, o.Name, o.ID, o.Sandbox)
 	}
 	return 0
-}
-
-// replay folds one stream up to a sequence (0: its end) and returns the
-// state there.
-func replay(j *journal.Journal, kind journal.Kind, id string, at uint64) (any, error) {
-	if kind == journal.KindProcess {
-		return stockade.ReplayProcess(j, id, at)
-	}
-	return stockade.ReplaySandbox(j, id, at)
 }
