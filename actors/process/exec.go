@@ -328,7 +328,7 @@ func (x *execTransport) recheckBackoff() {
 	x.armRecheck(x.watch.recheckDelay)
 }
 
-// adopt settles an exec an earlier runtime left live, by DESIGN.md's
+// adopt settles an exec an earlier runtime left live, by docs/design.md's
 // recovery table: a running exec is re-adopted detached (or stopped, by
 // option); an exec journaled as created that runs has its group read back
 // from the sandbox's tmpfs and is journaled started; an exec Docker no

@@ -690,7 +690,7 @@ func (a *processActor) handleFor() *Handle {
 	return a.streams.handle
 }
 
-// adopt settles a process an earlier runtime left live, by DESIGN.md's
+// adopt settles a process an earlier runtime left live, by docs/design.md's
 // recovery table (its transport's rows: exec.go, warden_adopt.go). No exit
 // code is ever invented.
 func (a *processActor) adopt() {

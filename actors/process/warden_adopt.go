@@ -14,7 +14,7 @@ import (
 	"github.com/stockade/stockade/warden"
 )
 
-// Recovery of a warden's process (DESIGN.md's recovery table, warden rows):
+// Recovery of a warden's process (the recovery table of docs/design.md, warden rows):
 // the sandbox reattached to its warden and read its process table; the
 // process is
 //   - listed: re-adopted WITH its streams, from the offset its recording
