@@ -41,8 +41,10 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 	withTTL := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept, TTL: within})
 	long := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	p := mustStart(t, long, spec.Process{Argv: []string{"sleep"}, Timeout: within, Stderr: spec.Discard})
-	go io.Copy(io.Discard, p.Stdout())
-	rt.Close()
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	rt = openFake(t, f, path)
 	if time.Since(begin) >= within {
@@ -78,7 +80,9 @@ func TestRecoveryProcessRows(t *testing.T) {
 	forgotten := mustStart(t, sb, spec.Process{Argv: []string{"a"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	kept := mustStart(t, sb, spec.Process{Argv: []string{"b"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	fp, _ := stockade.FoldProcess(rt, forgotten.ID)
-	rt.Close()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 	f.ForgetExec(fp.ExecID) // as the daemon does after a restart
 
 	rt = openFake(t, f, path)
@@ -155,10 +159,12 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	sctx, cancel := context.WithCancel(ctx)
-	go sb.Start(sctx, spec.Process{Argv: []string{"x"}})
+	go func() { _, _ = sb.Start(sctx, spec.Process{Argv: []string{"x"}}) }() // cancelled: the journal is checked after
 	<-attaching
 	cancel()
-	rt.Close()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 	blocking.Store(false)
 
 	rt = openFake(t, f, path)
@@ -197,7 +203,9 @@ func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
 	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept}); err != nil {
 		t.Fatal(err)
 	}
-	rt.Close()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 	var failed atomic.Bool
 	f.Fault = func(op string) error {
 		if op == "InspectSandbox" && failed.CompareAndSwap(false, true) {
@@ -223,7 +231,9 @@ func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
 		t.Fatalf("unreconciled %d, re-adopted %d, listed %d: want 1, 1, 2", un, ok, len(list))
 	}
 	// A later Open reconciles it.
-	rt.Close()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 	rt = openFake(t, f, path)
 	if sb, err := rt.Sandbox(a.ID()); err != nil || sb == nil {
 		t.Fatalf("after a clean reopen: %v", err)

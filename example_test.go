@@ -27,13 +27,18 @@ func exampleEngine() dockerio.Engine {
 func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "stockade-example")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }() // a temporary directory
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: filepath.Join(dir, "journal.db"), Engine: exampleEngine()})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer rt.Close()
+	defer func() {
+		// Close closes the journal: its error is worth knowing.
+		if err := rt.Close(); err != nil {
+			fmt.Println(err)
+		}
+	}()
 	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot})
 	if err != nil {
 		fmt.Println(err)
@@ -44,7 +49,10 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	io.Copy(os.Stdout, p.Stdout()) // every piped stream must be read
+	// Every piped stream must be read.
+	if _, err := io.Copy(os.Stdout, p.Stdout()); err != nil {
+		fmt.Println(err)
+	}
 	res, err := p.Wait(ctx)
 	fmt.Println("exit", res.ExitCode, res.Reason, err)
 	if err := sb.Remove(ctx); err != nil {
@@ -71,16 +79,27 @@ func Example() {
 func ExampleRuntime_Recovery() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "stockade-example")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }() // a temporary directory
 	path := filepath.Join(dir, "journal.db")
 	engine := exampleEngine()
 	rt, _ := stockade.Open(ctx, stockade.Options{Journal: path, Engine: engine})
 	kept, _ := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot})
-	rt.Close() // as if the host process died: both sandboxes are left live
+	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	// As if the host process died: both sandboxes are left live.
+	if err := rt.Close(); err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	rt, _ = stockade.Open(ctx, stockade.Options{Journal: path, Engine: engine})
-	defer rt.Close()
+	defer func() {
+		if err := rt.Close(); err != nil {
+			fmt.Println(err)
+		}
+	}()
 	for _, s := range rt.Recovery().Sandboxes {
 		fmt.Println(s.ID == kept.ID(), s.From, "→", s.Decision, "→", s.Settled)
 	}

@@ -60,7 +60,9 @@ func TestRetriedAppendJournalsOnce(t *testing.T) {
 	if stopping != 1 {
 		t.Fatalf("%d stopping events journaled, want 1", stopping)
 	}
-	rt.Close()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 	rt = openFake(t, f, path)
 	if st, err := stockade.FoldSandbox(rt, sb.ID()); err != nil || st.Phase != lifecycle.PhaseExited {
 		t.Fatalf("after reopen: %s %v", st.Phase, err)
@@ -99,7 +101,9 @@ func TestOpenToleratesUnfoldableStreams(t *testing.T) {
 		}
 		ids = append(ids, sb.ID())
 	}
-	rt.Close()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 	j, err := journal.Open(path, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +116,9 @@ func TestOpenToleratesUnfoldableStreams(t *testing.T) {
 	if _, err := j.Append(ctx, journal.Record{Key: pk, Parent: ids[1], Type: typ, Payload: payload}); err != nil {
 		t.Fatal(err)
 	}
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	rt = openFake(t, f, path)
 	lines := map[string]stockade.RecoveredSandbox{}
@@ -185,7 +191,9 @@ func TestRestartsRecordOnlyChanges(t *testing.T) {
 	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard}); err != nil {
 		t.Fatal(err)
 	}
-	rt.Close()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 	counts := func() (sandbox, all int) {
 		j := stockade.JournalOf(rt)
 		err := j.Streams(func(k journal.Key) error {
@@ -207,7 +215,9 @@ func TestRestartsRecordOnlyChanges(t *testing.T) {
 		t.Fatalf("first recovery: %+v", l)
 	}
 	s1, a1 := counts()
-	rt.Close()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
 		rt = openFake(t, f, path)
 		if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
@@ -216,7 +226,9 @@ func TestRestartsRecordOnlyChanges(t *testing.T) {
 		if s, a := counts(); s != s1 || a != a1 {
 			t.Fatalf("a restart that changed nothing journaled: sandbox stream %d → %d events, journal %d → %d", s1, s, a1, a)
 		}
-		rt.Close()
+		if err := rt.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -244,7 +256,9 @@ func TestCreateReturnsWhenTheRuntimeCloses(t *testing.T) {
 		done <- err
 	}()
 	<-entered
-	rt.Close()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-done; !spec.IsCode(err, spec.CodeCancelled) {
 		t.Fatalf("create under a closing runtime: %v, want cancelled", err)
 	}

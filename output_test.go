@@ -22,12 +22,13 @@ func recorded(t *testing.T, read func(func(stockade.OutputChunk) error) (stockad
 	var b bytes.Buffer
 	var last byte
 	sum, err := read(func(c stockade.OutputChunk) error {
-		if c.Stream == 0 {
+		switch c.Stream {
+		case 0:
 			fmt.Fprintf(&b, "[gap %d]", c.Gap)
-		} else if c.Stream == last {
+		case last:
 			b.Truncate(b.Len() - 1) // chunking is the transport's: merge
 			fmt.Fprintf(&b, "%s|", c.Data)
-		} else {
+		default:
 			fmt.Fprintf(&b, "%d:%s|", c.Stream, c.Data)
 		}
 		last = c.Stream
@@ -111,7 +112,9 @@ func TestFakeOutputRecorded(t *testing.T) {
 			if !tc.found {
 				return
 			}
-			rt.Close()
+			if err := rt.Close(); err != nil {
+				t.Fatal(err)
+			}
 			rt2 := openFake(t, f, path)
 			got, sum, err := recorded(t, func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) { return rt2.Logs(p.ID, fn) })
 			if err != nil || got != tc.want || !sum.Complete {
@@ -192,7 +195,7 @@ func TestFakeRetainRemovesRecordings(t *testing.T) {
 			if _, err := io.ReadFull(p.Stdout(), make([]byte, 2)); err != nil {
 				t.Fatal(err)
 			}
-			defer func() { close(hold); drain(p); p.Wait(ctx) }()
+			defer func() { close(hold); drain(p); _, _ = p.Wait(ctx) }() // teardown
 			continue
 		}
 		drain(p)

@@ -58,8 +58,10 @@ func TestFakeConcurrentConsistentGets(t *testing.T) {
 		_, _, _, err := run(t, sb, spec.Process{Argv: []string{"true"}})
 		started <- err
 	}()
-	io.Copy(io.Discard, first)
-	first.Close()
+	_, _ = io.Copy(io.Discard, first) // a drain: the pause is what is checked
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if !f.Paused(h) {
 		t.Fatal("the first close thawed the workload under the second copy")
 	}
@@ -68,7 +70,9 @@ func TestFakeConcurrentConsistentGets(t *testing.T) {
 		t.Fatalf("a process ran in a paused workload: %v", err)
 	default:
 	}
-	second.Close()
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-started; err != nil {
 		t.Fatalf("the held process: %v", err)
 	}
@@ -94,7 +98,10 @@ func TestFakeRecoveryThawsAPausedSandbox(t *testing.T) {
 	if _, _, err := sb.Get(ctx, "work", true); err != nil {
 		t.Fatal(err)
 	}
-	rt.Close() // the copy is never closed: as if the runtime died
+	// the copy is never closed: as if the runtime died
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if !f.Paused(h) {
 		t.Fatal("the workload did not stay paused")
 	}
@@ -146,7 +153,9 @@ func TestFakeCopyQueuedDuringTheThawOfAStoppedSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first.Close()
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
 	<-thawing
 	type got struct {
 		live bool
@@ -156,7 +165,7 @@ func TestFakeCopyQueuedDuringTheThawOfAStoppedSandbox(t *testing.T) {
 	go func() {
 		rc, live, err := sb.Get(ctx, "work", true)
 		if rc != nil {
-			rc.Close()
+			_ = rc.Close() // err is what is checked
 		}
 		second <- got{live, err}
 	}()
@@ -200,7 +209,7 @@ func TestFakeFreezeWaitsForAStartingProcess(t *testing.T) {
 	go func() {
 		rc, _, err := sb.Get(ctx, "work", true)
 		if rc != nil {
-			rc.Close()
+			_ = rc.Close() // err is what is checked
 		}
 		copied <- err
 	}()
@@ -239,7 +248,9 @@ func TestFakeSignalsWaitOutAFreeze(t *testing.T) {
 		st, err := stockade.FoldProcess(rt, p.ID)
 		return err == nil && st.Phase == lifecycle.PhaseStopping
 	})
-	rc.Close()
+	if err := rc.Close(); err != nil {
+		t.Fatal(err)
+	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if res, err := p.Wait(wctx); res.Reason != string(lifecycle.ReasonTimeout) {

@@ -142,7 +142,7 @@ func TestFakeFailedProcessActorKilledAfterIntent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close()
+	defer func() { _ = rt.Close() }() // teardown
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)

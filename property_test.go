@@ -42,7 +42,7 @@ func propertyRun(t *testing.T, seed uint64, steps int) {
 	f := newFake(t)
 	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
 		var code int
-		fmt.Sscan(req.Spec.Argv[1], &code)
+		_, _ = fmt.Sscan(req.Spec.Argv[1], &code) // the test's own argv: a number
 		run := dockerio.FakeRun{ExitCode: code, Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte(req.Spec.Argv[2])}}}
 		if req.Spec.Argv[0] == "hold" {
 			run.Hold = make(chan struct{}) // runs until signalled
@@ -83,10 +83,10 @@ func propertyRun(t *testing.T, seed uint64, steps int) {
 			if err != nil {
 				t.Fatalf("step %d start: %v", step, err)
 			}
-			go io.Copy(io.Discard, p.Stdout())
+			go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 			procs = append(procs, liveProc{p, sb.ID()})
 		case op < 6 && len(procs) > 0:
-			procs[rng.IntN(len(procs))].p.Stop(ctx)
+			_ = procs[rng.IntN(len(procs))].p.Stop(ctx) // may have ended already: the properties are checked after each step
 		case op < 7:
 			if sb, err := rt.Sandbox(sandboxes[rng.IntN(len(sandboxes))]); err == nil {
 				if err := sb.Stop(ctx); err != nil {
@@ -110,7 +110,7 @@ func propertyRun(t *testing.T, seed uint64, steps int) {
 		default:
 			for _, lp := range procs {
 				wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-				lp.p.Wait(wctx)
+				_, _ = lp.p.Wait(wctx) // bounded: some are still held
 				cancel()
 			}
 		}

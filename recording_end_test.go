@@ -56,7 +56,9 @@ func TestFakeRecordingNotCompleteWithoutExit(t *testing.T) {
 				t.Fatalf("read %q %v", buf, err)
 			}
 			if tc.closeOut {
-				p.Stdout().Close()
+				if err := p.Stdout().Close(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			_, err := p.Wait(ctx)
 			if tc.complete != (err == nil) {
@@ -83,7 +85,9 @@ func TestFakeRecordingNotCompleteWithoutExit(t *testing.T) {
 			if err != nil || off != 6 {
 				t.Fatalf("resume: offset %d %v, want 6", off, err)
 			}
-			rec.Write(recorder.TypeStdout, []byte("more\n"))
+			if err := rec.Write(recorder.TypeStdout, []byte("more\n")); err != nil {
+				t.Fatal(err)
+			}
 			if err := rec.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -290,13 +290,13 @@ func PlanRecovery(ctx context.Context, opts Options) (RecoveryReport, error) {
 	if err != nil {
 		return report, err
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }() // opened read-only: nothing to lose
 	engine, closer, err := engineFor(opts)
 	if err != nil {
 		return report, err
 	}
 	if closer != nil {
-		defer closer()
+		defer func() { _ = closer() }() // the engine's connection: nothing to lose
 	}
 	daemon, err := engine.Preflight(ctx)
 	if err != nil {

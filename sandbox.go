@@ -138,10 +138,12 @@ func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*Process, error) {
 			if h := l.Handle; h != nil {
 				for _, rc := range []io.ReadCloser{h.Stdout(), h.Stderr()} {
 					if rc != nil {
-						rc.Close()
+						_ = rc.Close() // abandoned: nobody reads it
 					}
 				}
-				h.Stop(context.Background())
+				if err := h.Stop(context.Background()); err != nil {
+					s.rt.log.Warn("stopping a process whose caller gave up", "sandbox", s.id, "process", h.ID, "err", err)
+				}
 			}
 		})
 	if err != nil {
@@ -195,7 +197,10 @@ func (s *Sandbox) Get(ctx context.Context, path string, pause bool) (rc io.ReadC
 	res, aerr := ask(ctx, s, func(r chan<- sandbox.GetResult) any { return sandbox.Get{Ctx: ctx, Path: path, Pause: pause, Reply: r} },
 		func(g sandbox.GetResult) {
 			if g.Tar != nil {
-				g.Tar.Close() // unpauses a paused workload, frees the connection
+				// Unpauses a paused workload, frees the connection.
+				if err := g.Tar.Close(); err != nil {
+					s.rt.log.Warn("closing an abandoned copy", "sandbox", s.id, "err", err)
+				}
 			}
 		})
 	if aerr != nil {

@@ -85,7 +85,7 @@ func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
 	}
 
 	rt = openFake(t, f, path)
-	defer rt.Close()
+	defer func() { _ = rt.Close() }() // teardown
 	out, sum := read(p.ID)
 	if !sum.Complete || out != "hello\noops\n" || sum.StdoutBytes != 6 || sum.StderrBytes != 5 {
 		t.Fatalf("after the next Open: %q %+v, want complete with 6 + 5 bytes", out, sum)

@@ -128,16 +128,17 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	j, err := journal.Open(path, journal.Options{Owner: opts.Owner, LockTimeout: opts.LockTimeout})
 	if err != nil {
 		if closer != nil {
-			closer()
+			_ = closer() // the engine's connection; the Open error is the one reported
 		}
 		return nil, err
 	}
 	rt := &Runtime{journal: j, engine: engine, closer: closer, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]unreconciled{}}
 	fail := func(err error) (*Runtime, error) {
+		// err is the one reported.
 		if rt.closer != nil {
-			rt.closer()
+			_ = rt.closer()
 		}
-		j.Close()
+		_ = j.Close()
 		return nil, err
 	}
 	// Made under the journal's lock: one runtime writes recordings.

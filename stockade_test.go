@@ -44,7 +44,7 @@ func openFake(t testing.TB, f *dockerio.Fake, path string, mutate ...func(*stock
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	t.Cleanup(func() { rt.Close() })
+	t.Cleanup(func() { _ = rt.Close() }) // teardown (a test may have closed it)
 	return rt
 }
 
@@ -66,10 +66,11 @@ func run(t testing.TB, sb *stockade.Sandbox, p spec.Process) (string, string, sp
 	var wg sync.WaitGroup
 	if r := proc.Stderr(); r != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); io.Copy(&errOut, r) }()
+		// A read error shows as missing output, which the caller checks.
+		go func() { defer wg.Done(); _, _ = io.Copy(&errOut, r) }()
 	}
 	if r := proc.Stdout(); r != nil {
-		io.Copy(&out, r)
+		_, _ = io.Copy(&out, r)
 	}
 	wg.Wait()
 	res, err := proc.Wait(ctx)
@@ -244,7 +245,7 @@ func TestFakePanicFailsOnlyTheProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close()
+	defer func() { _ = rt.Close() }() // teardown
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	_, _, res, err := run(t, sb, spec.Process{Argv: []string{"panic"}})
 	if res.Reason != "failed" || err == nil {
@@ -261,7 +262,9 @@ func TestFakeJournalFailureReportsNothingDone(t *testing.T) {
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	// Closing the journal under the runtime makes every append fail.
 	j := stockade.JournalOf(rt)
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	_, err := sb.Start(context.Background(), spec.Process{Argv: []string{"x"}})
 	if !spec.IsCode(err, spec.CodeJournal) {
 		t.Fatalf("start with a broken journal: %v, want a journal error", err)
@@ -325,7 +328,9 @@ func TestIdentityMismatch(t *testing.T) {
 	if _, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot}); err != nil {
 		t.Fatal(err)
 	}
-	rt.Close()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
 	var touched atomic.Int32
 	other := newFake(t)
 	other.DaemonID = "another-daemon"
@@ -369,7 +374,7 @@ func TestShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }() // only read
 	k, _ := inspect.New(j).ReplaySandbox(t.Context(), kept.ID(), 0)
 	o, _ := inspect.New(j).ReplaySandbox(t.Context(), once.ID(), 0)
 	if k.Phase != lifecycle.PhaseExited || o.Phase != lifecycle.PhaseRemoved {

@@ -63,7 +63,7 @@ func Dial(path string) (*Client, error) {
 	if err != nil {
 		return nil, spec.Wrap(spec.CodeCancelled, "client", err, "no stockade server answers on %s (start one with `stockade serve`)", path)
 	}
-	probe.Close()
+	_ = probe.Close() // only asked whether it answers
 	// The path is dialled as it is, not parsed as a URL: a relative path,
 	// or one with '#', '?' or '%' in it, would be misread in a unix:// one.
 	dial := func(ctx context.Context, _ string) (net.Conn, error) {
@@ -86,7 +86,7 @@ func Dial(path string) (*Client, error) {
 	}
 	long, err := newConn()
 	if err != nil {
-		conn.Close()
+		_ = conn.Close() // err is the one reported
 		return nil, spec.Wrap(spec.CodeInvalidArgument, "client", err, "socket %s", path)
 	}
 	return &Client{conn: conn, sbx: stockadev1.NewSandboxesClient(conn), procs: stockadev1.NewProcessesClient(conn),

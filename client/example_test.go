@@ -22,7 +22,9 @@ func ExampleDial() {
 	if err != nil {
 		log.Fatal(err) // cancelled, naming the path: no server answers there
 	}
-	defer c.Close() // the sandbox below stays up: it is kept
+	// A connection: closing it loses nothing. The sandbox below stays up:
+	// it is kept.
+	defer func() { _ = c.Close() }()
 
 	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: "stockade/toolbox:dev", Lifetime: spec.Kept})
 	if err != nil {
@@ -32,8 +34,12 @@ func ExampleDial() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	go io.Copy(os.Stderr, p.Stderr()) // stdout and stderr share one gRPC stream: read both
-	io.Copy(os.Stdout, p.Stdout())
+	// Stdout and stderr share one gRPC stream: read both. Wait says how
+	// the process ended.
+	go func() { _, _ = io.Copy(os.Stderr, p.Stderr()) }()
+	if _, err := io.Copy(os.Stdout, p.Stdout()); err != nil {
+		log.Fatal(err)
+	}
 	res, err := p.Wait(ctx)
 	var se *spec.Error
 	if errors.As(err, &se) {
@@ -50,7 +56,8 @@ func ExampleClient_Wait() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	// A connection: closing it loses nothing.
+	defer func() { _ = c.Close() }()
 	id := os.Args[1] // a process id
 	res, err := c.Wait(ctx, id)
 	if err != nil {

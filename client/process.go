@@ -194,7 +194,7 @@ func (p *Process) Resize(ctx context.Context, rows, cols uint16) error {
 	p.sendMu.Lock()
 	// A failed send means the stream has ended: its reader then settles
 	// every waiting resize, this one included.
-	p.stream.Send(&stockadev1.ExecRequest{Msg: &stockadev1.ExecRequest_Resize{Resize: &stockadev1.Resize{Seq: seq, Rows: uint32(rows), Cols: uint32(cols)}}})
+	_ = p.stream.Send(&stockadev1.ExecRequest{Msg: &stockadev1.ExecRequest_Resize{Resize: &stockadev1.Resize{Seq: seq, Rows: uint32(rows), Cols: uint32(cols)}}})
 	p.sendMu.Unlock()
 	select {
 	case err := <-ch:

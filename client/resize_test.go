@@ -111,7 +111,7 @@ func serveFake(t *testing.T, f *fakeProcs) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = os.RemoveAll(dir) }) // teardown
 	sock := filepath.Join(dir, "s.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
@@ -120,13 +120,13 @@ func serveFake(t *testing.T, f *fakeProcs) *client.Client {
 	srv := grpc.NewServer()
 	stockadev1.RegisterProcessesServer(srv, f)
 	stockadev1.RegisterSandboxesServer(srv, fakeSandboxes{})
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }() // ends with Stop, at cleanup
 	t.Cleanup(srv.Stop)
 	c, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { _ = c.Close() }) // teardown
 	return c
 }
 
@@ -166,7 +166,7 @@ func TestResizeOnExecStream(t *testing.T) {
 		b, _ := io.ReadAll(p.Stdout())
 		out <- b
 	}()
-	go io.Copy(io.Discard, p.Stderr())
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
 
 	// Stdin, some writes longer than a message, against resizes.
 	var want bytes.Buffer
@@ -210,7 +210,9 @@ func TestResizeOnExecStream(t *testing.T) {
 	// One left waiting when the result comes: done.
 	go func() { done <- p.Resize(ctx, rowsUnanswered, 81) }()
 	<-f.pending
-	p.Stdin().Close()
+	if err := p.Stdin().Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-done; err != nil {
 		t.Errorf("a resize waiting at the end: %v, want nil", err)
 	}
@@ -255,8 +257,8 @@ func TestResizeStreamBroken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go io.Copy(io.Discard, p.Stdout())
-	go io.Copy(io.Discard, p.Stderr())
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
 	err = p.Resize(ctx, rowsBreak, 80)
 	var se *spec.Error
 	if err == nil || !errors.As(err, &se) {

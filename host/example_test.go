@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -17,12 +18,13 @@ import (
 // echo runs one command in a one-shot sandbox of rt and prints its output
 // and result. It is written once against host.Runtime and works the same on
 // an embedded runtime and on a server's client.
-func echo(ctx context.Context, rt host.Runtime) error {
+func echo(ctx context.Context, rt host.Runtime) (err error) {
 	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: "stockade/toolbox:dev"})
 	if err != nil {
 		return err
 	}
-	defer sb.Remove(ctx)
+	// A sandbox left behind is worth knowing about.
+	defer func() { err = errors.Join(err, sb.Remove(ctx)) }()
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"echo", "hi"}, Stderr: spec.Discard})
 	if err != nil {
 		return err
@@ -47,9 +49,14 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer embedded.Close()
+	defer func() {
+		// Close closes the journal: its error is worth knowing.
+		if err := embedded.Close(); err != nil {
+			log.Print(err)
+		}
+	}()
 
-	var rt host.Runtime = embedded.Host()
+	var rt host.Runtime = embedded.Host() //nolint:staticcheck // ST1023: the type is the example's point, a client is one too
 	// or, through `stockade serve` on the same journal:
 	//	rt, err := client.Dial(server.SocketPath(journalPath))
 	if err := echo(ctx, rt); err != nil {
@@ -72,7 +79,13 @@ func Example_fallback() {
 		}
 		rt = embedded.Host()
 	}
-	defer rt.Close()
+	defer func() {
+		// An embedded runtime's Close closes its journal: its error is
+		// worth knowing.
+		if err := rt.Close(); err != nil {
+			log.Print(err)
+		}
+	}()
 	if err := echo(ctx, rt); err != nil {
 		log.Fatal(err)
 	}

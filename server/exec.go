@@ -76,14 +76,14 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 	proc, err := sb.Start(ctx, p)
 	if err != nil {
 		if proc != nil {
-			abandon(proc)
+			v.abandon(proc)
 		}
 		return toStatus(err)
 	}
 	v.s.remember(proc)
 	if err := stream.Send(&stockadev1.ExecResponse{Msg: &stockadev1.ExecResponse_Started{Started: &stockadev1.ExecStarted{ProcessId: proc.ID()}}}); err != nil {
 		if !st.Detached {
-			abandon(proc)
+			v.abandon(proc)
 		}
 		return err
 	}
@@ -138,7 +138,7 @@ func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecS
 				return v.gone(sb, proc, err)
 			}
 		case err := <-bad:
-			abandon(proc)
+			v.abandon(proc)
 			return err
 		case <-ctx.Done():
 			return v.gone(sb, proc, ctx.Err())
@@ -167,7 +167,7 @@ func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecS
 				return v.gone(sb, proc, err)
 			}
 		case err := <-bad:
-			abandon(proc)
+			v.abandon(proc)
 			return err
 		}
 	}
@@ -203,7 +203,7 @@ func receive(ctx context.Context, stream stockadev1.Processes_ExecServer, proc h
 		m, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			if stdin != nil {
-				stdin.Close()
+				closeStdin(stdin, proc, log)
 			}
 			return
 		}
@@ -225,7 +225,7 @@ func receive(ctx context.Context, stream stockadev1.Processes_ExecServer, proc h
 			}
 		case *stockadev1.ExecRequest_CloseStdin:
 			if stdin != nil {
-				stdin.Close()
+				closeStdin(stdin, proc, log)
 			}
 		case *stockadev1.ExecRequest_Signal:
 			// A signal that races the process's end (not_found) is no
@@ -275,7 +275,7 @@ func (v processes) gone(sb host.Sandbox, proc host.Process, err error) error {
 	if v.s.isStopping() {
 		return status.Errorf(codes.Unavailable, "the server is stopping; process %s runs on", proc.ID())
 	}
-	abandon(proc)
+	v.abandon(proc)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -294,18 +294,28 @@ func (v processes) gone(sb host.Sandbox, proc host.Process, err error) error {
 	return toStatus(spec.Wrap(spec.CodeCancelled, "server", err, "the client of process %s went away", proc.ID()))
 }
 
+// closeStdin closes a process's stdin at the client's word. A failure is
+// logged: the process may never see the end of its input.
+func closeStdin(stdin io.WriteCloser, proc host.Process, log *slog.Logger) {
+	if err := stdin.Close(); err != nil {
+		log.Warn("closing the stdin of a process on an exec stream failed", "process", proc.ID(), "err", err)
+	}
+}
+
 // abandon closes the process's output streams unread, which ends it with
 // reason cancelled; a process with no piped stream is stopped instead.
-func abandon(proc host.Process) {
+func (v processes) abandon(proc host.Process) {
 	piped := false
 	for _, rc := range []io.ReadCloser{proc.Stdout(), proc.Stderr()} {
 		if rc != nil {
-			rc.Close()
+			_ = rc.Close() // abandoned unread: closing is what ends it
 			piped = true
 		}
 	}
 	if !piped {
-		proc.Stop(context.Background())
+		if err := proc.Stop(context.Background()); err != nil {
+			v.s.log.Warn("stopping a process whose client went away failed", "process", proc.ID(), "err", err)
+		}
 	}
 }
 

@@ -65,7 +65,12 @@ func (v files) Get(req *stockadev1.GetRequest, stream stockadev1.Files_GetServer
 	if err != nil {
 		return toStatus(err)
 	}
-	defer rc.Close()
+	defer func() {
+		// Closing unpauses a paused workload: a failure is worth knowing.
+		if err := rc.Close(); err != nil {
+			v.s.log.Warn("closing a copy's stream failed", "sandbox", req.SandboxId, "err", err)
+		}
+	}()
 	if err := stream.Send(&stockadev1.GetResponse{Live: live}); err != nil {
 		return err
 	}

@@ -99,7 +99,7 @@ func serve(t *testing.T) *fixture {
 	sock := server.SocketPath(filepath.Join(dir, "journal.db"))
 	lis, err := server.Listen(sock, nil)
 	if err != nil {
-		rt.Close()
+		_ = rt.Close() // err is the one reported
 		t.Fatal(err)
 	}
 	srv := server.New(rt, server.Options{Doctor: func(context.Context) (dockerio.Report, error) {
@@ -112,12 +112,13 @@ func serve(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		c.Close()
+		// Teardown: only serve's error is checked.
+		_ = c.Close()
 		srv.Stop(time.Second)
 		if err := <-served; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-		rt.Close()
+		_ = rt.Close()
 	})
 	return &fixture{fake: f, engine: eng, rt: rt, srv: srv, socket: sock, c: c}
 }
@@ -139,7 +140,7 @@ func dial(t *testing.T, sock string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { _ = c.Close() }) // teardown
 	return c
 }
 

@@ -33,13 +33,14 @@ func TestPeerUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := os.NewFile(uintptr(fds[0]), "a")
-	defer f.Close()
-	defer unix.Close(fds[1])
+	// Teardown.
+	defer func() { _ = f.Close() }()
+	defer func() { _ = unix.Close(fds[1]) }()
 	c, err := net.FileConn(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }() // teardown
 	uid, err := peerUID(c)
 	if err != nil || uid != uint32(os.Getuid()) {
 		t.Fatalf("peerUID = %d, %v; want %d", uid, err, os.Getuid())

@@ -31,7 +31,10 @@ func TestListen(t *testing.T) {
 				t.Fatal(err)
 			}
 			l.(*net.UnixListener).SetUnlinkOnClose(false)
-			l.Close() // the file stays, nobody answers: a crashed server's
+			// The file stays, nobody answers: a crashed server's.
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
 			return p
 		}, ""},
 		{"path too long", func(t *testing.T) string {
@@ -39,12 +42,16 @@ func TestListen(t *testing.T) {
 		}, spec.CodeInvalidArgument},
 		{"directory open to others", func(t *testing.T) string {
 			d := privateDir(t)
-			os.Chmod(d, 0o755)
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			return filepath.Join(d, "j.sock")
 		}, spec.CodeInvalidArgument},
 		{"a file that is not a socket", func(t *testing.T) string {
 			p := filepath.Join(privateDir(t), "j.sock")
-			os.WriteFile(p, []byte("mine"), 0o600)
+			if err := os.WriteFile(p, []byte("mine"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			return p
 		}, spec.CodeConflict},
 		{"a socket another server answers on", func(t *testing.T) string {
@@ -53,7 +60,7 @@ func TestListen(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { l.Close() })
+			t.Cleanup(func() { _ = l.Close() }) // teardown
 			return p
 		}, spec.CodeConflict},
 	}
@@ -70,7 +77,7 @@ func TestListen(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer lis.Close()
+			defer func() { _ = lis.Close() }() // teardown
 			st, err := os.Stat(p)
 			if err != nil || st.Mode().Type() != os.ModeSocket || st.Mode().Perm() != 0o600 {
 				t.Fatalf("socket %v: %v, want a 0600 socket", st.Mode(), err)
@@ -85,9 +92,12 @@ func TestListen(t *testing.T) {
 
 // openUp makes dir and its n-1 parents (a test's temporary directories)
 // enterable by others.
-func openUp(dir string, n int) {
+func openUp(t *testing.T, dir string, n int) {
+	t.Helper()
 	for range n {
-		os.Chmod(dir, 0o755)
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		dir = filepath.Dir(dir)
 	}
 }
@@ -101,7 +111,7 @@ func peerChild(sock string) int {
 	if err != nil {
 		return 0
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }() // teardown
 	if _, err := c.Sandboxes(context.Background()); err != nil {
 		return 0
 	}
@@ -122,7 +132,7 @@ func TestPeerOfAnotherUIDRefused(t *testing.T) {
 	}
 	// A copy of this binary that another user can run.
 	dir := t.TempDir()
-	openUp(dir, 2)
+	openUp(t, dir, 2)
 	bin := filepath.Join(dir, "peer")
 	in, err := os.Open(self)
 	if err != nil {
@@ -133,12 +143,14 @@ func TestPeerOfAnotherUIDRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = io.Copy(out, in)
-	in.Close()
+	_ = in.Close() // only read
 	if cerr := out.Close(); err != nil || cerr != nil {
 		t.Fatal(err, cerr)
 	}
-	openUp(filepath.Dir(fx.socket), 3)
-	os.Chmod(fx.socket, 0o666)
+	openUp(t, filepath.Dir(fx.socket), 3)
+	if err := os.Chmod(fx.socket, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		uid  uint32
@@ -175,7 +187,7 @@ func TestDialOddPaths(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
+			defer func() { _ = c.Close() }() // teardown
 			if _, err := c.Sandboxes(context.Background()); err != nil {
 				t.Fatalf("a call through %s: %v", name, err)
 			}
@@ -185,12 +197,17 @@ func TestDialOddPaths(t *testing.T) {
 	if err := os.Chdir(dir); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Chdir(wd)
+	defer func() {
+		// Later tests run in wd.
+		if err := os.Chdir(wd); err != nil {
+			t.Error(err)
+		}
+	}()
 	c, err := client.Dial(filepath.Base(fx.socket))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }() // teardown
 	if _, err := c.Sandboxes(context.Background()); err != nil {
 		t.Fatalf("a call through a relative path: %v", err)
 	}

@@ -42,12 +42,13 @@ func WriteMarker(journal string) (func(), error) {
 		return nil, err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp) // the Rename error is the one reported
 		return nil, err
 	}
 	return func() {
 		if stjournal.ReadPIDFile(path) == self {
-			os.Remove(path)
+			// One left behind names a dead pid, which MarkerPID ignores.
+			_ = os.Remove(path)
 		}
 	}, nil
 }

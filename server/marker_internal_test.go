@@ -50,7 +50,7 @@ func TestMarkerOfAReusedPIDIsStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }() // teardown: it only holds the lock
 	age(old)
 	if got := MarkerPID(path); got != self {
 		t.Fatalf("an old marker whose pid holds the lock: %d, want %d", got, self)

@@ -284,8 +284,11 @@ func (v journalService) Export(_ *stockadev1.ExportRequest, stream stockadev1.Jo
 	if err != nil {
 		return toStatus(spec.Wrap(spec.CodeInternal, "server", err, "a temporary file for the export"))
 	}
-	os.Remove(f.Name())
-	defer f.Close()
+	// Unlinked at once: the file goes with its last descriptor.
+	if err := os.Remove(f.Name()); err != nil {
+		v.s.log.Warn("unlinking the export's temporary file failed", "file", f.Name(), "err", err)
+	}
+	defer func() { _ = f.Close() }() // unlinked: nothing to lose
 	if err := v.s.rt.Export(stream.Context(), f); err != nil {
 		return toStatus(err)
 	}

@@ -28,10 +28,11 @@ func collect(t *testing.T, ctx context.Context, p host.Process) (string, string,
 	var wg sync.WaitGroup
 	if r := p.Stderr(); r != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); io.Copy(&errOut, r) }()
+		// A read error shows as missing output, which the caller checks.
+		go func() { defer wg.Done(); _, _ = io.Copy(&errOut, r) }()
 	}
 	if r := p.Stdout(); r != nil {
-		io.Copy(&out, r)
+		_, _ = io.Copy(&out, r)
 	}
 	wg.Wait()
 	res, err := p.Wait(ctx)
@@ -218,9 +219,15 @@ func TestFiles(t *testing.T) {
 	var in bytes.Buffer
 	tw := tar.NewWriter(&in)
 	content := bytes.Repeat([]byte("0123456789"), 10_000) // several chunks
-	tw.WriteHeader(&tar.Header{Name: "big.txt", Mode: 0o644, Size: int64(len(content))})
-	tw.Write(content)
-	tw.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: "big.txt", Mode: 0o644, Size: int64(len(content))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(content); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := sb.Put(ctx, "work", &in); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +235,7 @@ func TestFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }() // only read
 	tr := tar.NewReader(rc)
 	var got []byte
 	for {
@@ -269,7 +276,7 @@ func TestRecordCrossesTheWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, p.Stdout())
+		_, _ = io.Copy(io.Discard, p.Stdout()) // a drain
 		if _, err := p.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -106,7 +106,9 @@ func TestDisconnectStopsAttached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone.Close()
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	res, err := fx.c.Wait(ctx, attached.ID())
 	if res.Reason != string(lifecycle.ReasonCancelled) || !spec.IsCode(err, spec.CodeCancelled) {
@@ -151,7 +153,9 @@ func TestClosedOutputStopsProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Stdout().Close()
+	if err := p.Stdout().Close(); err != nil {
+		t.Fatal(err)
+	}
 	res, err := p.Wait(ctx)
 	if res.Reason != string(lifecycle.ReasonCancelled) || !spec.IsCode(err, spec.CodeCancelled) {
 		t.Fatalf("got %+v %v, want cancelled", res, err)
@@ -213,7 +217,9 @@ func TestDisconnectRemovesOneShot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone.Close()
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if res, _ := fx.c.Wait(ctx, p.ID()); res.Reason != string(lifecycle.ReasonCancelled) {
 		t.Fatalf("the process after its client left: %+v, want cancelled", res)
 	}

@@ -77,7 +77,7 @@ func TestResizeNoTerminal(t *testing.T) {
 				b, _ := io.ReadAll(p.Stdout())
 				out <- string(b)
 			}()
-			go io.Copy(io.Discard, p.Stderr())
+			go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
 			if _, err := p.Stdin().Write([]byte("a")); err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,9 @@ func TestResizeNoTerminal(t *testing.T) {
 			if _, err := p.Stdin().Write([]byte("b")); err != nil {
 				t.Fatal(err)
 			}
-			p.Stdin().Close()
+			if err := p.Stdin().Close(); err != nil {
+				t.Fatal(err)
+			}
 			if got := <-out; got != "ab" {
 				t.Errorf("stdout %q, want %q", got, "ab")
 			}
@@ -126,7 +128,7 @@ func TestResizeWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // teardown
 	stream, err := stockadev1.NewProcessesClient(conn).Exec(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -76,7 +76,7 @@ func (u *freshUser) leftOnDaemon(t *testing.T) func() {
 		if owner == "" {
 			if j, err := journal.Open(u.journal(), journal.Options{ReadOnly: true}); err == nil {
 				owner = j.Owner()
-				j.Close()
+				_ = j.Close() // only read
 			}
 		}
 		if owner != "" {
@@ -92,7 +92,7 @@ func (u *freshUser) leftOnDaemon(t *testing.T) func() {
 			t.Fatalf("the run left no journal at the default path: %v", err)
 		}
 		owner = j.Owner()
-		j.Close()
+		_ = j.Close() // only read
 		if n, err := dockertest.Owned(context.Background(), cli, owner); err != nil || n != 0 {
 			t.Errorf("%d containers, networks or volumes of owner %s left on the daemon (%v)", n, owner, err)
 		}

@@ -149,8 +149,7 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err := journal.Restore(c.id, c.dst); err != nil {
 			return fail(stderr, err, 1)
 		}
-		fmt.Fprintf(stdout, "%s: restored from the copy %s; it opens writable with the copy's owner\n", c.dst, c.id)
-		return 0
+		return printText(stdout, stderr, fmt.Sprintf("%s: restored from the copy %s; it opens writable with the copy's owner\n", c.dst, c.id))
 	}
 	if c.egress {
 		// Decisions are recorded beside the journal, read as files
@@ -170,13 +169,14 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if cl == nil {
 			return fail(stderr, needServer("journal "+c.sub+" following live events"), 1)
 		}
-		defer cl.Close()
+		defer func() { _ = cl.Close() }() // a client's connection: nothing to lose
 		p := historyPrinter{w: stdout, json: c.g.json}
+		// A failed write ends the follow and fails the command.
 		err := cl.Follow(ctx, c.id, func(e host.HistoryEvent) error {
-			if c.wanted(e) {
-				p.print(e)
+			if !c.wanted(e) {
+				return nil
 			}
-			return nil
+			return p.print(e)
 		})
 		if err != nil {
 			return fail(stderr, err, 1)
@@ -187,8 +187,9 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	defer src.close()
+	defer func() { _ = src.close() }() // a client's connection or a journal opened read-only: nothing to lose
 	in := src.in
+	out := &printer{w: stdout}
 	switch c.sub {
 	case "show":
 		evs, err := in.History(ctx, c.id)
@@ -198,7 +199,9 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if src.pathErr != nil {
 			return fail(stderr, src.pathErr, 1)
 		}
-		c.show(stdout, src.path, evs)
+		if err := c.show(out, src.path, evs); err != nil {
+			return fail(stderr, err, 1)
+		}
 	case "replay":
 		var state any
 		var err error
@@ -210,22 +213,22 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		enc := newEncoder(stdout)
+		enc := newEncoder(out)
 		enc.SetIndent("", "  ")
-		enc.Encode(state)
+		out.keep(enc.Encode(state))
 	case "diff":
 		changes, err := inspect.Diff(ctx, in, c.id, c.process, c.at[0], c.at[1])
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		printDiff(stdout, changes, c.g.json)
+		printDiff(out, changes, c.g.json)
 	case "verify":
 		if err := in.Verify(ctx); err != nil {
 			return fail(stderr, err, 1)
 		}
-		fmt.Fprintf(stdout, "%s: every record decodes, every stream folds, the indexes agree\n", src.name)
+		out.printf("%s: every record decodes, every stream folds, the indexes agree\n", src.name)
 	case "export":
-		if err := in.Export(ctx, stdout); err != nil {
+		if err := in.Export(ctx, out); err != nil {
 			return fail(stderr, err, 1)
 		}
 	case "ls":
@@ -233,7 +236,10 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		printLive(stdout, list, c.g.json)
+		printLive(out, list, c.g.json)
+	}
+	if err := out.Err(); err != nil {
+		return fail(stderr, err, 1)
 	}
 	return 0
 }
@@ -260,16 +266,16 @@ func (l seqList) first() uint64 {
 	return l[0]
 }
 
-func printDiff(w io.Writer, changes []inspect.Change, asJSON bool) {
+func printDiff(w *printer, changes []inspect.Change, asJSON bool) {
 	if asJSON {
 		enc := newEncoder(w)
 		for _, c := range changes {
-			enc.Encode(c)
+			w.keep(enc.Encode(c))
 		}
 		return
 	}
 	for _, c := range changes {
-		fmt.Fprintf(w, "%s: %s → %s\n", termSafe(c.Field), termSafe(showValue(c.From)), termSafe(showValue(c.To)))
+		w.printf("%s: %s → %s\n", termSafe(c.Field), termSafe(showValue(c.From)), termSafe(showValue(c.To)))
 	}
 }
 
@@ -285,27 +291,30 @@ func showValue(v any) string {
 }
 
 // printLive prints the live index, a line (or a JSON object) an entity.
-func printLive(w io.Writer, list []host.LiveEntity, asJSON bool) {
+func printLive(w *printer, list []host.LiveEntity, asJSON bool) {
 	enc := newEncoder(w)
 	for _, e := range list {
 		if asJSON {
-			enc.Encode(e)
+			w.keep(enc.Encode(e))
 			continue
 		}
-		fmt.Fprintf(w, "%-8s %-26s parent=%-26s last=%-22s seq=%d %s\n", e.Kind, e.ID, e.Parent, e.Last, e.Seq, e.Updated.Format("2006-01-02T15:04:05Z"))
+		w.printf("%-8s %-26s parent=%-26s last=%-22s seq=%d %s\n", e.Kind, e.ID, e.Parent, e.Last, e.Seq, e.Updated.Format("2006-01-02T15:04:05Z"))
 	}
 }
 
 // printHistoryWithOutput is journal show --output: each process's recorded
 // output under its exit line, and a process without one (still running,
-// or left by a crash) after the history.
-func printHistoryWithOutput(w io.Writer, path string, evs []host.HistoryEvent, asJSON bool) {
+// or left by a crash) after the history. A write error ends it and is
+// returned.
+func printHistoryWithOutput(w io.Writer, path string, evs []host.HistoryEvent, asJSON bool) error {
 	var open []string
 	seen := map[string]bool{}
 	lost := map[string]map[int64]string{} // a process's output gaps: offset → why
 	p := historyPrinter{w: w, json: asJSON}
 	for _, e := range evs {
-		p.print(e)
+		if err := p.print(e); err != nil {
+			return err
+		}
 		if e.Kind != string(journal.KindProcess) {
 			continue
 		}
@@ -323,16 +332,23 @@ func printHistoryWithOutput(w io.Writer, path string, evs []host.HistoryEvent, a
 			}
 		}
 		if e.Type == (lifecycle.ProcessExited{}).Type() {
-			printOutput(w, path, e.ID, lost[e.ID], asJSON)
+			if err := printOutput(w, path, e.ID, lost[e.ID], asJSON); err != nil {
+				return err
+			}
 			open = slices.DeleteFunc(open, func(id string) bool { return id == e.ID })
 		}
 	}
 	for _, id := range open {
 		if !asJSON {
-			fmt.Fprintf(w, "output of process %s, which has no exit in the journal:\n", id)
+			if _, err := fmt.Fprintf(w, "output of process %s, which has no exit in the journal:\n", id); err != nil {
+				return outputError(err)
+			}
 		}
-		printOutput(w, path, id, lost[id], asJSON)
+		if err := printOutput(w, path, id, lost[id], asJSON); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // wanted: show --type keeps only the events whose type starts with it.
@@ -344,29 +360,32 @@ func (c *journalCmd) filter(evs []host.HistoryEvent) []host.HistoryEvent {
 
 // show prints a history as journal show asks: filtered by --type, with
 // each process's recorded output (from the files beside the journal at
-// path) under its exit with --output.
-func (c *journalCmd) show(w io.Writer, path string, evs []host.HistoryEvent) {
+// path) under its exit with --output. A write error ends it and is
+// returned.
+func (c *journalCmd) show(w io.Writer, path string, evs []host.HistoryEvent) error {
 	evs = c.filter(evs)
 	if c.output {
-		printHistoryWithOutput(w, path, evs, c.g.json)
-		return
+		return printHistoryWithOutput(w, path, evs, c.g.json)
 	}
-	printHistory(w, evs, c.g.json)
+	return printHistory(w, evs, c.g.json)
 }
 
 // printEgress prints a sandbox's egress decisions: a table, or with --json
-// one decision per line.
+// one decision per line. A write error ends it and is returned.
 func printEgress(w io.Writer, dir, id string, asJSON bool) error {
-	enc := newEncoder(w)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	p := &printer{w: w}
+	enc := newEncoder(p)
+	// The table's write errors are p's (Flush reports them too).
+	tw := tabwriter.NewWriter(p, 0, 4, 2, ' ', 0)
 	if !asJSON {
-		fmt.Fprintln(tw, "TIME\tPROCESS\tVERDICT\tMETHOD\tHOST:PORT\tADDRESS\tRULE / REASON\tUP\tDOWN")
+		_, _ = fmt.Fprintln(tw, "TIME\tPROCESS\tVERDICT\tMETHOD\tHOST:PORT\tADDRESS\tRULE / REASON\tUP\tDOWN")
 	}
 	n := 0
 	err := recorder.ReadDecisions(dir, id, func(d egress.Decision) error {
 		n++
 		if asJSON {
-			return enc.Encode(d)
+			p.keep(enc.Encode(d))
+			return p.err
 		}
 		why := d.Rule
 		if d.Verdict != egress.VerdictAllow {
@@ -374,20 +393,23 @@ func printEgress(w io.Writer, dir, id string, asJSON bool) error {
 		}
 		// Every field but the numbers comes from the proxy, which took it
 		// from the sandbox's request: escaped for the terminal.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", d.Time.Format("15:04:05.000"), dash(d.Process), termSafe(d.Verdict), dash(d.Method),
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", d.Time.Format("15:04:05.000"), dash(d.Process), termSafe(d.Verdict), dash(d.Method),
 			termSafe(net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port)))), dash(d.Addr), dash(why), d.Up, d.Down)
-		return nil
+		return p.err
 	})
+	if p.err != nil {
+		return p.Err()
+	}
 	if err != nil {
 		return err
 	}
 	if !asJSON {
-		tw.Flush()
+		p.keep(tw.Flush())
 		if n == 0 {
-			fmt.Fprintf(w, "no egress decisions recorded for %s\n", id)
+			p.printf("no egress decisions recorded for %s\n", id)
 		}
 	}
-	return nil
+	return p.Err()
 }
 
 // dash is a table cell: "-" when empty, else s escaped for the terminal.

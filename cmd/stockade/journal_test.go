@@ -74,3 +74,32 @@ func TestJournalReadCommandsOffline(t *testing.T) {
 		}
 	})
 }
+
+// TestJournalOutputWriteFailureFails: a journal read command whose output
+// cannot be written fails (exit 1, the write error on stderr), as the
+// other commands do, instead of exiting 0.
+func TestJournalOutputWriteFailureFails(t *testing.T) {
+	path, _ := storyJournal(t)
+	for _, args := range [][]string{
+		{"journal", "verify"},
+		{"journal", "ls"},
+		{"--json", "journal", "ls"},
+		{"journal", "show", "sbstory"},
+		{"--json", "journal", "show", "sbstory"},
+		{"journal", "show", "sbstory", "--output"},
+		{"journal", "replay", "sbstory"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var errb bytes.Buffer
+			code := dispatch(context.Background(), append(args, "--journal", path), nil, failingWriter{}, &errb)
+			if code != 1 || !strings.Contains(errb.String(), "stream_failure: writing the output: no space left on device") {
+				t.Fatalf("exit %d, stderr %q; want 1 and the write error", code, errb.String())
+			}
+			var out bytes.Buffer
+			errb.Reset()
+			if code := dispatch(context.Background(), append(args, "--journal", path), nil, &out, &errb); code != 0 || out.Len() == 0 {
+				t.Fatalf("to a working stdout: exit %d, %d bytes out, stderr %q", code, out.Len(), errb.String())
+			}
+		})
+	}
+}

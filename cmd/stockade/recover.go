@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -50,27 +49,38 @@ func (c *recoverCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 			return fail(stderr, err, 1)
 		}
 	}
+	out := &printer{w: stdout}
 	if c.g.json {
-		newEncoder(stdout).Encode(rep)
-		return 0
+		out.keep(newEncoder(out).Encode(rep))
+	} else {
+		printRecovery(out, rep, c.dry)
 	}
+	// A failed write fails the command, as in the other commands.
+	if err := out.Err(); err != nil {
+		return fail(stderr, err, 1)
+	}
+	return 0
+}
+
+// printRecovery prints what was decided (or, dry, would be) for each
+// sandbox and which orphans went.
+func printRecovery(out *printer, rep stockade.RecoveryReport, dry bool) {
 	verb := "recovered"
-	if c.dry {
+	if dry {
 		verb = "would recover"
 	}
-	fmt.Fprintf(stdout, "%s %d sandboxes, %d live processes, %d orphans in %v\n", verb, len(rep.Sandboxes), rep.Processes, len(rep.Orphans), rep.Duration.Round(time.Millisecond))
+	out.printf("%s %d sandboxes, %d live processes, %d orphans in %v\n", verb, len(rep.Sandboxes), rep.Processes, len(rep.Orphans), rep.Duration.Round(time.Millisecond))
 	for _, s := range rep.Sandboxes {
 		settled := ""
-		if !c.dry {
+		if !dry {
 			settled = " → " + string(s.Settled)
 		}
-		fmt.Fprintf(stdout, "  %s  %s → %s%s\n      %s\n", s.ID, s.From, s.Decision, settled, termSafe(s.Observed))
+		out.printf("  %s  %s → %s%s\n      %s\n", s.ID, s.From, s.Decision, settled, termSafe(s.Observed))
 		if s.Error != "" {
-			fmt.Fprintf(stdout, "      error: %s\n", termSafe(s.Error))
+			out.printf("      error: %s\n", termSafe(s.Error))
 		}
 	}
 	for _, o := range rep.Orphans {
-		fmt.Fprintf(stdout, "  orphan %s %s (%s) of sandbox %s\n", o.Kind, o.Name, o.ID, o.Sandbox)
+		out.printf("  orphan %s %s (%s) of sandbox %s\n", o.Kind, o.Name, o.ID, o.Sandbox)
 	}
-	return 0
 }
