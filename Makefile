@@ -106,7 +106,7 @@ lint: ## golangci-lint with the committed config (.golangci.yml)
 # Unit, fuzz seed corpora and integration tests (test/ needs the real daemon:
 # the hostile-workload and misbehaving-daemon suites among them), all under
 # the race detector. Load and soak take minutes: make load, make soak.
-test: fmt-check vet tidy-check proto-check helpers-check image image-python ## every check and every test (unit and integration, race detector): what CI runs
+test: fmt-check vet lint tidy-check proto-check helpers-check image image-python ## every check and every test (unit and integration, race detector): what CI runs
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 # Every test that needs no Docker: every package but test/, under the race
