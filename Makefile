@@ -35,8 +35,12 @@ build: ## bin/stockade, with the warden and egress proxy embedded
 generate: ## rebuild the embedded helpers (helpers/bin); commit the result
 	$(GO) generate ./helpers/
 
+# The check builds with the Go release the manifest names (GOTOOLCHAIN: the
+# go command takes that release from the module proxy when it is not the
+# local one), so another local patch release does not fail it.
+HELPERS_GO = $$(sed -n 's/^[[:space:]]*"go": "\(go[0-9.]*\)",*$$/\1/p' helpers/bin/manifest.json)
 helpers-check: ## fail when the committed helpers differ from what the source builds
-	@$(GO) run ./helpers/internal/gen -check -out helpers/bin
+	@GOTOOLCHAIN=$(HELPERS_GO) $(GO) run ./helpers/internal/gen -check -out helpers/bin
 
 # The sandbox image, from scratch with no registry (scripts/image.sh).
 image: ## the sandbox image stockade/toolbox:dev (static busybox, no registry)
