@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -226,12 +227,14 @@ func engineFor(opts Options) (dockerio.Engine, func() error, error) {
 	// The proxy is needed only by allowlist sandboxes: a runtime without
 	// it (no artifact for this GOARCH and none named) still serves the
 	// others, and an allowlist create says what is missing. A named binary
-	// that is there but wrong fails Open.
+	// that is missing or wrong fails Open, as a named warden does: a typo
+	// in $STOCKADE_EGRESS must not pass as "no proxy".
+	named := opts.Egress != "" || os.Getenv(helpers.Egress.Env) != ""
 	e, err := helpers.Locate(helpers.Egress, opts.Egress, dir)
 	switch {
 	case err == nil:
 		dopts.Egress = e
-	case !spec.IsCode(err, spec.CodeNotFound):
+	case named || !spec.IsCode(err, spec.CodeNotFound):
 		return nil, nil, err
 	}
 	ad, err := dockerio.NewAdapter(dopts)
