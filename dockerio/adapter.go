@@ -157,7 +157,7 @@ func gather(ctx context.Context, cli *client.Client) (Facts, error) {
 	if local(cli.DaemonHost()) {
 		var fs syscall.Statfs_t
 		if err := syscall.Statfs(info.DockerRootDir+"/volumes", &fs); err == nil {
-			f.RootFree = int64(fs.Bavail) * fs.Bsize
+			f.RootFree = int64(fs.Bavail) * int64(fs.Bsize) // Bsize is uint32 on darwin
 		}
 	}
 	return f, nil
