@@ -19,38 +19,64 @@ const module = "github.com/stockade/stockade"
 var rank = map[string]int{
 	"spec": 0,
 	"api":  0, "api/stockade/v1": 0,
-	"internal/failpoint": 0,
+	"internal/failpoint": 0, "helpers/internal/manifest": 0,
 
 	"framing": 1, "warden": 1, "lifecycle": 1, "journal": 1, "egress": 1,
 
-	"recorder": 2, "host": 2, "dockerio": 2, "helpers": 2, "helpers/internal/manifest": 0,
+	"recorder": 2, "host": 2, "dockerio": 2,
 
 	"dockerio/enginetest": 3, "inspect": 3, "client": 3, "actors": 3,
 
 	"actors/process": 4,
 	"actors/sandbox": 5,
-	"":               6, // the root package: the embedded API
-	"server":         7,
+	// The embedded helper binaries: only the root installs them.
+	"helpers": 6,
+	"":        7, // the root package: the embedded API
+	"server":  8,
 
-	"cmd/stockade": 8, "cmd/warden": 8, "cmd/egress": 8, "helpers/internal/gen": 8,
+	"cmd/stockade": 9, "cmd/warden": 9, "cmd/egress": 9, "helpers/internal/gen": 9,
 
 	// Test support and the integration suite sit above everything.
-	"internal/testenv": 9, "internal/dockertest": 9, "internal/faultproxy": 9,
-	"internal/layers": 9, "test": 10,
+	"internal/testenv": 10, "internal/dockertest": 10, "internal/faultproxy": 10,
+	"internal/layers": 10, "test": 11,
 }
 
-// only lists packages whose imports are closed further: a program copied
-// into every sandbox, and the two seams that must not know of each other.
+// only lists packages whose imports are closed further: the programs copied
+// into sandboxes, the two seams that must not know of each other, and the
+// readers that must not link a runtime.
 var only = map[string]func(imp string) bool{
 	// The warden runs inside the sandbox: its own protocol, the standard
 	// library and x/sys, nothing else.
 	"cmd/warden": func(imp string) bool {
-		return imp == module+"/warden" || !strings.Contains(strings.Split(imp, "/")[0], ".") || strings.HasPrefix(imp, "golang.org/x/sys/")
+		return imp == module+"/warden" || stdlib(imp) || strings.HasPrefix(imp, "golang.org/x/sys/")
 	},
 	"journal": func(imp string) bool {
 		return !strings.HasPrefix(imp, "github.com/docker/") && imp != module+"/dockerio"
 	},
 	"dockerio": func(imp string) bool { return imp != module+"/journal" && !strings.HasPrefix(imp, "go.etcd.io/bbolt") },
+	// The egress proxy runs in its own container: its rules package, spec,
+	// the standard library and x/sys.
+	"cmd/egress": func(imp string) bool {
+		return stdlib(imp) || imp == module+"/egress" || imp == module+"/spec" || strings.HasPrefix(imp, "golang.org/x/sys/")
+	},
+	// A program that only talks to a server links no runtime: not the
+	// journal, not Docker, not the actors.
+	"client": func(imp string) bool {
+		return !runtimeDep(imp) && imp != module+"/journal" && imp != module+"/recorder"
+	},
+	// Offline reading needs the journal, never Docker or the actors.
+	"inspect": func(imp string) bool { return !runtimeDep(imp) },
+}
+
+// stdlib reports whether imp is a standard-library package (no dot in its
+// first element).
+func stdlib(imp string) bool { return !strings.Contains(strings.Split(imp, "/")[0], ".") }
+
+// runtimeDep reports whether imp is part of the live runtime: the root,
+// the actors, Docker's seam and client, the actor system.
+func runtimeDep(imp string) bool {
+	return imp == module || imp == module+"/dockerio" || strings.HasPrefix(imp, module+"/actors") ||
+		strings.HasPrefix(imp, "github.com/docker/") || strings.HasPrefix(imp, "github.com/asynkron/")
 }
 
 // TestImportsPointDown: every package's non-test imports of this module
