@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/helpers/internal/manifest"
@@ -169,11 +170,19 @@ func (b *Binary) Verify() error {
 }
 
 func readVerified(path, want string, size int64) ([]byte, error) {
-	f, err := os.Open(path)
+	// Not through a symlink, and not blocking on a FIFO someone left in
+	// its place: only a regular file is read.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, &DigestError{Path: path, Want: want, Err: err}
 	}
 	defer func() { _ = f.Close() }() // only read
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		if err == nil {
+			err = fmt.Errorf("not a regular file (%v)", st.Mode().Type())
+		}
+		return nil, &DigestError{Path: path, Want: want, Err: err}
+	}
 	// One byte more than expected tells a longer file from the right one;
 	// the buffer is allocated once, at the size expected.
 	bin := make([]byte, size+1)

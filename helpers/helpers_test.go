@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stockade/stockade/helpers/internal/manifest"
@@ -240,6 +241,24 @@ func TestTamperedEmbeddedHealed(t *testing.T) {
 		{"shorter", func(p string, orig []byte) error { return os.WriteFile(p, orig[:len(orig)-1], 0o700) }},
 		{"empty", func(p string, _ []byte) error { return os.WriteFile(p, nil, 0o700) }},
 		{"removed", func(p string, _ []byte) error { return os.Remove(p) }},
+		// A FIFO in its place must not hang the read (nobody writes it).
+		{"fifo", func(p string, _ []byte) error {
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			return syscall.Mkfifo(p, 0o600)
+		}},
+		// A symlink to the right bytes elsewhere is not the installed file.
+		{"symlink", func(p string, orig []byte) error {
+			elsewhere := filepath.Join(filepath.Dir(filepath.Dir(p)), "elsewhere")
+			if err := os.WriteFile(elsewhere, orig, 0o700); err != nil {
+				return err
+			}
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			return os.Symlink(elsewhere, p)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := Resolve(Warden, "", t.TempDir())
