@@ -29,9 +29,11 @@
 // directory. Runtimes sharing a state directory share the file: the same name
 // always means the same bytes, so concurrent writers cannot disagree.
 //
-// How they are verified: a Binary's Bytes reads the file and checks its
-// sha256 before each copy into a sandbox (dockerio calls it for every warden
-// delivery and for the egress image). An embedded binary whose installed file
+// How they are verified: a Binary's Bytes reads the file (a regular file,
+// not through a symlink) and checks its sha256 before each use: dockerio
+// calls it for every warden delivery into a sandbox, and for the egress
+// image when a runtime first builds it (the image is tagged with a prefix of
+// the digest and adopted by that tag later). An embedded binary whose installed file
 // changed is rewritten from the embedded copy; a named file that changed
 // since it was checked is refused with a *DigestError naming it.
 package helpers
