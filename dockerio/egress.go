@@ -216,7 +216,11 @@ func (a *Adapter) ensureNetworkOf(ctx context.Context, cli *client.Client, name 
 				return a.verifyNetwork(ctx, cli, n.ID, name, labels, options, internal)
 			}
 		}
-		opts := network.CreateOptions{Driver: "bridge", Internal: internal, Options: options, Labels: labels}
+		// IPv6 off in so many words: a daemon may enable it on every new
+		// network by default (default-network-opts), and the readback
+		// below refuses a network with it.
+		ipv6 := false
+		opts := network.CreateOptions{Driver: "bridge", Internal: internal, Options: options, Labels: labels, EnableIPv6: &ipv6}
 		var subnet netip.Prefix
 		where := "the daemon's default pool"
 		if bits > 0 {
