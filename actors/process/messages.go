@@ -39,6 +39,10 @@ type Params struct {
 	// could be reattached (see warden_adopt.go).
 	Entry      *warden.Entry
 	WardenGone error
+
+	// testTransport, set only by this package's tests, replaces the
+	// transport the actor would pick (newTransport); nil in production.
+	testTransport func(*processActor) transport
 }
 
 // Verified tells a gated process whether its sandbox passed the check

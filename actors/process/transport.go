@@ -63,6 +63,9 @@ type transport interface {
 // spawned (or was, for a recovering one) by its sandbox's warden; any
 // other is a Docker exec.
 func (a *processActor) newTransport() transport {
+	if a.p.testTransport != nil {
+		return a.p.testTransport(a)
+	}
 	viaWarden := a.p.Link != nil
 	if ad := a.p.Adopt; ad != nil {
 		viaWarden = ad.Warden || ad.ExecID == "" && (a.p.Link != nil || a.p.WardenGone != nil)
