@@ -1,11 +1,8 @@
 package stockade_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
+	"github.com/stockade/stockade/internal/inspecttest"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -42,7 +39,7 @@ func TestInspectorsAgree(t *testing.T) {
 	}
 	ids := []string{gone.ID(), kept.ID(), "nosuch"}
 
-	want := answers(ctx, t, rt, ids)
+	want := inspecttest.Answers(ctx, t, rt, ids, errKey)
 	for _, must := range []string{"process.exited", "sandbox.removed", `"Phase": "exited"`, "not_found", "live", "export"} {
 		if !strings.Contains(want, must) {
 			t.Fatalf("the runtime's answers lack %q:\n%s", must, want)
@@ -52,7 +49,7 @@ func TestInspectorsAgree(t *testing.T) {
 		"Runtime.Host":               rt.Host(),
 		"inspect.New of its journal": inspect.New(stockade.JournalOf(rt)),
 	} {
-		if got := answers(ctx, t, in, ids); got != want {
+		if got := inspecttest.Answers(ctx, t, in, ids, errKey); got != want {
 			t.Errorf("%s answers\n%s\nthe runtime answers\n%s", name, got, want)
 		}
 	}
@@ -64,55 +61,10 @@ func TestInspectorsAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = r.Close() }() // only read
-	if got := answers(ctx, t, r, ids); got != want {
+	if got := inspecttest.Answers(ctx, t, r, ids, errKey); got != want {
 		t.Errorf("the offline reader answers\n%s\nthe runtime answered\n%s", got, want)
 	}
 }
 
-// answers asks in every Inspector question about the sandboxes ids (their
-// histories, and every sandbox and process state at each of their
-// sequences) and about the whole journal, and returns the answers as JSON.
-func answers(ctx context.Context, t *testing.T, in host.Inspector, ids []string) string {
-	t.Helper()
-	type answer struct {
-		Q   string `json:"q"`
-		A   any    `json:"a,omitempty"`
-		Err string `json:"err,omitempty"`
-	}
-	var out []answer
-	add := func(q string, a any, err error) {
-		e := ""
-		if err != nil {
-			a = nil // on an error only the error counts
-			e = err.Error()
-		}
-		out = append(out, answer{q, a, e})
-	}
-	for _, id := range ids {
-		h, err := in.History(ctx, id)
-		add("history "+id, h, err)
-		for _, e := range h {
-			q := "replay " + e.Kind + " " + e.ID + " at " + strconv.FormatUint(e.Seq, 10)
-			if e.Kind == "process" {
-				st, err := in.ReplayProcess(ctx, e.ID, e.Seq)
-				add(q, st, err)
-				continue
-			}
-			st, err := in.ReplaySandbox(ctx, e.ID, e.Seq)
-			add(q, st, err)
-		}
-		st, err := in.ReplaySandbox(ctx, id, 0)
-		add("replay sandbox "+id+" at its end", st, err)
-	}
-	live, err := in.Live(ctx)
-	add("live", live, err)
-	add("verify", nil, in.Verify(ctx))
-	var exp bytes.Buffer
-	err = in.Export(ctx, &exp)
-	add("export", exp.String(), err)
-	b, err := json.MarshalIndent(out, "", " ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+// errKey is what of an error the comparison takes.
+func errKey(err error) string { return err.Error() }
