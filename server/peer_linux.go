@@ -2,31 +2,15 @@ package server
 
 import (
 	"fmt"
-	"net"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// peerUID reads the connected peer's uid with SO_PEERCRED.
-func peerUID(c net.Conn) (uint32, error) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return 0, fmt.Errorf("a %T has no file descriptor to ask for peer credentials", c)
-	}
-	raw, err := sc.SyscallConn()
+// fdPeerUID reads a unix socket peer's uid with SO_PEERCRED.
+func fdPeerUID(fd int) (uint32, error) {
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return 0, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return 0, err
-	}
-	if cerr != nil {
-		return 0, fmt.Errorf("SO_PEERCRED: %w", cerr)
+		return 0, fmt.Errorf("SO_PEERCRED: %w", err)
 	}
 	return cred.Uid, nil
 }

@@ -4,12 +4,11 @@ package server
 
 import (
 	"fmt"
-	"net"
 	"runtime"
 )
 
-// peerUID cannot read a peer's credentials here: every connection is
+// fdPeerUID cannot read a peer's credentials here: every connection is
 // refused rather than served unchecked.
-func peerUID(net.Conn) (uint32, error) {
+func fdPeerUID(int) (uint32, error) {
 	return 0, fmt.Errorf("reading a unix socket peer's credentials is not implemented on %s", runtime.GOOS)
 }
