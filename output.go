@@ -6,6 +6,7 @@ import (
 
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/recorder"
+	"github.com/stockade/stockade/spec"
 )
 
 // OutputChunk is one piece of a process's recorded output, in arrival
@@ -39,9 +40,19 @@ func ReadOutput(journalPath, id string, fn func(OutputChunk) error) (OutputSumma
 
 // Logs reads the recorded output of a process of this runtime's journal,
 // running or ended (see ReadOutput). A process recovery re-adopted has no
-// streams: its recording stays as the runtime before left it.
+// streams: its recording stays as the runtime before left it. A process
+// that runs, recorded, but whose read loop has not yet made its recording
+// (just after its start returned) has no output yet: an empty, incomplete
+// summary, not not_found.
 func (rt *Runtime) Logs(id string, fn func(OutputChunk) error) (OutputSummary, error) {
-	return recorder.Read(rt.recorder.Path(), id, fn)
+	sum, err := recorder.Read(rt.recorder.Path(), id, fn)
+	if spec.IsCode(err, spec.CodeNotFound) {
+		st, ferr := rt.ReplayProcess(context.Background(), id, 0)
+		if ferr == nil && st.Exit == nil && !rt.recorder.Bounds(st.Spec.Record).Off {
+			return OutputSummary{}, nil
+		}
+	}
+	return sum, err
 }
 
 // Retain deletes the terminal entities of the journal whose end is older

@@ -1,0 +1,51 @@
+package stockade_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/recorder"
+	"github.com/stockade/stockade/spec"
+)
+
+// TestFakeLogsOfARunningProcessWithoutARecordingYet: a process that runs,
+// recorded, but whose recording is not on disk (its read loop makes it just
+// after the start returns) has no output yet: Logs answers an empty,
+// incomplete summary, not not_found (an agent that runs `exec -d` then
+// `logs` at once got "no recording"). A process that ended, or an unknown
+// id, without a recording is still not_found.
+func TestFakeLogsOfARunningProcessWithoutARecordingYet(t *testing.T) {
+	f := newFake(t)
+	hold := make(chan struct{})
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun { return dockerio.FakeRun{Hold: hold} }
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := openFake(t, f, path)
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	p := mustStart(t, sb, spec.Process{Argv: []string{"sleep"}, Stderr: spec.Discard})
+	go drain(p)
+	head := filepath.Join(recorder.Dir(path), p.ID+".rec")
+	waitFor(t, "the read loop to make the recording", func() bool { _, err := os.Stat(head); return err == nil })
+	// As it is in the moment before the read loop makes it.
+	if err := os.Remove(head); err != nil {
+		t.Fatal(err)
+	}
+	var chunks int
+	sum, err := rt.Logs(p.ID, func(stockade.OutputChunk) error { chunks++; return nil })
+	if err != nil || sum.Complete || chunks != 0 {
+		t.Fatalf("Logs of a running process with no recording yet: %+v, %d chunks, %v; want empty, incomplete, no error", sum, chunks, err)
+	}
+	close(hold)
+	if _, err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Logs(p.ID, func(stockade.OutputChunk) error { return nil }); !spec.IsCode(err, spec.CodeNotFound) {
+		t.Fatalf("Logs of an ended process whose recording is gone: %v, want not_found", err)
+	}
+	if _, err := rt.Logs("nosuchprocess", func(stockade.OutputChunk) error { return nil }); !spec.IsCode(err, spec.CodeNotFound) {
+		t.Fatalf("Logs of an unknown process: %v, want not_found", err)
+	}
+}
