@@ -55,6 +55,8 @@ commands:
                             make a kept sandbox and print its id (--ttl: stopped D after creation)
   sandbox ls | inspect ID | stop ID | rm [-f] ID
                             list, show, stop (resources kept), remove kept sandboxes
+  sandbox network ID allow=RULE[,RULE...]
+                            replace a running allowlist sandbox's egress rules
   exec [-i] [-t] [-d] [-e NAME=value] [--workdir D] [--timeout D] ID -- CMD...
                             run CMD in a kept sandbox; exits with its code
                             (-t: on a terminal; -d: detached, prints its process id)
