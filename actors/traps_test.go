@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// forbidden lists protoactor-go APIs DESIGN.md rules out, with the reason.
+// forbidden lists protoactor-go APIs docs/design.md rules out, with the reason.
 // Where a trap could only be shown by waiting (hard-coded timeouts) or by a
 // rare race, this static check is the test.
 var forbidden = map[string]string{
@@ -72,7 +72,7 @@ func TestNoForbiddenProtoactorAPIs(t *testing.T) {
 	}
 }
 
-// TestOnlyActorsImportProtoactor: the import direction of DESIGN.md. The
+// TestOnlyActorsImportProtoactor: the import direction of docs/design.md. The
 // journal is ours (never persistence.Mixin), and nothing outside actors/
 // links the actor system.
 func TestOnlyActorsImportProtoactor(t *testing.T) {
