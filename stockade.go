@@ -18,6 +18,7 @@ import (
 	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/metrics"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
@@ -97,6 +98,20 @@ type Runtime struct {
 	// stopEvents ends the event watcher; eventsDone is closed when it has.
 	stopEvents context.CancelFunc
 	eventsDone chan struct{}
+
+	// metrics is made at the first Metrics call (most runtimes never
+	// export any): a journal follower is not free.
+	metricsOnce sync.Once
+	metrics     *metrics.Metrics
+	metricsErr  error
+}
+
+// Metrics returns this runtime's Prometheus metrics (package metrics),
+// counted from the first call on: serve them with Metrics().Handler(), or
+// gather Registry() with a host's own.
+func (rt *Runtime) Metrics() (*metrics.Metrics, error) {
+	rt.metricsOnce.Do(func() { rt.metrics, rt.metricsErr = metrics.New(rt.journal) })
+	return rt.metrics, rt.metricsErr
 }
 
 // Open opens (or creates) the journal, takes its lock, checks the daemon

@@ -339,6 +339,7 @@ func (s *txState) apply(r *request, local map[Key]*streamState) error {
 // commit runs one bbolt transaction for batch and wakes every caller.
 func (j *Journal) commit(batch []*request) {
 	local := make(map[Key]*streamState)
+	began := time.Now()
 	err := j.db.Update(func(tx *bbolt.Tx) error {
 		s := &txState{tx: tx, streams: tx.Bucket(bucketStreams), live: tx.Bucket(bucketLive), terminal: tx.Bucket(bucketTerminal)}
 		for _, r := range batch {
@@ -359,6 +360,7 @@ func (j *Journal) commit(batch []*request) {
 		}
 		return nil
 	})
+	j.stats.observe(len(batch), time.Since(began))
 	j.commits.Add(1)
 	for _, r := range batch {
 		if err != nil && r.err == nil {

@@ -138,6 +138,7 @@ type Journal struct {
 	subs  []*Subscription
 
 	commits    atomic.Uint64 // transactions the committer ran (tests, benchmarks)
+	stats      commitStats   // Stats' other counters
 	failCommit func() error  // test hook: fail the commit transaction
 }
 

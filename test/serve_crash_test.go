@@ -59,12 +59,12 @@ func startSubprocess(t *testing.T, cmd *exec.Cmd) *subprocess {
 	return s
 }
 
-// serve starts `stockade serve` on e's journal; a cleanup kills it if the
-// test has not ended it. It returns once the socket answers.
-func (e *cliEnv) serve(t *testing.T, ctx context.Context) *served {
+// serve starts `stockade serve` on e's journal, with flags; a cleanup kills
+// it if the test has not ended it. It returns once the socket answers.
+func (e *cliEnv) serve(t *testing.T, ctx context.Context, flags ...string) *served {
 	t.Helper()
 	s := &served{logs: &lockedBuffer{}, sock: strings.TrimSuffix(e.journal, ".db") + ".sock"}
-	cmd := exec.Command(e.bin, "serve", "--journal", e.journal)
+	cmd := exec.Command(e.bin, append([]string{"serve", "--journal", e.journal}, flags...)...)
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	s.subprocess = startSubprocess(t, cmd)
 	_ = dialServer(t, ctx, s.sock, s.subprocess, s.logs).Close() // only a probe that the server answers

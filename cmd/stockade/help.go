@@ -117,7 +117,7 @@ new name. Out of a sandbox, only files and directories are written.
   stockade journal diff "$id" --at 3 --at 0
   stockade journal show "$id" --egress --json
 `,
-	"serve": `usage: stockade serve [--socket PATH] [--retain D]
+	"serve": `usage: stockade serve [--socket PATH] [--retain D] [--metrics ADDR]
 
 Runs the runtime (recovery, the actors) as a server: a gRPC API (stockade.v1)
 on a unix socket beside the journal (journal.db → journal.sock; --socket or
@@ -126,9 +126,11 @@ $STOCKADE_SOCKET), 0600 in a 0700 directory, refusing peers of another uid
 sandboxes stay up), exit 0. SIGUSR1: print a stats line (goroutines, heap after a GC,
 open files) on stderr. Go hosts use the client package. --retain D
 deletes removed sandboxes and ended processes (events and recorded output)
-D after they end, so a long-lived server stays bounded.
+D after they end, so a long-lived server stays bounded. --metrics ADDR serves
+Prometheus metrics at http://ADDR/metrics (a bare :PORT is on loopback).
 
   stockade serve &
+  stockade serve --metrics :9464 &
   stockade serve --socket /run/user/1000/stockade.sock
 `,
 	"recover": `usage: stockade recover [--dry-run] [--stop-processes]

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -27,6 +31,7 @@ type serveCmd struct {
 	journal string
 	socket  string
 	retain  time.Duration // 0: keep every ended entity
+	metrics string        // "": no metrics endpoint; else its TCP address
 }
 
 func parseServe(g global, args []string) (command, error) {
@@ -34,15 +39,21 @@ func parseServe(g global, args []string) (command, error) {
 	fs := newFlags("serve", &c.g)
 	fs.StringVar(&c.socket, "socket", "", "unix socket path (default $STOCKADE_SOCKET, else the journal's path with .sock)")
 	fs.DurationVar(&c.retain, "retain", 0, "delete removed sandboxes and ended processes (events and recorded output) this long after they end (0: keep them)")
+	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics over HTTP at this address (host:port; a bare :port is on loopback)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	if err := wantArgs("serve", pos, 0, "stockade serve [--socket PATH] [--retain D]"); err != nil {
+	if err := wantArgs("serve", pos, 0, "stockade serve [--socket PATH] [--retain D] [--metrics ADDR]"); err != nil {
 		return nil, err
 	}
 	if c.retain < 0 {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "serve", "--retain %v is negative", c.retain)
+	}
+	if c.metrics != "" {
+		if c.metrics, err = metricsAddr(c.metrics); err != nil {
+			return nil, err
+		}
 	}
 	if c.journal, err = journalPath(c.g); err != nil {
 		return nil, err
@@ -104,6 +115,15 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	if c.retain > 0 {
 		go retainEvery(ctx, rt, c.retain, log)
 	}
+	var ms *http.Server
+	if c.metrics != "" {
+		if ms, err = serveMetrics(rt, c.metrics, log); err != nil {
+			srv.Stop(0)
+			_ = rt.Close() // the metrics error is the one reported
+			return fail(stderr, err, 1)
+		}
+		note(stderr, "serving metrics on http://%s/metrics", ms.Addr)
+	}
 
 	code := 0
 	select {
@@ -112,10 +132,52 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 		code = fail(stderr, err, 1)
 	}
 	srv.Stop(serveGrace)
+	if ms != nil {
+		_ = ms.Close() // scrapes in flight end with the server
+	}
 	if err := rt.Close(); err != nil {
 		return fail(stderr, err, 1)
 	}
 	return code
+}
+
+// metricsAddr checks --metrics: host:port, a bare :port meaning loopback
+// (metrics name no secrets, but nothing is exposed beyond the host unless
+// asked).
+func metricsAddr(a string) (string, error) {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return "", spec.Errorf(spec.CodeInvalidArgument, "serve", "--metrics %q is not host:port: %v", a, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return "", spec.Errorf(spec.CodeInvalidArgument, "serve", "--metrics %q: port %q is not a number from 0 to 65535", a, port)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// serveMetrics listens on addr and serves rt's metrics at /metrics.
+func serveMetrics(rt *stockade.Runtime, addr string, log *slog.Logger) (*http.Server, error) {
+	m, err := rt.Metrics()
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeConflict, "serve", err, "listening for metrics on %s", addr)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	// Addr is the address bound (a :0 port chosen by the system).
+	hs := &http.Server{Addr: lis.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("the metrics server stopped", "err", err)
+		}
+	}()
+	return hs, nil
 }
 
 // retainEvery deletes what ended more than age ago, at start and then a

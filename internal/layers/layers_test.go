@@ -25,7 +25,7 @@ var rank = map[string]int{
 
 	"recorder": 2, "host": 2, "dockerio": 2,
 
-	"dockerio/enginetest": 3, "inspect": 3, "client": 3, "actors": 3,
+	"dockerio/enginetest": 3, "inspect": 3, "client": 3, "actors": 3, "metrics": 3,
 
 	"actors/process": 4,
 	"actors/sandbox": 5,

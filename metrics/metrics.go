@@ -1,0 +1,177 @@
+// Package metrics exports a runtime's journal as Prometheus metrics: the
+// events it commits (process starts and exits by reason, recovery
+// decisions, output lost to gaps), what is live now (sandboxes and
+// processes by their last event), and the committer's work (commits,
+// appends per commit, commit latency). Everything is read from the journal,
+// the runtime's one record of what happened, so the figures agree with
+// `stockade journal` by construction; no label carries a sandbox or
+// process id (their number is unbounded).
+package metrics
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+)
+
+// followBuffer is how many committed events the follower may fall behind
+// before the journal drops its subscription (counted as missed, and
+// subscribed again).
+const followBuffer = 4096
+
+// Metrics is a registry of the journal's metrics, kept current by a
+// goroutine that follows the journal until it closes.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	events    *prometheus.CounterVec
+	starts    prometheus.Counter
+	exits     *prometheus.CounterVec
+	recovered *prometheus.CounterVec
+	gapBytes  prometheus.Counter
+	missed    prometheus.Counter
+	done      chan struct{}
+}
+
+// New registers the metrics of j and starts following its commits; the
+// follower ends when j closes (Done). Counters start at zero: they count
+// what this runtime commits, not the journal's past.
+func New(j *journal.Journal) (*Metrics, error) {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stockade_journal_events_total", Help: "Events committed to the journal, by type.",
+		}, []string{"type"}),
+		starts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "stockade_process_starts_total", Help: "Processes journaled started.",
+		}),
+		exits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stockade_process_exits_total", Help: "Processes journaled exited, by reason (exited, signaled, oom, timeout, lost, ...).",
+		}, []string{"reason"}),
+		recovered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stockade_recovery_decisions_total", Help: "Recovery decisions journaled, by decision.",
+		}, []string{"decision"}),
+		gapBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "stockade_output_gap_bytes_total", Help: "Bytes of process output journaled lost (process.output_gap).",
+		}),
+		missed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "stockade_metrics_missed_follows_total", Help: "Times the metrics follower fell behind the journal and lost events from the counters.",
+		}),
+		done: make(chan struct{}),
+	}
+	sub, err := j.Subscribe(followBuffer)
+	if err != nil {
+		return nil, err
+	}
+	m.reg.MustRegister(m.events, m.starts, m.exits, m.recovered, m.gapBytes, m.missed,
+		journalCollector{j: j}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	go m.follow(j, sub)
+	return m, nil
+}
+
+// Handler serves the registry in Prometheus' text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Registry is the registry, for a host that serves it with its own.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Done is closed when the follower has ended (the journal closed).
+func (m *Metrics) Done() <-chan struct{} { return m.done }
+
+// follow counts every committed event; a subscription dropped for lag is
+// counted and taken again, one closed with the journal ends it.
+func (m *Metrics) follow(j *journal.Journal, sub *journal.Subscription) {
+	defer close(m.done)
+	for {
+		for ev := range sub.C {
+			m.count(ev)
+		}
+		if !errors.Is(sub.Err(), journal.ErrLagged) {
+			return
+		}
+		m.missed.Inc()
+		var err error
+		if sub, err = j.Subscribe(followBuffer); err != nil {
+			return
+		}
+	}
+}
+
+func (m *Metrics) count(ev journal.Event) {
+	m.events.WithLabelValues(ev.Type).Inc()
+	switch ev.Type {
+	case lifecycle.ProcessStarted{}.Type():
+		m.starts.Inc()
+	case lifecycle.ProcessExited{}.Type():
+		var x lifecycle.ProcessExited
+		if json.Unmarshal(ev.Payload, &x) == nil {
+			m.exits.WithLabelValues(string(x.Reason)).Inc()
+		}
+	case lifecycle.Recovered{}.Type():
+		var x lifecycle.Recovered
+		if json.Unmarshal(ev.Payload, &x) == nil {
+			m.recovered.WithLabelValues(x.Decision).Inc()
+		}
+	case lifecycle.OutputGap{}.Type():
+		var x lifecycle.OutputGap
+		if json.Unmarshal(ev.Payload, &x) == nil && x.To > x.From {
+			m.gapBytes.Add(float64(x.To - x.From))
+		}
+	}
+}
+
+// journalCollector reads the live index and the committer's counts at
+// each scrape.
+type journalCollector struct{ j *journal.Journal }
+
+var (
+	liveDesc = prometheus.NewDesc("stockade_live_entities",
+		"Live (not ended) sandboxes and processes, by kind and the type of their last event (their phase).",
+		[]string{"kind", "last"}, nil)
+	commitsDesc = prometheus.NewDesc("stockade_journal_commits_total",
+		"Journal transactions committed (each fsynced).", nil, nil)
+	appendsDesc = prometheus.NewDesc("stockade_journal_appends_total",
+		"Appends the commits carried (appends per commit = this / commits).", nil, nil)
+	latencyDesc = prometheus.NewDesc("stockade_journal_commit_seconds",
+		"Time of one journal commit, fsyncs included.", nil, nil)
+)
+
+func (c journalCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- liveDesc
+	ch <- commitsDesc
+	ch <- appendsDesc
+	ch <- latencyDesc
+}
+
+func (c journalCollector) Collect(ch chan<- prometheus.Metric) {
+	live := map[[2]string]int{}
+	if err := c.j.Live(func(e journal.LiveEntity) error {
+		live[[2]string{string(e.Key.Kind), e.Type}]++
+		return nil
+	}); err != nil {
+		ch <- prometheus.NewInvalidMetric(liveDesc, err)
+	}
+	for k, n := range live {
+		ch <- prometheus.MustNewConstMetric(liveDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
+	st := c.j.Stats()
+	ch <- prometheus.MustNewConstMetric(commitsDesc, prometheus.CounterValue, float64(st.Commits))
+	ch <- prometheus.MustNewConstMetric(appendsDesc, prometheus.CounterValue, float64(st.Appends))
+	buckets := map[float64]uint64{}
+	var cum uint64
+	for i, b := range journal.CommitBuckets {
+		cum += st.CommitLatency[i]
+		buckets[b.Seconds()] = cum
+	}
+	cum += st.CommitLatency[len(journal.CommitBuckets)]
+	ch <- prometheus.MustNewConstHistogram(latencyDesc, cum, st.CommitSeconds, buckets)
+}

@@ -1,0 +1,100 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/dockertest"
+	"github.com/stockade/stockade/spec"
+)
+
+// TestServeMetrics: `stockade serve --metrics 127.0.0.1:0` serves
+// Prometheus metrics that move with what the server does on the real
+// daemon: a sandbox and two processes (one exits 3) show as process starts,
+// exits by reason, live entities by phase and journal commits; no label
+// carries a sandbox or process id.
+func TestServeMetrics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := newCLI(t)
+	image := dockertest.ImageID(t, dockertest.Client(t))
+	s := e.serve(t, ctx, "--metrics", "127.0.0.1:0")
+	// The socket answers a moment before the metrics line is printed.
+	var m []string
+	for deadline := time.Now().Add(30 * time.Second); m == nil; time.Sleep(20 * time.Millisecond) {
+		m = regexp.MustCompile(`serving metrics on (http://\S+/metrics)`).FindStringSubmatch(s.logs.String())
+		if m == nil && time.Now().After(deadline) {
+			t.Fatalf("serve did not say where its metrics are:\n%s", s.logs.String())
+		}
+	}
+	url := m[1]
+	c := s.dial(t)
+	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	var ids []string
+	ids = append(ids, sb.ID())
+	for _, cmd := range []string{"true", "exit 3"} {
+		if _, _, res, err := runIn(ctx, sb, cmd); err != nil || res.Reason != "exited" {
+			t.Fatalf("%s: %+v %v", cmd, res, err)
+		}
+	}
+	want := []string{
+		"stockade_process_starts_total 2",
+		`stockade_process_exits_total{reason="exited"} 2`,
+		`stockade_live_entities{kind="sandbox",last="sandbox.warden_started"} 1`,
+		"stockade_journal_commit_seconds_bucket",
+	}
+	var got string
+	for deadline := time.Now().Add(time.Minute); ; {
+		got = getPage(t, ctx, url)
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the metrics lack %q:\n%s", missing, got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, id := range ids {
+		if strings.Contains(got, id) {
+			t.Fatalf("a metric label carries the id %s", id)
+		}
+	}
+	if err := sb.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getPage(t *testing.T, ctx context.Context, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }() // only read
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatal(fmt.Errorf("GET %s: %v %s", url, err, resp.Status))
+	}
+	return string(b)
+}
