@@ -2,6 +2,7 @@ package stockade_test
 
 import (
 	"context"
+	"github.com/stockade/stockade/internal/journaltest"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -69,21 +70,6 @@ func TestRetriedAppendJournalsOnce(t *testing.T) {
 	}
 }
 
-func appendEvent(t *testing.T, j *journal.Journal, k journal.Key, ev lifecycle.Event) {
-	t.Helper()
-	typ, payload, err := lifecycle.Encode(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := ""
-	if r, ok := ev.(lifecycle.ProcessReserved); ok {
-		parent = r.Sandbox
-	}
-	if _, err := j.Append(context.Background(), journal.Record{Key: k, Parent: parent, Type: typ, Payload: payload, Terminal: lifecycle.Terminal(ev)}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestOpenToleratesUnfoldableStreams: a kept sandbox whose stream does not
 // fold, and one whose process's stream does not, are listed unreconciled
 // with the fold error and refused; the healthy sandbox recovers and runs.
@@ -110,7 +96,7 @@ func TestOpenToleratesUnfoldableStreams(t *testing.T) {
 	}
 	// ids[0]: a created fact after started; ids[1]: a process whose stream
 	// starts without its reservation.
-	appendEvent(t, j, journal.Key{Kind: journal.KindSandbox, ID: ids[0]}, lifecycle.SandboxCreated{Workload: "w"})
+	journaltest.Append(t, j, journal.Key{Kind: journal.KindSandbox, ID: ids[0]}, lifecycle.SandboxCreated{Workload: "w"})
 	pk := journal.Key{Kind: journal.KindProcess, ID: "p-broken"}
 	typ, payload, _ := lifecycle.Encode(lifecycle.ProcessStarted{Group: 7})
 	if _, err := j.Append(ctx, journal.Record{Key: pk, Parent: ids[1], Type: typ, Payload: payload}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/stockade/stockade/internal/journaltest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,24 +66,9 @@ func writeJournal(t *testing.T, steps func(owner string) []step) *journal.Journa
 	}
 	t.Cleanup(func() { _ = j.Close() }) // a test may have closed it already
 	for _, s := range steps(j.Owner()) {
-		appendEvent(t, j, s.k, s.ev)
+		journaltest.Append(t, j, s.k, s.ev)
 	}
 	return j
-}
-
-func appendEvent(t *testing.T, j *journal.Journal, k journal.Key, ev lifecycle.Event) {
-	t.Helper()
-	typ, payload, err := lifecycle.Encode(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := ""
-	if r, ok := ev.(lifecycle.ProcessReserved); ok {
-		parent = r.Sandbox
-	}
-	if _, err := j.Append(context.Background(), journal.Record{Key: k, Parent: parent, Type: typ, Payload: payload, Terminal: lifecycle.Terminal(ev)}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // line is a history event reduced to what a test checks.
@@ -199,7 +185,7 @@ func TestReplaySkipsARepeatedFact(t *testing.T) {
 	if err := r.Verify(t.Context()); err != nil {
 		t.Fatalf("verify with a repeated fact: %v", err)
 	}
-	appendEvent(t, j, k, lifecycle.SandboxStopping{Reason: lifecycle.ReasonTimeout})
+	journaltest.Append(t, j, k, lifecycle.SandboxStopping{Reason: lifecycle.ReasonTimeout})
 	if _, err := r.ReplaySandbox(t.Context(), "sb1", 0); err == nil || !strings.Contains(err.Error(), "illegal transition") || !strings.Contains(err.Error(), "#6") {
 		t.Fatalf("a different illegal event: %v, want an illegal transition at #6", err)
 	}

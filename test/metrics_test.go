@@ -2,9 +2,7 @@ package test
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
+	"github.com/stockade/stockade/internal/metricstest"
 	"regexp"
 	"strings"
 	"testing"
@@ -47,30 +45,12 @@ func TestServeMetrics(t *testing.T) {
 			t.Fatalf("%s: %+v %v", cmd, res, err)
 		}
 	}
-	want := []string{
+	got := metricstest.Await(t, url, time.Minute,
 		"stockade_process_starts_total 2",
 		`stockade_process_exits_total{reason="exited"} 2`,
 		`stockade_live_entities{kind="sandbox",last="sandbox.warden_started"} 1`,
 		"stockade_journal_commit_seconds_bucket",
-	}
-	var got string
-	for deadline := time.Now().Add(time.Minute); ; {
-		got = getPage(t, ctx, url)
-		missing := ""
-		for _, w := range want {
-			if !strings.Contains(got, w) {
-				missing = w
-				break
-			}
-		}
-		if missing == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the metrics lack %q:\n%s", missing, got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	)
 	for _, id := range ids {
 		if strings.Contains(got, id) {
 			t.Fatalf("a metric label carries the id %s", id)
@@ -79,22 +59,4 @@ func TestServeMetrics(t *testing.T) {
 	if err := sb.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func getPage(t *testing.T, ctx context.Context, url string) string {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }() // only read
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatal(fmt.Errorf("GET %s: %v %s", url, err, resp.Status))
-	}
-	return string(b)
 }

@@ -38,7 +38,7 @@ var rank = map[string]int{
 
 	// Test support and the integration suite sit above everything.
 	"internal/testenv": 10, "internal/dockertest": 10, "internal/faultproxy": 10,
-	"internal/layers": 10, "internal/inspecttest": 10, "test": 11,
+	"internal/layers": 10, "internal/inspecttest": 10, "internal/journaltest": 10, "internal/metricstest": 10, "test": 11,
 }
 
 // only lists packages whose imports are closed further: the programs copied
