@@ -139,19 +139,12 @@ func TestInstallGoInstall(t *testing.T) {
 	if len(ents) != 1 || ents[0].Name() != "stockade" {
 		t.Fatalf("GOBIN holds %v, want stockade alone", ents)
 	}
-	cmd := u.command(ctx, u.dir, filepath.Join(gobin, "stockade"), []string{"run", "--", "echo", "ok"})
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil || string(out) != "ok\n" {
-		t.Fatalf("stockade run -- echo ok: %v, stdout %q, stderr %q", err, out, stderr.String())
-	}
+	printsOK(t, "stockade run -- echo ok", u.command(ctx, u.dir, filepath.Join(gobin, "stockade"), []string{"run", "--", "echo", "ok"}))
 	u.installedHelpers(t)
 	check()
 	// doctor says where the warden came from: the embedded copy, now
 	// installed under the state directory.
-	cmd = u.command(ctx, u.dir, filepath.Join(gobin, "stockade"), []string{"doctor"})
-	out, err = cmd.CombinedOutput()
+	out, err := u.command(ctx, u.dir, filepath.Join(gobin, "stockade"), []string{"doctor"}).CombinedOutput()
 	if want := "installed at " + filepath.Join(u.dir, "state", "stockade", "helpers", "sha256-"); err != nil || !strings.Contains(string(out), "warden    embedded (stockade-warden/") || !strings.Contains(string(out), want) {
 		t.Errorf("stockade doctor: %v, does not say the warden is embedded and %q:\n%s", err, want, out)
 	}
@@ -238,13 +231,19 @@ func TestInstallEmbedded(t *testing.T) {
 	if out, err := u.command(ctx, mod, "go", []string{"build", "-o", bin, "."}, "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off").CombinedOutput(); err != nil {
 		t.Fatalf("building the host program: %v\n%s", err, out)
 	}
-	cmd := u.command(ctx, u.dir, bin, nil)
+	printsOK(t, "the host program", u.command(ctx, u.dir, bin, nil))
+	u.installedHelpers(t)
+	check()
+}
+
+// printsOK runs cmd and fails the test unless it exits 0 having printed
+// exactly "ok".
+func printsOK(t *testing.T, what string, cmd *exec.Cmd) {
+	t.Helper()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil || string(out) != "ok\n" {
-		t.Fatalf("the host program: %v, stdout %q, stderr %q", err, out, stderr.String())
+		t.Fatalf("%s: %v, stdout %q, stderr %q", what, err, out, stderr.String())
 	}
-	u.installedHelpers(t)
-	check()
 }
