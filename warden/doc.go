@@ -21,7 +21,7 @@
 //	9       n     payload
 //
 // Control payloads (Init, Challenge, Auth, Hello, Spawn, Started,
-// SpawnFailed, Exited, Table) are JSON objects; the others are binary and
+// SpawnFailed, Exited, Table, Rekey) are JSON objects; the others are binary and
 // described at their Type. A decoder refuses an unknown type, an oversized
 // payload, a payload of the wrong size or shape, and a control type on the
 // wrong kind of channel: the peer broke the protocol. A violation by the
@@ -45,6 +45,13 @@
 // that stops reading one process stops only that process's window, and the
 // warden stops reading that child's pipes. Stdin (runtime → warden) is the
 // mirror image: at most Hello.StdinWindow bytes beyond the last InAck.
+//
+// # Secret
+//
+// Init carries the secret that authenticates every reattach (a MAC of the
+// warden's nonce under it, and the warden's proof of it in Hello). Rekey,
+// sent on a live link, replaces it: the warden answers Rekeyed once a
+// reattach needs the new secret and the old one is refused.
 //
 // After a reattach the runtime sends Resume with the offset it has recorded;
 // the warden sends again from there (it keeps every unacknowledged byte), so

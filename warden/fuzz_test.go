@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -30,6 +31,8 @@ func seedFrames() [][]byte {
 		enc(func(w *Writer) { _ = w.Write(TCloseIn, 1); _ = w.Write(TForget, 1); _ = w.Write(TList, 0) }),
 		enc(func(w *Writer) { _ = w.WriteSignal(1, 9); _ = w.WriteResize(1, 24, 80) }),
 		enc(func(w *Writer) { _ = w.WriteOffset(TResume, 1, 0) }),
+		enc(func(w *Writer) { _ = w.Write(TRekeyed, 0) }),
+		frame(TRekey, 0, []byte(`{"secret":"ab"}`)),
 		frame(TOut, 0, []byte{1, 'x'}),
 		header(TOut, 1, MaxPayload+1),
 		frame(TExited, 1, []byte(`{"code":0,"signal":9}`)),
@@ -91,8 +94,8 @@ func FuzzReader(f *testing.F) {
 
 // FuzzLink: arbitrary bytes as the warden's output after a valid Hello,
 // against a link with a started process on channel 1 (its consumer
-// reading, its stdin writing), a pending spawn on channel 2 and a pending
-// List. The link ends with a violation or the stream's end, never a panic
+// reading, its stdin writing), a pending spawn on channel 2, a pending
+// List and a pending Rekey. The link ends with a violation or the stream's end, never a panic
 // or a hang.
 func FuzzLink(f *testing.F) {
 	out := func(ch uint32, stream byte, d string) []byte { return frame(TOut, ch, append([]byte{stream}, d...)) }
@@ -119,6 +122,9 @@ func FuzzLink(f *testing.F) {
 		js(TStarted, 1, Started{PID: 3, PGID: 3}),
 		js(TTable, 0, Table{Processes: []Entry{{Channel: 1, ID: "p", PID: 1, PGID: 1, Running: true}}}),
 		cat(js(TTable, 0, Table{}), js(TTable, 0, Table{})),
+		frame(TRekeyed, 0, nil),
+		cat(frame(TRekeyed, 0, nil), frame(TRekeyed, 0, nil)),
+		js(TRekey, 0, Rekey{Secret: hex.EncodeToString(testSecret)}),
 		out(1, 1, string(make([]byte, 5000))),
 		out(9, 1, "x"),
 		frame(TAck, 1, make([]byte, 8)),
@@ -140,6 +146,9 @@ func FuzzLink(f *testing.F) {
 		listed := make(chan struct{})
 		go func() { defer close(listed); _, _ = l.List(context.Background()) }()
 		fk.expect(TList, 0)
+		rekeyed := make(chan struct{})
+		go func() { defer close(rekeyed); _ = l.Rekey(context.Background(), bytes.Repeat([]byte{7}, SecretSize)) }()
+		fk.expect(TRekey, 0)
 		read := make(chan struct{})
 		go func() { defer close(read); _, _, _ = readAll(p) }()
 		wrote := make(chan struct{})
@@ -159,7 +168,7 @@ func FuzzLink(f *testing.F) {
 		if err := l.Err(); !IsProtocol(err) && !errors.Is(err, io.EOF) {
 			t.Fatalf("the link ended with %v", err)
 		}
-		for _, c := range []chan struct{}{spawned, listed, read, wrote} {
+		for _, c := range []chan struct{}{spawned, listed, rekeyed, read, wrote} {
 			select {
 			case <-c:
 			case <-ctx.Done():

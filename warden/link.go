@@ -72,6 +72,9 @@ type Link struct {
 	listSent    uint64
 	listRecv    uint64
 	listWait    map[uint64]chan []Entry
+	rekeySent   uint64
+	rekeyRecv   uint64
+	rekeyWait   map[uint64]chan struct{}
 }
 
 type nopCloser struct{}
@@ -131,6 +134,7 @@ func Open(ctx context.Context, r io.Reader, w io.Writer, c io.Closer, hs Handsha
 		procs:       make(map[uint32]*Proc),
 		retired:     make(map[uint32]struct{}),
 		listWait:    make(map[uint64]chan []Entry),
+		rekeyWait:   make(map[uint64]chan struct{}),
 		next:        1,
 	}
 	l.ackEvery = max(l.window/4, 1)
@@ -307,10 +311,13 @@ func (l *Link) run(rd *Reader) {
 // but short critical sections.
 func (l *Link) dispatch(f Frame) error {
 	if f.Channel == 0 {
-		if f.Type != TTable {
-			return violation("%v frame from the warden after the handshake", f.Type)
+		switch f.Type {
+		case TTable:
+			return l.onTable(f)
+		case TRekeyed:
+			return l.onRekeyed()
 		}
-		return l.onTable(f)
+		return violation("%v frame from the warden after the handshake", f.Type)
 	}
 	switch f.Type {
 	case TStarted:
@@ -462,6 +469,22 @@ func (l *Link) onTable(f Frame) error {
 	if c, ok := l.listWait[l.listRecv]; ok {
 		delete(l.listWait, l.listRecv)
 		c <- m.Processes
+	}
+	return nil
+}
+
+// onRekeyed takes the answer to the oldest Rekey in flight (the warden
+// answers in order).
+func (l *Link) onRekeyed() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rekeyRecv == l.rekeySent {
+		return violation("a rekeyed nobody asked for")
+	}
+	l.rekeyRecv++
+	if c, ok := l.rekeyWait[l.rekeyRecv]; ok {
+		delete(l.rekeyWait, l.rekeyRecv)
+		close(c)
 	}
 	return nil
 }
@@ -656,4 +679,66 @@ func (l *Link) Resume(ctx context.Context, e Entry, from uint64) (*Proc, error) 
 		}
 	}
 	return p, nil
+}
+
+// Rekey replaces the warden's secret with secret (SecretSize bytes): once it
+// returns nil, a reattach must authenticate with secret, and one with the
+// old secret is refused. It returns once the warden answered Rekeyed.
+//
+// Any other outcome leaves the warden's secret unknown (it may have taken
+// the new one or not): the error then matches ErrRekeyUnconfirmed and wraps
+// why: the link's error (ErrLinkClosed, a *ProtocolError, the transport's)
+// or ctx's. A runtime that must reattach then tries the new secret, then
+// the old. A secret of the wrong size is refused before anything is sent
+// (and is not ErrRekeyUnconfirmed).
+func (l *Link) Rekey(ctx context.Context, secret []byte) error {
+	if len(secret) != SecretSize {
+		return fmt.Errorf("warden: rekey: a secret of %d bytes, not %d", len(secret), SecretSize)
+	}
+	m := Rekey{Secret: hex.EncodeToString(secret)}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("warden: rekey: %w", err)
+	}
+	c := make(chan struct{})
+	// listMu orders the control requests' sequence numbers with their
+	// frames on the stream.
+	l.listMu.Lock()
+	l.mu.Lock()
+	if l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		l.listMu.Unlock()
+		return fmt.Errorf("warden: rekey: %w", err)
+	}
+	l.rekeySent++
+	id := l.rekeySent
+	l.rekeyWait[id] = c
+	l.mu.Unlock()
+	err := l.sent(l.w.WriteJSON(TRekey, 0, &m))
+	l.listMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRekeyUnconfirmed, err)
+	}
+	select {
+	case <-c:
+		return nil
+	case <-l.done:
+		// An answer that came with the link's end still counts.
+		select {
+		case <-c:
+			return nil
+		default:
+		}
+		return fmt.Errorf("%w: %w", ErrRekeyUnconfirmed, l.Err())
+	case <-ctx.Done():
+		l.mu.Lock()
+		delete(l.rekeyWait, id)
+		l.mu.Unlock()
+		select {
+		case <-c:
+			return nil
+		default:
+			return fmt.Errorf("%w: %w", ErrRekeyUnconfirmed, ctx.Err())
+		}
+	}
 }

@@ -28,6 +28,12 @@ var ErrNoStdin = errors.New("warden: the process has no stdin on this link")
 // ErrExited is returned by Proc.Write once the process has exited.
 var ErrExited = errors.New("warden: the process has exited")
 
+// ErrRekeyUnconfirmed is matched by Link.Rekey's error when the request may
+// have reached the warden but its answer did not come (the link ended, ctx
+// ended): the warden holds the old secret or the new one. The error also
+// wraps its cause.
+var ErrRekeyUnconfirmed = errors.New("warden: rekey unconfirmed: the warden holds the old secret or the new one")
+
 // SpawnError is returned by Link.Spawn when the warden answered
 // SpawnFailed: the process never ran.
 type SpawnError struct {

@@ -1163,3 +1163,124 @@ func TestOutputCutError(t *testing.T) {
 		})
 	}
 }
+
+// TestRekey: Rekey sends the new secret and returns on Rekeyed; every other
+// end says the warden's secret is unknown (ErrRekeyUnconfirmed, with its
+// cause), except a refusal before anything was sent.
+func TestRekey(t *testing.T) {
+	newSecret := bytes.Repeat([]byte{0xa5}, SecretSize)
+	for _, tc := range []struct {
+		name   string
+		secret []byte
+		// warden acts once the Rekey arrived (nil: nothing arrives).
+		warden      func(t *testing.T, l *Link, f *fake, cancel context.CancelFunc)
+		want        []error // the error matches each; nil: success
+		unconfirmed bool
+	}{
+		{"answered", newSecret, func(t *testing.T, l *Link, f *fake, _ context.CancelFunc) {
+			if err := f.w.Write(TRekeyed, 0); err != nil {
+				t.Error(err)
+			}
+		}, nil, false},
+		{"short secret", newSecret[:SecretSize-1], nil, []error{}, false},
+		{"context ended", newSecret, func(t *testing.T, l *Link, f *fake, cancel context.CancelFunc) { cancel() },
+			[]error{context.Canceled}, true},
+		{"link closed", newSecret, func(t *testing.T, l *Link, f *fake, _ context.CancelFunc) { _ = l.Close() },
+			[]error{ErrLinkClosed}, true},
+		{"warden's output ended", newSecret, func(t *testing.T, l *Link, f *fake, _ context.CancelFunc) { _ = f.raw.Close() },
+			[]error{io.EOF}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, f := openLink(t, 0, 0)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			res := make(chan error, 1)
+			go func() { res <- l.Rekey(ctx, tc.secret) }()
+			if tc.warden != nil {
+				fr := f.expect(TRekey, 0)
+				var m Rekey
+				if err := Decode(fr, &m); err != nil {
+					t.Fatal(err)
+				}
+				if m.Secret != hex.EncodeToString(tc.secret) {
+					t.Fatalf("rekey to %s, want %x", m.Secret, tc.secret)
+				}
+				tc.warden(t, l, f, cancel)
+			}
+			var err error
+			within(t, "Rekey", func() { err = <-res })
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("rekey succeeded")
+			}
+			for _, w := range tc.want {
+				if !errors.Is(err, w) {
+					t.Errorf("error %v does not match %v", err, w)
+				}
+			}
+			if errors.Is(err, ErrRekeyUnconfirmed) != tc.unconfirmed {
+				t.Errorf("error %v: unconfirmed %v, want %v", err, errors.Is(err, ErrRekeyUnconfirmed), tc.unconfirmed)
+			}
+		})
+	}
+}
+
+// TestRekeyOrder: answers go to the requests in order; a late answer to an
+// abandoned Rekey is no violation, and the next Rekey waits for its own.
+func TestRekeyOrder(t *testing.T) {
+	l, f := openLink(t, 0, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	res := make(chan error, 1)
+	go func() { res <- l.Rekey(ctx, testSecret) }()
+	f.expect(TRekey, 0)
+	cancel()
+	if err := <-res; !errors.Is(err, ErrRekeyUnconfirmed) || !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	go func() { res <- l.Rekey(context.Background(), testSecret) }()
+	f.expect(TRekey, 0)
+	// The first answer belongs to the abandoned request.
+	if err := f.w.Write(TRekeyed, 0); err != nil {
+		t.Fatal(err)
+	}
+	// A List behind it: once its Table is in, the link has read that
+	// Rekeyed.
+	listed := make(chan error, 1)
+	go func() { _, err := l.List(context.Background()); listed <- err }()
+	f.expect(TList, 0)
+	f.sendJSON(TTable, 0, Table{})
+	within(t, "List", func() {
+		if err := <-listed; err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case err := <-res:
+		t.Fatalf("the second rekey took the first one's answer: %v", err)
+	default:
+	}
+	if err := f.w.Write(TRekeyed, 0); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the second Rekey", func() {
+		if err := <-res; err != nil {
+			t.Error(err)
+		}
+	})
+	// A third answer answers nothing: the link ends.
+	if err := f.w.Write(TRekeyed, 0); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the link's end", func() { <-l.Done() })
+	if !IsProtocol(l.Err()) {
+		t.Fatalf("link ended with %v, want a violation", l.Err())
+	}
+	if err := l.Rekey(context.Background(), testSecret); err == nil || errors.Is(err, ErrRekeyUnconfirmed) || !IsProtocol(err) {
+		t.Fatalf("rekey on an ended link: %v", err)
+	}
+}

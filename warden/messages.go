@@ -35,6 +35,22 @@ func (m *Init) validate() error {
 	return nil
 }
 
+// Rekey replaces the secret of a live, authenticated link's warden: every
+// later reattach must answer with the MAC under Secret (a handshake in
+// progress under the old secret is refused too). It travels only after the
+// handshake, on a link that already proved the old secret.
+type Rekey struct {
+	// Secret (hex, SecretSize bytes) is the new secret.
+	Secret string `json:"secret"`
+}
+
+func (m *Rekey) validate() error {
+	if _, err := DecodeHex(m.Secret, SecretSize); err != nil {
+		return fmt.Errorf("secret: %w", err)
+	}
+	return nil
+}
+
 // Challenge is the warden's first message on a reattach link.
 type Challenge struct {
 	Nonce string `json:"nonce"` // hex, SecretSize bytes

@@ -15,8 +15,10 @@ import (
 // replaced (its processes stopped), never spoken to. 3: a request about one
 // process that the warden cannot apply is refused alone (2 ended the
 // link), a Forget before the reap kills the process and drops it once
-// reaped, and a table is made after any spawn in progress.
-const Version = "stockade-warden/3"
+// reaped, and a table is made after any spawn in progress. 4: Rekey
+// replaces the secret that authenticates reattaches (a warden of 3 does
+// not know the message).
+const Version = "stockade-warden/4"
 
 // Limits of the wire format.
 const (
@@ -96,10 +98,16 @@ const (
 	// until Exited. It is sent ahead of pending output, so a process no
 	// consumer reads can still be known ended (and stopped, forgotten).
 	TReaped
+	// TRekey (runtime → warden, control, JSON Rekey): from now on a
+	// reattach must answer with the MAC under this secret.
+	TRekey
+	// TRekeyed (warden → runtime, control, empty): the Rekey before it
+	// took effect.
+	TRekeyed
 	typeEnd
 )
 
-var typeNames = [...]string{"", "init", "challenge", "auth", "hello", "spawn", "started", "spawn_failed", "out", "ack", "in", "in_ack", "close_in", "signal", "resize", "exited", "forget", "list", "table", "resume", "reaped"}
+var typeNames = [...]string{"", "init", "challenge", "auth", "hello", "spawn", "started", "spawn_failed", "out", "ack", "in", "in_ack", "close_in", "signal", "resize", "exited", "forget", "list", "table", "resume", "reaped", "rekey", "rekeyed"}
 
 func (t Type) String() string {
 	if t > 0 && t < typeEnd {
@@ -111,7 +119,7 @@ func (t Type) String() string {
 // control reports whether t travels on channel 0 (and only there).
 func (t Type) control() bool {
 	switch t {
-	case TInit, TChallenge, TAuth, THello, TList, TTable:
+	case TInit, TChallenge, TAuth, THello, TList, TTable, TRekey, TRekeyed:
 		return true
 	}
 	return false
@@ -214,7 +222,7 @@ func CheckShape(f Frame) error {
 		if n != 4 {
 			return violation("%v frame of %d bytes, not 4", f.Type, n)
 		}
-	case TCloseIn, TForget, TList:
+	case TCloseIn, TForget, TList, TRekeyed:
 		if n != 0 {
 			return violation("%v frame with a payload", f.Type)
 		}

@@ -22,6 +22,7 @@ func validMessages() map[Type]any {
 	return map[Type]any{
 		TInit:        &Init{Secret: hex32, Window: 1 << 20, StdinWindow: 4096},
 		TChallenge:   &Challenge{Nonce: hex32},
+		TRekey:       &Rekey{Secret: hex32},
 		TAuth:        &Auth{MAC: hexMA, Nonce: hex32},
 		THello:       &Hello{Version: Version, PID: 1, Window: 1 << 20, StdinWindow: 1 << 16, Socket: "/tmp/w.sock", Proof: hexMA},
 		TSpawn:       &Spawn{ID: "p1", Argv: []string{"sh", "-c", "echo hi"}, Env: []string{"A=1", "B="}, Dir: "/workspace", Stdin: true, TTY: true, Rows: 24, Cols: 80},
@@ -42,6 +43,8 @@ func newMessage(t Type) interface{ validate() error } {
 		return &Init{}
 	case TChallenge:
 		return &Challenge{}
+	case TRekey:
+		return &Rekey{}
 	case TAuth:
 		return &Auth{}
 	case THello:
@@ -108,6 +111,7 @@ func TestRoundTripBinary(t *testing.T) {
 		func() error { return w.Write(TForget, 3) },
 		func() error { return w.Write(TList, 0) },
 		func() error { return w.WriteOffset(TResume, 3, 77) },
+		func() error { return w.Write(TRekeyed, 0) },
 	}
 	for _, s := range steps {
 		if err := s(); err != nil {
@@ -172,6 +176,7 @@ func TestRoundTripBinary(t *testing.T) {
 			t.Fatal(Offset(f))
 		}
 	})
+	check(TRekeyed, 0, nil)
 	if _, err := r.Read(); err != io.EOF {
 		t.Fatalf("at the end: %v, want io.EOF", err)
 	}
@@ -221,6 +226,9 @@ func TestReaderRefuses(t *testing.T) {
 		{"close_in with a payload", frame(TCloseIn, 1, []byte{0}), "close_in frame with a payload"},
 		{"forget with a payload", frame(TForget, 1, []byte{0}), "forget frame with a payload"},
 		{"list with a payload", frame(TList, 0, []byte{0}), "list frame with a payload"},
+		{"rekeyed with a payload", frame(TRekeyed, 0, []byte("{}")), "rekeyed frame with a payload"},
+		{"rekey on a process channel", frame(TRekey, 3, []byte("{}")), "rekey frame on process channel 3"},
+		{"rekey without its object", frame(TRekey, 0, nil), "rekey frame without its JSON object"},
 		{"json too short", frame(TStarted, 1, []byte("{")), "started frame without its JSON object"},
 		{"oversized length", header(TOut, 1, MaxPayload+1), "more than"},
 		{"huge length", header(TTable, 0, 0xffffffff), "more than"},
@@ -282,6 +290,9 @@ func TestDecodeRefuses(t *testing.T) {
 		{"init secret short", TInit, `{"secret":"abcd"}`, "secret"},
 		{"init window negative", TInit, `{"secret":"` + hex32 + `","window":-1}`, "windows"},
 		{"init window huge", TInit, `{"secret":"` + hex32 + `","window":1000000000}`, "windows"},
+		{"rekey secret short", TRekey, `{"secret":"abcd"}`, "secret"},
+		{"rekey secret not hex", TRekey, `{"secret":"zz` + hex32[2:] + `"}`, "secret"},
+		{"rekey without a secret", TRekey, `{}`, "secret"},
 		{"challenge nonce short", TChallenge, `{"nonce":"ab"}`, "hex"},
 		{"auth mac not hex", TAuth, `{"mac":"` + strings.Repeat("g", 64) + `","nonce":"` + hex32 + `"}`, "hex"},
 		{"auth without a nonce", TAuth, `{"mac":"` + hexMA + `"}`, "nonce"},

@@ -56,15 +56,19 @@ func newLink(s *state, r *warden.Reader, w *warden.Writer, closer func(), first 
 // errLinkOver says the link ended for a reason already handled.
 var errLinkOver = errors.New("link over")
 
-// queue adds a control reply. The caller holds s.mu.
+// queue adds a control reply (v nil: an empty payload). The caller holds
+// s.mu.
 func (l *link) queue(t warden.Type, ch uint32, v any) {
 	if l.closed {
 		return
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		logf("encoding %v: %v", t, err)
-		return
+	var b []byte
+	if v != nil {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			logf("encoding %v: %v", t, err)
+			return
+		}
 	}
 	if l.queued+len(b) > maxQueued {
 		logf("the runtime is not reading its replies: link ended")
@@ -196,11 +200,14 @@ func (l *link) handle(f warden.Frame) error {
 		return errLinkOver
 	}
 	if f.Channel == 0 {
-		if f.Type != warden.TList {
-			return violation("unexpected %v frame from the runtime", f.Type)
+		switch f.Type {
+		case warden.TList:
+			l.table()
+			return nil
+		case warden.TRekey:
+			return l.rekey(f)
 		}
-		l.table()
-		return nil
+		return violation("unexpected %v frame from the runtime", f.Type)
 	}
 	p := s.procs[f.Channel]
 	switch f.Type {
@@ -376,6 +383,22 @@ func truncate(text string) string {
 		return text[:4096]
 	}
 	return text
+}
+
+// rekey replaces the secret that authenticates reattaches and answers
+// Rekeyed. The link already proved the old secret (Init, or a reattach's
+// MAC); a malformed Rekey ends it, as any bad control frame does. The
+// caller holds s.mu.
+func (l *link) rekey(f warden.Frame) error {
+	var m warden.Rekey
+	if err := warden.Decode(f, &m); err != nil {
+		return err
+	}
+	secret, _ := warden.DecodeHex(m.Secret, warden.SecretSize)
+	l.s.secret = secret
+	l.queue(warden.TRekeyed, 0, nil)
+	logf("rekeyed")
+	return nil
 }
 
 // table queues the process table, in channel order. The caller holds s.mu.

@@ -241,6 +241,14 @@ func (s *state) handshake(c *net.UnixConn) *link {
 	}
 	l := newLink(s, r, w, func() { _ = c.Close() }, false)
 	s.mu.Lock()
+	if !hmac.Equal(secret, s.secret) {
+		// A Rekey came during this handshake: its answer was made under
+		// the secret the runtime has just replaced.
+		s.mu.Unlock()
+		logf("reattach refused: the secret changed during its handshake")
+		_ = c.Close() // refused; nothing to act on
+		return nil
+	}
 	s.takeOver(l)
 	hello := s.hello()
 	hello.Proof = hex.EncodeToString(warden.Proof(secret, theirs))

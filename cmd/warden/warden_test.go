@@ -836,3 +836,50 @@ func TestSocketPID(t *testing.T) {
 		}
 	}
 }
+
+// TestRekey: a Rekey on the live link replaces the secret: Rekeyed comes
+// back, a reattach with the old secret is refused and one with the new
+// secret is accepted (and proves the new secret). A malformed Rekey ends
+// its link and changes nothing.
+func TestRekey(t *testing.T) {
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	socket := c.first.Socket
+	c.spawn(1, warden.Spawn{Argv: []string{"sleep", "1000"}})
+	c.waitStarted(1)
+
+	old := w.secret
+	w.secret = bytes.Repeat([]byte{0xa5}, warden.SecretSize)
+	if err := c.w.WriteJSON(warden.TRekey, 0, &warden.Rekey{Secret: hex.EncodeToString(w.secret)}); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.waitControl(warden.TRekeyed); len(p) != 0 {
+		t.Fatalf("rekeyed with a payload %q", p)
+	}
+
+	bad := w.attach(socket, old)
+	bad.waitEnd()
+	if len(bad.control[warden.THello]) != 0 {
+		t.Fatal("hello to a reattach with the old secret")
+	}
+	r := w.attach(socket, w.secret)
+	h := r.waitHello()
+	if want := hex.EncodeToString(warden.Proof(w.secret, r.nonce)); h.Proof != want {
+		t.Errorf("reattach hello's proof %q, want %q (under the new secret)", h.Proof, want)
+	}
+	c.waitEnd()
+	if e := entryOf(r.list(), 1); e == nil || !e.Running {
+		t.Fatalf("entry 1 after the reattach: %+v", e)
+	}
+
+	// A Rekey the warden cannot decode ends the link; the secret stays.
+	if err := r.w.Write(warden.TRekey, 0, []byte(`{"secret":"abcd"}`)); err != nil {
+		t.Fatal(err)
+	}
+	r.waitEnd()
+	if len(r.control[warden.TRekeyed]) != 0 {
+		t.Fatal("rekeyed to a malformed rekey")
+	}
+	r2 := w.attach(socket, w.secret)
+	r2.waitHello()
+}
