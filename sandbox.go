@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/actors/process"
@@ -25,6 +27,15 @@ type Sandbox struct {
 	pid actors.Ref
 	// gone is closed when the sandbox's actor has stopped.
 	gone chan struct{}
+	// pool is the warm pool it was made for (set once pooled or claimed);
+	// asked is when CreateSandbox was called for it (zero: recovered);
+	// warm says it was claimed from a pool, pooledKey that its spec
+	// matched one. first records its time to first command once.
+	pool      string
+	asked     time.Time
+	warm      bool
+	pooledKey bool
+	first     sync.Once
 }
 
 // Process is a process running in a sandbox. See process.Handle for its
@@ -148,6 +159,9 @@ func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*Process, error) {
 		})
 	if err != nil {
 		return nil, err
+	}
+	if l.Err == nil && !s.asked.IsZero() {
+		s.first.Do(func() { s.rt.firstCommand(s, time.Since(s.asked)) })
 	}
 	return l.Handle, l.Err
 }

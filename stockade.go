@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stockade/stockade/actors"
@@ -75,6 +76,16 @@ type Options struct {
 	// 64 KiB and the last 1 MiB, Off records nothing. Recordings live in
 	// the directory beside the journal (journal.db → journal.rec/).
 	Record spec.Record
+	// Pools are warm pools: each keeps Size sandboxes of its spec made,
+	// verified and started ahead of demand, and CreateSandbox claims one
+	// when its spec has the pool's key (image, limits, network mode,
+	// user, datasets; the lifetime, TTL, env, dir, labels and allowlist
+	// rules asked are applied at the claim). A pool's spec sets none of
+	// those claim-time fields.
+	Pools []PoolSpec
+	// PoolRefills bounds how many pooled sandboxes are made at once,
+	// across every pool (default DefaultPoolRefills).
+	PoolRefills int
 }
 
 // Runtime is an open stockade runtime: one journal, one Docker daemon.
@@ -104,14 +115,69 @@ type Runtime struct {
 	metricsOnce sync.Once
 	metrics     *metrics.Metrics
 	metricsErr  error
+	// metricsOn is metrics once made, for the recorders of figures that
+	// come as they happen (no metrics: nothing recorded).
+	metricsOn atomic.Pointer[metrics.Metrics]
+
+	// pools are the warm pools (pool.go); nil when none is configured.
+	pools *pools
 }
 
 // Metrics returns this runtime's Prometheus metrics (package metrics),
 // counted from the first call on: serve them with Metrics().Handler(), or
 // gather Registry() with a host's own.
 func (rt *Runtime) Metrics() (*metrics.Metrics, error) {
-	rt.metricsOnce.Do(func() { rt.metrics, rt.metricsErr = metrics.New(rt.journal) })
+	rt.metricsOnce.Do(func() {
+		rt.metrics, rt.metricsErr = metrics.New(rt.journal, rt.metricSources())
+		rt.metricsOn.Store(rt.metrics)
+	})
 	return rt.metrics, rt.metricsErr
+}
+
+// metricSources are the runtime's figures the metrics read at each scrape.
+func (rt *Runtime) metricSources() metrics.Sources {
+	return metrics.Sources{
+		Phases: func() map[string]int {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			out := map[string]int{}
+			list, err := rt.Sandboxes(ctx)
+			if err != nil {
+				return out
+			}
+			for _, s := range list {
+				phase := string(s.Phase)
+				if s.Unreconciled {
+					phase = Unreconciled
+				}
+				out[phase]++
+			}
+			return out
+		},
+		Pools: func() []metrics.Pool {
+			var out []metrics.Pool
+			for _, p := range rt.pools.info() {
+				out = append(out, metrics.Pool{Name: p.Name, Size: p.Size, Ready: p.Ready, Filling: p.Filling, Warm: p.Warm, Cold: p.Cold, Failures: p.Failures})
+			}
+			return out
+		},
+		Recorder: func() metrics.Recorder {
+			st := rt.recorder.Stats()
+			return metrics.Recorder{Recorded: st.Recorded, Gaps: st.Gaps, Dropped: st.Dropped, Decisions: st.Decisions}
+		},
+	}
+}
+
+// firstCommand records a sandbox's time to first command, when metrics
+// are on.
+func (rt *Runtime) firstCommand(sb *Sandbox, d time.Duration) {
+	if m := rt.metricsOn.Load(); m != nil {
+		path := "cold"
+		if sb.warm {
+			path = "warm"
+		}
+		m.FirstCommand(path, d)
+	}
 }
 
 // Open opens (or creates) the journal, takes its lock, checks the daemon
@@ -133,6 +199,9 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		}
 	}
 	if err := opts.Record.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkPools(opts.Pools, opts.PoolRefills); err != nil {
 		return nil, err
 	}
 	// The profile is checked before the journal is touched: a bad one
@@ -197,6 +266,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		log.Warn("listing unsealed recordings", "err", err)
 	}
 	unsealed = rt.sealEnded(unsealed)
+	rt.pools = newPools(rt, opts)
 	if err := rt.recover(ctx, opts); err != nil {
 		sys.Shutdown(30 * time.Second)
 		return fail(err)
@@ -206,6 +276,12 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	wctx, rt.stopEvents = context.WithCancel(context.Background())
 	rt.eventsDone = make(chan struct{})
 	go rt.watchEvents(wctx, opened)
+	// After recovery: the pooled sandboxes it re-adopted are taken back
+	// before any refill (or removed, when no pool wants them).
+	if err := rt.openPools(ctx, opts); err != nil {
+		_ = rt.Close() // the pool's error is the one reported
+		return nil, err
+	}
 	return rt, nil
 }
 
@@ -343,7 +419,9 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 	if err := rt.usable(); err != nil {
 		return nil, err
 	}
-	full := spec.Sandbox{Image: s.Image, Policy: s.Policy, Datasets: s.Datasets, Lifetime: s.Lifetime, TTL: s.TTL}.WithDefaults()
+	asked := time.Now()
+	full := spec.Sandbox{Image: s.Image, Policy: s.Policy, Datasets: s.Datasets, Lifetime: s.Lifetime, TTL: s.TTL,
+		Env: s.Env, Dir: s.Dir, Labels: s.Labels}.WithDefaults()
 	// The whole spec is judged before the first Docker call or journal
 	// append: bad input costs nothing and leaves nothing to recover.
 	if err := full.ValidateUnpinned(); err != nil {
@@ -360,16 +438,34 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 	if err := full.Validate(); err != nil {
 		return nil, err
 	}
-	sid, err := journal.NewID()
+	sb, pooled, err := rt.pools.claim(ctx, full)
 	if err != nil {
 		return nil, err
 	}
-	var deadline time.Time
-	if full.TTL > 0 {
-		deadline = rt.deps.Now().Add(full.TTL)
+	if sb == nil {
+		sid, err := journal.NewID()
+		if err != nil {
+			return nil, err
+		}
+		var deadline time.Time
+		if full.TTL > 0 {
+			deadline = rt.deps.Now().Add(full.TTL)
+		}
+		if sb, err = rt.make(ctx, sandbox.Params{ID: sid, Spec: full, Deadline: deadline}); err != nil {
+			return nil, err
+		}
 	}
+	sb.asked, sb.warm, sb.pooledKey = asked, sb.pool != "", pooled
+	return sb, nil
+}
+
+// make spawns a sandbox actor that creates p's sandbox and waits for the
+// outcome.
+func (rt *Runtime) make(ctx context.Context, p sandbox.Params) (*Sandbox, error) {
+	sid := p.ID
 	created := make(chan error, 1)
-	sb, err := rt.spawn(sandbox.Params{ID: sid, Spec: full, Deadline: deadline, Created: created})
+	p.Created = created
+	sb, err := rt.spawn(p)
 	if err != nil {
 		return nil, err
 	}
@@ -403,6 +499,7 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 func (rt *Runtime) spawn(p sandbox.Params) (*Sandbox, error) {
 	sb := &Sandbox{rt: rt, id: p.ID, gone: make(chan struct{})}
 	p.Gone = func() {
+		rt.pools.gone(sb)
 		if rt.usable() == nil {
 			rt.unreconcile(p.ID, spec.Errorf(spec.CodeInternal, "runtime", "the actor of sandbox %s stopped before the sandbox was removed", p.ID))
 		}
@@ -507,7 +604,8 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 		}
 		s := snap.State
 		listed[s.ID] = true
-		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Adopted: s.Adopted, Processes: snap.Processes, Reserved: s.Reserved})
+		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Shown(), Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Adopted: s.Adopted,
+			Processes: snap.Processes, Reserved: s.Reserved, Pool: s.Pool, Labels: s.Spec.Labels})
 	}
 	rt.mu.Lock()
 	for id, u := range rt.unreconciled {
@@ -515,7 +613,8 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 			continue // it failed after it answered: listed once, as it was
 		}
 		s := u.state
-		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Phase, Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Reserved: s.Reserved, Unreconciled: true, Why: u.why.Error()})
+		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Shown(), Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Reserved: s.Reserved,
+			Pool: s.Pool, Labels: s.Spec.Labels, Unreconciled: true, Why: u.why.Error()})
 	}
 	rt.mu.Unlock()
 	sort.Slice(out, func(i, k int) bool { return out[i].Reserved.Before(out[k].Reserved) })
@@ -533,6 +632,8 @@ func (rt *Runtime) Close() error {
 	}
 	rt.closed = true
 	rt.mu.Unlock()
+	// The pooled sandboxes stay (kept) for the next runtime to take back.
+	rt.pools.close(false)
 	rt.stopEvents()
 	<-rt.eventsDone
 	rt.sys.Shutdown(30 * time.Second)
@@ -564,6 +665,8 @@ func (rt *Runtime) Close() error {
 // Shutdown stops every sandbox of this runtime (exited, resources kept;
 // one-shot sandboxes are removed), then closes the runtime.
 func (rt *Runtime) Shutdown(ctx context.Context) error {
+	// Pooled sandboxes are the runtime's, not a caller's: removed.
+	rt.pools.close(true)
 	rt.mu.Lock()
 	mine := make([]*Sandbox, 0, len(rt.sandboxes))
 	for _, sb := range rt.sandboxes {

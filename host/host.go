@@ -134,6 +134,41 @@ type SandboxSpec struct {
 	Lifetime spec.Lifetime
 	// TTL, if positive, stops the sandbox that long after creation.
 	TTL time.Duration
+	// Env is every process's environment before its own; Dir its default
+	// working directory; Labels the caller's names for the sandbox
+	// (listed and journaled, never Docker labels). Like Lifetime and TTL
+	// they are applied at a warm pool's claim, so they never force a cold
+	// start (see spec.Sandbox.PoolKey).
+	Env    []string
+	Dir    string
+	Labels map[string]string
+}
+
+// PoolSpec configures a warm pool: Size sandboxes made from Sandbox ahead
+// of demand, each claimed by a CreateSandbox whose spec has the same pool
+// key (image, limits, network mode, user, datasets).
+type PoolSpec struct {
+	Name    string
+	Sandbox SandboxSpec
+	Size    int
+}
+
+// PoolInfo is one line of Pools.
+type PoolInfo struct {
+	Name  string `json:"name"`
+	Image string `json:"image"`
+	// Size is the target; Ready the pooled sandboxes waiting for a claim;
+	// Filling the creates under way.
+	Size    int `json:"size"`
+	Ready   int `json:"ready"`
+	Filling int `json:"filling"`
+	// Warm counts the creates served from the pool, Cold the ones that
+	// matched it and found it empty, since the runtime opened.
+	Warm uint64 `json:"warm"`
+	Cold uint64 `json:"cold"`
+	// Failures counts refills that failed; LastError is the latest.
+	Failures  uint64 `json:"failures,omitempty"`
+	LastError string `json:"last_error,omitempty"`
 }
 
 // SandboxInfo is one line of Sandboxes.
@@ -145,6 +180,10 @@ type SandboxInfo struct {
 	Adopted   bool            `json:"adopted,omitempty"`
 	Processes []string        `json:"processes,omitempty"`
 	Reserved  time.Time       `json:"reserved"`
+	// Pool is the warm pool the sandbox was made for (its Phase is
+	// "pooled" until a claim); Labels are the caller's.
+	Pool   string            `json:"pool,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 	// Unreconciled: recovery could not observe it or fold its journal, or
 	// its actor failed; it is refused for work. Why says which.
 	Unreconciled bool   `json:"unreconciled,omitempty"`

@@ -40,6 +40,28 @@ type (
 		Revision string       `json:"revision"`
 		// Deadline is the absolute TTL expiry; zero means none.
 		Deadline time.Time `json:"deadline,omitzero"`
+		// Pool names the warm pool the sandbox is made for: once started
+		// it waits, pooled, admitting no process, until a SandboxClaimed
+		// hands it to a caller (or it is removed).
+		Pool string `json:"pool,omitempty"`
+	}
+	// SandboxClaimed hands a pooled sandbox to a caller of CreateSandbox,
+	// journaled before the caller is answered: a crash leaves it pooled
+	// or claimed, never handed out twice. It carries what the claimant
+	// asked that can change after the start; the rest (image, limits,
+	// network mode, user, datasets) matched the pool's.
+	SandboxClaimed struct {
+		Lifetime spec.Lifetime `json:"lifetime"`
+		TTL      time.Duration `json:"ttl,omitempty"`
+		// Deadline is the absolute TTL expiry, counted from the claim.
+		Deadline time.Time         `json:"deadline,omitzero"`
+		Env      []string          `json:"env,omitempty"`
+		Dir      string            `json:"dir,omitempty"`
+		Labels   map[string]string `json:"labels,omitempty"`
+		// Secret is the warden's new secret (hex), rotated on the claim:
+		// the pool's secret never authenticates the claimant's warden.
+		// Empty: the sandbox has no warden serving.
+		Secret string `json:"secret,omitempty"`
 	}
 	// SandboxCreated is the fact that every resource exists, the workspace
 	// is seeded and the readback verified.
@@ -200,6 +222,7 @@ func (OrphanRemoved) Type() string   { return "runtime.orphan_removed" }
 func (RecoveryRan) Type() string     { return "runtime.recovered" }
 func (SandboxReserved) Type() string { return "sandbox.reserved" }
 func (SandboxCreated) Type() string  { return "sandbox.created" }
+func (SandboxClaimed) Type() string  { return "sandbox.claimed" }
 func (SandboxStarted) Type() string  { return "sandbox.started" }
 func (SandboxStopping) Type() string { return "sandbox.stopping" }
 func (SandboxExited) Type() string   { return "sandbox.exited" }
@@ -236,6 +259,7 @@ func register[T Event]() {
 func init() {
 	register[SandboxReserved]()
 	register[SandboxCreated]()
+	register[SandboxClaimed]()
 	register[SandboxStarted]()
 	register[SandboxStopping]()
 	register[SandboxExited]()

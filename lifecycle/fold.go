@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -49,10 +50,32 @@ type Sandbox struct {
 	// RulesVersion is the sequence of the last egress change (0: the
 	// rules the sandbox was made with); Spec.Policy.Egress holds the rules.
 	RulesVersion uint64
+	// Pool is the warm pool the sandbox was made for; Claimed says it
+	// was handed to a caller (see Pooled).
+	Pool    string
+	Claimed bool
 	// Seq is the sequence of the last event applied; At its time.
 	Seq      uint64
 	Reserved time.Time
 	At       time.Time
+}
+
+// PhasePooled is how a pooled sandbox is shown: its fold's phase is
+// started (recovery treats it as a kept, started sandbox: readback,
+// re-adopt, orphans), and Pooled says it waits for a claim.
+const PhasePooled Phase = "pooled"
+
+// Pooled reports whether the sandbox was made for a warm pool and not yet
+// claimed: it admits no process, so no pooled sandbox ever ran one.
+func (s Sandbox) Pooled() bool { return s.Pool != "" && !s.Claimed }
+
+// Shown is the phase to show a reader: PhasePooled for a started, pooled
+// sandbox, else Phase.
+func (s Sandbox) Shown() Phase {
+	if s.Phase == PhaseStarted && s.Pooled() {
+		return PhasePooled
+	}
+	return s.Phase
 }
 
 // Process is a process's folded state.
@@ -94,9 +117,9 @@ func (s Sandbox) Terminal() bool { return s.Phase == PhaseRemoved }
 // Terminal reports whether the process has exited.
 func (p Process) Terminal() bool { return p.Phase == PhaseExited }
 
-// Admits reports whether the sandbox accepts new processes: it is started and
-// no stop has been asked.
-func (s Sandbox) Admits() bool { return s.Phase == PhaseStarted }
+// Admits reports whether the sandbox accepts new processes: it is started,
+// no stop has been asked, and it is not waiting in a pool.
+func (s Sandbox) Admits() bool { return s.Phase == PhaseStarted && !s.Pooled() }
 
 // IllegalTransition is returned by the folds for an event its state does not
 // admit.
@@ -128,7 +151,22 @@ func ApplySandbox(s Sandbox, seq uint64, at time.Time, ev Event) (Sandbox, error
 	case SandboxReserved:
 		if ok = from == PhaseNone; ok {
 			s.Phase, s.Owner, s.Spec, s.Profile, s.Revision, s.Deadline = PhaseReserved, e.Owner, e.Spec, e.Profile, e.Revision, e.Deadline
-			s.Reserved = at
+			s.Reserved, s.Pool = at, e.Pool
+		}
+	case SandboxClaimed:
+		if ok = from == PhaseStarted && s.Pooled() && e.Lifetime.Valid(); ok {
+			s.Claimed = true
+			s.Spec.Lifetime, s.Spec.TTL, s.Deadline = e.Lifetime, e.TTL, e.Deadline
+			s.Spec.Env, s.Spec.Dir, s.Spec.Labels = slices.Clone(e.Env), e.Dir, maps.Clone(e.Labels)
+			if s.Warden != nil {
+				w := *s.Warden
+				w.Secret = e.Secret
+				if e.Secret == "" {
+					s.Warden = nil // no secret: the pool's warden is not the claimant's
+				} else {
+					s.Warden = &w
+				}
+			}
 		}
 	case SandboxCreated:
 		if ok = from == PhaseReserved && s.Created == nil; ok {

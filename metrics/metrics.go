@@ -1,17 +1,19 @@
 // Package metrics exports a runtime's journal as Prometheus metrics: the
 // events it commits (process starts and exits by reason, recovery
-// decisions, output lost to gaps), what is live now (sandboxes and
-// processes by their last event), and the committer's work (commits,
-// appends per commit, commit latency). Everything is read from the journal,
-// the runtime's one record of what happened, so the figures agree with
-// `stockade journal` by construction; no label carries a sandbox or
-// process id (their number is unbounded).
+// decisions, output lost to gaps, pool claims), what is live now (sandboxes
+// and processes by their last event), and the committer's work (commits,
+// appends per commit, commit latency). What the journal does not hold is
+// read from the runtime at each scrape (Sources: sandboxes by phase, the
+// warm pools, the recorder's bytes, egress decisions) or handed in as it
+// happens (FirstCommand). No label carries a sandbox or process id (their
+// number is unbounded).
 package metrics
 
 import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -37,13 +39,52 @@ type Metrics struct {
 	recovered *prometheus.CounterVec
 	gapBytes  prometheus.Counter
 	missed    prometheus.Counter
+	first     *prometheus.HistogramVec
 	done      chan struct{}
+}
+
+// Sources are the runtime's figures outside the journal, read at each
+// scrape; a nil one is not exported.
+type Sources struct {
+	// Phases counts the live sandboxes by phase (pooled among them).
+	Phases func() map[string]int
+	// Pools describes each warm pool.
+	Pools func() []Pool
+	// Recorder is what the output recorder took since the runtime opened.
+	Recorder func() Recorder
+}
+
+// Pool is one warm pool's figures.
+type Pool struct {
+	Name                 string
+	Size, Ready, Filling int
+	// Warm and Cold count the creates that matched the pool, served from
+	// it or made cold because it was empty; Failures the failed refills.
+	Warm, Cold, Failures uint64
+}
+
+// Recorder is the output recorder's counts.
+type Recorder struct {
+	Recorded, Gaps, Dropped int64
+	// Decisions counts recorded egress decisions by verdict.
+	Decisions map[string]uint64
+}
+
+// FirstCommandBuckets are the time-to-first-command histogram's bounds:
+// a warm claim is milliseconds, a cold create hundreds.
+var FirstCommandBuckets = []float64{.002, .005, .01, .02, .03, .05, .1, .2, .3, .5, .75, 1, 2, 5}
+
+// FirstCommand records a sandbox's time to first command: from the
+// CreateSandbox call to its first process started (journaled and
+// returned), by path ("warm": claimed from a pool; "cold": created).
+func (m *Metrics) FirstCommand(path string, d time.Duration) {
+	m.first.WithLabelValues(path).Observe(d.Seconds())
 }
 
 // New registers the metrics of j and starts following its commits; the
 // follower ends when j closes (Done). Counters start at zero: they count
 // what this runtime commits, not the journal's past.
-func New(j *journal.Journal) (*Metrics, error) {
+func New(j *journal.Journal, src Sources) (*Metrics, error) {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -64,14 +105,18 @@ func New(j *journal.Journal) (*Metrics, error) {
 		missed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "stockade_metrics_missed_follows_total", Help: "Times the metrics follower fell behind the journal and lost events from the counters.",
 		}),
+		first: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "stockade_time_to_first_command_seconds", Help: "From CreateSandbox to its first process started, by path (warm: claimed from a pool; cold: created).",
+			Buckets: FirstCommandBuckets,
+		}, []string{"path"}),
 		done: make(chan struct{}),
 	}
 	sub, err := j.Subscribe(followBuffer)
 	if err != nil {
 		return nil, err
 	}
-	m.reg.MustRegister(m.events, m.starts, m.exits, m.recovered, m.gapBytes, m.missed,
-		journalCollector{j: j}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.events, m.starts, m.exits, m.recovered, m.gapBytes, m.missed, m.first,
+		journalCollector{j: j}, runtimeCollector{src: src}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	go m.follow(j, sub)
 	return m, nil
 }
@@ -174,4 +219,70 @@ func (c journalCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	cum += st.CommitLatency[len(journal.CommitBuckets)]
 	ch <- prometheus.MustNewConstHistogram(latencyDesc, cum, st.CommitSeconds, buckets)
+}
+
+// runtimeCollector reads the runtime's Sources at each scrape.
+type runtimeCollector struct{ src Sources }
+
+var (
+	phaseDesc = prometheus.NewDesc("stockade_sandboxes",
+		"Live sandboxes of this runtime by phase (pooled: waiting in a warm pool).", []string{"phase"}, nil)
+	poolSizeDesc = prometheus.NewDesc("stockade_pool_size",
+		"A warm pool's target size.", []string{"pool"}, nil)
+	poolReadyDesc = prometheus.NewDesc("stockade_pool_ready",
+		"Pooled sandboxes waiting for a claim.", []string{"pool"}, nil)
+	poolFillingDesc = prometheus.NewDesc("stockade_pool_filling",
+		"Pooled sandboxes being made.", []string{"pool"}, nil)
+	poolClaimsDesc = prometheus.NewDesc("stockade_pool_claims_total",
+		"Creates that matched a pool, by outcome (warm: claimed; cold: the pool was empty).", []string{"pool", "outcome"}, nil)
+	poolFailuresDesc = prometheus.NewDesc("stockade_pool_refill_failures_total",
+		"Refills of a pool that failed.", []string{"pool"}, nil)
+	recordedDesc = prometheus.NewDesc("stockade_recorder_bytes_total",
+		"Process output bytes the recorder wrote to disk.", nil, nil)
+	recGapDesc = prometheus.NewDesc("stockade_recorder_gap_bytes_total",
+		"Output bytes recorded as lost in place (gap records).", nil, nil)
+	recDroppedDesc = prometheus.NewDesc("stockade_recorder_dropped_bytes_total",
+		"Output bytes a failed recorder write dropped.", nil, nil)
+	decisionsDesc = prometheus.NewDesc("stockade_egress_decisions_total",
+		"Egress decisions recorded, by verdict.", []string{"verdict"}, nil)
+)
+
+func (c runtimeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{phaseDesc, poolSizeDesc, poolReadyDesc, poolFillingDesc, poolClaimsDesc, poolFailuresDesc,
+		recordedDesc, recGapDesc, recDroppedDesc, decisionsDesc} {
+		ch <- d
+	}
+}
+
+func (c runtimeCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	if c.src.Phases != nil {
+		for phase, n := range c.src.Phases() {
+			gauge(phaseDesc, float64(n), phase)
+		}
+	}
+	if c.src.Pools != nil {
+		for _, p := range c.src.Pools() {
+			gauge(poolSizeDesc, float64(p.Size), p.Name)
+			gauge(poolReadyDesc, float64(p.Ready), p.Name)
+			gauge(poolFillingDesc, float64(p.Filling), p.Name)
+			counter(poolClaimsDesc, float64(p.Warm), p.Name, "warm")
+			counter(poolClaimsDesc, float64(p.Cold), p.Name, "cold")
+			counter(poolFailuresDesc, float64(p.Failures), p.Name)
+		}
+	}
+	if c.src.Recorder != nil {
+		r := c.src.Recorder()
+		counter(recordedDesc, float64(r.Recorded))
+		counter(recGapDesc, float64(r.Gaps))
+		counter(recDroppedDesc, float64(r.Dropped))
+		for v, n := range r.Decisions {
+			counter(decisionsDesc, float64(n), v)
+		}
+	}
 }

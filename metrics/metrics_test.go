@@ -26,7 +26,7 @@ func TestMetricsMoveWithTheJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := metrics.New(j)
+	m, err := metrics.New(j, metrics.Sources{})
 	if err != nil {
 		t.Fatal(err)
 	}

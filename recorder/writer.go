@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stockade/stockade/internal/failpoint"
@@ -38,6 +39,45 @@ type Store struct {
 	// appends to files a live Recording may still write: it refuses.
 	mu   sync.Mutex
 	live map[string]*Recording
+
+	stats storeStats
+}
+
+// storeStats counts what the store's recordings took since it opened.
+type storeStats struct {
+	recorded, gaps, dropped atomic.Int64
+	mu                      sync.Mutex
+	verdicts                map[string]uint64
+}
+
+// Stats is what a store's recordings took since it opened: output bytes
+// written to disk, bytes journaled lost in place (gap records), bytes a
+// failed write dropped, and the egress decisions recorded by verdict.
+type Stats struct {
+	Recorded, Gaps, Dropped int64
+	Decisions               map[string]uint64
+}
+
+// Stats returns the store's counts.
+func (s *Store) Stats() Stats {
+	st := Stats{Recorded: s.stats.recorded.Load(), Gaps: s.stats.gaps.Load(), Dropped: s.stats.dropped.Load(), Decisions: map[string]uint64{}}
+	s.stats.mu.Lock()
+	for k, v := range s.stats.verdicts {
+		st.Decisions[k] = v
+	}
+	s.stats.mu.Unlock()
+	return st
+}
+
+// CountDecision counts one egress decision recorded (DecisionLog.Append)
+// with its verdict.
+func (s *Store) CountDecision(verdict string) {
+	s.stats.mu.Lock()
+	if s.stats.verdicts == nil {
+		s.stats.verdicts = map[string]uint64{}
+	}
+	s.stats.verdicts[verdict]++
+	s.stats.mu.Unlock()
 }
 
 // Open makes (if needed) and opens the recording directory dir, 0700 like
@@ -249,6 +289,7 @@ func (r *Recording) Write(stream byte, p []byte) error {
 	if r.failed != nil {
 		r.dropped += int64(len(p))
 		r.total += int64(len(p))
+		r.store.stats.dropped.Add(int64(len(p)))
 		return nil
 	}
 	for len(p) > 0 {
@@ -270,6 +311,7 @@ func (r *Recording) Write(stream byte, p []byte) error {
 		}
 		r.curBytes += int64(k)
 		r.total += int64(k)
+		r.store.stats.recorded.Add(int64(k))
 		p = p[k:]
 	}
 	if len(r.buf) > 2*MaxPayload/16 {
@@ -284,6 +326,7 @@ func (r *Recording) Write(stream byte, p []byte) error {
 // fail marks the recording incomplete; n bytes of the current chunk were
 // not recorded.
 func (r *Recording) fail(err error, n int64) {
+	r.store.stats.dropped.Add(n)
 	r.failed = err
 	r.dropped += n
 	r.total += n
@@ -541,6 +584,7 @@ func (r *Recording) Gap(n int64) (int64, error) {
 		return at, nil
 	}
 	r.total += n
+	r.store.stats.gaps.Add(n)
 	if r.failed != nil {
 		r.dropped += n
 		return at, nil

@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -222,6 +224,64 @@ type Sandbox struct {
 	Lifetime Lifetime  `json:"lifetime"`
 	// TTL, if positive, stops the sandbox that long after creation.
 	TTL time.Duration `json:"ttl,omitempty"`
+	// Env is every process's environment before its own (a process's
+	// variable of the same name wins); Dir is its default working
+	// directory. Labels are the caller's names for the sandbox: journaled
+	// and listed, never Docker labels. The three, like Lifetime and TTL,
+	// are applied at a warm pool's claim (see PoolKey).
+	Env    []string          `json:"env,omitempty"`
+	Dir    string            `json:"dir,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Bounds on a sandbox's labels.
+const (
+	MaxLabels          = 64
+	MaxLabelKeyBytes   = 63
+	MaxLabelValueBytes = 256
+)
+
+// Valid reports whether l is a known lifetime.
+func (l Lifetime) Valid() bool { return l == OneShot || l == Kept }
+
+// PoolKey is what a warm pool's sandbox and a request must share for the
+// request to claim it: everything fixed once the workload started (the
+// image, the limits, the network mode, the user, the datasets). The rest
+// (lifetime, TTL, env, dir, labels, allowlist rules) is applied at the
+// claim. Two specs with equal keys get the same container body.
+func (s Sandbox) PoolKey() string {
+	p := s.Policy
+	p.Egress = nil
+	b, _ := json.Marshal(struct {
+		Image    string    `json:"image"`
+		Policy   Policy    `json:"policy"`
+		Datasets []Dataset `json:"datasets,omitempty"`
+	}{s.Image, p, s.Datasets})
+	return string(b)
+}
+
+// ProcessDefaults returns p with the sandbox's env before its own (a name p
+// sets itself is not repeated) and the sandbox's dir when p names none.
+func (s Sandbox) ProcessDefaults(p Process) Process {
+	if p.Dir == "" {
+		p.Dir = s.Dir
+	}
+	if len(s.Env) == 0 {
+		return p
+	}
+	own := map[string]bool{}
+	for _, e := range p.Env {
+		name, _, _ := strings.Cut(e, "=")
+		own[name] = true
+	}
+	env := make([]string, 0, len(s.Env)+len(p.Env))
+	for _, e := range s.Env {
+		if name, _, _ := strings.Cut(e, "="); !own[name] {
+			env = append(env, e)
+		}
+	}
+	p.Env = append(env, p.Env...)
+	return p
 }
 
 // IsImageID reports whether s is an exact image ID: "sha256:" followed by 64
@@ -327,6 +387,9 @@ func (s Sandbox) validateBody() error {
 	if s.TTL < 0 {
 		return Errorf(CodeInvalidArgument, "sandbox", "ttl %v is negative", s.TTL)
 	}
+	if err := s.validateDefaults(); err != nil {
+		return err
+	}
 	if len(s.Datasets) > MaxDatasets {
 		return Errorf(CodeInvalidArgument, "sandbox", "datasets: %d mounts, over the limit of %d", len(s.Datasets), MaxDatasets)
 	}
@@ -354,6 +417,41 @@ func (s Sandbox) validateBody() error {
 			return Errorf(CodeInvalidArgument, "sandbox", "datasets[%d].target %q is used twice", i, d.Target)
 		}
 		seen[t] = true
+	}
+	return nil
+}
+
+// validateDefaults checks env and dir as a process's are checked (one
+// stands in for both: a sandbox's env is a process's before its own) and
+// the labels' bounds.
+func (s Sandbox) validateDefaults() error {
+	if err := (Process{Argv: []string{"-"}, Env: s.Env, Dir: s.Dir, Stdout: Discard, Stderr: Discard}).Validate(); err != nil {
+		var se *Error
+		if errors.As(err, &se) {
+			return Errorf(CodeInvalidArgument, "sandbox", "%s", strings.Replace(se.Msg, "argv and env", "env", 1))
+		}
+		return err
+	}
+	if len(s.Labels) > MaxLabels {
+		return Errorf(CodeInvalidArgument, "sandbox", "labels: %d, over the limit of %d", len(s.Labels), MaxLabels)
+	}
+	for k, v := range s.Labels {
+		if k == "" || len(k) > MaxLabelKeyBytes {
+			return Errorf(CodeInvalidArgument, "sandbox", "label key %q is empty or over %d bytes", clip(k), MaxLabelKeyBytes)
+		}
+		for _, c := range k {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' || c == '/') {
+				return Errorf(CodeInvalidArgument, "sandbox", "label key %q: only letters, digits and . _ - / are allowed", clip(k))
+			}
+		}
+		if len(v) > MaxLabelValueBytes {
+			return Errorf(CodeInvalidArgument, "sandbox", "label %s: the value is %d bytes, over the limit of %d", k, len(v), MaxLabelValueBytes)
+		}
+		for _, c := range v {
+			if c < ' ' || c == 0x7f {
+				return Errorf(CodeInvalidArgument, "sandbox", "label %s: the value holds a control character", k)
+			}
+		}
 	}
 	return nil
 }

@@ -254,6 +254,9 @@ func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sand
 				a.deps.Log.Warn("an egress decision could not be recorded", "sandbox", a.p.ID, "err", err)
 			}
 		}
+		if a.deps.Recorder != nil {
+			a.deps.Recorder.CountDecision(string(d.Verdict))
+		}
 	}
 }
 

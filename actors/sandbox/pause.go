@@ -41,6 +41,10 @@ func (a *sandboxActor) get(ctx actor.Context, m Get) {
 		m.Reply <- GetResult{Err: spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s has no workspace (%s)", a.p.ID, a.state.Phase)}
 		return
 	}
+	if err := a.pooledErr(); err != nil {
+		m.Reply <- GetResult{Err: err}
+		return
+	}
 	if running := a.running(); !m.Pause || !running {
 		a.copyOut(m, running, false)
 		return

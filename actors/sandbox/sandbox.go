@@ -31,6 +31,9 @@ type Params struct {
 	// Recover, if set, makes this a recovering actor: it takes over a
 	// sandbox an earlier runtime left live instead of creating one.
 	Recover *Recover
+	// Pool, if set, makes the sandbox for this warm pool: once started it
+	// admits no process until a Claim hands it to a caller.
+	Pool string
 }
 
 // Recover is what a recovering sandbox actor starts from.
@@ -274,6 +277,10 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onWardenDown(m)
 	case SetEgress:
 		a.setEgress(m)
+	case Claim:
+		a.claim(m)
+	case claimRekeyed:
+		a.onClaimRekeyed(m)
 	case egressUp:
 		a.onEgressUp(m)
 	case egressDown:
@@ -397,7 +404,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 // create journals the reservation, then makes the resources off the mailbox.
 func (a *sandboxActor) create() {
 	ev := lifecycle.SandboxReserved{Owner: a.deps.Config.Owner, Spec: a.p.Spec, Profile: a.deps.Config.Profile,
-		Revision: a.deps.Config.Revision, Deadline: a.p.Deadline}
+		Revision: a.deps.Config.Revision, Deadline: a.p.Deadline, Pool: a.p.Pool}
 	if err := a.record(ev); err != nil {
 		a.p.Created <- err
 		a.sys.Root.Stop(a.self)
@@ -457,6 +464,9 @@ func (a *sandboxActor) createdDone() {
 	if !a.p.Deadline.IsZero() {
 		a.ttl = time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(ttlMsg{}) })
 	}
+	if a.p.Pool != "" {
+		failpoint.Hit(failpoint.PoolFilled)
+	}
 	a.p.Created <- nil
 	if a.pendingStop {
 		a.stop(lifecycle.ReasonStopped, nil)
@@ -493,6 +503,14 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 	}
 	if !a.state.Admits() || a.stopReason != "" {
 		m.Reply <- process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s and admits no process", a.p.ID, a.phaseName())}
+		return
+	}
+	// The sandbox's env and dir (set at create or at a pool's claim) go
+	// before the process's own, and the whole is judged again: together
+	// they may pass a bound neither passes alone.
+	m.Spec = a.state.Spec.ProcessDefaults(m.Spec)
+	if err := m.Spec.Validate(); err != nil {
+		m.Reply <- process.Launch{Err: err}
 		return
 	}
 	if a.wardenHold(m) {
@@ -722,6 +740,10 @@ func (a *sandboxActor) put(m Put) {
 		m.Reply <- spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s has no workspace (%s)", a.p.ID, a.state.Phase)
 		return
 	}
+	if err := a.pooledErr(); err != nil {
+		m.Reply <- err
+		return
+	}
 	sb := a.sb
 	go func() { m.Reply <- a.engine.PutArchive(m.Ctx, sb, m.Dir, m.Tar) }()
 }
@@ -768,8 +790,10 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		params.WardenGone = spec.Errorf(spec.CodeStreamFailure, "sandbox", "the warden is lost or its sandbox is not re-adopted (%s)", dec)
 		a.spawnAdopted(ctx, p, params)
 	}
-	if dec == Readopt && a.state.Warden != nil && len(a.w.pendingAdopt) > 0 {
-		// Settled once the warden's processes are spawned (onReattached).
+	if dec == Readopt && a.state.Warden != nil && (len(a.w.pendingAdopt) > 0 || a.state.Pooled()) {
+		// A pooled sandbox's warden is reattached now too: a claim
+		// rotates its secret over the live link, and waits for no exec.
+		// Otherwise settled once the warden's processes are spawned (onReattached).
 		// Without any, the warden is reattached at the first launch: a
 		// recovery of many idle kept sandboxes makes no exec for them.
 		if a.adopting == nil {

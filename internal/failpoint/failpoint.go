@@ -41,6 +41,9 @@ const (
 	RecoveryDecided      = "recovery.decided"       // a recovery decision journaled, not carried out
 	RecoveryOrphan       = "recovery.orphan"        // an orphan removed, its removal not journaled
 	RecoveryReattached   = "recovery.reattached"    // the warden reattached and listed, its processes not settled
+	PoolFilled           = "pool.filled"            // a pooled sandbox started, its warden's start journaled, the pool not told
+	PoolClaimed          = "pool.claimed"           // a claim journaled (the warden's new secret in it), the warden not told, the caller not answered
+	PoolRekeyed          = "pool.rekeyed"           // the claim's secret rotated in the warden, the caller not answered
 )
 
 // All lists every failpoint, for drills.
@@ -50,6 +53,7 @@ var All = []string{
 	RecorderChunkWritten, ProcessStopping, ProcessReapReported, RecorderEndRecord, ProcessForgetSent,
 	SandboxStopping, SandboxStopCall, SandboxExited, SandboxRemoving, SandboxRemoveCall,
 	RecoveryDecided, RecoveryOrphan, RecoveryReattached,
+	PoolFilled, PoolClaimed, PoolRekeyed,
 }
 
 var armed = os.Getenv(Env)

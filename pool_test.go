@@ -1,0 +1,333 @@
+package stockade_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// withPool configures one pool of size n over fakeImage.
+func withPool(name string, n int) func(*stockade.Options) {
+	return func(o *stockade.Options) {
+		o.Pools = append(o.Pools, stockade.PoolSpec{Name: name, Sandbox: stockade.SandboxSpec{Image: fakeImage}, Size: n})
+	}
+}
+
+// awaitPool waits until pool name reports ready sandboxes ready and none
+// filling, and returns its line.
+func awaitPool(t testing.TB, rt *stockade.Runtime, name string, ready int) stockade.PoolInfo {
+	t.Helper()
+	ctx := context.Background()
+	var last stockade.PoolInfo
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		ps, err := rt.Pools(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if p.Name == name {
+				last = p
+			}
+		}
+		if last.Ready == ready && last.Filling == 0 {
+			return last
+		}
+	}
+	t.Fatalf("pool %s never had %d ready and none filling: %+v", name, ready, last)
+	return last
+}
+
+// pooledIDs lists the pooled sandboxes of the runtime.
+func pooledIDs(t testing.TB, rt *stockade.Runtime) []string {
+	t.Helper()
+	list, err := rt.Sandboxes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range list {
+		if s.Phase == lifecycle.PhasePooled {
+			out = append(out, s.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestPoolClaimAppliesTheCallersSpec(t *testing.T) {
+	f := newFake(t)
+	var mu sync.Mutex
+	var seen []dockerio.ExecRequest
+	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		mu.Lock()
+		seen = append(seen, req)
+		mu.Unlock()
+		return dockerio.FakeRun{}
+	}
+	rt := openFake(t, f, "", withPool("py", 2))
+	ctx := context.Background()
+	awaitPool(t, rt, "py", 2)
+	before := pooledIDs(t, rt)
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot, TTL: time.Hour,
+		Env: []string{"A=1", "B=2"}, Dir: "/tmp", Labels: map[string]string{"team": "x"}})
+	if !slices.Contains(before, sb.ID()) {
+		t.Fatalf("sandbox %s is not one of the pooled %v: the create was cold", sb.ID(), before)
+	}
+	st, err := sb.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Claimed || st.Pooled() || st.Spec.Lifetime != spec.OneShot || st.Spec.TTL != time.Hour || st.Deadline.IsZero() ||
+		st.Spec.Labels["team"] != "x" || st.Spec.Dir != "/tmp" || !st.Admits() {
+		t.Fatalf("claimed state %+v", st)
+	}
+	types := historyTypes(t, rt, sb.ID(), journal.KindSandbox)
+	if want := "sandbox.reserved sandbox.created sandbox.started sandbox.claimed"; strings.Join(types, " ") != want {
+		t.Fatalf("history %v, want %s", types, want)
+	}
+	// The sandbox's env goes before the process's own; the process's
+	// variable of the same name wins; the sandbox's dir is the default.
+	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"x"}, Env: []string{"B=3"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %+v %v", res, err)
+	}
+	mu.Lock()
+	req := seen[len(seen)-1]
+	mu.Unlock()
+	if got := strings.Join(req.Spec.Env, " "); got != "A=1 B=3" || req.Spec.Dir != "/tmp" {
+		t.Fatalf("exec env %q dir %q", got, req.Spec.Dir)
+	}
+	// Listed as claimed, with its pool and labels; the pool refills.
+	list, err := rt.Sandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if s.ID == sb.ID() && (s.Pool != "py" || s.Phase != lifecycle.PhaseStarted || s.Labels["team"] != "x") {
+			t.Fatalf("listed %+v", s)
+		}
+	}
+	p := awaitPool(t, rt, "py", 2)
+	if p.Warm != 1 || p.Cold != 0 {
+		t.Fatalf("pool %+v, want 1 warm claim", p)
+	}
+	if slices.Contains(pooledIDs(t, rt), sb.ID()) {
+		t.Fatal("the claimed sandbox is still listed pooled")
+	}
+}
+
+func TestPoolMatchesOnTheKeyOnly(t *testing.T) {
+	f := newFake(t)
+	rt := openFake(t, f, "", withPool("small", 1))
+	awaitPool(t, rt, "small", 1)
+	before := pooledIDs(t, rt)
+	// Another memory limit: another key, a cold create not counted
+	// against the pool.
+	other := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{MemoryBytes: 256 << 20}})
+	if slices.Contains(before, other.ID()) {
+		t.Fatal("a sandbox with another memory limit was claimed from the pool")
+	}
+	if p := awaitPool(t, rt, "small", 1); p.Warm != 0 || p.Cold != 0 {
+		t.Fatalf("pool %+v after a create of another key", p)
+	}
+	// The same key with everything a claim may change: warm.
+	warm := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept, Env: []string{"X=1"}, Labels: map[string]string{"a": "b"}})
+	if !slices.Contains(before, warm.ID()) {
+		t.Fatal("a sandbox of the pool's key was made cold")
+	}
+	// An empty pool: cold, counted.
+	if err := rt.ResizePool(context.Background(), "small", 0); err != nil {
+		t.Fatal(err)
+	}
+	awaitPool(t, rt, "small", 0)
+	cold := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	p := awaitPool(t, rt, "small", 0)
+	if p.Warm != 1 || p.Cold != 1 || slices.Contains(before, cold.ID()) {
+		t.Fatalf("pool %+v; cold sandbox %s, pooled before %v", p, cold.ID(), before)
+	}
+}
+
+func TestPoolPooledSandboxTakesNoWork(t *testing.T) {
+	f := newFake(t)
+	rt := openFake(t, f, "", withPool("p", 1))
+	awaitPool(t, rt, "p", 1)
+	id := pooledIDs(t, rt)[0]
+	sb, err := rt.Sandbox(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
+		t.Fatalf("start in a pooled sandbox: %v, want admission_closed", err)
+	}
+	if err := sb.Put(ctx, ".", strings.NewReader("")); !spec.IsCode(err, spec.CodeAdmissionClosed) {
+		t.Fatalf("put into a pooled sandbox: %v, want admission_closed", err)
+	}
+	if _, _, err := sb.Get(ctx, ".", false); !spec.IsCode(err, spec.CodeAdmissionClosed) {
+		t.Fatalf("get from a pooled sandbox: %v, want admission_closed", err)
+	}
+	// Removing one by hand is allowed; the pool makes another.
+	if err := sb.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if got = pooledIDs(t, rt); len(got) == 1 && got[0] != id {
+			break
+		}
+	}
+	if len(got) != 1 || got[0] == id {
+		t.Fatalf("pooled after the removal: %v (removed %s)", got, id)
+	}
+}
+
+func TestPoolSurvivesReopen(t *testing.T) {
+	f := newFake(t)
+	path := filepath.Join(t.TempDir(), "journal.db")
+	rt := openFake(t, f, path, withPool("p", 2))
+	awaitPool(t, rt, "p", 2)
+	before := pooledIDs(t, rt)
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The same pool: the pooled sandboxes are re-adopted and taken back,
+	// none made anew.
+	rt = openFake(t, f, path, withPool("p", 2))
+	awaitPool(t, rt, "p", 2)
+	if got := pooledIDs(t, rt); !slices.Equal(got, before) {
+		t.Fatalf("after reopen pooled %v, before %v", got, before)
+	}
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	if !slices.Contains(before, sb.ID()) {
+		t.Fatal("a re-adopted pooled sandbox was not claimed")
+	}
+	awaitPool(t, rt, "p", 2)
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// No pool configured: the pooled sandboxes are removed (journaled),
+	// the claimed one stays.
+	rt = openFake(t, f, path)
+	ctx := context.Background()
+	for end := time.Now().Add(30 * time.Second); len(pooledIDs(t, rt)) > 0 && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+	}
+	if got := pooledIDs(t, rt); len(got) > 0 {
+		t.Fatalf("pooled sandboxes left without a pool: %v", got)
+	}
+	if _, err := rt.Sandbox(sb.ID()); err != nil {
+		t.Fatalf("the claimed sandbox: %v", err)
+	}
+	for _, id := range before {
+		if id == sb.ID() {
+			continue
+		}
+		// Its removal may still be under way: wait for the journal.
+		var st lifecycle.Sandbox
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if st, _ = rt.ReplaySandbox(ctx, id, 0); st.Phase == lifecycle.PhaseRemoved {
+				break
+			}
+		}
+		if st.Phase != lifecycle.PhaseRemoved {
+			t.Fatalf("pooled sandbox %s is %s, want removed", id, st.Phase)
+		}
+	}
+}
+
+func TestPoolShutdownRemovesPooled(t *testing.T) {
+	f := newFake(t)
+	rt := openFake(t, f, "", withPool("p", 2))
+	awaitPool(t, rt, "p", 2)
+	ids := pooledIDs(t, rt)
+	if err := rt.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	owned, err := f.ListOwned(context.Background(), rt.Owner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range owned {
+		if slices.Contains(ids, g.Sandbox) {
+			t.Fatalf("pooled sandbox %s left after Shutdown: %+v", g.Sandbox, g.Resources)
+		}
+	}
+}
+
+func TestPoolRefillFailureIsCountedAndClaimsGoCold(t *testing.T) {
+	f := newFake(t)
+	var broken sync.Mutex
+	fail := true
+	f.Fault = func(op string) error {
+		broken.Lock()
+		defer broken.Unlock()
+		if op == "CreateSandbox" && fail {
+			fail = false // the next create (the cold one) passes
+			return errors.New("no space left on device")
+		}
+		return nil
+	}
+	rt := openFake(t, f, "", func(o *stockade.Options) {
+		o.Pools = []stockade.PoolSpec{{Name: "p", Sandbox: stockade.SandboxSpec{Image: fakeImage}, Size: 1}}
+	})
+	var p stockade.PoolInfo
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		ps, err := rt.Pools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p = ps[0]; p.Failures > 0 {
+			break
+		}
+	}
+	if p.Failures != 1 || !strings.Contains(p.LastError, "no space left") {
+		t.Fatalf("pool %+v, want one failure naming its cause", p)
+	}
+	// The pool backs off; a create meanwhile is cold and works.
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	if _, err := sb.State(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p = awaitPool(t, rt, "p", 1)
+	if p.Failures != 1 {
+		t.Fatalf("pool %+v after the back-off", p)
+	}
+}
+
+func TestPoolOptionsRefused(t *testing.T) {
+	img := stockade.SandboxSpec{Image: fakeImage}
+	for _, tc := range []struct {
+		name  string
+		pools []stockade.PoolSpec
+		want  string
+	}{
+		{"no name", []stockade.PoolSpec{{Sandbox: img, Size: 1}}, "empty"},
+		{"bad name", []stockade.PoolSpec{{Name: "Py", Sandbox: img, Size: 1}}, "only a-z"},
+		{"twice", []stockade.PoolSpec{{Name: "a", Sandbox: img, Size: 1}, {Name: "a", Sandbox: img, Size: 1}}, "named twice"},
+		{"negative", []stockade.PoolSpec{{Name: "a", Sandbox: img, Size: -1}}, "outside"},
+		{"too big", []stockade.PoolSpec{{Name: "a", Sandbox: img, Size: stockade.MaxPoolSize + 1}}, "outside"},
+		{"ttl", []stockade.PoolSpec{{Name: "a", Sandbox: stockade.SandboxSpec{Image: fakeImage, TTL: time.Hour}, Size: 1}}, "set at the claim"},
+		{"env", []stockade.PoolSpec{{Name: "a", Sandbox: stockade.SandboxSpec{Image: fakeImage, Env: []string{"A=1"}}, Size: 1}}, "set at the claim"},
+		{"rules", []stockade.PoolSpec{{Name: "a", Sandbox: stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkAllowlist,
+			Egress: []spec.EgressRule{{Host: "example.com", Port: 443}}}}, Size: 1}}, "allowlist rules"},
+		{"root", []stockade.PoolSpec{{Name: "a", Sandbox: stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{User: spec.User{UID: 0, GID: 5}}}, Size: 1}}, "root"},
+		{"no image", []stockade.PoolSpec{{Name: "a", Size: 1}}, "no image"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "journal.db")
+			_, err := stockade.Open(context.Background(), stockade.Options{Journal: path, Engine: newFake(t), Pools: tc.pools})
+			if !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open: %v, want invalid_argument naming %q", err, tc.want)
+			}
+		})
+	}
+}
