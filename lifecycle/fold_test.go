@@ -31,6 +31,10 @@ var sandboxEvents = []Event{
 	// an allowlist one and was made without an egress role.
 	EgressChanged{Rules: []spec.EgressRule{{Host: "example.com", Port: 443}}},
 	EgressReplaced{Egress: "e2", Outside: "o2", Reason: "gone"},
+	// Illegal in every state of TestSandboxTransitions: its sandbox was
+	// not made for a pool (TestClaimTransitions has the pooled ones).
+	SandboxClaimed{Lifetime: spec.OneShot, TTL: time.Minute, Deadline: t0.Add(time.Minute), Env: []string{"A=1"}, Dir: "/tmp",
+		Labels: map[string]string{"k": "v"}, Secret: "ab"},
 }
 
 var processEvents = []Event{
@@ -452,5 +456,66 @@ func TestEgressFoldsCopy(t *testing.T) {
 	}
 	if rep.RulesVersion != 42 || !reflect.DeepEqual(rep.Spec.Policy.Egress, next.Spec.Policy.Egress) {
 		t.Fatalf("egress_replaced changed the rules: %v version %d", rep.Spec.Policy.Egress, rep.RulesVersion)
+	}
+}
+
+func TestClaimTransitions(t *testing.T) {
+	pooled := SandboxReserved{Owner: "o", Spec: spec.Sandbox{Lifetime: spec.Kept}, Pool: "py"}
+	c, st := SandboxCreated{Workload: "w", Export: "e", Volume: "v"}, SandboxStarted{}
+	w := WardenStarted{PID: 9, Socket: "/s", Secret: "old", Version: "v"}
+	claim := SandboxClaimed{Lifetime: spec.OneShot, TTL: time.Minute, Deadline: t0.Add(time.Minute), Env: []string{"A=1"}, Dir: "/tmp",
+		Labels: map[string]string{"k": "v"}, Secret: "new"}
+	for _, tc := range []struct {
+		name  string
+		path  []Event
+		ev    Event
+		legal bool
+	}{
+		{"pooled and started", []Event{pooled, c, st, w}, claim, true},
+		{"pooled, no warden", []Event{pooled, c, st}, SandboxClaimed{Lifetime: spec.Kept}, true},
+		{"pooled, still reserved", []Event{pooled, c}, claim, false},
+		{"claimed twice", []Event{pooled, c, st, w, claim}, claim, false},
+		{"pooled and stopping", []Event{pooled, c, st, SandboxStopping{Reason: ReasonStopped}}, claim, false},
+		{"pooled and exited", []Event{pooled, c, st, SandboxExited{Reason: ReasonStopped}}, claim, false},
+		{"no lifetime", []Event{pooled, c, st}, SandboxClaimed{}, false},
+		{"unknown lifetime", []Event{pooled, c, st}, SandboxClaimed{Lifetime: "forever"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := sandboxAt(t, tc.path...)
+			next, err := ApplySandbox(s, 50, t0, tc.ev)
+			if !tc.legal {
+				var it *IllegalTransition
+				if !errors.As(err, &it) || !reflect.DeepEqual(next, s) {
+					t.Fatalf("got %v (state changed: %v), want an illegal transition", err, !reflect.DeepEqual(next, s))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.Pooled() || s.Admits() || s.Shown() != PhasePooled {
+				t.Fatalf("before the claim: pooled %v admits %v shown %s", s.Pooled(), s.Admits(), s.Shown())
+			}
+			e := tc.ev.(SandboxClaimed)
+			if next.Pooled() || !next.Admits() || next.Shown() != PhaseStarted || !next.Claimed || next.Pool != "py" ||
+				next.Spec.Lifetime != e.Lifetime || next.Deadline != e.Deadline || next.Spec.Dir != e.Dir ||
+				!slices.Equal(next.Spec.Env, e.Env) || next.Spec.Labels["k"] != e.Labels["k"] {
+				t.Fatalf("after the claim: %+v", next)
+			}
+			switch {
+			case s.Warden == nil && next.Warden != nil:
+				t.Fatal("a claim made up a warden")
+			case s.Warden != nil && (next.Warden == nil || next.Warden.Secret != "new" || next.Warden.PID != 9):
+				t.Fatalf("warden after the claim %+v, want the same warden with the new secret", next.Warden)
+			case s.Warden != nil && s.Warden.Secret != "old":
+				t.Fatal("the claim changed the state it was applied to")
+			}
+		})
+	}
+	// A claim without a secret leaves no warden to reattach: the pool's
+	// secret never serves the claimant.
+	s := sandboxAt(t, pooled, c, st, w, SandboxClaimed{Lifetime: spec.Kept})
+	if s.Warden != nil {
+		t.Fatalf("warden %+v kept with the pool's secret", s.Warden)
 	}
 }

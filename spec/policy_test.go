@@ -289,6 +289,9 @@ func FuzzSandboxSpec(f *testing.F) {
 	f.Add([]byte(`{"image":"` + img + `","datasets":[{"image":"` + img + `","target":"/..data/a..b"}]}`))
 	f.Add([]byte(`{"image":"` + img + `","datasets":[{"image":"` + img + `","target":"/d\u0000"},{"image":"` + img + `","target":"/d"}]}`))
 	f.Add([]byte(`{"image":"busybox\u0000:latest","policy":{}}`))
+	// Claim-time fields: env, dir, labels.
+	f.Add([]byte(`{"image":"` + img + `","env":["A=1","1B=2"],"dir":"rel","labels":{"a/b":"c"}}`))
+	f.Add([]byte(`{"image":"` + img + `","env":["A=\u0000"],"labels":{"":"x","k":"\u0007"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s Sandbox
 		if json.Unmarshal(b, &s) != nil {
@@ -363,4 +366,89 @@ func FuzzProcessSpec(f *testing.F) {
 			t.Fatalf("valid spec over the limits: %d bytes, %d args, %d env", total, len(p.Argv), len(p.Env))
 		}
 	})
+}
+
+func TestPoolKey(t *testing.T) {
+	base := Sandbox{Image: img, Policy: DefaultPolicy(), Lifetime: Kept}
+	allow := base
+	allow.Policy.Network = NetworkAllowlist
+	for _, tc := range []struct {
+		name string
+		mut  func(*Sandbox)
+		same bool
+	}{
+		{"lifetime", func(s *Sandbox) { s.Lifetime = OneShot }, true},
+		{"ttl", func(s *Sandbox) { s.TTL = time.Hour }, true},
+		{"env", func(s *Sandbox) { s.Env = []string{"A=1"} }, true},
+		{"dir", func(s *Sandbox) { s.Dir = "/tmp" }, true},
+		{"labels", func(s *Sandbox) { s.Labels = map[string]string{"a": "b"} }, true},
+		{"rules", func(s *Sandbox) { s.Policy.Network = NetworkAllowlist; s.Policy.Egress = []EgressRule{{Host: "example.com"}} }, false},
+		{"image", func(s *Sandbox) { s.Image = "sha256:" + strings.Repeat("b", 64) }, false},
+		{"memory", func(s *Sandbox) { s.Policy.MemoryBytes *= 2 }, false},
+		{"cpus", func(s *Sandbox) { s.Policy.CPUs = 0.5 }, false},
+		{"pids", func(s *Sandbox) { s.Policy.Pids++ }, false},
+		{"tmp", func(s *Sandbox) { s.Policy.TmpBytes++ }, false},
+		{"network", func(s *Sandbox) { s.Policy.Network = NetworkOpen }, false},
+		{"user", func(s *Sandbox) { s.Policy.User = User{UID: 1000, GID: 1000} }, false},
+		{"datasets", func(s *Sandbox) { s.Datasets = []Dataset{{Image: img, Target: "/data"}} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base
+			tc.mut(&s)
+			if got := s.PoolKey() == base.PoolKey(); got != tc.same {
+				t.Fatalf("same key %v, want %v", got, tc.same)
+			}
+		})
+	}
+	// The rules of an allowlist sandbox are the claim's: not in the key.
+	withRules := allow
+	withRules.Policy.Egress = []EgressRule{{Host: "example.com", Port: 443}}
+	if withRules.PoolKey() != allow.PoolKey() {
+		t.Fatal("allowlist rules changed the pool key")
+	}
+}
+
+func TestProcessDefaults(t *testing.T) {
+	s := Sandbox{Env: []string{"A=1", "B=2"}, Dir: "/tmp"}
+	got := s.ProcessDefaults(Process{Argv: []string{"x"}, Env: []string{"B=3", "C=4"}})
+	if strings.Join(got.Env, " ") != "A=1 B=3 C=4" || got.Dir != "/tmp" {
+		t.Fatalf("env %v dir %q", got.Env, got.Dir)
+	}
+	if got := s.ProcessDefaults(Process{Dir: "/workspace"}); got.Dir != "/workspace" {
+		t.Fatalf("the process's own dir was replaced: %q", got.Dir)
+	}
+	if got := (Sandbox{}).ProcessDefaults(Process{Env: []string{"X=1"}}); strings.Join(got.Env, " ") != "X=1" || got.Dir != "" {
+		t.Fatalf("no sandbox defaults changed the process: %+v", got)
+	}
+}
+
+func TestSandboxDefaultsRefused(t *testing.T) {
+	long := strings.Repeat("v", MaxLabelValueBytes+1)
+	many := map[string]string{}
+	for i := range MaxLabels + 1 {
+		many[fmt.Sprint("k", i)] = "v"
+	}
+	for _, tc := range []struct {
+		name string
+		mut  func(*Sandbox)
+		want string
+	}{
+		{"env name", func(s *Sandbox) { s.Env = []string{"1A=x"} }, "env[0]"},
+		{"env nul", func(s *Sandbox) { s.Env = []string{"A=\x00"} }, "NUL"},
+		{"dir relative", func(s *Sandbox) { s.Dir = "work" }, "absolute"},
+		{"label key", func(s *Sandbox) { s.Labels = map[string]string{"a b": "c"} }, "label key"},
+		{"label empty key", func(s *Sandbox) { s.Labels = map[string]string{"": "c"} }, "empty"},
+		{"label value", func(s *Sandbox) { s.Labels = map[string]string{"k": long} }, "over the limit"},
+		{"label control", func(s *Sandbox) { s.Labels = map[string]string{"k": "a\nb"} }, "control"},
+		{"labels", func(s *Sandbox) { s.Labels = many }, "over the limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Sandbox{Image: img, Policy: DefaultPolicy(), Lifetime: Kept}
+			tc.mut(&s)
+			err := s.Validate()
+			if !IsCode(err, CodeInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want invalid_argument naming %q", err, tc.want)
+			}
+		})
+	}
 }

@@ -237,8 +237,10 @@ type foreignOwner struct {
 	before  []string
 }
 
+// open opens a drill's runtime with the drill's warm pool (the foreign
+// owner's has none: nothing of its may change while the drills run).
 func (d *driller) open(ctx context.Context, path string, mode drillMode) (*drillRuntime, error) {
-	return openDrillRuntime(ctx, path, d.profile, mode)
+	return openDrillRuntime(ctx, path, d.profile, d.image, mode)
 }
 
 // drillRuntime is a drill's runtime and, in execMode, the engine it was
@@ -256,10 +258,19 @@ func (r *drillRuntime) Close() error {
 	return err
 }
 
-// openDrillRuntime opens a runtime on the journal at path; in execMode its
-// engine is a Docker adapter without a warden binary.
-func openDrillRuntime(ctx context.Context, path, profile string, mode drillMode) (*drillRuntime, error) {
+// drillPool is the drills' warm pool: one sandbox of the drill's image,
+// claimed by the child's one-shot sandbox, refilled in the background
+// (kills land in claims and refills alike).
+const drillPool = "drill"
+
+// openDrillRuntime opens a runtime on the journal at path, with a warm
+// pool of one sandbox of poolImage (none when ""); in execMode its engine
+// is a Docker adapter without a warden binary.
+func openDrillRuntime(ctx context.Context, path, profile, poolImage string, mode drillMode) (*drillRuntime, error) {
 	opts := stockade.Options{Journal: path, Profile: profile, StopGrace: time.Second}
+	if poolImage != "" {
+		opts.Pools = []stockade.PoolSpec{{Name: drillPool, Sandbox: stockade.SandboxSpec{Image: poolImage}, Size: 1}}
+	}
 	if mode != execMode {
 		rt, err := stockade.Open(ctx, opts)
 		if err != nil {
@@ -282,7 +293,7 @@ func openDrillRuntime(ctx context.Context, path, profile string, mode drillMode)
 
 func (d *driller) foreign(ctx context.Context) (_ foreignOwner, err error) {
 	f := foreignOwner{journal: filepath.Join(d.dir, "foreign.db")}
-	rt, err := d.open(ctx, f.journal, wardenMode)
+	rt, err := openDrillRuntime(ctx, f.journal, d.profile, "", wardenMode)
 	if err != nil {
 		return f, err
 	}
@@ -299,7 +310,7 @@ func (d *driller) foreign(ctx context.Context) (_ foreignOwner, err error) {
 func (d *driller) cleanupForeign(f foreignOwner) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rt, err := d.open(ctx, f.journal, wardenMode)
+	rt, err := openDrillRuntime(ctx, f.journal, d.profile, "", wardenMode)
 	if err != nil {
 		d.warnf("cleanup of the foreign owner: %v", err)
 		return
@@ -309,18 +320,26 @@ func (d *driller) cleanupForeign(f foreignOwner) {
 	}
 }
 
+// removeAll empties the drill's pool (nothing refills it after), then
+// removes every sandbox. One gone meanwhile (a pool's discard) is not an
+// error.
 func removeAll(ctx context.Context, rt *stockade.Runtime) error {
+	var errs []error
+	if err := rt.ResizePool(ctx, drillPool, 0); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+		errs = append(errs, err)
+	}
 	list, err := rt.Sandboxes(ctx)
 	if err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
-	var errs []error
 	for _, s := range list {
 		sb, err := rt.Sandbox(s.ID)
 		if err == nil {
 			err = sb.Remove(ctx)
 		}
-		errs = append(errs, err)
+		if !spec.IsCode(err, spec.CodeNotFound) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -483,6 +502,11 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 		live[s.ID] = true
 		switch {
 		case s.Phase == lifecycle.PhaseExited && s.Lifetime == spec.Kept:
+		case s.Pool != "" && (s.Phase == lifecycle.PhasePooled || s.Phase == lifecycle.PhaseReserved):
+			// Waiting in the pool (re-adopted), or a refill under way.
+			if len(s.Processes) > 0 {
+				violate("pooled sandbox %s has processes %v", s.ID, s.Processes)
+			}
 		case s.Phase == lifecycle.PhaseStarted && s.Adopted:
 			sb, err := rt.Sandbox(s.ID)
 			if err != nil {
@@ -499,6 +523,14 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 			}
 		default:
 			violate("sandbox %s is %s after recovery (adopted %v)", s.ID, s.Phase, s.Adopted)
+		}
+	}
+	// A pooled sandbox the recovery took back is claimed and runs a
+	// process (its warden reattached, then its secret rotated).
+	if ps, err := rt.Pools(ctx); err == nil && len(ps) > 0 && ps[0].Ready > 0 {
+		decisions = append(decisions, "pooled sandbox claimed after recovery")
+		if err := claimAndRun(ctx, rt, d.image); err != nil {
+			violate("claiming a pooled sandbox after recovery: %v", err)
 		}
 	}
 	// Every process is terminal or re-adopted.
@@ -531,6 +563,13 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 	owned, err := d.owned(ctx, rt.Owner())
 	if err != nil {
 		violate("listing owned resources: %v", err)
+	}
+	// The pool refills meanwhile: a sandbox it began after the first
+	// listing owns resources too. Listed again, after the resources were.
+	if again, err := rt.Sandboxes(ctx); err == nil {
+		for _, s := range again {
+			live[s.ID] = true
+		}
 	}
 	for _, o := range owned {
 		if sid := o[strings.LastIndexByte(o, '@')+1:]; !live[sid] {
@@ -771,7 +810,7 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 	if c.noWarden {
 		mode = execMode
 	}
-	rt, err := openDrillRuntime(ctx, c.g.journal, c.g.profile, mode)
+	rt, err := openDrillRuntime(ctx, c.g.journal, c.g.profile, c.image, mode)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -809,9 +848,17 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 	if res, err := k.Wait(ctx); err != nil || res.ExitCode != 0 {
 		return fail(stderr, fmt.Errorf("the short process ended %+v: %v", res, err), 1)
 	}
+	// The one-shot sandbox is claimed from the warm pool: wait for it to
+	// be ready (a kill may also land in its refill after).
+	if err := awaitPoolReady(ctx, rt.Runtime, drillPool); err != nil {
+		return fail(stderr, err, 1)
+	}
 	once, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Lifetime: spec.OneShot})
 	if err != nil {
 		return fail(stderr, err, 1)
+	}
+	if st, err := once.State(ctx); err != nil || !st.Claimed {
+		return fail(stderr, fmt.Errorf("the one-shot sandbox was not claimed from the pool (%+v): %v", st, err), 1)
 	}
 	q, err := once.Start(ctx, spec.Process{Argv: []string{"true"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	if err != nil {
@@ -837,4 +884,48 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 		return fail(stderr, err, 1)
 	}
 	return 0
+}
+
+// awaitPoolReady waits (a minute at most) until pool has a sandbox ready.
+func awaitPoolReady(ctx context.Context, rt *stockade.Runtime, pool string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		ps, err := rt.Pools(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if p.Name == pool && p.Ready > 0 {
+				return nil
+			}
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("pool %s: no sandbox ready within a minute: %+v", pool, ps)
+		}
+	}
+}
+
+// claimAndRun claims a one-shot sandbox from the drill's pool, runs true in
+// it and removes it.
+func claimAndRun(ctx context.Context, rt *stockade.Runtime, image string) error {
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: image, Lifetime: spec.OneShot})
+	if err != nil {
+		return err
+	}
+	st, err := sb.State(ctx)
+	if err == nil && !st.Claimed {
+		err = fmt.Errorf("sandbox %s was made cold", sb.ID())
+	}
+	if err == nil {
+		var p *stockade.Process
+		if p, err = sb.Start(ctx, spec.Process{Argv: []string{"true"}, Stdout: spec.Discard, Stderr: spec.Discard}); err == nil {
+			if res, werr := p.Wait(ctx); werr != nil || res.ExitCode != 0 {
+				err = fmt.Errorf("true ended %+v: %v", res, werr)
+			}
+		}
+	}
+	return errors.Join(err, sb.Remove(ctx))
 }
