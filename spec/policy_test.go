@@ -382,7 +382,10 @@ func TestPoolKey(t *testing.T) {
 		{"env", func(s *Sandbox) { s.Env = []string{"A=1"} }, true},
 		{"dir", func(s *Sandbox) { s.Dir = "/tmp" }, true},
 		{"labels", func(s *Sandbox) { s.Labels = map[string]string{"a": "b"} }, true},
-		{"rules", func(s *Sandbox) { s.Policy.Network = NetworkAllowlist; s.Policy.Egress = []EgressRule{{Host: "example.com"}} }, false},
+		{"rules", func(s *Sandbox) {
+			s.Policy.Network = NetworkAllowlist
+			s.Policy.Egress = []EgressRule{{Host: "example.com"}}
+		}, false},
 		{"image", func(s *Sandbox) { s.Image = "sha256:" + strings.Repeat("b", 64) }, false},
 		{"memory", func(s *Sandbox) { s.Policy.MemoryBytes *= 2 }, false},
 		{"cpus", func(s *Sandbox) { s.Policy.CPUs = 0.5 }, false},

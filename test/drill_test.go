@@ -15,7 +15,8 @@ import (
 
 // drFailpoints are the failpoints `make test` drills: one or two of each
 // stage of a sandbox's life, every one of the warden link and the recorder,
-// and exec-created (a sandbox without a warden). `make drill` drills them
+// exec-created (a sandbox without a warden), and the warm pool's claim
+// and refill. `make drill` drills them
 // all, and random kills besides.
 var drFailpoints = []string{
 	failpoint.SandboxCreateCall, failpoint.WardenStarted,
@@ -24,6 +25,7 @@ var drFailpoints = []string{
 	failpoint.ProcessStopping, failpoint.ProcessReapReported, failpoint.RecorderEndRecord,
 	failpoint.ProcessForgetSent, failpoint.SandboxStopCall, failpoint.SandboxRemoveCall,
 	failpoint.RecoveryOrphan, failpoint.RecoveryReattached,
+	failpoint.PoolFilled, failpoint.PoolClaimed, failpoint.PoolRekeyed,
 }
 
 // TestDrillFailpoints runs `stockade drill` over drFailpoints: a child
