@@ -12,7 +12,7 @@ GOFLAGS ?=
 TEST_TIMEOUT ?= 20m
 PKGS := ./...
 
-.PHONY: all help build generate helpers-check image image-python fmt-check vet proto-tools proto proto-check tidy-check unit test load soak hostile faults bench run drill lint clean
+.PHONY: all help build generate helpers-check image image-python fmt-check vet proto-tools proto proto-check tidy-check unit test load soak hostile faults bench bench-pool run drill lint clean
 
 all: build ## build (the default)
 
@@ -151,8 +151,18 @@ faults: image ## the misbehaving-daemon suite alone
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .
 BENCHTIME ?= 1x
-bench: image ## benchmarks, each against its anchor (BENCH=regexp BENCHTIME=1x)
+bench: image ## benchmarks, each against its anchor (BENCH=regexp BENCHTIME=1x), then bench-pool
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCHFLAGS) $(PKGS)
+	$(MAKE) bench-pool
+
+# Warm pools (issue 21): POOL_CLAIMS claims 10 at a time, each checked clean,
+# with their time to first command; then that time warm and cold, embedded
+# and served, beside docker run (TTFC_RUNS samples each).
+POOL_CLAIMS ?= 200
+TTFC_RUNS ?= 30
+bench-pool: image ## warm pools: POOL_CLAIMS claims 10 at a time; time to first command vs docker run (minutes)
+	CI=true STOCKADE_POOL_CLAIMS=$(POOL_CLAIMS) $(GO) test -count=1 -run '^TestPoolClaims$$' -v -timeout 30m ./test/
+	CI=true $(GO) test -count=1 -run '^$$' -bench '^BenchmarkTimeToFirstCommand$$' -benchtime $(TTFC_RUNS)x -timeout 30m ./test/
 
 # The main job: a one-shot sandbox on the embedded defaults, a process in it
 # showing the sandbox's identity and limits, its output, then the sandbox's
