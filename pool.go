@@ -59,7 +59,16 @@ type pools struct {
 	stop   context.CancelFunc
 	done   chan struct{}
 	wg     sync.WaitGroup // refills under way
+	// claiming counts the claims under way and lastClaim is when the
+	// last one began: refills start only once claims have been quiet
+	// for claimQuiet, so a burst of claims never shares the machine with
+	// the creates it caused.
+	claiming  int
+	lastClaim time.Time
 }
+
+// claimQuiet is how long after a claim began refills wait.
+const claimQuiet = 50 * time.Millisecond
 
 type pool struct {
 	name string
@@ -273,15 +282,20 @@ func (ps *pools) loop(ctx context.Context) {
 	for {
 		wait := ps.fill(ctx)
 		var retry <-chan time.Time
+		var t *time.Timer
 		if wait > 0 {
-			t := time.NewTimer(wait)
+			t = time.NewTimer(wait)
 			retry = t.C
-			defer t.Stop()
 		}
 		select {
 		case <-ps.kick:
 		case <-retry:
 		case <-ctx.Done():
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
 			return
 		}
 	}
@@ -293,6 +307,12 @@ func (ps *pools) fill(ctx context.Context) time.Duration {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	var wait time.Duration
+	if ps.claiming > 0 {
+		return 0 // the claim's end kicks again
+	}
+	if d := claimQuiet - time.Since(ps.lastClaim); d > 0 {
+		return d
+	}
 	for started := true; started && !ps.closed; {
 		started = false
 		for _, p := range ps.order {
@@ -396,9 +416,14 @@ func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, bool, 
 		}
 		sb := from.ready[0]
 		from.ready = slices.Delete(from.ready, 0, 1)
+		ps.claiming++
+		ps.lastClaim = time.Now()
+		ps.mu.Unlock()
+		err, aerr := ask(ctx, sb, func(r chan<- error) any { c.Reply = r; return c }, nil)
+		ps.mu.Lock()
+		ps.claiming--
 		ps.mu.Unlock()
 		ps.poke()
-		err, aerr := ask(ctx, sb, func(r chan<- error) any { c.Reply = r; return c }, nil)
 		if aerr != nil {
 			if ctx.Err() != nil {
 				// The claim may still be journaled: the sandbox is the
