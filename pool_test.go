@@ -3,6 +3,7 @@ package stockade_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/metricstest"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -330,4 +332,37 @@ func TestPoolOptionsRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPoolMetrics: the pool's figures, the sandboxes by phase and the time
+// to first command move on a scrape as claims happen.
+func TestPoolMetrics(t *testing.T) {
+	f := newFake(t)
+	rt := openFake(t, f, "", withPool("p", 1))
+	m, err := rt.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	url := srv.URL + "/metrics"
+	awaitPool(t, rt, "p", 1)
+	metricstest.Await(t, url, 30*time.Second, `stockade_pool_ready{pool="p"} 1`+"\n", `stockade_pool_size{pool="p"} 1`+"\n",
+		`stockade_sandboxes{phase="pooled"} 1`+"\n", `stockade_pool_claims_total{outcome="warm",pool="p"} 0`+"\n")
+	warm := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	if _, _, _, err := run(t, warm, spec.Process{Argv: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.ResizePool(context.Background(), "p", 0); err != nil {
+		t.Fatal(err)
+	}
+	awaitPool(t, rt, "p", 0)
+	cold := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	if _, _, _, err := run(t, cold, spec.Process{Argv: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+	metricstest.Await(t, url, 30*time.Second,
+		`stockade_pool_claims_total{outcome="warm",pool="p"} 1`+"\n", `stockade_pool_claims_total{outcome="cold",pool="p"} 1`+"\n",
+		`stockade_time_to_first_command_seconds_count{path="warm"} 1`+"\n", `stockade_time_to_first_command_seconds_count{path="cold"} 1`+"\n",
+		`stockade_sandboxes{phase="started"} 2`+"\n", `stockade_pool_size{pool="p"} 0`+"\n")
 }

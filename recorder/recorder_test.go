@@ -522,3 +522,32 @@ func TestSyncEvery(t *testing.T) {
 	}
 	fire[1]() // a timer firing after Close does nothing
 }
+
+// TestStats: the store counts the bytes its recordings wrote, the bytes
+// marked lost in place, and the egress decisions by verdict.
+func TestStats(t *testing.T) {
+	s := newStore(t, spec.Record{})
+	rec, err := s.Create("p1", spec.Record{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Write(TypeStdout, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Write(TypeStderr, []byte("err")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rec.Gap(100); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.CountDecision("allowed")
+	s.CountDecision("allowed")
+	s.CountDecision("denied")
+	st := s.Stats()
+	if st.Recorded != 8 || st.Gaps != 100 || st.Dropped != 0 || st.Decisions["allowed"] != 2 || st.Decisions["denied"] != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
