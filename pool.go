@@ -56,9 +56,15 @@ type pools struct {
 	sem    chan struct{} // one token per refill under way
 	kick   chan struct{}
 	closed bool
-	stop   context.CancelFunc
-	done   chan struct{}
-	wg     sync.WaitGroup // refills under way
+	// draining: the pools close and their sandboxes are removed
+	// (Shutdown), not left for the next runtime (Close).
+	draining bool
+	stop     context.CancelFunc
+	done     chan struct{}
+	// busy counts the refills and removals under way (close waits for
+	// them: idle is signalled when it drops to 0).
+	busy int
+	idle *sync.Cond
 	// claiming counts the claims under way and lastClaim is when the
 	// last one began: refills start only once claims have been quiet
 	// for claimQuiet, so a burst of claims never shares the machine with
@@ -190,6 +196,12 @@ func (rt *Runtime) openPools(ctx context.Context, opts Options) error {
 		found = append(found, pooled{sb, snap.State})
 	}
 	sort.Slice(found, func(i, k int) bool { return found[i].st.Reserved.Before(found[k].st.Reserved) })
+	var unwanted []*Sandbox
+	defer func() {
+		for _, sb := range unwanted {
+			ps.discard(sb)
+		}
+	}()
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for _, f := range found {
@@ -209,7 +221,7 @@ func (rt *Runtime) openPools(ctx context.Context, opts Options) error {
 		}
 		if why != "" {
 			rt.log.Info("removing a pooled sandbox", "sandbox", f.sb.id, "pool", f.st.Pool, "why", why)
-			ps.discard(f.sb)
+			unwanted = append(unwanted, f.sb)
 			continue
 		}
 		f.sb.pool = pl.name
@@ -231,7 +243,29 @@ func newPools(rt *Runtime, opts Options) *pools {
 	if refills == 0 {
 		refills = DefaultPoolRefills
 	}
-	return &pools{rt: rt, byName: map[string]*pool{}, kick: make(chan struct{}, 1), done: make(chan struct{}), sem: make(chan struct{}, refills)}
+	ps := &pools{rt: rt, byName: map[string]*pool{}, kick: make(chan struct{}, 1), done: make(chan struct{}), sem: make(chan struct{}, refills)}
+	ps.idle = sync.NewCond(&ps.mu)
+	return ps
+}
+
+// hold counts one more piece of background work, called with mu held;
+// false once the pools closed (unless they drain: a removal still runs).
+func (ps *pools) hold(removal bool) bool {
+	if ps.closed && !(removal && ps.draining) {
+		return false
+	}
+	ps.busy++
+	return true
+}
+
+// release ends what hold counted.
+func (ps *pools) release() {
+	ps.mu.Lock()
+	ps.busy--
+	if ps.busy == 0 {
+		ps.idle.Broadcast()
+	}
+	ps.mu.Unlock()
 }
 
 // gone forgets a sandbox whose actor stopped (removed by hand, or failed):
@@ -255,10 +289,17 @@ func (ps *pools) gone(sb *Sandbox) {
 }
 
 // discard removes a pooled sandbox nobody will claim, in the background.
+// Once the pools close it is left for the next runtime (a kept sandbox:
+// re-adopted and taken back, or removed there), unless they drain.
 func (ps *pools) discard(sb *Sandbox) {
-	ps.wg.Add(1)
+	ps.mu.Lock()
+	ok := ps.hold(true)
+	ps.mu.Unlock()
+	if !ok {
+		return
+	}
 	go func() {
-		defer ps.wg.Done()
+		defer ps.release()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if err := sb.Remove(ctx); err != nil && !spec.IsCode(err, spec.CodeNotFound) && !spec.IsCode(err, spec.CodeCancelled) {
@@ -330,9 +371,12 @@ func (ps *pools) fill(ctx context.Context) time.Duration {
 			default:
 				return wait // every token is taken: a refill's end kicks again
 			}
+			if !ps.hold(false) {
+				<-ps.sem
+				return 0
+			}
 			p.filling++
 			started = true
-			ps.wg.Add(1)
 			go ps.refill(ctx, p)
 		}
 	}
@@ -341,7 +385,7 @@ func (ps *pools) fill(ctx context.Context) time.Duration {
 
 // refill makes one pooled sandbox for p.
 func (ps *pools) refill(ctx context.Context, p *pool) {
-	defer ps.wg.Done()
+	defer ps.release()
 	defer ps.poke()
 	defer func() { <-ps.sem }()
 	sb, err := ps.rt.makePooled(ctx, p)
@@ -426,10 +470,10 @@ func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, bool, 
 		ps.poke()
 		if aerr != nil {
 			if ctx.Err() != nil {
-				// The claim may still be journaled: the sandbox is the
-				// caller's or pooled; either way not handed out twice.
-				// Removed once the answer comes, if it stayed pooled.
-				ps.discardIfPooled(sb)
+				// The caller gave up: the claim, still in the actor's
+				// mailbox or journaled, hands the sandbox to nobody.
+				// The removal queued behind it takes it, claimed or not.
+				ps.discard(sb)
 				return nil, true, aerr
 			}
 			err = aerr
@@ -450,20 +494,6 @@ func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, bool, 
 		ps.rt.log.Warn("a pooled sandbox could not be claimed; removing it", "sandbox", sb.id, "pool", from.name, "err", err)
 		ps.discard(sb)
 	}
-}
-
-// discardIfPooled removes sb if it is still pooled (a claim whose caller
-// gave up may or may not have been journaled).
-func (ps *pools) discardIfPooled(sb *Sandbox) {
-	ps.wg.Add(1)
-	go func() {
-		defer ps.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if snap, err := sb.inspect(ctx); err == nil && snap.State.Pooled() {
-			ps.discard(sb)
-		}
-	}()
 }
 
 // info lists the pools.
@@ -488,7 +518,7 @@ func (ps *pools) close(drain bool) {
 		return
 	}
 	ps.mu.Lock()
-	ps.closed = true
+	ps.closed, ps.draining = true, drain
 	stop := ps.stop
 	var ready []*Sandbox
 	for _, p := range ps.order {
@@ -507,7 +537,11 @@ func (ps *pools) close(drain bool) {
 			ps.discard(sb)
 		}
 	}
-	ps.wg.Wait()
+	ps.mu.Lock()
+	for ps.busy > 0 {
+		ps.idle.Wait()
+	}
+	ps.mu.Unlock()
 }
 
 // Pools lists the runtime's warm pools: their size, what is ready and
