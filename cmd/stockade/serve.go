@@ -36,7 +36,7 @@ type serveCmd struct {
 	retain  time.Duration // 0: keep every ended entity
 	metrics string        // "": no metrics endpoint; else its TCP address
 	pools   []stockade.PoolSpec
-	refills int // 0: stockade.DefaultPoolRefills
+	refills int // at least 1 (--pool-refills, default stockade.DefaultPoolRefills)
 }
 
 const serveUsage = "stockade serve [--socket PATH] [--retain D] [--metrics ADDR] [--pool NAME=KEY=VALUE,...,size=N]... [--pool-refills N]"
