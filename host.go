@@ -71,6 +71,8 @@ func (h hostRuntime) Egress(_ context.Context, id string) ([]egress.Decision, er
 	return out, err
 }
 
+func (h hostRuntime) Pools(ctx context.Context) ([]host.PoolInfo, error) { return h.rt.Pools(ctx) }
+
 func (h hostRuntime) Close() error { return h.rt.Close() }
 
 type hostSandbox struct{ *Sandbox }

@@ -35,6 +35,7 @@ type Client struct {
 	procs stockadev1.ProcessesClient
 	files stockadev1.FilesClient
 	jrnl  stockadev1.JournalClient
+	pools stockadev1.PoolsClient
 	// long is a second connection for the long-lived streams (attached
 	// execs, follows), as DESIGN asks: a host with as many of them as the
 	// server's stream limit still gets its short calls (Stop, Signal, Wait)
@@ -90,7 +91,7 @@ func Dial(path string) (*Client, error) {
 		return nil, spec.Wrap(spec.CodeInvalidArgument, "client", err, "socket %s", path)
 	}
 	return &Client{conn: conn, sbx: stockadev1.NewSandboxesClient(conn), procs: stockadev1.NewProcessesClient(conn),
-		files: stockadev1.NewFilesClient(conn), jrnl: stockadev1.NewJournalClient(conn),
+		files: stockadev1.NewFilesClient(conn), jrnl: stockadev1.NewJournalClient(conn), pools: stockadev1.NewPoolsClient(conn),
 		long: long, execs: stockadev1.NewProcessesClient(long), follows: stockadev1.NewJournalClient(long)}, nil
 }
 
@@ -100,7 +101,7 @@ func (c *Client) Close() error { return errors.Join(c.long.Close(), c.conn.Close
 
 // CreateSandbox makes a sandbox and starts its workload.
 func (c *Client) CreateSandbox(ctx context.Context, s host.SandboxSpec) (host.Sandbox, error) {
-	req := &stockadev1.CreateSandboxRequest{Image: s.Image, Lifetime: string(s.Lifetime)}
+	req := &stockadev1.CreateSandboxRequest{Image: s.Image, Lifetime: string(s.Lifetime), Env: s.Env, Dir: s.Dir, Labels: s.Labels}
 	if s.TTL != 0 {
 		req.Ttl = durationpb.New(s.TTL)
 	}
@@ -137,9 +138,32 @@ func (c *Client) Sandboxes(ctx context.Context) ([]host.SandboxInfo, error) {
 	var out []host.SandboxInfo
 	for _, s := range resp.Sandboxes {
 		out = append(out, host.SandboxInfo{ID: s.Id, Phase: lifecycle.Phase(s.Phase), Image: s.Image, Lifetime: spec.Lifetime(s.Lifetime),
-			Adopted: s.Adopted, Processes: s.Processes, Reserved: s.Reserved.AsTime(), Unreconciled: s.Unreconciled, Why: s.Why})
+			Adopted: s.Adopted, Processes: s.Processes, Reserved: s.Reserved.AsTime(), Unreconciled: s.Unreconciled, Why: s.Why,
+			Pool: s.Pool, Labels: s.Labels})
 	}
 	return out, nil
+}
+
+// Pools lists the server's warm pools, in the order they were configured.
+func (c *Client) Pools(ctx context.Context) ([]host.PoolInfo, error) {
+	resp, err := c.pools.List(ctx, &stockadev1.ListPoolsRequest{})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	out := make([]host.PoolInfo, 0, len(resp.Pools))
+	for _, p := range resp.Pools {
+		out = append(out, host.PoolInfo{Name: p.Name, Image: p.Image, Size: int(p.Size), Ready: int(p.Ready), Filling: int(p.Filling),
+			Warm: p.Warm, Cold: p.Cold, Failures: p.Failures, LastError: p.LastError})
+	}
+	return out, nil
+}
+
+// ResizePool sets a server's pool's size: growing starts refills,
+// shrinking removes the ready sandboxes past the new size (not_found for
+// an unknown pool). It is the served form of stockade.Runtime.ResizePool.
+func (c *Client) ResizePool(ctx context.Context, name string, size int) error {
+	_, err := c.pools.Resize(ctx, &stockadev1.ResizePoolRequest{Name: name, Size: int64(size)})
+	return fromStatus(err)
 }
 
 // History returns a sandbox's and its processes' journaled events.

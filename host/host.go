@@ -48,6 +48,9 @@ type Runtime interface {
 	Recovery(ctx context.Context) (RecoveryReport, error)
 	// Egress returns a sandbox's recorded egress decisions, oldest first.
 	Egress(ctx context.Context, sandboxID string) ([]egress.Decision, error)
+	// Pools lists the runtime's warm pools (none unless configured when it
+	// was opened or started), in the order they were given.
+	Pools(ctx context.Context) ([]PoolInfo, error)
 	// Close releases the runtime (embedded) or the connection (served);
 	// kept sandboxes stay up either way.
 	Close() error

@@ -83,7 +83,8 @@ type fixture struct {
 	c      *client.Client
 }
 
-func serve(t *testing.T) *fixture {
+// serve opens the runtime with the options opts amend, then serves it.
+func serve(t *testing.T, opts ...func(*stockade.Options)) *fixture {
 	t.Helper()
 	p, err := dockerio.LookupProfile("linux-x64")
 	if err != nil {
@@ -92,7 +93,11 @@ func serve(t *testing.T) *fixture {
 	f := dockerio.NewFake(p)
 	eng := &countingEngine{Fake: f}
 	dir := privateDir(t)
-	rt, err := stockade.Open(context.Background(), stockade.Options{Journal: filepath.Join(dir, "journal.db"), Engine: eng, StopGrace: 50 * time.Millisecond})
+	o := stockade.Options{Journal: filepath.Join(dir, "journal.db"), Engine: eng, StopGrace: 50 * time.Millisecond}
+	for _, f := range opts {
+		f(&o)
+	}
+	rt, err := stockade.Open(context.Background(), o)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -74,6 +74,7 @@ func New(rt *stockade.Runtime, opts Options) *Server {
 	stockadev1.RegisterProcessesServer(s.grpc, processes{s: s})
 	stockadev1.RegisterFilesServer(s.grpc, files{s: s})
 	stockadev1.RegisterJournalServer(s.grpc, journalService{s: s})
+	stockadev1.RegisterPoolsServer(s.grpc, poolService{s: s})
 	return s
 }
 
@@ -166,7 +167,8 @@ type sandboxes struct {
 }
 
 func (v sandboxes) Create(ctx context.Context, req *stockadev1.CreateSandboxRequest) (*stockadev1.CreateSandboxResponse, error) {
-	ss := host.SandboxSpec{Image: req.Image, Lifetime: spec.Lifetime(req.Lifetime), TTL: req.Ttl.AsDuration()}
+	ss := host.SandboxSpec{Image: req.Image, Lifetime: spec.Lifetime(req.Lifetime), TTL: req.Ttl.AsDuration(),
+		Env: req.Env, Dir: req.Dir, Labels: req.Labels}
 	if len(req.PolicyJson) > 0 {
 		if err := json.Unmarshal(req.PolicyJson, &ss.Policy); err != nil {
 			return nil, toStatus(spec.Wrap(spec.CodeInvalidArgument, "server", err, "policy_json"))
@@ -194,6 +196,7 @@ func (v sandboxes) List(ctx context.Context, _ *stockadev1.ListSandboxesRequest)
 		out.Sandboxes = append(out.Sandboxes, &stockadev1.SandboxInfo{
 			Id: i.ID, Phase: string(i.Phase), Image: i.Image, Lifetime: string(i.Lifetime), Adopted: i.Adopted,
 			Processes: i.Processes, Reserved: timestamppb.New(i.Reserved), Unreconciled: i.Unreconciled, Why: i.Why,
+			Pool: i.Pool, Labels: i.Labels,
 		})
 	}
 	return out, nil
@@ -257,6 +260,32 @@ func (v sandboxes) Remove(ctx context.Context, req *stockadev1.RemoveSandboxRequ
 		err = sb.Remove(ctx)
 	}
 	return &stockadev1.RemoveSandboxResponse{}, toStatus(err)
+}
+
+// poolService serves the Pools service.
+type poolService struct {
+	stockadev1.UnimplementedPoolsServer
+	s *Server
+}
+
+func (v poolService) List(ctx context.Context, _ *stockadev1.ListPoolsRequest) (*stockadev1.ListPoolsResponse, error) {
+	infos, err := v.s.h.Pools(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &stockadev1.ListPoolsResponse{}
+	for _, p := range infos {
+		out.Pools = append(out.Pools, &stockadev1.PoolInfo{Name: p.Name, Image: p.Image, Size: int64(p.Size), Ready: int64(p.Ready),
+			Filling: int64(p.Filling), Warm: p.Warm, Cold: p.Cold, Failures: p.Failures, LastError: p.LastError})
+	}
+	return out, nil
+}
+
+func (v poolService) Resize(ctx context.Context, req *stockadev1.ResizePoolRequest) (*stockadev1.ResizePoolResponse, error) {
+	// A size past int's range (or MaxPoolSize) is the runtime's to refuse:
+	// clamped to one it refuses the same way, not wrapped into range.
+	size := int(max(min(req.Size, stockade.MaxPoolSize+1), -1))
+	return &stockadev1.ResizePoolResponse{}, toStatus(v.s.rt.ResizePool(ctx, req.Name, size))
 }
 
 // journalService serves the Journal service.

@@ -40,6 +40,8 @@ removes the sandbox (125: stockade failed; 126/127: CMD could not start).
   --workdir D          working directory (default /workspace/work)
   --timeout D          stop CMD after D
   --history            print the sandbox's journaled history afterwards
+  --label KEY=value    the caller's name for the sandbox (repeatable), listed
+                       by sandbox ls --json while it runs and journaled
 ` + ttyHelp + `
   stockade run -- sh -c 'id; ls /workspace'
   echo hi | stockade run -i --memory 256m -- cat
@@ -48,11 +50,20 @@ removes the sandbox (125: stockade failed; 126/127: CMD could not start).
 ` + networkHelp,
 	"sandbox": `usage: stockade sandbox create|ls|inspect|stop|rm|network
 
-  create [policy flags] [--ttl D] [--image I]
+  create [policy flags] [--ttl D] [--image I] [--env NAME=value] [--dir D] [--label KEY=value]
                                       make a kept sandbox; prints only its id
                                       (--ttl D: stop it D after creation; needs
-                                      stockade serve to enforce it)
-  ls [--json]                         list the journal's live sandboxes
+                                      stockade serve to enforce it; --env, --dir:
+                                      every process's environment and working
+                                      directory, a process's own -e and --workdir
+                                      win; --label: the caller's names for it,
+                                      repeatable). With a server whose warm pool
+                                      matches the image and policy, the sandbox
+                                      is a pooled one, claimed: no cold start
+  ls [--all] [--json]                 list the journal's live sandboxes (--all:
+                                      the warm pools' pooled ones too, phase
+                                      pooled; POOL says which pool a sandbox
+                                      came from; --json: with its labels)
   inspect ID [--json]                 its folded state
   stop ID                             stop it; the workspace stays readable
   rm [-f] ID                          remove it (-f: stop it first)
@@ -61,6 +72,8 @@ removes the sandbox (125: stockade failed; 126/127: CMD could not start).
 
   id=$(stockade sandbox create --memory 1g)
   id=$(stockade sandbox create --ttl 2h)
+  id=$(stockade sandbox create --env PYTHONUNBUFFERED=1 --dir /workspace/src --label job=42)
+  stockade sandbox ls --all --json
   stockade sandbox inspect --json "$id"
   stockade sandbox rm -f "$id"
   id=$(stockade sandbox create --network allow=example.com:443)
@@ -117,7 +130,7 @@ new name. Out of a sandbox, only files and directories are written.
   stockade journal diff "$id" --at 3 --at 0
   stockade journal show "$id" --egress --json
 `,
-	"serve": `usage: stockade serve [--socket PATH] [--retain D] [--metrics ADDR]
+	"serve": `usage: ` + serveUsage + `
 
 Runs the runtime (recovery, the actors) as a server: a gRPC API (stockade.v1)
 on a unix socket beside the journal (journal.db → journal.sock; --socket or
@@ -129,9 +142,46 @@ deletes removed sandboxes and ended processes (events and recorded output)
 D after they end, so a long-lived server stays bounded. --metrics ADDR serves
 Prometheus metrics at http://ADDR/metrics (a bare :PORT is on loopback).
 
+WARM POOLS (--pool, repeatable): each keeps size=N sandboxes made, verified
+and started ahead of demand. A create (sandbox create, run, a client's)
+whose image and policy match a pool's claims one of its sandboxes instead
+of making one; its lifetime, --ttl, --env, --dir, --label and allowlist
+rules are applied at the claim. An empty pool means a cold create, never a
+wait. The keys are sandbox create's flags that fix a sandbox's body:
+  image=I              tag or sha256 ID (default stockade/toolbox:dev)
+  cpus=N memory=M pids=N user=uid:gid
+                       the policy, as --cpus --memory --pids --user
+  network=isolated|open|allowlist
+                       the network kind (an allowlist's rules are the
+                       claimant's: network=allowlist pools for any)
+  size=N               how many to keep ready (required; 0 to 1000)
+A pool's name is 1 to 32 of a-z, 0-9, - and _. --pool-refills N (default 2)
+bounds how many pooled sandboxes are made at once, across every pool.
+stockade pool ls shows them; stockade pool resize NAME N sets a size. The
+pooled sandboxes are kept: a restarted server takes them back.
+
   stockade serve &
   stockade serve --metrics :9464 &
   stockade serve --socket /run/user/1000/stockade.sock
+  stockade serve --pool py=image=stockade/python:dev,memory=512m,cpus=1,size=4 &
+  stockade serve --pool small=memory=256m,size=2 --pool net=network=allowlist,size=1 &
+`,
+	"pool": `usage: stockade pool ls|resize
+
+  ls [--json]          the server's warm pools: NAME SIZE READY FILLING WARM
+                       COLD FAILURES IMAGE, and a LAST ERROR column when a
+                       refill failed (--json: one object a pool)
+  resize NAME N        set a pool's size: growing starts refills, shrinking
+                       removes the ready sandboxes past N (0 empties it)
+
+Pools are configured when the server starts (stockade serve --pool, see
+stockade help serve); both commands need that server. READY is how many
+wait for a claim, FILLING the creates under way; WARM counts the creates a
+pool served, COLD the ones that matched it and found it empty.
+
+  stockade pool ls
+  stockade pool resize py 8
+  stockade --json pool ls
 `,
 	"recover": `usage: stockade recover [--dry-run] [--stop-processes]
 
@@ -212,6 +262,7 @@ as it is.
 // subcommands are what completion offers after each command.
 var subcommands = map[string][]string{
 	"sandbox":    {"create", "ls", "inspect", "stop", "rm", "network"},
+	"pool":       {"ls", "resize"},
 	"journal":    {"show", "replay", "diff", "tail", "export", "ls", "verify", "restore"},
 	"completion": {"bash", "zsh", "fish"},
 }

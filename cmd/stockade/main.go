@@ -9,6 +9,7 @@
 //	stockade exec [-i] [-t] [-d] ID -- CMD...   run CMD in a kept sandbox
 //	stockade cp SRC DST                 copy files in or out (ID:PATH under /workspace)
 //	stockade serve [--socket PATH]      the runtime as a server (gRPC on a unix socket)
+//	stockade pool ls|resize             the server's warm pools (serve --pool)
 //	stockade logs [-f] PROCESS_ID       a process's recorded output
 //	stockade journal show SANDBOX       a sandbox's journaled history
 //	stockade journal tail               every entity's new events (needs serve)
@@ -51,10 +52,11 @@ const usage = `usage: stockade [global flags] <command> [flags]
 commands:
   doctor                    check the Docker daemon against the profile
   run [flags] -- CMD...     run CMD in a one-shot sandbox and remove it (-t: on a terminal)
-  sandbox create [policy flags] [--ttl D] [--image I]
-                            make a kept sandbox and print its id (--ttl: stopped D after creation)
-  sandbox ls | inspect ID | stop ID | rm [-f] ID
-                            list, show, stop (resources kept), remove kept sandboxes
+  sandbox create [policy flags] [--ttl D] [--image I] [--env NAME=value] [--dir D] [--label KEY=value]
+                            make a kept sandbox and print its id (--ttl: stopped D after creation;
+                            --env, --dir: every process's defaults; --label: the caller's names)
+  sandbox ls [--all] | inspect ID | stop ID | rm [-f] ID
+                            list (--all: pooled ones too), show, stop (resources kept), remove
   sandbox network ID allow=RULE[,RULE...]
                             replace a running allowlist sandbox's egress rules
   exec [-i] [-t] [-d] [-e NAME=value] [--workdir D] [--timeout D] ID -- CMD...
@@ -62,7 +64,10 @@ commands:
                             (-t: on a terminal; -d: detached, prints its process id)
   cp SRC DST                copy a file or directory into or out of a sandbox: one side is
                             ID:PATH, PATH relative to /workspace (e.g. ID:work/out.txt)
-  serve [--socket PATH]     serve the runtime's API on a unix socket (default: the journal's path with .sock)
+  serve [--socket PATH] [--pool NAME=KEY=VALUE,...,size=N]
+                            serve the runtime's API on a unix socket (default: the journal's path with .sock),
+                            keeping warm pools of sandboxes made ahead of demand
+  pool ls | resize NAME N   list a server's warm pools, or set one's size
   logs [--stdout|--stderr] [-f] PROCESS_ID
                             print a process's recorded output (stdout and stderr in arrival order;
                             -f: follow a running one, needs stockade serve)
@@ -158,6 +163,8 @@ func parseCommand(g global, name string, rest []string) (command, error) {
 		return parseCp(g, rest)
 	case "serve":
 		return parseServe(g, rest)
+	case "pool":
+		return parsePool(g, rest)
 	case "journal":
 		return parseJournal(g, rest)
 	case "logs":

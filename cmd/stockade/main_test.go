@@ -152,6 +152,15 @@ var usageErrors = [][]string{
 	{"journal", "ls", "--output"}, {"journal", "show", "--output=maybe", "sb1"},
 	{"doctor", "extra"}, {"recover", "now"}, {"recover", "--dry-run=maybe"},
 	{"drill", "--failpoints", "nope"}, {"drill", "--random", "-1"}, {"drill", "extra"}, {"drill-child", "x"},
+	// Warm pools and the sandbox's defaults.
+	{"serve", "--pool", "py=size=1,gpus=1"}, {"serve", "--pool", "py=memory=lots,size=1"}, {"serve", "--pool", "py=image=x"},
+	{"serve", "--pool", "Py=size=1"}, {"serve", "--pool", "a=size=1", "--pool", "a=size=1"}, {"serve", "--pool-refills", "0"},
+	{"pool"}, {"pool", "nope"}, {"pool", "ls", "extra"}, {"pool", "resize", "py"}, {"pool", "resize", "py", "-1"},
+	{"pool", "resize", "py", "1001"}, {"pool", "resize", "Py", "1"}, {"pool", "resize", "py", "1", "2"},
+	{"sandbox", "create", "--env", "NOEQUALS"}, {"sandbox", "create", "--env", "=v"}, {"sandbox", "create", "--dir", "rel"},
+	{"sandbox", "create", "--label", "novalue"}, {"sandbox", "create", "--label", "=v"}, {"sandbox", "create", "--label", "bad key=v"},
+	{"sandbox", "create", "--label", "k=1", "--label", "k=2"}, {"sandbox", "create", "--label", "k=a\x01b"},
+	{"sandbox", "ls", "--all=maybe"}, {"sandbox", "inspect", "--all", "sb1"}, {"run", "--label", "x", "--", "true"}, {"run", "--env", "A=1", "--", "true"},
 }
 
 // TestUsage: a usage error exits 2 with a message naming what was wrong,
@@ -352,7 +361,7 @@ func TestJournalRestore(t *testing.T) {
 
 // commands is every command name parseCommand accepts, but drill-child
 // (the drill's own workload, not for people): each has its help.
-var commands = []string{"doctor", "run", "sandbox", "exec", "cp", "serve", "journal", "logs", "recover", "drill", "completion", "help"}
+var commands = []string{"doctor", "run", "sandbox", "exec", "cp", "serve", "pool", "journal", "logs", "recover", "drill", "completion", "help"}
 
 // TestCommandHelp: every command's --help (and help CMD) prints that
 // command's own usage with at least one example, touching nothing; and

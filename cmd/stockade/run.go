@@ -25,6 +25,10 @@ type runCmd struct {
 	policy  spec.Policy
 	proc    spec.Process
 	history bool
+	// labels are the caller's names for the sandbox (listed while it runs,
+	// journaled). run has no --env or --dir: its one process's -e and
+	// --workdir say the same.
+	labels labelFlag
 }
 
 const runUsage = "stockade run [flags] -- CMD..."
@@ -38,6 +42,7 @@ func parseRun(g global, args []string) (command, error) {
 	var xf processFlags
 	xf.register(fs)
 	fs.BoolVar(&c.history, "history", false, "print the sandbox's journaled history after it is removed")
+	fs.Var(&c.labels, "label", "KEY=value, the caller's name for the sandbox (repeatable)")
 	// Flags stop at the command: what follows it is the command's own.
 	if err := fs.Parse(clusters(fs, args)); err != nil {
 		return nil, usageError("run", err)
@@ -51,6 +56,9 @@ func parseRun(g global, args []string) (command, error) {
 	}
 	if c.proc, err = xf.process("run", fs.Args(), runUsage); err != nil {
 		return nil, err
+	}
+	if err := (spec.Sandbox{Image: c.image, Policy: c.policy, Lifetime: spec.OneShot, Labels: c.labels}).ValidateUnpinned(); err != nil {
+		return nil, spec.Wrap(spec.CodeInvalidArgument, "run", err, "")
 	}
 	return c, nil
 }
@@ -133,7 +141,7 @@ func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io
 		return fail(stderr, err, 125)
 	}
 	defer closeRuntime(rt, stderr, &code, 125)
-	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.OneShot})
+	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.OneShot, Labels: c.labels})
 	if err != nil {
 		return fail(stderr, err, 125)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,8 +17,8 @@ import (
 
 // sandboxUsage is each sandbox subcommand's usage line.
 var sandboxUsage = map[string]string{
-	"create":  "stockade sandbox create [policy flags] [--ttl D] [--image I]",
-	"ls":      "stockade sandbox ls [--json]",
+	"create":  "stockade sandbox create [policy flags] [--ttl D] [--image I] [--env NAME=value]... [--dir D] [--label KEY=value]...",
+	"ls":      "stockade sandbox ls [--all] [--json]",
 	"inspect": "stockade sandbox inspect ID [--json]",
 	"stop":    "stockade sandbox stop ID",
 	"rm":      "stockade sandbox rm [-f] ID",
@@ -33,6 +34,11 @@ type sandboxCmd struct {
 	ttl    time.Duration
 	force  bool
 	rules  []spec.EgressRule // network: the new allowlist
+	// create: the sandbox's defaults for every process, and its labels.
+	env    []string
+	dir    string
+	labels labelFlag
+	all    bool // ls: pooled sandboxes too
 }
 
 func parseSandbox(g global, args []string) (command, error) {
@@ -56,7 +62,12 @@ func parseSandbox(g global, args []string) (command, error) {
 	case "create":
 		fs.StringVar(&c.image, "image", "stockade/toolbox:dev", "sandbox image (tag or sha256 ID)")
 		fs.DurationVar(&c.ttl, "ttl", 0, "stop the sandbox this long after creation (needs stockade serve)")
+		fs.Var((*multiFlag)(&c.env), "env", "NAME=value in every process's environment (repeatable; a process's own -e wins)")
+		fs.StringVar(&c.dir, "dir", "", "every process's default working directory (default /workspace/work)")
+		fs.Var(&c.labels, "label", "KEY=value, the caller's name for the sandbox (repeatable; listed by sandbox ls --json)")
 		pf.register(fs)
+	case "ls":
+		fs.BoolVar(&c.all, "all", false, "list the warm pools' pooled sandboxes too")
 	case "rm":
 		fs.BoolVar(&c.force, "f", false, "stop the sandbox first if it runs")
 	}
@@ -99,8 +110,38 @@ func parseSandbox(g global, args []string) (command, error) {
 		if c.policy, err = pf.policy(); err != nil {
 			return nil, err
 		}
+		// The env, dir and labels as the runtime will judge them.
+		if err := c.spec().ValidateUnpinned(); err != nil {
+			return nil, spec.Wrap(spec.CodeInvalidArgument, name, err, "")
+		}
 	}
 	return c, nil
+}
+
+// spec is what create asks for, as the runtime checks it.
+func (c *sandboxCmd) spec() spec.Sandbox {
+	return spec.Sandbox{Image: c.image, Policy: c.policy, Lifetime: spec.Kept, TTL: c.ttl, Env: c.env, Dir: c.dir, Labels: c.labels}
+}
+
+// labelFlag is a repeatable KEY=value flag; a key given twice is refused
+// (which value was meant is not ours to guess).
+type labelFlag map[string]string
+
+func (l *labelFlag) String() string { return fmt.Sprint(map[string]string(*l)) }
+
+func (l *labelFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("label %q is not KEY=value", v)
+	}
+	if *l == nil {
+		*l = labelFlag{}
+	}
+	if _, dup := (*l)[k]; dup {
+		return fmt.Errorf("label %q is given twice", k)
+	}
+	(*l)[k] = val
+	return nil
 }
 
 // needServer is the error of a command that needs a living runtime.
@@ -122,7 +163,8 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 	out := &printer{w: stdout}
 	switch c.sub {
 	case "create":
-		sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.Kept, TTL: c.ttl})
+		sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.Kept, TTL: c.ttl,
+			Env: c.env, Dir: c.dir, Labels: c.labels})
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
@@ -131,6 +173,11 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		list, err := rt.Sandboxes(ctx)
 		if err != nil {
 			return fail(stderr, err, 1)
+		}
+		if !c.all {
+			// A pooled sandbox is the runtime's until a claim: not the
+			// caller's to use or remove, so not listed unless asked.
+			list = slices.DeleteFunc(list, func(s host.SandboxInfo) bool { return s.Phase == lifecycle.PhasePooled })
 		}
 		printSandboxes(out, list, c.g.json)
 	case "inspect":
@@ -189,7 +236,8 @@ func (c *sandboxCmd) remove(ctx context.Context, sb host.Sandbox) error {
 
 func printSandboxes(w *printer, list []host.SandboxInfo, asJSON bool) {
 	if asJSON {
-		enc := json.NewEncoder(w)
+		// Labels are the caller's text: escaped as every --json is.
+		enc := newEncoder(w)
 		for _, s := range list {
 			w.keep(enc.Encode(s))
 		}
@@ -197,13 +245,17 @@ func printSandboxes(w *printer, list []host.SandboxInfo, asJSON bool) {
 	}
 	// The table's write errors are w's (Flush reports them too).
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "ID\tPHASE\tLIFETIME\tPROCESSES\tIMAGE\tRESERVED")
+	_, _ = fmt.Fprintln(tw, "ID\tPHASE\tLIFETIME\tPROCESSES\tPOOL\tIMAGE\tRESERVED")
 	for _, s := range list {
 		phase := string(s.Phase)
 		if s.Unreconciled {
 			phase += " (unreconciled)"
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, phase, s.Lifetime, len(s.Processes), short(s.Image, 19), s.Reserved.Format(time.RFC3339))
+		pool := s.Pool
+		if pool == "" {
+			pool = "-"
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, phase, s.Lifetime, len(s.Processes), pool, short(s.Image, 19), s.Reserved.Format(time.RFC3339))
 	}
 	w.keep(tw.Flush())
 }

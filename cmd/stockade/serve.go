@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,7 +12,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,7 +35,11 @@ type serveCmd struct {
 	socket  string
 	retain  time.Duration // 0: keep every ended entity
 	metrics string        // "": no metrics endpoint; else its TCP address
+	pools   []stockade.PoolSpec
+	refills int // at least 1 (--pool-refills, default stockade.DefaultPoolRefills)
 }
+
+const serveUsage = "stockade serve [--socket PATH] [--retain D] [--metrics ADDR] [--pool NAME=KEY=VALUE,...,size=N]... [--pool-refills N]"
 
 func parseServe(g global, args []string) (command, error) {
 	c := &serveCmd{g: g}
@@ -40,12 +47,32 @@ func parseServe(g global, args []string) (command, error) {
 	fs.StringVar(&c.socket, "socket", "", "unix socket path (default $STOCKADE_SOCKET, else the journal's path with .sock)")
 	fs.DurationVar(&c.retain, "retain", 0, "delete removed sandboxes and ended processes (events and recorded output) this long after they end (0: keep them)")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics over HTTP at this address (host:port; a bare :port is on loopback)")
+	var pools multiFlag
+	fs.Var(&pools, "pool", "a warm pool: NAME=KEY=VALUE,...,size=N (keys: image, cpus, memory, pids, network, user, size; repeatable)")
+	refills := fs.Int("pool-refills", stockade.DefaultPoolRefills, "how many pooled sandboxes are made at once, across every pool")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	if err := wantArgs("serve", pos, 0, "stockade serve [--socket PATH] [--retain D] [--metrics ADDR]"); err != nil {
+	if err := wantArgs("serve", pos, 0, serveUsage); err != nil {
 		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, v := range pools {
+		p, err := parsePoolSpec(v)
+		if err != nil {
+			return nil, err
+		}
+		if seen[p.Name] {
+			return nil, spec.Errorf(spec.CodeInvalidArgument, "serve", "--pool %s is given twice", p.Name)
+		}
+		seen[p.Name] = true
+		c.pools = append(c.pools, p)
+	}
+	// 0 would mean the default to stockade.Options: refused rather than
+	// read as "no refills", which no pool could live with.
+	if c.refills = *refills; c.refills < 1 {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "serve", "--pool-refills %d: at least one refill must be allowed", c.refills)
 	}
 	if c.retain < 0 {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "serve", "--retain %v is negative", c.retain)
@@ -99,7 +126,8 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	defer unmark()
 	// A command that took the journal just before the marker was written
 	// holds it briefly: wait for it as long as commands wait for a server.
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log, LockTimeout: serverWait})
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log, LockTimeout: serverWait,
+		Pools: c.pools, PoolRefills: c.refills})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -139,6 +167,93 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 		return fail(stderr, err, 1)
 	}
 	return code
+}
+
+// poolKeys are the keys a --pool spec takes besides size: the flags of
+// `sandbox create` that fix a sandbox's body (its pool key), parsed by the
+// same flags. Lifetime, TTL, env, dir, labels and allowlist rules are the
+// claimant's, given at the claim.
+var poolKeys = []string{"image", "cpus", "memory", "pids", "network", "user"}
+
+// parsePoolSpec reads --pool NAME=KEY=VALUE,...,size=N into a pool spec, its
+// policy defaulted and checked as `sandbox create`'s flags are: every
+// unknown key or bad value is a usage error naming it.
+func parsePoolSpec(v string) (stockade.PoolSpec, error) {
+	const form = "NAME=KEY=VALUE,...,size=N"
+	name, rest, ok := strings.Cut(v, "=")
+	if !ok || rest == "" {
+		return stockade.PoolSpec{}, spec.Errorf(spec.CodeInvalidArgument, "serve", "--pool %q is not %s", v, form)
+	}
+	bad := func(format string, args ...any) error {
+		return spec.Errorf(spec.CodeInvalidArgument, "serve", "--pool %s: "+format, append([]any{name}, args...)...)
+	}
+	if err := checkPoolName(name); err != nil {
+		return stockade.PoolSpec{}, bad("%v", err)
+	}
+	// A flag set of its own, with the same flags (and so the same parsing)
+	// as sandbox create's image and policy.
+	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	image := fs.String("image", "stockade/toolbox:dev", "")
+	var pf policyFlags
+	pf.register(fs)
+	size := -1
+	given := map[string]bool{}
+	for _, kv := range strings.Split(rest, ",") {
+		k, val, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok:
+			return stockade.PoolSpec{}, bad("%q is not KEY=VALUE (the form is %s)", kv, form)
+		case given[k]:
+			return stockade.PoolSpec{}, bad("%s is given twice", k)
+		case k == "size":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 || n > stockade.MaxPoolSize {
+				return stockade.PoolSpec{}, bad("size %q is not a number from 0 to %d", val, stockade.MaxPoolSize)
+			}
+			size = n
+		case !slices.Contains(poolKeys, k):
+			return stockade.PoolSpec{}, bad("unknown key %q (keys: %s, size)", k, strings.Join(poolKeys, ", "))
+		default:
+			if err := fs.Set(k, val); err != nil {
+				return stockade.PoolSpec{}, bad("%s=%q: %v", k, val, err)
+			}
+		}
+		given[k] = true
+	}
+	if size < 0 {
+		return stockade.PoolSpec{}, bad("no size=N")
+	}
+	if *image == "" {
+		return stockade.PoolSpec{}, bad("image is empty")
+	}
+	pol, err := pf.policy()
+	if err != nil {
+		return stockade.PoolSpec{}, spec.Wrap(spec.CodeInvalidArgument, "serve", err, "--pool %s", name)
+	}
+	if len(pol.Egress) > 0 {
+		return stockade.PoolSpec{}, bad("allowlist rules are the claimant's, given at the claim: use network=allowlist")
+	}
+	ss := stockade.SandboxSpec{Image: *image, Policy: pol}
+	if err := (spec.Sandbox{Image: ss.Image, Policy: ss.Policy, Lifetime: spec.Kept}).ValidateUnpinned(); err != nil {
+		return stockade.PoolSpec{}, spec.Wrap(spec.CodeInvalidArgument, "serve", err, "--pool %s", name)
+	}
+	return stockade.PoolSpec{Name: name, Sandbox: ss, Size: size}, nil
+}
+
+// checkPoolName is the runtime's rule for a pool's name (1 to 32 of
+// [a-z0-9_-], not starting with - or _), judged here so that a bad name is
+// a usage error before any journal is opened; Open judges it again.
+func checkPoolName(name string) error {
+	if name == "" || len(name) > 32 {
+		return fmt.Errorf("the name %q is empty or over 32 bytes", name)
+	}
+	for i, c := range name {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || (c == '-' || c == '_') && i > 0) {
+			return fmt.Errorf("the name %q: only a-z, 0-9, - and _ (not first) are allowed", name)
+		}
+	}
+	return nil
 }
 
 // metricsAddr checks --metrics: host:port, a bare :port meaning loopback

@@ -353,7 +353,15 @@ type CreateSandboxRequest struct {
 	// lifetime is "one-shot" or "kept"; empty means kept.
 	Lifetime string `protobuf:"bytes,4,opt,name=lifetime,proto3" json:"lifetime,omitempty"`
 	// ttl, if set and positive, stops the sandbox that long after creation.
-	Ttl           *durationpb.Duration `protobuf:"bytes,5,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Ttl *durationpb.Duration `protobuf:"bytes,5,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// env is every process's environment (NAME=value) before its own; dir
+	// its default working directory (empty: /workspace/work); labels the
+	// caller's names for the sandbox (listed and journaled, never Docker
+	// labels). Like lifetime and ttl they are applied at a warm pool's
+	// claim, so they never force a cold start.
+	Env           []string          `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty"`
+	Dir           string            `protobuf:"bytes,7,opt,name=dir,proto3" json:"dir,omitempty"`
+	Labels        map[string]string `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,6 +427,27 @@ func (x *CreateSandboxRequest) GetLifetime() string {
 func (x *CreateSandboxRequest) GetTtl() *durationpb.Duration {
 	if x != nil {
 		return x.Ttl
+	}
+	return nil
+}
+
+func (x *CreateSandboxRequest) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *CreateSandboxRequest) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -549,16 +578,20 @@ func (x *ListSandboxesResponse) GetSandboxes() []*SandboxInfo {
 
 // SandboxInfo is one line of List: stockade.SandboxInfo.
 type SandboxInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Phase         string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
-	Image         string                 `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
-	Lifetime      string                 `protobuf:"bytes,4,opt,name=lifetime,proto3" json:"lifetime,omitempty"`
-	Adopted       bool                   `protobuf:"varint,5,opt,name=adopted,proto3" json:"adopted,omitempty"`
-	Processes     []string               `protobuf:"bytes,6,rep,name=processes,proto3" json:"processes,omitempty"`
-	Reserved      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=reserved,proto3" json:"reserved,omitempty"`
-	Unreconciled  bool                   `protobuf:"varint,8,opt,name=unreconciled,proto3" json:"unreconciled,omitempty"`
-	Why           string                 `protobuf:"bytes,9,opt,name=why,proto3" json:"why,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Phase        string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	Image        string                 `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
+	Lifetime     string                 `protobuf:"bytes,4,opt,name=lifetime,proto3" json:"lifetime,omitempty"`
+	Adopted      bool                   `protobuf:"varint,5,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	Processes    []string               `protobuf:"bytes,6,rep,name=processes,proto3" json:"processes,omitempty"`
+	Reserved     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	Unreconciled bool                   `protobuf:"varint,8,opt,name=unreconciled,proto3" json:"unreconciled,omitempty"`
+	Why          string                 `protobuf:"bytes,9,opt,name=why,proto3" json:"why,omitempty"`
+	// pool is the warm pool the sandbox was made for (its phase is "pooled"
+	// until a claim); labels are the caller's.
+	Pool          string            `protobuf:"bytes,10,opt,name=pool,proto3" json:"pool,omitempty"`
+	Labels        map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -656,6 +689,302 @@ func (x *SandboxInfo) GetWhy() string {
 	return ""
 }
 
+func (x *SandboxInfo) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *SandboxInfo) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+type ListPoolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoolsRequest) Reset() {
+	*x = ListPoolsRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoolsRequest) ProtoMessage() {}
+
+func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
+func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{10}
+}
+
+type ListPoolsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pools         []*PoolInfo            `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoolsResponse) Reset() {
+	*x = ListPoolsResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoolsResponse) ProtoMessage() {}
+
+func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
+func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListPoolsResponse) GetPools() []*PoolInfo {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
+// PoolInfo is one line of List: stockade.PoolInfo.
+type PoolInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Image string                 `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	// size is the target; ready the pooled sandboxes waiting for a claim;
+	// filling the creates under way.
+	Size    int64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Ready   int64 `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
+	Filling int64 `protobuf:"varint,5,opt,name=filling,proto3" json:"filling,omitempty"`
+	// warm counts the creates served from the pool, cold the ones that
+	// matched it and found it empty, since the server opened.
+	Warm uint64 `protobuf:"varint,6,opt,name=warm,proto3" json:"warm,omitempty"`
+	Cold uint64 `protobuf:"varint,7,opt,name=cold,proto3" json:"cold,omitempty"`
+	// failures counts the refills that failed; last_error is the latest.
+	Failures      uint64 `protobuf:"varint,8,opt,name=failures,proto3" json:"failures,omitempty"`
+	LastError     string `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolInfo) Reset() {
+	*x = PoolInfo{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolInfo) ProtoMessage() {}
+
+func (x *PoolInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolInfo.ProtoReflect.Descriptor instead.
+func (*PoolInfo) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PoolInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PoolInfo) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *PoolInfo) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *PoolInfo) GetReady() int64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *PoolInfo) GetFilling() int64 {
+	if x != nil {
+		return x.Filling
+	}
+	return 0
+}
+
+func (x *PoolInfo) GetWarm() uint64 {
+	if x != nil {
+		return x.Warm
+	}
+	return 0
+}
+
+func (x *PoolInfo) GetCold() uint64 {
+	if x != nil {
+		return x.Cold
+	}
+	return 0
+}
+
+func (x *PoolInfo) GetFailures() uint64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *PoolInfo) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+type ResizePoolRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResizePoolRequest) Reset() {
+	*x = ResizePoolRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResizePoolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResizePoolRequest) ProtoMessage() {}
+
+func (x *ResizePoolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResizePoolRequest.ProtoReflect.Descriptor instead.
+func (*ResizePoolRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ResizePoolRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResizePoolRequest) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+type ResizePoolResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResizePoolResponse) Reset() {
+	*x = ResizePoolResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResizePoolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResizePoolResponse) ProtoMessage() {}
+
+func (x *ResizePoolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResizePoolResponse.ProtoReflect.Descriptor instead.
+func (*ResizePoolResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+}
+
 type InspectSandboxRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -665,7 +994,7 @@ type InspectSandboxRequest struct {
 
 func (x *InspectSandboxRequest) Reset() {
 	*x = InspectSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +1006,7 @@ func (x *InspectSandboxRequest) String() string {
 func (*InspectSandboxRequest) ProtoMessage() {}
 
 func (x *InspectSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +1019,7 @@ func (x *InspectSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSandboxRequest.ProtoReflect.Descriptor instead.
 func (*InspectSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{10}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InspectSandboxRequest) GetId() string {
@@ -710,7 +1039,7 @@ type InspectSandboxResponse struct {
 
 func (x *InspectSandboxResponse) Reset() {
 	*x = InspectSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +1051,7 @@ func (x *InspectSandboxResponse) String() string {
 func (*InspectSandboxResponse) ProtoMessage() {}
 
 func (x *InspectSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +1064,7 @@ func (x *InspectSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSandboxResponse.ProtoReflect.Descriptor instead.
 func (*InspectSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{11}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InspectSandboxResponse) GetStateJson() []byte {
@@ -754,7 +1083,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +1095,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +1108,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{12}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StopSandboxRequest) GetId() string {
@@ -797,7 +1126,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +1138,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +1151,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
 }
 
 type RemoveSandboxRequest struct {
@@ -834,7 +1163,7 @@ type RemoveSandboxRequest struct {
 
 func (x *RemoveSandboxRequest) Reset() {
 	*x = RemoveSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1175,7 @@ func (x *RemoveSandboxRequest) String() string {
 func (*RemoveSandboxRequest) ProtoMessage() {}
 
 func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1188,7 @@ func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxRequest.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RemoveSandboxRequest) GetId() string {
@@ -877,7 +1206,7 @@ type RemoveSandboxResponse struct {
 
 func (x *RemoveSandboxResponse) Reset() {
 	*x = RemoveSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1218,7 @@ func (x *RemoveSandboxResponse) String() string {
 func (*RemoveSandboxResponse) ProtoMessage() {}
 
 func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1231,7 @@ func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxResponse.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
 }
 
 type ExecRequest struct {
@@ -921,7 +1250,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1262,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1275,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExecRequest) GetMsg() isExecRequest_Msg {
@@ -1053,7 +1382,7 @@ type Resize struct {
 
 func (x *Resize) Reset() {
 	*x = Resize{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1394,7 @@ func (x *Resize) String() string {
 func (*Resize) ProtoMessage() {}
 
 func (x *Resize) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1407,7 @@ func (x *Resize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resize.ProtoReflect.Descriptor instead.
 func (*Resize) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Resize) GetSeq() uint64 {
@@ -1117,7 +1446,7 @@ type Resized struct {
 
 func (x *Resized) Reset() {
 	*x = Resized{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1458,7 @@ func (x *Resized) String() string {
 func (*Resized) ProtoMessage() {}
 
 func (x *Resized) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1471,7 @@ func (x *Resized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resized.ProtoReflect.Descriptor instead.
 func (*Resized) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Resized) GetSeq() uint64 {
@@ -1195,7 +1524,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1536,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1549,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExecStart) GetSandboxId() string {
@@ -1334,7 +1663,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1675,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1688,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Record) GetOff() bool {
@@ -1398,7 +1727,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1739,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1752,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExecResponse) GetMsg() isExecResponse_Msg {
@@ -1506,7 +1835,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1847,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1860,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LogsRequest) GetProcessId() string {
@@ -1557,7 +1886,7 @@ type LogsChunk struct {
 
 func (x *LogsChunk) Reset() {
 	*x = LogsChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1898,7 @@ func (x *LogsChunk) String() string {
 func (*LogsChunk) ProtoMessage() {}
 
 func (x *LogsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1911,7 @@ func (x *LogsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsChunk.ProtoReflect.Descriptor instead.
 func (*LogsChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LogsChunk) GetStream() Stream {
@@ -1629,7 +1958,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1970,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1983,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExecStarted) GetProcessId() string {
@@ -1674,7 +2003,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +2015,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +2028,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Output) GetStream() Stream {
@@ -1734,7 +2063,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +2075,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +2088,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Result) GetExitCode() int32 {
@@ -1821,7 +2150,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +2162,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +2175,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SignalRequest) GetProcessId() string {
@@ -1871,7 +2200,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2212,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2225,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
 }
 
 type StopProcessRequest struct {
@@ -1908,7 +2237,7 @@ type StopProcessRequest struct {
 
 func (x *StopProcessRequest) Reset() {
 	*x = StopProcessRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2249,7 @@ func (x *StopProcessRequest) String() string {
 func (*StopProcessRequest) ProtoMessage() {}
 
 func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2262,7 @@ func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessRequest.ProtoReflect.Descriptor instead.
 func (*StopProcessRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StopProcessRequest) GetProcessId() string {
@@ -1951,7 +2280,7 @@ type StopProcessResponse struct {
 
 func (x *StopProcessResponse) Reset() {
 	*x = StopProcessResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2292,7 @@ func (x *StopProcessResponse) String() string {
 func (*StopProcessResponse) ProtoMessage() {}
 
 func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +2305,7 @@ func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessResponse.ProtoReflect.Descriptor instead.
 func (*StopProcessResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
 }
 
 type WaitRequest struct {
@@ -1988,7 +2317,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2329,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2342,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WaitRequest) GetProcessId() string {
@@ -2032,7 +2361,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2373,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2386,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WaitResponse) GetResult() *Result {
@@ -2078,7 +2407,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2419,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2432,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PutRequest) GetSandboxId() string {
@@ -2135,7 +2464,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2476,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2489,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
 }
 
 type GetRequest struct {
@@ -2175,7 +2504,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2516,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2529,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetRequest) GetSandboxId() string {
@@ -2234,7 +2563,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2575,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2588,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetResponse) GetLive() bool {
@@ -2285,7 +2614,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2626,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2639,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *HistoryRequest) GetSandboxId() string {
@@ -2329,7 +2658,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2670,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2683,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *HistoryResponse) GetEvents() []*HistoryEvent {
@@ -2372,7 +2701,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2713,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2726,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
 }
 
 type ExportChunk struct {
@@ -2409,7 +2738,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2750,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2763,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -2452,7 +2781,7 @@ type LiveRequest struct {
 
 func (x *LiveRequest) Reset() {
 	*x = LiveRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2793,7 @@ func (x *LiveRequest) String() string {
 func (*LiveRequest) ProtoMessage() {}
 
 func (x *LiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2806,7 @@ func (x *LiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
 func (*LiveRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
 }
 
 type LiveEntity struct {
@@ -2494,7 +2823,7 @@ type LiveEntity struct {
 
 func (x *LiveEntity) Reset() {
 	*x = LiveEntity{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2835,7 @@ func (x *LiveEntity) String() string {
 func (*LiveEntity) ProtoMessage() {}
 
 func (x *LiveEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2848,7 @@ func (x *LiveEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
 func (*LiveEntity) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LiveEntity) GetKind() string {
@@ -2573,7 +2902,7 @@ type LiveResponse struct {
 
 func (x *LiveResponse) Reset() {
 	*x = LiveResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +2914,7 @@ func (x *LiveResponse) String() string {
 func (*LiveResponse) ProtoMessage() {}
 
 func (x *LiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +2927,7 @@ func (x *LiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
 func (*LiveResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LiveResponse) GetEntities() []*LiveEntity {
@@ -2616,7 +2945,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +2957,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2641,7 +2970,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
 }
 
 type VerifyResponse struct {
@@ -2652,7 +2981,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2993,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +3006,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
 }
 
 type FollowRequest struct {
@@ -2690,7 +3019,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +3031,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +3044,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -2740,7 +3069,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +3081,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +3094,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -2822,7 +3151,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +3163,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +3176,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -2881,7 +3210,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +3222,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +3235,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReplayResponse) GetStateJson() []byte {
@@ -2924,7 +3253,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3265,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3278,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{55}
 }
 
 type RecoveryResponse struct {
@@ -2965,7 +3294,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3306,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3319,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -3035,7 +3364,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3376,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3389,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -3113,7 +3442,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3454,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3467,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{58}
 }
 
 type DoctorResponse struct {
@@ -3151,7 +3480,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3492,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3505,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DoctorResponse) GetReportJson() []byte {
@@ -3203,19 +3532,25 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\rEgressRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"7\n" +
 	"\x0eEgressResponse\x12%\n" +
-	"\x0edecisions_json\x18\x01 \x01(\fR\rdecisionsJson\"\xbb\x01\n" +
+	"\x0edecisions_json\x18\x01 \x01(\fR\rdecisionsJson\"\xe1\x02\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x1f\n" +
 	"\vpolicy_json\x18\x02 \x01(\fR\n" +
 	"policyJson\x12#\n" +
 	"\rdatasets_json\x18\x03 \x01(\fR\fdatasetsJson\x12\x1a\n" +
 	"\blifetime\x18\x04 \x01(\tR\blifetime\x12+\n" +
-	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"'\n" +
+	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x10\n" +
+	"\x03env\x18\x06 \x03(\tR\x03env\x12\x10\n" +
+	"\x03dir\x18\a \x01(\tR\x03dir\x12E\n" +
+	"\x06labels\x18\b \x03(\v2-.stockade.v1.CreateSandboxRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"'\n" +
 	"\x15CreateSandboxResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14ListSandboxesRequest\"O\n" +
 	"\x15ListSandboxesResponse\x126\n" +
-	"\tsandboxes\x18\x01 \x03(\v2\x18.stockade.v1.SandboxInfoR\tsandboxes\"\x8b\x02\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x18.stockade.v1.SandboxInfoR\tsandboxes\"\x98\x03\n" +
 	"\vSandboxInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x14\n" +
@@ -3225,7 +3560,31 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\tprocesses\x18\x06 \x03(\tR\tprocesses\x126\n" +
 	"\breserved\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\breserved\x12\"\n" +
 	"\funreconciled\x18\b \x01(\bR\funreconciled\x12\x10\n" +
-	"\x03why\x18\t \x01(\tR\x03why\"'\n" +
+	"\x03why\x18\t \x01(\tR\x03why\x12\x12\n" +
+	"\x04pool\x18\n" +
+	" \x01(\tR\x04pool\x12<\n" +
+	"\x06labels\x18\v \x03(\v2$.stockade.v1.SandboxInfo.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
+	"\x10ListPoolsRequest\"@\n" +
+	"\x11ListPoolsResponse\x12+\n" +
+	"\x05pools\x18\x01 \x03(\v2\x15.stockade.v1.PoolInfoR\x05pools\"\xdb\x01\n" +
+	"\bPoolInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x14\n" +
+	"\x05ready\x18\x04 \x01(\x03R\x05ready\x12\x18\n" +
+	"\afilling\x18\x05 \x01(\x03R\afilling\x12\x12\n" +
+	"\x04warm\x18\x06 \x01(\x04R\x04warm\x12\x12\n" +
+	"\x04cold\x18\a \x01(\x04R\x04cold\x12\x1a\n" +
+	"\bfailures\x18\b \x01(\x04R\bfailures\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\t \x01(\tR\tlastError\";\n" +
+	"\x11ResizePoolRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"\x14\n" +
+	"\x12ResizePoolResponse\"'\n" +
 	"\x15InspectSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"7\n" +
 	"\x16InspectSandboxResponse\x12\x1d\n" +
@@ -3398,7 +3757,10 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04Stop\x12\x1f.stockade.v1.StopSandboxRequest\x1a .stockade.v1.StopSandboxResponse\x12O\n" +
 	"\x06Remove\x12!.stockade.v1.RemoveSandboxRequest\x1a\".stockade.v1.RemoveSandboxResponse\x12J\n" +
 	"\tSetEgress\x12\x1d.stockade.v1.SetEgressRequest\x1a\x1e.stockade.v1.SetEgressResponse\x12A\n" +
-	"\x06Egress\x12\x1a.stockade.v1.EgressRequest\x1a\x1b.stockade.v1.EgressResponse2\xd3\x02\n" +
+	"\x06Egress\x12\x1a.stockade.v1.EgressRequest\x1a\x1b.stockade.v1.EgressResponse2\x99\x01\n" +
+	"\x05Pools\x12E\n" +
+	"\x04List\x12\x1d.stockade.v1.ListPoolsRequest\x1a\x1e.stockade.v1.ListPoolsResponse\x12I\n" +
+	"\x06Resize\x12\x1e.stockade.v1.ResizePoolRequest\x1a\x1f.stockade.v1.ResizePoolResponse2\xd3\x02\n" +
 	"\tProcesses\x12:\n" +
 	"\x04Logs\x12\x18.stockade.v1.LogsRequest\x1a\x16.stockade.v1.LogsChunk0\x01\x12?\n" +
 	"\x04Exec\x12\x18.stockade.v1.ExecRequest\x1a\x19.stockade.v1.ExecResponse(\x010\x01\x12A\n" +
@@ -3431,7 +3793,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                    // 0: stockade.v1.Stream
 	(*Error)(nil),                  // 1: stockade.v1.Error
@@ -3444,128 +3806,142 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*ListSandboxesRequest)(nil),   // 8: stockade.v1.ListSandboxesRequest
 	(*ListSandboxesResponse)(nil),  // 9: stockade.v1.ListSandboxesResponse
 	(*SandboxInfo)(nil),            // 10: stockade.v1.SandboxInfo
-	(*InspectSandboxRequest)(nil),  // 11: stockade.v1.InspectSandboxRequest
-	(*InspectSandboxResponse)(nil), // 12: stockade.v1.InspectSandboxResponse
-	(*StopSandboxRequest)(nil),     // 13: stockade.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),    // 14: stockade.v1.StopSandboxResponse
-	(*RemoveSandboxRequest)(nil),   // 15: stockade.v1.RemoveSandboxRequest
-	(*RemoveSandboxResponse)(nil),  // 16: stockade.v1.RemoveSandboxResponse
-	(*ExecRequest)(nil),            // 17: stockade.v1.ExecRequest
-	(*Resize)(nil),                 // 18: stockade.v1.Resize
-	(*Resized)(nil),                // 19: stockade.v1.Resized
-	(*ExecStart)(nil),              // 20: stockade.v1.ExecStart
-	(*Record)(nil),                 // 21: stockade.v1.Record
-	(*ExecResponse)(nil),           // 22: stockade.v1.ExecResponse
-	(*LogsRequest)(nil),            // 23: stockade.v1.LogsRequest
-	(*LogsChunk)(nil),              // 24: stockade.v1.LogsChunk
-	(*ExecStarted)(nil),            // 25: stockade.v1.ExecStarted
-	(*Output)(nil),                 // 26: stockade.v1.Output
-	(*Result)(nil),                 // 27: stockade.v1.Result
-	(*SignalRequest)(nil),          // 28: stockade.v1.SignalRequest
-	(*SignalResponse)(nil),         // 29: stockade.v1.SignalResponse
-	(*StopProcessRequest)(nil),     // 30: stockade.v1.StopProcessRequest
-	(*StopProcessResponse)(nil),    // 31: stockade.v1.StopProcessResponse
-	(*WaitRequest)(nil),            // 32: stockade.v1.WaitRequest
-	(*WaitResponse)(nil),           // 33: stockade.v1.WaitResponse
-	(*PutRequest)(nil),             // 34: stockade.v1.PutRequest
-	(*PutResponse)(nil),            // 35: stockade.v1.PutResponse
-	(*GetRequest)(nil),             // 36: stockade.v1.GetRequest
-	(*GetResponse)(nil),            // 37: stockade.v1.GetResponse
-	(*HistoryRequest)(nil),         // 38: stockade.v1.HistoryRequest
-	(*HistoryResponse)(nil),        // 39: stockade.v1.HistoryResponse
-	(*ExportRequest)(nil),          // 40: stockade.v1.ExportRequest
-	(*ExportChunk)(nil),            // 41: stockade.v1.ExportChunk
-	(*LiveRequest)(nil),            // 42: stockade.v1.LiveRequest
-	(*LiveEntity)(nil),             // 43: stockade.v1.LiveEntity
-	(*LiveResponse)(nil),           // 44: stockade.v1.LiveResponse
-	(*VerifyRequest)(nil),          // 45: stockade.v1.VerifyRequest
-	(*VerifyResponse)(nil),         // 46: stockade.v1.VerifyResponse
-	(*FollowRequest)(nil),          // 47: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),           // 48: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),          // 49: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),         // 50: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),        // 51: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),       // 52: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),       // 53: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),          // 54: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),         // 55: stockade.v1.DoctorResponse
-	(*durationpb.Duration)(nil),    // 56: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 57: google.protobuf.Timestamp
+	(*ListPoolsRequest)(nil),       // 11: stockade.v1.ListPoolsRequest
+	(*ListPoolsResponse)(nil),      // 12: stockade.v1.ListPoolsResponse
+	(*PoolInfo)(nil),               // 13: stockade.v1.PoolInfo
+	(*ResizePoolRequest)(nil),      // 14: stockade.v1.ResizePoolRequest
+	(*ResizePoolResponse)(nil),     // 15: stockade.v1.ResizePoolResponse
+	(*InspectSandboxRequest)(nil),  // 16: stockade.v1.InspectSandboxRequest
+	(*InspectSandboxResponse)(nil), // 17: stockade.v1.InspectSandboxResponse
+	(*StopSandboxRequest)(nil),     // 18: stockade.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),    // 19: stockade.v1.StopSandboxResponse
+	(*RemoveSandboxRequest)(nil),   // 20: stockade.v1.RemoveSandboxRequest
+	(*RemoveSandboxResponse)(nil),  // 21: stockade.v1.RemoveSandboxResponse
+	(*ExecRequest)(nil),            // 22: stockade.v1.ExecRequest
+	(*Resize)(nil),                 // 23: stockade.v1.Resize
+	(*Resized)(nil),                // 24: stockade.v1.Resized
+	(*ExecStart)(nil),              // 25: stockade.v1.ExecStart
+	(*Record)(nil),                 // 26: stockade.v1.Record
+	(*ExecResponse)(nil),           // 27: stockade.v1.ExecResponse
+	(*LogsRequest)(nil),            // 28: stockade.v1.LogsRequest
+	(*LogsChunk)(nil),              // 29: stockade.v1.LogsChunk
+	(*ExecStarted)(nil),            // 30: stockade.v1.ExecStarted
+	(*Output)(nil),                 // 31: stockade.v1.Output
+	(*Result)(nil),                 // 32: stockade.v1.Result
+	(*SignalRequest)(nil),          // 33: stockade.v1.SignalRequest
+	(*SignalResponse)(nil),         // 34: stockade.v1.SignalResponse
+	(*StopProcessRequest)(nil),     // 35: stockade.v1.StopProcessRequest
+	(*StopProcessResponse)(nil),    // 36: stockade.v1.StopProcessResponse
+	(*WaitRequest)(nil),            // 37: stockade.v1.WaitRequest
+	(*WaitResponse)(nil),           // 38: stockade.v1.WaitResponse
+	(*PutRequest)(nil),             // 39: stockade.v1.PutRequest
+	(*PutResponse)(nil),            // 40: stockade.v1.PutResponse
+	(*GetRequest)(nil),             // 41: stockade.v1.GetRequest
+	(*GetResponse)(nil),            // 42: stockade.v1.GetResponse
+	(*HistoryRequest)(nil),         // 43: stockade.v1.HistoryRequest
+	(*HistoryResponse)(nil),        // 44: stockade.v1.HistoryResponse
+	(*ExportRequest)(nil),          // 45: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),            // 46: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),            // 47: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),             // 48: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),           // 49: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),          // 50: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),         // 51: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),          // 52: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),           // 53: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),          // 54: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),         // 55: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),        // 56: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),       // 57: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),       // 58: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),          // 59: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),         // 60: stockade.v1.DoctorResponse
+	nil,                            // 61: stockade.v1.CreateSandboxRequest.LabelsEntry
+	nil,                            // 62: stockade.v1.SandboxInfo.LabelsEntry
+	(*durationpb.Duration)(nil),    // 63: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 64: google.protobuf.Timestamp
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	56, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	10, // 1: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	57, // 2: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
-	20, // 3: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	18, // 4: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
-	1,  // 5: stockade.v1.Resized.error:type_name -> stockade.v1.Error
-	56, // 6: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
-	21, // 7: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
-	25, // 8: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
-	26, // 9: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
-	27, // 10: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
-	19, // 11: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
-	0,  // 12: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
-	0,  // 13: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
-	1,  // 14: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	57, // 15: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	57, // 16: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
-	27, // 17: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	48, // 18: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	57, // 19: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
-	43, // 20: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	57, // 21: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	53, // 22: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	56, // 23: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	6,  // 24: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	8,  // 25: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	11, // 26: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	13, // 27: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	15, // 28: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	2,  // 29: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
-	4,  // 30: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
-	23, // 31: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
-	17, // 32: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	28, // 33: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	30, // 34: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	32, // 35: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	34, // 36: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	36, // 37: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	38, // 38: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	49, // 39: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	47, // 40: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	40, // 41: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	42, // 42: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	45, // 43: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	51, // 44: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	54, // 45: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	7,  // 46: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	9,  // 47: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	12, // 48: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	14, // 49: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	16, // 50: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	3,  // 51: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
-	5,  // 52: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
-	24, // 53: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
-	22, // 54: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	29, // 55: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	31, // 56: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	33, // 57: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	35, // 58: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	37, // 59: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	39, // 60: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	50, // 61: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	48, // 62: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	41, // 63: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	44, // 64: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	46, // 65: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	52, // 66: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	55, // 67: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	46, // [46:68] is the sub-list for method output_type
-	24, // [24:46] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	63, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	61, // 1: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
+	10, // 2: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
+	64, // 3: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	62, // 4: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
+	13, // 5: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
+	25, // 6: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
+	23, // 7: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
+	1,  // 8: stockade.v1.Resized.error:type_name -> stockade.v1.Error
+	63, // 9: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	26, // 10: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
+	30, // 11: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
+	31, // 12: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
+	32, // 13: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
+	24, // 14: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
+	0,  // 15: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
+	0,  // 16: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
+	1,  // 17: stockade.v1.Result.error:type_name -> stockade.v1.Error
+	64, // 18: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	64, // 19: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	32, // 20: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
+	53, // 21: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	64, // 22: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	48, // 23: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	64, // 24: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	58, // 25: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	63, // 26: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	6,  // 27: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	8,  // 28: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	16, // 29: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	18, // 30: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	20, // 31: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	2,  // 32: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
+	4,  // 33: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
+	11, // 34: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
+	14, // 35: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
+	28, // 36: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	22, // 37: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	33, // 38: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	35, // 39: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	37, // 40: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	39, // 41: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	41, // 42: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	43, // 43: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	54, // 44: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	52, // 45: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	45, // 46: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	47, // 47: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	50, // 48: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	56, // 49: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	59, // 50: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	7,  // 51: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	9,  // 52: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	17, // 53: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	19, // 54: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	21, // 55: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	3,  // 56: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
+	5,  // 57: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
+	12, // 58: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
+	15, // 59: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
+	29, // 60: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	27, // 61: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	34, // 62: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	36, // 63: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	38, // 64: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	40, // 65: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	42, // 66: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	44, // 67: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	55, // 68: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	53, // 69: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	46, // 70: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	49, // 71: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	51, // 72: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	57, // 73: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	60, // 74: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	51, // [51:75] is the sub-list for method output_type
+	27, // [27:51] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -3573,14 +3949,14 @@ func file_stockade_v1_stockade_proto_init() {
 	if File_stockade_v1_stockade_proto != nil {
 		return
 	}
-	file_stockade_v1_stockade_proto_msgTypes[16].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[21].OneofWrappers = []any{
 		(*ExecRequest_Start)(nil),
 		(*ExecRequest_Stdin)(nil),
 		(*ExecRequest_CloseStdin)(nil),
 		(*ExecRequest_Signal)(nil),
 		(*ExecRequest_Resize)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[21].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[26].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Output)(nil),
 		(*ExecResponse_Result)(nil),
@@ -3592,9 +3968,9 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   55,
+			NumMessages:   62,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_stockade_v1_stockade_proto_goTypes,
 		DependencyIndexes: file_stockade_v1_stockade_proto_depIdxs,

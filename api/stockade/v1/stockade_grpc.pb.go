@@ -374,6 +374,158 @@ var Sandboxes_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	Pools_List_FullMethodName   = "/stockade.v1.Pools/List"
+	Pools_Resize_FullMethodName = "/stockade.v1.Pools/Resize"
+)
+
+// PoolsClient is the client API for Pools service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Pools lists and resizes the server's warm pools (configured when it
+// starts: stockade serve --pool).
+type PoolsClient interface {
+	// List returns every pool, in the order they were configured.
+	List(ctx context.Context, in *ListPoolsRequest, opts ...grpc.CallOption) (*ListPoolsResponse, error)
+	// Resize sets a pool's size: growing starts refills, shrinking removes
+	// the ready sandboxes past the new size. not_found for an unknown pool.
+	Resize(ctx context.Context, in *ResizePoolRequest, opts ...grpc.CallOption) (*ResizePoolResponse, error)
+}
+
+type poolsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewPoolsClient(cc grpc.ClientConnInterface) PoolsClient {
+	return &poolsClient{cc}
+}
+
+func (c *poolsClient) List(ctx context.Context, in *ListPoolsRequest, opts ...grpc.CallOption) (*ListPoolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPoolsResponse)
+	err := c.cc.Invoke(ctx, Pools_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *poolsClient) Resize(ctx context.Context, in *ResizePoolRequest, opts ...grpc.CallOption) (*ResizePoolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResizePoolResponse)
+	err := c.cc.Invoke(ctx, Pools_Resize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PoolsServer is the server API for Pools service.
+// All implementations must embed UnimplementedPoolsServer
+// for forward compatibility.
+//
+// Pools lists and resizes the server's warm pools (configured when it
+// starts: stockade serve --pool).
+type PoolsServer interface {
+	// List returns every pool, in the order they were configured.
+	List(context.Context, *ListPoolsRequest) (*ListPoolsResponse, error)
+	// Resize sets a pool's size: growing starts refills, shrinking removes
+	// the ready sandboxes past the new size. not_found for an unknown pool.
+	Resize(context.Context, *ResizePoolRequest) (*ResizePoolResponse, error)
+	mustEmbedUnimplementedPoolsServer()
+}
+
+// UnimplementedPoolsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedPoolsServer struct{}
+
+func (UnimplementedPoolsServer) List(context.Context, *ListPoolsRequest) (*ListPoolsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedPoolsServer) Resize(context.Context, *ResizePoolRequest) (*ResizePoolResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Resize not implemented")
+}
+func (UnimplementedPoolsServer) mustEmbedUnimplementedPoolsServer() {}
+func (UnimplementedPoolsServer) testEmbeddedByValue()               {}
+
+// UnsafePoolsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to PoolsServer will
+// result in compilation errors.
+type UnsafePoolsServer interface {
+	mustEmbedUnimplementedPoolsServer()
+}
+
+func RegisterPoolsServer(s grpc.ServiceRegistrar, srv PoolsServer) {
+	// If the following call pancis, it indicates UnimplementedPoolsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Pools_ServiceDesc, srv)
+}
+
+func _Pools_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPoolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PoolsServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Pools_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PoolsServer).List(ctx, req.(*ListPoolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Pools_Resize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResizePoolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PoolsServer).Resize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Pools_Resize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PoolsServer).Resize(ctx, req.(*ResizePoolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Pools_ServiceDesc is the grpc.ServiceDesc for Pools service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Pools_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "stockade.v1.Pools",
+	HandlerType: (*PoolsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "List",
+			Handler:    _Pools_List_Handler,
+		},
+		{
+			MethodName: "Resize",
+			Handler:    _Pools_Resize_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "stockade/v1/stockade.proto",
+}
+
+const (
 	Processes_Logs_FullMethodName   = "/stockade.v1.Processes/Logs"
 	Processes_Exec_FullMethodName   = "/stockade.v1.Processes/Exec"
 	Processes_Signal_FullMethodName = "/stockade.v1.Processes/Signal"
