@@ -104,7 +104,7 @@ func checkPools(ps []PoolSpec, refills int) error {
 	}
 	seen := map[string]bool{}
 	for i, p := range ps {
-		if err := checkPoolName(p.Name); err != nil {
+		if err := CheckPoolName(p.Name); err != nil {
 			return bad("pools[%d]: %v", i, err)
 		}
 		if seen[p.Name] {
@@ -132,9 +132,10 @@ func checkPools(ps []PoolSpec, refills int) error {
 	return nil
 }
 
-// checkPoolName: a pool's name is journaled and shown; 1 to 32 of
-// [a-z0-9_-], starting with a letter or digit.
-func checkPoolName(name string) error {
+// CheckPoolName judges a pool's name as Open does (the CLI judges its
+// flags with it before anything is opened): a pool's name is journaled
+// and shown; 1 to 32 of [a-z0-9_-], starting with a letter or digit.
+func CheckPoolName(name string) error {
 	if name == "" || len(name) > 32 {
 		return fmt.Errorf("name %q is empty or over 32 bytes", name)
 	}

@@ -53,7 +53,7 @@ func parsePool(g global, args []string) (command, error) {
 	if err := wantArgs(name, pos, 2, line); err != nil {
 		return nil, err
 	}
-	if err := checkPoolName(pos[0]); err != nil {
+	if err := stockade.CheckPoolName(pos[0]); err != nil {
 		return nil, spec.Wrap(spec.CodeInvalidArgument, name, err, "")
 	}
 	c.name = pos[0]

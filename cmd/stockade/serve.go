@@ -187,7 +187,7 @@ func parsePoolSpec(v string) (stockade.PoolSpec, error) {
 	bad := func(format string, args ...any) error {
 		return spec.Errorf(spec.CodeInvalidArgument, "serve", "--pool %s: "+format, append([]any{name}, args...)...)
 	}
-	if err := checkPoolName(name); err != nil {
+	if err := stockade.CheckPoolName(name); err != nil {
 		return stockade.PoolSpec{}, bad("%v", err)
 	}
 	// A flag set of its own, with the same flags (and so the same parsing)
@@ -239,21 +239,6 @@ func parsePoolSpec(v string) (stockade.PoolSpec, error) {
 		return stockade.PoolSpec{}, spec.Wrap(spec.CodeInvalidArgument, "serve", err, "--pool %s", name)
 	}
 	return stockade.PoolSpec{Name: name, Sandbox: ss, Size: size}, nil
-}
-
-// checkPoolName is the runtime's rule for a pool's name (1 to 32 of
-// [a-z0-9_-], not starting with - or _), judged here so that a bad name is
-// a usage error before any journal is opened; Open judges it again.
-func checkPoolName(name string) error {
-	if name == "" || len(name) > 32 {
-		return fmt.Errorf("the name %q is empty or over 32 bytes", name)
-	}
-	for i, c := range name {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || (c == '-' || c == '_') && i > 0) {
-			return fmt.Errorf("the name %q: only a-z, 0-9, - and _ (not first) are allowed", name)
-		}
-	}
-	return nil
 }
 
 // metricsAddr checks --metrics: host:port, a bare :port meaning loopback
