@@ -78,6 +78,9 @@ const claimQuiet = 50 * time.Millisecond
 
 type pool struct {
 	name string
+	// ref is the image as configured (a tag or an ID), resolved at Open
+	// to spec.Image.
+	ref  string
 	// spec is what a pooled sandbox is made from: the pool's spec,
 	// defaulted, its image pinned, kept, with nothing a claim sets.
 	spec  spec.Sandbox
@@ -170,7 +173,7 @@ func (rt *Runtime) openPools(ctx context.Context, opts Options) error {
 		if err := full.Validate(); err != nil {
 			return spec.Wrap(spec.CodeInvalidArgument, "pool", err, "pool %q", p.Name)
 		}
-		pl := &pool{name: p.Name, spec: full, key: full.PoolKey(), size: p.Size}
+		pl := &pool{name: p.Name, ref: p.Sandbox.Image, spec: full, key: full.PoolKey(), size: p.Size}
 		ps.mu.Lock()
 		ps.order = append(ps.order, pl)
 		ps.byName[p.Name] = pl
@@ -428,9 +431,9 @@ func (rt *Runtime) makePooled(ctx context.Context, p *pool) (*Sandbox, error) {
 // full's, or reports none (a cold create follows: counted cold for the
 // first matching pool). A sandbox that cannot be claimed is removed and
 // the next is tried.
-func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, bool, error) {
+func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, *pool, error) {
 	if ps == nil {
-		return nil, false, nil
+		return nil, nil, nil
 	}
 	key := full.PoolKey()
 	c := sandbox.Claim{Lifetime: full.Lifetime, TTL: full.TTL, Env: full.Env, Dir: full.Dir, Labels: full.Labels}
@@ -457,7 +460,7 @@ func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, bool, 
 				first.cold++
 			}
 			ps.mu.Unlock()
-			return nil, first != nil, nil
+			return nil, nil, nil
 		}
 		sb := from.ready[0]
 		from.ready = slices.Delete(from.ready, 0, 1)
@@ -475,7 +478,7 @@ func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, bool, 
 				// mailbox or journaled, hands the sandbox to nobody.
 				// The removal queued behind it takes it, claimed or not.
 				ps.discard(sb)
-				return nil, true, aerr
+				return nil, nil, aerr
 			}
 			err = aerr
 		}
@@ -484,17 +487,42 @@ func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, bool, 
 			from.warm++
 			ps.mu.Unlock()
 			sb.pool = from.name
-			return sb, true, nil
+			return sb, from, nil
 		}
 		if !spec.IsCode(err, spec.CodeConflict) {
 			// The journal refused the claim: nothing was handed out,
 			// and the next sandbox would meet the same journal.
 			ps.discard(sb)
-			return nil, true, err
+			return nil, nil, err
 		}
 		ps.rt.log.Warn("a pooled sandbox could not be claimed; removing it", "sandbox", sb.id, "pool", from.name, "err", err)
 		ps.discard(sb)
 	}
+}
+
+// pinned returns the image ID a pool resolved ref to at Open, when ref is
+// a tag some pool was configured with.
+func (ps *pools) pinned(ref string) (string, bool) {
+	if ps == nil || spec.IsImageID(ref) {
+		return "", false
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.order {
+		if p.ref == ref {
+			return p.spec.Image, true
+		}
+	}
+	return "", false
+}
+
+// unclaimed takes back a warm claim from p's count: its sandbox turned out
+// not to be what the caller asked (the tag had moved) and was discarded.
+func (ps *pools) unclaimed(p *pool, sb *Sandbox) {
+	ps.mu.Lock()
+	p.warm--
+	ps.mu.Unlock()
+	ps.discard(sb)
 }
 
 // info lists the pools.

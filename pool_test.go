@@ -366,3 +366,53 @@ func TestPoolMetrics(t *testing.T) {
 		`stockade_time_to_first_command_seconds_count{path="warm"} 1`+"\n", `stockade_time_to_first_command_seconds_count{path="cold"} 1`+"\n",
 		`stockade_sandboxes{phase="started"} 2`+"\n", `stockade_pool_size{pool="p"} 0`+"\n")
 }
+
+// TestPoolTagResolvedBesideTheClaim: a pool configured by tag claims by
+// the pin it resolved at Open while the request's tag is resolved; a tag
+// moved since then discards the claimed sandbox and makes the create cold,
+// of the image the tag names now.
+func TestPoolTagResolvedBesideTheClaim(t *testing.T) {
+	f := newFake(t)
+	const tag = "toolbox:dev"
+	other := "sha256:" + strings.Repeat("2", 64)
+	f.SetTag(tag, fakeImage)
+	rt := openFake(t, f, "", func(o *stockade.Options) {
+		o.Pools = []stockade.PoolSpec{{Name: "p", Sandbox: stockade.SandboxSpec{Image: tag}, Size: 1}}
+	})
+	awaitPool(t, rt, "p", 1)
+	before := pooledIDs(t, rt)
+	warm := mustCreate(t, rt, stockade.SandboxSpec{Image: tag})
+	if !slices.Contains(before, warm.ID()) {
+		t.Fatal("a create by the pool's tag was cold")
+	}
+	awaitPool(t, rt, "p", 1)
+	before = pooledIDs(t, rt)
+	f.SetTag(tag, other)
+	moved := mustCreate(t, rt, stockade.SandboxSpec{Image: tag})
+	st, err := moved.State(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(before, moved.ID()) || st.Claimed || st.Spec.Image != other {
+		t.Fatalf("after the tag moved: sandbox %s claimed %v image %s (pooled before %v)", moved.ID(), st.Claimed, st.Spec.Image, before)
+	}
+	// The pooled sandbox the speculative claim took is gone, and not
+	// counted warm.
+	ctx := context.Background()
+	var gone lifecycle.Sandbox
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if gone, _ = rt.ReplaySandbox(ctx, before[0], 0); gone.Phase == lifecycle.PhaseRemoved {
+			break
+		}
+	}
+	if gone.Phase != lifecycle.PhaseRemoved || !gone.Claimed {
+		t.Fatalf("the sandbox claimed for a moved tag is %s (claimed %v), want claimed then removed", gone.Phase, gone.Claimed)
+	}
+	if p := awaitPool(t, rt, "p", 1); p.Warm != 1 {
+		t.Fatalf("pool %+v, want the one warm claim only", p)
+	}
+	// An unknown tag fails as Docker says, claiming nothing.
+	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "nope:1"}); !spec.IsCode(err, spec.CodeNotFound) {
+		t.Fatalf("create of an unknown tag: %v", err)
+	}
+}

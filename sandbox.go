@@ -29,13 +29,12 @@ type Sandbox struct {
 	gone chan struct{}
 	// pool is the warm pool it was made for (set once pooled or claimed);
 	// asked is when CreateSandbox was called for it (zero: recovered);
-	// warm says it was claimed from a pool, pooledKey that its spec
-	// matched one. first records its time to first command once.
-	pool      string
-	asked     time.Time
-	warm      bool
-	pooledKey bool
-	first     sync.Once
+	// warm says it was claimed from a pool. first records its time to
+	// first command once.
+	pool  string
+	asked time.Time
+	warm  bool
+	first sync.Once
 }
 
 // Process is a process running in a sandbox. See process.Handle for its

@@ -430,15 +430,7 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 	if err := dockerio.AdmitPolicy(full.Policy); err != nil {
 		return nil, err
 	}
-	id, err := rt.engine.ResolveImage(ctx, s.Image)
-	if err != nil {
-		return nil, err
-	}
-	full.Image = id
-	if err := full.Validate(); err != nil {
-		return nil, err
-	}
-	sb, pooled, err := rt.pools.claim(ctx, full)
+	sb, err := rt.claimOrResolve(ctx, &full, s.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -455,8 +447,69 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 			return nil, err
 		}
 	}
-	sb.asked, sb.warm, sb.pooledKey = asked, sb.pool != "", pooled
+	sb.asked, sb.warm = asked, sb.pool != ""
 	return sb, nil
+}
+
+// claimOrResolve pins full's image (ref, a tag or an ID) and claims a
+// pooled sandbox of full's key, if a pool has one ready (nil: a cold
+// create follows, with full.Image pinned). A tag a pool was configured
+// with is resolved beside the claim, not before it: the claim goes by the
+// pool's pin, and stands only if Docker resolves the tag to the same
+// image; a tag moved since Open discards the claimed sandbox (its claim
+// journaled, then its removal) and claims again by what it resolves to.
+func (rt *Runtime) claimOrResolve(ctx context.Context, full *spec.Sandbox, ref string) (*Sandbox, error) {
+	type resolution struct {
+		id  string
+		err error
+	}
+	var resolved chan resolution
+	if pin, ok := rt.pools.pinned(ref); ok {
+		resolved = make(chan resolution, 1)
+		go func() {
+			id, err := rt.engine.ResolveImage(ctx, ref)
+			resolved <- resolution{id, err}
+		}()
+		guess := *full
+		guess.Image = pin
+		if guess.Validate() == nil {
+			sb, from, err := rt.pools.claim(ctx, guess)
+			r := <-resolved
+			switch {
+			case r.err != nil:
+				if sb != nil {
+					rt.pools.unclaimed(from, sb)
+				}
+				return nil, r.err
+			case r.id == pin:
+				full.Image = pin
+				return sb, err // nil and nil: no sandbox ready, a cold create follows
+			case sb != nil:
+				rt.log.Info("an image tag moved since the pool resolved it; the claimed sandbox is discarded", "image", ref, "pool", from.name, "sandbox", sb.id)
+				rt.pools.unclaimed(from, sb)
+			}
+			resolved <- r // resolved again below, by its answer
+		} else {
+			resolved <- <-resolved
+		}
+	}
+	var id string
+	var err error
+	if resolved != nil {
+		r := <-resolved
+		id, err = r.id, r.err
+	} else {
+		id, err = rt.engine.ResolveImage(ctx, ref)
+	}
+	if err != nil {
+		return nil, err
+	}
+	full.Image = id
+	if err := full.Validate(); err != nil {
+		return nil, err
+	}
+	sb, _, err := rt.pools.claim(ctx, *full)
+	return sb, err
 }
 
 // make spawns a sandbox actor that creates p's sandbox and waits for the

@@ -27,7 +27,7 @@ import (
 // against Docker, with these differences, each deliberate: it runs no
 // program (Script says what an exec does), has no warden and no egress
 // proxy (unsupported), knows every image ID (ResolveImage of an ID is that
-// ID) and every directory outside the workspace (an exec's working
+// ID) and the tags SetTag names and every directory outside the workspace (an exec's working
 // directory), and keeps no event history (Events ignores since). Its
 // sandboxes' resources are the workload and export containers, the volume
 // and the sandbox's network; an allowlist sandbox's egress container and
@@ -44,7 +44,10 @@ type Fake struct {
 	// returned instead of performing it.
 	Fault func(op string) error
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// tags maps image tags to IDs (SetTag); any other reference that is
+	// not an ID is not found.
+	tags      map[string]string
 	next      int
 	sandboxes map[string]*fakeSandbox // by owner/id
 	execs     map[string]*fakeExec
@@ -172,10 +175,26 @@ func (f *Fake) ResolveImage(ctx context.Context, ref string) (string, error) {
 	if ref == "" {
 		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.image", "image reference is empty")
 	}
-	if !spec.IsImageID(ref) {
+	if spec.IsImageID(ref) {
+		return ref, nil
+	}
+	f.mu.Lock()
+	id, ok := f.tags[ref]
+	f.mu.Unlock()
+	if !ok {
 		return "", spec.Errorf(spec.CodeNotFound, "dockerio.fake", "image %s", ref)
 	}
-	return ref, nil
+	return id, nil
+}
+
+// SetTag points the tag ref at image id (an ID), as `docker tag` does.
+func (f *Fake) SetTag(ref, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tags == nil {
+		f.tags = map[string]string{}
+	}
+	f.tags[ref] = id
 }
 
 func (f *Fake) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, error) {
