@@ -27,8 +27,9 @@ import (
 // against Docker, with these differences, each deliberate: it runs no
 // program (Script says what an exec does), has no warden and no egress
 // proxy (unsupported), knows every image ID (ResolveImage of an ID is that
-// ID) and the tags SetTag names and every directory outside the workspace (an exec's working
-// directory), and keeps no event history (Events ignores since). Its
+// ID), the tags SetTag names and every directory outside the workspace (an
+// exec's working directory), and keeps no event history (Events ignores
+// since). Its
 // sandboxes' resources are the workload and export containers, the volume
 // and the sandbox's network; an allowlist sandbox's egress container and
 // the owner's outside network are not listed.
