@@ -381,18 +381,18 @@ func (ps *pools) fill(ctx context.Context) time.Duration {
 			}
 			p.filling++
 			started = true
-			go ps.refill(ctx, p)
+			go ps.refill(ctx, p, p.spec, p.key)
 		}
 	}
 	return wait
 }
 
 // refill makes one pooled sandbox for p.
-func (ps *pools) refill(ctx context.Context, p *pool) {
+func (ps *pools) refill(ctx context.Context, p *pool, s spec.Sandbox, key string) {
 	defer ps.release()
 	defer ps.poke()
 	defer func() { <-ps.sem }()
-	sb, err := ps.rt.makePooled(ctx, p)
+	sb, err := ps.rt.makePooled(ctx, p.name, s)
 	ps.mu.Lock()
 	p.filling--
 	if err != nil {
@@ -407,24 +407,25 @@ func (ps *pools) refill(ctx context.Context, p *pool) {
 		return
 	}
 	p.backoff, p.retryAt = 0, time.Time{}
-	keep := !ps.closed && len(p.ready) < p.size
+	keep := !ps.closed && len(p.ready) < p.size && key == p.key
 	if keep {
 		sb.pool = p.name
 		p.ready = append(p.ready, sb)
 	}
 	ps.mu.Unlock()
 	if !keep {
-		ps.discard(sb) // the pool shrank, or the runtime closes, while it was made
+		ps.discard(sb) // the pool shrank or was re-pinned, or the runtime closes, while it was made
 	}
 }
 
-// makePooled creates one sandbox for pool p and waits until it is pooled.
-func (rt *Runtime) makePooled(ctx context.Context, p *pool) (*Sandbox, error) {
+// makePooled creates one sandbox of s for pool name and waits until it is
+// pooled.
+func (rt *Runtime) makePooled(ctx context.Context, name string, s spec.Sandbox) (*Sandbox, error) {
 	sid, err := journal.NewID()
 	if err != nil {
 		return nil, err
 	}
-	return rt.make(ctx, sandbox.Params{ID: sid, Spec: p.spec, Pool: p.name})
+	return rt.make(ctx, sandbox.Params{ID: sid, Spec: s, Pool: name})
 }
 
 // claim hands the caller a ready sandbox of the first pool whose key is
@@ -514,6 +515,34 @@ func (ps *pools) pinned(ref string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// repin points the pools configured with tag ref at image id (the tag
+// moved since Open): their ready sandboxes, of the old image, are removed
+// and the refills make the new one. A pool whose spec would not take the
+// new image keeps the old (requests by the tag then miss it).
+func (ps *pools) repin(ref, id string) {
+	var old []*Sandbox
+	ps.mu.Lock()
+	for _, p := range ps.order {
+		if p.ref != ref || p.spec.Image == id {
+			continue
+		}
+		s := p.spec
+		s.Image = id
+		if err := s.Validate(); err != nil {
+			continue
+		}
+		ps.rt.log.Info("an image tag moved: the pool follows it", "pool", p.name, "image", ref, "from", p.spec.Image, "to", id)
+		p.spec, p.key = s, s.PoolKey()
+		old = append(old, p.ready...)
+		p.ready = nil
+	}
+	ps.mu.Unlock()
+	for _, sb := range old {
+		ps.discard(sb)
+	}
+	ps.poke()
 }
 
 // unclaimed takes back a warm claim from p's count: its sandbox turned out

@@ -370,7 +370,7 @@ func TestPoolMetrics(t *testing.T) {
 // TestPoolTagResolvedBesideTheClaim: a pool configured by tag claims by
 // the pin it resolved at Open while the request's tag is resolved; a tag
 // moved since then discards the claimed sandbox and makes the create cold,
-// of the image the tag names now.
+// of the image the tag names now, and the pool follows the tag.
 func TestPoolTagResolvedBesideTheClaim(t *testing.T) {
 	f := newFake(t)
 	const tag = "toolbox:dev"
@@ -408,8 +408,15 @@ func TestPoolTagResolvedBesideTheClaim(t *testing.T) {
 	if gone.Phase != lifecycle.PhaseRemoved || !gone.Claimed {
 		t.Fatalf("the sandbox claimed for a moved tag is %s (claimed %v), want claimed then removed", gone.Phase, gone.Claimed)
 	}
-	if p := awaitPool(t, rt, "p", 1); p.Warm != 1 {
-		t.Fatalf("pool %+v, want the one warm claim only", p)
+	// The pool follows the tag: refilled with the image it names now,
+	// claimed warm again.
+	p := awaitPool(t, rt, "p", 1)
+	if p.Warm != 1 || p.Cold != 1 || p.Image != other {
+		t.Fatalf("pool %+v, want one warm and one cold claim, image %s", p, other)
+	}
+	again := mustCreate(t, rt, stockade.SandboxSpec{Image: tag})
+	if st, err := again.State(ctx); err != nil || !st.Claimed || st.Spec.Image != other {
+		t.Fatalf("a create by the moved tag once the pool followed it: claimed %v image %s (%v)", st.Claimed, st.Spec.Image, err)
 	}
 	// An unknown tag fails as Docker says, claiming nothing.
 	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "nope:1"}); !spec.IsCode(err, spec.CodeNotFound) {

@@ -484,9 +484,14 @@ func (rt *Runtime) claimOrResolve(ctx context.Context, full *spec.Sandbox, ref s
 			case r.id == pin:
 				full.Image = pin
 				return sb, err // nil and nil: no sandbox ready, a cold create follows
-			case sb != nil:
-				rt.log.Info("an image tag moved since the pool resolved it; the claimed sandbox is discarded", "image", ref, "pool", from.name, "sandbox", sb.id)
-				rt.pools.unclaimed(from, sb)
+			default:
+				// The tag moved: the pools follow it, and this request
+				// claims by what it names now.
+				if sb != nil {
+					rt.log.Info("an image tag moved since the pool resolved it; the claimed sandbox is discarded", "image", ref, "pool", from.name, "sandbox", sb.id)
+					rt.pools.unclaimed(from, sb)
+				}
+				rt.pools.repin(ref, r.id)
 			}
 			resolved <- r // resolved again below, by its answer
 		} else {
