@@ -377,20 +377,43 @@ func (a *Adapter) removeLabelled(ctx context.Context, cli *client.Client, owner,
 	}
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	rs, err := a.list(ctx, cli, owner, sandbox)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, k := range []Kind{KindContainer, KindNetwork, KindVolume} {
-		for _, r := range rs {
-			if r.Kind == k {
-				errs = append(errs, remove(ctx, cli, r))
+	for pass := 1; ; pass++ {
+		rs, err := a.list(ctx, cli, owner, sandbox)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		inUse := false
+		for _, k := range []Kind{KindContainer, KindNetwork, KindVolume} {
+			for _, r := range rs {
+				if r.Kind == k {
+					err := remove(ctx, cli, r)
+					inUse = inUse || k != KindContainer && spec.IsCode(err, spec.CodeConflict)
+					errs = append(errs, err)
+				}
 			}
 		}
+		err = errors.Join(errs...)
+		// A volume or network still in use: a container the list did
+		// not show yet holds it (a create the daemon was finishing when
+		// an earlier runtime died under it). Listed and removed again.
+		if err == nil || !inUse || pass == removePasses {
+			return err
+		}
+		select {
+		case <-time.After(removeRetry):
+		case <-ctx.Done():
+			return err
+		}
 	}
-	return errors.Join(errs...)
 }
+
+// removePasses bounds the passes of removeLabelled; removeRetry is the
+// pause between them.
+const (
+	removePasses = 4
+	removeRetry  = 250 * time.Millisecond
+)
 
 func remove(ctx context.Context, cli *client.Client, r Resource) error {
 	var err error
