@@ -319,3 +319,58 @@ func pooledOf(t testing.TB, rt *stockade.Runtime) []string {
 }
 
 var _ host.PoolInfo = stockade.PoolInfo{}
+
+// TestPoolAllowlistRulesAtClaim: an allowlist pool's sandbox is made with
+// no rules (its proxy refuses everything); a claim journals the
+// claimant's rules after the claim and has the proxy apply them before it
+// answers.
+func TestPoolAllowlistRulesAtClaim(t *testing.T) {
+	cli := dockertest.Client(t)
+	dockertest.ImageID(t, cli)
+	pol := smallPolicy()
+	pol.Network = spec.NetworkAllowlist
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: filepath.Join(t.TempDir(), "j.db"),
+		Pools: []stockade.PoolSpec{{Name: "a", Sandbox: stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol}, Size: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockertest.CleanupOwner(t, cli, rt.Owner())
+	defer func() { _ = rt.Shutdown(context.Background()) }()
+	awaitFull(t, rt, 1)
+	before := pooledOf(t, rt)
+	rules, err := spec.ParseEgressRules("example.com:443,10.213.255.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed := pol
+	claimed.Egress = rules
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: claimed, Lifetime: spec.OneShot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sb.Remove(context.Background()) }()
+	st, err := sb.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(before, sb.ID()) || !st.Claimed {
+		t.Fatalf("sandbox %s (claimed %v) is not one of the pooled %v", sb.ID(), st.Claimed, before)
+	}
+	if spec.FormatEgressRules(st.Spec.Policy.Egress) != spec.FormatEgressRules(rules) || st.RulesVersion == 0 {
+		t.Fatalf("rules after the claim %v (version %d), want %v", st.Spec.Policy.Egress, st.RulesVersion, rules)
+	}
+	h, err := rt.History(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range h {
+		types = append(types, e.Type)
+	}
+	ci, ei := slices.Index(types, "sandbox.claimed"), slices.Index(types, "sandbox.egress_changed")
+	if ci < 0 || ei < ci {
+		t.Fatalf("history %v: the rules are not journaled after the claim", types)
+	}
+}
