@@ -364,3 +364,25 @@ func TestOutputReceivedBeforeLinkEndIsHandedOn(t *testing.T) {
 		t.Errorf("offset %d, want %d", off, size)
 	}
 }
+
+// Spawns run side by side, but a List read after them waits for every one:
+// its table lists each process spawned before it, whatever order the
+// spawns end in.
+func TestListAfterSpawnsListsThem(t *testing.T) {
+	const spawns = 40
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	for ch := uint32(1); ch <= spawns; ch++ {
+		c.spawn(ch, warden.Spawn{Argv: []string{"sleep", "1000"}})
+	}
+	tb := c.list()
+	if len(tb.Processes) != spawns {
+		t.Fatalf("table of %d processes right after %d spawns", len(tb.Processes), spawns)
+	}
+	for ch := uint32(1); ch <= spawns; ch++ {
+		c.waitStarted(ch)
+		if err := c.w.WriteSignal(ch, 9); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

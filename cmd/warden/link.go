@@ -188,9 +188,10 @@ func (l *link) handle(f warden.Frame) error {
 		return l.spawn(f.Channel, &sp)
 	}
 	if f.Type == warden.TList {
-		// After any spawn in progress: a process forked for an earlier
-		// link is registered before the table is made, so a reattached
-		// runtime sees every process the warden runs.
+		// After every spawn in progress: a process forked for an earlier
+		// link (or earlier on this one) is registered before the table is
+		// made, so a reattached runtime sees every process the warden
+		// runs.
 		s.forkMu.Lock()
 		defer s.forkMu.Unlock()
 	}
@@ -313,39 +314,61 @@ func violation(format string, args ...any) error {
 	return &warden.ProtocolError{What: fmt.Sprintf(format, args...)}
 }
 
-// spawn starts a process on channel ch and queues Started or SpawnFailed.
+// spawn starts a process on channel ch in the background (up to maxSpawns
+// at once; a burst beyond blocks this reader) and has it queue Started or
+// SpawnFailed. The read lock on s.forkMu is taken here, before the next
+// frame is read: a List behind this Spawn waits for it.
 func (l *link) spawn(ch uint32, sp *warden.Spawn) error {
 	s := l.s
-	s.forkMu.Lock()
-	defer s.forkMu.Unlock()
+	s.spawnSlots <- struct{}{}
+	s.forkMu.RLock()
+	release := func() {
+		s.forkMu.RUnlock()
+		<-s.spawnSlots
+	}
 	s.mu.Lock()
 	if s.link != l {
 		s.mu.Unlock()
+		release()
 		return errLinkOver
 	}
-	if s.procs[ch] != nil {
+	if _, busy := s.spawning[ch]; busy || s.procs[ch] != nil {
 		s.mu.Unlock()
+		release()
 		return refuse("spawn on channel %d, which is in use", ch)
 	}
-	if len(s.procs) >= warden.MaxProcesses {
-		l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: 126, Error: fmt.Sprintf("the warden holds %d processes already", len(s.procs))})
+	if len(s.procs)+len(s.spawning) >= warden.MaxProcesses {
+		l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: 126, Error: fmt.Sprintf("the warden holds %d processes already", len(s.procs)+len(s.spawning))})
 		s.mu.Unlock()
+		release()
 		return nil
 	}
+	s.spawning[ch] = struct{}{}
 	s.mu.Unlock()
+	go func() {
+		defer release()
+		l.spawnNow(ch, sp)
+	}()
+	return nil
+}
 
+// spawnNow forks sp's child and registers it. The caller holds s.forkMu for
+// reading and has marked ch spawning.
+func (l *link) spawnNow(ch uint32, sp *warden.Spawn) {
+	s := l.s
 	p, err := s.start(ch, sp)
 	oom := oomKills()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.spawning, ch)
 	if err != nil {
 		var se *spawnError
 		if !errors.As(err, &se) {
 			se = &spawnError{code: 126, text: err.Error()}
 		}
 		l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: se.code, Error: truncate(se.text)})
-		return nil
+		return
 	}
 	s.register(p)
 	if s.link != l {
@@ -356,7 +379,6 @@ func (l *link) spawn(ch uint32, sp *warden.Spawn) error {
 	// Started is queued before p can be ready, and the writer sends
 	// control replies first: Started precedes the channel's output.
 	l.queue(warden.TStarted, ch, &warden.Started{PID: p.pid, PGID: p.pid, OOMKills: oom})
-	return nil
 }
 
 // badSpawn answers a Spawn the warden cannot decode: SpawnFailed on a free
@@ -369,7 +391,7 @@ func (l *link) badSpawn(ch uint32, err error) error {
 	if s.link != l {
 		return errLinkOver
 	}
-	if s.procs[ch] != nil {
+	if _, busy := s.spawning[ch]; busy || s.procs[ch] != nil {
 		return refuse("%v (on channel %d, which is in use)", err, ch)
 	}
 	logf("refused: %v", err)

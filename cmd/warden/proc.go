@@ -103,7 +103,8 @@ func lookPath(name string, env []string, dir string) (string, error) {
 	return "", &spawnError{code: 127, text: name + ": not found on PATH"}
 }
 
-// start forks and execs sp's child. The caller holds s.forkMu (not s.mu).
+// start forks and execs sp's child. The caller holds s.forkMu for reading
+// (not s.mu); other spawns may run meanwhile.
 func (s *state) start(ch uint32, sp *warden.Spawn) (*proc, error) {
 	env := mergeEnv(s.env, sp.Env)
 	dir := sp.Dir
@@ -176,6 +177,8 @@ func (s *state) start(ch uint32, sp *warden.Spawn) (*proc, error) {
 			keep = append(keep, inW)
 			toClose = append(toClose, func() { _ = inR.Close() })
 			in, p.stdin = inR, inW
+		} else if s.devNull != nil {
+			in = s.devNull
 		} else {
 			in, err = os.Open(os.DevNull)
 			if err != nil {

@@ -18,6 +18,13 @@ const runCost = 16
 // (the per-process window alone would let many processes add up).
 const defaultBufferCap = 64 << 20
 
+// maxSpawns bounds the spawns under way at once. A fork blocks its thread
+// (and its P: Go's vfork is a raw syscall) until the child's execve, so a
+// spawn waits mostly on the kernel: several side by side keep both CPUs
+// busy in a burst, and the bound keeps a burst from costing a thread per
+// spawn.
+const maxSpawns = 4
+
 // state is the warden: its processes, the current link, the windows. One
 // mutex guards everything (the warden is small and its critical sections
 // are short); conditions on it wake readers, stdin feeders and link writers.
@@ -38,13 +45,22 @@ type state struct {
 	link   *link // nil while no link is up
 	socket string
 
-	// forkMu is held around a spawn (check, fork, register) and around
-	// every wait4 pass, so the reaper never reaps a pid that is not yet in
+	// forkMu is held for reading around each spawn (check, fork,
+	// register; spawns run side by side) and for writing around every
+	// wait4 pass, so the reaper never reaps a pid that is not yet in
 	// byPID (and never steals the wait of a failed exec from the syscall
-	// package).
-	forkMu sync.Mutex
-	env    []string
-	cwd    string
+	// package), and around a table, so a table lists every spawn begun
+	// before it.
+	forkMu sync.RWMutex
+	// spawning holds the channels whose spawn is under way (guarded by
+	// mu); spawnSlots bounds how many run at once.
+	spawning   map[uint32]struct{}
+	spawnSlots chan struct{}
+	// devNull is the stdin of every child spawned without one (opened
+	// once: a spawn is a burst of syscalls, and this one need not be).
+	devNull *os.File
+	env     []string
+	cwd     string
 }
 
 func newState(capTotal int64) *state {
@@ -54,9 +70,14 @@ func newState(capTotal int64) *state {
 		capTotal:    capTotal,
 		procs:       make(map[uint32]*proc),
 		byPID:       make(map[int]*proc),
+		spawning:    make(map[uint32]struct{}),
+		spawnSlots:  make(chan struct{}, maxSpawns),
 		env:         os.Environ(),
 	}
 	s.space = sync.NewCond(&s.mu)
+	if f, err := os.Open(os.DevNull); err == nil {
+		s.devNull = f
+	}
 	if wd, err := os.Getwd(); err == nil {
 		s.cwd = wd
 	} else {
