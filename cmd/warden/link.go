@@ -19,11 +19,16 @@ import (
 // growing the warden.
 const maxQueued = 8 << 20
 
+// sendBatch bounds the Out frames of one process sent in one write: four
+// full frames.
+const sendBatch = 4 * (warden.MaxData + warden.OutHeaderSize)
+
 // link is one connection to the runtime: the first on stdin/stdout, later
 // ones on accepted socket connections. Exactly one is current; a reader
 // goroutine decodes and applies the runtime's frames, a writer goroutine
-// sends control replies first, then the ready processes' frames, one frame
-// per process in turn so that no process starves another.
+// sends control replies first, then the ready processes' frames, a few
+// frames (sendBatch) per process in turn so that no process starves
+// another.
 type link struct {
 	s      *state
 	r      *warden.Reader
@@ -38,7 +43,7 @@ type link struct {
 	queued int
 	ready  []*proc
 
-	obuf []byte // the writer's copy of a data frame
+	obuf []byte // the writer's copy of data frames (sendBatch bytes)
 }
 
 type ctrlFrame struct {
@@ -48,7 +53,7 @@ type ctrlFrame struct {
 }
 
 func newLink(s *state, r *warden.Reader, w *warden.Writer, closer func(), first bool) *link {
-	l := &link{s: s, r: r, w: w, closer: closer, first: first, obuf: make([]byte, warden.MaxData)}
+	l := &link{s: s, r: r, w: w, closer: closer, first: first, obuf: make([]byte, 0, sendBatch)}
 	l.wake = sync.NewCond(&s.mu)
 	return l
 }
@@ -500,12 +505,18 @@ func (l *link) sendOne(p *proc) error {
 		defer s.mu.Lock()
 		return l.w.WriteOffset(warden.TInAck, p.ch, off)
 	case p.sent < p.read:
-		stream, b := p.peek(p.sent, len(l.obuf))
-		n := copy(l.obuf, b)
-		p.sent += uint64(n)
+		// Up to sendBatch of frames in one write: a streaming child
+		// costs a write to the link per few frames, not per frame.
+		b := l.obuf[:0]
+		for p.sent < p.read && len(b)+warden.OutHeaderSize < cap(b) {
+			stream, d := p.peek(p.sent, min(warden.MaxData, cap(b)-len(b)-warden.OutHeaderSize))
+			b = warden.AppendOutHeader(b, p.ch, stream, len(d))
+			b = append(b, d...)
+			p.sent += uint64(len(d))
+		}
 		s.mu.Unlock()
 		defer s.mu.Lock()
-		return l.w.WriteOut(p.ch, stream, l.obuf[:n])
+		return l.w.WriteFrames(b)
 	case p.exit != nil && !p.exitSent:
 		p.exitSent = true
 		b, err := json.Marshal(p.exit)

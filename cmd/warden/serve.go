@@ -45,10 +45,10 @@ func serve(args []string) int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		logf("PR_SET_DUMPABLE: %v", err)
 	}
-	// Two Ps for the warden's own work, and one for each spawn under way:
-	// a fork holds its P until the child's execve (see maxSpawns), and a
-	// burst of spawns must not stall the link's reader and writer.
-	runtime.GOMAXPROCS(2 + maxSpawns)
+	// Two Ps: more cost a streaming child's output ~10% more CPU (idle Ps
+	// spin looking for work). A fork holds its P until the child's execve
+	// (see maxSpawns): two at once stall the link for that long.
+	runtime.GOMAXPROCS(2)
 	// SIGPIPE is caught, not ignored: Go then turns a write to a closed
 	// stdout into EPIPE instead of dying, and a caught signal is reset to
 	// its default in every child at exec (an ignored one would be
