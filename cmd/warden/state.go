@@ -146,6 +146,10 @@ type proc struct {
 	forgetOnReap bool
 }
 
+// ringPool holds the output rings of processes that emptied theirs (the
+// garbage collector empties it when they stay idle).
+var ringPool sync.Pool
+
 // tail returns up to n bytes of free space after p's output, contiguous in
 // its ring (grown, up to the window, to hold n more), for a pump to read
 // into; commit then adds what was read. The caller holds s.mu from tail to
@@ -158,7 +162,12 @@ func (p *proc) tail(n int, window int64) []byte {
 		if int64(size) > window {
 			size = max(int(window), live+n)
 		}
-		nd := make([]byte, size)
+		var nd []byte
+		if b, ok := ringPool.Get().(*[]byte); ok && len(*b) == size {
+			nd = *b
+		} else {
+			nd = make([]byte, size)
+		}
 		if live > 0 {
 			k := copy(nd, p.data[p.head:min(p.head+live, len(p.data))])
 			copy(nd[k:], p.data[:live-k])
@@ -210,6 +219,11 @@ func (p *proc) ackTo(off uint64) int64 {
 		// worth of memory.
 		p.head = 0
 		if len(p.data) > 64<<10 {
+			// Pooled, not kept: a child that streams with a reader
+			// that keeps up empties its ring often, and would
+			// otherwise allocate a window's worth each time.
+			b := p.data
+			ringPool.Put(&b)
 			p.data = nil
 		}
 	}
