@@ -228,8 +228,9 @@ func TestReattachDuringSpawnListsIt(t *testing.T) {
 			}
 			continue
 		}
-		// A spawn on the new link waits for the warden's spawn lock:
-		// once it started, the spawn in progress at the reattach is over.
+		// The table waited for every spawn in progress (the write side
+		// of the warden's spawn lock): those of the old link are over,
+		// and the sentinel's pid is the only one the table may miss.
 		r.spawn(100, warden.Spawn{Argv: []string{"sleep", "1000"}})
 		sentinel := r.waitStarted(100)
 		listed := map[int]bool{}

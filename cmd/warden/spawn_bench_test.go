@@ -13,9 +13,9 @@ import (
 // BenchmarkSpawn: a spawn through the warden on this host (Spawn written →
 // Started read, the child `true`) against its floor, a bare
 // syscall.ForkExec of the same program in this process, alternating. The
-// warden forks one child at a time (Go's fork lock spans the vfork and the
-// child's execve), so the floor bounds how many starts a second one warden
-// can make, whatever the runtime does.
+// warden forks up to maxSpawns children at once (Go's ForkExec no longer
+// serialises forks), so on few CPUs the floor still bounds how many starts
+// a second one warden can make, whatever the runtime does.
 //
 //	go test -run '^$' -bench BenchmarkSpawn -benchtime 200x ./cmd/warden/
 func BenchmarkSpawn(b *testing.B) {
