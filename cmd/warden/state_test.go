@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestOutputRing checks a process's output ring against a model (the bytes
@@ -63,5 +67,52 @@ func TestOutputRing(t *testing.T) {
 				t.Fatalf("step %d (window %d): the ring holds other bytes than were read", step, window)
 			}
 		}
+	}
+}
+
+// TestOOMKills reads the count from the first of oomFiles that opens, from
+// its kept fd, and sees the file's content change between reads.
+func TestOOMKills(t *testing.T) {
+	dir := t.TempDir()
+	v1, v2 := filepath.Join(dir, "memory.oom_control"), filepath.Join(dir, "memory.events")
+	saved := oomFiles
+	t.Cleanup(func() {
+		oomFiles = saved
+		if oomFD.fd >= 0 {
+			_ = unix.Close(oomFD.fd)
+		}
+		oomFD.fd = -1
+	})
+	for _, tc := range []struct {
+		name   string
+		files  map[string]string // written before the read
+		want   int64
+		keepFD bool // the fd of the previous step stays
+	}{
+		{"none readable", nil, -1, false},
+		{"v2", map[string]string{v2: "low 0\nhigh 0\nmax 0\noom 2\noom_kill 2\noom_group_kill 0\n"}, 2, false},
+		{"v2 again, changed", map[string]string{v2: "low 0\nhigh 0\nmax 0\noom 7\noom_kill 7\noom_group_kill 0\n"}, 7, true},
+		{"no count", map[string]string{v1: "oom_kill_disable 0\nunder_oom 0\n"}, -1, false},
+		{"v1", map[string]string{v1: "oom_kill_disable 0\nunder_oom 0\noom_kill 5\n"}, 5, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.keepFD {
+				_ = os.Remove(v1)
+				_ = os.Remove(v2)
+				if oomFD.fd >= 0 {
+					_ = unix.Close(oomFD.fd)
+				}
+				oomFD.fd = -1
+			}
+			oomFiles = []string{v1, v2}
+			for name, content := range tc.files {
+				if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := oomKills(); got != tc.want {
+				t.Fatalf("oomKills() = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
