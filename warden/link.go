@@ -56,6 +56,11 @@ type Link struct {
 	window      uint64 // output window per process (Hello.Window)
 	stdinWindow uint64 // stdin window per process
 	ackEvery    uint64 // consumed bytes that make Next acknowledge
+	// chunk bounds the data one Next returns: up to ackEvery, so that a
+	// consumer behind the warden takes what queued in a few calls (each
+	// a write to the recording and the consumer's pipe), not one per
+	// frame, and an Ack still goes out at each call.
+	chunk int
 
 	done     chan struct{}
 	closeErr error // the transport's Close result
@@ -138,6 +143,7 @@ func Open(ctx context.Context, r io.Reader, w io.Writer, c io.Closer, hs Handsha
 		next:        1,
 	}
 	l.ackEvery = max(l.window/4, 1)
+	l.chunk = max(maxChunk, int(l.ackEvery))
 	go l.run(rd)
 	return l, hello, nil
 }

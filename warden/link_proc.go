@@ -15,8 +15,9 @@ const (
 	stateStarted                    // Started arrived (or resumed)
 )
 
-// maxChunk bounds the data one Next returns, so acknowledgements flow
-// while the consumer handles a long run of queued output.
+// maxChunk is the least bound of the data one Next returns (Link.chunk):
+// a bound lets acknowledgements flow while the consumer handles a long run
+// of queued output.
 const maxChunk = MaxData + 1
 
 // Proc is one process on a link: its output (pull-style, Next), its stdin
@@ -266,7 +267,7 @@ func (p *Proc) Next() (stream byte, data []byte, err error) {
 				}
 				continue
 			}
-			stream, data = p.q.peek(maxChunk)
+			stream, data = p.q.peek(l.chunk)
 			p.held = len(data)
 			p.mu.Unlock()
 			return stream, data, nil

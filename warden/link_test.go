@@ -451,7 +451,7 @@ func TestMergedChunks(t *testing.T) {
 		if err == io.EOF {
 			break
 		}
-		if err != nil || len(d) > maxChunk {
+		if err != nil || len(d) > l.chunk {
 			t.Fatal(len(d), err)
 		}
 		got = append(got, d...)

@@ -332,3 +332,27 @@ func (w *Writer) WriteResize(ch uint32, rows, cols uint16) error {
 func (w *Writer) WriteOut(ch uint32, stream byte, data []byte) error {
 	return w.Write(TOut, ch, []byte{stream}, data)
 }
+
+// OutHeaderSize is the bytes AppendOutHeader adds: the frame header and
+// the stream id.
+const OutHeaderSize = HeaderSize + 1
+
+// AppendOutHeader appends the start of an Out frame carrying n bytes of
+// stream's data (the data itself follows): a sender that builds frames in
+// its own buffer writes them with WriteFrames, without one more copy.
+func AppendOutHeader(b []byte, ch uint32, stream byte, n int) []byte {
+	b = append(b, byte(TOut), 0, 0, 0, 0, 0, 0, 0, 0, stream)
+	h := b[len(b)-OutHeaderSize:]
+	binary.BigEndian.PutUint32(h[1:5], ch)
+	binary.BigEndian.PutUint32(h[5:9], uint32(n+1))
+	return b
+}
+
+// WriteFrames writes b, whole frames already encoded (AppendOutHeader and
+// its data, say), in one write, between the frames of other callers.
+func (w *Writer) WriteFrames(b []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, err := w.w.Write(b)
+	return err
+}

@@ -371,3 +371,30 @@ func TestTypeString(t *testing.T) {
 		t.Fatal(TOut, TResume, Type(0), Type(200))
 	}
 }
+
+// TestWriteFrames: frames built with AppendOutHeader and written in one
+// WriteFrames read back as the Out frames WriteOut would have written.
+func TestWriteFrames(t *testing.T) {
+	var built, want bytes.Buffer
+	var b []byte
+	for i, d := range []string{"x", strings.Repeat("y", MaxData)} {
+		stream := byte(1 + i%2)
+		b = AppendOutHeader(b, 9, stream, len(d))
+		b = append(b, d...)
+		if err := NewWriter(&want).WriteOut(9, stream, []byte(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := NewWriter(&built).WriteFrames(b); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(built.Bytes(), want.Bytes()) {
+		t.Fatal("frames built in place differ from WriteOut's")
+	}
+	r := NewReader(&built)
+	for range 2 {
+		if f, err := r.Read(); err != nil || f.Type != TOut || f.Channel != 9 {
+			t.Fatalf("%v on %d: %v", f.Type, f.Channel, err)
+		}
+	}
+}

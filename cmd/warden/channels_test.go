@@ -228,8 +228,9 @@ func TestReattachDuringSpawnListsIt(t *testing.T) {
 			}
 			continue
 		}
-		// A spawn on the new link waits for the warden's spawn lock:
-		// once it started, the spawn in progress at the reattach is over.
+		// The table waited for every spawn in progress (the write side
+		// of the warden's spawn lock): those of the old link are over,
+		// and the sentinel's pid is the only one the table may miss.
 		r.spawn(100, warden.Spawn{Argv: []string{"sleep", "1000"}})
 		sentinel := r.waitStarted(100)
 		listed := map[int]bool{}
@@ -362,5 +363,27 @@ func TestOutputReceivedBeforeLinkEndIsHandedOn(t *testing.T) {
 	}
 	if off := p.Offset(); off != size {
 		t.Errorf("offset %d, want %d", off, size)
+	}
+}
+
+// Spawns run side by side, but a List read after them waits for every one:
+// its table lists each process spawned before it, whatever order the
+// spawns end in.
+func TestListAfterSpawnsListsThem(t *testing.T) {
+	const spawns = 40
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	for ch := uint32(1); ch <= spawns; ch++ {
+		c.spawn(ch, warden.Spawn{Argv: []string{"sleep", "1000"}})
+	}
+	tb := c.list()
+	if len(tb.Processes) != spawns {
+		t.Fatalf("table of %d processes right after %d spawns", len(tb.Processes), spawns)
+	}
+	for ch := uint32(1); ch <= spawns; ch++ {
+		c.waitStarted(ch)
+		if err := c.w.WriteSignal(ch, 9); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

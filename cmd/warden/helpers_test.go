@@ -225,10 +225,11 @@ func (w *wardenProc) attach(socket string, secret []byte) *conn {
 
 // chanState is what one process channel has received.
 type chanState struct {
-	started *warden.Started
-	failed  *warden.SpawnFailed
-	exited  *warden.Exited
-	reaped  *warden.Reaped
+	started   *warden.Started
+	startedAt time.Time // when started was read
+	failed    *warden.SpawnFailed
+	exited    *warden.Exited
+	reaped    *warden.Reaped
 	// base is the offset of out[0] (0, or the Resume offset).
 	base     uint64
 	out      []byte
@@ -293,6 +294,7 @@ func (c *conn) read() {
 			switch f.Type {
 			case warden.TStarted:
 				s.started = new(warden.Started)
+				s.startedAt = time.Now()
 				if err := json.Unmarshal(p, s.started); err != nil {
 					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
 				}

@@ -19,11 +19,16 @@ import (
 // growing the warden.
 const maxQueued = 8 << 20
 
+// sendBatch bounds the Out frames of one process sent in one write: four
+// full frames.
+const sendBatch = 4 * (warden.MaxData + warden.OutHeaderSize)
+
 // link is one connection to the runtime: the first on stdin/stdout, later
 // ones on accepted socket connections. Exactly one is current; a reader
 // goroutine decodes and applies the runtime's frames, a writer goroutine
-// sends control replies first, then the ready processes' frames, one frame
-// per process in turn so that no process starves another.
+// sends control replies first, then the ready processes' frames, a few
+// frames (sendBatch) per process in turn so that no process starves
+// another.
 type link struct {
 	s      *state
 	r      *warden.Reader
@@ -38,7 +43,7 @@ type link struct {
 	queued int
 	ready  []*proc
 
-	obuf []byte // the writer's copy of a data frame
+	obuf []byte // the writer's copy of data frames (sendBatch bytes)
 }
 
 type ctrlFrame struct {
@@ -48,7 +53,7 @@ type ctrlFrame struct {
 }
 
 func newLink(s *state, r *warden.Reader, w *warden.Writer, closer func(), first bool) *link {
-	l := &link{s: s, r: r, w: w, closer: closer, first: first, obuf: make([]byte, warden.MaxData)}
+	l := &link{s: s, r: r, w: w, closer: closer, first: first, obuf: make([]byte, 0, sendBatch)}
 	l.wake = sync.NewCond(&s.mu)
 	return l
 }
@@ -188,9 +193,10 @@ func (l *link) handle(f warden.Frame) error {
 		return l.spawn(f.Channel, &sp)
 	}
 	if f.Type == warden.TList {
-		// After any spawn in progress: a process forked for an earlier
-		// link is registered before the table is made, so a reattached
-		// runtime sees every process the warden runs.
+		// After every spawn in progress: a process forked for an earlier
+		// link (or earlier on this one) is registered before the table is
+		// made, so a reattached runtime sees every process the warden
+		// runs.
 		s.forkMu.Lock()
 		defer s.forkMu.Unlock()
 	}
@@ -313,39 +319,61 @@ func violation(format string, args ...any) error {
 	return &warden.ProtocolError{What: fmt.Sprintf(format, args...)}
 }
 
-// spawn starts a process on channel ch and queues Started or SpawnFailed.
+// spawn starts a process on channel ch in the background (up to maxSpawns
+// at once; a burst beyond blocks this reader) and has it queue Started or
+// SpawnFailed. The read lock on s.forkMu is taken here, before the next
+// frame is read: a List behind this Spawn waits for it.
 func (l *link) spawn(ch uint32, sp *warden.Spawn) error {
 	s := l.s
-	s.forkMu.Lock()
-	defer s.forkMu.Unlock()
+	s.spawnSlots <- struct{}{}
+	s.forkMu.RLock()
+	release := func() {
+		s.forkMu.RUnlock()
+		<-s.spawnSlots
+	}
 	s.mu.Lock()
 	if s.link != l {
 		s.mu.Unlock()
+		release()
 		return errLinkOver
 	}
-	if s.procs[ch] != nil {
+	if _, busy := s.spawning[ch]; busy || s.procs[ch] != nil {
 		s.mu.Unlock()
+		release()
 		return refuse("spawn on channel %d, which is in use", ch)
 	}
-	if len(s.procs) >= warden.MaxProcesses {
-		l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: 126, Error: fmt.Sprintf("the warden holds %d processes already", len(s.procs))})
+	if len(s.procs)+len(s.spawning) >= warden.MaxProcesses {
+		l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: 126, Error: fmt.Sprintf("the warden holds %d processes already", len(s.procs)+len(s.spawning))})
 		s.mu.Unlock()
+		release()
 		return nil
 	}
+	s.spawning[ch] = struct{}{}
 	s.mu.Unlock()
+	go func() {
+		defer release()
+		l.spawnNow(ch, sp)
+	}()
+	return nil
+}
 
+// spawnNow forks sp's child and registers it. The caller holds s.forkMu for
+// reading and has marked ch spawning.
+func (l *link) spawnNow(ch uint32, sp *warden.Spawn) {
+	s := l.s
 	p, err := s.start(ch, sp)
 	oom := oomKills()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.spawning, ch)
 	if err != nil {
 		var se *spawnError
 		if !errors.As(err, &se) {
 			se = &spawnError{code: 126, text: err.Error()}
 		}
 		l.queue(warden.TSpawnFailed, ch, &warden.SpawnFailed{Code: se.code, Error: truncate(se.text)})
-		return nil
+		return
 	}
 	s.register(p)
 	if s.link != l {
@@ -356,7 +384,6 @@ func (l *link) spawn(ch uint32, sp *warden.Spawn) error {
 	// Started is queued before p can be ready, and the writer sends
 	// control replies first: Started precedes the channel's output.
 	l.queue(warden.TStarted, ch, &warden.Started{PID: p.pid, PGID: p.pid, OOMKills: oom})
-	return nil
 }
 
 // badSpawn answers a Spawn the warden cannot decode: SpawnFailed on a free
@@ -369,7 +396,7 @@ func (l *link) badSpawn(ch uint32, err error) error {
 	if s.link != l {
 		return errLinkOver
 	}
-	if s.procs[ch] != nil {
+	if _, busy := s.spawning[ch]; busy || s.procs[ch] != nil {
 		return refuse("%v (on channel %d, which is in use)", err, ch)
 	}
 	logf("refused: %v", err)
@@ -478,12 +505,18 @@ func (l *link) sendOne(p *proc) error {
 		defer s.mu.Lock()
 		return l.w.WriteOffset(warden.TInAck, p.ch, off)
 	case p.sent < p.read:
-		stream, b := p.peek(p.sent, len(l.obuf))
-		n := copy(l.obuf, b)
-		p.sent += uint64(n)
+		// Up to sendBatch of frames in one write: a streaming child
+		// costs a write to the link per few frames, not per frame.
+		b := l.obuf[:0]
+		for p.sent < p.read && len(b)+warden.OutHeaderSize < cap(b) {
+			stream, d := p.peek(p.sent, min(warden.MaxData, cap(b)-len(b)-warden.OutHeaderSize))
+			b = warden.AppendOutHeader(b, p.ch, stream, len(d))
+			b = append(b, d...)
+			p.sent += uint64(len(d))
+		}
 		s.mu.Unlock()
 		defer s.mu.Lock()
-		return l.w.WriteOut(p.ch, stream, l.obuf[:n])
+		return l.w.WriteFrames(b)
 	case p.exit != nil && !p.exitSent:
 		p.exitSent = true
 		b, err := json.Marshal(p.exit)

@@ -103,7 +103,8 @@ func lookPath(name string, env []string, dir string) (string, error) {
 	return "", &spawnError{code: 127, text: name + ": not found on PATH"}
 }
 
-// start forks and execs sp's child. The caller holds s.forkMu (not s.mu).
+// start forks and execs sp's child. The caller holds s.forkMu for reading
+// (not s.mu); other spawns may run meanwhile.
 func (s *state) start(ch uint32, sp *warden.Spawn) (*proc, error) {
 	env := mergeEnv(s.env, sp.Env)
 	dir := sp.Dir
@@ -176,6 +177,8 @@ func (s *state) start(ch uint32, sp *warden.Spawn) (*proc, error) {
 			keep = append(keep, inW)
 			toClose = append(toClose, func() { _ = inR.Close() })
 			in, p.stdin = inR, inW
+		} else if s.devNull != nil {
+			in = s.devNull
 		} else {
 			in, err = os.Open(os.DevNull)
 			if err != nil {
@@ -243,8 +246,6 @@ func (s *state) pump(p *proc, f *os.File, stream byte) {
 		}
 		var rerr error
 		err = rc.Read(func(fd uintptr) bool {
-			bp := bufPool.Get().(*[]byte)
-			defer bufPool.Put(bp)
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			n := s.room(p)
@@ -255,8 +256,22 @@ func (s *state) pump(p *proc, f *os.File, stream byte) {
 				}
 				return true
 			}
+			// A stream whose last read filled its buffer is read
+			// straight into p's output ring (s.mu is held), one copy
+			// fewer; any other through a pooled buffer, so that a child
+			// that writes a little now and then does not make its ring
+			// grow to the read size.
+			direct := p.fullReads[stream-1]
+			var buf []byte
+			if direct {
+				buf = p.tail(int(n), s.window)
+			} else {
+				bp := bufPool.Get().(*[]byte)
+				defer bufPool.Put(bp)
+				buf = (*bp)[:n]
+			}
 			for {
-				m, e := unix.Read(int(fd), (*bp)[:n])
+				m, e := unix.Read(int(fd), buf)
 				switch {
 				case e == unix.EINTR:
 					continue
@@ -267,7 +282,15 @@ func (s *state) pump(p *proc, f *os.File, stream byte) {
 				case m == 0:
 					rerr = errEOF
 				default:
-					s.total += p.appendOut(stream, (*bp)[:m], s.window)
+					p.fullReads[stream-1] = m == len(buf)
+					if direct {
+						s.total += p.commit(stream, m)
+					}
+					for b := buf[:m]; !direct && len(b) > 0; {
+						k := copy(p.tail(len(b), s.window), b)
+						s.total += p.commit(stream, k)
+						b = b[k:]
+					}
 					s.kick(p)
 				}
 				return true

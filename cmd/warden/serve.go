@@ -45,6 +45,9 @@ func serve(args []string) int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		logf("PR_SET_DUMPABLE: %v", err)
 	}
+	// Two Ps: more cost a streaming child's output ~10% more CPU (idle Ps
+	// spin looking for work). A fork holds its P until the child's execve
+	// (see maxSpawns): two at once stall the link for that long.
 	runtime.GOMAXPROCS(2)
 	// SIGPIPE is caught, not ignored: Go then turns a write to a closed
 	// stdout into EPIPE instead of dying, and a caught signal is reset to

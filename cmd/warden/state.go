@@ -18,6 +18,13 @@ const runCost = 16
 // (the per-process window alone would let many processes add up).
 const defaultBufferCap = 64 << 20
 
+// maxSpawns bounds the spawns under way at once. A spawn waits mostly on
+// the kernel (path lookups, the child's execve while its vfork parent
+// sleeps): two side by side overlap those waits; more gained nothing
+// measurable on two CPUs (BenchmarkSpawnBurst100), and each fork holds one
+// of the warden's two Ps until its child's execve.
+const maxSpawns = 2
+
 // state is the warden: its processes, the current link, the windows. One
 // mutex guards everything (the warden is small and its critical sections
 // are short); conditions on it wake readers, stdin feeders and link writers.
@@ -38,13 +45,22 @@ type state struct {
 	link   *link // nil while no link is up
 	socket string
 
-	// forkMu is held around a spawn (check, fork, register) and around
-	// every wait4 pass, so the reaper never reaps a pid that is not yet in
+	// forkMu is held for reading around each spawn (check, fork,
+	// register; spawns run side by side) and for writing around every
+	// wait4 pass, so the reaper never reaps a pid that is not yet in
 	// byPID (and never steals the wait of a failed exec from the syscall
-	// package).
-	forkMu sync.Mutex
-	env    []string
-	cwd    string
+	// package), and around a table, so a table lists every spawn begun
+	// before it.
+	forkMu sync.RWMutex
+	// spawning holds the channels whose spawn is under way (guarded by
+	// mu); spawnSlots bounds how many run at once.
+	spawning   map[uint32]struct{}
+	spawnSlots chan struct{}
+	// devNull is the stdin of every child spawned without one (opened
+	// once: a spawn is a burst of syscalls, and this one need not be).
+	devNull *os.File
+	env     []string
+	cwd     string
 }
 
 func newState(capTotal int64) *state {
@@ -54,9 +70,14 @@ func newState(capTotal int64) *state {
 		capTotal:    capTotal,
 		procs:       make(map[uint32]*proc),
 		byPID:       make(map[int]*proc),
+		spawning:    make(map[uint32]struct{}),
+		spawnSlots:  make(chan struct{}, maxSpawns),
 		env:         os.Environ(),
 	}
 	s.space = sync.NewCond(&s.mu)
+	if f, err := os.Open(os.DevNull); err == nil {
+		s.devNull = f
+	}
 	if wd, err := os.Getwd(); err == nil {
 		s.cwd = wd
 	} else {
@@ -79,8 +100,8 @@ type proc struct {
 	pid int
 	tty bool
 
-	// Output: data[head:] holds offsets [acked, read); runs say which
-	// stream each byte came from.
+	// Output: a ring, data[head] the byte at offset acked, holding
+	// offsets [acked, read); runs say which stream each byte came from.
 	data  []byte
 	head  int
 	runs  []outRun
@@ -89,9 +110,12 @@ type proc struct {
 	// readErr is how much of read came from stderr.
 	readErr uint64
 	open    int // output streams not yet at their end
-	outs    []*os.File
-	master  *os.File // the pty master (TTY only)
-	window  *sync.Cond
+	// fullReads says, per stream, that its last read filled the buffer
+	// (the child streams): the next one goes straight into data.
+	fullReads [2]bool
+	outs      []*os.File
+	master    *os.File // the pty master (TTY only)
+	window    *sync.Cond
 
 	// Link-scoped: reset when a new link takes over.
 	sent     uint64 // next offset to send
@@ -122,32 +146,51 @@ type proc struct {
 	forgetOnReap bool
 }
 
-// appendOut adds b (read from stream) to the output sequence and returns
-// what it costs against the total cap. The caller holds s.mu.
-func (p *proc) appendOut(stream byte, b []byte, window int64) int64 {
-	if len(p.data)+len(b) > cap(p.data) {
-		live := len(p.data) - p.head
-		need := live + len(b)
-		if p.head > 0 && need <= cap(p.data) {
-			copy(p.data, p.data[p.head:])
-			p.data = p.data[:live]
-		} else {
-			nc := max(2*cap(p.data), need, 4096)
-			if int64(nc) > window {
-				nc = max(int(window), need)
-			}
-			nd := make([]byte, live, nc)
-			copy(nd, p.data[p.head:])
-			p.data = nd
+// ringPool holds the output rings of processes that emptied theirs (the
+// garbage collector empties it when they stay idle).
+var ringPool sync.Pool
+
+// tail returns up to n bytes of free space after p's output, contiguous in
+// its ring (grown, up to the window, to hold n more), for a pump to read
+// into; commit then adds what was read. The caller holds s.mu from tail to
+// commit (the read in between is done with it held), and read-acked+n is
+// within the window.
+func (p *proc) tail(n int, window int64) []byte {
+	live := int(p.read - p.acked)
+	if live+n > len(p.data) {
+		size := max(2*len(p.data), live+n, 4096)
+		if int64(size) > window {
+			size = max(int(window), live+n)
 		}
-		p.head = 0
+		var nd []byte
+		if b, ok := ringPool.Get().(*[]byte); ok && len(*b) == size {
+			nd = *b
+		} else {
+			nd = make([]byte, size)
+		}
+		if live > 0 {
+			k := copy(nd, p.data[p.head:min(p.head+live, len(p.data))])
+			copy(nd[k:], p.data[:live-k])
+		}
+		p.data, p.head = nd, 0
 	}
-	p.data = append(p.data, b...)
-	p.read += uint64(len(b))
+	start := p.head + live
+	if start >= len(p.data) {
+		start -= len(p.data)
+		return p.data[start:min(start+n, p.head)]
+	}
+	return p.data[start:min(start+n, len(p.data))]
+}
+
+// commit adds the first m bytes of the last tail (read from stream) to the
+// output sequence and returns what they cost against the total cap. The
+// caller holds s.mu.
+func (p *proc) commit(stream byte, m int) int64 {
+	p.read += uint64(m)
 	if stream == 2 {
-		p.readErr += uint64(len(b))
+		p.readErr += uint64(m)
 	}
-	cost := int64(len(b))
+	cost := int64(m)
 	if n := len(p.runs); n > 0 && p.runs[n-1].stream == stream {
 		p.runs[n-1].end = p.read
 	} else {
@@ -161,7 +204,9 @@ func (p *proc) appendOut(stream byte, b []byte, window int64) int64 {
 // that gives back to the total cap. The caller holds s.mu.
 func (p *proc) ackTo(off uint64) int64 {
 	freed := int64(off - p.acked)
-	p.head += int(off - p.acked)
+	if len(p.data) > 0 {
+		p.head = (p.head + int(off-p.acked)) % len(p.data)
+	}
 	p.acked = off
 	i := 0
 	for i < len(p.runs) && p.runs[i].end <= off {
@@ -169,21 +214,24 @@ func (p *proc) ackTo(off uint64) int64 {
 	}
 	p.runs = p.runs[i:]
 	freed += int64(i) * runCost
-	if p.head == len(p.data) {
+	if p.acked == p.read {
 		// Nothing held: an idle process should not keep a window's
 		// worth of memory.
 		p.head = 0
-		if cap(p.data) > 64<<10 {
+		if len(p.data) > 64<<10 {
+			// Pooled, not kept: a child that streams with a reader
+			// that keeps up empties its ring often, and would
+			// otherwise allocate a window's worth each time.
+			b := p.data
+			ringPool.Put(&b)
 			p.data = nil
-		} else {
-			p.data = p.data[:0]
 		}
 	}
 	return freed
 }
 
 // peek returns up to max bytes of one stream from offset off (acked <= off <
-// read), aliasing p.data: copy before unlocking.
+// read), contiguous in the ring, aliasing p.data: copy before unlocking.
 func (p *proc) peek(off uint64, max int) (byte, []byte) {
 	i := sort.Search(len(p.runs), func(i int) bool { return p.runs[i].end > off })
 	r := p.runs[i]
@@ -192,7 +240,11 @@ func (p *proc) peek(off uint64, max int) (byte, []byte) {
 		n = uint64(max)
 	}
 	start := p.head + int(off-p.acked)
-	return r.stream, p.data[start : start+int(n)]
+	if start >= len(p.data) {
+		start -= len(p.data)
+	}
+	end := min(start+int(n), len(p.data))
+	return r.stream, p.data[start:end]
 }
 
 // running is what a Table and Forget call running: not yet reaped.
