@@ -77,6 +77,9 @@ type Adapter struct {
 
 	imgMu  sync.Mutex
 	images map[string]ImageFacts // by image ID; images are immutable
+
+	seedMu sync.Mutex
+	seeds  map[string]*seeding // workspace seeds a create began, by owner/id (seed.go)
 }
 
 var _ Engine = (*Adapter)(nil)
@@ -124,6 +127,7 @@ func (a *Adapter) ClientVersion() string {
 // Close closes the clients. Attachments already handed out stay usable
 // until closed.
 func (a *Adapter) Close() error {
+	a.settleSeeds() // a seed in flight would fail on a closed client
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var err error

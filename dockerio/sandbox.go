@@ -1,8 +1,6 @@
 package dockerio
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"maps"
@@ -136,24 +134,26 @@ func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, im
 	return a.createContainers(ctx, cli, sb, img)
 }
 
-// createContainers makes the export and workload containers, reads them
-// back and seeds the workspace.
+// createContainers makes the export container and reads it back, begins
+// the workspace's seed through it (see seed.go: it runs on beside the
+// workload's create and start), then makes the workload container and
+// reads it back. The export container comes first: its create fills the
+// fresh volume (see seed.go), and the seed needs it.
 func (a *Adapter) createContainers(ctx context.Context, cli *client.Client, sb Sandbox, img ImageFacts) (Sandbox, error) {
-	for _, role := range []Role{RoleExport, RoleWorkload} {
-		id, err := a.ensureContainer(ctx, cli, sb, role)
-		if err != nil {
-			return sb, err
-		}
-		if role == RoleExport {
-			sb.Export = id
-		} else {
-			sb.Workload = id
-		}
-		if err := a.readback(ctx, cli, sb, role, id, img.Env, false); err != nil {
-			return sb, err
-		}
+	id, err := a.ensureContainer(ctx, cli, sb, RoleExport)
+	if err != nil {
+		return sb, err
 	}
-	if err := a.seed(ctx, cli, sb); err != nil {
+	sb.Export = id
+	if err := a.readback(ctx, cli, sb, RoleExport, id, img.Env, false); err != nil {
+		return sb, err
+	}
+	a.beginSeed(ctx, cli, sb)
+	if id, err = a.ensureContainer(ctx, cli, sb, RoleWorkload); err != nil {
+		return sb, err
+	}
+	sb.Workload = id
+	if err := a.readback(ctx, cli, sb, RoleWorkload, id, img.Env, false); err != nil {
 		return sb, err
 	}
 	return sb, nil
@@ -207,44 +207,18 @@ func (a *Adapter) readback(ctx context.Context, cli *client.Client, sb Sandbox, 
 	return Verify(raw, ExpectFor(a.profile, sb.Spec, sb.Owner, sb.ID, role, sb.Volume, sb.Network, imageEnv, started))
 }
 
-// seed makes /workspace/work owned by the sandbox's uid:gid through the
-// export container's archive API (a fresh volume is root:root 0755).
-func (a *Adapter) seed(ctx context.Context, cli *client.Client, sb Sandbox) error {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	u := sb.Spec.Policy.User
-	now := time.Now()
-	if a.HasWarden() {
-		// One archive call for both: the warden adds nothing to a create.
-		bin, err := a.warden.Bytes()
-		if err != nil {
-			return payloadError(err, "dockerio.seed", "reading the warden binary")
-		}
-		if err := wardenTar(tw, bin, now); err != nil {
-			return spec.Wrap(spec.CodeEngine, "dockerio.seed", err, "building the seed archive")
-		}
-	}
-	hdr := &tar.Header{Typeflag: tar.TypeDir, Name: "work/", Mode: 0o755, Uid: int(u.UID), Gid: int(u.GID), ModTime: now, Format: tar.FormatPAX}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return spec.Wrap(spec.CodeEngine, "dockerio.seed", err, "building the seed archive")
-	}
-	if err := tw.Close(); err != nil {
-		return spec.Wrap(spec.CodeEngine, "dockerio.seed", err, "building the seed archive")
-	}
-	if err := cli.CopyToContainer(ctx, sb.Export, WorkspaceDir, &buf, container.CopyToContainerOptions{}); err != nil {
-		return translate(err, "dockerio.seed", "seeding %s through export container %s", WorkspaceDir, sb.Export)
-	}
-	return nil
-}
-
 // StartSandbox starts the workload container and verifies it again, now
-// running. On a mismatch it returns unsupported naming the field and leaves
-// the resources for the caller's journaled rollback.
+// running, and waits for the workspace's seed its create began (seed.go).
+// On a mismatch it returns unsupported naming the field, and on a failed
+// seed its error; either way it leaves the resources for the caller's
+// journaled rollback.
 func (a *Adapter) StartSandbox(ctx context.Context, sb Sandbox) error {
 	cli, err := a.ready(ctx)
 	if err != nil {
 		return err
 	}
+	seedDone := make(chan error, 1)
+	go func() { seedDone <- a.seeded(ctx, cli, sb) }()
 	egressDone := make(chan error, 1)
 	if sb.Egress != "" {
 		// The proxy's start began with the create (its address is the
@@ -262,6 +236,9 @@ func (a *Adapter) StartSandbox(ctx context.Context, sb Sandbox) error {
 	}
 	if eerr := <-egressDone; err == nil {
 		err = eerr
+	}
+	if serr := <-seedDone; err == nil {
+		err = serr
 	}
 	return err
 }
@@ -357,6 +334,7 @@ func (a *Adapter) RemoveSandbox(ctx context.Context, sb Sandbox) error {
 		return err
 	}
 	a.settleEgress(sb)
+	a.settleSeed(ctx, sb, true)
 	if err := a.removeLabelled(ctx, cli, sb.Owner, sb.ID); err != nil {
 		return err
 	}
