@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/client"
 
 	"github.com/stockade/stockade/spec"
@@ -137,13 +138,20 @@ func (a *Adapter) Close() error {
 	return errors.Join(err, a.probe.Close())
 }
 
-// gather reads the controller and daemon facts.
+// gather reads the controller and daemon facts. /version and /info are
+// asked side by side: every Open waits for both.
 func gather(ctx context.Context, cli *client.Client) (Facts, error) {
-	v, err := cli.ServerVersion(ctx)
-	if err != nil {
-		return Facts{}, translate(err, "dockerio.preflight", "GET /version")
-	}
+	var v types.Version
+	verr := make(chan error, 1)
+	go func() {
+		var err error
+		v, err = cli.ServerVersion(ctx)
+		verr <- err
+	}()
 	info, err := cli.Info(ctx)
+	if vErr := <-verr; vErr != nil {
+		return Facts{}, translate(vErr, "dockerio.preflight", "GET /version")
+	}
 	if err != nil {
 		return Facts{}, translate(err, "dockerio.preflight", "GET /info")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"net/netip"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -359,13 +360,22 @@ func (a *Adapter) removeLabelled(ctx context.Context, cli *client.Client, owner,
 	if err != nil {
 		return err
 	}
-	var errs []error
+	// Kind by kind (a network or volume in use by a container cannot go),
+	// the resources of one kind side by side: the workload's removal (its
+	// rootfs unmounted, its layer deleted) is the slow one.
+	errs := make([]error, len(rs))
 	for _, k := range []Kind{KindContainer, KindNetwork, KindVolume} {
-		for _, r := range rs {
+		var wg sync.WaitGroup
+		for i, r := range rs {
 			if r.Kind == k {
-				errs = append(errs, remove(ctx, cli, r))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = remove(ctx, cli, r)
+				}()
 			}
 		}
+		wg.Wait()
 	}
 	return errors.Join(errs...)
 }
@@ -394,17 +404,39 @@ func resource(kind Kind, id, name string, labels map[string]string) Resource {
 }
 
 // list returns every resource labelled with owner (and sandbox, if not
-// empty).
+// empty): containers, then networks, then volumes, each asked side by side.
 func (a *Adapter) list(ctx context.Context, cli *client.Client, owner, sandbox string) ([]Resource, error) {
 	f := filters.NewArgs(filters.Arg("label", LabelOwner+"="+owner))
 	if sandbox != "" {
 		f.Add("label", LabelSandbox+"="+sandbox)
 	}
-	var out []Resource
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-	if err != nil {
-		return nil, translate(err, "dockerio.list", "containers of owner %s", owner)
+	var (
+		cs         []container.Summary
+		ns         []network.Summary
+		vs         volume.ListResponse
+		cerr, nerr error
+		wg         sync.WaitGroup
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		cs, cerr = cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	}()
+	go func() {
+		defer wg.Done()
+		ns, nerr = cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	}()
+	vs, verr := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	wg.Wait()
+	switch {
+	case cerr != nil:
+		return nil, translate(cerr, "dockerio.list", "containers of owner %s", owner)
+	case nerr != nil:
+		return nil, translate(nerr, "dockerio.list", "networks of owner %s", owner)
+	case verr != nil:
+		return nil, translate(verr, "dockerio.list", "volumes of owner %s", owner)
 	}
+	var out []Resource
 	for _, c := range cs {
 		name := ""
 		if len(c.Names) > 0 {
@@ -412,16 +444,8 @@ func (a *Adapter) list(ctx context.Context, cli *client.Client, owner, sandbox s
 		}
 		out = append(out, resource(KindContainer, c.ID, name, c.Labels))
 	}
-	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
-	if err != nil {
-		return nil, translate(err, "dockerio.list", "networks of owner %s", owner)
-	}
 	for _, n := range ns {
 		out = append(out, resource(KindNetwork, n.ID, n.Name, n.Labels))
-	}
-	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-	if err != nil {
-		return nil, translate(err, "dockerio.list", "volumes of owner %s", owner)
 	}
 	for _, v := range vs.Volumes {
 		out = append(out, resource(KindVolume, v.Name, v.Name, v.Labels))
