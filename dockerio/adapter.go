@@ -282,9 +282,12 @@ func (a *Adapter) imageFacts(ctx context.Context, ref string) (ImageFacts, error
 		f.Env = append([]string(nil), img.Config.Env...)
 		f.Labels = maps.Clone(img.Config.Labels)
 	}
-	if spec.IsImageID(ref) && f.ID == ref {
+	// Kept by ID (an image ID names immutable content), also when a tag
+	// was asked: the create that follows a tag's resolution asks by the
+	// ID it resolved to. A tag itself is never kept (it can move).
+	if spec.IsImageID(f.ID) {
 		a.imgMu.Lock()
-		a.images[ref] = f
+		a.images[f.ID] = f
 		a.imgMu.Unlock()
 	}
 	return f, nil

@@ -52,10 +52,14 @@
 // every field of the lockdown: user, entrypoint and command, environment,
 // read-only root, capabilities, security options, namespaces, limits,
 // restart policy, tmpfs, ports, devices, network, plus image, name, labels,
-// Init and mounts); /workspace/work is seeded, owned by uid:gid, through the
-// export container's archive API before the workload starts. StartSandbox
-// reads back again, running. Any mismatch removes every resource of the
-// sandbox and returns unsupported naming the field.
+// Init and mounts); /workspace/work is seeded, owned by uid:gid, with the
+// warden's binary, through the export container's archive API. The seed
+// begins once the export container is read back and runs beside the
+// workload's create and start: StartSandbox returns only once it has
+// succeeded, and until then nothing but the keeper runs in the workload
+// (seed.go says why this is safe). StartSandbox reads back again, running.
+// Any mismatch removes every resource of the sandbox and returns
+// unsupported naming the field.
 //
 // # Exec
 //
