@@ -79,8 +79,9 @@ type Adapter struct {
 	imgMu  sync.Mutex
 	images map[string]ImageFacts // by image ID; images are immutable
 
-	seedMu sync.Mutex
-	seeds  map[string]*seeding // workspace seeds a create began, by owner/id (seed.go)
+	// The workloads' starts and the workspaces' seeds a create began, for
+	// StartSandbox to finish (seed.go).
+	starts, seeds pending
 }
 
 var _ Engine = (*Adapter)(nil)
@@ -128,7 +129,9 @@ func (a *Adapter) ClientVersion() string {
 // Close closes the clients. Attachments already handed out stay usable
 // until closed.
 func (a *Adapter) Close() error {
-	a.settleSeeds() // a seed in flight would fail on a closed client
+	// A start or seed in flight would fail on a closed client.
+	a.starts.settleAll()
+	a.seeds.settleAll()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var err error

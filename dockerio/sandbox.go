@@ -135,28 +135,29 @@ func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, im
 	return a.createContainers(ctx, cli, sb, img)
 }
 
-// createContainers makes the export container and reads it back, begins
-// the workspace's seed through it (see seed.go: it runs on beside the
-// workload's create and start), then makes the workload container and
-// reads it back. The export container comes first: its create fills the
-// fresh volume (see seed.go), and the seed needs it.
+// createContainers makes the workload container and reads it back, begins
+// its start, then makes the export container, reads it back and begins the
+// workspace's seed through it (see seed.go for the order and what holds).
 func (a *Adapter) createContainers(ctx context.Context, cli *client.Client, sb Sandbox, img ImageFacts) (Sandbox, error) {
-	id, err := a.ensureContainer(ctx, cli, sb, RoleExport)
+	id, err := a.ensureContainer(ctx, cli, sb, RoleWorkload)
 	if err != nil {
-		return sb, err
-	}
-	sb.Export = id
-	if err := a.readback(ctx, cli, sb, RoleExport, id, img.Env, false); err != nil {
-		return sb, err
-	}
-	a.beginSeed(ctx, cli, sb)
-	if id, err = a.ensureContainer(ctx, cli, sb, RoleWorkload); err != nil {
 		return sb, err
 	}
 	sb.Workload = id
 	if err := a.readback(ctx, cli, sb, RoleWorkload, id, img.Env, false); err != nil {
 		return sb, err
 	}
+	started := sb
+	a.starts.begin(ctx, sb, func(ctx context.Context) error { return startWorkload(ctx, cli, started) })
+	if id, err = a.ensureContainer(ctx, cli, sb, RoleExport); err != nil {
+		return sb, err
+	}
+	sb.Export = id
+	if err := a.readback(ctx, cli, sb, RoleExport, id, img.Env, false); err != nil {
+		return sb, err
+	}
+	seeded := sb
+	a.seeds.begin(ctx, sb, func(ctx context.Context) error { return a.seed(ctx, cli, seeded) })
 	return sb, nil
 }
 
@@ -208,18 +209,20 @@ func (a *Adapter) readback(ctx context.Context, cli *client.Client, sb Sandbox, 
 	return Verify(raw, ExpectFor(a.profile, sb.Spec, sb.Owner, sb.ID, role, sb.Volume, sb.Network, imageEnv, started))
 }
 
-// StartSandbox starts the workload container and verifies it again, now
-// running, and waits for the workspace's seed its create began (seed.go).
-// On a mismatch it returns unsupported naming the field, and on a failed
-// seed its error; either way it leaves the resources for the caller's
-// journaled rollback.
+// StartSandbox finishes the workload's start and the workspace's seed its
+// create began (or does them now: see seed.go) and verifies the workload
+// again, now running. On a mismatch it returns unsupported naming the
+// field, and on a failed start or seed its error; either way it leaves the
+// resources for the caller's journaled rollback.
 func (a *Adapter) StartSandbox(ctx context.Context, sb Sandbox) error {
 	cli, err := a.ready(ctx)
 	if err != nil {
 		return err
 	}
 	seedDone := make(chan error, 1)
-	go func() { seedDone <- a.seeded(ctx, cli, sb) }()
+	go func() {
+		seedDone <- a.seeds.finish(ctx, sb, func(ctx context.Context) error { return a.seed(ctx, cli, sb) })
+	}()
 	egressDone := make(chan error, 1)
 	if sb.Egress != "" {
 		// The proxy's start began with the create (its address is the
@@ -229,10 +232,8 @@ func (a *Adapter) StartSandbox(ctx context.Context, sb Sandbox) error {
 	} else {
 		egressDone <- nil
 	}
-	err = cli.ContainerStart(ctx, sb.Workload, container.StartOptions{})
-	if err != nil {
-		err = translate(err, "dockerio.start", "starting workload %s", sb.Workload)
-	} else {
+	err = a.starts.finish(ctx, sb, func(ctx context.Context) error { return startWorkload(ctx, cli, sb) })
+	if err == nil {
 		err = a.verify(ctx, cli, sb)
 	}
 	if eerr := <-egressDone; err == nil {
@@ -275,6 +276,7 @@ func (a *Adapter) StopSandbox(ctx context.Context, sb Sandbox, grace time.Durati
 	if sb.Workload == "" { // never created: nothing to stop
 		return ContainerExit{ExitCode: -1}, nil
 	}
+	a.starts.settle(ctx, sb, false) // a start in flight would outlive the stop
 	// Docker refuses to stop a paused container: thaw it first.
 	if err := a.unpause(ctx, cli, sb.Workload); err != nil {
 		return ContainerExit{}, err
@@ -335,7 +337,8 @@ func (a *Adapter) RemoveSandbox(ctx context.Context, sb Sandbox) error {
 		return err
 	}
 	a.settleEgress(sb)
-	a.settleSeed(ctx, sb, true)
+	a.starts.settle(ctx, sb, true)
+	a.seeds.settle(ctx, sb, true)
 	if err := a.removeLabelled(ctx, cli, sb.Owner, sb.ID); err != nil {
 		return err
 	}

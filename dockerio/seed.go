@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -12,125 +13,156 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// The workspace's seed (work/ owned by the sandbox's uid:gid, the warden's
-// directory and binary) is one archive call through the export container,
-// and on Engine 20.10 with fuse-overlayfs it is slow (≈ 50 ms: the daemon
-// mounts the export container's root, extracts in a chroot, unmounts). It
-// needs only the export container, so CreateSandbox begins it as soon as
-// that is made and read back, and it runs beside the workload's create and
-// StartSandbox's container start; StartSandbox returns only once it has
-// succeeded. Nothing but the keeper (our fixed command) runs in the
-// workload before then: no process, not the warden, is started in a
-// sandbox before StartSandbox has returned, so every process still finds
-// the workspace seeded. A failed seed fails StartSandbox, which the caller
-// rolls back like any failed start.
+// A create's slow steps run side by side. On Engine 20.10 with
+// fuse-overlayfs a container start takes ≈ 190 ms, a container create
+// ≈ 20 ms and the workspace's seed (work/ owned by the sandbox's uid:gid,
+// the warden's directory and binary: one archive call through the export
+// container, which mounts its root, extracts in a chroot and unmounts)
+// ≈ 50 ms. So CreateSandbox makes the workload container and reads it back,
+// then begins its start in the background (as the egress container's start
+// is begun, egress.go), and meanwhile makes the export container, reads it
+// back and begins the seed through it. StartSandbox waits for both, reads
+// the workload back running, and returns only once all have succeeded.
 //
-// The seed must not start before the first container's create has
-// returned: that create copies the image's /workspace (with work/, the
-// working directory the create made) into the fresh volume, and an
-// extraction beside it would make that copy fail with "file exists".
+// What still holds:
+//   - Every container is read back before it can run: the workload's
+//     start begins only after its created readback has passed.
+//   - Every Docker resource is known to the journal: the sandbox's
+//     reservation is journaled before the create, and its resources are
+//     labelled; a crash before the created or started fact is journaled
+//     is rolled back by recovery (reserved: remove all, running or not).
+//   - Nothing of the caller's runs before the workspace is seeded: until
+//     StartSandbox has returned (and the start is journaled) the workload
+//     runs only its keeper, our fixed command; the warden and every
+//     process are started after. A failed seed or start fails
+//     StartSandbox, which the caller rolls back like any failed start.
+//   - StopSandbox and RemoveSandbox wait for a start or seed in flight;
+//     Put, Get and EnsureWarden for a seed in flight.
+//
+// The order: the workload container first, since the first container's
+// create copies the image's /workspace (with work/, the working directory
+// the create made) into the fresh volume; a second create, or an
+// extraction, beside that copy makes it fail with "file exists". After
+// it, the volume is not empty and no other create copies.
 
-// seeding is one seed in flight or done: done is closed once err is set.
-type seeding struct {
+// inflight is one background call (a seed, a workload's start): done is
+// closed once err is set.
+type inflight struct {
 	done chan struct{}
 	err  error
 }
 
-// beginSeed starts sb's seed in the background (bounded by cleanupTimeout,
-// not by the create's context, which ends when CreateSandbox returns) and
-// registers it under the sandbox's key. A seed already registered (a create
-// retried by the same adapter) is waited for first: two extractions into one
-// workspace never overlap.
-func (a *Adapter) beginSeed(ctx context.Context, cli *client.Client, sb Sandbox) {
-	s := &seeding{done: make(chan struct{})}
-	a.seedMu.Lock()
-	if a.seeds == nil {
-		a.seeds = map[string]*seeding{}
+// pending holds the background calls a create began, by sandbox
+// (pendingKey), for the call that finishes them to wait for.
+type pending struct {
+	mu sync.Mutex
+	m  map[string]*inflight
+}
+
+// begin runs f in the background (bounded by cleanupTimeout, not by ctx,
+// which ends when the create returns) and registers it under sb's key. One
+// already registered (a create retried by the same adapter) is waited for
+// first: two never overlap.
+func (p *pending) begin(ctx context.Context, sb Sandbox, f func(ctx context.Context) error) {
+	c := &inflight{done: make(chan struct{})}
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = map[string]*inflight{}
 	}
-	prev := a.seeds[pendingKey(sb)]
-	a.seeds[pendingKey(sb)] = s
-	a.seedMu.Unlock()
+	prev := p.m[pendingKey(sb)]
+	p.m[pendingKey(sb)] = c
+	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	//nolint:gosec // G118: the seed outlives the create's request on purpose (see above); it is bounded by cleanupTimeout.
+	//nolint:gosec // G118: the call outlives the create's request on purpose (see seed.go); it is bounded by cleanupTimeout.
 	go func() {
 		defer cancel()
-		defer close(s.done)
+		defer close(c.done)
 		if prev != nil {
 			<-prev.done
 		}
-		s.err = a.seed(ctx, cli, sb)
+		c.err = f(ctx)
 	}()
 }
 
-// seeded waits for the seed its create began and forgets it; without one
-// registered (a create by another adapter, or a second start), it seeds
-// now: the seed is idempotent. It returns early, leaving the seed
-// registered for RemoveSandbox to settle, when ctx ends.
-func (a *Adapter) seeded(ctx context.Context, cli *client.Client, sb Sandbox) error {
-	s := a.pendingSeed(sb)
-	if s == nil {
-		return a.seed(ctx, cli, sb)
+// finish waits for the call its create began and forgets it; without one
+// registered (a create by another adapter, or a second call), it runs f
+// now: both calls it finishes (the seed, a start) are idempotent. It
+// returns early, leaving the call registered for a removal to settle, when
+// ctx ends.
+func (p *pending) finish(ctx context.Context, sb Sandbox, f func(ctx context.Context) error) error {
+	c := p.get(sb)
+	if c == nil {
+		return f(ctx)
 	}
 	select {
-	case <-s.done:
+	case <-c.done:
 	case <-ctx.Done():
-		return translate(ctx.Err(), "dockerio.seed", "waiting for the seed of sandbox %s", sb.ID)
+		return translate(ctx.Err(), "dockerio", "waiting for sandbox %s's create to finish", sb.ID)
 	}
-	a.forgetSeed(sb, s)
-	return s.err
+	p.forget(sb, c)
+	return c.err
 }
 
-// settleSeed waits (bounded) for a seed in flight of sb, so no extraction
-// races a removal (a volume in use cannot be removed) or another archive
-// call through the export container. forget drops it once done.
-func (a *Adapter) settleSeed(ctx context.Context, sb Sandbox, forget bool) {
-	s := a.pendingSeed(sb)
-	if s == nil {
+// settle waits (bounded) for a call in flight of sb, so that nothing races
+// a stop, a removal (a volume in use cannot be removed) or an archive call
+// through the export container. forget drops it once done.
+func (p *pending) settle(ctx context.Context, sb Sandbox, forget bool) {
+	c := p.get(sb)
+	if c == nil {
 		return
 	}
 	select {
-	case <-s.done:
+	case <-c.done:
 	case <-ctx.Done():
 		return
 	case <-time.After(cleanupTimeout):
 		return
 	}
 	if forget {
-		a.forgetSeed(sb, s)
+		p.forget(sb, c)
 	}
 }
 
-func (a *Adapter) pendingSeed(sb Sandbox) *seeding {
-	a.seedMu.Lock()
-	defer a.seedMu.Unlock()
-	return a.seeds[pendingKey(sb)]
+func (p *pending) get(sb Sandbox) *inflight {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[pendingKey(sb)]
 }
 
-// forgetSeed drops s if it is still the one registered for sb.
-func (a *Adapter) forgetSeed(sb Sandbox, s *seeding) {
-	a.seedMu.Lock()
-	defer a.seedMu.Unlock()
-	if a.seeds[pendingKey(sb)] == s {
-		delete(a.seeds, pendingKey(sb))
+// forget drops c if it is still the one registered for sb.
+func (p *pending) forget(sb Sandbox, c *inflight) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m[pendingKey(sb)] == c {
+		delete(p.m, pendingKey(sb))
 	}
 }
 
-// settleSeeds waits (bounded) for every seed in flight (Close).
-func (a *Adapter) settleSeeds() {
-	a.seedMu.Lock()
-	var all []*seeding
-	for _, s := range a.seeds {
-		all = append(all, s)
+// settleAll waits (bounded) for every call in flight (Close).
+func (p *pending) settleAll() {
+	p.mu.Lock()
+	var all []*inflight
+	for _, c := range p.m {
+		all = append(all, c)
 	}
-	a.seedMu.Unlock()
+	p.mu.Unlock()
 	deadline := time.After(cleanupTimeout)
-	for _, s := range all {
+	for _, c := range all {
 		select {
-		case <-s.done:
+		case <-c.done:
 		case <-deadline:
 			return
 		}
 	}
+}
+
+// startWorkload starts the workload container (idempotent: a running one
+// is left running).
+func startWorkload(ctx context.Context, cli *client.Client, sb Sandbox) error {
+	if err := cli.ContainerStart(ctx, sb.Workload, container.StartOptions{}); err != nil {
+		return translate(err, "dockerio.start", "starting workload %s", sb.Workload)
+	}
+	return nil
 }
 
 // seed makes /workspace/work owned by the sandbox's uid:gid through the
