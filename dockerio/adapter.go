@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/client"
 
 	"github.com/stockade/stockade/spec"
@@ -77,6 +78,10 @@ type Adapter struct {
 
 	imgMu  sync.Mutex
 	images map[string]ImageFacts // by image ID; images are immutable
+
+	// The workloads' starts and the workspaces' seeds a create began, for
+	// StartSandbox to finish (seed.go).
+	starts, seeds pending
 }
 
 var _ Engine = (*Adapter)(nil)
@@ -124,6 +129,9 @@ func (a *Adapter) ClientVersion() string {
 // Close closes the clients. Attachments already handed out stay usable
 // until closed.
 func (a *Adapter) Close() error {
+	// A start or seed in flight would fail on a closed client.
+	a.starts.settleAll()
+	a.seeds.settleAll()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var err error
@@ -133,13 +141,20 @@ func (a *Adapter) Close() error {
 	return errors.Join(err, a.probe.Close())
 }
 
-// gather reads the controller and daemon facts.
+// gather reads the controller and daemon facts. /version and /info are
+// asked side by side: every Open waits for both.
 func gather(ctx context.Context, cli *client.Client) (Facts, error) {
-	v, err := cli.ServerVersion(ctx)
-	if err != nil {
-		return Facts{}, translate(err, "dockerio.preflight", "GET /version")
-	}
+	var v types.Version
+	verr := make(chan error, 1)
+	go func() {
+		var err error
+		v, err = cli.ServerVersion(ctx)
+		verr <- err
+	}()
 	info, err := cli.Info(ctx)
+	if vErr := <-verr; vErr != nil {
+		return Facts{}, translate(vErr, "dockerio.preflight", "GET /version")
+	}
 	if err != nil {
 		return Facts{}, translate(err, "dockerio.preflight", "GET /info")
 	}
@@ -270,9 +285,12 @@ func (a *Adapter) imageFacts(ctx context.Context, ref string) (ImageFacts, error
 		f.Env = append([]string(nil), img.Config.Env...)
 		f.Labels = maps.Clone(img.Config.Labels)
 	}
-	if spec.IsImageID(ref) && f.ID == ref {
+	// Kept by ID (an image ID names immutable content), also when a tag
+	// was asked: the create that follows a tag's resolution asks by the
+	// ID it resolved to. A tag itself is never kept (it can move).
+	if spec.IsImageID(f.ID) {
 		a.imgMu.Lock()
-		a.images[ref] = f
+		a.images[f.ID] = f
 		a.imgMu.Unlock()
 	}
 	return f, nil

@@ -290,6 +290,7 @@ func (a *Adapter) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.R
 	if err != nil {
 		return err
 	}
+	a.seeds.settle(ctx, sb, false) // an extraction never overlaps the seed's
 	if err := cli.CopyToContainer(ctx, sb.Export, dst, f, container.CopyToContainerOptions{}); err != nil {
 		return translate(err, "dockerio.archive", "extracting into %s through export container %s", dst, sb.Export)
 	}
@@ -309,6 +310,7 @@ func (a *Adapter) GetArchive(ctx context.Context, sb Sandbox, p string) (io.Read
 	if err != nil {
 		return nil, err
 	}
+	a.seeds.settle(ctx, sb, false) // a copy sees the workspace seeded
 	rc, _, err := cli.CopyFromContainer(ctx, sb.Export, src)
 	if err != nil {
 		return nil, translate(err, "dockerio.archive", "reading %s through export container %s", src, sb.Export)

@@ -52,10 +52,15 @@
 // every field of the lockdown: user, entrypoint and command, environment,
 // read-only root, capabilities, security options, namespaces, limits,
 // restart policy, tmpfs, ports, devices, network, plus image, name, labels,
-// Init and mounts); /workspace/work is seeded, owned by uid:gid, through the
-// export container's archive API before the workload starts. StartSandbox
-// reads back again, running. Any mismatch removes every resource of the
-// sandbox and returns unsupported naming the field.
+// Init and mounts); /workspace/work is seeded, owned by uid:gid, with the
+// warden's binary, through the export container's archive API. The slow
+// steps run side by side: once the workload container is read back its
+// start begins, and the export container's create, its readback and the
+// seed run beside the start; StartSandbox waits for all of them and reads
+// the workload back again, running. Until StartSandbox returns, nothing
+// but the keeper runs in the workload (seed.go says what holds). Any
+// mismatch removes every resource of the sandbox and returns unsupported
+// naming the field.
 //
 // # Exec
 //

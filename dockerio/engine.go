@@ -47,14 +47,21 @@ type Checks interface {
 // only verifies).
 type Sandboxes interface {
 	// CreateSandbox makes a sandbox's volume, network (unless isolated),
-	// export container and workload container, seeds the workspace and
-	// verifies the readback. It is idempotent under the names: resources
+	// export container and workload container, verifies the readback and
+	// seeds the workspace. It is idempotent under the names: resources
 	// found by name are adopted only if every label matches. On failure it
 	// leaves what it made: the caller journals a removal, then rolls back
-	// with RemoveSandbox (so no Docker resource goes unannounced).
+	// with RemoveSandbox (so no Docker resource goes unannounced). An
+	// engine may begin the workload's start and the seed here, once the
+	// workload is read back (the Adapter does: they are its slowest
+	// steps); the caller must not rely on the workload not running before
+	// StartSandbox, only on nothing but its keeper running before
+	// StartSandbox returns.
 	CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, error)
-	// StartSandbox starts the workload container and verifies it again. A
-	// mismatch (unsupported) is rolled back by the caller, as for Create.
+	// StartSandbox starts the workload container (or finishes the start
+	// and the seed the create began) and verifies it again. A mismatch
+	// (unsupported), or a failed start or seed, is rolled back by the
+	// caller, as for Create.
 	StartSandbox(ctx context.Context, sb Sandbox) error
 	// VerifySandbox re-reads the workload and checks it is running with the
 	// same identity (name and labels), revision and policy; a workload not

@@ -85,3 +85,27 @@ func TestFakeOwnModes(t *testing.T) {
 		t.Errorf("ResolveImage(%s) = %q, %v", fixtureImage, id, err)
 	}
 }
+
+// TestFakeCreatedNotStarted: the Fake's create leaves the workload created,
+// not running, until StartSandbox (the Adapter may begin the start in the
+// create, so the conformance suite does not check this).
+func TestFakeCreatedNotStarted(t *testing.T) {
+	p, _ := LookupProfile(DefaultProfile)
+	f := NewFake(p)
+	ctx := context.Background()
+	sb, err := f.CreateSandbox(ctx, SandboxRequest{Owner: "o", ID: "s", Spec: spec.Sandbox{Image: fixtureImage, Policy: spec.DefaultPolicy(), Lifetime: spec.OneShot}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := f.InspectSandbox(ctx, sb)
+	if err != nil || obs.Running || obs.Exit == nil || obs.Exit.ExitCode != 0 {
+		t.Errorf("InspectSandbox, created: %+v, %v; want not running, exit 0", obs, err)
+	}
+	if err := f.VerifySandbox(ctx, sb); !spec.IsCode(err, spec.CodeUnsupported) {
+		t.Errorf("VerifySandbox, not started: %v, want unsupported", err)
+	}
+	_, err = f.CreateExec(ctx, sb, ExecRequest{ProcessID: "p", Spec: spec.Process{Argv: []string{"true"}, Stdout: spec.Pipe, Stderr: spec.Pipe}})
+	if !spec.IsCode(err, spec.CodeConflict) {
+		t.Errorf("CreateExec, not started: %v, want conflict", err)
+	}
+}

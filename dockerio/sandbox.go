@@ -1,12 +1,11 @@
 package dockerio
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"maps"
 	"net/netip"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -136,26 +135,29 @@ func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, im
 	return a.createContainers(ctx, cli, sb, img)
 }
 
-// createContainers makes the export and workload containers, reads them
-// back and seeds the workspace.
+// createContainers makes the workload container and reads it back, begins
+// its start, then makes the export container, reads it back and begins the
+// workspace's seed through it (see seed.go for the order and what holds).
 func (a *Adapter) createContainers(ctx context.Context, cli *client.Client, sb Sandbox, img ImageFacts) (Sandbox, error) {
-	for _, role := range []Role{RoleExport, RoleWorkload} {
-		id, err := a.ensureContainer(ctx, cli, sb, role)
-		if err != nil {
-			return sb, err
-		}
-		if role == RoleExport {
-			sb.Export = id
-		} else {
-			sb.Workload = id
-		}
-		if err := a.readback(ctx, cli, sb, role, id, img.Env, false); err != nil {
-			return sb, err
-		}
-	}
-	if err := a.seed(ctx, cli, sb); err != nil {
+	id, err := a.ensureContainer(ctx, cli, sb, RoleWorkload)
+	if err != nil {
 		return sb, err
 	}
+	sb.Workload = id
+	if err := a.readback(ctx, cli, sb, RoleWorkload, id, img.Env, false); err != nil {
+		return sb, err
+	}
+	started := sb
+	a.starts.begin(ctx, sb, func(ctx context.Context) error { return startWorkload(ctx, cli, started) })
+	if id, err = a.ensureContainer(ctx, cli, sb, RoleExport); err != nil {
+		return sb, err
+	}
+	sb.Export = id
+	if err := a.readback(ctx, cli, sb, RoleExport, id, img.Env, false); err != nil {
+		return sb, err
+	}
+	seeded := sb
+	a.seeds.begin(ctx, sb, func(ctx context.Context) error { return a.seed(ctx, cli, seeded) })
 	return sb, nil
 }
 
@@ -207,44 +209,20 @@ func (a *Adapter) readback(ctx context.Context, cli *client.Client, sb Sandbox, 
 	return Verify(raw, ExpectFor(a.profile, sb.Spec, sb.Owner, sb.ID, role, sb.Volume, sb.Network, imageEnv, started))
 }
 
-// seed makes /workspace/work owned by the sandbox's uid:gid through the
-// export container's archive API (a fresh volume is root:root 0755).
-func (a *Adapter) seed(ctx context.Context, cli *client.Client, sb Sandbox) error {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	u := sb.Spec.Policy.User
-	now := time.Now()
-	if a.HasWarden() {
-		// One archive call for both: the warden adds nothing to a create.
-		bin, err := a.warden.Bytes()
-		if err != nil {
-			return payloadError(err, "dockerio.seed", "reading the warden binary")
-		}
-		if err := wardenTar(tw, bin, now); err != nil {
-			return spec.Wrap(spec.CodeEngine, "dockerio.seed", err, "building the seed archive")
-		}
-	}
-	hdr := &tar.Header{Typeflag: tar.TypeDir, Name: "work/", Mode: 0o755, Uid: int(u.UID), Gid: int(u.GID), ModTime: now, Format: tar.FormatPAX}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return spec.Wrap(spec.CodeEngine, "dockerio.seed", err, "building the seed archive")
-	}
-	if err := tw.Close(); err != nil {
-		return spec.Wrap(spec.CodeEngine, "dockerio.seed", err, "building the seed archive")
-	}
-	if err := cli.CopyToContainer(ctx, sb.Export, WorkspaceDir, &buf, container.CopyToContainerOptions{}); err != nil {
-		return translate(err, "dockerio.seed", "seeding %s through export container %s", WorkspaceDir, sb.Export)
-	}
-	return nil
-}
-
-// StartSandbox starts the workload container and verifies it again, now
-// running. On a mismatch it returns unsupported naming the field and leaves
-// the resources for the caller's journaled rollback.
+// StartSandbox finishes the workload's start and the workspace's seed its
+// create began (or does them now: see seed.go) and verifies the workload
+// again, now running. On a mismatch it returns unsupported naming the
+// field, and on a failed start or seed its error; either way it leaves the
+// resources for the caller's journaled rollback.
 func (a *Adapter) StartSandbox(ctx context.Context, sb Sandbox) error {
 	cli, err := a.ready(ctx)
 	if err != nil {
 		return err
 	}
+	seedDone := make(chan error, 1)
+	go func() {
+		seedDone <- a.seeds.finish(ctx, sb, func(ctx context.Context) error { return a.seed(ctx, cli, sb) })
+	}()
 	egressDone := make(chan error, 1)
 	if sb.Egress != "" {
 		// The proxy's start began with the create (its address is the
@@ -254,14 +232,15 @@ func (a *Adapter) StartSandbox(ctx context.Context, sb Sandbox) error {
 	} else {
 		egressDone <- nil
 	}
-	err = cli.ContainerStart(ctx, sb.Workload, container.StartOptions{})
-	if err != nil {
-		err = translate(err, "dockerio.start", "starting workload %s", sb.Workload)
-	} else {
+	err = a.starts.finish(ctx, sb, func(ctx context.Context) error { return startWorkload(ctx, cli, sb) })
+	if err == nil {
 		err = a.verify(ctx, cli, sb)
 	}
 	if eerr := <-egressDone; err == nil {
 		err = eerr
+	}
+	if serr := <-seedDone; err == nil {
+		err = serr
 	}
 	return err
 }
@@ -297,6 +276,7 @@ func (a *Adapter) StopSandbox(ctx context.Context, sb Sandbox, grace time.Durati
 	if sb.Workload == "" { // never created: nothing to stop
 		return ContainerExit{ExitCode: -1}, nil
 	}
+	a.starts.settle(ctx, sb, false) // a start in flight would outlive the stop
 	// Docker refuses to stop a paused container: thaw it first.
 	if err := a.unpause(ctx, cli, sb.Workload); err != nil {
 		return ContainerExit{}, err
@@ -357,6 +337,8 @@ func (a *Adapter) RemoveSandbox(ctx context.Context, sb Sandbox) error {
 		return err
 	}
 	a.settleEgress(sb)
+	a.starts.settle(ctx, sb, true)
+	a.seeds.settle(ctx, sb, true)
 	if err := a.removeLabelled(ctx, cli, sb.Owner, sb.ID); err != nil {
 		return err
 	}
@@ -382,16 +364,27 @@ func (a *Adapter) removeLabelled(ctx context.Context, cli *client.Client, owner,
 		if err != nil {
 			return err
 		}
-		var errs []error
-		inUse := false
+		// Kind by kind (a network or volume in use by a container cannot
+		// go), the resources of one kind side by side: the workload's
+		// removal (its rootfs unmounted, its layer deleted) is the slow
+		// one.
+		errs := make([]error, len(rs))
 		for _, k := range []Kind{KindContainer, KindNetwork, KindVolume} {
-			for _, r := range rs {
+			var wg sync.WaitGroup
+			for i, r := range rs {
 				if r.Kind == k {
-					err := remove(ctx, cli, r)
-					inUse = inUse || k != KindContainer && spec.IsCode(err, spec.CodeConflict)
-					errs = append(errs, err)
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						errs[i] = remove(ctx, cli, r)
+					}()
 				}
 			}
+			wg.Wait()
+		}
+		inUse := false
+		for i, r := range rs {
+			inUse = inUse || r.Kind != KindContainer && spec.IsCode(errs[i], spec.CodeConflict)
 		}
 		err = errors.Join(errs...)
 		// A volume or network still in use: a container the list did
@@ -439,17 +432,39 @@ func resource(kind Kind, id, name string, labels map[string]string) Resource {
 }
 
 // list returns every resource labelled with owner (and sandbox, if not
-// empty).
+// empty): containers, then networks, then volumes, each asked side by side.
 func (a *Adapter) list(ctx context.Context, cli *client.Client, owner, sandbox string) ([]Resource, error) {
 	f := filters.NewArgs(filters.Arg("label", LabelOwner+"="+owner))
 	if sandbox != "" {
 		f.Add("label", LabelSandbox+"="+sandbox)
 	}
-	var out []Resource
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-	if err != nil {
-		return nil, translate(err, "dockerio.list", "containers of owner %s", owner)
+	var (
+		cs         []container.Summary
+		ns         []network.Summary
+		vs         volume.ListResponse
+		cerr, nerr error
+		wg         sync.WaitGroup
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		cs, cerr = cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	}()
+	go func() {
+		defer wg.Done()
+		ns, nerr = cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	}()
+	vs, verr := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	wg.Wait()
+	switch {
+	case cerr != nil:
+		return nil, translate(cerr, "dockerio.list", "containers of owner %s", owner)
+	case nerr != nil:
+		return nil, translate(nerr, "dockerio.list", "networks of owner %s", owner)
+	case verr != nil:
+		return nil, translate(verr, "dockerio.list", "volumes of owner %s", owner)
 	}
+	var out []Resource
 	for _, c := range cs {
 		name := ""
 		if len(c.Names) > 0 {
@@ -457,16 +472,8 @@ func (a *Adapter) list(ctx context.Context, cli *client.Client, owner, sandbox s
 		}
 		out = append(out, resource(KindContainer, c.ID, name, c.Labels))
 	}
-	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
-	if err != nil {
-		return nil, translate(err, "dockerio.list", "networks of owner %s", owner)
-	}
 	for _, n := range ns {
 		out = append(out, resource(KindNetwork, n.ID, n.Name, n.Labels))
-	}
-	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-	if err != nil {
-		return nil, translate(err, "dockerio.list", "volumes of owner %s", owner)
 	}
 	for _, v := range vs.Volumes {
 		out = append(out, resource(KindVolume, v.Name, v.Name, v.Labels))

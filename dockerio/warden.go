@@ -242,6 +242,7 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 	if err != nil {
 		return payloadError(err, "dockerio.warden", "reading the warden binary")
 	}
+	a.seeds.settle(ctx, sb, false) // the seed writes the binary first
 	// Read first: on a reattach (every kept sandbox at recovery) it is
 	// almost always intact, and a read is cheaper than an extraction.
 	if ok, err := a.wardenIntact(ctx, cli, sb, bin); err != nil || ok {

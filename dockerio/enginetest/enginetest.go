@@ -220,13 +220,13 @@ func testSandboxes(t *testing.T, v env) {
 		t.Errorf("CreateSandbox again: %+v, %v; want the same resources as %+v", again, err, sb)
 	}
 
+	// An engine may have begun the workload's start in the create (see
+	// dockerio.Sandboxes): whether it runs yet is not checked here (the
+	// Fake's own tests check its created state).
 	obs, err := v.e.InspectSandbox(ctx, sb)
-	if err != nil || obs.Running || obs.Exit == nil || obs.Exit.ExitCode != 0 {
-		t.Errorf("InspectSandbox, created: %+v, %v; want not running, exit 0", obs, err)
+	if err != nil || obs.Mismatch != "" || len(obs.Present) != 3 {
+		t.Errorf("InspectSandbox, created: %+v, %v; want its three resources", obs, err)
 	}
-	wantCode(t, "VerifySandbox, not started", v.e.VerifySandbox(ctx, sb), spec.CodeUnsupported)
-	_, err = v.e.CreateExec(ctx, sb, dockerio.ExecRequest{ProcessID: newID("p"), Spec: proc(false, "true")})
-	wantCode(t, "CreateExec, not started", err, spec.CodeConflict)
 
 	if err := v.e.StartSandbox(ctx, sb); err != nil {
 		t.Fatalf("StartSandbox: %v", err)
