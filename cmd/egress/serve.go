@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -48,6 +49,13 @@ func serve(args []string) int {
 			return 2
 		}
 		self = append(self, a)
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One P: the relay's work is the kernel's (splice), the Go side
+		// only waits for readiness. With more, every wakeup also wakes an
+		// idle P that spins looking for work (futex, nanosleep, epoll
+		// polls), CPU taken from the connections on a small machine.
+		runtime.GOMAXPROCS(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
