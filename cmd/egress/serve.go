@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -60,7 +59,7 @@ func serve(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	l, err := net.Listen("tcp", *listen)
+	l, err := listenClients(*listen)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "stockade-egress: %v\n", err)
 		return 1
