@@ -46,6 +46,10 @@ func listenControl(path string) (*net.UnixListener, error) {
 	return l, nil
 }
 
+// streamPace is the least time between two writes of decisions to the
+// control client (see writeSession).
+const streamPace = 20 * time.Millisecond
+
 // session is one control client's link. A new client replaces the old one,
 // whose session is closed.
 type session struct {
@@ -134,6 +138,17 @@ func (p *proxy) writeSession(s *session, out <-chan outMsg, resume <-chan uint64
 	var cursor uint64
 	streaming := false
 	batch := make([]egress.Decision, 0, 256)
+	// Decisions are paced: after a write of decisions the next waits
+	// streamPace, so a burst of short connections costs the link (an exec
+	// stream through the daemon to the runtime: several processes woken per
+	// write, on the CPUs the connections need) one write, not one each. The
+	// first decision after a quiet spell goes at once; answers are never
+	// held.
+	var sent time.Time // the last flush that carried decisions
+	wrote := false     // decisions written since the last flush
+	pace := time.NewTimer(time.Hour)
+	pace.Stop()
+	defer pace.Stop()
 	// take handles a message from the reader; false ends the session.
 	take := func(o outMsg) bool {
 		if o.msg != nil && !write(*o.msg) {
@@ -147,15 +162,22 @@ func (p *proxy) writeSession(s *session, out <-chan outMsg, resume <-chan uint64
 	}
 	for {
 		var wake <-chan struct{}
+		var paced <-chan time.Time
 		if streaming {
-			batch, wake = p.ring.after(cursor, batch[:0], cap(batch))
-			for _, d := range batch {
-				if !write(egress.Message{Kind: egress.KindDecision, Decision: d}) {
-					return
+			if wait := streamPace - time.Since(sent); wait > 0 {
+				pace.Reset(wait)
+				paced = pace.C
+			} else {
+				batch, wake = p.ring.after(cursor, batch[:0], cap(batch))
+				for _, d := range batch {
+					if !write(egress.Message{Kind: egress.KindDecision, Decision: d}) {
+						return
+					}
 				}
 			}
 		}
 		if len(batch) > 0 {
+			wrote = true
 			cursor = batch[len(batch)-1].Seq
 			batch = batch[:0]
 			// More may be waiting: look at the reader's messages
@@ -175,6 +197,9 @@ func (p *proxy) writeSession(s *session, out <-chan outMsg, resume <-chan uint64
 		if bw.Flush() != nil {
 			return
 		}
+		if wrote {
+			sent, wrote = time.Now(), false
+		}
 		select {
 		case o := <-out:
 			if !take(o) {
@@ -183,9 +208,11 @@ func (p *proxy) writeSession(s *session, out <-chan outMsg, resume <-chan uint64
 		case cursor = <-resume:
 			streaming = true
 		case <-wake:
+		case <-paced:
 		case <-s.done:
 			return
 		}
+		pace.Stop()
 	}
 }
 

@@ -39,7 +39,7 @@ func startProxy(t testing.TB, maxConns int, rules string) *harness {
 		t.Fatal(err)
 	}
 	p := newProxy(maxConns, 1, rs, io.Discard)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := listenClients("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

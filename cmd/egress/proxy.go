@@ -235,14 +235,22 @@ func (p *proxy) connect(cc *conn, br *bufio.Reader, req *http.Request, d egress.
 		return
 	}
 	defer func() { _ = up.Close() }()
-	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err == nil {
-		// Bytes the client sent behind its request (a TLS hello) sit in
-		// br: they go first, then the connections are spliced.
-		var early []byte
-		if n := br.Buffered(); n > 0 {
-			early, _ = br.Peek(n)
-		}
-		d.Up, d.Down = relay(c, up, early)
+	// Bytes the client sent behind its request (a TLS hello, a whole
+	// request) sit in br: they go upstream before the client has its
+	// answer, so the server works on them while the answer travels; then
+	// the connections are spliced. If they cannot be written the client
+	// still learns the tunnel was made, and sees it close.
+	var earlyErr error
+	if n := br.Buffered(); n > 0 {
+		early, _ := br.Peek(n)
+		var k int
+		k, earlyErr = up.Write(early)
+		d.Up = int64(k)
+	}
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err == nil && earlyErr == nil {
+		upN, downN := relay(c, up)
+		d.Up += upN
+		d.Down = downN
 	}
 	p.finish(cc, &d)
 }
@@ -495,14 +503,7 @@ func writeAnswer(c net.Conn, status int, tag, reason string) error {
 // relay copies both ways between client and up until both directions end,
 // half-closing each when its source ends, and returns the bytes each way.
 // Both are *net.TCPConn, unwrapped, so that io.Copy splices on Linux.
-func relay(client, up *net.TCPConn, early []byte) (upN, downN int64) {
-	if len(early) > 0 {
-		n, err := up.Write(early)
-		upN += int64(n)
-		if err != nil {
-			return upN, 0
-		}
-	}
+func relay(client, up *net.TCPConn) (upN, downN int64) {
 	done := make(chan int64, 1)
 	go func() {
 		n, err := io.Copy(up, client)
@@ -522,7 +523,7 @@ func relay(client, up *net.TCPConn, early []byte) (upN, downN int64) {
 	} else {
 		_ = client.CloseWrite()
 	}
-	return upN + <-done, downN
+	return <-done, downN
 }
 
 // splitTarget splits a request's host[:port] (CONNECT's authority, or an

@@ -392,6 +392,31 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// TestPacedStream: decisions that come while the stream is paced (just
+// after a write of decisions) all arrive, in order, and a rules answer due
+// meanwhile is not held behind them.
+func TestPacedStream(t *testing.T) {
+	h := startProxy(t, 16, "")
+	w := h.watch()
+	add := func(i int) {
+		h.p.record(egress.Decision{Time: time.Now(), Method: "CONNECT", Host: fmt.Sprintf("h%d", i), Verdict: "deny", Reason: "test"})
+	}
+	add(0)
+	if d := next(t, w); d.Seq != 1 {
+		t.Fatalf("first decision %+v", d)
+	}
+	const burst = 50
+	for i := 1; i <= burst; i++ {
+		add(i)
+	}
+	apply(t, w, 2, "example.com:443")
+	for i := 1; i <= burst; i++ {
+		if d := next(t, w); d.Seq != uint64(i+1) || d.Host != fmt.Sprintf("h%d", i) {
+			t.Fatalf("decision %+v; want seq %d", d, i+1)
+		}
+	}
+}
+
 // TestRingBound: past RingSize decisions the oldest go; the hello says
 // where the ring starts, and a resume from before it starts there.
 func TestRingBound(t *testing.T) {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -49,10 +49,17 @@ func serve(args []string) int {
 		}
 		self = append(self, a)
 	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One P: the relay's work is the kernel's (splice), the Go side
+		// only waits for readiness. With more, every wakeup also wakes an
+		// idle P that spins looking for work (futex, nanosleep, epoll
+		// polls), CPU taken from the connections on a small machine.
+		runtime.GOMAXPROCS(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	l, err := net.Listen("tcp", *listen)
+	l, err := listenClients(*listen)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "stockade-egress: %v\n", err)
 		return 1
