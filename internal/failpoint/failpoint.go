@@ -20,7 +20,7 @@ const Env = "STOCKADE_FAILPOINT"
 const (
 	SandboxReserved      = "sandbox.reserved"       // reserved journaled, nothing created
 	SandboxCreateCall    = "sandbox.create-call"    // resources made, created not journaled
-	SandboxCreated       = "sandbox.created"        // created journaled, workload not started
+	SandboxCreated       = "sandbox.created"        // created journaled, started not (the workload may be starting)
 	SandboxStartCall     = "sandbox.start-call"     // workload started, started not journaled
 	WardenStarted        = "sandbox.warden-up"      // the warden's link up, its start not journaled
 	ProcessReserved      = "process.reserved"       // process reserved journaled, no spawn request
