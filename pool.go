@@ -80,7 +80,7 @@ type pool struct {
 	name string
 	// ref is the image as configured (a tag or an ID), resolved at Open
 	// to spec.Image.
-	ref  string
+	ref string
 	// spec is what a pooled sandbox is made from: the pool's spec,
 	// defaulted, its image pinned, kept, with nothing a claim sets.
 	spec  spec.Sandbox
