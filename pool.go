@@ -65,16 +65,27 @@ type pools struct {
 	// them: idle is signalled when it drops to 0).
 	busy int
 	idle *sync.Cond
-	// claiming counts the claims under way and lastClaim is when the
-	// last one began: refills start only once claims have been quiet
-	// for claimQuiet, so a burst of claims never shares the machine with
-	// the creates it caused.
-	claiming  int
+	// lastClaim is when the last claim began: refills start only once
+	// claims have been quiet for claimQuiet, so a burst of claims never
+	// shares the machine with the creates it caused.
 	lastClaim time.Time
+	// removing bounds the removals under way (removals at once).
+	removing chan struct{}
 }
 
 // claimQuiet is how long after a claim began refills wait.
 const claimQuiet = 50 * time.Millisecond
+
+// refillTimeout bounds one refill's create; claimTimeout one claim (its
+// journal append, the warden's rekey, the rules applied by the proxy),
+// after which the sandbox is discarded and the next tried.
+const (
+	refillTimeout = 5 * time.Minute
+	claimTimeout  = 30 * time.Second
+)
+
+// removals bounds the pooled sandboxes removed at once.
+const removals = 4
 
 type pool struct {
 	name string
@@ -212,6 +223,12 @@ func (rt *Runtime) openPools(ctx context.Context, opts Options) error {
 		pl := ps.byName[f.st.Pool]
 		why := ""
 		switch {
+		case len(ps.order) == 0:
+			// A runtime with no pool at all (a CLI command's, while the
+			// server is down) leaves them to the next one that has.
+			continue
+		case f.st.RulesVersion != 0:
+			why = "it holds egress rules (a pooled sandbox's are its claimant's)"
 		case pl == nil:
 			why = "no pool of that name is configured"
 		case f.st.Spec.PoolKey() != pl.key:
@@ -228,7 +245,7 @@ func (rt *Runtime) openPools(ctx context.Context, opts Options) error {
 			unwanted = append(unwanted, f.sb)
 			continue
 		}
-		f.sb.pool = pl.name
+		f.sb.setPool(pl.name)
 		pl.ready = append(pl.ready, f.sb)
 	}
 	if ps.closed {
@@ -247,7 +264,8 @@ func newPools(rt *Runtime, opts Options) *pools {
 	if refills == 0 {
 		refills = DefaultPoolRefills
 	}
-	ps := &pools{rt: rt, byName: map[string]*pool{}, kick: make(chan struct{}, 1), done: make(chan struct{}), sem: make(chan struct{}, refills)}
+	ps := &pools{rt: rt, byName: map[string]*pool{}, kick: make(chan struct{}, 1), done: make(chan struct{}), sem: make(chan struct{}, refills),
+		removing: make(chan struct{}, removals)}
 	ps.idle = sync.NewCond(&ps.mu)
 	return ps
 }
@@ -304,6 +322,8 @@ func (ps *pools) discard(sb *Sandbox) {
 	}
 	go func() {
 		defer ps.release()
+		ps.removing <- struct{}{}
+		defer func() { <-ps.removing }()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if err := sb.Remove(ctx); err != nil && !spec.IsCode(err, spec.CodeNotFound) && !spec.IsCode(err, spec.CodeCancelled) {
@@ -352,9 +372,6 @@ func (ps *pools) fill(ctx context.Context) time.Duration {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	var wait time.Duration
-	if ps.claiming > 0 {
-		return 0 // the claim's end kicks again
-	}
 	if d := claimQuiet - time.Since(ps.lastClaim); d > 0 {
 		return d
 	}
@@ -392,7 +409,12 @@ func (ps *pools) refill(ctx context.Context, p *pool, s spec.Sandbox, key string
 	defer ps.release()
 	defer ps.poke()
 	defer func() { <-ps.sem }()
-	sb, err := ps.rt.makePooled(ctx, p.name, s)
+	// The create's outcome is awaited even when the pools close (close
+	// waits for it): a sandbox made meanwhile is then left for the next
+	// runtime, or removed by a Shutdown, never abandoned mid-create.
+	mctx, cancel := context.WithTimeout(context.Background(), refillTimeout)
+	defer cancel()
+	sb, err := ps.rt.makePooled(mctx, p.name, s)
 	ps.mu.Lock()
 	p.filling--
 	if err != nil {
@@ -409,7 +431,7 @@ func (ps *pools) refill(ctx context.Context, p *pool, s spec.Sandbox, key string
 	p.backoff, p.retryAt = 0, time.Time{}
 	keep := !ps.closed && len(p.ready) < p.size && key == p.key
 	if keep {
-		sb.pool = p.name
+		sb.setPool(p.name)
 		p.ready = append(p.ready, sb)
 	}
 	ps.mu.Unlock()
@@ -429,16 +451,19 @@ func (rt *Runtime) makePooled(ctx context.Context, name string, s spec.Sandbox) 
 }
 
 // claim hands the caller a ready sandbox of the first pool whose key is
-// full's, or reports none (a cold create follows: counted cold for the
-// first matching pool). A sandbox that cannot be claimed is removed and
-// the next is tried.
-func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, *pool, error) {
+// full's, and the pool it came from, or reports none (a cold create
+// follows; with countCold, counted cold for the first matching pool). A
+// sandbox that cannot be claimed (not ready, stopped meanwhile, its rules
+// not applied in time) is removed and the next is tried; only a journal
+// that refuses the claim, or the caller's end, fails the create. The
+// caller counts a warm claim (counted).
+func (ps *pools) claim(ctx context.Context, full spec.Sandbox, countCold bool) (*Sandbox, *pool, error) {
 	if ps == nil {
 		return nil, nil, nil
 	}
 	key := full.PoolKey()
 	c := sandbox.Claim{Lifetime: full.Lifetime, TTL: full.TTL, Env: full.Env, Dir: full.Dir, Labels: full.Labels}
-	if full.Policy.Network == spec.NetworkAllowlist && len(full.Policy.Egress) > 0 {
+	if full.Policy.Network == spec.NetworkAllowlist {
 		c.Rules = full.Policy.Egress
 	}
 	for {
@@ -457,7 +482,7 @@ func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, *pool,
 			}
 		}
 		if from == nil {
-			if first != nil {
+			if first != nil && countCold {
 				first.cold++
 			}
 			ps.mu.Unlock()
@@ -465,13 +490,11 @@ func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, *pool,
 		}
 		sb := from.ready[0]
 		from.ready = slices.Delete(from.ready, 0, 1)
-		ps.claiming++
 		ps.lastClaim = time.Now()
 		ps.mu.Unlock()
-		err, aerr := ask(ctx, sb, func(r chan<- error) any { c.Reply = r; return c }, nil)
-		ps.mu.Lock()
-		ps.claiming--
-		ps.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, claimTimeout)
+		err, aerr := ask(cctx, sb, func(r chan<- error) any { c.Reply = r; return c }, nil)
+		cancel()
 		ps.poke()
 		if aerr != nil {
 			if ctx.Err() != nil {
@@ -484,20 +507,45 @@ func (ps *pools) claim(ctx context.Context, full spec.Sandbox) (*Sandbox, *pool,
 			err = aerr
 		}
 		if err == nil {
-			ps.mu.Lock()
-			from.warm++
-			ps.mu.Unlock()
-			sb.pool = from.name
+			sb.setPool(from.name)
 			return sb, from, nil
 		}
-		if !spec.IsCode(err, spec.CodeConflict) {
+		ps.discard(sb)
+		if spec.IsCode(err, spec.CodeJournal) {
 			// The journal refused the claim: nothing was handed out,
 			// and the next sandbox would meet the same journal.
-			ps.discard(sb)
 			return nil, nil, err
 		}
 		ps.rt.log.Warn("a pooled sandbox could not be claimed; removing it", "sandbox", sb.id, "pool", from.name, "err", err)
+	}
+}
+
+// counted counts a claim from p that stands.
+func (ps *pools) counted(p *pool) {
+	ps.mu.Lock()
+	p.warm++
+	ps.mu.Unlock()
+}
+
+// unready forgets a pooled sandbox that can no longer be claimed and
+// removes it; the pool makes another.
+func (ps *pools) unready(sb *Sandbox) {
+	if ps == nil {
+		return
+	}
+	ps.mu.Lock()
+	found := false
+	for _, p := range ps.order {
+		if i := slices.Index(p.ready, sb); i >= 0 {
+			p.ready = slices.Delete(p.ready, i, i+1)
+			found = true
+		}
+	}
+	ps.mu.Unlock()
+	if found {
+		ps.rt.log.Warn("a pooled sandbox can no longer be claimed; removing it", "sandbox", sb.id)
 		ps.discard(sb)
+		ps.poke()
 	}
 }
 
@@ -543,15 +591,6 @@ func (ps *pools) repin(ref, id string) {
 		ps.discard(sb)
 	}
 	ps.poke()
-}
-
-// unclaimed takes back a warm claim from p's count: its sandbox turned out
-// not to be what the caller asked (the tag had moved) and was discarded.
-func (ps *pools) unclaimed(p *pool, sb *Sandbox) {
-	ps.mu.Lock()
-	p.warm--
-	ps.mu.Unlock()
-	ps.discard(sb)
 }
 
 // info lists the pools.

@@ -217,14 +217,24 @@ func TestPoolSurvivesReopen(t *testing.T) {
 	if err := rt.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// No pool configured: the pooled sandboxes are removed (journaled),
-	// the claimed one stays.
+	// A runtime with no pool at all (a CLI command's while the server is
+	// down) leaves the pooled sandboxes alone.
 	rt = openFake(t, f, path)
 	ctx := context.Background()
+	kept := pooledIDs(t, rt)
+	if len(kept) != 2 {
+		t.Fatalf("a runtime without pools touched the pooled sandboxes: %v", kept)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A runtime whose pools do not want them (the pool emptied) removes
+	// them (journaled); the claimed one stays.
+	rt = openFake(t, f, path, withPool("p", 0))
 	for end := time.Now().Add(30 * time.Second); len(pooledIDs(t, rt)) > 0 && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 	}
 	if got := pooledIDs(t, rt); len(got) > 0 {
-		t.Fatalf("pooled sandboxes left without a pool: %v", got)
+		t.Fatalf("pooled sandboxes left though their pool is empty: %v", got)
 	}
 	if _, err := rt.Sandbox(sb.ID()); err != nil {
 		t.Fatalf("the claimed sandbox: %v", err)
@@ -421,5 +431,74 @@ func TestPoolTagResolvedBesideTheClaim(t *testing.T) {
 	// An unknown tag fails as Docker says, claiming nothing.
 	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "nope:1"}); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("create of an unknown tag: %v", err)
+	}
+}
+
+// TestPoolUnreadyIsReplaced: a pooled sandbox stopped behind the pool's
+// back is no longer counted ready: the pool removes it and makes another.
+// Its rules cannot be set either: they are its claimant's.
+func TestPoolUnreadyIsReplaced(t *testing.T) {
+	f := newFake(t)
+	rt := openFake(t, f, "", withPool("p", 1))
+	awaitPool(t, rt, "p", 1)
+	id := pooledIDs(t, rt)[0]
+	sb, err := rt.Sandbox(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := sb.SetEgress(ctx, nil); !spec.IsCode(err, spec.CodeAdmissionClosed) {
+		t.Fatalf("rules set on a pooled sandbox: %v, want admission_closed", err)
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var st lifecycle.Sandbox
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if st, _ = rt.ReplaySandbox(ctx, id, 0); st.Phase == lifecycle.PhaseRemoved {
+			break
+		}
+	}
+	if st.Phase != lifecycle.PhaseRemoved {
+		t.Fatalf("the stopped pooled sandbox is %s, want removed", st.Phase)
+	}
+	var got []string
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if got = pooledIDs(t, rt); len(got) == 1 {
+			break
+		}
+	}
+	if len(got) != 1 || got[0] == id {
+		t.Fatalf("pooled after the stop: %v", got)
+	}
+}
+
+// TestPoolShutdownDuringRefill: a Shutdown while a refill is mid-create
+// waits for it and removes what it made: nothing is left.
+func TestPoolShutdownDuringRefill(t *testing.T) {
+	f := newFake(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.Fault = func(op string) error {
+		if op == "StartSandbox" {
+			once.Do(func() { close(entered); <-release })
+		}
+		return nil
+	}
+	rt := openFake(t, f, "", withPool("p", 1))
+	<-entered
+	done := make(chan error, 1)
+	go func() { done <- rt.Shutdown(context.Background()) }()
+	time.Sleep(50 * time.Millisecond) // let the Shutdown reach the pools' close (its outcome does not depend on it)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	owned, err := f.ListOwned(context.Background(), rt.Owner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(owned) > 0 {
+		t.Fatalf("left after Shutdown: %+v", owned)
 	}
 }

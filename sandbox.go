@@ -27,10 +27,12 @@ type Sandbox struct {
 	pid actors.Ref
 	// gone is closed when the sandbox's actor has stopped.
 	gone chan struct{}
-	// pool is the warm pool it was made for (set once pooled or claimed);
-	// asked is when CreateSandbox was called for it (zero: recovered);
-	// warm says it was claimed from a pool. first records its time to
-	// first command once.
+	// mu guards pool, asked and warm: set by the create or the claim
+	// while the sandbox is already listed. pool is the warm pool it was
+	// made for; asked is when CreateSandbox was called for it (zero:
+	// recovered, or still pooled); warm says it was claimed from a pool.
+	// first records its time to first command once.
+	mu    sync.Mutex
 	pool  string
 	asked time.Time
 	warm  bool
@@ -47,6 +49,21 @@ type Result = spec.Result
 
 // ID is the sandbox's id.
 func (s *Sandbox) ID() string { return s.id }
+
+// setPool records the pool the sandbox was made for (pooled or claimed).
+func (s *Sandbox) setPool(name string) {
+	s.mu.Lock()
+	s.pool = name
+	s.mu.Unlock()
+}
+
+// handedOut records that CreateSandbox, called at asked, hands the sandbox
+// to its caller: warm when claimed from a pool.
+func (s *Sandbox) handedOut(asked time.Time) {
+	s.mu.Lock()
+	s.asked, s.warm = asked, s.pool != ""
+	s.mu.Unlock()
+}
 
 // ask sends a request carrying a reply channel and waits for the answer,
 // the context, or the actor's end. If the caller gives up first, late (when
@@ -159,8 +176,11 @@ func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.Err == nil && !s.asked.IsZero() {
-		s.first.Do(func() { s.rt.firstCommand(s, time.Since(s.asked)) })
+	s.mu.Lock()
+	asked, warm := s.asked, s.warm
+	s.mu.Unlock()
+	if l.Err == nil && !asked.IsZero() {
+		s.first.Do(func() { s.rt.firstCommand(warm, time.Since(asked)) })
 	}
 	return l.Handle, l.Err
 }

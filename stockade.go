@@ -170,10 +170,10 @@ func (rt *Runtime) metricSources() metrics.Sources {
 
 // firstCommand records a sandbox's time to first command, when metrics
 // are on.
-func (rt *Runtime) firstCommand(sb *Sandbox, d time.Duration) {
+func (rt *Runtime) firstCommand(warm bool, d time.Duration) {
 	if m := rt.metricsOn.Load(); m != nil {
 		path := "cold"
-		if sb.warm {
+		if warm {
 			path = "warm"
 		}
 		m.FirstCommand(path, d)
@@ -447,7 +447,7 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 			return nil, err
 		}
 	}
-	sb.asked, sb.warm = asked, sb.pool != ""
+	sb.handedOut(asked)
 	return sb, nil
 }
 
@@ -459,50 +459,49 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 // image; a tag moved since Open discards the claimed sandbox (its claim
 // journaled, then its removal) and claims again by what it resolves to.
 func (rt *Runtime) claimOrResolve(ctx context.Context, full *spec.Sandbox, ref string) (*Sandbox, error) {
-	type resolution struct {
-		id  string
-		err error
-	}
-	var resolved chan resolution
+	var id string
+	var err error
 	if pin, ok := rt.pools.pinned(ref); ok {
-		resolved = make(chan resolution, 1)
+		resolved := make(chan error, 1)
 		go func() {
-			id, err := rt.engine.ResolveImage(ctx, ref)
-			resolved <- resolution{id, err}
+			var rerr error
+			id, rerr = rt.engine.ResolveImage(ctx, ref)
+			resolved <- rerr
 		}()
 		guess := *full
 		guess.Image = pin
 		if guess.Validate() == nil {
-			sb, from, err := rt.pools.claim(ctx, guess)
-			r := <-resolved
+			sb, from, cerr := rt.pools.claim(ctx, guess, false)
+			err = <-resolved
 			switch {
-			case r.err != nil:
+			case err != nil:
 				if sb != nil {
-					rt.pools.unclaimed(from, sb)
+					rt.pools.discard(sb)
 				}
-				return nil, r.err
-			case r.id == pin:
+				return nil, err
+			case id == pin:
 				full.Image = pin
-				return sb, err // nil and nil: no sandbox ready, a cold create follows
+				if sb != nil {
+					rt.pools.counted(from)
+					return sb, nil
+				}
+				if cerr != nil {
+					return nil, cerr
+				}
+				// None was ready a moment ago: claimed again below by the
+				// key (one may be ready now), counted cold if not.
 			default:
 				// The tag moved: the pools follow it, and this request
 				// claims by what it names now.
 				if sb != nil {
 					rt.log.Info("an image tag moved since the pool resolved it; the claimed sandbox is discarded", "image", ref, "pool", from.name, "sandbox", sb.id)
-					rt.pools.unclaimed(from, sb)
+					rt.pools.discard(sb)
 				}
-				rt.pools.repin(ref, r.id)
+				rt.pools.repin(ref, id)
 			}
-			resolved <- r // resolved again below, by its answer
 		} else {
-			resolved <- <-resolved
+			err = <-resolved
 		}
-	}
-	var id string
-	var err error
-	if resolved != nil {
-		r := <-resolved
-		id, err = r.id, r.err
 	} else {
 		id, err = rt.engine.ResolveImage(ctx, ref)
 	}
@@ -513,7 +512,10 @@ func (rt *Runtime) claimOrResolve(ctx context.Context, full *spec.Sandbox, ref s
 	if err := full.Validate(); err != nil {
 		return nil, err
 	}
-	sb, _, err := rt.pools.claim(ctx, *full)
+	sb, from, err := rt.pools.claim(ctx, *full, true)
+	if sb != nil {
+		rt.pools.counted(from)
+	}
 	return sb, err
 }
 
@@ -556,6 +558,7 @@ func (rt *Runtime) make(ctx context.Context, p sandbox.Params) (*Sandbox, error)
 // spawn starts a sandbox actor and registers its handle until it is gone.
 func (rt *Runtime) spawn(p sandbox.Params) (*Sandbox, error) {
 	sb := &Sandbox{rt: rt, id: p.ID, gone: make(chan struct{})}
+	p.Unready = func() { rt.pools.unready(sb) }
 	p.Gone = func() {
 		rt.pools.gone(sb)
 		if rt.usable() == nil {
@@ -663,7 +666,7 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 		s := snap.State
 		listed[s.ID] = true
 		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Shown(), Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Adopted: s.Adopted,
-			Processes: snap.Processes, Reserved: s.Reserved, Pool: s.Pool, Labels: s.Spec.Labels})
+			Processes: snap.Processes, Reserved: s.Reserved, Pool: s.Pool, Labels: s.Spec.Labels, Claimed: s.Claimed})
 	}
 	rt.mu.Lock()
 	for id, u := range rt.unreconciled {
@@ -672,7 +675,7 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 		}
 		s := u.state
 		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Shown(), Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Reserved: s.Reserved,
-			Pool: s.Pool, Labels: s.Spec.Labels, Unreconciled: true, Why: u.why.Error()})
+			Pool: s.Pool, Labels: s.Spec.Labels, Claimed: s.Claimed, Unreconciled: true, Why: u.why.Error()})
 	}
 	rt.mu.Unlock()
 	sort.Slice(out, func(i, k int) bool { return out[i].Reserved.Before(out[k].Reserved) })
@@ -734,7 +737,9 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 	var first error
 	for _, sb := range mine {
 		var err error
-		if sb.lifetime() == spec.OneShot {
+		if st, serr := foldSandbox(rt.journal, sb.id); sb.lifetime() == spec.OneShot || serr == nil && st.Pool != "" && !st.Claimed {
+			// One-shot, or made for a pool and never claimed (a refill
+			// the pools' close let finish): nobody's to keep.
 			err = sb.Remove(ctx)
 		} else {
 			err = sb.Stop(ctx)

@@ -139,7 +139,7 @@ func (c *Client) Sandboxes(ctx context.Context) ([]host.SandboxInfo, error) {
 	for _, s := range resp.Sandboxes {
 		out = append(out, host.SandboxInfo{ID: s.Id, Phase: lifecycle.Phase(s.Phase), Image: s.Image, Lifetime: spec.Lifetime(s.Lifetime),
 			Adopted: s.Adopted, Processes: s.Processes, Reserved: s.Reserved.AsTime(), Unreconciled: s.Unreconciled, Why: s.Why,
-			Pool: s.Pool, Labels: s.Labels})
+			Pool: s.Pool, Labels: s.Labels, Claimed: s.Claimed})
 	}
 	return out, nil
 }

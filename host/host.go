@@ -187,6 +187,10 @@ type SandboxInfo struct {
 	// "pooled" until a claim); Labels are the caller's.
 	Pool   string            `json:"pool,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// Claimed: made for a pool and handed to a caller. A sandbox with a
+	// Pool and not Claimed is the runtime's (pooled, or being made or
+	// removed for its pool).
+	Claimed bool `json:"claimed,omitempty"`
 	// Unreconciled: recovery could not observe it or fold its journal, or
 	// its actor failed; it is refused for work. Why says which.
 	Unreconciled bool   `json:"unreconciled,omitempty"`

@@ -75,7 +75,7 @@ func TestPoolsServed(t *testing.T) {
 	pooled := servedPooled(t, c)
 	var ids []string
 	for _, s := range pooled {
-		if s.Pool != "py" || s.Lifetime != spec.Kept {
+		if s.Pool != "py" || s.Lifetime != spec.Kept || s.Claimed {
 			t.Fatalf("pooled line %+v", s)
 		}
 		ids = append(ids, s.ID)
@@ -122,7 +122,7 @@ func TestPoolsServed(t *testing.T) {
 			listed = s
 		}
 	}
-	if listed.Pool != "py" || listed.Phase != lifecycle.PhaseStarted || listed.Labels["team"] != "x" || listed.Labels["io.example/run"] != "7" {
+	if listed.Pool != "py" || !listed.Claimed || listed.Phase != lifecycle.PhaseStarted || listed.Labels["team"] != "x" || listed.Labels["io.example/run"] != "7" {
 		t.Fatalf("the claimed sandbox is listed %+v", listed)
 	}
 	if p := awaitServedPool(t, c, "py", 2); p.Warm != 1 || p.Cold != 0 {

@@ -196,7 +196,7 @@ func (v sandboxes) List(ctx context.Context, _ *stockadev1.ListSandboxesRequest)
 		out.Sandboxes = append(out.Sandboxes, &stockadev1.SandboxInfo{
 			Id: i.ID, Phase: string(i.Phase), Image: i.Image, Lifetime: string(i.Lifetime), Adopted: i.Adopted,
 			Processes: i.Processes, Reserved: timestamppb.New(i.Reserved), Unreconciled: i.Unreconciled, Why: i.Why,
-			Pool: i.Pool, Labels: i.Labels,
+			Pool: i.Pool, Labels: i.Labels, Claimed: i.Claimed,
 		})
 	}
 	return out, nil

@@ -254,8 +254,8 @@ func checkClaimHistory(t *testing.T, rt *stockade.Runtime, id string) {
 
 // TestPoolSurvivesRestart: a runtime closed with a full pool leaves its
 // pooled sandboxes running; the next Open re-adopts them (their wardens
-// reattached) and a claim of one runs a command at once. A runtime opened
-// without the pool removes them.
+// reattached) and a claim of one runs a command at once. A runtime whose
+// pool is emptied removes them.
 func TestPoolSurvivesRestart(t *testing.T) {
 	cli := dockertest.Client(t)
 	dockertest.ImageID(t, cli)
@@ -289,7 +289,8 @@ func TestPoolSurvivesRestart(t *testing.T) {
 	if err := rt.Close(); err != nil {
 		t.Fatal(err)
 	}
-	opts.Pools = nil
+	// The pool emptied: the runtime removes the pooled sandboxes.
+	opts.Pools[0].Size = 0
 	rt, err = stockade.Open(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +299,7 @@ func TestPoolSurvivesRestart(t *testing.T) {
 	for end := time.Now().Add(time.Minute); len(pooledOf(t, rt)) > 0 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 	}
 	if left := pooledOf(t, rt); len(left) > 0 {
-		t.Fatalf("pooled sandboxes left with no pool configured: %v", left)
+		t.Fatalf("pooled sandboxes left though their pool is empty: %v", left)
 	}
 }
 

@@ -344,6 +344,17 @@ func (a *sandboxActor) onEgressReplaced(m egressReplaced) {
 
 // setEgress journals new rules, then has the proxy apply them.
 func (a *sandboxActor) setEgress(m SetEgress) {
+	if err := a.pooledErr(); err != nil {
+		// A pooled sandbox's rules are its claimant's, set at the claim.
+		m.Reply <- err
+		return
+	}
+	a.applyRules(m)
+}
+
+// applyRules journals and applies new rules (a caller's SetEgress, or a
+// claim's rules).
+func (a *sandboxActor) applyRules(m SetEgress) {
 	switch {
 	case a.state.Spec.Policy.Network != spec.NetworkAllowlist:
 		m.Reply <- spec.Errorf(spec.CodeInvalidArgument, "sandbox", "sandbox %s has network %q: rules need the allowlist network (a sandbox's network kind is fixed at create)", a.p.ID, a.state.Spec.Policy.Network)

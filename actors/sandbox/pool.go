@@ -41,13 +41,38 @@ type claimRekeyed struct {
 	err   error
 }
 
-// pooledErr refuses work on a pooled sandbox: nothing may touch its
-// workspace before a claim, so a claimed sandbox is as fresh as a new one.
+// pooledErr refuses work on a pooled sandbox, and on one being claimed
+// until its claimant is answered: nothing may touch its workspace, rules
+// or processes before, so a claimed sandbox is as fresh as a new one.
 func (a *sandboxActor) pooledErr() error {
-	if a.state.Pooled() {
+	switch {
+	case a.state.Pooled():
 		return spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s waits in pool %q: it takes no work until CreateSandbox claims it", a.p.ID, a.state.Pool)
+	case a.claiming:
+		return spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is being claimed from pool %q: it takes no work until its claimant is answered", a.p.ID, a.state.Pool)
 	}
 	return nil
+}
+
+// claimDone ends a claim whose rules were applied (or not).
+type claimDone struct {
+	reply chan<- error
+	err   error
+}
+
+// checkPooled tells the runtime, once, that a pooled sandbox can no longer
+// be claimed (it stops, its workload died, its warden is lost): the pool
+// forgets it and makes another.
+func (a *sandboxActor) checkPooled() {
+	s := a.state
+	if a.unreadyTold || a.p.Unready == nil || !s.Pooled() || !s.Started {
+		return
+	}
+	if s.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead && (!a.deps.Config.Warden || s.Warden != nil) {
+		return
+	}
+	a.unreadyTold = true
+	a.p.Unready()
 }
 
 func (a *sandboxActor) claim(m Claim) {
@@ -83,6 +108,7 @@ func (a *sandboxActor) claim(m Claim) {
 		m.Reply <- err
 		return
 	}
+	a.claiming = true
 	failpoint.Hit(failpoint.PoolClaimed)
 	a.sb.Spec = a.state.Spec
 	if !a.state.Deadline.IsZero() {
@@ -118,9 +144,19 @@ func (a *sandboxActor) onClaimRekeyed(m claimRekeyed) {
 // journaled and applied (the reply waits for the proxy), else it is
 // answered at once.
 func (a *sandboxActor) claimApplied(m Claim) {
-	if m.Rules != nil && a.state.Spec.Policy.Network == spec.NetworkAllowlist {
-		a.setEgress(SetEgress{Rules: m.Rules, Reply: m.Reply})
+	if a.state.Spec.Policy.Network == spec.NetworkAllowlist && (len(m.Rules) > 0 || a.state.RulesVersion != 0) {
+		// The claimant's rules, even none: whatever the sandbox held
+		// before is not the claimant's.
+		done := make(chan error, 1)
+		a.applyRules(SetEgress{Rules: m.Rules, Reply: done})
+		go func() { a.send(claimDone{reply: m.Reply, err: <-done}) }()
 		return
 	}
+	a.claiming = false
 	m.Reply <- nil
+}
+
+func (a *sandboxActor) onClaimDone(m claimDone) {
+	a.claiming = false
+	m.reply <- m.err
 }

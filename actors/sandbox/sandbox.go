@@ -34,6 +34,10 @@ type Params struct {
 	// Pool, if set, makes the sandbox for this warm pool: once started it
 	// admits no process until a Claim hands it to a caller.
 	Pool string
+	// Unready, if set, is called once when a pooled sandbox (made for a
+	// pool, or recovered as one) can no longer be claimed: it stops, its
+	// workload died, or its warden is lost.
+	Unready func()
 }
 
 // Recover is what a recovering sandbox actor starts from.
@@ -210,6 +214,12 @@ type sandboxActor struct {
 	pauseWait    []Get
 	heldLaunches []Launch
 
+	// claiming: a claim is journaled and its caller not yet answered
+	// (the warden's rekey, the rules): no work is admitted meanwhile.
+	// unreadyTold: Params.Unready was called.
+	claiming    bool
+	unreadyTold bool
+
 	w wardenState // the sandbox's warden (warden.go)
 	e egressState // an allowlist sandbox's proxy link (egress.go)
 }
@@ -234,6 +244,7 @@ func Handle(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
 func (a *sandboxActor) record(ev lifecycle.Event) error {
 	next, _, err := actors.RecordFolded(a.deps, journal.KindSandbox, a.p.ID, "", a.state, sandboxSeq, lifecycle.ApplySandbox, ev)
 	a.state = next
+	a.checkPooled()
 	if err != nil {
 		var illegal *lifecycle.IllegalTransition
 		if errors.As(err, &illegal) {
@@ -281,6 +292,8 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.claim(m)
 	case claimRekeyed:
 		a.onClaimRekeyed(m)
+	case claimDone:
+		a.onClaimDone(m)
 	case egressUp:
 		a.onEgressUp(m)
 	case egressDown:
@@ -499,6 +512,10 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 		// Docker refuses execs into a paused container: launches wait for
 		// the thaw (and, once a freeze is asked, for it to come and go).
 		a.heldLaunches = append(a.heldLaunches, m)
+		return
+	}
+	if err := a.pooledErr(); err != nil {
+		m.Reply <- process.Launch{Err: err}
 		return
 	}
 	if !a.state.Admits() || a.stopReason != "" {

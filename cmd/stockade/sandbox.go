@@ -175,9 +175,10 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 			return fail(stderr, err, 1)
 		}
 		if !c.all {
-			// A pooled sandbox is the runtime's until a claim: not the
-			// caller's to use or remove, so not listed unless asked.
-			list = slices.DeleteFunc(list, func(s host.SandboxInfo) bool { return s.Phase == lifecycle.PhasePooled })
+			// A pool's sandbox is the runtime's until a claim (pooled,
+			// or being made or removed for its pool): not the caller's
+			// to use or remove, so not listed unless asked.
+			list = slices.DeleteFunc(list, func(s host.SandboxInfo) bool { return s.Pool != "" && !s.Claimed })
 		}
 		printSandboxes(out, list, c.g.json)
 	case "inspect":

@@ -590,8 +590,11 @@ type SandboxInfo struct {
 	Why          string                 `protobuf:"bytes,9,opt,name=why,proto3" json:"why,omitempty"`
 	// pool is the warm pool the sandbox was made for (its phase is "pooled"
 	// until a claim); labels are the caller's.
-	Pool          string            `protobuf:"bytes,10,opt,name=pool,proto3" json:"pool,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Pool   string            `protobuf:"bytes,10,opt,name=pool,proto3" json:"pool,omitempty"`
+	Labels map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// claimed: a pool's sandbox handed to a caller (false while pooled, or
+	// being made for the pool).
+	Claimed       bool `protobuf:"varint,12,opt,name=claimed,proto3" json:"claimed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -701,6 +704,13 @@ func (x *SandboxInfo) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *SandboxInfo) GetClaimed() bool {
+	if x != nil {
+		return x.Claimed
+	}
+	return false
 }
 
 type ListPoolsRequest struct {
@@ -3550,7 +3560,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14ListSandboxesRequest\"O\n" +
 	"\x15ListSandboxesResponse\x126\n" +
-	"\tsandboxes\x18\x01 \x03(\v2\x18.stockade.v1.SandboxInfoR\tsandboxes\"\x98\x03\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x18.stockade.v1.SandboxInfoR\tsandboxes\"\xb2\x03\n" +
 	"\vSandboxInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x14\n" +
@@ -3563,7 +3573,8 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x03why\x18\t \x01(\tR\x03why\x12\x12\n" +
 	"\x04pool\x18\n" +
 	" \x01(\tR\x04pool\x12<\n" +
-	"\x06labels\x18\v \x03(\v2$.stockade.v1.SandboxInfo.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\v \x03(\v2$.stockade.v1.SandboxInfo.LabelsEntryR\x06labels\x12\x18\n" +
+	"\aclaimed\x18\f \x01(\bR\aclaimed\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
