@@ -345,7 +345,7 @@ func (ps *pools) poke() {
 func (ps *pools) loop(ctx context.Context) {
 	defer close(ps.done)
 	for {
-		wait := ps.fill(ctx)
+		wait := ps.fill()
 		var retry <-chan time.Time
 		var t *time.Timer
 		if wait > 0 {
@@ -368,7 +368,7 @@ func (ps *pools) loop(ctx context.Context) {
 
 // fill starts what refills it can and returns how long until a backed-off
 // pool may try again (0: nothing waits on a clock).
-func (ps *pools) fill(ctx context.Context) time.Duration {
+func (ps *pools) fill() time.Duration {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	var wait time.Duration
@@ -398,14 +398,14 @@ func (ps *pools) fill(ctx context.Context) time.Duration {
 			}
 			p.filling++
 			started = true
-			go ps.refill(ctx, p, p.spec, p.key)
+			go ps.refill(p, p.spec, p.key)
 		}
 	}
 	return wait
 }
 
 // refill makes one pooled sandbox for p.
-func (ps *pools) refill(ctx context.Context, p *pool, s spec.Sandbox, key string) {
+func (ps *pools) refill(p *pool, s spec.Sandbox, key string) {
 	defer ps.release()
 	defer ps.poke()
 	defer func() { <-ps.sem }()
@@ -423,9 +423,7 @@ func (ps *pools) refill(ctx context.Context, p *pool, s spec.Sandbox, key string
 		p.backoff = min(max(2*p.backoff, poolBackoffMin), poolBackoffMax)
 		p.retryAt = time.Now().Add(p.backoff)
 		ps.mu.Unlock()
-		if ctx.Err() == nil {
-			ps.rt.log.Warn("refilling a warm pool failed", "pool", p.name, "retry_in", p.backoff, "err", err)
-		}
+		ps.rt.log.Warn("refilling a warm pool failed", "pool", p.name, "retry_in", p.backoff, "err", err)
 		return
 	}
 	p.backoff, p.retryAt = 0, time.Time{}
