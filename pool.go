@@ -293,19 +293,7 @@ func (ps *pools) release() {
 // gone forgets a sandbox whose actor stopped (removed by hand, or failed):
 // a pool that held it is short by one, and refills.
 func (ps *pools) gone(sb *Sandbox) {
-	if ps == nil {
-		return
-	}
-	ps.mu.Lock()
-	found := false
-	for _, p := range ps.order {
-		if i := slices.Index(p.ready, sb); i >= 0 {
-			p.ready = slices.Delete(p.ready, i, i+1)
-			found = true
-		}
-	}
-	ps.mu.Unlock()
-	if found {
+	if ps.takeOut(sb) {
 		ps.poke()
 	}
 }
@@ -518,6 +506,22 @@ func (ps *pools) claim(ctx context.Context, full spec.Sandbox, countCold bool) (
 	}
 }
 
+// takeOut takes sb off its pool's ready list, if it is there.
+func (ps *pools) takeOut(sb *Sandbox) bool {
+	if ps == nil {
+		return false
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.order {
+		if i := slices.Index(p.ready, sb); i >= 0 {
+			p.ready = slices.Delete(p.ready, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
 // counted counts a claim from p that stands.
 func (ps *pools) counted(p *pool) {
 	ps.mu.Lock()
@@ -528,19 +532,7 @@ func (ps *pools) counted(p *pool) {
 // unready forgets a pooled sandbox that can no longer be claimed and
 // removes it; the pool makes another.
 func (ps *pools) unready(sb *Sandbox) {
-	if ps == nil {
-		return
-	}
-	ps.mu.Lock()
-	found := false
-	for _, p := range ps.order {
-		if i := slices.Index(p.ready, sb); i >= 0 {
-			p.ready = slices.Delete(p.ready, i, i+1)
-			found = true
-		}
-	}
-	ps.mu.Unlock()
-	if found {
+	if ps.takeOut(sb) {
 		ps.rt.log.Warn("a pooled sandbox can no longer be claimed; removing it", "sandbox", sb.id)
 		ps.discard(sb)
 		ps.poke()
