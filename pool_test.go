@@ -50,6 +50,19 @@ func awaitPool(t testing.TB, rt *stockade.Runtime, name string, ready int) stock
 	return last
 }
 
+// awaitRemoved waits until the journal shows sandbox id removed (its
+// removal may still be under way) and returns its last state.
+func awaitRemoved(t testing.TB, rt *stockade.Runtime, id string) lifecycle.Sandbox {
+	t.Helper()
+	var st lifecycle.Sandbox
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if st, _ = rt.ReplaySandbox(context.Background(), id, 0); st.Phase == lifecycle.PhaseRemoved {
+			break
+		}
+	}
+	return st
+}
+
 // pooledIDs lists the pooled sandboxes of the runtime.
 func pooledIDs(t testing.TB, rt *stockade.Runtime) []string {
 	t.Helper()
@@ -220,7 +233,6 @@ func TestPoolSurvivesReopen(t *testing.T) {
 	// A runtime with no pool at all (a CLI command's while the server is
 	// down) leaves the pooled sandboxes alone.
 	rt = openFake(t, f, path)
-	ctx := context.Background()
 	kept := pooledIDs(t, rt)
 	if len(kept) != 2 {
 		t.Fatalf("a runtime without pools touched the pooled sandboxes: %v", kept)
@@ -243,14 +255,7 @@ func TestPoolSurvivesReopen(t *testing.T) {
 		if id == sb.ID() {
 			continue
 		}
-		// Its removal may still be under way: wait for the journal.
-		var st lifecycle.Sandbox
-		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-			if st, _ = rt.ReplaySandbox(ctx, id, 0); st.Phase == lifecycle.PhaseRemoved {
-				break
-			}
-		}
-		if st.Phase != lifecycle.PhaseRemoved {
+		if st := awaitRemoved(t, rt, id); st.Phase != lifecycle.PhaseRemoved {
 			t.Fatalf("pooled sandbox %s is %s, want removed", id, st.Phase)
 		}
 	}
@@ -409,13 +414,7 @@ func TestPoolTagResolvedBesideTheClaim(t *testing.T) {
 	// The pooled sandbox the speculative claim took is gone, and not
 	// counted warm.
 	ctx := context.Background()
-	var gone lifecycle.Sandbox
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if gone, _ = rt.ReplaySandbox(ctx, before[0], 0); gone.Phase == lifecycle.PhaseRemoved {
-			break
-		}
-	}
-	if gone.Phase != lifecycle.PhaseRemoved || !gone.Claimed {
+	if gone := awaitRemoved(t, rt, before[0]); gone.Phase != lifecycle.PhaseRemoved || !gone.Claimed {
 		t.Fatalf("the sandbox claimed for a moved tag is %s (claimed %v), want claimed then removed", gone.Phase, gone.Claimed)
 	}
 	// The pool follows the tag: refilled with the image it names now,
@@ -453,13 +452,7 @@ func TestPoolUnreadyIsReplaced(t *testing.T) {
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var st lifecycle.Sandbox
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if st, _ = rt.ReplaySandbox(ctx, id, 0); st.Phase == lifecycle.PhaseRemoved {
-			break
-		}
-	}
-	if st.Phase != lifecycle.PhaseRemoved {
+	if st := awaitRemoved(t, rt, id); st.Phase != lifecycle.PhaseRemoved {
 		t.Fatalf("the stopped pooled sandbox is %s, want removed", st.Phase)
 	}
 	var got []string

@@ -134,12 +134,15 @@ func (s *Sandbox) State(ctx context.Context) (lifecycle.Sandbox, error) {
 	return st, err
 }
 
-func (s *Sandbox) lifetime() spec.Lifetime {
+// unkept reports whether nobody keeps the sandbox once its runtime shuts
+// down: a one-shot sandbox, or one made for a pool and never claimed (a
+// refill the pools' close let finish). One fold answers both.
+func (s *Sandbox) unkept() bool {
 	st, err := foldSandbox(s.rt.journal, s.id)
 	if err != nil {
-		return spec.Kept
+		return false // kept: a sandbox whose journal does not fold is not removed on a guess
 	}
-	return st.Spec.Lifetime
+	return st.Spec.Lifetime == spec.OneShot || st.Pool != "" && !st.Claimed
 }
 
 // Start runs a process in the sandbox. It returns once the process runs

@@ -737,9 +737,7 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 	var first error
 	for _, sb := range mine {
 		var err error
-		if st, serr := foldSandbox(rt.journal, sb.id); sb.lifetime() == spec.OneShot || serr == nil && st.Pool != "" && !st.Claimed {
-			// One-shot, or made for a pool and never claimed (a refill
-			// the pools' close let finish): nobody's to keep.
+		if sb.unkept() {
 			err = sb.Remove(ctx)
 		} else {
 			err = sb.Stop(ctx)
