@@ -172,8 +172,55 @@ type (
 		Message     string    `json:"message,omitempty"`
 		StdoutBytes int64     `json:"stdout_bytes"`
 		StderrBytes int64     `json:"stderr_bytes"`
+		// Changes is what the process did under /workspace (nil: a
+		// journal from before changes were tracked).
+		Changes *Changes `json:"changes,omitempty"`
 	}
 )
+
+// Changes is what one process did under /workspace, attributed to it by
+// the writer's identity (the warden's per-process seccomp listener), not
+// by the time it ran: a concurrent neighbour's changes are not in it.
+// Bounded: past MaxChangeEntries changes are counted, never listed, and
+// Omitted says how many.
+type Changes struct {
+	// Untracked says why nothing was tracked (a process run by Docker
+	// exec, a warden link lost before the report); the counts are zero.
+	Untracked string `json:"untracked,omitempty"`
+	// Incomplete says why the list may miss changes.
+	Incomplete string `json:"incomplete,omitempty"`
+	Created    int    `json:"created"`
+	Modified   int    `json:"modified"`
+	Deleted    int    `json:"deleted"`
+	Renamed    int    `json:"renamed"`
+	Omitted    int    `json:"omitted,omitempty"`
+	// Entries are sorted by path.
+	Entries []Change `json:"entries,omitempty"`
+}
+
+// Total is the number of changes, listed or not.
+func (c *Changes) Total() int { return c.Created + c.Modified + c.Deleted + c.Renamed }
+
+// Change is one path's change.
+type Change struct {
+	// Op is created, modified, deleted or renamed.
+	Op   string `json:"op"`
+	Path string `json:"path"`
+	// From is where a renamed path was.
+	From string `json:"from,omitempty"`
+	// Kind (file, dir, symlink, other), Size and Mode (permission bits)
+	// describe the path after the process (before it, when deleted).
+	Kind string `json:"kind"`
+	Size int64  `json:"size,omitempty"`
+	Mode uint32 `json:"mode,omitempty"`
+	// SHA256 (hex) is a file's content after the process; Unhashed says
+	// why a file has none.
+	SHA256   string `json:"sha256,omitempty"`
+	Unhashed string `json:"unhashed,omitempty"`
+	// Text says the recorder kept the file's text before and after, for a
+	// unified diff (small text files only).
+	Text bool `json:"text,omitempty"`
+}
 
 // OutputGap: output bytes [From, To) of the process (both streams, in
 // arrival order) are not in its recording, journaled where the loss

@@ -138,6 +138,12 @@ func (f *fake) ended() {
 
 func (f *fake) sendJSON(t Type, ch uint32, v any) {
 	f.t.Helper()
+	if t == TExited {
+		// A warden sends what the process changed before its exit.
+		if err := f.w.WriteJSON(TChanges, ch, Changes{Untracked: "fake warden"}); err != nil {
+			f.t.Fatalf("fake warden: writing changes: %v", err)
+		}
+	}
 	if err := f.w.WriteJSON(t, ch, v); err != nil {
 		f.t.Fatalf("fake warden: writing %v: %v", t, err)
 	}

@@ -338,7 +338,7 @@ func (l *Link) dispatch(f Frame) error {
 			return err
 		}
 		return l.onSpawnFailed(f.Channel, m)
-	case TOut, TInAck, TExited, TReaped:
+	case TOut, TInAck, TExited, TReaped, TChanges:
 		p, err := l.started(f)
 		if p == nil {
 			return err
@@ -346,6 +346,12 @@ func (l *Link) dispatch(f Frame) error {
 		switch f.Type {
 		case TOut:
 			return p.onOut(f.Payload[0], f.Payload[1:])
+		case TChanges:
+			var m Changes
+			if err := Decode(f, &m); err != nil {
+				return err
+			}
+			return p.onChanges(m)
 		case TInAck:
 			return p.onInAck(Offset(f))
 		case TReaped:

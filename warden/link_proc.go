@@ -54,7 +54,8 @@ type Proc struct {
 	closed      bool   // Close: the consumer is gone
 	forgotten   bool
 	exit        *Exited
-	tableExit   bool // exit came from the table (Resume): the warden may send it again
+	tableExit   bool     // exit came from the table (Resume): the warden may send it again
+	changes     *Changes // the first Changes (a Resume sends it again: ignored)
 	exitClosed  bool
 	exited      chan struct{}
 	reap        *Reaped
@@ -165,6 +166,34 @@ func (p *Proc) onExited(m Exited) error {
 	return nil
 }
 
+// onChanges takes what the process did to the workspace. It comes before
+// the Exited it belongs to (or, after a Resume, before anything else); a
+// repeat after a Resume is the same report and is ignored.
+func (p *Proc) onChanges(m Changes) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.forgotten || p.changes != nil {
+		return nil
+	}
+	if p.exit != nil && !p.tableExit {
+		return violation("changes on channel %d (process %s) after its exited", p.Channel, p.ID)
+	}
+	p.changes = &m
+	wake(p.outReady)
+	return nil
+}
+
+// Changes returns what the process did to the workspace and true once the
+// warden reported it (it comes with the exit).
+func (p *Proc) Changes() (Changes, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.changes == nil {
+		return Changes{}, false
+	}
+	return *p.changes, true
+}
+
 func (p *Proc) linkEnded() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -230,7 +259,10 @@ func (p *Proc) Reap() (Reaped, bool) {
 }
 
 // complete reports whether all the process's output arrived (p.mu held).
-func (p *Proc) complete() bool { return p.exit != nil && p.received == p.exit.Output }
+// Changes come with the exit: Next ends only once they are here too.
+func (p *Proc) complete() bool {
+	return p.exit != nil && p.received == p.exit.Output && p.changes != nil
+}
 
 // Next returns the next piece of output: its stream (1 stdout, 2 stderr)
 // and data, valid until the next call. It blocks until there is output,

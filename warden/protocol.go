@@ -17,8 +17,10 @@ import (
 // link), a Forget before the reap kills the process and drops it once
 // reaped, and a table is made after any spawn in progress. 4: Rekey
 // replaces the secret that authenticates reattaches (a warden of 3 does
-// not know the message).
-const Version = "stockade-warden/4"
+// not know the message). 5: Changes, what each process did under
+// /workspace, comes before each Exited (and first after a Resume of an
+// exited process).
+const Version = "stockade-warden/5"
 
 // Limits of the wire format.
 const (
@@ -104,10 +106,14 @@ const (
 	// TRekeyed (warden → runtime, control, empty): the Rekey before it
 	// took effect.
 	TRekeyed
+	// TChanges (warden → runtime, process channel, JSON Changes): what the
+	// process did under /workspace; sent just before each Exited, and
+	// before anything else after a Resume of an exited process.
+	TChanges
 	typeEnd
 )
 
-var typeNames = [...]string{"", "init", "challenge", "auth", "hello", "spawn", "started", "spawn_failed", "out", "ack", "in", "in_ack", "close_in", "signal", "resize", "exited", "forget", "list", "table", "resume", "reaped", "rekey", "rekeyed"}
+var typeNames = [...]string{"", "init", "challenge", "auth", "hello", "spawn", "started", "spawn_failed", "out", "ack", "in", "in_ack", "close_in", "signal", "resize", "exited", "forget", "list", "table", "resume", "reaped", "rekey", "rekeyed", "changes"}
 
 func (t Type) String() string {
 	if t > 0 && t < typeEnd {
