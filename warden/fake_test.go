@@ -433,5 +433,6 @@ func (m *model) run(ch uint32, p *modelProc, argv []string) {
 			}
 		}
 	}
+	_ = m.w.WriteJSON(TChanges, ch, Changes{Untracked: "model warden"})
 	_ = m.w.WriteJSON(TExited, ch, Exited{Code: 0, Output: sent, Stdout: sent})
 }

@@ -111,6 +111,8 @@ func FuzzLink(f *testing.F) {
 		nil,
 		out(1, 1, "hello"),
 		cat(out(1, 1, "hello"), out(1, 2, "err"), js(TExited, 1, Exited{Code: 0, Output: 8, Stdout: 8})),
+		cat(out(1, 1, "hello"), js(TChanges, 1, Changes{Created: 1, Entries: []Change{{Op: OpCreated, Path: "/workspace/work/x", Kind: KindFile, SHA256: "ab"}}}), js(TExited, 1, Exited{Code: 0, Output: 5, Stdout: 5})),
+		cat(js(TChanges, 1, Changes{Modified: 1, Entries: []Change{{Op: OpModified, Path: "/workspace/work/x", Kind: KindFile, Before: new(string), After: new(string)}}}), js(TExited, 1, Exited{Code: 0})),
 		cat(js(TExited, 1, Exited{Code: 0, Output: 3, Stdout: 3}), out(1, 1, "abc")),
 		cat(js(TExited, 1, Exited{Code: 0, Output: 3, Stdout: 3}), out(1, 1, "abcd")),
 		off(TInAck, 1, 100),

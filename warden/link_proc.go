@@ -172,11 +172,14 @@ func (p *Proc) onExited(m Exited) error {
 func (p *Proc) onChanges(m Changes) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.forgotten || p.changes != nil {
+	if p.forgotten {
 		return nil
 	}
 	if p.exit != nil && !p.tableExit {
 		return violation("changes on channel %d (process %s) after its exited", p.Channel, p.ID)
+	}
+	if p.changes != nil {
+		return nil
 	}
 	p.changes = &m
 	wake(p.outReady)

@@ -673,6 +673,9 @@ func TestListResume(t *testing.T) {
 	default:
 		t.Fatal("exit not known")
 	}
+	// The warden's first frame after the Resume of an exited process: its
+	// changes; the output ends only with them.
+	f.sendJSON(TChanges, 2, Changes{Created: 1, Entries: []Change{{Op: OpCreated, Path: "/workspace/work/a", Kind: KindFile}}})
 	if _, _, err := q.Next(); err != io.EOF {
 		t.Fatal(err)
 	}
@@ -811,8 +814,21 @@ func TestViolations(t *testing.T) {
 			f.sendJSON(TStarted, 1000, Started{PID: 1, PGID: 1})
 		}, "not in use"},
 		{"exited on an unused channel", func(f *fake, p *Proc) {
-			f.sendJSON(TExited, 1000, Exited{Code: 0})
+			_ = f.w.WriteJSON(TExited, 1000, Exited{Code: 0})
 		}, "not in use"},
+		{"changes on an unused channel", func(f *fake, p *Proc) {
+			_ = f.w.WriteJSON(TChanges, 1000, Changes{Untracked: "x"})
+		}, "not in use"},
+		{"changes after the exited", func(f *fake, p *Proc) {
+			f.sendJSON(TExited, p.Channel, Exited{Code: 0})
+			_ = f.w.WriteJSON(TChanges, p.Channel, Changes{Untracked: "x"})
+		}, "after its exited"},
+		{"changes that do not add up", func(f *fake, p *Proc) {
+			_ = f.w.WriteJSON(TChanges, p.Channel, Changes{Created: 2, Entries: []Change{{Op: OpCreated, Path: "/workspace/a", Kind: KindFile}}})
+		}, "do not add up"},
+		{"changes outside the workspace", func(f *fake, p *Proc) {
+			_ = f.w.WriteJSON(TChanges, p.Channel, Changes{Created: 1, Entries: []Change{{Op: OpCreated, Path: "/etc/passwd", Kind: KindFile}}})
+		}, "not a clean path under /workspace"},
 		{"in_ack on an unused channel", func(f *fake, p *Proc) { _ = f.w.WriteOffset(TInAck, 1000, 0) }, "not in use"},
 		{"spawn_failed on an unused channel", func(f *fake, p *Proc) {
 			f.sendJSON(TSpawnFailed, 1000, SpawnFailed{Code: 127})
@@ -839,7 +855,7 @@ func TestViolations(t *testing.T) {
 		}, "beyond its exited output 2"},
 		{"a second exited", func(f *fake, p *Proc) {
 			exited(f, p, 0)
-			f.sendJSON(TExited, p.Channel, Exited{Code: 0})
+			_ = f.w.WriteJSON(TExited, p.Channel, Exited{Code: 0})
 		}, "a second exited"},
 		{"a table more than asked for", func(f *fake, p *Proc) {
 			f.sendJSON(TTable, 0, Table{})

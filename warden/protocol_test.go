@@ -29,6 +29,7 @@ func validMessages() map[Type]any {
 		TStarted:     &Started{PID: 12, PGID: 12, OOMKills: -1},
 		TSpawnFailed: &SpawnFailed{Code: 127, Error: "exec: not found"},
 		TExited:      &Exited{Code: -1, Signal: 9, Output: 1234, Stdout: 1234, OOMKills: 2},
+		TChanges:     &Changes{Created: 2, Omitted: 1, Entries: []Change{{Op: OpCreated, Path: "/workspace/work/a", Kind: KindFile, Size: 3, Mode: 0o644, SHA256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", After: ptr("abc")}}},
 		TTable: &Table{Processes: []Entry{
 			{Channel: 1, ID: "p1", PID: 12, PGID: 12, Running: true, Acked: 10, Output: 20},
 			{Channel: 2, ID: "p2", PID: 13, PGID: 13, Exit: &Exited{Code: 3, Output: 5, Stdout: 5}, Acked: 5, Output: 5},
@@ -57,6 +58,8 @@ func newMessage(t Type) interface{ validate() error } {
 		return &SpawnFailed{}
 	case TExited:
 		return &Exited{}
+	case TChanges:
+		return &Changes{}
 	case TTable:
 		return &Table{}
 	}
@@ -398,3 +401,5 @@ func TestWriteFrames(t *testing.T) {
 		}
 	}
 }
+
+func ptr(s string) *string { return &s }
