@@ -145,6 +145,11 @@ type SandboxSpec struct {
 	Env    []string
 	Dir    string
 	Labels map[string]string
+	// From is a checkpoint (its id, or a name unique among its sandbox's
+	// checkpoints given as SANDBOX/NAME) whose workspace the sandbox starts
+	// with; its Env and Dir are the defaults for the fields left empty. A
+	// sandbox made from a checkpoint is never taken from a warm pool.
+	From string
 }
 
 // PoolSpec configures a warm pool: Size sandboxes made from Sandbox ahead
