@@ -124,6 +124,45 @@ type (
 		Outside string `json:"outside"`
 		Reason  string `json:"reason"`
 	}
+	// Checkpointed: a checkpoint of the workspace (/workspace/work) was
+	// captured into the checkpoint store, content-addressed, while the
+	// workload was frozen (a pause and unpause journaled around it). The
+	// store holds the manifest under ID; a crash before this fact leaves a
+	// manifest the next runtime removes.
+	Checkpointed struct {
+		ID    string `json:"id"`
+		Name  string `json:"name,omitempty"`
+		Files int    `json:"files"`
+		Bytes int64  `json:"bytes"`
+	}
+	// RollingBack is the intent to restore checkpoint Checkpoint into
+	// /workspace/work: the sandbox admits no process until it is settled,
+	// its processes are stopped (each journaled), the checkpoint is
+	// written to /workspace/Staging with a marker file in it, and the two
+	// directories are exchanged in one rename (renameat2 RENAME_EXCHANGE).
+	// Recovery settles an unsettled one by the marker: in work, the
+	// exchange happened (RolledBack); elsewhere it did not
+	// (RollbackAbandoned). Never a mix.
+	RollingBack struct {
+		Checkpoint string `json:"checkpoint"`
+		Staging    string `json:"staging"`
+		Marker     string `json:"marker"`
+	}
+	// RolledBack: the exchange happened; the workspace is the checkpoint's.
+	RolledBack struct {
+		Checkpoint string `json:"checkpoint"`
+	}
+	// RollbackAbandoned: the exchange did not happen; the workspace is as
+	// it was. Why says what stopped it.
+	RollbackAbandoned struct {
+		Checkpoint string `json:"checkpoint"`
+		Why        string `json:"why"`
+	}
+	// Restored: a sandbox made from a checkpoint (its spec's From) had the
+	// checkpoint written into its workspace before any process ran.
+	Restored struct {
+		Checkpoint string `json:"checkpoint"`
+	}
 	SandboxRemoving struct{}
 	// SandboxRemoved: every resource is gone. Terminal.
 	SandboxRemoved struct{}
@@ -281,6 +320,11 @@ func (WardenLost) Type() string      { return "sandbox.warden_lost" }
 func (EgressChanged) Type() string   { return "sandbox.egress_changed" }
 func (EgressReplaced) Type() string  { return "sandbox.egress_replaced" }
 func (SandboxRemoved) Type() string  { return "sandbox.removed" }
+func (Checkpointed) Type() string      { return "sandbox.checkpointed" }
+func (RollingBack) Type() string       { return "sandbox.rolling_back" }
+func (RolledBack) Type() string        { return "sandbox.rolled_back" }
+func (RollbackAbandoned) Type() string { return "sandbox.rollback_abandoned" }
+func (Restored) Type() string          { return "sandbox.restored" }
 func (ProcessReserved) Type() string { return "process.reserved" }
 func (ExecCreated) Type() string     { return "process.exec_created" }
 func (ProcessStarted) Type() string  { return "process.started" }
@@ -318,6 +362,11 @@ func init() {
 	register[EgressChanged]()
 	register[EgressReplaced]()
 	register[SandboxRemoved]()
+	register[Checkpointed]()
+	register[RollingBack]()
+	register[RolledBack]()
+	register[RollbackAbandoned]()
+	register[Restored]()
 	register[ProcessReserved]()
 	register[ExecCreated]()
 	register[ProcessStarted]()

@@ -232,6 +232,10 @@ type Sandbox struct {
 	Env    []string          `json:"env,omitempty"`
 	Dir    string            `json:"dir,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// From is the checkpoint (its id, ck-…) whose workspace the sandbox
+	// starts with, written in before any process runs (journaled
+	// sandbox.restored). A sandbox with a From is never a pool's.
+	From string `json:"from,omitempty"`
 }
 
 // Bounds on a sandbox's labels.
@@ -431,6 +435,9 @@ func (s Sandbox) validateDefaults() error {
 			return Errorf(CodeInvalidArgument, "sandbox", "%s", strings.Replace(se.Msg, "argv and env", "env", 1))
 		}
 		return err
+	}
+	if s.From != "" && !IsCheckpointID(s.From) {
+		return Errorf(CodeInvalidArgument, "sandbox", "from: %q is not a checkpoint id (ck- and 20 lowercase hex digits)", clip(s.From))
 	}
 	if len(s.Labels) > MaxLabels {
 		return Errorf(CodeInvalidArgument, "sandbox", "labels: %d, over the limit of %d", len(s.Labels), MaxLabels)
@@ -669,4 +676,19 @@ type Result struct {
 	StderrBytes int64     `json:"stderr_bytes"`
 	Started     time.Time `json:"started"`
 	Ended       time.Time `json:"ended"`
+}
+
+// IsCheckpointID reports whether s is a checkpoint's id: "ck-" and 20
+// lowercase hex digits (the start of its manifest's sha256).
+func IsCheckpointID(s string) bool {
+	h, ok := strings.CutPrefix(s, "ck-")
+	if !ok || len(h) != 20 {
+		return false
+	}
+	for _, c := range h {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -400,6 +400,7 @@ func (w *wardenTransport) startFailure(code int, head []byte) error {
 }
 
 func (w *wardenTransport) exiting(ev *lifecycle.ProcessExited) {
+	ev.Changes = w.changes()
 	if w.proc != nil && w.a.p.Adopt != nil {
 		// A re-adopted process's read loop saw only what came after the
 		// resume: the warden counted every byte by stream. (A process
