@@ -304,37 +304,37 @@ type RecoveryRan struct {
 	Decisions []string `json:"decisions,omitempty"`
 }
 
-func (OrphanRemoved) Type() string   { return "runtime.orphan_removed" }
-func (RecoveryRan) Type() string     { return "runtime.recovered" }
-func (SandboxReserved) Type() string { return "sandbox.reserved" }
-func (SandboxCreated) Type() string  { return "sandbox.created" }
-func (SandboxClaimed) Type() string  { return "sandbox.claimed" }
-func (SandboxStarted) Type() string  { return "sandbox.started" }
-func (SandboxStopping) Type() string { return "sandbox.stopping" }
-func (SandboxExited) Type() string   { return "sandbox.exited" }
-func (SandboxPausing) Type() string  { return "sandbox.pausing" }
-func (SandboxUnpaused) Type() string { return "sandbox.unpaused" }
-func (SandboxRemoving) Type() string { return "sandbox.removing" }
-func (WardenStarted) Type() string   { return "sandbox.warden_started" }
-func (WardenLost) Type() string      { return "sandbox.warden_lost" }
-func (EgressChanged) Type() string   { return "sandbox.egress_changed" }
-func (EgressReplaced) Type() string  { return "sandbox.egress_replaced" }
-func (SandboxRemoved) Type() string  { return "sandbox.removed" }
+func (OrphanRemoved) Type() string     { return "runtime.orphan_removed" }
+func (RecoveryRan) Type() string       { return "runtime.recovered" }
+func (SandboxReserved) Type() string   { return "sandbox.reserved" }
+func (SandboxCreated) Type() string    { return "sandbox.created" }
+func (SandboxClaimed) Type() string    { return "sandbox.claimed" }
+func (SandboxStarted) Type() string    { return "sandbox.started" }
+func (SandboxStopping) Type() string   { return "sandbox.stopping" }
+func (SandboxExited) Type() string     { return "sandbox.exited" }
+func (SandboxPausing) Type() string    { return "sandbox.pausing" }
+func (SandboxUnpaused) Type() string   { return "sandbox.unpaused" }
+func (SandboxRemoving) Type() string   { return "sandbox.removing" }
+func (WardenStarted) Type() string     { return "sandbox.warden_started" }
+func (WardenLost) Type() string        { return "sandbox.warden_lost" }
+func (EgressChanged) Type() string     { return "sandbox.egress_changed" }
+func (EgressReplaced) Type() string    { return "sandbox.egress_replaced" }
+func (SandboxRemoved) Type() string    { return "sandbox.removed" }
 func (Checkpointed) Type() string      { return "sandbox.checkpointed" }
 func (RollingBack) Type() string       { return "sandbox.rolling_back" }
 func (RolledBack) Type() string        { return "sandbox.rolled_back" }
 func (RollbackAbandoned) Type() string { return "sandbox.rollback_abandoned" }
 func (Restored) Type() string          { return "sandbox.restored" }
-func (ProcessReserved) Type() string { return "process.reserved" }
-func (ExecCreated) Type() string     { return "process.exec_created" }
-func (ProcessStarted) Type() string  { return "process.started" }
-func (StdinClosed) Type() string     { return "process.stdin_closed" }
-func (QuotaHit) Type() string        { return "process.quota_hit" }
-func (ProcessStopping) Type() string { return "process.stopping" }
-func (ProcessExited) Type() string   { return "process.exited" }
-func (OutputGap) Type() string       { return "process.output_gap" }
-func (Recovered) Type() string       { return "recovered" }
-func (Adopted) Type() string         { return "adopted" }
+func (ProcessReserved) Type() string   { return "process.reserved" }
+func (ExecCreated) Type() string       { return "process.exec_created" }
+func (ProcessStarted) Type() string    { return "process.started" }
+func (StdinClosed) Type() string       { return "process.stdin_closed" }
+func (QuotaHit) Type() string          { return "process.quota_hit" }
+func (ProcessStopping) Type() string   { return "process.stopping" }
+func (ProcessExited) Type() string     { return "process.exited" }
+func (OutputGap) Type() string         { return "process.output_gap" }
+func (Recovered) Type() string         { return "recovered" }
+func (Adopted) Type() string           { return "adopted" }
 
 var decoders = map[string]func([]byte) (Event, error){}
 
