@@ -502,6 +502,11 @@ type Process struct {
 	TTY  bool   `json:"tty,omitempty"`
 	Rows uint16 `json:"rows,omitempty"`
 	Cols uint16 `json:"cols,omitempty"`
+	// NoChanges: what the process does to /workspace is not tracked (its
+	// exit says untracked). Tracking costs the process one round trip to
+	// the warden per file it creates, deletes, renames or opens for
+	// writing; a process that writes nothing pays nothing.
+	NoChanges bool `json:"no_changes,omitempty"`
 }
 
 // Record bounds what the output recorder keeps of a process's output

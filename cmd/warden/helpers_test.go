@@ -229,6 +229,7 @@ type chanState struct {
 	startedAt time.Time // when started was read
 	failed    *warden.SpawnFailed
 	exited    *warden.Exited
+	changes   *warden.Changes
 	reaped    *warden.Reaped
 	// base is the offset of out[0] (0, or the Resume offset).
 	base     uint64
@@ -310,6 +311,14 @@ func (c *conn) read() {
 				}
 				if s.reaped == nil {
 					c.t.Errorf("exited before reaped on channel %d", f.Channel)
+				}
+			case warden.TChanges:
+				s.changes = new(warden.Changes)
+				if err := json.Unmarshal(p, s.changes); err != nil {
+					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
+				}
+				if s.exited != nil {
+					c.t.Errorf("changes after exited on channel %d", f.Channel)
 				}
 			case warden.TReaped:
 				s.reaped = new(warden.Reaped)

@@ -98,6 +98,7 @@ func (s *state) takeOver(l *link) {
 		p.sending = false
 		p.sent = p.acked
 		p.exitSent = false
+		p.changesSent = false
 		p.reapSent = false
 		p.queued = false
 		p.inBase = p.inRecv
@@ -251,6 +252,7 @@ func (l *link) handle(f warden.Frame) error {
 		// Forget an earlier link sent before its reap.
 		p.forgetOnReap = false
 		p.exitSent = false
+		p.changesSent = false
 		p.reapSent = false
 		// Tell the runtime where stdin stands on this link.
 		p.inAckDue = p.stdin != nil
@@ -487,6 +489,22 @@ func (l *link) writer() {
 func (l *link) sendOne(p *proc) error {
 	s := l.s
 	switch {
+	case p.exit != nil && !p.changesSent:
+		// What the process changed comes before its Exited (and, after
+		// a Resume, before anything else): the runtime's output ends
+		// only with both.
+		p.changesSent = true
+		c := p.changes
+		if c == nil {
+			c = &warden.Changes{Untracked: "this warden tracks no changes"}
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		s.mu.Unlock()
+		defer s.mu.Lock()
+		return l.w.Write(warden.TChanges, p.ch, b)
 	case p.reaped && !p.reapSent:
 		// Ahead of any output: the runtime learns the end even when no
 		// consumer reads (and can then stop and forget the process).

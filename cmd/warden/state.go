@@ -118,11 +118,12 @@ type proc struct {
 	window    *sync.Cond
 
 	// Link-scoped: reset when a new link takes over.
-	sent     uint64 // next offset to send
-	sending  bool   // first link, spawned on this link, or Resumed
-	exitSent bool
-	reapSent bool
-	queued   bool // in the link's ready list
+	sent        uint64 // next offset to send
+	sending     bool   // first link, spawned on this link, or Resumed
+	exitSent    bool
+	changesSent bool
+	reapSent    bool
+	queued      bool // in the link's ready list
 
 	// Stdin.
 	stdin     *os.File // pipe or pty master; nil without stdin
@@ -140,6 +141,9 @@ type proc struct {
 	reapOOM   int64 // the OOM kill count when reaped
 	code, sig int
 	exit      *warden.Exited
+	// changes is what the process did under /workspace, set with exit
+	// (nil: untracked); sent before each Exited (changesSent).
+	changes   *warden.Changes
 	forgotten bool
 	// forgetOnReap: the runtime forgot p before its reap; p was killed
 	// and is dropped once reaped (unless a later Resume takes it back).
@@ -289,7 +293,7 @@ func (p *proc) hasWork() bool {
 	if p.stdin != nil && (p.inWritten > p.inAckSent || p.inAckDue) {
 		return true
 	}
-	return p.reaped && !p.reapSent || p.sent < p.read || (p.exit != nil && !p.exitSent)
+	return p.reaped && !p.reapSent || p.sent < p.read || (p.exit != nil && (!p.exitSent || !p.changesSent))
 }
 
 // forget drops p and everything it holds. The caller holds s.mu.
