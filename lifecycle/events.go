@@ -137,12 +137,14 @@ type (
 	}
 	// RollingBack is the intent to restore checkpoint Checkpoint into
 	// /workspace/work: the sandbox admits no process until it is settled,
-	// its processes are stopped (each journaled), the checkpoint is
-	// written to /workspace/Staging with a marker file in it, and the two
-	// directories are exchanged in one rename (renameat2 RENAME_EXCHANGE).
-	// Recovery settles an unsettled one by the marker: in work, the
-	// exchange happened (RolledBack); elsewhere it did not
-	// (RollbackAbandoned). Never a mix.
+	// its processes are stopped (each journaled), /workspace/Staging is
+	// made with the Marker file in it and the checkpoint written into it,
+	// and it and work are exchanged in one rename (renameat2
+	// RENAME_EXCHANGE); the old tree (now in Staging) is emptied, marker
+	// and all. Recovery settles an unsettled one by the marker: Staging
+	// absent, or holding the marker, the exchange did not happen
+	// (RollbackAbandoned); Staging without it, it did (RolledBack). Never
+	// a mix.
 	RollingBack struct {
 		Checkpoint string `json:"checkpoint"`
 		Staging    string `json:"staging"`

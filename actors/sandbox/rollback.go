@@ -4,11 +4,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strconv"
 
 	"github.com/stockade/stockade/actors/process"
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -83,8 +86,15 @@ func (a *sandboxActor) onRollback(m Rollback) {
 		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a consistent copy holds the workload frozen; roll back once it is closed", a.p.ID)
 		return
 	}
+	// The marker's name is not guessable: no file the workspace holds can
+	// pass for it.
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		m.Reply <- spec.Wrap(spec.CodeInternal, "sandbox", err, "naming a rollback's marker")
+		return
+	}
 	n := strconv.FormatUint(a.state.Seq+1, 10)
-	intent := lifecycle.RollingBack{Checkpoint: m.Checkpoint, Staging: ".rollback-" + n, Marker: ".stockade-rollback-" + n}
+	intent := lifecycle.RollingBack{Checkpoint: m.Checkpoint, Staging: ".rollback-" + n, Marker: ".stockade-rollback-" + hex.EncodeToString(nonce[:])}
 	if err := a.record(intent); err != nil {
 		m.Reply <- err
 		return
@@ -98,7 +108,12 @@ func (a *sandboxActor) onRollback(m Rollback) {
 	a.rollbackOn()
 }
 
-// rollbackOn starts the Docker work once no process is left.
+// rollbackOn starts the Docker work once no process is left. The staging
+// directory is made with the marker in it first, then the checkpoint is
+// written into it: so while the marker is in the staging directory the
+// exchange has not happened, and once the directory exists without it the
+// exchange has (its old tree is emptied, marker and all, before the fact
+// is journaled).
 func (a *sandboxActor) rollbackOn() {
 	rb := a.rb
 	if rb == nil || rb.docker || len(a.procs) > 0 {
@@ -107,12 +122,12 @@ func (a *sandboxActor) rollbackOn() {
 	rb.docker = true
 	sb, eng := a.sb, a.engine
 	a.goDocker(func(ctx context.Context) any {
-		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(rb.m.Write(pw, rb.staging)) }()
-		err := eng.PutArchive(ctx, sb, ".", pr)
-		pr.CloseWithError(io.ErrClosedPipe) // the writer, if still writing, stops
+		err := eng.PutArchive(ctx, sb, ".", markerTar(rb.staging, rb.marker))
 		if err == nil {
-			err = eng.PutArchive(ctx, sb, rb.staging, markerTar(rb.marker))
+			pr, pw := io.Pipe()
+			go func() { pw.CloseWithError(rb.m.Write(pw, rb.staging)) }()
+			err = eng.PutArchive(ctx, sb, ".", pr)
+			pr.CloseWithError(io.ErrClosedPipe) // the writer, if still writing, stops
 		}
 		if err != nil {
 			return rollbackDone{err: fmt.Errorf("writing the checkpoint beside the workspace: %w", err)}
@@ -120,17 +135,33 @@ func (a *sandboxActor) rollbackOn() {
 		failpoint.Hit(failpoint.RollbackStaged)
 		if err := eng.ExchangeWorkspace(ctx, sb, rb.staging); err != nil {
 			// Did it happen? The marker says.
-			has, herr := eng.WorkspaceHas(ctx, sb, "work/"+rb.marker)
+			ex, herr := exchanged(ctx, eng, sb, rb.staging, rb.marker)
 			if herr != nil {
 				return rollbackDone{unknown: true, err: err}
 			}
-			if !has {
+			if !ex {
 				return rollbackDone{err: err}
 			}
 		}
 		failpoint.Hit(failpoint.RollbackExchanged)
+		if err := eng.EmptyWorkspaceDir(ctx, sb, rb.staging, "work/"+rb.marker); err != nil {
+			// The exchange stands; what is left is the old tree beside
+			// the workspace and the marker in it.
+			a.deps.Log.Warn("emptying a rollback's old workspace failed", "sandbox", a.p.ID, "staging", rb.staging, "err", err)
+		}
 		return rollbackDone{exchanged: true}
 	})
+}
+
+// exchanged reads whether a rollback's exchange happened: the staging
+// directory exists without the marker.
+func exchanged(ctx context.Context, eng engine, sb dockerio.Sandbox, staging, marker string) (bool, error) {
+	has, err := eng.WorkspaceHas(ctx, sb, staging)
+	if err != nil || !has {
+		return false, err
+	}
+	marked, err := eng.WorkspaceHas(ctx, sb, staging+"/"+marker)
+	return !marked, err
 }
 
 func (a *sandboxActor) onRollbackDone(m rollbackDone) {
@@ -150,7 +181,6 @@ func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 		if err == nil && rb.m.Restore {
 			err = a.record(lifecycle.Restored{Checkpoint: intent.Checkpoint})
 		}
-		a.tidy(intent, true)
 		rb.m.Reply <- err
 	default:
 		why := m.err.Error()
@@ -158,15 +188,15 @@ func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 			rb.m.Reply <- err
 			return
 		}
-		a.tidy(intent, false)
+		a.tidy(intent)
 		rb.m.Reply <- spec.Wrap(spec.CodeOf(m.err), "sandbox", m.err, "sandbox %s: rollback to %s abandoned; the workspace is as it was", a.p.ID, intent.Checkpoint)
 	}
 }
 
-// tidy empties the staging directory (the old workspace, once exchanged)
-// and removes the marker from work, off the mailbox; best effort: what it
-// leaves is in a hidden entry of /workspace, never in work but the marker.
-func (a *sandboxActor) tidy(intent lifecycle.RollingBack, exchanged bool) {
+// tidy empties a rollback's staging directory (and the marker, if the
+// exchange left it in work) off the mailbox; best effort: what it leaves
+// is in a hidden entry of /workspace.
+func (a *sandboxActor) tidy(intent lifecycle.RollingBack) {
 	if !a.running() {
 		return // it needs an exec; the volume goes with the sandbox
 	}
@@ -174,11 +204,10 @@ func (a *sandboxActor) tidy(intent lifecycle.RollingBack, exchanged bool) {
 	go func() {
 		ctx, cancel := a.deps.DockerContext()
 		defer cancel()
-		var files []string
-		if exchanged {
-			files = []string{"work/" + intent.Marker}
+		if has, err := eng.WorkspaceHas(ctx, sb, intent.Staging); err != nil || !has {
+			return // never made: nothing to empty
 		}
-		if err := eng.EmptyWorkspaceDir(ctx, sb, intent.Staging, files...); err != nil {
+		if err := eng.EmptyWorkspaceDir(ctx, sb, intent.Staging, "work/"+intent.Marker); err != nil {
 			log.Warn("emptying a rollback's staging directory failed", "sandbox", id, "staging", intent.Staging, "err", err)
 		}
 	}()
@@ -192,13 +221,24 @@ func (a *sandboxActor) settleRollback() {
 		return
 	}
 	sb, eng, in := a.sb, a.engine, *intent
+	// A re-adopted sandbox is at rest only once this is settled: until
+	// then it admits nothing.
+	if a.adopting == nil {
+		a.adopting = map[string]bool{}
+	}
+	a.adopting[rollbackKey] = true
 	a.goDocker(func(ctx context.Context) any {
-		has, err := eng.WorkspaceHas(ctx, sb, "work/"+in.Marker)
+		has, err := exchanged(ctx, eng, sb, in.Staging, in.Marker)
 		return rollbackSettled{intent: in, has: has, err: err}
 	})
 }
 
+// rollbackKey is the settling of a rollback among a recovery's pending
+// adoptions.
+const rollbackKey = "\x00rollback"
+
 func (a *sandboxActor) onRollbackSettled(m rollbackSettled) {
+	defer a.adoptedOne(rollbackKey)
 	if a.state.RollingBack == nil || *a.state.RollingBack != m.intent {
 		return
 	}
@@ -219,17 +259,17 @@ func (a *sandboxActor) onRollbackSettled(m rollbackSettled) {
 		a.deps.Log.Warn("journaling a recovered rollback failed", "sandbox", a.p.ID, "err", err)
 		return
 	}
-	a.tidy(m.intent, m.has)
+	a.tidy(m.intent)
 }
 
-// markerTar is a tar stream of one empty file: the rollback's marker,
-// written into the staging directory, so that after the exchange it is in
-// work and before it is not.
-func markerTar(name string) io.Reader {
+// markerTar is a tar stream of the staging directory (the sandbox's
+// user's, 0700) holding one empty file: the rollback's marker.
+func markerTar(staging, marker string) io.Reader {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
-	// Writes to a bytes.Buffer do not fail; the header is well formed.
-	_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Typeflag: tar.TypeReg})
+	// Writes to a bytes.Buffer do not fail; the headers are well formed.
+	_ = tw.WriteHeader(&tar.Header{Name: staging + "/", Mode: 0o700, Typeflag: tar.TypeDir})
+	_ = tw.WriteHeader(&tar.Header{Name: staging + "/" + marker, Mode: 0o600, Typeflag: tar.TypeReg})
 	_ = tw.Close()
 	return &b
 }

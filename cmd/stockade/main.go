@@ -52,9 +52,10 @@ const usage = `usage: stockade [global flags] <command> [flags]
 commands:
   doctor                    check the Docker daemon against the profile
   run [flags] -- CMD...     run CMD in a one-shot sandbox and remove it (-t: on a terminal)
-  sandbox create [policy flags] [--ttl D] [--image I] [--env NAME=value] [--dir D] [--label KEY=value]
+  sandbox create [policy flags] [--ttl D] [--image I] [--env NAME=value] [--dir D] [--label KEY=value] [--from CHECKPOINT]
                             make a kept sandbox and print its id (--ttl: stopped D after creation;
-                            --env, --dir: every process's defaults; --label: the caller's names)
+                            --env, --dir: every process's defaults; --label: the caller's names;
+                            --from: start with a checkpoint's workspace)
   sandbox ls [--all] | inspect ID | stop ID | rm [-f] ID
                             list (--all: pooled ones too), show, stop (resources kept), remove
   sandbox network ID allow=RULE[,RULE...]
@@ -68,6 +69,11 @@ commands:
                             serve the runtime's API on a unix socket (default: the journal's path with .sock),
                             keeping warm pools of sandboxes made ahead of demand
   pool ls | resize NAME N   list a server's warm pools, or set one's size
+  checkpoint SANDBOX [NAME] capture a sandbox's /workspace/work (frozen) into the checkpoint store; prints its id
+  checkpoint ls [SANDBOX] | rm CHECKPOINT
+                            list the store's checkpoints (a sandbox's, or all), or remove one
+  rollback SANDBOX CHECKPOINT
+                            restore a checkpoint into the sandbox's workspace (its processes stopped first)
   logs [--stdout|--stderr] [-f] PROCESS_ID
                             print a process's recorded output (stdout and stderr in arrival order;
                             -f: follow a running one, needs stockade serve)
@@ -165,6 +171,10 @@ func parseCommand(g global, name string, rest []string) (command, error) {
 		return parseServe(g, rest)
 	case "pool":
 		return parsePool(g, rest)
+	case "checkpoint":
+		return parseCheckpoint(g, rest)
+	case "rollback":
+		return parseRollback(g, rest)
 	case "journal":
 		return parseJournal(g, rest)
 	case "logs":
