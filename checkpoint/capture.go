@@ -201,25 +201,46 @@ func relPath(prefix, name string) (string, error) {
 	return clean, nil
 }
 
+// smallFile is the size up to which a file's content is hashed in
+// memory first: a blob the store has is then never written again.
+const smallFile = 1 << 20
+
 // store writes one file's content into the store as a blob (or finds it
-// there) and pins it.
+// there) and pins it. Blobs are not synced one by one: writeManifest syncs
+// the store's filesystem once before the manifest that names them.
 func (c *capture) store(h *tar.Header, r io.Reader) (string, int64, error) {
 	s := c.s
-	tmp, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "blob-*")
-	if err != nil {
+	fail := func(err error) (string, int64, error) {
 		return "", 0, spec.Wrap(spec.CodeJournal, "checkpoint", err, "storing %s", clip(h.Name))
 	}
-	defer func() { _ = os.Remove(tmp.Name()) }() // gone once renamed; else not wanted
+	var small []byte
+	var tmpName string
+	var n int64
 	sum := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, sum), r)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", 0, spec.Wrap(spec.CodeJournal, "checkpoint", err, "storing %s", clip(h.Name))
+	if h.Size <= smallFile {
+		b, err := io.ReadAll(io.LimitReader(r, smallFile+1))
+		if err != nil {
+			return fail(err)
+		}
+		if int64(len(b)) > smallFile {
+			return fail(fmt.Errorf("more content than its header's %d bytes", h.Size))
+		}
+		small, n = b, int64(len(b))
+		sum.Write(b) // a hash's Write never fails
+	} else {
+		tmp, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "blob-*")
+		if err != nil {
+			return fail(err)
+		}
+		tmpName = tmp.Name()
+		defer func() { _ = os.Remove(tmpName) }() // gone once renamed; else not wanted
+		n, err = io.Copy(io.MultiWriter(tmp, sum), r)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fail(err)
+		}
 	}
 	hexSum := hex.EncodeToString(sum.Sum(nil))
 	s.mu.Lock()
@@ -233,10 +254,19 @@ func (c *capture) store(h *tar.Header, r io.Reader) (string, int64, error) {
 		return "", 0, fullError(s.limit, s.usage, c.needed+n)
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return "", 0, spec.Wrap(spec.CodeJournal, "checkpoint", err, "storing %s", clip(h.Name))
+		return fail(err)
 	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return "", 0, spec.Wrap(spec.CodeJournal, "checkpoint", err, "storing %s", clip(h.Name))
+	if small != nil || n == 0 {
+		// Written aside and renamed: a reader never sees half a blob.
+		tmp := filepath.Join(s.dir, "tmp", "blob-"+hexSum)
+		if err := os.WriteFile(tmp, small, 0o600); err != nil {
+			return fail(err)
+		}
+		tmpName = tmp
+		defer func() { _ = os.Remove(tmp) }() // gone once renamed
+	}
+	if err := os.Rename(tmpName, dst); err != nil {
+		return fail(err)
 	}
 	s.usage += n
 	c.needed += n
@@ -252,16 +282,11 @@ func (s *Store) writeManifest(m Manifest) error {
 	if err != nil {
 		return err
 	}
-	dirs := map[string]bool{}
-	for _, e := range m.Entries {
-		if e.SHA256 != "" {
-			dirs[filepath.Dir(s.blobPath(e.SHA256))] = true
-		}
-	}
-	for d := range dirs {
-		if err := syncDir(d); err != nil {
-			return spec.Wrap(spec.CodeJournal, "checkpoint", err, "syncing %s", d)
-		}
+	// Every blob it names, and their directory entries, reach the disk
+	// before the manifest does: one sync of the store's filesystem, not
+	// one per blob.
+	if err := syncFS(s.dir); err != nil {
+		return spec.Wrap(spec.CodeJournal, "checkpoint", err, "syncing the checkpoint store %s", s.dir)
 	}
 	tmp, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "manifest-*")
 	if err != nil {

@@ -35,7 +35,7 @@ type Workspaces interface {
 // stagingName checks a staging directory's name: one plain entry of
 // /workspace, never the work directory or the warden's.
 func stagingName(name string) error {
-	if name == "" || strings.ContainsAny(name, "/\\x00") || name == "." || name == ".." ||
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." ||
 		name == path.Base(WorkDir) || name == path.Base(WardenDir) || len(name) > 128 || !strings.HasPrefix(name, ".") {
 		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.workspace", "%q is not a staging directory name (a hidden entry of %s)", name, WorkspaceDir)
 	}

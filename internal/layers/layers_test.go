@@ -70,7 +70,9 @@ var only = map[string]func(imp string) bool{
 	// runtime of its own.
 	"rerun": func(imp string) bool { return !runtimeDep(imp) && imp != module+"/journal" },
 	// The store is files and hashes: no journal, no Docker.
-	"checkpoint": func(imp string) bool { return stdlib(imp) || imp == module+"/spec" },
+	"checkpoint": func(imp string) bool {
+		return stdlib(imp) || imp == module+"/spec" || strings.HasPrefix(imp, "golang.org/x/sys/")
+	},
 }
 
 // stdlib reports whether imp is a standard-library package (no dot in its
