@@ -2,8 +2,8 @@ package test
 
 import (
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
