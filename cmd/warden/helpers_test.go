@@ -229,8 +229,10 @@ type chanState struct {
 	startedAt time.Time // when started was read
 	failed    *warden.SpawnFailed
 	exited    *warden.Exited
-	changes   *warden.Changes
 	reaped    *warden.Reaped
+	changes   *warden.Changes
+	// frames are the types received, in order.
+	frames []warden.Type
 	// base is the offset of out[0] (0, or the Resume offset).
 	base     uint64
 	out      []byte
@@ -292,7 +294,14 @@ func (c *conn) read() {
 			c.control[f.Type] = append(c.control[f.Type], p)
 		} else {
 			s := c.ch(f.Channel)
+			s.frames = append(s.frames, f.Type)
 			switch f.Type {
+			case warden.TChanges:
+				s.changes = new(warden.Changes)
+				// Decode checks it as the runtime does.
+				if err := warden.Decode(f, s.changes); err != nil {
+					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
+				}
 			case warden.TStarted:
 				s.started = new(warden.Started)
 				s.startedAt = time.Now()
@@ -312,13 +321,8 @@ func (c *conn) read() {
 				if s.reaped == nil {
 					c.t.Errorf("exited before reaped on channel %d", f.Channel)
 				}
-			case warden.TChanges:
-				s.changes = new(warden.Changes)
-				if err := json.Unmarshal(p, s.changes); err != nil {
-					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
-				}
-				if s.exited != nil {
-					c.t.Errorf("changes after exited on channel %d", f.Channel)
+				if n := len(s.frames); n < 2 || s.frames[n-2] != warden.TChanges {
+					c.t.Errorf("exited on channel %d not right after changes: %v", f.Channel, s.frames)
 				}
 			case warden.TReaped:
 				s.reaped = new(warden.Reaped)

@@ -118,12 +118,16 @@ type proc struct {
 	window    *sync.Cond
 
 	// Link-scoped: reset when a new link takes over.
-	sent        uint64 // next offset to send
-	sending     bool   // first link, spawned on this link, or Resumed
-	exitSent    bool
-	changesSent bool
-	reapSent    bool
-	queued      bool // in the link's ready list
+	sent     uint64 // next offset to send
+	sending  bool   // first link, spawned on this link, or Resumed
+	exitSent bool
+	reapSent bool
+	// changesSent: Changes went out right before the Exited to come;
+	// changesFirst: a Resume of an exited process, Changes is sent
+	// before anything else (and again right before Exited).
+	changesSent  bool
+	changesFirst bool
+	queued       bool // in the link's ready list
 
 	// Stdin.
 	stdin     *os.File // pipe or pty master; nil without stdin
@@ -141,10 +145,13 @@ type proc struct {
 	reapOOM   int64 // the OOM kill count when reaped
 	code, sig int
 	exit      *warden.Exited
-	// changes is what the process did under /workspace, set with exit
-	// (nil: untracked); sent before each Exited (changesSent).
-	changes   *warden.Changes
 	forgotten bool
+	// track records what p's tree touches; changes is its report, made
+	// once p ended (computing: being made, without s.mu), before exit is
+	// set: a process with an exit always has its changes.
+	track     *tracker
+	changes   *warden.Changes
+	computing bool
 	// forgetOnReap: the runtime forgot p before its reap; p was killed
 	// and is dropped once reaped (unless a later Resume takes it back).
 	forgetOnReap bool
@@ -268,6 +275,21 @@ func (p *proc) entry() warden.Entry {
 // stream reached its end, and queues Exited. The caller holds s.mu.
 func (s *state) maybeEnded(p *proc) {
 	if p.exit != nil || !p.reaped || p.open > 0 || p.forgotten {
+		return
+	}
+	if p.changes == nil {
+		// Made without s.mu (an lstat per touched path, a hash per
+		// listed file); this runs again once they are ready.
+		if !p.computing {
+			p.computing = true
+			go func() {
+				c := p.track.changes()
+				s.mu.Lock()
+				p.changes = c
+				s.maybeEnded(p)
+				s.mu.Unlock()
+			}()
+		}
 		return
 	}
 	p.exit = &warden.Exited{Code: p.code, Signal: p.sig, Output: p.read, Stdout: p.read - p.readErr, Stderr: p.readErr, OOMKills: oomKills()}
