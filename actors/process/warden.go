@@ -128,7 +128,7 @@ func spawnRequest(id string, sp spec.Process) warden.Spawn {
 	if dir == "" {
 		dir = dockerio.WorkDir
 	}
-	return warden.Spawn{ID: id, Argv: sp.Argv, Env: sp.Env, Dir: dir, Stdin: sp.Stdin, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols}
+	return warden.Spawn{ID: id, Argv: sp.Argv, Env: sp.Env, Dir: dir, Stdin: sp.Stdin, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, NoChanges: sp.NoChanges}
 }
 
 func (w *wardenTransport) onSpawnLost(m spawnLost) {
