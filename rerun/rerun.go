@@ -37,6 +37,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/textdiff"
 )
 
 // Recordings gives the recorded side of a session: each process's output
@@ -54,7 +55,9 @@ type Options struct {
 	// process.reserved event stands at or before position Until of the
 	// original sandbox's History (1-based, counting every event of the
 	// sandbox and its processes in History's time order, as `stockade
-	// journal show SB` lists them unfiltered). 0: every process.
+	// journal show SB` lists them unfiltered). 0: every process. A
+	// selected process is compared with its whole record, wherever its
+	// exit stands.
 	Until uint64
 	// KeepSandbox keeps the new sandbox (stopped or not, as the re-run left
 	// it) instead of removing it at the end.
@@ -156,8 +159,15 @@ type StreamComparison struct {
 	Line         int     `json:"line,omitempty"`
 	RecordedLine *string `json:"recorded_line,omitempty"`
 	RerunLine    *string `json:"rerun_line,omitempty"`
-	Note         string  `json:"note,omitempty"`
+	// Diff is a unified diff (package textdiff) from the recorded stream
+	// to the re-run's, when both are at most MaxDiffBytes; over its
+	// bounds it is textdiff's one-line summary.
+	Diff string `json:"diff,omitempty"`
+	Note string `json:"note,omitempty"`
 }
+
+// MaxDiffBytes bounds the streams a StreamComparison diffs line by line.
+const MaxDiffBytes = 64 << 10
 
 // ChangesComparison compares the changes under /workspace as sets of
 // (op, path, from, kind, sha256), by path.
@@ -194,6 +204,8 @@ type recorded struct {
 type session struct {
 	sandbox   spec.Sandbox
 	processes []recorded
+	// notes say what of the original the re-run does not reproduce.
+	notes []string
 }
 
 // readSession folds the History of the original sandbox into its spec and
@@ -202,6 +214,8 @@ func readSession(evs []host.HistoryEvent, id string, until uint64) (session, err
 	var s session
 	found := false
 	byID := map[string]int{}
+	running := map[string]bool{} // selected processes reserved and not yet exited
+	overlap, egress := false, false
 	for i, e := range evs {
 		switch {
 		case e.Kind == "sandbox" && e.Type == (lifecycle.SandboxReserved{}).Type():
@@ -217,6 +231,8 @@ func readSession(evs []host.HistoryEvent, id string, until uint64) (session, err
 				return s, spec.Wrap(spec.CodeJournal, "rerun", err, "decoding the sandbox.claimed of %s", id)
 			}
 			s.sandbox.Env, s.sandbox.Dir, s.sandbox.Labels = c.Env, c.Dir, c.Labels
+		case e.Kind == "sandbox" && e.Type == (lifecycle.EgressChanged{}).Type():
+			egress = true
 		case e.Kind == "process" && e.Type == (lifecycle.ProcessReserved{}).Type():
 			if until > 0 && uint64(i+1) > until {
 				continue
@@ -225,6 +241,8 @@ func readSession(evs []host.HistoryEvent, id string, until uint64) (session, err
 			if err := json.Unmarshal(e.Payload, &r); err != nil {
 				return s, spec.Wrap(spec.CodeJournal, "rerun", err, "decoding the process.reserved of %s", e.ID)
 			}
+			overlap = overlap || len(running) > 0
+			running[e.ID] = true
 			byID[e.ID] = len(s.processes)
 			s.processes = append(s.processes, recorded{id: e.ID, position: i + 1, spec: r.Spec})
 		case e.Kind == "process" && e.Type == (lifecycle.ProcessExited{}).Type():
@@ -237,7 +255,14 @@ func readSession(evs []host.HistoryEvent, id string, until uint64) (session, err
 				return s, spec.Wrap(spec.CodeJournal, "rerun", err, "decoding the process.exited of %s", e.ID)
 			}
 			s.processes[n].exit = &x
+			delete(running, e.ID)
 		}
+	}
+	if overlap {
+		s.notes = append(s.notes, "processes of the original ran at the same time; the re-run runs them one after the other, in the order they were reserved")
+	}
+	if egress {
+		s.notes = append(s.notes, "the original's egress rules were changed while it ran; the re-run keeps the rules it was made with")
 	}
 	if !found {
 		return s, spec.Errorf(spec.CodeNotFound, "rerun", "sandbox %s has no sandbox.reserved in its history", id)
@@ -268,6 +293,7 @@ func Run(ctx context.Context, rt host.Runtime, sandboxID string, rec Recordings,
 	if err != nil {
 		return rep, err
 	}
+	rep.Notes = sess.notes
 	orig := sess.sandbox
 	labels := maps.Clone(orig.Labels)
 	if labels == nil {
@@ -507,6 +533,9 @@ func compareStream(rec, now []byte) StreamComparison {
 		i++
 	}
 	c.Line = i + 1
+	if len(rec) <= MaxDiffBytes && len(now) <= MaxDiffBytes {
+		c.Diff = textdiff.Unified("output", string(rec), string(now))
+	}
 	if i < len(a) {
 		s := cut(a[i])
 		c.RecordedLine = &s

@@ -258,6 +258,9 @@ func TestRun(t *testing.T) {
 				if s.Same || s.Line != 3 || s.RecordedLine == nil || *s.RecordedLine != "3\n" || s.RerunLine == nil || *s.RerunLine != "three\n" {
 					t.Errorf("stdout comparison: %+v", s)
 				}
+				if !strings.Contains(s.Diff, "--- a/output\n+++ b/output\n@@ -1,3 +1,3 @@\n 1\n 2\n-3\n+three\n") {
+					t.Errorf("stdout diff:\n%s", s.Diff)
+				}
 				if !rep.Processes[1].Stderr.Same || !rep.Processes[1].Exit.Same || !rep.Processes[1].Changes.Same {
 					t.Errorf("more than stdout flagged: %+v", rep.Processes[1])
 				}
@@ -422,5 +425,27 @@ func TestNoSuchSandbox(t *testing.T) {
 	}
 	if len(rt.created) != 0 {
 		t.Error("a sandbox was made")
+	}
+}
+
+// TestSessionNotes: what the re-run does not reproduce is noted: processes
+// that overlapped, egress rules changed mid-session.
+func TestSessionNotes(t *testing.T) {
+	evs := story(t, proc{id: "p1", argv: []string{"echo", "hi"}}, proc{id: "p2", argv: []string{"echo", "hi"}})
+	if rep, err := Run(context.Background(), &fakeRuntime{original: evs, table: map[string]behaviour{"echo hi": {stdout: "hi\n"}}}, "sborig",
+		fakeRecordings{out: map[string][2]string{"p1": {"hi\n", ""}, "p2": {"hi\n", ""}}}, Options{}); err != nil || len(rep.Notes) != 0 || rep.Diverged {
+		t.Fatalf("sequential session: %+v, %v", rep, err)
+	}
+	// p2 reserved before p1 exited; the rules changed.
+	evs[2], evs[3] = evs[3], evs[2]
+	typ, payload, _ := lifecycle.Encode(lifecycle.EgressChanged{})
+	evs = append(evs, host.HistoryEvent{Kind: "sandbox", ID: "sborig", Type: typ, Payload: payload})
+	rep, err := Run(context.Background(), &fakeRuntime{original: evs, table: map[string]behaviour{"echo hi": {stdout: "hi\n"}}}, "sborig",
+		fakeRecordings{out: map[string][2]string{"p1": {"hi\n", ""}, "p2": {"hi\n", ""}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Notes) != 2 || !strings.Contains(rep.Notes[0], "same time") || !strings.Contains(rep.Notes[1], "egress") {
+		t.Errorf("notes %q", rep.Notes)
 	}
 }

@@ -246,6 +246,7 @@ func renderDivergence(p *printer, n int, pr rerun.ProcessReport) {
 				humanBytes(s.c.Recorded.Bytes), short8(s.c.Recorded.SHA256), humanBytes(s.c.Rerun.Bytes), short8(s.c.Rerun.SHA256))
 			p.printf("    recorded: %s\n", quotedLine(s.c.RecordedLine))
 			p.printf("    re-run:   %s\n", quotedLine(s.c.RerunLine))
+			printStreamDiff(p, s.c.Diff)
 		}
 		if s.c.Note != "" && s.c.Compared {
 			p.printf("            note: %s\n", termSafe(s.c.Note))
@@ -276,6 +277,28 @@ func renderDivergence(p *printer, n int, pr rerun.ProcessReport) {
 	}
 	for _, n := range pr.Notes {
 		p.printf("  note: %s\n", termSafe(n))
+	}
+}
+
+// maxDiffLines bounds the lines of a stream's diff the detail shows (the
+// whole diff is in --json).
+const maxDiffLines = 20
+
+// printStreamDiff prints a stream's unified diff under its comparison,
+// indented, without its file headers, cut at maxDiffLines.
+func printStreamDiff(p *printer, diff string) {
+	lines := strings.Split(strings.TrimSuffix(diff, "\n"), "\n")
+	if len(lines) < 3 {
+		return
+	}
+	lines = lines[2:] // "--- a/output", "+++ b/output"
+	for i, l := range lines {
+		if i == maxDiffLines {
+			p.printf("      … %d more lines (--json has the whole diff)\n", len(lines)-i)
+			return
+		}
+		p.printf("      ")
+		printDiffLine(p, l, false)
 	}
 }
 
