@@ -9,8 +9,8 @@
 // MaxLines, or needing more than MaxEdits line edits, are not diffed line
 // by line; Hunks reports ErrTooLarge and Unified writes a one-line "files
 // differ" summary instead. The bounds keep a view of a sandbox-made file
-// (untrusted, possibly adversarial) from costing more than a few MB and
-// milliseconds.
+// (untrusted, possibly adversarial) from costing more than about 10 MB
+// and a few tens of milliseconds (BenchmarkBounded).
 //
 // It imports only the standard library.
 package textdiff
@@ -29,7 +29,7 @@ const (
 	MaxLines = 200_000
 	// MaxEdits bounds D, the number of inserted plus deleted lines; the
 	// trace Myers keeps for the way back is O(D²) integers.
-	MaxEdits = 2_000
+	MaxEdits = 1_000
 	// Context is the number of unchanged lines around each change.
 	Context = 3
 )

@@ -213,3 +213,30 @@ func FuzzUnified(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkBounded: the worst case the bounds allow, two texts with no
+// line in common (the search runs to MaxEdits and gives up), and a large
+// file with one change (prefix and suffix trimmed, no search).
+func BenchmarkBounded(b *testing.B) {
+	var x, y strings.Builder
+	for i := range 20_000 {
+		fmt.Fprintf(&x, "a %d\n", i)
+		fmt.Fprintf(&y, "b %d\n", i)
+	}
+	a, c := x.String(), y.String()
+	b.Run("disjoint", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Hunks(a, c); !errors.Is(err, ErrTooLarge) {
+				b.Fatal(err)
+			}
+		}
+	})
+	one := strings.Replace(a, "a 10000\n", "changed\n", 1)
+	b.Run("one-change", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Hunks(a, one); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
