@@ -9,7 +9,7 @@
 // MaxLines, or needing more than MaxEdits line edits, are not diffed line
 // by line; Hunks reports ErrTooLarge and Unified writes a one-line "files
 // differ" summary instead. The bounds keep a view of a sandbox-made file
-// (untrusted, possibly adversarial) from costing more than about 10 MB
+// (untrusted, possibly adversarial) from costing more than about 15 MB
 // and a few tens of milliseconds (BenchmarkBounded).
 //
 // It imports only the standard library.
