@@ -108,9 +108,10 @@ new name. Out of a sandbox, only files and directories are written.
 `,
 	"journal": `usage: stockade journal show|tail|replay|diff|export|ls|verify|restore [--json]
 
-  show SANDBOX [--output] [--follow] [--type T] [--egress]
+  show SANDBOX [--output] [--changes] [--follow] [--type T] [--egress]
                                            its and its processes' events, with deltas
                                            (--output: recorded output under each exit;
+                                           --changes: each process's changes under its exit;
                                            --follow: then new events, live, through a server;
                                            --type T: only events whose type starts with T,
                                            e.g. process or sandbox.exited;
@@ -266,6 +267,8 @@ line on stderr saying how many bytes are missing.
   stockade logs -f --stderr "$pid"
   stockade --json logs "$pid"
 `,
+	"diff":   diffHelp,
+	"replay": replayHelp,
 	"help": `usage: stockade help [COMMAND]
 
 Prints the list of commands, or a command's usage with examples (the same

@@ -11,6 +11,8 @@
 //	stockade serve [--socket PATH]      the runtime as a server (gRPC on a unix socket)
 //	stockade pool ls|resize             the server's warm pools (serve --pool)
 //	stockade logs [-f] PROCESS_ID       a process's recorded output
+//	stockade diff PROCESS_ID            what a process changed under /workspace
+//	stockade replay SANDBOX --rerun     run a recorded session again and compare
 //	stockade journal show SANDBOX       a sandbox's journaled history
 //	stockade journal tail               every entity's new events (needs serve)
 //	stockade journal export             the whole journal as JSON lines
@@ -77,8 +79,14 @@ commands:
   logs [--stdout|--stderr] [-f] PROCESS_ID
                             print a process's recorded output (stdout and stderr in arrival order;
                             -f: follow a running one, needs stockade serve)
-  journal show SANDBOX [--output] [--follow] [--type T]
+  diff PROCESS_ID           what a process changed under /workspace: its changes, and a unified diff
+                            of each small text file
+  replay SANDBOX --rerun [--until POS] [--keep] [--timeout D]
+                            run a sandbox's recorded processes again in a new sandbox and compare each
+                            (exit, stdout, stderr, changes); exits 0 whether or not they diverged
+  journal show SANDBOX [--output] [--changes] [--follow] [--type T]
                             print a sandbox's journaled history (--output: each process's output under its exit;
+                            --changes: each process's changes under its exit;
                             --follow: then new events live, needs stockade serve; --type T: types starting with T)
   journal export            print the whole journal as JSON lines
   journal ls                list the journal's live entities
@@ -179,6 +187,10 @@ func parseCommand(g global, name string, rest []string) (command, error) {
 		return parseJournal(g, rest)
 	case "logs":
 		return parseLogs(g, rest)
+	case "diff":
+		return parseDiffCmd(g, rest)
+	case "replay":
+		return parseReplay(g, rest)
 	case "recover":
 		return parseRecover(g, rest)
 	case "drill":
