@@ -215,7 +215,7 @@ func readSession(evs []host.HistoryEvent, id string, until uint64) (session, err
 	found := false
 	byID := map[string]int{}
 	running := map[string]bool{} // selected processes reserved and not yet exited
-	overlap, egress := false, false
+	overlap, egress, rolled := false, false, false
 	for i, e := range evs {
 		switch {
 		case e.Kind == "sandbox" && e.Type == (lifecycle.SandboxReserved{}).Type():
@@ -233,6 +233,8 @@ func readSession(evs []host.HistoryEvent, id string, until uint64) (session, err
 			s.sandbox.Env, s.sandbox.Dir, s.sandbox.Labels = c.Env, c.Dir, c.Labels
 		case e.Kind == "sandbox" && e.Type == (lifecycle.EgressChanged{}).Type():
 			egress = true
+		case e.Kind == "sandbox" && e.Type == (lifecycle.RolledBack{}).Type() && (until == 0 || uint64(i+1) <= until):
+			rolled = true
 		case e.Kind == "process" && e.Type == (lifecycle.ProcessReserved{}).Type():
 			if until > 0 && uint64(i+1) > until {
 				continue
@@ -263,6 +265,9 @@ func readSession(evs []host.HistoryEvent, id string, until uint64) (session, err
 	}
 	if egress {
 		s.notes = append(s.notes, "the original's egress rules were changed while it ran; the re-run keeps the rules it was made with")
+	}
+	if rolled {
+		s.notes = append(s.notes, "the original's workspace was rolled back to a checkpoint while it ran; the re-run does not roll back, so the processes after it may diverge")
 	}
 	if !found {
 		return s, spec.Errorf(spec.CodeNotFound, "rerun", "sandbox %s has no sandbox.reserved in its history", id)
@@ -308,11 +313,9 @@ func Run(ctx context.Context, rt host.Runtime, sandboxID string, rec Recordings,
 		Env:      orig.Env,
 		Dir:      orig.Dir,
 		Labels:   labels,
-		// TODO(lead): From: orig.From, once spec.Sandbox carries the
-		// checkpoint the original was made from (host.SandboxSpec.From
-		// exists; spec.Sandbox has no From yet in this checkout). Until
-		// then a session that started from a checkpoint re-runs on an
-		// empty workspace and its report may diverge for that reason.
+		// The checkpoint the original started from, if any: the re-run
+		// starts from the same workspace.
+		From: orig.From,
 	}
 	sb, err := rt.CreateSandbox(ctx, ss)
 	if err != nil {

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/rerun"
 	"github.com/stockade/stockade/spec"
 )
@@ -64,7 +62,7 @@ func (c *replayCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 		return fail(stderr, err, 1)
 	}
 	defer closeRuntime(rt, stderr, &code, 1)
-	rep, err := rerun.Run(ctx, rt, c.id, fileRecordings{path: path}, rerun.Options{Until: c.until, KeepSandbox: c.keep, Timeout: c.timeout})
+	rep, err := rerun.Run(ctx, rt, c.id, rerun.Files(path), rerun.Options{Until: c.until, KeepSandbox: c.keep, Timeout: c.timeout})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -78,33 +76,6 @@ func (c *replayCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 		return fail(stderr, err, 1)
 	}
 	return 0
-}
-
-// fileRecordings is rerun.Recordings over the files the recorder keeps
-// beside the journal at path (read without its lock).
-type fileRecordings struct{ path string }
-
-func (r fileRecordings) Output(id string) (stdout, stderr []byte, whole bool, err error) {
-	gaps := false
-	sum, err := stockade.ReadOutput(r.path, id, func(ch stockade.OutputChunk) error {
-		switch ch.Stream {
-		case recorder.TypeStdout:
-			stdout = append(stdout, ch.Data...)
-		case recorder.TypeStderr:
-			stderr = append(stderr, ch.Data...)
-		default:
-			gaps = true
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, false, err
-	}
-	return stdout, stderr, sum.Complete && !gaps, nil
-}
-
-func (r fileRecordings) Stdin(id string) ([]byte, bool, error) {
-	return recorder.ReadStdin(recorder.Dir(r.path), id)
 }
 
 // reportWidth is the terminal's width on stdout, else 100.

@@ -99,7 +99,7 @@ func TestRerunRecordings(t *testing.T) {
 	if err := in.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r := fileRecordings{path: path}
+	r := rerun.Files(path)
 	data, whole, err := r.Stdin("pchg")
 	if err != nil || string(data) != "fed\n" || !whole {
 		t.Errorf("stdin %q %v %v", data, whole, err)
