@@ -320,7 +320,9 @@ func Unified(path, a, b string) string {
 		return ""
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "--- a/%s\n+++ b/%s\n", path, path)
+	// An absolute path reads a/workspace/…, as git prints it.
+	rel := strings.TrimPrefix(path, "/")
+	fmt.Fprintf(&sb, "--- a/%s\n+++ b/%s\n", rel, rel)
 	if err != nil {
 		sb.WriteString(Summary(a, b) + "\n")
 		return sb.String()

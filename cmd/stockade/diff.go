@@ -142,7 +142,7 @@ func buildProcessDiff(id, sandbox string, ch *lifecycle.Changes, texts []recorde
 			}
 			u := textdiff.Unified(e.Path, before, after)
 			if from != e.Path && u != "" {
-				u = strings.Replace(u, "--- a/"+e.Path+"\n", "--- a/"+from+"\n", 1)
+				u = strings.Replace(u, "--- a/"+strings.TrimPrefix(e.Path, "/")+"\n", "--- a/"+strings.TrimPrefix(from, "/")+"\n", 1)
 			}
 			if u == "" {
 				continue // renamed or touched, same text

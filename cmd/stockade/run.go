@@ -360,6 +360,20 @@ func summary(e host.HistoryEvent) string {
 		return "allow=" + short(spec.FormatEgressRules(v.Rules), 100)
 	case lifecycle.EgressReplaced:
 		return fmt.Sprintf("egress %s: %s", short(v.Egress, 12), short(v.Reason, 80))
+	case lifecycle.Checkpointed:
+		name := ""
+		if v.Name != "" {
+			name = " (" + v.Name + ")"
+		}
+		return fmt.Sprintf("%s%s, %d entries, %s", v.ID, name, v.Files, sizeText(v.Bytes))
+	case lifecycle.RollingBack:
+		return fmt.Sprintf("to %s, staged in /workspace/%s", v.Checkpoint, v.Staging)
+	case lifecycle.RolledBack:
+		return "to " + v.Checkpoint
+	case lifecycle.RollbackAbandoned:
+		return fmt.Sprintf("to %s%s", v.Checkpoint, why(v.Why))
+	case lifecycle.Restored:
+		return "from " + v.Checkpoint
 	case lifecycle.SandboxStopping:
 		return string(v.Reason)
 	case lifecycle.SandboxExited:
