@@ -140,6 +140,9 @@ type Spawn struct {
 	TTY   bool     `json:"tty,omitempty"`
 	Rows  uint16   `json:"rows,omitempty"`
 	Cols  uint16   `json:"cols,omitempty"`
+	// NoChanges runs the process untracked: its Changes says so, and its
+	// syscalls pay nothing for the tracking.
+	NoChanges bool `json:"no_changes,omitempty"`
 	// Sent, if set, is called by Link.Spawn once the request is written
 	// (the runtime's crash drills stop there). Not sent.
 	Sent func() `json:"-"`

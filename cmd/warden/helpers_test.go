@@ -230,6 +230,9 @@ type chanState struct {
 	failed    *warden.SpawnFailed
 	exited    *warden.Exited
 	reaped    *warden.Reaped
+	changes   *warden.Changes
+	// frames are the types received, in order.
+	frames []warden.Type
 	// base is the offset of out[0] (0, or the Resume offset).
 	base     uint64
 	out      []byte
@@ -291,7 +294,14 @@ func (c *conn) read() {
 			c.control[f.Type] = append(c.control[f.Type], p)
 		} else {
 			s := c.ch(f.Channel)
+			s.frames = append(s.frames, f.Type)
 			switch f.Type {
+			case warden.TChanges:
+				s.changes = new(warden.Changes)
+				// Decode checks it as the runtime does.
+				if err := warden.Decode(f, s.changes); err != nil {
+					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
+				}
 			case warden.TStarted:
 				s.started = new(warden.Started)
 				s.startedAt = time.Now()
@@ -310,6 +320,9 @@ func (c *conn) read() {
 				}
 				if s.reaped == nil {
 					c.t.Errorf("exited before reaped on channel %d", f.Channel)
+				}
+				if n := len(s.frames); n < 2 || s.frames[n-2] != warden.TChanges {
+					c.t.Errorf("exited on channel %d not right after changes: %v", f.Channel, s.frames)
 				}
 			case warden.TReaped:
 				s.reaped = new(warden.Reaped)

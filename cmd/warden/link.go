@@ -99,6 +99,8 @@ func (s *state) takeOver(l *link) {
 		p.sent = p.acked
 		p.exitSent = false
 		p.reapSent = false
+		p.changesSent = false
+		p.changesFirst = false
 		p.queued = false
 		p.inBase = p.inRecv
 		p.inAckDue = false
@@ -252,6 +254,10 @@ func (l *link) handle(f warden.Frame) error {
 		p.forgetOnReap = false
 		p.exitSent = false
 		p.reapSent = false
+		// An exited process's Changes is the first frame after its
+		// Resume (the runtime takes its exit from the table).
+		p.changesSent = false
+		p.changesFirst = p.exit != nil
 		// Tell the runtime where stdin stands on this link.
 		p.inAckDue = p.stdin != nil
 		s.kick(p)
@@ -487,6 +493,11 @@ func (l *link) writer() {
 func (l *link) sendOne(p *proc) error {
 	s := l.s
 	switch {
+	case p.changesFirst:
+		// And again right before Exited (the runtime ignores the
+		// repeat): every Exited has its Changes right before it.
+		p.changesFirst = false
+		return l.sendChanges(p)
 	case p.reaped && !p.reapSent:
 		// Ahead of any output: the runtime learns the end even when no
 		// consumer reads (and can then stop and forget the process).
@@ -518,6 +529,10 @@ func (l *link) sendOne(p *proc) error {
 		s.mu.Unlock()
 		defer s.mu.Lock()
 		return l.w.WriteFrames(b)
+	case p.exit != nil && !p.changesSent:
+		// Right before Exited.
+		p.changesSent = true
+		return l.sendChanges(p)
 	case p.exit != nil && !p.exitSent:
 		p.exitSent = true
 		b, err := json.Marshal(p.exit)
@@ -529,4 +544,16 @@ func (l *link) sendOne(p *proc) error {
 		return l.w.Write(warden.TExited, p.ch, b)
 	}
 	return nil
+}
+
+// sendChanges sends p's Changes (p has an exit, so it has them). Called
+// and returns with s.mu held.
+func (l *link) sendChanges(p *proc) error {
+	b, err := json.Marshal(p.changes)
+	if err != nil {
+		return err
+	}
+	l.s.mu.Unlock()
+	defer l.s.mu.Lock()
+	return l.w.Write(warden.TChanges, p.ch, b)
 }

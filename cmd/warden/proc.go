@@ -191,7 +191,14 @@ func (s *state) start(ch uint32, sp *warden.Spawn) (*proc, error) {
 		attr.Sys.Setpgid = true
 		p.outs = []*os.File{outR, errR}
 	}
-	pid, err := syscall.ForkExec(path, sp.Argv, attr)
+	var pid int
+	if sp.NoChanges {
+		p.track = untrackedTracker("not asked for")
+		pid, err = syscall.ForkExec(path, sp.Argv, attr)
+	} else {
+		p.track = newTracker()
+		pid, err = forkTracked(p.track, path, sp.Argv, attr)
+	}
 	if err != nil {
 		return fail(spawnFailed(sp.Argv[0], err))
 	}

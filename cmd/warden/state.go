@@ -122,7 +122,12 @@ type proc struct {
 	sending  bool   // first link, spawned on this link, or Resumed
 	exitSent bool
 	reapSent bool
-	queued   bool // in the link's ready list
+	// changesSent: Changes went out right before the Exited to come;
+	// changesFirst: a Resume of an exited process, Changes is sent
+	// before anything else (and again right before Exited).
+	changesSent  bool
+	changesFirst bool
+	queued       bool // in the link's ready list
 
 	// Stdin.
 	stdin     *os.File // pipe or pty master; nil without stdin
@@ -141,6 +146,12 @@ type proc struct {
 	code, sig int
 	exit      *warden.Exited
 	forgotten bool
+	// track records what p's tree touches; changes is its report, made
+	// once p ended (computing: being made, without s.mu), before exit is
+	// set: a process with an exit always has its changes.
+	track     *tracker
+	changes   *warden.Changes
+	computing bool
 	// forgetOnReap: the runtime forgot p before its reap; p was killed
 	// and is dropped once reaped (unless a later Resume takes it back).
 	forgetOnReap bool
@@ -266,6 +277,21 @@ func (s *state) maybeEnded(p *proc) {
 	if p.exit != nil || !p.reaped || p.open > 0 || p.forgotten {
 		return
 	}
+	if p.changes == nil {
+		// Made without s.mu (an lstat per touched path, a hash per
+		// listed file); this runs again once they are ready.
+		if !p.computing {
+			p.computing = true
+			go func() {
+				c := p.track.changes()
+				s.mu.Lock()
+				p.changes = c
+				s.maybeEnded(p)
+				s.mu.Unlock()
+			}()
+		}
+		return
+	}
 	p.exit = &warden.Exited{Code: p.code, Signal: p.sig, Output: p.read, Stdout: p.read - p.readErr, Stderr: p.readErr, OOMKills: oomKills()}
 	s.kick(p)
 }
@@ -289,7 +315,7 @@ func (p *proc) hasWork() bool {
 	if p.stdin != nil && (p.inWritten > p.inAckSent || p.inAckDue) {
 		return true
 	}
-	return p.reaped && !p.reapSent || p.sent < p.read || (p.exit != nil && !p.exitSent)
+	return p.reaped && !p.reapSent || p.sent < p.read || (p.exit != nil && (!p.exitSent || !p.changesSent))
 }
 
 // forget drops p and everything it holds. The caller holds s.mu.

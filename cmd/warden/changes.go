@@ -1,0 +1,420 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"unicode/utf8"
+
+	"github.com/stockade/stockade/warden"
+)
+
+// Bounds of one process's tracking.
+const (
+	// maxTracked bounds the paths one process tree has touched that the
+	// warden remembers (a pre-state each); past it touches are counted and
+	// the Changes marked Incomplete.
+	maxTracked = 100_000
+	// maxHashed bounds the bytes hashed for one Changes; past it a file is
+	// listed Unhashed.
+	maxHashed = 256 << 20
+	// maxPreImages bounds the before-texts kept for one process (only
+	// MaxChangeTextTotal of them can be sent, but which ones is known only
+	// at the end, sorted by path).
+	maxPreImages = 8 << 20
+)
+
+// workspaceRoot is the tree whose changes are tracked: warden.WorkspaceRoot,
+// or $STOCKADE_WARDEN_WORKSPACE (read once at start) so that the tests,
+// which run the warden on the host, can track a temporary directory. Its
+// .stockade directory (the warden's own binary) is never tracked.
+var workspaceRoot = func() string {
+	if r := os.Getenv("STOCKADE_WARDEN_WORKSPACE"); r != "" && path.IsAbs(r) {
+		return path.Clean(r)
+	}
+	return warden.WorkspaceRoot
+}()
+
+// tracked says whether p (absolute, clean) is a path whose changes count:
+// under the workspace root, not the root itself, not its .stockade.
+func tracked(p string) bool {
+	r := workspaceRoot
+	if !strings.HasPrefix(p, r+"/") {
+		return false
+	}
+	rest := p[len(r)+1:]
+	return rest != ".stockade" && !strings.HasPrefix(rest, ".stockade/")
+}
+
+// wirePath is p as the runtime knows it: under warden.WorkspaceRoot (the
+// tests' root is mapped there).
+func wirePath(p string) string {
+	return warden.WorkspaceRoot + p[len(workspaceRoot):]
+}
+
+// fileState is what an lstat says of a path, enough to tell a change.
+type fileState struct {
+	exists bool
+	kind   string
+	size   int64
+	mode   uint32
+	mtime  int64
+	ino    uint64
+	dev    uint64
+}
+
+func lstatState(p string) fileState {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fileState{}
+	}
+	st := fileState{exists: true, size: fi.Size(), mode: uint32(fi.Mode().Perm()), mtime: fi.ModTime().UnixNano()}
+	if fi.Mode()&fs.ModeSetuid != 0 {
+		st.mode |= 0o4000
+	}
+	if fi.Mode()&fs.ModeSetgid != 0 {
+		st.mode |= 0o2000
+	}
+	if fi.Mode()&fs.ModeSticky != 0 {
+		st.mode |= 0o1000
+	}
+	switch {
+	case fi.Mode().IsRegular():
+		st.kind = warden.KindFile
+	case fi.IsDir():
+		st.kind = warden.KindDir
+		st.size = 0
+	case fi.Mode()&fs.ModeSymlink != 0:
+		st.kind = warden.KindSymlink
+	default:
+		st.kind = warden.KindOther
+		st.size = 0
+	}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino, st.dev = uint64(sys.Ino), uint64(sys.Dev)
+	}
+	return st
+}
+
+func (a fileState) same(b fileState) bool {
+	return a.exists == b.exists && (!a.exists || a.kind == b.kind && a.size == b.size && a.mode == b.mode && a.mtime == b.mtime && a.ino == b.ino && a.dev == b.dev)
+}
+
+// touch is one path a process tree touched: its state before the first
+// touch, and its content then if it was a small text file.
+type touch struct {
+	pre    fileState
+	before *string
+}
+
+// renameEvent is a rename a process asked for. It took effect if, at the
+// end, to is the inode from was when asked.
+type renameEvent struct {
+	from, to string
+	ino, dev uint64
+	dir      bool
+}
+
+// tracker collects what one process tree touched under the workspace: the
+// seccomp listener's server records each mutating path syscall, while the
+// syscall is still blocked, so that the state before it is known; changes
+// compares that with the state at the end.
+type tracker struct {
+	mu         sync.Mutex
+	paths      map[string]*touch
+	renames    []renameEvent
+	dropped    int // touches past maxTracked
+	preText    int
+	incomplete string
+	untracked  string
+}
+
+func newTracker() *tracker { return &tracker{paths: make(map[string]*touch)} }
+
+// untrackedTracker is the tracker of a process that runs without one.
+func untrackedTracker(why string) *tracker { return &tracker{untracked: why} }
+
+// markIncomplete records the first reason the list may miss changes.
+func (t *tracker) markIncomplete(why string) {
+	t.mu.Lock()
+	if t.incomplete == "" {
+		t.incomplete = why
+	}
+	t.mu.Unlock()
+}
+
+// record notes p (absolute, clean; the caller checked tracked) as touched:
+// on the first touch its state and, for a small text file, its content.
+// Called while the syscall that touches it is blocked.
+func (t *tracker) record(p string) {
+	t.mu.Lock()
+	_, seen := t.paths[p]
+	full := len(t.paths) >= maxTracked
+	t.mu.Unlock()
+	if seen {
+		return
+	}
+	if full {
+		t.mu.Lock()
+		t.dropped++
+		if t.incomplete == "" {
+			t.incomplete = "more paths touched than the warden tracks per process"
+		}
+		t.mu.Unlock()
+		return
+	}
+	tc := &touch{pre: lstatState(p)}
+	// Only an existing small file is read (a new file has no before).
+	if tc.pre.exists && tc.pre.kind == warden.KindFile && tc.pre.size <= warden.MaxChangeText {
+		t.mu.Lock()
+		room := t.preText+int(tc.pre.size) <= maxPreImages
+		t.mu.Unlock()
+		if room {
+			tc.before = readText(p)
+		}
+	}
+	t.mu.Lock()
+	if _, seen := t.paths[p]; !seen {
+		t.paths[p] = tc
+		if tc.before != nil {
+			t.preText += len(*tc.before)
+		}
+	}
+	t.mu.Unlock()
+}
+
+// recordRename notes a rename asked for (both paths are recorded as
+// touched by the caller first).
+func (t *tracker) recordRename(from, to string) {
+	st := lstatState(from)
+	if !st.exists {
+		return
+	}
+	t.mu.Lock()
+	t.renames = append(t.renames, renameEvent{from: from, to: to, ino: st.ino, dev: st.dev, dir: st.kind == warden.KindDir})
+	t.mu.Unlock()
+}
+
+// readText is a regular file's content if it is at most MaxChangeText bytes
+// of UTF-8 text without NUL, else nil. It never follows a symlink and never
+// blocks on a FIFO.
+func readText(p string) *string {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = f.Close() }() // read-only
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > warden.MaxChangeText {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, warden.MaxChangeText+1))
+	if err != nil || len(b) > warden.MaxChangeText {
+		return nil
+	}
+	return textOf(b)
+}
+
+func textOf(b []byte) *string {
+	if !utf8.Valid(b) || strings.IndexByte(string(b), 0) >= 0 {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+// pending is a change found at the end, before its hash and text.
+type pending struct {
+	c    warden.Change
+	real string // the path on this host (wirePath maps it)
+	from *touch
+}
+
+// changes compares every touched path with its state now and makes the
+// Changes message: totals over all, the first MaxChangeEntries by path
+// listed, hashed (within maxHashed) and with their texts (within
+// MaxChangeTextTotal). Renames are applied first, in order: one that took
+// effect (to is now the inode from was) makes to "renamed" from where its
+// chain began, if that path existed before and is gone now; a directory's
+// rename moves what was touched under it to its new place, compared there
+// with its state before (the directory itself is one renamed entry; what
+// it held and no one touched is not listed).
+func (t *tracker) changes() *warden.Changes {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.untracked != "" {
+		return &warden.Changes{Untracked: t.untracked}
+	}
+	origin := make(map[string]string) // to → the path its content came from
+	for _, r := range t.renames {
+		now := lstatState(r.to)
+		if !now.exists || now.ino != r.ino || now.dev != r.dev {
+			continue
+		}
+		src := r.from
+		if o, ok := origin[r.from]; ok {
+			src = o
+			delete(origin, r.from)
+		}
+		origin[r.to] = src
+		if r.dir {
+			prefix := r.from + "/"
+			for p, tc := range t.paths {
+				if strings.HasPrefix(p, prefix) {
+					np := r.to + "/" + p[len(prefix):]
+					if _, ok := t.paths[np]; !ok {
+						t.paths[np] = tc
+					}
+					delete(t.paths, p)
+				}
+			}
+		}
+	}
+	var all []pending
+	consumed := make(map[string]bool)
+	for to, from := range origin {
+		src, ok := t.paths[from]
+		if !ok || !src.pre.exists || from == to || !tracked(to) {
+			continue
+		}
+		if lstatState(from).exists {
+			continue
+		}
+		now := lstatState(to)
+		if !now.exists {
+			continue
+		}
+		consumed[from], consumed[to] = true, true
+		all = append(all, pending{c: change(warden.OpRenamed, to, now), real: to, from: src})
+		all[len(all)-1].c.From = wirePath(from)
+	}
+	for p, tc := range t.paths {
+		if consumed[p] {
+			continue
+		}
+		now := lstatState(p)
+		switch {
+		case !tc.pre.exists && now.exists:
+			all = append(all, pending{c: change(warden.OpCreated, p, now), real: p})
+		case tc.pre.exists && !now.exists:
+			pc := pending{c: change(warden.OpDeleted, p, tc.pre), real: p, from: tc}
+			pc.c.SHA256 = ""
+			all = append(all, pc)
+		case tc.pre.exists && !tc.pre.same(now):
+			all = append(all, pending{c: change(warden.OpModified, p, now), real: p, from: tc})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].c.Path < all[j].c.Path })
+	m := &warden.Changes{Incomplete: t.incomplete}
+	for _, pc := range all {
+		switch pc.c.Op {
+		case warden.OpCreated:
+			m.Created++
+		case warden.OpModified:
+			m.Modified++
+		case warden.OpDeleted:
+			m.Deleted++
+		case warden.OpRenamed:
+			m.Renamed++
+		}
+	}
+	if len(all) > warden.MaxChangeEntries {
+		m.Omitted = len(all) - warden.MaxChangeEntries
+		all = all[:warden.MaxChangeEntries]
+	}
+	hashed, text := int64(0), 0
+	m.Entries = make([]warden.Change, 0, len(all))
+	for _, pc := range all {
+		c := pc.c
+		var after *string
+		if c.Op != warden.OpDeleted && c.Kind == warden.KindFile {
+			var n int64
+			c.SHA256, after, n, c.Unhashed = hashFile(pc.real, maxHashed-hashed)
+			hashed += n
+		}
+		var before *string
+		if pc.from != nil && c.Op != warden.OpCreated {
+			before = pc.from.before
+		}
+		for _, kept := range []struct {
+			dst **string
+			t   *string
+		}{{&c.Before, before}, {&c.After, after}} {
+			if kept.t != nil && text+len(*kept.t) <= warden.MaxChangeTextTotal {
+				*kept.dst = kept.t
+				text += len(*kept.t)
+			}
+		}
+		m.Entries = append(m.Entries, c)
+	}
+	return m
+}
+
+func change(op, p string, st fileState) warden.Change {
+	return warden.Change{Op: op, Path: wirePath(p), Kind: st.kind, Size: st.size, Mode: st.mode}
+}
+
+// hashFile hashes a regular file (not following a symlink), reading at most
+// budget bytes: its hex SHA256, its text if small, the bytes read, and why
+// it is not hashed when it is not.
+func hashFile(p string, budget int64) (sum string, text *string, n int64, unhashed string) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", nil, 0, truncReason("not readable: " + err.Error())
+	}
+	defer func() { _ = f.Close() }() // read-only
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", nil, 0, "not a regular file when hashed"
+	}
+	if fi.Size() > budget {
+		return "", nil, 0, "past the bytes hashed for one process"
+	}
+	h := sha256.New()
+	var small *sliceWriter
+	var r io.Reader = io.LimitReader(f, budget+1)
+	if fi.Size() <= warden.MaxChangeText {
+		small = &sliceWriter{b: make([]byte, 0, fi.Size())}
+		r = io.TeeReader(r, small)
+	}
+	n, err = io.Copy(h, r)
+	if err != nil {
+		return "", nil, n, truncReason("read: " + err.Error())
+	}
+	if n > budget {
+		return "", nil, n, "past the bytes hashed for one process"
+	}
+	if small != nil && !small.over {
+		text = textOf(small.b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), text, n, ""
+}
+
+// sliceWriter keeps what is written up to MaxChangeText bytes; past it,
+// over (the file grew since its stat: no text is kept).
+type sliceWriter struct {
+	b    []byte
+	over bool
+}
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	if !w.over && len(w.b)+len(p) <= warden.MaxChangeText {
+		w.b = append(w.b, p...)
+	} else {
+		w.over, w.b = true, nil
+	}
+	return len(p), nil
+}
+
+func truncReason(s string) string {
+	if len(s) > 200 {
+		return s[:200]
+	}
+	return s
+}

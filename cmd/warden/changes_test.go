@@ -1,0 +1,218 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stockade/stockade/warden"
+)
+
+// workspace makes a temporary tree the warden tracks as its /workspace
+// (STOCKADE_WARDEN_WORKSPACE, read when the warden starts) with a work
+// directory holding files, and returns the work directory.
+func workspace(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	t.Setenv("STOCKADE_WARDEN_WORKSPACE", root)
+	work := filepath.Join(root, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return work
+}
+
+// brief is a Change as the tests compare it: op, path (relative to
+// /workspace/work), from, kind and the kept texts ("-": none).
+type brief struct {
+	op, path, from, kind, before, after string
+}
+
+func briefs(t *testing.T, m *warden.Changes) []brief {
+	t.Helper()
+	var out []brief
+	for _, c := range m.Entries {
+		text := func(s *string) string {
+			if s == nil {
+				return "-"
+			}
+			return *s
+		}
+		b := brief{op: c.Op, path: strings.TrimPrefix(c.Path, "/workspace/work/"), kind: c.Kind, before: text(c.Before), after: text(c.After)}
+		if c.From != "" {
+			b.from = strings.TrimPrefix(c.From, "/workspace/work/")
+		}
+		if c.Op != warden.OpDeleted && c.Kind == warden.KindFile && c.SHA256 == "" {
+			t.Errorf("%s: a file without a hash (%q)", c.Path, c.Unhashed)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func TestChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		files     map[string]string
+		script    string
+		noChanges bool
+		want      []brief
+		untracked bool
+	}{
+		{
+			name:   "create modify delete rename mkdir",
+			files:  map[string]string{"keep.txt": "old\n", "gone.txt": "bye\n", "moveme.txt": "m\n", "untouched.txt": "u\n"},
+			script: "echo new > created.txt; echo changed > keep.txt; rm gone.txt; mv moveme.txt moved.txt; mkdir d; cat untouched.txt >/dev/null",
+			want: []brief{
+				{op: "created", path: "created.txt", kind: "file", before: "-", after: "new\n"},
+				{op: "created", path: "d", kind: "dir", before: "-", after: "-"},
+				{op: "deleted", path: "gone.txt", kind: "file", before: "bye\n", after: "-"},
+				{op: "modified", path: "keep.txt", kind: "file", before: "old\n", after: "changed\n"},
+				{op: "renamed", path: "moved.txt", from: "moveme.txt", kind: "file", before: "m\n", after: "m\n"},
+			},
+		},
+		{
+			name:   "writes nothing",
+			files:  map[string]string{"a.txt": "a\n"},
+			script: "cat a.txt; ls >/dev/null",
+		},
+		{
+			name:   "a write that changes nothing",
+			files:  map[string]string{"a.txt": "a\n"},
+			script: "exec 3>>a.txt",
+		},
+		{
+			name:   "a child process's writes are its parent's",
+			script: "sh -c 'echo x > f'; sh -c 'sh -c \"mkdir -p sub/deeper\"'",
+			want: []brief{
+				{op: "created", path: "f", kind: "file", before: "-", after: "x\n"},
+				{op: "created", path: "sub", kind: "dir", before: "-", after: "-"},
+				{op: "created", path: "sub/deeper", kind: "dir", before: "-", after: "-"},
+			},
+		},
+		{
+			name:   "a renamed directory moves what was touched in it",
+			script: "mkdir a && echo x > a/f && mv a b",
+			want: []brief{
+				{op: "created", path: "b", kind: "dir", before: "-", after: "-"},
+				{op: "created", path: "b/f", kind: "file", before: "-", after: "x\n"},
+			},
+		},
+		{
+			name:   "binary content is hashed, not kept",
+			script: "printf 'a\\000b' > bin",
+			want:   []brief{{op: "created", path: "bin", kind: "file", before: "-", after: "-"}},
+		},
+		{
+			name:   "outside the workspace is not tracked",
+			script: "echo x > ../../outside-$$ 2>/dev/null; rm -f ../../outside-$$",
+		},
+		{
+			name:      "no_changes",
+			script:    "echo x > f",
+			noChanges: true,
+			untracked: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			work := workspace(t, tc.files)
+			w := startWarden(t)
+			c := w.link(warden.Init{})
+			c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", tc.script}, Dir: work, NoChanges: tc.noChanges})
+			x, st := c.waitExited(1)
+			if x.Code != 0 {
+				t.Fatalf("exit %+v, output %q", x, st.out)
+			}
+			m := st.changes
+			if tc.untracked {
+				if m.Untracked == "" {
+					t.Errorf("changes %+v, want untracked", m)
+				}
+				return
+			}
+			if m.Untracked != "" || m.Incomplete != "" {
+				t.Fatalf("untracked %q, incomplete %q", m.Untracked, m.Incomplete)
+			}
+			got := briefs(t, m)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("changes\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Two processes that run at the same time each see only their own writes:
+// attribution is by who wrote, not when. Each writes one file, waits for
+// the other's first, then writes a second, so their writes interleave.
+func TestChangesOverlapping(t *testing.T) {
+	work := workspace(t, nil)
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	script := func(me, other string) string {
+		return fmt.Sprintf("echo %[1]s > %[1]s1; while [ ! -e %[2]s1 ]; do sleep 0.01; done; echo %[1]s > %[1]s2", me, other)
+	}
+	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", script("a", "b")}, Dir: work})
+	c.spawn(2, warden.Spawn{Argv: []string{"sh", "-c", script("b", "a")}, Dir: work})
+	for ch, me := range map[uint32]string{1: "a", 2: "b"} {
+		_, st := c.waitExited(ch)
+		var paths []string
+		for _, e := range st.changes.Entries {
+			paths = append(paths, e.Op+" "+strings.TrimPrefix(e.Path, "/workspace/work/"))
+		}
+		sort.Strings(paths)
+		if want := []string{"created " + me + "1", "created " + me + "2"}; fmt.Sprint(paths) != fmt.Sprint(want) {
+			t.Errorf("process %s: changes %v, want %v", me, paths, want)
+		}
+	}
+}
+
+// Past MaxChangeEntries the changes are counted, not listed.
+func TestChangesOmitted(t *testing.T) {
+	work := workspace(t, nil)
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	n := warden.MaxChangeEntries + 20
+	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do : > f$i; i=$((i+1)); done", n)}, Dir: work})
+	_, st := c.waitExited(1)
+	m := st.changes
+	if m.Created != n || m.Omitted != 20 || len(m.Entries) != warden.MaxChangeEntries {
+		t.Errorf("created %d, omitted %d, %d listed; want %d, 20, %d", m.Created, m.Omitted, len(m.Entries), n, warden.MaxChangeEntries)
+	}
+}
+
+// After a reattach, the Resume of an exited process has its Changes first,
+// before its output, and again right before its Exited.
+func TestChangesResentAfterResume(t *testing.T) {
+	work := workspace(t, nil)
+	w := startWarden(t)
+	c := w.link(warden.Init{})
+	c.setNoAck(1, true)
+	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "echo out; echo x > f"}, Dir: work})
+	c.waitExited(1)
+	_ = w.stdin.Close()
+	c.waitEnd()
+
+	r := w.attach(c.first.Socket, w.secret)
+	r.waitHello()
+	if e := entryOf(r.list(), 1); e == nil || e.Exit == nil {
+		t.Fatalf("entry %+v, want exited", e)
+	}
+	if err := r.w.WriteOffset(warden.TResume, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, st := r.waitExited(1)
+	if len(st.frames) == 0 || st.frames[0] != warden.TChanges {
+		t.Fatalf("frames after the resume %v, want changes first", st.frames)
+	}
+	if string(st.out) != "out\n" || len(st.changes.Entries) != 1 || st.changes.Entries[0].Path != "/workspace/work/f" {
+		t.Errorf("output %q, changes %+v", st.out, st.changes)
+	}
+}
