@@ -21,6 +21,8 @@
 //	stockade-warden [serve [-buffer-cap BYTES]]   serve a link on stdin/stdout
 //	stockade-warden attach SOCKET                 bridge stdin/stdout to a warden's socket
 //	stockade-warden version                       print the protocol version
+//	stockade-warden swap A B                      exchange two paths atomically
+//	stockade-warden empty DIR [FILE...]           remove all under DIR, then the FILEs
 package main
 
 import (
@@ -35,6 +37,8 @@ const usage = `usage:
   stockade-warden attach SOCKET
   stockade-warden version
   stockade-warden kill SIGNAL PGID
+  stockade-warden swap A B
+  stockade-warden empty DIR [FILE...]
 `
 
 func main() {
@@ -63,6 +67,19 @@ func run(args []string) int {
 			return 2
 		}
 		return kill(args[1], args[2])
+	case "swap":
+		// Rollback: one-off execs of this binary, no shell needed.
+		if len(args) != 3 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
+		}
+		return swap(args[1], args[2])
+	case "empty":
+		if len(args) < 2 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
+		}
+		return empty(args[1], args[2:])
 	case "version":
 		if len(args) != 1 {
 			fmt.Fprint(os.Stderr, usage)
