@@ -35,8 +35,7 @@ func BenchmarkChanges(b *testing.B) {
 	for _, bc := range []struct{ name, script string }{{"writer10k", writer10k}, {"devnull", noWriter}, {"reader", reader}} {
 		b.Run(bc.name, func(b *testing.B) {
 			root := b.TempDir()
-			b.Setenv("STOCKADE_WARDEN_WORKSPACE", root)
-			w := startWarden(b)
+			w := startWarden(b, "-workspace", root)
 			c := w.link(warden.Init{})
 			var took, ending, cpu [2]time.Duration
 			ch := uint32(0)
