@@ -190,6 +190,10 @@ func installFilter() (int, string) {
 	if e != 0 {
 		return -1, "seccomp user notification unavailable: " + e.Error()
 	}
+	// The notifying task waits for the warden's answer: waking the
+	// warden on the task's CPU (Linux 6.6+; older kernels refuse, which
+	// changes nothing else) saves a cross-CPU wake-up per notification.
+	_, _, _ = unix.RawSyscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, 1)
 	return int(fd), ""
 }
 
