@@ -73,6 +73,14 @@ func (h hostRuntime) Egress(_ context.Context, id string) ([]egress.Decision, er
 
 func (h hostRuntime) Pools(ctx context.Context) ([]host.PoolInfo, error) { return h.rt.Pools(ctx) }
 
+func (h hostRuntime) Checkpoints(ctx context.Context, sandboxID string) ([]host.CheckpointInfo, error) {
+	return h.rt.Checkpoints(ctx, sandboxID)
+}
+
+func (h hostRuntime) RemoveCheckpoint(ctx context.Context, id string) error {
+	return h.rt.RemoveCheckpoint(ctx, id)
+}
+
 func (h hostRuntime) Close() error { return h.rt.Close() }
 
 type hostSandbox struct{ *Sandbox }

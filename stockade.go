@@ -86,6 +86,11 @@ type Options struct {
 	// PoolRefills bounds how many pooled sandboxes are made at once,
 	// across every pool (default DefaultPoolRefills).
 	PoolRefills int
+	// CheckpointBytes bounds the checkpoint store beside the journal
+	// (journal.db → journal.checkpoints/): the distinct file contents it
+	// holds. A checkpoint past it fails resource_exhausted. Zero: the
+	// store's default.
+	CheckpointBytes int64
 }
 
 // Runtime is an open stockade runtime: one journal, one Docker daemon.
@@ -121,6 +126,11 @@ type Runtime struct {
 
 	// pools are the warm pools (pool.go); nil when none is configured.
 	pools *pools
+
+	// ckpt is the checkpoint store (checkpoints.go), opened at first use;
+	// ckptLimit its bound.
+	ckpt      checkpointStore
+	ckptLimit int64
 }
 
 // Metrics returns this runtime's Prometheus metrics (package metrics),
@@ -217,7 +227,8 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		}
 		return nil, err
 	}
-	rt := &Runtime{journal: j, engine: engine, closer: closer, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]unreconciled{}}
+	rt := &Runtime{journal: j, engine: engine, closer: closer, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]unreconciled{},
+		ckptLimit: opts.CheckpointBytes}
 	fail := func(err error) (*Runtime, error) {
 		// err is the one reported.
 		if rt.closer != nil {
@@ -422,6 +433,11 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 	asked := time.Now()
 	full := spec.Sandbox{Image: s.Image, Policy: s.Policy, Datasets: s.Datasets, Lifetime: s.Lifetime, TTL: s.TTL,
 		Env: s.Env, Dir: s.Dir, Labels: s.Labels}.WithDefaults()
+	if s.From != "" {
+		if err := rt.fromCheckpoint(&full, s.From); err != nil {
+			return nil, err
+		}
+	}
 	// The whole spec is judged before the first Docker call or journal
 	// append: bad input costs nothing and leaves nothing to recover.
 	if err := full.ValidateUnpinned(); err != nil {
@@ -430,7 +446,15 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 	if err := dockerio.AdmitPolicy(full.Policy); err != nil {
 		return nil, err
 	}
-	sb, err := rt.claimOrResolve(ctx, &full, s.Image)
+	var sb *Sandbox
+	var err error
+	if full.From == "" {
+		sb, err = rt.claimOrResolve(ctx, &full, s.Image)
+	} else if full.Image, err = rt.engine.ResolveImage(ctx, s.Image); err == nil {
+		// A checkpoint's workspace is written into a sandbox of its own:
+		// never a pool's, whose workspace is the image's.
+		err = full.Validate()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -444,6 +468,14 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 			deadline = rt.deps.Now().Add(full.TTL)
 		}
 		if sb, err = rt.make(ctx, sandbox.Params{ID: sid, Spec: full, Deadline: deadline}); err != nil {
+			return nil, err
+		}
+	}
+	if full.From != "" {
+		if err := sb.rollback(ctx, full.From, true); err != nil {
+			if rerr := sb.Remove(context.WithoutCancel(ctx)); rerr != nil {
+				rt.log.Warn("removing a sandbox whose checkpoint could not be restored failed", "sandbox", sb.id, "err", rerr)
+			}
 			return nil, err
 		}
 	}

@@ -36,6 +36,7 @@ type Client struct {
 	files stockadev1.FilesClient
 	jrnl  stockadev1.JournalClient
 	pools stockadev1.PoolsClient
+	ckpts stockadev1.CheckpointsClient
 	// long is a second connection for the long-lived streams (attached
 	// execs, follows), as DESIGN asks: a host with as many of them as the
 	// server's stream limit still gets its short calls (Stop, Signal, Wait)
@@ -92,7 +93,8 @@ func Dial(path string) (*Client, error) {
 	}
 	return &Client{conn: conn, sbx: stockadev1.NewSandboxesClient(conn), procs: stockadev1.NewProcessesClient(conn),
 		files: stockadev1.NewFilesClient(conn), jrnl: stockadev1.NewJournalClient(conn), pools: stockadev1.NewPoolsClient(conn),
-		long: long, execs: stockadev1.NewProcessesClient(long), follows: stockadev1.NewJournalClient(long)}, nil
+		ckpts: stockadev1.NewCheckpointsClient(conn),
+		long:  long, execs: stockadev1.NewProcessesClient(long), follows: stockadev1.NewJournalClient(long)}, nil
 }
 
 // Close closes the connections. Attached processes lose their client and
@@ -101,7 +103,7 @@ func (c *Client) Close() error { return errors.Join(c.long.Close(), c.conn.Close
 
 // CreateSandbox makes a sandbox and starts its workload.
 func (c *Client) CreateSandbox(ctx context.Context, s host.SandboxSpec) (host.Sandbox, error) {
-	req := &stockadev1.CreateSandboxRequest{Image: s.Image, Lifetime: string(s.Lifetime), Env: s.Env, Dir: s.Dir, Labels: s.Labels}
+	req := &stockadev1.CreateSandboxRequest{Image: s.Image, Lifetime: string(s.Lifetime), Env: s.Env, Dir: s.Dir, Labels: s.Labels, From: s.From}
 	if s.TTL != 0 {
 		req.Ttl = durationpb.New(s.TTL)
 	}

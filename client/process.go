@@ -56,7 +56,7 @@ func (s *Sandbox) start(ctx context.Context, p spec.Process, detached bool) (*Pr
 	start := &stockadev1.ExecStart{SandboxId: s.id, Argv: p.Argv, Env: p.Env, Dir: p.Dir, Stdin: p.Stdin, Detached: detached,
 		OutputQuota: p.OutputQuota, DiscardStdout: p.Stdout == spec.Discard, DiscardStderr: p.Stderr == spec.Discard,
 		Record: &stockadev1.Record{Off: p.Record.Off, Head: p.Record.Head, Tail: p.Record.Tail},
-		Tty:    p.TTY, Rows: uint32(p.Rows), Cols: uint32(p.Cols)}
+		Tty:    p.TTY, Rows: uint32(p.Rows), Cols: uint32(p.Cols), NoChanges: p.NoChanges}
 	if p.Timeout != 0 {
 		start.Timeout = durationpb.New(p.Timeout)
 	}

@@ -26,6 +26,7 @@ type Engine interface {
 	Inventory
 	Execs
 	Files
+	Workspaces
 	Wardens
 	Egress
 	Events

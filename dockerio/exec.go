@@ -356,8 +356,15 @@ func (a *Adapter) OOMKills(ctx context.Context, sb Sandbox) (int64, error) {
 // run executes a short helper command in the workload as the sandbox user
 // and returns its exit code and output (each bounded to 64 KiB).
 func (a *Adapter) run(ctx context.Context, cli *client.Client, sb Sandbox, argv ...string) (int, string, string, error) {
+	return a.runAs(ctx, cli, sb, user(sb.Spec.Policy), argv...)
+}
+
+// runAs is run as usr: the sandbox's user, or root (uid 0 with the
+// workload's capabilities, which are none) for the one change the sandbox's
+// user cannot make: an entry of the root-owned /workspace.
+func (a *Adapter) runAs(ctx context.Context, cli *client.Client, sb Sandbox, usr string, argv ...string) (int, string, string, error) {
 	resp, err := cli.ContainerExecCreate(ctx, sb.Workload, container.ExecOptions{
-		User: user(sb.Spec.Policy), AttachStdout: true, AttachStderr: true, WorkingDir: "/", Cmd: argv,
+		User: usr, AttachStdout: true, AttachStderr: true, WorkingDir: "/", Cmd: argv,
 	})
 	if err != nil {
 		return 0, "", "", translate(err, "dockerio.exec", "creating helper exec in %s", sb.Workload)

@@ -51,6 +51,12 @@ type Runtime interface {
 	// Pools lists the runtime's warm pools (none unless configured when it
 	// was opened or started), in the order they were given.
 	Pools(ctx context.Context) ([]PoolInfo, error)
+	// Checkpoints lists the checkpoints in the runtime's store, oldest
+	// first: a sandbox's (its id), or all ("").
+	Checkpoints(ctx context.Context, sandboxID string) ([]CheckpointInfo, error)
+	// RemoveCheckpoint deletes a checkpoint from the store (the content
+	// no other checkpoint shares goes with it); not_found when unknown.
+	RemoveCheckpoint(ctx context.Context, id string) error
 	// Close releases the runtime (embedded) or the connection (served);
 	// kept sandboxes stay up either way.
 	Close() error
@@ -97,6 +103,34 @@ type Sandbox interface {
 	// SetEgress replaces an allowlist sandbox's egress rules while it
 	// runs: journaled, then applied by its proxy, no restart.
 	SetEgress(ctx context.Context, rules []spec.EgressRule) error
+	// Checkpoint captures /workspace/work with the workload frozen into
+	// the runtime's content-addressed checkpoint store, with what a
+	// restart needs (env, dir, image), and journals it. name is optional
+	// and unique among the sandbox's checkpoints.
+	Checkpoint(ctx context.Context, name string) (CheckpointInfo, error)
+	// Rollback restores a checkpoint (its id, or a name of this
+	// sandbox's) into /workspace/work: the sandbox's processes are stopped
+	// first, and the workspace is exchanged whole (see
+	// lifecycle.RollingBack).
+	Rollback(ctx context.Context, checkpoint string) error
+}
+
+// CheckpointInfo describes a checkpoint in the store.
+type CheckpointInfo struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name,omitempty"`
+	Sandbox string    `json:"sandbox"`
+	Image   string    `json:"image"`
+	Created time.Time `json:"created"`
+	// Files counts the entries (directories and links included); Bytes
+	// the files' content.
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+	// Env and Dir are the sandbox's process defaults when it was taken.
+	Env []string `json:"env,omitempty"`
+	Dir string   `json:"dir,omitempty"`
+	// Skipped names the entries not kept (FIFOs, devices).
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // Process is a process running in a sandbox.
@@ -145,6 +179,11 @@ type SandboxSpec struct {
 	Env    []string
 	Dir    string
 	Labels map[string]string
+	// From is a checkpoint (its id, or a name unique among its sandbox's
+	// checkpoints given as SANDBOX/NAME) whose workspace the sandbox starts
+	// with; its Env and Dir are the defaults for the fields left empty. A
+	// sandbox made from a checkpoint is never taken from a warm pool.
+	From string
 }
 
 // PoolSpec configures a warm pool: Size sandboxes made from Sandbox ahead

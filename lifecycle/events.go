@@ -124,6 +124,47 @@ type (
 		Outside string `json:"outside"`
 		Reason  string `json:"reason"`
 	}
+	// Checkpointed: a checkpoint of the workspace (/workspace/work) was
+	// captured into the checkpoint store, content-addressed, while the
+	// workload was frozen (a pause and unpause journaled around it). The
+	// store holds the manifest under ID; a crash before this fact leaves a
+	// manifest the next runtime removes.
+	Checkpointed struct {
+		ID    string `json:"id"`
+		Name  string `json:"name,omitempty"`
+		Files int    `json:"files"`
+		Bytes int64  `json:"bytes"`
+	}
+	// RollingBack is the intent to restore checkpoint Checkpoint into
+	// /workspace/work: the sandbox admits no process until it is settled,
+	// its processes are stopped (each journaled), /workspace/Staging is
+	// made with the Marker file in it and the checkpoint written into it,
+	// and it and work are exchanged in one rename (renameat2
+	// RENAME_EXCHANGE); the old tree (now in Staging) is emptied, marker
+	// and all. Recovery settles an unsettled one by the marker: Staging
+	// absent, or holding the marker, the exchange did not happen
+	// (RollbackAbandoned); Staging without it, it did (RolledBack). Never
+	// a mix.
+	RollingBack struct {
+		Checkpoint string `json:"checkpoint"`
+		Staging    string `json:"staging"`
+		Marker     string `json:"marker"`
+	}
+	// RolledBack: the exchange happened; the workspace is the checkpoint's.
+	RolledBack struct {
+		Checkpoint string `json:"checkpoint"`
+	}
+	// RollbackAbandoned: the exchange did not happen; the workspace is as
+	// it was. Why says what stopped it.
+	RollbackAbandoned struct {
+		Checkpoint string `json:"checkpoint"`
+		Why        string `json:"why"`
+	}
+	// Restored: a sandbox made from a checkpoint (its spec's From) had the
+	// checkpoint written into its workspace before any process ran.
+	Restored struct {
+		Checkpoint string `json:"checkpoint"`
+	}
 	SandboxRemoving struct{}
 	// SandboxRemoved: every resource is gone. Terminal.
 	SandboxRemoved struct{}
@@ -265,32 +306,37 @@ type RecoveryRan struct {
 	Decisions []string `json:"decisions,omitempty"`
 }
 
-func (OrphanRemoved) Type() string   { return "runtime.orphan_removed" }
-func (RecoveryRan) Type() string     { return "runtime.recovered" }
-func (SandboxReserved) Type() string { return "sandbox.reserved" }
-func (SandboxCreated) Type() string  { return "sandbox.created" }
-func (SandboxClaimed) Type() string  { return "sandbox.claimed" }
-func (SandboxStarted) Type() string  { return "sandbox.started" }
-func (SandboxStopping) Type() string { return "sandbox.stopping" }
-func (SandboxExited) Type() string   { return "sandbox.exited" }
-func (SandboxPausing) Type() string  { return "sandbox.pausing" }
-func (SandboxUnpaused) Type() string { return "sandbox.unpaused" }
-func (SandboxRemoving) Type() string { return "sandbox.removing" }
-func (WardenStarted) Type() string   { return "sandbox.warden_started" }
-func (WardenLost) Type() string      { return "sandbox.warden_lost" }
-func (EgressChanged) Type() string   { return "sandbox.egress_changed" }
-func (EgressReplaced) Type() string  { return "sandbox.egress_replaced" }
-func (SandboxRemoved) Type() string  { return "sandbox.removed" }
-func (ProcessReserved) Type() string { return "process.reserved" }
-func (ExecCreated) Type() string     { return "process.exec_created" }
-func (ProcessStarted) Type() string  { return "process.started" }
-func (StdinClosed) Type() string     { return "process.stdin_closed" }
-func (QuotaHit) Type() string        { return "process.quota_hit" }
-func (ProcessStopping) Type() string { return "process.stopping" }
-func (ProcessExited) Type() string   { return "process.exited" }
-func (OutputGap) Type() string       { return "process.output_gap" }
-func (Recovered) Type() string       { return "recovered" }
-func (Adopted) Type() string         { return "adopted" }
+func (OrphanRemoved) Type() string     { return "runtime.orphan_removed" }
+func (RecoveryRan) Type() string       { return "runtime.recovered" }
+func (SandboxReserved) Type() string   { return "sandbox.reserved" }
+func (SandboxCreated) Type() string    { return "sandbox.created" }
+func (SandboxClaimed) Type() string    { return "sandbox.claimed" }
+func (SandboxStarted) Type() string    { return "sandbox.started" }
+func (SandboxStopping) Type() string   { return "sandbox.stopping" }
+func (SandboxExited) Type() string     { return "sandbox.exited" }
+func (SandboxPausing) Type() string    { return "sandbox.pausing" }
+func (SandboxUnpaused) Type() string   { return "sandbox.unpaused" }
+func (SandboxRemoving) Type() string   { return "sandbox.removing" }
+func (WardenStarted) Type() string     { return "sandbox.warden_started" }
+func (WardenLost) Type() string        { return "sandbox.warden_lost" }
+func (EgressChanged) Type() string     { return "sandbox.egress_changed" }
+func (EgressReplaced) Type() string    { return "sandbox.egress_replaced" }
+func (SandboxRemoved) Type() string    { return "sandbox.removed" }
+func (Checkpointed) Type() string      { return "sandbox.checkpointed" }
+func (RollingBack) Type() string       { return "sandbox.rolling_back" }
+func (RolledBack) Type() string        { return "sandbox.rolled_back" }
+func (RollbackAbandoned) Type() string { return "sandbox.rollback_abandoned" }
+func (Restored) Type() string          { return "sandbox.restored" }
+func (ProcessReserved) Type() string   { return "process.reserved" }
+func (ExecCreated) Type() string       { return "process.exec_created" }
+func (ProcessStarted) Type() string    { return "process.started" }
+func (StdinClosed) Type() string       { return "process.stdin_closed" }
+func (QuotaHit) Type() string          { return "process.quota_hit" }
+func (ProcessStopping) Type() string   { return "process.stopping" }
+func (ProcessExited) Type() string     { return "process.exited" }
+func (OutputGap) Type() string         { return "process.output_gap" }
+func (Recovered) Type() string         { return "recovered" }
+func (Adopted) Type() string           { return "adopted" }
 
 var decoders = map[string]func([]byte) (Event, error){}
 
@@ -318,6 +364,11 @@ func init() {
 	register[EgressChanged]()
 	register[EgressReplaced]()
 	register[SandboxRemoved]()
+	register[Checkpointed]()
+	register[RollingBack]()
+	register[RolledBack]()
+	register[RollbackAbandoned]()
+	register[Restored]()
 	register[ProcessReserved]()
 	register[ExecCreated]()
 	register[ProcessStarted]()

@@ -54,6 +54,15 @@ type Sandbox struct {
 	// was handed to a caller (see Pooled).
 	Pool    string
 	Claimed bool
+	// Checkpoints lists the checkpoints taken of the sandbox, oldest
+	// first; RollingBack is a rollback's intent not yet settled (the
+	// sandbox admits no process meanwhile); Rollbacks counts the settled
+	// ones that restored a checkpoint; Restored is the checkpoint the
+	// workspace was made from (its spec's From).
+	Checkpoints []Checkpointed
+	RollingBack *RollingBack
+	Rollbacks   int
+	Restored    string
 	// Seq is the sequence of the last event applied; At its time.
 	Seq      uint64
 	Reserved time.Time
@@ -119,7 +128,9 @@ func (p Process) Terminal() bool { return p.Phase == PhaseExited }
 
 // Admits reports whether the sandbox accepts new processes: it is started,
 // no stop has been asked, and it is not waiting in a pool.
-func (s Sandbox) Admits() bool { return s.Phase == PhaseStarted && !s.Pooled() }
+func (s Sandbox) Admits() bool {
+	return s.Phase == PhaseStarted && !s.Pooled() && s.RollingBack == nil
+}
 
 // IllegalTransition is returned by the folds for an event its state does not
 // admit.
@@ -204,6 +215,28 @@ func ApplySandbox(s Sandbox, seq uint64, at time.Time, ev Event) (Sandbox, error
 	case WardenLost:
 		if ok = s.Warden != nil && from != PhaseRemoved; ok {
 			s.Warden = nil
+		}
+	case Checkpointed:
+		if ok = (from == PhaseStarted || from == PhaseStopping || from == PhaseExited) && !s.Pooled() && e.ID != ""; ok {
+			s.Checkpoints = append(s.Checkpoints[:len(s.Checkpoints):len(s.Checkpoints)], e)
+		}
+	case RollingBack:
+		if ok = from == PhaseStarted && !s.Pooled() && s.RollingBack == nil && e.Checkpoint != "" && e.Staging != ""; ok {
+			x := e
+			s.RollingBack = &x
+		}
+	case RolledBack:
+		if ok = s.RollingBack != nil && s.RollingBack.Checkpoint == e.Checkpoint; ok {
+			s.RollingBack = nil
+			s.Rollbacks++
+		}
+	case RollbackAbandoned:
+		if ok = s.RollingBack != nil && s.RollingBack.Checkpoint == e.Checkpoint; ok {
+			s.RollingBack = nil
+		}
+	case Restored:
+		if ok = from == PhaseStarted && s.Spec.From == e.Checkpoint && s.Restored == ""; ok {
+			s.Restored = e.Checkpoint
 		}
 	case EgressChanged:
 		if ok = from == PhaseStarted && s.Spec.Policy.Network == spec.NetworkAllowlist; ok {

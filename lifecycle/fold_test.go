@@ -220,6 +220,55 @@ var otherEvents = []Event{
 	EgressChanged{Rules: []spec.EgressRule{}},
 	OrphanRemoved{Kind: "container", ID: "c", Name: "n", Sandbox: "sb", Role: "egress"},
 	RecoveryRan{Sandboxes: 1, Processes: 2, Orphans: 3, Decisions: []string{"d"}},
+	Checkpointed{ID: "ck-0123456789abcdef0123", Name: "before", Files: 3, Bytes: 12},
+	RollingBack{Checkpoint: "ck-0123456789abcdef0123", Staging: ".rollback-9", Marker: ".stockade-rollback-9"},
+	RolledBack{Checkpoint: "ck-0123456789abcdef0123"},
+	RollbackAbandoned{Checkpoint: "ck-0123456789abcdef0123", Why: "killed"},
+	Restored{Checkpoint: "ck-0123456789abcdef0123"},
+	ProcessExited{Reason: ReasonExited, ExitCode: code(0), Changes: &Changes{Created: 1, Omitted: 0, Entries: []Change{{Op: "created", Path: "/workspace/work/a", Kind: "file", Size: 1, Mode: 0o644, SHA256: "ab", Text: true}}}},
+}
+
+// TestRollbackFold: a rollback's intent closes admission until its fact or
+// its abandonment settles it; only the checkpoint named settles it.
+func TestRollbackFold(t *testing.T) {
+	const ck = "ck-0123456789abcdef0123"
+	started := []Event{sandboxEvents[0], sandboxEvents[1], sandboxEvents[2]}
+	intent := RollingBack{Checkpoint: ck, Staging: ".rollback-4", Marker: ".stockade-rollback-4"}
+	for _, tc := range []struct {
+		name      string
+		then      []Event
+		admits    bool
+		rollbacks int
+		illegal   bool
+	}{
+		{"intent closes admission", []Event{intent}, false, 0, false},
+		{"fact reopens it", []Event{intent, RolledBack{Checkpoint: ck}}, true, 1, false},
+		{"abandoned reopens it", []Event{intent, RollbackAbandoned{Checkpoint: ck, Why: "x"}}, true, 0, false},
+		{"a fact without intent", []Event{RolledBack{Checkpoint: ck}}, false, 0, true},
+		{"a fact of another checkpoint", []Event{intent, RolledBack{Checkpoint: "ck-ffffffffffffffffffff"}}, false, 0, true},
+		{"two intents", []Event{intent, intent}, false, 0, true},
+		{"a checkpoint does not close admission", []Event{Checkpointed{ID: ck, Files: 1}}, true, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := sandboxAt(t, started...)
+			var err error
+			for i, ev := range tc.then {
+				s, err = ApplySandbox(s, uint64(len(started)+i+1), t0, ev)
+				if err != nil {
+					break
+				}
+			}
+			if (err != nil) != tc.illegal {
+				t.Fatalf("err %v, want illegal %v", err, tc.illegal)
+			}
+			if tc.illegal {
+				return
+			}
+			if s.Admits() != tc.admits || s.Rollbacks != tc.rollbacks {
+				t.Fatalf("admits %v rollbacks %d, want %v %d", s.Admits(), s.Rollbacks, tc.admits, tc.rollbacks)
+			}
+		})
+	}
 }
 
 // TestOutputGapBounds: a gap is a non-empty byte range.

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 )
@@ -53,5 +54,35 @@ func FuzzDecodeSegment(f *testing.F) {
 			}
 			return nil
 		})
+	})
+}
+
+// FuzzDecodeChanges: a changes file's bytes (read back from disk) decode
+// without a panic into texts whose paths are bounded, or a journal error;
+// what decodes re-encodes and decodes the same.
+func FuzzDecodeChanges(f *testing.F) {
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`[{"path":"/workspace/work/a","before":"x\n","after":"y\n"}]`))
+	f.Add([]byte(`[{"path":""}]`))
+	f.Add([]byte(`[{"path":"/a","after":null}]`))
+	f.Add([]byte(`{"path":"/a"}`))
+	f.Add([]byte(`[{"path":"/a","before":"\u0000"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		texts, err := decodeChanges(b)
+		if err != nil {
+			return
+		}
+		for _, c := range texts {
+			if c.Path == "" || len(c.Path) > 4096 {
+				t.Fatalf("path %q accepted", c.Path)
+			}
+		}
+		again, err := json.Marshal(texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back, err := decodeChanges(again); err != nil || len(back) != len(texts) {
+			t.Fatalf("re-decoding %s: %v", again, err)
+		}
 	})
 }

@@ -206,6 +206,9 @@ func (s *Store) Remove(id string) error {
 			return spec.Wrap(spec.CodeJournal, "recorder", err, "removing the recording of %s", id)
 		}
 	}
+	if err := removeSide(s.dir, id); err != nil {
+		return spec.Wrap(spec.CodeJournal, "recorder", err, "removing the recording of %s", id)
+	}
 	return nil
 }
 

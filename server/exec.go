@@ -53,6 +53,7 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 		return invalid("terminal size %dx%d: each dimension is at most %d", st.Rows, st.Cols, math.MaxUint16)
 	}
 	p.TTY, p.Rows, p.Cols = st.Tty, uint16(st.Rows), uint16(st.Cols)
+	p.NoChanges = st.NoChanges
 	if st.DiscardStdout {
 		p.Stdout = spec.Discard
 	}

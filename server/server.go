@@ -75,6 +75,7 @@ func New(rt *stockade.Runtime, opts Options) *Server {
 	stockadev1.RegisterFilesServer(s.grpc, files{s: s})
 	stockadev1.RegisterJournalServer(s.grpc, journalService{s: s})
 	stockadev1.RegisterPoolsServer(s.grpc, poolService{s: s})
+	stockadev1.RegisterCheckpointsServer(s.grpc, checkpoints{s: s})
 	return s
 }
 
@@ -168,7 +169,7 @@ type sandboxes struct {
 
 func (v sandboxes) Create(ctx context.Context, req *stockadev1.CreateSandboxRequest) (*stockadev1.CreateSandboxResponse, error) {
 	ss := host.SandboxSpec{Image: req.Image, Lifetime: spec.Lifetime(req.Lifetime), TTL: req.Ttl.AsDuration(),
-		Env: req.Env, Dir: req.Dir, Labels: req.Labels}
+		Env: req.Env, Dir: req.Dir, Labels: req.Labels, From: req.From}
 	if len(req.PolicyJson) > 0 {
 		if err := json.Unmarshal(req.PolicyJson, &ss.Policy); err != nil {
 			return nil, toStatus(spec.Wrap(spec.CodeInvalidArgument, "server", err, "policy_json"))

@@ -62,6 +62,10 @@ const (
 	// running: the process's end is not known, and it may run on (a
 	// restarted server re-adopts it).
 	CodeServerGone Code = "server_gone"
+	// CodeResourceExhausted is returned when a bounded store of the
+	// runtime's (the checkpoint store) has no room for what was asked;
+	// nothing of the request is kept.
+	CodeResourceExhausted Code = "resource_exhausted"
 	// CodeInternal is returned when stockade itself failed (an actor
 	// panicked): the process it ran fails, never the runtime.
 	CodeInternal Code = "internal"

@@ -232,6 +232,10 @@ type Sandbox struct {
 	Env    []string          `json:"env,omitempty"`
 	Dir    string            `json:"dir,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// From is the checkpoint (its id, ck-…) whose workspace the sandbox
+	// starts with, written in before any process runs (journaled
+	// sandbox.restored). A sandbox with a From is never a pool's.
+	From string `json:"from,omitempty"`
 }
 
 // Bounds on a sandbox's labels.
@@ -432,6 +436,9 @@ func (s Sandbox) validateDefaults() error {
 		}
 		return err
 	}
+	if s.From != "" && !IsCheckpointID(s.From) {
+		return Errorf(CodeInvalidArgument, "sandbox", "from: %q is not a checkpoint id (ck- and 20 lowercase hex digits)", clip(s.From))
+	}
 	if len(s.Labels) > MaxLabels {
 		return Errorf(CodeInvalidArgument, "sandbox", "labels: %d, over the limit of %d", len(s.Labels), MaxLabels)
 	}
@@ -495,6 +502,11 @@ type Process struct {
 	TTY  bool   `json:"tty,omitempty"`
 	Rows uint16 `json:"rows,omitempty"`
 	Cols uint16 `json:"cols,omitempty"`
+	// NoChanges: what the process does to /workspace is not tracked (its
+	// exit says untracked). Tracking costs the process one round trip to
+	// the warden per file it creates, deletes, renames or opens for
+	// writing; a process that writes nothing pays nothing.
+	NoChanges bool `json:"no_changes,omitempty"`
 }
 
 // Record bounds what the output recorder keeps of a process's output
@@ -669,4 +681,19 @@ type Result struct {
 	StderrBytes int64     `json:"stderr_bytes"`
 	Started     time.Time `json:"started"`
 	Ended       time.Time `json:"ended"`
+}
+
+// IsCheckpointID reports whether s is a checkpoint's id: "ck-" and 20
+// lowercase hex digits (the start of its manifest's sha256).
+func IsCheckpointID(s string) bool {
+	h, ok := strings.CutPrefix(s, "ck-")
+	if !ok || len(h) != 20 {
+		return false
+	}
+	for _, c := range h {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -26,6 +26,7 @@ var drFailpoints = []string{
 	failpoint.ProcessForgetSent, failpoint.SandboxStopCall, failpoint.SandboxRemoveCall,
 	failpoint.RecoveryOrphan, failpoint.RecoveryReattached,
 	failpoint.PoolFilled, failpoint.PoolClaimed, failpoint.PoolRekeyed,
+	failpoint.CheckpointStored, failpoint.RollbackStaged, failpoint.RollbackExchanged,
 }
 
 // TestDrillFailpoints runs `stockade drill` over drFailpoints: a child

@@ -206,7 +206,9 @@ func (x *execTransport) startFailure(code int, head []byte) error {
 	return dockerio.ExecFailure(code, head)
 }
 
-func (x *execTransport) exiting(*lifecycle.ProcessExited) {}
+func (x *execTransport) exiting(ev *lifecycle.ProcessExited) {
+	ev.Changes = &lifecycle.Changes{Untracked: "run by a Docker exec: only the warden tracks changes"}
+}
 
 func (x *execTransport) exited() {}
 

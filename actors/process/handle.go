@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"github.com/stockade/stockade/recorder"
 	"io"
 	"syscall"
 
@@ -92,12 +93,16 @@ func (h *Handle) ask(ctx context.Context, mk func(chan<- error) any) error {
 // stdinWriter writes to the connection directly: a full socket buffer blocks
 // Write, which is stdin's backpressure.
 type stdinWriter struct {
-	w io.Writer
-	h *Handle
+	w   io.Writer
+	h   *Handle
+	rec *recorder.StdinRecording // nil: not recorded
 }
 
 func (s *stdinWriter) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
+	if s.rec != nil {
+		s.rec.Write(p[:n]) // what the process was handed, for a re-run
+	}
 	if err != nil {
 		err = spec.Wrap(spec.CodeStreamFailure, "process.stdin", err, "writing stdin of process %s", s.h.ID)
 	}

@@ -98,6 +98,9 @@ type streams struct {
 	// cut: the streams were cut by us (see maybeFinish); cutArmed: the
 	// cut is due after cutGrace.
 	cut, cutArmed bool
+	// stdin records what the caller wrote to stdin (nil: no stdin, or no
+	// recorder); closed before the exit is journaled.
+	stdin *recorder.StdinRecording
 }
 
 // stopping is what was asked of the process: a stop (its reason and the
@@ -299,7 +302,15 @@ func (a *processActor) running(ctx actor.Context, att dockerio.Attachment, ev li
 		h.stderr = out.stderr
 	}
 	if a.p.Spec.Stdin {
-		h.stdin = &stdinWriter{w: att.Stdin(), h: h}
+		sw := &stdinWriter{w: att.Stdin(), h: h}
+		if a.deps.Recorder != nil {
+			rec, err := a.deps.Recorder.RecordStdin(a.p.ID)
+			if err != nil {
+				a.deps.Log.Warn("the process's stdin is not recorded: a re-run will not have it", "process", a.p.ID, "err", err)
+			}
+			sw.rec, a.streams.stdin = rec, rec
+		}
+		h.stdin = sw
 	}
 	a.streams.handle = h
 	if !a.spawnOutput(ctx, out) {
@@ -585,6 +596,11 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 		ev.StdoutBytes, ev.StderrBytes = d.stdout, d.stderr
 	}
 	a.tr.exiting(&ev)
+	if rec := a.streams.stdin; rec != nil {
+		if err := rec.Close(); err != nil {
+			a.deps.Log.Warn("the process's stdin recording is incomplete", "process", a.p.ID, "err", err)
+		}
+	}
 	if jerr := a.record(ev); jerr != nil {
 		a.abandonJournal(jerr)
 		return
@@ -671,6 +687,11 @@ func (a *processActor) closeStdin() error {
 	}
 	if err := a.streams.att.CloseStdin(); err != nil {
 		return err
+	}
+	if rec := a.streams.stdin; rec != nil {
+		if err := rec.Close(); err != nil {
+			a.deps.Log.Warn("the process's stdin recording is incomplete", "process", a.p.ID, "err", err)
+		}
 	}
 	return a.record(lifecycle.StdinClosed{})
 }

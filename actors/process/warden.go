@@ -128,7 +128,7 @@ func spawnRequest(id string, sp spec.Process) warden.Spawn {
 	if dir == "" {
 		dir = dockerio.WorkDir
 	}
-	return warden.Spawn{ID: id, Argv: sp.Argv, Env: sp.Env, Dir: dir, Stdin: sp.Stdin, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols}
+	return warden.Spawn{ID: id, Argv: sp.Argv, Env: sp.Env, Dir: dir, Stdin: sp.Stdin, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, NoChanges: sp.NoChanges}
 }
 
 func (w *wardenTransport) onSpawnLost(m spawnLost) {
@@ -400,6 +400,7 @@ func (w *wardenTransport) startFailure(code int, head []byte) error {
 }
 
 func (w *wardenTransport) exiting(ev *lifecycle.ProcessExited) {
+	ev.Changes = w.changes()
 	if w.proc != nil && w.a.p.Adopt != nil {
 		// A re-adopted process's read loop saw only what came after the
 		// resume: the warden counted every byte by stream. (A process

@@ -132,6 +132,7 @@ type Snapshot struct {
 type engine interface {
 	dockerio.Sandboxes
 	dockerio.Files
+	dockerio.Workspaces
 	dockerio.Wardens
 	dockerio.Egress
 	InspectSandbox(ctx context.Context, sb dockerio.Sandbox) (dockerio.Observed, error)
@@ -219,6 +220,8 @@ type sandboxActor struct {
 	// unreadyTold: Params.Unready was called.
 	claiming    bool
 	unreadyTold bool
+
+	rb *rollbackState // a rollback under way (rollback.go)
 
 	w wardenState // the sandbox's warden (warden.go)
 	e egressState // an allowlist sandbox's proxy link (egress.go)
@@ -332,6 +335,14 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 			snap.Processes = append(snap.Processes, id)
 		}
 		m.Reply <- snap
+	case Rollback:
+		a.onRollback(m)
+	case rollbackDone:
+		a.onRollbackDone(m)
+	case rollbackSettled:
+		a.onRollbackSettled(m)
+	case RecordCheckpoint:
+		a.onRecordCheckpoint(m)
 	case Put:
 		a.put(m)
 	case Get:
@@ -632,6 +643,7 @@ func (a *sandboxActor) processGone(id string) {
 		delete(a.procs, id)
 	}
 	a.maybeExited()
+	a.rollbackOn()
 }
 
 // maybeExited journals exited once the workload is down and every process is
@@ -818,6 +830,12 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		}
 		a.adopting[reattachKey] = true
 		a.reattach()
+	}
+	switch dec {
+	case Readopt, RecordExit, FinishStop, Leave:
+		// A rollback the runtime before left unsettled: the marker says
+		// which workspace is there.
+		a.settleRollback()
 	}
 	switch dec {
 	case RollBack:

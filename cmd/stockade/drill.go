@@ -500,6 +500,9 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 	live := map[string]bool{}
 	for _, s := range list {
 		live[s.ID] = true
+		if st, err := rt.ReplaySandbox(ctx, s.ID, 0); err != nil || st.RollingBack != nil {
+			violate("sandbox %s: a rollback left unsettled after recovery (%v)", s.ID, err)
+		}
 		switch {
 		case s.Phase == lifecycle.PhaseExited && s.Lifetime == spec.Kept:
 		case s.Pool != "" && (s.Phase == lifecycle.PhasePooled || s.Phase == lifecycle.PhaseReserved):
@@ -848,6 +851,11 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 	if res, err := k.Wait(ctx); err != nil || res.ExitCode != 0 {
 		return fail(stderr, fmt.Errorf("the short process ended %+v: %v", res, err), 1)
 	}
+	if mode == wardenMode { // a rollback's exchange is the warden binary's
+		if err := checkpointAndRollBack(ctx, rt.Runtime, c.image); err != nil {
+			return fail(stderr, err, 1)
+		}
+	}
 	// The one-shot sandbox is claimed from the warm pool: wait for it to
 	// be ready (a kill may also land in its refill after).
 	if err := awaitPoolReady(ctx, rt.Runtime, drillPool); err != nil {
@@ -884,6 +892,37 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 		return fail(stderr, err, 1)
 	}
 	return 0
+}
+
+// checkpointAndRollBack takes a checkpoint of a kept sandbox of its own,
+// changes its workspace and rolls it back: a kill in either leaves the old
+// workspace or the new one, journaled (the drill's check reads it back).
+func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image string) error {
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: image, Lifetime: spec.Kept})
+	if err != nil {
+		return err
+	}
+	write := func(v string) error {
+		p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "echo " + v + " > version"}, Stdout: spec.Discard, Stderr: spec.Discard})
+		if err != nil {
+			return err
+		}
+		if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
+			return fmt.Errorf("writing %s ended %+v: %v", v, res, err)
+		}
+		return nil
+	}
+	if err := write("v1"); err != nil {
+		return err
+	}
+	ck, err := sb.Checkpoint(ctx, "v1")
+	if err != nil {
+		return err
+	}
+	if err := write("v2"); err != nil {
+		return err
+	}
+	return sb.Rollback(ctx, ck.ID)
 }
 
 // awaitPoolReady waits (a minute at most) until pool has a sandbox ready.

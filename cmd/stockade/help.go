@@ -108,9 +108,10 @@ new name. Out of a sandbox, only files and directories are written.
 `,
 	"journal": `usage: stockade journal show|tail|replay|diff|export|ls|verify|restore [--json]
 
-  show SANDBOX [--output] [--follow] [--type T] [--egress]
+  show SANDBOX [--output] [--changes] [--follow] [--type T] [--egress]
                                            its and its processes' events, with deltas
                                            (--output: recorded output under each exit;
+                                           --changes: each process's changes under its exit;
                                            --follow: then new events, live, through a server;
                                            --type T: only events whose type starts with T,
                                            e.g. process or sandbox.exited;
@@ -165,6 +166,44 @@ pooled sandboxes are kept: a restarted server takes them back.
   stockade serve --socket /run/user/1000/stockade.sock
   stockade serve --pool py=image=stockade/python:dev,memory=512m,cpus=1,size=4 &
   stockade serve --pool small=memory=256m,size=2 --pool net=network=allowlist,size=1 &
+`,
+	"checkpoint": `usage: stockade checkpoint SANDBOX [NAME] | ls [SANDBOX] | rm CHECKPOINT
+
+  SANDBOX [NAME]       capture the sandbox's /workspace/work into the checkpoint
+                       store beside the journal (journal.db → journal.checkpoints/)
+                       and print its id (ck-…); the workload is frozen for the copy
+                       (a pause and unpause journaled around it), the checkpoint is
+                       journaled (sandbox.checkpointed) with its env and dir. NAME is
+                       optional and unique among the sandbox's checkpoints.
+  ls [SANDBOX] [--json] the store's checkpoints: ID NAME SANDBOX CREATED FILES BYTES
+  rm CHECKPOINT        remove one (content no other checkpoint shares goes with it)
+
+The store is content-addressed: two checkpoints of a mostly unchanged
+workspace share their files. It is bounded (Options.CheckpointBytes); a
+checkpoint past the bound fails resource_exhausted and keeps nothing.
+Restore one with stockade rollback, or start a new sandbox from one with
+stockade sandbox create --from.
+
+  id=$(stockade sandbox create)
+  stockade exec "$id" -- sh -c 'echo v1 > notes.txt'
+  ck=$(stockade checkpoint "$id" before-edit)
+  stockade exec "$id" -- sh -c 'echo v2 > notes.txt; rm -f data.bin'
+  stockade rollback "$id" before-edit          # or: stockade rollback "$id" "$ck"
+  stockade sandbox create --from "$ck"
+  stockade checkpoint ls "$id"
+`,
+	"rollback": `usage: stockade rollback SANDBOX CHECKPOINT
+
+Restore a checkpoint (its ck-… id, or a name among the sandbox's checkpoints)
+into the sandbox's /workspace/work. Write-ahead: the intent is journaled
+(sandbox.rolling_back) and the sandbox admits no process; its processes are
+stopped (each journaled); the checkpoint is written beside the workspace and
+the two directories are exchanged in one rename; the fact is journaled
+(sandbox.rolled_back). A crash at any point leaves the old workspace or the
+new one, never a mix: the next recovery journals which (rolled_back, or
+rollback_abandoned).
+
+  stockade rollback "$id" before-edit
 `,
 	"pool": `usage: stockade pool ls|resize
 
@@ -228,6 +267,8 @@ line on stderr saying how many bytes are missing.
   stockade logs -f --stderr "$pid"
   stockade --json logs "$pid"
 `,
+	"diff":   diffHelp,
+	"replay": replayHelp,
 	"help": `usage: stockade help [COMMAND]
 
 Prints the list of commands, or a command's usage with examples (the same
@@ -263,6 +304,7 @@ as it is.
 var subcommands = map[string][]string{
 	"sandbox":    {"create", "ls", "inspect", "stop", "rm", "network"},
 	"pool":       {"ls", "resize"},
+	"checkpoint": {"ls", "rm"},
 	"journal":    {"show", "replay", "diff", "tail", "export", "ls", "verify", "restore"},
 	"completion": {"bash", "zsh", "fish"},
 }

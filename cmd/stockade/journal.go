@@ -22,7 +22,7 @@ import (
 
 // journalUsage is each journal subcommand's usage line.
 var journalUsage = map[string]string{
-	"show":    "stockade journal show SANDBOX [--output] [--follow] [--type T] [--egress]",
+	"show":    "stockade journal show SANDBOX [--output] [--changes] [--follow] [--type T] [--egress]",
 	"replay":  "stockade journal replay ID [--process] [--at SEQ]",
 	"export":  "stockade journal export",
 	"ls":      "stockade journal ls",
@@ -43,6 +43,7 @@ type journalCmd struct {
 	follow  bool    // show: then its new events, live (needs a server)
 	types   string  // show: only events whose type starts so (e.g. process, sandbox.exited)
 	egress  bool    // show: the sandbox's egress decisions instead of its events
+	changes bool    // show: each process's changes under its exit
 }
 
 func parseJournal(g global, args []string) (command, error) {
@@ -68,6 +69,7 @@ func parseJournal(g global, args []string) (command, error) {
 	}
 	if c.sub == "show" {
 		fs.BoolVar(&c.output, "output", false, "each process's recorded output under its exit line")
+		fs.BoolVar(&c.changes, "changes", false, "each process's changes under /workspace under its exit line")
 		fs.BoolVar(&c.follow, "follow", false, "then its new events as they happen (needs stockade serve)")
 		fs.StringVar(&c.types, "type", "", "only events whose type starts with this (process, sandbox.exited, ...)")
 		fs.BoolVar(&c.egress, "egress", false, "the sandbox's egress decisions (allowlist network) instead of its events")
@@ -87,8 +89,10 @@ func parseJournal(g global, args []string) (command, error) {
 		return nil, err
 	}
 	switch {
-	case c.egress && (c.follow || c.output || c.types != ""):
+	case c.egress && (c.follow || c.output || c.changes || c.types != ""):
 		return nil, spec.Errorf(spec.CodeInvalidArgument, name, "--egress goes alone: it shows decisions, not events")
+	case c.follow && c.changes:
+		return nil, spec.Errorf(spec.CodeInvalidArgument, name, "--changes and --follow together: see a process's changes with stockade diff")
 	case c.follow && c.output:
 		return nil, spec.Errorf(spec.CodeInvalidArgument, name, "--output and --follow together: follow a process's output with stockade logs -f")
 	case c.sub == "replay" && len(c.at) > 1:
@@ -302,11 +306,12 @@ func printLive(w *printer, list []host.LiveEntity, asJSON bool) {
 	}
 }
 
-// printHistoryWithOutput is journal show --output: each process's recorded
-// output under its exit line, and a process without one (still running,
+// printHistoryWithOutput is journal show --output and --changes: under
+// each process's exit line its changes (with changes) and its recorded
+// output (with output), and a process without one (still running,
 // or left by a crash) after the history. A write error ends it and is
 // returned.
-func printHistoryWithOutput(w io.Writer, path string, evs []host.HistoryEvent, asJSON bool) error {
+func printHistoryWithOutput(w io.Writer, path string, evs []host.HistoryEvent, asJSON, output, changes bool) error {
 	var open []string
 	seen := map[string]bool{}
 	lost := map[string]map[int64]string{} // a process's output gaps: offset → why
@@ -332,6 +337,15 @@ func printHistoryWithOutput(w io.Writer, path string, evs []host.HistoryEvent, a
 			}
 		}
 		if e.Type == (lifecycle.ProcessExited{}).Type() {
+			// --json: the changes are in the event's payload already.
+			if changes && !asJSON {
+				if err := printExitChanges(w, e); err != nil {
+					return err
+				}
+			}
+			if !output {
+				continue
+			}
 			if err := printOutput(w, path, e.ID, lost[e.ID], asJSON); err != nil {
 				return err
 			}
@@ -339,6 +353,9 @@ func printHistoryWithOutput(w io.Writer, path string, evs []host.HistoryEvent, a
 		}
 	}
 	for _, id := range open {
+		if !output {
+			break
+		}
 		if !asJSON {
 			if _, err := fmt.Fprintf(w, "output of process %s, which has no exit in the journal:\n", id); err != nil {
 				return outputError(err)
@@ -364,8 +381,8 @@ func (c *journalCmd) filter(evs []host.HistoryEvent) []host.HistoryEvent {
 // returned.
 func (c *journalCmd) show(w io.Writer, path string, evs []host.HistoryEvent) error {
 	evs = c.filter(evs)
-	if c.output {
-		return printHistoryWithOutput(w, path, evs, c.g.json)
+	if c.output || c.changes {
+		return printHistoryWithOutput(w, path, evs, c.g.json, c.output, c.changes)
 	}
 	return printHistory(w, evs, c.g.json)
 }

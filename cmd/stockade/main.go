@@ -11,6 +11,8 @@
 //	stockade serve [--socket PATH]      the runtime as a server (gRPC on a unix socket)
 //	stockade pool ls|resize             the server's warm pools (serve --pool)
 //	stockade logs [-f] PROCESS_ID       a process's recorded output
+//	stockade diff PROCESS_ID            what a process changed under /workspace
+//	stockade replay SANDBOX --rerun     run a recorded session again and compare
 //	stockade journal show SANDBOX       a sandbox's journaled history
 //	stockade journal tail               every entity's new events (needs serve)
 //	stockade journal export             the whole journal as JSON lines
@@ -52,9 +54,10 @@ const usage = `usage: stockade [global flags] <command> [flags]
 commands:
   doctor                    check the Docker daemon against the profile
   run [flags] -- CMD...     run CMD in a one-shot sandbox and remove it (-t: on a terminal)
-  sandbox create [policy flags] [--ttl D] [--image I] [--env NAME=value] [--dir D] [--label KEY=value]
+  sandbox create [policy flags] [--ttl D] [--image I] [--env NAME=value] [--dir D] [--label KEY=value] [--from CHECKPOINT]
                             make a kept sandbox and print its id (--ttl: stopped D after creation;
-                            --env, --dir: every process's defaults; --label: the caller's names)
+                            --env, --dir: every process's defaults; --label: the caller's names;
+                            --from: start with a checkpoint's workspace)
   sandbox ls [--all] | inspect ID | stop ID | rm [-f] ID
                             list (--all: pooled ones too), show, stop (resources kept), remove
   sandbox network ID allow=RULE[,RULE...]
@@ -68,11 +71,22 @@ commands:
                             serve the runtime's API on a unix socket (default: the journal's path with .sock),
                             keeping warm pools of sandboxes made ahead of demand
   pool ls | resize NAME N   list a server's warm pools, or set one's size
+  checkpoint SANDBOX [NAME] capture a sandbox's /workspace/work (frozen) into the checkpoint store; prints its id
+  checkpoint ls [SANDBOX] | rm CHECKPOINT
+                            list the store's checkpoints (a sandbox's, or all), or remove one
+  rollback SANDBOX CHECKPOINT
+                            restore a checkpoint into the sandbox's workspace (its processes stopped first)
   logs [--stdout|--stderr] [-f] PROCESS_ID
                             print a process's recorded output (stdout and stderr in arrival order;
                             -f: follow a running one, needs stockade serve)
-  journal show SANDBOX [--output] [--follow] [--type T]
+  diff PROCESS_ID           what a process changed under /workspace: its changes, and a unified diff
+                            of each small text file
+  replay SANDBOX --rerun [--until POS] [--keep] [--timeout D]
+                            run a sandbox's recorded processes again in a new sandbox and compare each
+                            (exit, stdout, stderr, changes); exits 0 whether or not they diverged
+  journal show SANDBOX [--output] [--changes] [--follow] [--type T]
                             print a sandbox's journaled history (--output: each process's output under its exit;
+                            --changes: each process's changes under its exit;
                             --follow: then new events live, needs stockade serve; --type T: types starting with T)
   journal export            print the whole journal as JSON lines
   journal ls                list the journal's live entities
@@ -165,10 +179,18 @@ func parseCommand(g global, name string, rest []string) (command, error) {
 		return parseServe(g, rest)
 	case "pool":
 		return parsePool(g, rest)
+	case "checkpoint":
+		return parseCheckpoint(g, rest)
+	case "rollback":
+		return parseRollback(g, rest)
 	case "journal":
 		return parseJournal(g, rest)
 	case "logs":
 		return parseLogs(g, rest)
+	case "diff":
+		return parseDiffCmd(g, rest)
+	case "replay":
+		return parseReplay(g, rest)
 	case "recover":
 		return parseRecover(g, rest)
 	case "drill":

@@ -161,6 +161,10 @@ var usageErrors = [][]string{
 	{"sandbox", "create", "--label", "novalue"}, {"sandbox", "create", "--label", "=v"}, {"sandbox", "create", "--label", "bad key=v"},
 	{"sandbox", "create", "--label", "k=1", "--label", "k=2"}, {"sandbox", "create", "--label", "k=a\x01b"},
 	{"sandbox", "ls", "--all=maybe"}, {"sandbox", "inspect", "--all", "sb1"}, {"run", "--label", "x", "--", "true"}, {"run", "--env", "A=1", "--", "true"},
+	// Checkpoints.
+	{"checkpoint"}, {"checkpoint", "sb1", "n", "extra"}, {"checkpoint", "ls", "sb1", "extra"}, {"checkpoint", "rm"},
+	{"checkpoint", "rm", "notanid"}, {"checkpoint", "rm", "ck-0123456789abcdef0123", "x"}, {"rollback"}, {"rollback", "sb1"},
+	{"rollback", "sb1", "ck", "x"}, {"sandbox", "create", "--from", "nope"},
 }
 
 // TestUsage: a usage error exits 2 with a message naming what was wrong,
@@ -361,7 +365,7 @@ func TestJournalRestore(t *testing.T) {
 
 // commands is every command name parseCommand accepts, but drill-child
 // (the drill's own workload, not for people): each has its help.
-var commands = []string{"doctor", "run", "sandbox", "exec", "cp", "serve", "pool", "journal", "logs", "recover", "drill", "completion", "help"}
+var commands = []string{"doctor", "run", "sandbox", "exec", "cp", "serve", "pool", "checkpoint", "rollback", "journal", "logs", "diff", "replay", "recover", "drill", "completion", "help"}
 
 // TestCommandHelp: every command's --help (and help CMD) prints that
 // command's own usage with at least one example, touching nothing; and

@@ -17,7 +17,7 @@ import (
 
 // sandboxUsage is each sandbox subcommand's usage line.
 var sandboxUsage = map[string]string{
-	"create":  "stockade sandbox create [policy flags] [--ttl D] [--image I] [--env NAME=value]... [--dir D] [--label KEY=value]...",
+	"create":  "stockade sandbox create [policy flags] [--ttl D] [--image I] [--env NAME=value]... [--dir D] [--label KEY=value]... [--from CHECKPOINT]",
 	"ls":      "stockade sandbox ls [--all] [--json]",
 	"inspect": "stockade sandbox inspect ID [--json]",
 	"stop":    "stockade sandbox stop ID",
@@ -36,6 +36,7 @@ type sandboxCmd struct {
 	rules  []spec.EgressRule // network: the new allowlist
 	// create: the sandbox's defaults for every process, and its labels.
 	env    []string
+	from   string
 	dir    string
 	labels labelFlag
 	all    bool // ls: pooled sandboxes too
@@ -65,6 +66,7 @@ func parseSandbox(g global, args []string) (command, error) {
 		fs.Var((*multiFlag)(&c.env), "env", "NAME=value in every process's environment (repeatable; a process's own -e wins)")
 		fs.StringVar(&c.dir, "dir", "", "every process's default working directory (default /workspace/work)")
 		fs.Var(&c.labels, "label", "KEY=value, the caller's name for the sandbox (repeatable; listed by sandbox ls --json)")
+		fs.StringVar(&c.from, "from", "", "start with a checkpoint's workspace (its ck-… id; its env and dir unless given)")
 		pf.register(fs)
 	case "ls":
 		fs.BoolVar(&c.all, "all", false, "list the warm pools' pooled sandboxes too")
@@ -120,7 +122,7 @@ func parseSandbox(g global, args []string) (command, error) {
 
 // spec is what create asks for, as the runtime checks it.
 func (c *sandboxCmd) spec() spec.Sandbox {
-	return spec.Sandbox{Image: c.image, Policy: c.policy, Lifetime: spec.Kept, TTL: c.ttl, Env: c.env, Dir: c.dir, Labels: c.labels}
+	return spec.Sandbox{Image: c.image, Policy: c.policy, Lifetime: spec.Kept, TTL: c.ttl, Env: c.env, Dir: c.dir, Labels: c.labels, From: c.from}
 }
 
 // labelFlag is a repeatable KEY=value flag; a key given twice is refused
@@ -164,7 +166,7 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 	switch c.sub {
 	case "create":
 		sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.Kept, TTL: c.ttl,
-			Env: c.env, Dir: c.dir, Labels: c.labels})
+			Env: c.env, Dir: c.dir, Labels: c.labels, From: c.from})
 		if err != nil {
 			return fail(stderr, err, 1)
 		}

@@ -22,8 +22,8 @@
 //	                                              (-workspace DIR: tests only)
 //	stockade-warden attach SOCKET                 bridge stdin/stdout to a warden's socket
 //	stockade-warden version                       print the protocol version
-//	stockade-warden swap A B                      exchange two paths atomically
-//	stockade-warden empty DIR [FILE...]           remove all under DIR, then the FILEs
+//	stockade-warden swap A B                      exchange two paths in one rename (a rollback)
+//	stockade-warden empty DIR [FILE...]           remove what DIR holds, then the files
 package main
 
 import (
@@ -38,7 +38,7 @@ const usage = `usage:
   stockade-warden attach SOCKET
   stockade-warden version
   stockade-warden kill SIGNAL PGID
-  stockade-warden swap A B
+  stockade-warden swap PATH PATH
   stockade-warden empty DIR [FILE...]
 `
 
@@ -69,7 +69,6 @@ func run(args []string) int {
 		}
 		return kill(args[1], args[2])
 	case "swap":
-		// Rollback: one-off execs of this binary, no shell needed.
 		if len(args) != 3 {
 			fmt.Fprint(os.Stderr, usage)
 			return 2

@@ -44,6 +44,10 @@ const (
 	PoolFilled           = "pool.filled"            // a pooled sandbox started, its warden's start journaled, the pool not told
 	PoolClaimed          = "pool.claimed"           // a claim journaled (the warden's new secret in it), the warden not told, the caller not answered
 	PoolRekeyed          = "pool.rekeyed"           // the claim's secret rotated in the warden, the caller not answered
+	CheckpointStored     = "checkpoint.stored"      // a checkpoint's manifest is in the store, the checkpoint not journaled
+	RollbackIntent       = "rollback.intent"        // a rollback's intent journaled, its processes not yet stopped
+	RollbackStaged       = "rollback.staged"        // the checkpoint written beside the workspace, not exchanged
+	RollbackExchanged    = "rollback.exchanged"     // the workspace exchanged for the checkpoint, the fact not journaled
 )
 
 // All lists every failpoint, for drills.
@@ -54,6 +58,7 @@ var All = []string{
 	SandboxStopping, SandboxStopCall, SandboxExited, SandboxRemoving, SandboxRemoveCall,
 	RecoveryDecided, RecoveryOrphan, RecoveryReattached,
 	PoolFilled, PoolClaimed, PoolRekeyed,
+	CheckpointStored, RollbackIntent, RollbackStaged, RollbackExchanged,
 }
 
 var armed = os.Getenv(Env)

@@ -21,11 +21,11 @@ var rank = map[string]int{
 	"api":  0, "api/stockade/v1": 0,
 	"internal/failpoint": 0, "helpers/internal/manifest": 0,
 
-	"framing": 1, "warden": 1, "lifecycle": 1, "journal": 1, "egress": 1,
+	"framing": 1, "warden": 1, "lifecycle": 1, "journal": 1, "egress": 1, "checkpoint": 1, "textdiff": 1,
 
 	"recorder": 2, "host": 2, "dockerio": 2,
 
-	"dockerio/enginetest": 3, "inspect": 3, "client": 3, "actors": 3, "metrics": 3,
+	"dockerio/enginetest": 3, "inspect": 3, "client": 3, "actors": 3, "metrics": 3, "rerun": 3,
 
 	"actors/process": 4,
 	"actors/sandbox": 5,
@@ -66,6 +66,13 @@ var only = map[string]func(imp string) bool{
 	},
 	// Offline reading needs the journal, never Docker or the actors.
 	"inspect": func(imp string) bool { return !runtimeDep(imp) },
+	// A re-run drives any host.Runtime (embedded or served): it links no
+	// runtime of its own.
+	"rerun": func(imp string) bool { return !runtimeDep(imp) && imp != module+"/journal" },
+	// The store is files and hashes: no journal, no Docker.
+	"checkpoint": func(imp string) bool {
+		return stdlib(imp) || imp == module+"/spec" || strings.HasPrefix(imp, "golang.org/x/sys/")
+	},
 }
 
 // stdlib reports whether imp is a standard-library package (no dot in its

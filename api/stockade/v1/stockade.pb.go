@@ -359,9 +359,11 @@ type CreateSandboxRequest struct {
 	// caller's names for the sandbox (listed and journaled, never Docker
 	// labels). Like lifetime and ttl they are applied at a warm pool's
 	// claim, so they never force a cold start.
-	Env           []string          `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty"`
-	Dir           string            `protobuf:"bytes,7,opt,name=dir,proto3" json:"dir,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Env    []string          `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty"`
+	Dir    string            `protobuf:"bytes,7,opt,name=dir,proto3" json:"dir,omitempty"`
+	Labels map[string]string `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// from is a checkpoint (ck-…) whose workspace the sandbox starts with.
+	From          string `protobuf:"bytes,9,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -450,6 +452,13 @@ func (x *CreateSandboxRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *CreateSandboxRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
 }
 
 type CreateSandboxResponse struct {
@@ -713,6 +722,361 @@ func (x *SandboxInfo) GetClaimed() bool {
 	return false
 }
 
+type CreateCheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCheckpointRequest) Reset() {
+	*x = CreateCheckpointRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCheckpointRequest) ProtoMessage() {}
+
+func (x *CreateCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*CreateCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CreateCheckpointRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *CreateCheckpointRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// CheckpointInfo is host.CheckpointInfo as JSON.
+type CheckpointInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InfoJson      []byte                 `protobuf:"bytes,1,opt,name=info_json,json=infoJson,proto3" json:"info_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointInfo) Reset() {
+	*x = CheckpointInfo{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointInfo) ProtoMessage() {}
+
+func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
+func (*CheckpointInfo) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CheckpointInfo) GetInfoJson() []byte {
+	if x != nil {
+		return x.InfoJson
+	}
+	return nil
+}
+
+type ListCheckpointsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sandbox_id; empty lists every checkpoint.
+	SandboxId     string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCheckpointsRequest) Reset() {
+	*x = ListCheckpointsRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCheckpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCheckpointsRequest) ProtoMessage() {}
+
+func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
+func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListCheckpointsRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+type ListCheckpointsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Checkpoints   []*CheckpointInfo      `protobuf:"bytes,1,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCheckpointsResponse) Reset() {
+	*x = ListCheckpointsResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCheckpointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCheckpointsResponse) ProtoMessage() {}
+
+func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
+func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListCheckpointsResponse) GetCheckpoints() []*CheckpointInfo {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+type RemoveCheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveCheckpointRequest) Reset() {
+	*x = RemoveCheckpointRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveCheckpointRequest) ProtoMessage() {}
+
+func (x *RemoveCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*RemoveCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RemoveCheckpointRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveCheckpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveCheckpointResponse) Reset() {
+	*x = RemoveCheckpointResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveCheckpointResponse) ProtoMessage() {}
+
+func (x *RemoveCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*RemoveCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
+}
+
+type RollbackRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// checkpoint is an id (ck-…) or a name of the sandbox's checkpoints.
+	Checkpoint    string `protobuf:"bytes,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackRequest) Reset() {
+	*x = RollbackRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackRequest) ProtoMessage() {}
+
+func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
+func (*RollbackRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RollbackRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *RollbackRequest) GetCheckpoint() string {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return ""
+}
+
+type RollbackResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackResponse) Reset() {
+	*x = RollbackResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackResponse) ProtoMessage() {}
+
+func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
+func (*RollbackResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
+}
+
 type ListPoolsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -721,7 +1085,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +1097,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +1110,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{10}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
 }
 
 type ListPoolsResponse struct {
@@ -758,7 +1122,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +1134,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +1147,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{11}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListPoolsResponse) GetPools() []*PoolInfo {
@@ -816,7 +1180,7 @@ type PoolInfo struct {
 
 func (x *PoolInfo) Reset() {
 	*x = PoolInfo{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +1192,7 @@ func (x *PoolInfo) String() string {
 func (*PoolInfo) ProtoMessage() {}
 
 func (x *PoolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +1205,7 @@ func (x *PoolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolInfo.ProtoReflect.Descriptor instead.
 func (*PoolInfo) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{12}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PoolInfo) GetName() string {
@@ -917,7 +1281,7 @@ type ResizePoolRequest struct {
 
 func (x *ResizePoolRequest) Reset() {
 	*x = ResizePoolRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1293,7 @@ func (x *ResizePoolRequest) String() string {
 func (*ResizePoolRequest) ProtoMessage() {}
 
 func (x *ResizePoolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1306,7 @@ func (x *ResizePoolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePoolRequest.ProtoReflect.Descriptor instead.
 func (*ResizePoolRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResizePoolRequest) GetName() string {
@@ -967,7 +1331,7 @@ type ResizePoolResponse struct {
 
 func (x *ResizePoolResponse) Reset() {
 	*x = ResizePoolResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1343,7 @@ func (x *ResizePoolResponse) String() string {
 func (*ResizePoolResponse) ProtoMessage() {}
 
 func (x *ResizePoolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1356,7 @@ func (x *ResizePoolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePoolResponse.ProtoReflect.Descriptor instead.
 func (*ResizePoolResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
 }
 
 type InspectSandboxRequest struct {
@@ -1004,7 +1368,7 @@ type InspectSandboxRequest struct {
 
 func (x *InspectSandboxRequest) Reset() {
 	*x = InspectSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1380,7 @@ func (x *InspectSandboxRequest) String() string {
 func (*InspectSandboxRequest) ProtoMessage() {}
 
 func (x *InspectSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1393,7 @@ func (x *InspectSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSandboxRequest.ProtoReflect.Descriptor instead.
 func (*InspectSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InspectSandboxRequest) GetId() string {
@@ -1049,7 +1413,7 @@ type InspectSandboxResponse struct {
 
 func (x *InspectSandboxResponse) Reset() {
 	*x = InspectSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1425,7 @@ func (x *InspectSandboxResponse) String() string {
 func (*InspectSandboxResponse) ProtoMessage() {}
 
 func (x *InspectSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1438,7 @@ func (x *InspectSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSandboxResponse.ProtoReflect.Descriptor instead.
 func (*InspectSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InspectSandboxResponse) GetStateJson() []byte {
@@ -1093,7 +1457,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1469,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1482,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StopSandboxRequest) GetId() string {
@@ -1136,7 +1500,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1512,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1525,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
 }
 
 type RemoveSandboxRequest struct {
@@ -1173,7 +1537,7 @@ type RemoveSandboxRequest struct {
 
 func (x *RemoveSandboxRequest) Reset() {
 	*x = RemoveSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1549,7 @@ func (x *RemoveSandboxRequest) String() string {
 func (*RemoveSandboxRequest) ProtoMessage() {}
 
 func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1562,7 @@ func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxRequest.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RemoveSandboxRequest) GetId() string {
@@ -1216,7 +1580,7 @@ type RemoveSandboxResponse struct {
 
 func (x *RemoveSandboxResponse) Reset() {
 	*x = RemoveSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1592,7 @@ func (x *RemoveSandboxResponse) String() string {
 func (*RemoveSandboxResponse) ProtoMessage() {}
 
 func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1605,7 @@ func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxResponse.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
 }
 
 type ExecRequest struct {
@@ -1260,7 +1624,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1636,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1649,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExecRequest) GetMsg() isExecRequest_Msg {
@@ -1392,7 +1756,7 @@ type Resize struct {
 
 func (x *Resize) Reset() {
 	*x = Resize{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1768,7 @@ func (x *Resize) String() string {
 func (*Resize) ProtoMessage() {}
 
 func (x *Resize) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1781,7 @@ func (x *Resize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resize.ProtoReflect.Descriptor instead.
 func (*Resize) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Resize) GetSeq() uint64 {
@@ -1456,7 +1820,7 @@ type Resized struct {
 
 func (x *Resized) Reset() {
 	*x = Resized{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1832,7 @@ func (x *Resized) String() string {
 func (*Resized) ProtoMessage() {}
 
 func (x *Resized) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1845,7 @@ func (x *Resized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resized.ProtoReflect.Descriptor instead.
 func (*Resized) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Resized) GetSeq() uint64 {
@@ -1526,15 +1890,18 @@ type ExecStart struct {
 	Tty bool `protobuf:"varint,12,opt,name=tty,proto3" json:"tty,omitempty"`
 	// rows and cols are the terminal's first size (0: the kernel's
 	// default); only with tty, each at most 65535.
-	Rows          uint32 `protobuf:"varint,13,opt,name=rows,proto3" json:"rows,omitempty"`
-	Cols          uint32 `protobuf:"varint,14,opt,name=cols,proto3" json:"cols,omitempty"`
+	Rows uint32 `protobuf:"varint,13,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols uint32 `protobuf:"varint,14,opt,name=cols,proto3" json:"cols,omitempty"`
+	// no_changes: what the process does to /workspace is not tracked
+	// (spec.Process.NoChanges).
+	NoChanges     bool `protobuf:"varint,15,opt,name=no_changes,json=noChanges,proto3" json:"no_changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1913,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1926,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExecStart) GetSandboxId() string {
@@ -1660,6 +2027,13 @@ func (x *ExecStart) GetCols() uint32 {
 	return 0
 }
 
+func (x *ExecStart) GetNoChanges() bool {
+	if x != nil {
+		return x.NoChanges
+	}
+	return false
+}
+
 // Record is spec.Record: off, or the first head and last tail bytes kept
 // (0: the default bound).
 type Record struct {
@@ -1673,7 +2047,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +2059,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +2072,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Record) GetOff() bool {
@@ -1737,7 +2111,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +2123,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +2136,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExecResponse) GetMsg() isExecResponse_Msg {
@@ -1845,7 +2219,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +2231,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +2244,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LogsRequest) GetProcessId() string {
@@ -1896,7 +2270,7 @@ type LogsChunk struct {
 
 func (x *LogsChunk) Reset() {
 	*x = LogsChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2282,7 @@ func (x *LogsChunk) String() string {
 func (*LogsChunk) ProtoMessage() {}
 
 func (x *LogsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2295,7 @@ func (x *LogsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsChunk.ProtoReflect.Descriptor instead.
 func (*LogsChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LogsChunk) GetStream() Stream {
@@ -1968,7 +2342,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2354,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2367,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ExecStarted) GetProcessId() string {
@@ -2013,7 +2387,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2399,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2412,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Output) GetStream() Stream {
@@ -2073,7 +2447,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2459,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2472,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Result) GetExitCode() int32 {
@@ -2160,7 +2534,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2546,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2559,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SignalRequest) GetProcessId() string {
@@ -2210,7 +2584,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2596,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2609,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
 }
 
 type StopProcessRequest struct {
@@ -2247,7 +2621,7 @@ type StopProcessRequest struct {
 
 func (x *StopProcessRequest) Reset() {
 	*x = StopProcessRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2633,7 @@ func (x *StopProcessRequest) String() string {
 func (*StopProcessRequest) ProtoMessage() {}
 
 func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2646,7 @@ func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessRequest.ProtoReflect.Descriptor instead.
 func (*StopProcessRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StopProcessRequest) GetProcessId() string {
@@ -2290,7 +2664,7 @@ type StopProcessResponse struct {
 
 func (x *StopProcessResponse) Reset() {
 	*x = StopProcessResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2676,7 @@ func (x *StopProcessResponse) String() string {
 func (*StopProcessResponse) ProtoMessage() {}
 
 func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2689,7 @@ func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessResponse.ProtoReflect.Descriptor instead.
 func (*StopProcessResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
 }
 
 type WaitRequest struct {
@@ -2327,7 +2701,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2713,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2726,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WaitRequest) GetProcessId() string {
@@ -2371,7 +2745,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2757,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2770,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WaitResponse) GetResult() *Result {
@@ -2417,7 +2791,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2803,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2816,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PutRequest) GetSandboxId() string {
@@ -2474,7 +2848,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2860,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2873,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
 }
 
 type GetRequest struct {
@@ -2514,7 +2888,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2900,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2913,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetRequest) GetSandboxId() string {
@@ -2573,7 +2947,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +2959,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +2972,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetResponse) GetLive() bool {
@@ -2624,7 +2998,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +3010,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +3023,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HistoryRequest) GetSandboxId() string {
@@ -2668,7 +3042,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +3054,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +3067,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HistoryResponse) GetEvents() []*HistoryEvent {
@@ -2711,7 +3085,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2723,7 +3097,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2736,7 +3110,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
 }
 
 type ExportChunk struct {
@@ -2748,7 +3122,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +3134,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +3147,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -2791,7 +3165,7 @@ type LiveRequest struct {
 
 func (x *LiveRequest) Reset() {
 	*x = LiveRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +3177,7 @@ func (x *LiveRequest) String() string {
 func (*LiveRequest) ProtoMessage() {}
 
 func (x *LiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +3190,7 @@ func (x *LiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
 func (*LiveRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
 }
 
 type LiveEntity struct {
@@ -2833,7 +3207,7 @@ type LiveEntity struct {
 
 func (x *LiveEntity) Reset() {
 	*x = LiveEntity{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2845,7 +3219,7 @@ func (x *LiveEntity) String() string {
 func (*LiveEntity) ProtoMessage() {}
 
 func (x *LiveEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2858,7 +3232,7 @@ func (x *LiveEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
 func (*LiveEntity) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *LiveEntity) GetKind() string {
@@ -2912,7 +3286,7 @@ type LiveResponse struct {
 
 func (x *LiveResponse) Reset() {
 	*x = LiveResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2924,7 +3298,7 @@ func (x *LiveResponse) String() string {
 func (*LiveResponse) ProtoMessage() {}
 
 func (x *LiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2937,7 +3311,7 @@ func (x *LiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
 func (*LiveResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LiveResponse) GetEntities() []*LiveEntity {
@@ -2955,7 +3329,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3341,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3354,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{57}
 }
 
 type VerifyResponse struct {
@@ -2991,7 +3365,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3003,7 +3377,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3016,7 +3390,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{58}
 }
 
 type FollowRequest struct {
@@ -3029,7 +3403,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3415,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3428,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -3079,7 +3453,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3465,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3478,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -3161,7 +3535,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3547,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3560,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -3220,7 +3594,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3606,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3619,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ReplayResponse) GetStateJson() []byte {
@@ -3263,7 +3637,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3649,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3662,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{55}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{63}
 }
 
 type RecoveryResponse struct {
@@ -3304,7 +3678,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3316,7 +3690,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3329,7 +3703,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{56}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -3374,7 +3748,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3386,7 +3760,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3399,7 +3773,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{57}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -3452,7 +3826,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3464,7 +3838,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3851,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{58}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{66}
 }
 
 type DoctorResponse struct {
@@ -3490,7 +3864,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3502,7 +3876,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3515,7 +3889,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{59}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DoctorResponse) GetReportJson() []byte {
@@ -3542,7 +3916,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\rEgressRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"7\n" +
 	"\x0eEgressResponse\x12%\n" +
-	"\x0edecisions_json\x18\x01 \x01(\fR\rdecisionsJson\"\xe1\x02\n" +
+	"\x0edecisions_json\x18\x01 \x01(\fR\rdecisionsJson\"\xf5\x02\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x1f\n" +
 	"\vpolicy_json\x18\x02 \x01(\fR\n" +
@@ -3552,7 +3926,8 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x10\n" +
 	"\x03env\x18\x06 \x03(\tR\x03env\x12\x10\n" +
 	"\x03dir\x18\a \x01(\tR\x03dir\x12E\n" +
-	"\x06labels\x18\b \x03(\v2-.stockade.v1.CreateSandboxRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\b \x03(\v2-.stockade.v1.CreateSandboxRequest.LabelsEntryR\x06labels\x12\x12\n" +
+	"\x04from\x18\t \x01(\tR\x04from\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"'\n" +
@@ -3577,7 +3952,28 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\aclaimed\x18\f \x01(\bR\aclaimed\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
+	"\x17CreateCheckpointRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"-\n" +
+	"\x0eCheckpointInfo\x12\x1b\n" +
+	"\tinfo_json\x18\x01 \x01(\fR\binfoJson\"7\n" +
+	"\x16ListCheckpointsRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"X\n" +
+	"\x17ListCheckpointsResponse\x12=\n" +
+	"\vcheckpoints\x18\x01 \x03(\v2\x1b.stockade.v1.CheckpointInfoR\vcheckpoints\")\n" +
+	"\x17RemoveCheckpointRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x1a\n" +
+	"\x18RemoveCheckpointResponse\"P\n" +
+	"\x0fRollbackRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x02 \x01(\tR\n" +
+	"checkpoint\"\x12\n" +
+	"\x10RollbackResponse\"\x12\n" +
 	"\x10ListPoolsRequest\"@\n" +
 	"\x11ListPoolsResponse\x12+\n" +
 	"\x05pools\x18\x01 \x03(\v2\x15.stockade.v1.PoolInfoR\x05pools\"\xdb\x01\n" +
@@ -3621,7 +4017,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04cols\x18\x03 \x01(\rR\x04cols\"E\n" +
 	"\aResized\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12(\n" +
-	"\x05error\x18\x02 \x01(\v2\x12.stockade.v1.ErrorR\x05error\"\xa1\x03\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.stockade.v1.ErrorR\x05error\"\xc0\x03\n" +
 	"\tExecStart\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -3638,7 +4034,9 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x06record\x18\v \x01(\v2\x13.stockade.v1.RecordR\x06record\x12\x10\n" +
 	"\x03tty\x18\f \x01(\bR\x03tty\x12\x12\n" +
 	"\x04rows\x18\r \x01(\rR\x04rows\x12\x12\n" +
-	"\x04cols\x18\x0e \x01(\rR\x04cols\"B\n" +
+	"\x04cols\x18\x0e \x01(\rR\x04cols\x12\x1d\n" +
+	"\n" +
+	"no_changes\x18\x0f \x01(\bR\tnoChanges\"B\n" +
 	"\x06Record\x12\x10\n" +
 	"\x03off\x18\x01 \x01(\bR\x03off\x12\x12\n" +
 	"\x04head\x18\x02 \x01(\x03R\x04head\x12\x12\n" +
@@ -3768,7 +4166,12 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04Stop\x12\x1f.stockade.v1.StopSandboxRequest\x1a .stockade.v1.StopSandboxResponse\x12O\n" +
 	"\x06Remove\x12!.stockade.v1.RemoveSandboxRequest\x1a\".stockade.v1.RemoveSandboxResponse\x12J\n" +
 	"\tSetEgress\x12\x1d.stockade.v1.SetEgressRequest\x1a\x1e.stockade.v1.SetEgressResponse\x12A\n" +
-	"\x06Egress\x12\x1a.stockade.v1.EgressRequest\x1a\x1b.stockade.v1.EgressResponse2\x99\x01\n" +
+	"\x06Egress\x12\x1a.stockade.v1.EgressRequest\x1a\x1b.stockade.v1.EgressResponse2\xcd\x02\n" +
+	"\vCheckpoints\x12K\n" +
+	"\x06Create\x12$.stockade.v1.CreateCheckpointRequest\x1a\x1b.stockade.v1.CheckpointInfo\x12Q\n" +
+	"\x04List\x12#.stockade.v1.ListCheckpointsRequest\x1a$.stockade.v1.ListCheckpointsResponse\x12U\n" +
+	"\x06Remove\x12$.stockade.v1.RemoveCheckpointRequest\x1a%.stockade.v1.RemoveCheckpointResponse\x12G\n" +
+	"\bRollback\x12\x1c.stockade.v1.RollbackRequest\x1a\x1d.stockade.v1.RollbackResponse2\x99\x01\n" +
 	"\x05Pools\x12E\n" +
 	"\x04List\x12\x1d.stockade.v1.ListPoolsRequest\x1a\x1e.stockade.v1.ListPoolsResponse\x12I\n" +
 	"\x06Resize\x12\x1e.stockade.v1.ResizePoolRequest\x1a\x1f.stockade.v1.ResizePoolResponse2\xd3\x02\n" +
@@ -3804,155 +4207,172 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_stockade_v1_stockade_proto_goTypes = []any{
-	(Stream)(0),                    // 0: stockade.v1.Stream
-	(*Error)(nil),                  // 1: stockade.v1.Error
-	(*SetEgressRequest)(nil),       // 2: stockade.v1.SetEgressRequest
-	(*SetEgressResponse)(nil),      // 3: stockade.v1.SetEgressResponse
-	(*EgressRequest)(nil),          // 4: stockade.v1.EgressRequest
-	(*EgressResponse)(nil),         // 5: stockade.v1.EgressResponse
-	(*CreateSandboxRequest)(nil),   // 6: stockade.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),  // 7: stockade.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),   // 8: stockade.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),  // 9: stockade.v1.ListSandboxesResponse
-	(*SandboxInfo)(nil),            // 10: stockade.v1.SandboxInfo
-	(*ListPoolsRequest)(nil),       // 11: stockade.v1.ListPoolsRequest
-	(*ListPoolsResponse)(nil),      // 12: stockade.v1.ListPoolsResponse
-	(*PoolInfo)(nil),               // 13: stockade.v1.PoolInfo
-	(*ResizePoolRequest)(nil),      // 14: stockade.v1.ResizePoolRequest
-	(*ResizePoolResponse)(nil),     // 15: stockade.v1.ResizePoolResponse
-	(*InspectSandboxRequest)(nil),  // 16: stockade.v1.InspectSandboxRequest
-	(*InspectSandboxResponse)(nil), // 17: stockade.v1.InspectSandboxResponse
-	(*StopSandboxRequest)(nil),     // 18: stockade.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),    // 19: stockade.v1.StopSandboxResponse
-	(*RemoveSandboxRequest)(nil),   // 20: stockade.v1.RemoveSandboxRequest
-	(*RemoveSandboxResponse)(nil),  // 21: stockade.v1.RemoveSandboxResponse
-	(*ExecRequest)(nil),            // 22: stockade.v1.ExecRequest
-	(*Resize)(nil),                 // 23: stockade.v1.Resize
-	(*Resized)(nil),                // 24: stockade.v1.Resized
-	(*ExecStart)(nil),              // 25: stockade.v1.ExecStart
-	(*Record)(nil),                 // 26: stockade.v1.Record
-	(*ExecResponse)(nil),           // 27: stockade.v1.ExecResponse
-	(*LogsRequest)(nil),            // 28: stockade.v1.LogsRequest
-	(*LogsChunk)(nil),              // 29: stockade.v1.LogsChunk
-	(*ExecStarted)(nil),            // 30: stockade.v1.ExecStarted
-	(*Output)(nil),                 // 31: stockade.v1.Output
-	(*Result)(nil),                 // 32: stockade.v1.Result
-	(*SignalRequest)(nil),          // 33: stockade.v1.SignalRequest
-	(*SignalResponse)(nil),         // 34: stockade.v1.SignalResponse
-	(*StopProcessRequest)(nil),     // 35: stockade.v1.StopProcessRequest
-	(*StopProcessResponse)(nil),    // 36: stockade.v1.StopProcessResponse
-	(*WaitRequest)(nil),            // 37: stockade.v1.WaitRequest
-	(*WaitResponse)(nil),           // 38: stockade.v1.WaitResponse
-	(*PutRequest)(nil),             // 39: stockade.v1.PutRequest
-	(*PutResponse)(nil),            // 40: stockade.v1.PutResponse
-	(*GetRequest)(nil),             // 41: stockade.v1.GetRequest
-	(*GetResponse)(nil),            // 42: stockade.v1.GetResponse
-	(*HistoryRequest)(nil),         // 43: stockade.v1.HistoryRequest
-	(*HistoryResponse)(nil),        // 44: stockade.v1.HistoryResponse
-	(*ExportRequest)(nil),          // 45: stockade.v1.ExportRequest
-	(*ExportChunk)(nil),            // 46: stockade.v1.ExportChunk
-	(*LiveRequest)(nil),            // 47: stockade.v1.LiveRequest
-	(*LiveEntity)(nil),             // 48: stockade.v1.LiveEntity
-	(*LiveResponse)(nil),           // 49: stockade.v1.LiveResponse
-	(*VerifyRequest)(nil),          // 50: stockade.v1.VerifyRequest
-	(*VerifyResponse)(nil),         // 51: stockade.v1.VerifyResponse
-	(*FollowRequest)(nil),          // 52: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),           // 53: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),          // 54: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),         // 55: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),        // 56: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),       // 57: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),       // 58: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),          // 59: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),         // 60: stockade.v1.DoctorResponse
-	nil,                            // 61: stockade.v1.CreateSandboxRequest.LabelsEntry
-	nil,                            // 62: stockade.v1.SandboxInfo.LabelsEntry
-	(*durationpb.Duration)(nil),    // 63: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 64: google.protobuf.Timestamp
+	(Stream)(0),                      // 0: stockade.v1.Stream
+	(*Error)(nil),                    // 1: stockade.v1.Error
+	(*SetEgressRequest)(nil),         // 2: stockade.v1.SetEgressRequest
+	(*SetEgressResponse)(nil),        // 3: stockade.v1.SetEgressResponse
+	(*EgressRequest)(nil),            // 4: stockade.v1.EgressRequest
+	(*EgressResponse)(nil),           // 5: stockade.v1.EgressResponse
+	(*CreateSandboxRequest)(nil),     // 6: stockade.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),    // 7: stockade.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),     // 8: stockade.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),    // 9: stockade.v1.ListSandboxesResponse
+	(*SandboxInfo)(nil),              // 10: stockade.v1.SandboxInfo
+	(*CreateCheckpointRequest)(nil),  // 11: stockade.v1.CreateCheckpointRequest
+	(*CheckpointInfo)(nil),           // 12: stockade.v1.CheckpointInfo
+	(*ListCheckpointsRequest)(nil),   // 13: stockade.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),  // 14: stockade.v1.ListCheckpointsResponse
+	(*RemoveCheckpointRequest)(nil),  // 15: stockade.v1.RemoveCheckpointRequest
+	(*RemoveCheckpointResponse)(nil), // 16: stockade.v1.RemoveCheckpointResponse
+	(*RollbackRequest)(nil),          // 17: stockade.v1.RollbackRequest
+	(*RollbackResponse)(nil),         // 18: stockade.v1.RollbackResponse
+	(*ListPoolsRequest)(nil),         // 19: stockade.v1.ListPoolsRequest
+	(*ListPoolsResponse)(nil),        // 20: stockade.v1.ListPoolsResponse
+	(*PoolInfo)(nil),                 // 21: stockade.v1.PoolInfo
+	(*ResizePoolRequest)(nil),        // 22: stockade.v1.ResizePoolRequest
+	(*ResizePoolResponse)(nil),       // 23: stockade.v1.ResizePoolResponse
+	(*InspectSandboxRequest)(nil),    // 24: stockade.v1.InspectSandboxRequest
+	(*InspectSandboxResponse)(nil),   // 25: stockade.v1.InspectSandboxResponse
+	(*StopSandboxRequest)(nil),       // 26: stockade.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),      // 27: stockade.v1.StopSandboxResponse
+	(*RemoveSandboxRequest)(nil),     // 28: stockade.v1.RemoveSandboxRequest
+	(*RemoveSandboxResponse)(nil),    // 29: stockade.v1.RemoveSandboxResponse
+	(*ExecRequest)(nil),              // 30: stockade.v1.ExecRequest
+	(*Resize)(nil),                   // 31: stockade.v1.Resize
+	(*Resized)(nil),                  // 32: stockade.v1.Resized
+	(*ExecStart)(nil),                // 33: stockade.v1.ExecStart
+	(*Record)(nil),                   // 34: stockade.v1.Record
+	(*ExecResponse)(nil),             // 35: stockade.v1.ExecResponse
+	(*LogsRequest)(nil),              // 36: stockade.v1.LogsRequest
+	(*LogsChunk)(nil),                // 37: stockade.v1.LogsChunk
+	(*ExecStarted)(nil),              // 38: stockade.v1.ExecStarted
+	(*Output)(nil),                   // 39: stockade.v1.Output
+	(*Result)(nil),                   // 40: stockade.v1.Result
+	(*SignalRequest)(nil),            // 41: stockade.v1.SignalRequest
+	(*SignalResponse)(nil),           // 42: stockade.v1.SignalResponse
+	(*StopProcessRequest)(nil),       // 43: stockade.v1.StopProcessRequest
+	(*StopProcessResponse)(nil),      // 44: stockade.v1.StopProcessResponse
+	(*WaitRequest)(nil),              // 45: stockade.v1.WaitRequest
+	(*WaitResponse)(nil),             // 46: stockade.v1.WaitResponse
+	(*PutRequest)(nil),               // 47: stockade.v1.PutRequest
+	(*PutResponse)(nil),              // 48: stockade.v1.PutResponse
+	(*GetRequest)(nil),               // 49: stockade.v1.GetRequest
+	(*GetResponse)(nil),              // 50: stockade.v1.GetResponse
+	(*HistoryRequest)(nil),           // 51: stockade.v1.HistoryRequest
+	(*HistoryResponse)(nil),          // 52: stockade.v1.HistoryResponse
+	(*ExportRequest)(nil),            // 53: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),              // 54: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),              // 55: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),               // 56: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),             // 57: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),            // 58: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),           // 59: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),            // 60: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),             // 61: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),            // 62: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),           // 63: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),          // 64: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),         // 65: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),         // 66: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),            // 67: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),           // 68: stockade.v1.DoctorResponse
+	nil,                              // 69: stockade.v1.CreateSandboxRequest.LabelsEntry
+	nil,                              // 70: stockade.v1.SandboxInfo.LabelsEntry
+	(*durationpb.Duration)(nil),      // 71: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 72: google.protobuf.Timestamp
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	63, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	61, // 1: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
+	71, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	69, // 1: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
 	10, // 2: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	64, // 3: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
-	62, // 4: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
-	13, // 5: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
-	25, // 6: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	23, // 7: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
-	1,  // 8: stockade.v1.Resized.error:type_name -> stockade.v1.Error
-	63, // 9: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
-	26, // 10: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
-	30, // 11: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
-	31, // 12: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
-	32, // 13: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
-	24, // 14: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
-	0,  // 15: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
-	0,  // 16: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
-	1,  // 17: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	64, // 18: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	64, // 19: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
-	32, // 20: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	53, // 21: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	64, // 22: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
-	48, // 23: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	64, // 24: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	58, // 25: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	63, // 26: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	6,  // 27: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	8,  // 28: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	16, // 29: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	18, // 30: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	20, // 31: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	2,  // 32: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
-	4,  // 33: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
-	11, // 34: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
-	14, // 35: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
-	28, // 36: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
-	22, // 37: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	33, // 38: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	35, // 39: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	37, // 40: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	39, // 41: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	41, // 42: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	43, // 43: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	54, // 44: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	52, // 45: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	45, // 46: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	47, // 47: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	50, // 48: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	56, // 49: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	59, // 50: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	7,  // 51: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	9,  // 52: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	17, // 53: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	19, // 54: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	21, // 55: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	3,  // 56: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
-	5,  // 57: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
-	12, // 58: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
-	15, // 59: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
-	29, // 60: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
-	27, // 61: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	34, // 62: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	36, // 63: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	38, // 64: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	40, // 65: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	42, // 66: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	44, // 67: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	55, // 68: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	53, // 69: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	46, // 70: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	49, // 71: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	51, // 72: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	57, // 73: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	60, // 74: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	51, // [51:75] is the sub-list for method output_type
-	27, // [27:51] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	72, // 3: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	70, // 4: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
+	12, // 5: stockade.v1.ListCheckpointsResponse.checkpoints:type_name -> stockade.v1.CheckpointInfo
+	21, // 6: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
+	33, // 7: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
+	31, // 8: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
+	1,  // 9: stockade.v1.Resized.error:type_name -> stockade.v1.Error
+	71, // 10: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	34, // 11: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
+	38, // 12: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
+	39, // 13: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
+	40, // 14: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
+	32, // 15: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
+	0,  // 16: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
+	0,  // 17: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
+	1,  // 18: stockade.v1.Result.error:type_name -> stockade.v1.Error
+	72, // 19: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	72, // 20: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	40, // 21: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
+	61, // 22: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	72, // 23: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	56, // 24: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	72, // 25: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	66, // 26: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	71, // 27: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	6,  // 28: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	8,  // 29: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	24, // 30: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	26, // 31: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	28, // 32: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	2,  // 33: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
+	4,  // 34: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
+	11, // 35: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
+	13, // 36: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
+	15, // 37: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
+	17, // 38: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
+	19, // 39: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
+	22, // 40: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
+	36, // 41: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	30, // 42: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	41, // 43: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	43, // 44: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	45, // 45: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	47, // 46: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	49, // 47: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	51, // 48: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	62, // 49: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	60, // 50: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	53, // 51: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	55, // 52: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	58, // 53: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	64, // 54: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	67, // 55: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	7,  // 56: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	9,  // 57: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	25, // 58: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	27, // 59: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	29, // 60: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	3,  // 61: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
+	5,  // 62: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
+	12, // 63: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
+	14, // 64: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
+	16, // 65: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
+	18, // 66: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
+	20, // 67: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
+	23, // 68: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
+	37, // 69: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	35, // 70: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	42, // 71: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	44, // 72: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	46, // 73: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	48, // 74: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	50, // 75: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	52, // 76: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	63, // 77: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	61, // 78: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	54, // 79: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	57, // 80: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	59, // 81: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	65, // 82: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	68, // 83: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	56, // [56:84] is the sub-list for method output_type
+	28, // [28:56] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -3960,14 +4380,14 @@ func file_stockade_v1_stockade_proto_init() {
 	if File_stockade_v1_stockade_proto != nil {
 		return
 	}
-	file_stockade_v1_stockade_proto_msgTypes[21].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[29].OneofWrappers = []any{
 		(*ExecRequest_Start)(nil),
 		(*ExecRequest_Stdin)(nil),
 		(*ExecRequest_CloseStdin)(nil),
 		(*ExecRequest_Signal)(nil),
 		(*ExecRequest_Resize)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[26].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[34].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Output)(nil),
 		(*ExecResponse_Result)(nil),
@@ -3979,9 +4399,9 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   62,
+			NumMessages:   70,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   6,
 		},
 		GoTypes:           file_stockade_v1_stockade_proto_goTypes,
 		DependencyIndexes: file_stockade_v1_stockade_proto_depIdxs,

@@ -374,6 +374,240 @@ var Sandboxes_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	Checkpoints_Create_FullMethodName   = "/stockade.v1.Checkpoints/Create"
+	Checkpoints_List_FullMethodName     = "/stockade.v1.Checkpoints/List"
+	Checkpoints_Remove_FullMethodName   = "/stockade.v1.Checkpoints/Remove"
+	Checkpoints_Rollback_FullMethodName = "/stockade.v1.Checkpoints/Rollback"
+)
+
+// CheckpointsClient is the client API for Checkpoints service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Checkpoints saves and restores sandboxes' workspaces: a content-addressed
+// store beside the server's journal.
+type CheckpointsClient interface {
+	// Create captures a sandbox's /workspace/work (the workload frozen)
+	// and journals it.
+	Create(ctx context.Context, in *CreateCheckpointRequest, opts ...grpc.CallOption) (*CheckpointInfo, error)
+	// List lists the store's checkpoints: a sandbox's, or all.
+	List(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error)
+	// Remove deletes a checkpoint.
+	Remove(ctx context.Context, in *RemoveCheckpointRequest, opts ...grpc.CallOption) (*RemoveCheckpointResponse, error)
+	// Rollback restores a checkpoint into a sandbox's workspace, its
+	// processes stopped first.
+	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error)
+}
+
+type checkpointsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewCheckpointsClient(cc grpc.ClientConnInterface) CheckpointsClient {
+	return &checkpointsClient{cc}
+}
+
+func (c *checkpointsClient) Create(ctx context.Context, in *CreateCheckpointRequest, opts ...grpc.CallOption) (*CheckpointInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointInfo)
+	err := c.cc.Invoke(ctx, Checkpoints_Create_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *checkpointsClient) List(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCheckpointsResponse)
+	err := c.cc.Invoke(ctx, Checkpoints_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *checkpointsClient) Remove(ctx context.Context, in *RemoveCheckpointRequest, opts ...grpc.CallOption) (*RemoveCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveCheckpointResponse)
+	err := c.cc.Invoke(ctx, Checkpoints_Remove_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *checkpointsClient) Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RollbackResponse)
+	err := c.cc.Invoke(ctx, Checkpoints_Rollback_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CheckpointsServer is the server API for Checkpoints service.
+// All implementations must embed UnimplementedCheckpointsServer
+// for forward compatibility.
+//
+// Checkpoints saves and restores sandboxes' workspaces: a content-addressed
+// store beside the server's journal.
+type CheckpointsServer interface {
+	// Create captures a sandbox's /workspace/work (the workload frozen)
+	// and journals it.
+	Create(context.Context, *CreateCheckpointRequest) (*CheckpointInfo, error)
+	// List lists the store's checkpoints: a sandbox's, or all.
+	List(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error)
+	// Remove deletes a checkpoint.
+	Remove(context.Context, *RemoveCheckpointRequest) (*RemoveCheckpointResponse, error)
+	// Rollback restores a checkpoint into a sandbox's workspace, its
+	// processes stopped first.
+	Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error)
+	mustEmbedUnimplementedCheckpointsServer()
+}
+
+// UnimplementedCheckpointsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedCheckpointsServer struct{}
+
+func (UnimplementedCheckpointsServer) Create(context.Context, *CreateCheckpointRequest) (*CheckpointInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Create not implemented")
+}
+func (UnimplementedCheckpointsServer) List(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedCheckpointsServer) Remove(context.Context, *RemoveCheckpointRequest) (*RemoveCheckpointResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Remove not implemented")
+}
+func (UnimplementedCheckpointsServer) Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Rollback not implemented")
+}
+func (UnimplementedCheckpointsServer) mustEmbedUnimplementedCheckpointsServer() {}
+func (UnimplementedCheckpointsServer) testEmbeddedByValue()                     {}
+
+// UnsafeCheckpointsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to CheckpointsServer will
+// result in compilation errors.
+type UnsafeCheckpointsServer interface {
+	mustEmbedUnimplementedCheckpointsServer()
+}
+
+func RegisterCheckpointsServer(s grpc.ServiceRegistrar, srv CheckpointsServer) {
+	// If the following call pancis, it indicates UnimplementedCheckpointsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Checkpoints_ServiceDesc, srv)
+}
+
+func _Checkpoints_Create_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CheckpointsServer).Create(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Checkpoints_Create_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CheckpointsServer).Create(ctx, req.(*CreateCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Checkpoints_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCheckpointsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CheckpointsServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Checkpoints_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CheckpointsServer).List(ctx, req.(*ListCheckpointsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Checkpoints_Remove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CheckpointsServer).Remove(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Checkpoints_Remove_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CheckpointsServer).Remove(ctx, req.(*RemoveCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Checkpoints_Rollback_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CheckpointsServer).Rollback(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Checkpoints_Rollback_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CheckpointsServer).Rollback(ctx, req.(*RollbackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Checkpoints_ServiceDesc is the grpc.ServiceDesc for Checkpoints service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Checkpoints_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "stockade.v1.Checkpoints",
+	HandlerType: (*CheckpointsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Create",
+			Handler:    _Checkpoints_Create_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _Checkpoints_List_Handler,
+		},
+		{
+			MethodName: "Remove",
+			Handler:    _Checkpoints_Remove_Handler,
+		},
+		{
+			MethodName: "Rollback",
+			Handler:    _Checkpoints_Rollback_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "stockade/v1/stockade.proto",
+}
+
+const (
 	Pools_List_FullMethodName   = "/stockade.v1.Pools/List"
 	Pools_Resize_FullMethodName = "/stockade.v1.Pools/Resize"
 )

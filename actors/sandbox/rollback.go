@@ -1,0 +1,275 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/stockade/stockade/actors/process"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/failpoint"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// Rollback restores a checkpoint into /workspace/work, write-ahead: the
+// intent (lifecycle.RollingBack) closes admission, the sandbox's processes
+// are stopped (each journaled), the checkpoint is written beside the
+// workspace with a marker file in it, the two directories are exchanged in
+// one rename, and the fact is journaled. A kill at any point leaves the
+// old or the new workspace, never a mix: recovery reads where the marker
+// is (settleRollback).
+type Rollback struct {
+	Checkpoint string
+	// Write writes the checkpoint as a tar stream with every entry under
+	// the directory root (the store's Restore).
+	Write func(w io.Writer, root string) error
+	// Restore: a create's From (journaled sandbox.restored after).
+	Restore bool
+	Reply   chan<- error
+}
+
+// RecordCheckpoint journals a checkpoint the store holds.
+type RecordCheckpoint struct {
+	Event lifecycle.Checkpointed
+	Reply chan<- error
+}
+
+// rollbackState is a rollback under way: its processes being stopped, or
+// its Docker work out.
+type rollbackState struct {
+	m       Rollback
+	staging string
+	marker  string
+	docker  bool // the Docker work is out
+}
+
+type rollbackDone struct {
+	exchanged bool
+	unknown   bool // whether the exchange happened could not be read
+	err       error
+}
+
+type rollbackSettled struct {
+	intent lifecycle.RollingBack
+	has    bool
+	err    error
+}
+
+// onRecordCheckpoint journals a checkpoint taken by the runtime.
+func (a *sandboxActor) onRecordCheckpoint(m RecordCheckpoint) {
+	if err := a.pooledErr(); err != nil {
+		m.Reply <- err
+		return
+	}
+	m.Reply <- a.record(m.Event)
+}
+
+func (a *sandboxActor) onRollback(m Rollback) {
+	if err := a.pooledErr(); err != nil {
+		m.Reply <- err
+		return
+	}
+	switch {
+	case a.rb != nil || a.state.RollingBack != nil:
+		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a rollback is already under way", a.p.ID)
+		return
+	case !a.running() || !a.state.Admits():
+		m.Reply <- spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s does not run (%s): nothing to roll back", a.p.ID, a.state.Phase)
+		return
+	case a.pause != thawed || len(a.pauseWait) > 0:
+		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a consistent copy holds the workload frozen; roll back once it is closed", a.p.ID)
+		return
+	}
+	// The marker's name is not guessable: no file the workspace holds can
+	// pass for it.
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		m.Reply <- spec.Wrap(spec.CodeInternal, "sandbox", err, "naming a rollback's marker")
+		return
+	}
+	n := strconv.FormatUint(a.state.Seq+1, 10)
+	intent := lifecycle.RollingBack{Checkpoint: m.Checkpoint, Staging: ".rollback-" + n, Marker: ".stockade-rollback-" + hex.EncodeToString(nonce[:])}
+	if err := a.record(intent); err != nil {
+		m.Reply <- err
+		return
+	}
+	failpoint.Hit(failpoint.RollbackIntent)
+	a.rb = &rollbackState{m: m, staging: intent.Staging, marker: intent.Marker}
+	cause := spec.Errorf(spec.CodeCancelled, "process", "stopped for the rollback of sandbox %s to checkpoint %s", a.p.ID, m.Checkpoint)
+	for _, pid := range a.procs {
+		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonStopped, Err: cause, Reply: make(chan error, 1)})
+	}
+	a.rollbackOn()
+}
+
+// rollbackOn starts the Docker work once no process is left. The staging
+// directory is made with the marker in it first, then the checkpoint is
+// written into it: so while the marker is in the staging directory the
+// exchange has not happened, and once the directory exists without it the
+// exchange has (its old tree is emptied, marker and all, before the fact
+// is journaled).
+func (a *sandboxActor) rollbackOn() {
+	rb := a.rb
+	if rb == nil || rb.docker || len(a.procs) > 0 {
+		return
+	}
+	rb.docker = true
+	sb, eng := a.sb, a.engine
+	a.goDocker(func(ctx context.Context) any {
+		err := eng.PutArchive(ctx, sb, ".", markerTar(rb.staging, rb.marker))
+		if err == nil {
+			pr, pw := io.Pipe()
+			go func() { pw.CloseWithError(rb.m.Write(pw, rb.staging)) }()
+			err = eng.PutArchive(ctx, sb, ".", pr)
+			pr.CloseWithError(io.ErrClosedPipe) // the writer, if still writing, stops
+		}
+		if err != nil {
+			return rollbackDone{err: fmt.Errorf("writing the checkpoint beside the workspace: %w", err)}
+		}
+		failpoint.Hit(failpoint.RollbackStaged)
+		if err := eng.ExchangeWorkspace(ctx, sb, rb.staging); err != nil {
+			// Did it happen? The marker says.
+			ex, herr := exchanged(ctx, eng, sb, rb.staging, rb.marker)
+			if herr != nil {
+				return rollbackDone{unknown: true, err: err}
+			}
+			if !ex {
+				return rollbackDone{err: err}
+			}
+		}
+		failpoint.Hit(failpoint.RollbackExchanged)
+		if err := eng.EmptyWorkspaceDir(ctx, sb, rb.staging, "work/"+rb.marker); err != nil {
+			// The exchange stands; what is left is the old tree beside
+			// the workspace and the marker in it.
+			a.deps.Log.Warn("emptying a rollback's old workspace failed", "sandbox", a.p.ID, "staging", rb.staging, "err", err)
+		}
+		return rollbackDone{exchanged: true}
+	})
+}
+
+// exchanged reads whether a rollback's exchange happened: the staging
+// directory exists without the marker.
+func exchanged(ctx context.Context, eng engine, sb dockerio.Sandbox, staging, marker string) (bool, error) {
+	has, err := eng.WorkspaceHas(ctx, sb, staging)
+	if err != nil || !has {
+		return false, err
+	}
+	marked, err := eng.WorkspaceHas(ctx, sb, staging+"/"+marker)
+	return !marked, err
+}
+
+func (a *sandboxActor) onRollbackDone(m rollbackDone) {
+	rb := a.rb
+	a.rb = nil
+	if rb == nil || a.state.RollingBack == nil {
+		return
+	}
+	intent := *a.state.RollingBack
+	switch {
+	case m.unknown:
+		// Left journaled: admission stays closed and the next recovery
+		// reads the marker.
+		rb.m.Reply <- spec.Wrap(spec.CodeEngine, "sandbox", m.err, "sandbox %s: whether the rollback to %s happened could not be read; the next recovery settles it", a.p.ID, intent.Checkpoint)
+	case m.exchanged:
+		err := a.record(lifecycle.RolledBack{Checkpoint: intent.Checkpoint})
+		if err == nil && rb.m.Restore {
+			err = a.record(lifecycle.Restored{Checkpoint: intent.Checkpoint})
+		}
+		rb.m.Reply <- err
+	default:
+		why := m.err.Error()
+		if err := a.record(lifecycle.RollbackAbandoned{Checkpoint: intent.Checkpoint, Why: why}); err != nil {
+			rb.m.Reply <- err
+			return
+		}
+		a.tidy(intent)
+		rb.m.Reply <- spec.Wrap(spec.CodeOf(m.err), "sandbox", m.err, "sandbox %s: rollback to %s abandoned; the workspace is as it was", a.p.ID, intent.Checkpoint)
+	}
+}
+
+// tidy empties a rollback's staging directory (and the marker, if the
+// exchange left it in work) off the mailbox; best effort: what it leaves
+// is in a hidden entry of /workspace.
+func (a *sandboxActor) tidy(intent lifecycle.RollingBack) {
+	if !a.running() {
+		return // it needs an exec; the volume goes with the sandbox
+	}
+	sb, eng, log, id := a.sb, a.engine, a.deps.Log, a.p.ID
+	go func() {
+		ctx, cancel := a.deps.DockerContext()
+		defer cancel()
+		if has, err := eng.WorkspaceHas(ctx, sb, intent.Staging); err != nil || !has {
+			return // never made: nothing to empty
+		}
+		if err := eng.EmptyWorkspaceDir(ctx, sb, intent.Staging, "work/"+intent.Marker); err != nil {
+			log.Warn("emptying a rollback's staging directory failed", "sandbox", id, "staging", intent.Staging, "err", err)
+		}
+	}()
+}
+
+// settleRollback settles a rollback an earlier runtime left unsettled, by
+// the marker: in work, the exchange happened.
+func (a *sandboxActor) settleRollback() {
+	intent := a.state.RollingBack
+	if intent == nil || a.rb != nil {
+		return
+	}
+	sb, eng, in := a.sb, a.engine, *intent
+	// A re-adopted sandbox is at rest only once this is settled: until
+	// then it admits nothing.
+	if a.adopting == nil {
+		a.adopting = map[string]bool{}
+	}
+	a.adopting[rollbackKey] = true
+	a.goDocker(func(ctx context.Context) any {
+		has, err := exchanged(ctx, eng, sb, in.Staging, in.Marker)
+		return rollbackSettled{intent: in, has: has, err: err}
+	})
+}
+
+// rollbackKey is the settling of a rollback among a recovery's pending
+// adoptions.
+const rollbackKey = "\x00rollback"
+
+func (a *sandboxActor) onRollbackSettled(m rollbackSettled) {
+	defer a.adoptedOne(rollbackKey)
+	if a.state.RollingBack == nil || *a.state.RollingBack != m.intent {
+		return
+	}
+	if m.err != nil {
+		a.deps.Log.Warn("an unsettled rollback could not be read; it stays unsettled", "sandbox", a.p.ID, "checkpoint", m.intent.Checkpoint, "err", m.err)
+		return
+	}
+	var err error
+	if m.has {
+		err = a.record(lifecycle.RolledBack{Checkpoint: m.intent.Checkpoint})
+		if err == nil && a.state.Spec.From == m.intent.Checkpoint && a.state.Restored == "" && a.state.Rollbacks == 1 {
+			err = a.record(lifecycle.Restored{Checkpoint: m.intent.Checkpoint})
+		}
+	} else {
+		err = a.record(lifecycle.RollbackAbandoned{Checkpoint: m.intent.Checkpoint, Why: "recovered: the runtime ended before the exchange"})
+	}
+	if err != nil {
+		a.deps.Log.Warn("journaling a recovered rollback failed", "sandbox", a.p.ID, "err", err)
+		return
+	}
+	a.tidy(m.intent)
+}
+
+// markerTar is a tar stream of the staging directory (the sandbox's
+// user's, 0700) holding one empty file: the rollback's marker.
+func markerTar(staging, marker string) io.Reader {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	// Writes to a bytes.Buffer do not fail; the headers are well formed.
+	_ = tw.WriteHeader(&tar.Header{Name: staging + "/", Mode: 0o700, Typeflag: tar.TypeDir})
+	_ = tw.WriteHeader(&tar.Header{Name: staging + "/" + marker, Mode: 0o600, Typeflag: tar.TypeReg})
+	_ = tw.Close()
+	return &b
+}

@@ -1,0 +1,548 @@
+package checkpoint
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// capture is one Capture in flight: the blobs it added (removed if it
+// fails) and the ones it pinned (so no collection takes them).
+type capture struct {
+	s      *Store
+	added  []string
+	pinned []string
+	needed int64 // bytes of blobs it added
+}
+
+// pin marks sum as named by this capture (s.mu held).
+func (c *capture) pin(sum string) {
+	c.s.pins[sum]++
+	c.pinned = append(c.pinned, sum)
+}
+
+// end unpins, and on failure removes what the capture added that nothing
+// else names.
+func (c *capture) end(failed bool) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sum := range c.pinned {
+		if s.pins[sum]--; s.pins[sum] <= 0 {
+			delete(s.pins, sum)
+		}
+	}
+	if failed && len(c.added) > 0 {
+		// collect keeps what a manifest or another capture names.
+		if err := s.collect(); err != nil {
+			_ = err // the blobs stay until the next collection; nothing names them
+		}
+	}
+}
+
+// Capture stores the tree a tar stream holds (Docker's archive of a
+// directory: its first entry is the directory itself) as a checkpoint of m,
+// and returns its manifest. Paths are kept relative to the first entry.
+// The stream is untrusted (a workspace untrusted code wrote): an absolute
+// path, a path that leaves the tree, a NUL, a path or link longer than
+// MaxPath, more than MaxEntries entries or a hardlink to a path not in the
+// tree fail with invalid_argument naming the entry; FIFOs and devices are
+// skipped and named in Skipped. Past the store's limit it fails
+// resource_exhausted; nothing of a failed capture is kept.
+func (s *Store) Capture(ctx context.Context, r io.Reader, m Meta) (Manifest, error) {
+	if m.Name != "" {
+		if err := CheckName(m.Name); err != nil {
+			return Manifest{}, err
+		}
+	}
+	c := &capture{s: s}
+	man, err := c.run(ctx, r, m)
+	c.end(err != nil)
+	return man, err
+}
+
+func (c *capture) run(ctx context.Context, r io.Reader, meta Meta) (Manifest, error) {
+	s := c.s
+	m := Manifest{Sandbox: meta.Sandbox, Name: meta.Name, Image: meta.Image, Env: meta.Env, Dir: meta.Dir, Created: meta.Created.UTC()}
+	tr := tar.NewReader(r)
+	prefix := ""
+	seen := map[string]string{} // path → type
+	for n := 0; ; n++ {
+		if err := ctx.Err(); err != nil {
+			return Manifest{}, spec.Wrap(spec.CodeCancelled, "checkpoint", err, "capturing")
+		}
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Manifest{}, spec.Wrap(spec.CodeInvalidArgument, "checkpoint", err, "reading the archive")
+		}
+		if n >= MaxEntries {
+			return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "more than %d entries", MaxEntries)
+		}
+		if n == 0 {
+			prefix = strings.TrimSuffix(h.Name, "/")
+			if h.Typeflag != tar.TypeDir || prefix == "" || strings.Contains(prefix, "/") || prefix == "." || prefix == ".." {
+				return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "the archive's first entry %q is not the directory of the tree", clip(h.Name))
+			}
+		}
+		rel, err := relPath(prefix, h.Name)
+		if err != nil {
+			return Manifest{}, err
+		}
+		if _, dup := seen[rel]; dup {
+			return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q is in the archive twice", clip(rel))
+		}
+		e := Entry{Path: rel, Mode: uint32(h.Mode) & 0o7777, ModTime: h.ModTime.UTC()}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			e.Type = TypeDir
+		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // TypeRegA: an old writer's regular file
+			e.Type = TypeFile
+			if e.SHA256, e.Size, err = c.store(h, tr); err != nil {
+				return Manifest{}, err
+			}
+			m.Bytes += e.Size
+		case tar.TypeSymlink:
+			e.Type = TypeSymlink
+			if len(h.Linkname) > MaxPath || h.Linkname == "" || strings.IndexByte(h.Linkname, 0) >= 0 {
+				return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: a symlink target of %d bytes", clip(rel), len(h.Linkname))
+			}
+			e.Link = h.Linkname
+		case tar.TypeLink:
+			e.Type = TypeHardlink
+			target, err := relPath(prefix, h.Linkname)
+			if err != nil {
+				return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: a hardlink out of the tree (%q)", clip(rel), clip(h.Linkname))
+			}
+			if seen[target] != TypeFile {
+				return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: a hardlink to %q, not a file before it in the tree", clip(rel), clip(target))
+			}
+			e.Link = target
+		default:
+			m.Skipped = append(m.Skipped, fmt.Sprintf("%s (%s)", rel, typeName(h.Typeflag)))
+			continue
+		}
+		if rel != "." {
+			if parent := path.Dir(rel); seen[parent] != TypeDir {
+				return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q comes before its directory %q", clip(rel), clip(parent))
+			}
+		}
+		seen[rel] = e.Type
+		m.Entries = append(m.Entries, e)
+	}
+	if len(m.Entries) == 0 {
+		return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "the archive is empty")
+	}
+	m.Files = len(m.Entries)
+	id, err := manifestID(m)
+	if err != nil {
+		return Manifest{}, err
+	}
+	m.ID = id
+	if err := s.writeManifest(m); err != nil {
+		return Manifest{}, err
+	}
+	return m, nil
+}
+
+func typeName(t byte) string {
+	switch t {
+	case tar.TypeFifo:
+		return "fifo"
+	case tar.TypeChar:
+		return "character device"
+	case tar.TypeBlock:
+		return "block device"
+	}
+	return fmt.Sprintf("type %q", t)
+}
+
+// relPath is an entry's path relative to the tree's root: "." for the
+// root, else clean, within the tree, without NUL, at most MaxPath bytes.
+func relPath(prefix, name string) (string, error) {
+	bad := func(why string) error {
+		return spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: %s", clip(name), why)
+	}
+	if len(name) > MaxPath+len(prefix)+1 || strings.IndexByte(name, 0) >= 0 || !utf8.ValidString(name) {
+		return "", bad("too long, or with a NUL byte, or not UTF-8")
+	}
+	if strings.HasPrefix(name, "/") {
+		return "", bad("an absolute path")
+	}
+	n := strings.TrimSuffix(name, "/")
+	if n == prefix {
+		return ".", nil
+	}
+	rest, ok := strings.CutPrefix(n, prefix+"/")
+	if !ok {
+		return "", bad("not under the tree's directory " + prefix)
+	}
+	clean := path.Clean(rest)
+	if clean != rest || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", bad("not a clean path within the tree")
+	}
+	return clean, nil
+}
+
+// smallFile is the size up to which a file's content is hashed in
+// memory first: a blob the store has is then never written again.
+const smallFile = 1 << 20
+
+// store writes one file's content into the store as a blob (or finds it
+// there) and pins it. Blobs are not synced one by one: writeManifest syncs
+// the store's filesystem once before the manifest that names them.
+func (c *capture) store(h *tar.Header, r io.Reader) (string, int64, error) {
+	s := c.s
+	fail := func(err error) (string, int64, error) {
+		return "", 0, spec.Wrap(spec.CodeJournal, "checkpoint", err, "storing %s", clip(h.Name))
+	}
+	var small []byte
+	var tmpName string
+	var n int64
+	sum := sha256.New()
+	if h.Size <= smallFile {
+		b, err := io.ReadAll(io.LimitReader(r, smallFile+1))
+		if err != nil {
+			return fail(err)
+		}
+		if int64(len(b)) > smallFile {
+			return fail(fmt.Errorf("more content than its header's %d bytes", h.Size))
+		}
+		small, n = b, int64(len(b))
+		sum.Write(b) // a hash's Write never fails
+	} else {
+		tmp, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "blob-*")
+		if err != nil {
+			return fail(err)
+		}
+		tmpName = tmp.Name()
+		defer func() { _ = os.Remove(tmpName) }() // gone once renamed; else not wanted
+		n, err = io.Copy(io.MultiWriter(tmp, sum), r)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	hexSum := hex.EncodeToString(sum.Sum(nil))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dst := s.blobPath(hexSum)
+	if _, err := os.Stat(dst); err == nil {
+		c.pin(hexSum)
+		return hexSum, n, nil
+	}
+	if s.usage+n > s.limit {
+		return "", 0, fullError(s.limit, s.usage, c.needed+n)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return fail(err)
+	}
+	if small != nil || n == 0 {
+		// Written aside and renamed: a reader never sees half a blob.
+		tmp := filepath.Join(s.dir, "tmp", "blob-"+hexSum)
+		if err := os.WriteFile(tmp, small, 0o600); err != nil {
+			return fail(err)
+		}
+		tmpName = tmp
+		defer func() { _ = os.Remove(tmp) }() // gone once renamed
+	}
+	if err := os.Rename(tmpName, dst); err != nil {
+		return fail(err)
+	}
+	s.usage += n
+	c.needed += n
+	c.added = append(c.added, hexSum)
+	c.pin(hexSum)
+	return hexSum, n, nil
+}
+
+// writeManifest writes m durably: its blobs' directory entries synced
+// first, then the manifest through tmp/.
+func (s *Store) writeManifest(m Manifest) error {
+	b, err := encodeManifest(m)
+	if err != nil {
+		return err
+	}
+	// Every blob it names, and their directory entries, reach the disk
+	// before the manifest does: one sync of the store's filesystem, not
+	// one per blob.
+	if err := syncFS(s.dir); err != nil {
+		return spec.Wrap(spec.CodeJournal, "checkpoint", err, "syncing the checkpoint store %s", s.dir)
+	}
+	tmp, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "manifest-*")
+	if err != nil {
+		return spec.Wrap(spec.CodeJournal, "checkpoint", err, "writing checkpoint %s", m.ID)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone once renamed
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.manifestPath(m.ID))
+	}
+	if err == nil {
+		err = syncDir(filepath.Join(s.dir, "manifests"))
+	}
+	if err != nil {
+		return spec.Wrap(spec.CodeJournal, "checkpoint", err, "writing checkpoint %s", m.ID)
+	}
+	return nil
+}
+
+// Restore writes checkpoint id as a tar stream with every entry under the
+// directory root (the root's own entry first), owned by uid:gid, each
+// blob's size and sha256 checked as it is read: a missing or corrupt blob
+// fails naming it and the path, and nothing after it is written.
+func (s *Store) Restore(id string, w io.Writer, root string, uid, gid int) error {
+	if root == "" || strings.Contains(root, "/") || root == "." || root == ".." {
+		return spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "restore root %q is not one plain name", clip(root))
+	}
+	m, err := s.Get(id)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(w)
+	for _, e := range m.Entries {
+		name := root
+		if e.Path != "." {
+			name = root + "/" + e.Path
+		}
+		h := &tar.Header{Name: name, Mode: int64(e.Mode), Uid: uid, Gid: gid, ModTime: e.ModTime, Format: tar.FormatPAX}
+		switch e.Type {
+		case TypeDir:
+			h.Typeflag, h.Name = tar.TypeDir, name+"/"
+		case TypeSymlink:
+			h.Typeflag, h.Linkname = tar.TypeSymlink, e.Link
+		case TypeHardlink:
+			h.Typeflag, h.Linkname = tar.TypeLink, root+"/"+e.Link
+		case TypeFile:
+			h.Typeflag, h.Size = tar.TypeReg, e.Size
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return spec.Wrap(spec.CodeStreamFailure, "checkpoint", err, "writing %s of checkpoint %s", clip(e.Path), id)
+		}
+		if e.Type == TypeFile {
+			if err := s.copyBlob(tw, e); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return spec.Wrap(spec.CodeStreamFailure, "checkpoint", err, "writing checkpoint %s", id)
+	}
+	return nil
+}
+
+// copyBlob writes e's blob, checked by size and sha256.
+func (s *Store) copyBlob(w io.Writer, e Entry) error {
+	f, err := os.Open(s.blobPath(e.SHA256))
+	if err != nil {
+		return spec.Wrap(spec.CodeJournal, "checkpoint", err, "blob %s of %s", e.SHA256, clip(e.Path))
+	}
+	defer func() { _ = f.Close() }() // read only
+	if info, err := f.Stat(); err != nil || info.Size() != e.Size {
+		return spec.Errorf(spec.CodeJournal, "checkpoint", "blob %s of %s is corrupt: not %d bytes", e.SHA256, clip(e.Path), e.Size)
+	}
+	sum := sha256.New()
+	if _, err := io.Copy(w, io.TeeReader(io.LimitReader(f, e.Size), sum)); err != nil {
+		return spec.Wrap(spec.CodeStreamFailure, "checkpoint", err, "writing %s", clip(e.Path))
+	}
+	if hex.EncodeToString(sum.Sum(nil)) != e.SHA256 {
+		return spec.Errorf(spec.CodeJournal, "checkpoint", "blob %s of %s is corrupt: its content has another sha256", e.SHA256, clip(e.Path))
+	}
+	return nil
+}
+
+// Verify checks every manifest decodes and every blob it names is there
+// with its size (contents are checked by Restore as they are read).
+func (s *Store) Verify() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ms, err := s.manifests(true)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range ms {
+		for _, e := range m.Entries {
+			if e.Type != TypeFile {
+				continue
+			}
+			if info, err := os.Stat(s.blobPath(e.SHA256)); err != nil || info.Size() != e.Size {
+				errs = append(errs, spec.Errorf(spec.CodeJournal, "checkpoint", "checkpoint %s: blob %s of %s is missing or not %d bytes", m.ID, e.SHA256, clip(e.Path), e.Size))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// TreeDigest is a canonical digest of the tree a tar stream holds (Docker's
+// archive of a directory): every entry's path relative to the first one,
+// type, permission bits, content and link target — not times, owners or
+// the top directory's name. Two trees with the same digest are the same
+// to a reader of their files.
+func TreeDigest(r io.Reader) (string, error) {
+	tr := tar.NewReader(r)
+	var lines []string
+	prefix := ""
+	for n := 0; ; n++ {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", spec.Wrap(spec.CodeInvalidArgument, "checkpoint", err, "reading the archive")
+		}
+		if n == 0 {
+			prefix = strings.TrimSuffix(h.Name, "/")
+		}
+		rel, err := relPath(prefix, h.Name)
+		if err != nil {
+			return "", err
+		}
+		content := ""
+		if h.Typeflag == tar.TypeReg {
+			sum := sha256.New()
+			if _, err := io.Copy(sum, tr); err != nil {
+				return "", spec.Wrap(spec.CodeInvalidArgument, "checkpoint", err, "reading %s", clip(rel))
+			}
+			content = hex.EncodeToString(sum.Sum(nil))
+		}
+		link := h.Linkname
+		if h.Typeflag == tar.TypeLink {
+			// A hardlink names a path in the archive: relative to its top.
+			if link, err = relPath(prefix, h.Linkname); err != nil {
+				return "", err
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%q %c %o %s %q", rel, h.Typeflag, h.Mode&0o7777, content, link))
+	}
+	sort.Strings(lines)
+	sum := sha256.New()
+	for _, l := range lines {
+		writeLine(sum, l)
+	}
+	return hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+func writeLine(h hash.Hash, l string) {
+	h.Write([]byte(l)) // a hash's Write never fails
+	h.Write([]byte{'\n'})
+}
+
+// encodeManifest is a manifest's canonical JSON.
+func encodeManifest(m Manifest) ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeInternal, "checkpoint", err, "encoding a manifest")
+	}
+	return b, nil
+}
+
+// decodeManifest decodes a manifest read back from disk: untrusted bytes,
+// every field checked.
+func decodeManifest(b []byte) (Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	bad := func(format string, args ...any) (Manifest, error) {
+		return Manifest{}, spec.Errorf(spec.CodeJournal, "checkpoint", "a manifest: "+format, args...)
+	}
+	if err := dec.Decode(&m); err != nil {
+		return bad("%v", err)
+	}
+	if !spec.IsCheckpointID(m.ID) {
+		return bad("id %q", clip(m.ID))
+	}
+	if m.Name != "" && CheckName(m.Name) != nil {
+		return bad("name %q", clip(m.Name))
+	}
+	if len(m.Entries) == 0 || len(m.Entries) > MaxEntries || m.Files != len(m.Entries) {
+		return bad("%d entries, %d files", len(m.Entries), m.Files)
+	}
+	if len(m.Sandbox) > 128 || len(m.Image) > 256 || len(m.Dir) > MaxPath || len(m.Env) > 4096 || len(m.Skipped) > MaxEntries {
+		return bad("a field out of bounds")
+	}
+	var bytes int64
+	seen := map[string]string{}
+	for i, e := range m.Entries {
+		if i == 0 && (e.Path != "." || e.Type != TypeDir) {
+			return bad("the first entry is not the root directory")
+		}
+		if i > 0 {
+			if rel, err := relPath("r", "r/"+e.Path); err != nil || rel != e.Path {
+				return bad("entry path %q", clip(e.Path))
+			}
+			if seen[path.Dir(e.Path)] != TypeDir {
+				return bad("entry %q before its directory", clip(e.Path))
+			}
+		}
+		if _, dup := seen[e.Path]; dup {
+			return bad("entry %q twice", clip(e.Path))
+		}
+		if e.Mode > 0o7777 || e.Size < 0 {
+			return bad("entry %q: mode %o, size %d", clip(e.Path), e.Mode, e.Size)
+		}
+		switch e.Type {
+		case TypeDir:
+			if e.Size != 0 || e.SHA256 != "" || e.Link != "" {
+				return bad("directory %q with content", clip(e.Path))
+			}
+		case TypeFile:
+			if b, err := hex.DecodeString(e.SHA256); err != nil || len(b) != 32 || strings.ToLower(e.SHA256) != e.SHA256 || e.Link != "" {
+				return bad("file %q: sha256 %q", clip(e.Path), clip(e.SHA256))
+			}
+			bytes += e.Size
+		case TypeSymlink:
+			if e.Link == "" || len(e.Link) > MaxPath || strings.IndexByte(e.Link, 0) >= 0 || e.SHA256 != "" || e.Size != 0 {
+				return bad("symlink %q", clip(e.Path))
+			}
+		case TypeHardlink:
+			if seen[e.Link] != TypeFile || e.SHA256 != "" || e.Size != 0 {
+				return bad("hardlink %q to %q", clip(e.Path), clip(e.Link))
+			}
+		default:
+			return bad("entry %q of type %q", clip(e.Path), clip(e.Type))
+		}
+		seen[e.Path] = e.Type
+	}
+	if bytes != m.Bytes {
+		return bad("%d bytes of files, %d said", bytes, m.Bytes)
+	}
+	return m, nil
+}
+
+// readBounded reads r to its end, failing past max bytes.
+func readBounded(r io.Reader, max int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("more than %d bytes", max)
+	}
+	return b, nil
+}

@@ -1,0 +1,94 @@
+package dockerio
+
+import (
+	"context"
+	"strings"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// ExchangeWorkspace swaps the fake's work/ and staging/ trees.
+func (f *Fake) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging string) error {
+	if err := f.enter(ctx, "ExchangeWorkspace"); err != nil {
+		return err
+	}
+	if err := stagingName(staging); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.export(sb)
+	if err != nil {
+		return err
+	}
+	work := "work/"
+	stage := staging + "/"
+	_, hasWork := s.files[work]
+	_, hasStage := s.files[stage]
+	if !hasWork || !hasStage {
+		return spec.Errorf(spec.CodeEngine, "dockerio.fake", "exchange: %s or %s does not exist", work, stage)
+	}
+	moved := make(map[string]fakeFile, len(s.files))
+	for n, v := range s.files {
+		switch {
+		case strings.HasPrefix(n, work):
+			moved[stage+strings.TrimPrefix(n, work)] = v
+		case strings.HasPrefix(n, stage):
+			moved[work+strings.TrimPrefix(n, stage)] = v
+		default:
+			moved[n] = v
+		}
+	}
+	s.files = moved
+	return nil
+}
+
+// WorkspaceHas reports whether the fake workspace holds p.
+func (f *Fake) WorkspaceHas(ctx context.Context, sb Sandbox, p string) (bool, error) {
+	if err := f.enter(ctx, "WorkspaceHas"); err != nil {
+		return false, err
+	}
+	dst, err := archivePath(p)
+	if err != nil {
+		return false, err
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.export(sb)
+	if err != nil {
+		return false, err
+	}
+	_, file := s.files[rel]
+	_, dir := s.files[rel+"/"]
+	return file || dir, nil
+}
+
+// EmptyWorkspaceDir empties the fake's dir and removes the files named.
+func (f *Fake) EmptyWorkspaceDir(ctx context.Context, sb Sandbox, dir string, files ...string) error {
+	if err := f.enter(ctx, "EmptyWorkspaceDir"); err != nil {
+		return err
+	}
+	if err := stagingName(dir); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.export(sb)
+	if err != nil {
+		return err
+	}
+	for n := range s.files {
+		if strings.HasPrefix(n, dir+"/") && n != dir+"/" {
+			delete(s.files, n)
+		}
+	}
+	for _, p := range files {
+		dst, err := archivePath(p)
+		if err != nil {
+			return err
+		}
+		delete(s.files, strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/"))
+	}
+	return nil
+}

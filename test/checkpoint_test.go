@@ -1,0 +1,234 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/checkpoint"
+	"github.com/stockade/stockade/internal/failpoint"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// digestOf is the digest of /workspace/work of sb, read consistently.
+func digestOf(t *testing.T, sb *stockade.Sandbox) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rc, _, err := sb.Get(ctx, "work", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	d, err := checkpoint.TreeDigest(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+const workTree = `mkdir -p src/pkg empty; printf 'package main\n' > src/main.go; printf 'one\ntwo\n' > notes.txt;
+head -c 70000 /dev/urandom > data.bin; ln -s notes.txt link; printf '#!/bin/sh\necho run\n' > run.sh; chmod 750 run.sh;
+echo deep > src/pkg/deep.txt; echo 'ünïcode' > 'ünï cödé.txt'`
+
+// TestCheckpointRollback: a checkpoint of a tree (files, directories, a
+// symlink, modes, an empty directory, a non-ASCII name), then changes and
+// a running process; the rollback stops the process and restores a
+// byte-identical workspace (by the digest of a tar of each), journaled;
+// a new sandbox from the checkpoint has the same workspace and its env
+// and dir; listing and removal; a store too small fails resource_exhausted
+// and keeps nothing.
+func TestCheckpointRollback(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: smallPolicy(), Env: []string{"MODE=ckpt"}, Dir: "/workspace/work/src"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", workTree}, Dir: "/workspace/work"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("tree: %+v %v %s", res, err, errOut)
+	}
+	before := digestOf(t, sb)
+	ck, err := sb.Checkpoint(ctx, "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !spec.IsCheckpointID(ck.ID) || ck.Name != "before" || ck.Sandbox != sb.ID() || ck.Files < 9 || ck.Bytes < 70000 || ck.Dir != "/workspace/work/src" {
+		t.Fatalf("checkpoint info: %+v", ck)
+	}
+	if _, err := sb.Checkpoint(ctx, "before"); !spec.IsCode(err, spec.CodeConflict) {
+		t.Fatalf("a second checkpoint named before: %v", err)
+	}
+	if _, errOut, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "rm -r src empty; echo three >> notes.txt; echo new > new.txt; chmod 600 run.sh"}, Dir: "/workspace/work"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("changes: %+v %v %s", res, err, errOut)
+	}
+	if digestOf(t, sb) == before {
+		t.Fatal("the changes changed nothing")
+	}
+	sleeper, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "600"}, Dir: "/workspace/work", Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Rollback(ctx, "before"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sleeper.Wait(ctx)
+	if err != nil && !spec.IsCode(err, spec.CodeCancelled) || res.Reason != string(lifecycle.ReasonStopped) {
+		t.Fatalf("the running process at the rollback: %+v %v", res, err)
+	}
+	if got := digestOf(t, sb); got != before {
+		t.Fatalf("the rolled back workspace differs from the checkpoint's (%s, want %s)", got, before)
+	}
+	types := sandboxTypes(t, e.rt, sb.ID())
+	rb := slices.Index(types, (lifecycle.RollingBack{}).Type())
+	if !slices.Contains(types, (lifecycle.Checkpointed{}).Type()) || rb < 0 || rb+1 >= len(types) || types[rb+1] != (lifecycle.RolledBack{}).Type() {
+		t.Fatalf("journal: %v", types)
+	}
+	// The sandbox takes work again, and the staging directory was emptied.
+	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "cat ../notes.txt; ls -a /workspace | grep -c rollback; ls -A /workspace/.rollback-* | wc -l; echo $MODE"}})
+	if err != nil || out != "one\ntwo\n1\n0\nckpt\n" {
+		t.Fatalf("after the rollback: %q %+v %v", out, res, err)
+	}
+
+	from, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: smallPolicy(), From: ck.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := digestOf(t, from); got != before {
+		t.Fatal("a sandbox from the checkpoint has another workspace")
+	}
+	if out, _, _, err := runOut(t, from, spec.Process{Argv: []string{"sh", "-c", "pwd; echo $MODE"}}); err != nil || out != "/workspace/work/src\nckpt\n" {
+		t.Fatalf("the env and dir of a sandbox from a checkpoint: %q %v", out, err)
+	}
+	if st, err := from.State(ctx); err != nil || st.Restored != ck.ID || st.Spec.From != ck.ID {
+		t.Fatalf("restored: %+v %v", st, err)
+	}
+
+	list, err := e.rt.Checkpoints(ctx, sb.ID())
+	if err != nil || len(list) != 1 || list[0].ID != ck.ID {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if err := e.rt.RemoveCheckpoint(ctx, ck.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Rollback(ctx, ck.ID); !spec.IsCode(err, spec.CodeNotFound) {
+		t.Fatalf("a rollback to a removed checkpoint: %v", err)
+	}
+	if _, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, From: ck.ID}); !spec.IsCode(err, spec.CodeNotFound) {
+		t.Fatalf("a sandbox from a removed checkpoint: %v", err)
+	}
+}
+
+// TestCheckpointStoreFull: a checkpoint past the store's bound fails
+// resource_exhausted, keeps nothing, and journals nothing.
+func TestCheckpointStoreFull(t *testing.T) {
+	e := newAPI(t, stockade.Options{CheckpointBytes: 50000})
+	sb := e.sandbox(t, spec.Kept)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "head -c 80000 /dev/urandom > big"}}); err != nil || res.ExitCode != 0 {
+		t.Fatal(res, err)
+	}
+	if _, err := sb.Checkpoint(ctx, ""); !spec.IsCode(err, spec.CodeResourceExhausted) {
+		t.Fatalf("a checkpoint past the bound: %v", err)
+	}
+	if list, err := e.rt.Checkpoints(ctx, ""); err != nil || len(list) != 0 {
+		t.Fatalf("kept: %+v %v", list, err)
+	}
+	if slices.Contains(sandboxTypes(t, e.rt, sb.ID()), (lifecycle.Checkpointed{}).Type()) {
+		t.Fatal("journaled")
+	}
+}
+
+// TestRollbackKilled: the CLI's rollback killed -9 at each of its
+// failpoints; the next runtime settles it by the marker: before the
+// exchange the old workspace stays (rollback_abandoned), after it the new
+// one is there (rolled_back); never a mix, always journaled. A checkpoint
+// killed before its fact leaves nothing listed.
+func TestRollbackKilled(t *testing.T) {
+	c := newCLI(t)
+	code, out, errOut := c.run(t, "", "sandbox", "create", "--memory", "128m")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	if code, _, errOut := c.run(t, "", "exec", id, "--", "sh", "-c", workTree); code != 0 {
+		t.Fatalf("tree: %s", errOut)
+	}
+	code, out, errOut = c.run(t, "", "checkpoint", id, "base")
+	ck := strings.TrimSpace(out)
+	if code != 0 || !spec.IsCheckpointID(ck) {
+		t.Fatalf("checkpoint: %d %q %s", code, out, errOut)
+	}
+	killedAt := func(fp string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(c.bin, append([]string{"--journal", c.journal}, args...)...)
+		cmd.Env = append(os.Environ(), failpoint.Env+"="+fp)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != -1 {
+			t.Fatalf("%s at %s: not killed: %v %s", args[0], fp, err, errb.String())
+		}
+	}
+	for _, tc := range []struct {
+		failpoint string
+		settled   string // the event recovery journals
+		restored  bool
+	}{
+		{failpoint.RollbackIntent, (lifecycle.RollbackAbandoned{}).Type(), false},
+		{failpoint.RollbackStaged, (lifecycle.RollbackAbandoned{}).Type(), false},
+		{failpoint.RollbackExchanged, (lifecycle.RolledBack{}).Type(), true},
+	} {
+		t.Run(tc.failpoint, func(t *testing.T) {
+			if code, _, errOut := c.run(t, "", "exec", id, "--", "sh", "-c", "rm -rf * ; echo changed > changed.txt"); code != 0 {
+				t.Fatalf("change: %s", errOut)
+			}
+			killedAt(tc.failpoint, "rollback", id, "base")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = rt.Close() }()
+			sb, err := rt.Sandbox(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the rollback settled", func() bool {
+				st, err := sb.State(ctx)
+				return err == nil && st.RollingBack == nil
+			})
+			types := sandboxTypes(t, rt, id)
+			if types[len(types)-1] != tc.settled && !slices.Contains(types[len(types)-3:], tc.settled) {
+				t.Fatalf("journal after recovery: %v", types)
+			}
+			out, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "ls -A | sort | tr '\\n' ' '"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.restored && !strings.Contains(out, "notes.txt") || !tc.restored && out != "changed.txt " {
+				t.Fatalf("workspace after recovery: %q", out)
+			}
+			if tc.restored && strings.Contains(out, "changed.txt") {
+				t.Fatalf("a mix: %q", out)
+			}
+		})
+	}
+	killedAt(failpoint.CheckpointStored, "checkpoint", id, "lost")
+	code, out, _ = c.run(t, "", "checkpoint", "ls", id)
+	if code != 0 || strings.Contains(out, "lost") || !strings.Contains(out, "base") {
+		t.Fatalf("checkpoints after a kill before the fact: %d %q", code, out)
+	}
+}
