@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -32,15 +31,12 @@ const (
 )
 
 // workspaceRoot is the tree whose changes are tracked: warden.WorkspaceRoot,
-// or $STOCKADE_WARDEN_WORKSPACE (read once at start) so that the tests,
-// which run the warden on the host, can track a temporary directory. Its
-// .stockade directory (the warden's own binary) is never tracked.
-var workspaceRoot = func() string {
-	if r := os.Getenv("STOCKADE_WARDEN_WORKSPACE"); r != "" && path.IsAbs(r) {
-		return path.Clean(r)
-	}
-	return warden.WorkspaceRoot
-}()
+// or `serve -workspace DIR` so that the tests, which run the warden on the
+// host, can track a temporary directory. A flag, not an environment
+// variable: a Docker exec inherits the image's environment, and an image
+// must not move what is tracked. Its .stockade directory (the warden's own
+// binary) is never tracked. Set once, before any spawn.
+var workspaceRoot = warden.WorkspaceRoot
 
 // tracked says whether p (absolute, clean) is a path whose changes count:
 // under the workspace root, not the root itself, not its .stockade.

@@ -11,13 +11,12 @@ import (
 	"github.com/stockade/stockade/warden"
 )
 
-// workspace makes a temporary tree the warden tracks as its /workspace
-// (STOCKADE_WARDEN_WORKSPACE, read when the warden starts) with a work
-// directory holding files, and returns the work directory.
-func workspace(t *testing.T, files map[string]string) string {
+// workspace makes a temporary tree for the warden to track as its
+// /workspace (startWarden(t, "-workspace", root)) with a work directory
+// holding files, and returns the root and the work directory.
+func workspace(t *testing.T, files map[string]string) (string, string) {
 	t.Helper()
 	root := t.TempDir()
-	t.Setenv("STOCKADE_WARDEN_WORKSPACE", root)
 	work := filepath.Join(root, "work")
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)
@@ -27,7 +26,7 @@ func workspace(t *testing.T, files map[string]string) string {
 			t.Fatal(err)
 		}
 	}
-	return work
+	return root, work
 }
 
 // brief is a Change as the tests compare it: op, path (relative to
@@ -123,8 +122,8 @@ func TestChanges(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			work := workspace(t, tc.files)
-			w := startWarden(t)
+			root, work := workspace(t, tc.files)
+			w := startWarden(t, "-workspace", root)
 			c := w.link(warden.Init{})
 			c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", tc.script}, Dir: work, NoChanges: tc.noChanges})
 			x, st := c.waitExited(1)
@@ -153,8 +152,8 @@ func TestChanges(t *testing.T) {
 // attribution is by who wrote, not when. Each writes one file, waits for
 // the other's first, then writes a second, so their writes interleave.
 func TestChangesOverlapping(t *testing.T) {
-	work := workspace(t, nil)
-	w := startWarden(t)
+	root, work := workspace(t, nil)
+	w := startWarden(t, "-workspace", root)
 	c := w.link(warden.Init{})
 	script := func(me, other string) string {
 		return fmt.Sprintf("echo %[1]s > %[1]s1; while [ ! -e %[2]s1 ]; do sleep 0.01; done; echo %[1]s > %[1]s2", me, other)
@@ -176,8 +175,8 @@ func TestChangesOverlapping(t *testing.T) {
 
 // Past MaxChangeEntries the changes are counted, not listed.
 func TestChangesOmitted(t *testing.T) {
-	work := workspace(t, nil)
-	w := startWarden(t)
+	root, work := workspace(t, nil)
+	w := startWarden(t, "-workspace", root)
 	c := w.link(warden.Init{})
 	n := warden.MaxChangeEntries + 20
 	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do : > f$i; i=$((i+1)); done", n)}, Dir: work})
@@ -191,8 +190,8 @@ func TestChangesOmitted(t *testing.T) {
 // After a reattach, the Resume of an exited process has its Changes first,
 // before its output, and again right before its Exited.
 func TestChangesResentAfterResume(t *testing.T) {
-	work := workspace(t, nil)
-	w := startWarden(t)
+	root, work := workspace(t, nil)
+	w := startWarden(t, "-workspace", root)
 	c := w.link(warden.Init{})
 	c.setNoAck(1, true)
 	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "echo out; echo x > f"}, Dir: work})

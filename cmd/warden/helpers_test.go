@@ -231,6 +231,8 @@ type chanState struct {
 	exited    *warden.Exited
 	reaped    *warden.Reaped
 	changes   *warden.Changes
+	reapedAt  time.Time // when reaped was read
+	exitedAt  time.Time // when exited was read
 	// frames are the types received, in order.
 	frames []warden.Type
 	// base is the offset of out[0] (0, or the Resume offset).
@@ -315,6 +317,7 @@ func (c *conn) read() {
 				}
 			case warden.TExited:
 				s.exited = new(warden.Exited)
+				s.exitedAt = time.Now()
 				if err := json.Unmarshal(p, s.exited); err != nil {
 					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
 				}
@@ -326,6 +329,7 @@ func (c *conn) read() {
 				}
 			case warden.TReaped:
 				s.reaped = new(warden.Reaped)
+				s.reapedAt = time.Now()
 				if err := json.Unmarshal(p, s.reaped); err != nil {
 					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
 				}

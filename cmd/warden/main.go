@@ -19,6 +19,7 @@
 // Usage:
 //
 //	stockade-warden [serve [-buffer-cap BYTES]]   serve a link on stdin/stdout
+//	                                              (-workspace DIR: tests only)
 //	stockade-warden attach SOCKET                 bridge stdin/stdout to a warden's socket
 //	stockade-warden version                       print the protocol version
 //	stockade-warden swap A B                      exchange two paths in one rename (a rollback)

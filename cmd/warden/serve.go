@@ -35,10 +35,12 @@ const (
 func serve(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	capTotal := fs.Int64("buffer-cap", defaultBufferCap, "`bytes` of unacknowledged output held for all processes together")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *capTotal < 1 {
+	root := fs.String("workspace", warden.WorkspaceRoot, "the `directory` whose changes are tracked (tests only)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *capTotal < 1 || !filepath.IsAbs(*root) {
 		fmt.Fprint(os.Stderr, usage)
 		return 2
 	}
+	workspaceRoot = filepath.Clean(*root)
 
 	// Same uid as the workload: without this the workload could ptrace the
 	// warden or open its fds through /proc/<pid>/fd.
