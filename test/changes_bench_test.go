@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,15 +15,21 @@ import (
 // the other: a process that writes 10,000 small files under /workspace
 // (the worst case: every loop iteration is one write-open the warden
 // hears of), and one of the same loop that writes none (it reads a file
-// 10,000 times). Timed from Start to the end of Wait (the exit, its
+// 10,000 times); in a sandbox of 1 CPU and one of 2. Timed from Start to the end of Wait (the exit, its
 // changes built and journaled). Target (issue 22): ≤ 5% on the writer,
 // ~0 on the reader.
 //
 //	go test -run '^$' -bench BenchmarkChangesCost -benchtime 5x ./test/
 func BenchmarkChangesCost(b *testing.B) {
+	for _, cpus := range []float64{1, 2} {
+		b.Run(fmt.Sprintf("cpus=%g", cpus), func(b *testing.B) { changesCost(b, cpus) })
+	}
+}
+
+func changesCost(b *testing.B, cpus float64) {
 	e := newAPI(b, stockade.Options{})
 	pol := smallPolicy()
-	pol.CPUs = 2
+	pol.CPUs = cpus
 	sb, err := e.rt.CreateSandbox(b.Context(), stockade.SandboxSpec{Image: e.image, Policy: pol})
 	if err != nil {
 		b.Fatal(err)
