@@ -6,6 +6,7 @@ import (
 	"path"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -419,23 +420,33 @@ func readString(tid int, addr uint64) (string, error) {
 	return "", unix.ENAMETOOLONG
 }
 
-// readMem reads task tid's memory: process_vm_readv (one syscall), else
-// /proc/TID/mem.
+// vmReadvRefused: process_vm_readv was refused once (Docker's default
+// seccomp profile allows it only with CAP_SYS_PTRACE): it is not tried
+// again, each read goes to /proc/TID/mem.
+var vmReadvRefused atomic.Bool
+
+// readMem reads task tid's memory: process_vm_readv (one syscall) where
+// allowed, else /proc/TID/mem through raw syscalls (an os.File would cost
+// a poller registration and fcntls per read).
 func readMem(tid int, addr uint64, b []byte) (int, error) {
-	local := []unix.Iovec{{Base: &b[0]}}
-	local[0].SetLen(len(b))
-	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
-	n, err := unix.ProcessVMReadv(tid, local, remote, 0)
-	if err == nil {
-		return n, nil
+	if !vmReadvRefused.Load() {
+		local := []unix.Iovec{{Base: &b[0]}}
+		local[0].SetLen(len(b))
+		remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
+		n, err := unix.ProcessVMReadv(tid, local, remote, 0)
+		if err == nil {
+			return n, nil
+		}
+		if err != unix.ENOSYS && err != unix.EPERM {
+			return 0, err
+		}
+		vmReadvRefused.Store(true)
 	}
-	if err != unix.ENOSYS && err != unix.EPERM {
-		return 0, err
-	}
-	f, err := os.Open("/proc/" + strconv.Itoa(tid) + "/mem")
+	fd, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = f.Close() }() // read-only
-	return f.ReadAt(b, int64(addr))
+	n, err := unix.Pread(fd, b, int64(addr))
+	_ = unix.Close(fd) // read-only
+	return n, err
 }
