@@ -374,7 +374,7 @@ func hashFile(p string, budget int64) (sum string, text *string, n int64, unhash
 	}
 	h := sha256.New()
 	var small *sliceWriter
-	var r io.Reader = io.LimitReader(f, budget+1)
+	r := io.LimitReader(f, budget+1)
 	if fi.Size() <= warden.MaxChangeText {
 		small = &sliceWriter{b: make([]byte, 0, fi.Size())}
 		r = io.TeeReader(r, small)

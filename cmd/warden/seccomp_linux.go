@@ -186,7 +186,7 @@ func installFilter() (int, string) {
 		return -1, "no_new_privs: " + err.Error()
 	}
 	prog := unix.SockFprog{Len: uint16(len(program)), Filter: &program[0]}
-	fd, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
+	fd, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog))) //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
 	runtime.KeepAlive(program)
 	if e != 0 {
 		return -1, "seccomp user notification unavailable: " + e.Error()
@@ -244,7 +244,7 @@ func (t *tracker) serve(fd int) {
 				return hup
 			}
 			n = seccompNotif{}
-			_, _, e := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
+			_, _, e := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))) //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
 			// ENOENT: the task was killed meanwhile; try again.
 			got = e == 0
 			return true
@@ -259,7 +259,7 @@ func (t *tracker) serve(fd int) {
 		t.handle(fd, &n)
 		resp := seccompResp{id: n.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 		// ENOENT: the task went away (killed) before the answer.
-		_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+		_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp))) //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
 	}
 }
 
@@ -344,7 +344,7 @@ func (t *tracker) handle(lfd int, n *seccompNotif) {
 	// only while the task still waits in it (not killed, its pid not
 	// reused).
 	id := n.id
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(lfd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); e != 0 {
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(lfd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); e != 0 { //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
 		return
 	}
 	if !ok {
