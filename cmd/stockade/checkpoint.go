@@ -125,22 +125,9 @@ func printCheckpoints(w *printer, list []host.CheckpointInfo, asJSON bool) {
 		if name == "" {
 			name = "-"
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ck.ID, termSafe(name), ck.Sandbox, ck.Created.UTC().Format(time.RFC3339), ck.Files, sizeText(ck.Bytes))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ck.ID, termSafe(name), ck.Sandbox, ck.Created.UTC().Format(time.RFC3339), ck.Files, humanBytes(ck.Bytes))
 	}
 	w.keep(tw.Flush())
-}
-
-// sizeText is a byte count for people: B, KiB, MiB, GiB.
-func sizeText(n int64) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }
 
 // rollbackCmd is `stockade rollback SANDBOX CHECKPOINT`.

@@ -365,7 +365,7 @@ func summary(e host.HistoryEvent) string {
 		if v.Name != "" {
 			name = " (" + v.Name + ")"
 		}
-		return fmt.Sprintf("%s%s, %d entries, %s", v.ID, name, v.Files, sizeText(v.Bytes))
+		return fmt.Sprintf("%s%s, %d entries, %s", v.ID, name, v.Files, humanBytes(v.Bytes))
 	case lifecycle.RollingBack:
 		return fmt.Sprintf("to %s, staged in /workspace/%s", v.Checkpoint, v.Staging)
 	case lifecycle.RolledBack:
