@@ -107,14 +107,17 @@ func (s *Sandbox) Checkpoint(ctx context.Context, name string) (CheckpointInfo, 
 	failpoint.Hit(failpoint.CheckpointStored)
 	ev := lifecycle.Checkpointed{ID: m.ID, Name: m.Name, Files: m.Files, Bytes: m.Bytes}
 	jerr, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.RecordCheckpoint{Event: ev, Reply: r} }, nil)
-	if aerr == nil {
-		aerr = jerr
-	}
 	if aerr != nil {
+		// The caller went away with the fact possibly journaled: the
+		// manifest stays, and the next open of the store keeps it or
+		// removes it by what the journal says.
+		return CheckpointInfo{}, aerr
+	}
+	if jerr != nil {
 		if rerr := store.Remove(m.ID); rerr != nil {
 			s.rt.log.Warn("removing a checkpoint that was not journaled failed", "checkpoint", m.ID, "err", rerr)
 		}
-		return CheckpointInfo{}, aerr
+		return CheckpointInfo{}, jerr
 	}
 	return checkpointInfo(m), nil
 }

@@ -63,6 +63,9 @@ type Sandbox struct {
 	RollingBack *RollingBack
 	Rollbacks   int
 	Restored    string
+	// LastRollback is the last settled rollback's intent (its staging
+	// directory and marker, tidied after a crash).
+	LastRollback *RollingBack
 	// Seq is the sequence of the last event applied; At its time.
 	Seq      uint64
 	Reserved time.Time
@@ -227,12 +230,12 @@ func ApplySandbox(s Sandbox, seq uint64, at time.Time, ev Event) (Sandbox, error
 		}
 	case RolledBack:
 		if ok = s.RollingBack != nil && s.RollingBack.Checkpoint == e.Checkpoint; ok {
-			s.RollingBack = nil
+			s.LastRollback, s.RollingBack = s.RollingBack, nil
 			s.Rollbacks++
 		}
 	case RollbackAbandoned:
 		if ok = s.RollingBack != nil && s.RollingBack.Checkpoint == e.Checkpoint; ok {
-			s.RollingBack = nil
+			s.LastRollback, s.RollingBack = s.RollingBack, nil
 		}
 	case Restored:
 		if ok = from == PhaseStarted && s.Spec.From == e.Checkpoint && s.Restored == ""; ok {

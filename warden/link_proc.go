@@ -158,6 +158,11 @@ func (p *Proc) onExited(m Exited) error {
 	if m.Output < p.received {
 		return violation("exited on channel %d (process %s) with output %d, less than the %d received", p.Channel, p.ID, m.Output, p.received)
 	}
+	if p.changes == nil {
+		// A warden sends what the process changed before its exit; one
+		// that does not would leave the output waiting for it forever.
+		return violation("exited on channel %d (process %s) before its changes", p.Channel, p.ID)
+	}
 	p.exit = &m
 	p.endExited()
 	p.setReaped(Reaped{Code: m.Code, Signal: m.Signal, OOMKills: m.OOMKills})

@@ -816,6 +816,9 @@ func TestViolations(t *testing.T) {
 		{"exited on an unused channel", func(f *fake, p *Proc) {
 			_ = f.w.WriteJSON(TExited, 1000, Exited{Code: 0})
 		}, "not in use"},
+		{"exited before its changes", func(f *fake, p *Proc) {
+			_ = f.w.WriteJSON(TExited, p.Channel, Exited{Code: 0})
+		}, "before its changes"},
 		{"changes on an unused channel", func(f *fake, p *Proc) {
 			_ = f.w.WriteJSON(TChanges, 1000, Changes{Untracked: "x"})
 		}, "not in use"},

@@ -49,6 +49,12 @@ func (a *sandboxActor) get(ctx actor.Context, m Get) {
 		a.copyOut(m, running, false)
 		return
 	}
+	if err := a.rollingBackErr(); err != nil {
+		// A freeze would stop the rollback's execs (Docker refuses an
+		// exec into a paused workload) halfway.
+		m.Reply <- GetResult{Err: err}
+		return
+	}
 	a.pauseWait = append(a.pauseWait, m)
 	a.pumpPause(ctx)
 }

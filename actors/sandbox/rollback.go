@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/stockade/stockade/actors/process"
 	"github.com/stockade/stockade/dockerio"
@@ -47,12 +48,40 @@ type rollbackState struct {
 	staging string
 	marker  string
 	docker  bool // the Docker work is out
+	// cleaning: journaled rolled back, the old tree being emptied before
+	// the caller is answered.
+	cleaning bool
 }
+
+// rollingBackErr refuses what must not run beside a rollback: a Put (it
+// would land half in each tree) and a consistent copy (its freeze stops
+// the rollback's execs).
+func (a *sandboxActor) rollingBackErr() error {
+	if a.rb != nil || a.state.RollingBack != nil {
+		return spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a rollback is under way", a.p.ID)
+	}
+	return nil
+}
+
+// retrySettle reads an unsettled rollback's marker again.
+type retrySettle struct{}
 
 type rollbackDone struct {
 	exchanged bool
 	unknown   bool // whether the exchange happened could not be read
 	err       error
+}
+
+// rollbackCleaned: the old tree and the marker are gone (or could not be).
+type rollbackCleaned struct{}
+
+func (a *sandboxActor) onRollbackCleaned() {
+	rb := a.rb
+	if rb == nil || !rb.cleaning {
+		return
+	}
+	a.rb = nil
+	rb.m.Reply <- nil
 }
 
 type rollbackSettled struct {
@@ -110,16 +139,20 @@ func (a *sandboxActor) onRollback(m Rollback) {
 
 // rollbackOn starts the Docker work once no process is left. The staging
 // directory is made with the marker in it first, then the checkpoint is
-// written into it: so while the marker is in the staging directory the
-// exchange has not happened, and once the directory exists without it the
-// exchange has (its old tree is emptied, marker and all, before the fact
-// is journaled).
+// written into it, and the two trees are exchanged: so the marker is in
+// work exactly when the exchange happened (it is removed from there only
+// after the fact is journaled).
 func (a *sandboxActor) rollbackOn() {
 	rb := a.rb
 	if rb == nil || rb.docker || len(a.procs) > 0 {
 		return
 	}
 	rb.docker = true
+	if !a.running() {
+		// Stopped (or dying) under the rollback: nothing is staged.
+		a.send(rollbackDone{err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s stopped before its workspace was exchanged", a.p.ID)})
+		return
+	}
 	sb, eng := a.sb, a.engine
 	a.goDocker(func(ctx context.Context) any {
 		err := eng.PutArchive(ctx, sb, ".", markerTar(rb.staging, rb.marker))
@@ -135,33 +168,24 @@ func (a *sandboxActor) rollbackOn() {
 		failpoint.Hit(failpoint.RollbackStaged)
 		if err := eng.ExchangeWorkspace(ctx, sb, rb.staging); err != nil {
 			// Did it happen? The marker says.
-			ex, herr := exchanged(ctx, eng, sb, rb.staging, rb.marker)
-			if herr != nil {
+			ex, herr := exchanged(ctx, eng, sb, rb.marker)
+			switch {
+			case herr != nil:
 				return rollbackDone{unknown: true, err: err}
-			}
-			if !ex {
+			case !ex:
 				return rollbackDone{err: err}
 			}
 		}
 		failpoint.Hit(failpoint.RollbackExchanged)
-		if err := eng.EmptyWorkspaceDir(ctx, sb, rb.staging, "work/"+rb.marker); err != nil {
-			// The exchange stands; what is left is the old tree beside
-			// the workspace and the marker in it.
-			a.deps.Log.Warn("emptying a rollback's old workspace failed", "sandbox", a.p.ID, "staging", rb.staging, "err", err)
-		}
 		return rollbackDone{exchanged: true}
 	})
 }
 
-// exchanged reads whether a rollback's exchange happened: the staging
-// directory exists without the marker.
-func exchanged(ctx context.Context, eng engine, sb dockerio.Sandbox, staging, marker string) (bool, error) {
-	has, err := eng.WorkspaceHas(ctx, sb, staging)
-	if err != nil || !has {
-		return false, err
-	}
-	marked, err := eng.WorkspaceHas(ctx, sb, staging+"/"+marker)
-	return !marked, err
+// exchanged reads whether a rollback's exchange happened: the marker is
+// in work. The staging directory absent, or holding the marker, it did
+// not; the marker in neither place (removed by hand) reads as not.
+func exchanged(ctx context.Context, eng engine, sb dockerio.Sandbox, marker string) (bool, error) {
+	return eng.WorkspaceHas(ctx, sb, "work/"+marker)
 }
 
 func (a *sandboxActor) onRollbackDone(m rollbackDone) {
@@ -173,15 +197,31 @@ func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 	intent := *a.state.RollingBack
 	switch {
 	case m.unknown:
-		// Left journaled: admission stays closed and the next recovery
-		// reads the marker.
-		rb.m.Reply <- spec.Wrap(spec.CodeEngine, "sandbox", m.err, "sandbox %s: whether the rollback to %s happened could not be read; the next recovery settles it", a.p.ID, intent.Checkpoint)
+		// Left journaled: admission stays closed until the marker can be
+		// read (retried here, and by the next recovery).
+		rb.m.Reply <- spec.Wrap(spec.CodeEngine, "sandbox", m.err, "sandbox %s: whether the rollback to %s happened could not be read yet; it is settled once it can be", a.p.ID, intent.Checkpoint)
+		time.AfterFunc(5*time.Second, func() { a.send(retrySettle{}) })
 	case m.exchanged:
 		err := a.record(lifecycle.RolledBack{Checkpoint: intent.Checkpoint})
 		if err == nil && rb.m.Restore {
 			err = a.record(lifecycle.Restored{Checkpoint: intent.Checkpoint})
 		}
-		rb.m.Reply <- err
+		if err != nil {
+			rb.m.Reply <- err
+			return
+		}
+		// The marker leaves work and the old tree is emptied before the
+		// caller is answered: what it reads next is the checkpoint alone.
+		// Admission stays closed meanwhile (rb.cleaning).
+		a.rb = rb
+		rb.cleaning = true
+		sb, eng, log, id := a.sb, a.engine, a.deps.Log, a.p.ID
+		a.goDocker(func(ctx context.Context) any {
+			if err := eng.EmptyWorkspaceDir(ctx, sb, intent.Staging, "work/"+intent.Marker); err != nil {
+				log.Warn("emptying a rollback's old workspace failed", "sandbox", id, "staging", intent.Staging, "err", err)
+			}
+			return rollbackCleaned{}
+		})
 	default:
 		why := m.err.Error()
 		if err := a.record(lifecycle.RollbackAbandoned{Checkpoint: intent.Checkpoint, Why: why}); err != nil {
@@ -214,9 +254,15 @@ func (a *sandboxActor) tidy(intent lifecycle.RollingBack) {
 }
 
 // settleRollback settles a rollback an earlier runtime left unsettled, by
-// the marker: in work, the exchange happened.
+// the marker: in work, the exchange happened. A settled one whose cleanup
+// a crash cut short (the marker still in work, the old tree beside it) is
+// tidied.
 func (a *sandboxActor) settleRollback() {
 	intent := a.state.RollingBack
+	if intent == nil && a.state.LastRollback != nil && a.rb == nil {
+		a.tidy(*a.state.LastRollback)
+		return
+	}
 	if intent == nil || a.rb != nil {
 		return
 	}
@@ -228,7 +274,7 @@ func (a *sandboxActor) settleRollback() {
 	}
 	a.adopting[rollbackKey] = true
 	a.goDocker(func(ctx context.Context) any {
-		has, err := exchanged(ctx, eng, sb, in.Staging, in.Marker)
+		has, err := exchanged(ctx, eng, sb, in.Marker)
 		return rollbackSettled{intent: in, has: has, err: err}
 	})
 }
@@ -243,7 +289,8 @@ func (a *sandboxActor) onRollbackSettled(m rollbackSettled) {
 		return
 	}
 	if m.err != nil {
-		a.deps.Log.Warn("an unsettled rollback could not be read; it stays unsettled", "sandbox", a.p.ID, "checkpoint", m.intent.Checkpoint, "err", m.err)
+		a.deps.Log.Warn("an unsettled rollback could not be read; trying again", "sandbox", a.p.ID, "checkpoint", m.intent.Checkpoint, "err", m.err)
+		time.AfterFunc(5*time.Second, func() { a.send(retrySettle{}) })
 		return
 	}
 	var err error

@@ -341,6 +341,10 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onRollbackDone(m)
 	case rollbackSettled:
 		a.onRollbackSettled(m)
+	case rollbackCleaned:
+		a.onRollbackCleaned()
+	case retrySettle:
+		a.settleRollback()
 	case RecordCheckpoint:
 		a.onRecordCheckpoint(m)
 	case Put:
@@ -529,7 +533,7 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 		m.Reply <- process.Launch{Err: err}
 		return
 	}
-	if !a.state.Admits() || a.stopReason != "" {
+	if !a.state.Admits() || a.stopReason != "" || a.rb != nil {
 		m.Reply <- process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s and admits no process", a.p.ID, a.phaseName())}
 		return
 	}
@@ -578,6 +582,12 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 func (a *sandboxActor) phaseName() string {
 	if a.stopReason != "" && a.state.Phase == lifecycle.PhaseStarted {
 		return "stopping"
+	}
+	if rb := a.state.RollingBack; rb != nil {
+		return "rolling back to " + rb.Checkpoint
+	}
+	if a.rb != nil {
+		return "finishing a rollback"
 	}
 	return string(a.state.Phase)
 }
@@ -771,6 +781,10 @@ func (a *sandboxActor) put(m Put) {
 	}
 	if err := a.pooledErr(); err != nil {
 		m.Reply <- err
+		return
+	}
+	if err := a.rollingBackErr(); err != nil {
+		m.Reply <- err // a put beside the exchange would land half in each tree
 		return
 	}
 	sb := a.sb

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -28,6 +31,8 @@ const (
 	// MaxChangeTextTotal of them can be sent, but which ones is known only
 	// at the end, sorted by path).
 	maxPreImages = 8 << 20
+	// maxRenames bounds the renames one process's report follows.
+	maxRenames = 10_000
 )
 
 // workspaceRoot is the tree whose changes are tracked: warden.WorkspaceRoot,
@@ -194,6 +199,13 @@ func (t *tracker) recordRename(from, to string) {
 		return
 	}
 	t.mu.Lock()
+	if len(t.renames) >= maxRenames {
+		// A rename loop must not grow the warden without bound (nor the
+		// report's pass over it at exit).
+		t.incomplete = fmt.Sprintf("more than %d renames: the later ones are not followed", maxRenames)
+		t.mu.Unlock()
+		return
+	}
 	t.renames = append(t.renames, renameEvent{from: from, to: to, ino: st.ino, dev: st.dev, dir: st.kind == warden.KindDir})
 	t.mu.Unlock()
 }
@@ -413,4 +425,44 @@ func truncReason(s string) string {
 		return s[:200]
 	}
 	return s
+}
+
+// encodeChanges is c as a frame's payload, always within one frame: JSON
+// without HTML escapes (a path or a text of '<' would take six bytes a
+// byte), and, past the budget, first without the kept texts, then with
+// the last entries moved to Omitted, and at worst the counts alone — so a
+// process's report can never make a frame the link cannot carry.
+func encodeChanges(c *warden.Changes) ([]byte, error) {
+	const budget = warden.MaxPayload - 64<<10
+	enc := func(m *warden.Changes) ([]byte, error) {
+		var b bytes.Buffer
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false)
+		if err := e.Encode(m); err != nil {
+			return nil, err
+		}
+		return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	}
+	b, err := enc(c)
+	if err != nil || len(b) <= budget {
+		return b, err
+	}
+	m := *c
+	m.Entries = append([]warden.Change(nil), c.Entries...)
+	for i := range m.Entries {
+		m.Entries[i].Before, m.Entries[i].After = nil, nil
+	}
+	cut := "the report was cut to fit the link's frame"
+	if m.Incomplete == "" {
+		m.Incomplete = cut
+	}
+	for len(m.Entries) > 0 {
+		if b, err = enc(&m); err != nil || len(b) <= budget {
+			return b, err
+		}
+		n := len(m.Entries) / 2
+		m.Omitted += len(m.Entries) - n
+		m.Entries = m.Entries[:n]
+	}
+	return enc(&m)
 }

@@ -549,7 +549,7 @@ func (l *link) sendOne(p *proc) error {
 // sendChanges sends p's Changes (p has an exit, so it has them). Called
 // and returns with s.mu held.
 func (l *link) sendChanges(p *proc) error {
-	b, err := json.Marshal(p.changes)
+	b, err := encodeChanges(p.changes)
 	if err != nil {
 		return err
 	}

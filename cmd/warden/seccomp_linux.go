@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -232,12 +233,14 @@ func (t *tracker) serve(fd int) {
 	}
 	var n seccompNotif
 	hup := false
+	failed := 0 // polls failed in a row
 	for !hup {
-		var got bool
+		var got, pollErr bool
 		err := rc.Read(func(fd uintptr) bool {
 			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 			if k, err := unix.Poll(pfd, 0); err != nil || k == 0 {
-				return err != nil && err != unix.EINTR
+				pollErr = err != nil && err != unix.EINTR
+				return pollErr
 			}
 			if pfd[0].Revents&unix.POLLIN == 0 {
 				hup = pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
@@ -253,6 +256,13 @@ func (t *tracker) serve(fd int) {
 			logf("seccomp listener: %v", err)
 			return
 		}
+		if pollErr {
+			// A poll that keeps failing (ENOMEM) must not spin: back off.
+			failed++
+			time.Sleep(time.Duration(min(failed, 100)) * time.Millisecond)
+			continue
+		}
+		failed = 0
 		if !got {
 			continue
 		}
