@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/rerun"
 	"github.com/stockade/stockade/spec"
 )
@@ -84,8 +85,8 @@ func TestRerunReproduces(t *testing.T) {
 	if rep.Processes[8].Exit.Rerun.ExitCode == nil || *rep.Processes[8].Exit.Rerun.ExitCode != 3 {
 		t.Fatalf("the exit 3: %+v", rep.Processes[8].Exit)
 	}
-	if _, err := e.rt.Sandbox(rep.Rerun); err == nil {
-		t.Fatalf("the re-run's sandbox %s was kept", rep.Rerun)
+	if st, err := e.rt.ReplaySandbox(ctx, rep.Rerun, 0); err != nil || st.Phase != lifecycle.PhaseRemoved {
+		t.Fatalf("the re-run's sandbox %s was kept (%s): %v", rep.Rerun, st.Phase, err)
 	}
 }
 
