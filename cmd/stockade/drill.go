@@ -898,7 +898,11 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 // changes its workspace and rolls it back: a kill in either leaves the old
 // workspace or the new one, journaled (the drill's check reads it back).
 func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image string) error {
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: image, Lifetime: spec.Kept})
+	// A pids limit the drill's pool does not have: a cold create, so the
+	// pool's first claim stays the one-shot sandbox's below.
+	pol := spec.DefaultPolicy()
+	pol.Pids--
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: image, Lifetime: spec.Kept, Policy: pol})
 	if err != nil {
 		return err
 	}
