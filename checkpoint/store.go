@@ -154,9 +154,6 @@ func clearDir(d string) error {
 	return nil
 }
 
-// Limit is the store's bound in bytes of blobs.
-func (s *Store) Limit() int64 { return s.limit }
-
 // Usage returns the bytes and the number of blobs the store holds.
 func (s *Store) Usage() (bytes int64, blobs int, err error) {
 	s.mu.Lock()
