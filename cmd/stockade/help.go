@@ -167,6 +167,26 @@ pooled sandboxes are kept: a restarted server takes them back.
   stockade serve --pool py=image=stockade/python:dev,memory=512m,cpus=1,size=4 &
   stockade serve --pool small=memory=256m,size=2 --pool net=network=allowlist,size=1 &
 `,
+	"node": `usage: ` + nodeUsage + `
+
+Runs the runtime as a Kubernetes node (virtual-kubelet style): the host
+registers as node N with the taint stockade.io/sandbox=true:NoSchedule (only
+pods that tolerate it land here) and its capacity (CPUs, memory, pods =
+--max-pods). A pod scheduled here becomes a sandbox and its container a
+process: command and args, env, workingDir under /workspace, stdin, tty, cpu
+and memory limits, the restart policy, activeDeadlineSeconds; anything else
+that would change what runs is refused in the pod's status (phase Failed,
+reason Unsupported, naming each field). Pod status is read from the journal;
+deleting the pod removes the sandbox. kubectl logs (-f, --previous, --tail),
+exec (-i, -t, resizes) and attach reach the kubelet API on --listen (TLS;
+callers authenticated by client certificate against --client-ca, authorised
+by the API server). The node also serves the journal's gRPC socket, so every
+other command works while it runs. SIGTERM/SIGINT: the node stops, its
+sandboxes keep running; the next start on the same journal re-adopts them,
+and removes those whose pods were deleted meanwhile. See docs/kubernetes.md.
+
+  stockade node --kubeconfig node1.kubeconfig --name node1 --listen 127.0.0.1:10250
+`,
 	"checkpoint": `usage: stockade checkpoint SANDBOX [NAME] | ls [SANDBOX] | rm CHECKPOINT
 
   SANDBOX [NAME]       capture the sandbox's /workspace/work into the checkpoint

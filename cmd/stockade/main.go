@@ -177,6 +177,8 @@ func parseCommand(g global, name string, rest []string) (command, error) {
 		return parseCp(g, rest)
 	case "serve":
 		return parseServe(g, rest)
+	case "node":
+		return parseNode(g, rest)
 	case "pool":
 		return parsePool(g, rest)
 	case "checkpoint":

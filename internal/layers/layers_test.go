@@ -32,13 +32,13 @@ var rank = map[string]int{
 	// The embedded helper binaries: only the root installs them.
 	"helpers": 6,
 	"":        7, // the root package: the embedded API
-	"server":  8,
+	"server":  8, "kubenode": 8,
 
-	"cmd/stockade": 9, "cmd/warden": 9, "cmd/egress": 9, "helpers/internal/gen": 9,
+	"cmd/stockade": 9, "cmd/stockade-node": 9, "cmd/warden": 9, "cmd/egress": 9, "helpers/internal/gen": 9,
 
 	// Test support and the integration suite sit above everything.
 	"internal/testenv": 10, "internal/dockertest": 10, "internal/faultproxy": 10,
-	"internal/layers": 10, "internal/inspecttest": 10, "internal/journaltest": 10, "internal/metricstest": 10, "test": 11,
+	"internal/layers": 10, "internal/kubecluster": 10, "internal/kubecluster/cmd/kubecluster": 11, "internal/inspecttest": 10, "internal/journaltest": 10, "internal/metricstest": 10, "test": 11,
 }
 
 // only lists packages whose imports are closed further: the programs copied

@@ -1,0 +1,371 @@
+// Package kubenode makes a stockade runtime a Kubernetes node, virtual-kubelet
+// style: the host registers as a node with a taint only sandbox pods
+// tolerate, the Kubernetes scheduler places pods on it, each pod becomes a
+// sandbox and its container a process, pod status is read from the node's
+// journal, and `kubectl logs`, `exec` and `attach` reach the node's kubelet
+// API on its own TLS port (clients authenticated by certificate, authorised
+// by the API server). Each node keeps its own journal, recorder and wardens;
+// nothing is shared between nodes but the API server.
+//
+// It is built on github.com/virtual-kubelet/virtual-kubelet: its node
+// controller (registration, status, the lease that says the node is alive),
+// its pod controller (the informer on this node's pods, create, update,
+// delete, status write-back, the sweep of pods deleted while the node was
+// away) and its kubelet API handlers (the SPDY and WebSocket streams of
+// exec and attach) are the parts of a kubelet a node needs and the ones
+// least worth writing again; this package is the provider that runs pods as
+// sandboxes.
+package kubenode
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
+	vkslog "github.com/virtual-kubelet/virtual-kubelet/log/slog"
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/spec"
+)
+
+// Config configures a node.
+type Config struct {
+	// Name is the node's name (default: the host name).
+	Name string
+	// Kubeconfig is the file with the API server's address and this
+	// node's credentials (default $KUBECONFIG).
+	Kubeconfig string
+	// Listen is the kubelet API's address (default ":10250").
+	Listen string
+	// Address is the address the API server reaches the node at (its
+	// InternalIP; default: the Listen host, else the first non-loopback
+	// address of the host).
+	Address string
+	// TLSCert and TLSKey are the kubelet API's serving certificate; empty:
+	// a self-signed one made at start (the API server does not verify a
+	// kubelet's serving certificate unless told to).
+	TLSCert, TLSKey string
+	// ClientCA is the CA file whose certificates the kubelet API accepts
+	// (the API server's kubelet client certificate); empty: the CA of the
+	// kubeconfig's cluster.
+	ClientCA string
+	// MaxPods is the node's pod capacity and the runtime's sandbox limit
+	// (default 110, the kubelet's).
+	MaxPods int
+	// Runtime is the node's stockade runtime (its journal, its owner).
+	Runtime *stockade.Runtime
+	// Logger receives the node's logs (nil: quiet).
+	Logger *slog.Logger
+	// Ready, if set, is called once the node is registered and serving.
+	Ready func()
+}
+
+// DefaultMaxPods is the kubelet's default pod capacity.
+const DefaultMaxPods = 110
+
+// Run registers the node and runs it until ctx ends. The runtime's
+// sandboxes are left running (kept): the next Run re-adopts them.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Runtime == nil {
+		return spec.Errorf(spec.CodeInvalidArgument, "kubenode", "no runtime")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return spec.Wrap(spec.CodeInvalidArgument, "kubenode", err, "no node name given and the host name is unreadable")
+		}
+		cfg.Name = strings.ToLower(h)
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = ":10250"
+	}
+	if cfg.MaxPods <= 0 {
+		cfg.MaxPods = DefaultMaxPods
+	}
+	host, portText, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return spec.Wrap(spec.CodeInvalidArgument, "kubenode", err, "listen address %q", cfg.Listen)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port <= 0 || port > 65535 {
+		return spec.Errorf(spec.CodeInvalidArgument, "kubenode", "listen address %q: port must be 1..65535 (a kubelet API needs a fixed port the API server is told)", cfg.Listen)
+	}
+	if cfg.Address == "" {
+		cfg.Address = host
+		if cfg.Address == "" || net.ParseIP(cfg.Address).IsUnspecified() {
+			cfg.Address = hostAddress()
+		}
+	}
+	restCfg, err := loadKubeconfig(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return spec.Wrap(spec.CodeInvalidArgument, "kubenode", err, "kubeconfig %s", cfg.Kubeconfig)
+	}
+	tlsCfg, err := servingTLS(cfg, restCfg)
+	if err != nil {
+		return err
+	}
+	ctx = vklog.WithLogger(ctx, vkslog.FromSlog(log.With("node", cfg.Name)))
+
+	var prov *Provider
+	mux := http.NewServeMux()
+	authn, err := kubeletAuth(client, cfg, restCfg)
+	if err != nil {
+		return err
+	}
+	n, err := nodeutil.NewNode(cfg.Name, func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
+		prov = newProvider(cfg.Runtime, cfg.Name, cfg.Address, cfg.MaxPods, pc.Pods, log.With("node", cfg.Name))
+		describeNode(pc.Node, cfg, int32(port))
+		return prov, nil, nil
+	},
+		nodeutil.WithClient(client),
+		nodeutil.AttachProviderRoutes(mux),
+		func(c *nodeutil.NodeConfig) error {
+			c.HTTPListenAddr = cfg.Listen
+			c.TLSConfig = tlsCfg
+			c.Handler = nodeutil.WithAuth(authn, mux)
+			c.NumWorkers = max(4, goruntime.NumCPU())
+			c.InformerResyncPeriod = time.Minute
+			return nil
+		},
+	)
+	if err != nil {
+		return spec.Wrap(spec.CodeInternal, "kubenode", err, "setting up node %s", cfg.Name)
+	}
+	defer prov.Close()
+	// The journal's pods first: their sandboxes are supervised again
+	// before the pod controller asks about them.
+	if err := prov.adopt(ctx); err != nil {
+		return err
+	}
+	go func() {
+		select {
+		case <-n.Ready():
+			log.Info("node ready", "node", cfg.Name, "listen", cfg.Listen, "address", cfg.Address, "max_pods", cfg.MaxPods)
+			if cfg.Ready != nil {
+				cfg.Ready()
+			}
+		case <-n.Done():
+		}
+	}()
+	err = n.Run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return spec.Wrap(spec.CodeServerGone, "kubenode", err, "node %s", cfg.Name)
+	}
+	return nil
+}
+
+// describeNode sets what the node tells the cluster: its taint, capacity,
+// address, kubelet port and system facts.
+func describeNode(n *corev1.Node, cfg Config, port int32) {
+	n.Labels["kubernetes.io/os"] = goruntime.GOOS
+	n.Labels["kubernetes.io/arch"] = goruntime.GOARCH
+	n.Labels["stockade.io/node"] = "true"
+	n.Spec.Taints = []corev1.Taint{{Key: TaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(memTotal(), resource.BinarySI),
+	}
+	n.Status.Capacity = capacity
+	n.Status.Allocatable = capacity.DeepCopy()
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: cfg.Address}, {Type: corev1.NodeHostName, Address: cfg.Name}}
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = port
+	n.Status.NodeInfo = corev1.NodeSystemInfo{
+		OperatingSystem:         goruntime.GOOS,
+		Architecture:            goruntime.GOARCH,
+		KubeletVersion:          KubeletVersion,
+		ContainerRuntimeVersion: "stockade://" + Version(),
+	}
+}
+
+// KubeletVersion is the kubelet version the node reports: the Kubernetes
+// release whose API it was built against.
+const KubeletVersion = "v1.37.2-stockade"
+
+// Version is stockade's version as the binary knows it.
+func Version() string {
+	return "dev"
+}
+
+func memTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			kib, _ := strconv.ParseInt(f[1], 10, 64)
+			return kib * 1024
+		}
+	}
+	return 0
+}
+
+func hostAddress() string {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if ip, ok := a.(*net.IPNet); ok && !ip.IP.IsLoopback() && ip.IP.To4() != nil {
+				return ip.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+func loadKubeconfig(path string) (*rest.Config, error) {
+	if path == "" {
+		path = os.Getenv("KUBECONFIG")
+	}
+	if path == "" {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "kubenode", "no kubeconfig: give --kubeconfig or set KUBECONFIG")
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeInvalidArgument, "kubenode", err, "kubeconfig %s", path)
+	}
+	c.QPS, c.Burst = 50, 100 // a node writes a status per pod change
+	return c, nil
+}
+
+// servingTLS is the kubelet API's TLS: the given certificate or a
+// self-signed one, client certificates verified against the client CA when
+// one is presented (the API server's), and TLS 1.2 at least.
+func servingTLS(cfg Config, rc *rest.Config) (*tls.Config, error) {
+	var cert tls.Certificate
+	var err error
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		cert, err = tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, spec.Wrap(spec.CodeInvalidArgument, "kubenode", err, "serving certificate %s / %s", cfg.TLSCert, cfg.TLSKey)
+		}
+	} else if cert, err = selfSigned(cfg.Name, cfg.Address); err != nil {
+		return nil, err
+	}
+	pool, err := clientCAPool(cfg, rc)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    pool,
+		NextProtos:   []string{"http/1.1"},
+	}, nil
+}
+
+func clientCAPEM(cfg Config, rc *rest.Config) ([]byte, error) {
+	if cfg.ClientCA != "" {
+		b, err := os.ReadFile(cfg.ClientCA)
+		if err != nil {
+			return nil, spec.Wrap(spec.CodeInvalidArgument, "kubenode", err, "client CA")
+		}
+		return b, nil
+	}
+	if len(rc.CAData) > 0 {
+		return rc.CAData, nil
+	}
+	if rc.CAFile != "" {
+		b, err := os.ReadFile(rc.CAFile)
+		if err != nil {
+			return nil, spec.Wrap(spec.CodeInvalidArgument, "kubenode", err, "the kubeconfig's CA")
+		}
+		return b, nil
+	}
+	return nil, spec.Errorf(spec.CodeInvalidArgument, "kubenode", "no client CA: give --client-ca (the CA of the API server's kubelet client certificate) or a kubeconfig with the cluster's CA")
+}
+
+func clientCAPool(cfg Config, rc *rest.Config) (*x509.CertPool, error) {
+	b, err := clientCAPEM(cfg, rc)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "kubenode", "client CA: no PEM certificate in it")
+	}
+	return pool, nil
+}
+
+// kubeletAuth authenticates the kubelet API's callers by client
+// certificate (the client CA) or bearer token (a TokenReview), and
+// authorises each request by a SubjectAccessReview to the API server, as a
+// kubelet does in webhook mode.
+func kubeletAuth(client kubernetes.Interface, cfg Config, rc *rest.Config) (nodeutil.Auth, error) {
+	b, err := clientCAPEM(cfg, rc)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := dynamiccertificates.NewStaticCAContent("client-ca", b)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeInvalidArgument, "kubenode", err, "client CA")
+	}
+	a, err := nodeutil.WebhookAuth(client, cfg.Name, func(c *nodeutil.WebhookAuthConfig) error {
+		c.AuthnConfig.ClientCertificateCAContentProvider = ca
+		return nil
+	})
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeInternal, "kubenode", err, "kubelet API authentication")
+	}
+	return a, nil
+}
+
+func selfSigned(name, addr string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, spec.Wrap(spec.CodeInternal, "kubenode", err, "serving key")
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().AddDate(1, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{name},
+	}
+	if ip := net.ParseIP(addr); ip != nil {
+		tpl.IPAddresses = []net.IP{ip}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, spec.Wrap(spec.CodeInternal, "kubenode", err, "serving certificate")
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+

@@ -1,0 +1,539 @@
+package kubenode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// Provider runs a node's pods as sandboxes of one stockade runtime (one
+// journal, one Docker endpoint). It keeps no state of its own that the
+// journal does not hold: which sandbox is which pod's is in the sandbox's
+// journaled labels, which process is the container's is in the process's
+// journaled environment, and every status it reports is read from the
+// journal.
+type Provider struct {
+	rt      *stockade.Runtime
+	node    string
+	hostIP  string
+	maxPods int
+	log     *slog.Logger
+	lister  corev1listers.PodLister
+
+	ctx    context.Context // the provider's life: supervisors end with it
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	pods   map[string]*podRun // by namespace/name
+	notify func(*corev1.Pod)
+}
+
+// restartBackoff bounds the wait before a container's process is started
+// again (doubling from the first, as the kubelet's crash-loop back-off).
+var restartBackoff = [2]time.Duration{time.Second, 30 * time.Second}
+
+func newProvider(rt *stockade.Runtime, node, hostIP string, maxPods int, lister corev1listers.PodLister, log *slog.Logger) *Provider {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Provider{rt: rt, node: node, hostIP: hostIP, maxPods: maxPods, lister: lister, log: log,
+		ctx: ctx, cancel: cancel, pods: map[string]*podRun{}}
+}
+
+func podKey(ns, name string) string { return ns + "/" + name }
+
+// adopt finds the pods' sandboxes the journal holds (recovery has re-adopted
+// them) and supervises each again: its container's process is waited for
+// where it runs, and the restart policy applies when it ends. A sandbox
+// whose pod no longer exists is removed by the pod controller's sweep
+// (GetPods lists it; deleteDanglingPods removes it).
+func (p *Provider) adopt(ctx context.Context) error {
+	infos, err := p.rt.Sandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, in := range infos {
+		ns, name, uid := in.Labels[LabelNamespace], in.Labels[LabelPod], in.Labels[LabelUID]
+		if name == "" || ns == "" {
+			continue // not a pod's: a node's runtime makes only pods' sandboxes, but an operator may have made one
+		}
+		r := &podRun{p: p, key: podKey(ns, name), ns: ns, name: name, uid: types.UID(uid),
+			container: in.Labels[LabelContainer], sandboxID: in.ID, adopted: true, done: make(chan struct{})}
+		procs, err := p.containerProcesses(ctx, in.ID)
+		if err != nil {
+			return err
+		}
+		if n := len(procs); n > 0 {
+			r.procID = procs[n-1]
+			r.restarts = int32(n - 1)
+			if n > 1 {
+				r.prevID = procs[n-2]
+			}
+		}
+		if in.Unreconciled {
+			r.failure = fmt.Sprintf("recovery could not reconcile sandbox %s: %s", in.ID, in.Why)
+		}
+		p.pods[r.key] = r
+		p.log.Info("pod re-adopted", "pod", r.key, "sandbox", in.ID, "process", r.procID, "restarts", r.restarts)
+		var sctx context.Context
+		sctx, r.cancel = context.WithCancel(p.ctx)
+		go r.supervise(sctx)
+	}
+	return nil
+}
+
+// containerProcesses lists, oldest first, the processes the node started
+// for the sandbox's container (their journaled environment names it).
+func (p *Provider) containerProcesses(ctx context.Context, sandboxID string) ([]string, error) {
+	hist, err := p.rt.History(ctx, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range hist {
+		if e.Kind != "process" || e.Type != (lifecycle.ProcessReserved{}).Type() {
+			continue
+		}
+		var r lifecycle.ProcessReserved
+		if err := json.Unmarshal(e.Payload, &r); err != nil {
+			return nil, spec.Wrap(spec.CodeInternal, "kubenode", err, "process %s's reserved event", e.ID)
+		}
+		if slices.ContainsFunc(r.Spec.Env, func(v string) bool { return strings.HasPrefix(v, ContainerEnv+"=") }) {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids, nil
+}
+
+// CreatePod makes the pod's sandbox and starts its container, or refuses
+// the pod: the refusal is the pod's status (phase Failed, reason
+// Unsupported, the message naming every field), never an ignored field.
+func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	key := podKey(pod.Namespace, pod.Name)
+	p.mu.Lock()
+	old := p.pods[key]
+	p.mu.Unlock()
+	if old != nil {
+		if old.uid == pod.UID {
+			return nil // already running (a repeated create)
+		}
+		// The pod was deleted and made again under the same name while
+		// this node was away: the old sandbox is the old pod's.
+		if err := p.remove(ctx, old); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pods[key] != nil {
+		return nil
+	}
+	r := &podRun{p: p, key: key, ns: pod.Namespace, name: pod.Name, uid: pod.UID, pod: pod.DeepCopy(), done: make(chan struct{})}
+	r.plan, r.refused = PlanPod(pod)
+	r.container = r.plan.Container
+	if r.refused == nil && p.maxPods > 0 && len(p.pods) >= p.maxPods {
+		r.refused = spec.Errorf(spec.CodeResourceExhausted, "kubenode", "node %s runs %d sandboxes, its limit", p.node, p.maxPods)
+	}
+	p.pods[key] = r
+	var sctx context.Context
+	sctx, r.cancel = context.WithCancel(p.ctx)
+	go r.supervise(sctx)
+	return nil
+}
+
+// UpdatePod takes a pod's new metadata; a change to what runs is refused
+// (Kubernetes allows only the image to change, and a sandbox's image is
+// pinned at create).
+func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
+	r := p.get(pod.Namespace, pod.Name)
+	if r == nil || r.uid != pod.UID {
+		return p.CreatePod(ctx, pod)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pod != nil && len(r.pod.Spec.Containers) == 1 && len(pod.Spec.Containers) == 1 &&
+		r.pod.Spec.Containers[0].Image != pod.Spec.Containers[0].Image {
+		return errdefs.InvalidInput("a stockade node cannot change a running sandbox's image (delete the pod and make it again)")
+	}
+	r.pod = pod.DeepCopy()
+	return nil
+}
+
+// DeletePod stops the pod's processes and removes its sandbox (every
+// resource, journaled), then reports the pod's terminal status.
+func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	r := p.get(pod.Namespace, pod.Name)
+	if r == nil {
+		return errdefs.NotFoundf("pod %s/%s is not on node %s", pod.Namespace, pod.Name, p.node)
+	}
+	if r.pod == nil {
+		r.mu.Lock()
+		r.pod = pod.DeepCopy()
+		r.mu.Unlock()
+	}
+	return p.remove(ctx, r)
+}
+
+func (p *Provider) remove(ctx context.Context, r *podRun) error {
+	r.cancel()
+	<-r.done
+	r.mu.Lock()
+	id := r.sandboxID
+	r.mu.Unlock()
+	if id != "" {
+		sb, err := p.rt.Sandbox(id)
+		switch {
+		case spec.IsCode(err, spec.CodeNotFound):
+		case err != nil:
+			return err
+		default:
+			if err := sb.Remove(ctx); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+				return err
+			}
+		}
+	}
+	r.mu.Lock()
+	r.deleted = true
+	r.mu.Unlock()
+	p.log.Info("pod removed", "pod", r.key, "sandbox", id)
+	p.push(r)
+	p.mu.Lock()
+	if p.pods[r.key] == r {
+		delete(p.pods, r.key)
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *Provider) get(ns, name string) *podRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pods[podKey(ns, name)]
+}
+
+// GetPod returns the pod as this node runs it, its status read from the
+// journal; not found when the node runs no such pod.
+func (p *Provider) GetPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	r := p.get(ns, name)
+	if r == nil {
+		return nil, errdefs.NotFoundf("pod %s/%s is not on node %s", ns, name, p.node)
+	}
+	return r.snapshot(ctx), nil
+}
+
+// GetPodStatus is GetPod's status.
+func (p *Provider) GetPodStatus(ctx context.Context, ns, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+// GetPods lists the pods this node runs, re-adopted ones included (so the
+// pod controller removes those whose pod was deleted while the node was
+// away).
+func (p *Provider) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
+	p.mu.Lock()
+	runs := make([]*podRun, 0, len(p.pods))
+	for _, r := range p.pods {
+		runs = append(runs, r)
+	}
+	p.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(runs))
+	for _, r := range runs {
+		out = append(out, r.snapshot(ctx))
+	}
+	return out, nil
+}
+
+// NotifyPods registers the pod controller's callback for status changes.
+func (p *Provider) NotifyPods(_ context.Context, fn func(*corev1.Pod)) {
+	p.mu.Lock()
+	p.notify = fn
+	runs := make([]*podRun, 0, len(p.pods))
+	for _, r := range p.pods {
+		runs = append(runs, r)
+	}
+	p.mu.Unlock()
+	for _, r := range runs {
+		go p.push(r) // what changed before the controller listened
+	}
+}
+
+// push reports a pod's current status to the pod controller.
+func (p *Provider) push(r *podRun) {
+	p.mu.Lock()
+	fn := p.notify
+	p.mu.Unlock()
+	if fn == nil {
+		return
+	}
+	pod := r.snapshot(p.ctx)
+	if pod.UID == "" {
+		return // not yet bound to its pod (re-adopted, the pod not yet seen)
+	}
+	fn(pod)
+}
+
+// Close stops supervising (the sandboxes and their processes go on: they
+// are kept, and the next node re-adopts them).
+func (p *Provider) Close() {
+	p.cancel()
+	p.mu.Lock()
+	runs := make([]*podRun, 0, len(p.pods))
+	for _, r := range p.pods {
+		runs = append(runs, r)
+	}
+	p.mu.Unlock()
+	for _, r := range runs {
+		<-r.done
+	}
+}
+
+// podRun is one pod on this node: its sandbox and its container's process.
+type podRun struct {
+	p         *Provider
+	key       string
+	ns, name  string
+	uid       types.UID
+	container string
+	adopted   bool
+	cancel    context.CancelFunc
+	done      chan struct{}
+
+	mu        sync.Mutex
+	pod       *corev1.Pod // the pod as last given (nil: re-adopted, not yet seen)
+	plan      Plan
+	refused   error
+	failure   string // why the pod cannot run (create failed, sandbox lost)
+	sandboxID string
+	procID    string // the container's current process
+	prevID    string // the one before (kubectl logs --previous)
+	restarts  int32
+	backoff   bool // the container's process ended and will be started again
+	deleted   bool
+	proc      *stockade.Process
+}
+
+// supervise runs the pod: the sandbox is made (unless re-adopted), then the
+// container's process is started, waited for, and started again as the
+// restart policy says, each change reported.
+func (r *podRun) supervise(ctx context.Context) {
+	defer close(r.done)
+	p := r.p
+	if r.adopted && !r.bind(ctx) {
+		return
+	}
+	r.mu.Lock()
+	refused, failure := r.refused, r.failure
+	r.mu.Unlock()
+	if refused != nil || failure != "" {
+		p.log.Warn("pod not run", "pod", r.key, "err", refused, "failure", failure)
+		p.push(r)
+		return
+	}
+	var sb *stockade.Sandbox
+	if r.sandboxID == "" {
+		p.push(r) // Pending: ContainerCreating
+		var err error
+		sb, err = p.rt.CreateSandbox(ctx, r.plan.Sandbox)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.fail(fmt.Sprintf("creating the sandbox: %v", err))
+			return
+		}
+		r.mu.Lock()
+		r.sandboxID = sb.ID()
+		r.mu.Unlock()
+		p.log.Info("pod's sandbox created", "pod", r.key, "sandbox", sb.ID())
+	} else {
+		var err error
+		if sb, err = p.rt.Sandbox(r.sandboxID); err != nil {
+			r.fail(fmt.Sprintf("sandbox %s: %v", r.sandboxID, err))
+			return
+		}
+	}
+	backoff := restartBackoff[0]
+	for {
+		proc, err := r.current(ctx, sb)
+		if errors.Is(err, errFinished) {
+			p.push(r)
+			return
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.fail(fmt.Sprintf("starting the container's process: %v", err))
+			return
+		}
+		p.push(r)
+		res, err := proc.Wait(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		code := res.ExitCode
+		p.log.Info("container process ended", "pod", r.key, "process", proc.ID, "exit", code, "reason", res.Reason, "err", err)
+		r.mu.Lock()
+		r.proc = nil
+		policy := r.plan.Restart
+		r.mu.Unlock()
+		again := policy == corev1.RestartPolicyAlways || policy == corev1.RestartPolicyOnFailure && (code != 0 || res.Reason != string(lifecycle.ReasonExited))
+		if !again || res.Reason == string(lifecycle.ReasonSandboxStopped) || res.Reason == string(lifecycle.ReasonStopped) {
+			p.push(r)
+			return
+		}
+		r.mu.Lock()
+		r.backoff = true
+		r.mu.Unlock()
+		p.push(r)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, restartBackoff[1])
+		r.mu.Lock()
+		r.backoff = false
+		r.prevID, r.procID = r.procID, ""
+		r.restarts++
+		r.mu.Unlock()
+	}
+}
+
+// bind waits for a re-adopted sandbox's pod (the informer's cache) and
+// takes its plan; false when the pod is gone (the sweep removes the
+// sandbox) or the provider closes.
+func (r *podRun) bind(ctx context.Context) bool {
+	for {
+		pod, err := r.p.lister.Pods(r.ns).Get(r.name)
+		if err == nil && pod.UID == r.uid {
+			pl, refused := PlanPod(pod)
+			r.mu.Lock()
+			r.pod, r.plan = pod.DeepCopy(), pl
+			if refused != nil && r.failure == "" {
+				// It ran before, so it was accepted then: a node of
+				// another version. Keep supervising what runs.
+				r.p.log.Warn("re-adopted pod would be refused now", "pod", r.key, "err", refused)
+			}
+			r.mu.Unlock()
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// current returns the container's live process: the re-adopted one, or a
+// new one.
+func (r *podRun) current(ctx context.Context, sb *stockade.Sandbox) (*stockade.Process, error) {
+	r.mu.Lock()
+	id := r.procID
+	r.mu.Unlock()
+	if id != "" {
+		if h, err := r.p.rt.Process(ctx, id); err == nil {
+			r.mu.Lock()
+			r.proc = h
+			r.mu.Unlock()
+			return h, nil
+		} else if !spec.IsCode(err, spec.CodeNotFound) {
+			return nil, err
+		}
+		st, err := r.p.rt.ReplayProcess(ctx, id, 0)
+		if err != nil {
+			return nil, err
+		}
+		if st.Terminal() {
+			// It ended while no node watched: a finished process whose
+			// policy says no restart stays finished.
+			if exitDone(st, r.plan.Restart) {
+				return nil, errFinished
+			}
+			r.mu.Lock()
+			r.prevID, r.procID = id, ""
+			r.restarts++
+			r.mu.Unlock()
+		}
+	}
+	r.mu.Lock()
+	pl := r.plan.Process
+	r.mu.Unlock()
+	h, err := sb.Start(ctx, pl)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.procID, r.proc = h.ID, h
+	r.mu.Unlock()
+	r.p.log.Info("container process started", "pod", r.key, "process", h.ID)
+	return h, nil
+}
+
+var errFinished = errors.New("the container's process finished")
+
+// exitDone: a terminal process the policy does not start again.
+func exitDone(st lifecycle.Process, policy corev1.RestartPolicy) bool {
+	switch policy {
+	case corev1.RestartPolicyNever:
+		return true
+	case corev1.RestartPolicyOnFailure:
+		return st.Exit != nil && st.Exit.Reason == lifecycle.ReasonExited && st.Exit.ExitCode != nil && *st.Exit.ExitCode == 0
+	}
+	return false
+}
+
+func (r *podRun) fail(why string) {
+	r.mu.Lock()
+	r.failure = why
+	r.mu.Unlock()
+	r.p.log.Warn("pod failed", "pod", r.key, "why", why)
+	r.p.push(r)
+}
+
+// snapshot is the pod with its status as the journal says.
+func (r *podRun) snapshot(ctx context.Context) *corev1.Pod {
+	r.mu.Lock()
+	var pod *corev1.Pod
+	if r.pod != nil {
+		pod = r.pod.DeepCopy()
+	} else {
+		pod = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: r.name, UID: r.uid}}
+		pod.Spec.NodeName = r.p.node
+		if r.container != "" {
+			pod.Spec.Containers = []corev1.Container{{Name: r.container}}
+		}
+	}
+	v := runView{
+		refused: r.refused, failure: r.failure, sandboxID: r.sandboxID, procID: r.procID, prevID: r.prevID,
+		restarts: r.restarts, backoff: r.backoff, deleted: r.deleted, container: r.container, tokenVolume: r.plan.TokenVolume,
+	}
+	r.mu.Unlock()
+	pod.Status = r.p.status(ctx, pod, v)
+	r.mu.Lock()
+	if r.pod != nil {
+		// The next status keeps this one's transition times.
+		r.pod.Status = *pod.Status.DeepCopy()
+	}
+	r.mu.Unlock()
+	return pod
+}
