@@ -50,6 +50,9 @@ var restartBackoff = [2]time.Duration{time.Second, 30 * time.Second}
 
 func newProvider(rt *stockade.Runtime, node, hostIP string, maxPods int, lister corev1listers.PodLister, log *slog.Logger) *Provider {
 	ctx, cancel := context.WithCancel(context.Background())
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &Provider{rt: rt, node: node, hostIP: hostIP, maxPods: maxPods, lister: lister, log: log,
 		ctx: ctx, cancel: cancel, pods: map[string]*podRun{}}
 }

@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -38,15 +39,16 @@ import (
 // code, stdin), a terminal with its size, and kubectl logs -f work through
 // the nodes' kubelet APIs; an unsupported pod is refused in its status; a
 // node killed -9 goes NotReady by its lease, a pod of it deleted meanwhile
-// stays Terminating, and the node on return re-adopts its pods (the same
-// processes, running), removes the deleted pod's sandbox and reports truly;
+// and one evicted by Kubernetes (the taint manager) stay Terminating, and the
+// node on return re-adopts its other pods (the same processes, running),
+// removes the two pods' sandboxes and reports truly;
 // at the end every pod is deleted and nothing any node owns is left.
 // `make cluster` runs it with 30 pods and prints its figures
 // (STOCKADE_CLUSTER_PODS, STOCKADE_CLUSTER_FIGURES).
 func TestKubeNodes(t *testing.T) {
 	cli := dockertest.Client(t)
 	dockertest.ImageID(t, cli)
-	pods := 6
+	pods := 9
 	if v := os.Getenv("STOCKADE_CLUSTER_PODS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 3 {
@@ -164,6 +166,18 @@ func TestKubeNodes(t *testing.T) {
 		t.Errorf("kubectl logs --tail=2: exit %d, output %q", code, out)
 	}
 
+	// kubectl attach -i: the client's input reaches the container's
+	// process, its output comes back.
+	ap := sandboxPod("attach", corev1.RestartPolicyNever, "sh", "-c", `read line; echo "got $line"`)
+	ap.Spec.Containers[0].Stdin = true
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, ap, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPods(t, cs, 2*time.Minute, []string{"attach"}, "running", podRunning)
+	if out, code := kubectl(t, c, "through attach\n", "attach", "-i", "attach"); code != 0 || !strings.Contains(out, "got through attach") {
+		t.Errorf("kubectl attach -i: exit %d, output %q", code, out)
+	}
+
 	// An unsupported pod is refused in its status, naming the field.
 	bad := sandboxPod("unsupported", corev1.RestartPolicyNever, "sleep", "100")
 	bad.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80}}
@@ -188,6 +202,15 @@ func TestKubeNodes(t *testing.T) {
 	for _, name := range vpods {
 		before[name] = running[name].Status.ContainerStatuses[0].ContainerID
 	}
+	// One of its pods asks to be evicted 2 s after its node is
+	// unreachable (Kubernetes' own eviction: the taint manager deletes it
+	// once the lease expires and the node is tainted).
+	evicted := vpods[1]
+	// First: a taint is judged by the first toleration that matches it.
+	patch := `[{"op":"add","path":"/spec/tolerations/0","value":{"key":"node.kubernetes.io/unreachable","operator":"Exists","effect":"NoExecute","tolerationSeconds":2}}]`
+	if _, err := cs.CoreV1().Pods("default").Patch(ctx, evicted, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	nodes[victim].kill9(t)
 	killedAt := time.Now()
 	// A pod of it deleted while it is down stays Terminating (nobody
@@ -209,8 +232,23 @@ func TestKubeNodes(t *testing.T) {
 		t.Fatalf("pod %s should be Terminating while its node is down: %v", gone, err)
 	}
 
+	deadline = time.Now().Add(time.Minute)
+	for {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, evicted, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.DeletionTimestamp != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s (tolerating an unreachable node for 2 s) was not evicted a minute after its node went NotReady", evicted)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
 	nodes[victim].start(t)
-	survivors := vpods[1:]
+	survivors := vpods[2:]
 	back := waitPods(t, cs, 2*time.Minute, survivors, "running after the node's return", podRunning)
 	for _, name := range survivors {
 		cs0 := back[name].Status.ContainerStatuses[0]
@@ -221,7 +259,7 @@ func TestKubeNodes(t *testing.T) {
 	if out, code := kubectl(t, c, "", "exec", survivors[0], "--", "echo", "re-adopted"); code != 0 || out != "re-adopted\n" {
 		t.Errorf("exec after re-adoption: exit %d, output %q", code, out)
 	}
-	waitGone(t, cs, []string{gone}, 2*time.Minute)
+	waitGone(t, cs, []string{gone, evicted}, 2*time.Minute)
 	// The deleted pod's sandbox is gone from Docker: the victim owns
 	// exactly its survivors' sandboxes (one container each, no more).
 	ownedBy := func(n *kubeNode) int {
@@ -240,7 +278,7 @@ func TestKubeNodes(t *testing.T) {
 	}
 
 	// Everything deleted: no pod left, nothing any node owns left.
-	all := append(slices.Clone(podNames), "logs", "unsupported", "untolerated")
+	all := append(slices.Clone(podNames), "logs", "attach", "unsupported", "untolerated")
 	for _, name := range all {
 		if err := cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !strings.Contains(err.Error(), "not found") {
 			t.Fatal(err)

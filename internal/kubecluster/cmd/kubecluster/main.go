@@ -37,5 +37,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kubecluster:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("kubecluster: the control plane runs (API server %s)\n  export KUBECONFIG=%s\n  %s/kubectl get nodes\n  make cluster-down\n", c.Server, c.Admin, c.Bin)
+	// Kubeconfigs for three nodes, to start by hand (docs/kubernetes.md).
+	for i := 1; i <= 3; i++ {
+		if _, err := c.NodeKubeconfig(fmt.Sprintf("stockade-%d", i)); err != nil {
+			fmt.Fprintln(os.Stderr, "kubecluster:", err)
+			os.Exit(1)
+		}
+	}
+	fmt.Printf("kubecluster: the control plane runs (API server %s)\n  export KUBECONFIG=%s\n  bin/stockade-node --kubeconfig %s/node-stockade-1.kubeconfig --name stockade-1 --listen 127.0.0.1:10250 --journal /tmp/stockade-1/journal.db -v &\n  %s/kubectl get nodes\n  make cluster-down\n", c.Server, c.Admin, dir, c.Bin)
 }

@@ -1,0 +1,254 @@
+package kubenode
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/lifecycle"
+)
+
+// fakeNode is a provider over a runtime on the fake engine (no Docker, no
+// API server): what a pod becomes and what its status says, straight from
+// the journal.
+type fakeNode struct {
+	p       *Provider
+	rt      *stockade.Runtime
+	eng     *dockerio.Fake
+	indexer cache.Indexer
+	mu      sync.Mutex
+	runs    map[string]int // the container's runs so far, by pod name
+	script  func(pod string, run int) dockerio.FakeRun
+}
+
+func newFakeNode(t *testing.T, script func(pod string, run int) dockerio.FakeRun) *fakeNode {
+	t.Helper()
+	restartBackoff = [2]time.Duration{10 * time.Millisecond, 40 * time.Millisecond}
+	prof, err := dockerio.LookupProfile("linux-x64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &fakeNode{eng: dockerio.NewFake(prof), runs: map[string]int{}, script: script}
+	n.eng.SetTag("stockade/toolbox:dev", "sha256:"+strings.Repeat("a", 64))
+	n.eng.Script = func(sb dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		pod := ""
+		for _, e := range req.Spec.Env {
+			if v, ok := strings.CutPrefix(e, ContainerEnv+"="); ok {
+				pod = v
+			}
+		}
+		if pod == "" {
+			return dockerio.FakeRun{}
+		}
+		n.mu.Lock()
+		run := n.runs[pod]
+		n.runs[pod]++
+		n.mu.Unlock()
+		return n.script(pod, run)
+	}
+	rt, err := stockade.Open(context.Background(), stockade.Options{Journal: filepath.Join(t.TempDir(), "journal.db"), Engine: n.eng, StopGrace: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rt = rt
+	n.indexer = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	n.p = newProvider(rt, "node-a", "10.0.0.9", 3, corev1listers.NewPodLister(n.indexer), nil)
+	n.p.NotifyPods(context.Background(), func(*corev1.Pod) {})
+	t.Cleanup(func() {
+		n.p.Close()
+		_ = rt.Close()
+	})
+	return n
+}
+
+// pod makes a pod whose container is named after the pod (the fake
+// engine's script tells them apart by it).
+func fakePod(name string, restart corev1.RestartPolicy) *corev1.Pod {
+	p := basePod()
+	p.Name, p.UID = name, types.UID("uid-"+name)
+	p.Spec.RestartPolicy = restart
+	p.Spec.Containers[0].Name = name
+	return p
+}
+
+func (n *fakeNode) waitStatus(t *testing.T, name string, what string, ok func(corev1.PodStatus) bool) corev1.PodStatus {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var last corev1.PodStatus
+	for time.Now().Before(deadline) {
+		st, err := n.p.GetPodStatus(context.Background(), "ns", name)
+		if err == nil {
+			last = *st
+			if ok(last) {
+				return last
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("pod %s never %s; last status %+v", name, what, last)
+	return last
+}
+
+func term(st corev1.PodStatus) *corev1.ContainerStateTerminated {
+	if len(st.ContainerStatuses) != 1 {
+		return nil
+	}
+	return st.ContainerStatuses[0].State.Terminated
+}
+
+func TestProviderRestartPolicies(t *testing.T) {
+	n := newFakeNode(t, func(pod string, run int) dockerio.FakeRun {
+		switch pod {
+		case "onfailure": // fails twice, then succeeds
+			if run < 2 {
+				return dockerio.FakeRun{ExitCode: 1}
+			}
+			return dockerio.FakeRun{}
+		case "never-oom":
+			return dockerio.FakeRun{OOM: true}
+		case "never-ok":
+			return dockerio.FakeRun{ExitCode: 0}
+		}
+		return dockerio.FakeRun{ExitCode: 2}
+	})
+	ctx := context.Background()
+	for _, p := range []*corev1.Pod{fakePod("onfailure", corev1.RestartPolicyOnFailure), fakePod("never-oom", corev1.RestartPolicyNever), fakePod("never-ok", corev1.RestartPolicyNever)} {
+		if err := n.p.CreatePod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := n.waitStatus(t, "onfailure", "succeeded", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodSucceeded })
+	cs := st.ContainerStatuses[0]
+	if cs.RestartCount != 2 || cs.State.Terminated == nil || cs.State.Terminated.Reason != "Completed" {
+		t.Errorf("onfailure: restarts %d, state %+v; want 2 restarts, Completed", cs.RestartCount, cs.State)
+	}
+	if lt := cs.LastTerminationState.Terminated; lt == nil || lt.ExitCode != 1 || lt.Reason != "Error" {
+		t.Errorf("onfailure: last termination %+v, want exit 1 Error", cs.LastTerminationState)
+	}
+	if !strings.HasPrefix(cs.ContainerID, "stockade://") {
+		t.Errorf("container id %q", cs.ContainerID)
+	}
+	st = n.waitStatus(t, "never-oom", "failed", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodFailed })
+	if tt := term(st); tt == nil || tt.Reason != "OOMKilled" || tt.ExitCode != 137 {
+		t.Errorf("never-oom: %+v, want OOMKilled 137", st.ContainerStatuses)
+	}
+	st = n.waitStatus(t, "never-ok", "succeeded", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodSucceeded })
+	if st.HostIP != "10.0.0.9" || st.StartTime == nil {
+		t.Errorf("never-ok: host ip %q start %v", st.HostIP, st.StartTime)
+	}
+}
+
+func TestProviderRefusesAndLimits(t *testing.T) {
+	n := newFakeNode(t, func(string, int) dockerio.FakeRun { return dockerio.FakeRun{Hold: make(chan struct{})} })
+	ctx := context.Background()
+	bad := fakePod("bad", corev1.RestartPolicyNever)
+	bad.Spec.HostNetwork = true
+	if err := n.p.CreatePod(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	st := n.waitStatus(t, "bad", "refused", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodFailed })
+	if st.Reason != "Unsupported" || !strings.Contains(st.Message, "hostNetwork") {
+		t.Errorf("refused pod: reason %q message %q", st.Reason, st.Message)
+	}
+	found := false
+	for _, c := range st.Conditions {
+		if c.Type == ConditionSupported && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "hostNetwork") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("refused pod has no %s=False condition: %+v", ConditionSupported, st.Conditions)
+	}
+	// The node's limit is 3 pods: the refused one counts (it is the
+	// node's until deleted), two more run, the fourth is refused.
+	for _, name := range []string{"a", "b", "c"} {
+		if err := n.p.CreatePod(ctx, fakePod(name, corev1.RestartPolicyAlways)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"a", "b"} {
+		n.waitStatus(t, name, "running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	}
+	st = n.waitStatus(t, "c", "refused", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodFailed })
+	if !strings.Contains(st.Message, "limit") {
+		t.Errorf("pod past the limit: %q", st.Message)
+	}
+
+	// Deleting a pod removes its sandbox; the provider forgets it.
+	before, err := n.rt.Sandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.p.DeletePod(ctx, fakePod("a", corev1.RestartPolicyAlways)); err != nil {
+		t.Fatal(err)
+	}
+	after, err := n.rt.Sandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before)-1 {
+		t.Errorf("sandboxes %d before the delete, %d after; want one fewer", len(before), len(after))
+	}
+	if _, err := n.p.GetPod(ctx, "ns", "a"); !errdefs.IsNotFound(err) {
+		t.Errorf("GetPod after delete: %v, want not found", err)
+	}
+	if err := n.p.DeletePod(ctx, fakePod("a", corev1.RestartPolicyAlways)); !errdefs.IsNotFound(err) {
+		t.Errorf("a second delete: %v, want not found", err)
+	}
+}
+
+// A pod made again under the same name (a new UID) while the old one's
+// sandbox still runs gets a new sandbox; the old one is removed.
+func TestProviderNewUIDReplaces(t *testing.T) {
+	n := newFakeNode(t, func(string, int) dockerio.FakeRun { return dockerio.FakeRun{Hold: make(chan struct{})} })
+	ctx := context.Background()
+	p := fakePod("x", corev1.RestartPolicyAlways)
+	if err := n.p.CreatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	n.waitStatus(t, "x", "running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	old, _ := n.rt.Sandboxes(ctx)
+	p2 := p.DeepCopy()
+	p2.UID = "uid-x-2"
+	if err := n.p.CreatePod(ctx, p2); err != nil {
+		t.Fatal(err)
+	}
+	n.waitStatus(t, "x", "running again", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	now, _ := n.rt.Sandboxes(ctx)
+	if len(old) != 1 || len(now) != 1 || old[0].ID == now[0].ID || now[0].Labels[LabelUID] != "uid-x-2" {
+		t.Errorf("sandboxes before %+v after %+v: want the old one replaced by the new UID's", old, now)
+	}
+}
+
+func TestReasonWord(t *testing.T) {
+	for in, want := range map[string]string{"sandbox_stopped": "SandboxStopped", "timeout": "Timeout", "output_limit": "OutputLimit"} {
+		if got := reasonWord(lifecycleReason(in)); got != want {
+			t.Errorf("reasonWord(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{{"a\nb\nc\n", 2, "b\nc\n"}, {"a\nb\nc", 1, "c"}, {"a\n", 5, "a\n"}, {"", 3, ""}, {"a\nb\n", 0, ""}} {
+		if got := string(lastLines([]byte(tc.in), tc.n)); got != tc.want {
+			t.Errorf("lastLines(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+func lifecycleReason(s string) lifecycle.Reason { return lifecycle.Reason(s) }
