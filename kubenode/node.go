@@ -368,4 +368,3 @@ func selfSigned(name, addr string) (tls.Certificate, error) {
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
-

@@ -377,7 +377,7 @@ func (r *podRun) supervise(ctx context.Context) {
 	for {
 		proc, err := r.current(ctx, sb)
 		if errors.Is(err, errFinished) {
-			p.push(r)
+			r.finish(ctx, sb)
 			return
 		}
 		if err != nil {
@@ -400,7 +400,7 @@ func (r *podRun) supervise(ctx context.Context) {
 		r.mu.Unlock()
 		again := policy == corev1.RestartPolicyAlways || policy == corev1.RestartPolicyOnFailure && (code != 0 || res.Reason != string(lifecycle.ReasonExited))
 		if !again || res.Reason == string(lifecycle.ReasonSandboxStopped) || res.Reason == string(lifecycle.ReasonStopped) {
-			p.push(r)
+			r.finish(ctx, sb)
 			return
 		}
 		r.mu.Lock()
@@ -419,6 +419,17 @@ func (r *podRun) supervise(ctx context.Context) {
 		r.restarts++
 		r.mu.Unlock()
 	}
+}
+
+// finish stops a pod's sandbox once its container will not run again (as a
+// kubelet leaves a finished container): its CPU and memory are freed, its
+// workspace, journal and recordings stay (kubectl logs works) until the pod
+// is deleted, which removes it.
+func (r *podRun) finish(ctx context.Context, sb *stockade.Sandbox) {
+	if err := sb.Stop(ctx); err != nil && ctx.Err() == nil {
+		r.p.log.Warn("stopping a finished pod's sandbox", "pod", r.key, "sandbox", sb.ID(), "err", err)
+	}
+	r.p.push(r)
 }
 
 // bind waits for a re-adopted sandbox's pod (the informer's cache) and

@@ -147,6 +147,31 @@ func TestProviderRestartPolicies(t *testing.T) {
 	if st.HostIP != "10.0.0.9" || st.StartTime == nil {
 		t.Errorf("never-ok: host ip %q start %v", st.HostIP, st.StartTime)
 	}
+	// A finished pod's sandbox is stopped (kept until the pod is
+	// deleted), and the pod still reads Succeeded.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		infos, err := n.rt.Sandboxes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		phase := lifecycle.Phase("none")
+		for _, in := range infos {
+			if in.Labels[LabelPod] == "never-ok" {
+				phase = in.Phase
+			}
+		}
+		if phase == lifecycle.PhaseExited {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never-ok's sandbox is %q, want exited (stopped) once the pod finished", phase)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st, err := n.p.GetPodStatus(ctx, "ns", "never-ok"); err != nil || st.Phase != corev1.PodSucceeded {
+		t.Errorf("never-ok after its sandbox stopped: %v %v", st.Phase, err)
+	}
 }
 
 func TestProviderRefusesAndLimits(t *testing.T) {

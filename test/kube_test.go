@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	dockerclient "github.com/docker/docker/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +29,7 @@ import (
 
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/kubecluster"
 	"github.com/stockade/stockade/kubenode"
@@ -260,8 +264,8 @@ func TestKubeNodes(t *testing.T) {
 		t.Errorf("exec after re-adoption: exit %d, output %q", code, out)
 	}
 	waitGone(t, cs, []string{gone, evicted}, 2*time.Minute)
-	// The deleted pod's sandbox is gone from Docker: the victim owns
-	// exactly its survivors' sandboxes (one container each, no more).
+	// The deleted and evicted pods' sandboxes are gone from Docker: the
+	// victim's containers belong to exactly its survivors' sandboxes.
 	ownedBy := func(n *kubeNode) int {
 		count, err := dockertest.Owned(ctx, cli, n.owner)
 		if err != nil {
@@ -269,12 +273,19 @@ func TestKubeNodes(t *testing.T) {
 		}
 		return count
 	}
-	perSandbox := 0
-	if len(survivors) > 0 {
-		perSandbox = ownedBy(nodes[victim]) / len(survivors)
+	bound, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + victim})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := ownedBy(nodes[victim]); perSandbox == 0 || got != perSandbox*len(survivors) {
-		t.Errorf("node %s owns %d Docker resources for %d pods", victim, got, len(survivors))
+	var withSandbox []string // the victim's pods but a refused one (it has no sandbox)
+	for _, p := range bound.Items {
+		if p.Status.Reason != "Unsupported" {
+			withSandbox = append(withSandbox, p.Name)
+		}
+	}
+	if got := sandboxesOwned(t, cli, nodes[victim].owner); len(got) != len(withSandbox) {
+		t.Errorf("node %s's containers belong to %d sandboxes %v; its pods are %d (%v): a deleted pod's sandbox was left\n%s",
+			victim, len(got), got, len(withSandbox), withSandbox, nodes[victim].tail())
 	}
 
 	// Everything deleted: no pod left, nothing any node owns left.
@@ -297,6 +308,23 @@ func TestKubeNodes(t *testing.T) {
 	if os.Getenv("STOCKADE_CLUSTER_FIGURES") != "" {
 		figures(t, pods, wall, toRunning)
 	}
+}
+
+// sandboxesOwned lists the sandboxes (their label) of owner's containers.
+func sandboxesOwned(t *testing.T, cli *dockerclient.Client, owner string) []string {
+	t.Helper()
+	cs, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", dockertest.OwnerLabel+"="+owner))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range cs {
+		if id := c.Labels[dockerio.LabelSandbox]; id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // watchRunning records, for each pod, the time from its create to the
