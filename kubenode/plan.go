@@ -123,6 +123,24 @@ func PlanPod(pod *corev1.Pod) (Plan, error) {
 	if ps.Resources != nil {
 		add("spec.resources (pod-level): not supported; set the container's")
 	}
+	if ps.Hostname != "" || ps.Subdomain != "" || ps.SetHostnameAsFQDN != nil && *ps.SetHostnameAsFQDN {
+		add("spec.hostname/subdomain: not supported (a sandbox's host name is its own)")
+	}
+	if ps.DNSConfig != nil || ps.DNSPolicy != "" && ps.DNSPolicy != corev1.DNSClusterFirst {
+		add("spec.dnsPolicy/dnsConfig: only the default (ClusterFirst) is accepted, and a sandbox has no cluster DNS (its network is none)")
+	}
+	if len(ps.ReadinessGates) > 0 {
+		add("spec.readinessGates: not supported")
+	}
+	if ps.OS != nil && ps.OS.Name != corev1.Linux {
+		add("spec.os: a sandbox runs Linux")
+	}
+	if ps.HostUsers != nil {
+		add("spec.hostUsers: not supported (a sandbox's user is its own)")
+	}
+	if sc := ps.SecurityContext; sc != nil && (sc.SupplementalGroupsPolicy != nil || sc.FSGroupChangePolicy != nil || sc.SELinuxChangePolicy != nil) {
+		add("spec.securityContext: supplementalGroupsPolicy, fsGroupChangePolicy and seLinuxChangePolicy are not supported")
+	}
 	if ps.ActiveDeadlineSeconds != nil {
 		pl.Sandbox.TTL = time.Duration(*ps.ActiveDeadlineSeconds) * time.Second
 	}
@@ -180,7 +198,15 @@ func planContainer(pl *Plan, c corev1.Container, tokenMount string, add func(str
 	if len(c.Command) == 0 {
 		add("%s.command: required (a stockade node does not run the image's entrypoint)", at)
 	}
-	pl.Process.Argv = append(append([]string(nil), c.Command...), c.Args...)
+	vars := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			vars[e.Name] = e.Value
+		}
+	}
+	for _, a := range append(append([]string(nil), c.Command...), c.Args...) {
+		pl.Process.Argv = append(pl.Process.Argv, expand(a, vars))
+	}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil {
 			add("%s.env[%s]: an unresolved valueFrom", at, e.Name)
@@ -300,6 +326,40 @@ func planAnnotations(pl *Plan, ann map[string]string, add func(string, ...any)) 
 			add("metadata.annotations[%s]: %q is not true or false", AnnotationNoChanges, v)
 		}
 	}
+}
+
+// expand does what a kubelet does to a container's command and args:
+// $(NAME) becomes the container's variable NAME when it has one (else it
+// stays as written), and $$ is a literal $.
+func expand(in string, vars map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(in); i++ {
+		if in[i] != '$' || i+1 >= len(in) {
+			b.WriteByte(in[i])
+			continue
+		}
+		switch in[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(in[i+2:], ')')
+			if end < 0 {
+				b.WriteByte('$')
+				continue
+			}
+			name := in[i+2 : i+2+end]
+			if v, ok := vars[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(in[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
 }
 
 func quantityBytes(q resource.Quantity) int64 {

@@ -91,6 +91,21 @@ func TestPlanPod(t *testing.T) {
 			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: &yes, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: &no, Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
 		}},
+		{name: "$(VAR) expansion", edit: func(p *corev1.Pod) {
+			c := &p.Spec.Containers[0]
+			c.Env = []corev1.EnvVar{{Name: "WHO", Value: "world"}}
+			c.Command = []string{"echo", "hello $(WHO)", "$$(WHO)", "$(NOPE)", "$$", "a$"}
+			c.Args = nil
+		}, check: func(t *testing.T, pl Plan) {
+			if got := strings.Join(pl.Process.Argv, "|"); got != "echo|hello world|$(WHO)|$(NOPE)|$|a$" {
+				t.Errorf("expanded argv %q", got)
+			}
+		}},
+		{name: "hostname", edit: func(p *corev1.Pod) { p.Spec.Hostname = "h" }, refused: "hostname"},
+		{name: "dns config", edit: func(p *corev1.Pod) { p.Spec.DNSConfig = &corev1.PodDNSConfig{} }, refused: "dnsConfig"},
+		{name: "readiness gates", edit: func(p *corev1.Pod) {
+			p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "x"}}
+		}, refused: "readinessGates"},
 		{name: "two containers", edit: func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, p.Spec.Containers[0]) }, refused: "exactly one container"},
 		{name: "init container", edit: func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "i"}} }, refused: "initContainers"},
 		{name: "no command", edit: func(p *corev1.Pod) { p.Spec.Containers[0].Command = nil }, refused: "command: required"},

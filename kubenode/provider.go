@@ -148,14 +148,28 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	r := &podRun{p: p, key: key, ns: pod.Namespace, name: pod.Name, uid: pod.UID, pod: pod.DeepCopy(), done: make(chan struct{})}
 	r.plan, r.refused = PlanPod(pod)
 	r.container = r.plan.Container
-	if r.refused == nil && p.maxPods > 0 && len(p.pods) >= p.maxPods {
-		r.refused = spec.Errorf(spec.CodeResourceExhausted, "kubenode", "node %s runs %d sandboxes, its limit", p.node, p.maxPods)
+	if r.refused == nil && p.maxPods > 0 && p.live() >= p.maxPods {
+		r.limited = spec.Errorf(spec.CodeResourceExhausted, "kubenode", "node %s runs %d sandboxes, its limit (--max-pods)", p.node, p.maxPods)
 	}
 	p.pods[key] = r
 	var sctx context.Context
 	sctx, r.cancel = context.WithCancel(p.ctx)
 	go r.supervise(sctx)
 	return nil
+}
+
+// live counts the pods whose sandbox runs or is being made (not refused,
+// not finished), under p.mu: what the node's pod limit bounds.
+func (p *Provider) live() int {
+	n := 0
+	for _, r := range p.pods {
+		r.mu.Lock()
+		if r.refused == nil && r.limited == nil && r.failure == "" && !r.finished {
+			n++
+		}
+		r.mu.Unlock()
+	}
+	return n
 }
 
 // UpdatePod takes a pod's new metadata; a change to what runs is refused
@@ -167,13 +181,39 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 		return p.CreatePod(ctx, pod)
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.pod != nil && len(r.pod.Spec.Containers) == 1 && len(pod.Spec.Containers) == 1 &&
-		r.pod.Spec.Containers[0].Image != pod.Spec.Containers[0].Image {
-		return errdefs.InvalidInput("a stockade node cannot change a running sandbox's image (delete the pod and make it again)")
+	if r.pod != nil {
+		r.notApplied = append(r.notApplied, unapplied(r.pod, pod)...)
+		pod = pod.DeepCopy()
+		pod.Status = r.pod.Status // ours: the next status keeps its times
 	}
 	r.pod = pod.DeepCopy()
+	r.mu.Unlock()
+	p.push(r)
 	return nil
+}
+
+// unapplied names the changes of a pod update a running sandbox cannot
+// take (the pod then says so in its stockade.io/Supported condition): the
+// image (pinned at create), activeDeadlineSeconds (the TTL is fixed at
+// create), and stockade's annotations.
+func unapplied(old, cur *corev1.Pod) []string {
+	var out []string
+	if len(old.Spec.Containers) == 1 && len(cur.Spec.Containers) == 1 && old.Spec.Containers[0].Image != cur.Spec.Containers[0].Image {
+		out = append(out, fmt.Sprintf("image %s → %s (a sandbox's image is pinned at create: delete the pod and make it again)", old.Spec.Containers[0].Image, cur.Spec.Containers[0].Image))
+	}
+	if !equalDeadline(old.Spec.ActiveDeadlineSeconds, cur.Spec.ActiveDeadlineSeconds) {
+		out = append(out, "activeDeadlineSeconds (a sandbox's TTL is fixed at create)")
+	}
+	for _, k := range []string{AnnotationPids, AnnotationNoChanges} {
+		if old.Annotations[k] != cur.Annotations[k] {
+			out = append(out, "annotation "+k+" (read at create)")
+		}
+	}
+	return out
+}
+
+func equalDeadline(a, b *int64) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // DeletePod stops the pod's processes and removes its sandbox (every
@@ -183,11 +223,11 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	if r == nil {
 		return errdefs.NotFoundf("pod %s/%s is not on node %s", pod.Namespace, pod.Name, p.node)
 	}
+	r.mu.Lock()
 	if r.pod == nil {
-		r.mu.Lock()
 		r.pod = pod.DeepCopy()
-		r.mu.Unlock()
 	}
+	r.mu.Unlock()
 	return p.remove(ctx, r)
 }
 
@@ -197,7 +237,17 @@ func (p *Provider) remove(ctx context.Context, r *podRun) error {
 	r.mu.Lock()
 	id := r.sandboxID
 	r.mu.Unlock()
-	if id != "" {
+	// The pod's sandboxes: its recorded one, and any the journal labels
+	// with its UID (a create the deletion cut short goes on in the
+	// sandbox's actor and may have made one the run never learnt of).
+	ids, err := p.sandboxesOf(ctx, r.uid)
+	if err != nil {
+		return err
+	}
+	if id != "" && !slices.Contains(ids, id) {
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
 		sb, err := p.rt.Sandbox(id)
 		switch {
 		case spec.IsCode(err, spec.CodeNotFound):
@@ -210,7 +260,7 @@ func (p *Provider) remove(ctx context.Context, r *podRun) error {
 		}
 	}
 	r.mu.Lock()
-	r.deleted = true
+	r.deleted, r.backoff = true, false
 	r.mu.Unlock()
 	p.log.Info("pod removed", "pod", r.key, "sandbox", id)
 	p.push(r)
@@ -220,6 +270,25 @@ func (p *Provider) remove(ctx context.Context, r *podRun) error {
 	}
 	p.mu.Unlock()
 	return nil
+}
+
+// sandboxesOf lists the live sandboxes the journal labels with a pod's
+// UID.
+func (p *Provider) sandboxesOf(ctx context.Context, uid types.UID) ([]string, error) {
+	if uid == "" {
+		return nil, nil
+	}
+	infos, err := p.rt.Sandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, in := range infos {
+		if in.Labels[LabelUID] == string(uid) {
+			ids = append(ids, in.ID)
+		}
+	}
+	return ids, nil
 }
 
 func (p *Provider) get(ns, name string) *podRun {
@@ -278,7 +347,10 @@ func (p *Provider) NotifyPods(_ context.Context, fn func(*corev1.Pod)) {
 	}
 }
 
-// push reports a pod's current status to the pod controller.
+// push reports a pod's current status to the pod controller. A run's
+// pushes are serialised (snapshot and hand-over together), so an older
+// status never lands after a newer one; a re-adopted run whose pod is not
+// yet seen is not reported (its placeholder knows no restart policy).
 func (p *Provider) push(r *podRun) {
 	p.mu.Lock()
 	fn := p.notify
@@ -286,11 +358,15 @@ func (p *Provider) push(r *podRun) {
 	if fn == nil {
 		return
 	}
-	pod := r.snapshot(p.ctx)
-	if pod.UID == "" {
-		return // not yet bound to its pod (re-adopted, the pod not yet seen)
+	r.pushMu.Lock()
+	defer r.pushMu.Unlock()
+	r.mu.Lock()
+	bound := r.pod != nil
+	r.mu.Unlock()
+	if !bound {
+		return
 	}
-	fn(pod)
+	fn(r.snapshot(p.ctx))
 }
 
 // Close stops supervising (the sandboxes and their processes go on: they
@@ -319,8 +395,13 @@ type podRun struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 
-	mu        sync.Mutex
-	pod       *corev1.Pod // the pod as last given (nil: re-adopted, not yet seen)
+	pushMu sync.Mutex // one status hand-over at a time
+
+	mu         sync.Mutex
+	pod        *corev1.Pod // the pod as last given (nil: re-adopted, not yet seen)
+	limited    error       // refused for the node's pod limit
+	notApplied []string    // updates of the pod that were not applied
+	finished   bool        // its container will not run again (its sandbox stopped)
 	plan      Plan
 	refused   error
 	failure   string // why the pod cannot run (create failed, sandbox lost)
@@ -342,11 +423,16 @@ func (r *podRun) supervise(ctx context.Context) {
 	if r.adopted && !r.bind(ctx) {
 		return
 	}
+	defer func() {
+		r.mu.Lock()
+		r.backoff = false // no restart comes once the supervisor is gone
+		r.mu.Unlock()
+	}()
 	r.mu.Lock()
-	refused, failure := r.refused, r.failure
+	refused, limited, failure := r.refused, r.limited, r.failure
 	r.mu.Unlock()
-	if refused != nil || failure != "" {
-		p.log.Warn("pod not run", "pod", r.key, "err", refused, "failure", failure)
+	if refused != nil || limited != nil || failure != "" {
+		p.log.Warn("pod not run", "pod", r.key, "refused", refused, "limited", limited, "failure", failure)
 		p.push(r)
 		return
 	}
@@ -426,6 +512,9 @@ func (r *podRun) supervise(ctx context.Context) {
 // workspace, journal and recordings stay (kubectl logs works) until the pod
 // is deleted, which removes it.
 func (r *podRun) finish(ctx context.Context, sb *stockade.Sandbox) {
+	r.mu.Lock()
+	r.finished = true
+	r.mu.Unlock()
 	if err := sb.Stop(ctx); err != nil && ctx.Err() == nil {
 		r.p.log.Warn("stopping a finished pod's sandbox", "pod", r.key, "sandbox", sb.ID(), "err", err)
 	}
@@ -538,8 +627,9 @@ func (r *podRun) snapshot(ctx context.Context) *corev1.Pod {
 		}
 	}
 	v := runView{
-		refused: r.refused, failure: r.failure, sandboxID: r.sandboxID, procID: r.procID, prevID: r.prevID,
-		restarts: r.restarts, backoff: r.backoff, deleted: r.deleted, container: r.container, tokenVolume: r.plan.TokenVolume,
+		refused: r.refused, limited: r.limited, failure: r.failure, sandboxID: r.sandboxID, procID: r.procID, prevID: r.prevID,
+		restarts: r.restarts, backoff: r.backoff && !r.deleted, deleted: r.deleted, container: r.container, tokenVolume: r.plan.TokenVolume,
+		restart: r.plan.Restart, notApplied: slices.Clone(r.notApplied),
 	}
 	r.mu.Unlock()
 	pod.Status = r.p.status(ctx, pod, v)

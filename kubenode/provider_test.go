@@ -34,7 +34,9 @@ type fakeNode struct {
 
 func newFakeNode(t *testing.T, script func(pod string, run int) dockerio.FakeRun) *fakeNode {
 	t.Helper()
+	saved := restartBackoff
 	restartBackoff = [2]time.Duration{10 * time.Millisecond, 40 * time.Millisecond}
+	t.Cleanup(func() { restartBackoff = saved })
 	prof, err := dockerio.LookupProfile("linux-x64")
 	if err != nil {
 		t.Fatal(err)
@@ -195,19 +197,19 @@ func TestProviderRefusesAndLimits(t *testing.T) {
 	if !found {
 		t.Errorf("refused pod has no %s=False condition: %+v", ConditionSupported, st.Conditions)
 	}
-	// The node's limit is 3 pods: the refused one counts (it is the
-	// node's until deleted), two more run, the fourth is refused.
-	for _, name := range []string{"a", "b", "c"} {
+	// The node's limit is 3 pods: a refused one does not count, three
+	// run, the fourth is refused for the limit (not as unsupported).
+	for _, name := range []string{"a", "b", "c", "d"} {
 		if err := n.p.CreatePod(ctx, fakePod(name, corev1.RestartPolicyAlways)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, name := range []string{"a", "b"} {
+	for _, name := range []string{"a", "b", "c"} {
 		n.waitStatus(t, name, "running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
 	}
-	st = n.waitStatus(t, "c", "refused", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodFailed })
-	if !strings.Contains(st.Message, "limit") {
-		t.Errorf("pod past the limit: %q", st.Message)
+	st = n.waitStatus(t, "d", "refused", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodFailed })
+	if st.Reason != "OutOfpods" || !strings.Contains(st.Message, "limit") {
+		t.Errorf("pod past the limit: reason %q message %q", st.Reason, st.Message)
 	}
 
 	// Deleting a pod removes its sandbox; the provider forgets it.

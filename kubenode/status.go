@@ -3,6 +3,7 @@ package kubenode
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,9 @@ const (
 
 // runView is what status needs of a podRun, copied under its lock.
 type runView struct {
-	refused                   error
+	refused, limited          error
+	restart                   corev1.RestartPolicy
+	notApplied                []string
 	failure                   string
 	sandboxID, procID, prevID string
 	restarts                  int32
@@ -55,6 +58,9 @@ func (p *Provider) status(ctx context.Context, pod *corev1.Pod, v runView) corev
 			cond(ConditionTokenNotMounted, true, "SandboxHoldsNoCredentials",
 				fmt.Sprintf("volume %s (the service-account token) is not mounted: a sandbox never holds API credentials", v.tokenVolume))
 		}
+		if len(v.notApplied) > 0 {
+			cond(ConditionSupported, false, "UpdateNotApplied", "not applied to the running sandbox: "+strings.Join(v.notApplied, "; "))
+		}
 		if v.container != "" {
 			st.ContainerStatuses = []corev1.ContainerStatus{cs}
 		}
@@ -68,6 +74,11 @@ func (p *Provider) status(ctx context.Context, pod *corev1.Pod, v runView) corev
 		st.Phase, st.Reason, st.Message = corev1.PodFailed, "Unsupported", v.refused.Error()
 		cond(ConditionSupported, false, "Unsupported", v.refused.Error())
 		terminated(128, "Unsupported", v.refused.Error())
+		return finish(false)
+	}
+	if v.limited != nil {
+		st.Phase, st.Reason, st.Message = corev1.PodFailed, "OutOfpods", v.limited.Error()
+		terminated(128, "OutOfpods", v.limited.Error())
 		return finish(false)
 	}
 	if v.failure != "" {
@@ -132,9 +143,18 @@ func (p *Provider) status(ctx context.Context, pod *corev1.Pod, v runView) corev
 		if cur.succeeded {
 			st.Phase = corev1.PodSucceeded
 		}
-		if !v.deleted && !sb.Terminal() && !exitDone(cur.proc, pod.Spec.RestartPolicy) && pod.Spec.RestartPolicy != "" {
+		stoppedUnder := cur.proc.Exit != nil && (cur.proc.Exit.Reason == lifecycle.ReasonSandboxStopped || cur.proc.Exit.Reason == lifecycle.ReasonStopped)
+		switch {
+		case !v.deleted && sb.Admits() && !stoppedUnder && !exitDone(cur.proc, v.restart):
 			// Between the exit and the restart decision.
 			st.Phase = corev1.PodRunning
+		case sb.Stopping == lifecycle.ReasonTimeout:
+			st.Phase, st.Reason, st.Message = corev1.PodFailed, "DeadlineExceeded", "the pod's activeDeadlineSeconds (its sandbox's TTL) passed"
+		case stoppedUnder:
+			st.Phase = corev1.PodFailed
+			if st.Reason == "" {
+				st.Reason, st.Message = "SandboxStopped", fmt.Sprintf("sandbox %s stopped (%s): the container is not started again", v.sandboxID, orNone(string(sb.Stopping)))
+			}
 		}
 	}
 	return finish(false)
@@ -192,6 +212,13 @@ func (p *Provider) containerState(ctx context.Context, id string) procState {
 	}
 	ps.state = corev1.ContainerState{Terminated: t}
 	return ps
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no reason journaled"
+	}
+	return s
 }
 
 // reasonWord turns a stockade exit reason into Kubernetes' CamelCase style

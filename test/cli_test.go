@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/client"
+
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/journal"
@@ -37,8 +39,15 @@ func newCLI(t testing.TB) *cliEnv {
 		t.Fatal(err)
 	}
 	e := &cliEnv{bin: buildStockade(t), journal: filepath.Join(state, "journal.db")}
+	removeJournalOwned(t, cli, e.journal)
+	return e
+}
+
+// removeJournalOwned registers a cleanup that removes every Docker resource
+// labelled with the owner of the journal at path (if one was made).
+func removeJournalOwned(t testing.TB, cli *client.Client, path string) {
 	t.Cleanup(func() {
-		j, err := journal.Open(e.journal, journal.Options{ReadOnly: true})
+		j, err := journal.Open(path, journal.Options{ReadOnly: true})
 		if err != nil {
 			return // never made: nothing to clean
 		}
@@ -48,7 +57,6 @@ func newCLI(t testing.TB) *cliEnv {
 			t.Errorf("cleanup of %s: %v", owner, err)
 		}
 	})
-	return e
 }
 
 // run runs the binary and returns its exit code, stdout and stderr.

@@ -25,7 +25,6 @@ import (
 
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/kubecluster"
-	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/kubenode"
 )
 
@@ -107,18 +106,10 @@ func newKubeNode(t *testing.T, c *kubecluster.Cluster, cli *client.Client, bin, 
 	}
 	n := &kubeNode{name: name, bin: bin, journal: filepath.Join(state, "journal.db"), kubeconfig: kc,
 		listen: "127.0.0.1:" + strconv.Itoa(port), logs: logs}
+	removeJournalOwned(t, cli, n.journal) // registered first: runs after the node is stopped
 	t.Cleanup(func() {
 		n.stop(t)
 		_ = logs.Close()
-		j, err := journal.Open(n.journal, journal.Options{ReadOnly: true})
-		if err != nil {
-			return // never made: nothing to clean
-		}
-		owner := j.Owner()
-		_ = j.Close()
-		if err := dockertest.RemoveOwned(context.Background(), cli, owner); err != nil {
-			t.Errorf("cleanup of %s: %v", owner, err)
-		}
 	})
 	return n
 }
@@ -196,16 +187,24 @@ func (n *kubeNode) kill9(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for range 200 {
+	if !n.waitExit(5 * time.Second) {
+		t.Fatalf("node %s did not die", n.name)
+	}
+}
+
+// waitExit waits for the node's process to be reaped.
+func (n *kubeNode) waitExit(limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
 		n.mu.Lock()
 		gone := n.cmd == nil
 		n.mu.Unlock()
 		if gone {
-			return
+			return true
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	t.Fatalf("node %s did not die", n.name)
+	return false
 }
 
 // stop ends the node with SIGTERM (its sandboxes stay: kept).
@@ -217,14 +216,8 @@ func (n *kubeNode) stop(t *testing.T) {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	for range 400 {
-		n.mu.Lock()
-		gone := n.cmd == nil
-		n.mu.Unlock()
-		if gone {
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
+	if n.waitExit(10 * time.Second) {
+		return
 	}
 	_ = cmd.Process.Kill()
 	t.Errorf("node %s did not stop on SIGTERM in 10 s\n%s", n.name, n.tail())

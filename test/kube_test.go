@@ -28,8 +28,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/stockade/stockade/client"
-	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/kubecluster"
 	"github.com/stockade/stockade/kubenode"
@@ -71,11 +71,9 @@ func TestKubeNodes(t *testing.T) {
 		nodes[name] = newKubeNode(t, c, cli, bin, name)
 		names = append(names, name)
 	}
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Go(func() { n.start(t) })
+	for _, name := range names {
+		nodes[name].start(t)
 	}
-	wg.Wait()
 	for _, name := range names {
 		deadline := time.Now().Add(time.Minute)
 		for nodeReady(cs, name) != corev1.ConditionTrue {
@@ -150,21 +148,28 @@ func TestKubeNodes(t *testing.T) {
 		t.Errorf("exec -t: stty size printed %q, want 33 101", got)
 	}
 
-	// kubectl logs -f follows a process to its end; logs prints what the
-	// recorder kept; --previous is refused before a restart.
-	lp := sandboxPod("logs", corev1.RestartPolicyNever, "sh", "-c", `for i in 1 2 3 4 5; do echo line $i; sleep 0.4; done`)
+	// kubectl logs -f follows a running process to its end: the process
+	// writes a line, waits for a file that a kubectl exec makes once the
+	// follow has printed that line, then writes another and ends.
+	lp := sandboxPod("logs", corev1.RestartPolicyNever, "sh", "-c", `echo line 1; while [ ! -e go ]; do sleep 0.1; done; echo line 2`)
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, lp, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPods(t, cs, 2*time.Minute, []string{"logs"}, "started", func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded
+	waitPods(t, cs, 2*time.Minute, []string{"logs"}, "running", podRunning)
+	followed := followLogs(t, c, "logs", "line 1\n", func() {
+		if out, code := kubectl(t, c, "", "exec", "logs", "--", "touch", "go"); code != 0 {
+			t.Errorf("kubectl exec touch: exit %d: %s", code, out)
+		}
 	})
-	if out, code := kubectl(t, c, "", "logs", "-f", "logs"); code != 0 || out != "line 1\nline 2\nline 3\nline 4\nline 5\n" {
-		t.Errorf("kubectl logs -f: exit %d, output %q", code, out)
+	if followed != "line 1\nline 2\n" {
+		t.Errorf("kubectl logs -f printed %q, want both lines and its end", followed)
 	}
 	done := waitPods(t, cs, time.Minute, []string{"logs"}, "succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	if st := done["logs"].Status.ContainerStatuses[0].State.Terminated; st == nil || st.ExitCode != 0 || st.Reason != "Completed" {
 		t.Errorf("the logs pod's container: %+v, want terminated 0 Completed", done["logs"].Status.ContainerStatuses[0].State)
+	}
+	if out, code := kubectl(t, c, "", "logs", "--previous", "logs"); code == 0 || !strings.Contains(out, "no previous process") {
+		t.Errorf("kubectl logs --previous of a container never restarted: exit %d, %q", code, out)
 	}
 	if out, code := kubectl(t, c, "", "logs", "--tail=2", target); code != 0 || !strings.HasPrefix(out, "tick ") || strings.Count(out, "\n") != 2 {
 		t.Errorf("kubectl logs --tail=2: exit %d, output %q", code, out)
@@ -387,6 +392,39 @@ func waitGone(t *testing.T, cs *kubernetes.Clientset, names []string, limit time
 	}
 }
 
+// followLogs runs kubectl logs -f on pod, calls then once its output holds
+// first, and returns what it printed by the time it exited.
+func followLogs(t *testing.T, c *kubecluster.Cluster, pod, first string, then func()) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := c.Kubectl(ctx, "logs", "-f", pod)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for !strings.Contains(out.String(), first) {
+		select {
+		case err := <-exited:
+			t.Fatalf("kubectl logs -f ended (%v) before printing %q: %q", err, first, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("kubectl logs -f ended (%v) while its process ran: %q", err, out.String())
+	default:
+	}
+	then()
+	if err := <-exited; err != nil {
+		t.Errorf("kubectl logs -f: %v: %q", err, out.String())
+	}
+	return out.String()
+}
+
 // kubectl runs kubectl as admin and returns its combined output and exit
 // code.
 func kubectl(t *testing.T, c *kubecluster.Cluster, stdin string, args ...string) (string, int) {
@@ -416,10 +454,7 @@ type fixedSize struct {
 func (f *fixedSize) Next() *remotecommand.TerminalSize {
 	var s *remotecommand.TerminalSize
 	f.once.Do(func() { s = &f.size })
-	if s == nil {
-		time.Sleep(time.Hour) // no more resizes; the stream's end stops the caller
-	}
-	return s
+	return s // nil after the first: no more resizes
 }
 
 // execTTY runs argv in the pod on a terminal of rows×cols through the API
@@ -467,6 +502,7 @@ func figures(t *testing.T, pods int, wall time.Duration, toRunning []time.Durati
 	defer func() { _ = c.Close() }()
 	var mu sync.Mutex
 	var served []time.Duration
+	var servedWall time.Duration // from the first create to the last first process running
 	var wg sync.WaitGroup
 	startAll := time.Now()
 	for range pods {
@@ -483,20 +519,16 @@ func figures(t *testing.T, pods int, wall time.Duration, toRunning []time.Durati
 				t.Errorf("start through serve: %v", err)
 				return
 			}
-			d := time.Since(t0)
+			d, since := time.Since(t0), time.Since(startAll)
 			mu.Lock()
 			served = append(served, d)
+			servedWall = max(servedWall, since)
 			mu.Unlock()
 			_, _ = p.Wait(ctx) // the figure is taken; its end is not measured
 		})
 	}
 	wg.Wait()
-	servedWall := time.Duration(0)
-	if len(served) > 0 {
-		slices.Sort(served)
-		servedWall = served[len(served)-1]
-	}
-	_ = startAll
+	slices.Sort(served)
 	w := bufio.NewWriter(os.Stdout)
 	defer func() { _ = w.Flush() }()
 	_, _ = fmt.Fprintf(w, "\n== figures: %d sandboxes, 3 stockade nodes on one Docker daemon, 2 cores ==\n", pods)
