@@ -144,7 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	n, err := nodeutil.NewNode(cfg.Name, func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
 		prov = newProvider(cfg.Runtime, cfg.Name, cfg.Address, cfg.MaxPods, pc.Pods, log.With("node", cfg.Name))
-		describeNode(pc.Node, cfg, int32(port))
+		describeNode(pc.Node, cfg, int32(port)) //nolint:gosec // G109: port was checked to be 1..65535
 		return prov, nil, nil
 	},
 		nodeutil.WithClient(client),

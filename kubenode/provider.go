@@ -402,16 +402,16 @@ type podRun struct {
 	limited    error       // refused for the node's pod limit
 	notApplied []string    // updates of the pod that were not applied
 	finished   bool        // its container will not run again (its sandbox stopped)
-	plan      Plan
-	refused   error
-	failure   string // why the pod cannot run (create failed, sandbox lost)
-	sandboxID string
-	procID    string // the container's current process
-	prevID    string // the one before (kubectl logs --previous)
-	restarts  int32
-	backoff   bool // the container's process ended and will be started again
-	deleted   bool
-	proc      *stockade.Process
+	plan       Plan
+	refused    error
+	failure    string // why the pod cannot run (create failed, sandbox lost)
+	sandboxID  string
+	procID     string // the container's current process
+	prevID     string // the one before (kubectl logs --previous)
+	restarts   int32
+	backoff    bool // the container's process ended and will be started again
+	deleted    bool
+	proc       *stockade.Process
 }
 
 // supervise runs the pod: the sandbox is made (unless re-adopted), then the

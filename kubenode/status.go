@@ -16,7 +16,7 @@ import (
 // says the service-account token volume was not mounted.
 const (
 	ConditionSupported       corev1.PodConditionType = "stockade.io/Supported"
-	ConditionTokenNotMounted corev1.PodConditionType = "stockade.io/ServiceAccountTokenNotMounted"
+	ConditionTokenNotMounted corev1.PodConditionType = "stockade.io/ServiceAccountTokenNotMounted" //nolint:gosec // G101: a condition's name, no credential
 )
 
 // runView is what status needs of a podRun, copied under its lock.

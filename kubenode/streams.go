@@ -274,11 +274,11 @@ func (p *Provider) RunInContainer(ctx context.Context, ns, name, container strin
 		go resizeFrom(ctx, attach.Resize(), h)
 	}
 	waited := make(chan struct{})
-	go func() {
+	go func() { //nolint:gosec // G118: the stop must outlive the request whose end it answers
 		select {
 		case <-ctx.Done():
 			// The client went away: the exec's process goes too.
-			_ = h.Stop(context.Background())
+			_ = h.Stop(context.WithoutCancel(ctx))
 		case <-waited:
 		}
 	}()
@@ -344,7 +344,7 @@ func (p *Provider) AttachToContainer(ctx context.Context, ns, name, container st
 	if err != nil {
 		return err
 	}
-	var stdout, stderr io.Writer = io.Discard, io.Discard
+	stdout, stderr := io.Discard, io.Discard
 	if w := attach.Stdout(); w != nil {
 		stdout = w
 	}

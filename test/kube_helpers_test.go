@@ -81,7 +81,6 @@ type kubeNode struct {
 	cmd   *exec.Cmd
 	owner string
 	logs  *os.File
-	ready chan struct{}
 }
 
 var ownerLine = regexp.MustCompile(`node \S+ ready: journal \S+ \(owner (\S+)\)`)

@@ -165,7 +165,9 @@ func (o *options) execute(ctx context.Context, stderr io.Writer) int {
 	case err := <-served:
 		code = fail(stderr, err, 1)
 		cancel()
-		<-ran
+		if err := <-ran; err != nil {
+			note(stderr, "the node also stopped: %v", err)
+		}
 	}
 	srv.Stop(stopGrace)
 	if err := rt.Close(); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -28,6 +29,12 @@ type nodeCmd struct {
 }
 
 func parseNode(g global, args []string) (command, error) {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			return nil, flag.ErrHelp // the usage is this binary's; the node's own parse checks the rest
+		}
+	}
 	return &nodeCmd{g: g, args: args}, nil
 }
 
