@@ -119,6 +119,8 @@ func (n *kubeNode) start(t *testing.T) {
 	cmd := exec.Command(n.bin, "--journal", n.journal, "--kubeconfig", n.kubeconfig, "--name", n.name,
 		"--listen", n.listen, "--max-pods", "60", "-v")
 	cmd.Env = append(os.Environ(), "STOCKADE_PROFILE="+os.Getenv("STOCKADE_PROFILE"))
+	// Killed with the test binary (a timeout's panic runs no cleanup).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,6 +149,20 @@ func TestKubeNodes(t *testing.T) {
 	// A terminal: its size is what the client said.
 	if got := execTTY(t, c, target, []string{"sh", "-c", "stty size"}, 33, 101); !strings.Contains(got, "33 101") {
 		t.Errorf("exec -t: stty size printed %q, want 33 101", got)
+	}
+
+	// The kubelet API answers only whom the API server authorises: no
+	// client certificate is 401, a node's own certificate (its user may
+	// not proxy to nodes) is 403; kubectl's requests above came through
+	// the API server's kubelet client certificate.
+	api := nodes[running[target].Spec.NodeName]
+	for _, tc := range []struct {
+		cert string
+		want int
+	}{{"", http.StatusUnauthorized}, {"node-stockade-2", http.StatusForbidden}} {
+		if got := kubeletGet(t, c, api.listen, "/containerLogs/default/"+target+"/main", tc.cert); got != tc.want {
+			t.Errorf("kubelet API with certificate %q: status %d, want %d", tc.cert, got, tc.want)
+		}
 	}
 
 	// kubectl logs -f follows a running process to its end: the process
@@ -390,6 +407,27 @@ func waitGone(t *testing.T, cs *kubernetes.Clientset, names []string, limit time
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// kubeletGet asks a node's kubelet API for path, with the client
+// certificate c.Dir/NAME.crt (none if ""), and returns the HTTP status.
+func kubeletGet(t *testing.T, c *kubecluster.Cluster, addr, path, cert string) int {
+	t.Helper()
+	cfg := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} //nolint:gosec // the node's serving certificate is self-signed here; the client side is what is tested
+	if cert != "" {
+		kp, err := tls.LoadX509KeyPair(filepath.Join(c.Dir, cert+".crt"), filepath.Join(c.Dir, cert+".key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{kp}
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	resp, err := hc.Get("https://" + addr + path)
+	if err != nil {
+		t.Fatalf("kubelet API %s: %v", path, err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 // followLogs runs kubectl logs -f on pod, calls then once its output holds

@@ -67,6 +67,7 @@ type Cluster struct {
 	ca        *authority
 	pids      []int
 	nodeGrace time.Duration
+	detach    bool
 }
 
 // Options tune a cluster.
@@ -75,6 +76,10 @@ type Options struct {
 	// controller manager marks it NotReady (default 20 s; a
 	// virtual-kubelet node renews every 10 s).
 	NodeGrace time.Duration
+	// Detach lets the processes outlive the program that started them
+	// (make cluster-up); otherwise they are killed when it dies, so a
+	// test killed by its timeout leaves no control plane behind.
+	Detach bool
 }
 
 // Start makes the PKI in dir, starts etcd, the API server, the controller
@@ -92,7 +97,7 @@ func Start(ctx context.Context, dir string, opts Options) (_ *Cluster, err error
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Bin: bin, nodeGrace: opts.NodeGrace}
+	c := &Cluster{Dir: dir, Bin: bin, nodeGrace: opts.NodeGrace, detach: opts.Detach}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -275,6 +280,9 @@ func (c *Cluster) start(name, path string, args ...string) error {
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if !c.detach {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("kubecluster: starting %s: %w", name, err)
 	}

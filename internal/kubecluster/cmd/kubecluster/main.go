@@ -32,7 +32,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kubecluster:", err)
 		os.Exit(1)
 	}
-	c, err := kubecluster.Start(ctx, dir, kubecluster.Options{})
+	c, err := kubecluster.Start(ctx, dir, kubecluster.Options{Detach: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubecluster:", err)
 		os.Exit(1)
