@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	goruntime "runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -215,9 +216,20 @@ func describeNode(n *corev1.Node, cfg Config, port int32) {
 // release whose API it was built against.
 const KubeletVersion = "v1.37.2-stockade"
 
-// Version is stockade's version as the binary knows it.
+// Version is stockade's module version as the binary was built with it
+// ("(devel)" from a checkout, the tag from go install …@version).
 func Version() string {
-	return "dev"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Path == "github.com/stockade/stockade" && bi.Main.Version != "" {
+			return bi.Main.Version
+		}
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/stockade/stockade" {
+				return d.Version
+			}
+		}
+	}
+	return "unknown"
 }
 
 func memTotal() int64 {
