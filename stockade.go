@@ -131,6 +131,20 @@ type Runtime struct {
 	// ckptLimit its bound.
 	ckpt      checkpointStore
 	ckptLimit int64
+
+	// unanswered lists the asks removed sandboxes left open (Unanswered).
+	unanswered []string
+}
+
+// Unanswered lists the asks (a launch, a rollback) that a sandbox still
+// held when it was removed: each was answered with an internal error then,
+// instead of when its work ended. Every ask must be answered or refused on
+// its own: a non-empty list is a runtime defect (the tests and the drill
+// fail on one).
+func (rt *Runtime) Unanswered() []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return append([]string(nil), rt.unanswered...)
 }
 
 // Metrics returns this runtime's Prometheus metrics (package metrics),
@@ -591,6 +605,13 @@ func (rt *Runtime) make(ctx context.Context, p sandbox.Params) (*Sandbox, error)
 func (rt *Runtime) spawn(p sandbox.Params) (*Sandbox, error) {
 	sb := &Sandbox{rt: rt, id: p.ID, gone: make(chan struct{})}
 	p.Unready = func() { rt.pools.unready(sb) }
+	p.Unanswered = func(asks []string) {
+		rt.mu.Lock()
+		for _, a := range asks {
+			rt.unanswered = append(rt.unanswered, p.ID+": "+a)
+		}
+		rt.mu.Unlock()
+	}
 	p.Gone = func() {
 		rt.pools.gone(sb)
 		if rt.usable() == nil {

@@ -44,7 +44,12 @@ func openFake(t testing.TB, f *dockerio.Fake, path string, mutate ...func(*stock
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	t.Cleanup(func() { _ = rt.Close() }) // teardown (a test may have closed it)
+	t.Cleanup(func() {
+		_ = rt.Close() // teardown (a test may have closed it)
+		if u := rt.Unanswered(); len(u) > 0 {
+			t.Errorf("removed sandboxes left asks unanswered: %v", u)
+		}
+	})
 	return rt
 }
 

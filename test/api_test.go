@@ -49,8 +49,19 @@ func newAPI(t testing.TB, opts stockade.Options) *apiEnv {
 	dockertest.CleanupOwner(t, cli, rt.Owner())
 	t.Cleanup(func() {
 		_ = rt.Close()
+		checkAnswered(t, rt)
 	})
 	return &apiEnv{rt: rt, cli: cli, image: image, journal: opts.Journal}
+}
+
+// checkAnswered fails the test when a sandbox the runtime removed still
+// held an ask (a launch, a rollback) nobody had answered: every ask gets
+// an answer or an error of its own.
+func checkAnswered(t testing.TB, rt *stockade.Runtime) {
+	t.Helper()
+	if u := rt.Unanswered(); len(u) > 0 {
+		t.Errorf("removed sandboxes left asks unanswered: %v", u)
+	}
 }
 
 func smallPolicy() spec.Policy {

@@ -48,7 +48,10 @@ func openPooled(t testing.TB, size, refills int) *stockade.Runtime {
 		t.Fatal(err)
 	}
 	dockertest.CleanupOwner(t, cli, rt.Owner())
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	t.Cleanup(func() {
+		_ = rt.Shutdown(context.Background())
+		checkAnswered(t, rt)
+	})
 	return rt
 }
 

@@ -34,6 +34,7 @@ func (e *apiEnv) reopen(t *testing.T, opts stockade.Options) *stockade.Runtime {
 	}
 	t.Cleanup(func() {
 		_ = rt.Close()
+		checkAnswered(t, rt)
 	})
 	e.rt = rt
 	return rt

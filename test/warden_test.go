@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -520,5 +521,67 @@ func TestWardenIdleReattachedAtLaunch(t *testing.T) {
 	}
 	if types := sandboxTypes(t, rt, sb.ID()); count(types, "sandbox.warden_started") != 1 || count(types, "sandbox.warden_lost") != 0 {
 		t.Fatalf("sandbox history %v: want the one warden, reattached", types)
+	}
+}
+
+// wardensIn counts the warden server processes (`stockade-warden serve`)
+// running in a sandbox's workload, through ps in a direct exec.
+func wardensIn(t *testing.T, rt *stockade.Runtime, id string) int {
+	t.Helper()
+	st, err := rt.ReplaySandbox(t.Context(), id, 0)
+	if err != nil || st.Created == nil {
+		t.Fatalf("sandbox %s: %v", id, err)
+	}
+	n := 0
+	for _, line := range strings.Split(dockerExec(t, st.Created.Workload, "ps", "-o", "pid,args"), "\n") {
+		if strings.Contains(line, "stockade-warden serve") || strings.HasSuffix(strings.TrimSpace(line), "stockade-warden") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWardenKilledWhileClosed (issue 30, defects 1 and 2): a kept
+// sandbox's warden killed while no runtime is open cannot be reattached.
+// The first launch after the reopen must be answered (it waited for ever:
+// the failed reattach re-held it for a new warden and then dropped it),
+// the sandbox runs one warden afterwards, and nothing was left unanswered.
+func TestWardenKilledWhileClosed(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.Kept)
+	if out, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"echo", "one"}}); err != nil || out != "one\n" {
+		t.Fatalf("%q %v", out, err)
+	}
+	st, err := e.rt.ReplaySandbox(t.Context(), sb.ID(), 0)
+	if err != nil || st.Warden == nil || st.Created == nil {
+		t.Fatalf("sandbox %s: %+v %v", sb.ID(), st.Warden, err)
+	}
+	if err := e.rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dockerExec(t, st.Created.Workload, "kill", "-9", strconv.Itoa(st.Warden.PID))
+	rt := e.reopen(t, stockade.Options{})
+	sb2, err := rt.Sandbox(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	p, err := sb2.Start(ctx, spec.Process{Argv: []string{"echo", "two"}})
+	if err != nil {
+		t.Fatalf("the first launch after a lost warden: %v (want it answered)", err)
+	}
+	out, _ := io.ReadAll(p.Stdout())
+	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 || string(out) != "two\n" {
+		t.Fatalf("after the reopen: %q %+v %v", out, res, err)
+	}
+	if types := sandboxTypes(t, rt, sb.ID()); count(types, "sandbox.warden_lost") != 1 || count(types, "sandbox.warden_started") != 2 {
+		t.Fatalf("sandbox history %v: want the killed warden lost and one new", types)
+	}
+	if n := wardensIn(t, rt, sb.ID()); n != 1 {
+		t.Fatalf("%d wardens run in the sandbox, want 1", n)
+	}
+	if err := sb2.Remove(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

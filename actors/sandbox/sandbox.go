@@ -38,6 +38,10 @@ type Params struct {
 	// pool, or recovered as one) can no longer be claimed: it stops, its
 	// workload died, or its warden is lost.
 	Unready func()
+	// Unanswered, if set, is called when the actor stops after its
+	// sandbox was removed with asks still open (asks.go): each was then
+	// answered with an internal error.
+	Unanswered func(asks []string)
 }
 
 // Recover is what a recovering sandbox actor starts from.
@@ -223,6 +227,8 @@ type sandboxActor struct {
 
 	rb *rollbackState // a rollback under way (rollback.go)
 
+	asks ledger // what was asked and is not answered yet (asks.go)
+
 	w wardenState // the sandbox's warden (warden.go)
 	e egressState // an allowlist sandbox's proxy link (egress.go)
 }
@@ -284,6 +290,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 	case startedMsg:
 		a.onStarted(m)
 	case Launch:
+		a.openLaunch(m)
 		a.launch(ctx, m)
 	case wardenUp:
 		a.onWardenUp(ctx, m)
@@ -421,6 +428,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		}
 		a.closeWarden()
 		a.stopEgress()
+		a.answerOpenAsks()
 	case *actor.Stopped:
 		a.settle(spec.Errorf(spec.CodeInternal, "sandbox", "sandbox %s's actor stopped before recovery settled it", a.p.ID))
 		if a.p.Gone != nil {
@@ -530,11 +538,11 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 		return
 	}
 	if err := a.pooledErr(); err != nil {
-		m.Reply <- process.Launch{Err: err}
+		a.answerLaunch(m, process.Launch{Err: err})
 		return
 	}
 	if !a.state.Admits() || a.stopReason != "" || a.rb != nil {
-		m.Reply <- process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s and admits no process", a.p.ID, a.phaseName())}
+		a.answerLaunch(m, process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s and admits no process", a.p.ID, a.phaseName())})
 		return
 	}
 	// The sandbox's env and dir (set at create or at a pool's claim) go
@@ -542,7 +550,7 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 	// they may pass a bound neither passes alone.
 	m.Spec = a.state.Spec.ProcessDefaults(m.Spec)
 	if err := m.Spec.Validate(); err != nil {
-		m.Reply <- process.Launch{Err: err}
+		a.answerLaunch(m, process.Launch{Err: err})
 		return
 	}
 	if a.wardenHold(m) {
@@ -559,9 +567,10 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 	props := process.Props(a.deps, process.Params{ID: m.ID, Sandbox: a.sb, Spec: m.Spec, Deadline: deadline, Launched: m.Reply, Gated: link == nil, Link: link})
 	pid, err := ctx.SpawnNamed(props, "process-"+m.ID)
 	if err != nil {
-		m.Reply <- process.Launch{Err: spec.Wrap(spec.CodeConflict, "sandbox", err, "spawning process %s", m.ID)}
+		a.answerLaunch(m, process.Launch{Err: spec.Wrap(spec.CodeConflict, "sandbox", err, "spawning process %s", m.ID)})
 		return
 	}
+	a.handedOn(m)
 	a.procs[m.ID] = pid
 	a.byPID[pid.GetId()] = m.ID
 	if a.starting == nil {

@@ -132,7 +132,7 @@ func (a *sandboxActor) onWardenUp(ctx actor.Context, m wardenUp) {
 	if err != nil {
 		a.deps.Log.Warn("the sandbox's warden did not start", "sandbox", a.p.ID, "err", err)
 		for _, l := range held {
-			l.Reply <- launchFailed(l, err)
+			a.answerLaunch(l, launchFailed(l, err))
 		}
 		if creating {
 			a.createFailed(err)
@@ -382,10 +382,13 @@ func (a *sandboxActor) onReattached(ctx actor.Context, m reattached) {
 		go a.forgetStray(a.w.strays, m.link, e)
 	}
 	a.adoptedOne(reattachKey)
-	for _, l := range a.w.held {
+	// The list is taken before the launches go on: one the failed
+	// reattach sends to a new warden is held again, in a fresh list.
+	held := a.w.held
+	a.w.held = nil
+	for _, l := range held {
 		a.launch(ctx, l)
 	}
-	a.w.held = nil
 }
 
 // strayWait bounds how long a stray is drained and awaited.

@@ -470,6 +470,9 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, mode 
 	if err := rt.Close(); err != nil {
 		violate("close: %v", err)
 	}
+	if u := rt.Unanswered(); len(u) > 0 {
+		violate("removed sandboxes left asks unanswered: %v", u)
+	}
 	if left, err := d.owned(ctx, owner); err != nil || len(left) > 0 {
 		violate("resources left after cleanup: %v %v", left, err)
 	}
@@ -516,14 +519,20 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 				violate("re-adopted sandbox %s: %v", s.ID, err)
 				continue
 			}
-			p, err := sb.Start(ctx, spec.Process{Argv: []string{"true"}, Stdout: spec.Discard, Stderr: spec.Discard})
+			// Bounded: a launch that is never answered (a re-adopted
+			// warden that cannot be reattached) is a violation, not a
+			// drill that waits for ever.
+			sctx, cancel := context.WithTimeout(ctx, askBound)
+			p, err := sb.Start(sctx, spec.Process{Argv: []string{"true"}, Stdout: spec.Discard, Stderr: spec.Discard})
 			if err != nil {
+				cancel()
 				violate("re-adopted sandbox %s runs no new process: %v", s.ID, err)
 				continue
 			}
-			if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
+			if res, err := p.Wait(sctx); err != nil || res.ExitCode != 0 {
 				violate("re-adopted sandbox %s: true ended %+v %v", s.ID, res, err)
 			}
+			cancel()
 		default:
 			violate("sandbox %s is %s after recovery (adopted %v)", s.ID, s.Phase, s.Adopted)
 		}
@@ -586,6 +595,10 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 	sort.Strings(decisions)
 	return decisions
 }
+
+// askBound bounds every ask the drill makes of a recovered runtime: each
+// must be answered well within it.
+const askBound = 2 * time.Minute
 
 // drillProc is a process as its journal stream folds, with the output gaps
 // journaled for it.
