@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -28,6 +29,9 @@ type capture struct {
 	added  []string
 	pinned []string
 	needed int64 // bytes of blobs it added
+	// manifest is the size its manifest's entries will take, restore the
+	// size of the stream that restores it: both capped as they grow.
+	manifest, restore int64
 }
 
 // pin marks sum as named by this capture (s.mu held).
@@ -62,8 +66,12 @@ func (c *capture) end(failed bool) {
 // path, a path that leaves the tree, a NUL, a path or link longer than
 // MaxPath, more than MaxEntries entries or a hardlink to a path not in the
 // tree fail with invalid_argument naming the entry; FIFOs and devices are
-// skipped and named in Skipped. Past the store's limit it fails
-// resource_exhausted; nothing of a failed capture is kept.
+// skipped and named in Skipped. Names and link targets are kept as bytes
+// (not UTF-8, absolute, leaving the tree: a symlink's target is data,
+// never followed). Past the store's limit (a file larger than it, content
+// that finds no room, a manifest), past MaxManifest, or past MaxRestore,
+// it fails resource_exhausted as soon as that is known, with no more than
+// the limit on the store's disk; nothing of a failed capture is kept.
 func (s *Store) Capture(ctx context.Context, r io.Reader, m Meta) (Manifest, error) {
 	if m.Name != "" {
 		if err := CheckName(m.Name); err != nil {
@@ -79,7 +87,7 @@ func (s *Store) Capture(ctx context.Context, r io.Reader, m Meta) (Manifest, err
 func (c *capture) run(ctx context.Context, r io.Reader, meta Meta) (Manifest, error) {
 	s := c.s
 	m := Manifest{Sandbox: meta.Sandbox, Name: meta.Name, Image: meta.Image, Env: meta.Env, Dir: meta.Dir, Created: meta.Created.UTC()}
-	tr := tar.NewReader(r)
+	tr := tar.NewReader(ctxReader{ctx: ctx, r: r})
 	prefix := ""
 	seen := map[string]string{} // path → type
 	for n := 0; ; n++ {
@@ -115,7 +123,12 @@ func (c *capture) run(ctx context.Context, r io.Reader, meta Meta) (Manifest, er
 			e.Type = TypeDir
 		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // TypeRegA: an old writer's regular file
 			e.Type = TypeFile
-			if e.SHA256, e.Size, err = c.store(h, tr); err != nil {
+			// Known from the header before a byte of it is read (a sparse
+			// file is its full size here).
+			if err := c.fileFits(rel, h.Size); err != nil {
+				return Manifest{}, err
+			}
+			if e.SHA256, e.Size, err = c.store(h, tr, rel); err != nil {
 				return Manifest{}, err
 			}
 			m.Bytes += e.Size
@@ -136,13 +149,27 @@ func (c *capture) run(ctx context.Context, r io.Reader, meta Meta) (Manifest, er
 			}
 			e.Link = target
 		default:
-			m.Skipped = append(m.Skipped, fmt.Sprintf("%s (%s)", rel, typeName(h.Typeflag)))
+			skipped := fmt.Sprintf("%s (%s)", rel, typeName(h.Typeflag))
+			if !utf8.ValidString(rel) {
+				skipped = fmt.Sprintf("%q (%s)", rel, typeName(h.Typeflag))
+			}
+			if err := c.grow(rel, int64(len(skipped))*6+3, 0); err != nil {
+				return Manifest{}, err
+			}
+			m.Skipped = append(m.Skipped, skipped)
 			continue
 		}
 		if rel != "." {
 			if parent := path.Dir(rel); seen[parent] != TypeDir {
 				return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q comes before its directory %q", clip(rel), clip(parent))
 			}
+		}
+		b, err := json.Marshal(e)
+		if err != nil {
+			return Manifest{}, spec.Wrap(spec.CodeInternal, "checkpoint", err, "encoding entry %q", clip(rel))
+		}
+		if err := c.grow(rel, int64(len(b))+1, restoreCost(e)); err != nil {
+			return Manifest{}, err
 		}
 		seen[rel] = e.Type
 		m.Entries = append(m.Entries, e)
@@ -162,6 +189,83 @@ func (c *capture) run(ctx context.Context, r io.Reader, meta Meta) (Manifest, er
 	return m, nil
 }
 
+// fileFits fails resource_exhausted when a file's size (from its header,
+// before a byte is read) can never be stored or restored.
+func (c *capture) fileFits(rel string, size int64) error {
+	if size > c.s.limit {
+		return spec.Errorf(spec.CodeResourceExhausted, "checkpoint",
+			"entry %q is a file of %d bytes, larger than the checkpoint store's whole bound of %d bytes (a sparse file counts its full size): remove it from the workspace, or raise the store's bound", clip(rel), size, c.s.limit)
+	}
+	if c.restore+size > MaxRestore-restoreSlack {
+		return restoreTooBig(rel)
+	}
+	return nil
+}
+
+// grow counts an entry's bytes in its manifest and in the stream that
+// restores it, failing resource_exhausted past MaxManifest or MaxRestore
+// as soon as that is known, so a hostile tree costs no more than the caps
+// to refuse.
+func (c *capture) grow(rel string, manifest, restore int64) error {
+	c.manifest += manifest
+	c.restore += restore
+	if c.manifest > MaxManifest-manifestSlack {
+		return spec.Errorf(spec.CodeResourceExhausted, "checkpoint",
+			"the checkpoint's manifest would pass %d bytes at entry %q: the tree has too many entries, or names and link targets too long, to checkpoint; remove some from the workspace", MaxManifest, clip(rel))
+	}
+	if c.restore > MaxRestore-restoreSlack {
+		return restoreTooBig(rel)
+	}
+	return nil
+}
+
+func restoreTooBig(rel string) error {
+	return spec.Errorf(spec.CodeResourceExhausted, "checkpoint",
+		"the checkpoint would restore as an archive of more than %d bytes at entry %q, more than a rollback can write: remove large files from the workspace", MaxRestore, clip(rel))
+}
+
+// Room kept under the caps for what grow does not count: the manifest's
+// own fields, the restore stream's root entry and end.
+const (
+	manifestSlack = 1 << 20
+	restoreSlack  = 16 << 10
+)
+
+// restoreCost bounds the bytes Restore writes for e under a root of at
+// most maxRoot bytes: a header, a PAX header when the name or the link
+// does not fit one (long, or not ASCII), and the content padded.
+func restoreCost(e Entry) int64 {
+	n := int64(512)
+	if len(e.Path)+maxRoot+2 > 100 || len(e.Link)+maxRoot+1 > 100 || !isASCII(e.Path) || !isASCII(e.Link) {
+		n += 512 + pad512(int64(len(e.Path)+len(e.Link)+maxRoot+128))
+	}
+	return n + pad512(e.Size)
+}
+
+func pad512(n int64) int64 { return (n + 511) / 512 * 512 }
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// ctxReader fails its reads once ctx ends: a capture stops mid-file.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
 func typeName(t byte) string {
 	switch t {
 	case tar.TypeFifo:
@@ -176,12 +280,13 @@ func typeName(t byte) string {
 
 // relPath is an entry's path relative to the tree's root: "." for the
 // root, else clean, within the tree, without NUL, at most MaxPath bytes.
+// A name is bytes: one that is not UTF-8 is kept as it is.
 func relPath(prefix, name string) (string, error) {
 	bad := func(why string) error {
 		return spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: %s", clip(name), why)
 	}
-	if len(name) > MaxPath+len(prefix)+1 || strings.IndexByte(name, 0) >= 0 || !utf8.ValidString(name) {
-		return "", bad("too long, or with a NUL byte, or not UTF-8")
+	if len(name) > MaxPath+len(prefix)+1 || strings.IndexByte(name, 0) >= 0 {
+		return "", bad("too long, or with a NUL byte")
 	}
 	if strings.HasPrefix(name, "/") {
 		return "", bad("an absolute path")
@@ -208,19 +313,25 @@ const smallFile = 1 << 20
 // store writes one file's content into the store as a blob (or finds it
 // there) and pins it. Blobs are not synced one by one: writeManifest syncs
 // the store's filesystem once before the manifest that names them.
-func (c *capture) store(h *tar.Header, r io.Reader) (string, int64, error) {
+//
+// Every byte written into tmp/ is reserved in the store's bound first
+// (Store.reserve), so the store's disk never holds more than its bound,
+// whatever a file's size and however many captures run. A large file that
+// finds no room is read on without being written, only hashed: content
+// the store has costs nothing; other content fails resource_exhausted.
+func (c *capture) store(h *tar.Header, r io.Reader, rel string) (string, int64, error) {
 	s := c.s
 	fail := func(err error) (string, int64, error) {
-		return "", 0, spec.Wrap(spec.CodeJournal, "checkpoint", err, "storing %s", clip(h.Name))
+		return "", 0, spec.Wrap(spec.CodeJournal, "checkpoint", err, "storing %s", clip(rel))
 	}
 	var small []byte
-	var tmpName string
 	var n int64
 	sum := sha256.New()
+	var spill *spillWriter
 	if h.Size <= smallFile {
 		b, err := io.ReadAll(io.LimitReader(r, smallFile+1))
 		if err != nil {
-			return fail(err)
+			return readFail(rel, err)
 		}
 		if int64(len(b)) > smallFile {
 			return fail(fmt.Errorf("more content than its header's %d bytes", h.Size))
@@ -232,14 +343,18 @@ func (c *capture) store(h *tar.Header, r io.Reader) (string, int64, error) {
 		if err != nil {
 			return fail(err)
 		}
-		tmpName = tmp.Name()
-		defer func() { _ = os.Remove(tmpName) }() // gone once renamed; else not wanted
-		n, err = io.Copy(io.MultiWriter(tmp, sum), r)
-		if cerr := tmp.Close(); err == nil {
+		spill = &spillWriter{s: s, f: tmp, name: tmp.Name()}
+		defer spill.release() // a no-op once renamed into the store
+		n, err = io.Copy(io.MultiWriter(spill, sum), r)
+		if cerr := spill.close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return fail(err)
+			var se *spec.Error
+			if errors.As(err, &se) {
+				return "", 0, err
+			}
+			return readFail(rel, err)
 		}
 	}
 	hexSum := hex.EncodeToString(sum.Sum(nil))
@@ -250,23 +365,33 @@ func (c *capture) store(h *tar.Header, r io.Reader) (string, int64, error) {
 		c.pin(hexSum)
 		return hexSum, n, nil
 	}
-	if s.usage+n > s.limit {
-		return "", 0, fullError(s.limit, s.usage, c.needed+n)
+	if spill != nil && spill.dropped {
+		return "", 0, fullError(s.limit, s.usage+s.tmp, c.needed+n)
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return fail(err)
 	}
-	if small != nil || n == 0 {
-		// Written aside and renamed: a reader never sees half a blob.
-		tmp := filepath.Join(s.dir, "tmp", "blob-"+hexSum)
-		if err := os.WriteFile(tmp, small, 0o600); err != nil {
+	tmpName := ""
+	if spill != nil {
+		tmpName = spill.name
+	} else {
+		// Reserved, written aside and renamed: a reader never sees half a
+		// blob.
+		if !s.reserve(n) {
+			return "", 0, fullError(s.limit, s.usage+s.tmp, c.needed+n)
+		}
+		defer func() { s.tmp -= n }() // usage once renamed, else given back
+		tmpName = filepath.Join(s.dir, "tmp", "blob-"+hexSum)
+		defer func() { _ = os.Remove(tmpName) }() // gone once renamed
+		if err := os.WriteFile(tmpName, small, 0o600); err != nil {
 			return fail(err)
 		}
-		tmpName = tmp
-		defer func() { _ = os.Remove(tmp) }() // gone once renamed
 	}
 	if err := os.Rename(tmpName, dst); err != nil {
 		return fail(err)
+	}
+	if spill != nil {
+		spill.kept()
 	}
 	s.usage += n
 	c.needed += n
@@ -275,13 +400,114 @@ func (c *capture) store(h *tar.Header, r io.Reader) (string, int64, error) {
 	return hexSum, n, nil
 }
 
+// readFail is a file's content that could not be read: the stream's fault
+// (a copy broken), or a context that ended.
+func readFail(rel string, err error) (string, int64, error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return "", 0, spec.Wrap(spec.CodeCancelled, "checkpoint", err, "capturing %s", clip(rel))
+	}
+	return "", 0, spec.Wrap(spec.CodeInvalidArgument, "checkpoint", err, "reading %s", clip(rel))
+}
+
+// spillWriter writes a large file into tmp/, each write reserved in the
+// store's bound first. Once a reservation fails it removes the file (and
+// gives back what it reserved) and takes the rest unwritten: the hash
+// beside it goes on, to learn whether the store has the content.
+type spillWriter struct {
+	s        *Store
+	f        *os.File // nil once closed
+	name     string
+	reserved int64
+	dropped  bool // the file was removed for want of room
+	done     bool // renamed into the store: the reservation is usage
+}
+
+func (w *spillWriter) Write(p []byte) (int, error) {
+	if w.dropped {
+		return len(p), nil
+	}
+	w.s.mu.Lock()
+	ok := w.s.reserve(int64(len(p)))
+	w.s.mu.Unlock()
+	if !ok {
+		w.drop()
+		return len(p), nil
+	}
+	w.reserved += int64(len(p))
+	if _, err := w.f.Write(p); err != nil {
+		return 0, spec.Wrap(spec.CodeJournal, "checkpoint", err, "writing %s", w.name)
+	}
+	return len(p), nil
+}
+
+// close closes the file written, if still open.
+func (w *spillWriter) close() error {
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
+	if err != nil {
+		return spec.Wrap(spec.CodeJournal, "checkpoint", err, "writing %s", w.name)
+	}
+	return nil
+}
+
+// drop removes the file written so far and gives its reservation back.
+func (w *spillWriter) drop() {
+	_ = w.close()         // removed next: nothing of it is wanted
+	_ = os.Remove(w.name) // best effort: tmp/ is cleared at Open
+	w.dropped = true
+	w.s.mu.Lock()
+	w.s.tmp -= w.reserved
+	w.s.mu.Unlock()
+	w.reserved = 0
+}
+
+// kept marks the file renamed into the store (s.mu held): its reservation
+// leaves tmp, and the caller counts it as usage.
+func (w *spillWriter) kept() {
+	w.s.tmp -= w.reserved
+	w.reserved = 0
+	w.done = true
+}
+
+// release removes a file not kept and gives its reservation back.
+func (w *spillWriter) release() {
+	if !w.done && !w.dropped {
+		w.drop()
+	}
+}
+
 // writeManifest writes m durably: its blobs' directory entries synced
-// first, then the manifest through tmp/.
+// first, then the manifest through tmp/, its size reserved in the store's
+// bound (and counted in it once renamed), never more than MaxManifest.
 func (s *Store) writeManifest(m Manifest) error {
-	b, err := encodeManifest(m)
+	size, err := encodeManifestTo(io.Discard, m)
 	if err != nil {
 		return err
 	}
+	if size > MaxManifest {
+		return spec.Errorf(spec.CodeResourceExhausted, "checkpoint",
+			"the checkpoint's manifest would be %d bytes, past %d: the tree has too many entries, or names and link targets too long, to checkpoint; remove some from the workspace", size, MaxManifest)
+	}
+	s.mu.Lock()
+	ok := s.reserve(size)
+	used := s.usage + s.tmp
+	s.mu.Unlock()
+	if !ok {
+		return spec.Errorf(spec.CodeResourceExhausted, "checkpoint",
+			"the checkpoint store is full: its limit is %d bytes, %d are in use and this checkpoint's manifest needs %d more (its blobs are kept only with it)", s.limit, used, size)
+	}
+	kept := false
+	defer func() {
+		s.mu.Lock()
+		s.tmp -= size
+		if kept {
+			s.usage += size
+		}
+		s.mu.Unlock()
+	}()
 	// Every blob it names, and their directory entries, reach the disk
 	// before the manifest does: one sync of the store's filesystem, not
 	// one per blob.
@@ -293,7 +519,14 @@ func (s *Store) writeManifest(m Manifest) error {
 		return spec.Wrap(spec.CodeJournal, "checkpoint", err, "writing checkpoint %s", m.ID)
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }() // gone once renamed
-	_, err = tmp.Write(b)
+	bw := bufio.NewWriter(tmp)
+	n, err := encodeManifestTo(bw, m)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil && n != size {
+		err = fmt.Errorf("encoded as %d bytes, then %d", size, n)
+	}
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -304,6 +537,7 @@ func (s *Store) writeManifest(m Manifest) error {
 		err = os.Rename(tmp.Name(), s.manifestPath(m.ID))
 	}
 	if err == nil {
+		kept = true
 		err = syncDir(filepath.Join(s.dir, "manifests"))
 	}
 	if err != nil {
@@ -317,8 +551,8 @@ func (s *Store) writeManifest(m Manifest) error {
 // blob's size and sha256 checked as it is read: a missing or corrupt blob
 // fails naming it and the path, and nothing after it is written.
 func (s *Store) Restore(id string, w io.Writer, root string, uid, gid int) error {
-	if root == "" || strings.Contains(root, "/") || root == "." || root == ".." {
-		return spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "restore root %q is not one plain name", clip(root))
+	if root == "" || strings.ContainsAny(root, "/\x00") || root == "." || root == ".." || len(root) > maxRoot {
+		return spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "restore root %q is not one plain name of at most %d bytes", clip(root), maxRoot)
 	}
 	m, err := s.Get(id)
 	if err != nil {
@@ -381,11 +615,11 @@ func (s *Store) copyBlob(w io.Writer, e Entry) error {
 func (s *Store) Verify() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ms, err := s.manifests(true)
+	ms, bad, err := s.manifests(true)
 	if err != nil {
 		return err
 	}
-	var errs []error
+	errs := bad
 	for _, m := range ms {
 		for _, e := range m.Entries {
 			if e.Type != TypeFile {
@@ -454,13 +688,65 @@ func writeLine(h hash.Hash, l string) {
 	h.Write([]byte{'\n'})
 }
 
-// encodeManifest is a manifest's canonical JSON.
+// encodeManifest is a manifest's canonical JSON (json.Marshal's).
 func encodeManifest(m Manifest) ([]byte, error) {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, spec.Wrap(spec.CodeInternal, "checkpoint", err, "encoding a manifest")
+	var b bytes.Buffer
+	if _, err := encodeManifestTo(&b, m); err != nil {
+		return nil, err
 	}
-	return b, nil
+	return b.Bytes(), nil
+}
+
+// encodeManifestTo writes a manifest's canonical JSON, the same bytes as
+// json.Marshal's, one entry at a time: it holds no more than one entry's
+// encoding beside m. It returns the bytes written.
+func encodeManifestTo(w io.Writer, m Manifest) (int64, error) {
+	fail := func(err error) (int64, error) {
+		return 0, spec.Wrap(spec.CodeInternal, "checkpoint", err, "encoding a manifest")
+	}
+	entries := m.Entries
+	m.Entries = nil
+	head, err := json.Marshal(m)
+	if err != nil {
+		return fail(err)
+	}
+	cw := &countWriter{w: w}
+	if len(entries) == 0 {
+		_, err := cw.Write(head)
+		return cw.n, err
+	}
+	_, err = cw.Write(append(head[:len(head)-1:len(head)-1], `,"entries":[`...))
+	for i, e := range entries {
+		if err != nil {
+			break
+		}
+		var b []byte
+		if b, err = json.Marshal(e); err != nil {
+			return fail(err)
+		}
+		if i > 0 {
+			_, err = cw.Write([]byte{','})
+		}
+		if err == nil {
+			_, err = cw.Write(b)
+		}
+	}
+	if err == nil {
+		_, err = cw.Write([]byte("]}"))
+	}
+	return cw.n, err
+}
+
+// countWriter counts what it passes on.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // decodeManifest decodes a manifest read back from disk: untrusted bytes,

@@ -30,6 +30,18 @@ func FuzzManifest(f *testing.F) {
 	f.Add([]byte(`{"id":"ck-0123456789abcdef0123","files":2,"entries":[{"path":".","type":"dir"},{"path":"../x","type":"dir"}]}`))
 	f.Add([]byte(`{"id":"ck-0123456789abcdef0123","files":2,"entries":[{"path":".","type":"dir"},{"path":"h","type":"hardlink","link":"."}]}`))
 	f.Add(bytes.Replace(good, []byte(`"bytes":`), []byte(`"bytes":1`), 1))
+	hostile, err := s.Capture(context.Background(), bytes.NewReader(tarOf(f, "work", hostileNames...)), Meta{Sandbox: "sb"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, err := os.ReadFile(s.manifestPath(hostile.ID))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte(`{"id":"ck-0123456789abcdef0123","files":2,"entries":[{"path":".","type":"dir"},{"path_b64":"bv8=","type":"symlink","link_b64":"L/8="}]}`))
+	f.Add([]byte(`{"id":"ck-0123456789abcdef0123","files":2,"entries":[{"path":".","type":"dir"},{"path":"a","path_b64":"bv8=","type":"dir"}]}`))
+	f.Add([]byte(`{"id":"ck-0123456789abcdef0123","files":2,"entries":[{"path":".","type":"dir"},{"path_b64":"YQ==","type":"dir"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeManifest(b)
 		if err != nil {
@@ -39,8 +51,14 @@ func FuzzManifest(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := decodeManifest(again); err != nil {
+		back, err := decodeManifest(again)
+		if err != nil {
 			t.Fatalf("a decoded manifest does not decode again: %v", err)
+		}
+		for i := range m.Entries {
+			if back.Entries[i].Path != m.Entries[i].Path || back.Entries[i].Link != m.Entries[i].Link {
+				t.Fatalf("entry %d changed on a round trip: %q → %q", i, m.Entries[i].Path, back.Entries[i].Path)
+			}
 		}
 	})
 }
@@ -54,6 +72,7 @@ func FuzzCapture(f *testing.F) {
 	f.Add(tarOf(f, "work", ent{name: "work/l", typ: tar.TypeLink, link: "/etc/passwd"}))
 	f.Add(tarRaw(f, ent{name: "a/", typ: tar.TypeDir}, ent{name: "a/b", typ: tar.TypeReg, body: "b"}))
 	f.Add([]byte("not a tar"))
+	f.Add(tarOf(f, "work", hostileNames...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		root := t.TempDir()
 		s, err := Open(filepath.Join(root, "store"), 1<<20)

@@ -17,12 +17,32 @@
 // missing blob. Blobs no manifest names (a capture that failed or was
 // killed) are collected at Open and after Remove, never while a capture
 // that may name them runs.
+//
+// A manifest is JSON: the Manifest's fields, its entries last. An entry's
+// path and a symlink's target are bytes, not text: one that is not UTF-8
+// is written base64 in path_b64 or link_b64 instead of path or link, so
+// it is restored byte for byte.
+//
+// The store's bound (Open's limit) counts every byte it writes: blobs,
+// manifests, and what captures in flight hold in tmp/ (reserved as it is
+// written, so a file far past the bound, or many captures at once, never
+// put more than the bound on disk). Content the store already has costs
+// nothing; a file that finds no room is read on, without being written,
+// only to learn whether the store has it. A manifest is capped
+// (MaxManifest) as it is built, and so is the stream that restores a
+// checkpoint (MaxRestore). A manifest that cannot be read (corrupt, or
+// past the cap) is left out of List and makes Get of it fail naming it;
+// the others are unaffected, and no blob is collected while one is
+// there (what it names is not known).
 package checkpoint
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,6 +50,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stockade/stockade/spec"
 )
@@ -42,8 +63,19 @@ const (
 	MaxEntries = 1_000_000
 	// MaxPath bounds an entry's path and a link's target.
 	MaxPath = 4096
-	// MaxManifest bounds a manifest file read back.
-	MaxManifest = 512 << 20
+	// MaxManifest bounds a manifest as it is built (a capture whose
+	// manifest would pass it fails resource_exhausted) and as it is read
+	// back: about 300,000 entries of typical names.
+	MaxManifest = 64 << 20
+	// MaxRestore bounds the tar stream Restore writes for a checkpoint
+	// (headers, content and padding, with a staging root name of up to
+	// maxRoot bytes): a rollback puts it through one archive put, whose
+	// spool is bounded alike (dockerio.MaxArchiveBytes). A capture whose
+	// restore would pass it fails resource_exhausted: a checkpoint that
+	// cannot be restored is never kept.
+	MaxRestore = 1 << 30
+	// maxRoot bounds the root name Restore is given.
+	maxRoot = 128
 )
 
 // Dir is the checkpoint store of the journal at journalPath: its name with
@@ -74,6 +106,59 @@ type Entry struct {
 	// path in the tree.
 	Link    string    `json:"link,omitempty"`
 	ModTime time.Time `json:"mtime"`
+}
+
+// entryJSON is an Entry as a manifest holds it: a path or link target
+// that is not UTF-8 (JSON would replace its bytes) is base64 in path_b64
+// or link_b64 instead.
+type entryJSON struct {
+	Path    string    `json:"path,omitempty"`
+	PathB64 []byte    `json:"path_b64,omitempty"`
+	Type    string    `json:"type"`
+	Mode    uint32    `json:"mode"`
+	Size    int64     `json:"size,omitempty"`
+	SHA256  string    `json:"sha256,omitempty"`
+	Link    string    `json:"link,omitempty"`
+	LinkB64 []byte    `json:"link_b64,omitempty"`
+	ModTime time.Time `json:"mtime"`
+}
+
+// MarshalJSON encodes e with its path and link as bytes.
+func (e Entry) MarshalJSON() ([]byte, error) {
+	j := entryJSON{Path: e.Path, Type: e.Type, Mode: e.Mode, Size: e.Size, SHA256: e.SHA256, Link: e.Link, ModTime: e.ModTime}
+	if !utf8.ValidString(e.Path) {
+		j.Path, j.PathB64 = "", []byte(e.Path)
+	}
+	if !utf8.ValidString(e.Link) {
+		j.Link, j.LinkB64 = "", []byte(e.Link)
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes an entry of a manifest: unknown fields, both forms
+// of a path or link, or the base64 form of a UTF-8 one (not canonical)
+// fail.
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	var j entryJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return err
+	}
+	if len(j.PathB64) > 0 {
+		if j.Path != "" || utf8.Valid(j.PathB64) {
+			return fmt.Errorf("entry %q: path_b64 beside a path, or UTF-8", clip(j.Path))
+		}
+		j.Path = string(j.PathB64)
+	}
+	if len(j.LinkB64) > 0 {
+		if j.Link != "" || utf8.Valid(j.LinkB64) {
+			return fmt.Errorf("entry %q: link_b64 beside a link, or UTF-8", clip(j.Path))
+		}
+		j.Link = string(j.LinkB64)
+	}
+	*e = Entry{Path: j.Path, Type: j.Type, Mode: j.Mode, Size: j.Size, SHA256: j.SHA256, Link: j.Link, ModTime: j.ModTime}
+	return nil
 }
 
 // Meta is what the caller knows of a checkpoint: whose it is and what a
@@ -113,8 +198,19 @@ type Store struct {
 	limit int64
 
 	mu    sync.Mutex
-	usage int64          // bytes of blobs on disk
+	usage int64          // bytes of blobs and manifests on disk
+	tmp   int64          // bytes captures in flight hold in tmp/
 	pins  map[string]int // blobs an in-flight capture refers to
+}
+
+// reserve takes n bytes of the bound for a file being written into tmp/,
+// or reports false when they are not there (s.mu held).
+func (s *Store) reserve(n int64) bool {
+	if n < 0 || s.usage+s.tmp+n > s.limit {
+		return false
+	}
+	s.tmp += n
+	return true
 }
 
 // Open opens (making it if needed) the store at dir, bounded to limit
@@ -154,7 +250,8 @@ func clearDir(d string) error {
 	return nil
 }
 
-// Usage returns the bytes and the number of blobs the store holds.
+// Usage returns the bytes the store holds (blobs and manifests) and the
+// number of blobs.
 func (s *Store) Usage() (bytes int64, blobs int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -163,7 +260,27 @@ func (s *Store) Usage() (bytes int64, blobs int, err error) {
 		blobs++
 		return nil
 	})
-	return bytes, blobs, err
+	if err != nil {
+		return 0, 0, err
+	}
+	m, err := s.manifestBytes()
+	return bytes + m, blobs, err
+}
+
+// manifestBytes is what the manifest files take, every one of them
+// (those that cannot be read too).
+func (s *Store) manifestBytes() (int64, error) {
+	ents, err := os.ReadDir(filepath.Join(s.dir, "manifests"))
+	if err != nil {
+		return 0, spec.Wrap(spec.CodeJournal, "checkpoint", err, "listing the manifests of %s", s.dir)
+	}
+	var n int64
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+	}
+	return n, nil
 }
 
 func (s *Store) blobPath(sum string) string {
@@ -194,9 +311,10 @@ func (s *Store) walkBlobs(fn func(sum string, size int64) error) error {
 }
 
 // collect removes every blob no manifest and no capture in flight names,
-// and recounts the usage (s.mu held).
+// and recounts the usage (s.mu held). While a manifest cannot be read,
+// what it names is not known, and no blob is removed.
 func (s *Store) collect() error {
-	ms, err := s.manifests(true)
+	ms, bad, err := s.manifests(true)
 	if err != nil {
 		return err
 	}
@@ -208,9 +326,12 @@ func (s *Store) collect() error {
 			}
 		}
 	}
-	var usage int64
+	usage, err := s.manifestBytes()
+	if err != nil {
+		return err
+	}
 	err = s.walkBlobs(func(sum string, size int64) error {
-		if named[sum] || s.pins[sum] > 0 {
+		if named[sum] || s.pins[sum] > 0 || len(bad) > 0 {
 			usage += size
 			return nil
 		}
@@ -223,13 +344,14 @@ func (s *Store) collect() error {
 	return err
 }
 
-// manifests reads every manifest (with their entries or not).
-func (s *Store) manifests(entries bool) ([]Manifest, error) {
+// manifests reads every manifest (with their entries or not); bad holds
+// the error of each that cannot be read, which is left out. Only the
+// listing of the directory fails the whole.
+func (s *Store) manifests(entries bool) (out []Manifest, bad []error, err error) {
 	ents, err := os.ReadDir(filepath.Join(s.dir, "manifests"))
 	if err != nil {
-		return nil, spec.Wrap(spec.CodeJournal, "checkpoint", err, "listing the manifests of %s", s.dir)
+		return nil, nil, spec.Wrap(spec.CodeJournal, "checkpoint", err, "listing the manifests of %s", s.dir)
 	}
-	var out []Manifest
 	for _, e := range ents {
 		id, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok || !spec.IsCheckpointID(id) {
@@ -237,7 +359,8 @@ func (s *Store) manifests(entries bool) ([]Manifest, error) {
 		}
 		m, err := s.read(id)
 		if err != nil {
-			return nil, err
+			bad = append(bad, err)
+			continue
 		}
 		if !entries {
 			m.Entries = nil
@@ -250,29 +373,41 @@ func (s *Store) manifests(entries bool) ([]Manifest, error) {
 		}
 		return out[i].ID < out[j].ID
 	})
-	return out, nil
+	return out, bad, nil
 }
 
-// read reads and checks manifest id.
+// read reads and checks manifest id, holding at most MaxManifest bytes of
+// it. A manifest that cannot be read fails journal, naming it and what to
+// do: it is this checkpoint's alone, and removing it is safe.
 func (s *Store) read(id string) (Manifest, error) {
 	f, err := os.Open(s.manifestPath(id))
 	if errors.Is(err, os.ErrNotExist) {
 		return Manifest{}, spec.Errorf(spec.CodeNotFound, "checkpoint", "no checkpoint %s", id)
 	}
+	unreadable := func(err error) (Manifest, error) {
+		return Manifest{}, spec.Wrap(spec.CodeJournal, "checkpoint", err,
+			"checkpoint %s cannot be read (its manifest %s); it cannot be restored: remove it (stockade checkpoint rm %s)", id, s.manifestPath(id), id)
+	}
 	if err != nil {
-		return Manifest{}, spec.Wrap(spec.CodeJournal, "checkpoint", err, "reading checkpoint %s", id)
+		return unreadable(err)
 	}
 	defer func() { _ = f.Close() }() // read only
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() || info.Size() > MaxManifest {
+		if err == nil {
+			err = fmt.Errorf("not a regular file of at most %d bytes (%s, %d bytes)", MaxManifest, info.Mode().Type(), info.Size())
+		}
+		return unreadable(err)
+	}
 	b, err := readBounded(f, MaxManifest)
 	if err != nil {
-		return Manifest{}, spec.Wrap(spec.CodeJournal, "checkpoint", err, "reading checkpoint %s", id)
+		return unreadable(err)
 	}
 	m, err := decodeManifest(b)
 	if err != nil {
-		return Manifest{}, err
+		return unreadable(err)
 	}
 	if m.ID != id {
-		return Manifest{}, spec.Errorf(spec.CodeJournal, "checkpoint", "the manifest in %s.json names checkpoint %s", id, m.ID)
+		return unreadable(fmt.Errorf("it names checkpoint %s", m.ID))
 	}
 	return m, nil
 }
@@ -281,7 +416,8 @@ func (s *Store) read(id string) (Manifest, error) {
 func (s *Store) List() ([]Manifest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.manifests(false)
+	ms, _, err := s.manifests(false)
+	return ms, err
 }
 
 // Get returns checkpoint id with its entries; not_found when unknown.
@@ -349,12 +485,11 @@ func CheckName(name string) error {
 // manifestID is the content address of m (its ID left out).
 func manifestID(m Manifest) (string, error) {
 	m.ID = ""
-	b, err := encodeManifest(m)
-	if err != nil {
+	sum := sha256.New()
+	if _, err := encodeManifestTo(sum, m); err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return "ck-" + hex.EncodeToString(sum[:])[:20], nil
+	return "ck-" + hex.EncodeToString(sum.Sum(nil))[:20], nil
 }
 
 func clip(s string) string {
