@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/safedir"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -57,20 +59,62 @@ var (
 // history is one): far above gRPC's 4 MiB default, still bounded.
 const MaxMessage = 256 << 20
 
+// socketDir is what the directory of a socket the client dials must be:
+// this user's or root's, and not writable by group or others. Its owner
+// could have moved the server's socket aside and listen in its place; the
+// client would hand it a sandbox's environment (an API token) and files.
+// ssh is as strict with the files it trusts.
+var socketDir = safedir.Rule{
+	Op:   "client",
+	What: "socket directory",
+	Self: "this client",
+	Deny: 0o022,
+	Root: true,
+	Risk: "the server there may be an impostor (its owner could move the socket aside and listen in its place), so nothing was sent to it",
+	Else: "if it is yours, or choose another socket ($STOCKADE_SOCKET)",
+}
+
+// dialUnix connects to the socket at path through its directory, opened
+// and checked first (socketDir): a refused directory is invalid_argument,
+// and no connection is made to it. Every connection the client makes,
+// reconnections too, is made this way.
+func dialUnix(ctx context.Context, path string) (net.Conn, error) {
+	d, err := safedir.Open(filepath.Dir(path), socketDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = d.Close() }() // the connection, once made, needs it no more
+	at := d.Join(filepath.Base(path))
+	if len(at) > maxSocketPath {
+		at = path // too long for a socket address that way
+	}
+	var nd net.Dialer
+	return nd.DialContext(ctx, "unix", at)
+}
+
+// maxSocketPath is the longest unix socket path the kernel takes.
+const maxSocketPath = 107
+
 // Dial connects to the server on the unix socket at path. It fails at once
 // (cancelled, naming the path) when nothing answers there, so a caller can
-// fall back to an embedded runtime.
+// fall back to an embedded runtime; and with invalid_argument, connecting
+// to nothing, when the socket's directory is another user's (not root's)
+// or writable by others: whoever answers there may be an impostor.
 func Dial(path string) (*Client, error) {
-	probe, err := net.DialTimeout("unix", path, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	probe, err := dialUnix(ctx, path)
+	cancel()
 	if err != nil {
+		if spec.IsCode(err, spec.CodeInvalidArgument) {
+			return nil, err
+		}
 		return nil, spec.Wrap(spec.CodeCancelled, "client", err, "no stockade server answers on %s (start one with `stockade serve`)", path)
 	}
 	_ = probe.Close() // only asked whether it answers
 	// The path is dialled as it is, not parsed as a URL: a relative path,
 	// or one with '#', '?' or '%' in it, would be misread in a unix:// one.
 	dial := func(ctx context.Context, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", path)
+		return dialUnix(ctx, path)
 	}
 	newConn := func() (*grpc.ClientConn, error) {
 		return grpc.NewClient("passthrough:///stockade",

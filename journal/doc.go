@@ -51,6 +51,14 @@
 //     tail: every bad record is corruption.
 //   - A file with an unknown schema version, or that is not a stockade journal,
 //     is refused before anything is written.
+//   - The journal's directory is the opener's own: Open (writable or
+//     read-only) refuses one that another uid owns, that group or others may
+//     write in, or that is itself a symbolic link (invalid_argument, cause
+//     ErrDirOwner, ErrDirWritable or ErrDirLink, naming the directory, its
+//     owner and what to do). Its owner could otherwise replace the file with
+//     a history that never happened. The check is made on the opened
+//     directory (OpenDir), and the file is opened through it, so a directory
+//     swapped in at the path after the check is not the one used.
 //
 // # Locking and read-only opens
 //

@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 
+	"github.com/stockade/stockade/internal/safedir"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -64,6 +65,22 @@ var (
 	// ErrReadOnly is the cause when a write is asked of a journal opened
 	// read-only. Code journal.
 	ErrReadOnly = errors.New("journal: opened read-only")
+
+	// ErrDirOwner is the cause when the journal's directory is owned by
+	// another uid than the opener's effective one: its owner could replace
+	// the file. Nothing is opened or made in it. The error names the
+	// directory, its owner, the expected one and what to do (chown it, or
+	// choose another path). Code invalid_argument.
+	ErrDirOwner = safedir.ErrForeign
+
+	// ErrDirWritable is the cause when group or others may write in the
+	// journal's directory. Nothing is opened or made in it. Code
+	// invalid_argument.
+	ErrDirWritable = safedir.ErrWritable
+
+	// ErrDirLink is the cause when the journal's directory is itself a
+	// symbolic link (its parents may be). Code invalid_argument.
+	ErrDirLink = safedir.ErrSymlink
 )
 
 func errJournal(op string, cause error, format string, args ...any) error {

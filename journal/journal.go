@@ -180,6 +180,11 @@ func DefaultPath() (string, error) {
 // Open opens the journal at path, creating it (and its directory) if it does
 // not exist and opts.ReadOnly is false. See the package doc for locking.
 //
+// The journal's directory must be the opener's own: owned by its effective
+// uid and not writable by group or others, else invalid_argument (cause
+// ErrDirOwner or ErrDirWritable; see OpenDir), whether the file exists or
+// not, read-only or not.
+//
 // Errors: journal_locked (another process holds the file), identity_mismatch
 // (opts.Owner differs; or, cause ErrCopy, a writable Open of a copy made by
 // CopyTo or CopyFile, which opens only read-only), not_found (read-only and missing), journal (unknown
@@ -208,8 +213,16 @@ func Open(path string, opts Options) (*Journal, error) {
 			return nil, errJournal(op, err, "create directory for %s", path)
 		}
 	}
+	dir, err := OpenDir(op, filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	// The file is opened through the directory just checked: one swapped
+	// in at its path since is not the one opened. bbolt holds its own
+	// descriptor of the file, so the directory's is closed after.
+	defer func() { _ = dir.Close() }() // only read
 	start := time.Now()
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
+	db, err := bbolt.Open(dir.Join(filepath.Base(path)), 0o600, &bbolt.Options{
 		Timeout:      timeout,
 		ReadOnly:     opts.ReadOnly,
 		FreelistType: bbolt.FreelistMapType,

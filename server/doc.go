@@ -14,9 +14,12 @@
 //	...
 //	srv.Stop()                               // then rt.Close()
 //
-// Security: the socket is 0600 in a 0700 directory, and every accepted
-// connection's peer uid (SO_PEERCRED) must be the server's own or root;
-// others are closed before a byte is read.
+// Security: the socket is 0600 in a 0700 directory the server's effective
+// uid owns (Listen refuses another's: its owner could move the socket
+// aside and listen in its place), bound through the directory it opened
+// and checked; every accepted connection's peer uid (SO_PEERCRED) must be
+// the server's own or root; others are closed before a byte is read. A
+// client dials only a socket whose directory is its own user's or root's.
 //
 // Flow control: the HTTP/2 windows are pinned (InitialWindowSize,
 // InitialConnWindowSize): left to gRPC's BDP estimation they grow to 16 MiB

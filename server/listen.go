@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/stockade/stockade/internal/safedir"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -30,10 +32,27 @@ func SocketPath(journal string) string {
 	return strings.TrimSuffix(journal, filepath.Ext(journal)) + ".sock"
 }
 
+// socketDir is what a socket's directory must be: the server's own (owned
+// by its effective uid) and closed to everyone else. Its owner could move
+// the socket aside and listen in its place; anyone who may enter it could
+// reach the socket (which PeerAllowed would still refuse).
+var socketDir = safedir.Rule{
+	Op:   "server",
+	What: "socket directory",
+	Self: "this server",
+	Deny: 0o077,
+	Risk: "its owner could move the socket aside and listen in its place, and get every request (a sandbox's environment, files) meant for this server",
+	Else: "or choose another socket path (--socket or $" + SocketEnv + ")",
+}
+
 // Listen listens on the unix socket at path: it checks the path's length,
-// makes its directory (0700) if missing and refuses one that group or
-// others can enter, removes a stale socket file (one nobody answers on; any
-// other file is left alone and refused), binds, and makes the socket 0600.
+// makes its directory (0700) if missing, opens it and refuses one that
+// another uid owns (see socketDir) or that group or others can enter,
+// removes a stale socket file (one nobody answers on; any other file is
+// left alone and refused), binds, and makes the socket 0600. The socket is
+// removed, bound and chmodded through the directory it opened and checked,
+// never a path that could be swapped after the check: the listener keeps
+// that directory open, and Close removes the socket from it.
 // Call it after the journal lock is taken, so the socket file it removes is
 // one this journal's earlier server left. Accepted connections are checked
 // with PeerAllowed.
@@ -44,36 +63,52 @@ func Listen(path string, log *slog.Logger) (net.Listener, error) {
 	if err := CheckSocketPath(path); err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(path)
+	dir, name := filepath.Dir(path), filepath.Base(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, spec.Wrap(spec.CodeInvalidArgument, "server", err, "making the socket directory %s", dir)
 	}
-	st, err := os.Stat(dir)
+	d, err := safedir.Open(dir, socketDir)
 	if err != nil {
+		if spec.CodeOf(err) != "" {
+			return nil, err
+		}
 		return nil, spec.Wrap(spec.CodeInvalidArgument, "server", err, "socket directory %s", dir)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, spec.Errorf(spec.CodeInvalidArgument, "server", "socket directory %s is mode %04o: it must be 0700 (no access for group or others)", dir, st.Mode().Perm())
-	}
-	if err := removeStale(path); err != nil {
+	lis, err := listenIn(d, name, path)
+	if err != nil {
+		_ = d.Close() // err is the one reported
 		return nil, err
 	}
-	lis, err := net.Listen("unix", path)
+	return &peerListener{Listener: lis, uid: uint32(os.Getuid()), log: log, dir: d, addr: &net.UnixAddr{Name: path, Net: "unix"}}, nil
+}
+
+// listenIn binds name in d: through d's descriptor when the name fits a
+// socket address that way, else (a name near the length limit) by path.
+func listenIn(d *safedir.Dir, name, path string) (net.Listener, error) {
+	at := d.Join(name)
+	if len(at) > MaxSocketPath {
+		at = path
+	}
+	if err := removeStale(at, path); err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("unix", at)
 	if err != nil {
 		return nil, spec.Wrap(spec.CodeEngine, "server", err, "listening on %s", path)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	if err := os.Chmod(at, 0o600); err != nil {
 		_ = lis.Close() // the Chmod error is the one reported
 		return nil, spec.Wrap(spec.CodeInternal, "server", err, "making socket %s 0600", path)
 	}
-	return &peerListener{Listener: lis, uid: uint32(os.Getuid()), log: log}, nil
+	return lis, nil
 }
 
-// removeStale removes a socket file nobody answers on. A socket that
-// answers is another server's (a --socket shared with another journal);
-// a file that is not a socket is not ours to remove.
-func removeStale(path string) error {
-	st, err := os.Lstat(path)
+// removeStale removes the socket file at (path, as the user named it) when
+// nobody answers on it. A socket that answers is another server's (a
+// --socket shared with another journal); a file that is not a socket is
+// not ours to remove.
+func removeStale(at, path string) error {
+	st, err := os.Lstat(at)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -83,11 +118,11 @@ func removeStale(path string) error {
 	if st.Mode().Type() != fs.ModeSocket {
 		return spec.Errorf(spec.CodeConflict, "server", "%s exists and is not a socket: refusing to replace it", path)
 	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+	if c, err := net.DialTimeout("unix", at, time.Second); err == nil {
 		_ = c.Close() // only asked whether it answers
 		return spec.Errorf(spec.CodeConflict, "server", "another server answers on %s", path)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(at); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return spec.Wrap(spec.CodeInternal, "server", err, "removing stale socket %s", path)
 	}
 	return nil
@@ -114,8 +149,26 @@ func PeerAllowed(peer, self uint32) bool { return peer == self || peer == 0 }
 // before gRPC reads a byte of it.
 type peerListener struct {
 	net.Listener
-	uid uint32
-	log *slog.Logger
+	uid  uint32
+	log  *slog.Logger
+	dir  *safedir.Dir  // the socket's directory, open while the socket is bound
+	addr *net.UnixAddr // the socket as the user named it
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Addr is the socket's path as the user named it (the listener may have
+// bound it through its directory's descriptor).
+func (l *peerListener) Addr() net.Addr { return l.addr }
+
+// Close closes the socket, which removes its file through the directory
+// still open, then the directory.
+func (l *peerListener) Close() error {
+	l.closeOnce.Do(func() {
+		l.closeErr = errors.Join(l.Listener.Close(), l.dir.Close())
+	})
+	return l.closeErr
 }
 
 func (l *peerListener) Accept() (net.Conn, error) {

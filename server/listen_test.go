@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -87,6 +88,81 @@ func TestListen(t *testing.T) {
 				t.Fatalf("directory %v: %v, want 0700", dir.Mode(), err)
 			}
 		})
+	}
+}
+
+// nobody is the uid the tests give a directory another user owns.
+const nobody = 65534
+
+// foreignDir makes a 0700 directory owned by uid nobody. Making it needs
+// root: the test is skipped otherwise, and fails in CI, where it must run.
+func foreignDir(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to chown a directory to another uid; CI must run it as root")
+		}
+		t.Skip("needs root to chown a directory to another uid")
+	}
+	dir := privateDir(t)
+	if err := os.Chown(dir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestListenRefusesADirectoryAnotherUIDOwns: a 0700 socket directory that
+// another user owns is refused, naming it, its owner, the server's uid and
+// what to do; nothing is bound. (Its owner could move the socket aside and
+// listen in its place: the impostor, which got a sandbox's
+// --env API_TOKEN.)
+func TestListenRefusesADirectoryAnotherUIDOwns(t *testing.T) {
+	dir := foreignDir(t)
+	p := filepath.Join(dir, "j.sock")
+	lis, err := server.Listen(p, nil)
+	if err == nil {
+		_ = lis.Close() // the test fails anyway
+		t.Fatalf("Listen in a directory uid %d owns: got a listener, want invalid_argument", nobody)
+	}
+	if !spec.IsCode(err, spec.CodeInvalidArgument) {
+		t.Fatalf("got %v, want invalid_argument", err)
+	}
+	for _, want := range []string{dir, fmt.Sprintf("uid %d", nobody), fmt.Sprintf("uid %d", os.Geteuid()), "chown", server.SocketEnv} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Errorf("the refused Listen left %s: %v", p, err)
+	}
+}
+
+// TestListenBindsInTheDirectoryItChecked: the socket is bound, made 0600
+// and removed at Close through the directory Listen opened and checked,
+// not its path: a directory renamed away after Listen keeps the socket,
+// and the one put in its place gets nothing.
+func TestListenBindsInTheDirectoryItChecked(t *testing.T) {
+	dir := privateDir(t)
+	p := filepath.Join(dir, "j.sock")
+	lis, err := server.Listen(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lis.Addr().String() != p {
+		t.Errorf("Addr() = %s, want %s", lis.Addr(), p)
+	}
+	moved := dir + ".moved"
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := lis.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(moved, "j.sock")); !os.IsNotExist(err) {
+		t.Errorf("Close left the socket in the directory it was bound in: %v", err)
 	}
 }
 

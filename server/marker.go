@@ -26,6 +26,12 @@ func MarkerPath(journal string) string {
 // journal is opened, and returns the function that removes it (only while
 // it still names this process). A marker that names another live process
 // means a server already holds the journal: journal_locked, at once.
+//
+// The journal's directory is checked as the journal's Open checks it
+// (journal.OpenDir: the server's own, not writable by others; else
+// invalid_argument naming it, its owner and what to do), and the marker is
+// written and removed through that opened directory: nothing is written in
+// a directory another user could have planted a link in.
 func WriteMarker(journal string) (func(), error) {
 	path := MarkerPath(journal)
 	self := os.Getpid()
@@ -37,19 +43,27 @@ func WriteMarker(journal string) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	tmp := fmt.Sprintf("%s.%d.tmp", path, self)
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(self)+"\n"), 0o600); err != nil {
+	dir, err := stjournal.OpenDir("serve", filepath.Dir(path))
+	if err != nil {
 		return nil, err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	at := dir.Join(filepath.Base(path))
+	tmp := fmt.Sprintf("%s.%d.tmp", at, self)
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(self)+"\n"), 0o600); err != nil {
+		_ = dir.Close() // the WriteFile error is the one reported
+		return nil, err
+	}
+	if err := os.Rename(tmp, at); err != nil {
 		_ = os.Remove(tmp) // the Rename error is the one reported
+		_ = dir.Close()
 		return nil, err
 	}
 	return func() {
-		if stjournal.ReadPIDFile(path) == self {
+		if stjournal.ReadPIDFile(at) == self {
 			// One left behind names a dead pid, which MarkerPID ignores.
-			_ = os.Remove(path)
+			_ = os.Remove(at)
 		}
+		_ = dir.Close() // only read
 	}, nil
 }
 
