@@ -138,6 +138,16 @@ func (c *capture) run(ctx context.Context, r io.Reader, meta Meta) (Manifest, er
 				return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: a symlink target of %d bytes", clip(rel), len(h.Linkname))
 			}
 			e.Link = h.Linkname
+			if climbsOut(rel, e.Link) {
+				// Docker's extraction refuses such a link: kept, it would
+				// make a checkpoint that cannot be restored.
+				skipped := fmt.Sprintf("%q (a symlink to %q, climbing out of the workspace by its own \"..\", which a restore cannot make)", rel, e.Link)
+				if err := c.grow(rel, int64(len(skipped))*6+3, 0); err != nil {
+					return Manifest{}, err
+				}
+				m.Skipped = append(m.Skipped, skipped)
+				continue
+			}
 		case tar.TypeLink:
 			e.Type = TypeHardlink
 			target, err := relPath(prefix, h.Linkname)
@@ -187,6 +197,18 @@ func (c *capture) run(ctx context.Context, r io.Reader, meta Meta) (Manifest, er
 		return Manifest{}, err
 	}
 	return m, nil
+}
+
+// climbsOut reports whether a symlink at rel (in a tree one level below
+// the workspace, as /workspace/work and a rollback's staging directory
+// are) has a relative target whose own ".." leave the workspace: Docker's
+// extraction refuses to make such a link, so no restore could.
+func climbsOut(rel, target string) bool {
+	if path.IsAbs(target) {
+		return false
+	}
+	c := path.Clean(path.Join("r", path.Dir(rel), target))
+	return c == ".." || strings.HasPrefix(c, "../")
 }
 
 // fileFits fails resource_exhausted when a file's size (from its header,

@@ -309,9 +309,30 @@ var hostileNames = []ent{
 	{name: "work/d\xe9/", typ: tar.TypeDir, mode: 0o755},
 	{name: "work/d\xe9/f", typ: tar.TypeReg, mode: 0o600, body: "in a latin-1 dir\n"},
 	{name: "work/python3", typ: tar.TypeSymlink, mode: 0o777, link: "/usr/bin/python3.11"},
-	{name: "work/up", typ: tar.TypeSymlink, mode: 0o777, link: "../../../etc/passwd"},
+	{name: "work/up", typ: tar.TypeSymlink, mode: 0o777, link: "../outside"},
 	{name: "work/raw", typ: tar.TypeSymlink, mode: 0o777, link: "t\xff\x01 \"\\x"},
 	{name: "work/h\xff", typ: tar.TypeLink, mode: 0o644, link: "work/n\xff\xfe.txt"},
+}
+
+// TestCaptureSkipsUnrestorableLinks: a symlink whose relative target
+// climbs out of the workspace by its own ".." is one Docker's extraction
+// refuses to make: it is skipped and named (as FIFOs are), so the
+// checkpoint restores; one that leaves the tree but stays in the workspace
+// is kept.
+func TestCaptureSkipsUnrestorableLinks(t *testing.T) {
+	s := openStore(t, 0)
+	m, err := s.Capture(context.Background(), bytes.NewReader(tarOf(t, "work",
+		ent{name: "work/d/", typ: tar.TypeDir, mode: 0o755},
+		ent{name: "work/d/up", typ: tar.TypeSymlink, link: "../../../etc/passwd"},
+		ent{name: "work/d/in", typ: tar.TypeSymlink, link: "../../x"},
+		ent{name: "work/d/abs", typ: tar.TypeSymlink, link: "/etc/passwd"},
+	)), Meta{Sandbox: "sb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Skipped) != 1 || !strings.Contains(m.Skipped[0], `"d/up"`) || !strings.Contains(m.Skipped[0], "climbing out") || m.Files != 4 {
+		t.Fatalf("skipped %q, %d entries", m.Skipped, m.Files)
+	}
 }
 
 // TestCaptureBytesExact (issue 30, defect 8): names and link targets are

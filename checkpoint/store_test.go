@@ -56,7 +56,7 @@ var tree = []ent{
 	{name: "work/src/main.go", typ: tar.TypeReg, mode: 0o644, body: "package main\n"},
 	{name: "work/notes.txt", typ: tar.TypeReg, mode: 0o600, body: "one\ntwo\n"},
 	{name: "work/run.sh", typ: tar.TypeReg, mode: 0o4755, body: "#!/bin/sh\n"},
-	{name: "work/link", typ: tar.TypeSymlink, mode: 0o777, link: "../../etc/passwd"},
+	{name: "work/link", typ: tar.TypeSymlink, mode: 0o777, link: "/etc/passwd"},
 	{name: "work/hard", typ: tar.TypeLink, mode: 0o600, link: "work/notes.txt"},
 	{name: "work/empty/", typ: tar.TypeDir, mode: 0o700},
 	{name: "work/ünï cödé.txt", typ: tar.TypeReg, mode: 0o644, body: strings.Repeat("x", 100000)},

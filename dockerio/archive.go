@@ -26,8 +26,9 @@ const (
 	// kernel's ELOOP limit does, so a loop ends in a refusal.
 	maxLinkHops = 40
 	// maxLinkBytes bounds what one Put's symlinks may hold (names plus
-	// targets) while their resolution is tracked.
-	maxLinkBytes = 16 << 20
+	// relative targets) while their resolution is tracked: no less than a
+	// checkpoint's manifest may hold, so every checkpoint restores.
+	maxLinkBytes = 64 << 20
 )
 
 // WorkspacePath turns a path relative to /workspace into an absolute one,
@@ -56,8 +57,9 @@ type links struct {
 // following this archive's symlinks, and returns the clean path it reaches.
 // It reports false if the walk climbs out of the destination, meets an
 // absolute symlink target (it would resolve against the container's root),
-// or follows more than maxLinkHops links. Symlinks already in the
-// destination are not known here; see PutArchive.
+// or follows more than maxLinkHops links: nothing is extracted through
+// such a link. Symlinks already in the destination are not known here; see
+// PutArchive.
 func (l *links) resolve(p string) (string, bool) {
 	cur, rest := ".", strings.Split(p, "/")
 	for hops := 0; len(rest) > 0; {
@@ -101,22 +103,29 @@ func (l *links) check(h *tar.Header) error {
 	}
 	switch h.Typeflag {
 	case tar.TypeSymlink:
-		// A relative target resolves from the link's own directory; an
-		// absolute one from the root of whoever reads it, never the
-		// destination.
-		if path.IsAbs(h.Linkname) || strings.IndexByte(h.Linkname, 0) >= 0 {
-			return bad("symlink target %q is absolute", h.Linkname)
+		// A symlink's target is data (an absolute one, as every Python
+		// venv has, resolves against the root of whoever reads it, never
+		// the destination): the link is made as it is, and nothing of this
+		// archive is extracted through it (resolve refuses the path).
+		// Docker's extraction refuses only a relative target whose "..",
+		// read lexically from the link's own path, leave the destination:
+		// refused here first, before anything is extracted.
+		if h.Linkname == "" || strings.IndexByte(h.Linkname, 0) >= 0 {
+			return bad("a symlink without a target, or with a NUL byte in it")
 		}
-		if _, ok := l.resolve(parent + "/" + h.Linkname); !ok {
-			return bad("symlink target %q resolves outside the destination (or loops)", h.Linkname)
+		target := h.Linkname
+		if path.IsAbs(target) {
+			target = "/" // all resolve needs to know of it
+		} else if _, ok := spec.CleanRelPath(path.Join(path.Dir(name), target)); !ok { //nolint:gosec // G305: a check of the path, not a write to it
+			return bad("symlink target %q climbs out of the destination by its own \"..\" components, which the engine's extraction refuses; make it absolute, or keep it within the destination", h.Linkname)
 		}
-		if l.bytes += len(name) + len(h.Linkname); l.bytes > maxLinkBytes {
+		if l.bytes += len(name) + len(target); l.bytes > maxLinkBytes {
 			return bad("the archive's symlinks exceed %d bytes of names and targets", maxLinkBytes)
 		}
 		if l.target == nil {
 			l.target = map[string]string{}
 		}
-		l.target[path.Join(parent, path.Base(name))] = h.Linkname
+		l.target[path.Join(parent, path.Base(name))] = target
 	case tar.TypeLink:
 		// A hardlink target names a path relative to the destination, which
 		// Docker cleans before link(2) resolves its directories (but not
@@ -135,7 +144,9 @@ func (l *links) check(h *tar.Header) error {
 
 // rewrite copies a tar stream, setting every entry's owner to uid:gid,
 // clearing setuid/setgid/sticky bits, dropping PAX records, and refusing
-// devices, FIFOs, and entries or links that leave the destination.
+// devices, FIFOs, entries written through a symlink that leaves the
+// destination, and hardlinks that leave it. Names and symlink targets are
+// bytes, passed on unchanged (not UTF-8, absolute: data).
 func rewrite(dst io.Writer, src io.Reader, u spec.User, atRoot bool) error {
 	tr := tar.NewReader(src)
 	tw := tar.NewWriter(dst)
@@ -270,10 +281,13 @@ func spool(ctx context.Context, r io.Reader, u spec.User, atRoot bool) (*os.File
 // PutArchive extracts a tar stream into /workspace/<dir> through the export
 // container (never an exec in the workload). Every entry is owned by the
 // sandbox's uid:gid; special files are refused, setuid bits and PAX records
-// (extended attributes) dropped. An entry whose name, symlink or hardlink
-// would resolve outside dir, following the archive's own symlinks, fails the
-// whole put with invalid_argument before anything is extracted: the archive
-// is checked in full (spooled) first. Symlinks already in the workspace
+// (extended attributes) dropped. A symlink's target is data, made as it is
+// (absolute, or resolving outside dir through other links); but an entry
+// whose name or hardlink would resolve outside dir, following the archive's
+// own symlinks, and a relative symlink target whose own ".." leave dir
+// (Docker's extraction refuses it), fail the whole put with
+// invalid_argument before anything is extracted: the archive is checked in
+// full (spooled) first. Symlinks already in the workspace
 // (a process may have made them) are resolved by Docker inside the export
 // container's root, not by this check. dir must exist.
 func (a *Adapter) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Reader) error {

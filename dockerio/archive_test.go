@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stockade/stockade/checkpoint"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -63,15 +64,17 @@ func TestDockerioArchiveRewrite(t *testing.T) {
 		{"absolute name", []entry{file("/etc/passwd", "x")}, "its name leaves"},
 		{"symlink inside", []entry{dir("a/"), symlink("a/l", "../f"), symlink("m", "a/l")}, ""},
 		{"symlink to dotdot-named file", []entry{symlink("l", "..foo")}, ""},
-		{"symlink escapes", []entry{file("ok", "x"), symlink("evil", "../../etc/x")}, `symlink target "../../etc/x" resolves outside`},
-		{"symlink escapes by one", []entry{dir("a/"), symlink("a/l", "../..")}, "resolves outside"},
-		{"symlink absolute", []entry{symlink("l", "/etc/passwd")}, "is absolute"},
-		// a → "." makes a/b's directory the destination itself, so "../x"
-		// from there leaves it though "a/../x" read lexically would not.
-		{"symlink through a symlink", []entry{symlink("a", "."), symlink("a/b", "../x")}, "resolves outside"},
-		{"symlink target through a symlink", []entry{symlink("a", "."), symlink("b", "a/../x")}, "resolves outside"},
+		// Docker's extraction refuses a target whose own ".." leave the
+		// destination (read lexically from the link's path).
+		{"symlink escapes", []entry{file("ok", "x"), symlink("evil", "../../etc/x")}, `symlink target "../../etc/x" climbs out`},
+		{"symlink escapes by one", []entry{dir("a/"), symlink("a/l", "../..")}, "climbs out"},
+		// A link's target is data: absolute, or resolving outside through
+		// other links, it is made as it is (nothing goes through it).
+		{"symlink absolute", []entry{symlink("l", "/etc/passwd")}, ""},
+		{"symlink through a symlink", []entry{symlink("a", "."), symlink("a/b", "../x")}, ""},
+		{"symlink target through a symlink", []entry{symlink("a", "."), symlink("b", "a/../x")}, ""},
 		{"entry through a chain of symlinks", []entry{dir("d/"), symlink("d/up", ".."), symlink("top", "d/up"), file("top/f", "x")}, ""},
-		{"symlink loop", []entry{symlink("a", "b"), symlink("b", "a"), symlink("c", "a/x")}, "resolves outside"},
+		{"symlink loop", []entry{symlink("a", "b"), symlink("b", "a"), symlink("c", "a/x")}, ""},
 		{"hardlink inside", []entry{file("f", "x"), hardlink("g", "f"), hardlink("h", "./d/../f")}, ""},
 		{"hardlink escapes", []entry{file("ok", "x"), hardlink("evil", "../../etc/passwd")}, `hardlink target "../../etc/passwd" is not a path within`},
 		{"hardlink absolute", []entry{hardlink("evil", "/etc/passwd")}, "not a path within"},
@@ -288,5 +291,117 @@ func TestDockerioArchiveReserved(t *testing.T) {
 		if _, err := archivePath(p); err != nil {
 			t.Errorf("archivePath(%q): %v", p, err)
 		}
+	}
+}
+
+// TestDockerioArchiveLinksAreData (issue 30, defect 8): a symlink's target
+// is data: an absolute one (every Python venv has one), one that leaves
+// the destination and one that is not UTF-8 are extracted as links, and
+// so are names that are not UTF-8. Nothing of the same archive is
+// extracted through such a link: an entry, a link or a hardlink whose path
+// resolves through one is refused.
+func TestDockerioArchiveLinksAreData(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+		want    string // "" means accepted
+	}{
+		{"absolute", []entry{symlink("python3", "/usr/bin/python3.11")}, ""},
+		{"absolute to the root", []entry{symlink("r", "/")}, ""},
+		{"escaping through a link", []entry{symlink("a", "."), symlink("a/b", "../x"), symlink("up", "a/..")}, ""},
+		{"escaping by its own dotdots", []entry{dir("a/"), symlink("a/up", "../../../etc/passwd")}, "climbs out"},
+		{"a loop", []entry{symlink("a", "b"), symlink("b", "a")}, ""},
+		{"not UTF-8", []entry{symlink("l\xff", "t\xfe\x01"), file("n\xff\xfe", "x"), dir("d\xe9/"), file("d\xe9/f", "y"), hardlink("h\xff", "n\xff\xfe")}, ""},
+		{"a link to an absolute link", []entry{symlink("a", "/etc"), symlink("b", "a/passwd")}, ""},
+		{"file through an absolute link", []entry{symlink("etc", "/etc"), file("etc/passwd", "x")}, "its directory resolves"},
+		{"dir through an absolute link", []entry{symlink("r", "/"), dir("r/tmp/")}, "its directory resolves"},
+		{"link through an absolute link", []entry{symlink("r", "/"), symlink("r/l", "x")}, "its directory resolves"},
+		{"file through an escaping link", []entry{symlink("a", "."), symlink("up", "a/.."), file("up/x", "x")}, "its directory resolves"},
+		{"file through a chain to an absolute link", []entry{symlink("a", "/tmp"), symlink("b", "a"), file("b/x", "x")}, "its directory resolves"},
+		{"file through a loop", []entry{symlink("a", "b"), symlink("b", "a"), file("a/x", "x")}, "its directory resolves"},
+		{"hardlink through an absolute link", []entry{symlink("r", "/"), hardlink("h", "r/etc/shadow")}, "hardlink target"},
+		{"hardlink through an escaping link", []entry{symlink("a", "."), symlink("up", "a/.."), hardlink("h", "up/x")}, "hardlink target"},
+		{"reserved through an absolute link", []entry{symlink("w", "/workspace/.stockade"), file("w/stockade-warden", "x")}, "its directory resolves"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := archive(t, tc.entries...)
+			var out bytes.Buffer
+			err := rewrite(&out, bytes.NewReader(in), spec.User{UID: 1000, GID: 1000}, true)
+			if tc.want != "" {
+				if !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %v, want invalid_argument with %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			// Every name and link target reaches Docker byte for byte.
+			tr := tar.NewReader(&out)
+			for _, e := range tc.entries {
+				h, err := tr.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h.Name != e.name || h.Linkname != e.link {
+					t.Fatalf("%q → %q rewritten as %q → %q", e.name, e.link, h.Name, h.Linkname)
+				}
+			}
+		})
+	}
+}
+
+// TestDockerioCheckpointRestores (issue 30, defect 8): what the checkpoint
+// store captures from a hostile tree (non-UTF-8 names, absolute and
+// escaping links, link targets that are not text), its Restore stream
+// passes the put's checks as a rollback writes it (at the workspace's
+// root, under a staging directory), every name and target unchanged.
+func TestDockerioCheckpointRestores(t *testing.T) {
+	in := archive(t, dir("work/"),
+		file("work/n\xff\xfe.txt", "latin-1 name\n"),
+		dir("work/d\xe9/"), file("work/d\xe9/f", "in a latin-1 dir\n"),
+		symlink("work/python3", "/usr/bin/python3.11"),
+		symlink("work/up", "../outside"),
+		symlink("work/raw", "t\xff\x01 \"\\x"),
+		hardlink("work/h\xff", "work/n\xff\xfe.txt"),
+		dir("work/venv/"), dir("work/venv/bin/"), symlink("work/venv/bin/python", "/usr/bin/python3"),
+	)
+	s, err := checkpoint.Open(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Capture(context.Background(), bytes.NewReader(in), checkpoint.Meta{Sandbox: "sb"})
+	if err != nil {
+		t.Fatalf("capture: %v", err)
+	}
+	var restored, out bytes.Buffer
+	if err := s.Restore(m.ID, &restored, ".rollback-1", 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := rewrite(&out, bytes.NewReader(restored.Bytes()), spec.User{UID: 1000, GID: 1000}, true); err != nil {
+		t.Fatalf("the put refuses the checkpoint's restore: %v", err)
+	}
+	want, err := checkpoint.TreeDigest(bytes.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := checkpoint.TreeDigest(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatal("the tree the put extracts is not the checkpoint's")
+	}
+}
+
+// TestDockerioLinkBoundFitsCheckpoints: every checkpoint the store keeps
+// fits one put: its links' names and targets are bounded by its manifest,
+// its restore stream by MaxArchiveBytes.
+func TestDockerioLinkBoundFitsCheckpoints(t *testing.T) {
+	if maxLinkBytes < checkpoint.MaxManifest {
+		t.Fatalf("a put tracks %d bytes of links, a checkpoint's manifest may hold %d", maxLinkBytes, checkpoint.MaxManifest)
+	}
+	if checkpoint.MaxRestore > MaxArchiveBytes {
+		t.Fatalf("a checkpoint's restore stream may be %d bytes, a put takes %d", checkpoint.MaxRestore, MaxArchiveBytes)
 	}
 }
