@@ -141,6 +141,10 @@ type Wardens interface {
 	// EnsureWarden checks the delivered binary is still ours, writing it
 	// again if not.
 	EnsureWarden(ctx context.Context, sb Sandbox) error
+	// RetireWarden kills a warden the runtime gave up on (its journaled
+	// pid, if that pid still runs a warden server) and removes its
+	// reattach socket: a sandbox runs one warden at a time.
+	RetireWarden(ctx context.Context, sb Sandbox, pid int, socket string) error
 }
 
 // Egress keeps an allowlist sandbox's egress role (its networks and proxy)
@@ -248,6 +252,9 @@ const (
 	RoleExport   Role = "export"
 	RoleVolume   Role = "volume"
 	RoleNetwork  Role = "network"
+	// RoleExchange is a rollback's one-off container (rollback.go): it
+	// lives for one exchange and is removed after it.
+	RoleExchange Role = "exchange"
 )
 
 // Kind is a Docker resource kind.

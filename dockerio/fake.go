@@ -121,6 +121,9 @@ func (s *fakeSandbox) hasDir(dir string) bool {
 type fakeFile struct {
 	data []byte
 	mode int64
+	// root: owned by root (a rollback's marker); every other entry is the
+	// sandbox user's.
+	root bool
 }
 
 type fakeExec struct {
@@ -913,6 +916,11 @@ func (f *Fake) AttachWarden(ctx context.Context, sb Sandbox, socket string, stde
 
 // EnsureWarden: see StartWarden.
 func (f *Fake) EnsureWarden(ctx context.Context, sb Sandbox) error {
+	return errFakeNoWarden
+}
+
+// RetireWarden: see StartWarden.
+func (f *Fake) RetireWarden(ctx context.Context, sb Sandbox, pid int, socket string) error {
 	return errFakeNoWarden
 }
 

@@ -7,12 +7,46 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// ExchangeWorkspace swaps the fake's work/ and staging/ trees.
-func (f *Fake) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging string) error {
+// SweepWorkload: the fake's workload runs no process but its execs, which
+// the runtime tracks; a paused one is refused, as Docker refuses an exec.
+func (f *Fake) SweepWorkload(ctx context.Context, sb Sandbox) (int, error) {
+	return 0, f.with(ctx, "SweepWorkload", sb, func(s *fakeSandbox) error {
+		return f.pausedErr(sb.Owner + "/" + sb.ID)
+	})
+}
+
+// StageRollback makes the fake's staging directory with root's marker in it.
+func (f *Fake) StageRollback(ctx context.Context, sb Sandbox, staging, marker string) error {
+	if err := f.enter(ctx, "StageRollback"); err != nil {
+		return err
+	}
+	if err := stagingName(staging); err != nil {
+		return err
+	}
+	if err := markerName(marker); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.export(sb)
+	if err != nil {
+		return err
+	}
+	s.files[staging+"/"] = fakeFile{mode: 0o700}
+	s.files[staging+"/"+marker+"/"] = fakeFile{mode: 0o755, root: true}
+	return nil
+}
+
+// ExchangeWorkspace swaps the fake's work/ and staging/ trees once root's
+// marker is in staging.
+func (f *Fake) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging, marker string) error {
 	if err := f.enter(ctx, "ExchangeWorkspace"); err != nil {
 		return err
 	}
 	if err := stagingName(staging); err != nil {
+		return err
+	}
+	if err := markerName(marker); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -28,6 +62,9 @@ func (f *Fake) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging string
 	if !hasWork || !hasStage {
 		return spec.Errorf(spec.CodeEngine, "dockerio.fake", "exchange: %s or %s does not exist", work, stage)
 	}
+	if m, ok := s.files[stage+marker+"/"]; !ok || !m.root {
+		return spec.Errorf(spec.CodeConflict, "dockerio.fake", "sandbox %s: the exchange refused the workspace: no marker of root's in %s", sb.ID, staging)
+	}
 	moved := make(map[string]fakeFile, len(s.files))
 	for n, v := range s.files {
 		switch {
@@ -41,6 +78,37 @@ func (f *Fake) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging string
 	}
 	s.files = moved
 	return nil
+}
+
+// MarkerProof reports whether the fake's dir holds root's marker.
+func (f *Fake) MarkerProof(ctx context.Context, sb Sandbox, dir, marker string) (bool, error) {
+	if err := f.enter(ctx, "MarkerProof"); err != nil {
+		return false, err
+	}
+	if err := markerName(marker); err != nil {
+		return false, err
+	}
+	dst, err := archivePath(dir + "/" + marker)
+	if err != nil {
+		return false, err
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.export(sb)
+	if err != nil {
+		return false, err
+	}
+	m, ok := s.files[rel+"/"]
+	if !ok || !m.root {
+		return false, nil
+	}
+	for n := range s.files {
+		if strings.HasPrefix(n, rel+"/") && n != rel+"/" {
+			return false, nil // something in it
+		}
+	}
+	return true, nil
 }
 
 // WorkspaceHas reports whether the fake workspace holds p.

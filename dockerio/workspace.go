@@ -11,17 +11,29 @@ import (
 )
 
 // Workspaces changes a sandbox's workspace as a whole: a rollback writes a
-// checkpoint beside /workspace/work (PutArchive into a staging directory)
-// and exchanges the two in one rename. The sandbox's user cannot rename an
-// entry of the root-owned /workspace, so the exchange is a one-off exec of
-// the delivered warden binary as uid 0, which holds no capability (the
-// workload's are all dropped) and can do nothing but what root's ownership
-// of /workspace allows; everything else runs as the sandbox's user.
+// checkpoint beside /workspace/work and exchanges the two in one rename
+// (rollback.go says how each step is kept from the sandbox's user).
 type Workspaces interface {
-	// ExchangeWorkspace exchanges /workspace/work and /workspace/<staging>
-	// atomically (renameat2 RENAME_EXCHANGE): afterwards each holds what
-	// the other held, and no instant shows a mix or neither.
-	ExchangeWorkspace(ctx context.Context, sb Sandbox, staging string) error
+	// SweepWorkload kills every process of the sandbox's user but the
+	// container's own (its init and keeper) and proves none is left; it
+	// returns how many it ended. The warden is among them.
+	SweepWorkload(ctx context.Context, sb Sandbox) (int, error)
+	// StageRollback makes /workspace/<staging> (the sandbox user's, 0700)
+	// holding the rollback's marker: an empty directory owned by root,
+	// which the sandbox's user can neither make nor move (MarkerProof).
+	StageRollback(ctx context.Context, sb Sandbox, staging, marker string) error
+	// ExchangeWorkspace checks the workspace (root-owned 0755, the
+	// warden's directory and binary root's, no links where directories
+	// belong, root's marker in the staging directory) and exchanges
+	// /workspace/work and /workspace/<staging> atomically (renameat2
+	// RENAME_EXCHANGE), as uid 0 in a one-off container of its own: no
+	// uid-0 code runs in the workload or from the workspace volume.
+	ExchangeWorkspace(ctx context.Context, sb Sandbox, staging, marker string) error
+	// MarkerProof reports whether /workspace/<dir>/<marker> is the
+	// rollback's marker as StageRollback made it (a root-owned empty
+	// directory with the marker's own mtime), read through the export
+	// container: the proof of an exchange the sandbox's user cannot forge.
+	MarkerProof(ctx context.Context, sb Sandbox, dir, marker string) (bool, error)
 	// WorkspaceHas reports whether /workspace/<p> exists, read through the
 	// export container (no exec, the workload may be stopped).
 	WorkspaceHas(ctx context.Context, sb Sandbox, p string) (bool, error)
@@ -38,31 +50,6 @@ func stagingName(name string) error {
 	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." ||
 		name == path.Base(WorkDir) || name == path.Base(WardenDir) || len(name) > 128 || !strings.HasPrefix(name, ".") {
 		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.workspace", "%q is not a staging directory name (a hidden entry of %s)", name, WorkspaceDir)
-	}
-	return nil
-}
-
-// ExchangeWorkspace: see Workspaces.
-func (a *Adapter) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging string) error {
-	if err := stagingName(staging); err != nil {
-		return err
-	}
-	if !a.HasWarden() {
-		return spec.Errorf(spec.CodeUnsupported, "dockerio.workspace", "exchanging a workspace needs the warden binary")
-	}
-	cli, err := a.ready(ctx)
-	if err != nil {
-		return err
-	}
-	if err := a.EnsureWarden(ctx, sb); err != nil {
-		return err // the binary run as root must be ours
-	}
-	code, _, errOut, err := a.runAs(ctx, cli, sb, "0:0", WardenPath, "swap", WorkDir, WorkspaceDir+"/"+staging)
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return spec.Errorf(spec.CodeEngine, "dockerio.workspace", "exchanging %s and %s in sandbox %s: exit %d: %s", WorkDir, staging, sb.ID, code, strings.TrimSpace(errOut))
 	}
 	return nil
 }

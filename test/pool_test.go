@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -386,5 +387,60 @@ func TestPoolAllowlistRulesAtClaim(t *testing.T) {
 	ci, ei := slices.Index(types, "sandbox.claimed"), slices.Index(types, "sandbox.egress_changed")
 	if ci < 0 || ei < ci {
 		t.Fatalf("history %v: the rules are not journaled after the claim", types)
+	}
+}
+
+// TestPoolClaimLosesItsWarden (issue 30, defect 3): a pooled sandbox whose
+// warden is lost while its claim rotates the secret is not handed out: the
+// claim is served by another sandbox (here a cold create, the pool holding
+// one), whose first command runs. The warden is frozen first, so the
+// claim's rekey waits for it, and killed once the claim is journaled.
+func TestPoolClaimLosesItsWarden(t *testing.T) {
+	rt := openPooled(t, 1, 1)
+	awaitFull(t, rt, 1)
+	victim := pooledOf(t, rt)[0]
+	st, err := rt.ReplaySandbox(t.Context(), victim, 0)
+	if err != nil || st.Warden == nil || st.Created == nil {
+		t.Fatalf("pooled sandbox %s: %+v %v", victim, st.Warden, err)
+	}
+	pid := strconv.Itoa(st.Warden.PID)
+	dockerExec(t, st.Created.Workload, "kill", "-STOP", pid)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		for ctx.Err() == nil {
+			if s, err := rt.ReplaySandbox(ctx, victim, 0); err == nil && s.Claimed {
+				// The claim is journaled: its rekey waits on the frozen
+				// warden, which now dies.
+				_ = exec.Command("docker", "exec", "-u", "65532:65532", st.Created.Workload, "kill", "-KILL", pid).Run()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	r := claimOne(ctx, rt, 1)
+	<-killed
+	if r.sb != nil {
+		t.Cleanup(func() { _ = r.sb.Remove(context.Background()) })
+	}
+	switch {
+	case r.err != nil:
+		t.Fatalf("the claim's sandbox does not run its first command: %v", r.err)
+	case r.id == victim:
+		t.Fatalf("the claim handed out sandbox %s, whose warden was lost during the claim", victim)
+	case r.clean != "":
+		t.Fatalf("the sandbox served instead is not clean: %s", r.clean)
+	}
+	// The victim is discarded: removed, its history naming the loss.
+	for end := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		s, err := rt.ReplaySandbox(ctx, victim, 0)
+		if err == nil && s.Phase == lifecycle.PhaseRemoved {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the victim %s was not removed: %s %v", victim, s.Phase, err)
+		}
 	}
 }

@@ -129,8 +129,8 @@ func (a *sandboxActor) claim(m Claim) {
 func (a *sandboxActor) onClaimRekeyed(m claimRekeyed) {
 	if m.err != nil && m.gen == a.w.gen && a.w.link != nil {
 		// The warden holds the pool's secret, the journal the new one:
-		// this link is given up (journaled lost), and the first launch
-		// starts a new warden. The claim itself stands.
+		// this link is given up (journaled lost), and the sandbox is not
+		// handed out (the pool removes it and serves the next one).
 		link := a.w.link
 		link.Abort(fmt.Errorf("rotating the warden's secret at the claim: %w", m.err))
 		a.onWardenDown(wardenDown{gen: m.gen, err: link.Err()})
@@ -138,6 +138,20 @@ func (a *sandboxActor) onClaimRekeyed(m claimRekeyed) {
 		failpoint.Hit(failpoint.PoolRekeyed)
 	}
 	a.claimApplied(m.claim)
+}
+
+// claimReady is why a claimed sandbox cannot be handed out after all (its
+// workload died, or its warden's link was lost, during the claim), or nil:
+// a claim answers success only with a sandbox that runs its first command
+// at once.
+func (a *sandboxActor) claimReady() error {
+	switch {
+	case !a.running() || a.removing:
+		return spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s stopped during its claim from pool %q (%s); it is not handed out", a.p.ID, a.state.Pool, a.state.Shown())
+	case a.deps.Config.Warden && (a.w.link == nil || a.w.probing):
+		return spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s lost its warden during its claim from pool %q; it is not handed out", a.p.ID, a.state.Pool)
+	}
+	return nil
 }
 
 // claimApplied ends a claim: the caller's allowlist rules, if any, are
@@ -153,10 +167,13 @@ func (a *sandboxActor) claimApplied(m Claim) {
 		return
 	}
 	a.claiming = false
-	m.Reply <- nil
+	m.Reply <- a.claimReady()
 }
 
 func (a *sandboxActor) onClaimDone(m claimDone) {
 	a.claiming = false
+	if m.err == nil {
+		m.err = a.claimReady()
+	}
 	m.reply <- m.err
 }

@@ -1,13 +1,12 @@
 package sandbox
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -20,11 +19,15 @@ import (
 
 // Rollback restores a checkpoint into /workspace/work, write-ahead: the
 // intent (lifecycle.RollingBack) closes admission, the sandbox's processes
-// are stopped (each journaled), the checkpoint is written beside the
-// workspace with a marker file in it, the two directories are exchanged in
-// one rename, and the fact is journaled. A kill at any point leaves the
-// old or the new workspace, never a mix: recovery reads where the marker
-// is (settleRollback).
+// are stopped (each journaled), its warden is journaled lost and every
+// process of the sandbox's user is killed (a setsid or double-forked one
+// outlives the runtime's view of it), the workload is frozen, the
+// checkpoint is written beside the workspace with root's marker in it, the
+// two directories are exchanged in one rename by a one-off container, the
+// workload is thawed, and the fact is journaled. A kill at any point
+// leaves the old or the new workspace, never a mix: recovery reads where
+// root's marker is (settleRollback), a proof the sandbox's user cannot
+// forge (dockerio/rollback.go).
 type Rollback struct {
 	Checkpoint string
 	// Write writes the checkpoint as a tar stream with every entry under
@@ -75,13 +78,22 @@ type rollbackDone struct {
 // rollbackCleaned: the old tree and the marker are gone (or could not be).
 type rollbackCleaned struct{}
 
+// rollbackAsk is a rollback's entry in the ask ledger.
+const rollbackAsk = "rollback"
+
+// answerRollback answers the caller of a rollback and closes its entry.
+func (a *sandboxActor) answerRollback(rb *rollbackState, err error) {
+	a.closeAsk(rollbackAsk)
+	rb.m.Reply <- err
+}
+
 func (a *sandboxActor) onRollbackCleaned() {
 	rb := a.rb
 	if rb == nil || !rb.cleaning {
 		return
 	}
 	a.rb = nil
-	rb.m.Reply <- nil
+	a.answerRollback(rb, nil)
 }
 
 type rollbackSettled struct {
@@ -123,13 +135,14 @@ func (a *sandboxActor) onRollback(m Rollback) {
 		return
 	}
 	n := strconv.FormatUint(a.state.Seq+1, 10)
-	intent := lifecycle.RollingBack{Checkpoint: m.Checkpoint, Staging: ".rollback-" + n, Marker: ".stockade-rollback-" + hex.EncodeToString(nonce[:])}
+	intent := lifecycle.RollingBack{Checkpoint: m.Checkpoint, Staging: ".rollback-" + n, Marker: dockerio.MarkerPrefix + hex.EncodeToString(nonce[:])}
 	if err := a.record(intent); err != nil {
 		m.Reply <- err
 		return
 	}
 	failpoint.Hit(failpoint.RollbackIntent)
 	a.rb = &rollbackState{m: m, staging: intent.Staging, marker: intent.Marker}
+	a.openAsk(rollbackAsk, func(err error) { m.Reply <- err })
 	cause := spec.Errorf(spec.CodeCancelled, "process", "stopped for the rollback of sandbox %s to checkpoint %s", a.p.ID, m.Checkpoint)
 	for _, pid := range a.procs {
 		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonStopped, Err: cause, Reply: make(chan error, 1)})
@@ -137,11 +150,13 @@ func (a *sandboxActor) onRollback(m Rollback) {
 	a.rollbackOn()
 }
 
-// rollbackOn starts the Docker work once no process is left. The staging
-// directory is made with the marker in it first, then the checkpoint is
-// written into it, and the two trees are exchanged: so the marker is in
-// work exactly when the exchange happened (it is removed from there only
-// after the fact is journaled).
+// rollbackOn starts the Docker work once no tracked process is left.
+// The warden goes first, journaled lost before it is killed with every
+// other process of the sandbox's user (the sweep, which proves none is
+// left); then, with the workload frozen, the staging directory is made
+// with root's marker in it, the checkpoint written into it, and the two
+// trees exchanged: so root's marker is in work exactly when the exchange
+// happened (it is removed from there only after the fact is journaled).
 func (a *sandboxActor) rollbackOn() {
 	rb := a.rb
 	if rb == nil || rb.docker || len(a.procs) > 0 {
@@ -153,39 +168,76 @@ func (a *sandboxActor) rollbackOn() {
 		a.send(rollbackDone{err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s stopped before its workspace was exchanged", a.p.ID)})
 		return
 	}
-	sb, eng := a.sb, a.engine
+	if err := a.giveUpWarden("stopped for the rollback to " + rb.m.Checkpoint); err != nil {
+		a.send(rollbackDone{err: err})
+		return
+	}
+	sb, eng, log, id := a.sb, a.engine, a.deps.Log, a.p.ID
 	a.goDocker(func(ctx context.Context) any {
-		err := eng.PutArchive(ctx, sb, ".", markerTar(rb.staging, rb.marker))
-		if err == nil {
-			pr, pw := io.Pipe()
-			go func() { pw.CloseWithError(rb.m.Write(pw, rb.staging)) }()
-			err = eng.PutArchive(ctx, sb, ".", pr)
-			pr.CloseWithError(io.ErrClosedPipe) // the writer, if still writing, stops
+		if n, err := eng.SweepWorkload(ctx, sb); err != nil {
+			return rollbackDone{err: fmt.Errorf("ending the sandbox's processes before the rollback: %w", err)}
+		} else if n > 0 {
+			log.Info("processes the runtime did not track were killed for the rollback", "sandbox", id, "count", n)
 		}
-		if err != nil {
-			return rollbackDone{err: fmt.Errorf("writing the checkpoint beside the workspace: %w", err)}
+		if err := eng.PauseSandbox(ctx, sb); err != nil {
+			thaw(eng, sb, log, id) // the pause may have happened
+			return rollbackDone{err: fmt.Errorf("freezing the workload for the rollback: %w", err)}
 		}
-		failpoint.Hit(failpoint.RollbackStaged)
-		if err := eng.ExchangeWorkspace(ctx, sb, rb.staging); err != nil {
-			// Did it happen? The marker says.
-			ex, herr := exchanged(ctx, eng, sb, rb.marker)
-			switch {
-			case herr != nil:
-				return rollbackDone{unknown: true, err: err}
-			case !ex:
-				return rollbackDone{err: err}
-			}
-		}
-		failpoint.Hit(failpoint.RollbackExchanged)
-		return rollbackDone{exchanged: true}
+		done := stageAndExchange(ctx, eng, sb, rb)
+		thaw(eng, sb, log, id)
+		return done
 	})
 }
 
-// exchanged reads whether a rollback's exchange happened: the marker is
-// in work. The staging directory absent, or holding the marker, it did
-// not; the marker in neither place (removed by hand) reads as not.
+// stageAndExchange writes the checkpoint beside the frozen workspace and
+// exchanges the two trees.
+func stageAndExchange(ctx context.Context, eng engine, sb dockerio.Sandbox, rb *rollbackState) rollbackDone {
+	err := eng.StageRollback(ctx, sb, rb.staging, rb.marker)
+	if err == nil {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(rb.m.Write(pw, rb.staging)) }()
+		err = eng.PutArchive(ctx, sb, ".", pr)
+		pr.CloseWithError(io.ErrClosedPipe) // the writer, if still writing, stops
+	}
+	if err != nil {
+		return rollbackDone{err: fmt.Errorf("writing the checkpoint beside the workspace: %w", err)}
+	}
+	failpoint.Hit(failpoint.RollbackStaged)
+	if err := eng.ExchangeWorkspace(ctx, sb, rb.staging, rb.marker); err != nil {
+		// Did it happen? Root's marker says.
+		ex, herr := exchanged(ctx, eng, sb, rb.marker)
+		switch {
+		case herr != nil:
+			return rollbackDone{unknown: true, err: err}
+		case !ex:
+			return rollbackDone{err: err}
+		}
+	}
+	failpoint.Hit(failpoint.RollbackExchanged)
+	return rollbackDone{exchanged: true}
+}
+
+// thaw unpauses a workload a rollback froze, trying a few times: one left
+// frozen runs nothing (the next recovery thaws it too).
+func thaw(eng engine, sb dockerio.Sandbox, log *slog.Logger, id string) {
+	var err error
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = eng.UnpauseSandbox(ctx, sb)
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(time.Duration(i+1) * time.Second)
+	}
+	log.Error("a workload frozen for a rollback could not be thawed; the next recovery thaws it", "sandbox", id, "err", err)
+}
+
+// exchanged reads whether a rollback's exchange happened: root's marker is
+// in work (dockerio.Workspaces.MarkerProof). A look-alike the sandbox's
+// user made, or an earlier rollback's marker renamed, reads as not.
 func exchanged(ctx context.Context, eng engine, sb dockerio.Sandbox, marker string) (bool, error) {
-	return eng.WorkspaceHas(ctx, sb, "work/"+marker)
+	return eng.MarkerProof(ctx, sb, "work", marker)
 }
 
 func (a *sandboxActor) onRollbackDone(m rollbackDone) {
@@ -199,7 +251,7 @@ func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 	case m.unknown:
 		// Left journaled: admission stays closed until the marker can be
 		// read (retried here, and by the next recovery).
-		rb.m.Reply <- spec.Wrap(spec.CodeEngine, "sandbox", m.err, "sandbox %s: whether the rollback to %s happened could not be read yet; it is settled once it can be", a.p.ID, intent.Checkpoint)
+		a.answerRollback(rb, spec.Wrap(spec.CodeEngine, "sandbox", m.err, "sandbox %s: whether the rollback to %s happened could not be read yet; it is settled once it can be", a.p.ID, intent.Checkpoint))
 		time.AfterFunc(5*time.Second, func() { a.send(retrySettle{}) })
 	case m.exchanged:
 		err := a.record(lifecycle.RolledBack{Checkpoint: intent.Checkpoint})
@@ -207,7 +259,7 @@ func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 			err = a.record(lifecycle.Restored{Checkpoint: intent.Checkpoint})
 		}
 		if err != nil {
-			rb.m.Reply <- err
+			a.answerRollback(rb, err)
 			return
 		}
 		// The marker leaves work and the old tree is emptied before the
@@ -225,11 +277,11 @@ func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 	default:
 		why := m.err.Error()
 		if err := a.record(lifecycle.RollbackAbandoned{Checkpoint: intent.Checkpoint, Why: why}); err != nil {
-			rb.m.Reply <- err
+			a.answerRollback(rb, err)
 			return
 		}
 		a.tidy(intent)
-		rb.m.Reply <- spec.Wrap(spec.CodeOf(m.err), "sandbox", m.err, "sandbox %s: rollback to %s abandoned; the workspace is as it was", a.p.ID, intent.Checkpoint)
+		a.answerRollback(rb, spec.Wrap(spec.CodeOf(m.err), "sandbox", m.err, "sandbox %s: rollback to %s abandoned; the workspace is as it was", a.p.ID, intent.Checkpoint))
 	}
 }
 
@@ -307,16 +359,4 @@ func (a *sandboxActor) onRollbackSettled(m rollbackSettled) {
 		return
 	}
 	a.tidy(m.intent)
-}
-
-// markerTar is a tar stream of the staging directory (the sandbox's
-// user's, 0700) holding one empty file: the rollback's marker.
-func markerTar(staging, marker string) io.Reader {
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	// Writes to a bytes.Buffer do not fail; the headers are well formed.
-	_ = tw.WriteHeader(&tar.Header{Name: staging + "/", Mode: 0o700, Typeflag: tar.TypeDir})
-	_ = tw.WriteHeader(&tar.Header{Name: staging + "/" + marker, Mode: 0o600, Typeflag: tar.TypeReg})
-	_ = tw.Close()
-	return &b
 }

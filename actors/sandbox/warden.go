@@ -60,6 +60,9 @@ type wardenState struct {
 	probing bool
 	freezes int
 	probe   int // the current probe's number: a late answer is ignored
+	// retiring is closed once a warden given up (retireWarden) is
+	// killed: a new warden starts after it, never beside it.
+	retiring chan struct{}
 	// strays: the context of the drains of strays (forgetStray), ended
 	// when the actor stops.
 	strays     context.Context
@@ -72,8 +75,15 @@ func (a *sandboxActor) startWarden(ensure bool) {
 	a.w.gen++
 	a.w.starting = true
 	gen, sb, eng, log := a.w.gen, a.sb, a.engine, a.deps.Log
-	id := a.p.ID
+	id, retiring := a.p.ID, a.w.retiring
 	a.goDocker(func(ctx context.Context) any {
+		if retiring != nil {
+			select {
+			case <-retiring:
+			case <-ctx.Done():
+				return wardenUp{gen: gen, err: spec.Wrap(spec.CodeTimeout, "sandbox.warden", ctx.Err(), "sandbox %s: waiting for the warden given up to be killed", id)}
+			}
+		}
 		secret := make([]byte, warden.SecretSize)
 		rand.Read(secret)
 		if ensure {
@@ -245,7 +255,11 @@ func (a *sandboxActor) onWardenProbed(ctx actor.Context, m wardenProbed) {
 	if m.gen == a.w.gen && a.w.link != nil && errors.Is(m.err, context.DeadlineExceeded) && m.thawed && m.freezes == a.w.freezes && a.pause == thawed {
 		link := a.w.link
 		link.Abort(fmt.Errorf("the warden did not answer a list within %v, after one of its processes went unreported", a.deps.Config.StopGrace+5*time.Second))
+		w := a.state.Warden
 		a.onWardenDown(wardenDown{gen: m.gen, err: link.Err()})
+		if w != nil {
+			a.retireWarden(*w) // wedged, not dead: killed before another starts
+		}
 	}
 	held := a.w.held
 	a.w.held = nil
@@ -267,6 +281,53 @@ func (a *sandboxActor) closeWarden() {
 		_ = a.w.link.Close() // given up on: only its connection's close error could come back
 		a.w.link = nil
 	}
+}
+
+// retireWarden kills a warden given up (off the mailbox; a failure is
+// logged): the next warden starts once it is done.
+func (a *sandboxActor) retireWarden(w lifecycle.WardenStarted) {
+	if !a.running() || w.PID <= 1 {
+		return // the workload stops: the warden goes with it
+	}
+	done := make(chan struct{})
+	prev := a.w.retiring
+	a.w.retiring = done
+	sb, eng, log, id := a.sb, a.engine, a.deps.Log, a.p.ID
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		ctx, cancel := a.deps.DockerContext()
+		defer cancel()
+		if err := eng.RetireWarden(ctx, sb, w.PID, w.Socket); err != nil {
+			log.Warn("a warden given up could not be killed", "sandbox", id, "pid", w.PID, "err", err)
+		}
+	}()
+}
+
+// giveUpWarden lets go of the sandbox's warden before it is killed (a
+// rollback kills every process of the sandbox's user): journaled lost
+// first, so the journal never names as live a warden the runtime gave up
+// on; a start or probe in flight is forgotten, and launches held for the
+// link are refused (nothing is admitted meanwhile).
+func (a *sandboxActor) giveUpWarden(reason string) error {
+	a.w.gen++ // a link's end from now on is not a loss
+	if a.w.link != nil {
+		_ = a.w.link.Close() // given up on: only its connection's close error could come back
+		a.w.link = nil
+	}
+	a.w.starting, a.w.probing, a.w.reattachFailed = false, false, false
+	a.w.probe++
+	held := a.w.held
+	a.w.held = nil
+	for _, l := range held {
+		a.answerLaunch(l, process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "process %s: sandbox %s %s", l.ID, a.p.ID, reason)})
+	}
+	if a.state.Warden == nil {
+		return nil
+	}
+	return a.record(lifecycle.WardenLost{Reason: reason})
 }
 
 func launchFailed(l Launch, err error) process.Launch {
@@ -344,10 +405,13 @@ func (a *sandboxActor) onReattached(ctx actor.Context, m reattached) {
 		gone = m.err
 		a.w.reattachFailed = true
 		a.deps.Log.Warn("reattaching the sandbox's warden failed; its processes are lost", "sandbox", a.p.ID, "err", m.err)
-		if a.state.Warden != nil {
+		if w := a.state.Warden; w != nil {
 			if err := a.record(lifecycle.WardenLost{Reason: "reattach failed: " + m.err.Error()}); err != nil {
 				a.deps.Log.Warn("journaling the warden's loss failed", "sandbox", a.p.ID, "err", err)
 			}
+			// It may still run (it refused the journal's secret: a
+			// claim's rekey cut by a crash): a sandbox runs one warden.
+			a.retireWarden(*w)
 		}
 	} else {
 		a.w.link = m.link

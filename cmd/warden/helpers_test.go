@@ -25,6 +25,11 @@ import (
 var wardenBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv("STOCKADE_SWEEP_TEST_SERVE") == "1" {
+		// A stand-in warden server for TestSweepAndRetireHere: it waits
+		// to be retired.
+		time.Sleep(time.Hour)
+	}
 	dir, err := os.MkdirTemp("", "stockade-warden-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -22,7 +22,13 @@
 //	                                              (-workspace DIR: tests only)
 //	stockade-warden attach SOCKET                 bridge stdin/stdout to a warden's socket
 //	stockade-warden version                       print the protocol version
-//	stockade-warden swap A B                      exchange two paths in one rename (a rollback)
+//	stockade-warden exchange WORKSPACE STAGING MARKER
+//	                                              check a workspace, then exchange work and
+//	                                              STAGING in one rename (a rollback, as root,
+//	                                              in a one-off container)
+//	stockade-warden sweep                         kill every process of this uid but the
+//	                                              container's own, and prove none is left
+//	stockade-warden retire PID [SOCKET]           kill a warden server given up, remove its socket
 //	stockade-warden empty DIR [FILE...]           remove what DIR holds, then the files
 package main
 
@@ -38,7 +44,9 @@ const usage = `usage:
   stockade-warden attach SOCKET
   stockade-warden version
   stockade-warden kill SIGNAL PGID
-  stockade-warden swap PATH PATH
+  stockade-warden exchange WORKSPACE STAGING MARKER
+  stockade-warden sweep
+  stockade-warden retire PID [SOCKET]
   stockade-warden empty DIR [FILE...]
 `
 
@@ -68,12 +76,28 @@ func run(args []string) int {
 			return 2
 		}
 		return kill(args[1], args[2])
-	case "swap":
-		if len(args) != 3 {
+	case "exchange":
+		if len(args) != 4 {
 			fmt.Fprint(os.Stderr, usage)
 			return 2
 		}
-		return swap(args[1], args[2])
+		return exchange(args[1], args[2], args[3])
+	case "sweep":
+		if len(args) != 1 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
+		}
+		return sweep()
+	case "retire":
+		if len(args) != 2 && len(args) != 3 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
+		}
+		socket := ""
+		if len(args) == 3 {
+			socket = args[2]
+		}
+		return retire(args[1], socket)
 	case "empty":
 		if len(args) < 2 {
 			fmt.Fprint(os.Stderr, usage)

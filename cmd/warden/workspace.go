@@ -9,21 +9,97 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// swap exchanges two paths in one rename (renameat2 RENAME_EXCHANGE): the
-// runtime's rollback makes a checkpoint appear in place of /workspace/work
-// whole. It runs as uid 0 without capabilities: the two paths are entries
-// of the root-owned /workspace, which the sandbox's user cannot rename.
-// Exit 0, 1 on a failure, 2 on bad arguments.
-func swap(a, b string) int {
-	if !strings.HasPrefix(a, "/") || !strings.HasPrefix(b, "/") {
-		fmt.Fprintf(os.Stderr, "stockade-warden swap: two absolute paths wanted, not %q and %q\n", a, b)
+// exchange exchanges a workspace's work directory and a rollback's staging
+// directory in one rename (renameat2 RENAME_EXCHANGE): the checkpoint
+// appears in place of work whole. It is the rollback's one privileged
+// step, and runs as uid 0 without capabilities in a one-off container of
+// its own (never in the workload: no uid-0 code runs from the workspace
+// volume), from a copy of this binary in that container's own layer,
+// while every process of the sandbox is killed or frozen. Before it
+// renames anything it checks, through a directory fd opened without
+// following links, that the workspace is still what only root could have
+// made it: the root root-owned 0755, the warden's directory root-owned
+// 0755, its binary root-owned 0111, work and the staging directory real
+// directories, and the staging directory holding the marker root made
+// (a root-owned directory, which the sandbox's user can neither make nor
+// move in). Exit 0; 1 on a failure; 2 on bad arguments; 4 when a check
+// fails (nothing was renamed).
+func exchange(workspace, staging, marker string) int {
+	if !strings.HasPrefix(workspace, "/") || !plainName(staging) || !plainName(marker) || staging == "work" {
+		fmt.Fprintf(os.Stderr, "stockade-warden exchange: a workspace path and two plain names wanted, not %q %q %q\n", workspace, staging, marker)
 		return 2
 	}
-	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
-		fmt.Fprintf(os.Stderr, "stockade-warden swap: exchanging %s and %s: %v\n", a, b, err)
+	ws, err := unix.Open(workspace, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stockade-warden exchange: opening %s: %v\n", workspace, err)
+		return 1
+	}
+	defer func() { _ = unix.Close(ws) }() // read only
+	if err := checkWorkspace(ws, workspace, staging, marker); err != nil {
+		fmt.Fprintf(os.Stderr, "stockade-warden exchange: refused: %v\n", err)
+		return 4
+	}
+	if err := unix.Renameat2(ws, "work", ws, staging, unix.RENAME_EXCHANGE); err != nil {
+		fmt.Fprintf(os.Stderr, "stockade-warden exchange: exchanging %s/work and %s/%s: %v\n", workspace, workspace, staging, err)
 		return 1
 	}
 	return 0
+}
+
+// plainName: one entry's name, no separator, not . or ..
+func plainName(n string) bool {
+	return n != "" && n != "." && n != ".." && !strings.ContainsAny(n, "/\x00")
+}
+
+// checkWorkspace is exchange's readback, all of it relative to ws.
+func checkWorkspace(ws int, workspace, staging, marker string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(ws, &st); err != nil {
+		return fmt.Errorf("%s: %w", workspace, err)
+	}
+	if err := want(workspace, &st, unix.S_IFDIR, 0, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Fstatat(ws, ".stockade", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("%s/.stockade: %w", workspace, err)
+	}
+	if err := want(workspace+"/.stockade", &st, unix.S_IFDIR, 0, 0o755); err != nil {
+		return err
+	}
+	for _, n := range []string{"work", staging} {
+		if err := unix.Fstatat(ws, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("%s/%s: %w", workspace, n, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return fmt.Errorf("%s/%s is not a directory (mode %o)", workspace, n, st.Mode)
+		}
+	}
+	if err := unix.Fstatat(ws, ".stockade/stockade-warden", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("%s/.stockade/stockade-warden: %w", workspace, err)
+	}
+	if err := want(workspace+"/.stockade/stockade-warden", &st, unix.S_IFREG, 0, 0o111); err != nil {
+		return err
+	}
+	sfd, err := unix.Openat(ws, staging, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", workspace, staging, err)
+	}
+	defer func() { _ = unix.Close(sfd) }() // read only
+	if err := unix.Fstatat(sfd, marker, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("the rollback's marker %s/%s/%s: %w", workspace, staging, marker, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 {
+		return fmt.Errorf("the rollback's marker %s/%s/%s is not root's directory (mode %o, uid %d)", workspace, staging, marker, st.Mode, st.Uid)
+	}
+	return nil
+}
+
+// want checks one entry's kind, owner and permission bits.
+func want(name string, st *unix.Stat_t, kind, uid, perm uint32) error {
+	if st.Mode&unix.S_IFMT != kind || st.Uid != uid || st.Mode&0o7777 != perm {
+		return fmt.Errorf("%s is mode %o owned by uid %d; want mode %o owned by uid %d", name, st.Mode, st.Uid, kind|perm, uid)
+	}
+	return nil
 }
 
 // empty removes everything under dir (dir itself stays) and then each of
@@ -55,7 +131,14 @@ func empty(dir string, files []string) int {
 		}
 	}
 	for _, f := range files {
-		if err := unix.Unlink(f); err != nil && !errors.Is(err, unix.ENOENT) {
+		err := unix.Unlink(f)
+		if errors.Is(err, unix.EISDIR) {
+			// A rollback's marker: root's empty directory in the user's
+			// work, which the user may remove (never followed: rmdir
+			// does not follow a link).
+			err = unix.Rmdir(f)
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
 			fmt.Fprintf(os.Stderr, "stockade-warden empty: removing %s: %v\n", f, err)
 			code = 1
 		}
@@ -68,7 +151,9 @@ func empty(dir string, files []string) int {
 func emptyAt(fd int, name string) error {
 	// Entering and clearing needs rwx; a directory the user made
 	// unwritable is theirs to make writable again.
-	if err := unix.Fchmod(fd, 0o700); err != nil {
+	// A directory of root's (a rollback's marker) cannot be made so, and
+	// needs not be: it is empty, and goes with its parent's write bit.
+	if err := unix.Fchmod(fd, 0o700); err != nil && !errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	for {

@@ -34,30 +34,104 @@ func names(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestSwap: two trees exchange places whole; bad arguments and a missing
-// path fail.
-func TestSwap(t *testing.T) {
-	d := t.TempDir()
+// workspaceFixture makes a workspace as a sandbox's is: a root-owned 0755
+// root, the warden's root-owned directory and 0111 binary, work, and a
+// staging directory holding root's marker directory. It returns the root.
+func workspaceFixture(t *testing.T) string {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("the exchange's checks need files owned by root: run as root (CI does)")
+	}
+	d := filepath.Join(t.TempDir(), "workspace")
+	for _, dir := range []string{d, filepath.Join(d, ".stockade"), filepath.Join(d, ".rollback-3", ".stockade-rollback-ab")} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	write(t, filepath.Join(d, "work", "old.txt"), "old")
 	write(t, filepath.Join(d, ".rollback-3", "new.txt"), "new")
-	if code := swap(filepath.Join(d, "work"), filepath.Join(d, ".rollback-3")); code != 0 {
-		t.Fatalf("swap: %d", code)
+	write(t, filepath.Join(d, ".stockade", "stockade-warden"), "bin")
+	for p, m := range map[string]os.FileMode{d: 0o755, filepath.Join(d, ".stockade"): 0o755, filepath.Join(d, ".stockade", "stockade-warden"): 0o111} {
+		if err := os.Chmod(p, m); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := names(t, filepath.Join(d, "work")); !slices.Equal(got, []string{".", "new.txt"}) {
-		t.Fatalf("work after the swap: %v", got)
+	return d
+}
+
+// TestExchange: two trees exchange places whole once the workspace reads
+// back as root made it; any sign of the sandbox user's hand (an owner, a
+// mode, a link, a marker not root's) refuses it (exit 4) and renames
+// nothing; bad arguments exit 2.
+func TestExchange(t *testing.T) {
+	d := workspaceFixture(t)
+	if code := exchange(d, ".rollback-3", ".stockade-rollback-ab"); code != 0 {
+		t.Fatalf("exchange: %d", code)
+	}
+	if got := names(t, filepath.Join(d, "work")); !slices.Equal(got, []string{".", ".stockade-rollback-ab", "new.txt"}) {
+		t.Fatalf("work after the exchange: %v", got)
 	}
 	if got := names(t, filepath.Join(d, ".rollback-3")); !slices.Equal(got, []string{".", "old.txt"}) {
-		t.Fatalf("staging after the swap: %v", got)
+		t.Fatalf("staging after the exchange: %v", got)
 	}
 	for _, tc := range []struct {
-		a, b string
-		code int
+		name  string
+		spoil func(d string) error
+		code  int
 	}{
-		{"rel", filepath.Join(d, "work"), 2},
-		{filepath.Join(d, "work"), filepath.Join(d, "absent"), 1},
+		{"workspace owned by the user", func(d string) error { return os.Chown(d, 65532, 65532) }, 4},
+		{"workspace writable", func(d string) error { return os.Chmod(d, 0o777) }, 4},
+		{"warden dir owned by the user", func(d string) error { return os.Chown(filepath.Join(d, ".stockade"), 65532, 65532) }, 4},
+		{"warden binary replaced by a link", func(d string) error {
+			b := filepath.Join(d, ".stockade", "stockade-warden")
+			if err := os.Remove(b); err != nil {
+				return err
+			}
+			return os.Symlink("/bin/sh", b)
+		}, 4},
+		{"warden binary writable", func(d string) error { return os.Chmod(filepath.Join(d, ".stockade", "stockade-warden"), 0o777) }, 4},
+		{"staging a link", func(d string) error {
+			s := filepath.Join(d, ".rollback-3")
+			if err := os.RemoveAll(s); err != nil {
+				return err
+			}
+			return os.Symlink("/", s)
+		}, 4},
+		{"work a link", func(d string) error {
+			w := filepath.Join(d, "work")
+			if err := os.RemoveAll(w); err != nil {
+				return err
+			}
+			return os.Symlink("/", w)
+		}, 4},
+		{"marker the user's", func(d string) error {
+			return os.Chown(filepath.Join(d, ".rollback-3", ".stockade-rollback-ab"), 65532, 65532)
+		}, 4},
+		{"marker a file", func(d string) error {
+			m := filepath.Join(d, ".rollback-3", ".stockade-rollback-ab")
+			if err := os.Remove(m); err != nil {
+				return err
+			}
+			return os.WriteFile(m, nil, 0o600)
+		}, 4},
+		{"marker absent", func(d string) error { return os.Remove(filepath.Join(d, ".rollback-3", ".stockade-rollback-ab")) }, 4},
 	} {
-		if code := swap(tc.a, tc.b); code != tc.code {
-			t.Errorf("swap(%s, %s) = %d, want %d", tc.a, tc.b, code, tc.code)
+		t.Run(tc.name, func(t *testing.T) {
+			d := workspaceFixture(t)
+			if err := tc.spoil(d); err != nil {
+				t.Fatal(err)
+			}
+			if code := exchange(d, ".rollback-3", ".stockade-rollback-ab"); code != tc.code {
+				t.Fatalf("exchange = %d, want %d", code, tc.code)
+			}
+			if fi, err := os.Lstat(filepath.Join(d, "work", "old.txt")); tc.name != "work a link" && (err != nil || !fi.Mode().IsRegular()) {
+				t.Fatalf("work changed under a refused exchange: %v", err)
+			}
+		})
+	}
+	for _, args := range [][3]string{{"rel", ".rollback-3", "m"}, {d, "a/b", "m"}, {d, ".rollback-3", ".."}, {d, "work", "m"}} {
+		if code := exchange(args[0], args[1], args[2]); code != 2 {
+			t.Errorf("exchange%q = %d, want 2", args, code)
 		}
 	}
 }
