@@ -37,16 +37,12 @@ func (f *Fake) StageRollback(ctx context.Context, sb Sandbox, staging, marker st
 	return nil
 }
 
-// ExchangeWorkspace swaps the fake's work/ and staging/ trees once root's
-// marker is in staging.
-func (f *Fake) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging, marker string) error {
+// ExchangeWorkspace swaps the fake's work/ and staging/ trees.
+func (f *Fake) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging string) error {
 	if err := f.enter(ctx, "ExchangeWorkspace"); err != nil {
 		return err
 	}
 	if err := stagingName(staging); err != nil {
-		return err
-	}
-	if err := markerName(marker); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -61,9 +57,6 @@ func (f *Fake) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging, marke
 	_, hasStage := s.files[stage]
 	if !hasWork || !hasStage {
 		return spec.Errorf(spec.CodeEngine, "dockerio.fake", "exchange: %s or %s does not exist", work, stage)
-	}
-	if m, ok := s.files[stage+marker+"/"]; !ok || !m.root {
-		return spec.Errorf(spec.CodeConflict, "dockerio.fake", "sandbox %s: the exchange refused the workspace: no marker of root's in %s", sb.ID, staging)
 	}
 	moved := make(map[string]fakeFile, len(s.files))
 	for n, v := range s.files {

@@ -123,11 +123,8 @@ func (a *Adapter) StageRollback(ctx context.Context, sb Sandbox, staging, marker
 }
 
 // ExchangeWorkspace: see Workspaces.
-func (a *Adapter) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging, marker string) error {
+func (a *Adapter) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging string) error {
 	if err := stagingName(staging); err != nil {
-		return err
-	}
-	if err := markerName(marker); err != nil {
 		return err
 	}
 	if !a.HasWarden() {
@@ -149,7 +146,7 @@ func (a *Adapter) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging, ma
 	pids, mem := int64(16), int64(64<<20)
 	cfg := &container.Config{
 		Image: sb.Spec.Image, User: "0:0", WorkingDir: "/",
-		Entrypoint: []string{exchangeBin}, Cmd: []string{"exchange", WorkspaceDir, staging, marker},
+		Entrypoint: []string{exchangeBin}, Cmd: []string{"exchange", WorkspaceDir, staging},
 		Env: append([]string(nil), Environment...), NetworkDisabled: true,
 		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
 		Labels:      Labels(sb.Owner, sb.ID, RoleExchange, a.profile.Revision()),

@@ -24,11 +24,11 @@ type Workspaces interface {
 	StageRollback(ctx context.Context, sb Sandbox, staging, marker string) error
 	// ExchangeWorkspace checks the workspace (root-owned 0755, the
 	// warden's directory and binary root's, no links where directories
-	// belong, root's marker in the staging directory) and exchanges
+	// belong) and exchanges
 	// /workspace/work and /workspace/<staging> atomically (renameat2
 	// RENAME_EXCHANGE), as uid 0 in a one-off container of its own: no
 	// uid-0 code runs in the workload or from the workspace volume.
-	ExchangeWorkspace(ctx context.Context, sb Sandbox, staging, marker string) error
+	ExchangeWorkspace(ctx context.Context, sb Sandbox, staging string) error
 	// MarkerProof reports whether /workspace/<dir>/<marker> is the
 	// rollback's marker as StageRollback made it (a root-owned empty
 	// directory with the marker's own mtime), read through the export

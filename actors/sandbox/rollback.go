@@ -203,7 +203,7 @@ func stageAndExchange(ctx context.Context, eng engine, sb dockerio.Sandbox, rb *
 		return rollbackDone{err: fmt.Errorf("writing the checkpoint beside the workspace: %w", err)}
 	}
 	failpoint.Hit(failpoint.RollbackStaged)
-	if err := eng.ExchangeWorkspace(ctx, sb, rb.staging, rb.marker); err != nil {
+	if err := eng.ExchangeWorkspace(ctx, sb, rb.staging); err != nil {
 		// Did it happen? Root's marker says.
 		ex, herr := exchanged(ctx, eng, sb, rb.marker)
 		switch {

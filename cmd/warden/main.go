@@ -22,7 +22,7 @@
 //	                                              (-workspace DIR: tests only)
 //	stockade-warden attach SOCKET                 bridge stdin/stdout to a warden's socket
 //	stockade-warden version                       print the protocol version
-//	stockade-warden exchange WORKSPACE STAGING MARKER
+//	stockade-warden exchange WORKSPACE STAGING
 //	                                              check a workspace, then exchange work and
 //	                                              STAGING in one rename (a rollback, as root,
 //	                                              in a one-off container)
@@ -44,7 +44,7 @@ const usage = `usage:
   stockade-warden attach SOCKET
   stockade-warden version
   stockade-warden kill SIGNAL PGID
-  stockade-warden exchange WORKSPACE STAGING MARKER
+  stockade-warden exchange WORKSPACE STAGING
   stockade-warden sweep
   stockade-warden retire PID [SOCKET]
   stockade-warden empty DIR [FILE...]
@@ -77,11 +77,11 @@ func run(args []string) int {
 		}
 		return kill(args[1], args[2])
 	case "exchange":
-		if len(args) != 4 {
+		if len(args) != 3 {
 			fmt.Fprint(os.Stderr, usage)
 			return 2
 		}
-		return exchange(args[1], args[2], args[3])
+		return exchange(args[1], args[2])
 	case "sweep":
 		if len(args) != 1 {
 			fmt.Fprint(os.Stderr, usage)

@@ -20,13 +20,13 @@ import (
 // following links, that the workspace is still what only root could have
 // made it: the root root-owned 0755, the warden's directory root-owned
 // 0755, its binary root-owned 0111, work and the staging directory real
-// directories, and the staging directory holding the marker root made
-// (a root-owned directory, which the sandbox's user can neither make nor
-// move in). Exit 0; 1 on a failure; 2 on bad arguments; 4 when a check
-// fails (nothing was renamed).
-func exchange(workspace, staging, marker string) int {
-	if !strings.HasPrefix(workspace, "/") || !plainName(staging) || !plainName(marker) || staging == "work" {
-		fmt.Fprintf(os.Stderr, "stockade-warden exchange: a workspace path and two plain names wanted, not %q %q %q\n", workspace, staging, marker)
+// directories (not links). It needs to enter neither (they are the
+// sandbox user's, and uid 0 here has no capability to): a rename in the
+// root-owned workspace needs only its write bit. Exit 0; 1 on a failure;
+// 2 on bad arguments; 4 when a check fails (nothing was renamed).
+func exchange(workspace, staging string) int {
+	if !strings.HasPrefix(workspace, "/") || !plainName(staging) || staging == "work" {
+		fmt.Fprintf(os.Stderr, "stockade-warden exchange: a workspace path and a plain name wanted, not %q %q\n", workspace, staging)
 		return 2
 	}
 	ws, err := unix.Open(workspace, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -35,7 +35,7 @@ func exchange(workspace, staging, marker string) int {
 		return 1
 	}
 	defer func() { _ = unix.Close(ws) }() // read only
-	if err := checkWorkspace(ws, workspace, staging, marker); err != nil {
+	if err := checkWorkspace(ws, workspace, staging); err != nil {
 		fmt.Fprintf(os.Stderr, "stockade-warden exchange: refused: %v\n", err)
 		return 4
 	}
@@ -52,7 +52,7 @@ func plainName(n string) bool {
 }
 
 // checkWorkspace is exchange's readback, all of it relative to ws.
-func checkWorkspace(ws int, workspace, staging, marker string) error {
+func checkWorkspace(ws int, workspace, staging string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(ws, &st); err != nil {
 		return fmt.Errorf("%s: %w", workspace, err)
@@ -79,17 +79,6 @@ func checkWorkspace(ws int, workspace, staging, marker string) error {
 	}
 	if err := want(workspace+"/.stockade/stockade-warden", &st, unix.S_IFREG, 0, 0o111); err != nil {
 		return err
-	}
-	sfd, err := unix.Openat(ws, staging, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("%s/%s: %w", workspace, staging, err)
-	}
-	defer func() { _ = unix.Close(sfd) }() // read only
-	if err := unix.Fstatat(sfd, marker, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("the rollback's marker %s/%s/%s: %w", workspace, staging, marker, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 {
-		return fmt.Errorf("the rollback's marker %s/%s/%s is not root's directory (mode %o, uid %d)", workspace, staging, marker, st.Mode, st.Uid)
 	}
 	return nil
 }

@@ -1,0 +1,134 @@
+package test
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/helpers"
+	"github.com/stockade/stockade/spec"
+)
+
+// TestDockerioRollbackSteps (issue 30, defects 4 and 5): the rollback's
+// steps against the real daemon. Look-alikes of root's marker the
+// sandbox's user can make (a directory with the marker's mtime, a file, a
+// link to a root-owned directory) are no proof; the sweep ends a setsid
+// and a double-forked process and leaves the container's own; the staging
+// directory holds root's marker, which the user cannot move into work; the
+// exchange refuses a workspace whose root another uid owns and renames
+// nothing; a proper exchange leaves the proof in work; no exchange
+// container is left behind.
+func TestDockerioRollbackSteps(t *testing.T) {
+	e := newDio(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin, err := helpers.Resolve(helpers.Warden, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.a, err = dockerio.NewAdapter(dockerio.Options{Warden: bin}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.a.Close() })
+	if _, err := e.a.Preflight(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb := e.sandbox(t, nil)
+	const marker = dockerio.MarkerPrefix + "0123456789abcdef"
+	stamp := strconv.FormatInt(dockerio.MarkerTime(marker).Unix(), 10)
+
+	// The user's look-alikes in work: none passes.
+	e.sh(t, sb, "cd /workspace/work && mkdir "+marker+" && touch -d @"+stamp+" "+marker)
+	if ok, err := e.a.MarkerProof(ctx, sb, "work", marker); err != nil || ok {
+		t.Fatalf("a marker the user made passes: %v %v", ok, err)
+	}
+	e.sh(t, sb, "cd /workspace/work && rmdir "+marker+" && ln -s /workspace/.stockade "+marker)
+	if ok, err := e.a.MarkerProof(ctx, sb, "work", marker); err != nil || ok {
+		t.Fatalf("a link to a directory of root's passes: %v %v", ok, err)
+	}
+	e.sh(t, sb, "cd /workspace/work && rm "+marker+" && echo hi > "+marker+" && echo old > old.txt")
+	if ok, err := e.a.MarkerProof(ctx, sb, "work", marker); err != nil || ok {
+		t.Fatalf("a file passes: %v %v", ok, err)
+	}
+	e.sh(t, sb, "rm /workspace/work/"+marker)
+
+	// Survivors: a setsid loop and a double-forked sleep.
+	e.sh(t, sb, "setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & ( ( sleep 1001 </dev/null >/dev/null 2>&1 & ) & ) ; true")
+	if ps := e.sh(t, sb, "ps -o args"); !strings.Contains(ps, "sleep 1001") || !strings.Contains(ps, "while :; do sleep 1") {
+		t.Fatalf("the survivors did not start:\n%s", ps)
+	}
+	n, err := e.a.SweepWorkload(ctx, sb)
+	if err != nil || n < 3 {
+		t.Fatalf("sweep: %d %v, want the survivors ended", n, err)
+	}
+	ps := e.sh(t, sb, "ps -o pid,args")
+	for _, s := range []string{"sleep 1001", "while :; do sleep 1"} {
+		if strings.Contains(ps, s) {
+			t.Fatalf("%q survived the sweep:\n%s", s, ps)
+		}
+	}
+	if !strings.Contains(ps, "while :; do sleep 3600; done") {
+		t.Fatalf("the sweep ended the container's keeper:\n%s", ps)
+	}
+
+	// Staged: root's marker cannot be moved into work by the user.
+	if err := e.a.StageRollback(ctx, sb, ".rollback-9", marker); err != nil {
+		t.Fatal(err)
+	}
+	e.sh(t, sb, "echo new > /workspace/.rollback-9/new.txt")
+	if r := e.exec(t, sb, nil, "mv", "/workspace/.rollback-9/"+marker, "/workspace/work/"+marker); r.code == 0 {
+		t.Fatal("the user moved root's marker into work")
+	}
+	if ok, err := e.a.MarkerProof(ctx, sb, "work", marker); err != nil || ok {
+		t.Fatalf("proof before the exchange: %v %v", ok, err)
+	}
+
+	// A workspace whose root is not root's 0755 is refused whole: the
+	// root is handed to the user by a container of the test's own.
+	chownVolumeRoot(t, e.image, sb.Volume, "65532")
+	err = e.a.ExchangeWorkspace(ctx, sb, ".rollback-9")
+	if !spec.IsCode(err, spec.CodeConflict) || !strings.Contains(err.Error(), "owned by uid 65532") {
+		t.Fatalf("exchange of a workspace the user owns: %v, want conflict naming the owner", err)
+	}
+	if out := e.sh(t, sb, "cat /workspace/work/old.txt"); out != "old\n" {
+		t.Fatalf("a refused exchange changed work: %q", out)
+	}
+	chownVolumeRoot(t, e.image, sb.Volume, "0")
+
+	if err := e.a.ExchangeWorkspace(ctx, sb, ".rollback-9"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.a.MarkerProof(ctx, sb, "work", marker); err != nil || !ok {
+		t.Fatalf("proof after the exchange: %v %v", ok, err)
+	}
+	if out := e.sh(t, sb, "cat /workspace/work/new.txt /workspace/.rollback-9/old.txt; stat -c '%u %a' /workspace /workspace/.stockade"); out != "new\nold\n0 755\n0 755\n" {
+		t.Fatalf("after the exchange: %q", out)
+	}
+	if err := e.a.EmptyWorkspaceDir(ctx, sb, ".rollback-9", "work/"+marker); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.sh(t, sb, "ls -A /workspace/work /workspace/.rollback-9"); strings.Contains(out, marker) || strings.Contains(out, "old.txt") {
+		t.Fatalf("after the cleanup: %q", out)
+	}
+	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", dockerio.LabelRole+"="+string(dockerio.RoleExchange)), filters.Arg("label", dockerio.LabelOwner+"="+e.owner))})
+	if err != nil || len(list) != 0 {
+		t.Fatalf("exchange containers left: %d %v", len(list), err)
+	}
+}
+
+// chownVolumeRoot gives a workspace volume's root to uid, from a
+// throwaway container of the test's own (root, the default capabilities).
+func chownVolumeRoot(t *testing.T, image, volume, uid string) {
+	t.Helper()
+	out, err := exec.Command("docker", "run", "--rm", "--network", "none", "--user", "0:0", "-v", volume+":/workspace", "--entrypoint", "chown", image, uid+":"+uid, "/workspace").CombinedOutput()
+	if err != nil {
+		t.Fatalf("chown of the volume's root: %v %s", err, out)
+	}
+}
