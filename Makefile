@@ -175,7 +175,7 @@ run: build image ## the main job: a sandbox, a process, its output, its journale
 # random moments.
 DRILL_RANDOM ?= 20
 drill: build image ## the crash drill: every failpoint, then DRILL_RANDOM random kills
-	./bin/stockade drill --random $(DRILL_RANDOM)
+	./bin/stockade drill --hostile --random $(DRILL_RANDOM)
 
 # The Kubernetes control plane the node tests run (issue 23): kube-apiserver,
 # kube-controller-manager, kube-scheduler and kubectl built from the Go module

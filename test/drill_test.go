@@ -36,7 +36,10 @@ var drFailpoints = []string{
 // re-adopted or exited-and-kept, the journal replays, a re-adopted sandbox
 // runs a new process, no process running at the kill journaled lost, no
 // end record before the exit is journaled, every recording complete or its
-// gap journaled). The whole drill is `make drill`.
+// gap journaled; every ask answered, one warden per re-adopted sandbox; a
+// rollback's journaled outcome is its workspace, /workspace root's, no
+// survivor of the workload left and none run as uid 0). The whole drill
+// is `make drill`.
 func TestDrillFailpoints(t *testing.T) {
 	cli := dockertest.Client(t)
 	dockertest.ImageID(t, cli)
@@ -66,7 +69,9 @@ func TestDrillFailpoints(t *testing.T) {
 			}
 		}
 	})
-	cmd := exec.Command(bin, "drill", "--dir", dir, "--failpoints", strings.Join(drFailpoints, ","))
+	// Hostile: a survivor (setsid, a double fork, planting links and
+	// markers) runs beside every checkpoint and rollback.
+	cmd := exec.Command(bin, "drill", "--hostile", "--dir", dir, "--failpoints", strings.Join(drFailpoints, ","))
 	cmd.Env = os.Environ()
 	out, err := cmd.CombinedOutput()
 	t.Logf("stockade drill:\n%s", out)

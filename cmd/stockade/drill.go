@@ -28,12 +28,13 @@ import (
 )
 
 type drillCmd struct {
-	g      global
-	points []string
-	random int
-	image  string
-	seed   uint64
-	dir    string
+	g       global
+	points  []string
+	random  int
+	image   string
+	seed    uint64
+	dir     string
+	hostile bool
 }
 
 func parseDrill(g global, args []string) (command, error) {
@@ -44,11 +45,12 @@ func parseDrill(g global, args []string) (command, error) {
 	fs.StringVar(&c.image, "image", "stockade/toolbox:dev", "sandbox image")
 	fs.Uint64Var(&c.seed, "seed", uint64(time.Now().UnixNano()), "seed for --random")
 	fs.StringVar(&c.dir, "dir", "", "keep the drills' journals in this directory (default: a temporary one, deleted)")
+	fs.BoolVar(&c.hostile, "hostile", false, "run a hostile survivor (setsid, double fork, planting links and markers) beside every checkpoint and rollback")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	if err := wantArgs("drill", pos, 0, "stockade drill [--failpoints a,b] [--random N]"); err != nil {
+	if err := wantArgs("drill", pos, 0, "stockade drill [--failpoints a,b] [--random N] [--hostile]"); err != nil {
 		return nil, err
 	}
 	if *points != "" {
@@ -89,7 +91,7 @@ func (c *drillCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.W
 			}
 		}()
 	}
-	d := &driller{self: self, dir: dir, image: c.image, profile: c.g.profile, stderr: stderr}
+	d := &driller{self: self, dir: dir, image: c.image, profile: c.g.profile, stderr: stderr, hostile: c.hostile}
 
 	// A foreign runtime's kept sandbox: no drill may touch it.
 	foreign, err := d.foreign(ctx)
@@ -184,6 +186,7 @@ const (
 type driller struct {
 	self, dir, image, profile string
 	stderr                    io.Writer
+	hostile                   bool
 	n                         int
 	// whole is the longest a child took to run its workload to its end.
 	whole time.Duration
@@ -378,6 +381,9 @@ func (d *driller) child(ctx context.Context, jpath, fp string, delay time.Durati
 	if recoverOnly {
 		args = append(args, "--recover-only")
 	}
+	if d.hostile {
+		args = append(args, "--hostile")
+	}
 	if mode == execMode {
 		args = append(args, "--no-warden")
 	}
@@ -532,6 +538,8 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 			if res, err := p.Wait(sctx); err != nil || res.ExitCode != 0 {
 				violate("re-adopted sandbox %s: true ended %+v %v", s.ID, res, err)
 			}
+			checkRolledBack(sctx, rt, sb, violate)
+			checkOneWarden(sctx, rt, sb, violate)
 			cancel()
 		default:
 			violate("sandbox %s is %s after recovery (adopted %v)", s.ID, s.Phase, s.Adopted)
@@ -594,6 +602,83 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 	}
 	sort.Strings(decisions)
 	return decisions
+}
+
+// checkRolledBack checks a re-adopted sandbox that was rolled back (the
+// child's checkpointAndRollBack): the journal's last word on the rollback
+// is what the workspace is (rolled back: v1; abandoned: v2), /workspace
+// and the warden's directory are root's 0755, nothing of the workload
+// runs as uid 0, no survivor's program ran as the warden, and no process
+// the runtime did not track outlived a rollback that happened.
+func checkRolledBack(ctx context.Context, rt *stockade.Runtime, sb *stockade.Sandbox, violate func(string, ...any)) {
+	h, err := rt.History(ctx, sb.ID())
+	if err != nil {
+		violate("history of %s: %v", sb.ID(), err)
+		return
+	}
+	outcome := ""
+	for _, ev := range h {
+		switch ev.Type {
+		case (lifecycle.RolledBack{}).Type():
+			outcome = "v1"
+		case (lifecycle.RollbackAbandoned{}).Type():
+			outcome = "v2"
+		}
+	}
+	if outcome == "" {
+		return // no rollback was journaled settled: not this drill's rollback sandbox
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "cat version; stat -c '%u %a' /workspace /workspace/.stockade; ls pwned 2>/dev/null; echo USER; ps -o user,args"}, Stderr: spec.Discard})
+	if err != nil {
+		violate("rolled back sandbox %s runs no check: %v", sb.ID(), err)
+		return
+	}
+	b, _ := io.ReadAll(io.LimitReader(p.Stdout(), 1<<20)) // a short read shows as a violation below
+	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
+		violate("rolled back sandbox %s: its check ended %+v %v", sb.ID(), res, err)
+		return
+	}
+	head, ps, _ := strings.Cut(string(b), "USER\n")
+	if want := outcome + "\n0 755\n0 755\n"; head != want {
+		violate("rolled back sandbox %s: %q, want %q (the journal's outcome, /workspace and its warden's directory root's 0755, no survivor's program run)", sb.ID(), head, want)
+	}
+	for _, line := range strings.Split(ps, "\n")[1:] {
+		f := strings.Fields(line)
+		switch {
+		case len(f) < 2:
+		case f[0] == "root" || f[0] == "0":
+			violate("rolled back sandbox %s: a process of the workload runs as uid 0: %q", sb.ID(), line)
+		case outcome == "v1" && (strings.Contains(line, "rollback-") || strings.Contains(line, "sleep 1003")):
+			// (An abandoned rollback may have ended before its sweep.)
+			violate("rolled back sandbox %s: a survivor outlived the rollback: %q", sb.ID(), line)
+		}
+	}
+}
+
+// checkOneWarden checks that a re-adopted sandbox with a warden runs
+// exactly one warden server: one given up (not reattached, or its rekey
+// cut by the kill) is killed before another starts.
+func checkOneWarden(ctx context.Context, rt *stockade.Runtime, sb *stockade.Sandbox, violate func(string, ...any)) {
+	st, err := rt.ReplaySandbox(ctx, sb.ID(), 0)
+	if err != nil || st.Warden == nil {
+		return // no warden: processes run as execs
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"ps", "-o", "args"}, Stderr: spec.Discard})
+	if err != nil {
+		violate("re-adopted sandbox %s runs no ps: %v", sb.ID(), err)
+		return
+	}
+	b, _ := io.ReadAll(io.LimitReader(p.Stdout(), 1<<20)) // a short read shows as a count below
+	_, _ = p.Wait(ctx)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); strings.HasSuffix(line, "stockade-warden") || strings.HasSuffix(line, "stockade-warden serve") {
+			n++
+		}
+	}
+	if n != 1 {
+		violate("re-adopted sandbox %s runs %d wardens, want 1:\n%s", sb.ID(), n, b)
+	}
 }
 
 // askBound bounds every ask the drill makes of a recovered runtime: each
@@ -788,6 +873,7 @@ type drillChildCmd struct {
 	image       string
 	recoverOnly bool
 	noWarden    bool
+	hostile     bool
 }
 
 func parseDrillChild(g global, args []string) (command, error) {
@@ -796,6 +882,7 @@ func parseDrillChild(g global, args []string) (command, error) {
 	fs.StringVar(&c.image, "image", "stockade/toolbox:dev", "")
 	fs.BoolVar(&c.recoverOnly, "recover-only", false, "only open (recover) and close")
 	fs.BoolVar(&c.noWarden, "no-warden", false, "sandboxes without a warden (processes as Docker execs)")
+	fs.BoolVar(&c.hostile, "hostile", false, "a hostile survivor beside the checkpoint and the rollback")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
@@ -865,7 +952,7 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 		return fail(stderr, fmt.Errorf("the short process ended %+v: %v", res, err), 1)
 	}
 	if mode == wardenMode { // a rollback's exchange is the warden binary's
-		if err := checkpointAndRollBack(ctx, rt.Runtime, c.image); err != nil {
+		if err := checkpointAndRollBack(ctx, rt.Runtime, c.image, c.hostile); err != nil {
 			return fail(stderr, err, 1)
 		}
 	}
@@ -874,7 +961,10 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 	if err := awaitPoolReady(ctx, rt.Runtime, drillPool); err != nil {
 		return fail(stderr, err, 1)
 	}
-	once, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Lifetime: spec.OneShot})
+	// Kept: a kill between its claim's journal and the warden's rekey
+	// leaves a re-adopted sandbox whose warden refuses the journal's
+	// secret (its first launch must be answered, by one new warden).
+	once, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Lifetime: spec.Kept})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -910,7 +1000,7 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 // checkpointAndRollBack takes a checkpoint of a kept sandbox of its own,
 // changes its workspace and rolls it back: a kill in either leaves the old
 // workspace or the new one, journaled (the drill's check reads it back).
-func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image string) error {
+func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image string, hostile bool) error {
 	// A pids limit the drill's pool does not have: a cold create, so the
 	// pool's first claim stays the one-shot sandbox's below.
 	pol := spec.DefaultPolicy()
@@ -929,7 +1019,23 @@ func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image stri
 		}
 		return nil
 	}
+	survive := func() error {
+		if !hostile {
+			return nil
+		}
+		p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", hostileSurvivor}, Stdout: spec.Discard, Stderr: spec.Discard})
+		if err != nil {
+			return err
+		}
+		if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
+			return fmt.Errorf("starting the hostile survivor ended %+v: %v", res, err)
+		}
+		return nil
+	}
 	if err := write("v1"); err != nil {
+		return err
+	}
+	if err := survive(); err != nil {
 		return err
 	}
 	ck, err := sb.Checkpoint(ctx, "v1")
@@ -939,8 +1045,33 @@ func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image stri
 	if err := write("v2"); err != nil {
 		return err
 	}
+	if err := survive(); err != nil {
+		return err
+	}
 	return sb.Rollback(ctx, ck.ID)
 }
+
+// hostileSurvivor leaves running, past its own exit, what a hostile
+// workload would beside a checkpoint or a rollback: a setsid loop that
+// swaps directories of a staging directory for links to / (the daemon
+// extracts as root), forges the rollback's marker in work under every
+// name it reads, and, should /workspace become the user's, replaces the
+// warden with a program that records its uid; and a double-forked sleep.
+const hostileSurvivor = `setsid sh -c '
+while :; do
+  for d in /workspace/.rollback-*; do
+    [ -d "$d" ] || continue
+    for p in "$d"/*/; do [ -L "${p%/}" ] || { mv "${p%/}" "${p%/}.old" && ln -s / "${p%/}"; } 2>/dev/null; done
+    for m in "$d"/.stockade-rollback-*; do n=${m##*/}; [ -e "$m" ] && mkdir "/workspace/work/$n" 2>/dev/null; done
+  done
+  if [ -w /workspace ]; then
+    mv /workspace/.stockade /workspace/.taken 2>/dev/null; mkdir -p /workspace/.stockade
+    printf "#!/bin/sh\nid > /workspace/work/pwned\n" > /workspace/.stockade/stockade-warden
+    chmod 755 /workspace/.stockade/stockade-warden
+  fi
+done' </dev/null >/dev/null 2>&1 &
+( ( sleep 1003 </dev/null >/dev/null 2>&1 & ) & )
+true`
 
 // awaitPoolReady waits (a minute at most) until pool has a sandbox ready.
 func awaitPoolReady(ctx context.Context, rt *stockade.Runtime, pool string) error {
