@@ -253,15 +253,18 @@ instead of re-adopting them detached.
   stockade recover --json
   stockade recover --stop-processes
 `,
-	"drill": `usage: stockade drill [--failpoints a,b] [--random N] [--dir D]
+	"drill": `usage: stockade drill [--failpoints a,b] [--random N] [--dir D] [--hostile]
 
 Kills a child runtime at each failpoint (and N random moments), recovers, and
 checks the invariants: nothing leaked, nothing foreign touched, the journal
-replays, a re-adopted sandbox runs a new process. With no --failpoints, every
-failpoint is drilled; --seed S repeats the --random moments of an earlier run;
---dir D keeps the drills' journals there.
+replays, a re-adopted sandbox runs a new process with one warden, every ask
+answered, a rollback's journaled outcome is its workspace. With no
+--failpoints, every failpoint is drilled; --seed S repeats the --random
+moments of an earlier run; --dir D keeps the drills' journals there;
+--hostile runs a survivor of the workload (setsid, a double fork, planting
+links and markers) beside every checkpoint and rollback.
 
-  stockade drill
+  stockade drill --hostile
   stockade drill --failpoints sandbox.reserved,process.reserved
   stockade drill --failpoints '' --random 20 --seed 7 --dir ./drills
 `,
