@@ -90,6 +90,11 @@ func dialOnce(sock string) *client.Client {
 	}
 	c, err := client.Dial(sock)
 	if err != nil {
+		if spec.IsCode(err, spec.CodeInvalidArgument) {
+			// Refused, not absent (a directory another user owns):
+			// the command goes on without it, and says why.
+			fmt.Fprintf(os.Stderr, "stockade: not using the server's socket: %v\n", err)
+		}
 		return nil
 	}
 	return c

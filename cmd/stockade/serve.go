@@ -118,7 +118,7 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	// only once recovery is done, so no call is answered before.
 	unmark, err := server.WriteMarker(c.journal)
 	if err != nil {
-		if !spec.IsCode(err, spec.CodeJournalLocked) {
+		if !spec.IsCode(err, spec.CodeJournalLocked) && !spec.IsCode(err, spec.CodeInvalidArgument) {
 			err = spec.Wrap(spec.CodeJournal, "serve", err, "writing the server's marker beside %s", c.journal)
 		}
 		return fail(stderr, err, 1)
