@@ -251,3 +251,28 @@ func TestRollbackKilled(t *testing.T) {
 		t.Fatalf("checkpoints after a kill before the fact: %d %q", code, out)
 	}
 }
+
+// TestRollbackRightAfterCheckpoint: a rollback asked the moment a
+// checkpoint returns (its consistent copy's thaw still under way) waits for
+// the thaw and rolls back, instead of failing conflict.
+func TestRollbackRightAfterCheckpoint(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.Kept)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range 3 {
+		if out, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo v1 > version; echo ok"}}); err != nil || out != "ok\n" {
+			t.Fatalf("%q %v", out, err)
+		}
+		ck, err := sb.Checkpoint(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Rollback(ctx, ck.ID); err != nil {
+			t.Fatalf("round %d: a rollback right after its checkpoint: %v", i, err)
+		}
+		if out, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"cat", "version"}}); err != nil || out != "v1\n" {
+			t.Fatalf("after the rollback: %q %v", out, err)
+		}
+	}
+}

@@ -92,6 +92,7 @@ func (a *sandboxActor) pumpPause(ctx actor.Context) {
 		for _, l := range held {
 			a.launch(ctx, l)
 		}
+		a.releaseHeldRollback()
 	case frozen:
 		for _, m := range a.pauseWait {
 			a.pauseHolds++

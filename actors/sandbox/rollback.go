@@ -66,6 +66,35 @@ func (a *sandboxActor) rollingBackErr() error {
 	return nil
 }
 
+// rollbackThawWait bounds how long a rollback waits for a consistent
+// copy's thaw before it is refused.
+const rollbackThawWait = 30 * time.Second
+
+// rollbackThawLate ends the wait of held rollback n.
+type rollbackThawLate struct{ n int }
+
+// onRollbackThawLate refuses a rollback still waiting for the thaw.
+func (a *sandboxActor) onRollbackThawLate(m rollbackThawLate) {
+	if a.rbHeld == nil || m.n != a.rbHeldN {
+		return
+	}
+	r := *a.rbHeld
+	a.rbHeld = nil
+	a.closeAsk(rollbackAsk)
+	r.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a consistent copy held the workload frozen for %v; roll back once it is closed", a.p.ID, rollbackThawWait)
+}
+
+// releaseHeldRollback goes on with a rollback that waited for the thaw.
+func (a *sandboxActor) releaseHeldRollback() {
+	if a.rbHeld == nil || a.pause != thawed || len(a.pauseWait) > 0 {
+		return
+	}
+	r := *a.rbHeld
+	a.rbHeld = nil
+	a.closeAsk(rollbackAsk)
+	a.onRollback(r)
+}
+
 // retrySettle reads an unsettled rollback's marker again.
 type retrySettle struct{}
 
@@ -124,7 +153,18 @@ func (a *sandboxActor) onRollback(m Rollback) {
 		m.Reply <- spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s does not run (%s): nothing to roll back", a.p.ID, a.state.Phase)
 		return
 	case a.pause != thawed || len(a.pauseWait) > 0:
-		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a consistent copy holds the workload frozen; roll back once it is closed", a.p.ID)
+		// A consistent copy holds the workload frozen (a checkpoint just
+		// taken thaws it a moment after it returns): the rollback waits
+		// for the thaw, a bounded while.
+		if a.rbHeld != nil {
+			m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a rollback already waits for the workload's thaw", a.p.ID)
+			return
+		}
+		a.rbHeldN++
+		a.rbHeld = &m
+		a.openAsk(rollbackAsk, func(err error) { m.Reply <- err })
+		n := a.rbHeldN
+		time.AfterFunc(rollbackThawWait, func() { a.send(rollbackThawLate{n: n}) })
 		return
 	}
 	// The marker's name is not guessable: no file the workspace holds can

@@ -226,6 +226,10 @@ type sandboxActor struct {
 	unreadyTold bool
 
 	rb *rollbackState // a rollback under way (rollback.go)
+	// rbHeld: a rollback waiting for a consistent copy's thaw (the
+	// rbHeldN'th held).
+	rbHeld  *Rollback
+	rbHeldN int
 
 	asks ledger // what was asked and is not answered yet (asks.go)
 
@@ -344,6 +348,8 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		m.Reply <- snap
 	case Rollback:
 		a.onRollback(m)
+	case rollbackThawLate:
+		a.onRollbackThawLate(m)
 	case rollbackDone:
 		a.onRollbackDone(m)
 	case rollbackSettled:
