@@ -7,23 +7,41 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// SweepWorkload: the fake's workload runs no process but its execs, which
-// the runtime tracks; a paused one is refused, as Docker refuses an exec.
-func (f *Fake) SweepWorkload(ctx context.Context, sb Sandbox) (int, error) {
-	return 0, f.with(ctx, "SweepWorkload", sb, func(s *fakeSandbox) error {
-		return f.pausedErr(sb.Owner + "/" + sb.ID)
+// KillWorkload stops the fake workload, as a kill of its container would.
+func (f *Fake) KillWorkload(ctx context.Context, sb Sandbox) error {
+	return f.with(ctx, "KillWorkload", sb, func(s *fakeSandbox) error {
+		s.running, s.exit = false, &ContainerExit{ExitCode: 137}
+		return nil
+	})
+}
+
+// RestartWorkload starts the fake workload again.
+func (f *Fake) RestartWorkload(ctx context.Context, sb Sandbox) error {
+	return f.with(ctx, "RestartWorkload", sb, func(s *fakeSandbox) error {
+		s.running, s.exit = true, nil
+		return nil
 	})
 }
 
 // StageRollback makes the fake's staging directory with root's marker in it.
 func (f *Fake) StageRollback(ctx context.Context, sb Sandbox, staging, marker string) error {
-	if err := f.enter(ctx, "StageRollback"); err != nil {
+	if err := markerName(marker); err != nil {
+		return err
+	}
+	return f.withStaging(ctx, "StageRollback", sb, staging, func(s *fakeSandbox) error {
+		s.files[staging+"/"] = fakeFile{mode: 0o700}
+		s.files[staging+"/"+marker+"/"] = fakeFile{mode: 0o755, root: true}
+		return nil
+	})
+}
+
+// withStaging runs fn on the fake workspace of sb under the lock, once the
+// call is entered and staging named well.
+func (f *Fake) withStaging(ctx context.Context, op string, sb Sandbox, staging string, fn func(s *fakeSandbox) error) error {
+	if err := f.enter(ctx, op); err != nil {
 		return err
 	}
 	if err := stagingName(staging); err != nil {
-		return err
-	}
-	if err := markerName(marker); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -32,45 +50,33 @@ func (f *Fake) StageRollback(ctx context.Context, sb Sandbox, staging, marker st
 	if err != nil {
 		return err
 	}
-	s.files[staging+"/"] = fakeFile{mode: 0o700}
-	s.files[staging+"/"+marker+"/"] = fakeFile{mode: 0o755, root: true}
-	return nil
+	return fn(s)
 }
 
 // ExchangeWorkspace swaps the fake's work/ and staging/ trees.
 func (f *Fake) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging string) error {
-	if err := f.enter(ctx, "ExchangeWorkspace"); err != nil {
-		return err
-	}
-	if err := stagingName(staging); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.export(sb)
-	if err != nil {
-		return err
-	}
-	work := "work/"
-	stage := staging + "/"
-	_, hasWork := s.files[work]
-	_, hasStage := s.files[stage]
-	if !hasWork || !hasStage {
-		return spec.Errorf(spec.CodeEngine, "dockerio.fake", "exchange: %s or %s does not exist", work, stage)
-	}
-	moved := make(map[string]fakeFile, len(s.files))
-	for n, v := range s.files {
-		switch {
-		case strings.HasPrefix(n, work):
-			moved[stage+strings.TrimPrefix(n, work)] = v
-		case strings.HasPrefix(n, stage):
-			moved[work+strings.TrimPrefix(n, stage)] = v
-		default:
-			moved[n] = v
+	return f.withStaging(ctx, "ExchangeWorkspace", sb, staging, func(s *fakeSandbox) error {
+		work := "work/"
+		stage := staging + "/"
+		_, hasWork := s.files[work]
+		_, hasStage := s.files[stage]
+		if !hasWork || !hasStage {
+			return spec.Errorf(spec.CodeEngine, "dockerio.fake", "exchange: %s or %s does not exist", work, stage)
 		}
-	}
-	s.files = moved
-	return nil
+		moved := make(map[string]fakeFile, len(s.files))
+		for n, v := range s.files {
+			switch {
+			case strings.HasPrefix(n, work):
+				moved[stage+strings.TrimPrefix(n, work)] = v
+			case strings.HasPrefix(n, stage):
+				moved[work+strings.TrimPrefix(n, stage)] = v
+			default:
+				moved[n] = v
+			}
+		}
+		s.files = moved
+		return nil
+	})
 }
 
 // MarkerProof reports whether the fake's dir holds root's marker.
@@ -127,29 +133,19 @@ func (f *Fake) WorkspaceHas(ctx context.Context, sb Sandbox, p string) (bool, er
 
 // EmptyWorkspaceDir empties the fake's dir and removes the files named.
 func (f *Fake) EmptyWorkspaceDir(ctx context.Context, sb Sandbox, dir string, files ...string) error {
-	if err := f.enter(ctx, "EmptyWorkspaceDir"); err != nil {
-		return err
-	}
-	if err := stagingName(dir); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.export(sb)
-	if err != nil {
-		return err
-	}
-	for n := range s.files {
-		if strings.HasPrefix(n, dir+"/") && n != dir+"/" {
-			delete(s.files, n)
+	return f.withStaging(ctx, "EmptyWorkspaceDir", sb, dir, func(s *fakeSandbox) error {
+		for n := range s.files {
+			if strings.HasPrefix(n, dir+"/") && n != dir+"/" {
+				delete(s.files, n)
+			}
 		}
-	}
-	for _, p := range files {
-		dst, err := archivePath(p)
-		if err != nil {
-			return err
+		for _, p := range files {
+			dst, err := archivePath(p)
+			if err != nil {
+				return err
+			}
+			delete(s.files, strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/"))
 		}
-		delete(s.files, strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/"))
-	}
-	return nil
+		return nil
+	})
 }

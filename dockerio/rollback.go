@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"path"
 	"strconv"
@@ -25,20 +26,22 @@ import (
 // staging directory beside /workspace/work, and a rename as uid 0
 // exchanges the two (the sandbox's user cannot rename entries of the
 // root-owned /workspace). A process of the sandbox may outlive the
-// runtime's view of it (setsid, a double fork) and race either step: so
-// before them SweepWorkload kills every process of the sandbox's user but
-// the container's own and proves none is left, the actor freezes the
-// workload for both (the container's own init and keeper cannot be
-// killed from inside, and an earlier process could have written into
-// them), and ExchangeWorkspace runs its rename in a one-off container of
-// its own, from a copy of the warden binary in that container's layer,
-// after checking the workspace is as only root could have left it. The
-// proof that the exchange happened is a marker the sandbox's user cannot
-// make: a root-owned directory, which it can neither create nor move from
-// one directory to another (moving a directory needs write permission on
-// it), stamped with an mtime derived from its name (which only its owner
-// could change), so neither a planted look-alike nor an earlier
-// rollback's marker renamed passes for it.
+// runtime's view of it (setsid, a double fork, a thread whose leader
+// exited, code written into the container's own init or keeper through
+// /proc/<pid>/mem) and race either step: so before them KillWorkload stops
+// the workload container, which ends every process of its pid namespace
+// (the kernel's proof that none is left), both steps run while it is
+// stopped, and RestartWorkload starts it again and reads it back.
+// ExchangeWorkspace runs its rename in a one-off container of its own,
+// from a copy of the warden binary in that container's layer, after
+// checking the workspace is as only root could have left it. The proof
+// that the exchange happened is a marker the sandbox's user cannot make:
+// a root-owned directory, which it can neither create nor move from one
+// directory to another (moving a directory needs write permission on it),
+// stamped with an mtime derived from its name (which only its owner could
+// change), so neither a planted look-alike nor an earlier rollback's
+// marker renamed passes for it. It is read while the workload is stopped,
+// or before any process of the user's runs again.
 
 // MarkerPrefix begins every rollback marker's name.
 const MarkerPrefix = ".stockade-rollback-"
@@ -78,28 +81,47 @@ func stagingTar(staging, marker string, u spec.User) io.Reader {
 	return &b
 }
 
-// SweepWorkload: see Workspaces. The binary is read back first: its exit
-// is the proof.
-func (a *Adapter) SweepWorkload(ctx context.Context, sb Sandbox) (int, error) {
-	if !a.HasWarden() {
-		return 0, spec.Errorf(spec.CodeUnsupported, "dockerio.workspace", "sweeping a workload needs the warden binary")
-	}
+// KillWorkload: see Workspaces.
+func (a *Adapter) KillWorkload(ctx context.Context, sb Sandbox) error {
 	cli, err := a.ready(ctx)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if err := a.EnsureWarden(ctx, sb); err != nil {
-		return 0, err
+	wctx, cancel := context.WithTimeout(ctx, exchangeWait)
+	defer cancel()
+	// Waited for from before the kill: a quick exit is not missed.
+	waitC, errC := cli.ContainerWait(wctx, sb.Workload, container.WaitConditionNotRunning)
+	if err := cli.ContainerKill(ctx, sb.Workload, "KILL"); err != nil && !strings.Contains(strings.ToLower(err.Error()), "is not running") {
+		return translate(err, "dockerio.workspace", "killing workload %s", sb.Workload)
 	}
-	code, out, errOut, err := a.run(ctx, cli, sb, WardenPath, "sweep")
+	select {
+	case w := <-waitC:
+		if w.Error != nil {
+			return spec.Errorf(spec.CodeEngine, "dockerio.workspace", "waiting for workload %s to stop: %s", sb.Workload, w.Error.Message)
+		}
+	case err := <-errC:
+		return translate(err, "dockerio.workspace", "waiting for workload %s to stop", sb.Workload)
+	}
+	c, err := cli.ContainerInspect(ctx, sb.Workload)
 	if err != nil {
-		return 0, err
+		return translate(err, "dockerio.workspace", "inspecting workload %s", sb.Workload)
 	}
-	n, perr := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(out), "swept "))
-	if code != 0 || perr != nil {
-		return 0, spec.Errorf(spec.CodeEngine, "dockerio.workspace", "sweeping the processes of sandbox %s: exit %d: %s%s", sb.ID, code, strings.TrimSpace(errOut), strings.TrimSpace(out))
+	if c.State != nil && c.State.Running {
+		return spec.Errorf(spec.CodeEngine, "dockerio.workspace", "workload %s still runs after SIGKILL", sb.Workload)
 	}
-	return n, nil
+	return nil
+}
+
+// RestartWorkload: see Workspaces.
+func (a *Adapter) RestartWorkload(ctx context.Context, sb Sandbox) error {
+	cli, err := a.ready(ctx)
+	if err != nil {
+		return err
+	}
+	if err := startWorkload(ctx, cli, sb); err != nil {
+		return err
+	}
+	return a.verify(ctx, cli, sb)
 }
 
 // StageRollback: see Workspaces. One extraction of a tar made here (never
@@ -277,16 +299,6 @@ func (a *Adapter) RetireWarden(ctx context.Context, sb Sandbox, pid int, socket 
 		}
 		argv = append(argv, socket)
 	}
-	cli, err := a.ready(ctx)
-	if err != nil {
-		return err
-	}
-	code, _, errOut, err := a.run(ctx, cli, sb, argv...)
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return spec.Errorf(spec.CodeEngine, "dockerio.warden", "retiring warden %d in sandbox %s: exit %d: %s", pid, sb.ID, code, strings.TrimSpace(errOut))
-	}
-	return nil
+	_, err := a.runWarden(ctx, sb, "dockerio.warden", fmt.Sprintf("retiring warden %d", pid), argv...)
+	return err
 }

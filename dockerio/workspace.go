@@ -14,10 +14,15 @@ import (
 // checkpoint beside /workspace/work and exchanges the two in one rename
 // (rollback.go says how each step is kept from the sandbox's user).
 type Workspaces interface {
-	// SweepWorkload kills every process of the sandbox's user but the
-	// container's own (its init and keeper) and proves none is left; it
-	// returns how many it ended. The warden is among them.
-	SweepWorkload(ctx context.Context, sb Sandbox) (int, error)
+	// KillWorkload kills the workload container (SIGKILL: the kernel
+	// ends every process of its pid namespace, the container's own init
+	// and keeper included, however a process left its group or whatever
+	// it wrote into another) and returns once the daemon reports it not
+	// running. The volume, networks and every other resource stay.
+	KillWorkload(ctx context.Context, sb Sandbox) error
+	// RestartWorkload starts a workload KillWorkload stopped and reads it
+	// back running, exactly as made (its tmpfs mounts are fresh).
+	RestartWorkload(ctx context.Context, sb Sandbox) error
 	// StageRollback makes /workspace/<staging> (the sandbox user's, 0700)
 	// holding the rollback's marker: an empty directory owned by root,
 	// which the sandbox's user can neither make nor move (MarkerProof).
@@ -87,19 +92,27 @@ func (a *Adapter) EmptyWorkspaceDir(ctx context.Context, sb Sandbox, dir string,
 		}
 		argv = append(argv, p)
 	}
+	_, err := a.runWarden(ctx, sb, "dockerio.workspace", "emptying "+dir, argv...)
+	return err
+}
+
+// runWarden runs the delivered warden binary (argv[0]) as the sandbox's
+// user in one exec, for what (said in its errors), and returns its stdout;
+// a non-zero exit is an engine error carrying its stderr.
+func (a *Adapter) runWarden(ctx context.Context, sb Sandbox, op, what string, argv ...string) (string, error) {
 	if !a.HasWarden() {
-		return spec.Errorf(spec.CodeUnsupported, "dockerio.workspace", "emptying a workspace directory needs the warden binary")
+		return "", spec.Errorf(spec.CodeUnsupported, op, "%s needs the warden binary", what)
 	}
 	cli, err := a.ready(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
-	code, _, errOut, err := a.run(ctx, cli, sb, argv...)
+	code, out, errOut, err := a.run(ctx, cli, sb, argv...)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if code != 0 {
-		return spec.Errorf(spec.CodeEngine, "dockerio.workspace", "emptying %s in sandbox %s: exit %d: %s", dir, sb.ID, code, strings.TrimSpace(errOut))
+		return out, spec.Errorf(spec.CodeEngine, op, "%s in sandbox %s: exit %d: %s", what, sb.ID, code, strings.TrimSpace(errOut+" "+out))
 	}
-	return nil
+	return out, nil
 }

@@ -19,9 +19,10 @@ import (
 // TestDockerioRollbackSteps (issue 30, defects 4 and 5): the rollback's
 // steps against the real daemon. Look-alikes of root's marker the
 // sandbox's user can make (a directory with the marker's mtime, a file, a
-// link to a root-owned directory) are no proof; the sweep ends a setsid
-// and a double-forked process and leaves the container's own; the staging
-// directory holds root's marker, which the user cannot move into work; the
+// link to a root-owned directory) are no proof; the kill of the workload
+// ends a setsid and a double-forked process, and the restart reads it back
+// with a fresh keeper; the staging directory holds root's marker, which the
+// user cannot move into work; the
 // exchange refuses a workspace whose root another uid owns and renames
 // nothing; a proper exchange leaves the proof in work; no exchange
 // container is left behind.
@@ -59,29 +60,37 @@ func TestDockerioRollbackSteps(t *testing.T) {
 	}
 	e.sh(t, sb, "rm /workspace/work/"+marker)
 
-	// Survivors: a setsid loop and a double-forked sleep.
+	// Survivors: a setsid loop and a double-forked sleep. The kill of the
+	// workload ends them (and the container's own init and keeper, which
+	// start afresh with it); the staging directory is made meanwhile.
 	e.sh(t, sb, "setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & ( ( sleep 1001 </dev/null >/dev/null 2>&1 & ) & ) ; true")
-	if ps := e.sh(t, sb, "ps -o args"); !strings.Contains(ps, "sleep 1001") || !strings.Contains(ps, "while :; do sleep 1") {
-		t.Fatalf("the survivors did not start:\n%s", ps)
+	before := e.sh(t, sb, "ps -o pid,args")
+	if !strings.Contains(before, "sleep 1001") || !strings.Contains(before, "while :; do sleep 1") {
+		t.Fatalf("the survivors did not start:\n%s", before)
 	}
-	n, err := e.a.SweepWorkload(ctx, sb)
-	if err != nil || n < 3 {
-		t.Fatalf("sweep: %d %v, want the survivors ended", n, err)
+	if err := e.a.KillWorkload(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := e.cli.ContainerInspect(ctx, sb.Workload); err != nil || c.State.Running {
+		t.Fatalf("the workload runs after KillWorkload: %v", err)
+	}
+	if err := e.a.StageRollback(ctx, sb, ".rollback-9", marker); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.a.RestartWorkload(ctx, sb); err != nil {
+		t.Fatal(err)
 	}
 	ps := e.sh(t, sb, "ps -o pid,args")
 	for _, s := range []string{"sleep 1001", "while :; do sleep 1"} {
 		if strings.Contains(ps, s) {
-			t.Fatalf("%q survived the sweep:\n%s", s, ps)
+			t.Fatalf("%q survived the kill:\n%s", s, ps)
 		}
 	}
 	if !strings.Contains(ps, "while :; do sleep 3600; done") {
-		t.Fatalf("the sweep ended the container's keeper:\n%s", ps)
+		t.Fatalf("the restarted workload has no keeper:\n%s", ps)
 	}
 
 	// Staged: root's marker cannot be moved into work by the user.
-	if err := e.a.StageRollback(ctx, sb, ".rollback-9", marker); err != nil {
-		t.Fatal(err)
-	}
 	e.sh(t, sb, "echo new > /workspace/.rollback-9/new.txt")
 	if r := e.exec(t, sb, nil, "mv", "/workspace/.rollback-9/"+marker, "/workspace/work/"+marker); r.code == 0 {
 		t.Fatal("the user moved root's marker into work")

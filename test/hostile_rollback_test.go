@@ -6,38 +6,13 @@ import (
 	"testing"
 
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/hostile"
 	"github.com/stockade/stockade/lifecycle"
 )
 
-// survivorScript starts, and leaves running past its own exit, the hostile
-// survivors of issue 30: a setsid loop that plants a link to / in place of
-// the staging directory's p (the daemon, extracting as root, would follow
-// it and chown /workspace to the user), forges root's marker in work under
-// every name it reads from staging, and, should /workspace ever become the
-// user's, replaces the warden with a program that records its uid; and a
-// double-forked sleep.
-const survivorScript = `
-setsid sh -c '
-while :; do
-  for d in /workspace/.rollback-*; do
-    [ -d "$d" ] || continue
-    if [ -d "$d/p" ] && [ ! -L "$d/p" ]; then mv "$d/p" "$d/p.old" 2>/dev/null; ln -s / "$d/p" 2>/dev/null; fi
-    for m in "$d"/.stockade-rollback-*; do
-      [ -e "$m" ] || continue
-      n=${m##*/}; mkdir "/workspace/work/$n" 2>/dev/null; touch "/workspace/work/$n/x" 2>/dev/null
-    done
-  done
-  if [ -w /workspace ]; then
-    mv /workspace/.stockade /workspace/.taken 2>/dev/null; mkdir -p /workspace/.stockade
-    printf "#!/bin/sh\nid > /workspace/work/pwned\n" > /workspace/.stockade/stockade-warden
-    chmod 755 /workspace/.stockade/stockade-warden
-  fi
-done' </dev/null >/dev/null 2>&1 &
-( ( sleep 1002 </dev/null >/dev/null 2>&1 & ) & )
-echo started`
-
 // TestHostileRollbackSurvivor (issue 30, defects 4 and 5): processes that
-// outlive the runtime's view of them (setsid, a double fork) race a
+// outlive the runtime's view of them (hostile.Survivor: setsid, a double
+// fork, planting links and markers) race a
 // rollback through a served runtime. None survives it, /workspace and the
 // warden's directory stay root's 0755, nothing of the workload runs as uid
 // 0, the journal says rolled back and the workspace is the checkpoint's.
@@ -50,8 +25,8 @@ func TestHostileRollbackSurvivor(t *testing.T) {
 			t.Fatal(err)
 		}
 		okOut(t, "the change", shIn(ctx, sb, "echo changed > state.txt && echo ok"), "ok\n")
-		okOut(t, "the survivors", shIn(ctx, sb, survivorScript), "started\n")
-		if r := shIn(ctx, sb, "ps -o args"); !strings.Contains(string(r.stdout), "sleep 1002") || !strings.Contains(string(r.stdout), "rollback-") {
+		okOut(t, "the survivors", shIn(ctx, sb, hostile.Survivor), "started\n")
+		if r := shIn(ctx, sb, "ps -o args"); !hostile.IsSurvivor(string(r.stdout)) {
 			t.Fatalf("the survivors do not run: %s", r.stdout)
 		}
 		for i := range 3 {
@@ -60,22 +35,22 @@ func TestHostileRollbackSurvivor(t *testing.T) {
 			}
 			r := shIn(ctx, sb, "cat state.txt; stat -c '%u %a' /workspace /workspace/.stockade; ls /workspace/work/pwned 2>&1; ps -o user,args")
 			out := string(r.stdout)
+			_, ps, _ := strings.Cut(out, "USER")
 			switch {
 			case r.err != nil || !strings.HasPrefix(out, "ck\n0 755\n0 755\n"):
 				t.Fatalf("after rollback %d: %q %v", i, out, r.err)
 			case !strings.Contains(out, "No such file"):
 				t.Fatalf("after rollback %d the survivor's program ran: %q", i, out)
-			case strings.Contains(out, "sleep 1002") || strings.Contains(out, "rollback-"):
+			case hostile.IsSurvivor(ps):
 				t.Fatalf("a survivor outlived rollback %d:\n%s", i, out)
 			}
-			_, ps, _ := strings.Cut(out, "USER")
 			for _, line := range strings.Split(ps, "\n")[1:] {
 				if f := strings.Fields(line); len(f) > 1 && (f[0] == "root" || f[0] == "0") {
 					t.Fatalf("a process of the workload runs as uid 0 after rollback %d: %q", i, line)
 				}
 			}
 			// Started again for the next round.
-			okOut(t, "the survivors", shIn(ctx, sb, survivorScript), "started\n")
+			okOut(t, "the survivors", shIn(ctx, sb, hostile.Survivor), "started\n")
 		}
 		types := h.sandboxTypesOf(t, ctx, sb.ID())
 		if n := count(types, (lifecycle.RolledBack{}).Type()); n != 3 || count(types, (lifecycle.RollbackAbandoned{}).Type()) != 0 {

@@ -19,7 +19,8 @@ const (
 	RollBack Decision = "roll back"
 	// StopRemove: started, one-shot: its caller is gone.
 	StopRemove Decision = "stop and remove"
-	// Readopt: started, kept, running, readback exact, same revision.
+	// Readopt: started, kept, running, readback exact, same revision; or
+	// stopped by a rollback left unsettled (started again once settled).
 	Readopt Decision = "re-adopt"
 	// TearDown: started, kept, running but readback or revision differs:
 	// stop and remove; failed (unsupported).
@@ -66,6 +67,13 @@ func Decide(s lifecycle.Sandbox, obs dockerio.Observed, revision string) (Decisi
 		return Leave, fmt.Sprintf("phase %q needs no recovery", s.Phase)
 	}
 	if !obs.Running {
+		if s.RollingBack != nil && s.Spec.Lifetime == spec.Kept && obs.Exit != nil && !obs.Exit.OOMKilled &&
+			obs.Revision == s.Revision && s.Revision == revision &&
+			present(obs, dockerio.RoleExport) && present(obs, dockerio.RoleVolume) {
+			// A rollback stops its workload while root works in the
+			// workspace: settled by its marker, then started again.
+			return Readopt, "stopped by its rollback; settled, then started again; Docker shows " + seen
+		}
 		return RecordExit, "the workload is gone or dead; Docker shows " + seen
 	}
 	if s.Spec.Lifetime != spec.Kept {

@@ -25,6 +25,9 @@ func TestDecide(t *testing.T) {
 	mismatch.Mismatch = "HostConfig.Memory"
 	otherRev := running
 	otherRev.Revision = "engine-1.52-v4-linux-x64"
+	rolling := kept
+	rolling.RollingBack = &lifecycle.RollingBack{Checkpoint: "c", Staging: ".rollback-3", Marker: dockerio.MarkerPrefix + "ab"}
+	killed := dockerio.Observed{Present: all, Exit: &dockerio.ContainerExit{ExitCode: 137}, Revision: rev}
 	for _, tc := range []struct {
 		name    string
 		s       lifecycle.Sandbox
@@ -40,6 +43,9 @@ func TestDecide(t *testing.T) {
 		{"started kept other revision", kept, otherRev, TearDown, "engine-1.52-v4-linux-x64"},
 		{"started kept, runtime moved on", func() lifecycle.Sandbox { s := kept; s.Revision = "old"; return s }(), func() dockerio.Observed { o := running; o.Revision = "old"; return o }(), TearDown, "this runtime"},
 		{"started dead", kept, dead, RecordExit, "OOM"},
+		{"stopped by its rollback", rolling, killed, Readopt, "stopped by its rollback"},
+		{"rolling back, dead of OOM", rolling, dead, RecordExit, "OOM"},
+		{"rolling back, one-shot, stopped", func() lifecycle.Sandbox { s := rolling; s.Spec.Lifetime = spec.OneShot; return s }(), killed, RecordExit, "gone or dead"},
 		{"started gone", kept, dockerio.Observed{}, RecordExit, "no resources"},
 		{"started one-shot gone", oneShot, dockerio.Observed{}, RecordExit, "gone"},
 		{"stopping", at(kept, lifecycle.PhaseStopping), running, FinishStop, "stop was under way"},

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"time"
 
@@ -51,6 +50,9 @@ type rollbackState struct {
 	staging string
 	marker  string
 	docker  bool // the Docker work is out
+	// restarting: the workload is stopped for the rollback, and started
+	// again before rollbackDone: its death is the rollback's, not news.
+	restarting bool
 	// cleaning: journaled rolled back, the old tree being emptied before
 	// the caller is answered.
 	cleaning bool
@@ -102,6 +104,9 @@ type rollbackDone struct {
 	exchanged bool
 	unknown   bool // whether the exchange happened could not be read
 	err       error
+	// restartErr: the workload, stopped for the rollback, did not start
+	// again (the sandbox then ends as its workload died).
+	restartErr error
 }
 
 // rollbackCleaned: the old tree and the marker are gone (or could not be).
@@ -129,6 +134,10 @@ type rollbackSettled struct {
 	intent lifecycle.RollingBack
 	has    bool
 	err    error
+	// started: the workload, found stopped by the rollback, was started
+	// again (startErr: it did not start).
+	started  bool
+	startErr error
 }
 
 // onRecordCheckpoint journals a checkpoint taken by the runtime.
@@ -191,12 +200,15 @@ func (a *sandboxActor) onRollback(m Rollback) {
 }
 
 // rollbackOn starts the Docker work once no tracked process is left.
-// The warden goes first, journaled lost before it is killed with every
-// other process of the sandbox's user (the sweep, which proves none is
-// left); then, with the workload frozen, the staging directory is made
-// with root's marker in it, the checkpoint written into it, and the two
-// trees exchanged: so root's marker is in work exactly when the exchange
-// happened (it is removed from there only after the fact is journaled).
+// The warden goes first, journaled lost; then the workload container is
+// killed, which ends every process of the sandbox's user, tracked or not,
+// the container's own init and keeper included (the kernel's proof that
+// none is left: nothing of the user's runs while root works in the
+// workspace); the staging directory is made with root's marker in it,
+// the checkpoint written into it, and the two trees exchanged (so root's
+// marker is in work exactly when the exchange happened; it is removed from
+// there only after the fact is journaled); then the workload is started
+// again and read back.
 func (a *sandboxActor) rollbackOn() {
 	rb := a.rb
 	if rb == nil || rb.docker || len(a.procs) > 0 {
@@ -212,25 +224,22 @@ func (a *sandboxActor) rollbackOn() {
 		a.send(rollbackDone{err: err})
 		return
 	}
-	sb, eng, log, id := a.sb, a.engine, a.deps.Log, a.p.ID
+	rb.restarting = true
+	sb, eng := a.sb, a.engine
 	a.goDocker(func(ctx context.Context) any {
-		if n, err := eng.SweepWorkload(ctx, sb); err != nil {
-			return rollbackDone{err: fmt.Errorf("ending the sandbox's processes before the rollback: %w", err)}
-		} else if n > 0 {
-			log.Info("processes the runtime did not track were killed for the rollback", "sandbox", id, "count", n)
+		var done rollbackDone
+		if err := eng.KillWorkload(ctx, sb); err != nil {
+			done = rollbackDone{err: fmt.Errorf("stopping the workload for the rollback: %w", err)}
+		} else {
+			done = stageAndExchange(ctx, eng, sb, rb)
 		}
-		if err := eng.PauseSandbox(ctx, sb); err != nil {
-			thaw(eng, sb, log, id) // the pause may have happened
-			return rollbackDone{err: fmt.Errorf("freezing the workload for the rollback: %w", err)}
-		}
-		done := stageAndExchange(ctx, eng, sb, rb)
-		thaw(eng, sb, log, id)
+		done.restartErr = eng.RestartWorkload(ctx, sb)
 		return done
 	})
 }
 
-// stageAndExchange writes the checkpoint beside the frozen workspace and
-// exchanges the two trees.
+// stageAndExchange writes the checkpoint beside the workspace (the
+// workload stopped) and exchanges the two trees.
 func stageAndExchange(ctx context.Context, eng engine, sb dockerio.Sandbox, rb *rollbackState) rollbackDone {
 	err := eng.StageRollback(ctx, sb, rb.staging, rb.marker)
 	if err == nil {
@@ -257,22 +266,6 @@ func stageAndExchange(ctx context.Context, eng engine, sb dockerio.Sandbox, rb *
 	return rollbackDone{exchanged: true}
 }
 
-// thaw unpauses a workload a rollback froze, trying a few times: one left
-// frozen runs nothing (the next recovery thaws it too).
-func thaw(eng engine, sb dockerio.Sandbox, log *slog.Logger, id string) {
-	var err error
-	for i := range 3 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = eng.UnpauseSandbox(ctx, sb)
-		cancel()
-		if err == nil {
-			return
-		}
-		time.Sleep(time.Duration(i+1) * time.Second)
-	}
-	log.Error("a workload frozen for a rollback could not be thawed; the next recovery thaws it", "sandbox", id, "err", err)
-}
-
 // exchanged reads whether a rollback's exchange happened: root's marker is
 // in work (dockerio.Workspaces.MarkerProof). A look-alike the sandbox's
 // user made, or an earlier rollback's marker renamed, reads as not.
@@ -287,6 +280,13 @@ func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 		return
 	}
 	intent := *a.state.RollingBack
+	rb.restarting = false
+	if m.restartErr != nil {
+		// Whatever the journal says of the rollback below, the workload
+		// is stopped: the sandbox ends as one whose workload died.
+		a.deps.Log.Error("the workload stopped for a rollback did not start again", "sandbox", a.p.ID, "err", m.restartErr)
+		defer a.send(WorkloadDied{ExitCode: -1})
+	}
 	switch {
 	case m.unknown:
 		// Left journaled: admission stays closed until the marker can be
@@ -300,6 +300,10 @@ func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 		}
 		if err != nil {
 			a.answerRollback(rb, err)
+			return
+		}
+		if m.restartErr != nil {
+			a.answerRollback(rb, spec.Wrap(spec.CodeOf(m.restartErr), "sandbox", m.restartErr, "sandbox %s was rolled back to %s, but its workload did not start again", a.p.ID, intent.Checkpoint))
 			return
 		}
 		// The marker leaves work and the old tree is emptied before the
@@ -358,7 +362,7 @@ func (a *sandboxActor) settleRollback() {
 	if intent == nil || a.rb != nil {
 		return
 	}
-	sb, eng, in := a.sb, a.engine, *intent
+	sb, eng, in, stopped := a.sb, a.engine, *intent, a.rbStopped
 	// A re-adopted sandbox is at rest only once this is settled: until
 	// then it admits nothing.
 	if a.adopting == nil {
@@ -366,8 +370,15 @@ func (a *sandboxActor) settleRollback() {
 	}
 	a.adopting[rollbackKey] = true
 	a.goDocker(func(ctx context.Context) any {
+		// Read before the workload runs again: no process of the user's
+		// is there to touch the marker meanwhile.
 		has, err := exchanged(ctx, eng, sb, in.Marker)
-		return rollbackSettled{intent: in, has: has, err: err}
+		m := rollbackSettled{intent: in, has: has, err: err}
+		if err == nil && stopped {
+			m.started = true
+			m.startErr = eng.RestartWorkload(ctx, sb)
+		}
+		return m
 	})
 }
 
@@ -377,6 +388,13 @@ const rollbackKey = "\x00rollback"
 
 func (a *sandboxActor) onRollbackSettled(m rollbackSettled) {
 	defer a.adoptedOne(rollbackKey)
+	if m.started {
+		a.rbStopped = false
+		if m.startErr != nil {
+			a.deps.Log.Error("a workload its rollback stopped did not start again", "sandbox", a.p.ID, "err", m.startErr)
+			defer a.send(WorkloadDied{ExitCode: -1})
+		}
+	}
 	if a.state.RollingBack == nil || *a.state.RollingBack != m.intent {
 		return
 	}

@@ -230,6 +230,9 @@ type sandboxActor struct {
 	// rbHeldN'th held).
 	rbHeld  *Rollback
 	rbHeldN int
+	// rbStopped: recovery found the workload stopped by an unsettled
+	// rollback; it is started again once the rollback is settled.
+	rbStopped bool
 
 	asks ledger // what was asked and is not answered yet (asks.go)
 
@@ -386,6 +389,9 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 	case process.AdoptSettled:
 		a.adoptedOne(m.ID)
 	case WorkloadDied:
+		if a.rb != nil && a.rb.restarting {
+			break // the rollback stopped it, and starts it again
+		}
 		if a.state.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead {
 			sb := a.sb
 			a.goDocker(func(ctx context.Context) any {
@@ -864,6 +870,7 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 	case Readopt, RecordExit, FinishStop, Leave:
 		// A rollback the runtime before left unsettled: the marker says
 		// which workspace is there.
+		a.rbStopped = dec == Readopt && !rec.Observed.Running
 		a.settleRollback()
 	}
 	switch dec {
@@ -965,7 +972,7 @@ func (a *sandboxActor) settle(err error) {
 
 // onDeadSeen checks a die event against what Docker shows now.
 func (a *sandboxActor) onDeadSeen(m deadSeen) {
-	if m.err != nil || m.obs.Running || a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "" || a.exitDead {
+	if m.err != nil || m.obs.Running || a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "" || a.exitDead || a.rb != nil && a.rb.restarting {
 		return
 	}
 	a.workloadDead(m.obs)

@@ -21,6 +21,7 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/failpoint"
+	"github.com/stockade/stockade/internal/hostile"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
@@ -648,8 +649,8 @@ func checkRolledBack(ctx context.Context, rt *stockade.Runtime, sb *stockade.San
 		case len(f) < 2:
 		case f[0] == "root" || f[0] == "0":
 			violate("rolled back sandbox %s: a process of the workload runs as uid 0: %q", sb.ID(), line)
-		case outcome == "v1" && (strings.Contains(line, "rollback-") || strings.Contains(line, "sleep 1003")):
-			// (An abandoned rollback may have ended before its sweep.)
+		case outcome == "v1" && hostile.IsSurvivor(line):
+			// (An abandoned rollback may have ended before its kill of the workload.)
 			violate("rolled back sandbox %s: a survivor outlived the rollback: %q", sb.ID(), line)
 		}
 	}
@@ -1000,7 +1001,7 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 // checkpointAndRollBack takes a checkpoint of a kept sandbox of its own,
 // changes its workspace and rolls it back: a kill in either leaves the old
 // workspace or the new one, journaled (the drill's check reads it back).
-func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image string, hostile bool) error {
+func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image string, withSurvivor bool) error {
 	// A pids limit the drill's pool does not have: a cold create, so the
 	// pool's first claim stays the one-shot sandbox's below.
 	pol := spec.DefaultPolicy()
@@ -1020,10 +1021,10 @@ func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image stri
 		return nil
 	}
 	survive := func() error {
-		if !hostile {
+		if !withSurvivor {
 			return nil
 		}
-		p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", hostileSurvivor}, Stdout: spec.Discard, Stderr: spec.Discard})
+		p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", hostile.Survivor}, Stdout: spec.Discard, Stderr: spec.Discard})
 		if err != nil {
 			return err
 		}
@@ -1051,27 +1052,6 @@ func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image stri
 	return sb.Rollback(ctx, ck.ID)
 }
 
-// hostileSurvivor leaves running, past its own exit, what a hostile
-// workload would beside a checkpoint or a rollback: a setsid loop that
-// swaps directories of a staging directory for links to / (the daemon
-// extracts as root), forges the rollback's marker in work under every
-// name it reads, and, should /workspace become the user's, replaces the
-// warden with a program that records its uid; and a double-forked sleep.
-const hostileSurvivor = `setsid sh -c '
-while :; do
-  for d in /workspace/.rollback-*; do
-    [ -d "$d" ] || continue
-    for p in "$d"/*/; do [ -L "${p%/}" ] || { mv "${p%/}" "${p%/}.old" && ln -s / "${p%/}"; } 2>/dev/null; done
-    for m in "$d"/.stockade-rollback-*; do n=${m##*/}; [ -e "$m" ] && mkdir "/workspace/work/$n" 2>/dev/null; done
-  done
-  if [ -w /workspace ]; then
-    mv /workspace/.stockade /workspace/.taken 2>/dev/null; mkdir -p /workspace/.stockade
-    printf "#!/bin/sh\nid > /workspace/work/pwned\n" > /workspace/.stockade/stockade-warden
-    chmod 755 /workspace/.stockade/stockade-warden
-  fi
-done' </dev/null >/dev/null 2>&1 &
-( ( sleep 1003 </dev/null >/dev/null 2>&1 & ) & )
-true`
 
 // awaitPoolReady waits (a minute at most) until pool has a sandbox ready.
 func awaitPoolReady(ctx context.Context, rt *stockade.Runtime, pool string) error {

@@ -25,8 +25,8 @@ import (
 var wardenBin string
 
 func TestMain(m *testing.M) {
-	if os.Getenv("STOCKADE_SWEEP_TEST_SERVE") == "1" {
-		// A stand-in warden server for TestSweepAndRetireHere: it waits
+	if os.Getenv("STOCKADE_RETIRE_TEST_SERVE") == "1" {
+		// A stand-in warden server for TestRetireHere: it waits
 		// to be retired.
 		time.Sleep(time.Hour)
 	}

@@ -26,8 +26,6 @@
 //	                                              check a workspace, then exchange work and
 //	                                              STAGING in one rename (a rollback, as root,
 //	                                              in a one-off container)
-//	stockade-warden sweep                         kill every process of this uid but the
-//	                                              container's own, and prove none is left
 //	stockade-warden retire PID [SOCKET]           kill a warden server given up, remove its socket
 //	stockade-warden empty DIR [FILE...]           remove what DIR holds, then the files
 package main
@@ -45,7 +43,6 @@ const usage = `usage:
   stockade-warden version
   stockade-warden kill SIGNAL PGID
   stockade-warden exchange WORKSPACE STAGING
-  stockade-warden sweep
   stockade-warden retire PID [SOCKET]
   stockade-warden empty DIR [FILE...]
 `
@@ -82,12 +79,6 @@ func run(args []string) int {
 			return 2
 		}
 		return exchange(args[1], args[2])
-	case "sweep":
-		if len(args) != 1 {
-			fmt.Fprint(os.Stderr, usage)
-			return 2
-		}
-		return sweep()
 	case "retire":
 		if len(args) != 2 && len(args) != 3 {
 			fmt.Fprint(os.Stderr, usage)
