@@ -1052,7 +1052,6 @@ func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image stri
 	return sb.Rollback(ctx, ck.ID)
 }
 
-
 // awaitPoolReady waits (a minute at most) until pool has a sandbox ready.
 func awaitPoolReady(ctx context.Context, rt *stockade.Runtime, pool string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
