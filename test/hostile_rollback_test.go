@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/internal/hostile"
+	"github.com/stockade/stockade/internal/survivor"
 	"github.com/stockade/stockade/lifecycle"
 )
 
 // TestHostileRollbackSurvivor (issue 30, defects 4 and 5): processes that
-// outlive the runtime's view of them (hostile.Survivor: setsid, a double
+// outlive the runtime's view of them (survivor.Script: setsid, a double
 // fork, planting links and markers) race a
 // rollback through a served runtime. None survives it, /workspace and the
 // warden's directory stay root's 0755, nothing of the workload runs as uid
@@ -25,8 +25,8 @@ func TestHostileRollbackSurvivor(t *testing.T) {
 			t.Fatal(err)
 		}
 		okOut(t, "the change", shIn(ctx, sb, "echo changed > state.txt && echo ok"), "ok\n")
-		okOut(t, "the survivors", shIn(ctx, sb, hostile.Survivor), "started\n")
-		if r := shIn(ctx, sb, "ps -o args"); !hostile.IsSurvivor(string(r.stdout)) {
+		okOut(t, "the survivors", shIn(ctx, sb, survivor.Script), "started\n")
+		if r := shIn(ctx, sb, "ps -o args"); !survivor.Is(string(r.stdout)) {
 			t.Fatalf("the survivors do not run: %s", r.stdout)
 		}
 		for i := range 3 {
@@ -41,7 +41,7 @@ func TestHostileRollbackSurvivor(t *testing.T) {
 				t.Fatalf("after rollback %d: %q %v", i, out, r.err)
 			case !strings.Contains(out, "No such file"):
 				t.Fatalf("after rollback %d the survivor's program ran: %q", i, out)
-			case hostile.IsSurvivor(ps):
+			case survivor.Is(ps):
 				t.Fatalf("a survivor outlived rollback %d:\n%s", i, out)
 			}
 			for _, line := range strings.Split(ps, "\n")[1:] {
@@ -50,7 +50,7 @@ func TestHostileRollbackSurvivor(t *testing.T) {
 				}
 			}
 			// Started again for the next round.
-			okOut(t, "the survivors", shIn(ctx, sb, hostile.Survivor), "started\n")
+			okOut(t, "the survivors", shIn(ctx, sb, survivor.Script), "started\n")
 		}
 		types := h.sandboxTypesOf(t, ctx, sb.ID())
 		if n := count(types, (lifecycle.RolledBack{}).Type()); n != 3 || count(types, (lifecycle.RollbackAbandoned{}).Type()) != 0 {

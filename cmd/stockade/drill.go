@@ -21,7 +21,7 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/failpoint"
-	"github.com/stockade/stockade/internal/hostile"
+	"github.com/stockade/stockade/internal/survivor"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
@@ -649,7 +649,7 @@ func checkRolledBack(ctx context.Context, rt *stockade.Runtime, sb *stockade.San
 		case len(f) < 2:
 		case f[0] == "root" || f[0] == "0":
 			violate("rolled back sandbox %s: a process of the workload runs as uid 0: %q", sb.ID(), line)
-		case outcome == "v1" && hostile.IsSurvivor(line):
+		case outcome == "v1" && survivor.Is(line):
 			// (An abandoned rollback may have ended before its kill of the workload.)
 			violate("rolled back sandbox %s: a survivor outlived the rollback: %q", sb.ID(), line)
 		}
@@ -1024,7 +1024,7 @@ func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image stri
 		if !withSurvivor {
 			return nil
 		}
-		p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", hostile.Survivor}, Stdout: spec.Discard, Stderr: spec.Discard})
+		p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", survivor.Script}, Stdout: spec.Discard, Stderr: spec.Discard})
 		if err != nil {
 			return err
 		}

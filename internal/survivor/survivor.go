@@ -1,20 +1,20 @@
-// Package hostile holds the hostile workload the crash drill and the tests
-// run beside a sandbox's checkpoints and rollbacks: processes that outlive
-// the runtime's view of them (setsid, a double fork) and race what root
-// does in the workspace. One script, so the drill and the tests attack
+// Package survivor holds the hostile workload the crash drill and the
+// tests run beside a sandbox's checkpoints and rollbacks: processes that
+// outlive the runtime's view of them (setsid, a double fork) and race what
+// root does in the workspace. One script, so the drill and the tests attack
 // alike.
-package hostile
+package survivor
 
 import "strings"
 
-// Survivor is a shell script (sh -c) that leaves running, past its own
+// Script is a shell script (sh -c) that leaves running, past its own
 // exit: a setsid loop that swaps every directory of a rollback's staging
 // directory for a link to / (the daemon extracts as root), forges the
 // rollback's marker in work under every name it reads there (a directory
 // and a file in it), and, should /workspace ever become the sandbox
 // user's, replaces the warden with a program that records its uid in
 // work/pwned; and a double-forked sleep. It prints "started".
-const Survivor = `setsid sh -c '
+const Script = `setsid sh -c '
 while :; do
   for d in /workspace/.rollback-*; do
     [ -d "$d" ] || continue
@@ -33,8 +33,8 @@ done' </dev/null >/dev/null 2>&1 &
 ( ( sleep 1003 </dev/null >/dev/null 2>&1 & ) & )
 echo started`
 
-// IsSurvivor reports whether a line of `ps -o args` (or of `ps -o
-// user,args`) is one of Survivor's processes.
-func IsSurvivor(line string) bool {
+// Is reports whether a line of `ps -o args` (or of `ps -o user,args`)
+// is one of Script's processes.
+func Is(line string) bool {
 	return strings.Contains(line, "rollback-") || strings.Contains(line, "sleep 1003")
 }
