@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"sort"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -287,9 +288,15 @@ func spool(ctx context.Context, r io.Reader, u spec.User, atRoot bool) (*os.File
 // own symlinks, and a relative symlink target whose own ".." leave dir
 // (Docker's extraction refuses it), fail the whole put with
 // invalid_argument before anything is extracted: the archive is checked in
-// full (spooled) first. Symlinks already in the workspace
-// (a process may have made them) are resolved by Docker inside the export
-// container's root, not by this check. dir must exist.
+// full (spooled) first. The daemon extracts as root and follows a link
+// already in the workspace (a process may have made one): so every
+// directory the extraction would pass through without making it first (dir
+// itself, and each parent an entry names that no earlier entry of the
+// archive made, which would replace a link with a directory) is read back
+// through the export container, and one that is a link fails the put with
+// invalid_argument before anything is extracted. A process that swaps a
+// directory for a link while the extraction runs is not stopped by this
+// (SECURITY.md). dir must exist.
 func (a *Adapter) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Reader) error {
 	dst, err := archivePath(dir)
 	if err != nil {
@@ -300,15 +307,98 @@ func (a *Adapter) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.R
 		return err
 	}
 	defer func() { _ = f.Close() }() // only read: the unlinked spool goes with it
+	passed, err := passedDirs(f, dst)
+	if err != nil {
+		return err
+	}
 	cli, err := a.ready(ctx)
 	if err != nil {
 		return err
 	}
 	a.seeds.settle(ctx, sb, false) // an extraction never overlaps the seed's
+	for _, p := range passed {
+		st, err := cli.ContainerStatPath(ctx, sb.Export, p)
+		if cerrdefs.IsNotFound(err) {
+			continue // made by the extraction: nothing below it can be a link yet
+		}
+		if err != nil {
+			return translate(err, "dockerio.archive", "reading %s back through export container %s", p, sb.Export)
+		}
+		if st.Mode&os.ModeSymlink != 0 || st.LinkTarget != "" {
+			return spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "the put would extract through %s, a link in the workspace (to %q): the daemon writes as root, so it is refused; remove the link or put elsewhere", p, st.LinkTarget)
+		}
+	}
 	if err := cli.CopyToContainer(ctx, sb.Export, dst, f, container.CopyToContainerOptions{}); err != nil {
 		return translate(err, "dockerio.archive", "extracting into %s through export container %s", dst, sb.Export)
 	}
 	return nil
+}
+
+// maxPassedDirs bounds the directories a put reads back before extracting.
+const maxPassedDirs = 512
+
+// passedDirs lists, shortest first, the absolute paths an extraction of the
+// spooled archive into dst passes through without making them itself: the
+// components of dst below the workspace, and each parent of an entry (or of
+// a hardlink's target) that no earlier entry of the archive made as a
+// directory. It rewinds the spool.
+func passedDirs(f *os.File, dst string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")
+	if rel != "" {
+		parts := strings.Split(rel, "/")
+		for i := range parts {
+			add(WorkspaceDir + "/" + strings.Join(parts[:i+1], "/"))
+		}
+	}
+	made := map[string]bool{}
+	parents := func(name string) {
+		c, ok := spec.CleanRelPath(name)
+		if !ok || c == "." {
+			return
+		}
+		parts := strings.Split(c, "/")
+		for i := 1; i < len(parts); i++ {
+			p := strings.Join(parts[:i], "/")
+			if !made[p] {
+				add(path.Join(dst, p))
+			}
+		}
+	}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, spec.Wrap(spec.CodeInternal, "dockerio.archive", err, "reading the spooled archive")
+		}
+		parents(h.Name)
+		if h.Typeflag == tar.TypeLink {
+			parents(h.Linkname)
+		}
+		if h.Typeflag == tar.TypeDir {
+			if c, ok := spec.CleanRelPath(h.Name); ok {
+				made[c] = true
+			}
+		}
+		if len(out) > maxPassedDirs {
+			return nil, spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "the archive's entries pass through more than %d directories it does not hold: add their directory entries to it (each before what it holds)", maxPassedDirs)
+		}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, spec.Wrap(spec.CodeInternal, "dockerio.archive", err, "rewinding the archive's spool file")
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) < len(out[j]) })
+	return out, nil
 }
 
 // GetArchive returns a tar stream of /workspace/<p> read through the export

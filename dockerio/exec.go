@@ -441,7 +441,11 @@ func (a *Adapter) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig sys
 	argv := []string{"/bin/sh", "-c", fmt.Sprintf("kill -%d -%d", int(sig), pgid)}
 	if a.HasWarden() {
 		// The delivered warden binary signals without a shell (any image):
-		// exit 3 is "no such process group".
+		// exit 3 is "no such process group". Read back as ours first: a
+		// binary that lies would leave a group running unsaid.
+		if err := a.EnsureWarden(ctx, sb); err != nil {
+			return err
+		}
 		argv = []string{WardenPath, "kill", strconv.Itoa(int(sig)), strconv.Itoa(pgid)}
 	}
 	code, _, errOut, err := a.run(ctx, cli, sb, argv...)

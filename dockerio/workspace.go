@@ -96,12 +96,17 @@ func (a *Adapter) EmptyWorkspaceDir(ctx context.Context, sb Sandbox, dir string,
 	return err
 }
 
-// runWarden runs the delivered warden binary (argv[0]) as the sandbox's
-// user in one exec, for what (said in its errors), and returns its stdout;
+// runWarden runs the delivered warden binary (argv[0]), read back as ours
+// first, as the sandbox's user in one exec, for what (said in its errors),
+// and returns its stdout;
 // a non-zero exit is an engine error carrying its stderr.
 func (a *Adapter) runWarden(ctx context.Context, sb Sandbox, op, what string, argv ...string) (string, error) {
 	if !a.HasWarden() {
 		return "", spec.Errorf(spec.CodeUnsupported, op, "%s needs the warden binary", what)
+	}
+	// What it says must be ours: read back (and written again) first.
+	if err := a.EnsureWarden(ctx, sb); err != nil {
+		return "", err
 	}
 	cli, err := a.ready(ctx)
 	if err != nil {

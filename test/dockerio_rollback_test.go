@@ -1,6 +1,7 @@
 package test
 
 import (
+	"archive/tar"
 	"context"
 	"os/exec"
 	"strconv"
@@ -27,20 +28,9 @@ import (
 // nothing; a proper exchange leaves the proof in work; no exchange
 // container is left behind.
 func TestDockerioRollbackSteps(t *testing.T) {
-	e := newDio(t)
+	e := newWardenDio(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin, err := helpers.Resolve(helpers.Warden, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.a, err = dockerio.NewAdapter(dockerio.Options{Warden: bin}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.a.Close() })
-	if _, err := e.a.Preflight(ctx); err != nil {
-		t.Fatal(err)
-	}
 	sb := e.sandbox(t, nil)
 	const marker = dockerio.MarkerPrefix + "0123456789abcdef"
 	stamp := strconv.FormatInt(dockerio.MarkerTime(marker).Unix(), 10)
@@ -102,7 +92,7 @@ func TestDockerioRollbackSteps(t *testing.T) {
 	// A workspace whose root is not root's 0755 is refused whole: the
 	// root is handed to the user by a container of the test's own.
 	chownVolumeRoot(t, e.image, sb.Volume, "65532")
-	err = e.a.ExchangeWorkspace(ctx, sb, ".rollback-9")
+	err := e.a.ExchangeWorkspace(ctx, sb, ".rollback-9")
 	if !spec.IsCode(err, spec.CodeConflict) || !strings.Contains(err.Error(), "owned by uid 65532") {
 		t.Fatalf("exchange of a workspace the user owns: %v, want conflict naming the owner", err)
 	}
@@ -132,6 +122,27 @@ func TestDockerioRollbackSteps(t *testing.T) {
 	}
 }
 
+// newWardenDio is newDio with an adapter that delivers the warden (built
+// into the binary's helpers) into its sandboxes.
+func newWardenDio(t *testing.T) *dioEnv {
+	t.Helper()
+	e := newDio(t)
+	bin, err := helpers.Resolve(helpers.Warden, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.a, err = dockerio.NewAdapter(dockerio.Options{Warden: bin}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.a.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.a.Preflight(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // chownVolumeRoot gives a workspace volume's root to uid, from a
 // throwaway container of the test's own (root, the default capabilities).
 func chownVolumeRoot(t *testing.T, image, volume, uid string) {
@@ -139,5 +150,48 @@ func chownVolumeRoot(t *testing.T, image, volume, uid string) {
 	out, err := exec.Command("docker", "run", "--rm", "--network", "none", "--user", "0:0", "-v", volume+":/workspace", "--entrypoint", "chown", image, uid+":"+uid, "/workspace").CombinedOutput()
 	if err != nil {
 		t.Fatalf("chown of the volume's root: %v %s", err, out)
+	}
+}
+
+// TestDockerioPutRefusesPlantedLinks (found by the attacker's review of
+// issue 30): links the workload planted in work, to /workspace, do not take
+// a put's extraction (the daemon's, as root) out of work: a put whose
+// destination or an implied parent is such a link is refused before
+// anything is extracted, and root's directories stay root's; an archive
+// that makes the directory over the link is refused by the daemon.
+func TestDockerioPutRefusesPlantedLinks(t *testing.T) {
+	e := newWardenDio(t)
+	sb := e.sandbox(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e.sh(t, sb, "cd /workspace/work && ln -s /workspace w && ln -s /workspace out && mkdir -p real && ln -s /workspace real/in")
+	put := func(dir string, hs ...tarEntry) error {
+		return e.a.PutArchive(ctx, sb, dir, tarOf(t, hs...))
+	}
+	for _, tc := range []struct {
+		name string
+		dir  string
+		hs   []tarEntry
+	}{
+		{"an implied parent", "work", []tarEntry{{name: "w/.stockade/", typ: tar.TypeDir}}},
+		{"a file under an implied parent", "work", []tarEntry{{name: "w/hello", typ: tar.TypeReg, body: "x"}}},
+		{"the destination", "work/out", []tarEntry{{name: "hello", typ: tar.TypeReg, body: "x"}}},
+		{"a deeper implied parent", "work", []tarEntry{{name: "real/in/hello", typ: tar.TypeReg, body: "x"}}},
+		{"a hardlink's target", "work", []tarEntry{{name: "h", typ: tar.TypeLink, link: "w/.stockade/stockade-warden"}}},
+	} {
+		if err := put(tc.dir, tc.hs...); !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), "a link in the workspace") {
+			t.Errorf("%s: %v, want invalid_argument naming the link", tc.name, err)
+		}
+	}
+	if out := e.sh(t, sb, "stat -c '%u %a' /workspace /workspace/.stockade; ls /workspace"); !strings.HasPrefix(out, "0 755\n0 755\n") || strings.Contains(out, "hello") {
+		t.Fatalf("after the refused puts: %q", out)
+	}
+	// An archive that makes the directory itself over the link is refused
+	// by the daemon (a non-directory is not overwritten with one).
+	if err := put("work", tarEntry{name: "w/", typ: tar.TypeDir}, tarEntry{name: "w/hello", typ: tar.TypeReg, body: "x"}); err == nil {
+		t.Fatal("a put making a directory over a planted link: no error")
+	}
+	if out := e.sh(t, sb, "stat -c '%u %a' /workspace /workspace/.stockade; ls /workspace"); !strings.HasPrefix(out, "0 755\n0 755\n") || strings.Contains(out, "hello") {
+		t.Fatalf("after the put over the link: %q", out)
 	}
 }

@@ -1,0 +1,48 @@
+package dockerio
+
+import (
+	"archive/tar"
+	"os"
+	"slices"
+	"testing"
+)
+
+// TestPassedDirs: the directories an extraction passes through without
+// making them itself (the destination's components, each parent no earlier
+// entry made, a hardlink target's parents), shortest first; one the archive
+// made before is not read back.
+func TestPassedDirs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dst  string
+		hs   []tar.Header
+		want []string
+	}{
+		{"files at the root", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeReg, Name: "a"}}, []string{"/workspace/work"}},
+		{"implied parents", WorkspaceDir + "/work/x", []tar.Header{{Typeflag: tar.TypeReg, Name: "w/.stockade/f"}},
+			[]string{"/workspace/work", "/workspace/work/x", "/workspace/work/x/w", "/workspace/work/x/w/.stockade"}},
+		{"made first", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeDir, Name: "w/"}, {Typeflag: tar.TypeReg, Name: "w/f"}}, []string{"/workspace/work"}},
+		{"made after", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeReg, Name: "w/f"}, {Typeflag: tar.TypeDir, Name: "w/"}}, []string{"/workspace/work", "/workspace/work/w"}},
+		{"a hardlink's target", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeLink, Name: "h", Linkname: "d/t"}}, []string{"/workspace/work", "/workspace/work/d"}},
+		{"the workspace itself", WorkspaceDir, []tar.Header{{Typeflag: tar.TypeReg, Name: ".rollback-3/f"}}, []string{"/workspace/.rollback-3"}},
+	} {
+		f, err := os.CreateTemp(t.TempDir(), "put-*.tar")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(markerTarOf(t, tc.hs...)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Seek(0, 0); err != nil {
+			t.Fatal(err)
+		}
+		got, err := passedDirs(f, tc.dst)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q %v, want %q", tc.name, got, err, tc.want)
+		}
+		if off, _ := f.Seek(0, 1); off != 0 {
+			t.Errorf("%s: the spool is left at %d, not rewound", tc.name, off)
+		}
+		_ = f.Close()
+	}
+}
