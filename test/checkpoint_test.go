@@ -276,3 +276,43 @@ func TestRollbackRightAfterCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestStopDuringRollback: a stop asked while a rollback has the workload
+// stopped goes on once the rollback is done: the sandbox ends exited with
+// its workload not running (the rollback's restart does not undo the
+// stop), and the rollback's outcome is journaled first.
+func TestStopDuringRollback(t *testing.T) {
+	e := newAPI(t, stockade.Options{})
+	sb := e.sandbox(t, spec.Kept)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "dd if=/dev/zero of=big bs=1M count=16 2>/dev/null; echo ok"}}); err != nil || out != "ok\n" {
+		t.Fatalf("%q %v", out, err)
+	}
+	ck, err := sb.Checkpoint(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rolled := make(chan error, 1)
+	go func() { rolled <- sb.Rollback(ctx, ck.ID) }()
+	waitFor(t, "the rollback's warden given up", func() bool {
+		return count(sandboxTypes(t, e.rt, sb.ID()), (lifecycle.WardenLost{}).Type()) > 0
+	})
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatalf("stop during the rollback: %v", err)
+	}
+	err = <-rolled
+	st, serr := sb.State(ctx)
+	if serr != nil || st.Phase != lifecycle.PhaseExited {
+		t.Fatalf("after the stop: %+v %v (rollback: %v)", st.Phase, serr, err)
+	}
+	c, ierr := e.cli.ContainerInspect(ctx, st.Created.Workload)
+	if ierr != nil || c.State.Running {
+		t.Fatalf("the workload runs after the sandbox was stopped during a rollback (%v)", ierr)
+	}
+	types := sandboxTypes(t, e.rt, sb.ID())
+	settled := max(slices.Index(types, (lifecycle.RolledBack{}).Type()), slices.Index(types, (lifecycle.RollbackAbandoned{}).Type()))
+	if settled < 0 || settled > slices.Index(types, (lifecycle.SandboxStopping{}).Type()) {
+		t.Fatalf("journal %v: want the rollback settled before the stop", types)
+	}
+}

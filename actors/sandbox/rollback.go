@@ -53,6 +53,8 @@ type rollbackState struct {
 	// restarting: the workload is stopped for the rollback, and started
 	// again before rollbackDone: its death is the rollback's, not news.
 	restarting bool
+	// stopAfter: a stop asked while restarting, made once it is done.
+	stopAfter *deferredStop
 	// cleaning: journaled rolled back, the old tree being emptied before
 	// the caller is answered.
 	cleaning bool
@@ -66,6 +68,12 @@ func (a *sandboxActor) rollingBackErr() error {
 		return spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a rollback is under way", a.p.ID)
 	}
 	return nil
+}
+
+// deferredStop is a stop asked while a rollback had the workload stopped.
+type deferredStop struct {
+	reason lifecycle.Reason
+	cause  error
 }
 
 // rollbackThawWait bounds how long a rollback waits for a consistent
@@ -276,6 +284,12 @@ func exchanged(ctx context.Context, eng engine, sb dockerio.Sandbox, marker stri
 func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 	rb := a.rb
 	a.rb = nil
+	if rb != nil && rb.stopAfter != nil {
+		st := rb.stopAfter
+		rb.restarting, rb.stopAfter = false, nil
+		// After the outcome is journaled (the deferred calls run last).
+		defer a.stop(st.reason, st.cause)
+	}
 	if rb == nil || a.state.RollingBack == nil {
 		return
 	}

@@ -632,6 +632,13 @@ func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 		if a.exitDead {
 			return // the workload died: its exit is being recorded as Docker reported it
 		}
+		if a.rb != nil && a.rb.restarting {
+			// The rollback has the workload stopped and starts it again:
+			// the stop goes on once it is done (a stop now would be
+			// undone by that start).
+			a.rb.stopAfter = &deferredStop{reason: reason, cause: cause}
+			return
+		}
 	case lifecycle.PhaseStopping:
 		if !a.stopInFlight && !a.exitDead {
 			a.finishStop() // the last stop call failed: try again
