@@ -19,26 +19,28 @@ const module = "github.com/stockade/stockade"
 var rank = map[string]int{
 	"spec": 0,
 	"api":  0, "api/stockade/v1": 0,
-	"internal/failpoint": 0, "helpers/internal/manifest": 0,
+	"internal/failpoint": 0, "helpers/internal/manifest": 0, "internal/survivor": 0,
 
-	"framing": 1, "warden": 1, "lifecycle": 1, "journal": 1, "egress": 1, "checkpoint": 1, "textdiff": 1,
+	"internal/safedir": 1,
 
-	"recorder": 2, "host": 2, "dockerio": 2,
+	"framing": 2, "warden": 2, "lifecycle": 2, "journal": 2, "egress": 2, "checkpoint": 2, "textdiff": 2,
 
-	"dockerio/enginetest": 3, "inspect": 3, "client": 3, "actors": 3, "metrics": 3, "rerun": 3,
+	"recorder": 3, "host": 3, "dockerio": 3,
 
-	"actors/process": 4,
-	"actors/sandbox": 5,
+	"dockerio/enginetest": 4, "inspect": 4, "client": 4, "actors": 4, "metrics": 4, "rerun": 4,
+
+	"actors/process": 5,
+	"actors/sandbox": 6,
 	// The embedded helper binaries: only the root installs them.
-	"helpers": 6,
-	"":        7, // the root package: the embedded API
-	"server":  8, "kubenode": 8,
+	"helpers": 7,
+	"":        8, // the root package: the embedded API
+	"server":  9, "kubenode": 9,
 
-	"cmd/stockade": 9, "cmd/stockade-node": 9, "cmd/warden": 9, "cmd/egress": 9, "helpers/internal/gen": 9,
+	"cmd/stockade": 10, "cmd/stockade-node": 10, "cmd/warden": 10, "cmd/egress": 10, "helpers/internal/gen": 10,
 
 	// Test support and the integration suite sit above everything.
-	"internal/testenv": 10, "internal/dockertest": 10, "internal/faultproxy": 10,
-	"internal/layers": 10, "internal/kubecluster": 10, "internal/kubecluster/cmd/kubecluster": 11, "internal/inspecttest": 10, "internal/journaltest": 10, "internal/metricstest": 10, "test": 11,
+	"internal/testenv": 11, "internal/dockertest": 11, "internal/faultproxy": 11,
+	"internal/layers": 11, "internal/kubecluster": 11, "internal/kubecluster/cmd/kubecluster": 12, "internal/inspecttest": 11, "internal/journaltest": 11, "internal/metricstest": 11, "test": 12,
 }
 
 // only lists packages whose imports are closed further: the programs copied
