@@ -339,9 +339,11 @@ const maxPassedDirs = 512
 
 // passedDirs lists, shortest first, the absolute paths an extraction of the
 // spooled archive into dst passes through without making them itself: the
-// components of dst below the workspace, and each parent of an entry (or of
-// a hardlink's target) that no earlier entry of the archive made as a
-// directory. It rewinds the spool.
+// components of dst below the workspace, each parent of an entry (or of a
+// hardlink's target) that no earlier entry of the archive made as a
+// directory, and a hardlink's target no earlier entry made as a file. An
+// entry under one of the archive's own symlinks is refused. It rewinds the
+// spool.
 func passedDirs(f *os.File, dst string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
@@ -358,19 +360,27 @@ func passedDirs(f *os.File, dst string) ([]string, error) {
 			add(WorkspaceDir + "/" + strings.Join(parts[:i+1], "/"))
 		}
 	}
-	made := map[string]bool{}
-	parents := func(name string) {
+	// made: what earlier entries made (a directory, or a file a hardlink
+	// may name); links: the archive's own symlinks, which nothing may be
+	// extracted through (the daemon would follow one to a link planted in
+	// the workspace).
+	made, links := map[string]tar.Header{}, map[string]bool{}
+	parents := func(what, name string) error {
 		c, ok := spec.CleanRelPath(name)
 		if !ok || c == "." {
-			return
+			return nil
 		}
 		parts := strings.Split(c, "/")
 		for i := 1; i < len(parts); i++ {
 			p := strings.Join(parts[:i], "/")
-			if !made[p] {
+			if links[p] {
+				return spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "%s %q is under %q, a link of the archive: a put extracts nothing through a link (put the directory itself)", what, name, p)
+			}
+			if h, ok := made[p]; !ok || h.Typeflag != tar.TypeDir {
 				add(path.Join(dst, p))
 			}
 		}
+		return nil
 	}
 	tr := tar.NewReader(f)
 	for {
@@ -381,14 +391,27 @@ func passedDirs(f *os.File, dst string) ([]string, error) {
 		if err != nil {
 			return nil, spec.Wrap(spec.CodeInternal, "dockerio.archive", err, "reading the spooled archive")
 		}
-		parents(h.Name)
-		if h.Typeflag == tar.TypeLink {
-			parents(h.Linkname)
+		if err := parents("entry", h.Name); err != nil {
+			return nil, err
 		}
-		if h.Typeflag == tar.TypeDir {
-			if c, ok := spec.CleanRelPath(h.Name); ok {
-				made[c] = true
+		if h.Typeflag == tar.TypeLink {
+			if err := parents("hardlink target", h.Linkname); err != nil {
+				return nil, err
 			}
+			// The target itself: the daemon chmods and times the new
+			// link, which follows a symlink planted there.
+			if c, ok := spec.CleanRelPath(h.Linkname); ok {
+				if t, ok := made[c]; !ok || t.Typeflag != tar.TypeReg {
+					if links[c] {
+						return nil, spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "hardlink %q names %q, a link of the archive", h.Name, h.Linkname)
+					}
+					add(path.Join(dst, c))
+				}
+			}
+		}
+		if c, ok := spec.CleanRelPath(h.Name); ok {
+			made[c] = *h
+			links[c] = h.Typeflag == tar.TypeSymlink
 		}
 		if len(out) > maxPassedDirs {
 			return nil, spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "the archive's entries pass through more than %d directories it does not hold: add their directory entries to it (each before what it holds)", maxPassedDirs)

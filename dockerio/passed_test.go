@@ -5,12 +5,15 @@ import (
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/stockade/stockade/spec"
 )
 
 // TestPassedDirs: the directories an extraction passes through without
 // making them itself (the destination's components, each parent no earlier
-// entry made, a hardlink target's parents), shortest first; one the archive
-// made before is not read back.
+// entry made, a hardlink target and its parents), shortest first; one the
+// archive made before is not read back; nothing under the archive's own
+// links is taken.
 func TestPassedDirs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -23,7 +26,11 @@ func TestPassedDirs(t *testing.T) {
 			[]string{"/workspace/work", "/workspace/work/x", "/workspace/work/x/w", "/workspace/work/x/w/.stockade"}},
 		{"made first", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeDir, Name: "w/"}, {Typeflag: tar.TypeReg, Name: "w/f"}}, []string{"/workspace/work"}},
 		{"made after", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeReg, Name: "w/f"}, {Typeflag: tar.TypeDir, Name: "w/"}}, []string{"/workspace/work", "/workspace/work/w"}},
-		{"a hardlink's target", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeLink, Name: "h", Linkname: "d/t"}}, []string{"/workspace/work", "/workspace/work/d"}},
+		{"a hardlink's target", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeLink, Name: "h", Linkname: "d/t"}}, []string{"/workspace/work", "/workspace/work/d", "/workspace/work/d/t"}},
+		{"a hardlink to an earlier file", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeReg, Name: "t"}, {Typeflag: tar.TypeLink, Name: "h", Linkname: "t"}}, []string{"/workspace/work"}},
+		{"under the archive's own link", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeSymlink, Name: "s", Linkname: "real"}, {Typeflag: tar.TypeReg, Name: "s/hello"}}, nil},
+		{"a hardlink through the archive's own link", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeSymlink, Name: "s", Linkname: "real"}, {Typeflag: tar.TypeLink, Name: "h", Linkname: "s/x"}}, nil},
+		{"a hardlink to the archive's own link", WorkspaceDir + "/work", []tar.Header{{Typeflag: tar.TypeSymlink, Name: "s", Linkname: "/"}, {Typeflag: tar.TypeLink, Name: "h", Linkname: "s"}}, nil},
 		{"the workspace itself", WorkspaceDir, []tar.Header{{Typeflag: tar.TypeReg, Name: ".rollback-3/f"}}, []string{"/workspace/.rollback-3"}},
 	} {
 		f, err := os.CreateTemp(t.TempDir(), "put-*.tar")
@@ -37,6 +44,13 @@ func TestPassedDirs(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := passedDirs(f, tc.dst)
+		if tc.want == nil {
+			if !spec.IsCode(err, spec.CodeInvalidArgument) {
+				t.Errorf("%s: %q %v, want invalid_argument", tc.name, got, err)
+			}
+			_ = f.Close()
+			continue
+		}
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q %v, want %q", tc.name, got, err, tc.want)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/checkpoint"
+	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -314,5 +315,64 @@ func TestStopDuringRollback(t *testing.T) {
 	settled := max(slices.Index(types, (lifecycle.RolledBack{}).Type()), slices.Index(types, (lifecycle.RollbackAbandoned{}).Type()))
 	if settled < 0 || settled > slices.Index(types, (lifecycle.SandboxStopping{}).Type()) {
 		t.Fatalf("journal %v: want the rollback settled before the stop", types)
+	}
+}
+
+// TestRollbackKilledPastTTL (the second review of issue 30): a runtime
+// killed while its rollback has the workload stopped, reopened after the
+// sandbox's TTL: recovery settles the rollback by its proof and starts the
+// workload again before the TTL's stop, which then stops it for good — the
+// sandbox ends exited with its workload not running, the rollback's
+// outcome journaled before the stop.
+func TestRollbackKilledPastTTL(t *testing.T) {
+	c := newCLI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first, err := stockade.Open(ctx, stockade.Options{Journal: c.journal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := first.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy(), Lifetime: spec.Kept, TTL: 8 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, deadline := sb.ID(), time.Now().Add(8*time.Second)
+	if out, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo v1 > version; echo ok"}}); err != nil || out != "ok\n" {
+		t.Fatalf("write: %q %v", out, err)
+	}
+	if _, err := sb.Checkpoint(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(c.bin, "--journal", c.journal, "rollback", id, "base")
+	cmd.Env = append(os.Environ(), failpoint.Env+"="+failpoint.RollbackStaged)
+	var exit *exec.ExitError
+	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != -1 {
+		t.Fatalf("rollback at %s: not killed: %v", failpoint.RollbackStaged, err)
+	}
+	time.Sleep(time.Until(deadline) + time.Second)
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rt.Close() }()
+	var st lifecycle.Sandbox
+	waitFor(t, "the sandbox exited by its TTL", func() bool {
+		st, err = rt.ReplaySandbox(ctx, id, 0)
+		return err == nil && st.Phase == lifecycle.PhaseExited
+	})
+	if st.RollingBack != nil {
+		t.Fatalf("exited with its rollback unsettled: %+v", st.RollingBack)
+	}
+	cl := dockertest.Client(t)
+	if ci, err := cl.ContainerInspect(ctx, st.Created.Workload); err != nil || ci.State.Running {
+		t.Fatalf("the workload runs after the sandbox exited (%v)", err)
+	}
+	types := sandboxTypes(t, rt, id)
+	settled := slices.Index(types, (lifecycle.RollbackAbandoned{}).Type())
+	if settled < 0 || settled > slices.Index(types, (lifecycle.SandboxStopping{}).Type()) {
+		t.Fatalf("journal %v: want the rollback abandoned before the stop", types)
 	}
 }

@@ -164,7 +164,7 @@ func TestDockerioPutRefusesPlantedLinks(t *testing.T) {
 	sb := e.sandbox(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	e.sh(t, sb, "cd /workspace/work && ln -s /workspace w && ln -s /workspace out && mkdir -p real && ln -s /workspace real/in")
+	e.sh(t, sb, "cd /workspace/work && ln -s /workspace w && ln -s /workspace out && mkdir -p real && ln -s /workspace real/in && ln -s /workspace/.stockade planted")
 	put := func(dir string, hs ...tarEntry) error {
 		return e.a.PutArchive(ctx, sb, dir, tarOf(t, hs...))
 	}
@@ -178,12 +178,17 @@ func TestDockerioPutRefusesPlantedLinks(t *testing.T) {
 		{"the destination", "work/out", []tarEntry{{name: "hello", typ: tar.TypeReg, body: "x"}}},
 		{"a deeper implied parent", "work", []tarEntry{{name: "real/in/hello", typ: tar.TypeReg, body: "x"}}},
 		{"a hardlink's target", "work", []tarEntry{{name: "h", typ: tar.TypeLink, link: "w/.stockade/stockade-warden"}}},
+		// The second review: through the archive's own relative link to a
+		// planted one, and a hardlink naming a planted link (the daemon
+		// chmods the new link, following it).
+		{"the archive's own link to a planted one", "work", []tarEntry{{name: "s", typ: tar.TypeSymlink, link: "planted"}, {name: "s/hello", typ: tar.TypeReg, body: "x"}}},
+		{"a hardlink to a planted link", "work", []tarEntry{{name: "h1", typ: tar.TypeLink, link: "planted"}}},
 	} {
-		if err := put(tc.dir, tc.hs...); !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), "a link in the workspace") {
+		if err := put(tc.dir, tc.hs...); !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), "link") {
 			t.Errorf("%s: %v, want invalid_argument naming the link", tc.name, err)
 		}
 	}
-	if out := e.sh(t, sb, "stat -c '%u %a' /workspace /workspace/.stockade; ls /workspace"); !strings.HasPrefix(out, "0 755\n0 755\n") || strings.Contains(out, "hello") {
+	if out := e.sh(t, sb, "stat -c '%u %a' /workspace /workspace/.stockade; ls /workspace /workspace/.stockade"); !strings.HasPrefix(out, "0 755\n0 755\n") || strings.Contains(out, "hello") {
 		t.Fatalf("after the refused puts: %q", out)
 	}
 	// An archive that makes the directory itself over the link is refused

@@ -67,7 +67,7 @@ func Decide(s lifecycle.Sandbox, obs dockerio.Observed, revision string) (Decisi
 		return Leave, fmt.Sprintf("phase %q needs no recovery", s.Phase)
 	}
 	if !obs.Running {
-		if s.RollingBack != nil && s.Spec.Lifetime == spec.Kept && obs.Exit != nil && !obs.Exit.OOMKilled &&
+		if s.RollingBack != nil && s.Spec.Lifetime == spec.Kept && obs.Exit != nil && obs.Exit.ExitCode == 137 && !obs.Exit.OOMKilled &&
 			obs.Revision == s.Revision && s.Revision == revision &&
 			present(obs, dockerio.RoleExport) && present(obs, dockerio.RoleVolume) {
 			// A rollback stops its workload while root works in the

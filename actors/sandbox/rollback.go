@@ -53,8 +53,6 @@ type rollbackState struct {
 	// restarting: the workload is stopped for the rollback, and started
 	// again before rollbackDone: its death is the rollback's, not news.
 	restarting bool
-	// stopAfter: a stop asked while restarting, made once it is done.
-	stopAfter *deferredStop
 	// cleaning: journaled rolled back, the old tree being emptied before
 	// the caller is answered.
 	cleaning bool
@@ -70,10 +68,26 @@ func (a *sandboxActor) rollingBackErr() error {
 	return nil
 }
 
-// deferredStop is a stop asked while a rollback had the workload stopped.
+// deferredStop is a stop asked while a rollback had the workload stopped
+// (live, or found so by recovery): a stop then would be undone by the
+// rollback's start of the workload, so it is made once that is done.
 type deferredStop struct {
 	reason lifecycle.Reason
 	cause  error
+}
+
+// workloadHeld: a rollback has the workload stopped and will start it
+// again; its death is the rollback's, and a stop waits.
+func (a *sandboxActor) workloadHeld() bool {
+	return a.rb != nil && a.rb.restarting || a.rbStopped
+}
+
+// stopDeferred makes the stop asked while the workload was held.
+func (a *sandboxActor) stopDeferred() {
+	if st := a.stopAfter; st != nil && !a.workloadHeld() {
+		a.stopAfter = nil
+		a.stop(st.reason, st.cause)
+	}
 }
 
 // rollbackThawWait bounds how long a rollback waits for a consistent
@@ -241,7 +255,11 @@ func (a *sandboxActor) rollbackOn() {
 		} else {
 			done = stageAndExchange(ctx, eng, sb, rb)
 		}
-		done.restartErr = eng.RestartWorkload(ctx, sb)
+		// A context of its own: the rollback's may be spent by a large
+		// checkpoint, and a workload not started again ends the sandbox.
+		rctx, cancel := a.deps.DockerContext()
+		defer cancel()
+		done.restartErr = eng.RestartWorkload(rctx, sb)
 		return done
 	})
 }
@@ -284,17 +302,15 @@ func exchanged(ctx context.Context, eng engine, sb dockerio.Sandbox, marker stri
 func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 	rb := a.rb
 	a.rb = nil
-	if rb != nil && rb.stopAfter != nil {
-		st := rb.stopAfter
-		rb.restarting, rb.stopAfter = false, nil
-		// After the outcome is journaled (the deferred calls run last).
-		defer a.stop(st.reason, st.cause)
+	if rb != nil {
+		rb.restarting = false
+		// After the outcome is journaled (deferred calls run last).
+		defer a.stopDeferred()
 	}
 	if rb == nil || a.state.RollingBack == nil {
 		return
 	}
 	intent := *a.state.RollingBack
-	rb.restarting = false
 	if m.restartErr != nil {
 		// Whatever the journal says of the rollback below, the workload
 		// is stopped: the sandbox ends as one whose workload died.
@@ -390,7 +406,9 @@ func (a *sandboxActor) settleRollback() {
 		m := rollbackSettled{intent: in, has: has, err: err}
 		if err == nil && stopped {
 			m.started = true
-			m.startErr = eng.RestartWorkload(ctx, sb)
+			rctx, cancel := a.deps.DockerContext()
+			defer cancel()
+			m.startErr = eng.RestartWorkload(rctx, sb)
 		}
 		return m
 	})
@@ -404,6 +422,7 @@ func (a *sandboxActor) onRollbackSettled(m rollbackSettled) {
 	defer a.adoptedOne(rollbackKey)
 	if m.started {
 		a.rbStopped = false
+		defer a.stopDeferred() // after the outcome is journaled
 		if m.startErr != nil {
 			a.deps.Log.Error("a workload its rollback stopped did not start again", "sandbox", a.p.ID, "err", m.startErr)
 			defer a.send(WorkloadDied{ExitCode: -1})

@@ -233,6 +233,9 @@ type sandboxActor struct {
 	// rbStopped: recovery found the workload stopped by an unsettled
 	// rollback; it is started again once the rollback is settled.
 	rbStopped bool
+	// stopAfter: a stop asked while a rollback held the workload stopped
+	// (workloadHeld), made once it runs again.
+	stopAfter *deferredStop
 
 	asks ledger // what was asked and is not answered yet (asks.go)
 
@@ -389,7 +392,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 	case process.AdoptSettled:
 		a.adoptedOne(m.ID)
 	case WorkloadDied:
-		if a.rb != nil && a.rb.restarting {
+		if a.workloadHeld() {
 			break // the rollback stopped it, and starts it again
 		}
 		if a.state.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead {
@@ -632,11 +635,13 @@ func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 		if a.exitDead {
 			return // the workload died: its exit is being recorded as Docker reported it
 		}
-		if a.rb != nil && a.rb.restarting {
+		if a.workloadHeld() {
 			// The rollback has the workload stopped and starts it again:
 			// the stop goes on once it is done (a stop now would be
 			// undone by that start).
-			a.rb.stopAfter = &deferredStop{reason: reason, cause: cause}
+			if a.stopAfter == nil {
+				a.stopAfter = &deferredStop{reason: reason, cause: cause}
+			}
 			return
 		}
 	case lifecycle.PhaseStopping:
@@ -979,7 +984,7 @@ func (a *sandboxActor) settle(err error) {
 
 // onDeadSeen checks a die event against what Docker shows now.
 func (a *sandboxActor) onDeadSeen(m deadSeen) {
-	if m.err != nil || m.obs.Running || a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "" || a.exitDead || a.rb != nil && a.rb.restarting {
+	if m.err != nil || m.obs.Running || a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "" || a.exitDead || a.workloadHeld() {
 		return
 	}
 	a.workloadDead(m.obs)
