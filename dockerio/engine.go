@@ -142,8 +142,9 @@ type Wardens interface {
 	// again if not.
 	EnsureWarden(ctx context.Context, sb Sandbox) error
 	// RetireWarden kills a warden the runtime gave up on (its journaled
-	// pid, if that pid still runs a warden server) and removes its
-	// reattach socket: a sandbox runs one warden at a time.
+	// pid, if that pid still runs a warden server; pid 0 and no socket:
+	// every warden server) and removes its reattach socket: a sandbox
+	// runs one warden at a time.
 	RetireWarden(ctx context.Context, sb Sandbox, pid int, socket string) error
 }
 

@@ -289,10 +289,13 @@ func (a *Adapter) RetireWarden(ctx context.Context, sb Sandbox, pid int, socket 
 	if !a.HasWarden() {
 		return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "this runtime has no warden binary")
 	}
-	if pid <= 1 {
+	argv := []string{WardenPath, "retire", strconv.Itoa(pid)}
+	switch {
+	case pid == 0 && socket == "":
+		argv[2] = "all"
+	case pid <= 1:
 		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.warden", "warden pid %d is not a warden's", pid)
 	}
-	argv := []string{WardenPath, "retire", strconv.Itoa(pid)}
 	if socket != "" {
 		if !strings.HasPrefix(socket, TmpDir+"/") || path.Clean(socket) != socket || len(socket) > 108 {
 			return spec.Errorf(spec.CodeInvalidArgument, "dockerio.warden", "warden socket %q is not a path under %s", socket, TmpDir)

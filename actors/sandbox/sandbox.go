@@ -835,6 +835,9 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 	a.sb = Handle(a.deps.Config.Owner, a.state)
 	dec, why := Decide(a.state, rec.Observed, a.deps.Config.Revision)
 	a.decision, a.observed = dec, why
+	// A warden this sandbox's next start would run beside (one never
+	// journaled, or one given up) goes first.
+	a.w.retireAll = a.deps.Config.Warden
 	if r := (lifecycle.Recovered{Decision: string(dec), Observed: why}); !lifecycle.Repeats(a.state.Recovered, r) {
 		if err := a.record(r); err != nil {
 			a.settle(err)

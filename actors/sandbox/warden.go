@@ -63,6 +63,10 @@ type wardenState struct {
 	// retiring is closed once a warden given up (retireWarden) is
 	// killed: a new warden starts after it, never beside it.
 	retiring chan struct{}
+	// retireAll: the next warden start first retires every warden server
+	// in the sandbox (a recovered sandbox may run one the journal never
+	// named: a crash between its start and the journal's word).
+	retireAll bool
 	// strays: the context of the drains of strays (forgetStray), ended
 	// when the actor stops.
 	strays     context.Context
@@ -75,13 +79,19 @@ func (a *sandboxActor) startWarden(ensure bool) {
 	a.w.gen++
 	a.w.starting = true
 	gen, sb, eng, log := a.w.gen, a.sb, a.engine, a.deps.Log
-	id, retiring := a.p.ID, a.w.retiring
+	id, retiring, retireAll := a.p.ID, a.w.retiring, a.w.retireAll
+	a.w.retireAll = false
 	a.goDocker(func(ctx context.Context) any {
 		if retiring != nil {
 			select {
 			case <-retiring:
 			case <-ctx.Done():
 				return wardenUp{gen: gen, err: spec.Wrap(spec.CodeTimeout, "sandbox.warden", ctx.Err(), "sandbox %s: waiting for the warden given up to be killed", id)}
+			}
+		}
+		if retireAll {
+			if err := eng.RetireWarden(ctx, sb, 0, ""); err != nil {
+				log.Warn("the wardens of a recovered sandbox could not be retired before a new one", "sandbox", id, "err", err)
 			}
 		}
 		secret := make([]byte, warden.SecretSize)

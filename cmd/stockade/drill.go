@@ -542,8 +542,13 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 			checkRolledBack(sctx, rt, sb, violate)
 			checkOneWarden(sctx, rt, sb, violate)
 			cancel()
+		case s.Pool != "" && !s.Claimed && (s.Phase == lifecycle.PhaseStopping || s.Phase == lifecycle.PhaseExited || s.Phase == lifecycle.PhaseRemoving):
+			// A pooled sandbox the pool gave up after recovery (its
+			// warden not reattached: a claim must find it linked) is
+			// removed, never handed out.
+			decisions = append(decisions, "pooled sandbox discarded after recovery")
 		default:
-			violate("sandbox %s is %s after recovery (adopted %v)", s.ID, s.Phase, s.Adopted)
+			violate("sandbox %s is %s after recovery (adopted %v, pool %q, claimed %v)", s.ID, s.Phase, s.Adopted, s.Pool, s.Claimed)
 		}
 	}
 	// A pooled sandbox the recovery took back is claimed and runs a

@@ -26,7 +26,7 @@
 //	                                              check a workspace, then exchange work and
 //	                                              STAGING in one rename (a rollback, as root,
 //	                                              in a one-off container)
-//	stockade-warden retire PID [SOCKET]           kill a warden server given up, remove its socket
+//	stockade-warden retire PID [SOCKET] | all     kill a warden server given up (or every one), remove its socket
 //	stockade-warden empty DIR [FILE...]           remove what DIR holds, then the files
 package main
 
@@ -43,7 +43,7 @@ const usage = `usage:
   stockade-warden version
   stockade-warden kill SIGNAL PGID
   stockade-warden exchange WORKSPACE STAGING
-  stockade-warden retire PID [SOCKET]
+  stockade-warden retire PID [SOCKET] | all
   stockade-warden empty DIR [FILE...]
 `
 

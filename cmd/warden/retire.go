@@ -69,11 +69,15 @@ func readProc(pid int) (p procInfo, ok bool) {
 const retireWait = 5 * time.Second
 
 // retire kills the warden server pid (the runtime gave it up: it could not
-// be reattached, or stopped answering) and removes its reattach socket. A
+// be reattached, or stopped answering), or every one ("all"), and removes
+// its reattach socket. A
 // pid that is not a warden server of this binary now (it died, and the pid
 // went to another process) is left alone. Exit 0 once no such warden
 // runs; 1 when it would not die; 2 on bad arguments.
 func retire(pidArg, socket string) int {
+	if pidArg == "all" && socket == "" {
+		return retireAll()
+	}
 	pid, err := strconv.Atoi(pidArg)
 	if err != nil || pid <= 1 || pid == os.Getpid() {
 		fmt.Fprintf(os.Stderr, "stockade-warden retire: pid %q is not a warden's\n", pidArg)
@@ -110,4 +114,29 @@ func retire(pidArg, socket string) int {
 // isWardenServer: argv is this binary's, serving (no subcommand, or serve).
 func isWardenServer(argv []string) bool {
 	return len(argv) > 0 && argv[0] == os.Args[0] && (len(argv) == 1 || argv[1] == "serve")
+}
+
+// retireAll retires every warden server but itself: before a sandbox the
+// runtime recovered starts a new warden, one it never journaled (a crash
+// between its start and the journal's word) or gave up goes. Each one's
+// reattach socket goes with it.
+func retireAll() int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stockade-warden retire: reading /proc: %v\n", err)
+		return 1
+	}
+	code := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 || pid == os.Getpid() {
+			continue
+		}
+		if p, ok := readProc(pid); ok && isWardenServer(p.argv) && p.state != 'Z' {
+			if c := retire(e.Name(), filepath.Join(os.TempDir(), ".stockade-warden-"+e.Name()+".sock")); c != 0 {
+				code = c
+			}
+		}
+	}
+	return code
 }
