@@ -216,7 +216,7 @@ func climbsOut(rel, target string) bool {
 func (c *capture) fileFits(rel string, size int64) error {
 	if size > c.s.limit {
 		return spec.Errorf(spec.CodeResourceExhausted, "checkpoint",
-			"entry %q is a file of %d bytes, larger than the checkpoint store's whole bound of %d bytes (a sparse file counts its full size): remove it from the workspace, or raise the store's bound", clip(rel), size, c.s.limit)
+			"entry %q is a file of %d bytes, larger than the checkpoint store's whole bound of %d bytes (a sparse file counts its full size): remove it from the workspace, or raise the store's bound (Options.CheckpointBytes)", clip(rel), size, c.s.limit)
 	}
 	if c.restore+size > MaxRestore-restoreSlack {
 		return restoreTooBig(rel)

@@ -129,7 +129,8 @@ type CheckpointInfo struct {
 	// Env and Dir are the sandbox's process defaults when it was taken.
 	Env []string `json:"env,omitempty"`
 	Dir string   `json:"dir,omitempty"`
-	// Skipped names the entries not kept (FIFOs, devices).
+	// Skipped names the entries not kept (FIFOs, devices, relative links
+	// climbing out of /workspace), each with why.
 	Skipped []string `json:"skipped,omitempty"`
 }
 

@@ -181,7 +181,7 @@ func (a *sandboxActor) onRollback(m Rollback) {
 		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a rollback is already under way", a.p.ID)
 		return
 	case !a.running() || !a.state.Admits():
-		m.Reply <- spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s does not run (%s): nothing to roll back", a.p.ID, a.state.Phase)
+		m.Reply <- spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s does not run (%s): a rollback needs a running sandbox; make a new one from the checkpoint (sandbox create --from)", a.p.ID, a.phaseName())
 		return
 	case a.pause != thawed || len(a.pauseWait) > 0:
 		// A consistent copy holds the workload frozen (a checkpoint just

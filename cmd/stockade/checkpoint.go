@@ -91,6 +91,10 @@ func (c *checkpointCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr
 			out.keep(newEncoder(out).Encode(info))
 		} else {
 			out.println(info.ID)
+			for _, s := range info.Skipped {
+				// Said where it is seen: a rollback to it will not have it.
+				note(stderr, "checkpoint %s: skipped %s", info.ID, termSafe(s))
+			}
 		}
 	case "ls":
 		list, err := rt.Checkpoints(ctx, c.id)

@@ -539,7 +539,13 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 			if res, err := p.Wait(sctx); err != nil || res.ExitCode != 0 {
 				violate("re-adopted sandbox %s: true ended %+v %v", s.ID, res, err)
 			}
-			checkRolledBack(sctx, rt, sb, violate)
+			if outcome := checkRolledBack(sctx, rt, sb, violate); outcome != "" {
+				what := map[string]string{"v1": "rolled back", "v2": "rollback abandoned"}[outcome]
+				if d.hostile {
+					what += ", a hostile survivor beside it"
+				}
+				decisions = append(decisions, what+": the workspace is the journal's, /workspace root's")
+			}
 			checkOneWarden(sctx, rt, sb, violate)
 			cancel()
 		case s.Pool != "" && !s.Claimed && (s.Phase == lifecycle.PhaseStopping || s.Phase == lifecycle.PhaseExited || s.Phase == lifecycle.PhaseRemoving):
@@ -616,13 +622,12 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 // and the warden's directory are root's 0755, nothing of the workload
 // runs as uid 0, no survivor's program ran as the warden, and no process
 // the runtime did not track outlived a rollback that happened.
-func checkRolledBack(ctx context.Context, rt *stockade.Runtime, sb *stockade.Sandbox, violate func(string, ...any)) {
+func checkRolledBack(ctx context.Context, rt *stockade.Runtime, sb *stockade.Sandbox, violate func(string, ...any)) (outcome string) {
 	h, err := rt.History(ctx, sb.ID())
 	if err != nil {
 		violate("history of %s: %v", sb.ID(), err)
-		return
+		return ""
 	}
-	outcome := ""
 	for _, ev := range h {
 		switch ev.Type {
 		case (lifecycle.RolledBack{}).Type():
@@ -632,17 +637,17 @@ func checkRolledBack(ctx context.Context, rt *stockade.Runtime, sb *stockade.San
 		}
 	}
 	if outcome == "" {
-		return // no rollback was journaled settled: not this drill's rollback sandbox
+		return "" // no rollback was journaled settled: not this drill's rollback sandbox
 	}
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "cat version; stat -c '%u %a' /workspace /workspace/.stockade; ls pwned 2>/dev/null; echo USER; ps -o user,args"}, Stderr: spec.Discard})
 	if err != nil {
 		violate("rolled back sandbox %s runs no check: %v", sb.ID(), err)
-		return
+		return outcome
 	}
 	b, _ := io.ReadAll(io.LimitReader(p.Stdout(), 1<<20)) // a short read shows as a violation below
 	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
 		violate("rolled back sandbox %s: its check ended %+v %v", sb.ID(), res, err)
-		return
+		return outcome
 	}
 	head, ps, _ := strings.Cut(string(b), "USER\n")
 	if want := outcome + "\n0 755\n0 755\n"; head != want {
@@ -659,6 +664,7 @@ func checkRolledBack(ctx context.Context, rt *stockade.Runtime, sb *stockade.San
 			violate("rolled back sandbox %s: a survivor outlived the rollback: %q", sb.ID(), line)
 		}
 	}
+	return outcome
 }
 
 // checkOneWarden checks that a re-adopted sandbox with a warden runs

@@ -217,11 +217,16 @@ stockade sandbox create --from.
 Restore a checkpoint (its ck-… id, or a name among the sandbox's checkpoints)
 into the sandbox's /workspace/work. Write-ahead: the intent is journaled
 (sandbox.rolling_back) and the sandbox admits no process; its processes are
-stopped (each journaled); the checkpoint is written beside the workspace and
-the two directories are exchanged in one rename; the fact is journaled
-(sandbox.rolled_back). A crash at any point leaves the old workspace or the
-new one, never a mix: the next recovery journals which (rolled_back, or
-rollback_abandoned).
+stopped (each journaled); the workload container is restarted around the
+copy, so every process of the sandbox ends, tracked or not (background and
+setsid ones too), and /tmp and the home directory start empty; the
+checkpoint is written beside the workspace and the two directories are
+exchanged in one rename; the fact is journaled (sandbox.rolled_back). A
+crash at any point leaves the old workspace or the new one, never a mix: the
+next recovery journals which (rolled_back, or rollback_abandoned). It takes
+about a second plus the copy, and leaves an empty /workspace/.rollback-N. A
+stopped sandbox cannot be rolled back: make a new one from the checkpoint
+(sandbox create --from).
 
   stockade rollback "$id" before-edit
 `,
@@ -253,7 +258,7 @@ instead of re-adopting them detached.
   stockade recover --json
   stockade recover --stop-processes
 `,
-	"drill": `usage: stockade drill [--failpoints a,b] [--random N] [--dir D] [--hostile]
+	"drill": `usage: stockade drill [--failpoints a,b] [--random N] [--seed S] [--dir D] [--hostile]
 
 Kills a child runtime at each failpoint (and N random moments), recovers, and
 checks the invariants: nothing leaked, nothing foreign touched, the journal
