@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -295,17 +296,30 @@ func TestWardenBinaryProtected(t *testing.T) {
 	if err := sb.Put(ctx, ".", tarOf(t, tarEntry{typ: tar.TypeReg, name: ".stockade/stockade-warden", body: "x"})); !spec.IsCode(err, spec.CodeInvalidArgument) {
 		t.Errorf("put of .stockade/stockade-warden at the root: %v, want invalid_argument", err)
 	}
-	// Through a symlink the workload made, the daemon writes as root.
+	// Through a symlink the workload made, the daemon would write as root:
+	// the put is refused before it extracts anything.
 	if _, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"ln", "-s", "/workspace/.stockade", "/workspace/work/evil"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("ln: %+v %v", res, err)
 	}
-	if err := sb.Put(ctx, "work/evil", tarOf(t, tarEntry{typ: tar.TypeReg, name: "stockade-warden", body: "#!/bin/sh\necho pwned\n"})); err != nil {
-		t.Fatalf("put through the symlink: %v", err)
+	if err := sb.Put(ctx, "work/evil", tarOf(t, tarEntry{typ: tar.TypeReg, name: "stockade-warden", body: "#!/bin/sh\necho pwned\n"})); !spec.IsCode(err, spec.CodeInvalidArgument) {
+		t.Fatalf("put through the symlink: %v, want invalid_argument", err)
 	}
-	// It landed (Docker resolves the link inside the export container):
-	// the file on disk is not ours now, the running warden still is.
-	if out, _, _, _ := runOut(t, sb, spec.Process{Argv: []string{"cat", "/workspace/.stockade/stockade-warden"}}); out != "#!/bin/sh\necho pwned\n" {
-		t.Fatalf("the Put through a symlink did not reach the binary (%q): this test no longer shows the repair", out)
+	if got := rootSHA256(t, e, sb, "/workspace/.stockade/stockade-warden"); got != want {
+		t.Fatalf("the warden binary after a refused put through a symlink: %s, want %s", got, want)
+	}
+	// Changed by other means (here a root container of the test's own, as
+	// a put raced by the workload could): the file on disk is not ours
+	// now, the running warden still is.
+	st, err := e.rt.ReplaySandbox(ctx, sb.ID(), 0)
+	if err != nil || st.Created == nil {
+		t.Fatalf("sandbox %s: %v", sb.ID(), err)
+	}
+	if out, err := exec.Command("docker", "run", "--rm", "--network", "none", "--user", "0:0", "-v", st.Created.Volume+":/workspace", "--entrypoint", "sh", e.image,
+		"-c", "rm -f /workspace/.stockade/stockade-warden && printf '#!/bin/sh\necho pwned\n' > /workspace/.stockade/stockade-warden").CombinedOutput(); err != nil {
+		t.Fatalf("tampering with the binary: %v %s", err, out)
+	}
+	if got := rootSHA256(t, e, sb, "/workspace/.stockade/stockade-warden"); got == want {
+		t.Fatal("the tampering did not reach the binary: this test no longer shows the repair")
 	}
 	// The next warden (the workload kills the current one) runs ours.
 	_, _, _, _ = runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "kill -9 $PPID"}}) // its warden dies under it: an error is expected
@@ -313,7 +327,7 @@ func TestWardenBinaryProtected(t *testing.T) {
 		t.Fatalf("a process on the new warden: %+v %v", res, err)
 	}
 	if got := rootSHA256(t, e, sb, "/workspace/.stockade/stockade-warden"); got != want {
-		t.Fatalf("the warden binary after a Put through a symlink and a new warden: %s, want %s", got, want)
+		t.Fatalf("the warden binary after it was changed and a new warden started: %s, want %s", got, want)
 	}
 }
 
