@@ -7,31 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockade/stockade/internal/testenv"
 	"github.com/stockade/stockade/spec"
 )
-
-// nobody is the uid the tests give a directory another user owns.
-const nobody = 65534
-
-// foreignDir makes a 0700 directory owned by uid nobody. Making it needs
-// root: the test is skipped otherwise, and fails in CI, where it must run.
-func foreignDir(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to chown a directory to another uid; CI must run it as root")
-		}
-		t.Skip("needs root to chown a directory to another uid")
-	}
-	dir := filepath.Join(t.TempDir(), "state")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, nobody, nobody); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // wantDirRefused checks err is the refusal of dir: invalid_argument,
 // naming the directory, its owner, the expected owner and the remedy.
@@ -41,7 +19,7 @@ func wantDirRefused(t *testing.T, err error, dir string) {
 		t.Fatalf("got %v, want invalid_argument refusing %s", err, dir)
 	}
 	msg := err.Error()
-	for _, want := range []string{dir, fmt.Sprintf("uid %d", nobody), fmt.Sprintf("uid %d", os.Geteuid()), "chown", "STOCKADE_JOURNAL"} {
+	for _, want := range []string{dir, fmt.Sprintf("uid %d", testenv.Nobody), fmt.Sprintf("uid %d", os.Geteuid()), "chown", "STOCKADE_JOURNAL"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the refusal %q does not say %q", msg, want)
 		}
@@ -54,7 +32,7 @@ func wantDirRefused(t *testing.T, err error, dir string) {
 // plant links where it writes its pid file. Nothing is created.
 func TestOpenRefusesADirectoryAnotherUIDOwns(t *testing.T) {
 	t.Run("new journal", func(t *testing.T) {
-		dir := foreignDir(t)
+		dir := testenv.ForeignDir(t, "state")
 		path := filepath.Join(dir, "journal.db")
 		j, err := Open(path, Options{})
 		if err == nil {
@@ -66,7 +44,7 @@ func TestOpenRefusesADirectoryAnotherUIDOwns(t *testing.T) {
 		}
 	})
 	t.Run("existing journal", func(t *testing.T) {
-		dir := foreignDir(t)
+		dir := testenv.ForeignDir(t, "state")
 		path := filepath.Join(dir, "journal.db")
 		if err := os.Chown(dir, os.Geteuid(), os.Getegid()); err != nil {
 			t.Fatal(err)
@@ -75,7 +53,7 @@ func TestOpenRefusesADirectoryAnotherUIDOwns(t *testing.T) {
 		if err := j.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chown(dir, nobody, nobody); err != nil {
+		if err := os.Chown(dir, testenv.Nobody, testenv.Nobody); err != nil {
 			t.Fatal(err)
 		}
 		for _, ro := range []bool{false, true} {

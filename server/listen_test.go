@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/stockade/stockade/client"
+	"github.com/stockade/stockade/internal/testenv"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
 )
@@ -91,43 +92,23 @@ func TestListen(t *testing.T) {
 	}
 }
 
-// nobody is the uid the tests give a directory another user owns.
-const nobody = 65534
-
-// foreignDir makes a 0700 directory owned by uid nobody. Making it needs
-// root: the test is skipped otherwise, and fails in CI, where it must run.
-func foreignDir(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to chown a directory to another uid; CI must run it as root")
-		}
-		t.Skip("needs root to chown a directory to another uid")
-	}
-	dir := privateDir(t)
-	if err := os.Chown(dir, nobody, nobody); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // TestListenRefusesADirectoryAnotherUIDOwns: a 0700 socket directory that
 // another user owns is refused, naming it, its owner, the server's uid and
 // what to do; nothing is bound. (Its owner could move the socket aside and
 // listen in its place: the impostor, which got a sandbox's
 // --env API_TOKEN.)
 func TestListenRefusesADirectoryAnotherUIDOwns(t *testing.T) {
-	dir := foreignDir(t)
+	dir := testenv.ForeignDir(t, "nobody")
 	p := filepath.Join(dir, "j.sock")
 	lis, err := server.Listen(p, nil)
 	if err == nil {
 		_ = lis.Close() // the test fails anyway
-		t.Fatalf("Listen in a directory uid %d owns: got a listener, want invalid_argument", nobody)
+		t.Fatalf("Listen in a directory uid %d owns: got a listener, want invalid_argument", testenv.Nobody)
 	}
 	if !spec.IsCode(err, spec.CodeInvalidArgument) {
 		t.Fatalf("got %v, want invalid_argument", err)
 	}
-	for _, want := range []string{dir, fmt.Sprintf("uid %d", nobody), fmt.Sprintf("uid %d", os.Geteuid()), "chown", server.SocketEnv} {
+	for _, want := range []string{dir, fmt.Sprintf("uid %d", testenv.Nobody), fmt.Sprintf("uid %d", os.Geteuid()), "chown", server.SocketEnv} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not say %q", err, want)
 		}

@@ -18,32 +18,9 @@ import (
 
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
 	"github.com/stockade/stockade/internal/dockertest"
+	"github.com/stockade/stockade/internal/testenv"
 	"github.com/stockade/stockade/spec"
 )
-
-// nobody is the uid the tests give a directory another user owns.
-const nobody = 65534
-
-// foreignDir makes a 0700 directory owned by uid nobody: the directory of
-// issue 30's impostor. Making it needs root: the test is skipped otherwise,
-// and fails in CI, where it must run.
-func foreignDir(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to chown a directory to another uid; CI must run it as root")
-		}
-		t.Skip("needs root to chown a directory to another uid")
-	}
-	dir := filepath.Join(t.TempDir(), "nobody")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, nobody, nobody); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // serveRefuses runs `stockade serve` with args and checks it exits 1 with
 // an invalid_argument error that names dir, its owner, this uid and each
@@ -66,7 +43,7 @@ func serveRefuses(t *testing.T, bin, dir string, args []string, also ...string) 
 			waiting = false
 		case <-tick.C:
 			if strings.Contains(logs.String(), "serving journal") {
-				t.Fatalf("serve %v with %s owned by uid %d: it serves, want a refusal\n%s", args, dir, nobody, logs.String())
+				t.Fatalf("serve %v with %s owned by uid %d: it serves, want a refusal\n%s", args, dir, testenv.Nobody, logs.String())
 			}
 		case <-ctx.Done():
 			t.Fatalf("serve %v neither served nor exited\n%s", args, logs.String())
@@ -76,7 +53,7 @@ func serveRefuses(t *testing.T, bin, dir string, args []string, also ...string) 
 	if code := sub.cmd.ProcessState.ExitCode(); code != 1 {
 		t.Fatalf("serve %v exited %d, want 1\n%s", args, code, out)
 	}
-	for _, want := range append([]string{string(spec.CodeInvalidArgument), dir, fmt.Sprintf("uid %d", nobody), fmt.Sprintf("uid %d", os.Geteuid()), "chown"}, also...) {
+	for _, want := range append([]string{string(spec.CodeInvalidArgument), dir, fmt.Sprintf("uid %d", testenv.Nobody), fmt.Sprintf("uid %d", os.Geteuid()), "chown"}, also...) {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve's refusal does not say %q:\n%s", want, out)
 		}
@@ -90,7 +67,7 @@ func serveRefuses(t *testing.T, bin, dir string, args []string, also ...string) 
 // root's `sandbox create --env API_TOKEN=...`.)
 func TestServeRefusesASocketDirectoryAnotherUIDOwns(t *testing.T) {
 	e := newCLI(t)
-	dir := foreignDir(t)
+	dir := testenv.ForeignDir(t, "nobody")
 	sock := filepath.Join(dir, "journal.sock")
 	serveRefuses(t, e.bin, dir, []string{"--journal", e.journal, "--socket", sock}, "--socket")
 	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
@@ -105,7 +82,7 @@ func TestServeRefusesASocketDirectoryAnotherUIDOwns(t *testing.T) {
 func TestServeRefusesAJournalDirectoryAnotherUIDOwns(t *testing.T) {
 	dockertest.Client(t) // serve needs the daemon on the way to its socket
 	bin := buildStockade(t)
-	dir := foreignDir(t)
+	dir := testenv.ForeignDir(t, "nobody")
 	mine := filepath.Join(t.TempDir(), "run")
 	if err := os.Mkdir(mine, 0o700); err != nil {
 		t.Fatal(err)
@@ -150,7 +127,7 @@ func (i *impostor) Create(_ context.Context, req *stockadev1.CreateSandboxReques
 // command runs embedded on its own journal instead.
 func TestCLIRefusesASocketDirectoryAnotherUIDOwns(t *testing.T) {
 	e := newCLI(t)
-	dir := foreignDir(t)
+	dir := testenv.ForeignDir(t, "nobody")
 	sock := filepath.Join(dir, "journal.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -167,7 +144,7 @@ func TestCLIRefusesASocketDirectoryAnotherUIDOwns(t *testing.T) {
 	imp.mu.Lock()
 	defer imp.mu.Unlock()
 	if imp.conns != 0 || len(imp.envs) != 0 {
-		t.Fatalf("the impostor in a directory uid %d owns was connected to %d times and got the environments %v (create: %v, %s)", nobody, imp.conns, imp.envs, err, out)
+		t.Fatalf("the impostor in a directory uid %d owns was connected to %d times and got the environments %v (create: %v, %s)", testenv.Nobody, imp.conns, imp.envs, err, out)
 	}
 	if err != nil {
 		t.Fatalf("create, embedded once the impostor's socket is refused: %v\n%s", err, out)

@@ -149,3 +149,28 @@ func writeFile(path, content string) error {
 	}
 	return os.WriteFile(path, []byte(content), 0o600)
 }
+
+// Nobody is the uid ForeignDir gives a directory: another user's.
+const Nobody = 65534
+
+// ForeignDir makes a 0700 directory named name, owned by uid Nobody, in a
+// temporary directory of t's: a directory another user owns (a socket's or
+// a journal's an impostor could use). Making it needs root: the test is
+// skipped otherwise, and fails under CI=true, where it must run.
+func ForeignDir(t testing.TB, name string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to chown a directory to another uid; CI must run it as root")
+		}
+		t.Skip("needs root to chown a directory to another uid")
+	}
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, Nobody, Nobody); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
