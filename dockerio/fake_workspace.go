@@ -81,54 +81,48 @@ func (f *Fake) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging string
 
 // MarkerProof reports whether the fake's dir holds root's marker.
 func (f *Fake) MarkerProof(ctx context.Context, sb Sandbox, dir, marker string) (bool, error) {
-	if err := f.enter(ctx, "MarkerProof"); err != nil {
-		return false, err
-	}
 	if err := markerName(marker); err != nil {
 		return false, err
 	}
-	dst, err := archivePath(dir + "/" + marker)
-	if err != nil {
-		return false, err
-	}
-	rel := strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.export(sb)
-	if err != nil {
-		return false, err
-	}
-	m, ok := s.files[rel+"/"]
-	if !ok || !m.root {
-		return false, nil
-	}
-	for n := range s.files {
-		if strings.HasPrefix(n, rel+"/") && n != rel+"/" {
-			return false, nil // something in it
+	return f.readWorkspace(ctx, "MarkerProof", sb, dir+"/"+marker, func(s *fakeSandbox, rel string) bool {
+		if m, ok := s.files[rel+"/"]; !ok || !m.root {
+			return false
 		}
-	}
-	return true, nil
+		for n := range s.files {
+			if strings.HasPrefix(n, rel+"/") && n != rel+"/" {
+				return false // something in it
+			}
+		}
+		return true
+	})
 }
 
 // WorkspaceHas reports whether the fake workspace holds p.
 func (f *Fake) WorkspaceHas(ctx context.Context, sb Sandbox, p string) (bool, error) {
-	if err := f.enter(ctx, "WorkspaceHas"); err != nil {
+	return f.readWorkspace(ctx, "WorkspaceHas", sb, p, func(s *fakeSandbox, rel string) bool {
+		_, file := s.files[rel]
+		_, dir := s.files[rel+"/"]
+		return file || dir
+	})
+}
+
+// readWorkspace answers a question about the workspace path p (rel: its
+// key in the fake's files) under the lock, once the call is entered.
+func (f *Fake) readWorkspace(ctx context.Context, op string, sb Sandbox, p string, fn func(s *fakeSandbox, rel string) bool) (bool, error) {
+	if err := f.enter(ctx, op); err != nil {
 		return false, err
 	}
 	dst, err := archivePath(p)
 	if err != nil {
 		return false, err
 	}
-	rel := strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.export(sb)
 	if err != nil {
 		return false, err
 	}
-	_, file := s.files[rel]
-	_, dir := s.files[rel+"/"]
-	return file || dir, nil
+	return fn(s, strings.TrimPrefix(strings.TrimPrefix(dst, WorkspaceDir), "/")), nil
 }
 
 // EmptyWorkspaceDir empties the fake's dir and removes the files named.
