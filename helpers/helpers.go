@@ -17,7 +17,7 @@ import (
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/helpers/internal/manifest"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // Helper is one of the static programs a runtime ships into Docker.
@@ -37,7 +37,7 @@ type Helper struct {
 
 var (
 	// Warden is stockade-warden, every sandbox's process supervisor.
-	Warden = Helper{Name: "stockade-warden", Env: "STOCKADE_WARDEN", Pkg: "./cmd/warden", Version: warden.Version, gz: wardenGz}
+	Warden = Helper{Name: "stockade-warden", Env: "STOCKADE_WARDEN", Pkg: "./cmd/warden", Version: wire.Version, gz: wardenGz}
 	// Egress is stockade-egress, the allowlist network's proxy.
 	Egress = Helper{Name: "stockade-egress", Env: "STOCKADE_EGRESS", Pkg: "./cmd/egress", Version: egress.ProtocolVersion, gz: egressGz}
 )

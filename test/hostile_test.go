@@ -21,7 +21,7 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // TestHostileResources: a workload that exhausts what its sandbox is given
@@ -804,9 +804,9 @@ func TestHostileWarden(t *testing.T) {
 	// link, stdin and stdout, and nothing the forged frames asked for
 	// happens.
 	t.Run("forged frames", func(t *testing.T) {
-		frame := func(write func(w *warden.Writer) error) []byte {
+		frame := func(write func(w *wire.Writer) error) []byte {
 			var b bytes.Buffer
-			if err := write(warden.NewWriter(&b)); err != nil {
+			if err := write(wire.NewWriter(&b)); err != nil {
 				t.Fatal(err)
 			}
 			return b.Bytes()
@@ -815,20 +815,20 @@ func TestHostileWarden(t *testing.T) {
 			name string
 			b    []byte
 		}{
-			{"an auth with a wrong MAC", frame(func(w *warden.Writer) error {
-				return w.WriteJSON(warden.TAuth, 0, &warden.Auth{MAC: strings.Repeat("00", 32)})
+			{"an auth with a wrong MAC", frame(func(w *wire.Writer) error {
+				return w.WriteJSON(wire.TAuth, 0, &wire.Auth{MAC: strings.Repeat("00", 32)})
 			})},
-			{"an init with a secret of its own", frame(func(w *warden.Writer) error {
-				return w.WriteJSON(warden.TInit, 0, &warden.Init{Secret: strings.Repeat("11", warden.SecretSize)})
+			{"an init with a secret of its own", frame(func(w *wire.Writer) error {
+				return w.WriteJSON(wire.TInit, 0, &wire.Init{Secret: strings.Repeat("11", wire.SecretSize)})
 			})},
-			{"a spawn without a handshake", frame(func(w *warden.Writer) error {
-				return w.WriteJSON(warden.TSpawn, 1, &warden.Spawn{ID: "forged", Argv: []string{"sh", "-c", "echo pwned > /tmp/pwned"}})
+			{"a spawn without a handshake", frame(func(w *wire.Writer) error {
+				return w.WriteJSON(wire.TSpawn, 1, &wire.Spawn{ID: "forged", Argv: []string{"sh", "-c", "echo pwned > /tmp/pwned"}})
 			})},
-			{"a signal without a handshake", frame(func(w *warden.Writer) error { return w.WriteSignal(1, int(syscall.SIGKILL)) })},
-			{"a list without a handshake", frame(func(w *warden.Writer) error { return w.Write(warden.TList, 0) })},
-			{"a frame over the size limit", []byte{byte(warden.TSpawn), 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}},
+			{"a signal without a handshake", frame(func(w *wire.Writer) error { return w.WriteSignal(1, int(syscall.SIGKILL)) })},
+			{"a list without a handshake", frame(func(w *wire.Writer) error { return w.Write(wire.TList, 0) })},
+			{"a frame over the size limit", []byte{byte(wire.TSpawn), 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}},
 			{"an unknown frame type", []byte{0xee, 0, 0, 0, 0, 0, 0, 0, 0}},
-			{"a truncated header", []byte{byte(warden.TAuth), 0, 0}},
+			{"a truncated header", []byte{byte(wire.TAuth), 0, 0}},
 		}
 		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			victim, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "read x; echo got $x"}, Stdin: true})
@@ -838,9 +838,9 @@ func TestHostileWarden(t *testing.T) {
 			for i, f := range forged {
 				putFile(t, ctx, sb, fmt.Sprintf("forged-%d", i), f.b, 0o644)
 				r := shIn(ctx, sb, fmt.Sprintf(`s=$(ls /tmp/.stockade-warden-*.sock) && /workspace/.stockade/stockade-warden attach "$s" < forged-%d`, i))
-				rd := warden.NewReader(bytes.NewReader(r.stdout))
+				rd := wire.NewReader(bytes.NewReader(r.stdout))
 				first, ferr := rd.Read()
-				if ferr != nil || first.Type != warden.TChallenge || first.Channel != 0 {
+				if ferr != nil || first.Type != wire.TChallenge || first.Channel != 0 {
 					t.Errorf("%s: the warden answered %v on channel %d (%v), want its challenge", f.name, first.Type, first.Channel, ferr)
 					continue
 				}

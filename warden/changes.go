@@ -1,198 +1,468 @@
 package warden
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
-	"errors"
+	"encoding/json"
 	"fmt"
-	"path"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
 	"strings"
+	"sync"
+	"syscall"
 	"unicode/utf8"
+
+	"github.com/stockade/stockade/warden/wire"
 )
 
-// Bounds of a Changes message.
+// Bounds of one process's tracking.
 const (
-	// MaxChangeEntries bounds the changes listed; past it they are only
-	// counted (Omitted).
-	MaxChangeEntries = 1000
-	// MaxChangeText bounds one kept text (a file's content before or
-	// after); a longer file keeps none.
-	MaxChangeText = 64 << 10
-	// MaxChangeTextTotal bounds all the text one Changes keeps.
-	MaxChangeTextTotal = 1 << 20
-	// WorkspaceRoot is the tree changes are tracked under.
-	WorkspaceRoot = "/workspace"
+	// maxTracked bounds the paths one process tree has touched that the
+	// warden remembers (a pre-state each); past it touches are counted and
+	// the Changes marked Incomplete.
+	maxTracked = 100_000
+	// maxHashed bounds the bytes hashed for one Changes; past it a file is
+	// listed Unhashed.
+	maxHashed = 256 << 20
+	// maxPreImages bounds the before-texts kept for one process (only
+	// MaxChangeTextTotal of them can be sent, but which ones is known only
+	// at the end, sorted by path).
+	maxPreImages = 8 << 20
+	// maxRenames bounds the renames one process's report follows.
+	maxRenames = 10_000
 )
 
-// Change operations.
-const (
-	OpCreated  = "created"
-	OpModified = "modified"
-	OpDeleted  = "deleted"
-	OpRenamed  = "renamed"
-)
+// workspaceRoot is the tree whose changes are tracked: wire.WorkspaceRoot,
+// or `serve -workspace DIR` so that the tests, which run the warden on the
+// host, can track a temporary directory. A flag, not an environment
+// variable: a Docker exec inherits the image's environment, and an image
+// must not move what is tracked. Its .stockade directory (the warden's own
+// binary) is never tracked. Set once, before any spawn.
+var workspaceRoot = wire.WorkspaceRoot
 
-// Kinds of file.
-const (
-	KindFile    = "file"
-	KindDir     = "dir"
-	KindSymlink = "symlink"
-	KindOther   = "other"
-)
-
-// Changes (warden → runtime, process channel, JSON) is what one process
-// did under WorkspaceRoot, attributed to it by the writer's identity (each
-// process's tree has its own seccomp listener in the warden), not by the
-// time window it ran in. The warden sends it just before each Exited, and
-// first of all after a Resume of an exited process, so the runtime has it
-// whenever it has the exit.
-type Changes struct {
-	// Untracked, when set, says why nothing was tracked: Entries is empty
-	// and the counts are zero.
-	Untracked string `json:"untracked,omitempty"`
-	// Incomplete, when set, says why the list may miss changes (a write
-	// path the tracker does not see was used).
-	Incomplete string `json:"incomplete,omitempty"`
-	// The totals, listed or not.
-	Created  int `json:"created"`
-	Modified int `json:"modified"`
-	Deleted  int `json:"deleted"`
-	Renamed  int `json:"renamed"`
-	// Omitted counts the changes past MaxChangeEntries: in the totals,
-	// not listed.
-	Omitted int      `json:"omitted,omitempty"`
-	Entries []Change `json:"entries,omitempty"`
+// tracked says whether p (absolute, clean) is a path whose changes count:
+// under the workspace root, not the root itself, not its .stockade.
+func tracked(p string) bool {
+	r := workspaceRoot
+	if !strings.HasPrefix(p, r+"/") {
+		return false
+	}
+	rest := p[len(r)+1:]
+	return rest != ".stockade" && !strings.HasPrefix(rest, ".stockade/")
 }
 
-// Change is one path's change.
-type Change struct {
-	Op   string `json:"op"`
-	Path string `json:"path"`
-	// From is where a renamed path was.
-	From string `json:"from,omitempty"`
-	// Kind, Size and Mode (permission bits) describe the path after the
-	// process (before it, for a deleted one).
-	Kind string `json:"kind"`
-	Size int64  `json:"size,omitempty"`
-	Mode uint32 `json:"mode,omitempty"`
-	// SHA256 (hex) is a file's content after the process; empty for a
-	// deleted path, a directory, or a file not hashed (Unhashed says why).
-	SHA256   string `json:"sha256,omitempty"`
-	Unhashed string `json:"unhashed,omitempty"`
-	// Before and After are a small text file's content before and after
-	// (nil: not kept: not a file, not text, too long, or past the total).
-	Before *string `json:"before,omitempty"`
-	After  *string `json:"after,omitempty"`
+// wirePath is p as the runtime knows it: under wire.WorkspaceRoot (the
+// tests' root is mapped there).
+func wirePath(p string) string {
+	return wire.WorkspaceRoot + p[len(workspaceRoot):]
 }
 
-// Total is the number of changes, listed or not.
-func (m *Changes) Total() int { return m.Created + m.Modified + m.Deleted + m.Renamed }
+// fileState is what an lstat says of a path, enough to tell a change.
+type fileState struct {
+	exists bool
+	kind   string
+	size   int64
+	mode   uint32
+	mtime  int64
+	ino    uint64
+	dev    uint64
+}
 
-func (m *Changes) validate() error {
-	if len(m.Untracked) > 4096 || len(m.Incomplete) > 4096 {
-		return errors.New("a reason too long")
+func lstatState(p string) fileState {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fileState{}
 	}
-	if m.Created < 0 || m.Modified < 0 || m.Deleted < 0 || m.Renamed < 0 || m.Omitted < 0 {
-		return errors.New("a negative count")
+	st := fileState{exists: true, size: fi.Size(), mode: uint32(fi.Mode().Perm()), mtime: fi.ModTime().UnixNano()}
+	if fi.Mode()&fs.ModeSetuid != 0 {
+		st.mode |= 0o4000
 	}
-	if len(m.Entries) > MaxChangeEntries {
-		return fmt.Errorf("%d entries, more than %d", len(m.Entries), MaxChangeEntries)
+	if fi.Mode()&fs.ModeSetgid != 0 {
+		st.mode |= 0o2000
 	}
-	if m.Untracked != "" && (len(m.Entries) > 0 || m.Total() > 0) {
-		return errors.New("untracked with changes")
+	if fi.Mode()&fs.ModeSticky != 0 {
+		st.mode |= 0o1000
 	}
-	var counts [4]int
-	text := 0
-	for i := range m.Entries {
-		c := &m.Entries[i]
-		if err := c.validate(); err != nil {
-			return fmt.Errorf("entry %d: %w", i, err)
+	switch {
+	case fi.Mode().IsRegular():
+		st.kind = wire.KindFile
+	case fi.IsDir():
+		st.kind = wire.KindDir
+		st.size = 0
+	case fi.Mode()&fs.ModeSymlink != 0:
+		st.kind = wire.KindSymlink
+	default:
+		st.kind = wire.KindOther
+		st.size = 0
+	}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino, st.dev = uint64(sys.Ino), uint64(sys.Dev)
+	}
+	return st
+}
+
+func (a fileState) same(b fileState) bool {
+	return a.exists == b.exists && (!a.exists || a.kind == b.kind && a.size == b.size && a.mode == b.mode && a.mtime == b.mtime && a.ino == b.ino && a.dev == b.dev)
+}
+
+// touch is one path a process tree touched: its state before the first
+// touch, and its content then if it was a small text file.
+type touch struct {
+	pre    fileState
+	before *string
+}
+
+// renameEvent is a rename a process asked for. It took effect if, at the
+// end, to is the inode from was when asked.
+type renameEvent struct {
+	from, to string
+	ino, dev uint64
+	dir      bool
+}
+
+// tracker collects what one process tree touched under the workspace: the
+// seccomp listener's server records each mutating path syscall, while the
+// syscall is still blocked, so that the state before it is known; changes
+// compares that with the state at the end.
+type tracker struct {
+	mu         sync.Mutex
+	paths      map[string]*touch
+	renames    []renameEvent
+	dropped    int // touches past maxTracked
+	preText    int
+	incomplete string
+	untracked  string
+}
+
+func newTracker() *tracker { return &tracker{paths: make(map[string]*touch)} }
+
+// untrackedTracker is the tracker of a process that runs without one.
+func untrackedTracker(why string) *tracker { return &tracker{untracked: why} }
+
+// markIncomplete records the first reason the list may miss changes.
+func (t *tracker) markIncomplete(why string) {
+	t.mu.Lock()
+	if t.incomplete == "" {
+		t.incomplete = why
+	}
+	t.mu.Unlock()
+}
+
+// record notes p (absolute, clean; the caller checked tracked) as touched:
+// on the first touch its state and, for a small text file, its content.
+// Called while the syscall that touches it is blocked.
+func (t *tracker) record(p string) {
+	t.mu.Lock()
+	_, seen := t.paths[p]
+	full := len(t.paths) >= maxTracked
+	t.mu.Unlock()
+	if seen {
+		return
+	}
+	if full {
+		t.mu.Lock()
+		t.dropped++
+		if t.incomplete == "" {
+			t.incomplete = "more paths touched than the warden tracks per process"
 		}
-		counts[opIndex(c.Op)]++
-		for _, t := range []*string{c.Before, c.After} {
-			if t != nil {
-				text += len(*t)
+		t.mu.Unlock()
+		return
+	}
+	tc := &touch{pre: lstatState(p)}
+	// Only an existing small file is read (a new file has no before).
+	if tc.pre.exists && tc.pre.kind == wire.KindFile && tc.pre.size <= wire.MaxChangeText {
+		t.mu.Lock()
+		room := t.preText+int(tc.pre.size) <= maxPreImages
+		t.mu.Unlock()
+		if room {
+			tc.before = readText(p)
+		}
+	}
+	t.mu.Lock()
+	if _, seen := t.paths[p]; !seen {
+		t.paths[p] = tc
+		if tc.before != nil {
+			t.preText += len(*tc.before)
+		}
+	}
+	t.mu.Unlock()
+}
+
+// recordRename notes a rename asked for (both paths are recorded as
+// touched by the caller first).
+func (t *tracker) recordRename(from, to string) {
+	st := lstatState(from)
+	if !st.exists {
+		return
+	}
+	t.mu.Lock()
+	if len(t.renames) >= maxRenames {
+		// A rename loop must not grow the warden without bound (nor the
+		// report's pass over it at exit).
+		t.incomplete = fmt.Sprintf("more than %d renames: the later ones are not followed", maxRenames)
+		t.mu.Unlock()
+		return
+	}
+	t.renames = append(t.renames, renameEvent{from: from, to: to, ino: st.ino, dev: st.dev, dir: st.kind == wire.KindDir})
+	t.mu.Unlock()
+}
+
+// readText is a regular file's content if it is at most MaxChangeText bytes
+// of UTF-8 text without NUL, else nil. It never follows a symlink and never
+// blocks on a FIFO.
+func readText(p string) *string {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = f.Close() }() // read-only
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > wire.MaxChangeText {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, wire.MaxChangeText+1))
+	if err != nil || len(b) > wire.MaxChangeText {
+		return nil
+	}
+	return textOf(b)
+}
+
+func textOf(b []byte) *string {
+	if !utf8.Valid(b) || strings.IndexByte(string(b), 0) >= 0 {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+// pending is a change found at the end, before its hash and text.
+type pending struct {
+	c    wire.Change
+	real string // the path on this host (wirePath maps it)
+	from *touch
+}
+
+// changes compares every touched path with its state now and makes the
+// Changes message: totals over all, the first MaxChangeEntries by path
+// listed, hashed (within maxHashed) and with their texts (within
+// MaxChangeTextTotal). Renames are applied first, in order: one that took
+// effect (to is now the inode from was) makes to "renamed" from where its
+// chain began, if that path existed before and is gone now; a directory's
+// rename moves what was touched under it to its new place, compared there
+// with its state before (the directory itself is one renamed entry; what
+// it held and no one touched is not listed).
+func (t *tracker) changes() *wire.Changes {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.untracked != "" {
+		return &wire.Changes{Untracked: t.untracked}
+	}
+	origin := make(map[string]string) // to → the path its content came from
+	for _, r := range t.renames {
+		now := lstatState(r.to)
+		if !now.exists || now.ino != r.ino || now.dev != r.dev {
+			continue
+		}
+		src := r.from
+		if o, ok := origin[r.from]; ok {
+			src = o
+			delete(origin, r.from)
+		}
+		origin[r.to] = src
+		if r.dir {
+			prefix := r.from + "/"
+			for p, tc := range t.paths {
+				if strings.HasPrefix(p, prefix) {
+					np := r.to + "/" + p[len(prefix):]
+					if _, ok := t.paths[np]; !ok {
+						t.paths[np] = tc
+					}
+					delete(t.paths, p)
+				}
 			}
 		}
 	}
-	if text > MaxChangeTextTotal {
-		return fmt.Errorf("%d bytes of kept text, more than %d", text, MaxChangeTextTotal)
+	var all []pending
+	consumed := make(map[string]bool)
+	for to, from := range origin {
+		src, ok := t.paths[from]
+		if !ok || !src.pre.exists || from == to || !tracked(to) {
+			continue
+		}
+		if lstatState(from).exists {
+			continue
+		}
+		now := lstatState(to)
+		if !now.exists {
+			continue
+		}
+		consumed[from], consumed[to] = true, true
+		all = append(all, pending{c: change(wire.OpRenamed, to, now), real: to, from: src})
+		all[len(all)-1].c.From = wirePath(from)
 	}
-	if counts[0] > m.Created || counts[1] > m.Modified || counts[2] > m.Deleted || counts[3] > m.Renamed {
-		return errors.New("more entries of an operation than its count")
+	for p, tc := range t.paths {
+		if consumed[p] {
+			continue
+		}
+		now := lstatState(p)
+		switch {
+		case !tc.pre.exists && now.exists:
+			all = append(all, pending{c: change(wire.OpCreated, p, now), real: p})
+		case tc.pre.exists && !now.exists:
+			pc := pending{c: change(wire.OpDeleted, p, tc.pre), real: p, from: tc}
+			pc.c.SHA256 = ""
+			all = append(all, pc)
+		case tc.pre.exists && !tc.pre.same(now):
+			all = append(all, pending{c: change(wire.OpModified, p, now), real: p, from: tc})
+		}
 	}
-	if len(m.Entries)+m.Omitted != m.Total() {
-		return fmt.Errorf("%d entries and %d omitted do not add up to %d changes", len(m.Entries), m.Omitted, m.Total())
+	sort.Slice(all, func(i, j int) bool { return all[i].c.Path < all[j].c.Path })
+	m := &wire.Changes{Incomplete: t.incomplete}
+	for _, pc := range all {
+		switch pc.c.Op {
+		case wire.OpCreated:
+			m.Created++
+		case wire.OpModified:
+			m.Modified++
+		case wire.OpDeleted:
+			m.Deleted++
+		case wire.OpRenamed:
+			m.Renamed++
+		}
 	}
-	return nil
+	if len(all) > wire.MaxChangeEntries {
+		m.Omitted = len(all) - wire.MaxChangeEntries
+		all = all[:wire.MaxChangeEntries]
+	}
+	hashed, text := int64(0), 0
+	m.Entries = make([]wire.Change, 0, len(all))
+	for _, pc := range all {
+		c := pc.c
+		var after *string
+		if c.Op != wire.OpDeleted && c.Kind == wire.KindFile {
+			var n int64
+			c.SHA256, after, n, c.Unhashed = hashFile(pc.real, maxHashed-hashed)
+			hashed += n
+		}
+		var before *string
+		if pc.from != nil && c.Op != wire.OpCreated {
+			before = pc.from.before
+		}
+		for _, kept := range []struct {
+			dst **string
+			t   *string
+		}{{&c.Before, before}, {&c.After, after}} {
+			if kept.t != nil && text+len(*kept.t) <= wire.MaxChangeTextTotal {
+				*kept.dst = kept.t
+				text += len(*kept.t)
+			}
+		}
+		m.Entries = append(m.Entries, c)
+	}
+	return m
 }
 
-func opIndex(op string) int {
-	switch op {
-	case OpCreated:
-		return 0
-	case OpModified:
-		return 1
-	case OpDeleted:
-		return 2
-	}
-	return 3
+func change(op, p string, st fileState) wire.Change {
+	return wire.Change{Op: op, Path: wirePath(p), Kind: st.kind, Size: st.size, Mode: st.mode}
 }
 
-func (c *Change) validate() error {
-	switch c.Op {
-	case OpCreated, OpModified, OpDeleted, OpRenamed:
-	default:
-		return fmt.Errorf("operation %q", c.Op)
+// hashFile hashes a regular file (not following a symlink), reading at most
+// budget bytes: its hex SHA256, its text if small, the bytes read, and why
+// it is not hashed when it is not.
+func hashFile(p string, budget int64) (sum string, text *string, n int64, unhashed string) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", nil, 0, truncReason("not readable: " + err.Error())
 	}
-	switch c.Kind {
-	case KindFile, KindDir, KindSymlink, KindOther:
-	default:
-		return fmt.Errorf("kind %q", c.Kind)
+	defer func() { _ = f.Close() }() // read-only
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", nil, 0, "not a regular file when hashed"
 	}
-	if err := CheckWorkspacePath(c.Path); err != nil {
-		return err
+	if fi.Size() > budget {
+		return "", nil, 0, "past the bytes hashed for one process"
 	}
-	if (c.Op == OpRenamed) != (c.From != "") {
-		return errors.New("from is for a rename, and a rename has one")
+	h := sha256.New()
+	var small *sliceWriter
+	r := io.LimitReader(f, budget+1)
+	if fi.Size() <= wire.MaxChangeText {
+		small = &sliceWriter{b: make([]byte, 0, fi.Size())}
+		r = io.TeeReader(r, small)
 	}
-	if c.From != "" {
-		if err := CheckWorkspacePath(c.From); err != nil {
-			return fmt.Errorf("from: %w", err)
-		}
+	n, err = io.Copy(h, r)
+	if err != nil {
+		return "", nil, n, truncReason("read: " + err.Error())
 	}
-	if c.Size < 0 || c.Mode > 07777 {
-		return fmt.Errorf("size %d, mode %o", c.Size, c.Mode)
+	if n > budget {
+		return "", nil, n, "past the bytes hashed for one process"
 	}
-	if c.SHA256 != "" {
-		if b, err := hex.DecodeString(c.SHA256); err != nil || len(b) != 32 || strings.ToLower(c.SHA256) != c.SHA256 {
-			return fmt.Errorf("sha256 %q", c.SHA256)
-		}
-		if c.Op == OpDeleted || c.Kind != KindFile {
-			return errors.New("a hash for a path that is not a file after")
-		}
+	if small != nil && !small.over {
+		text = textOf(small.b)
 	}
-	if len(c.Unhashed) > 256 {
-		return errors.New("unhashed reason too long")
-	}
-	for _, t := range []*string{c.Before, c.After} {
-		if t != nil && (len(*t) > MaxChangeText || !utf8.ValidString(*t) || strings.IndexByte(*t, 0) >= 0) {
-			return errors.New("kept text too long or not text")
-		}
-	}
-	if c.After != nil && c.Op == OpDeleted || c.Before != nil && c.Op == OpCreated {
-		return errors.New("text kept for a side that does not exist")
-	}
-	return nil
+	return hex.EncodeToString(h.Sum(nil)), text, n, ""
 }
 
-// CheckWorkspacePath checks p is a clean absolute path under WorkspaceRoot
-// (the root itself excluded), without NUL, of at most 4096 bytes.
-func CheckWorkspacePath(p string) error {
-	if len(p) > 4096 || strings.IndexByte(p, 0) >= 0 || !utf8.ValidString(p) {
-		return errors.New("path too long, or with a NUL byte, or not UTF-8")
+// sliceWriter keeps what is written up to MaxChangeText bytes; past it,
+// over (the file grew since its stat: no text is kept).
+type sliceWriter struct {
+	b    []byte
+	over bool
+}
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	if !w.over && len(w.b)+len(p) <= wire.MaxChangeText {
+		w.b = append(w.b, p...)
+	} else {
+		w.over, w.b = true, nil
 	}
-	if path.Clean(p) != p || !strings.HasPrefix(p, WorkspaceRoot+"/") {
-		return fmt.Errorf("path %q is not a clean path under %s", p, WorkspaceRoot)
+	return len(p), nil
+}
+
+func truncReason(s string) string {
+	if len(s) > 200 {
+		return s[:200]
 	}
-	return nil
+	return s
+}
+
+// encodeChanges is c as a frame's payload, always within one frame: JSON
+// without HTML escapes (a path or a text of '<' would take six bytes a
+// byte), and, past the budget, first without the kept texts, then with
+// the last entries moved to Omitted, and at worst the counts alone — so a
+// process's report can never make a frame the link cannot carry.
+func encodeChanges(c *wire.Changes) ([]byte, error) {
+	const budget = wire.MaxPayload - 64<<10
+	enc := func(m *wire.Changes) ([]byte, error) {
+		var b bytes.Buffer
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false)
+		if err := e.Encode(m); err != nil {
+			return nil, err
+		}
+		return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	}
+	b, err := enc(c)
+	if err != nil || len(b) <= budget {
+		return b, err
+	}
+	m := *c
+	m.Entries = append([]wire.Change(nil), c.Entries...)
+	for i := range m.Entries {
+		m.Entries[i].Before, m.Entries[i].After = nil, nil
+	}
+	cut := "the report was cut to fit the link's frame"
+	if m.Incomplete == "" {
+		m.Incomplete = cut
+	}
+	for len(m.Entries) > 0 {
+		if b, err = enc(&m); err != nil || len(b) <= budget {
+			return b, err
+		}
+		n := len(m.Entries) / 2
+		m.Omitted += len(m.Entries) - n
+		m.Entries = m.Entries[:n]
+	}
+	return enc(&m)
 }

@@ -7,7 +7,8 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/link"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // The messages a process actor and its parent (the sandbox actor) exchange.
@@ -33,11 +34,11 @@ type Params struct {
 	Gated bool
 	// Link, if set, is the sandbox's warden: the process is spawned by it
 	// instead of a Docker exec (see warden.go).
-	Link *warden.Link
+	Link *link.Link
 	// Entry is the warden's table entry for a recovering process (nil: the
 	// reattached warden does not know it); WardenGone says why no warden
 	// could be reattached (see warden_adopt.go).
-	Entry      *warden.Entry
+	Entry      *wire.Entry
 	WardenGone error
 
 	// testTransport, set only by this package's tests, replaces the

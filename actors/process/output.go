@@ -14,7 +14,7 @@ import (
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/link"
 )
 
 // output is the stream actor that owns a process's read loop. The loop is a
@@ -127,7 +127,7 @@ func (o *output) run() (d outputDone) {
 		case fate == fateSeal:
 			o.seal()
 			return
-		case fate == fateSuspend || o.detaching.Load() || errors.Is(d.err, warden.ErrLinkClosed):
+		case fate == fateSuspend || o.detaching.Load() || errors.Is(d.err, link.ErrLinkClosed):
 			o.suspend()
 			return
 		}

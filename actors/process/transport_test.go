@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/stockade/stockade/lifecycle"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/link"
 )
 
 // TestNewTransport: a process is run by its sandbox's warden when the
@@ -13,7 +13,7 @@ import (
 // (the journal's warden flag), and one that never got an exec by the
 // warden if the sandbox had one (even one that is gone).
 func TestNewTransport(t *testing.T) {
-	link := &warden.Link{}
+	link := &link.Link{}
 	gone := errors.New("the warden is gone")
 	tests := []struct {
 		name       string

@@ -16,7 +16,8 @@ import (
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/link"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // wardenTransport runs the process through the sandbox's warden, over its
@@ -30,8 +31,8 @@ import (
 // Once the exit is journaled the warden is told to forget the process.
 type wardenTransport struct {
 	a    *processActor
-	link *warden.Link // nil: a recovering process whose warden is gone
-	proc *warden.Proc // the warden's process, once spawned or resumed
+	link *link.Link // nil: a recovering process whose warden is gone
+	proc *link.Proc // the warden's process, once spawned or resumed
 	// killPending: a Docker-side kill of the group is under way (the
 	// warden was lost); the exit is journaled after it.
 	killPending bool
@@ -41,11 +42,11 @@ var _ transport = (*wardenTransport)(nil)
 
 type (
 	wardenSpawned struct {
-		proc *warden.Proc
+		proc *link.Proc
 		err  error
 	}
 	wardenReaped struct {
-		reap warden.Reaped
+		reap wire.Reaped
 		ok   bool
 		err  error
 	}
@@ -123,12 +124,12 @@ func (w *wardenTransport) launch() {
 func (w *wardenTransport) proceed() {}
 
 // spawnRequest is the warden's Spawn for a process spec.
-func spawnRequest(id string, sp spec.Process) warden.Spawn {
+func spawnRequest(id string, sp spec.Process) wire.Spawn {
 	dir := sp.Dir
 	if dir == "" {
 		dir = dockerio.WorkDir
 	}
-	return warden.Spawn{ID: id, Argv: sp.Argv, Env: sp.Env, Dir: dir, Stdin: sp.Stdin, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, NoChanges: sp.NoChanges}
+	return wire.Spawn{ID: id, Argv: sp.Argv, Env: sp.Env, Dir: dir, Stdin: sp.Stdin, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, NoChanges: sp.NoChanges}
 }
 
 func (w *wardenTransport) onSpawnLost(m spawnLost) {
@@ -170,14 +171,14 @@ func (w *wardenTransport) onSpawned(ctx actor.Context, m wardenSpawned) {
 		if a.done {
 			return
 		}
-		if errors.Is(m.err, warden.ErrLinkClosed) {
+		if errors.Is(m.err, link.ErrLinkClosed) {
 			// The runtime is closing: the spawn may have happened; the
 			// process stays reserved for the next recovery to settle
 			// from the warden's table.
 			a.detach()
 			return
 		}
-		var se *warden.SpawnError
+		var se *link.SpawnError
 		if errors.As(m.err, &se) {
 			// The warden's spawn error names the cause (not found: 127,
 			// not executable: 126), as a shell would report it.
@@ -217,7 +218,7 @@ func (w *wardenTransport) onSpawned(ctx actor.Context, m wardenSpawned) {
 // process's end (its output's totals by stream, which come with Exited,
 // are read from p when they are needed: the read loop reaches its end only
 // after them).
-func (w *wardenTransport) watchReap(p *warden.Proc) {
+func (w *wardenTransport) watchReap(p *link.Proc) {
 	a := w.a
 	link, bg := w.link, a.bg
 	go func() {
@@ -264,7 +265,7 @@ func (w *wardenTransport) lost(cause error) {
 	if a.done || a.exit.state != nil {
 		return
 	}
-	if errors.Is(cause, warden.ErrLinkClosed) {
+	if errors.Is(cause, link.ErrLinkClosed) {
 		// The sandbox let go of the link: the runtime is closing, and
 		// this actor stops next (the process is left to the warden and
 		// the next recovery).
@@ -380,7 +381,7 @@ func (w *wardenTransport) awaitExit() {}
 
 // closing: the sandbox let go of the link (the runtime closes).
 func (w *wardenTransport) closing(err error) bool {
-	return w.proc != nil && errors.Is(err, warden.ErrLinkClosed)
+	return w.proc != nil && errors.Is(err, link.ErrLinkClosed)
 }
 
 // streamFailed: the warden's link broke (or the warden broke the
@@ -419,7 +420,7 @@ func (w *wardenTransport) exiting(ev *lifecycle.ProcessExited) {
 func (w *wardenTransport) exited() {
 	if w.proc != nil {
 		log, id := w.a.deps.Log, w.a.p.ID
-		go func(p *warden.Proc) {
+		go func(p *link.Proc) {
 			if err := p.Forget(); err != nil {
 				log.Warn("the warden could not be told to forget an exited process", "process", id, "err", err)
 			}
@@ -451,14 +452,14 @@ func (w *wardenTransport) resize(m Resize) {
 // loop's next call to Next is what acknowledges the previous chunk (it has
 // been recorded and handed to the consumer's pipe by then).
 type wardenAttachment struct {
-	p     *warden.Proc
+	p     *link.Proc
 	stdin bool
 }
 
 func (w *wardenAttachment) Next() (framing.StreamID, []byte, error) {
 	s, b, err := w.p.Next()
 	if err != nil {
-		var cut *warden.OutputCutError
+		var cut *link.OutputCutError
 		if errors.As(err, &cut) {
 			// Everything the link received was handed on first.
 			err = spec.Wrap(spec.CodeStreamFailure, "process", err, "the output of process %s was cut: its warden link ended", w.p.ID)

@@ -11,7 +11,7 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/link"
 )
 
 // Recovery of a warden's process (the recovery table of docs/design.md, warden rows):
@@ -27,7 +27,7 @@ import (
 // wardenResumed: the warden sends the process's output again from from,
 // to be appended to rec.
 type wardenResumed struct {
-	proc *warden.Proc
+	proc *link.Proc
 	err  error
 	rec  *recorder.Recording
 	from int64

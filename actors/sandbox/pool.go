@@ -9,7 +9,7 @@ import (
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // A warm pool's sandbox: made, verified and started like any other (its
@@ -92,7 +92,7 @@ func (a *sandboxActor) claim(m Claim) {
 	}
 	var secret []byte
 	if a.w.link != nil {
-		secret = make([]byte, warden.SecretSize)
+		secret = make([]byte, wire.SecretSize)
 		if _, err := rand.Read(secret); err != nil {
 			m.Reply <- spec.Wrap(spec.CodeInternal, "sandbox", err, "a new warden secret")
 			return

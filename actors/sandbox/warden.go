@@ -18,7 +18,8 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/link"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // The sandbox's warden: started by one Docker exec right after the workload
@@ -30,8 +31,8 @@ import (
 type (
 	wardenUp struct {
 		gen    int
-		link   *warden.Link
-		hello  warden.Hello
+		link   *link.Link
+		hello  wire.Hello
 		secret []byte
 		err    error
 	}
@@ -43,7 +44,7 @@ type (
 
 // wardenState is the sandbox actor's view of its warden.
 type wardenState struct {
-	link     *warden.Link
+	link     *link.Link
 	gen      int
 	starting bool
 	held     []Launch // launches waiting for the link
@@ -94,7 +95,7 @@ func (a *sandboxActor) startWarden(ensure bool) {
 				log.Warn("the wardens of a recovered sandbox could not be retired before a new one", "sandbox", id, "err", err)
 			}
 		}
-		secret := make([]byte, warden.SecretSize)
+		secret := make([]byte, wire.SecretSize)
 		rand.Read(secret)
 		if ensure {
 			if err := eng.EnsureWarden(ctx, sb); err != nil {
@@ -105,7 +106,7 @@ func (a *sandboxActor) startWarden(ensure bool) {
 		if err != nil {
 			return wardenUp{gen: gen, err: err}
 		}
-		link, hello, err := warden.Open(ctx, conn.R, conn.W, conn.C, warden.Handshake{Secret: secret})
+		link, hello, err := link.Open(ctx, conn.R, conn.W, conn.C, link.Handshake{Secret: secret})
 		if err != nil {
 			return wardenUp{gen: gen, err: spec.Wrap(spec.CodeStreamFailure, "sandbox.warden", err, "sandbox %s: the warden's first link", id)}
 		}
@@ -345,8 +346,8 @@ func launchFailed(l Launch, err error) process.Launch {
 }
 
 type reattached struct {
-	link  *warden.Link
-	table []warden.Entry
+	link  *link.Link
+	table []wire.Entry
 	err   error
 }
 
@@ -370,7 +371,7 @@ func (a *sandboxActor) reattach() {
 	a.w.starting = true
 	sb, eng, log, id := a.sb, a.engine, a.deps.Log, a.p.ID
 	a.goDocker(func(ctx context.Context) any {
-		secret, err := warden.DecodeHex(w.Secret, warden.SecretSize)
+		secret, err := wire.DecodeHex(w.Secret, wire.SecretSize)
 		if err != nil {
 			return reattached{err: spec.Wrap(spec.CodeJournal, "sandbox.warden", err, "the journaled warden secret")}
 		}
@@ -385,7 +386,7 @@ func (a *sandboxActor) reattach() {
 		if err != nil {
 			return reattached{err: err}
 		}
-		link, _, err := warden.Open(ctx, conn.R, conn.W, conn.C, warden.Handshake{Secret: secret, Reattach: true})
+		link, _, err := link.Open(ctx, conn.R, conn.W, conn.C, link.Handshake{Secret: secret, Reattach: true})
 		if err != nil {
 			if last := stderr.Last(); last != "" {
 				err = fmt.Errorf("%w (the bridge: %s)", err, last)
@@ -410,7 +411,7 @@ func (a *sandboxActor) onReattached(ctx actor.Context, m reattached) {
 	pending := a.w.pendingAdopt
 	a.w.pendingAdopt = nil
 	var gone error
-	entries := map[string]warden.Entry{}
+	entries := map[string]wire.Entry{}
 	if m.err != nil {
 		gone = m.err
 		a.w.reattachFailed = true
@@ -476,7 +477,7 @@ const strayWait = time.Minute
 // it once it reports the exit. It gives up when ctx ends (the actor
 // stops), after strayWait, or at the quota; a recording not ended then is
 // suspended, not called complete.
-func (a *sandboxActor) forgetStray(ctx context.Context, link *warden.Link, e warden.Entry) {
+func (a *sandboxActor) forgetStray(ctx context.Context, link *link.Link, e wire.Entry) {
 	ctx, cancel := context.WithTimeout(ctx, strayWait)
 	defer cancel()
 	log := a.deps.Log.With("sandbox", a.p.ID, "process", e.ID)

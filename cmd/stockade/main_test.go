@@ -18,7 +18,7 @@ import (
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/link"
 )
 
 // TestMain keeps every test here, and every child a drill starts, away from
@@ -406,8 +406,8 @@ func TestNotStarted(t *testing.T) {
 		err  error
 		want int
 	}{
-		{spec.Wrap(spec.CodeExecFailed, "process", &warden.SpawnError{Code: 126, Msg: "./f: permission denied"}, "process p could not start"), 126},
-		{spec.Wrap(spec.CodeExecFailed, "process", &warden.SpawnError{Code: 127, Msg: "nope: not found on PATH"}, "process p could not start"), 127},
+		{spec.Wrap(spec.CodeExecFailed, "process", &link.SpawnError{Code: 126, Msg: "./f: permission denied"}, "process p could not start"), 126},
+		{spec.Wrap(spec.CodeExecFailed, "process", &link.SpawnError{Code: 127, Msg: "nope: not found on PATH"}, "process p could not start"), 127},
 		// Through a server: the cause is only text.
 		{spec.Wrap(spec.CodeExecFailed, "process", errors.New("warden: spawn failed with 126: /tmp: permission denied"), "process p could not start"), 126},
 		{spec.Wrap(spec.CodeExecFailed, "process", errors.New("warden: spawn failed with 127: exit 126: not found on PATH"), "process p could not start"), 127},

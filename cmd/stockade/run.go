@@ -16,7 +16,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/link"
 )
 
 type runCmd struct {
@@ -273,10 +273,10 @@ var notStartedText = regexp.MustCompile(`\b(?:spawn failed with|exit) (12[67])\b
 
 // notStarted is the exit code for a command that could not start, as a
 // shell has it: 126 found but not executable, 127 not found. Embedded, the
-// warden's *warden.SpawnError carries the code; through a server only the
+// warden's *link.SpawnError carries the code; through a server only the
 // error's text arrives, which says it too. Anything else is 127.
 func notStarted(err error) int {
-	var se *warden.SpawnError
+	var se *link.SpawnError
 	if errors.As(err, &se) && (se.Code == 126 || se.Code == 127) {
 		return se.Code
 	}

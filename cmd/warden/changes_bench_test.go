@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // writer10k writes 10,000 small files in the working directory.
@@ -36,7 +36,7 @@ func BenchmarkChanges(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			root := b.TempDir()
 			w := startWarden(b, "-workspace", root)
-			c := w.link(warden.Init{})
+			c := w.link(wire.Init{})
 			var took, ending, cpu [2]time.Duration
 			ch := uint32(0)
 			for i := range b.N {
@@ -49,7 +49,7 @@ func BenchmarkChanges(b *testing.B) {
 					b.StartTimer()
 					ch++
 					t0, cpu0 := time.Now(), cpuTime(b, w.cmd.Process.Pid)
-					c.spawn(ch, warden.Spawn{Argv: []string{"sh", "-c", bc.script}, Dir: dir, NoChanges: noChanges})
+					c.spawn(ch, wire.Spawn{Argv: []string{"sh", "-c", bc.script}, Dir: dir, NoChanges: noChanges})
 					x, st := c.waitExited(ch)
 					took[k] += time.Since(t0)
 					cpu[k] += cpuTime(b, w.cmd.Process.Pid) - cpu0
@@ -63,7 +63,7 @@ func BenchmarkChanges(b *testing.B) {
 						b.Fatalf("created %d, want %d (%+v)", st.changes.Created, want, st.changes.Untracked)
 					}
 					b.StopTimer()
-					if err := c.w.Write(warden.TForget, ch); err != nil {
+					if err := c.w.Write(wire.TForget, ch); err != nil {
 						b.Fatal(err)
 					}
 					if err := os.RemoveAll(dir); err != nil {
@@ -102,18 +102,18 @@ func cpuTime(b *testing.B, pid int) time.Duration {
 //	go test -run '^$' -bench BenchmarkSpawnTracked -benchtime 300x ./cmd/warden/
 func BenchmarkSpawnTracked(b *testing.B) {
 	w := startWarden(b)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	var took [2]time.Duration
 	ch := uint32(0)
 	for range b.N {
 		for k, noChanges := range []bool{false, true} {
 			ch++
 			t0 := time.Now()
-			c.spawn(ch, warden.Spawn{ID: "p", Argv: []string{"/bin/true"}, NoChanges: noChanges})
+			c.spawn(ch, wire.Spawn{ID: "p", Argv: []string{"/bin/true"}, NoChanges: noChanges})
 			c.waitStarted(ch)
 			took[k] += time.Since(t0)
 			c.waitExited(ch)
-			if err := c.w.Write(warden.TForget, ch); err != nil {
+			if err := c.w.Write(wire.TForget, ch); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // workspace makes a temporary tree for the warden to track as its
@@ -35,7 +35,7 @@ type brief struct {
 	op, path, from, kind, before, after string
 }
 
-func briefs(t *testing.T, m *warden.Changes) []brief {
+func briefs(t *testing.T, m *wire.Changes) []brief {
 	t.Helper()
 	var out []brief
 	for _, c := range m.Entries {
@@ -49,7 +49,7 @@ func briefs(t *testing.T, m *warden.Changes) []brief {
 		if c.From != "" {
 			b.from = strings.TrimPrefix(c.From, "/workspace/work/")
 		}
-		if c.Op != warden.OpDeleted && c.Kind == warden.KindFile && c.SHA256 == "" {
+		if c.Op != wire.OpDeleted && c.Kind == wire.KindFile && c.SHA256 == "" {
 			t.Errorf("%s: a file without a hash (%q)", c.Path, c.Unhashed)
 		}
 		out = append(out, b)
@@ -124,8 +124,8 @@ func TestChanges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root, work := workspace(t, tc.files)
 			w := startWarden(t, "-workspace", root)
-			c := w.link(warden.Init{})
-			c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", tc.script}, Dir: work, NoChanges: tc.noChanges})
+			c := w.link(wire.Init{})
+			c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", tc.script}, Dir: work, NoChanges: tc.noChanges})
 			x, st := c.waitExited(1)
 			if x.Code != 0 {
 				t.Fatalf("exit %+v, output %q", x, st.out)
@@ -154,12 +154,12 @@ func TestChanges(t *testing.T) {
 func TestChangesOverlapping(t *testing.T) {
 	root, work := workspace(t, nil)
 	w := startWarden(t, "-workspace", root)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	script := func(me, other string) string {
 		return fmt.Sprintf("echo %[1]s > %[1]s1; while [ ! -e %[2]s1 ]; do sleep 0.01; done; echo %[1]s > %[1]s2", me, other)
 	}
-	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", script("a", "b")}, Dir: work})
-	c.spawn(2, warden.Spawn{Argv: []string{"sh", "-c", script("b", "a")}, Dir: work})
+	c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", script("a", "b")}, Dir: work})
+	c.spawn(2, wire.Spawn{Argv: []string{"sh", "-c", script("b", "a")}, Dir: work})
 	for ch, me := range map[uint32]string{1: "a", 2: "b"} {
 		_, st := c.waitExited(ch)
 		var paths []string
@@ -177,13 +177,13 @@ func TestChangesOverlapping(t *testing.T) {
 func TestChangesOmitted(t *testing.T) {
 	root, work := workspace(t, nil)
 	w := startWarden(t, "-workspace", root)
-	c := w.link(warden.Init{})
-	n := warden.MaxChangeEntries + 20
-	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do : > f$i; i=$((i+1)); done", n)}, Dir: work})
+	c := w.link(wire.Init{})
+	n := wire.MaxChangeEntries + 20
+	c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do : > f$i; i=$((i+1)); done", n)}, Dir: work})
 	_, st := c.waitExited(1)
 	m := st.changes
-	if m.Created != n || m.Omitted != 20 || len(m.Entries) != warden.MaxChangeEntries {
-		t.Errorf("created %d, omitted %d, %d listed; want %d, 20, %d", m.Created, m.Omitted, len(m.Entries), n, warden.MaxChangeEntries)
+	if m.Created != n || m.Omitted != 20 || len(m.Entries) != wire.MaxChangeEntries {
+		t.Errorf("created %d, omitted %d, %d listed; want %d, 20, %d", m.Created, m.Omitted, len(m.Entries), n, wire.MaxChangeEntries)
 	}
 }
 
@@ -192,9 +192,9 @@ func TestChangesOmitted(t *testing.T) {
 func TestChangesResentAfterResume(t *testing.T) {
 	root, work := workspace(t, nil)
 	w := startWarden(t, "-workspace", root)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	c.setNoAck(1, true)
-	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "echo out; echo x > f"}, Dir: work})
+	c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", "echo out; echo x > f"}, Dir: work})
 	c.waitExited(1)
 	_ = w.stdin.Close()
 	c.waitEnd()
@@ -204,47 +204,14 @@ func TestChangesResentAfterResume(t *testing.T) {
 	if e := entryOf(r.list(), 1); e == nil || e.Exit == nil {
 		t.Fatalf("entry %+v, want exited", e)
 	}
-	if err := r.w.WriteOffset(warden.TResume, 1, 0); err != nil {
+	if err := r.w.WriteOffset(wire.TResume, 1, 0); err != nil {
 		t.Fatal(err)
 	}
 	_, st := r.waitExited(1)
-	if len(st.frames) == 0 || st.frames[0] != warden.TChanges {
+	if len(st.frames) == 0 || st.frames[0] != wire.TChanges {
 		t.Fatalf("frames after the resume %v, want changes first", st.frames)
 	}
 	if string(st.out) != "out\n" || len(st.changes.Entries) != 1 || st.changes.Entries[0].Path != "/workspace/work/f" {
 		t.Errorf("output %q, changes %+v", st.out, st.changes)
-	}
-}
-
-// TestEncodeChangesFitsAFrame: a report whose texts and paths would
-// overflow a frame (texts of '<', which JSON could escape six-fold) is cut
-// to fit, saying so, and still decodes as the runtime checks it.
-func TestEncodeChangesFitsAFrame(t *testing.T) {
-	text := strings.Repeat("<", warden.MaxChangeText)
-	var c warden.Changes
-	for i := range 16 {
-		c.Entries = append(c.Entries, warden.Change{Op: warden.OpModified, Path: fmt.Sprintf("/workspace/work/%s%d", strings.Repeat("p", 3000), i), Kind: warden.KindFile, Before: &text, After: &text})
-	}
-	for i := range 900 {
-		c.Entries = append(c.Entries, warden.Change{Op: warden.OpCreated, Path: fmt.Sprintf("/workspace/work/%s%d", strings.Repeat("<", 3000), i), Kind: warden.KindFile})
-	}
-	c.Modified, c.Created = 16, 900
-	b, err := encodeChanges(&c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b) > warden.MaxPayload {
-		t.Fatalf("%d bytes, more than a frame", len(b))
-	}
-	var got warden.Changes
-	if err := warden.Decode(warden.Frame{Type: warden.TChanges, Channel: 1, Payload: b}, &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Incomplete == "" || got.Total() != 916 || len(got.Entries)+got.Omitted != 916 {
-		t.Fatalf("cut report: incomplete %q, %d entries, %d omitted", got.Incomplete, len(got.Entries), got.Omitted)
-	}
-	small := warden.Changes{Created: 1, Entries: []warden.Change{{Op: warden.OpCreated, Path: "/workspace/work/<a>", Kind: warden.KindFile}}}
-	if b, err := encodeChanges(&small); err != nil || !strings.Contains(string(b), "<a>") {
-		t.Fatalf("a small report is not escaped: %s %v", b, err)
 	}
 }

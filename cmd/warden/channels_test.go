@@ -13,17 +13,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/link"
+	"github.com/stockade/stockade/warden/wire"
 )
 
-// openRuntime opens the runtime's side (warden.Link) on a real warden's
+// openRuntime opens the runtime's side (link.Link) on a real warden's
 // first link.
-func openRuntime(t *testing.T, w *wardenProc) *warden.Link {
+func openRuntime(t *testing.T, w *wardenProc) *link.Link {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	closer := closerFunc(func() error { return errors.Join(w.stdin.Close(), w.stdout.Close()) })
-	l, _, err := warden.Open(ctx, w.stdout, w.stdin, closer, warden.Handshake{Secret: w.secret})
+	l, _, err := link.Open(ctx, w.stdout, w.stdin, closer, link.Handshake{Secret: w.secret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ type closerFunc func() error
 func (f closerFunc) Close() error { return f() }
 
 // drain reads p to its end and returns its stdout.
-func drain(p *warden.Proc) ([]byte, error) {
+func drain(p *link.Proc) ([]byte, error) {
 	var out []byte
 	for {
 		s, b, err := p.Next()
@@ -65,7 +66,7 @@ func TestAbandonedSpawnSparesNeighbours(t *testing.T) {
 
 	const lines = 200_000
 	want := seqOutput(lines)
-	nb, err := l.Spawn(ctx, warden.Spawn{ID: "neighbour", Argv: []string{"sh", "-c", fmt.Sprintf("seq 1 %d; exec cat", lines)}, Stdin: true})
+	nb, err := l.Spawn(ctx, wire.Spawn{ID: "neighbour", Argv: []string{"sh", "-c", fmt.Sprintf("seq 1 %d; exec cat", lines)}, Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestAbandonedSpawnSparesNeighbours(t *testing.T) {
 		if i%10 == 5 && abandoned == "" {
 			id := fmt.Sprintf("abandoned-%d", i)
 			actx, acancel := context.WithCancel(ctx)
-			_, err := l.Spawn(actx, warden.Spawn{ID: id, Argv: []string{"sleep", "1000"}, Sent: acancel})
+			_, err := l.Spawn(actx, wire.Spawn{ID: id, Argv: []string{"sleep", "1000"}, Sent: acancel})
 			acancel()
 			switch {
 			case errors.Is(err, context.Canceled):
@@ -102,7 +103,7 @@ func TestAbandonedSpawnSparesNeighbours(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			p, err := l.Spawn(ctx, warden.Spawn{ID: fmt.Sprintf("p%d", i), Argv: []string{"true"}})
+			p, err := l.Spawn(ctx, wire.Spawn{ID: fmt.Sprintf("p%d", i), Argv: []string{"true"}})
 			if err == nil {
 				_, err = drain(p)
 			}
@@ -168,13 +169,13 @@ func TestAbandonedSpawnSparesNeighbours(t *testing.T) {
 // defect 2: a runtime that forgets early costs that process only.)
 func TestForgetOfRunningProcessKillsIt(t *testing.T) {
 	w := startWarden(t)
-	c := w.link(warden.Init{})
-	c.spawn(1, warden.Spawn{Argv: []string{"sleep", "1000"}})
-	c.spawn(2, warden.Spawn{Argv: []string{"sh", "-c", "echo up; exec cat"}, Stdin: true})
+	c := w.link(wire.Init{})
+	c.spawn(1, wire.Spawn{Argv: []string{"sleep", "1000"}})
+	c.spawn(2, wire.Spawn{Argv: []string{"sh", "-c", "echo up; exec cat"}, Stdin: true})
 	st := c.waitStarted(1)
 	c.waitStarted(2)
 	c.waitFor("output", func() bool { return c.ch(2).received() == 3 })
-	if err := c.w.Write(warden.TForget, 1, nil); err != nil {
+	if err := c.w.Write(wire.TForget, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Dropped once reaped: the table no longer lists it.
@@ -189,7 +190,7 @@ func TestForgetOfRunningProcessKillsIt(t *testing.T) {
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.PID)); err == nil && strings.HasPrefix(string(b), "sleep") {
 		t.Errorf("process 1 (pid %d) still runs after its forget", st.PID)
 	}
-	if err := c.w.Write(warden.TIn, 2, []byte("still here\n")); err != nil {
+	if err := c.w.Write(wire.TIn, 2, []byte("still here\n")); err != nil {
 		t.Fatal(err)
 	}
 	c.waitFor("the echo", func() bool { return string(c.ch(2).out) == "up\nstill here\n" })
@@ -208,9 +209,9 @@ func TestReattachDuringSpawnListsIt(t *testing.T) {
 	missed := 0
 	for round := 0; round < rounds; round++ {
 		w := startWarden(t)
-		c := w.link(warden.Init{})
+		c := w.link(wire.Init{})
 		for ch := uint32(1); ch <= spawns; ch++ {
-			c.spawn(ch, warden.Spawn{Argv: []string{"sleep", "1000"}, Env: []string{"PATH=" + path}})
+			c.spawn(ch, wire.Spawn{Argv: []string{"sleep", "1000"}, Env: []string{"PATH=" + path}})
 		}
 		r := w.attach(c.first.Socket, w.secret)
 		r.waitHello()
@@ -231,7 +232,7 @@ func TestReattachDuringSpawnListsIt(t *testing.T) {
 		// The table waited for every spawn in progress (the write side
 		// of the warden's spawn lock): those of the old link are over,
 		// and the sentinel's pid is the only one the table may miss.
-		r.spawn(100, warden.Spawn{Argv: []string{"sleep", "1000"}})
+		r.spawn(100, wire.Spawn{Argv: []string{"sleep", "1000"}})
 		sentinel := r.waitStarted(100)
 		listed := map[int]bool{}
 		for _, e := range tb.Processes {
@@ -249,7 +250,7 @@ func TestReattachDuringSpawnListsIt(t *testing.T) {
 		}
 		// Every listed process is the new link's to resume and stop.
 		for _, e := range tb.Processes {
-			if err := r.w.WriteOffset(warden.TResume, e.Channel, 0); err != nil {
+			if err := r.w.WriteOffset(wire.TResume, e.Channel, 0); err != nil {
 				t.Fatal(err)
 			}
 			if err := r.w.WriteSignal(e.Channel, 9); err != nil {
@@ -284,12 +285,12 @@ func (c *outCounter) Read(b []byte) (int, error) {
 	c.mu.Lock()
 	for rest := b[:n]; len(rest) > 0; {
 		if c.left == 0 {
-			k := min(warden.HeaderSize-len(c.hdr), len(rest))
+			k := min(wire.HeaderSize-len(c.hdr), len(rest))
 			c.hdr = append(c.hdr, rest[:k]...)
 			rest = rest[k:]
-			if len(c.hdr) == warden.HeaderSize {
+			if len(c.hdr) == wire.HeaderSize {
 				c.left = int(binary.BigEndian.Uint32(c.hdr[5:9]))
-				c.out = warden.Type(c.hdr[0]) == warden.TOut
+				c.out = wire.Type(c.hdr[0]) == wire.TOut
 				if c.out {
 					c.n-- // the stream byte
 				}
@@ -339,12 +340,12 @@ func TestOutputReceivedBeforeLinkEndIsHandedOn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	closer := closerFunc(func() error { return errors.Join(w.stdin.Close(), w.stdout.Close()) })
-	l, _, err := warden.Open(ctx, cr, w.stdin, closer, warden.Handshake{Secret: w.secret})
+	l, _, err := link.Open(ctx, cr, w.stdin, closer, link.Handshake{Secret: w.secret})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Close() }()
-	p, err := l.Spawn(ctx, warden.Spawn{ID: "p", Argv: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; exec sleep 1000", size)}})
+	p, err := l.Spawn(ctx, wire.Spawn{ID: "p", Argv: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; exec sleep 1000", size)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +355,7 @@ func TestOutputReceivedBeforeLinkEndIsHandedOn(t *testing.T) {
 	_ = w.cmd.Process.Kill()
 	<-l.Done()
 	got, err := drain(p)
-	var cut *warden.OutputCutError
+	var cut *link.OutputCutError
 	if !errors.As(err, &cut) || errors.Is(err, io.EOF) {
 		t.Errorf("the output ended with %v, want the link's error, cut", err)
 	}
@@ -372,9 +373,9 @@ func TestOutputReceivedBeforeLinkEndIsHandedOn(t *testing.T) {
 func TestListAfterSpawnsListsThem(t *testing.T) {
 	const spawns = 40
 	w := startWarden(t)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	for ch := uint32(1); ch <= spawns; ch++ {
-		c.spawn(ch, warden.Spawn{Argv: []string{"sleep", "1000"}})
+		c.spawn(ch, wire.Spawn{Argv: []string{"sleep", "1000"}})
 	}
 	tb := c.list()
 	if len(tb.Processes) != spawns {

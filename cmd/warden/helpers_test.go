@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // wardenBin is the binary under test, built once by TestMain exactly as it
@@ -25,11 +25,6 @@ import (
 var wardenBin string
 
 func TestMain(m *testing.M) {
-	if os.Getenv("STOCKADE_RETIRE_TEST_SERVE") == "1" {
-		// A stand-in warden server for TestRetireHere: it waits
-		// to be retired.
-		time.Sleep(time.Hour)
-	}
 	dir, err := os.MkdirTemp("", "stockade-warden-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -150,7 +145,7 @@ func startWardenAs(t testing.TB, cred *syscall.Credential, args ...string) *ward
 	}
 	env := append(os.Environ(), "TMPDIR="+tmp)
 	w := &wardenProc{sub: startSubAs(t, env, cred, append([]string{"serve"}, args...)...), t: t, env: env}
-	w.secret = bytes.Repeat([]byte{0x5a}, warden.SecretSize)
+	w.secret = bytes.Repeat([]byte{0x5a}, wire.SecretSize)
 	t.Cleanup(func() {
 		pid := w.cmd.Process.Pid
 		for _, c := range childrenOf(pid) {
@@ -188,11 +183,11 @@ func childrenOf(pid int) []int {
 }
 
 // link starts the protocol on the warden's stdin/stdout and sends Init.
-func (w *wardenProc) link(ini warden.Init) *conn {
+func (w *wardenProc) link(ini wire.Init) *conn {
 	w.t.Helper()
 	ini.Secret = hex.EncodeToString(w.secret)
 	c := newConn(w.t, w.stdout, w.stdin)
-	if err := c.w.WriteJSON(warden.TInit, 0, &ini); err != nil {
+	if err := c.w.WriteJSON(wire.TInit, 0, &ini); err != nil {
 		w.t.Fatal(err)
 	}
 	c.first = c.waitHello()
@@ -211,18 +206,18 @@ func (w *wardenProc) attach(socket string, secret []byte) *conn {
 		_ = b.cmd.Wait()
 	})
 	c := newConn(w.t, b.stdout, b.stdin)
-	ch := c.waitControl(warden.TChallenge)
-	var chal warden.Challenge
+	ch := c.waitControl(wire.TChallenge)
+	var chal wire.Challenge
 	if err := json.Unmarshal(ch, &chal); err != nil {
 		w.t.Fatal(err)
 	}
-	nonce, err := warden.DecodeHex(chal.Nonce, warden.SecretSize)
+	nonce, err := wire.DecodeHex(chal.Nonce, wire.SecretSize)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	mac := hex.EncodeToString(warden.MAC(secret, nonce))
-	c.nonce = bytes.Repeat([]byte{0x5a}, warden.SecretSize)
-	if err := c.w.WriteJSON(warden.TAuth, 0, &warden.Auth{MAC: mac, Nonce: hex.EncodeToString(c.nonce)}); err != nil {
+	mac := hex.EncodeToString(wire.MAC(secret, nonce))
+	c.nonce = bytes.Repeat([]byte{0x5a}, wire.SecretSize)
+	if err := c.w.WriteJSON(wire.TAuth, 0, &wire.Auth{MAC: mac, Nonce: hex.EncodeToString(c.nonce)}); err != nil {
 		w.t.Fatal(err)
 	}
 	return c
@@ -230,16 +225,16 @@ func (w *wardenProc) attach(socket string, secret []byte) *conn {
 
 // chanState is what one process channel has received.
 type chanState struct {
-	started   *warden.Started
+	started   *wire.Started
 	startedAt time.Time // when started was read
-	failed    *warden.SpawnFailed
-	exited    *warden.Exited
-	reaped    *warden.Reaped
-	changes   *warden.Changes
+	failed    *wire.SpawnFailed
+	exited    *wire.Exited
+	reaped    *wire.Reaped
+	changes   *wire.Changes
 	reapedAt  time.Time // when reaped was read
 	exitedAt  time.Time // when exited was read
 	// frames are the types received, in order.
-	frames []warden.Type
+	frames []wire.Type
 	// base is the offset of out[0] (0, or the Resume offset).
 	base     uint64
 	out      []byte
@@ -255,22 +250,22 @@ func (s *chanState) received() uint64 { return s.base + uint64(len(s.out)) }
 // frame (and acks output unless told not to); tests wait on conditions.
 type conn struct {
 	t   testing.TB
-	r   *warden.Reader
-	w   *warden.Writer
+	r   *wire.Reader
+	w   *wire.Writer
 	raw io.WriteCloser
 
 	mu      sync.Mutex
 	changed chan struct{}
 	chans   map[uint32]*chanState
-	control map[warden.Type][][]byte
+	control map[wire.Type][][]byte
 	ended   error
-	first   warden.Hello // the Hello of a warden's first link
-	nonce   []byte       // the Auth's nonce, on a reattach
+	first   wire.Hello // the Hello of a warden's first link
+	nonce   []byte     // the Auth's nonce, on a reattach
 }
 
 func newConn(t testing.TB, from io.Reader, to io.WriteCloser) *conn {
-	c := &conn{t: t, r: warden.NewReader(from), w: warden.NewWriter(to), raw: to,
-		changed: make(chan struct{}), chans: make(map[uint32]*chanState), control: make(map[warden.Type][][]byte)}
+	c := &conn{t: t, r: wire.NewReader(from), w: wire.NewWriter(to), raw: to,
+		changed: make(chan struct{}), chans: make(map[uint32]*chanState), control: make(map[wire.Type][][]byte)}
 	go c.read()
 	return c
 }
@@ -303,25 +298,25 @@ func (c *conn) read() {
 			s := c.ch(f.Channel)
 			s.frames = append(s.frames, f.Type)
 			switch f.Type {
-			case warden.TChanges:
-				s.changes = new(warden.Changes)
+			case wire.TChanges:
+				s.changes = new(wire.Changes)
 				// Decode checks it as the runtime does.
-				if err := warden.Decode(f, s.changes); err != nil {
+				if err := wire.Decode(f, s.changes); err != nil {
 					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
 				}
-			case warden.TStarted:
-				s.started = new(warden.Started)
+			case wire.TStarted:
+				s.started = new(wire.Started)
 				s.startedAt = time.Now()
 				if err := json.Unmarshal(p, s.started); err != nil {
 					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
 				}
-			case warden.TSpawnFailed:
-				s.failed = new(warden.SpawnFailed)
+			case wire.TSpawnFailed:
+				s.failed = new(wire.SpawnFailed)
 				if err := json.Unmarshal(p, s.failed); err != nil {
 					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
 				}
-			case warden.TExited:
-				s.exited = new(warden.Exited)
+			case wire.TExited:
+				s.exited = new(wire.Exited)
 				s.exitedAt = time.Now()
 				if err := json.Unmarshal(p, s.exited); err != nil {
 					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
@@ -329,18 +324,18 @@ func (c *conn) read() {
 				if s.reaped == nil {
 					c.t.Errorf("exited before reaped on channel %d", f.Channel)
 				}
-				if n := len(s.frames); n < 2 || s.frames[n-2] != warden.TChanges {
+				if n := len(s.frames); n < 2 || s.frames[n-2] != wire.TChanges {
 					c.t.Errorf("exited on channel %d not right after changes: %v", f.Channel, s.frames)
 				}
-			case warden.TReaped:
-				s.reaped = new(warden.Reaped)
+			case wire.TReaped:
+				s.reaped = new(wire.Reaped)
 				s.reapedAt = time.Now()
 				if err := json.Unmarshal(p, s.reaped); err != nil {
 					c.t.Errorf("%v frame on channel %d: %v", f.Type, f.Channel, err)
 				}
-			case warden.TInAck:
-				s.inAck = warden.Offset(f)
-			case warden.TOut:
+			case wire.TInAck:
+				s.inAck = wire.Offset(f)
+			case wire.TOut:
 				s.out = append(s.out, p[1:]...)
 				s.streams[p[0]] = append(s.streams[p[0]], p[1:]...)
 				s.outFrame++
@@ -356,7 +351,7 @@ func (c *conn) read() {
 		c.mu.Unlock()
 		if doAck {
 			// A runtime gone shows in the next read, which ends this loop.
-			_ = c.w.WriteOffset(warden.TAck, f.Channel, ack)
+			_ = c.w.WriteOffset(wire.TAck, f.Channel, ack)
 		}
 	}
 }
@@ -403,7 +398,7 @@ func (c *conn) waitEnd() {
 	}
 }
 
-func (c *conn) waitControl(t warden.Type) []byte {
+func (c *conn) waitControl(t wire.Type) []byte {
 	c.t.Helper()
 	var p []byte
 	c.waitFor(t.String(), func() bool {
@@ -416,31 +411,31 @@ func (c *conn) waitControl(t warden.Type) []byte {
 	return p
 }
 
-func (c *conn) waitHello() warden.Hello {
+func (c *conn) waitHello() wire.Hello {
 	c.t.Helper()
-	var h warden.Hello
-	if err := json.Unmarshal(c.waitControl(warden.THello), &h); err != nil {
+	var h wire.Hello
+	if err := json.Unmarshal(c.waitControl(wire.THello), &h); err != nil {
 		c.t.Fatal(err)
 	}
-	if h.Version != warden.Version || h.PID <= 0 || h.Window <= 0 || h.StdinWindow <= 0 {
+	if h.Version != wire.Version || h.PID <= 0 || h.Window <= 0 || h.StdinWindow <= 0 {
 		c.t.Fatalf("hello %+v", h)
 	}
 	return h
 }
 
-func (c *conn) list() warden.Table {
+func (c *conn) list() wire.Table {
 	c.t.Helper()
-	if err := c.w.Write(warden.TList, 0); err != nil {
+	if err := c.w.Write(wire.TList, 0); err != nil {
 		c.t.Fatal(err)
 	}
-	var tb warden.Table
-	if err := json.Unmarshal(c.waitControl(warden.TTable), &tb); err != nil {
+	var tb wire.Table
+	if err := json.Unmarshal(c.waitControl(wire.TTable), &tb); err != nil {
 		c.t.Fatal(err)
 	}
 	return tb
 }
 
-func entryOf(tb warden.Table, ch uint32) *warden.Entry {
+func entryOf(tb wire.Table, ch uint32) *wire.Entry {
 	for i := range tb.Processes {
 		if tb.Processes[i].Channel == ch {
 			return &tb.Processes[i]
@@ -449,12 +444,12 @@ func entryOf(tb warden.Table, ch uint32) *warden.Entry {
 	return nil
 }
 
-func (c *conn) spawn(ch uint32, sp warden.Spawn) {
+func (c *conn) spawn(ch uint32, sp wire.Spawn) {
 	c.t.Helper()
 	if sp.ID == "" {
 		sp.ID = fmt.Sprintf("p%d", ch)
 	}
-	if err := c.w.WriteJSON(warden.TSpawn, ch, &sp); err != nil {
+	if err := c.w.WriteJSON(wire.TSpawn, ch, &sp); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -466,9 +461,9 @@ func (c *conn) setNoAck(ch uint32, v bool) {
 	c.mu.Unlock()
 }
 
-func (c *conn) waitStarted(ch uint32) warden.Started {
+func (c *conn) waitStarted(ch uint32) wire.Started {
 	c.t.Helper()
-	var st warden.Started
+	var st wire.Started
 	c.waitFor(fmt.Sprintf("started on %d", ch), func() bool {
 		s := c.ch(ch)
 		if s.failed != nil {
@@ -485,9 +480,9 @@ func (c *conn) waitStarted(ch uint32) warden.Started {
 
 // waitExited waits for Exited and for every output byte up to its total,
 // and returns both.
-func (c *conn) waitExited(ch uint32) (warden.Exited, *chanState) {
+func (c *conn) waitExited(ch uint32) (wire.Exited, *chanState) {
 	c.t.Helper()
-	var x warden.Exited
+	var x wire.Exited
 	var st chanState
 	c.waitFor(fmt.Sprintf("exit on %d", ch), func() bool {
 		s := c.ch(ch)

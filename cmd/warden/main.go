@@ -1,109 +1,14 @@
 // Command stockade-warden is the process server that runs inside each
-// stockade sandbox. The runtime starts it once per sandbox with one Docker
-// exec (as the sandbox's user) and then asks it, over that exec's stdin and
-// stdout, to spawn, feed, signal and resize processes and to stream their
-// output back; the protocol is package github.com/stockade/stockade/warden.
-//
-// It exists because a Docker exec per process is slow and cannot be
-// re-attached: the warden keeps its children running when the runtime goes
-// away, holds each child's unacknowledged output (a full window blocks only
-// that child), and accepts a new, authenticated link on a unix socket,
-// bridged by `stockade-warden attach SOCKET` from a second, short exec.
-//
-// It is static (standard library and golang.org/x/sys only, no cgo) so that
-// it runs in any image, busybox or less, without libc. It lives inside the
-// sandbox's limits (pids.max, memory), so it keeps its threads few (every fd
-// it reads or writes goes through Go's poller, children are reaped by one
-// wait4 loop, never by a thread parked per child) and bounds its buffers.
-//
-// Usage:
-//
-//	stockade-warden [serve [-buffer-cap BYTES]]   serve a link on stdin/stdout
-//	                                              (-workspace DIR: tests only)
-//	stockade-warden attach SOCKET                 bridge stdin/stdout to a warden's socket
-//	stockade-warden version                       print the protocol version
-//	stockade-warden exchange WORKSPACE STAGING
-//	                                              check a workspace, then exchange work and
-//	                                              STAGING in one rename (a rollback, as root,
-//	                                              in a one-off container)
-//	stockade-warden retire PID [SOCKET] | all     kill a warden server given up (or every one), remove its socket
-//	stockade-warden empty DIR [FILE...]           remove what DIR holds, then the files
+// stockade sandbox: package github.com/stockade/stockade/warden says what it
+// does and how; this is its main.
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/stockade/stockade/warden"
 )
 
-const usage = `usage:
-  stockade-warden [serve [-buffer-cap BYTES]]
-  stockade-warden attach SOCKET
-  stockade-warden version
-  stockade-warden kill SIGNAL PGID
-  stockade-warden exchange WORKSPACE STAGING
-  stockade-warden retire PID [SOCKET] | all
-  stockade-warden empty DIR [FILE...]
-`
-
 func main() {
-	os.Exit(run(os.Args[1:]))
-}
-
-func run(args []string) int {
-	if len(args) == 0 {
-		return serve(nil)
-	}
-	switch args[0] {
-	case "serve":
-		return serve(args[1:])
-	case "attach":
-		if len(args) != 2 {
-			fmt.Fprint(os.Stderr, usage)
-			return 2
-		}
-		return attach(args[1])
-	case "kill":
-		// The runtime's way to signal a group when no warden answers
-		// (it died, or froze): a short exec of this binary, so no shell
-		// is needed in the image.
-		if len(args) != 3 {
-			fmt.Fprint(os.Stderr, usage)
-			return 2
-		}
-		return kill(args[1], args[2])
-	case "exchange":
-		if len(args) != 3 {
-			fmt.Fprint(os.Stderr, usage)
-			return 2
-		}
-		return exchange(args[1], args[2])
-	case "retire":
-		if len(args) != 2 && len(args) != 3 {
-			fmt.Fprint(os.Stderr, usage)
-			return 2
-		}
-		socket := ""
-		if len(args) == 3 {
-			socket = args[2]
-		}
-		return retire(args[1], socket)
-	case "empty":
-		if len(args) < 2 {
-			fmt.Fprint(os.Stderr, usage)
-			return 2
-		}
-		return empty(args[1], args[2:])
-	case "version":
-		if len(args) != 1 {
-			fmt.Fprint(os.Stderr, usage)
-			return 2
-		}
-		fmt.Println(warden.Version)
-		return 0
-	default:
-		fmt.Fprint(os.Stderr, usage)
-		return 2
-	}
+	os.Exit(warden.Main(os.Args[1:]))
 }

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/link"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // BenchmarkOutput: 256 MiB of a child's stdout through the warden on this
-// host and a warden.Link reading it (Next to its end, as the runtime's read
+// host and a link.Link reading it (Next to its end, as the runtime's read
 // loop does), against the same child's output read straight from a pipe:
 // the throughput, and the CPU the warden spent per GiB (from its
 // /proc/PID/stat, so other load on the machine counts little).
@@ -24,7 +25,7 @@ import (
 func BenchmarkOutput(b *testing.B) {
 	const size = 256 << 20
 	w := startWarden(b)
-	link, _, err := warden.Open(context.Background(), w.stdout, w.stdin, nil, warden.Handshake{Secret: w.secret})
+	link, _, err := link.Open(context.Background(), w.stdout, w.stdin, nil, link.Handshake{Secret: w.secret})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func BenchmarkOutput(b *testing.B) {
 	for i := range b.N {
 		c0 := procCPU(b, w.cmd.Process.Pid)
 		t0 := time.Now()
-		p, err := link.Spawn(context.Background(), warden.Spawn{ID: "p" + strconv.Itoa(i), Argv: argv})
+		p, err := link.Spawn(context.Background(), wire.Spawn{ID: "p" + strconv.Itoa(i), Argv: argv})
 		if err != nil {
 			b.Fatal(err)
 		}

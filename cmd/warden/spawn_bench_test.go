@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // BenchmarkSpawn: a spawn through the warden on this host (Spawn written →
@@ -20,17 +20,17 @@ import (
 //	go test -run '^$' -bench BenchmarkSpawn -benchtime 200x ./cmd/warden/
 func BenchmarkSpawn(b *testing.B) {
 	w := startWarden(b)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	path := "/bin/true"
 	var viaWarden, floor time.Duration
 	for i := range b.N {
 		ch := uint32(i + 1)
 		t0 := time.Now()
-		c.spawn(ch, warden.Spawn{ID: "p", Argv: []string{path}})
+		c.spawn(ch, wire.Spawn{ID: "p", Argv: []string{path}})
 		c.waitStarted(ch)
 		viaWarden += time.Since(t0)
 		c.waitExited(ch)
-		if err := c.w.Write(warden.TForget, ch); err != nil {
+		if err := c.w.Write(wire.TForget, ch); err != nil {
 			b.Fatal(err)
 		}
 
@@ -57,7 +57,7 @@ func BenchmarkSpawn(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkSpawnBurst100 -benchtime 20x ./cmd/warden/
 func BenchmarkSpawnBurst100(b *testing.B) {
 	w := startWarden(b)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	var all []time.Duration
 	ch := uint32(0)
 	for range b.N {
@@ -65,7 +65,7 @@ func BenchmarkSpawnBurst100(b *testing.B) {
 		t0 := time.Now()
 		for range 100 {
 			ch++
-			c.spawn(ch, warden.Spawn{ID: "p", Argv: []string{"sleep", "1"}})
+			c.spawn(ch, wire.Spawn{ID: "p", Argv: []string{"sleep", "1"}})
 		}
 		for k := first; k <= ch; k++ {
 			c.waitStarted(k)
@@ -79,7 +79,7 @@ func BenchmarkSpawnBurst100(b *testing.B) {
 		c.mu.Unlock()
 		for k := first; k <= ch; k++ {
 			c.waitExited(k)
-			if err := c.w.Write(warden.TForget, k); err != nil {
+			if err := c.w.Write(wire.TForget, k); err != nil {
 				b.Fatal(err)
 			}
 		}

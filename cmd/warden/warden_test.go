@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // The warden must run in any image without libc: its dependencies are the
-// standard library, x/sys and the protocol package, and the binary has no
+// standard library, x/sys, the warden library and the wire format, and the binary has no
 // ELF interpreter.
 func TestDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
@@ -32,6 +32,7 @@ func TestDependencies(t *testing.T) {
 		switch {
 		case dep == "github.com/stockade/stockade/cmd/warden",
 			dep == "github.com/stockade/stockade/warden",
+			dep == "github.com/stockade/stockade/warden/wire",
 			strings.HasPrefix(dep, "golang.org/x/sys/"):
 		default:
 			t.Errorf("dependency %s is outside std, golang.org/x/sys and the warden protocol", dep)
@@ -54,7 +55,7 @@ func TestDependencies(t *testing.T) {
 
 func TestSubcommands(t *testing.T) {
 	out, err := exec.Command(wardenBin, "version").Output()
-	if err != nil || string(out) != warden.Version+"\n" {
+	if err != nil || string(out) != wire.Version+"\n" {
 		t.Errorf("version: %q, %v", out, err)
 	}
 	for _, args := range [][]string{{"bogus"}, {"attach"}, {"version", "x"}, {"serve", "extra"}} {
@@ -75,24 +76,24 @@ func TestSpawnExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := startWarden(t)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	cases := []struct {
 		name   string
-		spawn  warden.Spawn
+		spawn  wire.Spawn
 		failed int // SpawnFailed code, or 0
 		code   int
 		signal int
 	}{
-		{name: "exit 0", spawn: warden.Spawn{Argv: []string{"sh", "-c", "exit 0"}}},
-		{name: "exit 1", spawn: warden.Spawn{Argv: []string{"sh", "-c", "exit 1"}}, code: 1},
-		{name: "true on PATH", spawn: warden.Spawn{Argv: []string{"true"}}},
-		{name: "not on PATH", spawn: warden.Spawn{Argv: []string{"no-such-program-stockade"}}, failed: 127},
-		{name: "no such file", spawn: warden.Spawn{Argv: []string{"/nonexistent/program"}}, failed: 127},
-		{name: "not executable", spawn: warden.Spawn{Argv: []string{noexec}}, failed: 126},
-		{name: "not executable on PATH", spawn: warden.Spawn{Argv: []string{"noexec"}, Env: []string{"PATH=" + dir}}, failed: 126},
-		{name: "a directory", spawn: warden.Spawn{Argv: []string{dir}}, failed: 126},
-		{name: "missing working directory", spawn: warden.Spawn{Argv: []string{"true"}, Dir: "/nonexistent"}, failed: 126},
-		{name: "killed", spawn: warden.Spawn{Argv: []string{"sh", "-c", "kill -9 $$"}}, code: -1, signal: 9},
+		{name: "exit 0", spawn: wire.Spawn{Argv: []string{"sh", "-c", "exit 0"}}},
+		{name: "exit 1", spawn: wire.Spawn{Argv: []string{"sh", "-c", "exit 1"}}, code: 1},
+		{name: "true on PATH", spawn: wire.Spawn{Argv: []string{"true"}}},
+		{name: "not on PATH", spawn: wire.Spawn{Argv: []string{"no-such-program-stockade"}}, failed: 127},
+		{name: "no such file", spawn: wire.Spawn{Argv: []string{"/nonexistent/program"}}, failed: 127},
+		{name: "not executable", spawn: wire.Spawn{Argv: []string{noexec}}, failed: 126},
+		{name: "not executable on PATH", spawn: wire.Spawn{Argv: []string{"noexec"}, Env: []string{"PATH=" + dir}}, failed: 126},
+		{name: "a directory", spawn: wire.Spawn{Argv: []string{dir}}, failed: 126},
+		{name: "missing working directory", spawn: wire.Spawn{Argv: []string{"true"}, Dir: "/nonexistent"}, failed: 126},
+		{name: "killed", spawn: wire.Spawn{Argv: []string{"sh", "-c", "kill -9 $$"}}, code: -1, signal: 9},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,7 +101,7 @@ func TestSpawnExitCodes(t *testing.T) {
 			c.t = t
 			c.spawn(ch, tc.spawn)
 			if tc.failed != 0 {
-				var f warden.SpawnFailed
+				var f wire.SpawnFailed
 				c.waitFor("spawn result", func() bool {
 					s := c.ch(ch)
 					if s.started != nil {
@@ -131,10 +132,10 @@ func TestSpawnExitCodes(t *testing.T) {
 
 func TestOutputStreams(t *testing.T) {
 	w := startWarden(t)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	dir := t.TempDir()
-	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "printf out1; printf err1 >&2; printf out2"}})
-	c.spawn(2, warden.Spawn{Argv: []string{"sh", "-c", `printf "%s %s " "$FOO" "$HOME"; pwd`}, Env: []string{"FOO=bar", "HOME=/nowhere"}, Dir: dir})
+	c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", "printf out1; printf err1 >&2; printf out2"}})
+	c.spawn(2, wire.Spawn{Argv: []string{"sh", "-c", `printf "%s %s " "$FOO" "$HOME"; pwd`}, Env: []string{"FOO=bar", "HOME=/nowhere"}, Dir: dir})
 	c.waitStarted(1)
 	x, s := c.waitExited(1)
 	if x.Code != 0 || x.Output != 12 || len(s.out) != 12 {
@@ -156,8 +157,8 @@ func TestStdin(t *testing.T) {
 	const stdinWindow = 16 << 10
 	const total = 200_000
 	w := startWarden(t)
-	c := w.link(warden.Init{StdinWindow: stdinWindow})
-	c.spawn(1, warden.Spawn{Argv: []string{"wc", "-c"}, Stdin: true})
+	c := w.link(wire.Init{StdinWindow: stdinWindow})
+	c.spawn(1, wire.Spawn{Argv: []string{"wc", "-c"}, Stdin: true})
 	c.waitStarted(1)
 	data := bytes.Repeat([]byte("0123456789abcdef"), total/16)
 	sent := 0
@@ -169,12 +170,12 @@ func TestStdin(t *testing.T) {
 			return room > 0
 		})
 		n := min(room, 5000, total-sent)
-		if err := c.w.Write(warden.TIn, 1, data[sent:sent+n]); err != nil {
+		if err := c.w.Write(wire.TIn, 1, data[sent:sent+n]); err != nil {
 			t.Fatal(err)
 		}
 		sent += n
 	}
-	if err := c.w.Write(warden.TCloseIn, 1); err != nil {
+	if err := c.w.Write(wire.TCloseIn, 1); err != nil {
 		t.Fatal(err)
 	}
 	x, s := c.waitExited(1)
@@ -188,17 +189,17 @@ func TestStdin(t *testing.T) {
 // the data is dropped and still acknowledged.
 func TestStdinToExitedChild(t *testing.T) {
 	w := startWarden(t)
-	c := w.link(warden.Init{})
-	c.spawn(1, warden.Spawn{Argv: []string{"true"}, Stdin: true})
+	c := w.link(wire.Init{})
+	c.spawn(1, wire.Spawn{Argv: []string{"true"}, Stdin: true})
 	c.waitStarted(1)
 	c.waitExited(1)
 	for i := 0; i < 8; i++ {
-		if err := c.w.Write(warden.TIn, 1, bytes.Repeat([]byte("x"), 4000)); err != nil {
+		if err := c.w.Write(wire.TIn, 1, bytes.Repeat([]byte("x"), 4000)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	c.waitFor("in ack of dropped stdin", func() bool { return c.ch(1).inAck == 32000 })
-	if err := c.w.Write(warden.TForget, 1); err != nil {
+	if err := c.w.Write(wire.TForget, 1); err != nil {
 		t.Fatal(err)
 	}
 	if tb := c.list(); len(tb.Processes) != 0 {
@@ -210,21 +211,21 @@ func TestStdinToExitedChild(t *testing.T) {
 // there; it blocks no other process.
 func TestBackpressurePerProcess(t *testing.T) {
 	w := startWarden(t)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	c.setNoAck(1, true)
-	c.spawn(1, warden.Spawn{Argv: []string{"head", "-c", "16777216", "/dev/zero"}})
+	c.spawn(1, wire.Spawn{Argv: []string{"head", "-c", "16777216", "/dev/zero"}})
 	c.waitStarted(1)
-	window := uint64(warden.DefaultWindow)
+	window := uint64(wire.DefaultWindow)
 	c.waitFor("a full window", func() bool { return c.ch(1).received() == window })
 	for ch := uint32(2); ch <= 11; ch++ {
-		c.spawn(ch, warden.Spawn{Argv: []string{"sh", "-c", fmt.Sprintf("echo out%d; echo err%d >&2", ch, ch)}})
+		c.spawn(ch, wire.Spawn{Argv: []string{"sh", "-c", fmt.Sprintf("echo out%d; echo err%d >&2", ch, ch)}})
 	}
 	for ch := uint32(2); ch <= 11; ch++ {
 		x, s := c.waitExited(ch)
 		if x.Code != 0 || string(s.streams[1]) != fmt.Sprintf("out%d\n", ch) || string(s.streams[2]) != fmt.Sprintf("err%d\n", ch) {
 			t.Errorf("channel %d: %+v, %q/%q", ch, x, s.streams[1], s.streams[2])
 		}
-		if err := c.w.Write(warden.TForget, ch); err != nil {
+		if err := c.w.Write(wire.TForget, ch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,7 +250,7 @@ func TestBackpressurePerProcess(t *testing.T) {
 	if r := c.ch(1).reaped; r.Signal != 9 || c.ch(1).exited != nil {
 		t.Errorf("reaped %+v (exited %v), want signal 9 and no exited yet", r, c.ch(1).exited)
 	}
-	if err := c.w.WriteOffset(warden.TAck, 1, window); err != nil {
+	if err := c.w.WriteOffset(wire.TAck, 1, window); err != nil {
 		t.Fatal(err)
 	}
 	c.setNoAck(1, false)
@@ -263,10 +264,10 @@ func TestBackpressurePerProcess(t *testing.T) {
 func TestBufferCap(t *testing.T) {
 	const capTotal = 300_000
 	w := startWarden(t, "-buffer-cap", strconv.Itoa(capTotal))
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	for ch := uint32(1); ch <= 3; ch++ {
 		c.setNoAck(ch, true)
-		c.spawn(ch, warden.Spawn{Argv: []string{"head", "-c", "16777216", "/dev/zero"}})
+		c.spawn(ch, wire.Spawn{Argv: []string{"head", "-c", "16777216", "/dev/zero"}})
 		c.waitStarted(ch)
 	}
 	c.waitFor("the cap reached", func() bool {
@@ -287,14 +288,14 @@ func TestBufferCap(t *testing.T) {
 
 func TestTTY(t *testing.T) {
 	w := startWarden(t)
-	c := w.link(warden.Init{})
-	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "stty size; read x; stty size; tty >/dev/null && echo tty"}, TTY: true, Stdin: true, Rows: 30, Cols: 100})
+	c := w.link(wire.Init{})
+	c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", "stty size; read x; stty size; tty >/dev/null && echo tty"}, TTY: true, Stdin: true, Rows: 30, Cols: 100})
 	c.waitStarted(1)
 	c.waitFor("the first size", func() bool { return bytes.Contains(c.ch(1).out, []byte("30 100")) })
 	if err := c.w.WriteResize(1, 40, 120); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.w.Write(warden.TIn, 1, []byte("\n")); err != nil {
+	if err := c.w.Write(wire.TIn, 1, []byte("\n")); err != nil {
 		t.Fatal(err)
 	}
 	x, s := c.waitExited(1)
@@ -309,8 +310,8 @@ func TestTTY(t *testing.T) {
 // A signal goes to the process's group: its children die with it.
 func TestSignalGroup(t *testing.T) {
 	w := startWarden(t)
-	c := w.link(warden.Init{})
-	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "sleep 1000 & echo $!; wait"}})
+	c := w.link(wire.Init{})
+	c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", "sleep 1000 & echo $!; wait"}})
 	st := c.waitStarted(1)
 	var pid int
 	c.waitFor("the grandchild's pid", func() bool {
@@ -352,9 +353,9 @@ func TestSignalGroup(t *testing.T) {
 // reaps them all.
 func TestThreadsStayFew(t *testing.T) {
 	w := startWarden(t)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	for ch := uint32(1); ch <= 100; ch++ {
-		c.spawn(ch, warden.Spawn{Argv: []string{"cat"}, Stdin: true})
+		c.spawn(ch, wire.Spawn{Argv: []string{"cat"}, Stdin: true})
 	}
 	for ch := uint32(1); ch <= 100; ch++ {
 		c.waitStarted(ch)
@@ -371,10 +372,10 @@ func TestThreadsStayFew(t *testing.T) {
 		}
 	}
 	for ch := uint32(1); ch <= 100; ch++ {
-		if err := c.w.Write(warden.TIn, ch, []byte("bye\n")); err != nil {
+		if err := c.w.Write(wire.TIn, ch, []byte("bye\n")); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.w.Write(warden.TCloseIn, ch); err != nil {
+		if err := c.w.Write(wire.TCloseIn, ch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -387,16 +388,16 @@ func TestThreadsStayFew(t *testing.T) {
 
 func TestHundredProcesses(t *testing.T) {
 	w := startWarden(t)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	for ch := uint32(1); ch <= 100; ch++ {
-		c.spawn(ch, warden.Spawn{Argv: []string{"echo", strconv.Itoa(int(ch))}})
+		c.spawn(ch, wire.Spawn{Argv: []string{"echo", strconv.Itoa(int(ch))}})
 	}
 	for ch := uint32(1); ch <= 100; ch++ {
 		x, s := c.waitExited(ch)
 		if x.Code != 0 || string(s.out) != fmt.Sprintf("%d\n", ch) {
 			t.Errorf("channel %d: %+v %q", ch, x, s.out)
 		}
-		if err := c.w.Write(warden.TForget, ch); err != nil {
+		if err := c.w.Write(wire.TForget, ch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -409,13 +410,13 @@ func TestHundredProcesses(t *testing.T) {
 // send it, and a child does not inherit an ignored SIGPIPE.
 func TestSignalsToTheWarden(t *testing.T) {
 	w := startWarden(t)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE} {
 		if err := w.cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.spawn(1, warden.Spawn{Argv: []string{"grep", "SigIgn", "/proc/self/status"}})
+	c.spawn(1, wire.Spawn{Argv: []string{"grep", "SigIgn", "/proc/self/status"}})
 	_, s := c.waitExited(1)
 	f := strings.Fields(string(s.out))
 	if len(f) != 2 {
@@ -447,17 +448,17 @@ func TestReattach(t *testing.T) {
 	const lines = 100_000
 	want := seqOutput(lines)
 	w := startWarden(t)
-	c := w.link(warden.Init{Window: window})
+	c := w.link(wire.Init{Window: window})
 	hello := c.first
 	if fi, err := os.Stat(hello.Socket); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket %q: %v, %v; want a socket of mode 0600", hello.Socket, fi.Mode(), err)
 	}
 	c.setNoAck(1, true)
-	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", fmt.Sprintf("seq 1 %d; exec sleep 1000", lines)}})
+	c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", fmt.Sprintf("seq 1 %d; exec sleep 1000", lines)}})
 	c.waitStarted(1)
 	c.waitFor("a full window", func() bool { return c.ch(1).received() == window })
 	const acked = 10_000
-	if err := c.w.WriteOffset(warden.TAck, 1, acked); err != nil {
+	if err := c.w.WriteOffset(wire.TAck, 1, acked); err != nil {
 		t.Fatal(err)
 	}
 	c.waitFor("the window after the ack", func() bool { return c.ch(1).received() == acked+window })
@@ -473,9 +474,9 @@ func TestReattach(t *testing.T) {
 	c.waitEnd()
 
 	// A wrong MAC is refused, and changes nothing.
-	bad := w.attach(hello.Socket, bytes.Repeat([]byte{1}, warden.SecretSize))
+	bad := w.attach(hello.Socket, bytes.Repeat([]byte{1}, wire.SecretSize))
 	bad.waitEnd()
-	if len(bad.control[warden.THello]) != 0 {
+	if len(bad.control[wire.THello]) != 0 {
 		t.Fatal("hello after a wrong MAC")
 	}
 
@@ -485,7 +486,7 @@ func TestReattach(t *testing.T) {
 		t.Errorf("reattach hello %+v, first %+v", h, hello)
 	}
 	// The warden proves it holds the secret, answering the runtime's nonce.
-	if want := hex.EncodeToString(warden.Proof(w.secret, r.nonce)); h.Proof != want {
+	if want := hex.EncodeToString(wire.Proof(w.secret, r.nonce)); h.Proof != want {
 		t.Errorf("reattach hello's proof %q, want %q", h.Proof, want)
 	}
 	if hello.Proof != "" {
@@ -503,7 +504,7 @@ func TestReattach(t *testing.T) {
 	}
 	r.ch(1).base = resume
 	r.mu.Unlock()
-	if err := r.w.WriteOffset(warden.TResume, 1, resume); err != nil {
+	if err := r.w.WriteOffset(wire.TResume, 1, resume); err != nil {
 		t.Fatal(err)
 	}
 	r.waitFor("all of seq's output", func() bool { return r.ch(1).received() == uint64(len(want)) })
@@ -515,7 +516,7 @@ func TestReattach(t *testing.T) {
 	}
 
 	// A spawn on the reattached link works as usual.
-	r.spawn(2, warden.Spawn{Argv: []string{"echo", "again"}})
+	r.spawn(2, wire.Spawn{Argv: []string{"echo", "again"}})
 	if x, s := r.waitExited(2); x.Code != 0 || string(s.out) != "again\n" {
 		t.Errorf("spawn after reattach: %+v %q", x, s.out)
 	}
@@ -540,15 +541,15 @@ func TestReattach(t *testing.T) {
 }
 
 // violationFrame encodes one frame as the runtime would send it.
-func violationFrame(typ warden.Type, ch uint32, payload []byte) []byte {
+func violationFrame(typ wire.Type, ch uint32, payload []byte) []byte {
 	var b bytes.Buffer
-	_ = warden.NewWriter(&b).Write(typ, ch, payload) // a bytes.Buffer: never fails
+	_ = wire.NewWriter(&b).Write(typ, ch, payload) // a bytes.Buffer: never fails
 	return b.Bytes()
 }
 
-func violationOffset(typ warden.Type, ch uint32, off uint64) []byte {
+func violationOffset(typ wire.Type, ch uint32, off uint64) []byte {
 	var b bytes.Buffer
-	_ = warden.NewWriter(&b).WriteOffset(typ, ch, off) // a bytes.Buffer: never fails
+	_ = wire.NewWriter(&b).WriteOffset(typ, ch, off) // a bytes.Buffer: never fails
 	return b.Bytes()
 }
 
@@ -556,9 +557,9 @@ func violationOffset(typ warden.Type, ch uint32, off uint64) []byte {
 // has said "up") and a sleeper on channel 3.
 func startViolationScene(t *testing.T) (*wardenProc, *conn) {
 	w := startWarden(t)
-	c := w.link(warden.Init{StdinWindow: 1024})
-	c.spawn(1, warden.Spawn{Argv: []string{"sh", "-c", "echo up; exec cat"}, Stdin: true})
-	c.spawn(3, warden.Spawn{Argv: []string{"sleep", "1000"}})
+	c := w.link(wire.Init{StdinWindow: 1024})
+	c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", "echo up; exec cat"}, Stdin: true})
+	c.spawn(3, wire.Spawn{Argv: []string{"sleep", "1000"}})
 	c.waitStarted(1)
 	c.waitStarted(3)
 	c.waitFor("output", func() bool { return c.ch(1).received() == 3 })
@@ -575,10 +576,10 @@ func TestViolationEndsOnlyTheLink(t *testing.T) {
 	}{
 		{"garbage", []byte("this is not a frame at all, not even close")},
 		{"unknown type", violationFrame(99, 0, nil)},
-		{"oversized header", []byte{byte(warden.TSpawn), 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}},
-		{"second init", violationFrame(warden.TInit, 0, []byte(`{"secret":"`+hex.EncodeToString(make([]byte, 32))+`"}`))},
-		{"a process frame on the control channel", violationFrame(warden.TSpawn, 0, []byte(`{"id":"x","argv":["true"]}`))},
-		{"cut inside a frame", []byte{byte(warden.TList), 0, 0, 0, 0, 0, 0, 0}},
+		{"oversized header", []byte{byte(wire.TSpawn), 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}},
+		{"second init", violationFrame(wire.TInit, 0, []byte(`{"secret":"`+hex.EncodeToString(make([]byte, 32))+`"}`))},
+		{"a process frame on the control channel", violationFrame(wire.TSpawn, 0, []byte(`{"id":"x","argv":["true"]}`))},
+		{"cut inside a frame", []byte{byte(wire.TList), 0, 0, 0, 0, 0, 0, 0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -603,10 +604,10 @@ func TestViolationEndsOnlyTheLink(t *testing.T) {
 			r.mu.Lock()
 			r.ch(1).base = 3
 			r.mu.Unlock()
-			if err := r.w.WriteOffset(warden.TResume, 1, 3); err != nil {
+			if err := r.w.WriteOffset(wire.TResume, 1, 3); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.w.Write(warden.TIn, 1, []byte("still here\n")); err != nil {
+			if err := r.w.Write(wire.TIn, 1, []byte("still here\n")); err != nil {
 				t.Fatal(err)
 			}
 			r.waitFor("the echo", func() bool { return string(r.ch(1).out) == "still here\n" })
@@ -628,22 +629,22 @@ func TestViolationOfOneChannelIsRefused(t *testing.T) {
 		failed bool
 	}{
 		{name: "unknown type on a process channel", bytes: violationFrame(99, 1, nil)},
-		{name: "control frame on a process channel", bytes: violationFrame(warden.TList, 1, nil)},
-		{name: "a warden's frame", bytes: violationFrame(warden.TOut, 1, []byte{1, 'x'})},
-		{name: "ack of the wrong size", bytes: violationFrame(warden.TAck, 1, []byte{1})},
-		{name: "spawn without id", bytes: violationFrame(warden.TSpawn, 2, []byte(`{"argv":["true"]}`)), failed: true},
-		{name: "spawn that is not JSON", bytes: violationFrame(warden.TSpawn, 2, []byte(`{{`)), failed: true},
-		{name: "spawn on a busy channel", bytes: violationFrame(warden.TSpawn, 1, []byte(`{"id":"x","argv":["true"]}`))},
-		{name: "ack beyond what was sent", bytes: violationOffset(warden.TAck, 1, 1<<40)},
-		{name: "resume beyond what was read", bytes: violationOffset(warden.TResume, 1, 1<<40)},
-		{name: "ack of no process", bytes: violationOffset(warden.TAck, 7, 0)},
-		{name: "resume of no process", bytes: violationOffset(warden.TResume, 7, 0)},
-		{name: "forget of no process", bytes: violationFrame(warden.TForget, 7, nil)},
-		{name: "signal 0", bytes: violationFrame(warden.TSignal, 1, []byte{0, 0, 0, 0})},
-		{name: "signal 65", bytes: violationFrame(warden.TSignal, 1, []byte{0, 0, 0, 65})},
-		{name: "stdin beyond the window", bytes: violationFrame(warden.TIn, 1, bytes.Repeat([]byte("x"), 2000)), stdinClosed: true},
-		{name: "stdin to a process without", bytes: violationFrame(warden.TIn, 3, []byte("x"))},
-		{name: "close_in to a process without", bytes: violationFrame(warden.TCloseIn, 3, nil)},
+		{name: "control frame on a process channel", bytes: violationFrame(wire.TList, 1, nil)},
+		{name: "a warden's frame", bytes: violationFrame(wire.TOut, 1, []byte{1, 'x'})},
+		{name: "ack of the wrong size", bytes: violationFrame(wire.TAck, 1, []byte{1})},
+		{name: "spawn without id", bytes: violationFrame(wire.TSpawn, 2, []byte(`{"argv":["true"]}`)), failed: true},
+		{name: "spawn that is not JSON", bytes: violationFrame(wire.TSpawn, 2, []byte(`{{`)), failed: true},
+		{name: "spawn on a busy channel", bytes: violationFrame(wire.TSpawn, 1, []byte(`{"id":"x","argv":["true"]}`))},
+		{name: "ack beyond what was sent", bytes: violationOffset(wire.TAck, 1, 1<<40)},
+		{name: "resume beyond what was read", bytes: violationOffset(wire.TResume, 1, 1<<40)},
+		{name: "ack of no process", bytes: violationOffset(wire.TAck, 7, 0)},
+		{name: "resume of no process", bytes: violationOffset(wire.TResume, 7, 0)},
+		{name: "forget of no process", bytes: violationFrame(wire.TForget, 7, nil)},
+		{name: "signal 0", bytes: violationFrame(wire.TSignal, 1, []byte{0, 0, 0, 0})},
+		{name: "signal 65", bytes: violationFrame(wire.TSignal, 1, []byte{0, 0, 0, 65})},
+		{name: "stdin beyond the window", bytes: violationFrame(wire.TIn, 1, bytes.Repeat([]byte("x"), 2000)), stdinClosed: true},
+		{name: "stdin to a process without", bytes: violationFrame(wire.TIn, 3, []byte("x"))},
+		{name: "close_in to a process without", bytes: violationFrame(wire.TCloseIn, 3, nil)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -653,7 +654,7 @@ func TestViolationOfOneChannelIsRefused(t *testing.T) {
 			}
 			// Frames are applied in order: this spawn's answer comes
 			// after the bad frame was dealt with, on the same link.
-			c.spawn(5, warden.Spawn{Argv: []string{"echo", "next"}})
+			c.spawn(5, wire.Spawn{Argv: []string{"echo", "next"}})
 			if x, s := c.waitExited(5); x.Code != 0 || string(s.out) != "next\n" {
 				t.Errorf("a spawn after the refused frame: %+v %q", x, s.out)
 			}
@@ -668,7 +669,7 @@ func TestViolationOfOneChannelIsRefused(t *testing.T) {
 					t.Errorf("process 1 after its stdin was refused: %+v %q", x, s.out)
 				}
 			} else {
-				if err := c.w.Write(warden.TIn, 1, []byte("still here\n")); err != nil {
+				if err := c.w.Write(wire.TIn, 1, []byte("still here\n")); err != nil {
 					t.Fatal(err)
 				}
 				c.waitFor("the echo", func() bool { return string(c.ch(1).out) == "up\nstill here\n" })
@@ -696,13 +697,13 @@ func TestUnprivileged(t *testing.T) {
 	}
 	const uid = 65534
 	w := startWardenAs(t, &syscall.Credential{Uid: uid, Gid: uid})
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	if c.first.Socket == "" {
 		t.Error("no reattach socket")
 	}
-	c.spawn(1, warden.Spawn{Argv: []string{"id", "-u"}})
-	c.spawn(2, warden.Spawn{Argv: []string{"sh", "-c", "tty >/dev/null && stty size"}, TTY: true, Rows: 24, Cols: 80})
-	c.spawn(3, warden.Spawn{Argv: []string{"cat", fmt.Sprintf("/proc/%d/environ", w.cmd.Process.Pid)}})
+	c.spawn(1, wire.Spawn{Argv: []string{"id", "-u"}})
+	c.spawn(2, wire.Spawn{Argv: []string{"sh", "-c", "tty >/dev/null && stty size"}, TTY: true, Rows: 24, Cols: 80})
+	c.spawn(3, wire.Spawn{Argv: []string{"cat", fmt.Sprintf("/proc/%d/environ", w.cmd.Process.Pid)}})
 	if x, s := c.waitExited(1); x.Code != 0 || strings.TrimSpace(string(s.out)) != strconv.Itoa(uid) {
 		t.Errorf("id -u: %+v %q", x, s.out)
 	}
@@ -761,7 +762,7 @@ func TestKillSubcommand(t *testing.T) {
 // nothing; the warden, reached directly, still takes the runtime back.
 func TestAttachRefusesAnImpostor(t *testing.T) {
 	w := startWarden(t)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	sock := c.first.Socket
 	_ = w.stdin.Close() // the runtime goes away
 	c.waitEnd()
@@ -816,55 +817,34 @@ func TestAttachRefusesAnImpostor(t *testing.T) {
 	}
 }
 
-func TestSocketPID(t *testing.T) {
-	for _, tc := range []struct {
-		path string
-		pid  int
-	}{
-		{"/tmp/.stockade-warden-42.sock", 42},
-		{".stockade-warden-7.sock", 7},
-		{"/tmp/.stockade-warden-042.sock", 0},
-		{"/tmp/.stockade-warden--1.sock", 0},
-		{"/tmp/.stockade-warden-0.sock", 0},
-		{"/tmp/.stockade-warden-42", 0},
-		{"/tmp/x.sock", 0},
-		{"/tmp/.stockade-warden-.sock", 0},
-	} {
-		pid, err := socketPID(tc.path)
-		if pid != tc.pid || (err == nil) != (tc.pid != 0) {
-			t.Errorf("socketPID(%q) = %d, %v; want %d", tc.path, pid, err, tc.pid)
-		}
-	}
-}
-
 // TestRekey: a Rekey on the live link replaces the secret: Rekeyed comes
 // back, a reattach with the old secret is refused and one with the new
 // secret is accepted (and proves the new secret). A malformed Rekey ends
 // its link and changes nothing.
 func TestRekey(t *testing.T) {
 	w := startWarden(t)
-	c := w.link(warden.Init{})
+	c := w.link(wire.Init{})
 	socket := c.first.Socket
-	c.spawn(1, warden.Spawn{Argv: []string{"sleep", "1000"}})
+	c.spawn(1, wire.Spawn{Argv: []string{"sleep", "1000"}})
 	c.waitStarted(1)
 
 	old := w.secret
-	w.secret = bytes.Repeat([]byte{0xa5}, warden.SecretSize)
-	if err := c.w.WriteJSON(warden.TRekey, 0, &warden.Rekey{Secret: hex.EncodeToString(w.secret)}); err != nil {
+	w.secret = bytes.Repeat([]byte{0xa5}, wire.SecretSize)
+	if err := c.w.WriteJSON(wire.TRekey, 0, &wire.Rekey{Secret: hex.EncodeToString(w.secret)}); err != nil {
 		t.Fatal(err)
 	}
-	if p := c.waitControl(warden.TRekeyed); len(p) != 0 {
+	if p := c.waitControl(wire.TRekeyed); len(p) != 0 {
 		t.Fatalf("rekeyed with a payload %q", p)
 	}
 
 	bad := w.attach(socket, old)
 	bad.waitEnd()
-	if len(bad.control[warden.THello]) != 0 {
+	if len(bad.control[wire.THello]) != 0 {
 		t.Fatal("hello to a reattach with the old secret")
 	}
 	r := w.attach(socket, w.secret)
 	h := r.waitHello()
-	if want := hex.EncodeToString(warden.Proof(w.secret, r.nonce)); h.Proof != want {
+	if want := hex.EncodeToString(wire.Proof(w.secret, r.nonce)); h.Proof != want {
 		t.Errorf("reattach hello's proof %q, want %q (under the new secret)", h.Proof, want)
 	}
 	c.waitEnd()
@@ -873,11 +853,11 @@ func TestRekey(t *testing.T) {
 	}
 
 	// A Rekey the warden cannot decode ends the link; the secret stays.
-	if err := r.w.Write(warden.TRekey, 0, []byte(`{"secret":"abcd"}`)); err != nil {
+	if err := r.w.Write(wire.TRekey, 0, []byte(`{"secret":"abcd"}`)); err != nil {
 		t.Fatal(err)
 	}
 	r.waitEnd()
-	if len(r.control[warden.TRekeyed]) != 0 {
+	if len(r.control[wire.TRekeyed]) != 0 {
 		t.Fatal("rekeyed to a malformed rekey")
 	}
 	r2 := w.attach(socket, w.secret)

@@ -23,7 +23,11 @@ var rank = map[string]int{
 
 	"internal/safedir": 1,
 
-	"framing": 2, "warden": 2, "lifecycle": 2, "journal": 2, "egress": 2, "checkpoint": 2, "textdiff": 2,
+	"warden/wire": 1,
+
+	// The warden library (stockade-warden's server, run in-process by the
+	// Fake) sits beside the runtime's end of its link.
+	"framing": 2, "warden": 2, "warden/link": 2, "lifecycle": 2, "journal": 2, "egress": 2, "checkpoint": 2, "textdiff": 2,
 
 	"recorder": 3, "host": 3, "dockerio": 3,
 
@@ -47,11 +51,15 @@ var rank = map[string]int{
 // into sandboxes, the two seams that must not know of each other, and the
 // readers that must not link a runtime.
 var only = map[string]func(imp string) bool{
-	// The warden runs inside the sandbox: its own protocol, the standard
-	// library and x/sys, nothing else.
+	// The warden runs inside the sandbox: its library, its wire format,
+	// the standard library and x/sys, nothing else.
 	"cmd/warden": func(imp string) bool {
 		return imp == module+"/warden" || stdlib(imp) || strings.HasPrefix(imp, "golang.org/x/sys/")
 	},
+	"warden": func(imp string) bool {
+		return imp == module+"/warden/wire" || stdlib(imp) || strings.HasPrefix(imp, "golang.org/x/sys/")
+	},
+	"warden/wire": stdlib,
 	"journal": func(imp string) bool {
 		return !strings.HasPrefix(imp, "github.com/docker/") && imp != module+"/dockerio"
 	},

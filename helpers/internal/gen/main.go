@@ -30,7 +30,7 @@ import (
 
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/helpers/internal/manifest"
-	"github.com/stockade/stockade/warden"
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // helper is one program to build.
@@ -38,7 +38,7 @@ type helper struct{ name, pkg, version string }
 
 var (
 	built = []helper{
-		{"stockade-warden", "./cmd/warden", warden.Version},
+		{"stockade-warden", "./cmd/warden", wire.Version},
 		{"stockade-egress", "./cmd/egress", egress.ProtocolVersion},
 	}
 	arches = []string{"amd64", "arm64"}
