@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -37,6 +39,9 @@ func openFake(t testing.TB, f *dockerio.Fake, path string, mutate ...func(*stock
 		path = filepath.Join(t.TempDir(), "journal.db")
 	}
 	opts := stockade.Options{Journal: path, Engine: f, StopGrace: 50 * time.Millisecond}
+	if os.Getenv("DBGLOG") != "" {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
 	for _, m := range mutate {
 		m(&opts)
 	}

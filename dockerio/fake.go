@@ -25,8 +25,9 @@ import (
 // blocks the "process" as it would for real), and injects faults through
 // Fault. It passes dockerio/enginetest, the suite the Adapter passes
 // against Docker, with these differences, each deliberate: it runs no
-// program (Script says what an exec does), has no warden and no egress
-// proxy (unsupported), knows every image ID (ResolveImage of an ID is that
+// program (Script says what an exec, or a warden's child, does), runs the
+// real warden library in-process (fake_warden.go; NoWarden leaves it out
+// and every process is an exec), has no egress proxy (unsupported), knows every image ID (ResolveImage of an ID is that
 // ID), the tags SetTag names and every directory outside the workspace (an
 // exec's working directory), and keeps no event history (Events ignores
 // since). Its
@@ -40,6 +41,9 @@ type Fake struct {
 	// Script decides what an exec does; nil runs every exec as exit 0 with
 	// no output.
 	Script func(sb Sandbox, req ExecRequest) FakeRun
+	// NoWarden makes the Fake deliver no warden: the runtime runs every
+	// process as an exec (the exec transport's own tests).
+	NoWarden bool
 	// Fault, if set, is asked before every operation (named as the Engine
 	// method, e.g. "CreateSandbox", "AttachExec"); a non-nil result is
 	// returned instead of performing it.
@@ -100,6 +104,8 @@ type fakeSandbox struct {
 	// removed holds the ids of the resources RemoveOwned took one by one;
 	// the sandbox goes when all have.
 	removed map[string]bool
+	// wardens are the warden servers running in the workload.
+	wardens []*fakeWarden
 }
 
 // hasDir reports whether an exec's working directory exists: one in the
@@ -297,10 +303,12 @@ func (f *Fake) StopSandbox(ctx context.Context, sb Sandbox, grace time.Duration)
 			kill = append(kill, x)
 		}
 	}
+	wardens := s.takeWardens()
 	f.mu.Unlock()
 	for _, x := range kill {
 		x.signal(syscall.SIGKILL)
 	}
+	stopWardens(wardens)
 	f.publish(sb.Owner, ContainerEvent{Action: ActionDie, Container: s.sb.Workload, Sandbox: sb.ID, Role: RoleWorkload, ExitCode: exit.ExitCode})
 	return exit, nil
 }
@@ -313,8 +321,13 @@ func (f *Fake) RemoveSandbox(ctx context.Context, sb Sandbox) error {
 		return err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	var wardens []*fakeWarden
+	if s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]; ok {
+		wardens = s.takeWardens()
+	}
 	delete(f.sandboxes, sb.Owner+"/"+sb.ID)
+	f.mu.Unlock()
+	stopWardens(wardens)
 	return nil
 }
 
@@ -575,8 +588,15 @@ func (f *Fake) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig syscal
 			target = x
 		}
 	}
+	wardens := f.sandboxes[sb.Owner+"/"+sb.ID].wardens
+	wardens = append([]*fakeWarden(nil), wardens...)
 	f.mu.Unlock()
 	if target == nil {
+		// A warden's child (its warden may be gone: the runtime's kill
+		// exec reaches the group all the same).
+		if signalWardens(wardens, pgid, sig) {
+			return nil
+		}
 		return spec.Errorf(spec.CodeNotFound, "dockerio.signal", "process group %d: no such process", pgid)
 	}
 	if sig != 0 {
@@ -584,6 +604,7 @@ func (f *Fake) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig syscal
 	}
 	return nil
 }
+
 
 func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Reader) error {
 	if err := f.enter(ctx, "PutArchive"); err != nil {
@@ -804,6 +825,8 @@ func (f *Fake) RemoveOwned(ctx context.Context, r Resource) error {
 	if r.Owner == "" {
 		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.remove", "resource %s has no owner", r.ID)
 	}
+	var wardens []*fakeWarden
+	defer func() { stopWardens(wardens) }() // after f.mu is released
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for key, s := range f.sandboxes {
@@ -817,6 +840,7 @@ func (f *Fake) RemoveOwned(ctx context.Context, r Resource) error {
 			s.removed[r.ID] = true
 			if r.ID == s.sb.Workload {
 				s.running, s.paused, s.exit = false, false, nil
+				wardens = s.takeWardens()
 			}
 			if len(s.resources()) == 0 {
 				delete(f.sandboxes, key)
@@ -832,10 +856,13 @@ func (f *Fake) RemoveOwned(ctx context.Context, r Resource) error {
 func (f *Fake) SetExited(sb Sandbox, exit ContainerExit) {
 	f.mu.Lock()
 	s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]
+	var wardens []*fakeWarden
 	if ok {
 		s.running, s.exit = false, &exit
+		wardens = s.takeWardens()
 	}
 	f.mu.Unlock()
+	stopWardens(wardens)
 	if !ok {
 		return
 	}
@@ -903,33 +930,10 @@ func (f *Fake) Events(ctx context.Context, owner string, since time.Time) (<-cha
 	return c, errc
 }
 
-// StartWarden: the fake has no warden (its sandboxes run processes as
-// execs).
-func (f *Fake) StartWarden(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error) {
-	return WardenConn{}, errFakeNoWarden
-}
+// errFakeNoWarden: a Fake with NoWarden runs its processes as execs.
+var errFakeNoWarden = spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "this fake engine has no warden (NoWarden)")
 
-// AttachWarden: see StartWarden.
-func (f *Fake) AttachWarden(ctx context.Context, sb Sandbox, socket string, stderr io.Writer) (WardenConn, error) {
-	return WardenConn{}, errFakeNoWarden
-}
-
-// EnsureWarden: see StartWarden.
-func (f *Fake) EnsureWarden(ctx context.Context, sb Sandbox) error {
-	return errFakeNoWarden
-}
-
-// RetireWarden: see StartWarden.
-func (f *Fake) RetireWarden(ctx context.Context, sb Sandbox, pid int, socket string) error {
-	return errFakeNoWarden
-}
-
-// errFakeNoWarden: the fake's sandboxes run their processes as execs.
-var errFakeNoWarden = spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "the fake engine has no warden")
-
-// OpenEgress: the fake runs no proxy; an allowlist sandbox's control link
-// is unsupported (the actor logs it and goes on). A sandbox with no egress
-// container is a conflict, as with the Adapter.
+// OpenEgress: the fake runs no egress proxy.
 func (f *Fake) OpenEgress(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error) {
 	if sb.Egress == "" {
 		return WardenConn{}, spec.Errorf(spec.CodeConflict, "dockerio.egress", "sandbox %s has no egress container", sb.ID)

@@ -62,6 +62,7 @@ func TestFakeOwnModes(t *testing.T) {
 			return err
 		}, spec.CodeCancelled, context.Canceled},
 		{"no warden", func(ctx context.Context, f *Fake, sb Sandbox) error {
+			f.NoWarden = true
 			_, err := f.StartWarden(ctx, sb, io.Discard)
 			return err
 		}, spec.CodeUnsupported, nil},

@@ -9,10 +9,14 @@ import (
 
 // KillWorkload stops the fake workload, as a kill of its container would.
 func (f *Fake) KillWorkload(ctx context.Context, sb Sandbox) error {
-	return f.with(ctx, "KillWorkload", sb, func(s *fakeSandbox) error {
+	var wardens []*fakeWarden
+	err := f.with(ctx, "KillWorkload", sb, func(s *fakeSandbox) error {
 		s.running, s.exit = false, &ContainerExit{ExitCode: 137}
+		wardens = s.takeWardens()
 		return nil
 	})
+	stopWardens(wardens)
+	return err
 }
 
 // RestartWorkload starts the fake workload again.

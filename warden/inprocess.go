@@ -10,10 +10,10 @@ import (
 
 // InProcess configures a warden run in this process (NewInProcess).
 type InProcess struct {
-	// Start is asked for each spawn: the Program its child runs, or why
-	// it cannot start (a *StartError for its exit code; an error that is
-	// fs.ErrNotExist is 127, any other 126).
-	Start func(argv, env []string, dir string) (Program, error)
+	// Start is asked for each spawn, its stdio ready: the Program its
+	// child runs, or why it cannot start (a *StartError for its exit
+	// code; an error that is fs.ErrNotExist is 127, any other 126).
+	Start func(c *Child) (Program, error)
 	// OOMKills is the sandbox's OOM kill count as the warden reports it
 	// (nil: 0).
 	OOMKills func() int64
@@ -72,13 +72,26 @@ func (v *Server) Reattach(conn net.Conn) {
 // Stop ends the warden as its container's end would: the current link is
 // closed, no link is taken any more, and every child is killed.
 func (v *Server) Stop() {
+	v.Retire()
+	v.ip.killAll(unix.SIGKILL)
+}
+
+// Retire ends the warden alone, as `stockade-warden retire` kills its
+// server: its link closes and no link is taken any more; its children run
+// on.
+func (v *Server) Retire() {
 	s := v.s
 	s.mu.Lock()
 	s.stopped = true
-	l := s.link
-	if l != nil {
+	if l := s.link; l != nil {
 		s.endLocked(l)
 	}
 	s.mu.Unlock()
-	v.ip.killAll(unix.SIGKILL)
+}
+
+// Signal signals a child's group, as `stockade-warden kill` does when the
+// runtime's link to the warden is lost; false when no child of that group
+// runs.
+func (v *Server) Signal(pgid int, sig syscall.Signal) bool {
+	return v.ip.kill(pgid, sig) == nil
 }

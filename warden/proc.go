@@ -187,7 +187,7 @@ func (s *state) start(ch uint32, sp *wire.Spawn) (*proc, error) {
 		attr.Sys.Setpgid = true
 		p.outs = []*os.File{outR, errR}
 	}
-	pid, track, err := s.sys.fork(path, sp.Argv, attr, !sp.NoChanges)
+	pid, track, err := s.sys.fork(path, sp, attr)
 	if err != nil {
 		var se *spawnError
 		if errors.As(err, &se) {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // procs is the warden's process boundary: how a child's directory and
@@ -26,10 +28,11 @@ type procs interface {
 	// resolve finds the program a name without a slash names, on env's
 	// PATH from dir (a *spawnError when there is none to run).
 	resolve(name string, env []string, dir string) (string, error)
-	// fork starts path with attr (attr.Files are the child's stdio, which
-	// the caller closes once fork returns) and, when track, a change
-	// tracker of its writes. The child's pid is its group's id.
-	fork(path string, argv []string, attr *syscall.ProcAttr, track bool) (int, *tracker, error)
+	// fork starts path for sp with attr (attr.Files are the child's
+	// stdio, which the caller closes once fork returns) and, unless
+	// sp.NoChanges, a change tracker of its writes. The child's pid is its
+	// group's id.
+	fork(path string, sp *wire.Spawn, attr *syscall.ProcAttr) (int, *tracker, error)
 	// started is told of each child once registered.
 	started(pid int)
 	// kill signals a child's group; unix.ESRCH when it is gone.
@@ -59,13 +62,13 @@ func (osProcs) resolve(name string, env []string, dir string) (string, error) {
 	return lookPath(name, env, dir)
 }
 
-func (osProcs) fork(path string, argv []string, attr *syscall.ProcAttr, track bool) (int, *tracker, error) {
-	if !track {
-		pid, err := syscall.ForkExec(path, argv, attr)
+func (osProcs) fork(path string, sp *wire.Spawn, attr *syscall.ProcAttr) (int, *tracker, error) {
+	if sp.NoChanges {
+		pid, err := syscall.ForkExec(path, sp.Argv, attr)
 		return pid, untrackedTracker("not asked for"), err
 	}
 	t := newTracker()
-	pid, err := forkTracked(t, path, argv, attr)
+	pid, err := forkTracked(t, path, sp.Argv, attr)
 	return pid, t, err
 }
 
@@ -81,14 +84,19 @@ func (osProcs) kill(pgid int, sig unix.Signal) error { return unix.Kill(-pgid, s
 
 func (osProcs) oomKills() int64 { return oomKills() }
 
-// Child is one child of an in-process warden as its Program sees it.
+// Child is one child of an in-process warden as its Start and Program see
+// it.
 type Child struct {
-	// PID is the child's pid (and its group's id) as the runtime sees it.
+	// ID is the runtime's process id (Spawn's); PID the child's pid (and
+	// its group's id) as the runtime sees it.
+	ID   string
 	PID  int
 	Argv []string
 	Env  []string
 	Dir  string
 	TTY  bool
+	// Piped says the child was spawned with stdin from the runtime.
+	Piped bool
 	// Stdin is the child's input: a pipe from the runtime when it was
 	// spawned with stdin, the terminal for a TTY, /dev/null otherwise.
 	// Stdout and Stderr are its output pipes (for a TTY all three are the
@@ -123,7 +131,7 @@ func (e *StartError) Error() string { return e.Text }
 // inProcess runs children as Programs. Its pids count up from a base far
 // from the warden's own.
 type inProcess struct {
-	start   func(argv, env []string, dir string) (Program, error)
+	start   func(c *Child) (Program, error)
 	oom     func() int64
 	s       *state
 	mu      sync.Mutex
@@ -138,22 +146,15 @@ func (*inProcess) dir(string) error { return nil }
 
 func (*inProcess) resolve(name string, _ []string, _ string) (string, error) { return name, nil }
 
-func (ip *inProcess) fork(path string, argv []string, attr *syscall.ProcAttr, track bool) (int, *tracker, error) {
-	argv = append([]string{path}, argv[1:]...)
-	prog, err := ip.start(argv, attr.Env, attr.Dir)
-	if err != nil {
-		var se *StartError
-		if errors.As(err, &se) {
-			return 0, nil, &spawnError{code: se.Code, text: se.Text}
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return 0, nil, &spawnError{code: 127, text: err.Error()}
-		}
-		return 0, nil, &spawnError{code: 126, text: err.Error()}
-	}
+func (ip *inProcess) fork(path string, sp *wire.Spawn, attr *syscall.ProcAttr) (int, *tracker, error) {
 	// The child's ends are the caller's to close: the child gets copies.
 	var files [3]*os.File
 	dups := map[uintptr]*os.File{}
+	closeAll := func() {
+		for _, f := range dups {
+			_ = f.Close() // the child's copies; closed already when it closed them
+		}
+	}
 	for i, fd := range attr.Files[:3] {
 		if f, ok := dups[fd]; ok {
 			files[i] = f
@@ -161,12 +162,13 @@ func (ip *inProcess) fork(path string, argv []string, attr *syscall.ProcAttr, tr
 		}
 		nfd, err := unix.Dup(int(fd))
 		if err != nil {
-			for _, f := range dups {
-				_ = f.Close() // ours, unused: nothing to lose
-			}
+			closeAll()
 			return 0, nil, &spawnError{code: 126, text: err.Error()}
 		}
 		unix.CloseOnExec(nfd)
+		// In the poller, so that the Program's end (a Close) stops a
+		// write blocked on a full pipe, as a real child's death does.
+		_ = unix.SetNonblock(nfd, true) // without it, only a kill's Close is late
 		files[i] = os.NewFile(uintptr(nfd), "child-"+strconv.Itoa(i))
 		dups[fd] = files[i]
 	}
@@ -174,14 +176,28 @@ func (ip *inProcess) fork(path string, argv []string, attr *syscall.ProcAttr, tr
 	ip.mu.Lock()
 	ip.next++
 	pid := 1<<20 + ip.next
+	ip.mu.Unlock()
+	argv := append([]string{path}, sp.Argv[1:]...)
+	c := &Child{ID: sp.ID, PID: pid, Argv: argv, Env: attr.Env, Dir: attr.Dir, TTY: sp.TTY, Piped: sp.Stdin, Stdin: files[0], Stdout: files[1], Stderr: files[2], Signals: sigs}
+	prog, err := ip.start(c)
+	if err != nil {
+		closeAll()
+		var se *StartError
+		switch {
+		case errors.As(err, &se):
+			return 0, nil, &spawnError{code: se.Code, text: se.Text}
+		case errors.Is(err, fs.ErrNotExist):
+			return 0, nil, &spawnError{code: 127, text: err.Error()}
+		default:
+			return 0, nil, &spawnError{code: 126, text: err.Error()}
+		}
+	}
+	ip.mu.Lock()
 	ip.signals[pid] = sigs
 	ip.mu.Unlock()
-	c := &Child{PID: pid, Argv: argv, Env: attr.Env, Dir: attr.Dir, TTY: attr.Sys != nil && attr.Sys.Setctty, Stdin: files[0], Stdout: files[1], Stderr: files[2], Signals: sigs}
 	go func() {
 		st := prog(c)
-		for _, f := range dups {
-			_ = f.Close() // the child's copies; closed already when it closed them
-		}
+		closeAll()
 		ip.mu.Lock()
 		delete(ip.signals, pid)
 		ip.mu.Unlock()
@@ -204,6 +220,9 @@ func (ip *inProcess) kill(pgid int, sig unix.Signal) error {
 	ch, ok := ip.signals[pgid]
 	if !ok {
 		return unix.ESRCH
+	}
+	if sig == 0 {
+		return nil // a probe: the group is there
 	}
 	select {
 	case ch <- sig:

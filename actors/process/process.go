@@ -557,13 +557,13 @@ func (a *processActor) outcome(code int) (lifecycle.Reason, error) {
 		return a.stopping.reason, a.stopping.err
 	case !a.exit.state.Known:
 		return lifecycle.ReasonLost, spec.Errorf(spec.CodeEngine, "process", "the daemon no longer knows exec %s; its outcome is lost", a.state.ExecID)
-	case oom != nil && oom.err == nil && oom.kills > a.exit.oomBase:
+	case oom != nil && oom.err == nil && oom.kills > a.exit.oomBase && a.oomSuspect(code):
 		// The sandbox's OOM kill count rose during the process's life and
 		// it died of a SIGKILL nobody of ours sent. With several processes
 		// in the sandbox the attribution can be wrong (cgroup v1 names no
 		// process): README says so.
 		return lifecycle.ReasonOOM, nil
-	case oom != nil && oom.err != nil:
+	case oom != nil && oom.err != nil && a.oomSuspect(code):
 		a.deps.Log.Warn("could not read the OOM kill count; the SIGKILL stays unexplained", "process", a.p.ID, "err", oom.err)
 	case a.stopping.reason == lifecycle.ReasonSignaled || a.stopping.signalled && code > 128:
 		return lifecycle.ReasonSignaled, nil

@@ -61,14 +61,17 @@ type claimDone struct {
 }
 
 // checkPooled tells the runtime, once, that a pooled sandbox can no longer
-// be claimed (it stops, its workload died, its warden is lost): the pool
-// forgets it and makes another.
-func (a *sandboxActor) checkPooled() {
+// be claimed (it stops, its workload died, its warden is lost: ev, just
+// journaled, says so): the pool forgets it and makes another. A warden not
+// yet started is no loss: the start comes right after SandboxStarted (and
+// a pooled sandbox whose warden never comes up is refused at its claim).
+func (a *sandboxActor) checkPooled(ev lifecycle.Event) {
 	s := a.state
 	if a.unreadyTold || a.p.Unready == nil || !s.Pooled() || !s.Started {
 		return
 	}
-	if s.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead && (!a.deps.Config.Warden || s.Warden != nil) {
+	_, wardenLost := ev.(lifecycle.WardenLost)
+	if s.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead && !wardenLost {
 		return
 	}
 	a.unreadyTold = true

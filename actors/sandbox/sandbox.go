@@ -263,7 +263,7 @@ func Handle(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
 func (a *sandboxActor) record(ev lifecycle.Event) error {
 	next, _, err := actors.RecordFolded(a.deps, journal.KindSandbox, a.p.ID, "", a.state, sandboxSeq, lifecycle.ApplySandbox, ev)
 	a.state = next
-	a.checkPooled()
+	a.checkPooled(ev)
 	if err != nil {
 		var illegal *lifecycle.IllegalTransition
 		if errors.As(err, &illegal) {

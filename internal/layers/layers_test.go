@@ -26,10 +26,10 @@ var rank = map[string]int{
 	"warden/wire": 1,
 
 	// The warden library (stockade-warden's server, run in-process by the
-	// Fake) sits beside the runtime's end of its link.
-	"framing": 2, "warden": 2, "warden/link": 2, "lifecycle": 2, "journal": 2, "egress": 2, "checkpoint": 2, "textdiff": 2,
+	// Fake) sits below the runtime's end of its link, whose tests run it.
+	"framing": 2, "warden": 2, "lifecycle": 2, "journal": 2, "egress": 2, "checkpoint": 2, "textdiff": 2,
 
-	"recorder": 3, "host": 3, "dockerio": 3,
+	"recorder": 3, "host": 3, "dockerio": 3, "warden/link": 3,
 
 	"dockerio/enginetest": 4, "inspect": 4, "client": 4, "actors": 4, "metrics": 4, "rerun": 4,
 
