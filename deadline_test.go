@@ -69,7 +69,7 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 // ends. (The row "created, attached, started not journaled" — group read
 // back — is drilled against the real daemon: failpoint process.attached.)
 func TestRecoveryProcessRows(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	hold := make(chan struct{})
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Hold: hold}
@@ -141,7 +141,7 @@ func TestWorkloadDeathNoticed(t *testing.T) {
 // never happened reads as not running with exit code 0 — recovery records
 // it lost, never exit 0.
 func TestRecoveryNeverStartedExec(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	release := make(chan struct{})
 	var blocking atomic.Bool
 	blocking.Store(true)

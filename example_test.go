@@ -70,6 +70,7 @@ func Example() {
 	// sandbox.reserved
 	// sandbox.created
 	// sandbox.started
+	// sandbox.warden_started
 	// sandbox.stopping
 	// sandbox.exited
 	// sandbox.removing

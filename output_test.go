@@ -72,7 +72,7 @@ func TestFakeOutputRecorded(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(t)
+			f := newExecFake(t)
 			f.Script = script(tc.frames...)
 			path := filepath.Join(t.TempDir(), "journal.db")
 			rt := openFake(t, f, path, func(o *stockade.Options) { o.Record = tc.runtime })

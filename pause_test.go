@@ -195,6 +195,7 @@ func TestFakeCopyQueuedDuringTheThawOfAStoppedSandbox(t *testing.T) {
 // exec in a paused workload); both succeed.
 func TestFakeFreezeWaitsForAStartingProcess(t *testing.T) {
 	f, verifying, release := gatedFake(t, "VerifySandbox")
+	f.NoWarden = true // a start through the warden reads nothing back
 	rt := openFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})

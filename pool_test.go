@@ -108,7 +108,7 @@ func TestPoolClaimAppliesTheCallersSpec(t *testing.T) {
 		t.Fatalf("claimed state %+v", st)
 	}
 	types := historyTypes(t, rt, sb.ID(), journal.KindSandbox)
-	if want := "sandbox.reserved sandbox.created sandbox.started sandbox.claimed"; strings.Join(types, " ") != want {
+	if want := "sandbox.reserved sandbox.created sandbox.started sandbox.warden_started sandbox.claimed"; strings.Join(types, " ") != want {
 		t.Fatalf("history %v, want %s", types, want)
 	}
 	// The sandbox's env goes before the process's own; the process's

@@ -51,7 +51,7 @@ func TestFakeOOMReason(t *testing.T) {
 // exec for longer than any fixed retry budget, the process is not declared
 // lost: once the daemon answers, its real exit is journaled.
 func TestFakeDaemonTroubleIsNotLost(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	release := make(chan struct{})
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{ExitCode: 4, Hold: release}
@@ -138,6 +138,7 @@ func (p stdinPanics) AttachExec(ctx context.Context, sb dockerio.Sandbox, id str
 // its group is killed, then its end.
 func TestFakeFailedProcessActorKilledAfterIntent(t *testing.T) {
 	f, killed := holdingFake(t)
+	f.NoWarden = true // the exec transport: AttachExec panics
 	rt, err := stockade.Open(context.Background(), stockade.Options{Journal: filepath.Join(t.TempDir(), "j.db"), Engine: stdinPanics{f}, StopGrace: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +215,7 @@ func TestFakeForgottenExecTakesItsDieCode(t *testing.T) {
 // it started and the stop, and kills it: Start fails typed instead of
 // waiting for a process that may never end, and nothing keeps running.
 func TestFakeAttachLostIsKilled(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	hold := make(chan struct{}) // never closed: only a signal ends it
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{AttachLost: true, Hold: hold}
@@ -263,7 +264,7 @@ func TestFakeAttachLostIsKilled(t *testing.T) {
 // running (its group read back), stopped and killed, and it ends with no
 // exit code, since nobody knows the real one.
 func TestFakePhantom126IsNotJournaled(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	hold := make(chan struct{})
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{AttachLost: true, Phantom126: true, Hold: hold}
@@ -286,7 +287,7 @@ func TestFakePhantom126IsNotJournaled(t *testing.T) {
 // removed the record) cannot be signalled: its sandbox is failed closed,
 // and the sandbox's stop ends it.
 func TestFakeAttachLostGroupUnreadable(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	hold := make(chan struct{})
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{AttachLost: true, Hold: hold}
@@ -347,7 +348,7 @@ func onlyProcess(t *testing.T, rt *stockade.Runtime, id string) lifecycle.Proces
 // re-adopts the process (journaled adopted, not exited), and when the
 // process really ends, with exec_die saying 127, journals no exit code.
 func TestFakePhantom126AfterARestart(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	hold := make(chan struct{})
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Phantom126: true, Hold: hold}

@@ -31,7 +31,7 @@ func TestFakeQuotaHitNeedsTheJournal(t *testing.T) {
 		{lifecycle.ProcessStopping{}.Type(), true},
 	} {
 		t.Run(tc.refuse, func(t *testing.T) {
-			f := newFake(t)
+			f := newExecFake(t)
 			f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 				// 8 bytes fit the quota of 10, the next 8 pass it; then
 				// the process runs until it is signalled.

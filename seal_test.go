@@ -22,7 +22,7 @@ import (
 // the journaled totals, so the recording reads complete, every byte once.
 // A running process's recording is left alone.
 func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	hold := make(chan struct{})
 	defer close(hold)
 	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {

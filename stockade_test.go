@@ -33,6 +33,16 @@ func newFake(t testing.TB) *dockerio.Fake {
 	return dockerio.NewFake(p)
 }
 
+// newExecFake is newFake without a warden: every process is an exec. For
+// the exec transport's own tests (what Docker's exec API does to a
+// process: lost attaches, phantom exit codes, inspects, the readback
+// before each start, the order of one multiplexed stream).
+func newExecFake(t testing.TB) *dockerio.Fake {
+	f := newFake(t)
+	f.NoWarden = true
+	return f
+}
+
 func openFake(t testing.TB, f *dockerio.Fake, path string, mutate ...func(*stockade.Options)) *stockade.Runtime {
 	t.Helper()
 	if path == "" {
@@ -103,7 +113,7 @@ func TestFakeRunAndHistory(t *testing.T) {
 	if err := sb.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := "sandbox.reserved sandbox.created sandbox.started process.reserved process.exec_created process.started process.exited sandbox.stopping sandbox.exited sandbox.removing sandbox.removed"
+	want := "sandbox.reserved sandbox.created sandbox.started sandbox.warden_started process.reserved process.started process.exited sandbox.stopping sandbox.exited sandbox.removing sandbox.removed"
 	if got := strings.Join(historyTypes(t, rt, sb.ID(), ""), " "); got != want {
 		t.Fatalf("history\n got %s\nwant %s", got, want)
 	}
@@ -207,7 +217,7 @@ func TestFakeInvalidInput(t *testing.T) {
 // TestFakeStreamFailureFailsClosed: a daemon error on stream 3 fails the
 // whole sandbox closed.
 func TestFakeStreamFailureFailsClosed(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	f.Script = script(dockerio.FakeFrame{Stream: framing.Systemerr, Data: []byte("daemon says no")})
 	rt := openFake(t, f, "")
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
@@ -249,7 +259,7 @@ func (p panicking) AttachExec(ctx context.Context, sb dockerio.Sandbox, id strin
 }
 
 func TestFakePanicFailsOnlyTheProcess(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt, err := stockade.Open(context.Background(), stockade.Options{Journal: path, Engine: panicking{f}, StopGrace: 50 * time.Millisecond})
 	if err != nil {
@@ -295,7 +305,7 @@ func TestFakeHistoryNotFound(t *testing.T) {
 // assertActive) runs beside the exec create, but nothing starts unless it
 // passes; a sandbox that is no longer what was made fails closed.
 func TestFakeVerifyGatesTheStart(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	var attached atomic.Int32
 	var tampered atomic.Bool
 	f.Fault = func(op string) error {
@@ -396,7 +406,7 @@ func TestShutdown(t *testing.T) {
 // exec_failed (dockerio.ExecFailure reads the first output bytes); a plain
 // exit 127 is an ordinary exit.
 func TestFakeExecFailureFromWrapper(t *testing.T) {
-	f := newFake(t)
+	f := newExecFake(t)
 	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
 		if req.Spec.Argv[0] == "missing" {
 			return dockerio.FakeRun{ExitCode: 127, Frames: []dockerio.FakeFrame{{Stream: framing.Stderr, Data: []byte("stockade-exec: exec: line 4: missing: not found\n")}}}

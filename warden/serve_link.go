@@ -148,7 +148,7 @@ func (l *link) serve() {
 			switch {
 			case wire.IsProtocol(err):
 				logf("link ended: %v", err)
-			case errors.Is(err, io.EOF), errors.Is(err, os.ErrClosed):
+			case errors.Is(err, io.EOF), errors.Is(err, os.ErrClosed), errors.Is(err, io.ErrClosedPipe):
 			default:
 				logf("link ended: %v", err)
 			}
