@@ -419,6 +419,8 @@ func (c *Client) Logs(ctx context.Context, processID string, fn func(host.Output
 			ch.Stream = "stdout"
 		case stockadev1.Stream_STREAM_STDERR:
 			ch.Stream = "stderr"
+		case stockadev1.Stream_STREAM_UNSPECIFIED:
+			// A gap: no stream ("", host.OutputChunk).
 		}
 		if err := fn(ch); err != nil {
 			return nil, err
