@@ -366,7 +366,7 @@ func (c *Client) Export(ctx context.Context, w io.Writer) error {
 	}
 	for {
 		chunk, err := stream.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
