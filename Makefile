@@ -95,10 +95,11 @@ proto-check: proto-tools ## fail when the committed API code is stale
 	done
 
 # golangci-lint with the committed .golangci.yml (errcheck, govet,
-# ineffassign, staticcheck, unused, gosec; api/ is generated and skipped).
-# The pinned version is installed into bin/tools once, like proto-tools; a
-# binary of another version there is replaced. LINTFLAGS passes options
-# (e.g. LINTFLAGS=--concurrency=1 on a shared machine).
+# ineffassign, staticcheck, unused, gosec, exhaustive, errorlint; api/ is
+# generated and skipped). The pinned version is installed into bin/tools
+# once, like proto-tools; a binary of another version there is replaced.
+# LINTFLAGS passes options (e.g. LINTFLAGS=--concurrency=1 on a shared
+# machine).
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(CURDIR)/bin/tools/golangci-lint
 LINTFLAGS ?=

@@ -83,6 +83,8 @@ func (rt *Runtime) Retain(ctx context.Context, olderThan time.Duration) (int, er
 			live[k.ID] = true
 		case journal.KindSandbox:
 			liveSandbox[k.ID] = true
+		case journal.KindRuntime:
+			// Runtime-wide facts: no recording or decisions are theirs.
 		}
 		return nil
 	})

@@ -88,6 +88,9 @@ func loadLive(j *journal.Journal) (live, error) {
 			}
 			l.processes[p.Sandbox] = append(l.processes[p.Sandbox], p)
 			l.count++
+		case journal.KindRuntime:
+			// Runtime-wide facts (recovery runs, orphan removals): no
+			// entity to recover.
 		}
 		return nil
 	})

@@ -95,7 +95,7 @@ func (c *capture) run(ctx context.Context, r io.Reader, meta Meta) (Manifest, er
 			return Manifest{}, spec.Wrap(spec.CodeCancelled, "checkpoint", err, "capturing")
 		}
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -666,7 +666,7 @@ func TreeDigest(r io.Reader) (string, error) {
 	prefix := ""
 	for n := 0; ; n++ {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -366,7 +366,7 @@ func (c *Client) Export(ctx context.Context, w io.Writer) error {
 	}
 	for {
 		chunk, err := stream.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
@@ -419,6 +419,8 @@ func (c *Client) Logs(ctx context.Context, processID string, fn func(host.Output
 			ch.Stream = "stdout"
 		case stockadev1.Stream_STREAM_STDERR:
 			ch.Stream = "stderr"
+		case stockadev1.Stream_STREAM_UNSPECIFIED:
+			// A gap: no stream ("", host.OutputChunk).
 		}
 		if err := fn(ch); err != nil {
 			return nil, err

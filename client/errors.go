@@ -45,6 +45,9 @@ func fromStatus(err error) error {
 		return spec.Errorf(spec.CodeInvalidArgument, "client", "%s", st.Message())
 	case codes.NotFound:
 		return spec.Errorf(spec.CodeNotFound, "client", "%s", st.Message())
+	default:
+		// Any other code (the server's own errors carry their code in a
+		// *stockadev1.Error detail, above): internal, naming it.
+		return spec.Errorf(spec.CodeInternal, "client", "%s: %s", st.Code(), st.Message())
 	}
-	return spec.Errorf(spec.CodeInternal, "client", "%s: %s", st.Code(), st.Message())
 }

@@ -3,6 +3,7 @@ package dockerio
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -125,7 +126,7 @@ func (t *attachment) Next() (framing.StreamID, []byte, error) {
 		return t.cur.id, t.cur.p, nil
 	}
 	id, p, err := t.dec.Next()
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		_ = t.Close() // the stream's error is the one reported
 	}
 	return id, p, err
@@ -204,7 +205,7 @@ func (a *Adapter) AttachExec(ctx context.Context, sb Sandbox, execID string, req
 	stdoutSeen := false   // the marker is the first thing on stdout; stderr may overtake it
 	for {
 		id, p, err := t.dec.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil, a.startFailure(ctx, cli, execID, text.Bytes())
 		}
 		if err != nil {

@@ -131,6 +131,9 @@ func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, im
 			return sb, err
 		}
 		return sb, m.err
+	case spec.NetworkIsolated, spec.NetworkBridge:
+		// Isolated: network mode none, no network to make. Bridge:
+		// Canonical turned it into NetworkOpen.
 	}
 	return a.createContainers(ctx, cli, sb, img)
 }

@@ -87,7 +87,7 @@ func Open(ctx context.Context, r io.Reader, w io.Writer, c io.Closer) (*Control,
 	}
 	if res.err != nil {
 		_ = c.Close()
-		if res.err == io.EOF {
+		if errors.Is(res.err, io.EOF) {
 			res.err = io.ErrUnexpectedEOF
 		}
 		return nil, spec.Wrap(spec.CodeEngine, "egress.control", res.err, "reading the proxy's hello")
@@ -276,7 +276,7 @@ func (c *Control) end(err error) {
 		c.err = err
 		c.mu.Unlock()
 		close(c.done)
-		if err != ErrClosed {
+		if !errors.Is(err, ErrClosed) {
 			c.closeConn()
 		}
 	})
@@ -288,7 +288,7 @@ func (c *Control) linkErr() error {
 	c.mu.Lock()
 	err := c.err
 	c.mu.Unlock()
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		return spec.Wrap(spec.CodeEngine, "egress.control", io.ErrUnexpectedEOF, "the proxy closed the link")
 	}
 	return err
@@ -325,7 +325,7 @@ func (c *Control) read() {
 	for {
 		line, err := c.lr.ReadLine()
 		if err != nil {
-			if err != io.EOF {
+			if !errors.Is(err, io.EOF) {
 				err = spec.Wrap(spec.CodeEngine, "egress.control", err, "reading from the proxy")
 			}
 			c.end(err)

@@ -94,7 +94,7 @@ func TestControl(t *testing.T) {
 	if m := p.recv(); m.Kind != KindResume || m.Resume != 5 {
 		t.Fatalf("proxy got %+v, want resume 5", m)
 	}
-	if err := c.Resume(5); err != ErrResumed {
+	if err := c.Resume(5); !errors.Is(err, ErrResumed) {
 		t.Errorf("second Resume: %v", err)
 	}
 	go func() { p.send(decision(6)); p.send(decision(9)) }()
@@ -144,13 +144,13 @@ func TestControl(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := c.Next(ctx); err != ErrClosed {
+	if _, err := c.Next(ctx); !errors.Is(err, ErrClosed) {
 		t.Errorf("Next after Close: %v", err)
 	}
-	if err := c.Apply(ctx, 4, nil, nil); err != ErrClosed {
+	if err := c.Apply(ctx, 4, nil, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("Apply after Close: %v", err)
 	}
-	if err := c.Err(); err != ErrClosed {
+	if err := c.Err(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Err after Close: %v", err)
 	}
 	// The proxy sees the link end.
@@ -299,7 +299,7 @@ func TestControlEnds(t *testing.T) {
 			}
 			_, err := c.Next(ctx)
 			if tc.eof {
-				if err != io.EOF {
+				if !errors.Is(err, io.EOF) {
 					t.Fatalf("Next at the end: %v, want io.EOF", err)
 				}
 			} else if err == nil || !strings.Contains(err.Error(), tc.want) || IsProtocol(err) != tc.protocol || !spec.IsCode(err, spec.CodeEngine) {
@@ -373,10 +373,10 @@ func TestControlCloseUnblocks(t *testing.T) {
 	go func() { applyErr <- c.Apply(ctx, 1, nil, nil) }()
 	p.recv()
 	_ = c.Close()
-	if err := <-nextErr; err != ErrClosed {
+	if err := <-nextErr; !errors.Is(err, ErrClosed) {
 		t.Errorf("Next blocked across Close: %v", err)
 	}
-	if err := <-applyErr; err != ErrClosed {
+	if err := <-applyErr; !errors.Is(err, ErrClosed) {
 		t.Errorf("Apply blocked across Close: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -405,17 +406,20 @@ func (l *LineReader) ReadLine() ([]byte, error) {
 		if len(l.buf)+len(frag) > MaxLine {
 			return nil, &ProtocolError{Line: l.line + 1, Msg: fmt.Sprintf("a line over %d bytes", MaxLine), Err: ErrLineTooLong}
 		}
-		switch err {
-		case nil:
+		switch {
+		case err == nil:
 			l.line++
 			if len(l.buf) == 0 {
 				return frag[:len(frag)-1], nil
 			}
 			l.buf = append(l.buf, frag...)
 			return l.buf[:len(l.buf)-1], nil
-		case bufio.ErrBufferFull:
+		case errors.Is(err, bufio.ErrBufferFull):
 			l.buf = append(l.buf, frag...)
-		case io.EOF:
+		// ReadSlice hands on the reader's error: io.EOF itself is the end
+		// (io.Reader's contract); any other, one wrapping io.EOF included,
+		// is returned as it is (default).
+		case err == io.EOF: //nolint:errorlint // exact, as said above
 			if n := len(l.buf) + len(frag); n > 0 {
 				return nil, fmt.Errorf("egress: line %d ends after %d bytes: %w", l.line+1, n, io.ErrUnexpectedEOF)
 			}

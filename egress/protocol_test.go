@@ -191,13 +191,13 @@ func TestLineReader(t *testing.T) {
 				if !errors.Is(err, tc.err) {
 					t.Errorf("error %v, want %v", err, tc.err)
 				}
-				if tc.err == ErrLineTooLong {
+				if errors.Is(tc.err, ErrLineTooLong) {
 					var pe *ProtocolError
 					if !errors.As(err, &pe) || pe.Line != int64(len(tc.want)+1) {
 						t.Errorf("error %v is not a *ProtocolError on line %d", err, len(tc.want)+1)
 					}
 				}
-				if tc.err == io.EOF && err != io.EOF {
+				if errors.Is(tc.err, io.EOF) && err != io.EOF { //nolint:errorlint // a clean end is io.EOF itself (ReadLine's doc): what this checks
 					t.Errorf("a clean end is %v, not io.EOF itself", err)
 				}
 			})
@@ -205,7 +205,7 @@ func TestLineReader(t *testing.T) {
 	}
 	// A read error is returned as it is.
 	boom := errors.New("boom")
-	if _, err := NewLineReader(iotest.ErrReader(boom)).ReadLine(); err != boom {
+	if _, err := NewLineReader(iotest.ErrReader(boom)).ReadLine(); err != boom { //nolint:errorlint // a read error is returned as it is (ReadLine's doc): what this checks
 		t.Errorf("read error: %v", err)
 	}
 }

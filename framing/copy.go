@@ -58,7 +58,7 @@ func (d *Decoder) CopyTo(stdout, stderr io.Writer) (written int64, err error) {
 	for {
 		id, p, err := d.run()
 		if err != nil {
-			if err == io.EOF {
+			if err == io.EOF { //nolint:errorlint // the clean end is io.EOF itself; a source's error wrapping io.EOF is a failure (more)
 				return written, nil
 			}
 			return written, err

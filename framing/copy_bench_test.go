@@ -2,6 +2,7 @@ package framing
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"runtime"
@@ -98,7 +99,7 @@ func BenchmarkDecoderNext(b *testing.B) {
 				for {
 					_, p, err := d.Next()
 					if err != nil {
-						if err != io.EOF {
+						if !errors.Is(err, io.EOF) {
 							b.Fatal(err)
 						}
 						break

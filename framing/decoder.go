@@ -143,7 +143,7 @@ func (d *Decoder) ready() error {
 			return d.err
 		}
 		if d.stream == Systemerr {
-			if err := d.daemonError(); err != io.EOF {
+			if err := d.daemonError(); err != io.EOF { //nolint:errorlint // more's bare io.EOF, see more
 				return err
 			}
 			return d.err
@@ -153,7 +153,7 @@ func (d *Decoder) ready() error {
 				return nil
 			}
 			if err := d.more(); err != nil {
-				if err == io.EOF {
+				if err == io.EOF { //nolint:errorlint // more's bare io.EOF, see more
 					d.err = errTorn(d.frameOff, "payload", uint64(d.frameLen-d.remaining), uint64(d.frameLen))
 					return d.err
 				}
@@ -171,7 +171,7 @@ func (d *Decoder) ready() error {
 func (d *Decoder) header() error {
 	for d.w0-d.r0 < HeaderLen {
 		if err := d.more(); err != nil {
-			if err == io.EOF {
+			if err == io.EOF { //nolint:errorlint // more's bare io.EOF, see more
 				if d.w0 == d.r0 {
 					return io.EOF
 				}
@@ -214,7 +214,7 @@ func (d *Decoder) daemonError() error {
 	for d.remaining > 0 {
 		if d.w0 == d.r0 {
 			if err := d.more(); err != nil {
-				if err == io.EOF {
+				if err == io.EOF { //nolint:errorlint // more's bare io.EOF, see more
 					d.err = errTorn(d.frameOff, "payload", uint64(len(d.msg)), uint64(d.frameLen))
 				}
 				return err
@@ -233,7 +233,11 @@ func (d *Decoder) daemonError() error {
 
 // more reads at least one more byte into the buffer. It is called only when
 // the buffer holds less than a header (so it first moves those few bytes to
-// the front) and returns io.EOF, bare, at the end of the source.
+// the front) and returns io.EOF, bare, at the end of the source. Its callers
+// test for that io.EOF with ==, not errors.Is: a source's error that wraps
+// io.EOF is a failure of the source (io.Reader's contract: Read returns
+// io.EOF itself), returned wrapped by errRead, which errors.Is would take
+// for the end, turning a failed read into a clean end or a torn frame.
 func (d *Decoder) more() error {
 	if d.rerr != nil {
 		err := d.rerr

@@ -227,7 +227,7 @@ func checkOutcome(t *testing.T, got string, err error, want string, code spec.Co
 		t.Fatalf("delivered %q, want %q", got, want)
 	}
 	if code == "" {
-		if err != io.EOF {
+		if err != io.EOF { //nolint:errorlint // a clean end is io.EOF itself (Next's doc): what this checks
 			t.Fatalf("err = %v, want bare io.EOF", err)
 		}
 		return
@@ -301,7 +301,7 @@ func TestReaderErrors(t *testing.T) {
 	t.Run("spec errors pass through", func(t *testing.T) {
 		cancelled := spec.Errorf(spec.CodeCancelled, "dockerio", "attach closed")
 		d := NewDecoder(iotest.ErrReader(cancelled), Options{})
-		if _, _, err := d.Next(); err != cancelled {
+		if _, _, err := d.Next(); err != cancelled { //nolint:errorlint // the reader's *spec.Error is returned as it is (errors.go): what this checks
 			t.Fatalf("err = %v, want the reader's *spec.Error unchanged", err)
 		}
 	})
@@ -319,7 +319,7 @@ func TestReaderErrors(t *testing.T) {
 		calls := 0
 		d := NewDecoder(readerFunc(func([]byte) (int, error) { calls++; return 0, io.EOF }), Options{})
 		for range 3 {
-			if _, _, err := d.Next(); err != io.EOF {
+			if _, _, err := d.Next(); !errors.Is(err, io.EOF) {
 				t.Fatalf("err = %v", err)
 			}
 		}
@@ -358,7 +358,7 @@ func TestBoundedReads(t *testing.T) {
 		t.Fatalf("read ahead: %d bytes read, %d asked at once", cr.total, cr.maxAsk)
 	}
 	got, err := decodeAll(t, d, 100)
-	if err != io.EOF || got != "1:"+strings.Repeat("x", 10_000-92)+"|2:tail" {
+	if !errors.Is(err, io.EOF) || got != "1:"+strings.Repeat("x", 10_000-92)+"|2:tail" {
 		t.Fatalf("rest: %.40q... %v", got, err)
 	}
 	if cr.maxAsk > 100 {
@@ -413,7 +413,7 @@ func TestNextZeroAllocs(t *testing.T) {
 		d.Reset(r)
 		for {
 			if _, _, err := d.Next(); err != nil {
-				if err != io.EOF {
+				if !errors.Is(err, io.EOF) {
 					t.Fatal(err)
 				}
 				return

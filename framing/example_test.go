@@ -20,7 +20,7 @@ func ExampleDecoder() {
 	dec := framing.NewDecoder(&conn, framing.Options{})
 	for {
 		id, p, err := dec.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -94,7 +94,7 @@ func FuzzDecoder(f *testing.F) {
 				t.Fatalf("%s delivered %q, model %q", name, got, wantTr)
 			}
 			if wantCode == "" {
-				if err != io.EOF {
+				if !errors.Is(err, io.EOF) {
 					t.Fatalf("%s: err %v, model a clean end", name, err)
 				}
 				return
@@ -169,7 +169,7 @@ func FuzzRoundTrip(f *testing.F) {
 		chunk := rng.IntN(500)
 		d := NewDecoder(&randomReader{in: buf.Bytes(), rng: rng}, Options{ChunkSize: chunk})
 		got, err := decodeAll(t, d, Options{ChunkSize: chunk}.withDefaults().ChunkSize)
-		if err != io.EOF || got != want.String() {
+		if !errors.Is(err, io.EOF) || got != want.String() {
 			t.Fatalf("decoded %q, %v; want %q", got, err, want.String())
 		}
 		var sw splitWriters

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -187,7 +188,7 @@ func readVerified(path, want string, size int64) ([]byte, error) {
 	// the buffer is allocated once, at the size expected.
 	bin := make([]byte, size+1)
 	n, err := io.ReadFull(f, bin)
-	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, &DigestError{Path: path, Want: want, Err: err}
 	}
 	bin = bin[:n]

@@ -196,6 +196,9 @@ func (r *Reader) Verify(ctx context.Context) error {
 			_, err = r.ReplaySandbox(ctx, k.ID, 0)
 		case journal.KindProcess:
 			_, err = r.ReplayProcess(ctx, k.ID, 0)
+		case journal.KindRuntime:
+			// Runtime-wide facts (recovery runs, orphan removals): no
+			// lifecycle to fold.
 		}
 		if err != nil {
 			return err

@@ -254,7 +254,7 @@ func checkCrashJournal(t *testing.T, path string, acked map[Key]uint64, run int)
 		return j.Read(k, 0, 0, func(e Event) error {
 			var p crashPayload
 			if err := json.Unmarshal(e.Payload, &p); err != nil {
-				return fmt.Errorf("%s seq %d: payload %q: %v", k, e.Seq, e.Payload, err)
+				return fmt.Errorf("%s seq %d: payload %q: %w", k, e.Seq, e.Payload, err)
 			}
 			if uint64(p.N) != e.Seq {
 				return fmt.Errorf("%s seq %d holds the child's event %d: out of order", k, e.Seq, p.N)

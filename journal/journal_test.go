@@ -444,13 +444,13 @@ func TestRead(t *testing.T) {
 	wantCode(t, j.Read(Key{Kind: "x", ID: "y"}, 0, 0, func(Event) error { return nil }), spec.CodeInvalidArgument, nil)
 	n := 0
 	err := j.Read(sb("s"), 0, 0, func(Event) error { n++; return sentinel })
-	if err != sentinel || n != 1 {
+	if err != sentinel || n != 1 { //nolint:errorlint // fn's error is returned unchanged (read.go): what this checks
 		t.Fatalf("fn error: got %v after %d events", err, n)
 	}
-	if err := j.Live(func(LiveEntity) error { return sentinel }); err != sentinel {
+	if err := j.Live(func(LiveEntity) error { return sentinel }); err != sentinel { //nolint:errorlint // fn's error is returned unchanged (read.go): what this checks
 		t.Fatalf("Live fn error: %v", err)
 	}
-	if err := j.Streams(func(Key) error { return sentinel }); err != sentinel {
+	if err := j.Streams(func(Key) error { return sentinel }); err != sentinel { //nolint:errorlint // fn's error is returned unchanged (read.go): what this checks
 		t.Fatalf("Streams fn error: %v", err)
 	}
 }
@@ -580,12 +580,12 @@ func TestGroupCommit(t *testing.T) {
 			for i := range N {
 				evs, err := j.Append(context.Background(), rec(k, "e", i))
 				if err != nil || evs[0].Seq != uint64(i+1) {
-					errc <- fmt.Errorf("%s #%d: %v %v", k, i, evs, err)
+					errc <- fmt.Errorf("%s #%d: %v %v", k, i, evs, err) //nolint:errorlint // err is nil when the result is what failed: %w would print %!w(<nil>)
 				}
 				// A bad caller in the same commits fails alone.
 				if g%4 == 0 {
 					if _, err := j.Append(context.Background(), Record{Key: sb("ended"), Type: "t"}); !errors.Is(err, ErrTerminal) {
-						errc <- fmt.Errorf("append to ended: %v", err)
+						errc <- fmt.Errorf("append to ended: %v", err) //nolint:errorlint // err is nil when the append was taken: %w would print %!w(<nil>)
 					}
 				}
 			}

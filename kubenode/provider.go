@@ -601,6 +601,9 @@ func exitDone(st lifecycle.Process, policy corev1.RestartPolicy) bool {
 		return true
 	case corev1.RestartPolicyOnFailure:
 		return st.Exit != nil && st.Exit.Reason == lifecycle.ReasonExited && st.Exit.ExitCode != nil && *st.Exit.ExitCode == 0
+	case corev1.RestartPolicyAlways:
+		// Started again whatever the exit, as with no policy (Kubernetes'
+		// default is Always), below.
 	}
 	return false
 }

@@ -3,6 +3,7 @@ package kubenode
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -74,7 +75,7 @@ func (p *Provider) GetContainerLogs(ctx context.Context, ns, name, container str
 			w = &limitWriter{w: pw, left: int64(opts.LimitBytes)}
 		}
 		err := p.writeLogs(ctx, id, opts, w)
-		if err == errLimit {
+		if errors.Is(err, errLimit) {
 			err = nil
 		}
 		_ = pw.CloseWithError(err) // the reader learns the error

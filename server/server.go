@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -82,7 +83,7 @@ func New(rt *stockade.Runtime, opts Options) *Server {
 // Serve accepts connections on lis until Stop; it returns nil after Stop.
 func (s *Server) Serve(lis net.Listener) error {
 	err := s.grpc.Serve(lis)
-	if err == grpc.ErrServerStopped {
+	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
 	return err

@@ -203,7 +203,7 @@ func TestAPIConcurrentSandboxes(t *testing.T) {
 					want := fmt.Sprintf("%d-%d", i, k)
 					out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo " + want + "; exit " + fmt.Sprint(k)}})
 					if err != nil || res.ExitCode != k || out != want+"\n" {
-						errs <- fmt.Errorf("sandbox %d process %d: out %q code %d err %v", i, k, out, res.ExitCode, err)
+						errs <- fmt.Errorf("sandbox %d process %d: out %q code %d err %v", i, k, out, res.ExitCode, err) //nolint:errorlint // err is nil when the result is what failed: %w would print %!w(<nil>)
 					}
 				}()
 			}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -196,7 +197,7 @@ func drainOutput(b *testing.B, e *dioEnv, sb dockerio.Sandbox, cmd []string, siz
 	var n int64
 	for {
 		_, p, err := att.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

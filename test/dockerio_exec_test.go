@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -173,7 +174,7 @@ func drain(tb testing.TB, e *dioEnv, sb dockerio.Sandbox, argv ...string) (int64
 	var n int64
 	for {
 		sid, p, err := att.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

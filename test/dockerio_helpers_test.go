@@ -127,7 +127,7 @@ func (e *dioEnv) tryExec(sb dockerio.Sandbox, stdin []byte, argv ...string) (res
 	var out, errb bytes.Buffer
 	for {
 		sid, p, err := att.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

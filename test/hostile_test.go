@@ -844,7 +844,7 @@ func TestHostileWarden(t *testing.T) {
 					t.Errorf("%s: the warden answered %v on channel %d (%v), want its challenge", f.name, first.Type, first.Channel, ferr)
 					continue
 				}
-				if next, err := rd.Read(); err != io.EOF {
+				if next, err := rd.Read(); !errors.Is(err, io.EOF) {
 					t.Errorf("%s: after the challenge, %v (%v); want the connection closed", f.name, next.Type, err)
 				}
 				h.wantEnd(t, ctx, sb, f.name+": the bridge", r, lifecycle.ReasonExited, 0)

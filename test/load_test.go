@@ -166,7 +166,7 @@ func servedRound(ctx context.Context, c *clientpkg.Client, image string, pol spe
 		out, _ := io.ReadAll(p.Stdout())
 		res, err := p.Wait(ctx)
 		if err != nil || res.ExitCode != 0 || string(out) != fmt.Sprintln(i, k) {
-			return 0, nil, fmt.Errorf("process %d/%d: %q %+v %v", i, k, out, res, err)
+			return 0, nil, fmt.Errorf("process %d/%d: %q %+v %v", i, k, out, res, err) //nolint:errorlint // err is nil when the result is what failed: %w would print %!w(<nil>)
 		}
 		execs = append(execs, time.Since(t0))
 	}
@@ -228,7 +228,7 @@ func rawRound(ctx context.Context, cli *client.Client, p dockerio.Profile, owner
 		hj.Close()
 		ins, err := cli.ContainerExecInspect(ctx, cr.ID)
 		if err != nil || ins.ExitCode != 0 || out.String() != fmt.Sprintln(i, k) {
-			return 0, nil, fmt.Errorf("raw exec %d/%d: %q %q %+v %v", i, k, out.String(), errOut.String(), ins, err)
+			return 0, nil, fmt.Errorf("raw exec %d/%d: %q %q %+v %v", i, k, out.String(), errOut.String(), ins, err) //nolint:errorlint // err is nil when the result is what failed: %w would print %!w(<nil>)
 		}
 		execs = append(execs, time.Since(t0))
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -502,7 +503,7 @@ func TestPaGiveUpOneProcessOnly(t *testing.T) {
 	if _, _, r, err := runOut(t, sb, spec.Process{Argv: []string{"touch", "/tmp/done"}}); err != nil || r.ExitCode != 0 {
 		t.Fatalf("touch after the give-up: %+v %v", r, err)
 	}
-	if err := <-lines; err != io.EOF {
+	if err := <-lines; !errors.Is(err, io.EOF) {
 		t.Fatalf("the neighbour's stream: %v", err)
 	}
 	if res, err := neighbour.Wait(ctx); err != nil || res.Reason != "exited" || res.ExitCode != 0 {

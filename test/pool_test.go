@@ -118,7 +118,7 @@ func claimOne(ctx context.Context, rt *stockade.Runtime, i int) (r claimResult) 
 		return r
 	}
 	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
-		r.err = fmt.Errorf("the check ended %+v: %v", res, err)
+		r.err = fmt.Errorf("the check ended %+v: %v", res, err) //nolint:errorlint // err is nil when the result is what failed: %w would print %!w(<nil>)
 		return r
 	}
 	out := string(first) + string(rest)

@@ -177,7 +177,7 @@ func TestWardenPerProcessBackpressure(t *testing.T) {
 			out, _ := io.ReadAll(p.Stdout())
 			res, err := p.Wait(ctx)
 			if err != nil || res.ExitCode != 0 || string(out) != fmt.Sprintf("%d\n", i) {
-				errs <- fmt.Errorf("process %d: %q %+v %v", i, out, res, err)
+				errs <- fmt.Errorf("process %d: %q %+v %v", i, out, res, err) //nolint:errorlint // err is nil when the result is what failed: %w would print %!w(<nil>)
 			}
 		}()
 	}

@@ -34,7 +34,7 @@ func apply(a, diff string) (string, error) {
 		case strings.HasPrefix(l, "@@ "):
 			var fs, fl, ts, tl int
 			if _, err := fmt.Sscanf(l, "@@ -%d,%d +%d,%d @@\n", &fs, &fl, &ts, &tl); err != nil {
-				return "", fmt.Errorf("header %q: %v", l, err)
+				return "", fmt.Errorf("header %q: %w", l, err)
 			}
 			from := fs - 1
 			if fl == 0 {

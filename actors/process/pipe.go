@@ -1,6 +1,7 @@
 package process
 
 import (
+	"errors"
 	"io"
 	"sync"
 
@@ -148,7 +149,7 @@ func (p *pipe) WriteTo(w io.Writer) (int64, error) {
 		if p.n == 0 {
 			err := p.werr
 			p.mu.Unlock()
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				err = nil
 			}
 			return total, err

@@ -101,6 +101,8 @@ func removalDecided(s lifecycle.Sandbox) bool {
 		switch Decision(r.Decision) {
 		case TearDown, StopRemove, RollBack, FinishRemove:
 			return true
+		case Readopt, RecordExit, FinishStop, Leave:
+			// The sandbox stays: not a removal.
 		}
 	}
 	return false

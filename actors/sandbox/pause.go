@@ -100,6 +100,9 @@ func (a *sandboxActor) pumpPause(ctx actor.Context) {
 		}
 		a.pauseWait = nil
 		a.maybeThaw()
+	case freezing, thawing:
+		// A pause or unpause call is out: its answer (onPaused,
+		// onUnpaused) pumps again.
 	}
 }
 

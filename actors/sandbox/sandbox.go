@@ -743,6 +743,9 @@ func (a *sandboxActor) remove() {
 	case lifecycle.PhaseRemoved:
 		a.answerRemove(nil)
 		return
+	case lifecycle.PhaseNone, lifecycle.PhaseExited, lifecycle.PhaseRemoving, lifecycle.PhasePooled:
+		// Nothing runs: removed below (once: a removal under way is not
+		// started again). PhasePooled is only shown, never a fold's phase.
 	}
 	if a.removing {
 		return
@@ -887,6 +890,9 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		// which workspace is there.
 		a.rbStopped = dec == Readopt && !rec.Observed.Running
 		a.settleRollback()
+	case RollBack, StopRemove, TearDown, FinishRemove:
+		// Removed below, its workspace with it: a rollback left unsettled
+		// needs nothing.
 	}
 	switch dec {
 	case RollBack:
@@ -1054,6 +1060,9 @@ func (a *sandboxActor) processFailed(m actors.ChildFailed) {
 	case lifecycle.PhaseReserved:
 		a.recordFailed(id, err)
 	case lifecycle.PhaseNone: // never journaled: nothing to settle
+	case lifecycle.PhaseExited: // its exit is journaled: nothing to settle
+	case lifecycle.PhaseRemoving, lifecycle.PhaseRemoved, lifecycle.PhasePooled:
+		// A sandbox's phases, never a process's.
 	}
 	a.processGone(id)
 	a.adoptedOne(id)

@@ -264,6 +264,8 @@ func (p *proxy) readSession(s *session, out chan<- outMsg, resume chan uint64) {
 			default:
 			}
 			resume <- m.Resume
+		case egress.KindHello, egress.KindDecision, egress.KindApplied, egress.KindError:
+			// The proxy's own kinds: refused above (FromProxy).
 		}
 	}
 }

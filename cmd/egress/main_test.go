@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -69,7 +70,8 @@ func TestBinary(t *testing.T) {
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run()
-			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 				t.Errorf("%v: %v, stderr %q; want exit 2", args, err, stderr.String())
 			}
 		}

@@ -200,7 +200,7 @@ func (p *proxy) handle(cc *conn) {
 		switch {
 		case head.N == 0:
 			reason = fmt.Sprintf("request head over %d bytes", maxHead)
-		case err == io.EOF:
+		case errors.Is(err, io.EOF):
 			return // closed without asking anything: nothing to record
 		case isTimeout(err):
 			reason = fmt.Sprintf("no request within %v", headTimeout)

@@ -413,7 +413,7 @@ func (d *driller) child(ctx context.Context, jpath, fp string, delay time.Durati
 	case errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL:
 		return "killed", nil
 	}
-	return "", fmt.Errorf("drill child failed: %v\n%s", err, out.String())
+	return "", fmt.Errorf("drill child failed: %w\n%s", err, out.String())
 }
 
 func (d *driller) run(ctx context.Context, fp string, delay time.Duration, mode drillMode, foreign foreignOwner) (r drillRun) {
@@ -961,7 +961,7 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 		return fail(stderr, err, 1)
 	}
 	if res, err := k.Wait(ctx); err != nil || res.ExitCode != 0 {
-		return fail(stderr, fmt.Errorf("the short process ended %+v: %v", res, err), 1)
+		return fail(stderr, fmt.Errorf("the short process ended %+v: %v", res, err), 1) //nolint:errorlint // err is nil when the exit code is what failed: %w would print %!w(<nil>)
 	}
 	if mode == wardenMode { // a rollback's exchange is the warden binary's
 		if err := checkpointAndRollBack(ctx, rt.Runtime, c.image, c.hostile); err != nil {
@@ -981,7 +981,7 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 		return fail(stderr, err, 1)
 	}
 	if st, err := once.State(ctx); err != nil || !st.Claimed {
-		return fail(stderr, fmt.Errorf("the one-shot sandbox was not claimed from the pool (%+v): %v", st, err), 1)
+		return fail(stderr, fmt.Errorf("the one-shot sandbox was not claimed from the pool (%+v): %v", st, err), 1) //nolint:errorlint // err is nil when the sandbox was not claimed: %w would print %!w(<nil>)
 	}
 	q, err := once.Start(ctx, spec.Process{Argv: []string{"true"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	if err != nil {
@@ -1027,7 +1027,7 @@ func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image stri
 			return err
 		}
 		if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
-			return fmt.Errorf("writing %s ended %+v: %v", v, res, err)
+			return fmt.Errorf("writing %s ended %+v: %v", v, res, err) //nolint:errorlint // err is nil when the exit code is what failed: %w would print %!w(<nil>)
 		}
 		return nil
 	}
@@ -1040,7 +1040,7 @@ func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image stri
 			return err
 		}
 		if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
-			return fmt.Errorf("starting the hostile survivor ended %+v: %v", res, err)
+			return fmt.Errorf("starting the hostile survivor ended %+v: %v", res, err) //nolint:errorlint // err is nil when the exit code is what failed: %w would print %!w(<nil>)
 		}
 		return nil
 	}
@@ -1100,7 +1100,7 @@ func claimAndRun(ctx context.Context, rt *stockade.Runtime, image string) error 
 		var p *stockade.Process
 		if p, err = sb.Start(ctx, spec.Process{Argv: []string{"true"}, Stdout: spec.Discard, Stderr: spec.Discard}); err == nil {
 			if res, werr := p.Wait(ctx); werr != nil || res.ExitCode != 0 {
-				err = fmt.Errorf("true ended %+v: %v", res, werr)
+				err = fmt.Errorf("true ended %+v: %v", res, werr) //nolint:errorlint // werr is nil when the exit code is what failed: %w would print %!w(<nil>)
 			}
 		}
 	}

@@ -447,7 +447,7 @@ func (v env) finish(t *testing.T, req dockerio.ExecRequest, id string, att docke
 	var out, errb bytes.Buffer
 	for {
 		sid, p, err := att.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -638,7 +638,7 @@ func readTar(t *testing.T, rc io.ReadCloser) (map[string]entry, map[string]spec.
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return es, owners
 		}
 		if err != nil {

@@ -483,6 +483,9 @@ func (s *session) respond(req *http.Request, resp *http.Response, a armed) bool 
 		body = &cutReader{r: body, left: a.f.rule.N}
 	case Stall:
 		body = &stallReader{r: body, left: a.f.rule.N, s: s, f: a.f}
+	case Pass, Reset, Delay, CorruptStream, CorruptLength:
+		// Relayed as it is: Reset and Delay acted before the response
+		// (serve), the corruptions act on hijacked streams only.
 	}
 	bw := bufio.NewWriterSize(w, 32<<10)
 	// Flushed before each read of the body: a streaming response (events,

@@ -386,7 +386,7 @@ func TestHijackRelaysBothWays(t *testing.T) {
 			if id, got, err := readFrame(br); err != nil || id != 2 || got != "bye" {
 				t.Fatalf("after the half-close: %d %q %v", id, got, err)
 			}
-			if _, _, err := readFrame(br); err != io.EOF {
+			if _, _, err := readFrame(br); !errors.Is(err, io.EOF) {
 				t.Fatalf("the stream did not end cleanly: %v", err)
 			}
 			_ = conn.Close()

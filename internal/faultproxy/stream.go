@@ -24,6 +24,8 @@ func streamAction(a Action) bool {
 	switch a {
 	case ResetAfter, Truncate, Stall, CorruptStream, CorruptLength:
 		return true
+	case Pass, Reset, Delay:
+		// On the request, or before the response.
 	}
 	return false
 }
@@ -116,6 +118,9 @@ func (st *stream) relay(s *session, dbr *bufio.Reader, clientDone <-chan struct{
 				if room := a.at - st.off.Load(); room > 0 && room < int64(k) {
 					k = int(room)
 				}
+			case Pass, Reset, Delay, CorruptStream, CorruptLength:
+				// No byte count to stop at: the corruptions act on a
+				// frame header (feed).
 			}
 		}
 		cut, err := fp.feed(p[:k], st.off.Load(), a, emit)
@@ -207,6 +212,8 @@ func (fp *framer) feed(p []byte, off int64, a *armed, emit func([]byte) error) (
 				binary.BigEndian.PutUint32(fp.hdr[4:], size+a.f.rule.Extra)
 				fp.cutEnd = true
 				a.used = true
+			case Pass, Reset, ResetAfter, Delay, Truncate, Stall:
+				// Not a header's fault.
 			}
 		}
 		err := emit(fp.hdr[fp.emitted:])

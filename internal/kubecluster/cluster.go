@@ -265,7 +265,7 @@ func (c *Cluster) kubectlApply(ctx context.Context, manifest string) error {
 		if err == nil {
 			return nil
 		}
-		last = fmt.Errorf("kubectl apply: %v: %s", err, out)
+		last = fmt.Errorf("kubectl apply: %w: %s", err, out)
 		time.Sleep(time.Second)
 	}
 	return last

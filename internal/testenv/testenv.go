@@ -112,13 +112,13 @@ func Isolate() (cleanup func(), err error) {
 func buildStatic(out, pkg string) error {
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil || len(mod) == 0 {
-		return fmt.Errorf("finding the module to build %s: %v", pkg, err)
+		return fmt.Errorf("finding the module to build %s: %v", pkg, err) //nolint:errorlint // err is nil when go env names no module: %w would print %!w(<nil>)
 	}
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = filepath.Dir(string(bytes.TrimSpace(mod)))
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building %s: %v: %s", pkg, err, b)
+		return fmt.Errorf("building %s: %w: %s", pkg, err, b)
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func main() {
 func run(out string, check bool) error {
 	root, err := goEnv("GOMOD")
 	if err != nil || root == "" || root == os.DevNull {
-		return fmt.Errorf("finding the module: %v", err)
+		return fmt.Errorf("finding the module: %v", err) //nolint:errorlint // err is nil when go env names no module: %w would print %!w(<nil>)
 	}
 	root = filepath.Dir(root)
 	gover, err := goEnv("GOVERSION")
@@ -100,7 +100,7 @@ func build(root, tmp string, h helper, arch string) ([]byte, error) {
 	cmd.Dir = root
 	cmd.Env = buildEnv(arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building %s for linux/%s: %v\n%s", h.pkg, arch, err, b)
+		return nil, fmt.Errorf("building %s for linux/%s: %w\n%s", h.pkg, arch, err, b)
 	}
 	return os.ReadFile(dst)
 }
@@ -201,7 +201,7 @@ func compare(out string, fresh manifest.Manifest) error {
 func goEnv(name string) (string, error) {
 	b, err := exec.Command("go", "env", name).Output()
 	if err != nil {
-		return "", fmt.Errorf("go env %s: %v", name, err)
+		return "", fmt.Errorf("go env %s: %w", name, err)
 	}
 	return strings.TrimSpace(string(b)), nil
 }

@@ -39,7 +39,7 @@ func File(name, arch string) string { return name + "-linux-" + arch + ".gz" }
 func Parse(b []byte) (Manifest, error) {
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return Manifest{}, fmt.Errorf("parsing %s: %v", Name, err)
+		return Manifest{}, fmt.Errorf("parsing %s: %w", Name, err)
 	}
 	if m.Go == "" {
 		return Manifest{}, fmt.Errorf("%s names no Go release", Name)
