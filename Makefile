@@ -118,7 +118,7 @@ test: fmt-check vet lint tidy-check proto-check helpers-check image image-python
 # detector, with the daemon's address pointed at nothing and CI=true, so a
 # test outside test/ that reaches for Docker fails here rather than passing
 # on a machine where a daemon happens to run.
-UNIT_PKGS = $$($(GO) list ./... | grep -v '/test$$')
+UNIT_PKGS = $$($(GO) list ./... | grep -v '/test\(/\|$$\)')
 unit: ## every test that needs no Docker (all but test/), race detector, about a minute
 	CI=true DOCKER_HOST=unix:///nonexistent/stockade-unit.sock $(GO) test -race -count=1 $(UNIT_PKGS)
 

@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/volume"
+
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
-
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // The API benchmarks run the public API and its anchor (dockerio directly,
@@ -48,13 +49,13 @@ func newBenchAPI(b *testing.B) *stockade.Runtime {
 // wait). Target ratio ≤ 1.10.
 func BenchmarkAPIExecTrue(b *testing.B) {
 	rt := newBenchAPI(b)
-	e := newDio(b)
+	e := testkit.NewDio(b)
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy()})
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	dsb := e.sandbox(b, nil)
+	dsb := e.Sandbox(b, nil)
 	var api, dio time.Duration
 	viaAPI := func() {
 		t0 := time.Now()
@@ -71,7 +72,7 @@ func BenchmarkAPIExecTrue(b *testing.B) {
 	}
 	viaDockerio := func() {
 		t0 := time.Now()
-		if r, err := e.tryExec(dsb, nil, "true"); err != nil || r.code != 0 {
+		if r, err := e.TryExec(dsb, nil, "true"); err != nil || r.Code != 0 {
 			b.Fatalf("dockerio: %+v %v", r, err)
 		}
 		dio += time.Since(t0)
@@ -85,20 +86,20 @@ func BenchmarkAPIExecTrue(b *testing.B) {
 // is the API's throughput over dockerio's. Target ≥ 0.95.
 func BenchmarkAPIOutput1GiB(b *testing.B) {
 	rt := newBenchAPI(b)
-	e := newDio(b)
+	e := testkit.NewDio(b)
 	ctx := context.Background()
-	pol := smallPolicy()
+	pol := testkit.SmallPolicy()
 	pol.CPUs = 2
 	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol})
 	if err != nil {
 		b.Fatal(err)
 	}
-	dsb := e.sandbox(b, func(s *spec.Sandbox) { s.Policy.CPUs = 2 })
+	dsb := e.Sandbox(b, func(s *spec.Sandbox) { s.Policy.CPUs = 2 })
 	size := 1 << 30
 	if mib, err := strconv.Atoi(os.Getenv("STOCKADE_BENCH_OUTPUT_MIB")); err == nil && mib > 0 {
 		size = mib << 20
 	}
-	cmd := []string{"/bin/sh", "-c", "yes " + patternLine + " | head -c " + strconv.Itoa(size)}
+	cmd := []string{"/bin/sh", "-c", "yes " + testkit.PatternLine + " | head -c " + strconv.Itoa(size)}
 	var api, dio, apiCPU, dioCPU time.Duration
 	viaAPI := func() {
 		t0, c0 := time.Now(), cpuTime()
@@ -139,7 +140,7 @@ func BenchmarkAPIOutput1GiB(b *testing.B) {
 func BenchmarkRecovery50(b *testing.B) {
 	cli := dockertest.Client(b)
 	dockertest.ImageID(b, cli)
-	e := newDio(b)
+	e := testkit.NewDio(b)
 	ctx := context.Background()
 	var rec, direct time.Duration
 	for range b.N {
@@ -163,13 +164,13 @@ func BenchmarkRecovery50(b *testing.B) {
 		owner2 := buildScene(b, e, path2)
 		dockertest.CleanupOwner(b, cli, owner2)
 		t0 = time.Now()
-		owned, err := e.a.ListOwned(ctx, owner2)
+		owned, err := e.Adapter.ListOwned(ctx, owner2)
 		if err != nil {
 			b.Fatal(err)
 		}
 		for _, g := range owned {
-			sb := dockerio.Sandbox{Owner: owner2, ID: g.Sandbox, Spec: benchSpec(e.image, spec.Kept)}
-			if _, err := e.a.InspectSandbox(ctx, sb); err != nil {
+			sb := dockerio.Sandbox{Owner: owner2, ID: g.Sandbox, Spec: benchSpec(e.Image, spec.Kept)}
+			if _, err := e.Adapter.InspectSandbox(ctx, sb); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -178,11 +179,11 @@ func BenchmarkRecovery50(b *testing.B) {
 		for _, id := range sceneRemovals[owner2] {
 			sb := dockerio.Sandbox{Owner: owner2, ID: id.id, Workload: id.workload}
 			if id.workload != "" {
-				if _, err := e.a.StopSandbox(ctx, sb, time.Second); err != nil {
+				if _, err := e.Adapter.StopSandbox(ctx, sb, time.Second); err != nil {
 					b.Fatal(err)
 				}
 			}
-			if err := e.a.RemoveSandbox(ctx, sb); err != nil {
+			if err := e.Adapter.RemoveSandbox(ctx, sb); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -197,12 +198,12 @@ type removal struct{ id, workload string }
 var sceneRemovals = map[string][]removal{}
 
 func benchSpec(image string, life spec.Lifetime) spec.Sandbox {
-	return spec.Sandbox{Image: image, Policy: smallPolicy(), Lifetime: life}
+	return spec.Sandbox{Image: image, Policy: testkit.SmallPolicy(), Lifetime: life}
 }
 
 // buildScene makes 50 live sandboxes on a journal and closes its runtime
 // without settling them, as a crash would leave them.
-func buildScene(b *testing.B, e *dioEnv, path string) string {
+func buildScene(b *testing.B, e *testkit.DioEnv, path string) string {
 	b.Helper()
 	ctx := context.Background()
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: path, StopGrace: time.Second})
@@ -216,7 +217,7 @@ func buildScene(b *testing.B, e *dioEnv, path string) string {
 		if i >= 30 {
 			life = spec.OneShot
 		}
-		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy(), Lifetime: life})
+		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: life})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -240,15 +241,15 @@ func buildScene(b *testing.B, e *dioEnv, path string) string {
 		b.Fatal(err)
 	}
 	defer func() { _ = j.Close() }()
-	rev := e.a.Profile().Revision()
+	rev := e.Adapter.Profile().Revision()
 	for i := range 10 {
 		id, _ := journal.NewID()
-		typ, payload, _ := lifecycle.Encode(lifecycle.SandboxReserved{Owner: owner, Spec: benchSpec(e.image, spec.Kept), Revision: rev})
+		typ, payload, _ := lifecycle.Encode(lifecycle.SandboxReserved{Owner: owner, Spec: benchSpec(e.Image, spec.Kept), Revision: rev})
 		if _, err := j.Append(ctx, journal.Record{Key: journal.Key{Kind: journal.KindSandbox, ID: id}, Type: typ, Payload: payload}); err != nil {
 			b.Fatal(err)
 		}
 		if i%2 == 0 {
-			_, err := e.cli.VolumeCreate(ctx, volume.CreateOptions{Name: dockerio.Name(owner, id, dockerio.RoleVolume),
+			_, err := e.Docker.VolumeCreate(ctx, volume.CreateOptions{Name: dockerio.Name(owner, id, dockerio.RoleVolume),
 				Labels: dockerio.Labels(owner, id, dockerio.RoleVolume, rev)})
 			if err != nil {
 				b.Fatal(err)

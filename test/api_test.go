@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -16,98 +15,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
-// apiEnv is a runtime on a fresh journal; every resource its owner labels
-// is removed when the test ends.
-type apiEnv struct {
-	rt      *stockade.Runtime
-	cli     *client.Client
-	image   string
-	journal string
-}
-
-func newAPI(t testing.TB, opts stockade.Options) *apiEnv {
-	t.Helper()
-	cli := dockertest.Client(t)
-	image := dockertest.ImageID(t, cli)
-	if opts.Journal == "" {
-		opts.Journal = filepath.Join(t.TempDir(), "journal.db")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rt, err := stockade.Open(ctx, opts)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	dockertest.CleanupOwner(t, cli, rt.Owner())
-	t.Cleanup(func() {
-		_ = rt.Close()
-		checkAnswered(t, rt)
-	})
-	return &apiEnv{rt: rt, cli: cli, image: image, journal: opts.Journal}
-}
-
-// checkAnswered fails the test when a sandbox the runtime removed still
-// held an ask (a launch, a rollback) nobody had answered: every ask gets
-// an answer or an error of its own.
-func checkAnswered(t testing.TB, rt *stockade.Runtime) {
-	t.Helper()
-	if u := rt.Unanswered(); len(u) > 0 {
-		t.Errorf("removed sandboxes left asks unanswered: %v", u)
-	}
-}
-
-func smallPolicy() spec.Policy {
-	p := spec.DefaultPolicy()
-	p.MemoryBytes = 128 << 20
-	p.Pids = 64
-	return p
-}
-
-func (e *apiEnv) sandbox(t *testing.T, lifetime spec.Lifetime) *stockade.Sandbox {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: smallPolicy(), Lifetime: lifetime})
-	if err != nil {
-		t.Fatalf("create sandbox: %v", err)
-	}
-	return sb
-}
-
-// runOut runs argv to its end and returns stdout, stderr and the result.
-func runOut(t testing.TB, sb *stockade.Sandbox, p spec.Process) (string, string, spec.Result, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	proc, err := sb.Start(ctx, p)
-	if err != nil {
-		return "", "", spec.Result{}, err
-	}
-	var stdout, stderr bytes.Buffer
-	var wg sync.WaitGroup
-	if r := proc.Stderr(); r != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, _ = io.Copy(&stderr, r) }()
-	}
-	if r := proc.Stdout(); r != nil {
-		_, _ = io.Copy(&stdout, r) // what was read is checked below
-	}
-	wg.Wait()
-	res, err := proc.Wait(ctx)
-	return stdout.String(), stderr.String(), res, err
-}
-
 func TestAPIRunExitCodesAndStreams(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
 	for _, tc := range []struct {
 		argv           []string
 		code           int
@@ -119,7 +36,7 @@ func TestAPIRunExitCodesAndStreams(t *testing.T) {
 		{[]string{"id", "-u"}, 0, "65532\n", ""},
 		{[]string{"pwd"}, 0, "/workspace/work\n", ""},
 	} {
-		out, errOut, res, err := runOut(t, sb, spec.Process{Argv: tc.argv})
+		out, errOut, res, err := testkit.RunOut(t, sb, spec.Process{Argv: tc.argv})
 		if err != nil || res.ExitCode != tc.code || out != tc.stdout || errOut != tc.stderr || res.Reason != "exited" {
 			t.Errorf("%v: code %d reason %s out %q err %q (%v); want %d %q %q", tc.argv, res.ExitCode, res.Reason, out, errOut, err, tc.code, tc.stdout, tc.stderr)
 		}
@@ -128,7 +45,7 @@ func TestAPIRunExitCodesAndStreams(t *testing.T) {
 		}
 	}
 	// A command that cannot be started fails Start itself, typed.
-	if _, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"no-such-command"}}); !spec.IsCode(err, spec.CodeExecFailed) {
+	if _, _, _, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"no-such-command"}}); !spec.IsCode(err, spec.CodeExecFailed) {
 		t.Errorf("missing command: %v, want exec_failed", err)
 	}
 	ctx := context.Background()
@@ -137,7 +54,7 @@ func TestAPIRunExitCodesAndStreams(t *testing.T) {
 	}
 	// Its history survives in the journal: reserved … removed, and each
 	// process reserved … exited.
-	h, err := e.rt.History(t.Context(), sb.ID())
+	h, err := e.RT.History(t.Context(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +68,14 @@ func TestAPIRunExitCodesAndStreams(t *testing.T) {
 	if got := strings.Join(types, " "); got != want {
 		t.Fatalf("sandbox history %q, want %q", got, want)
 	}
-	if n, err := dockertest.Owned(ctx, e.cli, e.rt.Owner()); err != nil || n != 0 {
+	if n, err := dockertest.Owned(ctx, e.Docker, e.RT.Owner()); err != nil || n != 0 {
 		t.Fatalf("%d resources left after remove (%v)", n, err)
 	}
 }
 
 func TestAPIStdinRoundTrip(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "wc -c; echo done >&2"}, Stdin: true})
@@ -180,7 +97,7 @@ func TestAPIStdinRoundTrip(t *testing.T) {
 // TestAPIConcurrentSandboxes: 20 sandboxes × 5 processes at once, every exit
 // code and output right, nothing leaked.
 func TestAPIConcurrentSandboxes(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
+	e := testkit.NewAPI(t, stockade.Options{})
 	const sandboxes, procs = 20, 5
 	var wg sync.WaitGroup
 	errs := make(chan error, sandboxes*procs+sandboxes)
@@ -190,7 +107,7 @@ func TestAPIConcurrentSandboxes(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: smallPolicy(), Lifetime: spec.OneShot})
+			sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), Lifetime: spec.OneShot})
 			if err != nil {
 				errs <- fmt.Errorf("sandbox %d: %w", i, err)
 				return
@@ -201,7 +118,7 @@ func TestAPIConcurrentSandboxes(t *testing.T) {
 				go func() {
 					defer pw.Done()
 					want := fmt.Sprintf("%d-%d", i, k)
-					out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo " + want + "; exit " + fmt.Sprint(k)}})
+					out, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo " + want + "; exit " + fmt.Sprint(k)}})
 					if err != nil || res.ExitCode != k || out != want+"\n" {
 						errs <- fmt.Errorf("sandbox %d process %d: out %q code %d err %v", i, k, out, res.ExitCode, err)
 					}
@@ -218,7 +135,7 @@ func TestAPIConcurrentSandboxes(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if n, err := dockertest.Owned(context.Background(), e.cli, e.rt.Owner()); err != nil || n != 0 {
+	if n, err := dockertest.Owned(context.Background(), e.Docker, e.RT.Owner()); err != nil || n != 0 {
 		t.Fatalf("%d resources leaked (%v)", n, err)
 	}
 }
@@ -226,8 +143,8 @@ func TestAPIConcurrentSandboxes(t *testing.T) {
 // TestAPIBackpressure: a consumer that stops reading while the process
 // writes 1 GiB blocks the process; the runtime's heap stays bounded.
 func TestAPIBackpressure(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const total = 1 << 30
@@ -272,18 +189,18 @@ func TestAPIBackpressure(t *testing.T) {
 }
 
 func TestAPIOutputQuota(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
-	_, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "head -c 10000000 /dev/zero"}, OutputQuota: 1 << 20})
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
+	_, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "head -c 10000000 /dev/zero"}, OutputQuota: 1 << 20})
 	if !spec.IsCode(err, spec.CodeOutputLimit) || res.Reason != string(lifecycle.ReasonOutputLimit) || res.StdoutBytes > 1<<20 {
 		t.Fatalf("got %+v %v, want output_limit within the quota", res, err)
 	}
 }
 
 func TestAPITimeout(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
-	_, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sleep", "60"}, Timeout: 500 * time.Millisecond})
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
+	_, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sleep", "60"}, Timeout: 500 * time.Millisecond})
 	if !errors.Is(err, spec.ErrTimeout) || res.Reason != "timeout" {
 		t.Fatalf("got %+v %v, want timeout", res, err)
 	}
@@ -291,8 +208,8 @@ func TestAPITimeout(t *testing.T) {
 
 // TestAPICancelledStream: closing a piped stream unread cancels the process.
 func TestAPICancelledStream(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "while :; do echo y; done"}, Stderr: spec.Discard})
@@ -309,8 +226,8 @@ func TestAPICancelledStream(t *testing.T) {
 // TestAPIStopEscalates: a process group that ignores TERM is killed after
 // the grace period.
 func TestAPIStopEscalates(t *testing.T) {
-	e := newAPI(t, stockade.Options{StopGrace: time.Second})
-	sb := e.sandbox(t, spec.OneShot)
+	e := testkit.NewAPI(t, stockade.Options{StopGrace: time.Second})
+	sb := e.Sandbox(t, spec.OneShot)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "trap '' TERM; sleep 300 & echo ready; wait"}, Stderr: spec.Discard})
@@ -329,7 +246,7 @@ func TestAPIStopEscalates(t *testing.T) {
 	if res.Reason != "signaled" || res.ExitCode != 137 {
 		t.Fatalf("got %+v, want signaled with 137 (KILL after TERM was ignored)", res)
 	}
-	h, _ := e.rt.History(t.Context(), sb.ID())
+	h, _ := e.RT.History(t.Context(), sb.ID())
 	var saw bool
 	for _, ev := range h {
 		saw = saw || ev.Type == "process.stopping"
@@ -340,8 +257,8 @@ func TestAPIStopEscalates(t *testing.T) {
 }
 
 func TestAPISignal(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "echo ready; sleep 300"}, Stderr: spec.Discard})
@@ -365,11 +282,11 @@ func TestAPISignal(t *testing.T) {
 // TestAPISandboxStop: stopping a sandbox ends its processes with
 // sandbox_stopped, closes admission, and keeps the workspace readable.
 func TestAPISandboxStop(t *testing.T) {
-	e := newAPI(t, stockade.Options{StopGrace: time.Second})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{StopGrace: time.Second})
+	sb := e.Sandbox(t, spec.Kept)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo kept > /workspace/work/file"}}); err != nil {
+	if _, _, _, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo kept > /workspace/work/file"}}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}, Stdout: spec.Discard, Stderr: spec.Discard})
@@ -405,8 +322,8 @@ func TestAPISandboxStop(t *testing.T) {
 }
 
 func TestAPIPutGet(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var buf bytes.Buffer
@@ -423,7 +340,7 @@ func TestAPIPutGet(t *testing.T) {
 	if err := sb.Put(ctx, "work", &buf); err != nil {
 		t.Fatal(err)
 	}
-	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "stat -c '%u:%g' in.txt && cat in.txt > out.txt"}})
+	out, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "stat -c '%u:%g' in.txt && cat in.txt > out.txt"}})
 	if err != nil || res.ExitCode != 0 || out != "65532:65532\n" {
 		t.Fatalf("ownership %q %+v %v", out, res, err)
 	}
@@ -449,10 +366,10 @@ func TestAPIPutGet(t *testing.T) {
 // TestAPIJournalLocked: a second runtime on the same journal fails fast with
 // a typed error naming the holder.
 func TestAPIJournalLocked(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	_, err := stockade.Open(context.Background(), stockade.Options{Journal: e.journal, LockTimeout: 200 * time.Millisecond})
-	if !spec.IsCode(err, spec.CodeJournalLocked) || !strings.Contains(err.Error(), e.journal) {
-		t.Fatalf("second open: %v, want journal_locked naming %s", err, e.journal)
+	e := testkit.NewAPI(t, stockade.Options{})
+	_, err := stockade.Open(context.Background(), stockade.Options{Journal: e.Journal, LockTimeout: 200 * time.Millisecond})
+	if !spec.IsCode(err, spec.CodeJournalLocked) || !strings.Contains(err.Error(), e.Journal) {
+		t.Fatalf("second open: %v, want journal_locked naming %s", err, e.Journal)
 	}
 }
 
@@ -460,8 +377,8 @@ func TestAPIJournalLocked(t *testing.T) {
 // is noticed through Docker's die event: the sandbox is journaled exited with
 // Docker's code, and admission closes.
 func TestAPIWorkloadDeathNoticed(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}, Stdout: spec.Discard, Stderr: spec.Discard})
@@ -469,7 +386,7 @@ func TestAPIWorkloadDeathNoticed(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := sb.State(ctx)
-	if err := e.cli.ContainerKill(ctx, st.Created.Workload, "KILL"); err != nil {
+	if err := e.Docker.ContainerKill(ctx, st.Created.Workload, "KILL"); err != nil {
 		t.Fatal(err)
 	}
 	// The process may see its exec die (exit 137) before the die event

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // BenchmarkChangesCost: what tracking a process's workspace changes costs
@@ -27,10 +28,10 @@ func BenchmarkChangesCost(b *testing.B) {
 }
 
 func changesCost(b *testing.B, cpus float64) {
-	e := newAPI(b, stockade.Options{})
-	pol := smallPolicy()
+	e := testkit.NewAPI(b, stockade.Options{})
+	pol := testkit.SmallPolicy()
 	pol.CPUs = cpus
-	sb, err := e.rt.CreateSandbox(b.Context(), stockade.SandboxSpec{Image: e.image, Policy: pol})
+	sb, err := e.RT.CreateSandbox(b.Context(), stockade.SandboxSpec{Image: e.Image, Policy: pol})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func changesCost(b *testing.B, cpus float64) {
 	const reader = `echo x > r; i=0; while [ $i -lt 10000 ]; do read v < r; i=$((i+1)); done`
 	run := func(script string, untracked bool) time.Duration {
 		t0 := time.Now()
-		if _, errOut, res, err := runOut(b, sb, spec.Process{Argv: []string{"sh", "-c", script}, NoChanges: untracked}); err != nil || res.ExitCode != 0 {
+		if _, errOut, res, err := testkit.RunOut(b, sb, spec.Process{Argv: []string{"sh", "-c", script}, NoChanges: untracked}); err != nil || res.ExitCode != 0 {
 			b.Fatalf("%+v %v %s", res, err, errOut)
 		}
 		return time.Since(t0)

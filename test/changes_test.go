@@ -14,6 +14,7 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // exitOf returns a process's journaled exit.
@@ -50,14 +51,14 @@ func changeLines(c *lifecycle.Changes) []string {
 // neighbour's changes hold none of its. The small text file's before and
 // after are kept for a diff; a process that writes nothing has none.
 func TestChangesPerProcess(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sh := func(script string) spec.Process {
 		return spec.Process{Argv: []string{"sh", "-c", script}}
 	}
-	if _, _, res, err := runOut(t, sb, sh(`printf 'a\nb\n' > keep.txt; echo bye > gone.txt; echo moving > old.txt; head -c 3000 /dev/zero > blob.bin`)); err != nil || res.ExitCode != 0 {
+	if _, _, res, err := testkit.RunOut(t, sb, sh(`printf 'a\nb\n' > keep.txt; echo bye > gone.txt; echo moving > old.txt; head -c 3000 /dev/zero > blob.bin`)); err != nil || res.ExitCode != 0 {
 		t.Fatalf("seed: %+v %v", res, err)
 	}
 	// The neighbour writes a file every 10 ms from before the process
@@ -66,16 +67,16 @@ func TestChangesPerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the neighbour's first file", func() bool {
-		out, _, _, _ := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "ls n1.txt 2>/dev/null"}, NoChanges: true})
+	testkit.WaitFor(t, "the neighbour's first file", func() bool {
+		out, _, _, _ := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "ls n1.txt 2>/dev/null"}, NoChanges: true})
 		return strings.TrimSpace(out) == "n1.txt"
 	})
-	_, _, res, err := runOut(t, sb, sh(`sleep 0.1; printf 'c\n' >> keep.txt; rm gone.txt; mv old.txt new.txt; mkdir d; echo inner > d/f.txt; head -c 10 /dev/zero >> blob.bin; sleep 0.1`))
+	_, _, res, err := testkit.RunOut(t, sb, sh(`sleep 0.1; printf 'c\n' >> keep.txt; rm gone.txt; mv old.txt new.txt; mkdir d; echo inner > d/f.txt; head -c 10 /dev/zero >> blob.bin; sleep 0.1`))
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("the process under test: %+v %v", res, err)
 	}
-	pid := lastProcess(t, e.rt, sb.ID())
-	if _, _, res, err := runOut(t, sb, sh("touch stop")); err != nil || res.ExitCode != 0 {
+	pid := lastProcess(t, e.RT, sb.ID())
+	if _, _, res, err := testkit.RunOut(t, sb, sh("touch stop")); err != nil || res.ExitCode != 0 {
 		t.Fatalf("stop: %+v %v", res, err)
 	}
 	if _, err := io.ReadAll(neighbour.Stdout()); err != nil {
@@ -85,7 +86,7 @@ func TestChangesPerProcess(t *testing.T) {
 		t.Fatalf("neighbour: %+v %v", res, err)
 	}
 
-	ex := exitOf(t, e.rt, pid)
+	ex := exitOf(t, e.RT, pid)
 	if ex.Changes == nil || ex.Changes.Untracked != "" || ex.Changes.Incomplete != "" {
 		t.Fatalf("changes not tracked: %+v", ex.Changes)
 	}
@@ -109,7 +110,7 @@ func TestChangesPerProcess(t *testing.T) {
 			}
 		}
 	}
-	texts, err := recorder.ReadChanges(recorder.Dir(e.journal), pid)
+	texts, err := recorder.ReadChanges(recorder.Dir(e.Journal), pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestChangesPerProcess(t *testing.T) {
 	}
 
 	// The neighbour's changes: only its own files.
-	nex := exitOf(t, e.rt, neighbour.ID)
+	nex := exitOf(t, e.RT, neighbour.ID)
 	if nex.Changes == nil || nex.Changes.Deleted+nex.Changes.Renamed+nex.Changes.Modified != 0 || nex.Changes.Created < 2 {
 		t.Fatalf("neighbour's changes: %+v", nex.Changes)
 	}
@@ -135,16 +136,16 @@ func TestChangesPerProcess(t *testing.T) {
 	}
 	// A process that writes nothing changes nothing; one asked not to be
 	// tracked says so.
-	if _, _, res, err := runOut(t, sb, sh("cat keep.txt >/dev/null")); err != nil || res.ExitCode != 0 {
+	if _, _, res, err := testkit.RunOut(t, sb, sh("cat keep.txt >/dev/null")); err != nil || res.ExitCode != 0 {
 		t.Fatal(res, err)
 	}
-	if got := exitOf(t, e.rt, lastProcess(t, e.rt, sb.ID())).Changes; got == nil || got.Total() != 0 || got.Untracked != "" {
+	if got := exitOf(t, e.RT, lastProcess(t, e.RT, sb.ID())).Changes; got == nil || got.Total() != 0 || got.Untracked != "" {
 		t.Fatalf("a reader's changes: %+v", got)
 	}
-	if _, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo x > untracked.txt"}, NoChanges: true}); err != nil || res.ExitCode != 0 {
+	if _, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo x > untracked.txt"}, NoChanges: true}); err != nil || res.ExitCode != 0 {
 		t.Fatal(res, err)
 	}
-	if got := exitOf(t, e.rt, lastProcess(t, e.rt, sb.ID())).Changes; got == nil || got.Untracked == "" || got.Total() != 0 {
+	if got := exitOf(t, e.RT, lastProcess(t, e.RT, sb.ID())).Changes; got == nil || got.Untracked == "" || got.Total() != 0 {
 		t.Fatalf("an untracked process's changes: %+v", got)
 	}
 }

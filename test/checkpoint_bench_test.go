@@ -9,6 +9,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // BenchmarkCheckpoint: a workspace of 10,000 files of 1 KiB each (10
@@ -23,13 +24,13 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkCheckpoint -benchtime 10x ./test/
 func BenchmarkCheckpoint(b *testing.B) {
-	e := newAPI(b, stockade.Options{})
+	e := testkit.NewAPI(b, stockade.Options{})
 	ctx := context.Background()
-	sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: smallPolicy()})
+	sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, errOut, res, err := runOut(b, sb, spec.Process{Argv: []string{"sh", "-c",
+	if _, errOut, res, err := testkit.RunOut(b, sb, spec.Process{Argv: []string{"sh", "-c",
 		`mkdir d; i=0; while [ $i -lt 10000 ]; do head -c 1024 /dev/urandom > d/f$i; i=$((i+1)); done`}}); err != nil || res.ExitCode != 0 {
 		b.Fatalf("tree: %+v %v %s", res, err, errOut)
 	}
@@ -63,7 +64,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 		}
 		get += time.Since(t0)
 
-		if _, _, res, err := runOut(b, sb, spec.Process{Argv: []string{"sh", "-c", "date > d/f0"}, NoChanges: true}); err != nil || res.ExitCode != 0 {
+		if _, _, res, err := testkit.RunOut(b, sb, spec.Process{Argv: []string{"sh", "-c", "date > d/f0"}, NoChanges: true}); err != nil || res.ExitCode != 0 {
 			b.Fatal(res, err)
 		}
 		t0 = time.Now()
@@ -72,7 +73,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			b.Fatal(err)
 		}
 		ckpt += time.Since(t0)
-		if err := e.rt.RemoveCheckpoint(ctx, ck.ID); err != nil {
+		if err := e.RT.RemoveCheckpoint(ctx, ck.ID); err != nil {
 			b.Fatal(err)
 		}
 
@@ -89,13 +90,13 @@ func BenchmarkCheckpoint(b *testing.B) {
 		roll += time.Since(t0)
 
 		t0 = time.Now()
-		n, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: smallPolicy(), From: first.ID})
+		n, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), From: first.ID})
 		if err != nil {
 			b.Fatal(err)
 		}
 		from += time.Since(t0)
 		t0 = time.Now()
-		c, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: smallPolicy()})
+		c, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy()})
 		if err != nil {
 			b.Fatal(err)
 		}

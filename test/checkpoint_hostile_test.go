@@ -13,13 +13,14 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/checkpoint"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // mustRun runs a shell script in /workspace/work of sb and fails the test
 // unless it exits 0; it returns its stdout.
 func mustRun(t *testing.T, sb *stockade.Sandbox, script string) string {
 	t.Helper()
-	out, errOut, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", script}, Dir: "/workspace/work"})
+	out, errOut, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", script}, Dir: "/workspace/work"})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%q: %+v %v %s", script, res, err, errOut)
 	}
@@ -34,7 +35,7 @@ func mustRun(t *testing.T, sb *stockade.Sandbox, script string) string {
 // as bytes, and by readlink); a sandbox created from the checkpoint has
 // the same workspace. Nothing is extracted through those links.
 func TestCheckpointHostileTreeRestores(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
+	e := testkit.NewAPI(t, stockade.Options{})
 	for _, tc := range []struct {
 		name, tree, links string
 	}{
@@ -47,7 +48,7 @@ ln -s "$(printf 't\377 x')" raw; ln "$(printf 'n\377\376.txt')" "$(printf 'h\377
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			sb := e.sandbox(t, spec.Kept)
+			sb := e.Sandbox(t, spec.Kept)
 			mustRun(t, sb, tc.tree)
 			readlinks := "for l in " + tc.links + "; do readlink $l | od -An -tx1; done"
 			links := mustRun(t, sb, readlinks)
@@ -82,7 +83,7 @@ ln -s "$(printf 't\377 x')" raw; ln "$(printf 'n\377\376.txt')" "$(printf 'h\377
 			if out := mustRun(t, sb, "ls -A /workspace | tr '\\n' ' '; stat -c '%U %a' /workspace"); !strings.HasSuffix(out, "root 755\n") {
 				t.Fatalf("/workspace after the rollback: %q", out)
 			}
-			from, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: smallPolicy(), From: ck.ID})
+			from, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), From: ck.ID})
 			if err != nil {
 				t.Fatalf("create --from: %v", err)
 			}
@@ -151,11 +152,11 @@ func (w *storeWatch) Most() int64 {
 // takes work, and a checkpoint that fits is taken.
 func TestCheckpointHostileSparseFile(t *testing.T) {
 	const bound = 32 << 20
-	e := newAPI(t, stockade.Options{CheckpointBytes: bound})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{CheckpointBytes: bound})
+	sb := e.Sandbox(t, spec.Kept)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	store := checkpoint.Dir(e.journal)
+	store := checkpoint.Dir(e.Journal)
 	for _, size := range []string{"1073741824", "10995116277760"} { // 1 GiB, 10 TiB
 		mustRun(t, sb, "rm -f sparse && truncate -s "+size+" sparse && echo small > small && ls -ls sparse")
 		w := watchStore(store)
@@ -188,19 +189,19 @@ func TestCheckpointHostileSparseFile(t *testing.T) {
 // be removed.
 func TestCheckpointHostileManifest(t *testing.T) {
 	const bound = 4 << 20
-	e := newAPI(t, stockade.Options{CheckpointBytes: bound})
+	e := testkit.NewAPI(t, stockade.Options{CheckpointBytes: bound})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	victim := e.sandbox(t, spec.Kept)
+	victim := e.Sandbox(t, spec.Kept)
 	mustRun(t, victim, "echo mine > mine")
 	good, err := victim.Checkpoint(ctx, "good")
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	attacker := e.sandbox(t, spec.Kept)
+	attacker := e.Sandbox(t, spec.Kept)
 	mustRun(t, attacker, `t=$(head -c 4000 /dev/zero | tr '\0' t); i=0; while [ $i -lt 1200 ]; do ln -s $t l$i; i=$((i+1)); done`)
-	w := watchStore(checkpoint.Dir(e.journal))
+	w := watchStore(checkpoint.Dir(e.Journal))
 	ck, err := attacker.Checkpoint(ctx, "")
 	most := w.Most()
 	if !spec.IsCode(err, spec.CodeResourceExhausted) || !strings.Contains(err.Error(), "manifest") {
@@ -209,16 +210,16 @@ func TestCheckpointHostileManifest(t *testing.T) {
 	if most > bound+1<<20 {
 		t.Fatalf("the store held %d bytes, past its bound of %d", most, bound)
 	}
-	if list, err := e.rt.Checkpoints(ctx, ""); err != nil || len(list) != 1 || list[0].ID != good.ID {
+	if list, err := e.RT.Checkpoints(ctx, ""); err != nil || len(list) != 1 || list[0].ID != good.ID {
 		t.Fatalf("checkpoints after the refusal: %+v %v", list, err)
 	}
 
 	// A manifest that cannot be read.
 	const bad = "ck-00000000000000000bad"
-	if err := os.WriteFile(filepath.Join(checkpoint.Dir(e.journal), "manifests", bad+".json"), []byte(`{"id":"`+bad+`","entries":[`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(checkpoint.Dir(e.Journal), "manifests", bad+".json"), []byte(`{"id":"`+bad+`","entries":[`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if list, err := e.rt.Checkpoints(ctx, ""); err != nil || len(list) != 1 || list[0].ID != good.ID {
+	if list, err := e.RT.Checkpoints(ctx, ""); err != nil || len(list) != 1 || list[0].ID != good.ID {
 		t.Fatalf("checkpoints beside a bad manifest: %+v %v", list, err)
 	}
 	mustRun(t, victim, "echo changed > mine")
@@ -232,17 +233,17 @@ func TestCheckpointHostileManifest(t *testing.T) {
 	if out := mustRun(t, victim, "cat mine"); out != "mine\n" {
 		t.Fatalf("after the rollback: %q", out)
 	}
-	from, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: smallPolicy(), From: good.ID})
+	from, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), From: good.ID})
 	if err != nil {
 		t.Fatalf("create --from beside a bad manifest: %v", err)
 	}
 	if out := mustRun(t, from, "cat mine"); out != "mine\n" {
 		t.Fatalf("a sandbox from the checkpoint: %q", out)
 	}
-	if _, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: smallPolicy(), From: bad}); !spec.IsCode(err, spec.CodeJournal) || !strings.Contains(err.Error(), "remove") {
+	if _, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), From: bad}); !spec.IsCode(err, spec.CodeJournal) || !strings.Contains(err.Error(), "remove") {
 		t.Fatalf("create --from the bad manifest: %v, want a journal error saying to remove it", err)
 	}
-	if err := e.rt.RemoveCheckpoint(ctx, bad); err != nil {
+	if err := e.RT.RemoveCheckpoint(ctx, bad); err != nil {
 		t.Fatalf("removing the bad manifest: %v", err)
 	}
 }

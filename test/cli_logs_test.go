@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // bothStreams prints to stdout and stderr alternately; the pauses keep the
@@ -26,37 +27,37 @@ const bothStreams = "echo out1; sleep 0.2; echo err1 >&2; sleep 0.2; echo out2; 
 // 0) `logs` and `journal show --output` still read the recording with no
 // server.
 func TestCLILogsThroughServer(t *testing.T) {
-	e := newCLI(t)
+	e := testkit.NewCLI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv := e.serve(t, ctx)
+	srv := e.Serve(t, ctx)
 
-	code, out, errOut := e.run(t, "", "sandbox", "create")
+	code, out, errOut := e.Run(t, "", "sandbox", "create")
 	id := strings.TrimSpace(out)
 	if code != 0 || id == "" {
 		t.Fatalf("create: %d %q %q", code, out, errOut)
 	}
-	if code, out, errOut := e.run(t, "", "exec", id, "--", "sh", "-c", bothStreams); code != 3 || out != "out1\nout2\n" || errOut != "err1\nerr2" {
+	if code, out, errOut := e.Run(t, "", "exec", id, "--", "sh", "-c", bothStreams); code != 3 || out != "out1\nout2\n" || errOut != "err1\nerr2" {
 		t.Fatalf("exec: %d %q %q", code, out, errOut)
 	}
 	pid := processOf(t, e, id)
 
 	checkLogs := func(how string) {
 		t.Helper()
-		if code, out, errOut := e.run(t, "", "logs", pid); code != 0 || out != "out1\nout2\n" || errOut != "err1\nerr2" {
+		if code, out, errOut := e.Run(t, "", "logs", pid); code != 0 || out != "out1\nout2\n" || errOut != "err1\nerr2" {
 			t.Fatalf("logs %s: %d %q %q", how, code, out, errOut)
 		}
-		if code, out, errOut := e.run(t, "", "logs", "--stderr", pid); code != 0 || out != "" || errOut != "err1\nerr2" {
+		if code, out, errOut := e.Run(t, "", "logs", "--stderr", pid); code != 0 || out != "" || errOut != "err1\nerr2" {
 			t.Fatalf("logs --stderr %s: %d %q %q", how, code, out, errOut)
 		}
 		// Both streams onto one file: the order the process printed them.
-		cmd := exec.Command(e.bin, "--journal", e.journal, "logs", pid)
+		cmd := exec.Command(e.Bin, "--journal", e.Journal, "logs", pid)
 		var both bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &both, &both
 		if err := cmd.Run(); err != nil || both.String() != "out1\nerr1\nout2\nerr2" {
 			t.Fatalf("logs %s, both streams on one file: %q %v", how, both.String(), err)
 		}
-		code, out, errOut := e.run(t, "", "logs", "--json", pid)
+		code, out, errOut := e.Run(t, "", "logs", "--json", pid)
 		if code != 0 {
 			t.Fatalf("logs --json %s: %d %q", how, code, errOut)
 		}
@@ -81,7 +82,7 @@ func TestCLILogsThroughServer(t *testing.T) {
 			if l.Text == nil {
 				t.Fatalf("logs --json %s: a line without text: %q", how, out)
 			}
-			got = append(got, l.Stream+"@"+itoa(l.Offset)+":"+*l.Text)
+			got = append(got, l.Stream+"@"+testkit.Itoa(l.Offset)+":"+*l.Text)
 		}
 		want := []string{"stdout@0:out1\n", "stderr@5:err1\n", "stdout@10:out2\n", "stderr@15:err2"}
 		if strings.Join(got, "|") != strings.Join(want, "|") || end == nil || !end.Complete || end.StdoutBytes != 10 || end.StderrBytes != 9 || end.Missing != 0 {
@@ -94,7 +95,7 @@ func TestCLILogsThroughServer(t *testing.T) {
 	// the process's exit line.
 	checkShowOutput := func(how string) {
 		t.Helper()
-		code, out, errOut := e.run(t, "", "journal", "show", "--output", id)
+		code, out, errOut := e.Run(t, "", "journal", "show", "--output", id)
 		if code != 0 {
 			t.Fatalf("journal show --output %s: %d %q", how, code, errOut)
 		}
@@ -117,13 +118,13 @@ func TestCLILogsThroughServer(t *testing.T) {
 	}
 	checkShowOutput("through the server")
 
-	if code, _, errOut := e.run(t, "", "sandbox", "rm", "-f", id); code != 0 {
+	if code, _, errOut := e.Run(t, "", "sandbox", "rm", "-f", id); code != 0 {
 		t.Fatalf("rm -f: %d %q", code, errOut)
 	}
-	if err := srv.stop(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("serve after SIGTERM: %v (want exit 0)\n%s", err, srv.logs.String())
+	if err := srv.Stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("serve after SIGTERM: %v (want exit 0)\n%s", err, srv.Logs.String())
 	}
-	if _, err := os.Stat(srv.sock); !os.IsNotExist(err) {
+	if _, err := os.Stat(srv.Sock); !os.IsNotExist(err) {
 		t.Fatalf("socket after a clean stop: %v", err)
 	}
 	// No server, no runtime: logs reads the recording files, journal show
@@ -134,9 +135,9 @@ func TestCLILogsThroughServer(t *testing.T) {
 
 // processOf is the one process journaled in sandbox id, from journal show
 // --json.
-func processOf(t *testing.T, e *cliEnv, id string) string {
+func processOf(t *testing.T, e *testkit.CLIEnv, id string) string {
 	t.Helper()
-	code, out, errOut := e.run(t, "", "journal", "show", "--json", id)
+	code, out, errOut := e.Run(t, "", "journal", "show", "--json", id)
 	if code != 0 {
 		t.Fatalf("journal show --json: %d %q", code, errOut)
 	}

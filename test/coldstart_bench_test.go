@@ -16,6 +16,7 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // BenchmarkColdStart: a cold sandbox's time to first output, through the
@@ -161,16 +162,16 @@ func BenchmarkColdStart(b *testing.B) {
 	}
 	b.StopTimer()
 	p50, p99 := percentiles(ours)
-	b.ReportMetric(ms(p50), "stockade-p50-ms")
-	b.ReportMetric(ms(p99), "stockade-p99-ms")
+	b.ReportMetric(testkit.Ms(p50), "stockade-p50-ms")
+	b.ReportMetric(testkit.Ms(p99), "stockade-p99-ms")
 	b.Logf("stockade      %s", fmtDurations(ours))
 	for _, a := range []struct {
 		name string
 		ds   []time.Duration
 	}{{"docker-client", anchor}, {"docker-cli", anchorCLI}} {
 		a50, a99 := percentiles(a.ds)
-		b.ReportMetric(ms(a50), a.name+"-p50-ms")
-		b.ReportMetric(ms(a99), a.name+"-p99-ms")
+		b.ReportMetric(testkit.Ms(a50), a.name+"-p50-ms")
+		b.ReportMetric(testkit.Ms(a99), a.name+"-p99-ms")
 		b.ReportMetric(float64(p50)/float64(a50), "ratio-p50-"+a.name)
 		b.ReportMetric(float64(p99)/float64(a99), "ratio-p99-"+a.name)
 		b.Logf("%-13s %s", a.name, fmtDurations(a.ds))
@@ -193,7 +194,7 @@ func fmtDurations(ds []time.Duration) string {
 	slices.Sort(s)
 	out := ""
 	for _, d := range s {
-		out += fmt.Sprintf(" %.0f", ms(d))
+		out += fmt.Sprintf(" %.0f", testkit.Ms(d))
 	}
 	return "ms, sorted:" + out
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // The dockerio benchmarks each run stockade's path and its anchor
@@ -30,36 +31,36 @@ import (
 // archive, start) made with raw client calls and no verification. Target
 // ratio ≤ 1.15.
 func BenchmarkDockerioSandboxCreate(b *testing.B) {
-	e := newDio(b)
+	e := testkit.NewDio(b)
 	ctx := context.Background()
-	s := e.spec(nil)
+	s := e.Spec(nil)
 	var dio, raw time.Duration
 	for i := 0; i < b.N; i++ {
-		id := newID()
+		id := testkit.NewID()
 		t0 := time.Now()
-		sb, err := e.a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.owner, ID: id, Spec: s})
+		sb, err := e.Adapter.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.Owner, ID: id, Spec: s})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := e.a.StartSandbox(ctx, sb); err != nil {
+		if err := e.Adapter.StartSandbox(ctx, sb); err != nil {
 			b.Fatal(err)
 		}
 		dio += time.Since(t0)
-		if err := e.a.RemoveSandbox(ctx, sb); err != nil {
+		if err := e.Adapter.RemoveSandbox(ctx, sb); err != nil {
 			b.Fatal(err)
 		}
 
-		id = newID()
-		p := e.a.Profile()
+		id = testkit.NewID()
+		p := e.Adapter.Profile()
 		t0 = time.Now()
-		vol := dockerio.Name(e.owner, id, dockerio.RoleVolume)
-		if _, err := e.cli.VolumeCreate(ctx, volume.CreateOptions{Name: vol, Labels: dockerio.Labels(e.owner, id, dockerio.RoleVolume, p.Revision())}); err != nil {
+		vol := dockerio.Name(e.Owner, id, dockerio.RoleVolume)
+		if _, err := e.Docker.VolumeCreate(ctx, volume.CreateOptions{Name: vol, Labels: dockerio.Labels(e.Owner, id, dockerio.RoleVolume, p.Revision())}); err != nil {
 			b.Fatal(err)
 		}
 		var ids []string
 		for _, role := range []dockerio.Role{dockerio.RoleExport, dockerio.RoleWorkload} {
-			body := dockerio.ContainerBody(p, s, e.owner, id, role, vol, "")
-			c, err := e.cli.ContainerCreate(ctx, body.Config, body.HostConfig, nil, nil, dockerio.Name(e.owner, id, role))
+			body := dockerio.ContainerBody(p, s, e.Owner, id, role, vol, "")
+			c, err := e.Docker.ContainerCreate(ctx, body.Config, body.HostConfig, nil, nil, dockerio.Name(e.Owner, id, role))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -73,14 +74,14 @@ func BenchmarkDockerioSandboxCreate(b *testing.B) {
 		if err := tw.Close(); err != nil {
 			b.Fatal(err)
 		}
-		if err := e.cli.CopyToContainer(ctx, ids[0], dockerio.WorkspaceDir, &seed, container.CopyToContainerOptions{}); err != nil {
+		if err := e.Docker.CopyToContainer(ctx, ids[0], dockerio.WorkspaceDir, &seed, container.CopyToContainerOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		if err := e.cli.ContainerStart(ctx, ids[1], container.StartOptions{}); err != nil {
+		if err := e.Docker.ContainerStart(ctx, ids[1], container.StartOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		raw += time.Since(t0)
-		if err := e.a.RemoveSandbox(ctx, dockerio.Sandbox{Owner: e.owner, ID: id}); err != nil {
+		if err := e.Adapter.RemoveSandbox(ctx, dockerio.Sandbox{Owner: e.Owner, ID: id}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -91,30 +92,30 @@ func BenchmarkDockerioSandboxCreate(b *testing.B) {
 // to EOF, wait for the exit code) vs `docker exec` on the CLI. Target ratio
 // ≤ 0.5.
 func BenchmarkDockerioExecTrue(b *testing.B) {
-	e := newDio(b)
-	sb := e.sandbox(b, nil)
+	e := testkit.NewDio(b)
+	sb := e.Sandbox(b, nil)
 	ctx := context.Background()
 	var dio, cli, floor time.Duration
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		if r, err := e.tryExec(sb, nil, "true"); err != nil || r.code != 0 {
+		if r, err := e.TryExec(sb, nil, "true"); err != nil || r.Code != 0 {
 			b.Fatalf("dockerio: %+v %v", r, err)
 		}
 		dio += time.Since(t0)
 		// The floor: the raw client running `true` with no wrapper, no
 		// group record, no checks (create, attach, read to EOF, inspect).
 		t0 = time.Now()
-		cr, err := e.cli.ContainerExecCreate(ctx, sb.Workload, container.ExecOptions{User: "65532:65532", AttachStdout: true, AttachStderr: true, Cmd: []string{"true"}})
+		cr, err := e.Docker.ContainerExecCreate(ctx, sb.Workload, container.ExecOptions{User: "65532:65532", AttachStdout: true, AttachStderr: true, Cmd: []string{"true"}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		hj, err := e.cli.ContainerExecAttach(ctx, cr.ID, container.ExecAttachOptions{})
+		hj, err := e.Docker.ContainerExecAttach(ctx, cr.ID, container.ExecAttachOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		_, _ = io.Copy(io.Discard, hj.Reader)
 		hj.Close()
-		if _, err := e.cli.ContainerExecInspect(ctx, cr.ID); err != nil {
+		if _, err := e.Docker.ContainerExecInspect(ctx, cr.ID); err != nil {
 			b.Fatal(err)
 		}
 		floor += time.Since(t0)
@@ -134,13 +135,13 @@ func BenchmarkDockerioExecTrue(b *testing.B) {
 // io.Discard, same sandbox, same command. The ratio is dockerio's throughput
 // over raw's. Target ≥ 0.95.
 func BenchmarkDockerioOutput1GiB(b *testing.B) {
-	e := newDio(b)
-	sb := e.sandbox(b, func(s *spec.Sandbox) { s.Policy.CPUs = 2 })
+	e := testkit.NewDio(b)
+	sb := e.Sandbox(b, func(s *spec.Sandbox) { s.Policy.CPUs = 2 })
 	size := 1 << 30
 	if mib, err := strconv.Atoi(os.Getenv("STOCKADE_BENCH_OUTPUT_MIB")); err == nil && mib > 0 {
 		size = mib << 20 // a smaller run for a quick look; the figure is for 1 GiB
 	}
-	cmd := []string{"/bin/sh", "-c", "yes " + patternLine + " | head -c " + strconv.Itoa(size)}
+	cmd := []string{"/bin/sh", "-c", "yes " + testkit.PatternLine + " | head -c " + strconv.Itoa(size)}
 	ctx := context.Background()
 	var dio, raw time.Duration
 	for i := 0; i < b.N; i++ {
@@ -149,11 +150,11 @@ func BenchmarkDockerioOutput1GiB(b *testing.B) {
 		dio += time.Since(t0)
 
 		t0 = time.Now()
-		cr, err := e.cli.ContainerExecCreate(ctx, sb.Workload, container.ExecOptions{User: "65532:65532", AttachStdout: true, AttachStderr: true, Cmd: cmd})
+		cr, err := e.Docker.ContainerExecCreate(ctx, sb.Workload, container.ExecOptions{User: "65532:65532", AttachStdout: true, AttachStderr: true, Cmd: cmd})
 		if err != nil {
 			b.Fatal(err)
 		}
-		hj, err := e.cli.ContainerExecAttach(ctx, cr.ID, container.ExecAttachOptions{})
+		hj, err := e.Docker.ContainerExecAttach(ctx, cr.ID, container.ExecAttachOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -163,7 +164,7 @@ func BenchmarkDockerioOutput1GiB(b *testing.B) {
 			b.Fatalf("raw: %d bytes, %v", m, err)
 		}
 		for {
-			ins, err := e.cli.ContainerExecInspect(ctx, cr.ID)
+			ins, err := e.Docker.ContainerExecInspect(ctx, cr.ID)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -181,15 +182,15 @@ func BenchmarkDockerioOutput1GiB(b *testing.B) {
 
 // drainOutput runs cmd through dockerio (create, attach, Next to EOF, wait)
 // and checks it wrote size bytes and exited 0.
-func drainOutput(b *testing.B, e *dioEnv, sb dockerio.Sandbox, cmd []string, size int) {
+func drainOutput(b *testing.B, e *testkit.DioEnv, sb dockerio.Sandbox, cmd []string, size int) {
 	b.Helper()
 	ctx := context.Background()
-	req := dockerio.ExecRequest{ProcessID: newID(), Spec: spec.Process{Argv: cmd, Stdout: spec.Pipe, Stderr: spec.Pipe}}
-	id, err := e.a.CreateExec(ctx, sb, req)
+	req := dockerio.ExecRequest{ProcessID: testkit.NewID(), Spec: spec.Process{Argv: cmd, Stdout: spec.Pipe, Stderr: spec.Pipe}}
+	id, err := e.Adapter.CreateExec(ctx, sb, req)
 	if err != nil {
 		b.Fatal(err)
 	}
-	att, err := e.a.AttachExec(ctx, sb, id, req)
+	att, err := e.Adapter.AttachExec(ctx, sb, id, req)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func drainOutput(b *testing.B, e *dioEnv, sb dockerio.Sandbox, cmd []string, siz
 		n += int64(len(p))
 	}
 	_ = att.Close()
-	if st, err := dockerio.WaitExec(ctx, e.a, id); err != nil || st.ExitCode != 0 || n != int64(size) {
+	if st, err := dockerio.WaitExec(ctx, e.Adapter, id); err != nil || st.ExitCode != 0 || n != int64(size) {
 		b.Fatalf("dockerio: %+v %v, %d bytes", st, err, n)
 	}
 }

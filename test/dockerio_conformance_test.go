@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stockade/stockade/dockerio/enginetest"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // TestDockerioConformance runs the Engine conformance suite against the
@@ -13,7 +14,7 @@ import (
 // when the daemon does not answer (dockertest.Client).
 func TestDockerioConformance(t *testing.T) {
 	enginetest.Run(t, func(t *testing.T) enginetest.Target {
-		e := newDio(t)
-		return enginetest.Target{Engine: e.a, Owner: e.owner, Image: e.image}
+		e := testkit.NewDio(t)
+		return enginetest.Target{Engine: e.Adapter, Owner: e.Owner, Image: e.Image}
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // TestDockerioExecDieEvents: the owner's event stream carries an exec_die
@@ -14,17 +15,17 @@ import (
 // end from it), and the wrapper reports the sandbox's OOM kill count at the
 // start, which OOMKills reads again.
 func TestDockerioExecDieEvents(t *testing.T) {
-	e := newDio(t)
-	sb := e.sandbox(t, nil)
+	e := testkit.NewDio(t)
+	sb := e.Sandbox(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	evs, errs := e.a.Events(ctx, e.owner, time.Now().Add(-time.Second))
-	req := dockerio.ExecRequest{ProcessID: newID(), Spec: spec.Process{Argv: []string{"sh", "-c", "exit 5"}, Stdout: spec.Pipe, Stderr: spec.Pipe}}
-	id, err := e.a.CreateExec(ctx, sb, req)
+	evs, errs := e.Adapter.Events(ctx, e.Owner, time.Now().Add(-time.Second))
+	req := dockerio.ExecRequest{ProcessID: testkit.NewID(), Spec: spec.Process{Argv: []string{"sh", "-c", "exit 5"}, Stdout: spec.Pipe, Stderr: spec.Pipe}}
+	id, err := e.Adapter.CreateExec(ctx, sb, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	att, err := e.a.AttachExec(ctx, sb, id, req)
+	att, err := e.Adapter.AttachExec(ctx, sb, id, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestDockerioExecDieEvents(t *testing.T) {
 	if att.OOMKills() < 0 {
 		t.Fatalf("the wrapper could not read the OOM kill count (%d)", att.OOMKills())
 	}
-	if n, err := e.a.OOMKills(ctx, sb); err != nil || n != att.OOMKills() {
+	if n, err := e.Adapter.OOMKills(ctx, sb); err != nil || n != att.OOMKills() {
 		t.Fatalf("OOMKills: %d %v, want %d", n, err, att.OOMKills())
 	}
 	for {

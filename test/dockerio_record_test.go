@@ -12,6 +12,7 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // TestDockerioRecordInspect records real inspect JSON into
@@ -22,19 +23,19 @@ func TestDockerioRecordInspect(t *testing.T) {
 	if os.Getenv("STOCKADE_RECORD") != "1" {
 		t.Skip("set STOCKADE_RECORD=1 to re-record dockerio/testdata")
 	}
-	e := newDio(t)
+	e := testkit.NewDio(t)
 	root, err := dockertest.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	save := func(name string, sb dockerio.Sandbox, id string) {
-		_, raw, err := e.cli.ContainerInspectWithRaw(ctx, id, false)
+		_, raw, err := e.Docker.ContainerInspectWithRaw(ctx, id, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := string(raw)
-		for old, repl := range map[string]string{e.owner: "OWNER", sb.ID: "SANDBOX"} {
+		for old, repl := range map[string]string{e.Owner: "OWNER", sb.ID: "SANDBOX"} {
 			s = strings.ReplaceAll(s, old, repl)
 		}
 		var buf bytes.Buffer
@@ -45,15 +46,15 @@ func TestDockerioRecordInspect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	iso := e.sandbox(t, nil)
+	iso := e.Sandbox(t, nil)
 	save("engine20-workload-started.json", iso, iso.Workload)
 	save("engine20-export-created.json", iso, iso.Export)
-	br, err := e.a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.owner, ID: newID(), Spec: e.spec(func(s *spec.Sandbox) { s.Policy.Network = spec.NetworkBridge })})
+	br, err := e.Adapter.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.Owner, ID: testkit.NewID(), Spec: e.Spec(func(s *spec.Sandbox) { s.Policy.Network = spec.NetworkBridge })})
 	if err != nil {
 		t.Fatal(err)
 	}
 	save("engine20-bridge-workload-created.json", br, br.Workload)
-	if err := e.a.StartSandbox(ctx, br); err != nil {
+	if err := e.Adapter.StartSandbox(ctx, br); err != nil {
 		t.Fatal(err)
 	}
 	save("engine20-bridge-workload-started.json", br, br.Workload)
@@ -61,7 +62,7 @@ func TestDockerioRecordInspect(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "dockerio", "testdata", "engine20-bridge-network-id.txt"), []byte(br.Network+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	img, err := e.cli.ImageInspect(ctx, e.image)
+	img, err := e.Docker.ImageInspect(ctx, e.Image)
 	if err != nil {
 		t.Fatal(err)
 	}

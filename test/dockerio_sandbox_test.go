@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,16 +19,17 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // TestDockerioIsolation checks, from inside a sandbox, what the policy
 // promises.
 func TestDockerioIsolation(t *testing.T) {
-	e := newDio(t)
-	sb := e.sandbox(t, nil)
+	e := testkit.NewDio(t)
+	sb := e.Sandbox(t, nil)
 	p := sb.Spec.Policy
 
-	mounts := e.sh(t, sb, "cat /proc/self/mounts")
+	mounts := e.Sh(t, sb, "cat /proc/self/mounts")
 	var root string
 	for _, l := range strings.Split(mounts, "\n") {
 		if f := strings.Fields(l); len(f) > 3 && f[1] == "/" {
@@ -39,70 +39,68 @@ func TestDockerioIsolation(t *testing.T) {
 	if !strings.HasPrefix(root, "ro,") && root != "ro" {
 		t.Errorf("root mount options %q, want ro", root)
 	}
-	r := e.exec(t, sb, nil, "/bin/sh", "-c", "echo x >/stockade-probe")
-	if r.code == 0 || !strings.Contains(string(r.stderr), "Read-only file system") {
-		t.Errorf("write to /: exit %d, stderr %q; want EROFS", r.code, r.stderr)
+	r := e.Exec(t, sb, nil, "/bin/sh", "-c", "echo x >/stockade-probe")
+	if r.Code == 0 || !strings.Contains(string(r.Stderr), "Read-only file system") {
+		t.Errorf("write to /: exit %d, stderr %q; want EROFS", r.Code, r.Stderr)
 	}
-	status := e.sh(t, sb, "grep -E '^(CapEff|CapBnd|CapPrm|NoNewPrivs):' /proc/self/status")
+	status := e.Sh(t, sb, "grep -E '^(CapEff|CapBnd|CapPrm|NoNewPrivs):' /proc/self/status")
 	for _, want := range []string{"CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "CapPrm:\t0000000000000000", "NoNewPrivs:\t1"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("/proc/self/status lacks %q:\n%s", want, status)
 		}
 	}
-	r = e.exec(t, sb, nil, "/bin/sh", "-c", "cp /bin/busybox /tmp/bb && /tmp/bb true")
-	if r.code != 126 || !strings.Contains(string(r.stderr), "Permission denied") {
-		t.Errorf("exec from /tmp: exit %d, stderr %q; want 126 Permission denied (noexec)", r.code, r.stderr)
+	r = e.Exec(t, sb, nil, "/bin/sh", "-c", "cp /bin/busybox /tmp/bb && /tmp/bb true")
+	if r.Code != 126 || !strings.Contains(string(r.Stderr), "Permission denied") {
+		t.Errorf("exec from /tmp: exit %d, stderr %q; want 126 Permission denied (noexec)", r.Code, r.Stderr)
 	}
-	r = e.exec(t, sb, nil, "/bin/sh", "-c", "cp /bin/busybox /home/sandbox/bb && /home/sandbox/bb true")
-	if r.code != 126 {
-		t.Errorf("exec from home: exit %d, want 126 (noexec)", r.code)
+	r = e.Exec(t, sb, nil, "/bin/sh", "-c", "cp /bin/busybox /home/sandbox/bb && /home/sandbox/bb true")
+	if r.Code != 126 {
+		t.Errorf("exec from home: exit %d, want 126 (noexec)", r.Code)
 	}
 	// cgroup v1 paths (this profile); v2 would be memory.max, pids.max.
-	limits := e.sh(t, sb, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes /sys/fs/cgroup/pids/pids.max")
-	want := strings.Join([]string{itoa(p.MemoryBytes), itoa(p.MemoryBytes), itoa(p.Pids)}, "\n") + "\n"
+	limits := e.Sh(t, sb, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes /sys/fs/cgroup/pids/pids.max")
+	want := strings.Join([]string{testkit.Itoa(p.MemoryBytes), testkit.Itoa(p.MemoryBytes), testkit.Itoa(p.Pids)}, "\n") + "\n"
 	if limits != want {
 		t.Errorf("cgroup limits %q, want %q", limits, want)
 	}
-	if got := e.sh(t, sb, "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us"); got != "100000\n100000\n" {
+	if got := e.Sh(t, sb, "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us"); got != "100000\n100000\n" {
 		t.Errorf("cpu quota/period %q, want one CPU", got)
 	}
-	if got := e.sh(t, sb, "ls /sys/class/net"); got != "lo\n" {
+	if got := e.Sh(t, sb, "ls /sys/class/net"); got != "lo\n" {
 		t.Errorf("isolated sandbox interfaces %q, want only lo", got)
 	}
-	if got := e.sh(t, sb, "id -u; id -g"); got != "65532\n65532\n" {
+	if got := e.Sh(t, sb, "id -u; id -g"); got != "65532\n65532\n" {
 		t.Errorf("uid/gid %q", got)
 	}
-	if got := e.sh(t, sb, "pwd; echo hi >/workspace/work/f && cat /workspace/work/f && stat -c %u:%g:%a /workspace/work"); got != "/workspace/work\nhi\n65532:65532:755\n" {
+	if got := e.Sh(t, sb, "pwd; echo hi >/workspace/work/f && cat /workspace/work/f && stat -c %u:%g:%a /workspace/work"); got != "/workspace/work\nhi\n65532:65532:755\n" {
 		t.Errorf("workspace: %q", got)
 	}
-	if got := e.sh(t, sb, "tr '\\0' ' ' </proc/1/cmdline"); !strings.Contains(got, "docker-init") {
+	if got := e.Sh(t, sb, "tr '\\0' ' ' </proc/1/cmdline"); !strings.Contains(got, "docker-init") {
 		t.Errorf("PID 1 is %q, want the engine's init", got)
 	}
-	if got := e.sh(t, sb, "grep -E ' /(tmp|home/sandbox) ' /proc/self/mounts"); strings.Count(got, "nosuid,nodev,noexec") != 2 {
+	if got := e.Sh(t, sb, "grep -E ' /(tmp|home/sandbox) ' /proc/self/mounts"); strings.Count(got, "nosuid,nodev,noexec") != 2 {
 		t.Errorf("tmpfs mounts: %q", got)
 	}
 }
 
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
 // TestDockerioBridgeNetwork: a bridge sandbox has its own network and one
 // interface besides loopback.
 func TestDockerioBridgeNetwork(t *testing.T) {
-	e := newDio(t)
-	sb := e.sandbox(t, func(s *spec.Sandbox) { s.Policy.Network = spec.NetworkBridge })
+	e := testkit.NewDio(t)
+	sb := e.Sandbox(t, func(s *spec.Sandbox) { s.Policy.Network = spec.NetworkBridge })
 	if sb.Network == "" {
 		t.Fatal("no network id")
 	}
-	if got := e.sh(t, sb, "ls /sys/class/net"); got != "eth0\nlo\n" {
+	if got := e.Sh(t, sb, "ls /sys/class/net"); got != "eth0\nlo\n" {
 		t.Errorf("bridge sandbox interfaces %q", got)
 	}
-	if err := e.a.VerifySandbox(context.Background(), sb); err != nil {
+	if err := e.Adapter.VerifySandbox(context.Background(), sb); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.a.RemoveSandbox(context.Background(), sb); err != nil {
+	if err := e.Adapter.RemoveSandbox(context.Background(), sb); err != nil {
 		t.Fatal(err)
 	}
-	if rs := e.leftovers(t); len(rs) != 0 {
+	if rs := e.Leftovers(t); len(rs) != 0 {
 		t.Fatalf("left behind: %+v", rs)
 	}
 }
@@ -113,7 +111,7 @@ func TestDockerioBridgeNetwork(t *testing.T) {
 // unsupported naming the field; the caller's rollback (RemoveSandbox)
 // removes everything of the sandbox.
 func TestDockerioReadbackRejectsTampered(t *testing.T) {
-	e := newDio(t)
+	e := testkit.NewDio(t)
 	ctx := context.Background()
 	cases := map[string]func(*dockerio.Body){
 		"HostConfig.PidsLimit": func(b *dockerio.Body) { n := int64(65); b.HostConfig.PidsLimit = &n },
@@ -123,26 +121,26 @@ func TestDockerioReadbackRejectsTampered(t *testing.T) {
 	}
 	for field, mutate := range cases {
 		t.Run(field, func(t *testing.T) {
-			id := newID()
-			s := e.spec(nil)
-			rev := e.a.Profile().Revision()
-			vol := dockerio.Name(e.owner, id, dockerio.RoleVolume)
-			if _, err := e.cli.VolumeCreate(ctx, volume.CreateOptions{Name: vol, Labels: dockerio.Labels(e.owner, id, dockerio.RoleVolume, rev)}); err != nil {
+			id := testkit.NewID()
+			s := e.Spec(nil)
+			rev := e.Adapter.Profile().Revision()
+			vol := dockerio.Name(e.Owner, id, dockerio.RoleVolume)
+			if _, err := e.Docker.VolumeCreate(ctx, volume.CreateOptions{Name: vol, Labels: dockerio.Labels(e.Owner, id, dockerio.RoleVolume, rev)}); err != nil {
 				t.Fatal(err)
 			}
-			b := dockerio.ContainerBody(e.a.Profile(), s, e.owner, id, dockerio.RoleWorkload, vol, "")
+			b := dockerio.ContainerBody(e.Adapter.Profile(), s, e.Owner, id, dockerio.RoleWorkload, vol, "")
 			mutate(&b)
-			if _, err := e.cli.ContainerCreate(ctx, b.Config, b.HostConfig, nil, nil, dockerio.Name(e.owner, id, dockerio.RoleWorkload)); err != nil {
+			if _, err := e.Docker.ContainerCreate(ctx, b.Config, b.HostConfig, nil, nil, dockerio.Name(e.Owner, id, dockerio.RoleWorkload)); err != nil {
 				t.Fatal(err)
 			}
-			_, err := e.a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.owner, ID: id, Spec: s})
+			_, err := e.Adapter.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.Owner, ID: id, Spec: s})
 			if !spec.IsCode(err, spec.CodeUnsupported) || !strings.Contains(err.Error(), field) {
 				t.Fatalf("got %v, want unsupported naming %s", err, field)
 			}
-			if err := e.a.RemoveSandbox(ctx, dockerio.Sandbox{Owner: e.owner, ID: id}); err != nil {
+			if err := e.Adapter.RemoveSandbox(ctx, dockerio.Sandbox{Owner: e.Owner, ID: id}); err != nil {
 				t.Fatal(err)
 			}
-			if rs := e.leftovers(t); len(rs) != 0 {
+			if rs := e.Leftovers(t); len(rs) != 0 {
 				t.Fatalf("left behind: %+v", rs)
 			}
 		})
@@ -153,34 +151,34 @@ func TestDockerioReadbackRejectsTampered(t *testing.T) {
 // owner's labels is a conflict; it is never touched, and the rollback of
 // what the create made (RemoveSandbox) leaves it alone.
 func TestDockerioNameCollisionForeign(t *testing.T) {
-	e := newDio(t)
+	e := testkit.NewDio(t)
 	ctx := context.Background()
-	foreign := dockertest.Owner(t, e.cli)
-	id := newID()
-	s := e.spec(nil)
-	b := dockerio.ContainerBody(e.a.Profile(), s, foreign, id, dockerio.RoleExport, "stockade-foreign-"+id, "")
+	foreign := dockertest.Owner(t, e.Docker)
+	id := testkit.NewID()
+	s := e.Spec(nil)
+	b := dockerio.ContainerBody(e.Adapter.Profile(), s, foreign, id, dockerio.RoleExport, "stockade-foreign-"+id, "")
 	b.HostConfig.Mounts = nil
-	name := dockerio.Name(e.owner, id, dockerio.RoleExport)
-	made, err := e.cli.ContainerCreate(ctx, b.Config, b.HostConfig, nil, nil, name)
+	name := dockerio.Name(e.Owner, id, dockerio.RoleExport)
+	made, err := e.Docker.ContainerCreate(ctx, b.Config, b.HostConfig, nil, nil, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.owner, ID: id, Spec: s})
+	_, err = e.Adapter.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.Owner, ID: id, Spec: s})
 	if !spec.IsCode(err, spec.CodeConflict) {
 		t.Fatalf("got %v, want conflict", err)
 	}
-	if err := e.a.RemoveSandbox(ctx, dockerio.Sandbox{Owner: e.owner, ID: id}); err != nil {
+	if err := e.Adapter.RemoveSandbox(ctx, dockerio.Sandbox{Owner: e.Owner, ID: id}); err != nil {
 		t.Fatal(err)
 	}
-	if rs := e.leftovers(t); len(rs) != 0 {
+	if rs := e.Leftovers(t); len(rs) != 0 {
 		t.Fatalf("left behind: %+v", rs)
 	}
-	c, err := e.cli.ContainerInspect(ctx, made.ID)
+	c, err := e.Docker.ContainerInspect(ctx, made.ID)
 	if err != nil || c.Config.Labels[dockerio.LabelOwner] != foreign {
 		t.Fatalf("the foreign container was touched: %v", err)
 	}
 	// RemoveOwned refuses a resource that is not the owner's.
-	err = e.a.RemoveOwned(ctx, dockerio.Resource{Kind: dockerio.KindContainer, ID: made.ID, Owner: e.owner})
+	err = e.Adapter.RemoveOwned(ctx, dockerio.Resource{Kind: dockerio.KindContainer, ID: made.ID, Owner: e.Owner})
 	if !spec.IsCode(err, spec.CodeConflict) {
 		t.Fatalf("RemoveOwned of a foreign container: %v", err)
 	}
@@ -190,50 +188,50 @@ func TestDockerioNameCollisionForeign(t *testing.T) {
 // resources by name, adopts them (labels match, readback exact) and ends
 // with the same containers.
 func TestDockerioAdoptRetriedCreate(t *testing.T) {
-	e := newDio(t)
+	e := testkit.NewDio(t)
 	ctx := context.Background()
-	req := dockerio.SandboxRequest{Owner: e.owner, ID: newID(), Spec: e.spec(func(s *spec.Sandbox) { s.Policy.Network = spec.NetworkBridge })}
-	first, err := e.a.CreateSandbox(ctx, req)
+	req := dockerio.SandboxRequest{Owner: e.Owner, ID: testkit.NewID(), Spec: e.Spec(func(s *spec.Sandbox) { s.Policy.Network = spec.NetworkBridge })}
+	first, err := e.Adapter.CreateSandbox(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := e.a.CreateSandbox(ctx, req)
+	again, err := e.Adapter.CreateSandbox(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.Workload != again.Workload || first.Export != again.Export || first.Network != again.Network || first.Volume != again.Volume {
 		t.Fatalf("adopted %+v, made %+v", again, first)
 	}
-	if err := e.a.StartSandbox(ctx, again); err != nil {
+	if err := e.Adapter.StartSandbox(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	obs, err := e.a.InspectSandbox(ctx, again)
-	if err != nil || !obs.Running || obs.Mismatch != "" || len(obs.Present) != 4 || obs.Revision != e.a.Profile().Revision() {
+	obs, err := e.Adapter.InspectSandbox(ctx, again)
+	if err != nil || !obs.Running || obs.Mismatch != "" || len(obs.Present) != 4 || obs.Revision != e.Adapter.Profile().Revision() {
 		t.Fatalf("observed %+v, %v", obs, err)
 	}
-	exit, err := e.a.StopSandbox(ctx, again, time.Second)
+	exit, err := e.Adapter.StopSandbox(ctx, again, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs, err = e.a.InspectSandbox(ctx, again)
+	obs, err = e.Adapter.InspectSandbox(ctx, again)
 	if err != nil || obs.Running || obs.Exit == nil || obs.Exit.ExitCode != exit.ExitCode {
 		t.Fatalf("after stop: %+v, %v (exit %+v)", obs, err, exit)
 	}
-	owned, err := e.a.ListOwned(ctx, e.owner)
+	owned, err := e.Adapter.ListOwned(ctx, e.Owner)
 	if err != nil || len(owned) != 1 || owned[0].Sandbox != req.ID || len(owned[0].Resources) != 4 {
 		t.Fatalf("owned %+v, %v", owned, err)
 	}
-	if err := e.a.RemoveSandbox(ctx, again); err != nil {
+	if err := e.Adapter.RemoveSandbox(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	if rs := e.leftovers(t); len(rs) != 0 {
+	if rs := e.Leftovers(t); len(rs) != 0 {
 		t.Fatalf("left behind: %+v", rs)
 	}
 }
 
 // importImage makes a one-file image with the given changes and platform,
 // removed when the test ends.
-func importImage(t *testing.T, e *dioEnv, platform string, changes ...string) string {
+func importImage(t *testing.T, e *testkit.DioEnv, platform string, changes ...string) string {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -246,19 +244,19 @@ func importImage(t *testing.T, e *dioEnv, platform string, changes ...string) st
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ref := "stockade-test/" + e.owner + ":" + newID()
-	rc, err := e.cli.ImageImport(context.Background(), image.ImportSource{Source: &buf, SourceName: "-"}, ref, image.ImportOptions{Changes: changes, Platform: platform})
+	ref := "stockade-test/" + e.Owner + ":" + testkit.NewID()
+	rc, err := e.Docker.ImageImport(context.Background(), image.ImportSource{Source: &buf, SourceName: "-"}, ref, image.ImportOptions{Changes: changes, Platform: platform})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = io.Copy(io.Discard, rc)
 	_ = rc.Close()
-	img, err := e.cli.ImageInspect(context.Background(), ref)
+	img, err := e.Docker.ImageInspect(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = e.cli.ImageRemove(context.Background(), img.ID, image.RemoveOptions{Force: true})
+		_, _ = e.Docker.ImageRemove(context.Background(), img.ID, image.RemoveOptions{Force: true})
 	})
 	return img.ID
 }
@@ -266,7 +264,7 @@ func importImage(t *testing.T, e *dioEnv, platform string, changes ...string) st
 // loadForeignArch loads (docker load) a one-layer image whose config says
 // linux/<arch>; removed when the test ends. (The daemon ignores the platform
 // of an import, so the config is written by hand.)
-func loadForeignArch(t *testing.T, e *dioEnv, arch string) string {
+func loadForeignArch(t *testing.T, e *testkit.DioEnv, arch string) string {
 	t.Helper()
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
@@ -286,7 +284,7 @@ func loadForeignArch(t *testing.T, e *dioEnv, arch string) string {
 	})
 	cfgSum := sha256.Sum256(cfg)
 	cfgName := hex.EncodeToString(cfgSum[:]) + ".json"
-	ref := "stockade-test/" + e.owner + ":" + arch
+	ref := "stockade-test/" + e.Owner + ":" + arch
 	manifest, _ := json.Marshal([]map[string]any{{"Config": cfgName, "RepoTags": []string{ref}, "Layers": []string{"layer.tar"}}})
 	var archive bytes.Buffer
 	aw := tar.NewWriter(&archive)
@@ -304,18 +302,18 @@ func loadForeignArch(t *testing.T, e *dioEnv, arch string) string {
 	if err := aw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := e.cli.ImageLoad(context.Background(), &archive)
+	resp, err := e.Docker.ImageLoad(context.Background(), &archive)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
-	img, err := e.cli.ImageInspect(context.Background(), ref)
+	img, err := e.Docker.ImageInspect(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = e.cli.ImageRemove(context.Background(), img.ID, image.RemoveOptions{Force: true})
+		_, _ = e.Docker.ImageRemove(context.Background(), img.ID, image.RemoveOptions{Force: true})
 	})
 	if img.Architecture != arch {
 		t.Fatalf("loaded image is %s, want %s", img.Architecture, arch)
@@ -326,7 +324,7 @@ func loadForeignArch(t *testing.T, e *dioEnv, arch string) string {
 // TestDockerioBadPolicy: every bad input gets its typed error and nothing is
 // left behind.
 func TestDockerioBadPolicy(t *testing.T) {
-	e := newDio(t)
+	e := testkit.NewDio(t)
 	withVolume := importImage(t, e, "", "VOLUME /data")
 	forging := importImage(t, e, "", "LABEL execID=forged")
 	arm := loadForeignArch(t, e, "arm64")
@@ -351,27 +349,27 @@ func TestDockerioBadPolicy(t *testing.T) {
 		{"image labels forge event attributes", func(s *spec.Sandbox) { s.Image = forging }, spec.CodeUnsupported},
 		{"image wrong architecture", func(s *spec.Sandbox) { s.Image = arm }, spec.CodeUnsupported},
 		{"datasets on this engine", func(s *spec.Sandbox) {
-			s.Datasets = []spec.Dataset{{Image: e.image, Target: "/data"}}
+			s.Datasets = []spec.Dataset{{Image: e.Image, Target: "/data"}}
 		}, spec.CodeUnsupported},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := e.a.CreateSandbox(context.Background(), dockerio.SandboxRequest{Owner: e.owner, ID: newID(), Spec: e.spec(c.f)})
+			_, err := e.Adapter.CreateSandbox(context.Background(), dockerio.SandboxRequest{Owner: e.Owner, ID: testkit.NewID(), Spec: e.Spec(c.f)})
 			if spec.CodeOf(err) != c.code {
 				t.Fatalf("got %v, want %s", err, c.code)
 			}
-			if rs := e.leftovers(t); len(rs) != 0 {
+			if rs := e.Leftovers(t); len(rs) != 0 {
 				t.Fatalf("left behind: %+v", rs)
 			}
 		})
 	}
 	var se *spec.Error
-	_, err := e.a.CreateSandbox(context.Background(), dockerio.SandboxRequest{Owner: e.owner, ID: newID(), Spec: e.spec(func(s *spec.Sandbox) { s.Image = "sha256:" + strings.Repeat("0", 64) })})
+	_, err := e.Adapter.CreateSandbox(context.Background(), dockerio.SandboxRequest{Owner: e.Owner, ID: testkit.NewID(), Spec: e.Spec(func(s *spec.Sandbox) { s.Image = "sha256:" + strings.Repeat("0", 64) })})
 	if !errors.As(err, &se) || !errors.Is(err, spec.ErrNotFound) {
 		t.Fatalf("absent image: %v should wrap not_found", err)
 	}
 	for _, bad := range []string{"", "a-b", "../x", strings.Repeat("a", 65)} {
-		if _, err := e.a.CreateSandbox(context.Background(), dockerio.SandboxRequest{Owner: e.owner, ID: bad, Spec: e.spec(nil)}); !spec.IsCode(err, spec.CodeInvalidArgument) {
+		if _, err := e.Adapter.CreateSandbox(context.Background(), dockerio.SandboxRequest{Owner: e.Owner, ID: bad, Spec: e.Spec(nil)}); !spec.IsCode(err, spec.CodeInvalidArgument) {
 			t.Errorf("sandbox id %q: %v", bad, err)
 		}
 	}
@@ -381,30 +379,30 @@ func TestDockerioBadPolicy(t *testing.T) {
 // profile refuses before Docker is asked; the raw daemon also refuses the
 // mount type, which shows the refusal is not overcautious.
 func TestDockerioDatasetsRefusedForReal(t *testing.T) {
-	e := newDio(t)
+	e := testkit.NewDio(t)
 	ctx := context.Background()
-	id := newID()
-	s := e.spec(func(s *spec.Sandbox) { s.Datasets = []spec.Dataset{{Image: e.image, Target: "/data"}} })
-	_, err := e.a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.owner, ID: id, Spec: s})
+	id := testkit.NewID()
+	s := e.Spec(func(s *spec.Sandbox) { s.Datasets = []spec.Dataset{{Image: e.Image, Target: "/data"}} })
+	_, err := e.Adapter.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.Owner, ID: id, Spec: s})
 	if !spec.IsCode(err, spec.CodeUnsupported) || !strings.Contains(err.Error(), "dataset") {
 		t.Fatalf("got %v", err)
 	}
-	b := dockerio.ContainerBody(e.a.Profile(), s, e.owner, id, dockerio.RoleWorkload, dockerio.Name(e.owner, id, dockerio.RoleVolume), "")
-	_, err = e.cli.ContainerCreate(ctx, b.Config, b.HostConfig, nil, nil, dockerio.Name(e.owner, id, dockerio.RoleWorkload))
+	b := dockerio.ContainerBody(e.Adapter.Profile(), s, e.Owner, id, dockerio.RoleWorkload, dockerio.Name(e.Owner, id, dockerio.RoleVolume), "")
+	_, err = e.Docker.ContainerCreate(ctx, b.Config, b.HostConfig, nil, nil, dockerio.Name(e.Owner, id, dockerio.RoleWorkload))
 	if err == nil {
 		t.Fatal("the daemon accepted an image mount: this engine may support datasets after all")
 	}
 	t.Logf("daemon refuses image mounts: %v", err)
-	_ = dockertest.RemoveOwned(ctx, e.cli, e.owner) // the volume the raw create may have made
+	_ = dockertest.RemoveOwned(ctx, e.Docker, e.Owner) // the volume the raw create may have made
 }
 
 // TestDockerioArchiveRoundTrip: files enter and leave /workspace through the
 // export container, owned by the sandbox's uid:gid; a read from a running
 // workload pauses it or says it is live.
 func TestDockerioArchiveRoundTrip(t *testing.T) {
-	e := newDio(t)
+	e := testkit.NewDio(t)
 	ctx := context.Background()
-	sb := e.sandbox(t, nil)
+	sb := e.Sandbox(t, nil)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "sub/", Mode: 0o4755, Uid: 0, Gid: 0}); err != nil {
@@ -420,24 +418,24 @@ func TestDockerioArchiveRoundTrip(t *testing.T) {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.a.PutArchive(ctx, sb, "work", &buf); err != nil {
+	if err := e.Adapter.PutArchive(ctx, sb, "work", &buf); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.sh(t, sb, "stat -c '%u:%g:%a' /workspace/work/sub /workspace/work/sub/data.txt && wc -c </workspace/work/sub/data.txt && echo more >>/workspace/work/sub/data.txt"); got != "65532:65532:755\n65532:65532:644\n90000\n" {
+	if got := e.Sh(t, sb, "stat -c '%u:%g:%a' /workspace/work/sub /workspace/work/sub/data.txt && wc -c </workspace/work/sub/data.txt && echo more >>/workspace/work/sub/data.txt"); got != "65532:65532:755\n65532:65532:644\n90000\n" {
 		t.Fatalf("inside the sandbox: %q", got)
 	}
 	for _, pause := range []bool{true, false} {
 		if pause {
-			if err := e.a.PauseSandbox(ctx, sb); err != nil {
+			if err := e.Adapter.PauseSandbox(ctx, sb); err != nil {
 				t.Fatal(err)
 			}
 		}
-		rc, err := e.a.GetArchive(ctx, sb, "work/sub")
+		rc, err := e.Adapter.GetArchive(ctx, sb, "work/sub")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if pause {
-			c, _ := e.cli.ContainerInspect(ctx, sb.Workload)
+			c, _ := e.Docker.ContainerInspect(ctx, sb.Workload)
 			if !c.State.Paused {
 				t.Fatal("workload not paused during a consistent read")
 			}
@@ -468,20 +466,20 @@ func TestDockerioArchiveRoundTrip(t *testing.T) {
 		}
 		// Unpausing twice (or a workload never paused) is no error.
 		for range 2 {
-			if err := e.a.UnpauseSandbox(ctx, sb); err != nil {
+			if err := e.Adapter.UnpauseSandbox(ctx, sb); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if seen != 2 {
 			t.Fatalf("%d entries", seen)
 		}
-		c, _ := e.cli.ContainerInspect(ctx, sb.Workload)
+		c, _ := e.Docker.ContainerInspect(ctx, sb.Workload)
 		if c.State.Paused {
 			t.Fatal("workload left paused")
 		}
 	}
 	for _, bad := range []string{"/etc", "../x", "work/../../x"} {
-		if err := e.a.PutArchive(ctx, sb, bad, bytes.NewReader(nil)); !spec.IsCode(err, spec.CodeInvalidArgument) {
+		if err := e.Adapter.PutArchive(ctx, sb, bad, bytes.NewReader(nil)); !spec.IsCode(err, spec.CodeInvalidArgument) {
 			t.Errorf("path %q: %v", bad, err)
 		}
 	}
@@ -493,10 +491,10 @@ func TestDockerioArchiveRoundTrip(t *testing.T) {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.a.PutArchive(ctx, sb, "work", &dev); !spec.IsCode(err, spec.CodeInvalidArgument) {
+	if err := e.Adapter.PutArchive(ctx, sb, "work", &dev); !spec.IsCode(err, spec.CodeInvalidArgument) {
 		t.Errorf("device node: %v", err)
 	}
-	if _, err := e.a.GetArchive(ctx, sb, "work/absent"); !spec.IsCode(err, spec.CodeNotFound) {
+	if _, err := e.Adapter.GetArchive(ctx, sb, "work/absent"); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Errorf("absent path: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // seedPayload is a warden "binary" for the seed: its bytes, an error, or a
@@ -34,7 +35,7 @@ func (p seedPayload) Bytes() ([]byte, error) {
 // that fails fails the start; and a removal while a seed is in flight
 // leaves nothing behind.
 func TestDockerioSeed(t *testing.T) {
-	e := newDio(t)
+	e := testkit.NewDio(t)
 	bin := []byte("#!/bin/sh\n# not a warden: only delivered\n")
 	for _, tc := range []struct {
 		name    string
@@ -55,8 +56,8 @@ func TestDockerioSeed(t *testing.T) {
 			defer func() { _ = a.Close() }()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			s := e.spec(nil)
-			sb, err := a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.owner, ID: newID(), Spec: s})
+			s := e.Spec(nil)
+			sb, err := a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.Owner, ID: testkit.NewID(), Spec: s})
 			if err != nil {
 				t.Fatalf("create: %v", err)
 			}
@@ -67,7 +68,7 @@ func TestDockerioSeed(t *testing.T) {
 				if err := <-done; err != nil {
 					t.Fatalf("remove with the seed in flight: %v", err)
 				}
-				if rs := e.leftovers(t); len(rs) != 0 {
+				if rs := e.Leftovers(t); len(rs) != 0 {
 					t.Fatalf("left behind: %+v", rs)
 				}
 				return
@@ -84,7 +85,7 @@ func TestDockerioSeed(t *testing.T) {
 			if err := a.RemoveSandbox(ctx, sb); err != nil {
 				t.Fatalf("remove: %v", err)
 			}
-			if rs := e.leftovers(t); len(rs) != 0 {
+			if rs := e.Leftovers(t); len(rs) != 0 {
 				t.Fatalf("left behind: %+v", rs)
 			}
 		})
@@ -94,9 +95,9 @@ func TestDockerioSeed(t *testing.T) {
 // checkSeeded reads the workspace through the export container with the
 // test's own client: work/ is the sandbox user's, the warden's directory
 // and binary root's, the binary execute-only with the payload's bytes.
-func checkSeeded(t *testing.T, e *dioEnv, sb dockerio.Sandbox, u spec.User, bin []byte) {
+func checkSeeded(t *testing.T, e *testkit.DioEnv, sb dockerio.Sandbox, u spec.User, bin []byte) {
 	t.Helper()
-	rc, _, err := e.cli.CopyFromContainer(context.Background(), sb.Export, dockerio.WorkspaceDir)
+	rc, _, err := e.Docker.CopyFromContainer(context.Background(), sb.Export, dockerio.WorkspaceDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,18 +6,19 @@ import (
 	"testing"
 
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 func TestDockerioLifecycle(t *testing.T) {
-	e := newDio(t)
-	sb := e.sandbox(t, nil)
-	if got := e.sh(t, sb, "id"); !strings.HasPrefix(got, "uid=65532") {
+	e := testkit.NewDio(t)
+	sb := e.Sandbox(t, nil)
+	if got := e.Sh(t, sb, "id"); !strings.HasPrefix(got, "uid=65532") {
 		t.Fatalf("id: %q", got)
 	}
-	if err := e.a.RemoveSandbox(context.Background(), sb); err != nil {
+	if err := e.Adapter.RemoveSandbox(context.Background(), sb); err != nil {
 		t.Fatal(err)
 	}
-	if rs := e.leftovers(t); len(rs) != 0 {
+	if rs := e.Leftovers(t); len(rs) != 0 {
 		t.Fatalf("left behind: %+v", rs)
 	}
 }
@@ -26,17 +27,17 @@ func TestDockerioLifecycle(t *testing.T) {
 // client is pinned to the profile's API version (not the v28 default 1.51),
 // the daemon id is reported, and doctor prints every check.
 func TestDockerioPreflightReal(t *testing.T) {
-	e := newDio(t)
+	e := testkit.NewDio(t)
 	ctx := context.Background()
-	d, err := e.a.Preflight(ctx)
+	d, err := e.Adapter.Preflight(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := e.a.Profile()
-	if d.ID == "" || d.Revision != p.Revision() || d.APIVersion != p.APIVersion || e.a.ClientVersion() != p.APIVersion {
-		t.Fatalf("daemon %+v, client drives %s, profile %s", d, e.a.ClientVersion(), p.APIVersion)
+	p := e.Adapter.Profile()
+	if d.ID == "" || d.Revision != p.Revision() || d.APIVersion != p.APIVersion || e.Adapter.ClientVersion() != p.APIVersion {
+		t.Fatalf("daemon %+v, client drives %s, profile %s", d, e.Adapter.ClientVersion(), p.APIVersion)
 	}
-	info, err := e.cli.Info(ctx)
+	info, err := e.Docker.Info(ctx)
 	if err != nil || info.ID != d.ID {
 		t.Fatalf("daemon id %q, /info says %q (%v)", d.ID, info.ID, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // The allowlist network's cost, each against the open network in the same
@@ -22,30 +23,30 @@ import (
 // egressPair is an open and an allowlist sandbox of one runtime, and the
 // host server both reach.
 type egressPair struct {
-	e          *apiEnv
+	e          *testkit.APIEnv
 	open, allo *stockade.Sandbox
 	target     string
-	srv        *outsideServer
+	srv        *testkit.OutsideServer
 }
 
 func newEgressPair(b *testing.B) *egressPair {
 	b.Helper()
-	e := newAPI(b, stockade.Options{})
-	srv := startOutside(b)
-	target := fmt.Sprintf("%s:%d", bridgeGateway(b, dockertest.Client(b)), srv.port)
+	e := testkit.NewAPI(b, stockade.Options{})
+	srv := testkit.StartOutside(b)
+	target := fmt.Sprintf("%s:%d", testkit.BridgeGateway(b, dockertest.Client(b)), srv.Port)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	mk := func(p spec.Policy) *stockade.Sandbox {
 		p.MemoryBytes = 512 << 20
-		sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: p, Lifetime: spec.Kept})
+		sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: p, Lifetime: spec.Kept})
 		if err != nil {
 			b.Fatalf("create: %v", err)
 		}
 		return sb
 	}
-	open := smallPolicy()
+	open := testkit.SmallPolicy()
 	open.Network = spec.NetworkOpen
-	return &egressPair{e: e, open: mk(open), allo: mk(allowlistPolicy(target)), target: target, srv: srv}
+	return &egressPair{e: e, open: mk(open), allo: mk(testkit.AllowlistPolicy(target)), target: target, srv: srv}
 }
 
 // fetch returns sh fetching path from the target into /dev/null, directly
@@ -59,21 +60,21 @@ func (p *egressPair) fetch(proxied bool, path string, n int) string {
 	if proxied {
 		one = fmt.Sprintf(`printf 'CONNECT %[1]s HTTP/1.1\r\nHost: %[1]s\r\n\r\n%[2]s' | nc "$ph" "$pp" > /dev/null`, p.target, req)
 	}
-	return proxyScript + fmt.Sprintf(`i=0; while [ $i -lt %d ]; do %s; i=$((i+1)); done`, n, one)
+	return testkit.ProxyScript + fmt.Sprintf(`i=0; while [ $i -lt %d ]; do %s; i=$((i+1)); done`, n, one)
 }
 
 // timed runs script and checks the server answered n requests with at
 // least bytes bytes in all.
 func (p *egressPair) timed(b *testing.B, sb *stockade.Sandbox, script string, n, bytes int64) time.Duration {
 	b.Helper()
-	hits, sent := p.srv.hits.Load(), p.srv.sent.Load()
+	hits, sent := p.srv.Hits.Load(), p.srv.Sent.Load()
 	start := time.Now()
-	_, errOut, res, err := runOut(b, sb, spec.Process{Argv: []string{"sh", "-c", script}})
+	_, errOut, res, err := testkit.RunOut(b, sb, spec.Process{Argv: []string{"sh", "-c", script}})
 	d := time.Since(start)
 	if err != nil || res.ExitCode != 0 {
 		b.Fatalf("%s: %+v %v %s", script, res, err, errOut)
 	}
-	if h, s := p.srv.hits.Load()-hits, p.srv.sent.Load()-sent; h != n || s < bytes {
+	if h, s := p.srv.Hits.Load()-hits, p.srv.Sent.Load()-sent; h != n || s < bytes {
 		b.Fatalf("%s: the server answered %d requests with %d bytes, want %d and at least %d", script, h, s, n, bytes)
 	}
 	return d
@@ -127,15 +128,15 @@ func BenchmarkEgressLatency(b *testing.B) {
 }
 
 func BenchmarkEgressCreate(b *testing.B) {
-	e := newAPI(b, stockade.Options{})
-	target := fmt.Sprintf("%s:80", bridgeGateway(b, dockertest.Client(b)))
+	e := testkit.NewAPI(b, stockade.Options{})
+	target := fmt.Sprintf("%s:80", testkit.BridgeGateway(b, dockertest.Client(b)))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	open := smallPolicy()
+	open := testkit.SmallPolicy()
 	open.Network = spec.NetworkOpen
 	mk := func(p spec.Policy) time.Duration {
 		start := time.Now()
-		sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: p, Lifetime: spec.Kept})
+		sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: p, Lifetime: spec.Kept})
 		if err != nil {
 			b.Fatalf("create: %v", err)
 		}
@@ -145,14 +146,14 @@ func BenchmarkEgressCreate(b *testing.B) {
 		}
 		return d
 	}
-	mk(allowlistPolicy(target)) // the egress image's import and the outside network, once
+	mk(testkit.AllowlistPolicy(target)) // the egress image's import and the outside network, once
 	var o, a []time.Duration
 	for i := 0; i < b.N; i++ {
 		if i%2 == 0 {
 			o = append(o, mk(open))
-			a = append(a, mk(allowlistPolicy(target)))
+			a = append(a, mk(testkit.AllowlistPolicy(target)))
 		} else {
-			a = append(a, mk(allowlistPolicy(target)))
+			a = append(a, mk(testkit.AllowlistPolicy(target)))
 			o = append(o, mk(open))
 		}
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // faultWait bounds every wait of these tests: a fault must have played out
@@ -166,7 +167,7 @@ func (e *faultEnv) goroutines() int {
 }
 
 func (e *faultEnv) sandbox(ctx context.Context) (*stockade.Sandbox, error) {
-	return e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: smallPolicy(), Lifetime: spec.Kept})
+	return e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 }
 
 func (e *faultEnv) mustSandbox(t *testing.T) *stockade.Sandbox {
@@ -491,7 +492,7 @@ func history(t *testing.T, rt *stockade.Runtime, id string) ([]string, map[strin
 // runs checks a process runs normally in sb (the runtime still serves).
 func runs(t *testing.T, sb *stockade.Sandbox, what string) {
 	t.Helper()
-	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"echo", "still-serving"}})
+	out, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"echo", "still-serving"}})
 	if err != nil || res.Reason != "exited" || res.ExitCode != 0 || out != "still-serving\n" {
 		t.Errorf("%s: a plain process after the fault: out %q reason %s code %d err %v", what, out, res.Reason, res.ExitCode, err)
 	}
@@ -941,7 +942,7 @@ func TestFaultsSlowReplies(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), faultWait)
 		defer cancel()
-		sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy(), Lifetime: spec.Kept})
+		sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 		if err != nil {
 			t.Fatalf("a slow create failed: %v", err)
 		}
@@ -960,7 +961,7 @@ func TestFaultsSlowReplies(t *testing.T) {
 		f := e.px.Add(faultproxy.Rule{Match: "GET /images/", Action: faultproxy.Delay, D: time.Minute, Times: 1})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy(), Lifetime: spec.Kept})
+		_, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 		if f.Hits() != 1 {
 			t.Fatalf("the image inspect was not delayed (hits %d)", f.Hits())
 		}
@@ -1034,7 +1035,7 @@ func TestFaultsSlowReplies(t *testing.T) {
 		sb := e.mustSandbox(t)
 		tok := token()
 		f := e.px.Add(faultproxy.Rule{Match: "POST /exec/", Exec: tok, Action: faultproxy.Delay, D: time.Second, Times: 1})
-		out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo slow-but-fine", tok}, Timeout: time.Minute})
+		out, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo slow-but-fine", tok}, Timeout: time.Minute})
 		if f.Hits() != 1 || err != nil || res.Reason != "exited" || res.ExitCode != 0 || out != "slow-but-fine\n" {
 			t.Errorf("a start delayed 1 s (hits %d): out %q reason %s code %d err %v", f.Hits(), out, res.Reason, res.ExitCode, err)
 		}
@@ -1090,7 +1091,7 @@ func TestFaultsEventStream(t *testing.T) {
 		f := faultproxy.Rule{Match: "GET /events", Action: faultproxy.Truncate, N: 0, Times: 1}
 		e := newFaultEnvWith(t, false, f)
 		sb := e.mustSandbox(t)
-		waitFor(t, "the event stream to be cut", func() bool { return e.pre[0].Hits() == 1 })
+		testkit.WaitFor(t, "the event stream to be cut", func() bool { return e.pre[0].Hits() == 1 })
 		runs(t, sb, "after the event stream was cut")
 		kill(t, e, sb)
 		st := eventuallyPhase(t, sb, lifecycle.PhaseExited)
@@ -1101,7 +1102,7 @@ func TestFaultsEventStream(t *testing.T) {
 		f := faultproxy.Rule{Match: "GET /events", Action: faultproxy.Stall, N: 0}
 		e := newFaultEnvWith(t, false, f)
 		sb := e.mustSandbox(t)
-		waitFor(t, "the event stream to be stalled", func() bool { return e.pre[0].Hits() >= 1 })
+		testkit.WaitFor(t, "the event stream to be stalled", func() bool { return e.pre[0].Hits() >= 1 })
 		runs(t, sb, "with the event stream stalled")
 		kill(t, e, sb)
 		// No die event can come. Within a bound, the next launch finds
@@ -1171,7 +1172,7 @@ func TestFaultsVerifyLiveJournal(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
+				if _, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
 					t.Errorf("a process beside the verifier: %+v %v", res, err)
 				}
 			}()

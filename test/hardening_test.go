@@ -11,6 +11,7 @@ import (
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // TestRecoveryToleratesAnUnfoldableStream: a kept sandbox whose journal
@@ -18,12 +19,12 @@ import (
 // listed unreconciled with the fold error and refused, the healthy one is
 // re-adopted and runs a process.
 func TestRecoveryToleratesAnUnfoldableStream(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	bad, good := e.sandbox(t, spec.Kept), e.sandbox(t, spec.Kept)
-	if err := e.rt.Close(); err != nil {
+	e := testkit.NewAPI(t, stockade.Options{})
+	bad, good := e.Sandbox(t, spec.Kept), e.Sandbox(t, spec.Kept)
+	if err := e.RT.Close(); err != nil {
 		t.Fatal(err)
 	}
-	j, err := journal.Open(e.journal, journal.Options{})
+	j, err := journal.Open(e.Journal, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestRecoveryToleratesAnUnfoldableStream(t *testing.T) {
 	}
 	_ = j.Close()
 
-	rt := e.reopen(t, stockade.Options{})
+	rt := e.Reopen(t, stockade.Options{})
 	if d := decisionOf(t, rt, bad.ID()); d.Decision != stockade.Unreconciled || !strings.Contains(d.Error, "illegal transition") {
 		t.Fatalf("bad sandbox: %+v, want unreconciled with the fold error", d)
 	}
@@ -51,7 +52,7 @@ func TestRecoveryToleratesAnUnfoldableStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"echo", "fine"}}); err != nil || out != "fine\n" || res.ExitCode != 0 {
+	if out, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"echo", "fine"}}); err != nil || out != "fine\n" || res.ExitCode != 0 {
 		t.Fatalf("healthy sandbox's process: %q %+v %v", out, res, err)
 	}
 }
@@ -59,15 +60,15 @@ func TestRecoveryToleratesAnUnfoldableStream(t *testing.T) {
 // TestAPIOOMReason: a process the kernel's OOM killer ends is reported oom
 // (exit 137); a later process that kills itself with SIGKILL is not.
 func TestAPIOOMReason(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
 	// dd's 256 MiB block buffer is far over the sandbox's 128 MiB with no
 	// swap: the OOM killer ends it.
-	_, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "exec dd if=/dev/zero of=/dev/null bs=256M count=1"}, Stderr: spec.Discard})
+	_, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "exec dd if=/dev/zero of=/dev/null bs=256M count=1"}, Stderr: spec.Discard})
 	if err != nil || res.Reason != string(lifecycle.ReasonOOM) || res.ExitCode != 137 {
 		t.Fatalf("memory hog: %+v %v, want oom with exit 137", res, err)
 	}
-	_, _, res, err = runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "kill -9 $$"}})
+	_, _, res, err = testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "kill -9 $$"}})
 	if res.Reason == string(lifecycle.ReasonOOM) || res.ExitCode != 137 {
 		t.Fatalf("self-killed: %+v %v, want 137 and not oom", res, err)
 	}
@@ -77,8 +78,8 @@ func TestAPIOOMReason(t *testing.T) {
 // journaled freeze; the workload thaws only after the last is closed. A
 // runtime that dies mid-copy leaves the workload frozen; recovery thaws it.
 func TestAPIConsistentGetsAreJournaled(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	paused := func() bool {
@@ -86,7 +87,7 @@ func TestAPIConsistentGetsAreJournaled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := e.cli.ContainerInspect(ctx, st.Created.Workload)
+		c, err := e.Docker.ContainerInspect(ctx, st.Created.Workload)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,12 +121,12 @@ func TestAPIConsistentGetsAreJournaled(t *testing.T) {
 	if !paused() {
 		t.Fatal("not paused during a consistent copy")
 	}
-	rt := e.reopen(t, stockade.Options{})
+	rt := e.Reopen(t, stockade.Options{})
 	again, err := rt.Sandbox(sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, _, res, err := runOut(t, again, spec.Process{Argv: []string{"echo", "thawed"}}); err != nil || out != "thawed\n" || res.ExitCode != 0 {
+	if out, _, res, err := testkit.RunOut(t, again, spec.Process{Argv: []string{"echo", "thawed"}}); err != nil || out != "thawed\n" || res.ExitCode != 0 {
 		t.Fatalf("after recovery: %q %+v %v", out, res, err)
 	}
 	hist, err := rt.History(t.Context(), sb.ID())
@@ -145,9 +146,9 @@ func TestAPIConsistentGetsAreJournaled(t *testing.T) {
 // stderr and goes on is not taken for ended at its output's end: its real
 // exit, learned from the exec_die event, is what Wait reports.
 func TestAPIProcessOutlivesItsOutput(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
-	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo bye; exec >&- 2>&-; sleep 2; exit 3"}})
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
+	out, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "echo bye; exec >&- 2>&-; sleep 2; exit 3"}})
 	if err != nil || out != "bye\n" || res.ExitCode != 3 || res.Reason != string(lifecycle.ReasonExited) {
 		t.Fatalf("%q %+v %v, want exit 3 after its output ended", out, res, err)
 	}
@@ -157,10 +158,10 @@ func TestAPIProcessOutlivesItsOutput(t *testing.T) {
 // variables never replace the process's: a command gets every variable as
 // its caller set it.
 func TestAPIWrapperLeavesTheEnvironment(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
 	env := []string{"o=1", "f=2", "k=3", "v=4", "g=5", "__x=6"}
-	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", `echo "$o $f $k $v $g $__x"`}, Env: env})
+	out, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", `echo "$o $f $k $v $g $__x"`}, Env: env})
 	if err != nil || res.ExitCode != 0 || out != "1 2 3 4 5 6\n" {
 		t.Fatalf("%q %+v %v, want the caller's values", out, res, err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // The hostile-workload suite (issue 13): each attack runs from inside a
@@ -35,8 +36,8 @@ import (
 // hostileEnv is one `stockade serve` on a fresh journal, a client dialled
 // to it, and the bystander: a kept sandbox of its own.
 type hostileEnv struct {
-	cli       *cliEnv
-	srv       *served
+	cli       *testkit.CLIEnv
+	srv       *testkit.Served
 	c         *client.Client
 	docker    *dockerclient.Client
 	image     string
@@ -48,7 +49,7 @@ func newHostile(t *testing.T) *hostileEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	e, srv, c, by := servedKeptSandbox(t, ctx)
+	e, srv, c, by := testkit.ServedKeptSandbox(t, ctx)
 	docker := dockertest.Client(t)
 	st, err := by.State(ctx)
 	if err != nil || st.Owner == "" {
@@ -153,7 +154,7 @@ func (h *hostileEnv) attackIn(t *testing.T, image string, pol spec.Policy, fn fu
 			t.Errorf("removing the attacked sandbox: %v", err)
 			return
 		}
-		assertSandboxGone(t, h.docker, h.owner, sb.ID())
+		testkit.AssertSandboxGone(t, h.docker, h.owner, sb.ID())
 	}()
 	fn(ctx, sb)
 }
@@ -255,18 +256,6 @@ func workload(t *testing.T, ctx context.Context, sb host.Sandbox) string {
 		t.Fatalf("state of %s: %+v %v", sb.ID(), st, err)
 	}
 	return st.Created.Workload
-}
-
-// waitFor polls cond (every 100 ms) until it holds or a minute passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // clip shortens b for a failure message.

@@ -8,6 +8,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/survivor"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // TestHostileRollbackSurvivor (issue 30, defects 4 and 5): processes that
@@ -19,7 +20,7 @@ import (
 // Before the fix the survivors ran on past the rollback.
 func TestHostileRollbackSurvivor(t *testing.T) {
 	h := newHostile(t)
-	h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+	h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 		okOut(t, "the checkpoint's tree", shIn(ctx, sb, "mkdir -p p/workspace p/tmp && dd if=/dev/zero of=p/tmp/big bs=1M count=8 2>/dev/null && echo ck > state.txt && echo ok"), "ok\n")
 		if _, err := sb.Checkpoint(ctx, "ck"); err != nil {
 			t.Fatal(err)
@@ -53,7 +54,7 @@ func TestHostileRollbackSurvivor(t *testing.T) {
 			okOut(t, "the survivors", shIn(ctx, sb, survivor.Script), "started\n")
 		}
 		types := h.sandboxTypesOf(t, ctx, sb.ID())
-		if n := count(types, (lifecycle.RolledBack{}).Type()); n != 3 || count(types, (lifecycle.RollbackAbandoned{}).Type()) != 0 {
+		if n := testkit.Count(types, (lifecycle.RolledBack{}).Type()); n != 3 || testkit.Count(types, (lifecycle.RollbackAbandoned{}).Type()) != 0 {
 			t.Fatalf("journal %v: want 3 rollbacks, none abandoned", types)
 		}
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 	"github.com/stockade/stockade/warden"
 )
 
@@ -31,7 +32,7 @@ import (
 func TestHostileResources(t *testing.T) {
 	h := newHostile(t)
 
-	// The sandbox's pids cgroup (64 tasks, smallPolicy) bounds a fork
+	// The sandbox's pids cgroup (64 tasks, testkit.SmallPolicy) bounds a fork
 	// bomb: forks fail with EAGAIN (the shell's "can't fork"), and the
 	// cgroup counts each refusal in pids.events. A classic bomb dies out
 	// by itself (each member exits once its forks are refused): exited
@@ -53,7 +54,7 @@ func TestHostileResources(t *testing.T) {
 			{"sleepers until refused", "while :; do sleep 1000 & done", 0},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+				h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 					refused := func() int { return pidsRefused(t, ctx, sb) }
 					before := refused()
 					if r := shIn(ctx, sb, "cat /sys/fs/cgroup/pids/pids.max"); string(r.stdout) != "64\n" {
@@ -115,7 +116,7 @@ func TestHostileResources(t *testing.T) {
 					// Nothing of it is left, and the sandbox answers.
 					okOut(t, "after the bomb", shIn(ctx, sb, "ps -o args | grep -c '^sleep 1000' || true"), "0\n")
 					okOut(t, "after the bomb", shIn(ctx, sb, "echo alive"), "alive\n")
-					if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.warden_lost") != 0 {
+					if types := h.sandboxTypesOf(t, ctx, sb.ID()); testkit.Count(types, "sandbox.warden_lost") != 0 {
 						t.Errorf("the bomb cost the warden: %v", types)
 					}
 				})
@@ -131,7 +132,7 @@ func TestHostileResources(t *testing.T) {
 			{"one 256 MiB buffer", "exec dd if=/dev/zero of=/dev/null bs=256M count=1"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+				h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 					r := shIn(ctx, sb, tc.script)
 					h.wantEnd(t, ctx, sb, tc.name, r, lifecycle.ReasonOOM, 137)
 					okOut(t, "after the hog", shIn(ctx, sb, "echo alive"), "alive\n")
@@ -145,7 +146,7 @@ func TestHostileResources(t *testing.T) {
 	// writes, a new process (spawned while /tmp is still full) runs, and
 	// /tmp works again once the file is removed.
 	t.Run("tmpfs fill", func(t *testing.T) {
-		pol := smallPolicy()
+		pol := testkit.SmallPolicy()
 		pol.TmpBytes = 8 << 20
 		h.attack(t, pol, func(ctx context.Context, sb host.Sandbox) {
 			r := shIn(ctx, sb, "dd if=/dev/zero of=/tmp/fill bs=1M count=64")
@@ -184,7 +185,7 @@ func TestHostileResources(t *testing.T) {
 	// file system of the daemon's volumes and its free space) and names
 	// the storage driver in datasets.image-store.
 	t.Run("workspace fill", func(t *testing.T) {
-		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			r := shIn(ctx, sb, "dd if=/dev/zero of=/workspace/work/fill bs=1M count=64 2>/dev/null && sync && du -k /workspace/work/fill | cut -f1 && stat -f -c '%b %S' /workspace")
 			var kib, blocks, bsize uint64
 			h.wantEnd(t, ctx, sb, "64 MiB into /workspace", r, lifecycle.ReasonExited, 0)
@@ -230,7 +231,7 @@ func TestHostileResources(t *testing.T) {
 				t.Errorf("doctor does not say %q:\n%s", bound, doc)
 			}
 			// The CLI's doctor prints the same checks.
-			if code, out, errOut := h.cli.run(t, "", "doctor"); code != 0 || !strings.Contains(out, "workspace.disk") || !strings.Contains(out, bound) || !strings.Contains(out, info.Driver) {
+			if code, out, errOut := h.cli.Run(t, "", "doctor"); code != 0 || !strings.Contains(out, "workspace.disk") || !strings.Contains(out, bound) || !strings.Contains(out, info.Driver) {
 				t.Errorf("stockade doctor: exit %d, does not say %q in workspace.disk, or name the storage driver %q:\n%s%s", code, bound, info.Driver, out, errOut)
 			}
 		})
@@ -240,7 +241,7 @@ func TestHostileResources(t *testing.T) {
 	// together) stops a flood: output_limit, within the quota, whichever
 	// stream floods and whether or not the host reads it.
 	t.Run("output flood", func(t *testing.T) {
-		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			for _, tc := range []struct {
 				name string
 				p    spec.Process
@@ -265,7 +266,7 @@ func TestHostileResources(t *testing.T) {
 	// after the server's stop grace when TERM is ignored): reason
 	// timeout, error timeout.
 	t.Run("past its timeout", func(t *testing.T) {
-		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			for _, tc := range []struct {
 				name string
 				argv []string
@@ -319,7 +320,7 @@ func TestHostileStreams(t *testing.T) {
 	// backpressure: nothing buffers 8 MiB). The process's timeout stops
 	// it, and the blocked Write then returns an error: nothing hangs.
 	t.Run("stdin never read", func(t *testing.T) {
-		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}, Stdin: true, Timeout: 3 * time.Second})
 			if err != nil {
 				t.Fatal(err)
@@ -357,7 +358,7 @@ func TestHostileStreams(t *testing.T) {
 	// reaped and both pipes are closed). The process is still stopped by
 	// Stop (TERM to its group): signaled, 143.
 	t.Run("stdout closed early", func(t *testing.T) {
-		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "echo bye; exec >&- 2>&-; sleep 301"}})
 			if err != nil {
 				t.Fatal(err)
@@ -368,7 +369,7 @@ func TestHostileStreams(t *testing.T) {
 			// From inside: the shell runs on with no fd 1 or 2.
 			pid := h.startedPID(t, ctx, sb.ID(), p.ID())
 			var fds string
-			waitFor(t, "the shell to close its output", func() bool {
+			testkit.WaitFor(t, "the shell to close its output", func() bool {
 				r := shIn(ctx, sb, fmt.Sprintf("ls /proc/%d/fd | tr '\\n' ' '", pid))
 				fds = string(r.stdout)
 				return r.res.ExitCode == 0 && fds != "" && !strings.Contains(" "+fds, " 1 ") && !strings.Contains(" "+fds, " 2 ")
@@ -401,7 +402,7 @@ func TestHostileStreams(t *testing.T) {
 	// reads them unchanged, the result counts them, and the recording
 	// (through the server's Logs and `stockade logs`) holds them exactly.
 	t.Run("binary garbage", func(t *testing.T) {
-		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			var blob bytes.Buffer
 			for i := range 256 {
 				blob.WriteByte(byte(i))
@@ -417,7 +418,7 @@ func TestHostileStreams(t *testing.T) {
 			r := run(ctx, sb, spec.Process{Argv: []string{"sh", "-c", "cat garbage; cat garbage >&2"}, Record: spec.Record{Head: 8 << 20}})
 			h.wantEnd(t, ctx, sb, "cat of garbage", r, lifecycle.ReasonExited, 0)
 			if !bytes.Equal(r.stdout, want) || !bytes.Equal(r.stderr, want) {
-				t.Errorf("stdout %d bytes (first difference at %d), stderr %d bytes (at %d); want the %d bytes written", len(r.stdout), firstDiff(string(r.stdout), string(want)), len(r.stderr), firstDiff(string(r.stderr), string(want)), len(want))
+				t.Errorf("stdout %d bytes (first difference at %d), stderr %d bytes (at %d); want the %d bytes written", len(r.stdout), testkit.FirstDiff(string(r.stdout), string(want)), len(r.stderr), testkit.FirstDiff(string(r.stderr), string(want)), len(want))
 			}
 			if r.res.StdoutBytes != int64(len(want)) || r.res.StderrBytes != int64(len(want)) {
 				t.Errorf("counted %d/%d bytes, want %d each", r.res.StdoutBytes, r.res.StderrBytes, len(want))
@@ -437,9 +438,9 @@ func TestHostileStreams(t *testing.T) {
 			if err != nil || !bytes.Equal(recOut.Bytes(), want) || !bytes.Equal(recErr.Bytes(), want) || !bytes.Contains(sum, []byte(`"complete":true`)) {
 				t.Errorf("the recording: %d/%d bytes (%v), summary %s; want both streams exactly, complete", recOut.Len(), recErr.Len(), err, sum)
 			}
-			code, cliOut, cliErr := h.cli.run(t, "", "logs", "--stdout", r.id)
+			code, cliOut, cliErr := h.cli.Run(t, "", "logs", "--stdout", r.id)
 			if code != 0 || cliOut != string(want) {
-				t.Errorf("stockade logs --stdout: exit %d, %d bytes (first difference at %d), %s; want the %d bytes", code, len(cliOut), firstDiff(cliOut, string(want)), cliErr, len(want))
+				t.Errorf("stockade logs --stdout: exit %d, %d bytes (first difference at %d), %s; want the %d bytes", code, len(cliOut), testkit.FirstDiff(cliOut, string(want)), cliErr, len(want))
 			}
 		})
 	})
@@ -463,7 +464,7 @@ func TestHostileStreams(t *testing.T) {
 // of its PID namespace.
 func TestHostileProcessEscape(t *testing.T) {
 	h := newHostile(t)
-	h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+	h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 		id := workload(t, ctx, sb)
 		alive := func(args string) bool {
 			r := shIn(ctx, sb, fmt.Sprintf("ps -o args | grep -c '^%s$' || true", args))
@@ -478,7 +479,7 @@ func TestHostileProcessEscape(t *testing.T) {
 		if line, err := br.ReadString('\n'); line != "ready\n" {
 			t.Fatalf("first line %q %v", line, err)
 		}
-		waitFor(t, "both children", func() bool { return alive("sleep 1001") && alive("sleep 1002") })
+		testkit.WaitFor(t, "both children", func() bool { return alive("sleep 1001") && alive("sleep 1002") })
 		r := shIn(ctx, sb, "ps -o pid,pgid,sid,args | grep '[s]leep 100[12]'")
 		t.Logf("before the process's Stop:\n%s", r.stdout)
 		if err := p.Stop(ctx); err != nil {
@@ -498,7 +499,7 @@ func TestHostileProcessEscape(t *testing.T) {
 		// a session of its own) live on; the process has ended.
 		r = shIn(ctx, sb, "(sleep 1003 >/dev/null 2>&1 </dev/null &); setsid sleep 1004 >/dev/null 2>&1 </dev/null & echo bye")
 		h.wantEnd(t, ctx, sb, "the parent that left orphans", r, lifecycle.ReasonExited, 0)
-		waitFor(t, "the orphans", func() bool { return alive("sleep 1003") && alive("sleep 1004") })
+		testkit.WaitFor(t, "the orphans", func() bool { return alive("sleep 1003") && alive("sleep 1004") })
 
 		top, err := h.docker.ContainerTop(ctx, id, nil)
 		if err != nil {
@@ -525,7 +526,7 @@ func TestHostileProcessEscape(t *testing.T) {
 		if top, err := h.docker.ContainerTop(ctx, id, nil); err == nil {
 			t.Errorf("docker top after the sandbox's Stop answers %v, want an error (not running)", top.Processes)
 		}
-		if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.exited") != 1 {
+		if types := h.sandboxTypesOf(t, ctx, sb.ID()); testkit.Count(types, "sandbox.exited") != 1 {
 			t.Errorf("sandbox history %v, want it exited", types)
 		}
 	})
@@ -603,7 +604,7 @@ func TestHostilePrivileges(t *testing.T) {
 		{name: "the docker socket", script: "ls /var/run/docker.sock /run/docker.sock", says: "No such file or directory"},
 		{name: "no docker socket mounted", script: "grep -c docker.sock /proc/mounts", says: "0"},
 	}
-	h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+	h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 		putFile(t, ctx, sb, "probe", probe, 0o755)
 		for _, row := range rows {
 			t.Run(row.name, func(t *testing.T) {
@@ -632,7 +633,7 @@ func TestHostilePrivileges(t *testing.T) {
 		t.Logf("ptrace of its own sleep: %q %q", r.stdout, r.stderr)
 		// The sandbox is as it was: the probe's attempts changed nothing.
 		okOut(t, "after the attempts", shIn(ctx, sb, "id -u; test -e /tmp/m/x || grep -c ' /tmp/m ' /proc/mounts || true"), "65532\n0\n")
-		if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.warden_lost") != 0 {
+		if types := h.sandboxTypesOf(t, ctx, sb.ID()); testkit.Count(types, "sandbox.warden_lost") != 0 {
 			t.Errorf("the attempts cost the warden: %v", types)
 		}
 	})
@@ -652,9 +653,9 @@ func TestHostilePrivileges(t *testing.T) {
 // tftp (a read request to any host and port), DNS with nslookup.
 func TestHostileNetwork(t *testing.T) {
 	h := newHostile(t)
-	gw := bridgeGateway(t, h.docker)
-	outside := startOutside(t)
-	target := fmt.Sprintf("%s:%d", gw, outside.port)
+	gw := testkit.BridgeGateway(t, h.docker)
+	outside := testkit.StartOutside(t)
+	target := fmt.Sprintf("%s:%d", gw, outside.Port)
 	udp, err := listenUDP(t, "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
@@ -678,7 +679,7 @@ func TestHostileNetwork(t *testing.T) {
 	dnsProbe := fmt.Sprintf("timeout 3 nslookup leak.example %s", gw)
 	type counts struct{ tcp, udp, dns int64 }
 	now := func() counts {
-		c := counts{tcp: outside.hits.Load(), udp: udp.n.Load()}
+		c := counts{tcp: outside.Hits.Load(), udp: udp.n.Load()}
 		if dns != nil {
 			c.dns = dns.n.Load()
 		}
@@ -686,25 +687,25 @@ func TestHostileNetwork(t *testing.T) {
 	}
 
 	t.Run("control: an open sandbox reaches the host", func(t *testing.T) {
-		pol := smallPolicy()
+		pol := testkit.SmallPolicy()
 		pol.Network = spec.NetworkOpen
 		h.attack(t, pol, func(ctx context.Context, sb host.Sandbox) {
-			if r := shIn(ctx, sb, tcpTo(gw, outside.port)); !bytes.Contains(r.stdout, []byte("hello")) {
+			if r := shIn(ctx, sb, tcpTo(gw, outside.Port)); !bytes.Contains(r.stdout, []byte("hello")) {
 				t.Fatalf("TCP from an open sandbox: %q %q: the probe cannot show a leak", r.stdout, r.stderr)
 			}
 			before := now()
 			shIn(ctx, sb, udpProbe)
-			waitFor(t, "tftp's datagram from an open sandbox", func() bool { return udp.n.Load() > before.udp })
+			testkit.WaitFor(t, "tftp's datagram from an open sandbox", func() bool { return udp.n.Load() > before.udp })
 			if dns != nil {
 				shIn(ctx, sb, dnsProbe)
-				waitFor(t, "nslookup's query from an open sandbox", func() bool { return dns.n.Load() > before.dns })
+				testkit.WaitFor(t, "nslookup's query from an open sandbox", func() bool { return dns.n.Load() > before.dns })
 			}
 		})
 	})
 
 	// The probes that must reach nothing, from a sandbox without a route.
 	bypass := []struct{ name, script string }{
-		{"raw TCP to the host", tcpTo(gw, outside.port)},
+		{"raw TCP to the host", tcpTo(gw, outside.Port)},
 		{"raw TCP to the metadata address", tcpTo("169.254.169.254", 80)},
 		{"UDP to the host", udpProbe},
 		{"DNS to the host", dnsProbe},
@@ -738,19 +739,19 @@ func TestHostileNetwork(t *testing.T) {
 	}
 
 	t.Run("isolated", func(t *testing.T) {
-		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			okOut(t, "interfaces", shIn(ctx, sb, "ip -o link | cut -d: -f2"), " lo\n")
 			noLeak(t, ctx, sb)
 		})
 	})
 
 	t.Run("allowlist", func(t *testing.T) {
-		h.attack(t, allowlistPolicy(target), func(ctx context.Context, sb host.Sandbox) {
+		h.attack(t, testkit.AllowlistPolicy(target), func(ctx context.Context, sb host.Sandbox) {
 			// The proxy path works, for the rule's target only.
-			if r := shIn(ctx, sb, connectVia(target)); !bytes.Contains(r.stdout, []byte(fmt.Sprintf("hello %d", outside.port))) {
+			if r := shIn(ctx, sb, testkit.ConnectVia(target)); !bytes.Contains(r.stdout, []byte(fmt.Sprintf("hello %d", outside.Port))) {
 				t.Fatalf("CONNECT %s through the proxy: %q %q", target, r.stdout, r.stderr)
 			}
-			for _, script := range []string{connectVia("169.254.169.254:80"), getVia("http://169.254.169.254/latest/meta-data/")} {
+			for _, script := range []string{testkit.ConnectVia("169.254.169.254:80"), testkit.GetVia("http://169.254.169.254/latest/meta-data/")} {
 				if r := shIn(ctx, sb, script); !bytes.Contains(r.stdout, []byte(" 403 ")) {
 					t.Errorf("the metadata address through the proxy: %q %q, want 403", r.stdout, r.stderr)
 				}
@@ -773,7 +774,7 @@ func TestHostileWarden(t *testing.T) {
 	// (TestWardenKilledFromInside has a process kill its own parent, on
 	// the embedded API.)
 	t.Run("killed", func(t *testing.T) {
-		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			long, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "302"}})
 			if err != nil {
 				t.Fatal(err)
@@ -788,7 +789,7 @@ func TestHostileWarden(t *testing.T) {
 				}
 			}
 			okOut(t, "after the kill", shIn(ctx, sb, "ps -o args | grep -c '^sleep 30[23]$' || true"), "0\n")
-			if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.warden_lost") != 1 || count(types, "sandbox.warden_started") != 2 {
+			if types := h.sandboxTypesOf(t, ctx, sb.ID()); testkit.Count(types, "sandbox.warden_lost") != 1 || testkit.Count(types, "sandbox.warden_started") != 2 {
 				t.Errorf("sandbox history %v: want one warden lost and two started", types)
 			}
 		})
@@ -830,7 +831,7 @@ func TestHostileWarden(t *testing.T) {
 			{"an unknown frame type", []byte{0xee, 0, 0, 0, 0, 0, 0, 0, 0}},
 			{"a truncated header", []byte{byte(warden.TAuth), 0, 0}},
 		}
-		h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			victim, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "read x; echo got $x"}, Stdin: true})
 			if err != nil {
 				t.Fatal(err)
@@ -874,7 +875,7 @@ func TestHostileWarden(t *testing.T) {
 				t.Errorf("its stdout %q, want \"got hi\\n\"", r.stdout)
 			}
 			okOut(t, "what the forged spawn asked for", shIn(ctx, sb, "test -e /tmp/pwned || echo absent"), "absent\n")
-			if types := h.sandboxTypesOf(t, ctx, sb.ID()); count(types, "sandbox.warden_lost") != 0 || count(types, "sandbox.warden_started") != 1 {
+			if types := h.sandboxTypesOf(t, ctx, sb.ID()); testkit.Count(types, "sandbox.warden_lost") != 0 || testkit.Count(types, "sandbox.warden_started") != 1 {
 				t.Errorf("sandbox history %v: want the one warden, never lost", types)
 			}
 		})
@@ -898,9 +899,9 @@ func TestHostileWarden(t *testing.T) {
 		const trials = 10
 		var lost []string
 		for i := range trials {
-			h.attack(t, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+			h.attack(t, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 				id := workload(t, ctx, sb)
-				logsBefore := len(h.srv.logs.String())
+				logsBefore := len(h.srv.Logs.String())
 				p, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "304"}})
 				if err != nil {
 					t.Fatal(err)
@@ -929,7 +930,7 @@ func TestHostileWarden(t *testing.T) {
 					}
 				}
 				var st lifecycle.Sandbox
-				waitFor(t, "the sandbox to be journaled exited", func() bool {
+				testkit.WaitFor(t, "the sandbox to be journaled exited", func() bool {
 					st, err = sb.State(ctx)
 					return err == nil && st.Phase == lifecycle.PhaseExited
 				})
@@ -943,7 +944,7 @@ func TestHostileWarden(t *testing.T) {
 				if _, err := sb.Start(ctx, spec.Process{Argv: []string{"true"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
 					t.Errorf("trial %d: a start after init was killed: %v, want admission_closed", i+1, err)
 				}
-				if logs := h.srv.logs.String()[logsBefore:]; strings.Contains(logs, "warden was lost failed") {
+				if logs := h.srv.Logs.String()[logsBefore:]; strings.Contains(logs, "warden was lost failed") {
 					t.Logf("trial %d: the server logged:\n%s", i+1, logs)
 				}
 			})
@@ -965,7 +966,7 @@ func TestHostileWarden(t *testing.T) {
 func TestHostileWardenImpostor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e, first, c, sb := servedKeptSandbox(t, ctx)
+	e, first, c, sb := testkit.ServedKeptSandbox(t, ctx)
 	st, err := sb.State(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -983,13 +984,13 @@ func TestHostileWardenImpostor(t *testing.T) {
 		t.Fatalf("the impostor: %q %v", line, err)
 	}
 	victimID, impostorID := victim.ID(), impostor.ID()
-	if err := first.stop(t, syscall.SIGKILL); err == nil {
+	if err := first.Stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
 	_ = c.Close()
 
-	second := e.serve(t, ctx)
-	c2 := second.dial(t)
+	second := e.Serve(t, ctx)
+	c2 := second.Dial(t)
 	for _, id := range []string{victimID, impostorID} {
 		res, err := c2.Wait(ctx, id)
 		if res.Reason != string(lifecycle.ReasonLost) || !spec.IsCode(err, spec.CodeStreamFailure) || !strings.Contains(err.Error(), "not the warden") {
@@ -1009,7 +1010,7 @@ func TestHostileWardenImpostor(t *testing.T) {
 	if len(lostWhy) != 1 || !strings.Contains(lostWhy[0], "not the warden") {
 		t.Errorf("warden_lost events %q, want one naming the impostor", lostWhy)
 	}
-	if logs := second.logs.String(); !strings.Contains(logs, "not the warden") {
+	if logs := second.Logs.String(); !strings.Contains(logs, "not the warden") {
 		t.Errorf("the server's log does not name the impostor:\n%s", logs)
 	}
 	again, err := c2.Sandbox(ctx, sb.ID())
@@ -1031,7 +1032,7 @@ func TestHostileWardenImpostor(t *testing.T) {
 	if err := again.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertSandboxGone(t, dockertest.Client(t), st.Owner, sb.ID())
+	testkit.AssertSandboxGone(t, dockertest.Client(t), st.Owner, sb.ID())
 }
 
 // TestHostilePython: the attacks busybox's shell makes awkward, from the
@@ -1044,7 +1045,7 @@ func TestHostilePython(t *testing.T) {
 	py := dockertest.PythonImageID(t, h.docker)
 
 	t.Run("fork bomb", func(t *testing.T) {
-		h.attackIn(t, py, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attackIn(t, py, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			refusedBefore := pidsRefused(t, ctx, sb)
 			// It never ends by itself: its timeout ends it, and the kill
 			// reaches every member (they all stay in its group).
@@ -1066,7 +1067,7 @@ while True:
 	})
 
 	t.Run("thread bomb", func(t *testing.T) {
-		h.attackIn(t, py, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attackIn(t, py, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			r := run(ctx, sb, spec.Process{Argv: []string{"python3", "-c", `
 import threading, time
 n = 0
@@ -1089,7 +1090,7 @@ while True:
 	})
 
 	t.Run("memory hog", func(t *testing.T) {
-		h.attackIn(t, py, smallPolicy(), func(ctx context.Context, sb host.Sandbox) {
+		h.attackIn(t, py, testkit.SmallPolicy(), func(ctx context.Context, sb host.Sandbox) {
 			r := run(ctx, sb, spec.Process{Argv: []string{"python3", "-c", `
 b = []
 while True:

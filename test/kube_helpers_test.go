@@ -26,6 +26,7 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/kubecluster"
 	"github.com/stockade/stockade/kubenode"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // kubeCluster starts the control plane for a test (stopped at its end):
@@ -105,7 +106,7 @@ func newKubeNode(t *testing.T, c *kubecluster.Cluster, cli *client.Client, bin, 
 	}
 	n := &kubeNode{name: name, bin: bin, journal: filepath.Join(state, "journal.db"), kubeconfig: kc,
 		listen: "127.0.0.1:" + strconv.Itoa(port), logs: logs}
-	removeJournalOwned(t, cli, n.journal) // registered first: runs after the node is stopped
+	testkit.RemoveJournalOwned(t, cli, n.journal) // registered first: runs after the node is stopped
 	t.Cleanup(func() {
 		n.stop(t)
 		_ = logs.Close()

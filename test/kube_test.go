@@ -37,6 +37,7 @@ import (
 	"github.com/stockade/stockade/internal/kubecluster"
 	"github.com/stockade/stockade/kubenode"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // TestKubeNodes is issue 23's scenario on a real control plane (etcd,
@@ -325,7 +326,7 @@ func TestKubeNodes(t *testing.T) {
 	}
 
 	slices.Sort(toRunning)
-	p50, p99 := percentile(toRunning, 0.5), percentile(toRunning, 0.99)
+	p50, p99 := testkit.Percentile(toRunning, 0.5), testkit.Percentile(toRunning, 0.99)
 	t.Logf("%d pods: scheduled and Running in %v (%.1f pods/s); time to Running p50 %v p99 %v", pods, wall.Round(time.Millisecond), float64(pods)/wall.Seconds(), p50.Round(time.Millisecond), p99.Round(time.Millisecond))
 	if os.Getenv("STOCKADE_CLUSTER_FIGURES") != "" {
 		figures(t, pods, wall, toRunning)
@@ -437,7 +438,7 @@ func followLogs(t *testing.T, c *kubecluster.Cluster, pod, first string, then fu
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := c.Kubectl(ctx, "logs", "-f", pod)
-	var out lockedBuffer
+	var out testkit.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -530,10 +531,10 @@ func execTTY(t *testing.T, c *kubecluster.Cluster, pod string, argv []string, ro
 func figures(t *testing.T, pods int, wall time.Duration, toRunning []time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e := newCLI(t)
-	srv := e.serve(t, ctx)
-	defer func() { _ = srv.stop(t, syscall.SIGTERM) }()
-	c, err := client.Dial(srv.sock)
+	e := testkit.NewCLI(t)
+	srv := e.Serve(t, ctx)
+	defer func() { _ = srv.Stop(t, syscall.SIGTERM) }()
+	c, err := client.Dial(srv.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,10 +572,10 @@ func figures(t *testing.T, pods int, wall time.Duration, toRunning []time.Durati
 	defer func() { _ = w.Flush() }()
 	_, _ = fmt.Fprintf(w, "\n== figures: %d sandboxes, 3 stockade nodes on one Docker daemon, 2 cores ==\n", pods)
 	_, _ = fmt.Fprintf(w, "kubernetes:     all %d pods Running %v after the first create = %.2f pods/s scheduled and started; create to Running p50 %v p99 %v\n",
-		pods, wall.Round(time.Millisecond), float64(pods)/wall.Seconds(), percentile(toRunning, 0.5).Round(time.Millisecond), percentile(toRunning, 0.99).Round(time.Millisecond))
+		pods, wall.Round(time.Millisecond), float64(pods)/wall.Seconds(), testkit.Percentile(toRunning, 0.5).Round(time.Millisecond), testkit.Percentile(toRunning, 0.99).Round(time.Millisecond))
 	_, _ = fmt.Fprintf(w, "stockade serve: all %d sandboxes' first process running %v after the first create = %.2f /s; create to running p50 %v p99 %v\n",
-		len(served), servedWall.Round(time.Millisecond), float64(len(served))/servedWall.Seconds(), percentile(served, 0.5).Round(time.Millisecond), percentile(served, 0.99).Round(time.Millisecond))
-	if p := percentile(served, 0.5); p > 0 {
-		_, _ = fmt.Fprintf(w, "kubernetes / serve: p50 %.2f×, p99 %.2f×\n", float64(percentile(toRunning, 0.5))/float64(p), float64(percentile(toRunning, 0.99))/float64(percentile(served, 0.99)))
+		len(served), servedWall.Round(time.Millisecond), float64(len(served))/servedWall.Seconds(), testkit.Percentile(served, 0.5).Round(time.Millisecond), testkit.Percentile(served, 0.99).Round(time.Millisecond))
+	if p := testkit.Percentile(served, 0.5); p > 0 {
+		_, _ = fmt.Fprintf(w, "kubernetes / serve: p50 %.2f×, p99 %.2f×\n", float64(testkit.Percentile(toRunning, 0.5))/float64(p), float64(testkit.Percentile(toRunning, 0.99))/float64(testkit.Percentile(served, 0.99)))
 	}
 }

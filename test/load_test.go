@@ -25,6 +25,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // The load test (make load): 100 sandboxes of the realistic image
@@ -61,17 +62,17 @@ func (l *loadTimes) add(create time.Duration, execs []time.Duration, err error) 
 func TestLoad100(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	e := newCLI(t)
+	e := testkit.NewCLI(t)
 	cli := dockertest.Client(t)
 	// The realistic image: each process is a python3 interpreter.
 	image := dockertest.PythonImageID(t, cli)
-	srv := e.serve(t, ctx)
-	c, err := clientpkg.Dial(srv.sock)
+	srv := e.Serve(t, ctx)
+	c, err := clientpkg.Dial(srv.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close() }()
-	pol := smallPolicy()
+	pol := testkit.SmallPolicy()
 	pol.MemoryBytes = 64 << 20
 
 	var served loadTimes
@@ -89,14 +90,14 @@ func TestLoad100(t *testing.T) {
 	if len(served.errs) > 0 {
 		t.Fatalf("%d of %d sandboxes failed through the server; first: %v", len(served.errs), loadSandboxes, served.errs[0])
 	}
-	if err := srv.stop(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("serve: %v\n%s", err, srv.logs.String())
+	if err := srv.Stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("serve: %v\n%s", err, srv.Logs.String())
 	}
-	owner := ownerOfJournal(t, e)
+	owner := testkit.OwnerOfJournal(t, e)
 	if n, err := dockertest.Owned(ctx, cli, owner); err != nil || n != 0 {
 		t.Errorf("after the served load, %d resources of owner %s are left (%v)", n, owner, err)
 	}
-	if code, out, errOut := e.run(t, "", "journal", "verify"); code != 0 {
+	if code, out, errOut := e.Run(t, "", "journal", "verify"); code != 0 {
 		t.Errorf("journal verify: %d %s %s", code, out, errOut)
 	}
 
@@ -128,8 +129,8 @@ func TestLoad100(t *testing.T) {
 
 	line := func(name string, s, r []time.Duration) string {
 		return fmt.Sprintf("%-7s stockade p50 %7.1f ms p99 %7.1f ms | raw p50 %7.1f ms p99 %7.1f ms | ratio p50 %.2f p99 %.2f",
-			name, ms(percentile(s, 0.5)), ms(percentile(s, 0.99)), ms(percentile(r, 0.5)), ms(percentile(r, 0.99)),
-			float64(percentile(s, 0.5))/float64(percentile(r, 0.5)), float64(percentile(s, 0.99))/float64(percentile(r, 0.99)))
+			name, testkit.Ms(testkit.Percentile(s, 0.5)), testkit.Ms(testkit.Percentile(s, 0.99)), testkit.Ms(testkit.Percentile(r, 0.5)), testkit.Ms(testkit.Percentile(r, 0.99)),
+			float64(testkit.Percentile(s, 0.5))/float64(testkit.Percentile(r, 0.5)), float64(testkit.Percentile(s, 0.99))/float64(testkit.Percentile(r, 0.99)))
 	}
 	report := strings.Join([]string{
 		fmt.Sprintf("%d sandboxes × %d processes at once, through one server vs the raw client", loadSandboxes, loadExecs),

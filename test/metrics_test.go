@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"github.com/stockade/stockade/internal/metricstest"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,7 +9,9 @@ import (
 
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
+	"github.com/stockade/stockade/internal/metricstest"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // TestServeMetrics: `stockade serve --metrics 127.0.0.1:0` serves
@@ -21,27 +22,27 @@ import (
 func TestServeMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	e := newCLI(t)
+	e := testkit.NewCLI(t)
 	image := dockertest.ImageID(t, dockertest.Client(t))
-	s := e.serve(t, ctx, "--metrics", "127.0.0.1:0")
+	s := e.Serve(t, ctx, "--metrics", "127.0.0.1:0")
 	// The socket answers a moment before the metrics line is printed.
 	var m []string
 	for deadline := time.Now().Add(30 * time.Second); m == nil; time.Sleep(20 * time.Millisecond) {
-		m = regexp.MustCompile(`serving metrics on (http://\S+/metrics)`).FindStringSubmatch(s.logs.String())
+		m = regexp.MustCompile(`serving metrics on (http://\S+/metrics)`).FindStringSubmatch(s.Logs.String())
 		if m == nil && time.Now().After(deadline) {
-			t.Fatalf("serve did not say where its metrics are:\n%s", s.logs.String())
+			t.Fatalf("serve did not say where its metrics are:\n%s", s.Logs.String())
 		}
 	}
 	url := m[1]
-	c := s.dial(t)
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept})
+	c := s.Dial(t)
+	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	var ids []string
 	ids = append(ids, sb.ID())
 	for _, cmd := range []string{"true", "exit 3"} {
-		if _, _, res, err := runIn(ctx, sb, cmd); err != nil || res.Reason != "exited" {
+		if _, _, res, err := testkit.RunIn(ctx, sb, cmd); err != nil || res.Reason != "exited" {
 			t.Fatalf("%s: %+v %v", cmd, res, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // rcHostile is what a sandbox puts in the strings it controls: a title
@@ -35,25 +36,25 @@ func rcTerminalSafe(t *testing.T, what, out string) {
 // and journal show --output print them escaped; --json keeps them exactly;
 // stockade logs writes the output bytes as they are.
 func TestNewLayersEscapeSandboxStrings(t *testing.T) {
-	e := newCLI(t)
-	code, out, errOut := e.run(t, "", "sandbox", "create", "--network", "allow=192.0.2.1:443")
+	e := testkit.NewCLI(t)
+	code, out, errOut := e.Run(t, "", "sandbox", "create", "--network", "allow=192.0.2.1:443")
 	if code != 0 {
 		t.Fatalf("sandbox create: %d %s", code, errOut)
 	}
 	sb := strings.TrimSpace(out)
-	t.Cleanup(func() { e.run(t, "", "sandbox", "rm", "-f", sb) })
+	t.Cleanup(func() { e.Run(t, "", "sandbox", "rm", "-f", sb) })
 	// The proxy user is the hostile string; the CONNECT target is denied
 	// (not in the allowlist), which is decided and recorded all the same.
-	script := `: '` + rcHostile + `'; ` + proxyScript + `auth=$(printf '\033]0;pwned\007\033[2J:x' | base64 | tr -d '\n'); ` +
+	script := `: '` + rcHostile + `'; ` + testkit.ProxyScript + `auth=$(printf '\033]0;pwned\007\033[2J:x' | base64 | tr -d '\n'); ` +
 		`printf 'out \033]0;pwned\007\033[2J\n'; ` +
 		`printf 'CONNECT 198.51.100.7:443 HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic %s\r\n\r\n' "$auth" | nc -w 5 "$ph" "$pp" >/dev/null`
-	code, out, errOut = e.run(t, "", "exec", sb, "--", "sh", "-c", script)
+	code, out, errOut = e.Run(t, "", "exec", sb, "--", "sh", "-c", script)
 	if code != 0 {
 		t.Fatalf("exec: %d %q %q", code, out, errOut)
 	}
 
 	// The process's id, from the journal's JSON.
-	code, out, errOut = e.run(t, "", "--json", "journal", "show", sb)
+	code, out, errOut = e.Run(t, "", "--json", "journal", "show", sb)
 	if code != 0 {
 		t.Fatalf("journal show --json: %d %s", code, errOut)
 	}
@@ -79,7 +80,7 @@ func TestNewLayersEscapeSandboxStrings(t *testing.T) {
 		t.Fatalf("journal show --json: no process, or its argv not kept exactly:\n%s", out)
 	}
 
-	code, out, errOut = e.run(t, "", "journal", "show", sb)
+	code, out, errOut = e.Run(t, "", "journal", "show", sb)
 	if code != 0 {
 		t.Fatalf("journal show: %d %s", code, errOut)
 	}
@@ -88,13 +89,13 @@ func TestNewLayersEscapeSandboxStrings(t *testing.T) {
 		t.Fatalf("journal show does not show the argv escaped:\n%s", out)
 	}
 
-	code, out, errOut = e.run(t, "", "journal", "show", sb, "--output")
+	code, out, errOut = e.Run(t, "", "journal", "show", sb, "--output")
 	if code != 0 {
 		t.Fatalf("journal show --output: %d %s", code, errOut)
 	}
 	rcTerminalSafe(t, "journal show --output", out)
 
-	code, out, errOut = e.run(t, "", "logs", pid)
+	code, out, errOut = e.Run(t, "", "logs", pid)
 	if code != 0 || !strings.Contains(out, "out "+rcHostile+"\n") {
 		t.Fatalf("logs: %d %q %q; want the output bytes as they are", code, out, errOut)
 	}
@@ -102,8 +103,8 @@ func TestNewLayersEscapeSandboxStrings(t *testing.T) {
 	// The proxy's decision is recorded beside the journal (the proxy
 	// reports it; the exec's end does not wait for it).
 	var ds []egress.Decision
-	waitFor(t, "the decision with the hostile proxy user", func() bool {
-		code, out, _ := e.run(t, "", "--json", "journal", "show", sb, "--egress")
+	testkit.WaitFor(t, "the decision with the hostile proxy user", func() bool {
+		code, out, _ := e.Run(t, "", "--json", "journal", "show", sb, "--egress")
 		if code != 0 {
 			return false
 		}
@@ -123,7 +124,7 @@ func TestNewLayersEscapeSandboxStrings(t *testing.T) {
 		}
 		return false
 	})
-	code, out, errOut = e.run(t, "", "journal", "show", sb, "--egress")
+	code, out, errOut = e.Run(t, "", "journal", "show", sb, "--egress")
 	if code != 0 {
 		t.Fatalf("journal show --egress: %d %s", code, errOut)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // paLine reads lines from r until one is read, failing the test on an
@@ -40,8 +41,8 @@ func paLine(t *testing.T, r *bufio.Reader, what string) string {
 // normally, and no warden is journaled lost.
 func TestPaStopDuringConsistentCopy(t *testing.T) {
 	const grace = time.Second
-	e := newAPI(t, stockade.Options{StopGrace: grace})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{StopGrace: grace})
+	sb := e.Sandbox(t, spec.Kept)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	stream := "while [ ! -e /tmp/%s ]; do echo tick; sleep 0.1; done"
@@ -92,14 +93,14 @@ func TestPaStopDuringConsistentCopy(t *testing.T) {
 			t.Fatalf("the neighbour printed %q", l)
 		}
 	}
-	if _, _, r, err := runOut(t, sb, spec.Process{Argv: []string{"touch", "/tmp/done"}}); err != nil || r.ExitCode != 0 {
+	if _, _, r, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"touch", "/tmp/done"}}); err != nil || r.ExitCode != 0 {
 		t.Fatalf("touch: %+v %v", r, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, no) }()
 	if res, err := neighbour.Wait(ctx); err != nil || res.Reason != "exited" || res.ExitCode != 0 {
 		t.Fatalf("the neighbour: %+v %v, want exited 0", res, err)
 	}
-	if types := sandboxTypes(t, e.rt, sb.ID()); count(types, "sandbox.warden_lost") != 0 || count(types, "sandbox.warden_started") != 1 {
+	if types := testkit.SandboxTypes(t, e.RT, sb.ID()); testkit.Count(types, "sandbox.warden_lost") != 0 || testkit.Count(types, "sandbox.warden_started") != 1 {
 		t.Fatalf("sandbox history %v: want the one warden, never lost", types)
 	}
 }
@@ -117,14 +118,14 @@ func paDetached(t *testing.T, sb host.Sandbox) *client.Sandbox {
 // paRestart kills the server with SIGKILL and starts another on the same
 // journal; it returns the new server and a client of it (closed when t
 // ends).
-func paRestart(t *testing.T, ctx context.Context, e *cliEnv, s *served, c *client.Client) (*served, *client.Client) {
+func paRestart(t *testing.T, ctx context.Context, e *testkit.CLIEnv, s *testkit.Served, c *client.Client) (*testkit.Served, *client.Client) {
 	t.Helper()
-	if err := s.stop(t, syscall.SIGKILL); err == nil {
+	if err := s.Stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
 	_ = c.Close()
-	next := e.serve(t, ctx)
-	return next, next.dial(t)
+	next := e.Serve(t, ctx)
+	return next, next.Dial(t)
 }
 
 // paLogs reads a process's whole recording: every chunk in order, no gap;
@@ -196,7 +197,7 @@ func TestPaReattachOldDetached(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	e, first, c, sb := servedKeptSandbox(t, ctx)
+	e, first, c, sb := testkit.ServedKeptSandbox(t, ctx)
 	const age = 2*time.Minute + 10*time.Second
 	script := paSeq(1, 100) + "; while [ ! -e /tmp/go ]; do sleep 0.2; done; " + paSeq(101, 300)
 	id, err := paDetached(t, sb).StartDetached(ctx, spec.Process{Argv: []string{"sh", "-c", script}})
@@ -215,7 +216,7 @@ func TestPaReattachOldDetached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, res, err := runIn(ctx, again, "touch /tmp/go"); err != nil || res.ExitCode != 0 {
+	if _, _, res, err := testkit.RunIn(ctx, again, "touch /tmp/go"); err != nil || res.ExitCode != 0 {
 		t.Fatalf("touch: %+v %v", res, err)
 	}
 	if res, err := c2.Wait(ctx, id); err != nil || res.Reason != "exited" || res.ExitCode != 0 {
@@ -223,7 +224,7 @@ func TestPaReattachOldDetached(t *testing.T) {
 	}
 	got, complete := paLogs(t, ctx, c2, id)
 	if want := paLines(1, 300); got != want || !complete {
-		t.Fatalf("the recording of a process reattached at %v old: %d bytes (want %d), complete %v; first difference at %d", age, len(got), len(want), complete, firstDiff(got, want))
+		t.Fatalf("the recording of a process reattached at %v old: %d bytes (want %d), complete %v; first difference at %d", age, len(got), len(want), complete, testkit.FirstDiff(got, want))
 	}
 }
 
@@ -233,7 +234,7 @@ func TestPaReattachOldDetached(t *testing.T) {
 func TestPaReattachMidOutput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e, first, c, sb := servedKeptSandbox(t, ctx)
+	e, first, c, sb := testkit.ServedKeptSandbox(t, ctx)
 	// The first lines come at once; the rest slowly, so that the restart
 	// is mid-output and much of it comes after the reattach.
 	const n = 2000
@@ -245,13 +246,13 @@ func TestPaReattachMidOutput(t *testing.T) {
 	paRecorded(t, ctx, c, id, len(paLines(1, 64)))
 	second, c2 := paRestart(t, ctx, e, first, c)
 	if res, err := c2.Wait(ctx, id); err != nil || res.Reason != "exited" || res.ExitCode != 0 {
-		t.Fatalf("the reattached process: %+v %v, want exited 0\n%s", res, err, second.logs.String())
+		t.Fatalf("the reattached process: %+v %v, want exited 0\n%s", res, err, second.Logs.String())
 	}
 	// How much came after the reattach: the journal's recovery decision
 	// says where the recording stood.
 	got, complete := paLogs(t, ctx, c2, id)
 	if want := paLines(1, n); got != want || !complete {
-		t.Fatalf("the recording across the restart: %d bytes (want %d), complete %v; first difference at %d", len(got), len(want), complete, firstDiff(got, want))
+		t.Fatalf("the recording across the restart: %d bytes (want %d), complete %v; first difference at %d", len(got), len(want), complete, testkit.FirstDiff(got, want))
 	}
 	evs, err := c2.History(ctx, sb.ID())
 	if err != nil {
@@ -287,7 +288,7 @@ func TestPaReattachMidOutput(t *testing.T) {
 func TestPaTimeoutKeptAcrossRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e, first, c, sb := servedKeptSandbox(t, ctx)
+	e, first, c, sb := testkit.ServedKeptSandbox(t, ctx)
 	const timeout = 45 * time.Second
 	// Attached: its client goes with the killed server, the process
 	// outlives both.
@@ -360,7 +361,7 @@ func TestPaTimeoutKeptAcrossRestart(t *testing.T) {
 func TestPaStrayRecordedAndForgotten(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e, first, c, sb := servedKeptSandbox(t, ctx)
+	e, first, c, sb := testkit.ServedKeptSandbox(t, ctx)
 	script := paSeq(1, 10) + "; while [ ! -e /tmp/go ]; do sleep 0.1; done; " + paSeq(11, 400) + "; exec sleep 600"
 	id, err := paDetached(t, sb).StartDetached(ctx, spec.Process{Argv: []string{"sh", "-c", script}, Stderr: spec.Discard})
 	if err != nil {
@@ -372,15 +373,15 @@ func TestPaStrayRecordedAndForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	workload := st.Created.Workload
-	if err := first.stop(t, syscall.SIGKILL); err == nil {
+	if err := first.Stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
 	_ = c.Close()
 	// With no runtime: the rest is printed (the warden holds it), and the
 	// journal gets the exit a runtime journals before it forgets.
-	dockerExec(t, workload, "touch", "/tmp/go")
+	testkit.DockerExec(t, workload, "touch", "/tmp/go")
 	paSleeping := func() string {
-		return strings.TrimSpace(dockerExec(t, workload, "sh", "-c", "ps -o args | grep -c '^[s]leep 600' || true"))
+		return strings.TrimSpace(testkit.DockerExec(t, workload, "sh", "-c", "ps -o args | grep -c '^[s]leep 600' || true"))
 	}
 	for i := 0; paSleeping() != "1"; i++ {
 		if i == 300 {
@@ -389,16 +390,16 @@ func TestPaStrayRecordedAndForgotten(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	code := 0
-	paAppendExit(t, e.journal, sb.ID(), id, lifecycle.ProcessExited{Reason: lifecycle.ReasonExited, ExitCode: &code})
+	paAppendExit(t, e.Journal, sb.ID(), id, lifecycle.ProcessExited{Reason: lifecycle.ReasonExited, ExitCode: &code})
 
-	second := e.serve(t, ctx)
-	c2 := second.dial(t)
+	second := e.Serve(t, ctx)
+	c2 := second.Dial(t)
 	again, err := c2.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A launch reattaches the warden, whose table names the stray.
-	if _, _, res, err := runIn(ctx, again, "true"); err != nil || res.ExitCode != 0 {
+	if _, _, res, err := testkit.RunIn(ctx, again, "true"); err != nil || res.ExitCode != 0 {
 		t.Fatalf("a process after the restart: %+v %v", res, err)
 	}
 	want := paLines(1, 400)
@@ -406,13 +407,13 @@ func TestPaStrayRecordedAndForgotten(t *testing.T) {
 		got, complete := paLogs(t, ctx, c2, id)
 		if complete {
 			if got != want {
-				t.Fatalf("the stray's recording: %d bytes (want %d); first difference at %d", len(got), len(want), firstDiff(got, want))
+				t.Fatalf("the stray's recording: %d bytes (want %d); first difference at %d", len(got), len(want), testkit.FirstDiff(got, want))
 			}
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the stray's recording never ended: %d of %d bytes\n%s", len(got), len(want), second.logs.String())
+			t.Fatalf("the stray's recording never ended: %d of %d bytes\n%s", len(got), len(want), second.Logs.String())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -450,10 +451,10 @@ func paAppendExit(t *testing.T, path, sandbox, id string, ev lifecycle.ProcessEx
 // warden still answers, so its link stays up: the streaming neighbour goes
 // on and ends normally, and no warden is journaled lost.
 func TestPaGiveUpOneProcessOnly(t *testing.T) {
-	e := newAPI(t, stockade.Options{StopGrace: time.Second})
+	e := testkit.NewAPI(t, stockade.Options{StopGrace: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.PythonImageID(t, e.cli), Policy: smallPolicy(), Lifetime: spec.Kept})
+	sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.PythonImageID(t, e.Docker), Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -499,7 +500,7 @@ func TestPaGiveUpOneProcessOnly(t *testing.T) {
 	if res.Reason != "lost" {
 		t.Fatalf("the process whose stop the warden could not report: %+v %v, want lost", res, err)
 	}
-	if _, _, r, err := runOut(t, sb, spec.Process{Argv: []string{"touch", "/tmp/done"}}); err != nil || r.ExitCode != 0 {
+	if _, _, r, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"touch", "/tmp/done"}}); err != nil || r.ExitCode != 0 {
 		t.Fatalf("touch after the give-up: %+v %v", r, err)
 	}
 	if err := <-lines; err != io.EOF {
@@ -508,7 +509,7 @@ func TestPaGiveUpOneProcessOnly(t *testing.T) {
 	if res, err := neighbour.Wait(ctx); err != nil || res.Reason != "exited" || res.ExitCode != 0 {
 		t.Fatalf("the neighbour: %+v %v, want exited 0", res, err)
 	}
-	if types := sandboxTypes(t, e.rt, sb.ID()); count(types, "sandbox.warden_lost") != 0 || count(types, "sandbox.warden_started") != 1 {
+	if types := testkit.SandboxTypes(t, e.RT, sb.ID()); testkit.Count(types, "sandbox.warden_lost") != 0 || testkit.Count(types, "sandbox.warden_started") != 1 {
 		t.Fatalf("sandbox history %v: want the one warden, never lost", types)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // rcScript prints "first", waits for /tmp/<gate>-a, prints 300 lines,
@@ -59,9 +60,9 @@ func rcRecording(t *testing.T, journalPath, id string) (string, []stockade.Outpu
 func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e, first, c, sb := servedKeptSandbox(t, ctx)
+	e, first, c, sb := testkit.ServedKeptSandbox(t, ctx)
 	start := func(gate string) string {
-		code, out, errOut := e.run(t, "", "exec", "-d", sb.ID(), "--", "sh", "-c", rcScript(gate))
+		code, out, errOut := e.Run(t, "", "exec", "-d", sb.ID(), "--", "sh", "-c", rcScript(gate))
 		if code != 0 {
 			t.Fatalf("exec -d: %d %s", code, errOut)
 		}
@@ -69,67 +70,67 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 	}
 	whole, cut := start("whole"), start("cut")
 	for _, id := range []string{whole, cut} {
-		waitFor(t, "first of "+id, func() bool {
-			out, _, _ := rcRecordingMaybe(e.journal, id)
+		testkit.WaitFor(t, "first of "+id, func() bool {
+			out, _, _ := rcRecordingMaybe(e.Journal, id)
 			return out == "first\n"
 		})
 	}
-	if _, _, _, err := runIn(ctx, sb, "touch /tmp/whole-a /tmp/cut-a"); err != nil {
+	if _, _, _, err := testkit.RunIn(ctx, sb, "touch /tmp/whole-a /tmp/cut-a"); err != nil {
 		t.Fatal(err)
 	}
 	lines := rcLines()
 	for _, id := range []string{whole, cut} {
-		waitFor(t, "the lines of "+id, func() bool {
-			out, _, _ := rcRecordingMaybe(e.journal, id)
+		testkit.WaitFor(t, "the lines of "+id, func() bool {
+			out, _, _ := rcRecordingMaybe(e.Journal, id)
 			return out == "first\n"+lines
 		})
 	}
 
-	if err := first.stop(t, syscall.SIGKILL); err == nil {
+	if err := first.Stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
 	_ = c.Close()
 	// The crash cut the cut process's writes after "first" before they
 	// reached the disk; the warden had been told they were recorded.
-	_, chunks, _ := rcRecording(t, e.journal, cut)
+	_, chunks, _ := rcRecording(t, e.Journal, cut)
 	if len(chunks) < 2 || string(chunks[0].Data) != "first\n" {
 		t.Fatalf("the recording of %s before the cut: %+v", cut, chunks)
 	}
 	const firstRecord = 44 + 9 + len("first\n") // header, one record
-	if err := os.Truncate(filepath.Join(recorder.Dir(e.journal), cut+".rec"), int64(firstRecord+3)); err != nil {
+	if err := os.Truncate(filepath.Join(recorder.Dir(e.Journal), cut+".rec"), int64(firstRecord+3)); err != nil {
 		t.Fatal(err)
 	}
 
-	second := e.serve(t, ctx)
-	c2 := second.dial(t)
+	second := e.Serve(t, ctx)
+	c2 := second.Dial(t)
 	sb2, err := c2.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := runIn(ctx, sb2, "touch /tmp/whole-b /tmp/cut-b"); err != nil {
+	if _, _, _, err := testkit.RunIn(ctx, sb2, "touch /tmp/whole-b /tmp/cut-b"); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{whole, cut} {
 		if res, err := c2.Wait(ctx, id); err != nil || res.Reason != "exited" || res.ExitCode != 0 {
-			t.Fatalf("wait for %s after the restart: %+v %v\n%s", id, res, err, second.logs.String())
+			t.Fatalf("wait for %s after the restart: %+v %v\n%s", id, res, err, second.Logs.String())
 		}
 		// The end record follows the journaled exit (which Wait by id
 		// follows) by a moment.
-		waitFor(t, "the end record of "+id, func() bool {
-			_, sum, err := rcRecordingMaybe(e.journal, id)
+		testkit.WaitFor(t, "the end record of "+id, func() bool {
+			_, sum, err := rcRecordingMaybe(e.Journal, id)
 			return err == nil && sum.Complete
 		})
 	}
 
 	// The whole one: every byte, complete.
-	out, _, sum := rcRecording(t, e.journal, whole)
+	out, _, sum := rcRecording(t, e.Journal, whole)
 	if want := "first\n" + lines + "last\n"; out != want || !sum.Complete || sum.Missing != 0 {
 		t.Fatalf("the recording of %s: %d bytes (want %d), %+v", whole, len(out), len(want), sum)
 	}
 
 	// The cut one: the gap in place, journaled with its range.
 	from, to := int64(len("first\n")), int64(len("first\n")+len(lines))
-	out, chunks, sum = rcRecording(t, e.journal, cut)
+	out, chunks, sum = rcRecording(t, e.Journal, cut)
 	if out != "first\nlast\n" || !sum.Complete || sum.Missing != to-from {
 		t.Fatalf("the recording of %s: %q %+v, want first, the gap, last; complete", cut, out, sum)
 	}
@@ -157,11 +158,11 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 		t.Fatalf("journaled gaps of %s: %+v, want one [%d, %d) with its why", cut, gaps, from, to)
 	}
 
-	code, stdout, stderr := e.run(t, "", "logs", cut)
+	code, stdout, stderr := e.Run(t, "", "logs", cut)
 	if code != 0 || stdout != "first\nlast\n" || !strings.Contains(stderr, fmt.Sprintf("[%d bytes of output lost here", to-from)) {
 		t.Fatalf("logs: %d %q %q", code, stdout, stderr)
 	}
-	code, stdout, stderr = e.run(t, "", "--json", "logs", cut)
+	code, stdout, stderr = e.Run(t, "", "--json", "logs", cut)
 	var kinds []string
 	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
 		var l struct {
@@ -179,7 +180,7 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 	if code != 0 || strings.Join(kinds, ",") != "stdout,gap(lost),stdout,end" {
 		t.Fatalf("logs --json: %d %v\n%s%s", code, kinds, stdout, stderr)
 	}
-	code, stdout, stderr = e.run(t, "", "journal", "show", sb.ID(), "--output")
+	code, stdout, stderr = e.Run(t, "", "journal", "show", sb.ID(), "--output")
 	inPlace := regexp.MustCompile(fmt.Sprintf(`out\| first\n\s*\[%d bytes of output lost here: recovery[^\n]*\]\n\s*out\| last\n`, to-from))
 	if code != 0 || !inPlace.MatchString(stdout) || !strings.Contains(stdout, "process.output_gap") {
 		t.Fatalf("journal show --output: %d\n%s%s", code, stdout, stderr)
@@ -188,7 +189,7 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c2.Close()
-	_ = second.stop(t, syscall.SIGTERM)
+	_ = second.Stop(t, syscall.SIGTERM)
 }
 
 // rcRecordingMaybe reads a recording that may not exist yet.

@@ -18,6 +18,7 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 var csFollowRe = regexp.MustCompile("`stockade logs -f ([^`]+)`")
@@ -32,28 +33,28 @@ func TestServeGoneAttachedExec(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			e, first, c, sb := servedKeptSandbox(t, ctx)
+			e, first, c, sb := testkit.ServedKeptSandbox(t, ctx)
 			_ = c.Close()
-			cmd := exec.Command(e.bin, "--journal", e.journal, "exec", sb.ID(), "--", "sh", "-c", "echo up; sleep 8")
+			cmd := exec.Command(e.Bin, "--journal", e.Journal, "exec", sb.ID(), "--", "sh", "-c", "echo up; sleep 8")
 			var errb bytes.Buffer
 			cmd.Stderr = &errb
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
 			}
-			sub := startSubprocess(t, cmd)
+			sub := testkit.StartSubprocess(t, cmd)
 			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "up\n" {
 				t.Fatalf("first line of the attached exec: %q %v", line, err)
 			}
-			_ = first.stop(t, sig)
+			_ = first.Stop(t, sig)
 			select {
-			case <-sub.done:
+			case <-sub.Done:
 			case <-ctx.Done():
 				t.Fatal("the exec did not end after its server went away")
 			}
 			var exit *exec.ExitError
-			if !errors.As(sub.err, &exit) || exit.ExitCode() != 125 {
-				t.Fatalf("exec after the server went away: %v, want exit 125\n%s", sub.err, errb.String())
+			if !errors.As(sub.Err, &exit) || exit.ExitCode() != 125 {
+				t.Fatalf("exec after the server went away: %v, want exit 125\n%s", sub.Err, errb.String())
 			}
 			msg := errb.String()
 			m := csFollowRe.FindStringSubmatch(msg)
@@ -63,18 +64,18 @@ func TestServeGoneAttachedExec(t *testing.T) {
 			t.Logf("exec said: %s", msg)
 			pid := m[1]
 
-			second := e.serve(t, ctx)
-			c2 := second.dial(t)
+			second := e.Serve(t, ctx)
+			c2 := second.Dial(t)
 			// The command it names follows the process to its end.
-			if code, out, errOut := e.run(t, "", "logs", "-f", pid); code != 0 || out != "up\n" {
+			if code, out, errOut := e.Run(t, "", "logs", "-f", pid); code != 0 || out != "up\n" {
 				t.Fatalf("stockade logs -f %s: exit %d, %q\n%s", pid, code, out, errOut)
 			}
 			if res, err := c2.Wait(ctx, pid); err != nil || res.Reason != "exited" || res.ExitCode != 0 {
-				t.Fatalf("wait for %s after the restart: %+v %v, want exited 0 (it ran on)\n%s", pid, res, err, second.logs.String())
+				t.Fatalf("wait for %s after the restart: %+v %v, want exited 0 (it ran on)\n%s", pid, res, err, second.Logs.String())
 			}
 			_ = c2.Close()
-			if err := second.stop(t, syscall.SIGTERM); err != nil {
-				t.Fatalf("serve after SIGTERM: %v\n%s", err, second.logs.String())
+			if err := second.Stop(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("serve after SIGTERM: %v\n%s", err, second.Logs.String())
 			}
 		})
 	}
@@ -87,46 +88,46 @@ func TestServeGoneAttachedExec(t *testing.T) {
 func TestServeRestartCLIWaitsForRecovery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e, first, c, _ := servedKeptSandbox(t, ctx)
+	e, first, c, _ := testkit.ServedKeptSandbox(t, ctx)
 	image := dockertest.ImageID(t, dockertest.Client(t))
 	for range 2 {
-		if _, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept}); err != nil {
+		if _, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept}); err != nil {
 			t.Fatalf("create: %v", err)
 		}
 	}
 	_ = c.Close()
-	if err := first.stop(t, syscall.SIGTERM); err != nil {
+	if err := first.Stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("serve after SIGTERM: %v", err)
 	}
 
-	logs := &lockedBuffer{}
-	cmd := exec.Command(e.bin, "serve", "--journal", e.journal)
+	logs := &testkit.LockedBuffer{}
+	cmd := exec.Command(e.Bin, "serve", "--journal", e.Journal)
 	cmd.Stdout, cmd.Stderr = logs, logs
-	second := &served{subprocess: startSubprocess(t, cmd), logs: logs, sock: first.sock}
+	second := &testkit.Served{Subprocess: testkit.StartSubprocess(t, cmd), Logs: logs, Sock: first.Sock}
 	// Right as it starts: commands until one has been answered by the
 	// server, and two more.
 	answered := 0
 	for i := 0; answered < 3; i++ {
-		code, out, errOut := e.run(t, "", "sandbox", "ls")
+		code, out, errOut := e.Run(t, "", "sandbox", "ls")
 		if code != 0 || strings.Contains(errOut, string(spec.CodeJournalLocked)) || strings.Count(out, "\n") < 3 {
 			t.Fatalf("command %d while the server restarts: exit %d\n%s\n%s\nserver:\n%s", i, code, out, errOut, logs.String())
 		}
-		if answered > 0 || csAnswers(second.sock) {
+		if answered > 0 || csAnswers(second.Sock) {
 			answered++
 		}
 		select {
-		case <-second.done:
-			t.Fatalf("the server ended: %v\n%s", second.err, logs.String())
+		case <-second.Done:
+			t.Fatalf("the server ended: %v\n%s", second.Err, logs.String())
 		default:
 		}
 		if ctx.Err() != nil {
 			t.Fatal("the server never answered")
 		}
 	}
-	if err := second.stop(t, syscall.SIGTERM); err != nil {
+	if err := second.Stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs.String())
 	}
-	if _, err := os.Stat(server.MarkerPath(e.journal)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(server.MarkerPath(e.Journal)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the server's marker after it stopped: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // Issue 19, defect 4: the output a runtime has received from its warden
@@ -29,8 +30,8 @@ func TestWardenOutputReceivedAtLinkEndIsDelivered(t *testing.T) {
 	const wlOutput = 960 << 10
 	// More than the consumer's pipe holds (spec.DefaultHighWaterMark).
 	const wlAtLeast = 64<<10 + 1
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p, err := sb.Start(ctx, spec.Process{
@@ -45,7 +46,7 @@ func TestWardenOutputReceivedAtLinkEndIsDelivered(t *testing.T) {
 	if _, err := io.WriteString(p.Stdin(), "go\n"); err != nil {
 		t.Fatal(err)
 	}
-	wlWaitWardenLost(t, e.rt, sb.ID())
+	wlWaitWardenLost(t, e.RT, sb.ID())
 	got, rerr := io.ReadAll(p.Stdout())
 	res, werr := p.Wait(ctx)
 	t.Logf("consumer got %d bytes (%v); result %+v %v", len(got), rerr, res, werr)
@@ -62,7 +63,7 @@ func TestWardenOutputReceivedAtLinkEndIsDelivered(t *testing.T) {
 		t.Errorf("the exit counts %d stdout bytes, the consumer got %d", res.StdoutBytes, len(got))
 	}
 	var rec []byte
-	if _, err := e.rt.Logs(p.ID, func(c stockade.OutputChunk) error {
+	if _, err := e.RT.Logs(p.ID, func(c stockade.OutputChunk) error {
 		if c.Stream == 1 {
 			rec = append(rec, c.Data...)
 		}
@@ -80,7 +81,7 @@ func TestWardenOutputReceivedAtLinkEndIsDelivered(t *testing.T) {
 func wlWaitWardenLost(t *testing.T, rt *stockade.Runtime, id string) {
 	t.Helper()
 	limit := time.Now().Add(time.Minute)
-	for count(sandboxTypes(t, rt, id), "sandbox.warden_lost") == 0 {
+	for testkit.Count(testkit.SandboxTypes(t, rt, id), "sandbox.warden_lost") == 0 {
 		if time.Now().After(limit) {
 			t.Fatal("the warden's loss was never journaled")
 		}

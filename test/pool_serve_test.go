@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // TestServePoolCLI: `stockade serve --pool` on the real daemon keeps a warm
@@ -22,15 +23,15 @@ import (
 func TestServePoolCLI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e := newCLI(t) // its owner cleanup is registered first, so runs last
+	e := testkit.NewCLI(t) // its owner cleanup is registered first, so runs last
 	// The pool's spec is what the creates below ask for: the default image
-	// (stockade/toolbox:dev) and smallPolicy's limits.
+	// (stockade/toolbox:dev) and testkit.SmallPolicy's limits.
 	const policy = "memory=128m,pids=64"
-	s := e.serve(t, ctx, "--pool", "tb="+policy+",size=2", "--pool-refills", "2")
+	s := e.Serve(t, ctx, "--pool", "tb="+policy+",size=2", "--pool-refills", "2")
 
 	pools := func() host.PoolInfo {
 		t.Helper()
-		code, out, errOut := e.run(t, "", "pool", "ls", "--json")
+		code, out, errOut := e.Run(t, "", "pool", "ls", "--json")
 		if code != 0 {
 			t.Fatalf("pool ls: %d %q", code, errOut)
 		}
@@ -49,7 +50,7 @@ func TestServePoolCLI(t *testing.T) {
 		var p host.PoolInfo
 		for p = pools(); !ok(p); p = pools() {
 			if ctx.Err() != nil || p.Failures > 0 {
-				t.Fatalf("pool never %s: %+v\nserver:\n%s", what, p, s.logs.String())
+				t.Fatalf("pool never %s: %+v\nserver:\n%s", what, p, s.Logs.String())
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -61,7 +62,7 @@ func TestServePoolCLI(t *testing.T) {
 		if all {
 			args = append(args, "--all")
 		}
-		code, out, errOut := e.run(t, "", args...)
+		code, out, errOut := e.Run(t, "", args...)
 		if code != 0 {
 			t.Fatalf("%q: %d %q", args, code, errOut)
 		}
@@ -103,11 +104,11 @@ func TestServePoolCLI(t *testing.T) {
 	if list := sandboxes(false); len(list) != 0 {
 		t.Fatalf("sandbox ls lists pooled sandboxes: %+v", list)
 	}
-	if code, out, _ := e.run(t, "", "pool", "ls"); code != 0 || !strings.HasPrefix(out, "NAME") || !strings.Contains(out, "tb ") {
+	if code, out, _ := e.Run(t, "", "pool", "ls"); code != 0 || !strings.HasPrefix(out, "NAME") || !strings.Contains(out, "tb ") {
 		t.Fatalf("pool ls: %d %q", code, out)
 	}
 
-	code, out, errOut := e.run(t, "", "sandbox", "create", "--memory", "128m", "--pids", "64",
+	code, out, errOut := e.Run(t, "", "sandbox", "create", "--memory", "128m", "--pids", "64",
 		"--env", "GREETING=hi", "--dir", "/tmp", "--label", "job=pool-serve")
 	id := strings.TrimSpace(out)
 	if code != 0 || id == "" {
@@ -120,7 +121,7 @@ func TestServePoolCLI(t *testing.T) {
 	if p.Cold != 0 {
 		t.Fatalf("after a claim: %+v", p)
 	}
-	if code, out, errOut := e.run(t, "", "exec", "-e", "OTHER=x", id, "--", "sh", "-c", `echo "$GREETING $OTHER"; pwd`); code != 0 || out != "hi x\n/tmp\n" {
+	if code, out, errOut := e.Run(t, "", "exec", "-e", "OTHER=x", id, "--", "sh", "-c", `echo "$GREETING $OTHER"; pwd`); code != 0 || out != "hi x\n/tmp\n" {
 		t.Fatalf("exec in the claimed sandbox: %d %q %q", code, out, errOut)
 	}
 	list := sandboxes(false)
@@ -130,30 +131,30 @@ func TestServePoolCLI(t *testing.T) {
 	if all := sandboxes(true); len(all) != 3 {
 		t.Fatalf("sandbox ls --all: %+v, want the claimed one and 2 pooled", all)
 	}
-	if code, out, _ := e.run(t, "", "sandbox", "ls"); code != 0 || !strings.Contains(out, "POOL") || !strings.Contains(out, id) || strings.Contains(out, "pooled") {
+	if code, out, _ := e.Run(t, "", "sandbox", "ls"); code != 0 || !strings.Contains(out, "POOL") || !strings.Contains(out, id) || strings.Contains(out, "pooled") {
 		t.Fatalf("sandbox ls table: %d %q", code, out)
 	}
 
 	// run claims too: a one-shot sandbox, removed after.
 	inPool := pooledIDs()
-	if code, out, errOut := e.run(t, "", "run", "--memory", "128m", "--pids", "64", "--label", "k=v", "--history", "--", "echo", "ok"); code != 0 || !strings.HasPrefix(out, "ok\n") || !strings.Contains(out, "sandbox.claimed") {
+	if code, out, errOut := e.Run(t, "", "run", "--memory", "128m", "--pids", "64", "--label", "k=v", "--history", "--", "echo", "ok"); code != 0 || !strings.HasPrefix(out, "ok\n") || !strings.Contains(out, "sandbox.claimed") {
 		t.Fatalf("run: %d %q %q", code, out, errOut)
 	} else if !slices.ContainsFunc(inPool, func(id string) bool { return strings.Contains(out, id) }) {
 		t.Fatalf("run's sandbox is not one of the pooled %v:\n%s", inPool, out)
 	}
 	await("warm 2", func(p host.PoolInfo) bool { return p.Warm == 2 })
 
-	if code, out, errOut := e.run(t, "", "pool", "resize", "tb", "0"); code != 0 || out != "tb: size=0\n" {
+	if code, out, errOut := e.Run(t, "", "pool", "resize", "tb", "0"); code != 0 || out != "tb: size=0\n" {
 		t.Fatalf("pool resize: %d %q %q", code, out, errOut)
 	}
 	await("empty", func(p host.PoolInfo) bool { return p.Size == 0 && p.Ready == 0 && p.Filling == 0 })
 	if left := pooledIDs(); len(left) != 0 {
 		t.Fatalf("pooled sandboxes left after resize 0: %v", left)
 	}
-	if code, _, errOut := e.run(t, "", "pool", "resize", "nope", "1"); code != 1 || !strings.Contains(errOut, "not_found") {
+	if code, _, errOut := e.Run(t, "", "pool", "resize", "nope", "1"); code != 1 || !strings.Contains(errOut, "not_found") {
 		t.Fatalf("resize of an unknown pool: %d %q", code, errOut)
 	}
-	if code, _, errOut := e.run(t, "", "sandbox", "rm", "-f", id); code != 0 {
+	if code, _, errOut := e.Run(t, "", "sandbox", "rm", "-f", id); code != 0 {
 		t.Fatalf("rm: %d %q", code, errOut)
 	}
 	// A refill that was under way when the pool was emptied ends with its
@@ -164,7 +165,7 @@ func TestServePoolCLI(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if err := s.stop(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("serve: %v\n%s", err, s.logs.String())
+	if err := s.Stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("serve: %v\n%s", err, s.Logs.String())
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // poolConcurrency is how many claims TestPoolClaims makes at once.
@@ -28,7 +29,7 @@ const poolConcurrency = 10
 
 // poolTestSpec is the pool's spec: the toolbox image, small limits.
 func poolTestSpec() stockade.SandboxSpec {
-	return stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy()}
+	return stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy()}
 }
 
 // openPooled opens a runtime on a fresh journal with one pool of size
@@ -51,7 +52,7 @@ func openPooled(t testing.TB, size, refills int) *stockade.Runtime {
 	dockertest.CleanupOwner(t, cli, rt.Owner())
 	t.Cleanup(func() {
 		_ = rt.Shutdown(context.Background())
-		checkAnswered(t, rt)
+		testkit.CheckAnswered(t, rt)
 	})
 	return rt
 }
@@ -95,7 +96,7 @@ var wardenSocket = regexp.MustCompile(`(?m)^\.stockade-warden-[0-9]+\.sock\n`)
 // caller removes it (r.sb).
 func claimOne(ctx context.Context, rt *stockade.Runtime, i int) (r claimResult) {
 	t0 := time.Now()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy(), Lifetime: spec.OneShot,
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.OneShot,
 		Env: []string{"CLAIM=" + strconv.Itoa(i)}, Labels: map[string]string{"claim": strconv.Itoa(i)}})
 	if err != nil {
 		return claimResult{err: err}
@@ -214,8 +215,8 @@ func TestPoolClaims(t *testing.T) {
 	if p.Warm != uint64(n) || p.Cold != 0 {
 		t.Errorf("pool counted %d warm and %d cold claims, want %d warm", p.Warm, p.Cold, n)
 	}
-	summary := map[string]any{"claims": n, "concurrency": poolConcurrency, "p50_ms": ms(percentile(ttfc, 0.5)),
-		"p99_ms": ms(percentile(ttfc, 0.99)), "max_ms": ms(slices.Max(ttfc)), "min_ms": ms(slices.Min(ttfc))}
+	summary := map[string]any{"claims": n, "concurrency": poolConcurrency, "p50_ms": testkit.Ms(testkit.Percentile(ttfc, 0.5)),
+		"p99_ms": testkit.Ms(testkit.Percentile(ttfc, 0.99)), "max_ms": testkit.Ms(slices.Max(ttfc)), "min_ms": testkit.Ms(slices.Min(ttfc))}
 	t.Logf("time to first command, warm, embedded: %v", summary)
 	if path := os.Getenv("STOCKADE_POOL_REPORT"); path != "" {
 		b, _ := json.MarshalIndent(summary, "", "  ")
@@ -342,7 +343,7 @@ var _ host.PoolInfo = stockade.PoolInfo{}
 func TestPoolAllowlistRulesAtClaim(t *testing.T) {
 	cli := dockertest.Client(t)
 	dockertest.ImageID(t, cli)
-	pol := smallPolicy()
+	pol := testkit.SmallPolicy()
 	pol.Network = spec.NetworkAllowlist
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -404,7 +405,7 @@ func TestPoolClaimLosesItsWarden(t *testing.T) {
 		t.Fatalf("pooled sandbox %s: %+v %v", victim, st.Warden, err)
 	}
 	pid := strconv.Itoa(st.Warden.PID)
-	dockerExec(t, st.Created.Workload, "kill", "-STOP", pid)
+	testkit.DockerExec(t, st.Created.Workload, "kill", "-STOP", pid)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	killed := make(chan struct{})

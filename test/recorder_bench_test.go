@@ -11,6 +11,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // BenchmarkRecorderOutput1GiB: 1 GiB of stdout through the public API with
@@ -22,7 +23,7 @@ import (
 func BenchmarkRecorderOutput1GiB(b *testing.B) {
 	rt := newBenchAPI(b)
 	ctx := context.Background()
-	pol := smallPolicy()
+	pol := testkit.SmallPolicy()
 	pol.CPUs = 2
 	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol})
 	if err != nil {
@@ -32,7 +33,7 @@ func BenchmarkRecorderOutput1GiB(b *testing.B) {
 	if mib, err := strconv.Atoi(os.Getenv("STOCKADE_BENCH_OUTPUT_MIB")); err == nil && mib > 0 {
 		size = mib << 20
 	}
-	cmd := []string{"/bin/sh", "-c", "yes " + patternLine + " | head -c " + strconv.Itoa(size)}
+	cmd := []string{"/bin/sh", "-c", "yes " + testkit.PatternLine + " | head -c " + strconv.Itoa(size)}
 	var on, off time.Duration
 	runOne := func(rec spec.Record, d *time.Duration) {
 		t0 := time.Now()

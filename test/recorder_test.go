@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // readRecording reads a recording into its per-stream projections and the
@@ -36,8 +37,8 @@ func readRecording(read func(func(stockade.OutputChunk) error) (stockade.OutputS
 // when Wait returns, and read the same after Close (no runtime) and
 // through a reopened runtime.
 func TestAPIOutputRecorded(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	const big = 3 << 20
 	cases := []struct {
 		name string
@@ -48,7 +49,7 @@ func TestAPIOutputRecorded(t *testing.T) {
 		// The marker goes to stdout: across streams the arrival order
 		// is Docker's (it may hold megabytes of stdout while stderr
 		// overtakes), so only one stream's tail is certain.
-		{"over the bounds", "head -c " + itoa(big) + " /dev/zero | tr '\\0' a; echo tail-mark", true},
+		{"over the bounds", "head -c " + testkit.Itoa(big) + " /dev/zero | tr '\\0' a; echo tail-mark", true},
 		{"nothing", "true", false},
 	}
 	type got struct {
@@ -106,13 +107,13 @@ func TestAPIOutputRecorded(t *testing.T) {
 			}
 		}
 	}
-	check("live runtime", e.rt.Logs)
-	if err := e.rt.Close(); err != nil {
+	check("live runtime", e.RT.Logs)
+	if err := e.RT.Close(); err != nil {
 		t.Fatal(err)
 	}
 	check("no runtime", func(id string, fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) {
-		return stockade.ReadOutput(e.journal, id, fn)
+		return stockade.ReadOutput(e.Journal, id, fn)
 	})
-	again := newAPI(t, stockade.Options{Journal: e.journal})
-	check("reopened runtime", again.rt.Logs)
+	again := testkit.NewAPI(t, stockade.Options{Journal: e.Journal})
+	check("reopened runtime", again.RT.Logs)
 }

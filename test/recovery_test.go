@@ -16,29 +16,8 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
-
-// reopen closes e's runtime and opens a new one on the same journal: the
-// recovery under test runs inside Open.
-func (e *apiEnv) reopen(t *testing.T, opts stockade.Options) *stockade.Runtime {
-	t.Helper()
-	if err := e.rt.Close(); err != nil {
-		t.Fatal(err)
-	}
-	opts.Journal = e.journal
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rt, err := stockade.Open(ctx, opts)
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = rt.Close()
-		checkAnswered(t, rt)
-	})
-	e.rt = rt
-	return rt
-}
 
 func decisionOf(t *testing.T, rt *stockade.Runtime, id string) stockade.RecoveredSandbox {
 	t.Helper()
@@ -55,8 +34,8 @@ func decisionOf(t *testing.T, rt *stockade.Runtime, id string) stockade.Recovere
 // a fresh readback, runs new processes, and a process it was running is
 // re-adopted detached with its exit code recorded when it ends.
 func TestRecoveryReadoptsKept(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "echo started; sleep 2; exit 7"}, Stderr: spec.Discard})
@@ -67,7 +46,7 @@ func TestRecoveryReadoptsKept(t *testing.T) {
 	if _, err := io.ReadFull(p.Stdout(), line); err != nil {
 		t.Fatal(err)
 	}
-	rt := e.reopen(t, stockade.Options{})
+	rt := e.Reopen(t, stockade.Options{})
 	got := decisionOf(t, rt, sb.ID())
 	if got.Decision != string(sandbox.Readopt) || got.Settled != lifecycle.PhaseStarted {
 		t.Fatalf("decision %+v, want re-adopt, started", got)
@@ -76,7 +55,7 @@ func TestRecoveryReadoptsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _, res, err := runOut(t, sb2, spec.Process{Argv: []string{"echo", "again"}})
+	out, _, res, err := testkit.RunOut(t, sb2, spec.Process{Argv: []string{"echo", "again"}})
 	if err != nil || out != "again\n" || res.ExitCode != 0 {
 		t.Fatalf("a re-adopted sandbox runs a new process: %q %+v %v", out, res, err)
 	}
@@ -117,14 +96,14 @@ func TestRecoveryReadoptsKept(t *testing.T) {
 // TestRecoveryRemovesOneShot: a one-shot sandbox whose runtime went away is
 // stopped and removed; nothing of it is left.
 func TestRecoveryRemovesOneShot(t *testing.T) {
-	e := newAPI(t, stockade.Options{StopGrace: time.Second})
-	sb := e.sandbox(t, spec.OneShot)
-	rt := e.reopen(t, stockade.Options{StopGrace: time.Second})
+	e := testkit.NewAPI(t, stockade.Options{StopGrace: time.Second})
+	sb := e.Sandbox(t, spec.OneShot)
+	rt := e.Reopen(t, stockade.Options{StopGrace: time.Second})
 	got := decisionOf(t, rt, sb.ID())
 	if got.Decision != string(sandbox.StopRemove) || got.Settled != lifecycle.PhaseRemoved {
 		t.Fatalf("decision %+v, want stop and remove, removed", got)
 	}
-	if n, err := dockertest.Owned(context.Background(), e.cli, rt.Owner()); err != nil || n != 0 {
+	if n, err := dockertest.Owned(context.Background(), e.Docker, rt.Owner()); err != nil || n != 0 {
 		t.Fatalf("%d resources left (%v)", n, err)
 	}
 	if _, err := rt.Sandbox(sb.ID()); !spec.IsCode(err, spec.CodeNotFound) {
@@ -135,19 +114,19 @@ func TestRecoveryRemovesOneShot(t *testing.T) {
 // TestRecoveryDeadWorkload: a kept sandbox whose workload died while no
 // runtime watched is recorded exited with what Docker reports, and kept.
 func TestRecoveryDeadWorkload(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	st, err := sb.State(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rt.Close(); err != nil {
+	if err := e.RT.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.cli.ContainerKill(context.Background(), st.Created.Workload, "KILL"); err != nil {
+	if err := e.Docker.ContainerKill(context.Background(), st.Created.Workload, "KILL"); err != nil {
 		t.Fatal(err)
 	}
-	rt := e.reopen(t, stockade.Options{})
+	rt := e.Reopen(t, stockade.Options{})
 	got := decisionOf(t, rt, sb.ID())
 	if got.Decision != string(sandbox.RecordExit) || got.Settled != lifecycle.PhaseExited {
 		t.Fatalf("decision %+v, want record exit, exited", got)
@@ -169,18 +148,18 @@ func TestRecoveryDeadWorkload(t *testing.T) {
 // behind the runtime's back fails readback and is torn down, never
 // re-adopted.
 func TestRecoveryTearsDownTampered(t *testing.T) {
-	e := newAPI(t, stockade.Options{StopGrace: time.Second})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{StopGrace: time.Second})
+	sb := e.Sandbox(t, spec.Kept)
 	st, _ := sb.State(context.Background())
-	if err := e.rt.Close(); err != nil {
+	if err := e.RT.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.cli.ContainerUpdate(context.Background(), st.Created.Workload, container.UpdateConfig{
+	_, err := e.Docker.ContainerUpdate(context.Background(), st.Created.Workload, container.UpdateConfig{
 		Resources: container.Resources{Memory: 256 << 20, MemorySwap: 256 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := e.reopen(t, stockade.Options{StopGrace: time.Second})
+	rt := e.Reopen(t, stockade.Options{StopGrace: time.Second})
 	got := decisionOf(t, rt, sb.ID())
 	if got.Decision != string(sandbox.TearDown) || got.Settled != lifecycle.PhaseRemoved || !strings.Contains(got.Observed, "Memory") {
 		t.Fatalf("decision %+v, want tear down naming Memory, removed", got)
@@ -192,14 +171,14 @@ func TestRecoveryTearsDownTampered(t *testing.T) {
 // even with a sandbox id this journal knows, re-adopted or torn down — are
 // never touched.
 func TestRecoveryOrphansAndForeign(t *testing.T) {
-	e := newAPI(t, stockade.Options{StopGrace: time.Second})
-	sb := e.sandbox(t, spec.Kept)
-	gone := e.sandbox(t, spec.OneShot) // recovery stops and removes it
-	owner := e.rt.Owner()
-	foreign := dockertest.Owner(t, e.cli)
+	e := testkit.NewAPI(t, stockade.Options{StopGrace: time.Second})
+	sb := e.Sandbox(t, spec.Kept)
+	gone := e.Sandbox(t, spec.OneShot) // recovery stops and removes it
+	owner := e.RT.Owner()
+	foreign := dockertest.Owner(t, e.Docker)
 	ctx := context.Background()
 	mk := func(owner, sandboxID string) string {
-		v, err := e.cli.VolumeCreate(ctx, volume.CreateOptions{Labels: map[string]string{
+		v, err := e.Docker.VolumeCreate(ctx, volume.CreateOptions{Labels: map[string]string{
 			"io.stockade.owner": owner, "io.stockade.sandbox": sandboxID, "io.stockade.role": "volume"}})
 		if err != nil {
 			t.Fatal(err)
@@ -210,18 +189,18 @@ func TestRecoveryOrphansAndForeign(t *testing.T) {
 	foreignSame := mk(foreign, sb.ID())
 	foreignTorn := mk(foreign, gone.ID())
 	foreignOther := mk(foreign, "orphansandboxid0000000000a")
-	rt := e.reopen(t, stockade.Options{StopGrace: time.Second})
+	rt := e.Reopen(t, stockade.Options{StopGrace: time.Second})
 	if got := rt.Recovery().Orphans; len(got) != 1 || got[0].ID != orphan {
 		t.Fatalf("orphans %+v, want just %s", got, orphan)
 	}
-	if _, err := e.cli.VolumeInspect(ctx, orphan); err == nil {
+	if _, err := e.Docker.VolumeInspect(ctx, orphan); err == nil {
 		t.Fatal("the orphan volume survived")
 	}
 	if d := decisionOf(t, rt, gone.ID()); d.Decision != string(sandbox.StopRemove) || d.Settled != lifecycle.PhaseRemoved {
 		t.Fatalf("the one-shot sandbox: %+v", d)
 	}
 	for _, v := range []string{foreignSame, foreignTorn, foreignOther} {
-		if _, err := e.cli.VolumeInspect(ctx, v); err != nil {
+		if _, err := e.Docker.VolumeInspect(ctx, v); err != nil {
 			t.Fatalf("a foreign volume was touched: %v", err)
 		}
 	}

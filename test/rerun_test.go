@@ -11,15 +11,16 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/rerun"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // session runs scripts in a new kept sandbox, one after another (stdin
 // given to those with one), and returns the sandbox and its process ids.
-func session(t *testing.T, e *apiEnv, scripts []string, stdin map[int]string) (*stockade.Sandbox, []string) {
+func session(t *testing.T, e *testkit.APIEnv, scripts []string, stdin map[int]string) (*stockade.Sandbox, []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sb := e.sandbox(t, spec.Kept)
+	sb := e.Sandbox(t, spec.Kept)
 	var ids []string
 	for i, s := range scripts {
 		p := spec.Process{Argv: []string{"sh", "-c", s}}
@@ -54,7 +55,7 @@ func session(t *testing.T, e *apiEnv, scripts []string, stdin map[int]string) (*
 // exit, stderr) re-runs in a new sandbox with no divergence; the new
 // sandbox is removed.
 func TestRerunReproduces(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
+	e := testkit.NewAPI(t, stockade.Options{})
 	scripts := []string{
 		"echo start; mkdir -p src",
 		"printf 'a\\nb\\n' > src/list.txt; cat src/list.txt",
@@ -70,7 +71,7 @@ func TestRerunReproduces(t *testing.T) {
 	sb, ids := session(t, e, scripts, map[int]string{2: "one\ntwo\nthree\n"})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rep, err := rerun.Run(ctx, e.rt.Host(), sb.ID(), rerun.Files(e.journal), rerun.Options{})
+	rep, err := rerun.Run(ctx, e.RT.Host(), sb.ID(), rerun.Files(e.Journal), rerun.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestRerunReproduces(t *testing.T) {
 	if rep.Processes[8].Exit.Rerun.ExitCode == nil || *rep.Processes[8].Exit.Rerun.ExitCode != 3 {
 		t.Fatalf("the exit 3: %+v", rep.Processes[8].Exit)
 	}
-	if st, err := e.rt.ReplaySandbox(ctx, rep.Rerun, 0); err != nil || st.Phase != lifecycle.PhaseRemoved {
+	if st, err := e.RT.ReplaySandbox(ctx, rep.Rerun, 0); err != nil || st.Phase != lifecycle.PhaseRemoved {
 		t.Fatalf("the re-run's sandbox %s was kept (%s): %v", rep.Rerun, st.Phase, err)
 	}
 }
@@ -94,14 +95,14 @@ func TestRerunReproduces(t *testing.T) {
 // clock, exactly that process is flagged (its output), the re-run goes on
 // and every other process is the same.
 func TestRerunFlagsTheClock(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
+	e := testkit.NewAPI(t, stockade.Options{})
 	// The clock to a hundredth of a second on line 1 (busybox date has no
 	// %N: seconds alone can repeat when the re-run lands in the same one).
 	scripts := []string{"echo a > a.txt", "cat a.txt", "echo b", "cat /proc/uptime; date", "echo c; ls"}
 	sb, ids := session(t, e, scripts, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rep, err := rerun.Run(ctx, e.rt.Host(), sb.ID(), rerun.Files(e.journal), rerun.Options{})
+	rep, err := rerun.Run(ctx, e.RT.Host(), sb.ID(), rerun.Files(e.Journal), rerun.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestRerunFlagsTheClock(t *testing.T) {
 	}
 	// Until stops before the clock: nothing diverges.
 	until := 0
-	evs, err := e.rt.History(ctx, sb.ID())
+	evs, err := e.RT.History(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestRerunFlagsTheClock(t *testing.T) {
 			until = i + 1
 		}
 	}
-	rep, err = rerun.Run(ctx, e.rt.Host(), sb.ID(), rerun.Files(e.journal), rerun.Options{Until: uint64(until)})
+	rep, err = rerun.Run(ctx, e.RT.Host(), sb.ID(), rerun.Files(e.Journal), rerun.Options{Until: uint64(until)})
 	if err != nil || rep.Diverged || len(rep.Processes) != 3 {
 		t.Fatalf("until the third process: %+v %v", rep, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // BenchmarkServeExecTrue: `true` through the server (client → unix socket
@@ -25,7 +26,7 @@ func BenchmarkServeExecTrue(b *testing.B) {
 	ctx := context.Background()
 	rt, c := servedRuntime(b)
 
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy()})
+	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy()})
 	if err != nil {
 		b.Fatal(err)
 	}

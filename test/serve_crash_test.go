@@ -6,85 +6,18 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
-
-// served is a `stockade serve` subprocess of a cliEnv's binary on its
-// journal, listening beside it.
-type served struct {
-	*subprocess
-	logs *lockedBuffer
-	sock string
-}
-
-// subprocess is a started command whose end is observed once, without a
-// race: Wait runs in one goroutine, which records the error and closes
-// done; a cleanup kills the command if the test has not ended it.
-type subprocess struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-func startSubprocess(t *testing.T, cmd *exec.Cmd) *subprocess {
-	t.Helper()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &subprocess{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		s.err = cmd.Wait()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-s.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-s.done
-		}
-	})
-	return s
-}
-
-// serve starts `stockade serve` on e's journal, with flags; a cleanup kills
-// it if the test has not ended it. It returns once the socket answers.
-func (e *cliEnv) serve(t *testing.T, ctx context.Context, flags ...string) *served {
-	t.Helper()
-	s := &served{logs: &lockedBuffer{}, sock: strings.TrimSuffix(e.journal, ".db") + ".sock"}
-	cmd := exec.Command(e.bin, append([]string{"serve", "--journal", e.journal}, flags...)...)
-	cmd.Stdout, cmd.Stderr = s.logs, s.logs
-	s.subprocess = startSubprocess(t, cmd)
-	_ = dialServer(t, ctx, s.sock, s.subprocess, s.logs).Close() // only a probe that the server answers
-	return s
-}
-
-// stop sends sig to the server and returns how it ended.
-func (s *served) stop(t *testing.T, sig syscall.Signal) error {
-	t.Helper()
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.done:
-		return s.err
-	case <-time.After(time.Minute):
-		t.Fatalf("serve did not end within a minute of %v\n%s", sig, s.logs.String())
-		return nil
-	}
-}
 
 // TestServeCrashMidExec: kill -9 of `stockade serve` while an attached
 // process runs in a kept sandbox, then a restart on the same journal (the
@@ -96,7 +29,7 @@ func (s *served) stop(t *testing.T, sig syscall.Signal) error {
 func TestServeCrashMidExec(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e, first, c, sb := servedKeptSandbox(t, ctx)
+	e, first, c, sb := testkit.ServedKeptSandbox(t, ctx)
 	st, err := sb.State(ctx)
 	if err != nil || st.Owner == "" {
 		t.Fatalf("state: %+v %v", st, err)
@@ -116,7 +49,7 @@ func TestServeCrashMidExec(t *testing.T) {
 
 	// kill -9 mid-exec: the attached client loses its server; its process
 	// ends with an error, not a result.
-	if err := first.stop(t, syscall.SIGKILL); err == nil {
+	if err := first.Stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
@@ -126,13 +59,13 @@ func TestServeCrashMidExec(t *testing.T) {
 		t.Fatalf("the attached process after its server was killed: %+v %v, want an error from the lost connection", res, werr)
 	}
 	_ = c.Close()
-	if fi, err := os.Lstat(first.sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+	if fi, err := os.Lstat(first.Sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		t.Fatalf("after kill -9 the socket file should be left behind (stale): %v", err)
 	}
 
 	// Restart on the same journal: the stale socket is replaced.
-	second := e.serve(t, ctx)
-	c2 := second.dial(t)
+	second := e.Serve(t, ctx)
+	c2 := second.Dial(t)
 	rep, err := c2.Recovery(ctx)
 	if err != nil {
 		t.Fatalf("recovery report: %v", err)
@@ -168,7 +101,7 @@ func TestServeCrashMidExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, res2, err := runIn(ctx, again, "echo again; echo on-stderr >&2; exit 5")
+	out, errOut, res2, err := testkit.RunIn(ctx, again, "echo again; echo on-stderr >&2; exit 5")
 	if err != nil || out != "again\n" || errOut != "on-stderr\n" || res2.ExitCode != 5 || res2.Reason != "exited" {
 		t.Fatalf("exec after restart: %q %q %+v %v", out, errOut, res2, err)
 	}
@@ -201,7 +134,7 @@ func TestServeCrashMidExec(t *testing.T) {
 			}
 		}
 		if exited == nil && time.Now().After(deadline) {
-			t.Fatalf("the re-adopted process %s has no exit in the journal 90s after a 15s sleep: %v\n%s", killedPID, ptypes, second.logs.String())
+			t.Fatalf("the re-adopted process %s has no exit in the journal 90s after a 15s sleep: %v\n%s", killedPID, ptypes, second.Logs.String())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -211,7 +144,7 @@ func TestServeCrashMidExec(t *testing.T) {
 
 	// journal show through the CLI while served (an embedded runtime
 	// would find the journal locked).
-	code, show, errShow := e.run(t, "", "journal", "show", sb.ID())
+	code, show, errShow := e.Run(t, "", "journal", "show", sb.ID())
 	if code != 0 || !strings.Contains(show, "recovered") || !strings.Contains(show, "adopted") || !strings.Contains(show, killedPID) || !strings.Contains(show, "process.exited") {
 		t.Fatalf("journal show while served: %d\n%s\n%s", code, show, errShow)
 	}
@@ -226,83 +159,9 @@ func TestServeCrashMidExec(t *testing.T) {
 		t.Fatalf("after remove, %d resources of owner %s left on the daemon (%v)", n, owner, err)
 	}
 	_ = c2.Close()
-	if err := second.stop(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("serve after SIGTERM: %v (want exit 0)\n%s", err, second.logs.String())
+	if err := second.Stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("serve after SIGTERM: %v (want exit 0)\n%s", err, second.Logs.String())
 	}
-}
-
-// runIn runs sh -c cmd attached in sb and returns both streams and the
-// result.
-func runIn(ctx context.Context, sb host.Sandbox, cmd string) (stdout, stderr string, res spec.Result, err error) {
-	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", cmd}})
-	if err != nil {
-		return "", "", spec.Result{}, err
-	}
-	errc := make(chan []byte, 1)
-	go func() { b, _ := io.ReadAll(p.Stderr()); errc <- b }()
-	out, _ := io.ReadAll(p.Stdout())
-	errb := <-errc
-	res, err = p.Wait(ctx)
-	return string(out), string(errb), res, err
-}
-
-// dial is a client of the server, closed when the test ends.
-func (s *served) dial(t *testing.T) *client.Client {
-	t.Helper()
-	c, err := client.Dial(s.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Close()
-	})
-	return c
-}
-
-// servedKeptSandbox starts `stockade serve` on a fresh journal (its owner
-// cleaned up when t ends), dials it and creates a kept sandbox through it.
-// The client is closed when t ends (closing it earlier is fine).
-func servedKeptSandbox(t *testing.T, ctx context.Context) (*cliEnv, *served, *client.Client, host.Sandbox) {
-	t.Helper()
-	e := newCLI(t) // its owner cleanup is registered first
-	image := dockertest.ImageID(t, dockertest.Client(t))
-	first := e.serve(t, ctx)
-	c := first.dial(t)
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept})
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	return e, first, c, sb
-}
-
-// stats asks the server for its stats line (SIGUSR1) and returns its
-// fields (goroutines, heap_alloc, heap_inuse, heap_objects, fds, gc).
-func (s *served) stats(t *testing.T) map[string]int64 {
-	t.Helper()
-	before := strings.Count(s.logs.String(), "stockade: stats ")
-	if err := s.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(s.logs.String(), "stockade: stats ") == before {
-		if time.Now().After(deadline) {
-			t.Fatalf("no stats line 30 s after SIGUSR1:\n%s", s.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	logs := s.logs.String()
-	line := logs[strings.LastIndex(logs, "stockade: stats "):]
-	line, _, _ = strings.Cut(line, "\n")
-	out := map[string]int64{}
-	for _, kv := range strings.Fields(strings.TrimPrefix(line, "stockade: stats ")) {
-		k, v, ok := strings.Cut(kv, "=")
-		n, err := strconv.ParseInt(v, 10, 64)
-		if !ok || err != nil {
-			t.Fatalf("stats line %q: field %q", line, kv)
-		}
-		out[k] = n
-	}
-	return out
 }
 
 // TestServeStats: SIGUSR1 makes a server print its stats line, and it
@@ -310,9 +169,9 @@ func (s *served) stats(t *testing.T) map[string]int64 {
 func TestServeStats(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e := newCLI(t)
-	srv := e.serve(t, ctx)
-	st := srv.stats(t)
+	e := testkit.NewCLI(t)
+	srv := e.Serve(t, ctx)
+	st := srv.Stats(t)
 	for _, k := range []string{"goroutines", "heap_alloc", "heap_inuse", "heap_objects", "fds", "gc"} {
 		if _, ok := st[k]; !ok {
 			t.Errorf("stats %v lack %s", st, k)
@@ -321,10 +180,10 @@ func TestServeStats(t *testing.T) {
 	if st["goroutines"] <= 0 || st["heap_alloc"] <= 0 || st["fds"] <= 0 {
 		t.Errorf("stats %v: goroutines, heap and open files must be counted", st)
 	}
-	if code, _, errOut := e.run(t, "", "sandbox", "ls"); code != 0 {
+	if code, _, errOut := e.Run(t, "", "sandbox", "ls"); code != 0 {
 		t.Fatalf("after SIGUSR1 the server does not serve: %d %s", code, errOut)
 	}
-	if err := srv.stop(t, syscall.SIGTERM); err != nil {
+	if err := srv.Stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("serve after SIGTERM: %v", err)
 	}
 }

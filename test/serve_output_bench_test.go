@@ -12,6 +12,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // BenchmarkServeOutput1GiB: 1 GiB of stdout through the server (the
@@ -28,7 +29,7 @@ func BenchmarkServeOutput1GiB(b *testing.B) {
 	ctx := context.Background()
 	rt, c := servedRuntime(b)
 
-	pol := smallPolicy()
+	pol := testkit.SmallPolicy()
 	pol.CPUs = 2
 	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol})
 	if err != nil {
@@ -46,7 +47,7 @@ func BenchmarkServeOutput1GiB(b *testing.B) {
 	if mib, err := strconv.Atoi(os.Getenv("STOCKADE_BENCH_OUTPUT_MIB")); err == nil && mib > 0 {
 		size = mib << 20
 	}
-	cmd := []string{"/bin/sh", "-c", "yes " + patternLine + " | head -c " + strconv.Itoa(size)}
+	cmd := []string{"/bin/sh", "-c", "yes " + testkit.PatternLine + " | head -c " + strconv.Itoa(size)}
 	drain := func(name string, s host.Sandbox, total, cpu *time.Duration) func() {
 		return func() {
 			t0, c0 := time.Now(), cpuTime()

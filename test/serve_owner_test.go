@@ -20,6 +20,7 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/testenv"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // serveRefuses runs `stockade serve` with args and checks it exits 1 with
@@ -27,10 +28,10 @@ import (
 // of also; a server that starts serving instead fails the test at once.
 func serveRefuses(t *testing.T, bin, dir string, args []string, also ...string) {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &testkit.LockedBuffer{}
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
-	sub := startSubprocess(t, cmd)
+	sub := testkit.StartSubprocess(t, cmd)
 	// A bound on a test gone wrong, not a timing assertion: the refusal
 	// comes before anything slow.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -39,7 +40,7 @@ func serveRefuses(t *testing.T, bin, dir string, args []string, also ...string) 
 	defer tick.Stop()
 	for waiting := true; waiting; {
 		select {
-		case <-sub.done:
+		case <-sub.Done:
 			waiting = false
 		case <-tick.C:
 			if strings.Contains(logs.String(), "serving journal") {
@@ -50,7 +51,7 @@ func serveRefuses(t *testing.T, bin, dir string, args []string, also ...string) 
 		}
 	}
 	out := logs.String()
-	if code := sub.cmd.ProcessState.ExitCode(); code != 1 {
+	if code := sub.Cmd.ProcessState.ExitCode(); code != 1 {
 		t.Fatalf("serve %v exited %d, want 1\n%s", args, code, out)
 	}
 	for _, want := range append([]string{string(spec.CodeInvalidArgument), dir, fmt.Sprintf("uid %d", testenv.Nobody), fmt.Sprintf("uid %d", os.Geteuid()), "chown"}, also...) {
@@ -66,10 +67,10 @@ func serveRefuses(t *testing.T, bin, dir string, args []string, also ...string) 
 // (Issue 30: nobody moved the socket aside, listened in its place and got
 // root's `sandbox create --env API_TOKEN=...`.)
 func TestServeRefusesASocketDirectoryAnotherUIDOwns(t *testing.T) {
-	e := newCLI(t)
+	e := testkit.NewCLI(t)
 	dir := testenv.ForeignDir(t, "nobody")
 	sock := filepath.Join(dir, "journal.sock")
-	serveRefuses(t, e.bin, dir, []string{"--journal", e.journal, "--socket", sock}, "--socket")
+	serveRefuses(t, e.Bin, dir, []string{"--journal", e.Journal, "--socket", sock}, "--socket")
 	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
 		t.Errorf("the refused serve left %s: %v", sock, err)
 	}
@@ -81,7 +82,7 @@ func TestServeRefusesASocketDirectoryAnotherUIDOwns(t *testing.T) {
 // to do, and writes nothing there (not even its marker).
 func TestServeRefusesAJournalDirectoryAnotherUIDOwns(t *testing.T) {
 	dockertest.Client(t) // serve needs the daemon on the way to its socket
-	bin := buildStockade(t)
+	bin := testkit.BuildStockade(t)
 	dir := testenv.ForeignDir(t, "nobody")
 	mine := filepath.Join(t.TempDir(), "run")
 	if err := os.Mkdir(mine, 0o700); err != nil {
@@ -126,7 +127,7 @@ func (i *impostor) Create(_ context.Context, req *stockadev1.CreateSandboxReques
 // The client never connects to it, so the token never reaches it; the
 // command runs embedded on its own journal instead.
 func TestCLIRefusesASocketDirectoryAnotherUIDOwns(t *testing.T) {
-	e := newCLI(t)
+	e := testkit.NewCLI(t)
 	dir := testenv.ForeignDir(t, "nobody")
 	sock := filepath.Join(dir, "journal.sock")
 	l, err := net.Listen("unix", sock)
@@ -137,7 +138,7 @@ func TestCLIRefusesASocketDirectoryAnotherUIDOwns(t *testing.T) {
 	srv := grpc.NewServer()
 	stockadev1.RegisterSandboxesServer(srv, imp)
 	go func() { _ = srv.Serve(imp) }() // ends with Stop
-	cmd := exec.Command(e.bin, "--journal", e.journal, "sandbox", "create", "--memory", "128m", "--env", "API_TOKEN=s3cr3t-of-root")
+	cmd := exec.Command(e.Bin, "--journal", e.Journal, "sandbox", "create", "--memory", "128m", "--env", "API_TOKEN=s3cr3t-of-root")
 	cmd.Env = append(os.Environ(), "STOCKADE_SOCKET="+sock)
 	out, err := cmd.CombinedOutput()
 	srv.Stop()

@@ -8,38 +8,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
-
-// lockedBuffer collects a subprocess's output for the test to read while
-// it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestServeEndToEnd builds the binary, runs `stockade serve` on a fresh
 // journal and socket, and drives it through client/: a kept sandbox, an
@@ -77,18 +57,18 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 	})
 
-	var logs lockedBuffer
+	var logs testkit.LockedBuffer
 	srv := exec.Command(bin, "serve", "--journal", jpath, "--socket", sock)
 	srv.Env = os.Environ()
 	srv.Stdout, srv.Stderr = &logs, &logs
-	sub := startSubprocess(t, srv)
+	sub := testkit.StartSubprocess(t, srv)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := dialServer(t, ctx, sock, sub, &logs)
+	c := testkit.DialServer(t, ctx, sock, sub, &logs)
 	defer func() { _ = c.Close() }()
 	var rt host.Runtime = c
-	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: smallPolicy(), Lifetime: spec.Kept})
+	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -124,9 +104,9 @@ func TestServeEndToEnd(t *testing.T) {
 	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	<-sub.done
-	if sub.err != nil {
-		t.Fatalf("serve after SIGTERM: %v (want exit 0)\n%s", sub.err, logs.String())
+	<-sub.Done
+	if sub.Err != nil {
+		t.Fatalf("serve after SIGTERM: %v (want exit 0)\n%s", sub.Err, logs.String())
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("the socket is left behind after a clean stop: %v", err)
@@ -149,24 +129,5 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	if err := again.Remove(ctx); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// dialServer waits for the server's socket to answer, failing at once if
-// the server exits first.
-func dialServer(t *testing.T, ctx context.Context, sock string, sub *subprocess, logs *lockedBuffer) *client.Client {
-	t.Helper()
-	for {
-		c, err := client.Dial(sock)
-		if err == nil {
-			return c
-		}
-		select {
-		case <-sub.done:
-			t.Fatalf("serve exited before answering: %v\n%s", sub.err, logs.String())
-		case <-ctx.Done():
-			t.Fatalf("serve did not answer on %s: %v\n%s", sock, err, logs.String())
-		case <-time.After(50 * time.Millisecond):
-		}
 	}
 }

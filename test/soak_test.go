@@ -19,6 +19,7 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // The soak (make soak): for $STOCKADE_SOAK (default 3m) one `stockade serve`
@@ -76,28 +77,28 @@ func TestSoak(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Minute)
 	defer cancel()
-	e := newCLI(t)
+	e := testkit.NewCLI(t)
 	cli := dockertest.Client(t)
 	image := dockertest.ImageID(t, cli)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 
-	srv := e.serve(t, ctx)
-	c, err := clientpkg.Dial(srv.sock)
+	srv := e.Serve(t, ctx)
+	c, err := clientpkg.Dial(srv.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The baseline, once the runtime is up and idle.
 	time.Sleep(2 * time.Second)
-	start, startGo := statsOf(t, srv.cmd.Process.Pid), srv.stats(t)
-	jstart := fileSize(t, e.journal)
+	start, startGo := statsOf(t, srv.Cmd.Process.Pid), srv.Stats(t)
+	jstart := fileSize(t, e.Journal)
 
 	var live []string
 	counts := map[string]int{}
 	restart := func() {
 		_ = c.Close()
-		_ = srv.stop(t, syscall.SIGKILL)
-		srv = e.serve(t, ctx)
-		if c, err = clientpkg.Dial(srv.sock); err != nil {
+		_ = srv.Stop(t, syscall.SIGKILL)
+		srv = e.Serve(t, ctx)
+		if c, err = clientpkg.Dial(srv.Sock); err != nil {
 			t.Fatal(err)
 		}
 		infos, err := c.Sandboxes(ctx)
@@ -112,7 +113,7 @@ func TestSoak(t *testing.T) {
 		}
 		counts["runtime killed"]++
 	}
-	pol := smallPolicy()
+	pol := testkit.SmallPolicy()
 	pol.MemoryBytes = 64 << 20
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
@@ -214,7 +215,7 @@ func TestSoak(t *testing.T) {
 	// whole soak.
 	restart()
 	time.Sleep(2 * time.Second)
-	lastIdle, lastIdleGo := statsOf(t, srv.cmd.Process.Pid), srv.stats(t)
+	lastIdle, lastIdleGo := statsOf(t, srv.Cmd.Process.Pid), srv.Stats(t)
 	for i := range 10 {
 		sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: pol, Lifetime: spec.Kept})
 		if err != nil {
@@ -237,17 +238,17 @@ func TestSoak(t *testing.T) {
 	}
 	removeAll()
 	time.Sleep(2 * time.Second)
-	end, endGo := statsOf(t, srv.cmd.Process.Pid), srv.stats(t)
+	end, endGo := statsOf(t, srv.Cmd.Process.Pid), srv.Stats(t)
 	_ = c.Close()
-	if err := srv.stop(t, syscall.SIGTERM); err != nil {
+	if err := srv.Stop(t, syscall.SIGTERM); err != nil {
 		t.Errorf("serve: %v", err)
 	}
-	owner := ownerOfJournal(t, e)
+	owner := testkit.OwnerOfJournal(t, e)
 	n, err := dockertest.Owned(ctx, cli, owner)
 	if err != nil || n != 0 {
 		t.Errorf("%d resources of owner %s left (%v)", n, owner, err)
 	}
-	if code, out, errOut := e.run(t, "", "journal", "verify"); code != 0 {
+	if code, out, errOut := e.Run(t, "", "journal", "verify"); code != 0 {
 		t.Errorf("journal verify: %d %s %s", code, out, errOut)
 	}
 	row := func(name string, a, b, c int64) string {
@@ -262,7 +263,7 @@ func TestSoak(t *testing.T) {
 		row("fds", int64(start.fds), int64(lastIdle.fds), int64(end.fds)),
 		row("threads", int64(start.threads), int64(lastIdle.threads), int64(end.threads)),
 		row("rss_kib", int64(start.rssKiB), int64(lastIdle.rssKiB), int64(end.rssKiB)),
-		fmt.Sprintf("Docker resources of the owner at the end: %d; journal %d → %d bytes", n, jstart, fileSize(t, e.journal)),
+		fmt.Sprintf("Docker resources of the owner at the end: %d; journal %d → %d bytes", n, jstart, fileSize(t, e.Journal)),
 	}, "\n")
 	t.Log("\n" + report)
 	fmt.Fprintln(os.Stderr, report)

@@ -16,6 +16,7 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // BenchmarkTimeToFirstCommand: from "I need a sandbox" (CreateSandbox
@@ -39,9 +40,9 @@ func BenchmarkTimeToFirstCommand(b *testing.B) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		b.Fatal(err)
 	}
-	warmPolicy := smallPolicy()
+	warmPolicy := testkit.SmallPolicy()
 	warmPolicy.Pids--
-	coldPolicy := smallPolicy()
+	coldPolicy := testkit.SmallPolicy()
 	ctx := context.Background()
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: filepath.Join(dir, "j.db"),
 		Pools: []stockade.PoolSpec{{Name: "bench", Sandbox: stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: warmPolicy}, Size: 2}}})
@@ -146,11 +147,11 @@ func BenchmarkTimeToFirstCommand(b *testing.B) {
 		name string
 		ds   []time.Duration
 	}{{"warm-embedded", warmE}, {"warm-served", warmS}, {"cold-embedded", coldE}, {"cold-served", coldS}, {"docker-run", dock}} {
-		b.ReportMetric(ms(percentile(m.ds, 0.5)), m.name+"-p50-ms")
-		b.ReportMetric(ms(percentile(m.ds, 0.99)), m.name+"-p99-ms")
+		b.ReportMetric(testkit.Ms(testkit.Percentile(m.ds, 0.5)), m.name+"-p50-ms")
+		b.ReportMetric(testkit.Ms(testkit.Percentile(m.ds, 0.99)), m.name+"-p99-ms")
 	}
-	b.ReportMetric(percentile(coldE, 0.5).Seconds()/percentile(dock, 0.5).Seconds(), "cold-embedded/docker-p50")
-	b.ReportMetric(percentile(coldS, 0.5).Seconds()/percentile(dock, 0.5).Seconds(), "cold-served/docker-p50")
+	b.ReportMetric(testkit.Percentile(coldE, 0.5).Seconds()/testkit.Percentile(dock, 0.5).Seconds(), "cold-embedded/docker-p50")
+	b.ReportMetric(testkit.Percentile(coldS, 0.5).Seconds()/testkit.Percentile(dock, 0.5).Seconds(), "cold-served/docker-p50")
 }
 
 // dockerRunFlags are `docker run`'s flags for a sandbox body of policy p:

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // The warden's benchmarks: each runs stockade and its anchor alternately
@@ -26,26 +26,18 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkWarden -benchtime 50x ./test/
 
-// benchPolicy is smallPolicy with the machine's two CPUs: a sandbox's
+// benchPolicy is testkit.SmallPolicy with the machine's two CPUs: a sandbox's
 // processes are spawned inside its CPU quota (the warden is in the
 // sandbox), and a one-CPU quota throttles a burst of spawns for the rest of
 // each 100 ms CFS period. STOCKADE_BENCH_CPUS overrides it.
 func benchPolicy() spec.Policy {
-	p := smallPolicy()
+	p := testkit.SmallPolicy()
 	p.CPUs = 2
 	if v, err := strconv.ParseFloat(os.Getenv("STOCKADE_BENCH_CPUS"), 64); err == nil && v > 0 {
 		p.CPUs = v
 	}
 	return p
 }
-
-func percentile(ds []time.Duration, p float64) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(float64(len(s))*p))]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // BenchmarkWardenExecTrue: `true` through the public API, spawned by the
 // warden: the start (process reserved → started journaled and returned to
@@ -88,9 +80,9 @@ func BenchmarkWardenExecTrue(b *testing.B) {
 	}
 	alternate(b.N, viaAPI, viaCLI)
 	report(b, "api", api, "docker-exec", cli)
-	b.ReportMetric(ms(percentile(starts, 0.5)), "start-p50-ms")
-	b.ReportMetric(ms(percentile(starts, 0.99)), "start-p99-ms")
-	b.ReportMetric(ms(percentile(trips, 0.5)), "trip-p50-ms")
+	b.ReportMetric(testkit.Ms(testkit.Percentile(starts, 0.5)), "start-p50-ms")
+	b.ReportMetric(testkit.Ms(testkit.Percentile(starts, 0.99)), "start-p99-ms")
+	b.ReportMetric(testkit.Ms(testkit.Percentile(trips, 0.5)), "trip-p50-ms")
 }
 
 // BenchmarkWardenConcurrent100: 100 processes started at once in one
@@ -134,8 +126,8 @@ func BenchmarkWardenConcurrent100(b *testing.B) {
 			}
 		}
 	}
-	b.ReportMetric(ms(percentile(all, 0.5)), "start-p50-ms")
-	b.ReportMetric(ms(percentile(all, 0.99)), "start-p99-ms")
+	b.ReportMetric(testkit.Ms(testkit.Percentile(all, 0.5)), "start-p50-ms")
+	b.ReportMetric(testkit.Ms(testkit.Percentile(all, 0.99)), "start-p99-ms")
 }
 
 // BenchmarkWardenCLIExec: `stockade exec ID -- true` through a server (the
@@ -144,7 +136,7 @@ func BenchmarkWardenConcurrent100(b *testing.B) {
 func BenchmarkWardenCLIExec(b *testing.B) {
 	e, c, sock := benchCLIServer(b)
 	ctx := context.Background()
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: dockertest.ImageTag, Policy: smallPolicy(), Lifetime: spec.Kept})
+	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -156,7 +148,7 @@ func BenchmarkWardenCLIExec(b *testing.B) {
 	var ours, cli time.Duration
 	alternate(b.N, func() {
 		t0 := time.Now()
-		cmd := exec.Command(e.bin, "exec", sb.ID(), "--", "true")
+		cmd := exec.Command(e.Bin, "exec", sb.ID(), "--", "true")
 		cmd.Env = append(os.Environ(), "STOCKADE_SOCKET="+sock)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("stockade exec: %v %s", err, out)
@@ -177,7 +169,7 @@ func BenchmarkWardenCLIExec(b *testing.B) {
 // journaled; embedded, no server) vs `docker run --rm` of `true` with the
 // same isolation flags. Target ≤ 1.3×.
 func BenchmarkWardenRunOneShot(b *testing.B) {
-	e := newCLI(b)
+	e := testkit.NewCLI(b)
 	cli := dockertest.Client(b)
 	image := dockertest.ImageID(b, cli)
 	pol := spec.DefaultPolicy()
@@ -189,7 +181,7 @@ func BenchmarkWardenRunOneShot(b *testing.B) {
 	var ours, docker time.Duration
 	alternate(b.N, func() {
 		t0 := time.Now()
-		cmd := exec.Command(e.bin, "run", "--journal", e.journal, "--", "true")
+		cmd := exec.Command(e.Bin, "run", "--journal", e.Journal, "--", "true")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("stockade run: %v %s", err, out)
 		}
@@ -206,11 +198,11 @@ func BenchmarkWardenRunOneShot(b *testing.B) {
 
 // benchCLIServer serves a fresh journal with the built CLI (`stockade
 // serve` as a subprocess) and returns a client of it.
-func benchCLIServer(b *testing.B) (*cliEnv, *client.Client, string) {
+func benchCLIServer(b *testing.B) (*testkit.CLIEnv, *client.Client, string) {
 	b.Helper()
-	e := newCLI(b)
-	sock := strings.TrimSuffix(e.journal, ".db") + ".sock"
-	cmd := exec.Command(e.bin, "serve", "--journal", e.journal)
+	e := testkit.NewCLI(b)
+	sock := strings.TrimSuffix(e.Journal, ".db") + ".sock"
+	cmd := exec.Command(e.Bin, "serve", "--journal", e.Journal)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -245,7 +237,7 @@ func benchCLIServer(b *testing.B) (*cliEnv, *client.Client, string) {
 // workspace with the seed (one archive call) vs one without a warden,
 // alternating. The ratio is the delivery's cost.
 func BenchmarkWardenDelivery(b *testing.B) {
-	e := newDio(b)
+	e := testkit.NewDio(b)
 	bin, err := helpers.Resolve(helpers.Warden, "", b.TempDir())
 	if err != nil {
 		b.Fatal(err)
@@ -259,12 +251,12 @@ func BenchmarkWardenDelivery(b *testing.B) {
 	if _, err := with.Preflight(ctx); err != nil {
 		b.Fatal(err)
 	}
-	s := e.spec(nil)
+	s := e.Spec(nil)
 	create := func(a *dockerio.Adapter, total *time.Duration) func() {
 		return func() {
-			id := newID()
+			id := testkit.NewID()
 			t0 := time.Now()
-			sb, err := a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.owner, ID: id, Spec: s})
+			sb, err := a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: e.Owner, ID: id, Spec: s})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -278,7 +270,7 @@ func BenchmarkWardenDelivery(b *testing.B) {
 		}
 	}
 	var withW, without time.Duration
-	alternate(b.N, create(with, &withW), create(e.a, &without))
+	alternate(b.N, create(with, &withW), create(e.Adapter, &without))
 	report(b, "with-warden", withW, "without", without)
 	b.ReportMetric(float64(bin.Size)/(1<<20), "binary-MiB")
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // TestWardenCrashMidStream: kill -9 of `stockade serve` while a process in
@@ -26,7 +26,7 @@ import (
 func TestWardenCrashMidStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e, first, c, sb := servedKeptSandbox(t, ctx)
+	e, first, c, sb := testkit.ServedKeptSandbox(t, ctx)
 	// Half the lines, then wait for a go-ahead the test gives after the
 	// restart, then the other half: the crash is mid-stream.
 	const n = 60000
@@ -61,15 +61,15 @@ func TestWardenCrashMidStream(t *testing.T) {
 	}
 	workload := st.Created.Workload
 
-	if err := first.stop(t, syscall.SIGKILL); err == nil {
+	if err := first.Stop(t, syscall.SIGKILL); err == nil {
 		t.Fatal("serve after SIGKILL exited 0")
 	}
 	_ = c.Close()
 	// While no runtime runs, the quick process is let go and ends: the
 	// warden keeps its code for the next runtime.
-	dockerExec(t, workload, "touch", "/tmp/go-quick")
+	testkit.DockerExec(t, workload, "touch", "/tmp/go-quick")
 	for i := 0; ; i++ {
-		if out := dockerExec(t, workload, "sh", "-c", "ps -o args | grep -c '[g]o-quick' || true"); strings.TrimSpace(out) == "0" {
+		if out := testkit.DockerExec(t, workload, "sh", "-c", "ps -o args | grep -c '[g]o-quick' || true"); strings.TrimSpace(out) == "0" {
 			break
 		}
 		if i == 300 {
@@ -77,15 +77,15 @@ func TestWardenCrashMidStream(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	second := e.serve(t, ctx)
-	c2 := second.dial(t)
+	second := e.Serve(t, ctx)
+	c2 := second.Dial(t)
 	again, err := c2.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The go-ahead; the quick process ends with 7, the streamed one
 	// prints its second half into the re-adopted stream.
-	if _, _, res, err := runIn(ctx, again, "touch /tmp/go"); err != nil || res.ExitCode != 0 {
+	if _, _, res, err := testkit.RunIn(ctx, again, "touch /tmp/go"); err != nil || res.ExitCode != 0 {
 		t.Fatalf("touch: %+v %v", res, err)
 	}
 	if res, err := c2.Wait(ctx, quickID); err != nil || res.ExitCode != 7 || res.Reason != "exited" {
@@ -113,7 +113,7 @@ func TestWardenCrashMidStream(t *testing.T) {
 		fmt.Fprintf(&want, "%d\n", i)
 	}
 	if got.String() != want.String() {
-		t.Fatalf("the recording after the crash holds %d bytes, want %d (every line once, in order); first difference at %d", got.Len(), want.Len(), firstDiff(got.String(), want.String()))
+		t.Fatalf("the recording after the crash holds %d bytes, want %d (every line once, in order); first difference at %d", got.Len(), want.Len(), testkit.FirstDiff(got.String(), want.String()))
 	}
 	var sum struct {
 		Complete    bool  `json:"complete"`
@@ -132,24 +132,4 @@ func TestWardenCrashMidStream(t *testing.T) {
 	if err := c2.Verify(ctx); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-}
-
-func firstDiff(a, b string) int {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return min(len(a), len(b))
-}
-
-// dockerExec runs a command in a container as the sandbox user, with the
-// docker CLI (no runtime of ours involved), and returns its output.
-func dockerExec(t testing.TB, container string, argv ...string) string {
-	t.Helper()
-	out, err := exec.Command("docker", append([]string{"exec", "-u", "65532:65532", container}, argv...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("docker exec %v: %v %s", argv, err, out)
-	}
-	return string(out)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/test/testkit"
 )
 
 // The warden against the real daemon: every process of these sandboxes is
@@ -48,34 +49,9 @@ func journaledStart(t *testing.T, rt *stockade.Runtime, sandbox, id string) life
 	return lifecycle.ProcessStarted{}
 }
 
-func sandboxTypes(t *testing.T, rt *stockade.Runtime, id string) []string {
-	t.Helper()
-	h, err := rt.History(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var types []string
-	for _, ev := range h {
-		if ev.Kind == "sandbox" {
-			types = append(types, ev.Type)
-		}
-	}
-	return types
-}
-
-func count(ss []string, s string) int {
-	n := 0
-	for _, x := range ss {
-		if x == s {
-			n++
-		}
-	}
-	return n
-}
-
 func TestWardenSpawnAndExitCodes(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	for _, tc := range []struct {
 		name   string
 		argv   []string
@@ -89,7 +65,7 @@ func TestWardenSpawnAndExitCodes(t *testing.T) {
 		{"a program's own 127 is its exit", []string{"sh", "-c", "exit 127"}, 127, "exited", ""},
 		{"group leader", []string{"sh", "-c", "read -r _ _ _ _ g _ </proc/$$/stat; [ $g = $$ ] && echo leader"}, 0, "exited", "leader\n"},
 	} {
-		out, _, res, err := runOut(t, sb, spec.Process{Argv: tc.argv})
+		out, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: tc.argv})
 		if err != nil || res.ExitCode != tc.code || res.Reason != tc.reason || out != tc.out {
 			t.Errorf("%s: %+v %q %v, want code %d reason %s output %q", tc.name, res, out, err, tc.code, tc.reason, tc.out)
 		}
@@ -117,17 +93,17 @@ func TestWardenSpawnAndExitCodes(t *testing.T) {
 	if _, err := p.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if s := journaledStart(t, e.rt, sb.ID(), p.ID); !s.Warden || s.PID <= 1 || s.Group != s.PID {
+	if s := journaledStart(t, e.RT, sb.ID(), p.ID); !s.Warden || s.PID <= 1 || s.Group != s.PID {
 		t.Fatalf("started event %+v: want a warden process leading its own group", s)
 	}
-	if n := count(sandboxTypes(t, e.rt, sb.ID()), "sandbox.warden_started"); n != 1 {
+	if n := testkit.Count(testkit.SandboxTypes(t, e.RT, sb.ID()), "sandbox.warden_started"); n != 1 {
 		t.Fatalf("%d warden_started events, want 1", n)
 	}
 }
 
 func TestWardenStdinHalfClose(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"wc", "-c"}, Stdin: true})
@@ -150,12 +126,12 @@ func TestWardenStdinHalfClose(t *testing.T) {
 // TestWardenPerProcessBackpressure: one process whose consumer never reads
 // stops only itself; 99 others in the same sandbox run to their end.
 func TestWardenPerProcessBackpressure(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
+	e := testkit.NewAPI(t, stockade.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pol := smallPolicy()
+	pol := testkit.SmallPolicy()
 	pol.Pids = 512
-	sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: pol, Lifetime: spec.OneShot})
+	sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: pol, Lifetime: spec.OneShot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,8 +180,8 @@ func TestWardenPerProcessBackpressure(t *testing.T) {
 // Its processes end lost, the loss is journaled, and the next process gets
 // a new warden.
 func TestWardenKilledFromInside(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	// It kills its parent (the warden) once told to: after its start is
 	// journaled and returned.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -219,17 +195,17 @@ func TestWardenKilledFromInside(t *testing.T) {
 	if res.Reason != "lost" || res.ExitCode != -1 || !spec.IsCode(err, spec.CodeStreamFailure) {
 		t.Fatalf("a process whose warden was killed: %+v %v, want lost", res, err)
 	}
-	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"echo", "again"}})
+	out, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"echo", "again"}})
 	if err != nil || out != "again\n" || res.ExitCode != 0 {
 		t.Fatalf("after the warden was killed: %q %+v %v", out, res, err)
 	}
-	types := sandboxTypes(t, e.rt, sb.ID())
-	if count(types, "sandbox.warden_lost") != 1 || count(types, "sandbox.warden_started") != 2 {
+	types := testkit.SandboxTypes(t, e.RT, sb.ID())
+	if testkit.Count(types, "sandbox.warden_lost") != 1 || testkit.Count(types, "sandbox.warden_started") != 2 {
 		t.Fatalf("sandbox history %v: want one warden lost and two started", types)
 	}
 	// Its kill through Docker had its intent journaled first.
 	var procTypes []string
-	h, _ := e.rt.History(t.Context(), sb.ID())
+	h, _ := e.RT.History(t.Context(), sb.ID())
 	for _, ev := range h {
 		if ev.ID == p.ID {
 			procTypes = append(procTypes, ev.Type)
@@ -239,7 +215,7 @@ func TestWardenKilledFromInside(t *testing.T) {
 		t.Fatalf("the lost process's history %v: want process.stopping before process.exited", procTypes)
 	}
 	// The first process's group (its sleep) was killed with it.
-	out, _, _, _ = runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "ps -o args | grep -c '^sleep 30$' || true"}})
+	out, _, _, _ = testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "ps -o args | grep -c '^sleep 30$' || true"}})
 	if strings.TrimSpace(out) != "0" {
 		t.Fatalf("%s sleep processes left of the lost process", strings.TrimSpace(out))
 	}
@@ -249,18 +225,18 @@ func TestWardenKilledFromInside(t *testing.T) {
 // (through the warden's own attach bridge) and writes garbage: the warden
 // refuses the link, and the runtime's link goes on serving.
 func TestWardenForgedAttach(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	script := `s=$(ls /tmp/.stockade-warden-*.sock) && head -c 65536 /dev/urandom | /workspace/.stockade/stockade-warden attach "$s" >/dev/null; echo done`
-	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", script}})
+	out, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", script}})
 	if err != nil || res.ExitCode != 0 || out != "done\n" {
 		t.Fatalf("forged attach: %q %+v %v", out, res, err)
 	}
-	out, _, res, err = runOut(t, sb, spec.Process{Argv: []string{"echo", "still"}})
+	out, _, res, err = testkit.RunOut(t, sb, spec.Process{Argv: []string{"echo", "still"}})
 	if err != nil || out != "still\n" || res.ExitCode != 0 {
 		t.Fatalf("after a forged attach: %q %+v %v", out, res, err)
 	}
-	if types := sandboxTypes(t, e.rt, sb.ID()); count(types, "sandbox.warden_lost") != 0 {
+	if types := testkit.SandboxTypes(t, e.RT, sb.ID()); testkit.Count(types, "sandbox.warden_lost") != 0 {
 		t.Fatalf("a forged attach cost the warden: %v", types)
 	}
 }
@@ -271,15 +247,15 @@ func TestWardenForgedAttach(t *testing.T) {
 // a Put through a symlink the workload made (extracted by the daemon as
 // root) is undone before the next warden runs.
 func TestWardenBinaryProtected(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	bin, err := os.ReadFile(os.Getenv("STOCKADE_WARDEN"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(bin)
 	want := hex.EncodeToString(sum[:])
-	out, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"sh", "-c",
+	out, _, _, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c",
 		"stat -c '%u %a' /workspace /workspace/.stockade /workspace/.stockade/stockade-warden; cp /bin/busybox /workspace/.stockade/x 2>/dev/null && echo wrote; mv /workspace/.stockade /workspace/y 2>/dev/null && echo moved; cat /workspace/.stockade/stockade-warden >/dev/null 2>&1 && echo read"}})
 	if err != nil || out != "0 755\n0 755\n0 111\n" {
 		t.Fatalf("the warden's file as the sandbox user sees it:\n%s(%v), want root-owned, execute-only, unwritable, unreadable", out, err)
@@ -289,19 +265,19 @@ func TestWardenBinaryProtected(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, dir := range []string{".stockade", "./.stockade/", "work/../.stockade"} {
-		if err := sb.Put(ctx, dir, tarOf(t, tarEntry{typ: tar.TypeReg, name: "f", body: "x"})); !spec.IsCode(err, spec.CodeInvalidArgument) {
+		if err := sb.Put(ctx, dir, testkit.TarOf(t, testkit.TarEntry{Type: tar.TypeReg, Name: "f", Body: "x"})); !spec.IsCode(err, spec.CodeInvalidArgument) {
 			t.Errorf("put into %q: %v, want invalid_argument", dir, err)
 		}
 	}
-	if err := sb.Put(ctx, ".", tarOf(t, tarEntry{typ: tar.TypeReg, name: ".stockade/stockade-warden", body: "x"})); !spec.IsCode(err, spec.CodeInvalidArgument) {
+	if err := sb.Put(ctx, ".", testkit.TarOf(t, testkit.TarEntry{Type: tar.TypeReg, Name: ".stockade/stockade-warden", Body: "x"})); !spec.IsCode(err, spec.CodeInvalidArgument) {
 		t.Errorf("put of .stockade/stockade-warden at the root: %v, want invalid_argument", err)
 	}
 	// Through a symlink the workload made, the daemon would write as root:
 	// the put is refused before it extracts anything.
-	if _, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"ln", "-s", "/workspace/.stockade", "/workspace/work/evil"}}); err != nil || res.ExitCode != 0 {
+	if _, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"ln", "-s", "/workspace/.stockade", "/workspace/work/evil"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("ln: %+v %v", res, err)
 	}
-	if err := sb.Put(ctx, "work/evil", tarOf(t, tarEntry{typ: tar.TypeReg, name: "stockade-warden", body: "#!/bin/sh\necho pwned\n"})); !spec.IsCode(err, spec.CodeInvalidArgument) {
+	if err := sb.Put(ctx, "work/evil", testkit.TarOf(t, testkit.TarEntry{Type: tar.TypeReg, Name: "stockade-warden", Body: "#!/bin/sh\necho pwned\n"})); !spec.IsCode(err, spec.CodeInvalidArgument) {
 		t.Fatalf("put through the symlink: %v, want invalid_argument", err)
 	}
 	if got := rootSHA256(t, e, sb, "/workspace/.stockade/stockade-warden"); got != want {
@@ -310,11 +286,11 @@ func TestWardenBinaryProtected(t *testing.T) {
 	// Changed by other means (here a root container of the test's own, as
 	// a put raced by the workload could): the file on disk is not ours
 	// now, the running warden still is.
-	st, err := e.rt.ReplaySandbox(ctx, sb.ID(), 0)
+	st, err := e.RT.ReplaySandbox(ctx, sb.ID(), 0)
 	if err != nil || st.Created == nil {
 		t.Fatalf("sandbox %s: %v", sb.ID(), err)
 	}
-	if out, err := exec.Command("docker", "run", "--rm", "--network", "none", "--user", "0:0", "-v", st.Created.Volume+":/workspace", "--entrypoint", "sh", e.image,
+	if out, err := exec.Command("docker", "run", "--rm", "--network", "none", "--user", "0:0", "-v", st.Created.Volume+":/workspace", "--entrypoint", "sh", e.Image,
 		"-c", "rm -f /workspace/.stockade/stockade-warden && printf '#!/bin/sh\necho pwned\n' > /workspace/.stockade/stockade-warden").CombinedOutput(); err != nil {
 		t.Fatalf("tampering with the binary: %v %s", err, out)
 	}
@@ -322,8 +298,8 @@ func TestWardenBinaryProtected(t *testing.T) {
 		t.Fatal("the tampering did not reach the binary: this test no longer shows the repair")
 	}
 	// The next warden (the workload kills the current one) runs ours.
-	_, _, _, _ = runOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "kill -9 $PPID"}}) // its warden dies under it: an error is expected
-	if _, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
+	_, _, _, _ = testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "kill -9 $PPID"}}) // its warden dies under it: an error is expected
+	if _, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("a process on the new warden: %+v %v", res, err)
 	}
 	if got := rootSHA256(t, e, sb, "/workspace/.stockade/stockade-warden"); got != want {
@@ -334,15 +310,15 @@ func TestWardenBinaryProtected(t *testing.T) {
 // rootSHA256 is the sha256 of a file in sb's workload, read by the
 // daemon (the archive API of the test's own client): the sandbox's users,
 // root among them, cannot read an execute-only file.
-func rootSHA256(t *testing.T, e *apiEnv, sb *stockade.Sandbox, path string) string {
+func rootSHA256(t *testing.T, e *testkit.APIEnv, sb *stockade.Sandbox, path string) string {
 	t.Helper()
-	st, err := e.rt.ReplaySandbox(t.Context(), sb.ID(), 0)
+	st, err := e.RT.ReplaySandbox(t.Context(), sb.ID(), 0)
 	if err != nil || st.Created == nil {
 		t.Fatalf("sandbox %s: %v", sb.ID(), err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rc, _, err := e.cli.CopyFromContainer(ctx, st.Created.Workload, path)
+	rc, _, err := e.Docker.CopyFromContainer(ctx, st.Created.Workload, path)
 	if err != nil {
 		t.Fatalf("reading %s through the daemon: %v", path, err)
 	}
@@ -361,8 +337,8 @@ func rootSHA256(t *testing.T, e *apiEnv, sb *stockade.Sandbox, path string) stri
 // TestWardenTTY: a process on a terminal inside the sandbox sees the size
 // it was started with, and a resize.
 func TestWardenTTY(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.OneShot)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "stty size; tty >/dev/null && echo on-a-tty; echo to-stderr >&2; read x; stty size"},
@@ -421,8 +397,8 @@ func TestWardenTTY(t *testing.T) {
 // next runtime re-adopts it with its streams, and the recording ends
 // complete, every byte once.
 func TestWardenCloseAndReopenMidStream(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n = 40000
@@ -441,12 +417,12 @@ func TestWardenCloseAndReopenMidStream(t *testing.T) {
 			break
 		}
 	}
-	rt := e.reopen(t, stockade.Options{})
+	rt := e.Reopen(t, stockade.Options{})
 	sb2, err := rt.Sandbox(sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, res, err := runOut(t, sb2, spec.Process{Argv: []string{"touch", "/tmp/go"}}); err != nil || res.ExitCode != 0 {
+	if _, _, res, err := testkit.RunOut(t, sb2, spec.Process{Argv: []string{"touch", "/tmp/go"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("touch: %+v %v", res, err)
 	}
 	q, err := rt.Process(ctx, p.ID)
@@ -469,7 +445,7 @@ func TestWardenCloseAndReopenMidStream(t *testing.T) {
 		fmt.Fprintf(&want, "%d\n", i)
 	}
 	if err != nil || !sum.Complete || got.String() != want.String() {
-		t.Fatalf("the recording after a clean close and reopen: %d bytes (want %d), %+v %v; first difference at %d", got.Len(), want.Len(), sum, err, firstDiff(got.String(), want.String()))
+		t.Fatalf("the recording after a clean close and reopen: %d bytes (want %d), %+v %v; first difference at %d", got.Len(), want.Len(), sum, err, testkit.FirstDiff(got.String(), want.String()))
 	}
 }
 
@@ -478,8 +454,8 @@ func TestWardenCloseAndReopenMidStream(t *testing.T) {
 // KILL's grace, the process ends lost (its group killed through Docker),
 // the loss is journaled, and the next process gets a new warden.
 func TestWardenFrozen(t *testing.T) {
-	e := newAPI(t, stockade.Options{StopGrace: time.Second})
-	sb := e.sandbox(t, spec.Kept)
+	e := testkit.NewAPI(t, stockade.Options{StopGrace: time.Second})
+	sb := e.Sandbox(t, spec.Kept)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "read x; kill -STOP $PPID; sleep 300"}, Stdin: true, Stdout: spec.Discard, Stderr: spec.Discard})
@@ -491,7 +467,7 @@ func TestWardenFrozen(t *testing.T) {
 	// for that from outside, through Docker.
 	st, _ := sb.State(ctx)
 	for i := 0; ; i++ {
-		out := dockerExec(t, st.Created.Workload, "sh", "-c", "grep -l '^State:.*T (stopped)' /proc/[0-9]*/status 2>/dev/null | wc -l")
+		out := testkit.DockerExec(t, st.Created.Workload, "sh", "-c", "grep -l '^State:.*T (stopped)' /proc/[0-9]*/status 2>/dev/null | wc -l")
 		if strings.TrimSpace(out) != "0" {
 			break
 		}
@@ -507,11 +483,11 @@ func TestWardenFrozen(t *testing.T) {
 	if res.Reason != "lost" || !spec.IsCode(err, spec.CodeStreamFailure) {
 		t.Fatalf("a process whose warden froze, stopped: %+v %v, want lost", res, err)
 	}
-	out, _, res, err := runOut(t, sb, spec.Process{Argv: []string{"echo", "thawed"}})
+	out, _, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"echo", "thawed"}})
 	if err != nil || out != "thawed\n" || res.ExitCode != 0 {
 		t.Fatalf("after the frozen warden: %q %+v %v", out, res, err)
 	}
-	if types := sandboxTypes(t, e.rt, sb.ID()); count(types, "sandbox.warden_lost") != 1 || count(types, "sandbox.warden_started") != 2 {
+	if types := testkit.SandboxTypes(t, e.RT, sb.ID()); testkit.Count(types, "sandbox.warden_lost") != 1 || testkit.Count(types, "sandbox.warden_started") != 2 {
 		t.Fatalf("sandbox history %v: want the frozen warden lost and a new one", types)
 	}
 }
@@ -520,20 +496,20 @@ func TestWardenFrozen(t *testing.T) {
 // re-adopted without an exec; its first new process reattaches the same
 // warden (no second warden started).
 func TestWardenIdleReattachedAtLaunch(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
-	if out, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"echo", "one"}}); err != nil || out != "one\n" {
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
+	if out, _, _, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"echo", "one"}}); err != nil || out != "one\n" {
 		t.Fatalf("%q %v", out, err)
 	}
-	rt := e.reopen(t, stockade.Options{})
+	rt := e.Reopen(t, stockade.Options{})
 	sb2, err := rt.Sandbox(sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, _, _, err := runOut(t, sb2, spec.Process{Argv: []string{"echo", "two"}}); err != nil || out != "two\n" {
+	if out, _, _, err := testkit.RunOut(t, sb2, spec.Process{Argv: []string{"echo", "two"}}); err != nil || out != "two\n" {
 		t.Fatalf("after the reopen: %q %v", out, err)
 	}
-	if types := sandboxTypes(t, rt, sb.ID()); count(types, "sandbox.warden_started") != 1 || count(types, "sandbox.warden_lost") != 0 {
+	if types := testkit.SandboxTypes(t, rt, sb.ID()); testkit.Count(types, "sandbox.warden_started") != 1 || testkit.Count(types, "sandbox.warden_lost") != 0 {
 		t.Fatalf("sandbox history %v: want the one warden, reattached", types)
 	}
 }
@@ -547,7 +523,7 @@ func wardensIn(t *testing.T, rt *stockade.Runtime, id string) int {
 		t.Fatalf("sandbox %s: %v", id, err)
 	}
 	n := 0
-	for _, line := range strings.Split(dockerExec(t, st.Created.Workload, "ps", "-o", "pid,args"), "\n") {
+	for _, line := range strings.Split(testkit.DockerExec(t, st.Created.Workload, "ps", "-o", "pid,args"), "\n") {
 		if strings.Contains(line, "stockade-warden serve") || strings.HasSuffix(strings.TrimSpace(line), "stockade-warden") {
 			n++
 		}
@@ -561,20 +537,20 @@ func wardensIn(t *testing.T, rt *stockade.Runtime, id string) int {
 // the failed reattach re-held it for a new warden and then dropped it),
 // the sandbox runs one warden afterwards, and nothing was left unanswered.
 func TestWardenKilledWhileClosed(t *testing.T) {
-	e := newAPI(t, stockade.Options{})
-	sb := e.sandbox(t, spec.Kept)
-	if out, _, _, err := runOut(t, sb, spec.Process{Argv: []string{"echo", "one"}}); err != nil || out != "one\n" {
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
+	if out, _, _, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"echo", "one"}}); err != nil || out != "one\n" {
 		t.Fatalf("%q %v", out, err)
 	}
-	st, err := e.rt.ReplaySandbox(t.Context(), sb.ID(), 0)
+	st, err := e.RT.ReplaySandbox(t.Context(), sb.ID(), 0)
 	if err != nil || st.Warden == nil || st.Created == nil {
 		t.Fatalf("sandbox %s: %+v %v", sb.ID(), st.Warden, err)
 	}
-	if err := e.rt.Close(); err != nil {
+	if err := e.RT.Close(); err != nil {
 		t.Fatal(err)
 	}
-	dockerExec(t, st.Created.Workload, "kill", "-9", strconv.Itoa(st.Warden.PID))
-	rt := e.reopen(t, stockade.Options{})
+	testkit.DockerExec(t, st.Created.Workload, "kill", "-9", strconv.Itoa(st.Warden.PID))
+	rt := e.Reopen(t, stockade.Options{})
 	sb2, err := rt.Sandbox(sb.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -589,7 +565,7 @@ func TestWardenKilledWhileClosed(t *testing.T) {
 	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 || string(out) != "two\n" {
 		t.Fatalf("after the reopen: %q %+v %v", out, res, err)
 	}
-	if types := sandboxTypes(t, rt, sb.ID()); count(types, "sandbox.warden_lost") != 1 || count(types, "sandbox.warden_started") != 2 {
+	if types := testkit.SandboxTypes(t, rt, sb.ID()); testkit.Count(types, "sandbox.warden_lost") != 1 || testkit.Count(types, "sandbox.warden_started") != 2 {
 		t.Fatalf("sandbox history %v: want the killed warden lost and one new", types)
 	}
 	if n := wardensIn(t, rt, sb.ID()); n != 1 {

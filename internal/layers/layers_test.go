@@ -40,7 +40,9 @@ var rank = map[string]int{
 
 	// Test support and the integration suite sit above everything.
 	"internal/testenv": 11, "internal/dockertest": 11, "internal/faultproxy": 11,
-	"internal/layers": 11, "internal/kubecluster": 11, "internal/kubecluster/cmd/kubecluster": 12, "internal/inspecttest": 11, "internal/journaltest": 11, "internal/metricstest": 11, "test": 12,
+	"internal/layers": 11, "internal/kubecluster": 11, "internal/kubecluster/cmd/kubecluster": 12, "internal/inspecttest": 11, "internal/journaltest": 11, "internal/metricstest": 11,
+	// The suites against the real daemon (test/...) share test/testkit.
+	"test/testkit": 12, "test": 13,
 }
 
 // only lists packages whose imports are closed further: the programs copied
