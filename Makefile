@@ -162,7 +162,7 @@ bench: image ## benchmarks, each against its anchor (BENCH=regexp BENCHTIME=1x),
 POOL_CLAIMS ?= 200
 TTFC_RUNS ?= 30
 bench-pool: image ## warm pools: POOL_CLAIMS claims 10 at a time; time to first command vs docker run (minutes)
-	CI=true STOCKADE_POOL_CLAIMS=$(POOL_CLAIMS) $(GO) test -count=1 -run '^TestPoolClaims$$' -v -timeout 30m ./test/
+	CI=true STOCKADE_POOL_CLAIMS=$(POOL_CLAIMS) $(GO) test -count=1 -run '^TestPoolClaims$$' -v -timeout 30m ./test/pool/
 	CI=true $(GO) test -count=1 -run '^$$' -bench '^BenchmarkTimeToFirstCommand$$' -benchtime $(TTFC_RUNS)x -timeout 30m ./test/
 
 # The main job: a one-shot sandbox on the embedded defaults, a process in it
