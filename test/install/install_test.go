@@ -1,4 +1,4 @@
-package test
+package install
 
 import (
 	"context"
