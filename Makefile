@@ -138,16 +138,16 @@ SOAK ?= 3m
 soak: build image ## SOAK minutes of random work and server kill -9s (minutes)
 	CI=true STOCKADE_SOAK=$(SOAK) $(GO) test -tags soak -count=1 -run 'TestSoak' -v -timeout 60m ./test/
 
-# The hostile-workload suite (test/hostile*_test.go): attacks from inside
+# The hostile-workload suite (test/hostile): attacks from inside
 # sandboxes of a served runtime. Part of make test; this runs it alone.
 hostile: image image-python ## the hostile-workload suite alone
-	CI=true $(GO) test -race -count=1 -run 'TestHostile' -timeout 20m ./test/
+	CI=true $(GO) test -race -count=1 -run 'TestHostile' -timeout 20m ./test/hostile/
 
 # A misbehaving daemon (issue 13): the runtime behind a fault-injecting
 # proxy (internal/faultproxy) on the real daemon. Part of make test; this
 # runs only these tests, under the race detector.
 faults: image ## the misbehaving-daemon suite alone
-	CI=true $(GO) test -race -count=1 -run 'TestFaults' -timeout 15m ./test/
+	CI=true $(GO) test -race -count=1 -run 'TestFaults' -timeout 15m ./test/faults/
 
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .
@@ -202,7 +202,7 @@ cluster-down: ## stop what cluster-up started
 # the same sandboxes through stockade serve.
 CLUSTER_PODS ?= 30
 cluster: kube image ## control plane + 3 nodes + CLUSTER_PODS pods, a node killed -9, figures (minutes)
-	CI=true STOCKADE_CLUSTER_PODS=$(CLUSTER_PODS) STOCKADE_CLUSTER_FIGURES=1 $(GO) test -count=1 -run '^TestKubeNodes$$' -v -timeout 30m ./test/
+	CI=true STOCKADE_CLUSTER_PODS=$(CLUSTER_PODS) STOCKADE_CLUSTER_FIGURES=1 $(GO) test -count=1 -run '^TestKubeNodes$$' -v -timeout 30m ./test/kube/
 
 clean: ## remove bin/ and .build/ (the control plane binaries: a cold make kube takes minutes)
 	rm -rf bin .build

@@ -1,4 +1,4 @@
-package test
+package faults
 
 // A misbehaving daemon (issue 13): a runtime talks to the real daemon
 // through internal/faultproxy, which resets connections mid-create, mid-exec
@@ -9,7 +9,7 @@ package test
 // daemon afterwards must leave nothing leaked.
 //
 // Part of make test; `make faults` runs these alone (CI=true go test -race
-// -run TestFaults ./test/). Every wait is bounded by faultWait; no
+// -run TestFaults ./test/faults/). Every wait is bounded by faultWait; no
 // assertion is about how fast anything is.
 
 import (

@@ -1,4 +1,4 @@
-package test
+package hostile
 
 import (
 	"context"
