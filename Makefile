@@ -129,14 +129,14 @@ tidy-check: ## fail when go.mod or go.sum is not tidy
 # The load test (issue 13): 100 sandboxes at once through one server vs the
 # raw Docker client; minutes, so not part of make test.
 load: build image ## 100 sandboxes at once through one server vs the raw client (minutes)
-	CI=true $(GO) test -tags load -count=1 -run 'TestLoad' -v -timeout 30m ./test/
+	CI=true $(GO) test -tags load -count=1 -run 'TestLoad' -v -timeout 30m ./test/load/
 
 # The soak (issue 13): SOAK minutes of random creates, processes, kills
 # and runtime kill -9s with restarts, then what was left compared with the
 # start.
 SOAK ?= 3m
 soak: build image ## SOAK minutes of random work and server kill -9s (minutes)
-	CI=true STOCKADE_SOAK=$(SOAK) $(GO) test -tags soak -count=1 -run 'TestSoak' -v -timeout 60m ./test/
+	CI=true STOCKADE_SOAK=$(SOAK) $(GO) test -tags soak -count=1 -run 'TestSoak' -v -timeout 60m ./test/soak/
 
 # The hostile-workload suite (test/hostile): attacks from inside
 # sandboxes of a served runtime. Part of make test; this runs it alone.
@@ -163,7 +163,7 @@ POOL_CLAIMS ?= 200
 TTFC_RUNS ?= 30
 bench-pool: image ## warm pools: POOL_CLAIMS claims 10 at a time; time to first command vs docker run (minutes)
 	CI=true STOCKADE_POOL_CLAIMS=$(POOL_CLAIMS) $(GO) test -count=1 -run '^TestPoolClaims$$' -v -timeout 30m ./test/pool/
-	CI=true $(GO) test -count=1 -run '^$$' -bench '^BenchmarkTimeToFirstCommand$$' -benchtime $(TTFC_RUNS)x -timeout 30m ./test/
+	CI=true $(GO) test -count=1 -run '^$$' -bench '^BenchmarkTimeToFirstCommand$$' -benchtime $(TTFC_RUNS)x -timeout 30m ./test/bench/
 
 # The main job: a one-shot sandbox on the embedded defaults, a process in it
 # showing the sandbox's identity and limits, its output, then the sandbox's

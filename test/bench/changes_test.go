@@ -1,4 +1,4 @@
-package test
+package bench
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // changes built and journaled). Target (issue 22): ≤ 5% on the writer,
 // ~0 on the reader.
 //
-//	go test -run '^$' -bench BenchmarkChangesCost -benchtime 5x ./test/
+//	go test -run '^$' -bench BenchmarkChangesCost -benchtime 5x ./test/bench/
 func BenchmarkChangesCost(b *testing.B) {
 	for _, cpus := range []float64{1, 2} {
 		b.Run(fmt.Sprintf("cpus=%g", cpus), func(b *testing.B) { changesCost(b, cpus) })

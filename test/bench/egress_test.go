@@ -1,4 +1,4 @@
-package test
+package bench
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // run, alternating: a 256 MiB download through the proxy, a small request's
 // round trip (the proxy's added latency), and a sandbox's create.
 //
-//	go test -run '^$' -bench BenchmarkEgress -benchtime 5x ./test/
+//	go test -run '^$' -bench BenchmarkEgress -benchtime 5x ./test/bench/
 
 // egressPair is an open and an allowlist sandbox of one runtime, and the
 // host server both reach.

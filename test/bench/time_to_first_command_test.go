@@ -1,4 +1,4 @@
-package test
+package bench
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 // Targets (issue 21): warm p50 ≤ 10 ms, p99 ≤ 30 ms through the server;
 // cold ≤ 1.2× docker run.
 //
-//	go test -run '^$' -bench BenchmarkTimeToFirstCommand -benchtime 30x ./test/
+//	go test -run '^$' -bench BenchmarkTimeToFirstCommand -benchtime 30x ./test/bench/
 func BenchmarkTimeToFirstCommand(b *testing.B) {
 	cli := dockertest.Client(b)
 	image := dockertest.ImageID(b, cli)

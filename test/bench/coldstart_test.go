@@ -1,4 +1,4 @@
-package test
+package bench
 
 import (
 	"context"
@@ -44,7 +44,7 @@ import (
 // BenchmarkWardenRunOneShot's anchor), its process start included. The
 // ratios are stockade's p50 (and p99) over each anchor's.
 //
-//	STOCKADE_PROFILE=linux-x64-engine20-cgroupv1 go test -run '^$' -bench BenchmarkColdStart -benchtime 20x ./test/
+//	STOCKADE_PROFILE=linux-x64-engine20-cgroupv1 go test -run '^$' -bench BenchmarkColdStart -benchtime 20x ./test/bench/
 func BenchmarkColdStart(b *testing.B) {
 	cli := dockertest.Client(b)
 	ctx := context.Background()

@@ -1,4 +1,4 @@
-package test
+package bench
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // The ratio is served throughput over embedded. Target ≥ 0.90.
 // STOCKADE_BENCH_OUTPUT_MIB sets a smaller size.
 //
-//	go test -run '^$' -bench BenchmarkServeOutput1GiB -benchtime 4x ./test/
+//	go test -run '^$' -bench BenchmarkServeOutput1GiB -benchtime 4x ./test/bench/
 func BenchmarkServeOutput1GiB(b *testing.B) {
 	ctx := context.Background()
 	rt, c := servedRuntime(b)

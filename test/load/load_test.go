@@ -1,6 +1,6 @@
 //go:build load
 
-package test
+package load
 
 import (
 	"archive/tar"
@@ -34,7 +34,7 @@ import (
 // p50/p99 of create and exec for both and their ratios; it fails on any
 // error, on a resource left behind, or on a journal that does not verify.
 //
-//	CI=true go test -tags load -run TestLoad -v -timeout 30m ./test/
+//	CI=true go test -tags load -run TestLoad -v -timeout 30m ./test/load/
 
 const (
 	loadSandboxes = 100

@@ -1,4 +1,4 @@
-package test
+package bench
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 // workspace by Put (Docker's extraction); and a sandbox made from that
 // checkpoint, against a plain cold create. Reported per operation in ms.
 //
-//	go test -run '^$' -bench BenchmarkCheckpoint -benchtime 10x ./test/
+//	go test -run '^$' -bench BenchmarkCheckpoint -benchtime 10x ./test/bench/
 func BenchmarkCheckpoint(b *testing.B) {
 	e := testkit.NewAPI(b, stockade.Options{})
 	ctx := context.Background()

@@ -1,4 +1,4 @@
-package test
+package bench
 
 import (
 	"archive/tar"
@@ -24,7 +24,7 @@ import (
 // alternately in the same loop (the machine is shared, so interleaving keeps
 // drift out of the ratio) and report both times and their ratio.
 //
-//	go test -run '^$' -bench BenchmarkDockerio -benchtime 10x ./test/
+//	go test -run '^$' -bench BenchmarkDockerio -benchtime 10x ./test/bench/
 
 // BenchmarkDockerioSandboxCreate: create+start+verify through dockerio vs
 // the same resources (volume, export and workload containers, the seed

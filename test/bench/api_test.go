@@ -1,4 +1,4 @@
-package test
+package bench
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // or the same Docker work by hand) alternately in one loop and report both
 // and their ratio.
 //
-//	go test -run '^$' -bench BenchmarkAPI -benchtime 20x ./test/
+//	go test -run '^$' -bench BenchmarkAPI -benchtime 20x ./test/bench/
 
 func newBenchAPI(b *testing.B) *stockade.Runtime {
 	b.Helper()

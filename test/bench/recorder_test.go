@@ -1,4 +1,4 @@
-package test
+package bench
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // true}), same runtime and sandbox, alternating order. The ratio is the
 // recorded run's throughput over the unrecorded one's. Target ≥ 0.95.
 //
-//	go test -run '^$' -bench BenchmarkRecorderOutput1GiB -benchtime 4x ./test/
+//	go test -run '^$' -bench BenchmarkRecorderOutput1GiB -benchtime 4x ./test/bench/
 func BenchmarkRecorderOutput1GiB(b *testing.B) {
 	rt := newBenchAPI(b)
 	ctx := context.Background()

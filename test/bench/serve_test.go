@@ -1,4 +1,4 @@
-package test
+package bench
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // → gRPC → server → the runtime) vs the same runtime embedded, the same
 // sandbox, alternating order. Target ratio ≤ 1.10.
 //
-//	go test -run '^$' -bench BenchmarkServeExecTrue -benchtime 20x ./test/
+//	go test -run '^$' -bench BenchmarkServeExecTrue -benchtime 20x ./test/bench/
 func BenchmarkServeExecTrue(b *testing.B) {
 	ctx := context.Background()
 	rt, c := servedRuntime(b)

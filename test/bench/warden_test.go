@@ -1,4 +1,4 @@
-package test
+package bench
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // The warden's benchmarks: each runs stockade and its anchor alternately
 // in one loop.
 //
-//	go test -run '^$' -bench BenchmarkWarden -benchtime 50x ./test/
+//	go test -run '^$' -bench BenchmarkWarden -benchtime 50x ./test/bench/
 
 // benchPolicy is testkit.SmallPolicy with the machine's two CPUs: a sandbox's
 // processes are spawned inside its CPU quota (the warden is in the

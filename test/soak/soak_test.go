@@ -1,6 +1,6 @@
 //go:build soak
 
-package test
+package soak
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 // journal's size are reported beside their values at the start; the test fails on an error no kill explains, on a
 // resource left, or on a journal that does not verify.
 //
-//	CI=true STOCKADE_SOAK=3m go test -tags soak -run TestSoak -v -timeout 30m ./test/
+//	CI=true STOCKADE_SOAK=3m go test -tags soak -run TestSoak -v -timeout 30m ./test/soak/
 
 // procStats is what /proc shows of a process.
 type procStats struct {
