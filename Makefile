@@ -108,18 +108,25 @@ lint: ## golangci-lint with the committed config (.golangci.yml)
 		GOBIN=$(CURDIR)/bin/tools $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	$(GOLANGCI_LINT) run $(LINTFLAGS) ./...
 
-# Unit, fuzz seed corpora and integration tests (test/ needs the real daemon:
-# the hostile-workload and misbehaving-daemon suites among them), all under
-# the race detector. Load and soak take minutes: make load, make soak.
+# Unit, fuzz seed corpora and integration tests (the suites under test/ need
+# the real daemon: the hostile-workload and misbehaving-daemon suites among
+# them), all under the race detector. go test runs packages in parallel (-p,
+# the number of CPUs); the suites under test/ take turns (testkit.Main holds
+# a lock while a suite's tests run), so only one of them uses the daemon at
+# a time, as when they were one package, while the unit packages, and the
+# next suite's build, run beside it. go test kills a test binary
+# TEST_TIMEOUT plus a minute after it starts, a suite's wait for its turn
+# included, so TEST_TIMEOUT still covers test/... as a whole, as it covered
+# the one package before. Load and soak take minutes: make load, make soak.
 test: fmt-check vet lint tidy-check proto-check helpers-check image image-python kube ## every check and every test (unit and integration, race detector): what CI runs
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
-# Every test that needs no Docker: every package but test/, under the race
-# detector, with the daemon's address pointed at nothing and CI=true, so a
-# test outside test/ that reaches for Docker fails here rather than passing
-# on a machine where a daemon happens to run.
+# Every test that needs no Docker: every package but those under test/,
+# under the race detector, with the daemon's address pointed at nothing and
+# CI=true, so a test outside test/ that reaches for Docker fails here rather
+# than passing on a machine where a daemon happens to run.
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/test\(/\|$$\)')
-unit: ## every test that needs no Docker (all but test/), race detector, about a minute
+unit: ## every test that needs no Docker (all but test/...), race detector, about a minute
 	CI=true DOCKER_HOST=unix:///nonexistent/stockade-unit.sock $(GO) test -race -count=1 $(UNIT_PKGS)
 
 # go.mod and go.sum say exactly what the code imports.

@@ -2,7 +2,8 @@
 // package holds only its tests.
 //
 //   - Main is every suite's TestMain: it keeps the tests, and every child
-//     process they start, away from the user's real state.
+//     process they start, away from the user's real state, and has the
+//     suites take turns on the daemon (OneAtATime).
 //   - The fixtures on the real Docker daemon: APIEnv, a runtime through the
 //     embedding API (NewAPI); CLIEnv, the stockade binary on a journal of its
 //     own (NewCLI), and Served, that binary as `stockade serve` (CLIEnv.Serve,
