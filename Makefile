@@ -109,18 +109,25 @@ lint: ## golangci-lint with the committed config (.golangci.yml)
 		GOBIN=$(CURDIR)/bin/tools $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	$(GOLANGCI_LINT) run $(LINTFLAGS) ./...
 
-# Unit, fuzz seed corpora and integration tests (test/ needs the real daemon:
-# the hostile-workload and misbehaving-daemon suites among them), all under
-# the race detector. Load and soak take minutes: make load, make soak.
+# Unit, fuzz seed corpora and integration tests (the suites under test/ need
+# the real daemon: the hostile-workload and misbehaving-daemon suites among
+# them), all under the race detector. go test runs packages in parallel (-p,
+# the number of CPUs); the suites under test/ take turns (testkit.Main holds
+# a lock while a suite's tests run), so only one of them uses the daemon at
+# a time, as when they were one package, while the unit packages, and the
+# next suite's build, run beside it. go test kills a test binary
+# TEST_TIMEOUT plus a minute after it starts, a suite's wait for its turn
+# included, so TEST_TIMEOUT still covers test/... as a whole, as it covered
+# the one package before. Load and soak take minutes: make load, make soak.
 test: fmt-check vet lint tidy-check proto-check helpers-check image image-python kube ## every check and every test (unit and integration, race detector): what CI runs
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
-# Every test that needs no Docker: every package but test/, under the race
-# detector, with the daemon's address pointed at nothing and CI=true, so a
-# test outside test/ that reaches for Docker fails here rather than passing
-# on a machine where a daemon happens to run.
-UNIT_PKGS = $$($(GO) list ./... | grep -v '/test$$')
-unit: ## every test that needs no Docker (all but test/), race detector, about a minute
+# Every test that needs no Docker: every package but those under test/,
+# under the race detector, with the daemon's address pointed at nothing and
+# CI=true, so a test outside test/ that reaches for Docker fails here rather
+# than passing on a machine where a daemon happens to run.
+UNIT_PKGS = $$($(GO) list ./... | grep -v '/test\(/\|$$\)')
+unit: ## every test that needs no Docker (all but test/...), race detector, about a minute
 	CI=true DOCKER_HOST=unix:///nonexistent/stockade-unit.sock $(GO) test -race -count=1 $(UNIT_PKGS)
 
 # go.mod and go.sum say exactly what the code imports.
@@ -130,25 +137,25 @@ tidy-check: ## fail when go.mod or go.sum is not tidy
 # The load test (issue 13): 100 sandboxes at once through one server vs the
 # raw Docker client; minutes, so not part of make test.
 load: build image ## 100 sandboxes at once through one server vs the raw client (minutes)
-	CI=true $(GO) test -tags load -count=1 -run 'TestLoad' -v -timeout 30m ./test/
+	CI=true $(GO) test -tags load -count=1 -run 'TestLoad' -v -timeout 30m ./test/load/
 
 # The soak (issue 13): SOAK minutes of random creates, processes, kills
 # and runtime kill -9s with restarts, then what was left compared with the
 # start.
 SOAK ?= 3m
 soak: build image ## SOAK minutes of random work and server kill -9s (minutes)
-	CI=true STOCKADE_SOAK=$(SOAK) $(GO) test -tags soak -count=1 -run 'TestSoak' -v -timeout 60m ./test/
+	CI=true STOCKADE_SOAK=$(SOAK) $(GO) test -tags soak -count=1 -run 'TestSoak' -v -timeout 60m ./test/soak/
 
-# The hostile-workload suite (test/hostile*_test.go): attacks from inside
+# The hostile-workload suite (test/hostile): attacks from inside
 # sandboxes of a served runtime. Part of make test; this runs it alone.
 hostile: image image-python ## the hostile-workload suite alone
-	CI=true $(GO) test -race -count=1 -run 'TestHostile' -timeout 20m ./test/
+	CI=true $(GO) test -race -count=1 -run 'TestHostile' -timeout 20m ./test/hostile/
 
 # A misbehaving daemon (issue 13): the runtime behind a fault-injecting
 # proxy (internal/faultproxy) on the real daemon. Part of make test; this
 # runs only these tests, under the race detector.
 faults: image ## the misbehaving-daemon suite alone
-	CI=true $(GO) test -race -count=1 -run 'TestFaults' -timeout 15m ./test/
+	CI=true $(GO) test -race -count=1 -run 'TestFaults' -timeout 15m ./test/faults/
 
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .
@@ -163,8 +170,8 @@ bench: image ## benchmarks, each against its anchor (BENCH=regexp BENCHTIME=1x),
 POOL_CLAIMS ?= 200
 TTFC_RUNS ?= 30
 bench-pool: image ## warm pools: POOL_CLAIMS claims 10 at a time; time to first command vs docker run (minutes)
-	CI=true STOCKADE_POOL_CLAIMS=$(POOL_CLAIMS) $(GO) test -count=1 -run '^TestPoolClaims$$' -v -timeout 30m ./test/
-	CI=true $(GO) test -count=1 -run '^$$' -bench '^BenchmarkTimeToFirstCommand$$' -benchtime $(TTFC_RUNS)x -timeout 30m ./test/
+	CI=true STOCKADE_POOL_CLAIMS=$(POOL_CLAIMS) $(GO) test -count=1 -run '^TestPoolClaims$$' -v -timeout 30m ./test/pool/
+	CI=true $(GO) test -count=1 -run '^$$' -bench '^BenchmarkTimeToFirstCommand$$' -benchtime $(TTFC_RUNS)x -timeout 30m ./test/bench/
 
 # The main job: a one-shot sandbox on the embedded defaults, a process in it
 # showing the sandbox's identity and limits, its output, then the sandbox's
@@ -203,7 +210,7 @@ cluster-down: ## stop what cluster-up started
 # the same sandboxes through stockade serve.
 CLUSTER_PODS ?= 30
 cluster: kube image ## control plane + 3 nodes + CLUSTER_PODS pods, a node killed -9, figures (minutes)
-	CI=true STOCKADE_CLUSTER_PODS=$(CLUSTER_PODS) STOCKADE_CLUSTER_FIGURES=1 $(GO) test -count=1 -run '^TestKubeNodes$$' -v -timeout 30m ./test/
+	CI=true STOCKADE_CLUSTER_PODS=$(CLUSTER_PODS) STOCKADE_CLUSTER_FIGURES=1 $(GO) test -count=1 -run '^TestKubeNodes$$' -v -timeout 30m ./test/kube/
 
 clean: ## remove bin/ and .build/ (the control plane binaries: a cold make kube takes minutes)
 	rm -rf bin .build

@@ -9,7 +9,7 @@ import (
 )
 
 // TestFakeConformance runs the Engine conformance suite against the Fake:
-// the suite the Adapter passes against Docker (test/), so the Fake the
+// the suite the Adapter passes against Docker (test/dockerio/), so the Fake the
 // actors' tests stand on behaves as Docker does.
 func TestFakeConformance(t *testing.T) {
 	p, err := dockerio.LookupProfile(dockerio.DefaultProfile)

@@ -20,7 +20,7 @@
 // needs one role takes that role.
 //
 // Package dockerio/enginetest is the conformance suite of Engine: the Fake
-// passes it in this package's tests, the Adapter against Docker in test/,
+// passes it in this package's tests, the Adapter against Docker in test/dockerio/,
 // so the Fake cannot drift from Docker unnoticed. Its deliberate
 // differences are listed on Fake.
 //

@@ -605,7 +605,6 @@ func (f *Fake) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig syscal
 	return nil
 }
 
-
 func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Reader) error {
 	if err := f.enter(ctx, "PutArchive"); err != nil {
 		return err

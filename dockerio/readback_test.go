@@ -13,7 +13,7 @@ import (
 )
 
 // The fixtures in testdata were recorded from Docker Engine 20.10.24 (API
-// 1.41, cgroup v1) by test/dockerio_record_test.go, with the owner and
+// 1.41, cgroup v1) by test/dockerio/record_test.go, with the owner and
 // sandbox ids rewritten to OWNER and SANDBOX. The sandbox spec below is the
 // one the recorder used.
 const fixtureImage = "sha256:098634cca128dc274007ca45439f7e3d1692ab6a924d6ea02768cce0c3847e3b"

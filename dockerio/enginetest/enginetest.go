@@ -1,6 +1,6 @@
 // Package enginetest is the conformance suite of dockerio.Engine: what
 // every engine must do, checked against the real Adapter (with a Docker
-// daemon, in test/) and against the Fake (in dockerio's unit tests), so the
+// daemon, in test/dockerio/) and against the Fake (in dockerio's unit tests), so the
 // Fake the actors' tests run on cannot drift from Docker.
 //
 // Run takes a function that makes a fresh Target for each subtest. The

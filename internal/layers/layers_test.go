@@ -44,7 +44,10 @@ var rank = map[string]int{
 
 	// Test support and the integration suite sit above everything.
 	"internal/testenv": 11, "internal/dockertest": 11, "internal/faultproxy": 11,
-	"internal/layers": 11, "internal/kubecluster": 11, "internal/kubecluster/cmd/kubecluster": 12, "internal/inspecttest": 11, "internal/journaltest": 11, "internal/metricstest": 11, "test": 12,
+	"internal/layers": 11, "internal/kubecluster": 11, "internal/kubecluster/cmd/kubecluster": 12, "internal/inspecttest": 11, "internal/journaltest": 11, "internal/metricstest": 11,
+	// The suites against the real daemon (test/...) share test/testkit.
+	"test/testkit": 12, "test": 13,
+	"test/api": 13, "test/recovery": 13, "test/dockerio": 13, "test/warden": 13, "test/checkpoint": 13, "test/egress": 13, "test/pool": 13, "test/serve": 13, "test/cli": 13, "test/install": 13, "test/drill": 13, "test/hostile": 13, "test/faults": 13, "test/kube": 13, "test/bench": 13, "test/load": 13, "test/soak": 13,
 }
 
 // only lists packages whose imports are closed further: the programs copied

@@ -107,8 +107,8 @@ func Isolate() (cleanup func(), err error) {
 // stockade-egress) from the current source, for the runtimes the tests open
 // (through $STOCKADE_WARDEN / $STOCKADE_EGRESS): a test run of edited warden
 // code then runs that code, not the embedded copy that `make generate` has not
-// yet refreshed (make helpers-check fails on that; test/install_test.go runs
-// the embedded copies).
+// yet refreshed (make helpers-check fails on that; test/install runs the
+// embedded copies).
 func buildStatic(out, pkg string) error {
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil || len(mod) == 0 {

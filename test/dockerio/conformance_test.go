@@ -1,0 +1,20 @@
+package dockerio
+
+import (
+	"testing"
+
+	"github.com/stockade/stockade/dockerio/enginetest"
+	"github.com/stockade/stockade/test/testkit"
+)
+
+// TestDockerioConformance runs the Engine conformance suite against the
+// real Adapter (the suite the Fake passes in dockerio's unit tests): what
+// the Fake is believed to do, Docker does. Each subtest has an owner of its
+// own, whose resources are removed when it ends; under CI=true it fails
+// when the daemon does not answer (dockertest.Client).
+func TestDockerioConformance(t *testing.T) {
+	enginetest.Run(t, func(t *testing.T) enginetest.Target {
+		e := testkit.NewDio(t)
+		return enginetest.Target{Engine: e.Adapter, Owner: e.Owner, Image: e.Image}
+	})
+}
