@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -230,6 +231,8 @@ func (f *Fake) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, 
 		sb.Network = f.id("n")
 	case spec.NetworkAllowlist:
 		sb.Network, sb.Outside, sb.Egress, sb.Proxy = f.id("n"), f.id("o"), f.id("x"), "10.213.0.2:3128"
+	default:
+		// isolated and bridge: no egress container, no outside network
 	}
 	f.sandboxes[key] = &fakeSandbox{sb: sb, files: map[string]fakeFile{"work/": {mode: 0o755}}, removed: map[string]bool{}, exit: &ContainerExit{}}
 	return sb, nil
@@ -631,7 +634,7 @@ func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Read
 	tr := tar.NewReader(spooled)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

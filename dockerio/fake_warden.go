@@ -78,7 +78,7 @@ func (f *Fake) StartWarden(ctx context.Context, sb Sandbox, stderr io.Writer) (W
 	runtimeEnd, wardenEnd := net.Pipe()
 	go func() {
 		if err := w.srv.Serve(f.gated(key, wardenEnd)); err != nil && stderr != nil {
-			fmt.Fprintf(stderr, "stockade-warden: no init: %v\n", err)
+			_, _ = fmt.Fprintf(stderr, "stockade-warden: no init: %v\n", err)
 		}
 	}()
 	return WardenConn{ExecID: id, R: runtimeEnd, W: runtimeEnd, C: runtimeEnd}, nil
@@ -123,7 +123,7 @@ func (f *Fake) AttachWarden(ctx context.Context, sb Sandbox, socket string, stde
 	runtimeEnd, wardenEnd := net.Pipe()
 	if w == nil {
 		if stderr != nil {
-			fmt.Fprintf(stderr, "stockade-warden attach: %s: connect: no such file or directory\n", socket)
+			_, _ = fmt.Fprintf(stderr, "stockade-warden attach: %s: connect: no such file or directory\n", socket)
 		}
 		_ = wardenEnd.Close() // the attach failed: its link ends
 	} else {
@@ -294,11 +294,7 @@ func runScript(run FakeRun, c *warden.Child, stop <-chan struct{}) {
 
 // ignoredSignal: the signals whose default action leaves a process running.
 func ignoredSignal(sig syscall.Signal) bool {
-	switch sig {
-	case syscall.SIGCHLD, syscall.SIGCONT, syscall.SIGURG, syscall.SIGWINCH:
-		return true
-	}
-	return false
+	return sig == syscall.SIGCHLD || sig == syscall.SIGCONT || sig == syscall.SIGURG || sig == syscall.SIGWINCH
 }
 
 // gated is conn as a frozen workload's warden sees it: while the sandbox is

@@ -84,6 +84,11 @@ type fixture struct {
 }
 
 // serve opens the runtime with the options opts amend, then serves it.
+// execsOnly makes the fixture's Fake deliver no warden: every process is
+// an exec (a test that reads back the order of stdout and stderr, which
+// one multiplexed stream keeps and a warden's two pipes do not).
+func execsOnly(o *stockade.Options) { o.Engine.(*countingEngine).NoWarden = true }
+
 func serve(t *testing.T, opts ...func(*stockade.Options)) *fixture {
 	t.Helper()
 	p, err := dockerio.LookupProfile("linux-x64")

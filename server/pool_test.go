@@ -3,11 +3,13 @@ package server_test
 import (
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -101,6 +103,14 @@ func TestPoolsServed(t *testing.T) {
 	}
 	// The sandbox's env goes before the process's own, its dir is the
 	// default.
+	var mu sync.Mutex
+	var last spec.Process // what the warden was asked to spawn
+	fx.fake.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		mu.Lock()
+		defer mu.Unlock()
+		last = req.Spec
+		return dockerio.FakeRun{}
+	}
 	proc, err := sb.Start(ctx, spec.Process{Argv: []string{"true"}, Env: []string{"B=3"}, Stdout: spec.Pipe, Stderr: spec.Pipe})
 	if err != nil {
 		t.Fatal(err)
@@ -108,10 +118,11 @@ func TestPoolsServed(t *testing.T) {
 	if _, _, res, err := collect(t, ctx, proc); err != nil || res.ExitCode != 0 {
 		t.Fatalf("run: %+v %v", res, err)
 	}
-	made := fx.engine.created()
-	if last := made[len(made)-1]; strings.Join(last.Env, " ") != "A=1 B=3" || last.Dir != "/tmp" {
-		t.Fatalf("exec env %q dir %q", last.Env, last.Dir)
+	mu.Lock()
+	if strings.Join(last.Env, " ") != "A=1 B=3" || last.Dir != "/tmp" {
+		t.Fatalf("spawn env %q dir %q", last.Env, last.Dir)
 	}
+	mu.Unlock()
 	list, err := c.Sandboxes(ctx)
 	if err != nil {
 		t.Fatal(err)

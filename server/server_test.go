@@ -292,7 +292,7 @@ func TestRecordCrossesTheWire(t *testing.T) {
 // that is not on the journal's machine (any gRPC host), in arrival order,
 // with the recording's summary.
 func TestLogsThroughTheServer(t *testing.T) {
-	fx := serve(t)
+	fx := serve(t, execsOnly)
 	ctx := ctxFor(t)
 	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("out ")}, {Stream: framing.Stderr, Data: []byte("err ")}, {Stream: framing.Stdout, Data: []byte("more")}}}

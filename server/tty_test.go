@@ -21,7 +21,7 @@ import (
 // run as a plain Docker exec, no warden) refuses a terminal with
 // unsupported, and the refusal comes back typed, as it does embedded.
 func TestTTYSpecTravels(t *testing.T) {
-	fx := serve(t)
+	fx := serve(t, execsOnly)
 	ctx := ctxFor(t)
 	for _, side := range sides(fx) {
 		t.Run(side.name, func(t *testing.T) {

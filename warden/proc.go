@@ -297,7 +297,7 @@ func (s *state) pump(p *proc, f *os.File, stream byte) {
 			err = rerr
 		}
 	}
-	if err != errEOF && err != unix.EIO && !errors.Is(err, os.ErrClosed) {
+	if !errors.Is(err, errEOF) && !errors.Is(err, unix.EIO) && !errors.Is(err, os.ErrClosed) {
 		logf("process %s: reading stream %d: %v", p.id, stream, err)
 	}
 	_ = f.Close() // a read end: nothing to lose

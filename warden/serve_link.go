@@ -160,7 +160,7 @@ func (l *link) serve() {
 				logf("refused: %v", err)
 				continue
 			}
-			if err != errLinkOver {
+			if !errors.Is(err, errLinkOver) {
 				logf("link ended: %v", err)
 			}
 			break
@@ -214,6 +214,8 @@ func (l *link) handle(f wire.Frame) error {
 			return nil
 		case wire.TRekey:
 			return l.rekey(f)
+		default:
+			// every other control type: refused below
 		}
 		return violation("unexpected %v frame from the runtime", f.Type)
 	}
@@ -270,7 +272,7 @@ func (l *link) handle(f wire.Frame) error {
 			logf("forget of running process %s on channel %d: killed, forgotten once reaped", p.id, f.Channel)
 			p.forgetOnReap = true
 			p.sending = false
-			if err := s.sys.kill(p.pid, unix.SIGKILL); err != nil && err != unix.ESRCH {
+			if err := s.sys.kill(p.pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 				logf("kill group %d: %v", p.pid, err)
 			}
 			return nil
@@ -307,7 +309,7 @@ func (l *link) handle(f wire.Frame) error {
 		if sig < 1 || sig > 64 {
 			return refuse("signal %d for process %s", sig, p.id)
 		}
-		if err := s.sys.kill(p.pid, unix.Signal(sig)); err != nil && err != unix.ESRCH {
+		if err := s.sys.kill(p.pid, unix.Signal(sig)); err != nil && !errors.Is(err, unix.ESRCH) {
 			logf("signal %d to group %d: %v", sig, p.pid, err)
 		}
 	case wire.TResize:
@@ -317,6 +319,8 @@ func (l *link) handle(f wire.Frame) error {
 				logf("resize process %s: %v", p.id, err)
 			}
 		}
+	default:
+		// every other type: refused by the decoder or above
 	}
 	return nil
 }

@@ -27,6 +27,9 @@ func recordedJournal(t *testing.T, path string, frames ...dockerio.FakeFrame) (s
 		t.Fatal(err)
 	}
 	f := dockerio.NewFake(prof)
+	// Execs: one multiplexed stream keeps the order of stdout and stderr
+	// that this test reads back (a warden's two pipes do not).
+	f.NoWarden = true
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Frames: frames, ExitCode: 1}
 	}

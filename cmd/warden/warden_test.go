@@ -63,7 +63,8 @@ func TestSubcommands(t *testing.T) {
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "usage") {
+		var ee *exec.ExitError
+		if ok := errors.As(err, &ee); !ok || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "usage") {
 			t.Errorf("%v: %v, stderr %q; want exit 2 with usage", args, err, stderr.String())
 		}
 	}

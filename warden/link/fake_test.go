@@ -374,6 +374,8 @@ func (m *model) serve(rd *wire.Reader) {
 			m.mu.Lock()
 			delete(m.procs, f.Channel)
 			m.mu.Unlock()
+		default:
+			// the warden's own types: the model receives none of them
 		}
 	}
 }

@@ -324,6 +324,8 @@ func (l *Link) dispatch(f wire.Frame) error {
 			return l.onTable(f)
 		case wire.TRekeyed:
 			return l.onRekeyed()
+		default:
+			// every other control type: refused below
 		}
 		return wire.Violation("%v frame from the warden after the handshake", f.Type)
 	}
@@ -369,6 +371,8 @@ func (l *Link) dispatch(f wire.Frame) error {
 			}
 			return p.onExited(m)
 		}
+	default:
+		// every other type: refused below
 	}
 	return wire.Violation("%v frame from the warden on channel %d", f.Type, f.Channel)
 }
@@ -421,6 +425,8 @@ func (l *Link) onStarted(ch uint32, m wire.Started) error {
 		l.mu.Unlock()
 		go p.killAndForget()
 		return nil
+	default:
+		// started already: refused below
 	}
 	l.mu.Unlock()
 	return wire.Violation("a second started on channel %d (process %s)", ch, p.ID)
@@ -459,6 +465,8 @@ func (l *Link) onSpawnFailed(ch uint32, m wire.SpawnFailed) error {
 	case stateAbandoned:
 		delete(l.procs, ch)
 		return nil
+	default:
+		// started: refused below
 	}
 	return wire.Violation("spawn_failed on channel %d (process %s), which started", ch, p.ID)
 }

@@ -336,7 +336,7 @@ func TestOutputAndExit(t *testing.T) {
 		t.Fatal(p.Offset())
 	}
 	for range 2 {
-		if _, _, err := p.Next(); err != io.EOF {
+		if _, _, err := p.Next(); !errors.Is(err, io.EOF) {
 			t.Fatalf("got %v, want io.EOF", err)
 		}
 	}
@@ -450,7 +450,7 @@ func TestMergedChunks(t *testing.T) {
 	var got []byte
 	for {
 		_, d, err := p.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil || len(d) > l.chunk {
@@ -678,7 +678,7 @@ func TestListResume(t *testing.T) {
 	// The warden's first frame after the Resume of an exited process: its
 	// changes; the output ends only with them.
 	f.sendJSON(wire.TChanges, 2, wire.Changes{Created: 1, Entries: []wire.Change{{Op: wire.OpCreated, Path: "/workspace/work/a", Kind: wire.KindFile}}})
-	if _, _, err := q.Next(); err != io.EOF {
+	if _, _, err := q.Next(); !errors.Is(err, io.EOF) {
 		t.Fatal(err)
 	}
 	if x, ok := q.Exit(); !ok || x.Output != 50 {
@@ -782,7 +782,7 @@ func TestLinkEOF(t *testing.T) {
 	}
 	// The cut is not the end: the error matches the link's, never io.EOF.
 	var cut *OutputCutError
-	if _, _, err := running.Next(); !errors.As(err, &cut) || cut.Err != l.Err() || errors.Is(err, io.EOF) {
+	if _, _, err := running.Next(); !errors.As(err, &cut) || cut.Err != l.Err() || errors.Is(err, io.EOF) { //nolint:errorlint // the very error the link ended with
 		t.Fatalf("got %v, want the link's error, cut", err)
 	}
 	if off := running.Offset(); off != 4 {
@@ -1094,7 +1094,7 @@ func BenchmarkLinkThroughput(b *testing.B) {
 			var n int
 			for {
 				_, d, err := p.Next()
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					break
 				}
 				if err != nil {

@@ -127,6 +127,8 @@ func (t Type) control() bool {
 	switch t {
 	case TInit, TChallenge, TAuth, THello, TList, TTable, TRekey, TRekeyed:
 		return true
+	default:
+		// every other type travels on a process channel
 	}
 	return false
 }
