@@ -5,9 +5,9 @@ import (
 	"io"
 	"sync"
 
-	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/checkpoint"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"

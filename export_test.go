@@ -1,9 +1,9 @@
 package stockade
 
 import (
-	"github.com/stockade/stockade/actors"
-	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/actors"
+	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 )

@@ -2,15 +2,16 @@ package stockade_test
 
 import (
 	"context"
-	"github.com/stockade/stockade/internal/journaltest"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/stockade/stockade/internal/journaltest"
+
 	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/actors"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"

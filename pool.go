@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"

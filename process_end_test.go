@@ -2,7 +2,6 @@ package stockade_test
 
 import (
 	"context"
-	"github.com/stockade/stockade/actors"
 	"io"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stockade/stockade/internal/actors"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"

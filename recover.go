@@ -7,10 +7,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/inspect"
+	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"

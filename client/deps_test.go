@@ -15,7 +15,7 @@ func TestNoRuntimeDeps(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"github.com/asynkron/protoactor-go", "github.com/docker/docker", "go.etcd.io/bbolt", "github.com/stockade/stockade/actors", "github.com/stockade/stockade/dockerio"} {
+		for _, banned := range []string{"github.com/asynkron/protoactor-go", "github.com/docker/docker", "go.etcd.io/bbolt", "github.com/stockade/stockade/internal/actors", "github.com/stockade/stockade/dockerio"} {
 			if dep == banned || strings.HasPrefix(dep, banned+"/") {
 				t.Errorf("client depends on %s", dep)
 			}

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/actors/sandbox"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/inspect"
+	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/internal/survivor"
 	"github.com/stockade/stockade/journal"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stockade/stockade/actors/sandbox"
+	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/lifecycle"
 )
 

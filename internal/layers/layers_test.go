@@ -31,10 +31,10 @@ var rank = map[string]int{
 
 	"recorder": 3, "host": 3, "dockerio": 3, "warden/link": 3,
 
-	"dockerio/enginetest": 4, "inspect": 4, "client": 4, "actors": 4, "metrics": 4, "rerun": 4,
+	"dockerio/enginetest": 4, "inspect": 4, "client": 4, "internal/actors": 4, "metrics": 4, "rerun": 4,
 
-	"actors/process": 5,
-	"actors/sandbox": 6,
+	"internal/actors/process": 5,
+	"internal/actors/sandbox": 6,
 	// The embedded helper binaries: only the root installs them.
 	"helpers": 7,
 	"":        8, // the root package: the embedded API
@@ -95,12 +95,12 @@ func stdlib(imp string) bool { return !strings.Contains(strings.Split(imp, "/")[
 // runtimeDep reports whether imp is part of the live runtime: the root,
 // the actors, Docker's seam and client, the actor system.
 func runtimeDep(imp string) bool {
-	return imp == module || imp == module+"/dockerio" || strings.HasPrefix(imp, module+"/actors") ||
+	return imp == module || imp == module+"/dockerio" || strings.HasPrefix(imp, module+"/internal/actors") ||
 		strings.HasPrefix(imp, "github.com/docker/") || strings.HasPrefix(imp, "github.com/asynkron/")
 }
 
 // TestImportsPointDown: every package's non-test imports of this module
-// point to a lower layer, and only actors/ imports the actor system.
+// point to a lower layer, and only internal/actors/ imports the actor system.
 func TestImportsPointDown(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -161,8 +161,8 @@ func TestImportsPointDown(t *testing.T) {
 			if keep := only[pkg]; keep != nil && !keep(imp) {
 				t.Errorf("./%s imports %s, which its seam forbids", pkg, imp)
 			}
-			if strings.HasPrefix(imp, "github.com/asynkron/protoactor-go") && pkg != "actors" && !strings.HasPrefix(pkg, "actors/") {
-				t.Errorf("./%s imports the actor system (%s): only actors/ may", pkg, imp)
+			if strings.HasPrefix(imp, "github.com/asynkron/protoactor-go") && pkg != "internal/actors" && !strings.HasPrefix(pkg, "internal/actors/") {
+				t.Errorf("./%s imports the actor system (%s): only internal/actors/ may", pkg, imp)
 			}
 			if imp != module && !strings.HasPrefix(imp, module+"/") {
 				continue

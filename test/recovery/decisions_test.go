@@ -12,7 +12,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/actors/sandbox"
+	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"

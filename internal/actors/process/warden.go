@@ -10,9 +10,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/actors"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/egress"
+	"github.com/stockade/stockade/internal/actors"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"

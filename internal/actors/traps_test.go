@@ -96,10 +96,10 @@ func TestOnlyActorsImportProtoactor(t *testing.T) {
 // system, and dockerio/journal must not know each other.
 func TestFoldsAndStoresStayActorFree(t *testing.T) {
 	rules := map[string][]string{
-		"lifecycle/": {"github.com/stockade/stockade/actors", "github.com/stockade/stockade/journal", "github.com/stockade/stockade/dockerio"},
-		"journal/":   {"github.com/stockade/stockade/dockerio", "github.com/stockade/stockade/actors", "github.com/docker/"},
-		"dockerio/":  {"github.com/stockade/stockade/journal", "github.com/stockade/stockade/actors"},
-		"framing/":   {"github.com/stockade/stockade/journal", "github.com/stockade/stockade/actors", "github.com/stockade/stockade/dockerio"},
+		"lifecycle/": {"github.com/stockade/stockade/internal/actors", "github.com/stockade/stockade/journal", "github.com/stockade/stockade/dockerio"},
+		"journal/":   {"github.com/stockade/stockade/dockerio", "github.com/stockade/stockade/internal/actors", "github.com/docker/"},
+		"dockerio/":  {"github.com/stockade/stockade/journal", "github.com/stockade/stockade/internal/actors"},
+		"framing/":   {"github.com/stockade/stockade/journal", "github.com/stockade/stockade/internal/actors", "github.com/stockade/stockade/dockerio"},
 		"spec/":      {"github.com/stockade/stockade/", "github.com/docker/", "github.com/asynkron/"},
 	}
 	for path, f := range files(t) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/stockade/stockade/actors"
+	"github.com/stockade/stockade/internal/actors"
 )
 
 // syncBuffer is a log sink safe for the actor system's goroutines.

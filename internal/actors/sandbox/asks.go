@@ -3,7 +3,7 @@ package sandbox
 import (
 	"sort"
 
-	"github.com/stockade/stockade/actors/process"
+	"github.com/stockade/stockade/internal/actors/process"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/stockade/stockade/actors/process"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/actors/process"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"

@@ -15,9 +15,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/actors"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"

@@ -10,8 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/stockade/stockade/actors"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/actors"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
