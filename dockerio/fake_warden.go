@@ -175,6 +175,21 @@ func (f *Fake) WardenCount(sb Sandbox) int {
 	return 0
 }
 
+// WardenProcesses is how many processes the sandbox's wardens hold (tests).
+func (f *Fake) WardenProcesses(sb Sandbox) int {
+	f.mu.Lock()
+	var ws []*fakeWarden
+	if s, ok := f.sandboxes[sb.Owner+"/"+sb.ID]; ok {
+		ws = append(ws, s.wardens...)
+	}
+	f.mu.Unlock()
+	n := 0
+	for _, w := range ws {
+		n += w.srv.Processes()
+	}
+	return n
+}
+
 // takeWardens removes the sandbox's wardens, to be stopped (stopWardens)
 // once f.mu is released: a warden's own calls into the Fake take f.mu.
 // f.mu is held.

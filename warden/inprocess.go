@@ -95,3 +95,11 @@ func (v *Server) Retire() {
 func (v *Server) Signal(pgid int, sig syscall.Signal) bool {
 	return v.ip.kill(pgid, sig) == nil
 }
+
+// Processes is how many processes the warden holds (spawned and not yet
+// forgotten).
+func (v *Server) Processes() int {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	return len(v.s.procs)
+}
