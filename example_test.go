@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
@@ -16,7 +18,7 @@ import (
 // exampleEngine is an in-memory engine so the examples run anywhere; a real
 // program leaves Options.Engine nil and talks to the Docker daemon.
 func exampleEngine() dockerio.Engine {
-	p, _ := dockerio.LookupProfile("linux-x64")
+	p, _ := profile.Lookup("linux-x64")
 	f := dockerio.NewFake(p)
 	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("hello from the sandbox\n")}}}

@@ -9,7 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/journal"
@@ -139,7 +140,7 @@ func checkPools(ps []PoolSpec, refills int) error {
 		if err := full.ValidateUnpinned(); err != nil {
 			return spec.Wrap(spec.CodeInvalidArgument, "pool", err, "pool %q", p.Name)
 		}
-		if err := dockerio.AdmitPolicy(full.Policy); err != nil {
+		if err := profile.AdmitPolicy(full.Policy); err != nil {
 			return spec.Wrap(spec.CodeOf(err), "pool", err, "pool %q", p.Name)
 		}
 	}

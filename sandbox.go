@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/actors"
@@ -215,7 +214,7 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 // would resolve outside dir fails the put with invalid_argument and nothing
 // of it lands. Put returns when ctx ends, even while tar's Read blocks.
 func (s *Sandbox) Put(ctx context.Context, dir string, tar io.Reader) error {
-	if _, err := dockerio.WorkspacePath(dir); err != nil {
+	if _, err := spec.WorkspacePath(dir); err != nil {
 		return err
 	}
 	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Put{Ctx: ctx, Dir: dir, Tar: tar, Reply: r} }, nil)

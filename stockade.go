@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/helpers"
 	"github.com/stockade/stockade/host"
@@ -33,7 +35,7 @@ type Options struct {
 	// Owner, if set, must match the journal's owner id.
 	Owner string
 	// Profile names the preflight profile; "" means $STOCKADE_PROFILE, else
-	// dockerio.DefaultProfile (linux-x64). A relaxed profile is used only
+	// profile.Default (linux-x64). A relaxed profile is used only
 	// when named.
 	Profile string
 	// Logger receives the runtime's and the actor system's logs; nil is
@@ -324,7 +326,7 @@ func engineFor(opts Options) (dockerio.Engine, func() error, error) {
 	if opts.Engine != nil {
 		return opts.Engine, nil, nil
 	}
-	if _, err := dockerio.SelectProfile(opts.Profile); err != nil {
+	if _, err := profile.Select(opts.Profile); err != nil {
 		return nil, nil, err
 	}
 	path := opts.Journal
@@ -457,7 +459,7 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 	if err := full.ValidateUnpinned(); err != nil {
 		return nil, err
 	}
-	if err := dockerio.AdmitPolicy(full.Policy); err != nil {
+	if err := profile.AdmitPolicy(full.Policy); err != nil {
 		return nil, err
 	}
 	var sb *Sandbox
@@ -809,4 +811,12 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 func hasWarden(e dockerio.Wardens) bool {
 	w, ok := e.(interface{ HasWarden() bool })
 	return ok && w.HasWarden()
+}
+
+// Doctor checks the Docker daemon in the environment against the named
+// profile ("" selects as profile.Select does) and returns every check. The
+// error is non-nil only when the daemon could not be asked; a daemon that
+// fails the profile gives a report whose Err says why.
+func Doctor(ctx context.Context, profileName string) (profile.Report, error) {
+	return dockerio.Doctor(ctx, profileName)
 }

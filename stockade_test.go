@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
@@ -26,7 +28,7 @@ const fakeImage = "sha256:000000000000000000000000000000000000000000000000000000
 
 func newFake(t testing.TB) *dockerio.Fake {
 	t.Helper()
-	p, err := dockerio.LookupProfile("linux-x64")
+	p, err := profile.Lookup("linux-x64")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -311,7 +311,7 @@ func decodeState(b []byte, into any, id string) error {
 }
 
 // Doctor returns the server's check of its daemon against its profile:
-// the JSON of dockerio.Report (this package does not link dockerio).
+// the JSON of profile.Report (this package does not link dockerio).
 func (c *Client) Doctor(ctx context.Context) (json.RawMessage, error) {
 	resp, err := c.jrnl.Doctor(ctx, &stockadev1.DoctorRequest{})
 	if err != nil {

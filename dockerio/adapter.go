@@ -5,9 +5,12 @@ import (
 	"errors"
 	"maps"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/stockade/stockade/profile"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/client"
@@ -50,15 +53,15 @@ type Payload interface {
 // and /info, and, once preflight admitted the daemon, one pinned to the
 // profile's API version used for everything else.
 type Adapter struct {
-	profile Profile
+	profile profile.Profile
 	opts    []client.Opt
 	probe   *client.Client
 
 	mu     sync.Mutex
 	cli    *client.Client // pinned; nil until preflight passes
-	report Report
+	report profile.Report
 	daemon Daemon
-	facts  Facts
+	facts  profile.Facts
 
 	warden Payload
 
@@ -90,7 +93,7 @@ var _ Engine = (*Adapter)(nil)
 // not talk to the daemon; Preflight (or the first call that needs the
 // daemon) does.
 func NewAdapter(opts Options) (*Adapter, error) {
-	p, err := SelectProfile(opts.Profile)
+	p, err := profile.Select(opts.Profile)
 	if err != nil {
 		return nil, err
 	}
@@ -107,10 +110,10 @@ func NewAdapter(opts Options) (*Adapter, error) {
 }
 
 // Profile returns the profile in use.
-func (a *Adapter) Profile() Profile { return a.profile }
+func (a *Adapter) Profile() profile.Profile { return a.profile }
 
 // Report returns the last preflight's doctor report (zero before one ran).
-func (a *Adapter) Report() Report {
+func (a *Adapter) Report() profile.Report {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.report
@@ -143,7 +146,7 @@ func (a *Adapter) Close() error {
 
 // gather reads the controller and daemon facts. /version and /info are
 // asked side by side: every Open waits for both.
-func gather(ctx context.Context, cli *client.Client) (Facts, error) {
+func gather(ctx context.Context, cli *client.Client) (profile.Facts, error) {
 	var v types.Version
 	verr := make(chan error, 1)
 	go func() {
@@ -153,12 +156,12 @@ func gather(ctx context.Context, cli *client.Client) (Facts, error) {
 	}()
 	info, err := cli.Info(ctx)
 	if vErr := <-verr; vErr != nil {
-		return Facts{}, translate(vErr, "dockerio.preflight", "GET /version")
+		return profile.Facts{}, translate(vErr, "dockerio.preflight", "GET /version")
 	}
 	if err != nil {
-		return Facts{}, translate(err, "dockerio.preflight", "GET /info")
+		return profile.Facts{}, translate(err, "dockerio.preflight", "GET /info")
 	}
-	f := Facts{
+	f := profile.Facts{
 		Version: v.Version, APIVersion: v.APIVersion, MinAPIVersion: v.MinAPIVersion, Os: v.Os, Arch: v.Arch,
 		ID: info.ID, OSType: info.OSType, Architecture: info.Architecture,
 		CgroupVersion: info.CgroupVersion, CgroupDriver: info.CgroupDriver,
@@ -166,7 +169,7 @@ func gather(ctx context.Context, cli *client.Client) (Facts, error) {
 		MemoryLimit: info.MemoryLimit, SwapLimit: info.SwapLimit, PidsLimit: info.PidsLimit,
 		CPUCfsPeriod: info.CPUCfsPeriod, CPUCfsQuota: info.CPUCfsQuota, InitBinary: info.InitBinary, NCPU: info.NCPU,
 	}
-	f.ControllerOS, f.ControllerArch = controllerFacts()
+	f.ControllerOS, f.ControllerArch = runtime.GOOS, runtime.GOARCH
 	f.DriverStatus = append(f.DriverStatus, info.DriverStatus...)
 	f.DockerRootDir, f.RootFree = info.DockerRootDir, -1
 	if local(cli.DaemonHost()) {
@@ -183,20 +186,20 @@ func gather(ctx context.Context, cli *client.Client) (Facts, error) {
 func local(host string) bool { return strings.HasPrefix(host, "unix://") }
 
 // Doctor checks the daemon in the environment against the named profile
-// ("" selects as SelectProfile does) and returns every check. The error is
+// ("" selects as profile.Select does) and returns every check. The error is
 // non-nil only when the daemon could not be asked; a daemon that fails the
 // profile gives a report whose Err says why.
-func Doctor(ctx context.Context, profile string) (Report, error) {
-	a, err := NewAdapter(Options{Profile: profile})
+func Doctor(ctx context.Context, name string) (profile.Report, error) {
+	a, err := NewAdapter(Options{Profile: name})
 	if err != nil {
-		return Report{}, err
+		return profile.Report{}, err
 	}
 	defer func() { _ = a.Close() }() // its clients only asked: closing them loses nothing
 	f, err := gather(ctx, a.probe)
 	if err != nil {
-		return Report{}, err
+		return profile.Report{}, err
 	}
-	return CheckDaemon(a.profile, f), nil
+	return profile.CheckDaemon(a.profile, f), nil
 }
 
 // Preflight checks the daemon against the profile, pins the client to the
@@ -209,7 +212,7 @@ func (a *Adapter) Preflight(ctx context.Context) (Daemon, error) {
 	if err != nil {
 		return Daemon{}, err
 	}
-	r := CheckDaemon(a.profile, f)
+	r := profile.CheckDaemon(a.profile, f)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.report, a.facts = r, f

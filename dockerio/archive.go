@@ -32,19 +32,6 @@ const (
 	maxLinkBytes = 64 << 20
 )
 
-// WorkspacePath turns a path relative to /workspace into an absolute one,
-// refusing anything absolute or that would leave it.
-func WorkspacePath(p string) (string, error) {
-	c, ok := spec.CleanRelPath(p)
-	if !ok {
-		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "path %q is not a path relative to %s that stays within it", p, WorkspaceDir)
-	}
-	if c == "." {
-		return WorkspaceDir, nil
-	}
-	return WorkspaceDir + "/" + c, nil
-}
-
 // links records the symlinks an archive has made so far, by the clean path
 // they were made at (relative to the destination), so later entries and
 // link targets are resolved as the kernel will resolve them at extraction.
@@ -488,7 +475,7 @@ func (a *Adapter) unpause(ctx context.Context, cli *client.Client, id string) er
 // refuses one that leaves the workspace, and the warden's directory and
 // what is in it.
 func archivePath(p string) (string, error) {
-	abs, err := WorkspacePath(p)
+	abs, err := spec.WorkspacePath(p)
 	if err != nil {
 		return "", err
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stockade/stockade/checkpoint"
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -151,7 +152,7 @@ func TestDockerioWorkspacePath(t *testing.T) {
 		{"/etc", ""},
 		{"work\x00", ""},
 	} {
-		got, err := WorkspacePath(tc.in)
+		got, err := spec.WorkspacePath(tc.in)
 		if tc.want == "" {
 			if !spec.IsCode(err, spec.CodeInvalidArgument) {
 				t.Errorf("%q: %q %v, want invalid_argument", tc.in, got, err)
@@ -185,7 +186,7 @@ func (b *blockingReader) Read([]byte) (int, error) {
 // its context does (the read itself cannot be interrupted, so it is left
 // behind until the reader returns).
 func TestDockerioPutHonoursContext(t *testing.T) {
-	f := NewFake(Profile{Name: "fake"})
+	f := NewFake(profile.Profile{Name: "fake"})
 	sb, err := f.CreateSandbox(context.Background(), SandboxRequest{Owner: "o0000000000000000000000", ID: "s0000000000000000000000", Spec: spec.Sandbox{
 		Image: "sha256:0000000000000000000000000000000000000000000000000000000000000001", Policy: spec.DefaultPolicy(), Lifetime: spec.Kept}})
 	if err != nil {
@@ -206,7 +207,7 @@ func TestDockerioPutHonoursContext(t *testing.T) {
 // TestDockerioPutRefusesWholeArchive: a bad entry after a good one fails the
 // put with nothing of the archive extracted.
 func TestDockerioPutRefusesWholeArchive(t *testing.T) {
-	f := NewFake(Profile{Name: "fake"})
+	f := NewFake(profile.Profile{Name: "fake"})
 	sb, err := f.CreateSandbox(context.Background(), SandboxRequest{Owner: "o0000000000000000000000", ID: "s0000000000000000000000", Spec: spec.Sandbox{
 		Image: "sha256:0000000000000000000000000000000000000000000000000000000000000001", Policy: spec.DefaultPolicy(), Lifetime: spec.Kept}})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -23,7 +24,7 @@ const (
 
 // Fixed paths of the sandbox body.
 const (
-	WorkspaceDir = "/workspace"
+	WorkspaceDir = spec.WorkspaceDir
 	WorkDir      = "/workspace/work"
 	HomeDir      = "/home/sandbox"
 	TmpDir       = "/tmp"
@@ -76,7 +77,7 @@ func checkSandboxRequest(req SandboxRequest) error {
 	if err := req.Spec.Validate(); err != nil {
 		return err
 	}
-	return AdmitPolicy(req.Spec.Policy)
+	return profile.AdmitPolicy(req.Spec.Policy)
 }
 
 // checkExecRequest is what every engine checks of an exec before it
@@ -148,7 +149,7 @@ type Body struct {
 // ContainerBody returns the create request for one role of a sandbox
 // (exported for tests and benchmarks that need the same request made by
 // other means).
-func ContainerBody(p Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string) Body {
+func ContainerBody(p profile.Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string) Body {
 	return body(p, sb, owner, id, role, volume, networkID)
 }
 
@@ -156,7 +157,7 @@ func ContainerBody(p Profile, sb spec.Sandbox, owner, id string, role Role, volu
 // capability dropped, no new privileges, the policy's user and
 // limits, private IPC and cgroup namespaces, no restart, the workspace
 // volume and the two tmpfs mounts, the network the policy names.
-func body(p Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string) Body {
+func body(p profile.Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string) Body {
 	pol := sb.Policy
 	pids := pol.Pids
 	hc := &container.HostConfig{

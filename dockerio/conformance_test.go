@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/dockerio/enginetest"
 )
@@ -12,7 +14,7 @@ import (
 // the suite the Adapter passes against Docker (test/dockerio/), so the Fake the
 // actors' tests stand on behaves as Docker does.
 func TestFakeConformance(t *testing.T) {
-	p, err := dockerio.LookupProfile(dockerio.DefaultProfile)
+	p, err := profile.Lookup(profile.Default)
 	if err != nil {
 		t.Fatal(err)
 	}

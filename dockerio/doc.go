@@ -39,7 +39,7 @@
 //
 // # The sandbox
 //
-// CreateSandbox admits the policy (AdmitPolicy: invalid_argument for a
+// CreateSandbox admits the policy (profile.AdmitPolicy: invalid_argument for a
 // malformed one, unsupported for one Docker cannot honour exactly) and the
 // image (AdmitImage: pinned ID, present, Linux, the profile's architecture,
 // no declared volumes), then makes, named stockade-<owner>-<sandbox>-<role>

@@ -9,6 +9,7 @@ import (
 
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -118,7 +119,7 @@ func egressDoc(t *testing.T, a *Adapter, sb Sandbox) (map[string]any, EgressExpe
 }
 
 func TestVerifyEgress(t *testing.T) {
-	a := &Adapter{profile: Profile{Name: "p", Init: true}}
+	a := &Adapter{profile: profile.Profile{Name: "p", Init: true}}
 	r, _ := spec.ParseEgressRule("a.com:443")
 	pol := spec.DefaultPolicy()
 	pol.Network, pol.Egress = spec.NetworkAllowlist, []spec.EgressRule{r}

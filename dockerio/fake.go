@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/spec"
 )
@@ -38,7 +40,7 @@ import (
 type Fake struct {
 	// DaemonID and Profile are what Preflight reports.
 	DaemonID string
-	Profile  Profile
+	Profile  profile.Profile
 	// Script decides what an exec does; nil runs every exec as exit 0 with
 	// no output.
 	Script func(sb Sandbox, req ExecRequest) FakeRun
@@ -151,7 +153,7 @@ type fakeExec struct {
 }
 
 // NewFake returns a Fake reporting the given profile.
-func NewFake(p Profile) *Fake {
+func NewFake(p profile.Profile) *Fake {
 	return &Fake{DaemonID: "fake-daemon", Profile: p, sandboxes: map[string]*fakeSandbox{}, execs: map[string]*fakeExec{}}
 }
 

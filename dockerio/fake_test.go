@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -13,7 +14,7 @@ import (
 // (its fault injection) and where it differs on purpose; what it shares
 // with Docker is the conformance suite's (enginetest, conformance_test.go).
 func TestFakeOwnModes(t *testing.T) {
-	p, _ := LookupProfile(DefaultProfile)
+	p, _ := profile.Lookup(profile.Default)
 	boom := errors.New("boom")
 	mk := func(t *testing.T) (*Fake, Sandbox) {
 		f := NewFake(p)
@@ -91,7 +92,7 @@ func TestFakeOwnModes(t *testing.T) {
 // not running, until StartSandbox (the Adapter may begin the start in the
 // create, so the conformance suite does not check this).
 func TestFakeCreatedNotStarted(t *testing.T) {
-	p, _ := LookupProfile(DefaultProfile)
+	p, _ := profile.Lookup(profile.Default)
 	f := NewFake(p)
 	ctx := context.Background()
 	sb, err := f.CreateSandbox(ctx, SandboxRequest{Owner: "o", ID: "s", Spec: spec.Sandbox{Image: fixtureImage, Policy: spec.DefaultPolicy(), Lifetime: spec.OneShot}})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/docker/docker/api/types/mount"
 
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -52,7 +53,7 @@ func MergedEnv(imageEnv []string) []string {
 }
 
 // ExpectFor builds the readback expectation for one role of a sandbox.
-func ExpectFor(p Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string, imageEnv []string, started bool) Expect {
+func ExpectFor(p profile.Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string, imageEnv []string, started bool) Expect {
 	b := body(p, sb, owner, id, role, volume, networkID)
 	return Expect{
 		Role: role, Name: Name(owner, id, role), Image: sb.Image, Labels: b.Config.Labels,

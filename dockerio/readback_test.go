@@ -9,6 +9,7 @@ import (
 
 	"github.com/docker/docker/api/types/mount"
 
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -24,9 +25,9 @@ func fixtureSpec(network spec.NetworkKind) spec.Sandbox {
 	return spec.Sandbox{Image: fixtureImage, Policy: p, Lifetime: spec.OneShot}
 }
 
-func engine20(t *testing.T) Profile {
+func engine20(t *testing.T) profile.Profile {
 	t.Helper()
-	p, err := LookupProfile("linux-x64-engine20-cgroupv1")
+	p, err := profile.Lookup("linux-x64-engine20-cgroupv1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestDockerioReadbackDatasetsSynthesized(t *testing.T) {
 	ds := spec.Dataset{Image: "sha256:" + strings.Repeat("d", 64), Target: "/data/corpus"}
 	sb := fixtureSpec(spec.NetworkIsolated)
 	sb.Datasets = []spec.Dataset{ds}
-	p, _ := LookupProfile(DefaultProfile)
+	p, _ := profile.Lookup(profile.Default)
 	p.APIVersion = "1.41" // keep the recorded revision label
 	p.Name = "linux-x64-engine20-cgroupv1"
 	p.AppArmorProfile = ""

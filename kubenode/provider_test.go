@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,7 +39,7 @@ func newFakeNode(t *testing.T, script func(pod string, run int) dockerio.FakeRun
 	saved := restartBackoff
 	restartBackoff = [2]time.Duration{10 * time.Millisecond, 40 * time.Millisecond}
 	t.Cleanup(func() { restartBackoff = saved })
-	prof, err := dockerio.LookupProfile("linux-x64")
+	prof, err := profile.Lookup("linux-x64")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/profile"
+
 	stockade "github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/dockerio"
@@ -91,7 +93,7 @@ func execsOnly(o *stockade.Options) { o.Engine.(*countingEngine).NoWarden = true
 
 func serve(t *testing.T, opts ...func(*stockade.Options)) *fixture {
 	t.Helper()
-	p, err := dockerio.LookupProfile("linux-x64")
+	p, err := profile.Lookup("linux-x64")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +114,8 @@ func serve(t *testing.T, opts ...func(*stockade.Options)) *fixture {
 		_ = rt.Close() // err is the one reported
 		t.Fatal(err)
 	}
-	srv := server.New(rt, server.Options{Doctor: func(context.Context) (dockerio.Report, error) {
-		return dockerio.Report{Profile: "linux-x64", DaemonID: "fake"}, nil
+	srv := server.New(rt, server.Options{Doctor: func(context.Context) (profile.Report, error) {
+		return profile.Report{Profile: "linux-x64", DaemonID: "fake"}, nil
 	}})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()

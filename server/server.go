@@ -11,13 +11,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockade/stockade/profile"
+
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	stockade "github.com/stockade/stockade"
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
-	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/spec"
 )
@@ -38,8 +39,8 @@ type Options struct {
 	// Logger receives the server's logs; nil is quiet.
 	Logger *slog.Logger
 	// Doctor answers the Doctor call; nil asks the Docker daemon with
-	// dockerio.Doctor for Profile.
-	Doctor func(ctx context.Context) (dockerio.Report, error)
+	// stockade.Doctor for Profile.
+	Doctor func(ctx context.Context) (profile.Report, error)
 	// Profile is the runtime's profile name, for the default Doctor.
 	Profile string
 }
@@ -432,7 +433,7 @@ func (v journalService) Recovery(ctx context.Context, _ *stockadev1.RecoveryRequ
 func (v journalService) Doctor(ctx context.Context, _ *stockadev1.DoctorRequest) (*stockadev1.DoctorResponse, error) {
 	doctor := v.s.opts.Doctor
 	if doctor == nil {
-		doctor = func(ctx context.Context) (dockerio.Report, error) { return dockerio.Doctor(ctx, v.s.opts.Profile) }
+		doctor = func(ctx context.Context) (profile.Report, error) { return stockade.Doctor(ctx, v.s.opts.Profile) }
 	}
 	rep, err := doctor(ctx)
 	if err != nil {

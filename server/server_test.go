@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
@@ -82,7 +84,7 @@ func TestSandboxCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, err := fx.c.Doctor(ctx)
-	var rep dockerio.Report
+	var rep profile.Report
 	if err != nil || json.Unmarshal(raw, &rep) != nil || rep.DaemonID != "fake" {
 		t.Fatalf("doctor: %s %v", raw, err)
 	}

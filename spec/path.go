@@ -25,3 +25,20 @@ func CleanRelPath(p string) (string, bool) {
 	}
 	return c, true
 }
+
+// WorkspaceDir is where a sandbox's workspace volume is mounted.
+const WorkspaceDir = "/workspace"
+
+// WorkspacePath turns a path relative to /workspace into an absolute one,
+// refusing anything absolute or that would leave it (invalid_argument).
+// It is the rule Put, Get and cp apply to a workspace path.
+func WorkspacePath(p string) (string, error) {
+	c, ok := CleanRelPath(p)
+	if !ok {
+		return "", Errorf(CodeInvalidArgument, "workspace", "path %q is not a path relative to %s that stays within it", p, WorkspaceDir)
+	}
+	if c == "." {
+		return WorkspaceDir, nil
+	}
+	return WorkspaceDir + "/" + c, nil
+}

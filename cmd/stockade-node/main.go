@@ -18,8 +18,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stockade/stockade/profile"
+
 	stockade "github.com/stockade/stockade"
-	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/kubenode"
 	"github.com/stockade/stockade/server"
@@ -88,7 +89,7 @@ func parse(args []string) (*options, error) {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "node", "unexpected argument %q (usage: %s)", fs.Arg(0), usage)
 	}
 	if o.profile != "" {
-		if _, err := dockerio.LookupProfile(o.profile); err != nil {
+		if _, err := profile.Lookup(o.profile); err != nil {
 			return nil, err
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/spec"
 )
@@ -54,7 +53,7 @@ func parseCp(g global, args []string) (command, error) {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "cp", "an empty sandbox id or path (usage: %s)", cpUsage)
 	}
 	// The remote path is checked here as Put and Get will check it.
-	if _, err := dockerio.WorkspacePath(strings.TrimSuffix(c.remote, "/")); err != nil {
+	if _, err := spec.WorkspacePath(strings.TrimSuffix(c.remote, "/")); err != nil {
 		return nil, err
 	}
 	if !c.in && strings.TrimSuffix(c.remote, "/") == "" {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade/helpers"
 	"github.com/stockade/stockade/journal"
 )
@@ -36,7 +38,7 @@ type helperReport struct {
 }
 
 func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
-	rep, err := dockerio.Doctor(ctx, c.g.profile)
+	rep, err := stockade.Doctor(ctx, c.g.profile)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -55,7 +57,7 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 	p := &printer{w: stdout}
 	if c.g.json {
 		out := struct {
-			dockerio.Report
+			profile.Report
 			Warden      *helperReport `json:"warden,omitempty"`
 			WardenError string        `json:"warden_error,omitempty"`
 			Egress      *helperReport `json:"egress,omitempty"`

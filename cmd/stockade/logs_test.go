@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
@@ -22,7 +24,7 @@ import (
 // It uses the fake engine: the CLI reads only files.
 func recordedJournal(t *testing.T, path string, frames ...dockerio.FakeFrame) (string, string) {
 	t.Helper()
-	prof, err := dockerio.LookupProfile("linux-x64")
+	prof, err := profile.Lookup("linux-x64")
 	if err != nil {
 		t.Fatal(err)
 	}

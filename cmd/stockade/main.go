@@ -45,7 +45,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade/spec"
 )
 
@@ -142,9 +143,9 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 // parse turns a command line into a command, or into an invalid_argument
 // error (flag.ErrHelp for a request for help). It touches nothing.
 func parse(args []string) (command, error) {
-	if env := os.Getenv(dockerio.ProfileEnv); env != "" {
-		if _, err := dockerio.LookupProfile(env); err != nil {
-			return nil, spec.Wrap(spec.CodeInvalidArgument, "usage", err, "$%s", dockerio.ProfileEnv)
+	if env := os.Getenv(profile.Env); env != "" {
+		if _, err := profile.Lookup(env); err != nil {
+			return nil, spec.Wrap(spec.CodeInvalidArgument, "usage", err, "$%s", profile.Env)
 		}
 	}
 	var g global
@@ -231,7 +232,7 @@ func newFlags(name string, g *global) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&g.journal, "journal", g.journal, "journal file")
 	fs.Func("profile", "preflight profile", func(v string) error {
-		if _, err := dockerio.LookupProfile(v); err != nil {
+		if _, err := profile.Lookup(v); err != nil {
 			return err
 		}
 		g.profile = v

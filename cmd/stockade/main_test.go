@@ -139,7 +139,7 @@ var usageErrors = [][]string{
 	{"run", "--user", "root", "--", "true"}, {"run", "--user", "0:0", "--", "true"},
 	{"run", "--network", "bogus", "--", "true"}, {"run", "--cpus", "-1", "--", "true"}, {"run", "--cpus", "NaN", "--", "true"},
 	{"run", "--pids", "-5", "--", "true"}, {"run", "--pids", "many", "--", "true"},
-	// Well formed, but more exact than Docker can honour (dockerio.AdmitPolicy).
+	// Well formed, but more exact than Docker can honour (profile.AdmitPolicy).
 	{"run", "--memory", "1000", "--", "true"}, {"run", "--cpus", "0.001", "--", "true"}, {"run", "--memory", "10000001", "--", "true"},
 	{"run", "--cpus", "2000", "--", "true"}, {"sandbox", "create", "--memory", "1000"},
 	{"run", "--profile", "nope", "--", "true"}, {"--profile", "nope", "journal", "ls"}, {"doctor", "--profile", "nope"},

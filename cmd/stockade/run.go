@@ -12,7 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -107,7 +108,7 @@ func (f *policyFlags) policy() (spec.Policy, error) {
 	// whole pages, cpus under 0.01...) is bad input too: refused here as a
 	// usage error, before any journal or daemon. The cause keeps its
 	// unsupported code.
-	if err := dockerio.AdmitPolicy(p); err != nil {
+	if err := profile.AdmitPolicy(p); err != nil {
 		return p, spec.Wrap(spec.CodeInvalidArgument, "policy", err, "")
 	}
 	return p, nil

@@ -21,7 +21,7 @@ var rank = map[string]int{
 	"api":  0, "api/stockade/v1": 0,
 	"internal/failpoint": 0, "helpers/internal/manifest": 0, "internal/survivor": 0,
 
-	"internal/safedir": 1,
+	"internal/safedir": 1, "profile": 1,
 
 	"warden/wire": 1,
 
@@ -82,10 +82,21 @@ var only = map[string]func(imp string) bool{
 	// A re-run drives any host.Runtime (embedded or served): it links no
 	// runtime of its own.
 	"rerun": func(imp string) bool { return !runtimeDep(imp) && imp != module+"/journal" },
+	// The API's edges: the server, the node and its program reach the
+	// runtime through the root (and spec, host, profile), never Docker's
+	// adapter or the actors directly.
+	"server":            apiEdge,
+	"kubenode":          apiEdge,
+	"cmd/stockade-node": apiEdge,
 	// The store is files and hashes: no journal, no Docker.
 	"checkpoint": func(imp string) bool {
 		return stdlib(imp) || imp == module+"/spec" || strings.HasPrefix(imp, "golang.org/x/sys/")
 	},
+}
+
+// apiEdge: not dockerio, not the actors.
+func apiEdge(imp string) bool {
+	return imp != module+"/dockerio" && !strings.HasPrefix(imp, module+"/internal/actors")
 }
 
 // stdlib reports whether imp is a standard-library package (no dot in its

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/stockade/stockade"
@@ -55,7 +57,7 @@ func BenchmarkColdStart(b *testing.B) {
 	dockertest.CleanupOwner(b, cli, rt.Owner())
 	b.Cleanup(func() { _ = rt.Close() })
 	owner := dockertest.Owner(b, cli)
-	profile, err := dockerio.SelectProfile("")
+	profile, err := profile.Select("")
 	if err != nil {
 		b.Fatal(err)
 	}

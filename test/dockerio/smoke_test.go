@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/test/testkit"
 )
@@ -48,10 +50,10 @@ func TestDockerioPreflightReal(t *testing.T) {
 	var b strings.Builder
 	_, _ = r.WriteTo(&b) // a bytes.Buffer: never fails
 	t.Logf("doctor:\n%s", b.String())
-	if p.Name != dockerio.DefaultProfile {
+	if p.Name != profile.Default {
 		// The default profile is named, never chosen by probing: against
 		// this daemon it must refuse, and say why.
-		def, err := dockerio.Doctor(ctx, dockerio.DefaultProfile)
+		def, err := dockerio.Doctor(ctx, profile.Default)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
@@ -181,7 +183,7 @@ func servedRound(ctx context.Context, c *clientpkg.Client, image string, pol spe
 // export and workload containers with stockade's bodies, the workspace
 // seeded, the workload started; three execs read to their end and
 // inspected; everything removed.
-func rawRound(ctx context.Context, cli *client.Client, p dockerio.Profile, owner, image string, pol spec.Policy, i int) (time.Duration, []time.Duration, error) {
+func rawRound(ctx context.Context, cli *client.Client, p profile.Profile, owner, image string, pol spec.Policy, i int) (time.Duration, []time.Duration, error) {
 	id := fmt.Sprintf("raw%d", i)
 	s := spec.Sandbox{Image: image, Policy: pol, Lifetime: spec.Kept}
 	t0 := time.Now()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/profile"
+
 	"github.com/docker/docker/client"
 
 	"github.com/stockade/stockade/dockerio"
@@ -97,8 +99,8 @@ func NewDio(t testing.TB) *DioEnv {
 	cli := dockertest.Client(t)
 	owner := dockertest.Owner(t, cli)
 	image := dockertest.ImageID(t, cli)
-	if os.Getenv(dockerio.ProfileEnv) == "" {
-		t.Logf("%s is unset: using the default profile %s (the Makefile exports this machine's)", dockerio.ProfileEnv, dockerio.DefaultProfile)
+	if os.Getenv(profile.Env) == "" {
+		t.Logf("%s is unset: using the default profile %s (the Makefile exports this machine's)", profile.Env, profile.Default)
 	}
 	a, err := dockerio.NewAdapter(dockerio.Options{})
 	if err != nil {

@@ -1,4 +1,4 @@
-package dockerio
+package profile
 
 import (
 	"fmt"
@@ -14,12 +14,12 @@ import (
 // made under another schema is torn down on recovery, never re-adopted.
 const SchemaVersion = 5
 
-// DefaultProfile is used when no profile is named: the profile that gives
+// Default is used when no profile is named: the profile that gives
 // every guarantee.
-const DefaultProfile = "linux-x64"
+const Default = "linux-x64"
 
-// ProfileEnv names the environment variable that selects a profile.
-const ProfileEnv = "STOCKADE_PROFILE"
+// Env names the environment variable that selects a profile.
+const Env = "STOCKADE_PROFILE"
 
 // Relaxation is one guarantee a profile gives up relative to the
 // linux-x64 profile, and why.
@@ -132,8 +132,8 @@ var profiles = map[string]Profile{
 	},
 }
 
-// Profiles returns every known profile name, sorted.
-func Profiles() []string {
+// Names returns every known profile name, sorted.
+func Names() []string {
 	names := make([]string, 0, len(profiles))
 	for n := range profiles {
 		names = append(names, n)
@@ -142,28 +142,28 @@ func Profiles() []string {
 	return names
 }
 
-// LookupProfile returns the named profile, or an invalid_argument error
+// Lookup returns the named profile, or an invalid_argument error
 // listing the known ones.
-func LookupProfile(name string) (Profile, error) {
+func Lookup(name string) (Profile, error) {
 	p, ok := profiles[name]
 	if !ok {
-		return Profile{}, spec.Errorf(spec.CodeInvalidArgument, "dockerio.profile",
-			"unknown profile %q (known: %s)", name, strings.Join(Profiles(), ", "))
+		return Profile{}, spec.Errorf(spec.CodeInvalidArgument, "profile",
+			"unknown profile %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
 	p.DaemonInfoArchs = append([]string(nil), p.DaemonInfoArchs...)
 	p.Relaxes = append([]Relaxation(nil), p.Relaxes...)
 	return p, nil
 }
 
-// SelectProfile picks the profile explicitly: the given name if not empty,
-// else $STOCKADE_PROFILE if set, else DefaultProfile. It never probes the
+// Select picks the profile explicitly: the given name if not empty,
+// else $STOCKADE_PROFILE if set, else Default. It never probes the
 // daemon to pick one that passes.
-func SelectProfile(name string) (Profile, error) {
+func Select(name string) (Profile, error) {
 	if name == "" {
-		name = os.Getenv(ProfileEnv)
+		name = os.Getenv(Env)
 	}
 	if name == "" {
-		name = DefaultProfile
+		name = Default
 	}
-	return LookupProfile(name)
+	return Lookup(name)
 }

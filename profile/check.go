@@ -1,4 +1,4 @@
-package dockerio
+package profile
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/stockade/stockade/spec"
 )
 
 // Facts is what preflight reads from the controller and the daemon (/version
@@ -73,18 +75,18 @@ func (r Report) Err() error {
 	if len(bad) == 0 {
 		return nil
 	}
-	return unsupported("dockerio.preflight", "daemon does not match profile %s: %s", r.Profile, strings.Join(bad, "; "))
+	return unsupported("profile.preflight", "daemon does not match profile %s: %s", r.Profile, strings.Join(bad, "; "))
 }
 
 // DatasetsErr returns nil if the daemon admits image datasets under the
 // profile, else unsupported naming why.
 func (r Report) DatasetsErr(p Profile) error {
 	if !p.Datasets {
-		return unsupported("dockerio.datasets", "profile %s does not admit image datasets (image mounts need API >= 1.48, Engine >= 29.1.4 and the containerd image store)", p.Name)
+		return unsupported("profile.datasets", "profile %s does not admit image datasets (image mounts need API >= 1.48, Engine >= 29.1.4 and the containerd image store)", p.Name)
 	}
 	for _, c := range r.Checks {
 		if strings.HasPrefix(c.Name, "datasets.") && !c.OK {
-			return unsupported("dockerio.datasets", "image datasets: %s observed %q, want %s", c.Name, c.Observed, c.Want)
+			return unsupported("profile.datasets", "image datasets: %s observed %q, want %s", c.Name, c.Observed, c.Want)
 		}
 	}
 	return nil
@@ -95,7 +97,7 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "profile   %s\nrevision  %s\ndaemon    %s (Engine %s, API %s)\n", r.Profile, r.Revision, r.DaemonID, r.Version, r.APIVersion)
 	if len(r.Relaxes) > 0 {
-		fmt.Fprintf(&b, "relaxes (relative to %s):\n", DefaultProfile)
+		fmt.Fprintf(&b, "relaxes (relative to %s):\n", Default)
 		for _, x := range r.Relaxes {
 			fmt.Fprintf(&b, "  - %s: %s\n", x.Guarantee, x.Why)
 		}
@@ -249,4 +251,9 @@ func CheckDaemon(p Profile, f Facts) Report {
 	add("workspace.disk", fmt.Sprintf("unbounded: a local volume under %s/volumes, %s", f.DockerRootDir, room), "a per-sandbox size limit", false, false,
 		"none on this engine: give "+f.DockerRootDir+"/volumes a file system of its own (or XFS project quotas) so that sandboxes together cannot fill the host's")
 	return r
+}
+
+// unsupported is the error of a daemon or request the profile refuses.
+func unsupported(op, format string, args ...any) *spec.Error {
+	return spec.Errorf(spec.CodeUnsupported, op, format, args...)
 }

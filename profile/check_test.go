@@ -1,8 +1,6 @@
-package dockerio
+package profile
 
 import (
-	"errors"
-	"math"
 	"strings"
 	"testing"
 
@@ -45,7 +43,7 @@ func failed(r Report) []string {
 	return out
 }
 
-func TestDockerioPreflightProfiles(t *testing.T) {
+func TestPreflightProfiles(t *testing.T) {
 	p20 := engine20(t)
 	r := CheckDaemon(p20, engine20Facts)
 	if err := r.Err(); err != nil {
@@ -57,7 +55,7 @@ func TestDockerioPreflightProfiles(t *testing.T) {
 	if err := r.DatasetsErr(p20); !spec.IsCode(err, spec.CodeUnsupported) {
 		t.Fatalf("datasets on engine20: %v", err)
 	}
-	def, _ := LookupProfile(DefaultProfile)
+	def, _ := Lookup(Default)
 	r = CheckDaemon(def, engine20Facts)
 	want := []string{"api.range", "cgroup.version", "cgroup.driver", "security.apparmor", "security.seccomp", "security.cgroupns"}
 	if got := failed(r); strings.Join(got, ",") != strings.Join(want, ",") {
@@ -87,7 +85,7 @@ func TestDockerioPreflightProfiles(t *testing.T) {
 	}
 }
 
-func TestDockerioPreflightRefusals(t *testing.T) {
+func TestPreflightRefusals(t *testing.T) {
 	p := engine20(t)
 	cases := map[string]func(*Facts){
 		"controller":               func(f *Facts) { f.ControllerArch = "arm64" },
@@ -116,124 +114,33 @@ func TestDockerioPreflightRefusals(t *testing.T) {
 	}
 }
 
-func TestDockerioSelectProfile(t *testing.T) {
-	t.Setenv(ProfileEnv, "")
-	if p, _ := SelectProfile(""); p.Name != DefaultProfile {
+func TestSelect(t *testing.T) {
+	t.Setenv(Env, "")
+	if p, _ := Select(""); p.Name != Default {
 		t.Fatalf("default: %s", p.Name)
 	}
-	t.Setenv(ProfileEnv, "linux-x64-engine20-cgroupv1")
-	if p, _ := SelectProfile(""); p.Name != "linux-x64-engine20-cgroupv1" {
+	t.Setenv(Env, "linux-x64-engine20-cgroupv1")
+	if p, _ := Select(""); p.Name != "linux-x64-engine20-cgroupv1" {
 		t.Fatalf("env: %s", p.Name)
 	}
-	if p, _ := SelectProfile("desktop-apple-virtualization-native-arm64"); p.Name != "desktop-apple-virtualization-native-arm64" {
+	if p, _ := Select("desktop-apple-virtualization-native-arm64"); p.Name != "desktop-apple-virtualization-native-arm64" {
 		t.Fatalf("named: %s", p.Name)
 	}
-	if _, err := SelectProfile("nope"); !spec.IsCode(err, spec.CodeInvalidArgument) {
+	if _, err := Select("nope"); !spec.IsCode(err, spec.CodeInvalidArgument) {
 		t.Fatalf("unknown: %v", err)
 	}
-	for _, n := range Profiles() {
-		p, _ := LookupProfile(n)
+	for _, n := range Names() {
+		p, _ := Lookup(n)
 		if strings.HasPrefix(n, "linux-x64-") && len(p.Relaxes) == 0 {
 			t.Errorf("%s relaxes linux-x64 but names nothing", n)
 		}
 	}
 }
 
-func TestDockerioAdmitPolicy(t *testing.T) {
-	ok := spec.DefaultPolicy()
-	cases := []struct {
-		name string
-		f    func(*spec.Policy)
-		code spec.Code
-	}{
-		{"memory below 6 MiB", func(p *spec.Policy) { p.MemoryBytes = 6<<20 - 4096 }, spec.CodeUnsupported},
-		{"memory not pages", func(p *spec.Policy) { p.MemoryBytes = 64<<20 + 1 }, spec.CodeUnsupported},
-		{"cpus unrepresentable", func(p *spec.Policy) { p.CPUs = 1e-10 }, spec.CodeUnsupported},
-		{"cpus fraction", func(p *spec.Policy) { p.CPUs = 0.5000000001 }, spec.CodeUnsupported},
-		{"cpus above 1024", func(p *spec.Policy) { p.CPUs = 1025 }, spec.CodeUnsupported},
-		{"cpus below 0.01", func(p *spec.Policy) { p.CPUs = 0.001 }, spec.CodeUnsupported},
-		{"pids above kernel", func(p *spec.Policy) { p.Pids = MaxPids + 1 }, spec.CodeUnsupported},
-		{"tmpfs not pages", func(p *spec.Policy) { p.TmpBytes = 1000 }, spec.CodeUnsupported},
-		{"home not pages", func(p *spec.Policy) { p.HomeBytes = 4097 }, spec.CodeUnsupported},
-		{"pids zero", func(p *spec.Policy) { p.Pids = 0 }, spec.CodeInvalidArgument},
-		{"cpus NaN", func(p *spec.Policy) { p.CPUs = math.NaN() }, spec.CodeInvalidArgument},
-		{"root", func(p *spec.Policy) { p.User.UID = 0 }, spec.CodeInvalidArgument},
-		{"gid range", func(p *spec.Policy) { p.User.GID = 1 << 40 }, spec.CodeInvalidArgument},
-		{"ok 6 MiB", func(p *spec.Policy) { p.MemoryBytes = 6 << 20 }, ""},
-		{"ok 0.5 cpu", func(p *spec.Policy) { p.CPUs = 0.5 }, ""},
-	}
-	for _, c := range cases {
-		p := ok
-		c.f(&p)
-		err := AdmitPolicy(p)
-		if spec.CodeOf(err) != c.code || (c.code == "") != (err == nil) {
-			t.Errorf("%s: got %v, want code %q", c.name, err, c.code)
-		}
-	}
-	if err := admitOnDaemon(spec.Policy{CPUs: 3}, 2); !spec.IsCode(err, spec.CodeUnsupported) {
-		t.Errorf("cpus above the daemon's: %v", err)
-	}
-}
-
-func TestDockerioAdmitImage(t *testing.T) {
-	p := engine20(t)
-	good := ImageFacts{ID: fixtureImage, Os: "linux", Architecture: "amd64", Labels: map[string]string{"maintainer": "x"}}
-	if err := AdmitImage(p, fixtureImage, good); err != nil {
-		t.Fatal(err)
-	}
-	for name, f := range map[string]func(*ImageFacts){
-		"other id":       func(i *ImageFacts) { i.ID = "sha256:" + strings.Repeat("1", 64) },
-		"os":             func(i *ImageFacts) { i.Os = "windows" },
-		"arch":           func(i *ImageFacts) { i.Architecture = "arm64" },
-		"volumes":        func(i *ImageFacts) { i.Volumes = 1 },
-		"label execID":   func(i *ImageFacts) { i.Labels = map[string]string{"execID": "x"} },
-		"label exitCode": func(i *ImageFacts) { i.Labels = map[string]string{"a": "b", "exitCode": "0"} },
-	} {
-		img := good
-		f(&img)
-		if err := AdmitImage(p, fixtureImage, img); !spec.IsCode(err, spec.CodeUnsupported) {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-}
-
-// FuzzDockerioAdmitPolicy: over arbitrary field values, admission never
-// panics, returns nil or a typed invalid_argument/unsupported error, and
-// whatever it admits Docker can represent exactly.
-func FuzzDockerioAdmitPolicy(f *testing.F) {
-	d := spec.DefaultPolicy()
-	f.Add(d.CPUs, d.MemoryBytes, d.Pids, d.HomeBytes, d.TmpBytes, d.User.UID, d.User.GID, string(d.Network))
-	f.Add(0.1, int64(6<<20), int64(1), int64(4096), int64(4096), int64(1), int64(1), "bridge")
-	f.Add(1024.0, int64(1<<40), int64(MaxPids), int64(1<<30), int64(1<<30), int64(1<<32-2), int64(1), "isolated")
-	f.Add(math.Inf(1), int64(-1), int64(0), int64(0), int64(-5), int64(-1), int64(0), "host")
-	f.Add(1e-12, int64(6<<20-1), int64(math.MaxInt64), int64(1), int64(4095), int64(0), int64(1<<33), "")
-	f.Fuzz(func(t *testing.T, cpus float64, mem, pids, home, tmp, uid, gid int64, network string) {
-		p := spec.Policy{CPUs: cpus, MemoryBytes: mem, Pids: pids, HomeBytes: home, TmpBytes: tmp,
-			Network: spec.NetworkKind(network), User: spec.User{UID: uid, GID: gid}}
-		err := AdmitPolicy(p)
-		if err != nil {
-			var se *spec.Error
-			if !errors.As(err, &se) || (se.Code != spec.CodeInvalidArgument && se.Code != spec.CodeUnsupported) {
-				t.Fatalf("untyped or wrong code: %v", err)
-			}
-			return
-		}
-		nano := cpus * 1e9
-		if nano != math.Trunc(nano) || nano < MinNanoCPUs || cpus > MaxCPUs || mem < MinMemoryBytes || mem%PageSize != 0 ||
-			pids <= 0 || pids > MaxPids || home <= 0 || home%PageSize != 0 || tmp <= 0 || tmp%PageSize != 0 || uid <= 0 || gid <= 0 {
-			t.Fatalf("admitted %+v", p)
-		}
-		b := body(Profile{Init: true}, spec.Sandbox{Policy: p}, "o", "s", RoleWorkload, "v", "n")
-		if float64(b.HostConfig.NanoCPUs) != nano || b.HostConfig.Memory != b.HostConfig.MemorySwap {
-			t.Fatalf("body does not carry the policy exactly: %+v", b.HostConfig.Resources)
-		}
-	})
-}
-
 // TestDockerioWorkspaceDiskCheck: doctor says what bounds a workspace (the
 // file system under the daemon's root, nothing per sandbox), as
 // information that never refuses a daemon.
-func TestDockerioWorkspaceDiskCheck(t *testing.T) {
+func TestWorkspaceDiskCheck(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		f    Facts
@@ -243,7 +150,7 @@ func TestDockerioWorkspaceDiskCheck(t *testing.T) {
 		{"remote daemon", engine29Facts, "unbounded: a local volume under /var/lib/docker/volumes, free space unknown (the daemon is not on this host)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, _ := LookupProfile(DefaultProfile)
+			p, _ := Lookup(Default)
 			r := CheckDaemon(p, tc.f)
 			var c *Check
 			for i := range r.Checks {
@@ -256,4 +163,13 @@ func TestDockerioWorkspaceDiskCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+func engine20(t *testing.T) Profile {
+	t.Helper()
+	p, err := Lookup("linux-x64-engine20-cgroupv1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
