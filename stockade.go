@@ -19,6 +19,7 @@ import (
 	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/actors"
 	"github.com/stockade/stockade/internal/actors/sandbox"
+	"github.com/stockade/stockade/internal/pool"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/metrics"
@@ -127,7 +128,7 @@ type Runtime struct {
 	metricsOn atomic.Pointer[metrics.Metrics]
 
 	// pools are the warm pools (pool.go); nil when none is configured.
-	pools *pools
+	pools *pool.Pools[*Sandbox]
 
 	// ckpt is the checkpoint store (checkpoints.go), opened at first use;
 	// ckptLimit its bound.
@@ -182,7 +183,7 @@ func (rt *Runtime) metricSources() metrics.Sources {
 		},
 		Pools: func() []metrics.Pool {
 			var out []metrics.Pool
-			for _, p := range rt.pools.info() {
+			for _, p := range rt.pools.Info() {
 				out = append(out, metrics.Pool{Name: p.Name, Size: p.Size, Ready: p.Ready, Filling: p.Filling, Warm: p.Warm, Cold: p.Cold, Failures: p.Failures})
 			}
 			return out
@@ -227,7 +228,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	if err := opts.Record.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkPools(opts.Pools, opts.PoolRefills); err != nil {
+	if err := pool.Check(opts.Pools, opts.PoolRefills); err != nil {
 		return nil, err
 	}
 	// The profile is checked before the journal is touched: a bad one
@@ -293,7 +294,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		log.Warn("listing unsealed recordings", "err", err)
 	}
 	unsealed = rt.sealEnded(unsealed)
-	rt.pools = newPools(rt, opts)
+	rt.pools = pool.New[*Sandbox](poolMaker{rt}, log, opts.PoolRefills, rt.deps.Config.Warden)
 	if err := rt.recover(ctx, opts); err != nil {
 		sys.Shutdown(30 * time.Second)
 		return fail(err)
@@ -509,7 +510,7 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, 
 func (rt *Runtime) claimOrResolve(ctx context.Context, full *spec.Sandbox, ref string) (*Sandbox, error) {
 	var id string
 	var err error
-	if pin, ok := rt.pools.pinned(ref); ok {
+	if pin, ok := rt.pools.Pinned(ref); ok {
 		resolved := make(chan error, 1)
 		go func() {
 			var rerr error
@@ -519,18 +520,18 @@ func (rt *Runtime) claimOrResolve(ctx context.Context, full *spec.Sandbox, ref s
 		guess := *full
 		guess.Image = pin
 		if guess.Validate() == nil {
-			sb, from, cerr := rt.pools.claim(ctx, guess, false)
+			sb, from, cerr := rt.pools.Claim(ctx, guess, false)
 			err = <-resolved
 			switch {
 			case err != nil:
 				if sb != nil {
-					rt.pools.discard(sb)
+					rt.pools.Discard(sb)
 				}
 				return nil, err
 			case id == pin:
 				full.Image = pin
 				if sb != nil {
-					rt.pools.counted(from)
+					rt.pools.Counted(from)
 					return sb, nil
 				}
 				if cerr != nil {
@@ -542,10 +543,10 @@ func (rt *Runtime) claimOrResolve(ctx context.Context, full *spec.Sandbox, ref s
 				// The tag moved: the pools follow it, and this request
 				// claims by what it names now.
 				if sb != nil {
-					rt.log.Info("an image tag moved since the pool resolved it; the claimed sandbox is discarded", "image", ref, "pool", from.name, "sandbox", sb.id)
-					rt.pools.discard(sb)
+					rt.log.Info("an image tag moved since the pool resolved it; the claimed sandbox is discarded", "image", ref, "pool", from, "sandbox", sb.id)
+					rt.pools.Discard(sb)
 				}
-				rt.pools.repin(ref, id)
+				rt.pools.Repin(ref, id)
 			}
 		} else {
 			err = <-resolved
@@ -560,9 +561,9 @@ func (rt *Runtime) claimOrResolve(ctx context.Context, full *spec.Sandbox, ref s
 	if err := full.Validate(); err != nil {
 		return nil, err
 	}
-	sb, from, err := rt.pools.claim(ctx, *full, true)
+	sb, from, err := rt.pools.Claim(ctx, *full, true)
 	if sb != nil {
-		rt.pools.counted(from)
+		rt.pools.Counted(from)
 	}
 	return sb, err
 }
@@ -606,7 +607,7 @@ func (rt *Runtime) make(ctx context.Context, p sandbox.Params) (*Sandbox, error)
 // spawn starts a sandbox actor and registers its handle until it is gone.
 func (rt *Runtime) spawn(p sandbox.Params) (*Sandbox, error) {
 	sb := &Sandbox{rt: rt, id: p.ID, gone: make(chan struct{})}
-	p.Unready = func() { rt.pools.unready(sb) }
+	p.Unready = func() { rt.pools.Unready(sb) }
 	p.Unanswered = func(asks []string) {
 		rt.mu.Lock()
 		for _, a := range asks {
@@ -615,7 +616,7 @@ func (rt *Runtime) spawn(p sandbox.Params) (*Sandbox, error) {
 		rt.mu.Unlock()
 	}
 	p.Gone = func() {
-		rt.pools.gone(sb)
+		rt.pools.Gone(sb)
 		if rt.usable() == nil {
 			rt.unreconcile(p.ID, spec.Errorf(spec.CodeInternal, "runtime", "the actor of sandbox %s stopped before the sandbox was removed", p.ID))
 		}
@@ -749,7 +750,7 @@ func (rt *Runtime) Close() error {
 	rt.closed = true
 	rt.mu.Unlock()
 	// The pooled sandboxes stay (kept) for the next runtime to take back.
-	rt.pools.close(false)
+	rt.pools.Close(false)
 	rt.stopEvents()
 	<-rt.eventsDone
 	rt.sys.Shutdown(30 * time.Second)
@@ -782,7 +783,7 @@ func (rt *Runtime) Close() error {
 // one-shot sandboxes are removed), then closes the runtime.
 func (rt *Runtime) Shutdown(ctx context.Context) error {
 	// Pooled sandboxes are the runtime's, not a caller's: removed.
-	rt.pools.close(true)
+	rt.pools.Close(true)
 	rt.mu.Lock()
 	mine := make([]*Sandbox, 0, len(rt.sandboxes))
 	for _, sb := range rt.sandboxes {

@@ -35,6 +35,8 @@ var rank = map[string]int{
 
 	"internal/actors/process": 5,
 	"internal/actors/sandbox": 6,
+	// The warm pools, behind the runtime's narrow Maker seam: no actors, no Docker.
+	"internal/pool": 6,
 	// The embedded helper binaries: only the root installs them.
 	"helpers": 7,
 	"":        8, // the root package: the embedded API
@@ -86,6 +88,7 @@ var only = map[string]func(imp string) bool{
 	// runtime through the root (and spec, host, profile), never Docker's
 	// adapter or the actors directly.
 	"server":            apiEdge,
+	"internal/pool":     apiEdge,
 	"kubenode":          apiEdge,
 	"cmd/stockade-node": apiEdge,
 	// The store is files and hashes: no journal, no Docker.
