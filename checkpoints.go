@@ -9,6 +9,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/internal/failpoint"
+	"github.com/stockade/stockade/internal/recovery"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -40,7 +41,7 @@ func (rt *Runtime) checkpoints() (*checkpoint.Store, error) {
 			return
 		}
 		for _, m := range ms {
-			st, err := foldSandbox(rt.journal, m.Sandbox)
+			st, err := recovery.FoldSandbox(rt.journal, m.Sandbox)
 			if err != nil || st.Phase == lifecycle.PhaseNone {
 				continue // a stream retention removed: the store stands
 			}

@@ -4,6 +4,7 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/actors"
 	"github.com/stockade/stockade/internal/actors/sandbox"
+	"github.com/stockade/stockade/internal/recovery"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 )
@@ -13,12 +14,12 @@ func JournalOf(rt *Runtime) *journal.Journal { return rt.journal }
 
 // FoldSandbox replays a sandbox's journal stream through the fold.
 func FoldSandbox(rt *Runtime, id string) (lifecycle.Sandbox, error) {
-	return foldSandbox(rt.journal, id)
+	return recovery.FoldSandbox(rt.journal, id)
 }
 
 // FoldProcess replays a process's journal stream through the fold.
 func FoldProcess(rt *Runtime, id string) (lifecycle.Process, error) {
-	return foldProcess(rt.journal, id)
+	return recovery.FoldProcess(rt.journal, id)
 }
 
 // WrapJournal makes the runtimes opened until restore append through wrap.
@@ -36,6 +37,6 @@ func BreakSandboxActor(sb *Sandbox) {
 
 // HandleOf names a sandbox's Docker resources from its journal.
 func HandleOf(rt *Runtime, id string) (dockerio.Sandbox, error) {
-	st, err := foldSandbox(rt.journal, id)
+	st, err := recovery.FoldSandbox(rt.journal, id)
 	return sandbox.Handle(rt.Owner(), st), err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stockade/stockade/internal/actors"
 	"github.com/stockade/stockade/internal/actors/process"
 	"github.com/stockade/stockade/internal/actors/sandbox"
+	"github.com/stockade/stockade/internal/recovery"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
@@ -123,7 +124,7 @@ func (s *Sandbox) State(ctx context.Context) (lifecycle.Sandbox, error) {
 	if err == nil || !spec.IsCode(err, spec.CodeNotFound) && !spec.IsCode(err, spec.CodeUnreconciled) {
 		return snap.State, err
 	}
-	st, ferr := foldSandbox(s.rt.journal, s.id)
+	st, ferr := recovery.FoldSandbox(s.rt.journal, s.id)
 	switch {
 	case ferr != nil:
 		return st, errors.Join(err, ferr)
@@ -137,7 +138,7 @@ func (s *Sandbox) State(ctx context.Context) (lifecycle.Sandbox, error) {
 // down: a one-shot sandbox, or one made for a pool and never claimed (a
 // refill the pools' close let finish). One fold answers both.
 func (s *Sandbox) unkept() bool {
-	st, err := foldSandbox(s.rt.journal, s.id)
+	st, err := recovery.FoldSandbox(s.rt.journal, s.id)
 	if err != nil {
 		return false // kept: a sandbox whose journal does not fold is not removed on a guess
 	}

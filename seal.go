@@ -3,6 +3,7 @@ package stockade
 import (
 	"fmt"
 
+	"github.com/stockade/stockade/internal/recovery"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -20,7 +21,7 @@ import (
 // a recording is evidence, never a reason to refuse an Open.
 func (rt *Runtime) sealEnded(ids []string) (left []string) {
 	for _, id := range ids {
-		p, err := foldProcess(rt.journal, id)
+		p, err := recovery.FoldProcess(rt.journal, id)
 		if err != nil || !p.Terminal() || p.Exit == nil {
 			left = append(left, id) // running, suspended, or a stream retention removed
 			continue
@@ -30,7 +31,7 @@ func (rt *Runtime) sealEnded(ids []string) (left []string) {
 			// never forgotten) and hold output past the journaled counts:
 			// the reattach drains it into this recording and ends it. Only
 			// once its sandbox is removed can nothing more come.
-			if sb, err := foldSandbox(rt.journal, p.Sandbox); err != nil || !sb.Terminal() {
+			if sb, err := recovery.FoldSandbox(rt.journal, p.Sandbox); err != nil || !sb.Terminal() {
 				left = append(left, id)
 				continue
 			}

@@ -16,10 +16,10 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/helpers"
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/actors"
 	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/internal/pool"
+	"github.com/stockade/stockade/internal/recovery"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/metrics"
@@ -428,10 +428,6 @@ func (rt *Runtime) toEverySandbox(msg any) {
 	}
 }
 
-func foldSandbox(j *journal.Journal, id string) (lifecycle.Sandbox, error) {
-	return inspect.New(j).ReplaySandbox(context.Background(), id, 0)
-}
-
 // Owner is the journal's owner id; it labels every Docker resource this
 // runtime makes.
 func (rt *Runtime) Owner() string { return rt.journal.Owner() }
@@ -680,7 +676,7 @@ func (u unreconciled) err(id string) error {
 // workload may still run, and its journal is left for the next Open. A
 // sandbox whose journal shows it removed, or never reserved, is simply gone.
 func (rt *Runtime) unreconcile(id string, why error) {
-	st, err := foldSandbox(rt.journal, id)
+	st, err := recovery.FoldSandbox(rt.journal, id)
 	if err == nil && (st.Phase == lifecycle.PhaseNone || st.Phase == lifecycle.PhaseRemoved) {
 		return
 	}

@@ -37,6 +37,8 @@ var rank = map[string]int{
 	"internal/actors/sandbox": 6,
 	// The warm pools, behind the runtime's narrow Maker seam: no actors, no Docker.
 	"internal/pool": 6,
+	// What recovery reads before it acts (it shares the sandbox actor's Decide).
+	"internal/recovery": 7,
 	// The embedded helper binaries: only the root installs them.
 	"helpers": 7,
 	"":        8, // the root package: the embedded API

@@ -1,4 +1,4 @@
-package stockade
+package recovery
 
 import (
 	"slices"
@@ -38,7 +38,7 @@ func TestOrphansOutsideNetwork(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ids []string
-			for _, r := range orphansOf(owned, live{sandboxes: map[string]lifecycle.Sandbox{"live": tc.live}}) {
+			for _, r := range OrphansOf(owned, Live{Sandboxes: map[string]lifecycle.Sandbox{"live": tc.live}}) {
 				ids = append(ids, r.ID)
 			}
 			if !slices.Equal(ids, tc.want) {
