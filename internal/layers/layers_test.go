@@ -197,3 +197,28 @@ func TestImportsPointDown(t *testing.T) {
 		t.Fatalf("%s is not the module root: %v", root, err)
 	}
 }
+
+// TestDocsListEveryPackage: docs/design.md's layout and the README's list
+// every package of the module (a package added without a line in either
+// fails here), and name none that is gone.
+func TestDocsListEveryPackage(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{"docs/design.md", "README.md"} {
+		b, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for pkg := range rank {
+			if pkg == "" || strings.HasPrefix(pkg, "test/") || pkg == "test" {
+				continue // the root is the document's subject; test/ has its own map (test/doc.go)
+			}
+			if !strings.Contains(text, pkg+"/") {
+				t.Errorf("%s does not list package %s/", doc, pkg)
+			}
+		}
+	}
+}
