@@ -150,63 +150,6 @@ func (rt *Runtime) Unanswered() []string {
 	return append([]string(nil), rt.unanswered...)
 }
 
-// Metrics returns this runtime's Prometheus metrics (package metrics),
-// counted from the first call on: serve them with Metrics().Handler(), or
-// gather Registry() with a host's own.
-func (rt *Runtime) Metrics() (*metrics.Metrics, error) {
-	rt.metricsOnce.Do(func() {
-		rt.metrics, rt.metricsErr = metrics.New(rt.journal, rt.metricSources())
-		rt.metricsOn.Store(rt.metrics)
-	})
-	return rt.metrics, rt.metricsErr
-}
-
-// metricSources are the runtime's figures the metrics read at each scrape.
-func (rt *Runtime) metricSources() metrics.Sources {
-	return metrics.Sources{
-		Phases: func() map[string]int {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			out := map[string]int{}
-			list, err := rt.Sandboxes(ctx)
-			if err != nil {
-				return out
-			}
-			for _, s := range list {
-				phase := string(s.Phase)
-				if s.Unreconciled {
-					phase = Unreconciled
-				}
-				out[phase]++
-			}
-			return out
-		},
-		Pools: func() []metrics.Pool {
-			var out []metrics.Pool
-			for _, p := range rt.pools.Info() {
-				out = append(out, metrics.Pool{Name: p.Name, Size: p.Size, Ready: p.Ready, Filling: p.Filling, Warm: p.Warm, Cold: p.Cold, Failures: p.Failures})
-			}
-			return out
-		},
-		Recorder: func() metrics.Recorder {
-			st := rt.recorder.Stats()
-			return metrics.Recorder{Recorded: st.Recorded, Gaps: st.Gaps, Dropped: st.Dropped, Decisions: st.Decisions}
-		},
-	}
-}
-
-// firstCommand records a sandbox's time to first command, when metrics
-// are on.
-func (rt *Runtime) firstCommand(warm bool, d time.Duration) {
-	if m := rt.metricsOn.Load(); m != nil {
-		path := "cold"
-		if warm {
-			path = "warm"
-		}
-		m.FirstCommand(path, d)
-	}
-}
-
 // Open opens (or creates) the journal, takes its lock, checks the daemon
 // against the profile and the journal's identity, starts the actor system
 // and recovers: every entity an earlier runtime left live is reconciled
@@ -361,71 +304,6 @@ func engineFor(opts Options) (dockerio.Engine, func() error, error) {
 		return nil, nil, err
 	}
 	return ad, ad.Close, nil
-}
-
-// watchEvents follows the die and exec_die events of this owner's
-// containers, so a workload that dies under a live runtime is noticed at
-// once and a process's end is learned without polling. A broken stream (a
-// daemon restart) is subscribed again, and every sandbox is told to look
-// again at what it waits for (events may have been missed meanwhile).
-func (rt *Runtime) watchEvents(ctx context.Context, since time.Time) {
-	defer close(rt.eventsDone)
-	for resumed := false; ctx.Err() == nil; resumed = true {
-		evs, errs := rt.engine.Events(ctx, rt.journal.Owner(), since)
-		if resumed {
-			rt.toEverySandbox(sandbox.EventsResumed{})
-		}
-	stream:
-		for {
-			select {
-			case ev, ok := <-evs:
-				if !ok {
-					break stream
-				}
-				if ev.Time.After(since) {
-					since = ev.Time // a resubscription resumes from here
-				}
-				if ev.Role != dockerio.RoleWorkload {
-					continue
-				}
-				switch ev.Action {
-				case dockerio.ActionDie:
-					rt.toSandbox(ev.Sandbox, sandbox.WorkloadDied{ExitCode: ev.ExitCode})
-				case dockerio.ActionExecDie:
-					rt.toSandbox(ev.Sandbox, sandbox.ExecDied{ExecID: ev.ExecID, ExitCode: ev.ExitCode})
-				}
-			case err := <-errs:
-				rt.log.Warn("the Docker event stream broke; subscribing again", "err", err)
-				break stream
-			case <-ctx.Done():
-				return
-			}
-		}
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-		}
-	}
-}
-
-// toSandbox sends msg to a live sandbox's actor, if there is one.
-func (rt *Runtime) toSandbox(id string, msg any) {
-	rt.mu.Lock()
-	sb := rt.sandboxes[id]
-	rt.mu.Unlock()
-	if sb != nil && sb.pid != nil {
-		rt.sys.Send(sb.pid, msg)
-	}
-}
-
-func (rt *Runtime) toEverySandbox(msg any) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	for _, sb := range rt.sandboxes {
-		if sb.pid != nil {
-			rt.sys.Send(sb.pid, msg)
-		}
-	}
 }
 
 // Owner is the journal's owner id; it labels every Docker resource this

@@ -749,21 +749,6 @@ func testNetworks(t *testing.T, v env) {
 	}
 }
 
-// testWardens: an engine without a warden binary (both targets here) says
-// so; the warden itself is tested where it is delivered.
-func testWardens(t *testing.T, v env) {
-	ctx := ctxT(t)
-	sb := v.started(t)
-	if w, ok := v.e.(interface{ HasWarden() bool }); ok && w.HasWarden() {
-		t.Skip("the engine delivers a warden: its own tests cover it")
-	}
-	_, err := v.e.StartWarden(ctx, sb, io.Discard)
-	wantCode(t, "StartWarden without a warden", err, spec.CodeUnsupported)
-	_, err = v.e.AttachWarden(ctx, sb, dockerio.TmpDir+"/w.sock", io.Discard)
-	wantCode(t, "AttachWarden without a warden", err, spec.CodeUnsupported)
-	wantCode(t, "EnsureWarden without a warden", v.e.EnsureWarden(ctx, sb), spec.CodeUnsupported)
-}
-
 // next waits for the first event that match accepts.
 func next(t *testing.T, evs <-chan dockerio.ContainerEvent, errs <-chan error, what string, match func(dockerio.ContainerEvent) bool) dockerio.ContainerEvent {
 	t.Helper()
