@@ -42,8 +42,11 @@ var rank = map[string]int{
 
 	"cmd/stockade": 10, "cmd/stockade-node": 10, "cmd/warden": 10, "cmd/egress": 10, "helpers/internal/gen": 10,
 
-	// Test support and the integration suite sit above everything.
-	"internal/testenv": 11, "internal/dockertest": 11, "internal/faultproxy": 11,
+	// Test support and the integration suite sit above everything
+	// (internal/testutil's fixture opens a runtime on the Fake: it imports
+	// the root). A package's tests may import any of them: the walk skips
+	// _test.go files.
+	"internal/testenv": 11, "internal/testutil": 11, "internal/dockertest": 11, "internal/faultproxy": 11,
 	"internal/layers": 11, "internal/kubecluster": 11, "internal/kubecluster/cmd/kubecluster": 12, "internal/inspecttest": 11, "internal/journaltest": 11, "internal/metricstest": 11,
 	// The suites against the real daemon (test/...) share test/testkit.
 	"test/testkit": 12, "test": 13,
