@@ -10,30 +10,20 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestDeadlinesSurviveRestart: a TTL and a process timeout are absolute in
 // the journal, so a recovered runtime enforces what remains of them.
 func TestDeadlinesSurviveRestart(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Hold: make(chan struct{})} // runs until signalled
 	}
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	// The deadlines must fall after the restart for the test to mean
 	// anything; it checks that they did rather than assuming it.
 	const within = 3 * time.Second
@@ -46,18 +36,18 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	if time.Since(begin) >= within {
 		t.Fatalf("the restart took %v, past the deadlines under test; nothing was shown", time.Since(begin))
 	}
 	if s, _ := stockade.FoldSandbox(rt, withTTL.ID()); !s.Adopted || s.Phase != lifecycle.PhaseStarted {
 		t.Fatalf("before its TTL the sandbox is %s (adopted %v), want re-adopted", s.Phase, s.Adopted)
 	}
-	waitFor(t, "the TTL to stop the re-adopted sandbox", func() bool {
+	testutil.Eventually(t, "the TTL to stop the re-adopted sandbox", func() bool {
 		s, err := stockade.FoldSandbox(rt, withTTL.ID())
 		return err == nil && s.Phase == lifecycle.PhaseExited && s.Exit.Reason == lifecycle.ReasonTimeout
 	})
-	waitFor(t, "the timeout to stop the re-adopted process", func() bool {
+	testutil.Eventually(t, "the timeout to stop the re-adopted process", func() bool {
 		pr, err := stockade.FoldProcess(rt, p.ID)
 		return err == nil && pr.Phase == lifecycle.PhaseExited && pr.Exit.Reason == lifecycle.ReasonTimeout && pr.Adopted
 	})
@@ -75,7 +65,7 @@ func TestRecoveryProcessRows(t *testing.T) {
 		return dockerio.FakeRun{Hold: hold}
 	}
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	forgotten := mustStart(t, sb, spec.Process{Argv: []string{"a"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	kept := mustStart(t, sb, spec.Process{Argv: []string{"b"}, Stdout: spec.Discard, Stderr: spec.Discard})
@@ -85,8 +75,8 @@ func TestRecoveryProcessRows(t *testing.T) {
 	}
 	f.ForgetExec(fp.ExecID) // as the daemon does after a restart
 
-	rt = openFake(t, f, path)
-	waitFor(t, "recovery to settle the processes", func() bool {
+	rt = testutil.OpenFake(t, f, path)
+	testutil.Eventually(t, "recovery to settle the processes", func() bool {
 		a, _ := stockade.FoldProcess(rt, forgotten.ID)
 		b, _ := stockade.FoldProcess(rt, kept.ID)
 		return a.Phase == lifecycle.PhaseExited && b.Adopted
@@ -100,7 +90,7 @@ func TestRecoveryProcessRows(t *testing.T) {
 		t.Fatalf("running exec: %+v, want re-adopted detached", b)
 	}
 	close(hold) // it ends: its exit code is recorded
-	waitFor(t, "the detached exit", func() bool {
+	testutil.Eventually(t, "the detached exit", func() bool {
 		b, _ := stockade.FoldProcess(rt, kept.ID)
 		return b.Phase == lifecycle.PhaseExited && b.Exit.ExitCode != nil && *b.Exit.ExitCode == 0
 	})
@@ -110,11 +100,11 @@ func TestRecoveryProcessRows(t *testing.T) {
 // event) is recorded exited with Docker's code; its processes end with
 // sandbox_stopped and admission closes.
 func TestWorkloadDeathNoticed(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Hold: make(chan struct{})}
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
@@ -124,7 +114,7 @@ func TestWorkloadDeathNoticed(t *testing.T) {
 	if res.Reason != string(lifecycle.ReasonSandboxStopped) {
 		t.Fatalf("process ended %+v, want sandbox_stopped", res)
 	}
-	waitFor(t, "the sandbox to be recorded exited", func() bool {
+	testutil.Eventually(t, "the sandbox to be recorded exited", func() bool {
 		s, err := stockade.FoldSandbox(rt, sb.ID())
 		return err == nil && s.Phase == lifecycle.PhaseExited
 	})
@@ -155,7 +145,7 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 	}
 	defer close(release)
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	sctx, cancel := context.WithCancel(ctx)
@@ -167,7 +157,7 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 	}
 	blocking.Store(false)
 
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	h, err := rt.History(t.Context(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +171,7 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 	if pid == "" {
 		t.Fatal("no process was journaled as exec created")
 	}
-	waitFor(t, "the never-started process to be settled", func() bool {
+	testutil.Eventually(t, "the never-started process to be settled", func() bool {
 		p, _ := stockade.FoldProcess(rt, pid)
 		return p.Phase == lifecycle.PhaseExited
 	})
@@ -195,9 +185,9 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 // (the daemon fails the inspect) is listed and refused with unreconciled —
 // never guessed at, never dropped — while the others recover.
 func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
 	a := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept}); err != nil {
@@ -213,7 +203,7 @@ func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
 		}
 		return nil
 	}
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	var un, ok int
 	for _, s := range rt.Recovery().Sandboxes {
 		switch s.Decision {
@@ -234,7 +224,7 @@ func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
 	if err := rt.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	if sb, err := rt.Sandbox(a.ID()); err != nil || sb == nil {
 		t.Fatalf("after a clean reopen: %v", err)
 	}

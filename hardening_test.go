@@ -12,6 +12,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/actors"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -41,9 +42,9 @@ func TestRetriedAppendJournalsOnce(t *testing.T) {
 	defer stockade.WrapJournal(func(j actors.Journal) actors.Journal {
 		return &uncertainJournal{Journal: j, typ: lifecycle.SandboxStopping{}.Type()}
 	})()
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	if err := sb.Stop(ctx); err != nil {
@@ -65,7 +66,7 @@ func TestRetriedAppendJournalsOnce(t *testing.T) {
 	if err := rt.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	if st, err := stockade.FoldSandbox(rt, sb.ID()); err != nil || st.Phase != lifecycle.PhaseExited {
 		t.Fatalf("after reopen: %s %v", st.Phase, err)
 	}
@@ -75,10 +76,10 @@ func TestRetriedAppendJournalsOnce(t *testing.T) {
 // fold, and one whose process's stream does not, are listed unreconciled
 // with the fold error and refused; the healthy sandbox recovers and runs.
 func TestOpenToleratesUnfoldableStreams(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Script = script()
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
 	var ids []string
 	for range 3 {
@@ -107,7 +108,7 @@ func TestOpenToleratesUnfoldableStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	lines := map[string]stockade.RecoveredSandbox{}
 	for _, s := range rt.Recovery().Sandboxes {
 		lines[s.ID] = s
@@ -141,12 +142,12 @@ func TestOpenToleratesUnfoldableStreams(t *testing.T) {
 // of ours) takes its sandbox out of service: listed, refused, its state
 // still readable with an error — never silently dropped.
 func TestFailedSandboxActorIsUnreconciled(t *testing.T) {
-	f := newFake(t)
-	rt := openFake(t, f, "")
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	stockade.BreakSandboxActor(sb)
-	waitFor(t, "the sandbox taken out of service", func() bool {
+	testutil.Eventually(t, "the sandbox taken out of service", func() bool {
 		_, err := rt.Sandbox(sb.ID())
 		return spec.IsCode(err, spec.CodeUnreconciled)
 	})
@@ -167,12 +168,12 @@ func TestFailedSandboxActorIsUnreconciled(t *testing.T) {
 // its running process) re-adopts both but journals nothing new after the
 // first recovery: no stream grows with every restart.
 func TestRestartsRecordOnlyChanges(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Hold: make(chan struct{})}
 	}
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard}); err != nil {
@@ -197,7 +198,7 @@ func TestRestartsRecordOnlyChanges(t *testing.T) {
 		}
 		return sandbox, all
 	}
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
 		t.Fatalf("first recovery: %+v", l)
 	}
@@ -206,7 +207,7 @@ func TestRestartsRecordOnlyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		rt = openFake(t, f, path)
+		rt = testutil.OpenFake(t, f, path)
 		if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
 			t.Fatalf("recovery: %+v", l)
 		}
@@ -223,7 +224,7 @@ func TestRestartsRecordOnlyChanges(t *testing.T) {
 // mid-way (the runtime closed under it) returns, rather than waiting for an
 // answer that never comes.
 func TestCreateReturnsWhenTheRuntimeCloses(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	release, entered := make(chan struct{}), make(chan struct{}, 1)
 	f.Fault = func(op string) error {
 		if op == "StartSandbox" {
