@@ -390,3 +390,34 @@ func TestFakePhantom126AfterARestart(t *testing.T) {
 		t.Fatalf("journaled exit %+v, want no code", st.Exit)
 	}
 }
+
+// TestWorkloadDeathNoticed: a workload that dies under a live runtime (a die
+// event) is recorded exited with Docker's code; its processes end with
+// sandbox_stopped and admission closes.
+func TestWorkloadDeathNoticed(t *testing.T) {
+	f := testutil.NewFake(t)
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: make(chan struct{})}
+	}
+	rt := testutil.OpenFake(t, f, "")
+	ctx := context.Background()
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	st, _ := sb.State(ctx)
+	f.SetExited(dockerio.Sandbox{Owner: rt.Owner(), ID: sb.ID(), Workload: st.Created.Workload}, dockerio.ContainerExit{ExitCode: 137, OOMKilled: true})
+	res, _ := p.Wait(ctx)
+	if res.Reason != string(lifecycle.ReasonSandboxStopped) {
+		t.Fatalf("process ended %+v, want sandbox_stopped", res)
+	}
+	testutil.Eventually(t, "the sandbox to be recorded exited", func() bool {
+		s, err := stockade.FoldSandbox(rt, sb.ID())
+		return err == nil && s.Phase == lifecycle.PhaseExited
+	})
+	s, _ := stockade.FoldSandbox(rt, sb.ID())
+	if s.Exit.Reason != lifecycle.ReasonOOM || s.Exit.ExitCode == nil || *s.Exit.ExitCode != 137 || !s.Exit.OOM {
+		t.Fatalf("exit %+v, want oom 137 as Docker reported", s.Exit)
+	}
+	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
+		t.Fatalf("start after death: %v, want admission_closed", err)
+	}
+}

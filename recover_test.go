@@ -1,16 +1,25 @@
 package stockade_test
 
+// Recovery: what Open does with what an earlier runtime left in the
+// journal (and in Docker) — the recovery table's rows on the Fake, the
+// deadlines it re-arms, the streams it cannot fold, the sandboxes it
+// cannot observe, and the restarts that change nothing. The same against
+// the real daemon is test/recovery; the crash drill is test/drill.
+
 import (
 	"context"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/journaltest"
 	"github.com/stockade/stockade/internal/testutil"
+	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -94,37 +103,6 @@ func TestRecoveryProcessRows(t *testing.T) {
 		b, _ := stockade.FoldProcess(rt, kept.ID)
 		return b.Phase == lifecycle.PhaseExited && b.Exit.ExitCode != nil && *b.Exit.ExitCode == 0
 	})
-}
-
-// TestWorkloadDeathNoticed: a workload that dies under a live runtime (a die
-// event) is recorded exited with Docker's code; its processes end with
-// sandbox_stopped and admission closes.
-func TestWorkloadDeathNoticed(t *testing.T) {
-	f := testutil.NewFake(t)
-	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
-		return dockerio.FakeRun{Hold: make(chan struct{})}
-	}
-	rt := testutil.OpenFake(t, f, "")
-	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
-	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	st, _ := sb.State(ctx)
-	f.SetExited(dockerio.Sandbox{Owner: rt.Owner(), ID: sb.ID(), Workload: st.Created.Workload}, dockerio.ContainerExit{ExitCode: 137, OOMKilled: true})
-	res, _ := p.Wait(ctx)
-	if res.Reason != string(lifecycle.ReasonSandboxStopped) {
-		t.Fatalf("process ended %+v, want sandbox_stopped", res)
-	}
-	testutil.Eventually(t, "the sandbox to be recorded exited", func() bool {
-		s, err := stockade.FoldSandbox(rt, sb.ID())
-		return err == nil && s.Phase == lifecycle.PhaseExited
-	})
-	s, _ := stockade.FoldSandbox(rt, sb.ID())
-	if s.Exit.Reason != lifecycle.ReasonOOM || s.Exit.ExitCode == nil || *s.Exit.ExitCode != 137 || !s.Exit.OOM {
-		t.Fatalf("exit %+v, want oom 137 as Docker reported", s.Exit)
-	}
-	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
-		t.Fatalf("start after death: %v, want admission_closed", err)
-	}
 }
 
 // TestRecoveryNeverStartedExec: an exec journaled as created whose attach
@@ -227,5 +205,127 @@ func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
 	rt = testutil.OpenFake(t, f, path)
 	if sb, err := rt.Sandbox(a.ID()); err != nil || sb == nil {
 		t.Fatalf("after a clean reopen: %v", err)
+	}
+}
+
+// TestOpenToleratesUnfoldableStreams: a kept sandbox whose stream does not
+// fold, and one whose process's stream does not, are listed unreconciled
+// with the fold error and refused; the healthy sandbox recovers and runs.
+func TestOpenToleratesUnfoldableStreams(t *testing.T) {
+	f := testutil.NewFake(t)
+	f.Script = script()
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := testutil.OpenFake(t, f, path)
+	ctx := context.Background()
+	var ids []string
+	for range 3 {
+		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sb.ID())
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ids[0]: a created fact after started; ids[1]: a process whose stream
+	// starts without its reservation.
+	journaltest.Append(t, j, journal.Key{Kind: journal.KindSandbox, ID: ids[0]}, lifecycle.SandboxCreated{Workload: "w"})
+	pk := journal.Key{Kind: journal.KindProcess, ID: "p-broken"}
+	typ, payload, _ := lifecycle.Encode(lifecycle.ProcessStarted{Group: 7})
+	if _, err := j.Append(ctx, journal.Record{Key: pk, Parent: ids[1], Type: typ, Payload: payload}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rt = testutil.OpenFake(t, f, path)
+	lines := map[string]stockade.RecoveredSandbox{}
+	for _, s := range rt.Recovery().Sandboxes {
+		lines[s.ID] = s
+	}
+	for _, id := range ids[:2] {
+		l := lines[id]
+		if l.Decision != stockade.Unreconciled || !strings.Contains(l.Error, "illegal transition") {
+			t.Errorf("sandbox %s: %+v, want unreconciled with the fold error", id, l)
+		}
+		if _, err := rt.Sandbox(id); !spec.IsCode(err, spec.CodeUnreconciled) {
+			t.Errorf("Sandbox(%s): %v, want unreconciled", id, err)
+		}
+	}
+	if l := lines[ids[2]]; l.Decision != "re-adopt" {
+		t.Fatalf("healthy sandbox: %+v", l)
+	}
+	list, err := rt.Sandboxes(ctx)
+	if err != nil || len(list) != 3 {
+		t.Fatalf("listed %d: %v", len(list), err)
+	}
+	sb, err := rt.Sandbox(ids[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("healthy sandbox's process: %+v %v", res, err)
+	}
+}
+
+// TestRestartsRecordOnlyChanges: reopening over the same kept sandbox (and
+// its running process) re-adopts both but journals nothing new after the
+// first recovery: no stream grows with every restart.
+func TestRestartsRecordOnlyChanges(t *testing.T) {
+	f := testutil.NewFake(t)
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: make(chan struct{})}
+	}
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := testutil.OpenFake(t, f, path)
+	ctx := context.Background()
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	counts := func() (sandbox, all int) {
+		j := stockade.JournalOf(rt)
+		err := j.Streams(func(k journal.Key) error {
+			return j.Read(k, 0, 0, func(e journal.Event) error {
+				all++
+				if k.Kind == journal.KindSandbox {
+					sandbox++
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sandbox, all
+	}
+	rt = testutil.OpenFake(t, f, path)
+	if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
+		t.Fatalf("first recovery: %+v", l)
+	}
+	s1, a1 := counts()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		rt = testutil.OpenFake(t, f, path)
+		if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
+			t.Fatalf("recovery: %+v", l)
+		}
+		if s, a := counts(); s != s1 || a != a1 {
+			t.Fatalf("a restart that changed nothing journaled: sandbox stream %d → %d events, journal %d → %d", s1, s, a1, a)
+		}
+		if err := rt.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
