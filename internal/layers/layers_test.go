@@ -33,7 +33,9 @@ var rank = map[string]int{
 
 	"dockerio/enginetest": 4, "inspect": 4, "client": 4, "internal/actors": 4, "metrics": 4, "rerun": 4,
 
-	"internal/actors/process": 5,
+	// internal/drillcheck: the crash drill's checks of a journal and its
+	// recordings (the CLI's drill runs them, test/drill again).
+	"internal/actors/process": 5, "internal/drillcheck": 5,
 	"internal/actors/sandbox": 6,
 	// The embedded helper binaries: only the root installs them.
 	"helpers": 7,
@@ -82,6 +84,8 @@ var only = map[string]func(imp string) bool{
 	},
 	// Offline reading needs the journal, never Docker or the actors.
 	"inspect": func(imp string) bool { return !runtimeDep(imp) },
+	// The drill's checks read a journal with no runtime on it.
+	"internal/drillcheck": func(imp string) bool { return !runtimeDep(imp) },
 	// A re-run drives any host.Runtime (embedded or served): it links no
 	// runtime of its own.
 	"rerun": func(imp string) bool { return !runtimeDep(imp) && imp != module+"/journal" },
