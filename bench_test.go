@@ -9,6 +9,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -28,10 +29,10 @@ func heap() uint64 {
 func BenchmarkIdleActors(b *testing.B) {
 	const n = 1000
 	for range b.N {
-		f := newFake(b)
+		f := testutil.NewFake(b)
 		hold := make(chan struct{})
 		f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun { return dockerio.FakeRun{Hold: hold} }
-		rt := openFake(b, f, "")
+		rt := testutil.OpenFake(b, f, "")
 		ctx := context.Background()
 		base := heap()
 		sbs := make([]*stockade.Sandbox, n)
@@ -79,9 +80,9 @@ func BenchmarkPipelineFake(b *testing.B) {
 	for i := range frames {
 		frames[i] = dockerio.FakeFrame{Stream: framing.Stdout, Data: payload}
 	}
-	f := newFake(b)
+	f := testutil.NewFake(b)
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun { return dockerio.FakeRun{Frames: frames} }
-	rt := openFake(b, f, "")
+	rt := testutil.OpenFake(b, f, "")
 	ctx := context.Background()
 	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -53,7 +54,7 @@ func egressEvents(t *testing.T, rt *stockade.Runtime, id string) ([]lifecycle.Eg
 // journaled and folded before the proxy is told; the fake runs no proxy, so
 // SetEgress says the rules are journaled but not yet applied.
 func TestFakeSetEgressJournals(t *testing.T) {
-	rt := openFake(t, newFake(t), "")
+	rt := testutil.OpenFake(t, testutil.NewFake(t), "")
 	ctx := context.Background()
 	made := egressRules(t, "a.example:443")
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkAllowlist, Egress: made}})
@@ -106,7 +107,7 @@ func TestFakeSetEgressJournals(t *testing.T) {
 // TestFakeSetEgressRefused: rules for a sandbox of another network kind, or
 // a malformed rule, are refused as invalid_argument and journal nothing.
 func TestFakeSetEgressRefused(t *testing.T) {
-	rt := openFake(t, newFake(t), "")
+	rt := testutil.OpenFake(t, testutil.NewFake(t), "")
 	ctx := context.Background()
 	allowlist := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkAllowlist}})
 	tests := []struct {
@@ -153,7 +154,7 @@ func TestFakeSetEgressRefused(t *testing.T) {
 // inputs it gets: the proxy address on the sandbox handle and the process
 // id, which make HTTP_PROXY=http://<process>@10.213.0.2:3128.
 func TestFakeAllowlistExecGetsProxy(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	type seen struct {
 		sb  dockerio.Sandbox
 		req dockerio.ExecRequest
@@ -166,7 +167,7 @@ func TestFakeAllowlistExecGetsProxy(t *testing.T) {
 		execs = append(execs, seen{sb, req})
 		return dockerio.FakeRun{}
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string

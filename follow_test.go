@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -13,8 +14,8 @@ import (
 // order; another sandbox's events are not in it, but a tail (no id) has
 // them.
 func TestFollow(t *testing.T) {
-	f := newFake(t)
-	rt := openFake(t, f, "")
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})

@@ -7,11 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/stockade/stockade/internal/journaltest"
-
 	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/actors"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -41,9 +39,9 @@ func TestRetriedAppendJournalsOnce(t *testing.T) {
 	defer stockade.WrapJournal(func(j actors.Journal) actors.Journal {
 		return &uncertainJournal{Journal: j, typ: lifecycle.SandboxStopping{}.Type()}
 	})()
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	if err := sb.Stop(ctx); err != nil {
@@ -65,75 +63,9 @@ func TestRetriedAppendJournalsOnce(t *testing.T) {
 	if err := rt.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	if st, err := stockade.FoldSandbox(rt, sb.ID()); err != nil || st.Phase != lifecycle.PhaseExited {
 		t.Fatalf("after reopen: %s %v", st.Phase, err)
-	}
-}
-
-// TestOpenToleratesUnfoldableStreams: a kept sandbox whose stream does not
-// fold, and one whose process's stream does not, are listed unreconciled
-// with the fold error and refused; the healthy sandbox recovers and runs.
-func TestOpenToleratesUnfoldableStreams(t *testing.T) {
-	f := newFake(t)
-	f.Script = script()
-	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
-	ctx := context.Background()
-	var ids []string
-	for range 3 {
-		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, sb.ID())
-	}
-	if err := rt.Close(); err != nil {
-		t.Fatal(err)
-	}
-	j, err := journal.Open(path, journal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// ids[0]: a created fact after started; ids[1]: a process whose stream
-	// starts without its reservation.
-	journaltest.Append(t, j, journal.Key{Kind: journal.KindSandbox, ID: ids[0]}, lifecycle.SandboxCreated{Workload: "w"})
-	pk := journal.Key{Kind: journal.KindProcess, ID: "p-broken"}
-	typ, payload, _ := lifecycle.Encode(lifecycle.ProcessStarted{Group: 7})
-	if _, err := j.Append(ctx, journal.Record{Key: pk, Parent: ids[1], Type: typ, Payload: payload}); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	rt = openFake(t, f, path)
-	lines := map[string]stockade.RecoveredSandbox{}
-	for _, s := range rt.Recovery().Sandboxes {
-		lines[s.ID] = s
-	}
-	for _, id := range ids[:2] {
-		l := lines[id]
-		if l.Decision != stockade.Unreconciled || !strings.Contains(l.Error, "illegal transition") {
-			t.Errorf("sandbox %s: %+v, want unreconciled with the fold error", id, l)
-		}
-		if _, err := rt.Sandbox(id); !spec.IsCode(err, spec.CodeUnreconciled) {
-			t.Errorf("Sandbox(%s): %v, want unreconciled", id, err)
-		}
-	}
-	if l := lines[ids[2]]; l.Decision != "re-adopt" {
-		t.Fatalf("healthy sandbox: %+v", l)
-	}
-	list, err := rt.Sandboxes(ctx)
-	if err != nil || len(list) != 3 {
-		t.Fatalf("listed %d: %v", len(list), err)
-	}
-	sb, err := rt.Sandbox(ids[2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
-		t.Fatalf("healthy sandbox's process: %+v %v", res, err)
 	}
 }
 
@@ -141,12 +73,12 @@ func TestOpenToleratesUnfoldableStreams(t *testing.T) {
 // of ours) takes its sandbox out of service: listed, refused, its state
 // still readable with an error — never silently dropped.
 func TestFailedSandboxActorIsUnreconciled(t *testing.T) {
-	f := newFake(t)
-	rt := openFake(t, f, "")
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	stockade.BreakSandboxActor(sb)
-	waitFor(t, "the sandbox taken out of service", func() bool {
+	testutil.Eventually(t, "the sandbox taken out of service", func() bool {
 		_, err := rt.Sandbox(sb.ID())
 		return spec.IsCode(err, spec.CodeUnreconciled)
 	})
@@ -163,67 +95,11 @@ func TestFailedSandboxActorIsUnreconciled(t *testing.T) {
 	}
 }
 
-// TestRestartsRecordOnlyChanges: reopening over the same kept sandbox (and
-// its running process) re-adopts both but journals nothing new after the
-// first recovery: no stream grows with every restart.
-func TestRestartsRecordOnlyChanges(t *testing.T) {
-	f := newFake(t)
-	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
-		return dockerio.FakeRun{Hold: make(chan struct{})}
-	}
-	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
-	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Close(); err != nil {
-		t.Fatal(err)
-	}
-	counts := func() (sandbox, all int) {
-		j := stockade.JournalOf(rt)
-		err := j.Streams(func(k journal.Key) error {
-			return j.Read(k, 0, 0, func(e journal.Event) error {
-				all++
-				if k.Kind == journal.KindSandbox {
-					sandbox++
-				}
-				return nil
-			})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sandbox, all
-	}
-	rt = openFake(t, f, path)
-	if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
-		t.Fatalf("first recovery: %+v", l)
-	}
-	s1, a1 := counts()
-	if err := rt.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		rt = openFake(t, f, path)
-		if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
-			t.Fatalf("recovery: %+v", l)
-		}
-		if s, a := counts(); s != s1 || a != a1 {
-			t.Fatalf("a restart that changed nothing journaled: sandbox stream %d → %d events, journal %d → %d", s1, s, a1, a)
-		}
-		if err := rt.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestCreateReturnsWhenTheRuntimeCloses: a create whose sandbox actor stops
 // mid-way (the runtime closed under it) returns, rather than waiting for an
 // answer that never comes.
 func TestCreateReturnsWhenTheRuntimeCloses(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	release, entered := make(chan struct{}), make(chan struct{}, 1)
 	f.Fault = func(op string) error {
 		if op == "StartSandbox" {

@@ -11,6 +11,7 @@ import (
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/inspect"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -19,10 +20,10 @@ import (
 // the runtime closed give the same answers to every host.Inspector call
 // for the same journal.
 func TestInspectorsAgree(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Script = script(dockerio.FakeFrame{Stream: framing.Stdout, Data: []byte("hi")})
 	path := filepath.Join(t.TempDir(), "journal.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx := t.Context()
 	gone := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	kept := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
@@ -19,16 +20,16 @@ import (
 // `logs` at once got "no recording"). A process that ended, or an unknown
 // id, without a recording is still not_found.
 func TestFakeLogsOfARunningProcessWithoutARecordingYet(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	hold := make(chan struct{})
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun { return dockerio.FakeRun{Hold: hold} }
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"sleep"}, Stderr: spec.Discard})
 	go drain(p)
 	head := filepath.Join(recorder.Dir(path), p.ID+".rec")
-	waitFor(t, "the read loop to make the recording", func() bool { _, err := os.Stat(head); return err == nil })
+	testutil.Eventually(t, "the read loop to make the recording", func() bool { _, err := os.Stat(head); return err == nil })
 	// As it is in the moment before the read loop makes it.
 	if err := os.Remove(head); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -75,7 +76,7 @@ func TestFakeOutputRecorded(t *testing.T) {
 			f := newExecFake(t)
 			f.Script = script(tc.frames...)
 			path := filepath.Join(t.TempDir(), "journal.db")
-			rt := openFake(t, f, path, func(o *stockade.Options) { o.Record = tc.runtime })
+			rt := testutil.OpenFake(t, f, path, func(o *stockade.Options) { o.Record = tc.runtime })
 			ctx := context.Background()
 			sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
 			if err != nil {
@@ -115,7 +116,7 @@ func TestFakeOutputRecorded(t *testing.T) {
 			if err := rt.Close(); err != nil {
 				t.Fatal(err)
 			}
-			rt2 := openFake(t, f, path)
+			rt2 := testutil.OpenFake(t, f, path)
 			got, sum, err := recorded(t, func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) { return rt2.Logs(p.ID, fn) })
 			if err != nil || got != tc.want || !sum.Complete {
 				t.Fatalf("after a restart: %.200q %+v %v", got, sum, err)
@@ -147,8 +148,8 @@ func bufDrain(r interface{ Read([]byte) (int, error) }) {
 }
 
 func TestFakeRecordInvalid(t *testing.T) {
-	f := newFake(t)
-	rt := openFake(t, f, "")
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	for _, r := range []spec.Record{{Head: -1}, {Tail: 1}, {Off: true, Head: 8 << 10}, {Tail: spec.MaxRecordBound + 1}} {
@@ -166,7 +167,7 @@ func TestFakeRecordInvalid(t *testing.T) {
 // process streams and their recordings (the recordings of the process
 // streams it deleted); a running process's stays.
 func TestFakeRetainRemovesRecordings(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	hold := make(chan struct{})
 	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
 		run := dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("hi")}}}
@@ -176,7 +177,7 @@ func TestFakeRetainRemovesRecordings(t *testing.T) {
 		return run
 	}
 	path := filepath.Join(t.TempDir(), "journal.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
 	ids := map[string]string{}
 	for _, name := range []string{"removed", "hold"} {

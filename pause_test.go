@@ -10,6 +10,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -37,8 +38,8 @@ func countTypes(t *testing.T, rt *stockade.Runtime, id string) map[string]int {
 // one journaled freeze; the workload thaws only when the last is closed, and
 // a process asked meanwhile starts after the thaw.
 func TestFakeConcurrentConsistentGets(t *testing.T) {
-	f := newFake(t)
-	rt := openFake(t, f, "")
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	h := handleOf(t, rt, sb.ID())
@@ -76,7 +77,7 @@ func TestFakeConcurrentConsistentGets(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatalf("the held process: %v", err)
 	}
-	waitFor(t, "the thaw journaled", func() bool { return countTypes(t, rt, sb.ID())["sandbox.unpaused"] == 1 })
+	testutil.Eventually(t, "the thaw journaled", func() bool { return countTypes(t, rt, sb.ID())["sandbox.unpaused"] == 1 })
 	if f.Paused(h) {
 		t.Fatal("still paused after every copy closed")
 	}
@@ -89,9 +90,9 @@ func TestFakeConcurrentConsistentGets(t *testing.T) {
 // consistent copy leaves the workload paused and the journal saying so;
 // recovery thaws it, journals the thaw, and the sandbox runs processes.
 func TestFakeRecoveryThawsAPausedSandbox(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	h := handleOf(t, rt, sb.ID())
@@ -105,8 +106,8 @@ func TestFakeRecoveryThawsAPausedSandbox(t *testing.T) {
 	if !f.Paused(h) {
 		t.Fatal("the workload did not stay paused")
 	}
-	rt = openFake(t, f, path)
-	waitFor(t, "the thaw", func() bool {
+	rt = testutil.OpenFake(t, f, path)
+	testutil.Eventually(t, "the thaw", func() bool {
 		st, err := stockade.FoldSandbox(rt, sb.ID())
 		return err == nil && !st.Paused
 	})
@@ -125,7 +126,7 @@ func TestFakeRecoveryThawsAPausedSandbox(t *testing.T) {
 // gatedFake blocks the Engine call named op until its gate is opened, and
 // says when a call has entered it.
 func gatedFake(t *testing.T, op string) (f *dockerio.Fake, entered <-chan struct{}, open func()) {
-	f = newFake(t)
+	f = testutil.NewFake(t)
 	gate, in := make(chan struct{}), make(chan struct{}, 16)
 	var once sync.Once
 	f.Fault = func(name string) error {
@@ -146,7 +147,7 @@ func gatedFake(t *testing.T, op string) (f *dockerio.Fake, entered <-chan struct
 // removed.
 func TestFakeCopyQueuedDuringTheThawOfAStoppedSandbox(t *testing.T) {
 	f, thawing, thaw := gatedFake(t, "UnpauseSandbox")
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	first, _, err := sb.Get(ctx, "work", true)
@@ -171,7 +172,7 @@ func TestFakeCopyQueuedDuringTheThawOfAStoppedSandbox(t *testing.T) {
 	}()
 	stopped := make(chan error, 1)
 	go func() { stopped <- sb.Stop(ctx) }()
-	waitFor(t, "the stop", func() bool {
+	testutil.Eventually(t, "the stop", func() bool {
 		st, err := stockade.FoldSandbox(rt, sb.ID())
 		return err == nil && st.Phase == lifecycle.PhaseExited
 	})
@@ -196,7 +197,7 @@ func TestFakeCopyQueuedDuringTheThawOfAStoppedSandbox(t *testing.T) {
 func TestFakeFreezeWaitsForAStartingProcess(t *testing.T) {
 	f, verifying, release := gatedFake(t, "VerifySandbox")
 	f.NoWarden = true // a start through the warden reads nothing back
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	h := handleOf(t, rt, sb.ID())
@@ -233,11 +234,11 @@ func TestFakeFreezeWaitsForAStartingProcess(t *testing.T) {
 // workload is frozen is still stopped: the signals Docker refuses during
 // the freeze are sent once it thaws.
 func TestFakeSignalsWaitOutAFreeze(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Hold: make(chan struct{})}
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard, Timeout: 100 * time.Millisecond})
@@ -245,7 +246,7 @@ func TestFakeSignalsWaitOutAFreeze(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the timeout's stopping intent", func() bool {
+	testutil.Eventually(t, "the timeout's stopping intent", func() bool {
 		st, err := stockade.FoldProcess(rt, p.ID)
 		return err == nil && st.Phase == lifecycle.PhaseStopping
 	})

@@ -3,6 +3,7 @@ package stockade_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/metricstest"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -32,7 +34,12 @@ func awaitPool(t testing.TB, rt *stockade.Runtime, name string, ready int) stock
 	t.Helper()
 	ctx := context.Background()
 	var last stockade.PoolInfo
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+	defer func() {
+		if t.Failed() {
+			t.Logf("pool %s's last line: %+v", name, last)
+		}
+	}()
+	testutil.Eventually(t, fmt.Sprintf("pool %s to have %d ready and none filling", name, ready), func() bool {
 		ps, err := rt.Pools(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -42,11 +49,8 @@ func awaitPool(t testing.TB, rt *stockade.Runtime, name string, ready int) stock
 				last = p
 			}
 		}
-		if last.Ready == ready && last.Filling == 0 {
-			return last
-		}
-	}
-	t.Fatalf("pool %s never had %d ready and none filling: %+v", name, ready, last)
+		return last.Ready == ready && last.Filling == 0
+	})
 	return last
 }
 
@@ -55,11 +59,10 @@ func awaitPool(t testing.TB, rt *stockade.Runtime, name string, ready int) stock
 func awaitRemoved(t testing.TB, rt *stockade.Runtime, id string) lifecycle.Sandbox {
 	t.Helper()
 	var st lifecycle.Sandbox
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if st, _ = rt.ReplaySandbox(context.Background(), id, 0); st.Phase == lifecycle.PhaseRemoved {
-			break
-		}
-	}
+	testutil.Eventually(t, "sandbox "+id+" to be journaled removed", func() bool {
+		st, _ = rt.ReplaySandbox(context.Background(), id, 0)
+		return st.Phase == lifecycle.PhaseRemoved
+	})
 	return st
 }
 
@@ -81,7 +84,7 @@ func pooledIDs(t testing.TB, rt *stockade.Runtime) []string {
 }
 
 func TestPoolClaimAppliesTheCallersSpec(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	var mu sync.Mutex
 	var seen []dockerio.ExecRequest
 	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
@@ -90,7 +93,7 @@ func TestPoolClaimAppliesTheCallersSpec(t *testing.T) {
 		mu.Unlock()
 		return dockerio.FakeRun{}
 	}
-	rt := openFake(t, f, "", withPool("py", 2))
+	rt := testutil.OpenFake(t, f, "", withPool("py", 2))
 	ctx := context.Background()
 	awaitPool(t, rt, "py", 2)
 	before := pooledIDs(t, rt)
@@ -142,8 +145,8 @@ func TestPoolClaimAppliesTheCallersSpec(t *testing.T) {
 }
 
 func TestPoolMatchesOnTheKeyOnly(t *testing.T) {
-	f := newFake(t)
-	rt := openFake(t, f, "", withPool("small", 1))
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "", withPool("small", 1))
 	awaitPool(t, rt, "small", 1)
 	before := pooledIDs(t, rt)
 	// Another memory limit: another key, a cold create not counted
@@ -173,8 +176,8 @@ func TestPoolMatchesOnTheKeyOnly(t *testing.T) {
 }
 
 func TestPoolPooledSandboxTakesNoWork(t *testing.T) {
-	f := newFake(t)
-	rt := openFake(t, f, "", withPool("p", 1))
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "", withPool("p", 1))
 	awaitPool(t, rt, "p", 1)
 	id := pooledIDs(t, rt)[0]
 	sb, err := rt.Sandbox(id)
@@ -195,21 +198,16 @@ func TestPoolPooledSandboxTakesNoWork(t *testing.T) {
 	if err := sb.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if got = pooledIDs(t, rt); len(got) == 1 && got[0] != id {
-			break
-		}
-	}
-	if len(got) != 1 || got[0] == id {
-		t.Fatalf("pooled after the removal: %v (removed %s)", got, id)
-	}
+	testutil.Eventually(t, "a pooled sandbox other than the removed "+id, func() bool {
+		got := pooledIDs(t, rt)
+		return len(got) == 1 && got[0] != id
+	})
 }
 
 func TestPoolSurvivesReopen(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	path := filepath.Join(t.TempDir(), "journal.db")
-	rt := openFake(t, f, path, withPool("p", 2))
+	rt := testutil.OpenFake(t, f, path, withPool("p", 2))
 	awaitPool(t, rt, "p", 2)
 	before := pooledIDs(t, rt)
 	if err := rt.Close(); err != nil {
@@ -217,7 +215,7 @@ func TestPoolSurvivesReopen(t *testing.T) {
 	}
 	// The same pool: the pooled sandboxes are re-adopted and taken back,
 	// none made anew.
-	rt = openFake(t, f, path, withPool("p", 2))
+	rt = testutil.OpenFake(t, f, path, withPool("p", 2))
 	awaitPool(t, rt, "p", 2)
 	if got := pooledIDs(t, rt); !slices.Equal(got, before) {
 		t.Fatalf("after reopen pooled %v, before %v", got, before)
@@ -232,7 +230,7 @@ func TestPoolSurvivesReopen(t *testing.T) {
 	}
 	// A runtime with no pool at all (a CLI command's while the server is
 	// down) leaves the pooled sandboxes alone.
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	kept := pooledIDs(t, rt)
 	if len(kept) != 2 {
 		t.Fatalf("a runtime without pools touched the pooled sandboxes: %v", kept)
@@ -242,12 +240,8 @@ func TestPoolSurvivesReopen(t *testing.T) {
 	}
 	// A runtime whose pools do not want them (the pool emptied) removes
 	// them (journaled); the claimed one stays.
-	rt = openFake(t, f, path, withPool("p", 0))
-	for end := time.Now().Add(30 * time.Second); len(pooledIDs(t, rt)) > 0 && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-	}
-	if got := pooledIDs(t, rt); len(got) > 0 {
-		t.Fatalf("pooled sandboxes left though their pool is empty: %v", got)
-	}
+	rt = testutil.OpenFake(t, f, path, withPool("p", 0))
+	testutil.Eventually(t, "no pooled sandbox left once their pool is empty", func() bool { return len(pooledIDs(t, rt)) == 0 })
 	if _, err := rt.Sandbox(sb.ID()); err != nil {
 		t.Fatalf("the claimed sandbox: %v", err)
 	}
@@ -262,8 +256,8 @@ func TestPoolSurvivesReopen(t *testing.T) {
 }
 
 func TestPoolShutdownRemovesPooled(t *testing.T) {
-	f := newFake(t)
-	rt := openFake(t, f, "", withPool("p", 2))
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "", withPool("p", 2))
 	awaitPool(t, rt, "p", 2)
 	ids := pooledIDs(t, rt)
 	if err := rt.Shutdown(context.Background()); err != nil {
@@ -281,7 +275,7 @@ func TestPoolShutdownRemovesPooled(t *testing.T) {
 }
 
 func TestPoolRefillFailureIsCountedAndClaimsGoCold(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	var broken sync.Mutex
 	fail := true
 	f.Fault = func(op string) error {
@@ -293,19 +287,18 @@ func TestPoolRefillFailureIsCountedAndClaimsGoCold(t *testing.T) {
 		}
 		return nil
 	}
-	rt := openFake(t, f, "", func(o *stockade.Options) {
+	rt := testutil.OpenFake(t, f, "", func(o *stockade.Options) {
 		o.Pools = []stockade.PoolSpec{{Name: "p", Sandbox: stockade.SandboxSpec{Image: fakeImage}, Size: 1}}
 	})
 	var p stockade.PoolInfo
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+	testutil.Eventually(t, "the pool's refill failure counted", func() bool {
 		ps, err := rt.Pools(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p = ps[0]; p.Failures > 0 {
-			break
-		}
-	}
+		p = ps[0]
+		return p.Failures > 0
+	})
 	if p.Failures != 1 || !strings.Contains(p.LastError, "no space left") {
 		t.Fatalf("pool %+v, want one failure naming its cause", p)
 	}
@@ -341,7 +334,7 @@ func TestPoolOptionsRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal.db")
-			_, err := stockade.Open(context.Background(), stockade.Options{Journal: path, Engine: newFake(t), Pools: tc.pools})
+			_, err := stockade.Open(context.Background(), stockade.Options{Journal: path, Engine: testutil.NewFake(t), Pools: tc.pools})
 			if !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Open: %v, want invalid_argument naming %q", err, tc.want)
 			}
@@ -352,8 +345,8 @@ func TestPoolOptionsRefused(t *testing.T) {
 // TestPoolMetrics: the pool's figures, the sandboxes by phase and the time
 // to first command move on a scrape as claims happen.
 func TestPoolMetrics(t *testing.T) {
-	f := newFake(t)
-	rt := openFake(t, f, "", withPool("p", 1))
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "", withPool("p", 1))
 	m, err := rt.Metrics()
 	if err != nil {
 		t.Fatal(err)
@@ -387,11 +380,11 @@ func TestPoolMetrics(t *testing.T) {
 // moved since then discards the claimed sandbox and makes the create cold,
 // of the image the tag names now, and the pool follows the tag.
 func TestPoolTagResolvedBesideTheClaim(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	const tag = "toolbox:dev"
 	other := "sha256:" + strings.Repeat("2", 64)
 	f.SetTag(tag, fakeImage)
-	rt := openFake(t, f, "", func(o *stockade.Options) {
+	rt := testutil.OpenFake(t, f, "", func(o *stockade.Options) {
 		o.Pools = []stockade.PoolSpec{{Name: "p", Sandbox: stockade.SandboxSpec{Image: tag}, Size: 1}}
 	})
 	awaitPool(t, rt, "p", 1)
@@ -437,8 +430,8 @@ func TestPoolTagResolvedBesideTheClaim(t *testing.T) {
 // back is no longer counted ready: the pool removes it and makes another.
 // Its rules cannot be set either: they are its claimant's.
 func TestPoolUnreadyIsReplaced(t *testing.T) {
-	f := newFake(t)
-	rt := openFake(t, f, "", withPool("p", 1))
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "", withPool("p", 1))
 	awaitPool(t, rt, "p", 1)
 	id := pooledIDs(t, rt)[0]
 	sb, err := rt.Sandbox(id)
@@ -456,12 +449,11 @@ func TestPoolUnreadyIsReplaced(t *testing.T) {
 		t.Fatalf("the stopped pooled sandbox is %s, want removed", st.Phase)
 	}
 	var got []string
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if got = pooledIDs(t, rt); len(got) == 1 {
-			break
-		}
-	}
-	if len(got) != 1 || got[0] == id {
+	testutil.Eventually(t, "a pooled sandbox after the stop", func() bool {
+		got = pooledIDs(t, rt)
+		return len(got) == 1
+	})
+	if got[0] == id {
 		t.Fatalf("pooled after the stop: %v", got)
 	}
 }
@@ -469,7 +461,7 @@ func TestPoolUnreadyIsReplaced(t *testing.T) {
 // TestPoolShutdownDuringRefill: a Shutdown while a refill is mid-create
 // waits for it and removes what it made: nothing is left.
 func TestPoolShutdownDuringRefill(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	f.Fault = func(op string) error {
@@ -478,7 +470,7 @@ func TestPoolShutdownDuringRefill(t *testing.T) {
 		}
 		return nil
 	}
-	rt := openFake(t, f, "", withPool("p", 1))
+	rt := testutil.OpenFake(t, f, "", withPool("p", 1))
 	<-entered
 	done := make(chan error, 1)
 	go func() { done <- rt.Shutdown(context.Background()) }()

@@ -15,6 +15,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -24,14 +25,14 @@ import (
 // sent, the sandbox's OOM kill count risen since it started) ends oom; one
 // killed by its caller's SIGKILL ends signaled though the count rose too.
 func TestFakeOOMReason(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
 		if req.Spec.Argv[0] == "hog" {
 			return dockerio.FakeRun{OOM: true, Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("eating")}}}
 		}
 		return dockerio.FakeRun{Hold: make(chan struct{})}
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	// Started before the OOM kill: its own SIGKILL is no OOM kill.
@@ -65,7 +66,7 @@ func TestFakeDaemonTroubleIsNotLost(t *testing.T) {
 		}
 		return nil
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
@@ -87,7 +88,7 @@ func TestFakeKillHasItsIntent(t *testing.T) {
 	defer stockade.WrapJournal(func(j actorsJournal) actorsJournal {
 		return &refusingJournal{actorsJournal: j, typ: lifecycle.ProcessStopping{}.Type()}
 	})()
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
@@ -153,7 +154,7 @@ func TestFakeFailedProcessActorKilledAfterIntent(t *testing.T) {
 		t.Fatal("a process whose actor failed started")
 	}
 	var types []string
-	waitFor(t, "the failed process settled", func() bool {
+	testutil.Eventually(t, "the failed process settled", func() bool {
 		types = historyTypes(t, rt, sb.ID(), journal.KindProcess)
 		return len(types) > 0 && types[len(types)-1] == "process.exited" && killed.Load() > 0
 	})
@@ -165,7 +166,7 @@ func TestFakeFailedProcessActorKilledAfterIntent(t *testing.T) {
 // holdingFake runs every process until it is signalled, and counts the
 // signals sent.
 func holdingFake(t *testing.T) (*dockerio.Fake, *atomic.Int32) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Hold: make(chan struct{})}
 	}
@@ -183,7 +184,7 @@ func holdingFake(t *testing.T) (*dockerio.Fake, *atomic.Int32) {
 // time it is inspected (its container exited; or minutes passed) ends with
 // the code its exec_die event carried, not lost.
 func TestFakeForgottenExecTakesItsDieCode(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	release := make(chan struct{})
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{ExitCode: 4, Hold: release}
@@ -195,7 +196,7 @@ func TestFakeForgottenExecTakesItsDieCode(t *testing.T) {
 		}
 		return nil
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
@@ -221,7 +222,7 @@ func TestFakeAttachLostIsKilled(t *testing.T) {
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{AttachLost: true, Hold: hold}
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -270,7 +271,7 @@ func TestFakePhantom126IsNotJournaled(t *testing.T) {
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{AttachLost: true, Phantom126: true, Hold: hold}
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -301,7 +302,7 @@ func TestFakeAttachLostGroupUnreadable(t *testing.T) {
 		}
 		return nil
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -355,7 +356,7 @@ func TestFakePhantom126AfterARestart(t *testing.T) {
 		return dockerio.FakeRun{Phantom126: true, Hold: hold}
 	}
 	path := filepath.Join(t.TempDir(), "journal.db")
-	rt1 := openFake(t, f, path)
+	rt1 := testutil.OpenFake(t, f, path)
 	sb := mustCreate(t, rt1, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"sleep", "300"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	id := p.ID
@@ -363,23 +364,19 @@ func TestFakePhantom126AfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rt2 := openFake(t, f, path)
+	rt2 := testutil.OpenFake(t, f, path)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var st lifecycle.Process
-	for st.Adopted == false {
-		var err error
-		if st, err = rt2.ReplayProcess(t.Context(), id, 0); err != nil {
+	testutil.Eventually(t, "the process re-adopted", func() bool {
+		st, err := rt2.ReplayProcess(t.Context(), id, 0)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if st.Terminal() {
 			t.Fatalf("the process is journaled %s (exit %+v) while it runs: the phantom 126 was believed", st.Phase, st.Exit)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("the process was never re-adopted: %+v", st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return st.Adopted
+	})
 	adopted, err := rt2.Process(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -391,5 +388,36 @@ func TestFakePhantom126AfterARestart(t *testing.T) {
 	}
 	if st, _ := rt2.ReplayProcess(t.Context(), id, 0); st.Exit == nil || st.Exit.ExitCode != nil {
 		t.Fatalf("journaled exit %+v, want no code", st.Exit)
+	}
+}
+
+// TestWorkloadDeathNoticed: a workload that dies under a live runtime (a die
+// event) is recorded exited with Docker's code; its processes end with
+// sandbox_stopped and admission closes.
+func TestWorkloadDeathNoticed(t *testing.T) {
+	f := testutil.NewFake(t)
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: make(chan struct{})}
+	}
+	rt := testutil.OpenFake(t, f, "")
+	ctx := context.Background()
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	st, _ := sb.State(ctx)
+	f.SetExited(dockerio.Sandbox{Owner: rt.Owner(), ID: sb.ID(), Workload: st.Created.Workload}, dockerio.ContainerExit{ExitCode: 137, OOMKilled: true})
+	res, _ := p.Wait(ctx)
+	if res.Reason != string(lifecycle.ReasonSandboxStopped) {
+		t.Fatalf("process ended %+v, want sandbox_stopped", res)
+	}
+	testutil.Eventually(t, "the sandbox to be recorded exited", func() bool {
+		s, err := stockade.FoldSandbox(rt, sb.ID())
+		return err == nil && s.Phase == lifecycle.PhaseExited
+	})
+	s, _ := stockade.FoldSandbox(rt, sb.ID())
+	if s.Exit.Reason != lifecycle.ReasonOOM || s.Exit.ExitCode == nil || *s.Exit.ExitCode != 137 || !s.Exit.OOM {
+		t.Fatalf("exit %+v, want oom 137 as Docker reported", s.Exit)
+	}
+	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
+		t.Fatalf("start after death: %v, want admission_closed", err)
 	}
 }

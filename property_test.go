@@ -13,6 +13,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -39,7 +40,7 @@ type liveProc struct {
 
 func propertyRun(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, seed))
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
 		var code int
 		_, _ = fmt.Sscan(req.Spec.Argv[1], &code) // the test's own argv: a number
@@ -51,7 +52,7 @@ func propertyRun(t *testing.T, seed uint64, steps int) {
 	}
 	path := filepath.Join(t.TempDir(), "journal.db")
 	ctx := context.Background()
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	var sandboxes []string
 	var procs []liveProc
 	for step := range steps {
@@ -105,7 +106,7 @@ func propertyRun(t *testing.T, seed uint64, steps int) {
 			if err := rt.Close(); err != nil {
 				t.Fatal(err)
 			}
-			rt = openFake(t, f, path)
+			rt = testutil.OpenFake(t, f, path)
 			procs = nil
 		default:
 			for _, lp := range procs {

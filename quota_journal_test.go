@@ -10,6 +10,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -50,7 +51,7 @@ func TestFakeQuotaHitNeedsTheJournal(t *testing.T) {
 			defer stockade.WrapJournal(func(j actorsJournal) actorsJournal {
 				return &refusingJournal{actorsJournal: j, typ: tc.refuse}
 			})()
-			rt := openFake(t, f, "")
+			rt := testutil.OpenFake(t, f, "")
 			ctx := context.Background()
 			sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 			p := mustStart(t, sb, spec.Process{Argv: []string{"chatty"}, OutputQuota: 10, Stdout: spec.Discard, Stderr: spec.Discard})

@@ -9,6 +9,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
@@ -33,7 +34,7 @@ func TestFakeRecordingNotCompleteWithoutExit(t *testing.T) {
 		{name: "consumer gone, stop refused", refuse: lifecycle.ProcessStopping{}.Type(), hold: true, closeOut: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(t)
+			f := testutil.NewFake(t)
 			f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 				r := dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("hello\n")}}}
 				if tc.hold {
@@ -47,7 +48,7 @@ func TestFakeRecordingNotCompleteWithoutExit(t *testing.T) {
 				})()
 			}
 			path := filepath.Join(t.TempDir(), "journal.db")
-			rt := openFake(t, f, path)
+			rt := testutil.OpenFake(t, f, path)
 			ctx := context.Background()
 			sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 			p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Pipe, Stderr: spec.Discard})

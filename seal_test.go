@@ -11,6 +11,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
@@ -33,7 +34,7 @@ func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
 		return r
 	}
 	path := filepath.Join(t.TempDir(), "journal.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
@@ -55,18 +56,11 @@ func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
 		t.Fatalf("before the cut: %q %+v", out, sum)
 	}
 	// The held process runs and its output is recorded before the close.
-	for {
+	testutil.Eventually(t, "the held process's output recorded", func() bool {
 		var got bytes.Buffer
 		_, err := stockade.ReadOutput(path, q.ID, func(ch stockade.OutputChunk) error { got.Write(ch.Data); return nil })
-		if err == nil && got.String() == "hello\noops\n" {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return err == nil && got.String() == "hello\noops\n"
+	})
 	if err := rt.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +78,7 @@ func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
 		t.Fatalf("after the cut: %q %+v, want the output and not complete", out, sum)
 	}
 
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	defer func() { _ = rt.Close() }() // teardown
 	out, sum := read(p.ID)
 	if !sum.Complete || out != "hello\noops\n" || sum.StdoutBytes != 6 || sum.StderrBytes != 5 {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade/profile"
-
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/inspect"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -26,48 +23,14 @@ import (
 
 const fakeImage = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
 
-func newFake(t testing.TB) *dockerio.Fake {
-	t.Helper()
-	p, err := profile.Lookup("linux-x64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dockerio.NewFake(p)
-}
-
-// newExecFake is newFake without a warden: every process is an exec. For
+// newExecFake is testutil.NewFake without a warden: every process is an exec. For
 // the exec transport's own tests (what Docker's exec API does to a
 // process: lost attaches, phantom exit codes, inspects, the readback
 // before each start, the order of one multiplexed stream).
 func newExecFake(t testing.TB) *dockerio.Fake {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.NoWarden = true
 	return f
-}
-
-func openFake(t testing.TB, f *dockerio.Fake, path string, mutate ...func(*stockade.Options)) *stockade.Runtime {
-	t.Helper()
-	if path == "" {
-		path = filepath.Join(t.TempDir(), "journal.db")
-	}
-	opts := stockade.Options{Journal: path, Engine: f, StopGrace: 50 * time.Millisecond}
-	if os.Getenv("DBGLOG") != "" {
-		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	for _, m := range mutate {
-		m(&opts)
-	}
-	rt, err := stockade.Open(context.Background(), opts)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = rt.Close() // teardown (a test may have closed it)
-		if u := rt.Unanswered(); len(u) > 0 {
-			t.Errorf("removed sandboxes left asks unanswered: %v", u)
-		}
-	})
-	return rt
 }
 
 func script(frames ...dockerio.FakeFrame) func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
@@ -100,12 +63,12 @@ func run(t testing.TB, sb *stockade.Sandbox, p spec.Process) (string, string, sp
 }
 
 func TestFakeRunAndHistory(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{ExitCode: 3, Frames: []dockerio.FakeFrame{
 			{Stream: framing.Stdout, Data: []byte("out ")}, {Stream: framing.Stderr, Data: []byte("err")}, {Stream: framing.Stdout, Data: []byte("more")}}}
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	out, errOut, res, err := run(t, sb, spec.Process{Argv: []string{"x"}})
@@ -124,7 +87,7 @@ func TestFakeRunAndHistory(t *testing.T) {
 // TestFakeMailboxNotBlocked: while a create is in flight (the Docker call
 // held), the sandbox actor still answers: the runtime lists it.
 func TestFakeMailboxNotBlocked(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	release := make(chan struct{})
 	var once sync.Once
 	entered := make(chan struct{})
@@ -135,7 +98,7 @@ func TestFakeMailboxNotBlocked(t *testing.T) {
 		}
 		return nil
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	done := make(chan error, 1)
 	go func() {
 		_, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
@@ -158,7 +121,7 @@ func TestFakeMailboxNotBlocked(t *testing.T) {
 // (failed), rolled back through a journaled removal, and only then is the
 // caller told, with the typed error: nothing is left behind by then.
 func TestFakeCreateFailureLeavesNothing(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	boom := spec.Errorf(spec.CodeUnsupported, "test", "readback differs at HostConfig.Memory")
 	f.Fault = func(op string) error {
 		if op == "StartSandbox" {
@@ -166,7 +129,7 @@ func TestFakeCreateFailureLeavesNothing(t *testing.T) {
 		}
 		return nil
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	_, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
 	if !errors.Is(err, boom) {
@@ -194,7 +157,7 @@ func TestFakeCreateFailureLeavesNothing(t *testing.T) {
 }
 
 func TestFakeInvalidInput(t *testing.T) {
-	rt := openFake(t, newFake(t), "")
+	rt := testutil.OpenFake(t, testutil.NewFake(t), "")
 	ctx := context.Background()
 	bad := spec.DefaultPolicy()
 	bad.Pids = -1 // zero would mean the default
@@ -221,26 +184,20 @@ func TestFakeInvalidInput(t *testing.T) {
 func TestFakeStreamFailureFailsClosed(t *testing.T) {
 	f := newExecFake(t)
 	f.Script = script(dockerio.FakeFrame{Stream: framing.Systemerr, Data: []byte("daemon says no")})
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	_, _, res, err := run(t, sb, spec.Process{Argv: []string{"x"}})
 	var de *framing.DaemonError
 	if !spec.IsCode(err, spec.CodeStreamFailure) || !errors.As(err, &de) || res.Reason != "failed" {
 		t.Fatalf("got %+v %v, want a stream failure carrying the daemon's message", res, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, _ := sb.State(context.Background())
-		if st.Phase == lifecycle.PhaseExited {
-			if st.Exit.Error != spec.CodeStreamFailure {
-				t.Fatalf("sandbox exited with %+v, want stream_failure", st.Exit)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sandbox did not fail closed: %s", st.Phase)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var st lifecycle.Sandbox
+	testutil.Eventually(t, "the sandbox to fail closed (exited)", func() bool {
+		st, _ = sb.State(context.Background())
+		return st.Phase == lifecycle.PhaseExited
+	})
+	if st.Exit.Error != spec.CodeStreamFailure {
+		t.Fatalf("sandbox exited with %+v, want stream_failure", st.Exit)
 	}
 }
 
@@ -279,8 +236,8 @@ func TestFakePanicFailsOnlyTheProcess(t *testing.T) {
 }
 
 func TestFakeJournalFailureReportsNothingDone(t *testing.T) {
-	f := newFake(t)
-	rt := openFake(t, f, "")
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "")
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	// Closing the journal under the runtime makes every append fail.
 	j := stockade.JournalOf(rt)
@@ -297,7 +254,7 @@ func TestFakeJournalFailureReportsNothingDone(t *testing.T) {
 }
 
 func TestFakeHistoryNotFound(t *testing.T) {
-	rt := openFake(t, newFake(t), "")
+	rt := testutil.OpenFake(t, testutil.NewFake(t), "")
 	if _, err := rt.History(t.Context(), "nosuchsandbox"); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("got %v", err)
 	}
@@ -319,7 +276,7 @@ func TestFakeVerifyGatesTheStart(t *testing.T) {
 		}
 		return nil
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	if _, _, _, err := run(t, sb, spec.Process{Argv: []string{"ok"}}); err != nil || attached.Load() != 1 {
@@ -333,7 +290,7 @@ func TestFakeVerifyGatesTheStart(t *testing.T) {
 	if attached.Load() != 1 {
 		t.Fatal("a process was attached (started) although the check failed")
 	}
-	waitFor(t, "the sandbox to fail closed", func() bool {
+	testutil.Eventually(t, "the sandbox to fail closed", func() bool {
 		s, _ := stockade.FoldSandbox(rt, sb.ID())
 		return s.Phase == lifecycle.PhaseExited && s.Exit.Error == spec.CodeUnsupported
 	})
@@ -343,9 +300,9 @@ func TestFakeVerifyGatesTheStart(t *testing.T) {
 // an Owner that is not the journal's is refused, both before anything is
 // touched.
 func TestIdentityMismatch(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	owner := rt.Owner()
 	if _, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot}); err != nil {
 		t.Fatal(err)
@@ -354,7 +311,7 @@ func TestIdentityMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var touched atomic.Int32
-	other := newFake(t)
+	other := testutil.NewFake(t)
 	other.DaemonID = "another-daemon"
 	other.Fault = func(op string) error {
 		if op != "Preflight" {
@@ -371,7 +328,7 @@ func TestIdentityMismatch(t *testing.T) {
 		t.Fatalf("another owner: %v, want identity_mismatch", err)
 	}
 	// The right pair still opens, and recovery removes the one-shot sandbox.
-	rt = openFake(t, f, path, func(o *stockade.Options) { o.Owner = owner })
+	rt = testutil.OpenFake(t, f, path, func(o *stockade.Options) { o.Owner = owner })
 	if n := len(rt.Recovery().Sandboxes); n != 1 {
 		t.Fatalf("recovered %d sandboxes, want 1", n)
 	}
@@ -380,7 +337,7 @@ func TestIdentityMismatch(t *testing.T) {
 // TestShutdown: Shutdown stops kept sandboxes (exited, resources kept) and
 // removes one-shot ones; Close would have left both running.
 func TestShutdown(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	path := filepath.Join(t.TempDir(), "j.db")
 	ctx := context.Background()
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: path, Engine: f, StopGrace: 50 * time.Millisecond})
@@ -415,7 +372,7 @@ func TestFakeExecFailureFromWrapper(t *testing.T) {
 		}
 		return dockerio.FakeRun{ExitCode: 127, Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("done\n")}}}
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"missing"}}); !spec.IsCode(err, spec.CodeExecFailed) || res.Reason != "failed" {
 		t.Fatalf("missing command: %+v %v, want exec_failed", res, err)

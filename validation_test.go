@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -61,10 +62,10 @@ func streams(t *testing.T, rt *stockade.Runtime, kind journal.Kind) []string {
 // costs no journal event and no Docker call, however far into it the fault
 // lies (a tag is not resolved before the rest is judged).
 func TestFakeBadSpecCostsNothing(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	var log opLog
 	f.Fault = log.record
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	log.take() // Open's own calls
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -100,10 +101,10 @@ func TestFakeBadSpecCostsNothing(t *testing.T) {
 // TestFakeBadProcessCostsNothing: a process refused for its shape or its
 // size costs no journal event and no Docker call.
 func TestFakeBadProcessCostsNothing(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	var log opLog
 	f.Fault = log.record
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	log.take()
@@ -135,7 +136,7 @@ func TestFakeBadProcessCostsNothing(t *testing.T) {
 // TestFakePartialPolicy: a policy that states only what differs gets the
 // defaults for the rest, and what is journaled is the whole policy.
 func TestFakePartialPolicy(t *testing.T) {
-	rt := openFake(t, newFake(t), "")
+	rt := testutil.OpenFake(t, testutil.NewFake(t), "")
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{MemoryBytes: 1 << 30}})
 	st, err := stockade.FoldSandbox(rt, sb.ID())
 	if err != nil {
@@ -151,9 +152,9 @@ func TestFakePartialPolicy(t *testing.T) {
 // TestFakeDatasetTargetJournaledClean: the target journaled (and mounted)
 // is the cleaned one that was validated.
 func TestFakeDatasetTargetJournaledClean(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Profile.Datasets = true
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Datasets: []spec.Dataset{{Image: fakeImage, Target: "//data/./v1/"}}})
 	st, err := stockade.FoldSandbox(rt, sb.ID())
 	if err != nil {
@@ -237,7 +238,7 @@ func (b *blockingReader) Read([]byte) (int, error) {
 // TestFakePutHonoursContext: a put whose archive never arrives returns when
 // its context ends, and the sandbox goes on serving.
 func TestFakePutHonoursContext(t *testing.T) {
-	rt := openFake(t, newFake(t), "")
+	rt := testutil.OpenFake(t, testutil.NewFake(t), "")
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	r := &blockingReader{reading: make(chan struct{}), release: make(chan struct{})}
 	defer close(r.release)

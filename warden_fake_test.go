@@ -13,6 +13,7 @@ import (
 	stockade "github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/spec"
 )
@@ -25,7 +26,7 @@ import (
 // warden is never given up. (The Fake runs the real warden library: this
 // is the production transport.)
 func TestFakeAbandonedStartSparesNeighbours(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	spawning, release := make(chan struct{}), make(chan struct{})
 	chunk := bytes.Repeat([]byte("n"), 32<<10)
 	neighbourDone := make(chan struct{})
@@ -47,7 +48,7 @@ func TestFakeAbandonedStartSparesNeighbours(t *testing.T) {
 		}
 		return dockerio.FakeRun{}
 	}
-	rt := openFake(t, f, "")
+	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
 	neighbour := mustStart(t, sb, spec.Process{Argv: []string{"neighbour"}, Stderr: spec.Discard})
@@ -103,9 +104,9 @@ func TestFakeAbandonedStartSparesNeighbours(t *testing.T) {
 // (Issue 30's first defect, on the Fake: the start was held for the new
 // warden and then dropped, and waited for ever.)
 func TestFakeWardenGoneWhileClosed(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"first"}}); err != nil || res.Reason != "exited" {
 		t.Fatalf("first: %+v %v", res, err)
@@ -118,7 +119,7 @@ func TestFakeWardenGoneWhileClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	again, err := rt.Sandbox(sb.ID())
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,10 @@ package kubenode
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/stockade/stockade/profile"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 )
 
@@ -39,11 +37,7 @@ func newFakeNode(t *testing.T, script func(pod string, run int) dockerio.FakeRun
 	saved := restartBackoff
 	restartBackoff = [2]time.Duration{10 * time.Millisecond, 40 * time.Millisecond}
 	t.Cleanup(func() { restartBackoff = saved })
-	prof, err := profile.Lookup("linux-x64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &fakeNode{eng: dockerio.NewFake(prof), runs: map[string]int{}, script: script}
+	n := &fakeNode{eng: testutil.NewFake(t), runs: map[string]int{}, script: script}
 	n.eng.SetTag("stockade/toolbox:dev", "sha256:"+strings.Repeat("a", 64))
 	n.eng.Script = func(sb dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
 		pod := ""
@@ -61,18 +55,14 @@ func newFakeNode(t *testing.T, script func(pod string, run int) dockerio.FakeRun
 		n.mu.Unlock()
 		return n.script(pod, run)
 	}
-	rt, err := stockade.Open(context.Background(), stockade.Options{Journal: filepath.Join(t.TempDir(), "journal.db"), Engine: n.eng, StopGrace: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Closed at the end of the test, after the provider (its cleanup below
+	// runs first).
+	rt := testutil.OpenFake(t, n.eng, "")
 	n.rt = rt
 	n.indexer = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	n.p = newProvider(rt, "node-a", "10.0.0.9", 3, corev1listers.NewPodLister(n.indexer), nil)
 	n.p.NotifyPods(context.Background(), func(*corev1.Pod) {})
-	t.Cleanup(func() {
-		n.p.Close()
-		_ = rt.Close()
-	})
+	t.Cleanup(n.p.Close)
 	return n
 }
 
@@ -88,19 +78,20 @@ func fakePod(name string, restart corev1.RestartPolicy) *corev1.Pod {
 
 func (n *fakeNode) waitStatus(t *testing.T, name string, what string, ok func(corev1.PodStatus) bool) corev1.PodStatus {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	var last corev1.PodStatus
-	for time.Now().Before(deadline) {
-		st, err := n.p.GetPodStatus(context.Background(), "ns", name)
-		if err == nil {
-			last = *st
-			if ok(last) {
-				return last
-			}
+	defer func() {
+		if t.Failed() {
+			t.Logf("pod %s's last status: %+v", name, last)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("pod %s never %s; last status %+v", name, what, last)
+	}()
+	testutil.Eventually(t, "pod "+name+" "+what, func() bool {
+		st, err := n.p.GetPodStatus(context.Background(), "ns", name)
+		if err != nil {
+			return false
+		}
+		last = *st
+		return ok(last)
+	})
 	return last
 }
 
@@ -153,8 +144,7 @@ func TestProviderRestartPolicies(t *testing.T) {
 	}
 	// A finished pod's sandbox is stopped (kept until the pod is
 	// deleted), and the pod still reads Succeeded.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, "never-ok's sandbox exited (stopped) once the pod finished", func() bool {
 		infos, err := n.rt.Sandboxes(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -165,14 +155,8 @@ func TestProviderRestartPolicies(t *testing.T) {
 				phase = in.Phase
 			}
 		}
-		if phase == lifecycle.PhaseExited {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never-ok's sandbox is %q, want exited (stopped) once the pod finished", phase)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return phase == lifecycle.PhaseExited
+	})
 	if st, err := n.p.GetPodStatus(ctx, "ns", "never-ok"); err != nil || st.Phase != corev1.PodSucceeded {
 		t.Errorf("never-ok after its sandbox stopped: %v %v", st.Phase, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/internal/testenv"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
 )
@@ -93,25 +94,14 @@ func execsOnly(o *stockade.Options) { o.Engine.(*countingEngine).NoWarden = true
 
 func serve(t *testing.T, opts ...func(*stockade.Options)) *fixture {
 	t.Helper()
-	p, err := profile.Lookup("linux-x64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := dockerio.NewFake(p)
+	f := testutil.NewFake(t)
 	eng := &countingEngine{Fake: f}
 	dir := privateDir(t)
-	o := stockade.Options{Journal: filepath.Join(dir, "journal.db"), Engine: eng, StopGrace: 50 * time.Millisecond}
-	for _, f := range opts {
-		f(&o)
-	}
-	rt, err := stockade.Open(context.Background(), o)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
+	// Closed at the end of the test, after the server's cleanup below.
+	rt := testutil.OpenFake(t, eng, filepath.Join(dir, "journal.db"), opts...)
 	sock := server.SocketPath(filepath.Join(dir, "journal.db"))
 	lis, err := server.Listen(sock, nil)
 	if err != nil {
-		_ = rt.Close() // err is the one reported
 		t.Fatal(err)
 	}
 	srv := server.New(rt, server.Options{Doctor: func(context.Context) (profile.Report, error) {
@@ -124,13 +114,13 @@ func serve(t *testing.T, opts ...func(*stockade.Options)) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// Teardown: only serve's error is checked.
+		// Teardown: only serve's error is checked here (OpenFake's
+		// cleanup, which runs after this one, closes the runtime).
 		_ = c.Close()
 		srv.Stop(time.Second)
 		if err := <-served; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-		_ = rt.Close()
 	})
 	return &fixture{fake: f, engine: eng, rt: rt, srv: srv, socket: sock, c: c}
 }

@@ -1,16 +1,17 @@
 package server_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -28,7 +29,12 @@ func awaitServedPool(t *testing.T, c *client.Client, name string, ready int) hos
 	t.Helper()
 	ctx := ctxFor(t)
 	var last host.PoolInfo
-	for ctx.Err() == nil {
+	defer func() {
+		if t.Failed() {
+			t.Logf("pool %s's last line: %+v", name, last)
+		}
+	}()
+	testutil.Eventually(t, fmt.Sprintf("pool %s to have %d ready and none filling", name, ready), func() bool {
 		ps, err := c.Pools(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -38,12 +44,8 @@ func awaitServedPool(t *testing.T, c *client.Client, name string, ready int) hos
 				last = p
 			}
 		}
-		if last.Ready == ready && last.Filling == 0 {
-			return last
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("pool %s never had %d ready and none filling: %+v", name, ready, last)
+		return last.Ready == ready && last.Filling == 0
+	})
 	return last
 }
 

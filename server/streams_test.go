@@ -10,6 +10,7 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
@@ -223,16 +224,10 @@ func TestDisconnectRemovesOneShot(t *testing.T) {
 	if res, _ := fx.c.Wait(ctx, p.ID()); res.Reason != string(lifecycle.ReasonCancelled) {
 		t.Fatalf("the process after its client left: %+v, want cancelled", res)
 	}
-	for {
+	testutil.Eventually(t, "the one-shot sandbox of a vanished client removed", func() bool {
 		_, err := fx.c.Sandbox(ctx, sb.ID())
-		if spec.IsCode(err, spec.CodeNotFound) {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the one-shot sandbox of a vanished client was not removed: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return spec.IsCode(err, spec.CodeNotFound)
+	})
 	hist, err := fx.c.History(ctx, sb.ID())
 	if err != nil || hist[len(hist)-1].Type != "sandbox.removed" {
 		t.Fatalf("history ends %v, %v; want sandbox.removed", hist[len(hist)-1].Type, err)

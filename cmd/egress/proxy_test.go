@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/egress"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -470,18 +471,15 @@ func TestConnCap(t *testing.T) {
 	}
 	// The slot is given back just after the decision is recorded: poll
 	// until a connection is served (each refusal is recorded too).
-	deadline := time.Now().Add(waitLimit)
-	for {
+	testutil.Eventually(t, "a slot after a tunnel ended", func() bool {
 		c, _, resp := h.connect(hostPort(echo), "")
 		if resp.StatusCode == 200 {
 			_ = c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no slot after a tunnel ended")
+			return true
 		}
 		next(t, w)
-	}
+		return false
+	})
 }
 
 func TestControlSocket(t *testing.T) {

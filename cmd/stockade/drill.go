@@ -18,13 +18,12 @@ import (
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
-	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/actors/sandbox"
+	"github.com/stockade/stockade/internal/drillcheck"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/internal/survivor"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
-	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -443,12 +442,12 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, mode 
 		violate("failpoint %s was never reached", fp)
 	}
 	// What the journal and the recordings held at the kill.
-	atKill, err := readDrillJournal(jpath)
+	atKill, err := drillcheck.Read(jpath)
 	if err != nil {
 		violate("reading the journal left at the kill: %v", err)
 		return r
 	}
-	atKill.checkAtKill(violate)
+	atKill.CheckAtKill(violate)
 	start := time.Now()
 	rt, err := d.open(ctx, jpath, mode)
 	r.Recovery = time.Since(start)
@@ -456,14 +455,14 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, mode 
 		violate("recovery failed: %v", err)
 		return r
 	}
-	tornDown := map[string]sandbox.Decision{}
+	tornDown := map[string]string{} // the decision by sandbox id
 	for _, s := range rt.Recovery().Sandboxes {
 		r.Decisions = append(r.Decisions, fmt.Sprintf("%s→%s", s.From, s.Decision))
 		if s.Error != "" {
 			violate("sandbox %s did not settle: %v", s.ID, s.Error)
 		}
 		if d := sandbox.Decision(s.Decision); d == sandbox.StopRemove || d == sandbox.TearDown {
-			tornDown[s.ID] = d
+			tornDown[s.ID] = s.Decision
 		}
 	}
 	if n := len(rt.Recovery().Orphans); n > 0 {
@@ -485,17 +484,17 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, mode 
 	}
 	// The journal still replays: every record decodes and every stream
 	// folds without an illegal transition.
-	if err := replayAll(jpath); err != nil {
+	if err := drillcheck.Replay(jpath); err != nil {
 		violate("journal does not replay: %v", err)
 	}
 	// Every process and every recording has ended by now (cleanup
 	// removed every sandbox): the promise's invariants.
-	final, err := readDrillJournal(jpath)
+	final, err := drillcheck.Read(jpath)
 	if err != nil {
 		violate("reading the journal after cleanup: %v", err)
 		return r
 	}
-	r.Decisions = append(r.Decisions, final.checkFinal(atKill, tornDown, violate)...)
+	r.Decisions = append(r.Decisions, final.CheckFinal(atKill, tornDown, violate)...)
 	return r
 }
 
@@ -572,8 +571,8 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 			violate("history of %s: %v", id, err)
 			continue
 		}
-		procs := map[string]*drillProc{}
-		if err := foldProcesses(procs, h); err != nil {
+		procs := map[string]*drillcheck.Proc{}
+		if err := drillcheck.Fold(procs, h); err != nil {
 			violate("%v", err)
 		}
 		for _, p := range procs {
@@ -696,189 +695,6 @@ func checkOneWarden(ctx context.Context, rt *stockade.Runtime, sb *stockade.Sand
 // askBound bounds every ask the drill makes of a recovered runtime: each
 // must be answered well within it.
 const askBound = 2 * time.Minute
-
-// drillProc is a process as its journal stream folds, with the output gaps
-// journaled for it.
-type drillProc struct {
-	lifecycle.Process
-	gaps []lifecycle.OutputGap
-}
-
-// foldProcesses folds the process events of a sandbox's history into
-// procs.
-func foldProcesses(procs map[string]*drillProc, h []stockade.HistoryEvent) error {
-	var errs []error
-	for _, e := range h {
-		if e.Kind != string(journal.KindProcess) {
-			continue
-		}
-		p := procs[e.ID]
-		if p == nil {
-			p = &drillProc{Process: lifecycle.Process{ID: e.ID}}
-			procs[e.ID] = p
-		}
-		ev, err := lifecycle.Decode(e.Type, e.Payload)
-		if err == nil {
-			p.Process, err = lifecycle.ApplyProcess(p.Process, e.Seq, e.Time, ev)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("process %s: %w", e.ID, err))
-			continue
-		}
-		if g, ok := ev.(lifecycle.OutputGap); ok {
-			p.gaps = append(p.gaps, g)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// drillJournal is what a drill's journal and recordings hold at one moment
-// (read with no runtime on the journal).
-type drillJournal struct {
-	procs map[string]*drillProc
-	recs  map[string]recordingEnd
-}
-
-// recordingEnd says how a process's recording ends.
-type recordingEnd struct {
-	found    bool
-	complete bool
-	end      int64 // the output offset where the recording stops
-	err      error
-}
-
-// readDrillJournal folds every process of the journal at jpath and reads
-// how each one's recording ends.
-func readDrillJournal(jpath string) (drillJournal, error) {
-	dj := drillJournal{procs: map[string]*drillProc{}, recs: map[string]recordingEnd{}}
-	if _, err := os.Stat(jpath); errors.Is(err, os.ErrNotExist) {
-		return dj, nil // killed before its journal was made: nothing ran
-	}
-	j, err := journal.Open(jpath, journal.Options{ReadOnly: true})
-	if err != nil {
-		return dj, err
-	}
-	defer func() { _ = j.Close() }() // only read
-	var sandboxes []string
-	if err := j.Streams(func(k journal.Key) error {
-		if k.Kind == journal.KindSandbox {
-			sandboxes = append(sandboxes, k.ID)
-		}
-		return nil
-	}); err != nil {
-		return dj, err
-	}
-	for _, id := range sandboxes {
-		h, err := inspect.New(j).History(context.Background(), id)
-		if err != nil {
-			return dj, err
-		}
-		if err := foldProcesses(dj.procs, h); err != nil {
-			return dj, err
-		}
-	}
-	dir := recorder.Dir(jpath)
-	for id := range dj.procs {
-		var re recordingEnd
-		sum, err := recorder.Read(dir, id, func(c recorder.Chunk) error {
-			re.end = c.Offset + int64(len(c.Data)) + c.Gap
-			return nil
-		})
-		switch {
-		case spec.IsCode(err, spec.CodeNotFound):
-		case err != nil:
-			re.found, re.err = true, err
-		default:
-			re.found, re.complete = true, sum.Complete
-		}
-		dj.recs[id] = re
-	}
-	return dj, nil
-}
-
-// checkAtKill: the end record follows the journaled exit, so no recording
-// may say complete for a process whose exit the journal does not hold.
-func (dj drillJournal) checkAtKill(violate func(string, ...any)) {
-	for id, re := range dj.recs {
-		if re.complete && !dj.procs[id].Terminal() {
-			violate("process %s: its recording has an end record at the kill while its exit is not journaled (%s)", id, dj.procs[id].Phase)
-		}
-	}
-}
-
-// running says the journal had the process started (or stopping) and not
-// ended: it was running.
-func running(p *drillProc) bool {
-	return p.Phase == lifecycle.PhaseStarted || p.Phase == lifecycle.PhaseStopping
-}
-
-// checkFinal checks the promise once every process has ended: no process
-// running at the kill is journaled lost (unless recovery itself tore its
-// sandbox down: its caller is gone), and every recording ends complete or
-// with the gap where it stops journaled. It returns notes for the table.
-func (dj drillJournal) checkFinal(atKill drillJournal, tornDown map[string]sandbox.Decision, violate func(string, ...any)) (notes []string) {
-	for id, before := range atKill.procs {
-		p := dj.procs[id]
-		if !running(before) || p == nil || p.Exit == nil || p.Exit.Reason != lifecycle.ReasonLost {
-			continue
-		}
-		if dec, ok := tornDown[p.Sandbox]; ok {
-			notes = append(notes, fmt.Sprintf("process→lost in a sandbox recovery chose to %s", dec))
-			continue
-		}
-		violate("process %s was running at the kill (%s) and is journaled lost: %s", id, before.Phase, p.Exit.Message)
-	}
-	for id, p := range dj.procs {
-		re := dj.recs[id]
-		switch {
-		case re.err != nil:
-			violate("the recording of process %s does not read: %v", id, re.err)
-		case !re.found:
-			if p.Group != 0 && p.Exit != nil && p.Exit.StdoutBytes+p.Exit.StderrBytes > 0 && !p.Spec.Record.Off {
-				violate("process %s printed %d bytes and has no recording", id, p.Exit.StdoutBytes+p.Exit.StderrBytes)
-			}
-		case re.complete:
-			if !p.Terminal() {
-				violate("process %s: its recording is complete while its exit is not journaled (%s)", id, p.Phase)
-			}
-		case !p.Warden && p.ExecID != "" && p.Adopted && !gapAt(p.gaps, re.end):
-			// A Docker exec cannot be re-attached: a process of a sandbox
-			// without a warden that a recovery re-adopts runs on with its
-			// recording stopped at the crash (README: "An exec of a
-			// sandbox without a warden cannot be re-attached"). A real
-			// runtime always has a warden; the drill's --no-warden mode
-			// exists to reach process.exec-created.
-			notes = append(notes, "exec process re-adopted without its stream (no warden)")
-		case !gapAt(p.gaps, re.end):
-			ended := "no exit journaled"
-			if p.Exit != nil {
-				ended = fmt.Sprintf("ended %s with %d bytes of output journaled", p.Exit.Reason, p.Exit.StdoutBytes+p.Exit.StderrBytes)
-			}
-			violate("the recording of process %s (%s) stops at byte %d without an end record, and no journaled gap covers it", id, ended, re.end)
-		}
-	}
-	return notes
-}
-
-// gapAt says a journaled gap covers the output offset off.
-func gapAt(gaps []lifecycle.OutputGap, off int64) bool {
-	for _, g := range gaps {
-		if g.From <= off && off < g.To {
-			return true
-		}
-	}
-	return false
-}
-
-// replayAll opens a journal read-only, verifies it and folds every stream.
-func replayAll(path string) error {
-	j, err := journal.Open(path, journal.Options{ReadOnly: true})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = j.Close() }() // only read
-	return inspect.New(j).Verify(context.Background())
-}
 
 type drillChildCmd struct {
 	g           global

@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade/profile"
-
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -24,11 +23,7 @@ import (
 // It uses the fake engine: the CLI reads only files.
 func recordedJournal(t *testing.T, path string, frames ...dockerio.FakeFrame) (string, string) {
 	t.Helper()
-	prof, err := profile.Lookup("linux-x64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := dockerio.NewFake(prof)
+	f := testutil.NewFake(t)
 	// Execs: one multiplexed stream keeps the order of stdout and stderr
 	// that this test reads back (a warden's two pipes do not).
 	f.NoWarden = true
@@ -37,11 +32,8 @@ func recordedJournal(t *testing.T, path string, frames ...dockerio.FakeFrame) (s
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: path, Engine: f, Record: spec.Record{Head: 4 << 10, Tail: 4 << 10}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = rt.Close() }() // teardown
+	rt := testutil.OpenFake(t, f, path, func(o *stockade.Options) { o.Record = spec.Record{Head: 4 << 10, Tail: 4 << 10} })
+	defer func() { _ = rt.Close() }() // the CLI opens the journal next
 	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "sha256:" + strings.Repeat("0", 63) + "1"})
 	if err != nil {
 		t.Fatal(err)

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -92,13 +92,15 @@ func TestRunInTTY(t *testing.T) {
 	mu.Unlock()
 	// The forwarding starts once the process runs: a SIGWINCH before it
 	// is ignored (its default), so it is sent until one is seen.
-	deadline := time.Now().Add(10 * time.Second)
-	for len(proc.sizes()) == 0 && time.Now().Before(deadline) {
+	testutil.Eventually(t, "a resize forwarded", func() bool {
+		if len(proc.sizes()) > 0 {
+			return true
+		}
 		if err := syscall.Kill(os.Getpid(), syscall.SIGWINCH); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	got := proc.sizes()
 	if len(got) == 0 || got[0] != [2]uint16{40, 120} {
 		t.Fatalf("resizes %v, want 40x120 first", got)

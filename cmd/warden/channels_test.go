@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/warden/link"
 	"github.com/stockade/stockade/warden/wire"
 )
@@ -179,13 +180,7 @@ func TestForgetOfRunningProcessKillsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Dropped once reaped: the table no longer lists it.
-	limit := time.Now().Add(waitLimit)
-	for entryOf(c.list(), 1) != nil {
-		if time.Now().After(limit) {
-			t.Fatal("the forgotten process is still listed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, "the forgotten process no longer listed", func() bool { return entryOf(c.list(), 1) == nil })
 	// Reaped, so its pid is gone (unless reused by another program).
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.PID)); err == nil && strings.HasPrefix(string(b), "sleep") {
 		t.Errorf("process 1 (pid %d) still runs after its forget", st.PID)

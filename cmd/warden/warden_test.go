@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/warden/wire"
 )
 
@@ -333,20 +334,15 @@ func TestSignalGroup(t *testing.T) {
 	}
 	// The grandchild closed its pipes while exiting; it may not be a
 	// zombie yet.
-	for limit := time.Now().Add(waitLimit); ; time.Sleep(10 * time.Millisecond) {
+	testutil.Eventually(t, fmt.Sprintf("the grandchild %d to die of the group signal", pid), func() bool {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
-			break
+			return true
 		}
 		s := string(b)
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if f[0] == "Z" || f[2] != strconv.Itoa(st.PGID) {
-			break
-		}
-		if time.Now().After(limit) {
-			t.Fatalf("grandchild %d survived the group signal: %s", pid, s)
-		}
-	}
+		return f[0] == "Z" || f[2] != strconv.Itoa(st.PGID)
+	})
 }
 
 // A hundred waiting children (two output pumps and a stdin feeder each) cost

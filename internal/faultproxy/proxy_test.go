@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stockade/stockade/internal/testutil"
 )
 
 // upstream is a fake daemon on a unix socket: a few plain endpoints, an
@@ -155,17 +157,6 @@ func get(c *http.Client, path string) (string, error) {
 	return string(b), err
 }
 
-// eventually polls cond for up to 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not so after 10 s: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestPassThroughKeepAlive(t *testing.T) {
 	u := newUpstream(t)
 	p := newProxy(t, u)
@@ -182,7 +173,7 @@ func TestPassThroughKeepAlive(t *testing.T) {
 		t.Fatalf("requests %d conns %d, want 4 on one connection", p.Requests(), p.Conns())
 	}
 	c.CloseIdleConnections()
-	eventually(t, "the connection closed", func() bool { return p.Conns() == 0 && p.Goroutines() == 1 })
+	testutil.Eventually(t, "the connection closed", func() bool { return p.Conns() == 0 && p.Goroutines() == 1 })
 }
 
 func TestStreamingResponseAndClientGone(t *testing.T) {
@@ -201,8 +192,8 @@ func TestStreamingResponseAndClientGone(t *testing.T) {
 	closed := u.closed.Load()
 	cancel()
 	_ = resp.Body.Close()
-	eventually(t, "the upstream connection closed after the client went away", func() bool { return u.closed.Load() > closed })
-	eventually(t, "the session ended", func() bool { return p.Conns() == 0 })
+	testutil.Eventually(t, "the upstream connection closed after the client went away", func() bool { return u.closed.Load() > closed })
+	testutil.Eventually(t, "the session ended", func() bool { return p.Conns() == 0 })
 }
 
 func TestResetBeforeForward(t *testing.T) {
@@ -280,8 +271,8 @@ func TestDelay(t *testing.T) {
 	if _, err := c.Do(req); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a client deadline under the delay: %v", err)
 	}
-	eventually(t, "the upstream connection closed", func() bool { return u.closed.Load() > closed })
-	eventually(t, "the session ended", func() bool { return p.Conns() == 0 })
+	testutil.Eventually(t, "the upstream connection closed", func() bool { return u.closed.Load() > closed })
+	testutil.Eventually(t, "the session ended", func() bool { return p.Conns() == 0 })
 }
 
 func TestStallBodyUntilRemoved(t *testing.T) {
@@ -379,7 +370,7 @@ func TestHijackRelaysBothWays(t *testing.T) {
 					t.Fatalf("echo of %q: %d %q %v", line, id, got, err)
 				}
 			}
-			eventually(t, "the stream is listed", func() bool { return p.Streams() == 1 })
+			testutil.Eventually(t, "the stream is listed", func() bool { return p.Streams() == 1 })
 			if err := conn.(*net.UnixConn).CloseWrite(); err != nil {
 				t.Fatal(err)
 			}
@@ -390,7 +381,7 @@ func TestHijackRelaysBothWays(t *testing.T) {
 				t.Fatalf("the stream did not end cleanly: %v", err)
 			}
 			_ = conn.Close()
-			eventually(t, "the session ended", func() bool { return p.Conns() == 0 && p.Goroutines() == 1 })
+			testutil.Eventually(t, "the session ended", func() bool { return p.Conns() == 0 && p.Goroutines() == 1 })
 		})
 	}
 }
@@ -475,7 +466,7 @@ func TestOpenRulesOnALiveStream(t *testing.T) {
 	if _, _, err := readFrame(br); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the stream is listed", func() bool { return p.Streams() == 1 })
+	testutil.Eventually(t, "the stream is listed", func() bool { return p.Streams() == 1 })
 	// A rule without Open leaves open streams alone.
 	if f := p.Add(Rule{Exec: "MARK", Action: Stall}); f.Seen() != 0 {
 		t.Fatal("a rule without Open matched an open stream")
@@ -513,7 +504,7 @@ func TestOpenRulesOnALiveStream(t *testing.T) {
 	if _, err := io.ReadAll(br); err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "reset") {
 		t.Fatalf("after the reset: %v", err)
 	}
-	eventually(t, "the session ended", func() bool { return p.Conns() == 0 })
+	testutil.Eventually(t, "the session ended", func() bool { return p.Conns() == 0 })
 }
 
 func TestStallThenClientCloses(t *testing.T) {
@@ -524,9 +515,9 @@ func TestStallThenClientCloses(t *testing.T) {
 	if _, err := io.WriteString(conn, "one\n"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the stream is listed", func() bool { return p.Streams() == 1 })
+	testutil.Eventually(t, "the stream is listed", func() bool { return p.Streams() == 1 })
 	_ = conn.Close()
-	eventually(t, "a stalled session ends when its client closes", func() bool { return p.Conns() == 0 && p.Goroutines() == 1 })
+	testutil.Eventually(t, "a stalled session ends when its client closes", func() bool { return p.Conns() == 0 && p.Goroutines() == 1 })
 }
 
 func TestSkipTimesAndBody(t *testing.T) {

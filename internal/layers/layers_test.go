@@ -33,7 +33,9 @@ var rank = map[string]int{
 
 	"dockerio/enginetest": 4, "inspect": 4, "client": 4, "internal/actors": 4, "metrics": 4, "rerun": 4,
 
-	"internal/actors/process": 5,
+	// internal/drillcheck: the crash drill's checks of a journal and its
+	// recordings (the CLI's drill runs them, test/drill again).
+	"internal/actors/process": 5, "internal/drillcheck": 5,
 	"internal/actors/sandbox": 6,
 	// The warm pools, behind the runtime's narrow Maker seam: no actors, no Docker.
 	"internal/pool": 6,
@@ -46,8 +48,11 @@ var rank = map[string]int{
 
 	"cmd/stockade": 10, "cmd/stockade-node": 10, "cmd/warden": 10, "cmd/egress": 10, "helpers/internal/gen": 10,
 
-	// Test support and the integration suite sit above everything.
-	"internal/testenv": 11, "internal/dockertest": 11, "internal/faultproxy": 11,
+	// Test support and the integration suite sit above everything
+	// (internal/testutil's fixture opens a runtime on the Fake: it imports
+	// the root). A package's tests may import any of them: the walk skips
+	// _test.go files.
+	"internal/testenv": 11, "internal/testutil": 11, "internal/dockertest": 11, "internal/faultproxy": 11,
 	"internal/layers": 11, "internal/kubecluster": 11, "internal/kubecluster/cmd/kubecluster": 12, "internal/inspecttest": 11, "internal/journaltest": 11, "internal/metricstest": 11,
 	// The suites against the real daemon (test/...) share test/testkit.
 	"test/testkit": 12, "test": 13,
@@ -83,6 +88,8 @@ var only = map[string]func(imp string) bool{
 	},
 	// Offline reading needs the journal, never Docker or the actors.
 	"inspect": func(imp string) bool { return !runtimeDep(imp) },
+	// The drill's checks read a journal with no runtime on it.
+	"internal/drillcheck": func(imp string) bool { return !runtimeDep(imp) },
 	// A re-run drives any host.Runtime (embedded or served): it links no
 	// runtime of its own.
 	"rerun": func(imp string) bool { return !runtimeDep(imp) && imp != module+"/journal" },

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
@@ -67,7 +68,7 @@ func TestChangesPerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "the neighbour's first file", func() bool {
+	testutil.Eventually(t, "the neighbour's first file", func() bool {
 		out, _, _, _ := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "ls n1.txt 2>/dev/null"}, NoChanges: true})
 		return strings.TrimSpace(out) == "n1.txt"
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/stockade/stockade/checkpoint"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/failpoint"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/test/testkit"
@@ -226,7 +227,7 @@ func TestRollbackKilled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			testkit.WaitFor(t, "the rollback settled", func() bool {
+			testutil.Eventually(t, "the rollback settled", func() bool {
 				st, err := sb.State(ctx)
 				return err == nil && st.RollingBack == nil
 			})
@@ -235,7 +236,7 @@ func TestRollbackKilled(t *testing.T) {
 				t.Fatalf("journal after recovery: %v", types)
 			}
 			var out string
-			testkit.WaitFor(t, "the rollback's marker gone from work", func() bool {
+			testutil.Eventually(t, "the rollback's marker gone from work", func() bool {
 				out, _, _, err = testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", "ls -A | sort | tr '\\n' ' '"}})
 				return err == nil && !strings.Contains(out, "stockade-rollback")
 			})
@@ -297,7 +298,7 @@ func TestStopDuringRollback(t *testing.T) {
 	}
 	rolled := make(chan error, 1)
 	go func() { rolled <- sb.Rollback(ctx, ck.ID) }()
-	testkit.WaitFor(t, "the rollback's warden given up", func() bool {
+	testutil.Eventually(t, "the rollback's warden given up", func() bool {
 		return testkit.Count(testkit.SandboxTypes(t, e.RT, sb.ID()), (lifecycle.WardenLost{}).Type()) > 0
 	})
 	if err := sb.Stop(ctx); err != nil {
@@ -360,7 +361,7 @@ func TestRollbackKilledPastTTL(t *testing.T) {
 	}
 	defer func() { _ = rt.Close() }()
 	var st lifecycle.Sandbox
-	testkit.WaitFor(t, "the sandbox exited by its TTL", func() bool {
+	testutil.Eventually(t, "the sandbox exited by its TTL", func() bool {
 		st, err = rt.ReplaySandbox(ctx, id, 0)
 		return err == nil && st.Phase == lifecycle.PhaseExited
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/test/testkit"
 )
 
@@ -103,7 +104,7 @@ func TestNewLayersEscapeSandboxStrings(t *testing.T) {
 	// The proxy's decision is recorded beside the journal (the proxy
 	// reports it; the exec's end does not wait for it).
 	var ds []egress.Decision
-	testkit.WaitFor(t, "the decision with the hostile proxy user", func() bool {
+	testutil.Eventually(t, "the decision with the hostile proxy user", func() bool {
 		code, out, _ := e.Run(t, "", "--json", "journal", "show", sb, "--egress")
 		if code != 0 {
 			return false

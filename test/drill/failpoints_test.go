@@ -2,6 +2,7 @@ package drill
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stockade/stockade/internal/dockertest"
+	"github.com/stockade/stockade/internal/drillcheck"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
 )
@@ -38,8 +40,9 @@ var drFailpoints = []string{
 // end record before the exit is journaled, every recording complete or its
 // gap journaled; every ask answered, one warden per re-adopted sandbox; a
 // rollback's journaled outcome is its workspace, /workspace root's, no
-// survivor of the workload left and none run as uid 0). The whole drill
-// is `make drill`.
+// survivor of the workload left and none run as uid 0). The journals it
+// leaves are checked again here with its checks (internal/drillcheck). The
+// whole drill is `make drill`.
 func TestDrillFailpoints(t *testing.T) {
 	cli := dockertest.Client(t)
 	dockertest.ImageID(t, cli)
@@ -85,6 +88,28 @@ func TestDrillFailpoints(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "no violation") {
 		t.Fatal("the drill did not report a clean run")
+	}
+	// The journals the drill left (one per failpoint, each after its
+	// cleanup removed every sandbox), checked again here with the drill's
+	// own checks (internal/drillcheck): each replays, and every recording
+	// is complete or its gap journaled.
+	journals, err := filepath.Glob(filepath.Join(dir, "drill-*.db"))
+	if err != nil || len(journals) == 0 {
+		t.Fatalf("the drill left no journal in %s: %v", dir, err)
+	}
+	for _, jpath := range journals {
+		violate := func(format string, args ...any) {
+			t.Errorf("%s: %s", filepath.Base(jpath), fmt.Sprintf(format, args...))
+		}
+		if err := drillcheck.Replay(jpath); err != nil {
+			violate("does not replay: %v", err)
+		}
+		final, err := drillcheck.Read(jpath)
+		if err != nil {
+			violate("reading it: %v", err)
+			continue
+		}
+		final.CheckRecordings(violate)
 	}
 	// Every runtime the drill started had its own journal in dir.
 	if def, err := journal.DefaultPath(); err != nil {

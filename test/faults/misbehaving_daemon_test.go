@@ -40,6 +40,7 @@ import (
 	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/faultproxy"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -1091,7 +1092,7 @@ func TestFaultsEventStream(t *testing.T) {
 		f := faultproxy.Rule{Match: "GET /events", Action: faultproxy.Truncate, N: 0, Times: 1}
 		e := newFaultEnvWith(t, false, f)
 		sb := e.mustSandbox(t)
-		testkit.WaitFor(t, "the event stream to be cut", func() bool { return e.pre[0].Hits() == 1 })
+		testutil.Eventually(t, "the event stream to be cut", func() bool { return e.pre[0].Hits() == 1 })
 		runs(t, sb, "after the event stream was cut")
 		kill(t, e, sb)
 		st := eventuallyPhase(t, sb, lifecycle.PhaseExited)
@@ -1102,7 +1103,7 @@ func TestFaultsEventStream(t *testing.T) {
 		f := faultproxy.Rule{Match: "GET /events", Action: faultproxy.Stall, N: 0}
 		e := newFaultEnvWith(t, false, f)
 		sb := e.mustSandbox(t)
-		testkit.WaitFor(t, "the event stream to be stalled", func() bool { return e.pre[0].Hits() >= 1 })
+		testutil.Eventually(t, "the event stream to be stalled", func() bool { return e.pre[0].Hits() >= 1 })
 		runs(t, sb, "with the event stream stalled")
 		kill(t, e, sb)
 		// No die event can come. Within a bound, the next launch finds

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/test/testkit"
@@ -369,7 +370,7 @@ func TestHostileStreams(t *testing.T) {
 			// From inside: the shell runs on with no fd 1 or 2.
 			pid := h.startedPID(t, ctx, sb.ID(), p.ID())
 			var fds string
-			testkit.WaitFor(t, "the shell to close its output", func() bool {
+			testutil.Eventually(t, "the shell to close its output", func() bool {
 				r := shIn(ctx, sb, fmt.Sprintf("ls /proc/%d/fd | tr '\\n' ' '", pid))
 				fds = string(r.stdout)
 				return r.res.ExitCode == 0 && fds != "" && !strings.Contains(" "+fds, " 1 ") && !strings.Contains(" "+fds, " 2 ")
@@ -479,7 +480,7 @@ func TestHostileProcessEscape(t *testing.T) {
 		if line, err := br.ReadString('\n'); line != "ready\n" {
 			t.Fatalf("first line %q %v", line, err)
 		}
-		testkit.WaitFor(t, "both children", func() bool { return alive("sleep 1001") && alive("sleep 1002") })
+		testutil.Eventually(t, "both children", func() bool { return alive("sleep 1001") && alive("sleep 1002") })
 		r := shIn(ctx, sb, "ps -o pid,pgid,sid,args | grep '[s]leep 100[12]'")
 		t.Logf("before the process's Stop:\n%s", r.stdout)
 		if err := p.Stop(ctx); err != nil {
@@ -499,7 +500,7 @@ func TestHostileProcessEscape(t *testing.T) {
 		// a session of its own) live on; the process has ended.
 		r = shIn(ctx, sb, "(sleep 1003 >/dev/null 2>&1 </dev/null &); setsid sleep 1004 >/dev/null 2>&1 </dev/null & echo bye")
 		h.wantEnd(t, ctx, sb, "the parent that left orphans", r, lifecycle.ReasonExited, 0)
-		testkit.WaitFor(t, "the orphans", func() bool { return alive("sleep 1003") && alive("sleep 1004") })
+		testutil.Eventually(t, "the orphans", func() bool { return alive("sleep 1003") && alive("sleep 1004") })
 
 		top, err := h.docker.ContainerTop(ctx, id, nil)
 		if err != nil {
@@ -695,10 +696,10 @@ func TestHostileNetwork(t *testing.T) {
 			}
 			before := now()
 			shIn(ctx, sb, udpProbe)
-			testkit.WaitFor(t, "tftp's datagram from an open sandbox", func() bool { return udp.n.Load() > before.udp })
+			testutil.Eventually(t, "tftp's datagram from an open sandbox", func() bool { return udp.n.Load() > before.udp })
 			if dns != nil {
 				shIn(ctx, sb, dnsProbe)
-				testkit.WaitFor(t, "nslookup's query from an open sandbox", func() bool { return dns.n.Load() > before.dns })
+				testutil.Eventually(t, "nslookup's query from an open sandbox", func() bool { return dns.n.Load() > before.dns })
 			}
 		})
 	})
@@ -930,7 +931,7 @@ func TestHostileWarden(t *testing.T) {
 					}
 				}
 				var st lifecycle.Sandbox
-				testkit.WaitFor(t, "the sandbox to be journaled exited", func() bool {
+				testutil.Eventually(t, "the sandbox to be journaled exited", func() bool {
 					st, err = sb.State(ctx)
 					return err == nil && st.Phase == lifecycle.PhaseExited
 				})

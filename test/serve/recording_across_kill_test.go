@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/test/testkit"
@@ -70,7 +71,7 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 	}
 	whole, cut := start("whole"), start("cut")
 	for _, id := range []string{whole, cut} {
-		testkit.WaitFor(t, "first of "+id, func() bool {
+		testutil.Eventually(t, "first of "+id, func() bool {
 			out, _, _ := rcRecordingMaybe(e.Journal, id)
 			return out == "first\n"
 		})
@@ -80,7 +81,7 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 	}
 	lines := rcLines()
 	for _, id := range []string{whole, cut} {
-		testkit.WaitFor(t, "the lines of "+id, func() bool {
+		testutil.Eventually(t, "the lines of "+id, func() bool {
 			out, _, _ := rcRecordingMaybe(e.Journal, id)
 			return out == "first\n"+lines
 		})
@@ -116,7 +117,7 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 		}
 		// The end record follows the journaled exit (which Wait by id
 		// follows) by a moment.
-		testkit.WaitFor(t, "the end record of "+id, func() bool {
+		testutil.Eventually(t, "the end record of "+id, func() bool {
 			_, sum, err := rcRecordingMaybe(e.Journal, id)
 			return err == nil && sum.Complete
 		})

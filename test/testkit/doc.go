@@ -11,8 +11,9 @@
 //   - For the egress tests: OutsideServer (the "outside", an HTTP server on
 //     the host), the proxy scripts (ConnectVia, GetVia) and AllowlistPolicy.
 //   - Small helpers: archives (TarOf, ReadTar, EscapingLinks), journaled
-//     history (SandboxTypes, Count), polling (WaitFor), timings
-//     (Percentile, Ms), subprocesses (StartSubprocess, LockedBuffer).
+//     history (SandboxTypes, Count), timings (Percentile, Ms),
+//     subprocesses (StartSubprocess, LockedBuffer). Polling is
+//     internal/testutil's Eventually, as in the unit tests.
 //
 // Every fixture reaches the daemon through internal/dockertest: under
 // CI=true a test whose daemon does not answer fails, outside CI it is

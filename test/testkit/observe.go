@@ -13,18 +13,6 @@ import (
 // Itoa formats n in base 10.
 func Itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// WaitFor polls cond (every 100 ms) until it holds or a minute passes.
-func WaitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // Percentile is the p-th quantile (0 ≤ p ≤ 1) of ds, which it leaves
 // unsorted.
 func Percentile(ds []time.Duration, p float64) time.Duration {

@@ -1,39 +1,38 @@
 package stockade_test
 
+// Recovery: what Open does with what an earlier runtime left in the
+// journal (and in Docker) — the recovery table's rows on the Fake, the
+// deadlines it re-arms, the streams it cannot fold, the sandboxes it
+// cannot observe, and the restarts that change nothing. The same against
+// the real daemon is test/recovery; the crash drill is test/drill.
+
 import (
 	"context"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/internal/journaltest"
+	"github.com/stockade/stockade/internal/testutil"
+	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestDeadlinesSurviveRestart: a TTL and a process timeout are absolute in
 // the journal, so a recovered runtime enforces what remains of them.
 func TestDeadlinesSurviveRestart(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Hold: make(chan struct{})} // runs until signalled
 	}
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	// The deadlines must fall after the restart for the test to mean
 	// anything; it checks that they did rather than assuming it.
 	const within = 3 * time.Second
@@ -46,18 +45,18 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	if time.Since(begin) >= within {
 		t.Fatalf("the restart took %v, past the deadlines under test; nothing was shown", time.Since(begin))
 	}
 	if s, _ := stockade.FoldSandbox(rt, withTTL.ID()); !s.Adopted || s.Phase != lifecycle.PhaseStarted {
 		t.Fatalf("before its TTL the sandbox is %s (adopted %v), want re-adopted", s.Phase, s.Adopted)
 	}
-	waitFor(t, "the TTL to stop the re-adopted sandbox", func() bool {
+	testutil.Eventually(t, "the TTL to stop the re-adopted sandbox", func() bool {
 		s, err := stockade.FoldSandbox(rt, withTTL.ID())
 		return err == nil && s.Phase == lifecycle.PhaseExited && s.Exit.Reason == lifecycle.ReasonTimeout
 	})
-	waitFor(t, "the timeout to stop the re-adopted process", func() bool {
+	testutil.Eventually(t, "the timeout to stop the re-adopted process", func() bool {
 		pr, err := stockade.FoldProcess(rt, p.ID)
 		return err == nil && pr.Phase == lifecycle.PhaseExited && pr.Exit.Reason == lifecycle.ReasonTimeout && pr.Adopted
 	})
@@ -75,7 +74,7 @@ func TestRecoveryProcessRows(t *testing.T) {
 		return dockerio.FakeRun{Hold: hold}
 	}
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	forgotten := mustStart(t, sb, spec.Process{Argv: []string{"a"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	kept := mustStart(t, sb, spec.Process{Argv: []string{"b"}, Stdout: spec.Discard, Stderr: spec.Discard})
@@ -85,8 +84,8 @@ func TestRecoveryProcessRows(t *testing.T) {
 	}
 	f.ForgetExec(fp.ExecID) // as the daemon does after a restart
 
-	rt = openFake(t, f, path)
-	waitFor(t, "recovery to settle the processes", func() bool {
+	rt = testutil.OpenFake(t, f, path)
+	testutil.Eventually(t, "recovery to settle the processes", func() bool {
 		a, _ := stockade.FoldProcess(rt, forgotten.ID)
 		b, _ := stockade.FoldProcess(rt, kept.ID)
 		return a.Phase == lifecycle.PhaseExited && b.Adopted
@@ -100,41 +99,10 @@ func TestRecoveryProcessRows(t *testing.T) {
 		t.Fatalf("running exec: %+v, want re-adopted detached", b)
 	}
 	close(hold) // it ends: its exit code is recorded
-	waitFor(t, "the detached exit", func() bool {
+	testutil.Eventually(t, "the detached exit", func() bool {
 		b, _ := stockade.FoldProcess(rt, kept.ID)
 		return b.Phase == lifecycle.PhaseExited && b.Exit.ExitCode != nil && *b.Exit.ExitCode == 0
 	})
-}
-
-// TestWorkloadDeathNoticed: a workload that dies under a live runtime (a die
-// event) is recorded exited with Docker's code; its processes end with
-// sandbox_stopped and admission closes.
-func TestWorkloadDeathNoticed(t *testing.T) {
-	f := newFake(t)
-	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
-		return dockerio.FakeRun{Hold: make(chan struct{})}
-	}
-	rt := openFake(t, f, "")
-	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
-	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	st, _ := sb.State(ctx)
-	f.SetExited(dockerio.Sandbox{Owner: rt.Owner(), ID: sb.ID(), Workload: st.Created.Workload}, dockerio.ContainerExit{ExitCode: 137, OOMKilled: true})
-	res, _ := p.Wait(ctx)
-	if res.Reason != string(lifecycle.ReasonSandboxStopped) {
-		t.Fatalf("process ended %+v, want sandbox_stopped", res)
-	}
-	waitFor(t, "the sandbox to be recorded exited", func() bool {
-		s, err := stockade.FoldSandbox(rt, sb.ID())
-		return err == nil && s.Phase == lifecycle.PhaseExited
-	})
-	s, _ := stockade.FoldSandbox(rt, sb.ID())
-	if s.Exit.Reason != lifecycle.ReasonOOM || s.Exit.ExitCode == nil || *s.Exit.ExitCode != 137 || !s.Exit.OOM {
-		t.Fatalf("exit %+v, want oom 137 as Docker reported", s.Exit)
-	}
-	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
-		t.Fatalf("start after death: %v, want admission_closed", err)
-	}
 }
 
 // TestRecoveryNeverStartedExec: an exec journaled as created whose attach
@@ -155,7 +123,7 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 	}
 	defer close(release)
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
 	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	sctx, cancel := context.WithCancel(ctx)
@@ -167,7 +135,7 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 	}
 	blocking.Store(false)
 
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	h, err := rt.History(t.Context(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +149,7 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 	if pid == "" {
 		t.Fatal("no process was journaled as exec created")
 	}
-	waitFor(t, "the never-started process to be settled", func() bool {
+	testutil.Eventually(t, "the never-started process to be settled", func() bool {
 		p, _ := stockade.FoldProcess(rt, pid)
 		return p.Phase == lifecycle.PhaseExited
 	})
@@ -195,9 +163,9 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 // (the daemon fails the inspect) is listed and refused with unreconciled —
 // never guessed at, never dropped — while the others recover.
 func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
-	f := newFake(t)
+	f := testutil.NewFake(t)
 	path := filepath.Join(t.TempDir(), "j.db")
-	rt := openFake(t, f, path)
+	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
 	a := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
 	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept}); err != nil {
@@ -213,7 +181,7 @@ func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
 		}
 		return nil
 	}
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	var un, ok int
 	for _, s := range rt.Recovery().Sandboxes {
 		switch s.Decision {
@@ -234,8 +202,130 @@ func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
 	if err := rt.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rt = openFake(t, f, path)
+	rt = testutil.OpenFake(t, f, path)
 	if sb, err := rt.Sandbox(a.ID()); err != nil || sb == nil {
 		t.Fatalf("after a clean reopen: %v", err)
+	}
+}
+
+// TestOpenToleratesUnfoldableStreams: a kept sandbox whose stream does not
+// fold, and one whose process's stream does not, are listed unreconciled
+// with the fold error and refused; the healthy sandbox recovers and runs.
+func TestOpenToleratesUnfoldableStreams(t *testing.T) {
+	f := testutil.NewFake(t)
+	f.Script = script()
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := testutil.OpenFake(t, f, path)
+	ctx := context.Background()
+	var ids []string
+	for range 3 {
+		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sb.ID())
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ids[0]: a created fact after started; ids[1]: a process whose stream
+	// starts without its reservation.
+	journaltest.Append(t, j, journal.Key{Kind: journal.KindSandbox, ID: ids[0]}, lifecycle.SandboxCreated{Workload: "w"})
+	pk := journal.Key{Kind: journal.KindProcess, ID: "p-broken"}
+	typ, payload, _ := lifecycle.Encode(lifecycle.ProcessStarted{Group: 7})
+	if _, err := j.Append(ctx, journal.Record{Key: pk, Parent: ids[1], Type: typ, Payload: payload}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rt = testutil.OpenFake(t, f, path)
+	lines := map[string]stockade.RecoveredSandbox{}
+	for _, s := range rt.Recovery().Sandboxes {
+		lines[s.ID] = s
+	}
+	for _, id := range ids[:2] {
+		l := lines[id]
+		if l.Decision != stockade.Unreconciled || !strings.Contains(l.Error, "illegal transition") {
+			t.Errorf("sandbox %s: %+v, want unreconciled with the fold error", id, l)
+		}
+		if _, err := rt.Sandbox(id); !spec.IsCode(err, spec.CodeUnreconciled) {
+			t.Errorf("Sandbox(%s): %v, want unreconciled", id, err)
+		}
+	}
+	if l := lines[ids[2]]; l.Decision != "re-adopt" {
+		t.Fatalf("healthy sandbox: %+v", l)
+	}
+	list, err := rt.Sandboxes(ctx)
+	if err != nil || len(list) != 3 {
+		t.Fatalf("listed %d: %v", len(list), err)
+	}
+	sb, err := rt.Sandbox(ids[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("healthy sandbox's process: %+v %v", res, err)
+	}
+}
+
+// TestRestartsRecordOnlyChanges: reopening over the same kept sandbox (and
+// its running process) re-adopts both but journals nothing new after the
+// first recovery: no stream grows with every restart.
+func TestRestartsRecordOnlyChanges(t *testing.T) {
+	f := testutil.NewFake(t)
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{Hold: make(chan struct{})}
+	}
+	path := filepath.Join(t.TempDir(), "j.db")
+	rt := testutil.OpenFake(t, f, path)
+	ctx := context.Background()
+	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	counts := func() (sandbox, all int) {
+		j := stockade.JournalOf(rt)
+		err := j.Streams(func(k journal.Key) error {
+			return j.Read(k, 0, 0, func(e journal.Event) error {
+				all++
+				if k.Kind == journal.KindSandbox {
+					sandbox++
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sandbox, all
+	}
+	rt = testutil.OpenFake(t, f, path)
+	if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
+		t.Fatalf("first recovery: %+v", l)
+	}
+	s1, a1 := counts()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		rt = testutil.OpenFake(t, f, path)
+		if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
+			t.Fatalf("recovery: %+v", l)
+		}
+		if s, a := counts(); s != s1 || a != a1 {
+			t.Fatalf("a restart that changed nothing journaled: sandbox stream %d → %d events, journal %d → %d", s1, s, a1, a)
+		}
+		if err := rt.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
