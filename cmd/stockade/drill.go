@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/dockerio"
-	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/internal/drillcheck"
+	"github.com/stockade/stockade/internal/drilldocker"
 	"github.com/stockade/stockade/internal/failpoint"
+	"github.com/stockade/stockade/internal/recovery"
 	"github.com/stockade/stockade/internal/survivor"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
@@ -215,22 +215,7 @@ func (d *driller) orphan(ctx context.Context, jpath string) error {
 	}
 	owner := j.Owner()
 	_ = j.Close() // opened read-only for its owner: nothing to lose
-	a, err := dockerio.NewAdapter(dockerio.Options{Profile: d.profile})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = a.Close() }() // its clients only: closing them loses nothing
-	if _, err := a.Preflight(ctx); err != nil {
-		return err
-	}
-	image, err := a.ResolveImage(ctx, d.image)
-	if err != nil {
-		return err
-	}
-	id, _ := journal.NewID()
-	_, err = a.CreateSandbox(ctx, dockerio.SandboxRequest{Owner: owner, ID: id,
-		Spec: spec.Sandbox{Image: image, Policy: spec.DefaultPolicy(), Lifetime: spec.OneShot}})
-	return err
+	return drilldocker.MakeOrphan(ctx, d.profile, d.image, owner)
 }
 
 // foreignOwner is a kept sandbox of another journal (another owner).
@@ -250,7 +235,7 @@ func (d *driller) open(ctx context.Context, path string, mode drillMode) (*drill
 // given (Close closes both).
 type drillRuntime struct {
 	*stockade.Runtime
-	engine *dockerio.Adapter
+	engine io.Closer
 }
 
 func (r *drillRuntime) Close() error {
@@ -281,17 +266,17 @@ func openDrillRuntime(ctx context.Context, path, profile, poolImage string, mode
 		}
 		return &drillRuntime{Runtime: rt}, nil
 	}
-	a, err := dockerio.NewAdapter(dockerio.Options{Profile: profile})
+	engine, closer, err := drilldocker.ExecEngine(profile)
 	if err != nil {
 		return nil, err
 	}
-	opts.Engine = a
+	opts.Engine = engine
 	rt, err := stockade.Open(ctx, opts)
 	if err != nil {
-		_ = a.Close() // the Open error is the one reported
+		_ = closer.Close() // the Open error is the one reported
 		return nil, err
 	}
-	return &drillRuntime{Runtime: rt, engine: a}, nil
+	return &drillRuntime{Runtime: rt, engine: closer}, nil
 }
 
 func (d *driller) foreign(ctx context.Context) (_ foreignOwner, err error) {
@@ -349,26 +334,7 @@ func removeAll(ctx context.Context, rt *stockade.Runtime) error {
 
 // owned lists the "kind/id" of every resource labelled with owner.
 func (d *driller) owned(ctx context.Context, owner string) ([]string, error) {
-	a, err := dockerio.NewAdapter(dockerio.Options{Profile: d.profile})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = a.Close() }() // its clients only: closing them loses nothing
-	if _, err := a.Preflight(ctx); err != nil {
-		return nil, err
-	}
-	groups, err := a.ListOwned(ctx, owner)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, g := range groups {
-		for _, r := range g.Resources {
-			out = append(out, string(r.Kind)+"/"+r.ID+"@"+g.Sandbox)
-		}
-	}
-	sort.Strings(out)
-	return out, nil
+	return drilldocker.Owned(ctx, d.profile, owner)
 }
 
 // child runs `stockade drill-child` on the journal, armed with fp (or
@@ -461,7 +427,7 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, mode 
 		if s.Error != "" {
 			violate("sandbox %s did not settle: %v", s.ID, s.Error)
 		}
-		if d := sandbox.Decision(s.Decision); d == sandbox.StopRemove || d == sandbox.TearDown {
+		if recovery.TornDown(s.Decision) {
 			tornDown[s.ID] = s.Decision
 		}
 	}

@@ -36,6 +36,8 @@ var rank = map[string]int{
 	// internal/drillcheck: the crash drill's checks of a journal and its
 	// recordings (the CLI's drill runs them, test/drill again).
 	"internal/actors/process": 5, "internal/drillcheck": 5,
+	// What the drill asks of Docker beside the runtime it drills.
+	"internal/drilldocker":    4,
 	"internal/actors/sandbox": 6,
 	// The warm pools, behind the runtime's narrow Maker seam: no actors, no Docker.
 	"internal/pool": 6,
@@ -97,6 +99,7 @@ var only = map[string]func(imp string) bool{
 	// runtime through the root (and spec, host, profile), never Docker's
 	// adapter or the actors directly.
 	"server":            apiEdge,
+	"cmd/stockade":      apiEdge,
 	"internal/pool":     apiEdge,
 	"kubenode":          apiEdge,
 	"cmd/stockade-node": apiEdge,

@@ -174,3 +174,10 @@ func OrphansOf(owned []dockerio.Owned, l Live) []dockerio.Resource {
 	sort.SliceStable(orphans, func(i, k int) bool { return rank[orphans[i].Kind] < rank[orphans[k].Kind] })
 	return orphans
 }
+
+// TornDown reports whether a recovery decision (a report line's) removes
+// the sandbox: stopped and removed, or torn down.
+func TornDown(decision string) bool {
+	d := sandbox.Decision(decision)
+	return d == sandbox.StopRemove || d == sandbox.TearDown
+}
