@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -163,8 +162,6 @@ func engineAtLeast(version string, want [3]int) bool {
 	}
 	return true
 }
-
-func controllerFacts() (string, string) { return runtime.GOOS, runtime.GOARCH }
 
 // CheckDaemon checks facts against the profile (the controller's OS and
 // architecture, then the daemon's) and returns every check.

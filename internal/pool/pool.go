@@ -625,7 +625,7 @@ func (ps *Pools[M]) Open(found []Found[M]) {
 		return
 	}
 	var lctx context.Context
-	lctx, ps.stop = context.WithCancel(context.Background())
+	lctx, ps.stop = context.WithCancel(context.Background()) //nolint:gosec // G118: ps.stop is the cancel; Close calls it
 	go ps.loop(lctx)
 }
 
