@@ -87,3 +87,12 @@ func testWardens(t *testing.T, v env) {
 		_ = gone.C.Close()
 	}
 }
+
+// RunWardens runs the warden subtest alone against engines made by mk
+// (an engine that delivers a warden: Run's engines may have none).
+func RunWardens(t *testing.T, mk func(t *testing.T) Target) {
+	t.Run("Wardens", func(t *testing.T) {
+		tg := mk(t)
+		testWardens(t, env{Target: tg, e: tg.Engine})
+	})
+}

@@ -18,3 +18,13 @@ func TestDockerioConformance(t *testing.T) {
 		return enginetest.Target{Engine: e.Adapter, Owner: e.Owner, Image: e.Image}
 	})
 }
+
+// TestDockerioConformanceWarden runs the conformance suite's warden test
+// against an Adapter that delivers the real warden: the seam the Fake's
+// in-process warden stands in for, start, spawn, reattach and retire.
+func TestDockerioConformanceWarden(t *testing.T) {
+	enginetest.RunWardens(t, func(t *testing.T) enginetest.Target {
+		e := newWardenDio(t)
+		return enginetest.Target{Engine: e.Adapter, Owner: e.Owner, Image: e.Image}
+	})
+}
