@@ -371,8 +371,11 @@ func (l *link) spawn(ch uint32, sp *wire.Spawn) error {
 // reading and has marked ch spawning.
 func (l *link) spawnNow(ch uint32, sp *wire.Spawn) {
 	s := l.s
-	p, err := s.start(ch, sp)
+	// The OOM kill count before the fork: a child the OOM killer takes at
+	// once (before a count read after its start) is still seen to have
+	// died of it.
 	oom := s.sys.oomKills()
+	p, err := s.start(ch, sp)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
