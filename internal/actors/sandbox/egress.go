@@ -359,7 +359,7 @@ func (a *sandboxActor) applyRules(m SetEgress) {
 	case a.state.Spec.Policy.Network != spec.NetworkAllowlist:
 		m.Reply <- spec.Errorf(spec.CodeInvalidArgument, "sandbox", "sandbox %s has network %q: rules need the allowlist network (a sandbox's network kind is fixed at create)", a.p.ID, a.state.Spec.Policy.Network)
 		return
-	case a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "":
+	case a.state.Phase != lifecycle.PhaseStarted || a.end.stopReason != "":
 		m.Reply <- spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s", a.p.ID, a.phaseName())
 		return
 	}

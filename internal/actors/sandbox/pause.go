@@ -108,7 +108,7 @@ func (a *sandboxActor) pumpPause(ctx actor.Context) {
 
 // running: the workload runs and no stop is under way.
 func (a *sandboxActor) running() bool {
-	return a.state.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead
+	return a.state.Phase == lifecycle.PhaseStarted && a.end.stopReason == "" && !a.end.exitDead
 }
 
 // startSettled notes that a launched process is past its start (running,

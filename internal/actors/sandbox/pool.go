@@ -71,7 +71,7 @@ func (a *sandboxActor) checkPooled(ev lifecycle.Event) {
 		return
 	}
 	_, wardenLost := ev.(lifecycle.WardenLost)
-	if s.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead && !wardenLost {
+	if s.Phase == lifecycle.PhaseStarted && a.end.stopReason == "" && !a.end.exitDead && !wardenLost {
 		return
 	}
 	a.unreadyTold = true
@@ -80,7 +80,7 @@ func (a *sandboxActor) checkPooled(ev lifecycle.Event) {
 
 func (a *sandboxActor) claim(m Claim) {
 	switch {
-	case !a.state.Pooled() || a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "" || a.exitDead || a.removing:
+	case !a.state.Pooled() || a.state.Phase != lifecycle.PhaseStarted || a.end.stopReason != "" || a.end.exitDead || a.end.removing:
 		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s is not pooled and ready (%s)", a.p.ID, a.state.Shown())
 		return
 	case a.deps.Config.Warden && (a.w.link == nil || a.w.starting || a.w.probing):
@@ -149,7 +149,7 @@ func (a *sandboxActor) onClaimRekeyed(m claimRekeyed) {
 // at once.
 func (a *sandboxActor) claimReady() error {
 	switch {
-	case !a.running() || a.removing:
+	case !a.running() || a.end.removing:
 		return spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s stopped during its claim from pool %q (%s); it is not handed out", a.p.ID, a.state.Pool, a.state.Shown())
 	case a.deps.Config.Warden && (a.w.link == nil || a.w.probing):
 		return spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s lost its warden during its claim from pool %q; it is not handed out", a.p.ID, a.state.Pool)

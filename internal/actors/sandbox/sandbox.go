@@ -185,20 +185,8 @@ type sandboxActor struct {
 	procs map[string]*actor.PID // live process actors by process id
 	byPID map[string]string     // actor id → process id
 
-	createErr     error // a failed create, answered once rolled back
-	stopReason    lifecycle.Reason
-	stopErr       error
-	stopWaiters   []chan<- error
-	removeWaiters []chan<- error
-	removeAfter   bool
-	pendingStop   bool // a stop asked while the create was in flight
-	downExit      *dockerio.ContainerExit
-	removing      bool
-	ttl           *time.Timer
-	// exitDead: the workload died on its own (found so by recovery): the
-	// sandbox is exited without a stopping intent once processes settle.
-	exitDead       bool
-	stopInFlight   bool
+	end            ending // where its stop and removal stand
+	ttl            *time.Timer
 	abandonedProcs bool
 	// tracked is what the process actors reported of their journaled
 	// phase and group, so a failed process actor can still be settled.
@@ -241,6 +229,24 @@ type sandboxActor struct {
 
 	w wardenState // the sandbox's warden (warden.go)
 	e egressState // an allowlist sandbox's proxy link (egress.go)
+}
+
+// ending is where the sandbox's end stands: the stop and the removal asked,
+// their Docker calls out, and what Docker reported.
+type ending struct {
+	createErr     error // a failed create, answered once rolled back
+	stopReason    lifecycle.Reason
+	stopErr       error
+	stopWaiters   []chan<- error
+	removeWaiters []chan<- error
+	removeAfter   bool
+	pendingStop   bool // a stop asked while the create was in flight
+	downExit      *dockerio.ContainerExit
+	removing      bool
+	// exitDead: the workload died on its own (found so by recovery): the
+	// sandbox is exited without a stopping intent once processes settle.
+	exitDead     bool
+	stopInFlight bool
 }
 
 func (a *sandboxActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
@@ -341,10 +347,10 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 	case verifiedMsg:
 		a.onVerified(m)
 	case Stop:
-		a.stopWaiters = append(a.stopWaiters, m.Reply)
+		a.end.stopWaiters = append(a.end.stopWaiters, m.Reply)
 		a.stop(lifecycle.ReasonStopped, nil)
 	case Remove:
-		a.removeWaiters = append(a.removeWaiters, m.Reply)
+		a.end.removeWaiters = append(a.end.removeWaiters, m.Reply)
 		a.remove()
 	case Inspect:
 		snap := Snapshot{State: a.state}
@@ -395,7 +401,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		if a.workloadHeld() {
 			break // the rollback stopped it, and starts it again
 		}
-		if a.state.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead {
+		if a.state.Phase == lifecycle.PhaseStarted && a.end.stopReason == "" && !a.end.exitDead {
 			sb := a.sb
 			a.goDocker(func(ctx context.Context) any {
 				obs, err := a.engine.InspectSandbox(ctx, sb)
@@ -519,7 +525,7 @@ func (a *sandboxActor) createdDone() {
 		failpoint.Hit(failpoint.PoolFilled)
 	}
 	a.p.Created <- nil
-	if a.pendingStop {
+	if a.end.pendingStop {
 		a.stop(lifecycle.ReasonStopped, nil)
 	}
 }
@@ -535,7 +541,7 @@ func (a *sandboxActor) createFailed(cause error) {
 		a.sys.Root.Stop(a.self)
 		return
 	}
-	a.createErr = cause
+	a.end.createErr = cause
 	a.answerStop(nil)
 	a.remove()
 }
@@ -546,7 +552,7 @@ func (a *sandboxActor) createFailed(cause error) {
 // create, which start nothing: the process actor holds its attach (the call
 // that starts it) until the verification has passed.
 func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
-	if (a.pause != thawed || len(a.pauseWait) > 0) && a.state.Admits() && a.stopReason == "" {
+	if (a.pause != thawed || len(a.pauseWait) > 0) && a.state.Admits() && a.end.stopReason == "" {
 		// Docker refuses execs into a paused container: launches wait for
 		// the thaw (and, once a freeze is asked, for it to come and go).
 		a.heldLaunches = append(a.heldLaunches, m)
@@ -556,7 +562,7 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 		a.answerLaunch(m, process.Launch{Err: err})
 		return
 	}
-	if !a.state.Admits() || a.stopReason != "" || a.rb != nil {
+	if !a.state.Admits() || a.end.stopReason != "" || a.rb != nil {
 		a.answerLaunch(m, process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s and admits no process", a.p.ID, a.phaseName())})
 		return
 	}
@@ -604,7 +610,7 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 }
 
 func (a *sandboxActor) phaseName() string {
-	if a.stopReason != "" && a.state.Phase == lifecycle.PhaseStarted {
+	if a.end.stopReason != "" && a.state.Phase == lifecycle.PhaseStarted {
 		return "stopping"
 	}
 	if rb := a.state.RollingBack; rb != nil {
@@ -629,10 +635,10 @@ func (a *sandboxActor) onVerified(m verifiedMsg) {
 func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 	switch a.state.Phase {
 	case lifecycle.PhaseReserved:
-		a.pendingStop = true
+		a.end.pendingStop = true
 		return
 	case lifecycle.PhaseStarted:
-		if a.exitDead {
+		if a.end.exitDead {
 			return // the workload died: its exit is being recorded as Docker reported it
 		}
 		if a.workloadHeld() {
@@ -645,7 +651,7 @@ func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 			return
 		}
 	case lifecycle.PhaseStopping:
-		if !a.stopInFlight && !a.exitDead {
+		if !a.end.stopInFlight && !a.end.exitDead {
 			a.finishStop() // the last stop call failed: try again
 		}
 		return
@@ -657,14 +663,14 @@ func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 		a.answerStop(err)
 		return
 	}
-	a.stopReason, a.stopErr = reason, cause
+	a.end.stopReason, a.end.stopErr = reason, cause
 	a.stopEgress()
 	failpoint.Hit(failpoint.SandboxStopping)
 	a.finishStop()
 }
 
 func (a *sandboxActor) onStopped(m stoppedMsg) {
-	a.stopInFlight = false
+	a.end.stopInFlight = false
 	if a.state.Phase != lifecycle.PhaseStopping {
 		return // a late answer to a retried stop: the sandbox has moved on
 	}
@@ -674,7 +680,7 @@ func (a *sandboxActor) onStopped(m stoppedMsg) {
 		a.settle(m.err)
 		return
 	}
-	a.downExit = &m.exit
+	a.end.downExit = &m.exit
 	failpoint.Hit(failpoint.SandboxStopCall)
 	a.maybeExited()
 }
@@ -692,8 +698,8 @@ func (a *sandboxActor) processGone(id string) {
 // maybeExited journals exited once the workload is down and every process is
 // terminal.
 func (a *sandboxActor) maybeExited() {
-	stopping := a.state.Phase == lifecycle.PhaseStopping || a.exitDead && a.state.Phase == lifecycle.PhaseStarted
-	if !stopping || a.downExit == nil || len(a.procs) > 0 {
+	stopping := a.state.Phase == lifecycle.PhaseStopping || a.end.exitDead && a.state.Phase == lifecycle.PhaseStarted
+	if !stopping || a.end.downExit == nil || len(a.procs) > 0 {
 		return
 	}
 	if a.abandonedProcs {
@@ -701,12 +707,12 @@ func (a *sandboxActor) maybeExited() {
 		a.answerStop(err)
 		return
 	}
-	ev := lifecycle.SandboxExited{Reason: a.stopReason, OOM: a.downExit.OOMKilled, Error: spec.CodeOf(a.stopErr)}
-	if code := a.downExit.ExitCode; code >= 0 { // -1: Docker reported none
+	ev := lifecycle.SandboxExited{Reason: a.end.stopReason, OOM: a.end.downExit.OOMKilled, Error: spec.CodeOf(a.end.stopErr)}
+	if code := a.end.downExit.ExitCode; code >= 0 { // -1: Docker reported none
 		ev.ExitCode = &code
 	}
-	if a.stopErr != nil {
-		ev.Message = a.stopErr.Error()
+	if a.end.stopErr != nil {
+		ev.Message = a.end.stopErr.Error()
 	}
 	if err := a.record(ev); err != nil {
 		a.answerStop(err)
@@ -714,7 +720,7 @@ func (a *sandboxActor) maybeExited() {
 	}
 	failpoint.Hit(failpoint.SandboxExited)
 	a.answerStop(nil)
-	if a.removeAfter {
+	if a.end.removeAfter {
 		a.remove()
 		return
 	}
@@ -722,11 +728,11 @@ func (a *sandboxActor) maybeExited() {
 }
 
 func (a *sandboxActor) answerStop(err error) {
-	for _, w := range a.stopWaiters {
+	for _, w := range a.end.stopWaiters {
 		w <- err
 	}
-	a.stopWaiters = nil
-	if err != nil && a.removeAfter {
+	a.end.stopWaiters = nil
+	if err != nil && a.end.removeAfter {
 		a.answerRemove(err)
 	}
 	if err != nil {
@@ -737,7 +743,7 @@ func (a *sandboxActor) answerStop(err error) {
 func (a *sandboxActor) remove() {
 	switch a.state.Phase {
 	case lifecycle.PhaseReserved, lifecycle.PhaseStarted, lifecycle.PhaseStopping:
-		a.removeAfter = true
+		a.end.removeAfter = true
 		a.stop(lifecycle.ReasonStopped, nil)
 		return
 	case lifecycle.PhaseRemoved:
@@ -747,14 +753,14 @@ func (a *sandboxActor) remove() {
 		// Nothing runs: removed below (once: a removal under way is not
 		// started again). PhasePooled is only shown, never a fold's phase.
 	}
-	if a.removing {
+	if a.end.removing {
 		return
 	}
 	if err := a.record(lifecycle.SandboxRemoving{}); err != nil {
 		a.answerRemove(err)
 		return
 	}
-	a.removing = true
+	a.end.removing = true
 	failpoint.Hit(failpoint.SandboxRemoving)
 	sb := a.sb
 	if sb.ID == "" { // the create failed before it returned a handle
@@ -776,7 +782,7 @@ func (a *sandboxActor) remove() {
 }
 
 func (a *sandboxActor) onRemoved(m removedMsg) {
-	a.removing = false
+	a.end.removing = false
 	if m.err != nil {
 		a.answerRemove(m.err) // stays removing: Remove again or recovery finishes it
 		a.settle(m.err)
@@ -794,16 +800,16 @@ func (a *sandboxActor) onRemoved(m removedMsg) {
 }
 
 func (a *sandboxActor) answerRemove(err error) {
-	for _, w := range a.removeWaiters {
+	for _, w := range a.end.removeWaiters {
 		w <- err
 	}
-	a.removeWaiters = nil
-	if a.createErr != nil { // a failed create's rollback ended
+	a.end.removeWaiters = nil
+	if a.end.createErr != nil { // a failed create's rollback ended
 		if err != nil {
 			err = spec.Wrap(spec.CodeOf(err), "sandbox", err, "rolling back sandbox %s left resources behind; the next Open removes them", a.p.ID)
 		}
-		a.p.Created <- errors.Join(a.createErr, err)
-		a.createErr = nil
+		a.p.Created <- errors.Join(a.end.createErr, err)
+		a.end.createErr = nil
 	}
 	if err != nil {
 		a.settle(err)
@@ -903,10 +909,10 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		}
 		a.remove()
 	case StopRemove:
-		a.removeAfter = true
+		a.end.removeAfter = true
 		a.stop(lifecycle.ReasonCancelled, spec.Errorf(spec.CodeCancelled, "sandbox", "recovered: the one-shot sandbox's caller is gone"))
 	case TearDown:
-		a.removeAfter = true
+		a.end.removeAfter = true
 		a.stop(lifecycle.ReasonFailed, spec.Errorf(spec.CodeUnsupported, "sandbox", "recovered: %s", why))
 	case Readopt:
 		if !a.state.Adopted {
@@ -921,11 +927,11 @@ func (a *sandboxActor) recover(ctx actor.Context) {
 		a.startEgress(true)
 		a.adoptedOne("")
 	case RecordExit:
-		a.removeAfter = a.state.Spec.Lifetime != spec.Kept || len(rec.Observed.Present) == 0
+		a.end.removeAfter = a.state.Spec.Lifetime != spec.Kept || len(rec.Observed.Present) == 0
 		a.workloadDead(rec.Observed)
 	case FinishStop:
-		a.removeAfter = a.state.Spec.Lifetime != spec.Kept || removalDecided(a.state)
-		a.stopReason = a.state.Stopping
+		a.end.removeAfter = a.state.Spec.Lifetime != spec.Kept || removalDecided(a.state)
+		a.end.stopReason = a.state.Stopping
 		a.finishStop()
 	case FinishRemove:
 		a.remove()
@@ -964,7 +970,7 @@ func (a *sandboxActor) spawnAdopted(ctx actor.Context, p lifecycle.Process, para
 
 // finishStop is the tail of stop: the stopping intent is already journaled.
 func (a *sandboxActor) finishStop() {
-	a.stopInFlight = true
+	a.end.stopInFlight = true
 	a.stopProcesses(spec.Errorf(spec.CodeCancelled, "process", "sandbox %s stopped", a.p.ID))
 	sb, grace := a.sb, a.deps.Config.StopGrace
 	a.goDocker(func(ctx context.Context) any {
@@ -993,7 +999,7 @@ func (a *sandboxActor) settle(err error) {
 
 // onDeadSeen checks a die event against what Docker shows now.
 func (a *sandboxActor) onDeadSeen(m deadSeen) {
-	if m.err != nil || m.obs.Running || a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "" || a.exitDead || a.workloadHeld() {
+	if m.err != nil || m.obs.Running || a.state.Phase != lifecycle.PhaseStarted || a.end.stopReason != "" || a.end.exitDead || a.workloadHeld() {
 		return
 	}
 	a.workloadDead(m.obs)
@@ -1006,15 +1012,15 @@ func (a *sandboxActor) onDeadSeen(m deadSeen) {
 // ended.
 func (a *sandboxActor) workloadDead(obs dockerio.Observed) {
 	exit := dockerio.ContainerExit{ExitCode: -1}
-	a.stopReason = lifecycle.ReasonLost
+	a.end.stopReason = lifecycle.ReasonLost
 	if obs.Exit != nil {
 		exit = *obs.Exit
-		a.stopReason = lifecycle.ReasonExited
+		a.end.stopReason = lifecycle.ReasonExited
 		if exit.OOMKilled {
-			a.stopReason = lifecycle.ReasonOOM
+			a.end.stopReason = lifecycle.ReasonOOM
 		}
 	}
-	a.downExit, a.exitDead = &exit, true
+	a.end.downExit, a.end.exitDead = &exit, true
 	a.stopProcesses(spec.Errorf(spec.CodeCancelled, "process", "the workload of sandbox %s died", a.p.ID))
 	a.maybeExited()
 }

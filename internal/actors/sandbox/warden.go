@@ -122,7 +122,7 @@ func (a *sandboxActor) onWardenUp(ctx actor.Context, m wardenUp) {
 		return
 	}
 	a.w.starting = false
-	if m.err == nil && (a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "") {
+	if m.err == nil && (a.state.Phase != lifecycle.PhaseStarted || a.end.stopReason != "") {
 		// A stop came while the warden started: it is not journaled
 		// (it goes with its workload); a create that waited for it is
 		// answered (the sandbox was made, and is stopping).
@@ -183,7 +183,7 @@ func (a *sandboxActor) onWardenDown(m wardenDown) {
 		return
 	}
 	a.w.link = nil
-	if a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "" || a.exitDead || a.state.Warden == nil {
+	if a.state.Phase != lifecycle.PhaseStarted || a.end.stopReason != "" || a.end.exitDead || a.state.Warden == nil {
 		return // the workload is stopping: its warden goes with it
 	}
 	reason := "the link ended"
