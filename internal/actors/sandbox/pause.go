@@ -176,9 +176,7 @@ func (a *sandboxActor) tellFreeze(frozen bool) {
 	if frozen {
 		a.w.freezes++
 	}
-	for _, pid := range a.procs {
-		a.sys.Root.Send(pid, process.Freeze{Frozen: frozen})
-	}
+	a.tellProcesses(process.Freeze{Frozen: frozen})
 }
 
 // copyOut reads the archive off the mailbox. A held copy (one of a freeze)

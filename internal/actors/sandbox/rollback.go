@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/actors/process"
 	"github.com/stockade/stockade/internal/failpoint"
@@ -215,9 +217,9 @@ func (a *sandboxActor) onRollback(m Rollback) {
 	a.rb = &rollbackState{m: m, staging: intent.Staging, marker: intent.Marker}
 	a.openAsk(rollbackAsk, func(err error) { m.Reply <- err })
 	cause := spec.Errorf(spec.CodeCancelled, "process", "stopped for the rollback of sandbox %s to checkpoint %s", a.p.ID, m.Checkpoint)
-	for _, pid := range a.procs {
+	a.procs.each(func(pid *actor.PID) {
 		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonStopped, Err: cause, Reply: make(chan error, 1)})
-	}
+	})
 	a.rollbackOn()
 }
 
@@ -233,7 +235,7 @@ func (a *sandboxActor) onRollback(m Rollback) {
 // again and read back.
 func (a *sandboxActor) rollbackOn() {
 	rb := a.rb
-	if rb == nil || rb.docker || len(a.procs) > 0 {
+	if rb == nil || rb.docker || a.procs.count() > 0 {
 		return
 	}
 	rb.docker = true

@@ -146,7 +146,7 @@ type engine interface {
 // Props returns the props of a sandbox actor.
 func Props(d *actors.Deps, p Params) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &sandboxActor{deps: d, engine: d.Engine, p: p, procs: map[string]*actor.PID{}, byPID: map[string]string{}}
+		return &sandboxActor{deps: d, engine: d.Engine, p: p, procs: newChildren()}
 	}, actor.WithSupervisor(actors.FailureStrategy()))
 }
 
@@ -182,15 +182,10 @@ type sandboxActor struct {
 	state  lifecycle.Sandbox
 	sb     dockerio.Sandbox
 
-	procs map[string]*actor.PID // live process actors by process id
-	byPID map[string]string     // actor id → process id
+	procs children // its process actors (processes.go)
 
-	end            ending // where its stop and removal stand
-	ttl            *time.Timer
-	abandonedProcs bool
-	// tracked is what the process actors reported of their journaled
-	// phase and group, so a failed process actor can still be settled.
-	tracked  map[string]process.Tracked
+	end      ending // where its stop and removal stand
+	ttl      *time.Timer
 	decision Decision
 	observed string // what recovery saw, as journaled with the decision
 	settled  bool
@@ -332,12 +327,6 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onEgressReplaced(m)
 	case egressApplied:
 		a.onEgressApplied(m)
-	case ProcessHandle:
-		if pid, ok := a.procs[m.ID]; ok {
-			a.sys.Root.Send(pid, process.GetHandle{Reply: m.Reply})
-		} else {
-			m.Reply <- nil
-		}
 	case reattached:
 		a.onReattached(ctx, m)
 	case process.WardenUnanswered:
@@ -354,7 +343,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.remove()
 	case Inspect:
 		snap := Snapshot{State: a.state}
-		for id := range a.procs {
+		for id := range a.procs.live {
 			snap.Processes = append(snap.Processes, id)
 		}
 		m.Reply <- snap
@@ -391,10 +380,6 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onRemoved(m)
 	case ttlMsg:
 		a.stop(lifecycle.ReasonTimeout, spec.Errorf(spec.CodeTimeout, "sandbox", "sandbox %s outlived its TTL", a.p.ID))
-	case process.Exited:
-		a.processGone(m.ID)
-		a.adoptedOne(m.ID)
-		a.startSettled(ctx, m.ID)
 	case process.AdoptSettled:
 		a.adoptedOne(m.ID)
 	case WorkloadDied:
@@ -410,39 +395,13 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		}
 	case deadSeen:
 		a.onDeadSeen(m)
-	case ExecDied:
-		for _, pid := range a.procs {
-			a.sys.Root.Send(pid, m)
-		}
 	case EventsResumed:
-		for _, pid := range a.procs {
-			a.sys.Root.Send(pid, process.Recheck{})
-		}
+		a.tellProcesses(process.Recheck{})
 		if a.state.Phase == lifecycle.PhaseStarted {
 			a.send(WorkloadDied{ExitCode: -1}) // inspected before anything is concluded
 		}
 	case process.FailClosed:
 		a.stop(lifecycle.ReasonFailed, m.Err)
-	case process.Tracked:
-		if a.tracked == nil {
-			a.tracked = map[string]process.Tracked{}
-		}
-		a.tracked[m.ID] = m
-		if m.Phase != lifecycle.PhaseReserved {
-			a.startSettled(ctx, m.ID)
-		}
-	case process.Abandoned:
-		// Its outcome is not journaled: the sandbox may not be journaled
-		// exited over it (the next recovery settles both).
-		a.abandonedProcs = true
-		a.processGone(m.ID)
-		a.adoptedOne(m.ID)
-		a.startSettled(ctx, m.ID)
-	case actors.ChildFailed:
-		if id, ok := a.byPID[m.Child.GetId()]; ok {
-			defer a.startSettled(ctx, id)
-		}
-		a.processFailed(m)
 	case *actor.Stopping:
 		if a.ttl != nil {
 			a.ttl.Stop()
@@ -455,6 +414,8 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		if a.p.Gone != nil {
 			a.p.Gone()
 		}
+	default:
+		a.fromProcess(ctx, m)
 	}
 }
 
@@ -592,8 +553,7 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 		return
 	}
 	a.handedOn(m)
-	a.procs[m.ID] = pid
-	a.byPID[pid.GetId()] = m.ID
+	a.procs.add(m.ID, pid)
 	if a.starting == nil {
 		a.starting = map[string]bool{}
 	}
@@ -685,24 +645,14 @@ func (a *sandboxActor) onStopped(m stoppedMsg) {
 	a.maybeExited()
 }
 
-func (a *sandboxActor) processGone(id string) {
-	delete(a.tracked, id)
-	if pid, ok := a.procs[id]; ok {
-		delete(a.byPID, pid.GetId())
-		delete(a.procs, id)
-	}
-	a.maybeExited()
-	a.rollbackOn()
-}
-
 // maybeExited journals exited once the workload is down and every process is
 // terminal.
 func (a *sandboxActor) maybeExited() {
 	stopping := a.state.Phase == lifecycle.PhaseStopping || a.end.exitDead && a.state.Phase == lifecycle.PhaseStarted
-	if !stopping || a.end.downExit == nil || len(a.procs) > 0 {
+	if !stopping || a.end.downExit == nil || a.procs.count() > 0 {
 		return
 	}
-	if a.abandonedProcs {
+	if a.procs.abandoned {
 		err := spec.Errorf(spec.CodeJournal, "sandbox", "sandbox %s: a process's end could not be journaled; the sandbox is left stopping for recovery", a.p.ID)
 		a.answerStop(err)
 		return
@@ -948,17 +898,13 @@ func (a *sandboxActor) adoptParams(p lifecycle.Process) process.Params {
 
 // spawnAdopted spawns a recovering process actor.
 func (a *sandboxActor) spawnAdopted(ctx actor.Context, p lifecycle.Process, params process.Params) {
-	if a.tracked == nil {
-		a.tracked = map[string]process.Tracked{}
-	}
-	a.tracked[p.ID] = process.Tracked{ID: p.ID, Phase: p.Phase, Group: p.Group}
+	a.procs.track(process.Tracked{ID: p.ID, Phase: p.Phase, Group: p.Group})
 	pid, err := ctx.SpawnNamed(process.Props(a.deps, params), "process-"+p.ID)
 	if err != nil {
 		a.deps.Log.Warn("recovering a process failed", "sandbox", a.p.ID, "process", p.ID, "err", err)
 		return
 	}
-	a.procs[p.ID] = pid
-	a.byPID[pid.GetId()] = p.ID
+	a.procs.add(p.ID, pid)
 	if a.pause != thawed {
 		a.sys.Root.Send(pid, process.Freeze{Frozen: true}) // recovery thaws it
 	}
@@ -1023,67 +969,4 @@ func (a *sandboxActor) workloadDead(obs dockerio.Observed) {
 	a.end.downExit, a.end.exitDead = &exit, true
 	a.stopProcesses(spec.Errorf(spec.CodeCancelled, "process", "the workload of sandbox %s died", a.p.ID))
 	a.maybeExited()
-}
-
-// stopProcesses tells every live process its sandbox is going away.
-func (a *sandboxActor) stopProcesses(cause error) {
-	for _, pid := range a.procs {
-		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonSandboxStopped, Err: cause, Reply: make(chan error, 1)})
-	}
-}
-
-// processFailed settles a process whose actor panicked (a bug of ours): its
-// end is journaled — only if its journaled phase admits one — and its group
-// killed if known, the stopping intent journaled before the kill. So the
-// process fails, never the sandbox or the runtime. If the journal refuses,
-// nothing is signalled and the process is left to the next recovery.
-func (a *sandboxActor) processFailed(m actors.ChildFailed) {
-	id, ok := a.byPID[m.Child.GetId()]
-	if !ok {
-		return
-	}
-	t := a.tracked[id]
-	err := spec.Errorf(spec.CodeInternal, "process", "process actor %s failed: %v", id, m.Reason)
-	switch t.Phase {
-	case lifecycle.PhaseStarted, lifecycle.PhaseStopping:
-		if t.Phase == lifecycle.PhaseStarted {
-			if _, jerr := a.deps.Record(journal.KindProcess, id, a.p.ID, lifecycle.ProcessStopping{Reason: lifecycle.ReasonFailed}); jerr != nil {
-				a.abandonedProcs = true
-				break
-			}
-		}
-		if t.Group > 1 {
-			sb, pgid := a.sb, t.Group
-			go func() {
-				ctx, cancel := a.deps.DockerContext()
-				defer cancel()
-				if err := a.engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
-					a.deps.Log.Warn("killing a failed process's group failed", "sandbox", a.p.ID, "process", id, "err", err)
-				}
-			}()
-		}
-		a.recordFailed(id, err)
-	case lifecycle.PhaseReserved:
-		a.recordFailed(id, err)
-	case lifecycle.PhaseNone: // never journaled: nothing to settle
-	case lifecycle.PhaseExited: // its exit is journaled: nothing to settle
-	case lifecycle.PhaseRemoving, lifecycle.PhaseRemoved, lifecycle.PhasePooled:
-		// A sandbox's phases, never a process's.
-	}
-	a.processGone(id)
-	a.adoptedOne(id)
-}
-
-func (a *sandboxActor) recordFailed(id string, err error) {
-	ev := lifecycle.ProcessExited{Reason: lifecycle.ReasonFailed, Error: spec.CodeInternal, Message: err.Error()}
-	if _, jerr := a.deps.Record(journal.KindProcess, id, a.p.ID, ev); jerr != nil {
-		a.abandonedProcs = true
-	}
-}
-
-// ProcessHandle asks for a live process's handle (nil when it is not live
-// in this sandbox).
-type ProcessHandle struct {
-	ID    string
-	Reply chan<- *process.Handle
 }
