@@ -99,22 +99,22 @@ func (a *sandboxActor) fromProcess(ctx actor.Context, msg any) bool {
 	case process.Tracked:
 		a.procs.track(m)
 		if m.Phase != lifecycle.PhaseReserved {
-			a.startSettled(ctx, m.ID)
+			a.copies.startSettled(ctx, m.ID)
 		}
 	case process.Exited:
 		a.processGone(m.ID)
-		a.adoptedOne(m.ID)
-		a.startSettled(ctx, m.ID)
+		a.recovery.adopted(m.ID)
+		a.copies.startSettled(ctx, m.ID)
 	case process.Abandoned:
 		// Its outcome is not journaled: the sandbox may not be journaled
 		// exited over it (the next recovery settles both).
 		a.procs.abandoned = true
 		a.processGone(m.ID)
-		a.adoptedOne(m.ID)
-		a.startSettled(ctx, m.ID)
+		a.recovery.adopted(m.ID)
+		a.copies.startSettled(ctx, m.ID)
 	case actors.ChildFailed:
 		if id, ok := a.procs.idOf(m.Child); ok {
-			defer a.startSettled(ctx, id)
+			defer a.copies.startSettled(ctx, id)
 		}
 		a.processFailed(m)
 	default:
@@ -128,7 +128,7 @@ func (a *sandboxActor) fromProcess(ctx actor.Context, msg any) bool {
 func (a *sandboxActor) processGone(id string) {
 	a.procs.remove(id)
 	a.maybeExited()
-	a.rollbackOn()
+	a.rollback.proceed()
 }
 
 // stopProcesses tells every live process its sandbox is going away.
@@ -177,7 +177,7 @@ func (a *sandboxActor) processFailed(m actors.ChildFailed) {
 		// A sandbox's phases, never a process's.
 	}
 	a.processGone(id)
-	a.adoptedOne(id)
+	a.recovery.adopted(id)
 }
 
 // recordFailed journals a failed process actor's process exited, failed.
