@@ -148,6 +148,7 @@ func (c *copyPart) thawFound() {
 	c.maybeThaw()
 }
 
+// put extracts a tar stream into the workspace, off the mailbox.
 func (c *copyPart) put(m Put) {
 	a := c.a
 	if a.sb.ID == "" || a.state.Phase == lifecycle.PhaseRemoving || a.state.Phase == lifecycle.PhaseRemoved {

@@ -119,6 +119,9 @@ func (pl *poolPart) onRecorded(ev lifecycle.Event) {
 	a.p.Unready()
 }
 
+// claim hands a pooled sandbox that is ready to its caller: the claim
+// journaled (with the warden's new secret), then the secret rotated over
+// the live link and the claimant's rules applied (applied).
 func (pl *poolPart) claim(m Claim) {
 	a := pl.a
 	switch {
