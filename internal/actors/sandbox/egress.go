@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/internal/actors"
@@ -15,12 +17,25 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// The egress role of an allowlist sandbox, seen from its actor: one loop off
-// the mailbox holds a control link to the proxy, applies the journaled rules
-// when the proxy's differ, and records every decision the proxy reports in
-// the sandbox's decision log beside the journal. A link that ends is made
-// again (the egress container made anew if it is gone) for as long as the
-// sandbox runs.
+// The egress part: an allowlist sandbox's proxy, seen from its actor. One
+// loop off the mailbox holds a control link to the proxy, applies the
+// journaled rules when the proxy's differ, and records every decision the
+// proxy reports in the sandbox's decision log beside the journal. A link
+// that ends is made again (the egress container made anew if it is gone)
+// for as long as the sandbox runs.
+//
+// What it adds to the core:
+//   - its messages: SetEgress (a caller's new rules: journaled, then
+//     applied), and its loop's: egressUp, egressDown, egressGaveUp,
+//     egressFailed (the sandbox fails closed), egressReplaced (journaled),
+//     egressApplied;
+//   - hooks: start (the workload started, or was re-adopted), stop (the
+//     stopping intent, a removal, the actor's stop) and loopDone (a removal
+//     waits for the loop, which may be making an egress container);
+//   - for the pool's claim: applyRules (the claimant's rules).
+//
+// It keeps the core's sandbox handle up to date with what it journals (a
+// new egress container, the rules' version).
 
 // SetEgress replaces an allowlist sandbox's rules: journaled first, then
 // applied by the proxy without a restart. Reply gets nil once the proxy
@@ -62,8 +77,9 @@ type (
 	}
 )
 
-// egressState is the actor's view of its proxy.
-type egressState struct {
+// egressPart is the actor's view of its proxy.
+type egressPart struct {
+	a      *sandboxActor
 	gen    int
 	cancel context.CancelFunc
 	ctl    *egress.Control
@@ -83,6 +99,32 @@ type egressState struct {
 	replies  []chan<- error
 }
 
+// handle takes the egress part's messages.
+func (e *egressPart) handle(_ actor.Context, msg any) bool {
+	switch m := msg.(type) {
+	case SetEgress:
+		e.set(m)
+	case egressUp:
+		e.onUp(m)
+	case egressDown:
+		e.onDown(m)
+	case egressGaveUp:
+		e.onGaveUp(m)
+	case egressFailed:
+		e.onFailed(m)
+	case egressReplaced:
+		e.onReplaced(m)
+	case egressApplied:
+		e.onApplied(m)
+	default:
+		return false
+	}
+	return true
+}
+
+// loopDone is closed once the link loop has ended (nil: never started).
+func (e *egressPart) loopDone() <-chan struct{} { return e.done }
+
 // egressRetry is the first pause before a lost link is made again; it
 // doubles up to egressRetryMax while the link keeps failing.
 const (
@@ -90,47 +132,50 @@ const (
 	egressRetryMax = 30 * time.Second
 )
 
-// startEgress starts the link loop (an allowlist sandbox that runs).
+// start starts the link loop (an allowlist sandbox that runs).
 // ensure: read the egress role back first (recovery), making it anew if it
 // is not as made.
-func (a *sandboxActor) startEgress(ensure bool) {
-	if a.sb.Egress == "" || a.e.cancel != nil {
+func (e *egressPart) start(ensure bool) {
+	a := e.a
+	if a.sb.Egress == "" || e.cancel != nil {
 		return
 	}
-	a.e.gen++
-	a.e.mu.Lock()
-	a.e.sb = a.sb
-	a.e.mu.Unlock()
+	e.gen++
+	e.mu.Lock()
+	e.sb = a.sb
+	e.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
-	a.e.cancel, a.e.done = cancel, make(chan struct{})
-	gen, done := a.e.gen, a.e.done
+	e.cancel, e.done = cancel, make(chan struct{})
+	gen, done := e.gen, e.done
 	a.deps.Loops.Add(1)
 	go func() {
 		defer a.deps.Loops.Done()
 		defer close(done)
-		a.egressLoop(ctx, gen, ensure)
+		e.loop(ctx, gen, ensure)
 	}()
 }
 
-// stopEgress ends the link loop (the sandbox stops, or the actor does).
+// stop ends the link loop (the sandbox stops, or the actor does).
 // The proxy and its container stay: removal takes them with the rest.
-func (a *sandboxActor) stopEgress() {
-	if a.e.cancel == nil {
+func (e *egressPart) stop() {
+	a := e.a
+	if e.cancel == nil {
 		return
 	}
-	a.e.cancel()
-	a.e.cancel = nil
-	for _, r := range a.e.waiting {
+	e.cancel()
+	e.cancel = nil
+	for _, r := range e.waiting {
 		r <- spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is stopping: its journaled rules were not applied", a.p.ID)
 	}
-	a.e.waiting = nil
-	if a.e.ctl != nil {
-		_ = a.e.ctl.Close() // given up on: only its connection's close error could come back
-		a.e.ctl = nil
+	e.waiting = nil
+	if e.ctl != nil {
+		_ = e.ctl.Close() // given up on: only its connection's close error could come back
+		e.ctl = nil
 	}
 }
 
-func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
+func (e *egressPart) loop(ctx context.Context, gen int, ensure bool) {
+	a := e.a
 	var log *recorder.DecisionLog
 	if a.deps.Recorder != nil {
 		l, err := recorder.OpenDecisions(a.deps.Recorder.Path(), a.p.ID)
@@ -153,9 +198,9 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 		return ok
 	}
 	for ctx.Err() == nil {
-		a.e.mu.Lock()
-		sb := a.e.sb
-		a.e.mu.Unlock()
+		e.mu.Lock()
+		sb := e.sb
+		e.mu.Unlock()
 		if ensure {
 			dctx, cancel := context.WithTimeout(ctx, a.deps.Config.DockerTimeout)
 			next, replaced, err := a.engine.EnsureEgress(dctx, sb)
@@ -175,16 +220,16 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 				continue
 			}
 			if replaced {
-				a.e.mu.Lock()
-				a.e.sb = next
-				a.e.mu.Unlock()
+				e.mu.Lock()
+				e.sb = next
+				e.mu.Unlock()
 				a.send(egressReplaced{gen: gen, sb: next, reason: "the egress container was gone or not as made"})
 				fresh = true
 			}
 			sb = next
 		}
 		ensure = true
-		up, err := a.egressLink(ctx, gen, sb, log, fresh)
+		up, err := e.runLink(ctx, gen, sb, log, fresh)
 		fresh = false
 		a.send(egressDown{gen: gen})
 		if ctx.Err() != nil {
@@ -204,8 +249,9 @@ func (a *sandboxActor) egressLoop(ctx context.Context, gen int, ensure bool) {
 	}
 }
 
-// egressLink runs one control link until it ends; up says it was made.
-func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sandbox, log *recorder.DecisionLog, fresh bool) (up bool, err error) {
+// runLink runs one control link until it ends; up says it was made.
+func (e *egressPart) runLink(ctx context.Context, gen int, sb dockerio.Sandbox, log *recorder.DecisionLog, fresh bool) (up bool, err error) {
+	a := e.a
 	octx, cancel := context.WithTimeout(ctx, a.deps.Config.DockerTimeout)
 	conn, err := a.engine.OpenEgress(octx, sb, &dockerio.LineLog{Log: func(line string) {
 		a.deps.Log.Warn("egress", "sandbox", a.p.ID, "stderr", line)
@@ -243,7 +289,7 @@ func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sand
 	a.send(egressUp{gen: gen, ctl: ctl})
 	rctx, stopRefresh := context.WithCancel(ctx)
 	defer stopRefresh()
-	go a.refreshHost(rctx, gen, ctl)
+	go e.refreshHost(rctx, gen, ctl)
 	for {
 		d, err := ctl.Next(ctx)
 		if err != nil {
@@ -260,10 +306,10 @@ func (a *sandboxActor) egressLink(ctx context.Context, gen int, sb dockerio.Sand
 	}
 }
 
-// onEgressUp keeps the link and brings the proxy's rules up to the
+// onUp keeps the link and brings the proxy's rules up to the
 // journal's.
-func (a *sandboxActor) onEgressUp(m egressUp) {
-	if m.gen != a.e.gen || a.e.cancel == nil {
+func (e *egressPart) onUp(m egressUp) {
+	if m.gen != e.gen || e.cancel == nil {
 		_ = m.ctl.Close() // a stale link, dropped
 		return
 	}
@@ -271,10 +317,10 @@ func (a *sandboxActor) onEgressUp(m egressUp) {
 	// hello shows their version: the host's addresses go with them, and
 	// may have changed since the proxy started. The link's loop sends its
 	// egressUp again when they change (refreshHost).
-	a.e.ctl = m.ctl
-	waiting := a.e.waiting
-	a.e.waiting = nil
-	a.applyEgress(waiting...)
+	e.ctl = m.ctl
+	waiting := e.waiting
+	e.waiting = nil
+	e.apply(waiting...)
 }
 
 // hostRefresh is how often a link's loop reads the host's addresses again.
@@ -286,7 +332,8 @@ const hostRefresh = 5 * time.Second
 // refreshHost sends egressUp for ctl again whenever the host's addresses
 // change, until ctx ends: the actor then applies its rules with the new
 // addresses.
-func (a *sandboxActor) refreshHost(ctx context.Context, gen int, ctl *egress.Control) {
+func (e *egressPart) refreshHost(ctx context.Context, gen int, ctl *egress.Control) {
+	a := e.a
 	prev := dockerio.HostAddrs()
 	t := time.NewTicker(hostRefresh)
 	defer t.Stop()
@@ -303,36 +350,39 @@ func (a *sandboxActor) refreshHost(ctx context.Context, gen int, ctl *egress.Con
 	}
 }
 
-func (a *sandboxActor) onEgressFailed(m egressFailed) {
-	if m.gen != a.e.gen {
+func (e *egressPart) onFailed(m egressFailed) {
+	a := e.a
+	if m.gen != e.gen {
 		return
 	}
 	a.deps.Log.Error("the egress role does not read back as made: the sandbox is stopped", "sandbox", a.p.ID, "err", m.err)
 	a.stop(lifecycle.ReasonFailed, m.err)
 }
 
-func (a *sandboxActor) onEgressGaveUp(m egressGaveUp) {
-	if m.gen != a.e.gen || a.e.cancel == nil {
+func (e *egressPart) onGaveUp(m egressGaveUp) {
+	a := e.a
+	if m.gen != e.gen || e.cancel == nil {
 		return
 	}
-	a.e.cancel()
-	a.e.cancel = nil
-	for _, r := range a.e.waiting {
+	e.cancel()
+	e.cancel = nil
+	for _, r := range e.waiting {
 		r <- spec.Wrap(spec.CodeStreamFailure, "sandbox", m.err, "sandbox %s: the rules are journaled, but its proxy cannot be reached", a.p.ID)
 	}
-	a.e.waiting = nil
+	e.waiting = nil
 	a.deps.Log.Warn("no control link to the egress proxy can be made", "sandbox", a.p.ID, "err", m.err)
 }
 
-func (a *sandboxActor) onEgressDown(m egressDown) {
-	if m.gen == a.e.gen {
-		a.e.ctl = nil
+func (e *egressPart) onDown(m egressDown) {
+	if m.gen == e.gen {
+		e.ctl = nil
 	}
 }
 
-// onEgressReplaced journals a new egress container.
-func (a *sandboxActor) onEgressReplaced(m egressReplaced) {
-	if m.gen != a.e.gen {
+// onReplaced journals a new egress container.
+func (e *egressPart) onReplaced(m egressReplaced) {
+	a := e.a
+	if m.gen != e.gen {
 		return
 	}
 	if err := a.record(lifecycle.EgressReplaced{Egress: m.sb.Egress, Outside: m.sb.Outside, Reason: m.reason}); err != nil {
@@ -342,24 +392,26 @@ func (a *sandboxActor) onEgressReplaced(m egressReplaced) {
 	a.sb.Egress, a.sb.Outside = m.sb.Egress, m.sb.Outside
 }
 
-// setEgress journals new rules, then has the proxy apply them.
-func (a *sandboxActor) setEgress(m SetEgress) {
-	if err := a.pooledErr(); err != nil {
+// set journals new rules, then has the proxy apply them.
+func (e *egressPart) set(m SetEgress) {
+	a := e.a
+	if err := a.pool.pooledErr(); err != nil {
 		// A pooled sandbox's rules are its claimant's, set at the claim.
 		m.Reply <- err
 		return
 	}
-	a.applyRules(m)
+	e.applyRules(m)
 }
 
 // applyRules journals and applies new rules (a caller's SetEgress, or a
 // claim's rules).
-func (a *sandboxActor) applyRules(m SetEgress) {
+func (e *egressPart) applyRules(m SetEgress) {
+	a := e.a
 	switch {
 	case a.state.Spec.Policy.Network != spec.NetworkAllowlist:
 		m.Reply <- spec.Errorf(spec.CodeInvalidArgument, "sandbox", "sandbox %s has network %q: rules need the allowlist network (a sandbox's network kind is fixed at create)", a.p.ID, a.state.Spec.Policy.Network)
 		return
-	case a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "":
+	case a.state.Phase != lifecycle.PhaseStarted || a.end.stopReason != "":
 		m.Reply <- spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s", a.p.ID, a.phaseName())
 		return
 	}
@@ -374,26 +426,27 @@ func (a *sandboxActor) applyRules(m SetEgress) {
 		return
 	}
 	a.sb.Spec.Policy.Egress, a.sb.RulesVersion = a.state.Spec.Policy.Egress, a.state.RulesVersion
-	a.e.mu.Lock()
-	a.e.sb.Spec.Policy.Egress, a.e.sb.RulesVersion = a.sb.Spec.Policy.Egress, a.sb.RulesVersion
-	a.e.mu.Unlock()
-	a.applyEgress(m.Reply)
+	e.mu.Lock()
+	e.sb.Spec.Policy.Egress, e.sb.RulesVersion = a.sb.Spec.Policy.Egress, a.sb.RulesVersion
+	e.mu.Unlock()
+	e.apply(m.Reply)
 }
 
-// applyEgress sends the journal's rules to the proxy off the mailbox, one
+// apply sends the journal's rules to the proxy off the mailbox, one
 // set at a time: a change made while an apply is in flight is sent after
 // it, and the replies wait for the apply that carries their change. With
-// no link but the loop making one, they wait for it (onEgressUp applies the
+// no link but the loop making one, they wait for it (onUp applies the
 // journal's rules to every new link whose proxy holds others; the caller's
 // context bounds the wait).
-func (a *sandboxActor) applyEgress(replies ...chan<- error) {
-	a.e.replies = append(a.e.replies, replies...)
-	ctl := a.e.ctl
+func (e *egressPart) apply(replies ...chan<- error) {
+	a := e.a
+	e.replies = append(e.replies, replies...)
+	ctl := e.ctl
 	if ctl == nil {
-		pending := a.e.replies
-		a.e.replies = nil
-		if a.e.cancel != nil {
-			a.e.waiting = append(a.e.waiting, pending...)
+		pending := e.replies
+		e.replies = nil
+		if e.cancel != nil {
+			e.waiting = append(e.waiting, pending...)
 			return
 		}
 		for _, r := range pending {
@@ -401,11 +454,11 @@ func (a *sandboxActor) applyEgress(replies ...chan<- error) {
 		}
 		return
 	}
-	if a.e.applying {
-		a.e.again = true
+	if e.applying {
+		e.again = true
 		return
 	}
-	a.e.applying = true
+	e.applying = true
 	version, rules := a.state.RulesVersion, a.state.Spec.Policy.Egress
 	go func() {
 		ctx, cancel := a.deps.DockerContext()
@@ -415,8 +468,9 @@ func (a *sandboxActor) applyEgress(replies ...chan<- error) {
 	}()
 }
 
-func (a *sandboxActor) onEgressApplied(m egressApplied) {
-	a.e.applying = false
+func (e *egressPart) onApplied(m egressApplied) {
+	a := e.a
+	e.applying = false
 	closed := errors.Is(m.err, egress.ErrClosed)
 	if m.err != nil && !closed {
 		// The proxy and the journal may now differ: drop the link, so
@@ -425,20 +479,20 @@ func (a *sandboxActor) onEgressApplied(m egressApplied) {
 		a.deps.Log.Warn("the proxy did not apply the rules; its link is made again", "sandbox", a.p.ID, "version", m.version, "err", m.err)
 		_ = m.ctl.Close() // dropped to be made again; its close error changes nothing
 	}
-	if m.err == nil && (a.e.again || m.version != a.state.RulesVersion || a.e.ctl != m.ctl) {
+	if m.err == nil && (e.again || m.version != a.state.RulesVersion || e.ctl != m.ctl) {
 		// A later change, or a new link: the latest rules go again
 		// (on the link there is now), and the replies wait for them.
-		a.e.again = false
-		a.applyEgress()
+		e.again = false
+		e.apply()
 		return
 	}
-	a.e.again = false
-	replies := a.e.replies
-	a.e.replies = nil
-	if closed && a.e.cancel != nil {
+	e.again = false
+	replies := e.replies
+	e.replies = nil
+	if closed && e.cancel != nil {
 		// The link went under the apply: the next one applies the
-		// journal's rules (onEgressUp), and answers these.
-		a.e.waiting = append(a.e.waiting, replies...)
+		// journal's rules (onUp), and answers these.
+		e.waiting = append(e.waiting, replies...)
 		return
 	}
 	for _, r := range replies {

@@ -6,18 +6,32 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/warden/wire"
 )
 
-// A warm pool's sandbox: made, verified and started like any other (its
-// reservation names the pool), its warden up, then held pooled — it admits
-// no process, no Put and no Get — until a Claim hands it to a caller. The
-// claim is journaled before the caller is answered, rotates the warden's
-// secret over the live link, and applies what the caller asked that can
-// change after the start.
+// The pool part: a warm pool's sandbox is made, verified and started like
+// any other (its reservation names the pool), its warden up, then held
+// pooled — it admits no process, no Put and no Get — until a Claim hands it
+// to a caller. The claim is journaled before the caller is answered,
+// rotates the warden's secret over the live link, and applies what the
+// caller asked that can change after the start.
+//
+// What it adds to the core:
+//   - its messages: Claim, and its own claimRekeyed and claimDone;
+//   - hooks: onRecorded (after every journaled event: a pooled sandbox
+//     that can no longer be claimed is reported, Params.Unready);
+//   - for the core and the other parts: pooledErr (a pooled sandbox, or
+//     one being claimed, takes no work).
+//
+// A claim asks the warden part whether its link can be handed out
+// (claimable, linked), rotates its secret over it (linkNow; abort if the
+// rotation fails), and has the egress part apply the claimant's rules
+// (applyRules).
 
 // Claim hands a pooled sandbox to a caller. Reply gets nil once the claim
 // is journaled and applied, or the error that kept the sandbox from being
@@ -41,49 +55,80 @@ type claimRekeyed struct {
 	err   error
 }
 
-// pooledErr refuses work on a pooled sandbox, and on one being claimed
-// until its claimant is answered: nothing may touch its workspace, rules
-// or processes before, so a claimed sandbox is as fresh as a new one.
-func (a *sandboxActor) pooledErr() error {
-	switch {
-	case a.state.Pooled():
-		return spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s waits in pool %q: it takes no work until CreateSandbox claims it", a.p.ID, a.state.Pool)
-	case a.claiming:
-		return spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is being claimed from pool %q: it takes no work until its claimant is answered", a.p.ID, a.state.Pool)
-	}
-	return nil
-}
-
 // claimDone ends a claim whose rules were applied (or not).
 type claimDone struct {
 	reply chan<- error
 	err   error
 }
 
-// checkPooled tells the runtime, once, that a pooled sandbox can no longer
+// poolPart is a pooled sandbox's waiting and its claim.
+type poolPart struct {
+	a *sandboxActor
+	// claiming: a claim is journaled and its caller not yet answered
+	// (the warden's rekey, the rules): no work is admitted meanwhile.
+	claiming bool
+	// unreadyTold: Params.Unready was called.
+	unreadyTold bool
+}
+
+// handle takes the pool part's messages.
+func (pl *poolPart) handle(_ actor.Context, msg any) bool {
+	switch m := msg.(type) {
+	case Claim:
+		pl.claim(m)
+	case claimRekeyed:
+		pl.onRekeyed(m)
+	case claimDone:
+		pl.onDone(m)
+	default:
+		return false
+	}
+	return true
+}
+
+// pooledErr refuses work on a pooled sandbox, and on one being claimed
+// until its claimant is answered: nothing may touch its workspace, rules
+// or processes before, so a claimed sandbox is as fresh as a new one.
+func (pl *poolPart) pooledErr() error {
+	a := pl.a
+	switch {
+	case a.state.Pooled():
+		return spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s waits in pool %q: it takes no work until CreateSandbox claims it", a.p.ID, a.state.Pool)
+	case pl.claiming:
+		return spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is being claimed from pool %q: it takes no work until its claimant is answered", a.p.ID, a.state.Pool)
+	}
+	return nil
+}
+
+// onRecorded tells the runtime, once, that a pooled sandbox can no longer
 // be claimed (it stops, its workload died, its warden is lost: ev, just
 // journaled, says so): the pool forgets it and makes another. A warden not
 // yet started is no loss: the start comes right after SandboxStarted (and
 // a pooled sandbox whose warden never comes up is refused at its claim).
-func (a *sandboxActor) checkPooled(ev lifecycle.Event) {
+func (pl *poolPart) onRecorded(ev lifecycle.Event) {
+	a := pl.a
 	s := a.state
-	if a.unreadyTold || a.p.Unready == nil || !s.Pooled() || !s.Started {
+	if pl.unreadyTold || a.p.Unready == nil || !s.Pooled() || !s.Started {
 		return
 	}
 	_, wardenLost := ev.(lifecycle.WardenLost)
-	if s.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead && !wardenLost {
+	if s.Phase == lifecycle.PhaseStarted && a.end.stopReason == "" && !a.end.exitDead && !wardenLost {
 		return
 	}
-	a.unreadyTold = true
+	pl.unreadyTold = true
 	a.p.Unready()
 }
 
-func (a *sandboxActor) claim(m Claim) {
+// claim hands a pooled sandbox that is ready to its caller: the claim
+// journaled (with the warden's new secret), then the secret rotated over
+// the live link and the claimant's rules applied (applied).
+func (pl *poolPart) claim(m Claim) {
+	a := pl.a
 	switch {
-	case !a.state.Pooled() || a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "" || a.exitDead || a.removing:
+	case !a.state.Pooled() || a.state.Phase != lifecycle.PhaseStarted || a.end.stopReason != "" || a.end.exitDead || a.end.removing:
 		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s is not pooled and ready (%s)", a.p.ID, a.state.Shown())
 		return
-	case a.deps.Config.Warden && (a.w.link == nil || a.w.starting || a.w.probing):
+	case a.deps.Config.Warden && !a.warden.claimable():
 		// A claimed sandbox must be able to run its first command at
 		// once: one whose warden is not linked is not handed out.
 		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s waits in pool %q without a linked warden", a.p.ID, a.state.Pool)
@@ -94,7 +139,7 @@ func (a *sandboxActor) claim(m Claim) {
 		ev.Deadline = a.deps.Now().Add(m.TTL)
 	}
 	var secret []byte
-	if a.w.link != nil {
+	if link, _ := a.warden.linkNow(); link != nil {
 		secret = make([]byte, wire.SecretSize)
 		if _, err := rand.Read(secret); err != nil {
 			m.Reply <- spec.Wrap(spec.CodeInternal, "sandbox", err, "a new warden secret")
@@ -111,17 +156,17 @@ func (a *sandboxActor) claim(m Claim) {
 		m.Reply <- err
 		return
 	}
-	a.claiming = true
+	pl.claiming = true
 	failpoint.Hit(failpoint.PoolClaimed)
 	a.sb.Spec = a.state.Spec
 	if !a.state.Deadline.IsZero() {
-		a.ttl = time.AfterFunc(time.Until(a.state.Deadline), func() { a.send(ttlMsg{}) })
+		a.armTTL(a.state.Deadline)
 	}
 	if secret == nil {
-		a.claimApplied(m)
+		pl.applied(m)
 		return
 	}
-	link, gen := a.w.link, a.w.gen
+	link, gen := a.warden.linkNow()
 	go func() {
 		ctx, cancel := a.deps.DockerContext()
 		defer cancel()
@@ -129,54 +174,56 @@ func (a *sandboxActor) claim(m Claim) {
 	}()
 }
 
-func (a *sandboxActor) onClaimRekeyed(m claimRekeyed) {
-	if m.err != nil && m.gen == a.w.gen && a.w.link != nil {
+func (pl *poolPart) onRekeyed(m claimRekeyed) {
+	a := pl.a
+	if m.err != nil {
 		// The warden holds the pool's secret, the journal the new one:
-		// this link is given up (journaled lost), and the sandbox is not
-		// handed out (the pool removes it and serves the next one).
-		link := a.w.link
-		link.Abort(fmt.Errorf("rotating the warden's secret at the claim: %w", m.err))
-		a.onWardenDown(wardenDown{gen: m.gen, err: link.Err()})
-	} else if m.err == nil {
+		// this link, if it is still the live one, is given up (journaled
+		// lost), and the sandbox is not handed out (the pool removes it
+		// and serves the next one).
+		a.warden.abort(m.gen, fmt.Errorf("rotating the warden's secret at the claim: %w", m.err))
+	} else {
 		failpoint.Hit(failpoint.PoolRekeyed)
 	}
-	a.claimApplied(m.claim)
+	pl.applied(m.claim)
 }
 
-// claimReady is why a claimed sandbox cannot be handed out after all (its
+// ready is why a claimed sandbox cannot be handed out after all (its
 // workload died, or its warden's link was lost, during the claim), or nil:
 // a claim answers success only with a sandbox that runs its first command
 // at once.
-func (a *sandboxActor) claimReady() error {
+func (pl *poolPart) ready() error {
+	a := pl.a
 	switch {
-	case !a.running() || a.removing:
+	case !a.running() || a.end.removing:
 		return spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s stopped during its claim from pool %q (%s); it is not handed out", a.p.ID, a.state.Pool, a.state.Shown())
-	case a.deps.Config.Warden && (a.w.link == nil || a.w.probing):
+	case a.deps.Config.Warden && !a.warden.linked():
 		return spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s lost its warden during its claim from pool %q; it is not handed out", a.p.ID, a.state.Pool)
 	}
 	return nil
 }
 
-// claimApplied ends a claim: the caller's allowlist rules, if any, are
+// applied ends a claim: the caller's allowlist rules, if any, are
 // journaled and applied (the reply waits for the proxy), else it is
 // answered at once.
-func (a *sandboxActor) claimApplied(m Claim) {
+func (pl *poolPart) applied(m Claim) {
+	a := pl.a
 	if a.state.Spec.Policy.Network == spec.NetworkAllowlist && (len(m.Rules) > 0 || a.state.RulesVersion != 0) {
 		// The claimant's rules, even none: whatever the sandbox held
 		// before is not the claimant's.
 		done := make(chan error, 1)
-		a.applyRules(SetEgress{Rules: m.Rules, Reply: done})
+		a.egress.applyRules(SetEgress{Rules: m.Rules, Reply: done})
 		go func() { a.send(claimDone{reply: m.Reply, err: <-done}) }()
 		return
 	}
-	a.claiming = false
-	m.Reply <- a.claimReady()
+	pl.claiming = false
+	m.Reply <- pl.ready()
 }
 
-func (a *sandboxActor) onClaimDone(m claimDone) {
-	a.claiming = false
+func (pl *poolPart) onDone(m claimDone) {
+	pl.claiming = false
 	if m.err == nil {
-		m.err = a.claimReady()
+		m.err = pl.ready()
 	}
 	m.reply <- m.err
 }

@@ -9,12 +9,35 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/actors/process"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
+
+// The rollback part: a checkpoint restored into /workspace/work, and the
+// settling of a rollback an earlier runtime left unsettled. (Rollback's
+// comment says how it goes and why a kill at any point leaves the old or
+// the new workspace, never a mix.)
+//
+// What it adds to the core:
+//   - its messages: Rollback, and its own rollbackThawLate, rollbackDone,
+//     rollbackCleaned, rollbackSettled, retrySettle;
+//   - hooks: proceed (a process actor ended: the Docker work starts once
+//     none is left), recovered (settle what an earlier runtime left),
+//     onThawed (a rollback waiting for a consistent copy's thaw goes on);
+//   - for the core and the other parts: active and rollingBackErr (what
+//     must not run beside a rollback: a launch, a Put, a consistent copy),
+//     holdsWorkload and deferStop (the workload it stopped is not dead,
+//     and a stop waits for its start).
+//
+// It asks the warden part to give its warden up (giveUp) before every
+// process of the sandbox's user is killed, waits for the copy part's thaw
+// (idle), and holds a recovery's settling (recoveryPart.await) until the
+// marker is read.
 
 // Rollback restores a checkpoint into /workspace/work, write-ahead: the
 // intent (lifecycle.RollingBack) closes admission, the sandbox's processes
@@ -25,7 +48,7 @@ import (
 // two directories are exchanged in one rename by a one-off container, the
 // workload is thawed, and the fact is journaled. A kill at any point
 // leaves the old or the new workspace, never a mix: recovery reads where
-// root's marker is (settleRollback), a proof the sandbox's user cannot
+// root's marker is (rollbackPart.settle), a proof the sandbox's user cannot
 // forge (dockerio/rollback.go).
 type Rollback struct {
 	Checkpoint string
@@ -37,10 +60,65 @@ type Rollback struct {
 	Reply   chan<- error
 }
 
-// RecordCheckpoint journals a checkpoint the store holds.
-type RecordCheckpoint struct {
-	Event lifecycle.Checkpointed
-	Reply chan<- error
+// rollbackPart is the sandbox's rollbacks.
+type rollbackPart struct {
+	a  *sandboxActor
+	rb *rollbackState // a rollback under way
+	// held: a rollback waiting for a consistent copy's thaw (the heldN'th
+	// held).
+	held  *Rollback
+	heldN int
+	// stopped: recovery found the workload stopped by an unsettled
+	// rollback; it is started again once the rollback is settled.
+	stopped bool
+	// stopAfter: a stop asked while a rollback held the workload stopped
+	// (holdsWorkload), made once it runs again.
+	stopAfter *deferredStop
+}
+
+// handle takes the rollback part's messages.
+func (r *rollbackPart) handle(_ actor.Context, msg any) bool {
+	switch m := msg.(type) {
+	case Rollback:
+		r.start(m)
+	case rollbackThawLate:
+		r.onThawLate(m)
+	case rollbackDone:
+		r.onDone(m)
+	case rollbackSettled:
+		r.onSettled(m)
+	case rollbackCleaned:
+		r.onCleaned()
+	case retrySettle:
+		r.settle()
+	default:
+		return false
+	}
+	return true
+}
+
+// active: a rollback is under way in this actor (its processes being
+// stopped, its Docker work out, or its old tree being emptied).
+func (r *rollbackPart) active() bool { return r.rb != nil }
+
+// recovered (recovery) settles a rollback an earlier runtime left
+// unsettled; stopped: the workload was found stopped by it.
+func (r *rollbackPart) recovered(stopped bool) {
+	r.stopped = stopped
+	r.settle()
+}
+
+// deferStop keeps a stop for later while the rollback holds the workload
+// stopped (holdsWorkload): a stop now would be undone by its start. false:
+// the stop goes on now.
+func (r *rollbackPart) deferStop(reason lifecycle.Reason, cause error) bool {
+	if !r.holdsWorkload() {
+		return false
+	}
+	if r.stopAfter == nil {
+		r.stopAfter = &deferredStop{reason: reason, cause: cause}
+	}
+	return true
 }
 
 // rollbackState is a rollback under way: its processes being stopped, or
@@ -61,8 +139,9 @@ type rollbackState struct {
 // rollingBackErr refuses what must not run beside a rollback: a Put (it
 // would land half in each tree) and a consistent copy (its freeze stops
 // the rollback's execs).
-func (a *sandboxActor) rollingBackErr() error {
-	if a.rb != nil || a.state.RollingBack != nil {
+func (r *rollbackPart) rollingBackErr() error {
+	a := r.a
+	if r.rb != nil || a.state.RollingBack != nil {
 		return spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a rollback is under way", a.p.ID)
 	}
 	return nil
@@ -76,16 +155,17 @@ type deferredStop struct {
 	cause  error
 }
 
-// workloadHeld: a rollback has the workload stopped and will start it
+// holdsWorkload: a rollback has the workload stopped and will start it
 // again; its death is the rollback's, and a stop waits.
-func (a *sandboxActor) workloadHeld() bool {
-	return a.rb != nil && a.rb.restarting || a.rbStopped
+func (r *rollbackPart) holdsWorkload() bool {
+	return r.rb != nil && r.rb.restarting || r.stopped
 }
 
 // stopDeferred makes the stop asked while the workload was held.
-func (a *sandboxActor) stopDeferred() {
-	if st := a.stopAfter; st != nil && !a.workloadHeld() {
-		a.stopAfter = nil
+func (r *rollbackPart) stopDeferred() {
+	a := r.a
+	if st := r.stopAfter; st != nil && !r.holdsWorkload() {
+		r.stopAfter = nil
 		a.stop(st.reason, st.cause)
 	}
 }
@@ -97,26 +177,28 @@ const rollbackThawWait = 30 * time.Second
 // rollbackThawLate ends the wait of held rollback n.
 type rollbackThawLate struct{ n int }
 
-// onRollbackThawLate refuses a rollback still waiting for the thaw.
-func (a *sandboxActor) onRollbackThawLate(m rollbackThawLate) {
-	if a.rbHeld == nil || m.n != a.rbHeldN {
+// onThawLate refuses a rollback still waiting for the thaw.
+func (r *rollbackPart) onThawLate(m rollbackThawLate) {
+	a := r.a
+	if r.held == nil || m.n != r.heldN {
 		return
 	}
-	r := *a.rbHeld
-	a.rbHeld = nil
+	held := *r.held
+	r.held = nil
 	a.closeAsk(rollbackAsk)
-	r.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a consistent copy held the workload frozen for %v; roll back once it is closed", a.p.ID, rollbackThawWait)
+	held.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a consistent copy held the workload frozen for %v; roll back once it is closed", a.p.ID, rollbackThawWait)
 }
 
-// releaseHeldRollback goes on with a rollback that waited for the thaw.
-func (a *sandboxActor) releaseHeldRollback() {
-	if a.rbHeld == nil || a.pause != thawed || len(a.pauseWait) > 0 {
+// onThawed goes on with a rollback that waited for the thaw.
+func (r *rollbackPart) onThawed() {
+	a := r.a
+	if r.held == nil || !a.copies.idle() {
 		return
 	}
-	r := *a.rbHeld
-	a.rbHeld = nil
+	held := *r.held
+	r.held = nil
 	a.closeAsk(rollbackAsk)
-	a.onRollback(r)
+	r.start(held)
 }
 
 // retrySettle reads an unsettled rollback's marker again.
@@ -137,19 +219,20 @@ type rollbackCleaned struct{}
 // rollbackAsk is a rollback's entry in the ask ledger.
 const rollbackAsk = "rollback"
 
-// answerRollback answers the caller of a rollback and closes its entry.
-func (a *sandboxActor) answerRollback(rb *rollbackState, err error) {
+// answer answers the caller of a rollback and closes its entry.
+func (r *rollbackPart) answer(rb *rollbackState, err error) {
+	a := r.a
 	a.closeAsk(rollbackAsk)
 	rb.m.Reply <- err
 }
 
-func (a *sandboxActor) onRollbackCleaned() {
-	rb := a.rb
+func (r *rollbackPart) onCleaned() {
+	rb := r.rb
 	if rb == nil || !rb.cleaning {
 		return
 	}
-	a.rb = nil
-	a.answerRollback(rb, nil)
+	r.rb = nil
+	r.answer(rb, nil)
 }
 
 type rollbackSettled struct {
@@ -162,39 +245,33 @@ type rollbackSettled struct {
 	startErr error
 }
 
-// onRecordCheckpoint journals a checkpoint taken by the runtime.
-func (a *sandboxActor) onRecordCheckpoint(m RecordCheckpoint) {
-	if err := a.pooledErr(); err != nil {
-		m.Reply <- err
-		return
-	}
-	m.Reply <- a.record(m.Event)
-}
-
-func (a *sandboxActor) onRollback(m Rollback) {
-	if err := a.pooledErr(); err != nil {
+// start begins a rollback: its intent journaled, the sandbox's processes
+// stopped (proceed goes on once they have ended).
+func (r *rollbackPart) start(m Rollback) {
+	a := r.a
+	if err := a.pool.pooledErr(); err != nil {
 		m.Reply <- err
 		return
 	}
 	switch {
-	case a.rb != nil || a.state.RollingBack != nil:
+	case r.rb != nil || a.state.RollingBack != nil:
 		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a rollback is already under way", a.p.ID)
 		return
 	case !a.running() || !a.state.Admits():
 		m.Reply <- spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s does not run (%s): a rollback needs a running sandbox; make a new one from the checkpoint (sandbox create --from)", a.p.ID, a.phaseName())
 		return
-	case a.pause != thawed || len(a.pauseWait) > 0:
+	case !a.copies.idle():
 		// A consistent copy holds the workload frozen (a checkpoint just
 		// taken thaws it a moment after it returns): the rollback waits
 		// for the thaw, a bounded while.
-		if a.rbHeld != nil {
+		if r.held != nil {
 			m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s: a rollback already waits for the workload's thaw", a.p.ID)
 			return
 		}
-		a.rbHeldN++
-		a.rbHeld = &m
+		r.heldN++
+		r.held = &m
 		a.openAsk(rollbackAsk, func(err error) { m.Reply <- err })
-		n := a.rbHeldN
+		n := r.heldN
 		time.AfterFunc(rollbackThawWait, func() { a.send(rollbackThawLate{n: n}) })
 		return
 	}
@@ -212,16 +289,16 @@ func (a *sandboxActor) onRollback(m Rollback) {
 		return
 	}
 	failpoint.Hit(failpoint.RollbackIntent)
-	a.rb = &rollbackState{m: m, staging: intent.Staging, marker: intent.Marker}
+	r.rb = &rollbackState{m: m, staging: intent.Staging, marker: intent.Marker}
 	a.openAsk(rollbackAsk, func(err error) { m.Reply <- err })
 	cause := spec.Errorf(spec.CodeCancelled, "process", "stopped for the rollback of sandbox %s to checkpoint %s", a.p.ID, m.Checkpoint)
-	for _, pid := range a.procs {
+	a.procs.each(func(pid *actor.PID) {
 		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonStopped, Err: cause, Reply: make(chan error, 1)})
-	}
-	a.rollbackOn()
+	})
+	r.proceed()
 }
 
-// rollbackOn starts the Docker work once no tracked process is left.
+// proceed starts the Docker work once no tracked process is left.
 // The warden goes first, journaled lost; then the workload container is
 // killed, which ends every process of the sandbox's user, tracked or not,
 // the container's own init and keeper included (the kernel's proof that
@@ -231,9 +308,10 @@ func (a *sandboxActor) onRollback(m Rollback) {
 // marker is in work exactly when the exchange happened; it is removed from
 // there only after the fact is journaled); then the workload is started
 // again and read back.
-func (a *sandboxActor) rollbackOn() {
-	rb := a.rb
-	if rb == nil || rb.docker || len(a.procs) > 0 {
+func (r *rollbackPart) proceed() {
+	a := r.a
+	rb := r.rb
+	if rb == nil || rb.docker || a.procs.count() > 0 {
 		return
 	}
 	rb.docker = true
@@ -242,7 +320,7 @@ func (a *sandboxActor) rollbackOn() {
 		a.send(rollbackDone{err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s stopped before its workspace was exchanged", a.p.ID)})
 		return
 	}
-	if err := a.giveUpWarden("stopped for the rollback to " + rb.m.Checkpoint); err != nil {
+	if err := a.warden.giveUp("stopped for the rollback to " + rb.m.Checkpoint); err != nil {
 		a.send(rollbackDone{err: err})
 		return
 	}
@@ -299,13 +377,14 @@ func exchanged(ctx context.Context, eng engine, sb dockerio.Sandbox, marker stri
 	return eng.MarkerProof(ctx, sb, "work", marker)
 }
 
-func (a *sandboxActor) onRollbackDone(m rollbackDone) {
-	rb := a.rb
-	a.rb = nil
+func (r *rollbackPart) onDone(m rollbackDone) {
+	a := r.a
+	rb := r.rb
+	r.rb = nil
 	if rb != nil {
 		rb.restarting = false
 		// After the outcome is journaled (deferred calls run last).
-		defer a.stopDeferred()
+		defer r.stopDeferred()
 	}
 	if rb == nil || a.state.RollingBack == nil {
 		return
@@ -321,7 +400,7 @@ func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 	case m.unknown:
 		// Left journaled: admission stays closed until the marker can be
 		// read (retried here, and by the next recovery).
-		a.answerRollback(rb, spec.Wrap(spec.CodeEngine, "sandbox", m.err, "sandbox %s: whether the rollback to %s happened could not be read yet; it is settled once it can be", a.p.ID, intent.Checkpoint))
+		r.answer(rb, spec.Wrap(spec.CodeEngine, "sandbox", m.err, "sandbox %s: whether the rollback to %s happened could not be read yet; it is settled once it can be", a.p.ID, intent.Checkpoint))
 		time.AfterFunc(5*time.Second, func() { a.send(retrySettle{}) })
 	case m.exchanged:
 		err := a.record(lifecycle.RolledBack{Checkpoint: intent.Checkpoint})
@@ -329,17 +408,17 @@ func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 			err = a.record(lifecycle.Restored{Checkpoint: intent.Checkpoint})
 		}
 		if err != nil {
-			a.answerRollback(rb, err)
+			r.answer(rb, err)
 			return
 		}
 		if m.restartErr != nil {
-			a.answerRollback(rb, spec.Wrap(spec.CodeOf(m.restartErr), "sandbox", m.restartErr, "sandbox %s was rolled back to %s, but its workload did not start again", a.p.ID, intent.Checkpoint))
+			r.answer(rb, spec.Wrap(spec.CodeOf(m.restartErr), "sandbox", m.restartErr, "sandbox %s was rolled back to %s, but its workload did not start again", a.p.ID, intent.Checkpoint))
 			return
 		}
 		// The marker leaves work and the old tree is emptied before the
 		// caller is answered: what it reads next is the checkpoint alone.
 		// Admission stays closed meanwhile (rb.cleaning).
-		a.rb = rb
+		r.rb = rb
 		rb.cleaning = true
 		sb, eng, log, id := a.sb, a.engine, a.deps.Log, a.p.ID
 		a.goDocker(func(ctx context.Context) any {
@@ -351,18 +430,19 @@ func (a *sandboxActor) onRollbackDone(m rollbackDone) {
 	default:
 		why := m.err.Error()
 		if err := a.record(lifecycle.RollbackAbandoned{Checkpoint: intent.Checkpoint, Why: why}); err != nil {
-			a.answerRollback(rb, err)
+			r.answer(rb, err)
 			return
 		}
-		a.tidy(intent)
-		a.answerRollback(rb, spec.Wrap(spec.CodeOf(m.err), "sandbox", m.err, "sandbox %s: rollback to %s abandoned; the workspace is as it was", a.p.ID, intent.Checkpoint))
+		r.tidy(intent)
+		r.answer(rb, spec.Wrap(spec.CodeOf(m.err), "sandbox", m.err, "sandbox %s: rollback to %s abandoned; the workspace is as it was", a.p.ID, intent.Checkpoint))
 	}
 }
 
 // tidy empties a rollback's staging directory (and the marker, if the
 // exchange left it in work) off the mailbox; best effort: what it leaves
 // is in a hidden entry of /workspace.
-func (a *sandboxActor) tidy(intent lifecycle.RollingBack) {
+func (r *rollbackPart) tidy(intent lifecycle.RollingBack) {
+	a := r.a
 	if !a.running() {
 		return // it needs an exec; the volume goes with the sandbox
 	}
@@ -379,26 +459,24 @@ func (a *sandboxActor) tidy(intent lifecycle.RollingBack) {
 	}()
 }
 
-// settleRollback settles a rollback an earlier runtime left unsettled, by
+// settle settles a rollback an earlier runtime left unsettled, by
 // the marker: in work, the exchange happened. A settled one whose cleanup
 // a crash cut short (the marker still in work, the old tree beside it) is
 // tidied.
-func (a *sandboxActor) settleRollback() {
+func (r *rollbackPart) settle() {
+	a := r.a
 	intent := a.state.RollingBack
-	if intent == nil && a.state.LastRollback != nil && a.rb == nil {
-		a.tidy(*a.state.LastRollback)
+	if intent == nil && a.state.LastRollback != nil && r.rb == nil {
+		r.tidy(*a.state.LastRollback)
 		return
 	}
-	if intent == nil || a.rb != nil {
+	if intent == nil || r.rb != nil {
 		return
 	}
-	sb, eng, in, stopped := a.sb, a.engine, *intent, a.rbStopped
+	sb, eng, in, stopped := a.sb, a.engine, *intent, r.stopped
 	// A re-adopted sandbox is at rest only once this is settled: until
 	// then it admits nothing.
-	if a.adopting == nil {
-		a.adopting = map[string]bool{}
-	}
-	a.adopting[rollbackKey] = true
+	a.recovery.await(rollbackKey)
 	a.goDocker(func(ctx context.Context) any {
 		// Read before the workload runs again: no process of the user's
 		// is there to touch the marker meanwhile.
@@ -418,11 +496,12 @@ func (a *sandboxActor) settleRollback() {
 // adoptions.
 const rollbackKey = "\x00rollback"
 
-func (a *sandboxActor) onRollbackSettled(m rollbackSettled) {
-	defer a.adoptedOne(rollbackKey)
+func (r *rollbackPart) onSettled(m rollbackSettled) {
+	a := r.a
+	defer a.recovery.adopted(rollbackKey)
 	if m.started {
-		a.rbStopped = false
-		defer a.stopDeferred() // after the outcome is journaled
+		r.stopped = false
+		defer r.stopDeferred() // after the outcome is journaled
 		if m.startErr != nil {
 			a.deps.Log.Error("a workload its rollback stopped did not start again", "sandbox", a.p.ID, "err", m.startErr)
 			defer a.send(WorkloadDied{ExitCode: -1})
@@ -449,5 +528,5 @@ func (a *sandboxActor) onRollbackSettled(m rollbackSettled) {
 		a.deps.Log.Warn("journaling a recovered rollback failed", "sandbox", a.p.ID, "err", err)
 		return
 	}
-	a.tidy(m.intent)
+	r.tidy(m.intent)
 }

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"io"
 	"syscall"
 	"time"
 
@@ -17,120 +16,6 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
-
-// Params is what a sandbox actor is spawned with.
-type Params struct {
-	ID       string
-	Spec     spec.Sandbox
-	Deadline time.Time
-	// Created receives the outcome of the create, exactly once.
-	Created chan<- error
-	// Gone, if set, is called when the actor has stopped (removed, or given
-	// up because the journal failed): requests to it are no longer answered.
-	Gone func()
-	// Recover, if set, makes this a recovering actor: it takes over a
-	// sandbox an earlier runtime left live instead of creating one.
-	Recover *Recover
-	// Pool, if set, makes the sandbox for this warm pool: once started it
-	// admits no process until a Claim hands it to a caller.
-	Pool string
-	// Unready, if set, is called once when a pooled sandbox (made for a
-	// pool, or recovered as one) can no longer be claimed: it stops, its
-	// workload died, or its warden is lost.
-	Unready func()
-	// Unanswered, if set, is called when the actor stops after its
-	// sandbox was removed with asks still open (asks.go): each was then
-	// answered with an internal error.
-	Unanswered func(asks []string)
-}
-
-// Recover is what a recovering sandbox actor starts from.
-type Recover struct {
-	State     lifecycle.Sandbox
-	Processes []lifecycle.Process
-	Observed  dockerio.Observed
-	// StopProcesses stops the processes of a re-adopted sandbox that still
-	// run, instead of re-adopting them detached.
-	StopProcesses bool
-	// Settled receives the decision and the outcome once the sandbox is at
-	// rest (re-adopted, exited and kept, or removed), exactly once.
-	Settled chan<- Settled
-}
-
-// Settled reports a recovery's outcome for one sandbox.
-type Settled struct {
-	ID       string
-	Decision Decision
-	Observed string
-	Phase    lifecycle.Phase
-	Err      error
-	// Changed: the decision was journaled (it differs from the last
-	// recovery's); a repeat of the last one is not.
-	Changed bool
-}
-
-// Launch asks for a new process.
-type Launch struct {
-	ID    string
-	Spec  spec.Process
-	Reply chan<- process.Launch
-}
-
-// Stop asks the sandbox to stop (exited, resources kept). Reply gets the
-// outcome once the sandbox is exited.
-type Stop struct{ Reply chan<- error }
-
-// Remove asks for every resource to be deleted (stopping first if needed).
-type Remove struct{ Reply chan<- error }
-
-// Inspect asks for a snapshot of the sandbox's state.
-type Inspect struct{ Reply chan<- Snapshot }
-
-// Put extracts a tar stream under /workspace/<Dir>. Ctx bounds the copy:
-// once it ends, the caller's reader is no longer read.
-type Put struct {
-	Ctx   context.Context
-	Dir   string
-	Tar   io.Reader
-	Reply chan<- error
-}
-
-// Get reads a tar stream of /workspace/<Path>. Ctx bounds the stream's
-// whole life (a paused workload is unpaused when it ends or the stream is
-// closed).
-type Get struct {
-	Ctx   context.Context
-	Path  string
-	Pause bool
-	Reply chan<- GetResult
-}
-
-// GetResult answers Get.
-type GetResult struct {
-	Tar  io.ReadCloser
-	Live bool
-	Err  error
-}
-
-// ExecDied carries Docker's exec_die event of this sandbox's workload to
-// its processes; the one whose exec it is confirms its end.
-type ExecDied = process.ExecDied
-
-// EventsResumed tells the sandbox that the runtime's Docker event stream
-// broke and was subscribed again: events may have been missed, so every
-// process whose end is awaited inspects its exec again.
-type EventsResumed struct{}
-
-// WorkloadDied tells the sandbox that Docker reported its workload
-// container dead (a die event): the sandbox checks, and if so records its
-// exit (with Docker's code and OOM flag) once its processes have ended.
-type WorkloadDied struct{ ExitCode int }
-
-// Snapshot is the sandbox's folded state and its live processes.
-type Snapshot struct {
-	State     lifecycle.Sandbox
-	Processes []string
-}
 
 // engine is the part of the Docker seam a sandbox actor uses.
 type engine interface {
@@ -146,10 +31,11 @@ type engine interface {
 // Props returns the props of a sandbox actor.
 func Props(d *actors.Deps, p Params) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &sandboxActor{deps: d, engine: d.Engine, p: p, procs: map[string]*actor.PID{}, byPID: map[string]string{}}
+		return newActor(d, p)
 	}, actor.WithSupervisor(actors.FailureStrategy()))
 }
 
+// Messages the core posts to itself (its goroutines, its timer).
 type (
 	createdMsg struct {
 		sb  dockerio.Sandbox
@@ -169,6 +55,11 @@ type (
 	}
 )
 
+// sandboxActor is the core of a sandbox actor: the sandbox's lifecycle
+// (create, start, launch, stop, remove, each journaled by the write-ahead
+// rule), its process actors (processes.go), the asks it holds (asks.go),
+// and its parts, one per concern (parts.go), each offered the messages the
+// core does not take.
 type sandboxActor struct {
 	deps *actors.Deps
 	// engine is deps.Engine seen through the roles a sandbox uses: its
@@ -182,9 +73,24 @@ type sandboxActor struct {
 	state  lifecycle.Sandbox
 	sb     dockerio.Sandbox
 
-	procs map[string]*actor.PID // live process actors by process id
-	byPID map[string]string     // actor id → process id
+	procs children    // its process actors (processes.go)
+	end   ending      // where its stop and removal stand
+	ttl   *time.Timer // the sandbox's deadline
+	asks  ledger      // what was asked and is not answered yet (asks.go)
 
+	warden      wardenPart     // warden.go, warden_reattach.go
+	egress      egressPart     // egress.go
+	copies      copyPart       // copies.go
+	pool        poolPart       // pool.go
+	rollback    rollbackPart   // rollback.go
+	checkpoints checkpointPart // checkpoint.go
+	recovery    recoveryPart   // recover.go
+	parts       []part         // the above, in the order they are offered a message
+}
+
+// ending is where the sandbox's end stands: the stop and the removal asked,
+// their Docker calls out, and what Docker reported.
+type ending struct {
 	createErr     error // a failed create, answered once rolled back
 	stopReason    lifecycle.Reason
 	stopErr       error
@@ -194,53 +100,19 @@ type sandboxActor struct {
 	pendingStop   bool // a stop asked while the create was in flight
 	downExit      *dockerio.ContainerExit
 	removing      bool
-	ttl           *time.Timer
 	// exitDead: the workload died on its own (found so by recovery): the
 	// sandbox is exited without a stopping intent once processes settle.
-	exitDead       bool
-	stopInFlight   bool
-	abandonedProcs bool
-	// tracked is what the process actors reported of their journaled
-	// phase and group, so a failed process actor can still be settled.
-	tracked  map[string]process.Tracked
-	decision Decision
-	observed string // what recovery saw, as journaled with the decision
-	settled  bool
-	changed  bool            // recovery journaled a new decision
-	adopting map[string]bool // recovering processes not yet settled
+	exitDead     bool
+	stopInFlight bool
+}
 
-	// A consistent Get freezes the workload (see pause.go): pause is where
-	// the freeze stands, pauseHolds counts the open consistent copies,
-	// pauseWait the ones waiting for the freeze, heldLaunches the launches
-	// waiting for the thaw.
-	pause        pauseState
-	starting     map[string]bool // launched processes not yet past their start
-	pauseHolds   int
-	pauseWait    []Get
-	heldLaunches []Launch
-
-	// claiming: a claim is journaled and its caller not yet answered
-	// (the warden's rekey, the rules): no work is admitted meanwhile.
-	// unreadyTold: Params.Unready was called.
-	claiming    bool
-	unreadyTold bool
-
-	rb *rollbackState // a rollback under way (rollback.go)
-	// rbHeld: a rollback waiting for a consistent copy's thaw (the
-	// rbHeldN'th held).
-	rbHeld  *Rollback
-	rbHeldN int
-	// rbStopped: recovery found the workload stopped by an unsettled
-	// rollback; it is started again once the rollback is settled.
-	rbStopped bool
-	// stopAfter: a stop asked while a rollback held the workload stopped
-	// (workloadHeld), made once it runs again.
-	stopAfter *deferredStop
-
-	asks ledger // what was asked and is not answered yet (asks.go)
-
-	w wardenState // the sandbox's warden (warden.go)
-	e egressState // an allowlist sandbox's proxy link (egress.go)
+// newActor makes a sandbox actor's core and its parts.
+func newActor(d *actors.Deps, p Params) *sandboxActor {
+	a := &sandboxActor{deps: d, engine: d.Engine, p: p, procs: newChildren()}
+	a.warden.a, a.egress.a, a.copies.a, a.pool.a = a, a, a, a
+	a.rollback.a, a.checkpoints.a, a.recovery.a = a, a, a
+	a.parts = []part{&a.warden, &a.egress, &a.copies, &a.pool, &a.rollback, &a.checkpoints, &a.recovery}
+	return a
 }
 
 func (a *sandboxActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
@@ -263,7 +135,7 @@ func Handle(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
 func (a *sandboxActor) record(ev lifecycle.Event) error {
 	next, _, err := actors.RecordFolded(a.deps, journal.KindSandbox, a.p.ID, "", a.state, sandboxSeq, lifecycle.ApplySandbox, ev)
 	a.state = next
-	a.checkPooled(ev)
+	a.pool.onRecorded(ev)
 	if err != nil {
 		var illegal *lifecycle.IllegalTransition
 		if errors.As(err, &illegal) {
@@ -285,13 +157,21 @@ func (a *sandboxActor) goDocker(f func(ctx context.Context) any) {
 	}()
 }
 
+// running: the workload runs and no stop is under way.
+func (a *sandboxActor) running() bool {
+	return a.state.Phase == lifecycle.PhaseStarted && a.end.stopReason == "" && !a.end.exitDead
+}
+
+// Receive handles the lifecycle's messages; what the process actors report
+// is fromProcess's (processes.go), and every other message is offered to
+// the parts in turn, the first whose handle takes it.
 func (a *sandboxActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.self, a.sys = ctx.Self(), ctx.ActorSystem()
 		a.state.ID = a.p.ID
 		if a.p.Recover != nil {
-			a.recover(ctx)
+			a.recovery.start(ctx)
 			return
 		}
 		a.create()
@@ -302,153 +182,83 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 	case Launch:
 		a.openLaunch(m)
 		a.launch(ctx, m)
-	case wardenUp:
-		a.onWardenUp(ctx, m)
-	case wardenDown:
-		a.onWardenDown(m)
-	case SetEgress:
-		a.setEgress(m)
-	case Claim:
-		a.claim(m)
-	case claimRekeyed:
-		a.onClaimRekeyed(m)
-	case claimDone:
-		a.onClaimDone(m)
-	case egressUp:
-		a.onEgressUp(m)
-	case egressDown:
-		a.onEgressDown(m)
-	case egressGaveUp:
-		a.onEgressGaveUp(m)
-	case egressFailed:
-		a.onEgressFailed(m)
-	case egressReplaced:
-		a.onEgressReplaced(m)
-	case egressApplied:
-		a.onEgressApplied(m)
-	case ProcessHandle:
-		if pid, ok := a.procs[m.ID]; ok {
-			a.sys.Root.Send(pid, process.GetHandle{Reply: m.Reply})
-		} else {
-			m.Reply <- nil
-		}
-	case reattached:
-		a.onReattached(ctx, m)
-	case process.WardenUnanswered:
-		a.probeWarden(m)
-	case wardenProbed:
-		a.onWardenProbed(ctx, m)
 	case verifiedMsg:
 		a.onVerified(m)
 	case Stop:
-		a.stopWaiters = append(a.stopWaiters, m.Reply)
+		a.end.stopWaiters = append(a.end.stopWaiters, m.Reply)
 		a.stop(lifecycle.ReasonStopped, nil)
 	case Remove:
-		a.removeWaiters = append(a.removeWaiters, m.Reply)
+		a.end.removeWaiters = append(a.end.removeWaiters, m.Reply)
 		a.remove()
 	case Inspect:
-		snap := Snapshot{State: a.state}
-		for id := range a.procs {
-			snap.Processes = append(snap.Processes, id)
-		}
-		m.Reply <- snap
-	case Rollback:
-		a.onRollback(m)
-	case rollbackThawLate:
-		a.onRollbackThawLate(m)
-	case rollbackDone:
-		a.onRollbackDone(m)
-	case rollbackSettled:
-		a.onRollbackSettled(m)
-	case rollbackCleaned:
-		a.onRollbackCleaned()
-	case retrySettle:
-		a.settleRollback()
-	case RecordCheckpoint:
-		a.onRecordCheckpoint(m)
-	case Put:
-		a.put(m)
-	case Get:
-		a.get(ctx, m)
-	case pausedMsg:
-		a.onPaused(ctx, m)
-	case pauseReleased:
-		a.pauseHolds--
-		a.maybeThaw()
-	case unpausedMsg:
-		a.onUnpaused(ctx, m)
-	case retryThaw:
-		a.maybeThaw()
+		m.Reply <- a.snapshot()
 	case stoppedMsg:
 		a.onStopped(m)
 	case removedMsg:
 		a.onRemoved(m)
 	case ttlMsg:
 		a.stop(lifecycle.ReasonTimeout, spec.Errorf(spec.CodeTimeout, "sandbox", "sandbox %s outlived its TTL", a.p.ID))
-	case process.Exited:
-		a.processGone(m.ID)
-		a.adoptedOne(m.ID)
-		a.startSettled(ctx, m.ID)
-	case process.AdoptSettled:
-		a.adoptedOne(m.ID)
 	case WorkloadDied:
-		if a.workloadHeld() {
-			break // the rollback stopped it, and starts it again
-		}
-		if a.state.Phase == lifecycle.PhaseStarted && a.stopReason == "" && !a.exitDead {
-			sb := a.sb
-			a.goDocker(func(ctx context.Context) any {
-				obs, err := a.engine.InspectSandbox(ctx, sb)
-				return deadSeen{obs: obs, err: err}
-			})
-		}
+		a.onWorkloadDied()
 	case deadSeen:
 		a.onDeadSeen(m)
-	case ExecDied:
-		for _, pid := range a.procs {
-			a.sys.Root.Send(pid, m)
-		}
 	case EventsResumed:
-		for _, pid := range a.procs {
-			a.sys.Root.Send(pid, process.Recheck{})
-		}
+		a.tellProcesses(process.Recheck{})
 		if a.state.Phase == lifecycle.PhaseStarted {
 			a.send(WorkloadDied{ExitCode: -1}) // inspected before anything is concluded
 		}
 	case process.FailClosed:
 		a.stop(lifecycle.ReasonFailed, m.Err)
-	case process.Tracked:
-		if a.tracked == nil {
-			a.tracked = map[string]process.Tracked{}
-		}
-		a.tracked[m.ID] = m
-		if m.Phase != lifecycle.PhaseReserved {
-			a.startSettled(ctx, m.ID)
-		}
-	case process.Abandoned:
-		// Its outcome is not journaled: the sandbox may not be journaled
-		// exited over it (the next recovery settles both).
-		a.abandonedProcs = true
-		a.processGone(m.ID)
-		a.adoptedOne(m.ID)
-		a.startSettled(ctx, m.ID)
-	case actors.ChildFailed:
-		if id, ok := a.byPID[m.Child.GetId()]; ok {
-			defer a.startSettled(ctx, id)
-		}
-		a.processFailed(m)
 	case *actor.Stopping:
 		if a.ttl != nil {
 			a.ttl.Stop()
 		}
-		a.closeWarden()
-		a.stopEgress()
+		a.warden.close()
+		a.egress.stop()
 		a.answerOpenAsks()
 	case *actor.Stopped:
-		a.settle(spec.Errorf(spec.CodeInternal, "sandbox", "sandbox %s's actor stopped before recovery settled it", a.p.ID))
+		a.recovery.settle(spec.Errorf(spec.CodeInternal, "sandbox", "sandbox %s's actor stopped before recovery settled it", a.p.ID))
 		if a.p.Gone != nil {
 			a.p.Gone()
 		}
+	default:
+		if a.fromProcess(ctx, m) {
+			return
+		}
+		for _, p := range a.parts {
+			if p.handle(ctx, m) {
+				return
+			}
+		}
+	}
+}
+
+// snapshot is the sandbox's folded state and its live processes.
+func (a *sandboxActor) snapshot() Snapshot {
+	snap := Snapshot{State: a.state}
+	for id := range a.procs.live {
+		snap.Processes = append(snap.Processes, id)
+	}
+	return snap
+}
+
+// armTTL stops the sandbox at deadline.
+func (a *sandboxActor) armTTL(deadline time.Time) {
+	a.ttl = time.AfterFunc(time.Until(deadline), func() { a.send(ttlMsg{}) })
+}
+
+// onWorkloadDied checks a die event of the workload against what Docker
+// shows now (onDeadSeen).
+func (a *sandboxActor) onWorkloadDied() {
+	if a.rollback.holdsWorkload() {
+		return // the rollback stopped it, and starts it again
+	}
+	if a.state.Phase == lifecycle.PhaseStarted && a.end.stopReason == "" && !a.end.exitDead {
+		sb := a.sb
+		a.goDocker(func(ctx context.Context) any {
+			obs, err := a.engine.InspectSandbox(ctx, sb)
+			return deadSeen{obs: obs, err: err}
+		})
 	}
 }
 
@@ -498,13 +308,11 @@ func (a *sandboxActor) onStarted(m startedMsg) {
 		a.sys.Root.Stop(a.self)
 		return
 	}
-	a.startEgress(false)
-	if a.deps.Config.Warden {
-		// The create answers once the warden is up: the first process
-		// does not wait for it, and a warden that cannot start fails the
-		// create (rolled back) rather than every later launch.
-		a.w.creating = true
-		a.startWarden(false)
+	a.egress.start(false)
+	// The create answers once the warden is up: the first process does
+	// not wait for it, and a warden that cannot start fails the create
+	// (rolled back) rather than every later launch.
+	if a.warden.startForCreate() {
 		return
 	}
 	a.createdDone()
@@ -513,13 +321,13 @@ func (a *sandboxActor) onStarted(m startedMsg) {
 // createdDone answers a create whose sandbox runs.
 func (a *sandboxActor) createdDone() {
 	if !a.p.Deadline.IsZero() {
-		a.ttl = time.AfterFunc(time.Until(a.p.Deadline), func() { a.send(ttlMsg{}) })
+		a.armTTL(a.p.Deadline)
 	}
 	if a.p.Pool != "" {
 		failpoint.Hit(failpoint.PoolFilled)
 	}
 	a.p.Created <- nil
-	if a.pendingStop {
+	if a.end.pendingStop {
 		a.stop(lifecycle.ReasonStopped, nil)
 	}
 }
@@ -535,7 +343,7 @@ func (a *sandboxActor) createFailed(cause error) {
 		a.sys.Root.Stop(a.self)
 		return
 	}
-	a.createErr = cause
+	a.end.createErr = cause
 	a.answerStop(nil)
 	a.remove()
 }
@@ -546,17 +354,16 @@ func (a *sandboxActor) createFailed(cause error) {
 // create, which start nothing: the process actor holds its attach (the call
 // that starts it) until the verification has passed.
 func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
-	if (a.pause != thawed || len(a.pauseWait) > 0) && a.state.Admits() && a.stopReason == "" {
+	if a.state.Admits() && a.end.stopReason == "" && a.copies.holdLaunch(m) {
 		// Docker refuses execs into a paused container: launches wait for
 		// the thaw (and, once a freeze is asked, for it to come and go).
-		a.heldLaunches = append(a.heldLaunches, m)
 		return
 	}
-	if err := a.pooledErr(); err != nil {
+	if err := a.pool.pooledErr(); err != nil {
 		a.answerLaunch(m, process.Launch{Err: err})
 		return
 	}
-	if !a.state.Admits() || a.stopReason != "" || a.rb != nil {
+	if !a.state.Admits() || a.end.stopReason != "" || a.rollback.active() {
 		a.answerLaunch(m, process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s and admits no process", a.p.ID, a.phaseName())})
 		return
 	}
@@ -568,7 +375,7 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 		a.answerLaunch(m, process.Launch{Err: err})
 		return
 	}
-	if a.wardenHold(m) {
+	if a.warden.hold(m) {
 		return
 	}
 	var deadline time.Time
@@ -578,7 +385,7 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 	// With a warden, its live link stands for the active check: the link
 	// was made after the workload was verified, and lives only while that
 	// same container runs (an exec dies with its container).
-	link := a.w.link
+	link, _ := a.warden.linkNow()
 	props := process.Props(a.deps, process.Params{ID: m.ID, Sandbox: a.sb, Spec: m.Spec, Deadline: deadline, Launched: m.Reply, Gated: link == nil, Link: link})
 	pid, err := ctx.SpawnNamed(props, "process-"+m.ID)
 	if err != nil {
@@ -586,12 +393,8 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 		return
 	}
 	a.handedOn(m)
-	a.procs[m.ID] = pid
-	a.byPID[pid.GetId()] = m.ID
-	if a.starting == nil {
-		a.starting = map[string]bool{}
-	}
-	a.starting[m.ID] = true
+	a.procs.add(m.ID, pid)
+	a.copies.launched(m.ID)
 	if link != nil {
 		return
 	}
@@ -604,13 +407,13 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 }
 
 func (a *sandboxActor) phaseName() string {
-	if a.stopReason != "" && a.state.Phase == lifecycle.PhaseStarted {
+	if a.end.stopReason != "" && a.state.Phase == lifecycle.PhaseStarted {
 		return "stopping"
 	}
 	if rb := a.state.RollingBack; rb != nil {
 		return "rolling back to " + rb.Checkpoint
 	}
-	if a.rb != nil {
+	if a.rollback.active() {
 		return "finishing a rollback"
 	}
 	return string(a.state.Phase)
@@ -629,23 +432,20 @@ func (a *sandboxActor) onVerified(m verifiedMsg) {
 func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 	switch a.state.Phase {
 	case lifecycle.PhaseReserved:
-		a.pendingStop = true
+		a.end.pendingStop = true
 		return
 	case lifecycle.PhaseStarted:
-		if a.exitDead {
+		if a.end.exitDead {
 			return // the workload died: its exit is being recorded as Docker reported it
 		}
-		if a.workloadHeld() {
+		if a.rollback.deferStop(reason, cause) {
 			// The rollback has the workload stopped and starts it again:
 			// the stop goes on once it is done (a stop now would be
 			// undone by that start).
-			if a.stopAfter == nil {
-				a.stopAfter = &deferredStop{reason: reason, cause: cause}
-			}
 			return
 		}
 	case lifecycle.PhaseStopping:
-		if !a.stopInFlight && !a.exitDead {
+		if !a.end.stopInFlight && !a.end.exitDead {
 			a.finishStop() // the last stop call failed: try again
 		}
 		return
@@ -657,56 +457,46 @@ func (a *sandboxActor) stop(reason lifecycle.Reason, cause error) {
 		a.answerStop(err)
 		return
 	}
-	a.stopReason, a.stopErr = reason, cause
-	a.stopEgress()
+	a.end.stopReason, a.end.stopErr = reason, cause
+	a.egress.stop()
 	failpoint.Hit(failpoint.SandboxStopping)
 	a.finishStop()
 }
 
 func (a *sandboxActor) onStopped(m stoppedMsg) {
-	a.stopInFlight = false
+	a.end.stopInFlight = false
 	if a.state.Phase != lifecycle.PhaseStopping {
 		return // a late answer to a retried stop: the sandbox has moved on
 	}
 	if m.err != nil {
 		a.deps.Log.Warn("stopping the workload failed", "sandbox", a.p.ID, "err", m.err)
 		a.answerStop(m.err) // stays stopping: a later Stop or recovery retries
-		a.settle(m.err)
+		a.recovery.settle(m.err)
 		return
 	}
-	a.downExit = &m.exit
+	a.end.downExit = &m.exit
 	failpoint.Hit(failpoint.SandboxStopCall)
 	a.maybeExited()
-}
-
-func (a *sandboxActor) processGone(id string) {
-	delete(a.tracked, id)
-	if pid, ok := a.procs[id]; ok {
-		delete(a.byPID, pid.GetId())
-		delete(a.procs, id)
-	}
-	a.maybeExited()
-	a.rollbackOn()
 }
 
 // maybeExited journals exited once the workload is down and every process is
 // terminal.
 func (a *sandboxActor) maybeExited() {
-	stopping := a.state.Phase == lifecycle.PhaseStopping || a.exitDead && a.state.Phase == lifecycle.PhaseStarted
-	if !stopping || a.downExit == nil || len(a.procs) > 0 {
+	stopping := a.state.Phase == lifecycle.PhaseStopping || a.end.exitDead && a.state.Phase == lifecycle.PhaseStarted
+	if !stopping || a.end.downExit == nil || a.procs.count() > 0 {
 		return
 	}
-	if a.abandonedProcs {
+	if a.procs.abandoned {
 		err := spec.Errorf(spec.CodeJournal, "sandbox", "sandbox %s: a process's end could not be journaled; the sandbox is left stopping for recovery", a.p.ID)
 		a.answerStop(err)
 		return
 	}
-	ev := lifecycle.SandboxExited{Reason: a.stopReason, OOM: a.downExit.OOMKilled, Error: spec.CodeOf(a.stopErr)}
-	if code := a.downExit.ExitCode; code >= 0 { // -1: Docker reported none
+	ev := lifecycle.SandboxExited{Reason: a.end.stopReason, OOM: a.end.downExit.OOMKilled, Error: spec.CodeOf(a.end.stopErr)}
+	if code := a.end.downExit.ExitCode; code >= 0 { // -1: Docker reported none
 		ev.ExitCode = &code
 	}
-	if a.stopErr != nil {
-		ev.Message = a.stopErr.Error()
+	if a.end.stopErr != nil {
+		ev.Message = a.end.stopErr.Error()
 	}
 	if err := a.record(ev); err != nil {
 		a.answerStop(err)
@@ -714,30 +504,30 @@ func (a *sandboxActor) maybeExited() {
 	}
 	failpoint.Hit(failpoint.SandboxExited)
 	a.answerStop(nil)
-	if a.removeAfter {
+	if a.end.removeAfter {
 		a.remove()
 		return
 	}
-	a.settle(nil)
+	a.recovery.settle(nil)
 }
 
 func (a *sandboxActor) answerStop(err error) {
-	for _, w := range a.stopWaiters {
+	for _, w := range a.end.stopWaiters {
 		w <- err
 	}
-	a.stopWaiters = nil
-	if err != nil && a.removeAfter {
+	a.end.stopWaiters = nil
+	if err != nil && a.end.removeAfter {
 		a.answerRemove(err)
 	}
 	if err != nil {
-		a.settle(err)
+		a.recovery.settle(err)
 	}
 }
 
 func (a *sandboxActor) remove() {
 	switch a.state.Phase {
 	case lifecycle.PhaseReserved, lifecycle.PhaseStarted, lifecycle.PhaseStopping:
-		a.removeAfter = true
+		a.end.removeAfter = true
 		a.stop(lifecycle.ReasonStopped, nil)
 		return
 	case lifecycle.PhaseRemoved:
@@ -747,21 +537,21 @@ func (a *sandboxActor) remove() {
 		// Nothing runs: removed below (once: a removal under way is not
 		// started again). PhasePooled is only shown, never a fold's phase.
 	}
-	if a.removing {
+	if a.end.removing {
 		return
 	}
 	if err := a.record(lifecycle.SandboxRemoving{}); err != nil {
 		a.answerRemove(err)
 		return
 	}
-	a.removing = true
+	a.end.removing = true
 	failpoint.Hit(failpoint.SandboxRemoving)
 	sb := a.sb
 	if sb.ID == "" { // the create failed before it returned a handle
 		sb = Handle(a.deps.Config.Owner, a.state)
 	}
-	a.stopEgress()
-	loopDone := a.e.done
+	a.egress.stop()
+	loopDone := a.egress.loopDone()
 	a.goDocker(func(ctx context.Context) any {
 		// An egress loop making a new egress container must not race the
 		// removal's listing of the sandbox's resources.
@@ -776,195 +566,43 @@ func (a *sandboxActor) remove() {
 }
 
 func (a *sandboxActor) onRemoved(m removedMsg) {
-	a.removing = false
+	a.end.removing = false
 	if m.err != nil {
 		a.answerRemove(m.err) // stays removing: Remove again or recovery finishes it
-		a.settle(m.err)
+		a.recovery.settle(m.err)
 		return
 	}
 	failpoint.Hit(failpoint.SandboxRemoveCall)
 	if err := a.record(lifecycle.SandboxRemoved{}); err != nil {
 		a.answerRemove(err)
-		a.settle(err)
+		a.recovery.settle(err)
 		return
 	}
 	a.answerRemove(nil)
-	a.settle(nil)
+	a.recovery.settle(nil)
 	a.sys.Root.Stop(a.self)
 }
 
 func (a *sandboxActor) answerRemove(err error) {
-	for _, w := range a.removeWaiters {
+	for _, w := range a.end.removeWaiters {
 		w <- err
 	}
-	a.removeWaiters = nil
-	if a.createErr != nil { // a failed create's rollback ended
+	a.end.removeWaiters = nil
+	if a.end.createErr != nil { // a failed create's rollback ended
 		if err != nil {
 			err = spec.Wrap(spec.CodeOf(err), "sandbox", err, "rolling back sandbox %s left resources behind; the next Open removes them", a.p.ID)
 		}
-		a.p.Created <- errors.Join(a.createErr, err)
-		a.createErr = nil
+		a.p.Created <- errors.Join(a.end.createErr, err)
+		a.end.createErr = nil
 	}
 	if err != nil {
-		a.settle(err)
+		a.recovery.settle(err)
 	}
-}
-
-func (a *sandboxActor) put(m Put) {
-	if a.sb.ID == "" || a.state.Phase == lifecycle.PhaseRemoving || a.state.Phase == lifecycle.PhaseRemoved {
-		m.Reply <- spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s has no workspace (%s)", a.p.ID, a.state.Phase)
-		return
-	}
-	if err := a.pooledErr(); err != nil {
-		m.Reply <- err
-		return
-	}
-	if err := a.rollingBackErr(); err != nil {
-		m.Reply <- err // a put beside the exchange would land half in each tree
-		return
-	}
-	sb := a.sb
-	go func() { m.Reply <- a.engine.PutArchive(m.Ctx, sb, m.Dir, m.Tar) }()
-}
-
-// recover takes over a sandbox an earlier runtime left live: it journals the
-// decision with what was observed, then carries it out through the same
-// paths a live sandbox uses (stop, exited, remove), so a crash midway leaves
-// a journal the next recovery continues from.
-func (a *sandboxActor) recover(ctx actor.Context) {
-	rec := a.p.Recover
-	a.state = rec.State
-	a.state.ID = a.p.ID
-	a.sb = Handle(a.deps.Config.Owner, a.state)
-	dec, why := Decide(a.state, rec.Observed, a.deps.Config.Revision)
-	a.decision, a.observed = dec, why
-	// A warden this sandbox's next start would run beside (one never
-	// journaled, or one given up) goes first.
-	a.w.retireAll = a.deps.Config.Warden
-	if r := (lifecycle.Recovered{Decision: string(dec), Observed: why}); !lifecycle.Repeats(a.state.Recovered, r) {
-		if err := a.record(r); err != nil {
-			a.settle(err)
-			a.sys.Root.Stop(a.self)
-			return
-		}
-		a.changed = true
-	}
-	if a.state.Paused || rec.Observed.Paused {
-		// A crash during a consistent Get left the workload frozen (or
-		// someone froze it): thaw it, whatever the decision.
-		a.pause = frozen
-		a.maybeThaw()
-	}
-	failpoint.Hit(failpoint.RecoveryDecided)
-	for _, p := range rec.Processes {
-		if p.Terminal() {
-			continue
-		}
-		if !wardenProcess(p, a.state) {
-			a.spawnAdopted(ctx, p, a.adoptParams(p))
-			continue
-		}
-		if dec == Readopt && a.state.Warden != nil {
-			a.w.pendingAdopt = append(a.w.pendingAdopt, p)
-			continue
-		}
-		params := a.adoptParams(p)
-		params.WardenGone = spec.Errorf(spec.CodeStreamFailure, "sandbox", "the warden is lost or its sandbox is not re-adopted (%s)", dec)
-		a.spawnAdopted(ctx, p, params)
-	}
-	if dec == Readopt && a.state.Warden != nil && (len(a.w.pendingAdopt) > 0 || a.state.Pooled()) {
-		// A pooled sandbox's warden is reattached now too: a claim
-		// rotates its secret over the live link, and waits for no exec.
-		// Otherwise settled once the warden's processes are spawned (onReattached).
-		// Without any, the warden is reattached at the first launch: a
-		// recovery of many idle kept sandboxes makes no exec for them.
-		if a.adopting == nil {
-			a.adopting = map[string]bool{}
-		}
-		a.adopting[reattachKey] = true
-		a.reattach()
-	}
-	switch dec {
-	case Readopt, RecordExit, FinishStop, Leave:
-		// A rollback the runtime before left unsettled: the marker says
-		// which workspace is there.
-		a.rbStopped = dec == Readopt && !rec.Observed.Running
-		a.settleRollback()
-	case RollBack, StopRemove, TearDown, FinishRemove:
-		// Removed below, its workspace with it: a rollback left unsettled
-		// needs nothing.
-	}
-	switch dec {
-	case RollBack:
-		ev := lifecycle.SandboxExited{Reason: lifecycle.ReasonFailed, Error: spec.CodeCancelled, Message: "recovered: rolled back a sandbox whose create never finished"}
-		if err := a.record(ev); err != nil {
-			a.settle(err)
-			return
-		}
-		a.remove()
-	case StopRemove:
-		a.removeAfter = true
-		a.stop(lifecycle.ReasonCancelled, spec.Errorf(spec.CodeCancelled, "sandbox", "recovered: the one-shot sandbox's caller is gone"))
-	case TearDown:
-		a.removeAfter = true
-		a.stop(lifecycle.ReasonFailed, spec.Errorf(spec.CodeUnsupported, "sandbox", "recovered: %s", why))
-	case Readopt:
-		if !a.state.Adopted {
-			if err := a.record(lifecycle.Adopted{}); err != nil {
-				a.settle(err)
-				return
-			}
-		}
-		if !a.state.Deadline.IsZero() {
-			a.ttl = time.AfterFunc(time.Until(a.state.Deadline), func() { a.send(ttlMsg{}) })
-		}
-		a.startEgress(true)
-		a.adoptedOne("")
-	case RecordExit:
-		a.removeAfter = a.state.Spec.Lifetime != spec.Kept || len(rec.Observed.Present) == 0
-		a.workloadDead(rec.Observed)
-	case FinishStop:
-		a.removeAfter = a.state.Spec.Lifetime != spec.Kept || removalDecided(a.state)
-		a.stopReason = a.state.Stopping
-		a.finishStop()
-	case FinishRemove:
-		a.remove()
-	case Leave:
-		a.settle(nil)
-	}
-}
-
-// adoptParams are a recovering process actor's parameters.
-func (a *sandboxActor) adoptParams(p lifecycle.Process) process.Params {
-	return process.Params{ID: p.ID, Sandbox: a.sb, Spec: p.Spec, Deadline: p.Deadline,
-		Adopt: &p, Detach: a.decision == Readopt && !a.p.Recover.StopProcesses, Launched: make(chan process.Launch, 1)}
-}
-
-// spawnAdopted spawns a recovering process actor.
-func (a *sandboxActor) spawnAdopted(ctx actor.Context, p lifecycle.Process, params process.Params) {
-	if a.tracked == nil {
-		a.tracked = map[string]process.Tracked{}
-	}
-	a.tracked[p.ID] = process.Tracked{ID: p.ID, Phase: p.Phase, Group: p.Group}
-	pid, err := ctx.SpawnNamed(process.Props(a.deps, params), "process-"+p.ID)
-	if err != nil {
-		a.deps.Log.Warn("recovering a process failed", "sandbox", a.p.ID, "process", p.ID, "err", err)
-		return
-	}
-	a.procs[p.ID] = pid
-	a.byPID[pid.GetId()] = p.ID
-	if a.pause != thawed {
-		a.sys.Root.Send(pid, process.Freeze{Frozen: true}) // recovery thaws it
-	}
-	if a.adopting == nil {
-		a.adopting = map[string]bool{}
-	}
-	a.adopting[p.ID] = true
 }
 
 // finishStop is the tail of stop: the stopping intent is already journaled.
 func (a *sandboxActor) finishStop() {
-	a.stopInFlight = true
+	a.end.stopInFlight = true
 	a.stopProcesses(spec.Errorf(spec.CodeCancelled, "process", "sandbox %s stopped", a.p.ID))
 	sb, grace := a.sb, a.deps.Config.StopGrace
 	a.goDocker(func(ctx context.Context) any {
@@ -973,27 +611,9 @@ func (a *sandboxActor) finishStop() {
 	})
 }
 
-// adoptedOne notes a recovering process settled; a re-adopted sandbox is at
-// rest once all of them are.
-func (a *sandboxActor) adoptedOne(id string) {
-	delete(a.adopting, id)
-	if a.decision == Readopt && a.state.Adopted && len(a.adopting) == 0 {
-		a.settle(nil)
-	}
-}
-
-// settle tells the recovery that this sandbox is at rest.
-func (a *sandboxActor) settle(err error) {
-	if a.settled || a.p.Recover == nil || a.p.Recover.Settled == nil {
-		return
-	}
-	a.settled = true
-	a.p.Recover.Settled <- Settled{ID: a.p.ID, Decision: a.decision, Observed: a.observed, Phase: a.state.Phase, Err: err, Changed: a.changed}
-}
-
 // onDeadSeen checks a die event against what Docker shows now.
 func (a *sandboxActor) onDeadSeen(m deadSeen) {
-	if m.err != nil || m.obs.Running || a.state.Phase != lifecycle.PhaseStarted || a.stopReason != "" || a.exitDead || a.workloadHeld() {
+	if m.err != nil || m.obs.Running || a.state.Phase != lifecycle.PhaseStarted || a.end.stopReason != "" || a.end.exitDead || a.rollback.holdsWorkload() {
 		return
 	}
 	a.workloadDead(m.obs)
@@ -1006,78 +626,15 @@ func (a *sandboxActor) onDeadSeen(m deadSeen) {
 // ended.
 func (a *sandboxActor) workloadDead(obs dockerio.Observed) {
 	exit := dockerio.ContainerExit{ExitCode: -1}
-	a.stopReason = lifecycle.ReasonLost
+	a.end.stopReason = lifecycle.ReasonLost
 	if obs.Exit != nil {
 		exit = *obs.Exit
-		a.stopReason = lifecycle.ReasonExited
+		a.end.stopReason = lifecycle.ReasonExited
 		if exit.OOMKilled {
-			a.stopReason = lifecycle.ReasonOOM
+			a.end.stopReason = lifecycle.ReasonOOM
 		}
 	}
-	a.downExit, a.exitDead = &exit, true
+	a.end.downExit, a.end.exitDead = &exit, true
 	a.stopProcesses(spec.Errorf(spec.CodeCancelled, "process", "the workload of sandbox %s died", a.p.ID))
 	a.maybeExited()
-}
-
-// stopProcesses tells every live process its sandbox is going away.
-func (a *sandboxActor) stopProcesses(cause error) {
-	for _, pid := range a.procs {
-		a.sys.Root.Send(pid, process.Stop{Reason: lifecycle.ReasonSandboxStopped, Err: cause, Reply: make(chan error, 1)})
-	}
-}
-
-// processFailed settles a process whose actor panicked (a bug of ours): its
-// end is journaled — only if its journaled phase admits one — and its group
-// killed if known, the stopping intent journaled before the kill. So the
-// process fails, never the sandbox or the runtime. If the journal refuses,
-// nothing is signalled and the process is left to the next recovery.
-func (a *sandboxActor) processFailed(m actors.ChildFailed) {
-	id, ok := a.byPID[m.Child.GetId()]
-	if !ok {
-		return
-	}
-	t := a.tracked[id]
-	err := spec.Errorf(spec.CodeInternal, "process", "process actor %s failed: %v", id, m.Reason)
-	switch t.Phase {
-	case lifecycle.PhaseStarted, lifecycle.PhaseStopping:
-		if t.Phase == lifecycle.PhaseStarted {
-			if _, jerr := a.deps.Record(journal.KindProcess, id, a.p.ID, lifecycle.ProcessStopping{Reason: lifecycle.ReasonFailed}); jerr != nil {
-				a.abandonedProcs = true
-				break
-			}
-		}
-		if t.Group > 1 {
-			sb, pgid := a.sb, t.Group
-			go func() {
-				ctx, cancel := a.deps.DockerContext()
-				defer cancel()
-				if err := a.engine.SignalGroup(ctx, sb, pgid, syscall.SIGKILL); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
-					a.deps.Log.Warn("killing a failed process's group failed", "sandbox", a.p.ID, "process", id, "err", err)
-				}
-			}()
-		}
-		a.recordFailed(id, err)
-	case lifecycle.PhaseReserved:
-		a.recordFailed(id, err)
-	case lifecycle.PhaseNone: // never journaled: nothing to settle
-	case lifecycle.PhaseExited: // its exit is journaled: nothing to settle
-	case lifecycle.PhaseRemoving, lifecycle.PhaseRemoved, lifecycle.PhasePooled:
-		// A sandbox's phases, never a process's.
-	}
-	a.processGone(id)
-	a.adoptedOne(id)
-}
-
-func (a *sandboxActor) recordFailed(id string, err error) {
-	ev := lifecycle.ProcessExited{Reason: lifecycle.ReasonFailed, Error: spec.CodeInternal, Message: err.Error()}
-	if _, jerr := a.deps.Record(journal.KindProcess, id, a.p.ID, ev); jerr != nil {
-		a.abandonedProcs = true
-	}
-}
-
-// ProcessHandle asks for a live process's handle (nil when it is not live
-// in this sandbox).
-type ProcessHandle struct {
-	ID    string
-	Reply chan<- *process.Handle
 }
