@@ -3856,7 +3856,7 @@ func (*DoctorRequest) Descriptor() ([]byte, []int) {
 
 type DoctorResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// report_json is the JSON of dockerio.Report.
+	// report_json is the JSON of profile.Report.
 	ReportJson    []byte `protobuf:"bytes,1,opt,name=report_json,json=reportJson,proto3" json:"report_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
