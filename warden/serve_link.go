@@ -237,92 +237,131 @@ func (l *link) handle(f wire.Frame) error {
 	}
 	switch f.Type {
 	case wire.TAck:
-		off := wire.Offset(f)
-		if off < p.acked || off > p.sent {
-			return refuse("ack %d on channel %d outside [%d, %d]", off, f.Channel, p.acked, p.sent)
-		}
-		s.total -= p.ackTo(off)
-		p.window.Broadcast()
-		s.space.Broadcast()
+		return l.onAck(p, f)
 	case wire.TResume:
-		off := wire.Offset(f)
-		if off < p.acked || off > p.read {
-			return refuse("resume %d on channel %d outside [%d, %d]", off, f.Channel, p.acked, p.read)
-		}
-		p.sent = off
-		p.sending = true
-		// A runtime that resumes the process takes it back from a
-		// Forget an earlier link sent before its reap.
-		p.forgetOnReap = false
-		p.exitSent = false
-		p.reapSent = false
-		// An exited process's Changes is the first frame after its
-		// Resume (the runtime takes its exit from the table).
-		p.changesSent = false
-		p.changesFirst = p.exit != nil
-		// Tell the runtime where stdin stands on this link.
-		p.inAckDue = p.stdin != nil
-		s.kick(p)
+		return l.onResume(p, f)
 	case wire.TForget:
-		if p.running() {
-			// Not reaped yet: the runtime wants it gone, so it is
-			// killed, and dropped once reaped (until then a table lists
-			// it: it never runs unattended). Nothing more is sent for it
-			// on this link.
-			logf("forget of running process %s on channel %d: killed, forgotten once reaped", p.id, f.Channel)
-			p.forgetOnReap = true
-			p.sending = false
-			if err := s.sys.kill(p.pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-				logf("kill group %d: %v", p.pid, err)
-			}
-			return nil
-		}
-		s.forget(p)
+		return l.onForget(p, f)
 	case wire.TIn:
-		if p.stdin == nil {
-			return refuse("stdin for process %s, spawned without stdin", p.id)
-		}
-		if p.closeIn {
-			return refuse("stdin for process %s after close_in", p.id)
-		}
-		base := max(p.inAckSent, p.inBase)
-		if p.inRecv+uint64(len(f.Payload))-base > uint64(s.stdinWindow) {
-			// Its stdin is broken (bytes are missing): the child gets
-			// what came before, then the end of its input.
-			p.closeIn = true
-			p.inWake.Signal()
-			return refuse("stdin for process %s beyond the window (%d past %d): its stdin is closed", p.id, p.inRecv+uint64(len(f.Payload))-base, base)
-		}
-		p.in = append(p.in, f.Payload...)
-		p.inRecv += uint64(len(f.Payload))
-		p.inWake.Signal()
+		return l.onIn(p, f)
 	case wire.TCloseIn:
-		if p.stdin == nil {
-			return refuse("close_in for process %s, spawned without stdin", p.id)
-		}
-		// A terminal has no end of input short of hanging up: for a TTY
-		// this only stops further stdin (the child is not told).
-		p.closeIn = true
-		p.inWake.Signal()
+		return l.onCloseIn(p)
 	case wire.TSignal:
-		sig := wire.SignalNumber(f)
-		if sig < 1 || sig > 64 {
-			return refuse("signal %d for process %s", sig, p.id)
-		}
-		if err := s.sys.kill(p.pid, unix.Signal(sig)); err != nil && !errors.Is(err, unix.ESRCH) {
-			logf("signal %d to group %d: %v", sig, p.pid, err)
-		}
+		return l.onSignal(p, f)
 	case wire.TResize:
-		if p.master != nil {
-			rows, cols := wire.Size(f)
-			if err := resize(p.master, rows, cols); err != nil && !errors.Is(err, os.ErrClosed) {
-				logf("resize process %s: %v", p.id, err)
-			}
-		}
+		l.onResize(p, f)
 	default:
 		// every other type: refused by the decoder or above
 	}
 	return nil
+}
+
+// The process frames' handlers: each is called with s.mu held and p the
+// channel's process (handle decided both).
+
+func (l *link) onAck(p *proc, f wire.Frame) error {
+	s := l.s
+	off := wire.Offset(f)
+	if off < p.acked || off > p.sent {
+		return refuse("ack %d on channel %d outside [%d, %d]", off, f.Channel, p.acked, p.sent)
+	}
+	s.total -= p.ackTo(off)
+	p.window.Broadcast()
+	s.space.Broadcast()
+	return nil
+}
+
+func (l *link) onResume(p *proc, f wire.Frame) error {
+	off := wire.Offset(f)
+	if off < p.acked || off > p.read {
+		return refuse("resume %d on channel %d outside [%d, %d]", off, f.Channel, p.acked, p.read)
+	}
+	p.sent = off
+	p.sending = true
+	// A runtime that resumes the process takes it back from a Forget an
+	// earlier link sent before its reap.
+	p.forgetOnReap = false
+	p.exitSent = false
+	p.reapSent = false
+	// An exited process's Changes is the first frame after its Resume
+	// (the runtime takes its exit from the table).
+	p.changesSent = false
+	p.changesFirst = p.exit != nil
+	// Tell the runtime where stdin stands on this link.
+	p.inAckDue = p.stdin != nil
+	l.s.kick(p)
+	return nil
+}
+
+func (l *link) onForget(p *proc, f wire.Frame) error {
+	s := l.s
+	if p.running() {
+		// Not reaped yet: the runtime wants it gone, so it is killed, and
+		// dropped once reaped (until then a table lists it: it never runs
+		// unattended). Nothing more is sent for it on this link.
+		logf("forget of running process %s on channel %d: killed, forgotten once reaped", p.id, f.Channel)
+		p.forgetOnReap = true
+		p.sending = false
+		if err := s.sys.kill(p.pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+			logf("kill group %d: %v", p.pid, err)
+		}
+		return nil
+	}
+	s.forget(p)
+	return nil
+}
+
+func (l *link) onIn(p *proc, f wire.Frame) error {
+	if p.stdin == nil {
+		return refuse("stdin for process %s, spawned without stdin", p.id)
+	}
+	if p.closeIn {
+		return refuse("stdin for process %s after close_in", p.id)
+	}
+	base := max(p.inAckSent, p.inBase)
+	if p.inRecv+uint64(len(f.Payload))-base > uint64(l.s.stdinWindow) {
+		// Its stdin is broken (bytes are missing): the child gets what
+		// came before, then the end of its input.
+		p.closeIn = true
+		p.inWake.Signal()
+		return refuse("stdin for process %s beyond the window (%d past %d): its stdin is closed", p.id, p.inRecv+uint64(len(f.Payload))-base, base)
+	}
+	p.in = append(p.in, f.Payload...)
+	p.inRecv += uint64(len(f.Payload))
+	p.inWake.Signal()
+	return nil
+}
+
+func (l *link) onCloseIn(p *proc) error {
+	if p.stdin == nil {
+		return refuse("close_in for process %s, spawned without stdin", p.id)
+	}
+	// A terminal has no end of input short of hanging up: for a TTY this
+	// only stops further stdin (the child is not told).
+	p.closeIn = true
+	p.inWake.Signal()
+	return nil
+}
+
+func (l *link) onSignal(p *proc, f wire.Frame) error {
+	sig := wire.SignalNumber(f)
+	if sig < 1 || sig > 64 {
+		return refuse("signal %d for process %s", sig, p.id)
+	}
+	if err := l.s.sys.kill(p.pid, unix.Signal(sig)); err != nil && !errors.Is(err, unix.ESRCH) {
+		logf("signal %d to group %d: %v", sig, p.pid, err)
+	}
+	return nil
+}
+
+func (l *link) onResize(p *proc, f wire.Frame) {
+	if p.master == nil {
+		return
+	}
+	rows, cols := wire.Size(f)
+	if err := resize(p.master, rows, cols); err != nil && !errors.Is(err, os.ErrClosed) {
+		logf("resize process %s: %v", p.id, err)
+	}
 }
 
 func violation(format string, args ...any) error {
