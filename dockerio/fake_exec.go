@@ -161,60 +161,7 @@ func (f *Fake) AttachExec(ctx context.Context, sb Sandbox, execID string, req Ex
 	if req.Spec.Stdin {
 		in, t.stdin = io.Pipe()
 	}
-	go func() {
-		enc := framing.NewEncoder(pw)
-		code := x.run.ExitCode
-		err := func() error {
-			for _, fr := range x.run.Frames {
-				if err := enc.WriteFrame(fr.Stream, fr.Data); err != nil {
-					return err
-				}
-			}
-			if in != nil {
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := in.Read(buf)
-					if n > 0 && x.run.EchoStdin {
-						if err := enc.WriteFrame(framing.Stdout, buf[:n]); err != nil {
-							return err
-						}
-					}
-					if err != nil {
-						break
-					}
-				}
-			}
-			if x.run.Hold != nil {
-				select {
-				case <-x.run.Hold:
-				case <-x.kill:
-				}
-			}
-			return nil
-		}()
-		select {
-		case <-x.kill:
-			code = 128 + int(x.sig)
-		default:
-		}
-		f.mu.Lock()
-		if x.run.OOM {
-			code = 128 + int(syscall.SIGKILL)
-			if s, ok := f.sandboxes[x.sb]; ok {
-				s.oomKills++
-			}
-		}
-		x.done, x.exitCode = true, code
-		if x.phantom {
-			code = 127
-		}
-		f.mu.Unlock()
-		pw.CloseWithError(err)
-		if in != nil {
-			_ = in.Close() // a pipe's Close never fails
-		}
-		f.publish(x.owner, ContainerEvent{Action: ActionExecDie, Container: x.workload, Sandbox: x.sandbox, Role: RoleWorkload, ExecID: execID, ExitCode: code})
-	}()
+	go f.runExec(x, execID, pw, in)
 	if x.run.AttachLost {
 		_ = t.Close() // the cut attach is the error reported
 		return nil, spec.Errorf(spec.CodeEngine, "dockerio.exec", "exec %s: the attach connection was cut after the exec started", execID)
@@ -310,4 +257,61 @@ func (f *Fake) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig syscal
 		target.signal(sig)
 	}
 	return nil
+}
+
+// runExec is a fake exec's process: its frames, its stdin (echoed when
+// asked), its hold, then its end (an exec_die to the owner's subscribers).
+func (f *Fake) runExec(x *fakeExec, execID string, pw *io.PipeWriter, in *io.PipeReader) {
+	enc := framing.NewEncoder(pw)
+	code := x.run.ExitCode
+	err := func() error {
+		for _, fr := range x.run.Frames {
+			if err := enc.WriteFrame(fr.Stream, fr.Data); err != nil {
+				return err
+			}
+		}
+		if in != nil {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := in.Read(buf)
+				if n > 0 && x.run.EchoStdin {
+					if err := enc.WriteFrame(framing.Stdout, buf[:n]); err != nil {
+						return err
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+		}
+		if x.run.Hold != nil {
+			select {
+			case <-x.run.Hold:
+			case <-x.kill:
+			}
+		}
+		return nil
+	}()
+	select {
+	case <-x.kill:
+		code = 128 + int(x.sig)
+	default:
+	}
+	f.mu.Lock()
+	if x.run.OOM {
+		code = 128 + int(syscall.SIGKILL)
+		if s, ok := f.sandboxes[x.sb]; ok {
+			s.oomKills++
+		}
+	}
+	x.done, x.exitCode = true, code
+	if x.phantom {
+		code = 127
+	}
+	f.mu.Unlock()
+	pw.CloseWithError(err)
+	if in != nil {
+		_ = in.Close() // a pipe's Close never fails
+	}
+	f.publish(x.owner, ContainerEvent{Action: ActionExecDie, Container: x.workload, Sandbox: x.sandbox, Role: RoleWorkload, ExecID: execID, ExitCode: code})
 }
