@@ -259,6 +259,34 @@ func (t *tracker) changes() *wire.Changes {
 	if t.untracked != "" {
 		return &wire.Changes{Untracked: t.untracked}
 	}
+	all := t.compare(t.origins())
+	sort.Slice(all, func(i, j int) bool { return all[i].c.Path < all[j].c.Path })
+	m := &wire.Changes{Incomplete: t.incomplete}
+	for _, pc := range all {
+		switch pc.c.Op {
+		case wire.OpCreated:
+			m.Created++
+		case wire.OpModified:
+			m.Modified++
+		case wire.OpDeleted:
+			m.Deleted++
+		case wire.OpRenamed:
+			m.Renamed++
+		}
+	}
+	if len(all) > wire.MaxChangeEntries {
+		m.Omitted = len(all) - wire.MaxChangeEntries
+		all = all[:wire.MaxChangeEntries]
+	}
+	m.Entries = entries(all)
+	return m
+}
+
+// origins follows the renames that still stand (the inode is still at
+// their target) and returns, for each target, the path its content came
+// from; a directory's rename carries the paths touched under it. The
+// caller holds t.mu.
+func (t *tracker) origins() map[string]string {
 	origin := make(map[string]string) // to → the path its content came from
 	for _, r := range t.renames {
 		now := lstatState(r.to)
@@ -284,6 +312,13 @@ func (t *tracker) changes() *wire.Changes {
 			}
 		}
 	}
+	return origin
+}
+
+// compare compares each touched path's state before with its state now:
+// a rename whose source is gone and target is there, then every other
+// path created, deleted or modified. The caller holds t.mu.
+func (t *tracker) compare(origin map[string]string) []pending {
 	var all []pending
 	consumed := make(map[string]bool)
 	for to, from := range origin {
@@ -318,26 +353,15 @@ func (t *tracker) changes() *wire.Changes {
 			all = append(all, pending{c: change(wire.OpModified, p, now), real: p, from: tc})
 		}
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].c.Path < all[j].c.Path })
-	m := &wire.Changes{Incomplete: t.incomplete}
-	for _, pc := range all {
-		switch pc.c.Op {
-		case wire.OpCreated:
-			m.Created++
-		case wire.OpModified:
-			m.Modified++
-		case wire.OpDeleted:
-			m.Deleted++
-		case wire.OpRenamed:
-			m.Renamed++
-		}
-	}
-	if len(all) > wire.MaxChangeEntries {
-		m.Omitted = len(all) - wire.MaxChangeEntries
-		all = all[:wire.MaxChangeEntries]
-	}
+	return all
+}
+
+// entries are the report's entries of all: each file hashed (within the
+// hashing budget) and its texts before and after kept (within the text
+// budget), in order.
+func entries(all []pending) []wire.Change {
 	hashed, text := int64(0), 0
-	m.Entries = make([]wire.Change, 0, len(all))
+	out := make([]wire.Change, 0, len(all))
 	for _, pc := range all {
 		c := pc.c
 		var after *string
@@ -359,9 +383,9 @@ func (t *tracker) changes() *wire.Changes {
 				text += len(*kept.t)
 			}
 		}
-		m.Entries = append(m.Entries, c)
+		out = append(out, c)
 	}
-	return m
+	return out
 }
 
 func change(op, p string, st fileState) wire.Change {
