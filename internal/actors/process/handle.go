@@ -2,9 +2,10 @@ package process
 
 import (
 	"context"
-	"github.com/stockade/stockade/recorder"
 	"io"
 	"syscall"
+
+	"github.com/stockade/stockade/recorder"
 
 	"github.com/asynkron/protoactor-go/actor"
 
