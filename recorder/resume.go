@@ -90,33 +90,11 @@ func (s *Store) resume(id string, r spec.Record) (*Recording, int64, error) {
 	}
 
 	// Read and check everything before modifying anything.
-	segs := []onDisk{{name: head}}
-	for _, n := range tails {
-		segs = append(segs, onDisk{name: tailName(s.dir, id, n), n: n})
+	segs, err := s.readSegments(id, hb, tails)
+	if err != nil {
+		return nil, 0, err
 	}
-	bad := func(d onDisk, format string, args ...any) error {
-		return spec.Wrap(spec.CodeJournal, "recorder", ErrCorrupt, "cannot resume the recording of %s: %s: "+format, append([]any{id, d.name}, args...)...)
-	}
-	for i := range segs {
-		d := &segs[i]
-		b := hb
-		if i > 0 {
-			if b, err = os.ReadFile(d.name); err != nil {
-				return nil, 0, spec.Wrap(spec.CodeJournal, "recorder", err, "reading %s", d.name)
-			}
-		}
-		seg, err := decodeSegment(b)
-		if err != nil {
-			var ce *corruptError
-			if errors.As(err, &ce) {
-				err = spec.Wrap(spec.CodeJournal, "recorder", err, "cannot resume the recording of %s: %s at offset %d", id, d.name, ce.off)
-			}
-			return nil, 0, err
-		}
-		d.seg, d.size = seg, len(b)
-	}
-	h := segs[0].seg
-	if !h.hasHdr && len(segs) == 1 && segs[0].size < headerSize {
+	if !segs[0].seg.hasHdr && len(segs) == 1 && segs[0].size < headerSize {
 		// The crash came between the head's creation and its header
 		// reaching the disk: nothing was recorded yet. Start afresh (with
 		// the caller's bounds: the lost header's are unknowable).
@@ -129,25 +107,8 @@ func (s *Store) resume(id string, r spec.Record) (*Recording, int64, error) {
 		rec, err := s.create(id, r)
 		return rec, 0, err
 	}
-	if !h.hasHdr {
-		return nil, 0, bad(segs[0], "the head segment has no whole header (%d bytes): torn when it was made", segs[0].size)
-	}
-	if h.hdr.head < spec.MinRecordBound || h.hdr.head > spec.MaxRecordBound || h.hdr.tail < spec.MinRecordBound || h.hdr.tail > spec.MaxRecordBound {
-		return nil, 0, bad(segs[0], "bounds head %d, tail %d in the header are outside [%d, %d]", h.hdr.head, h.hdr.tail, spec.MinRecordBound, spec.MaxRecordBound)
-	}
-	for _, d := range segs {
-		if d.seg.end != nil {
-			return nil, 0, spec.Errorf(spec.CodeConflict, "recorder", "the recording of %s is complete (%s has its end record): it cannot be resumed", id, d.name)
-		}
-		if !d.seg.hasHdr {
-			continue
-		}
-		if d.seg.hdr.segment != d.n {
-			return nil, 0, bad(d, "its header says segment %d", d.seg.hdr.segment)
-		}
-		if d.seg.hdr.head != h.hdr.head || d.seg.hdr.tail != h.hdr.tail {
-			return nil, 0, bad(d, "bounds head %d, tail %d differ from the head segment's %d, %d", d.seg.hdr.head, d.seg.hdr.tail, h.hdr.head, h.hdr.tail)
-		}
+	if err := checkSegments(id, segs); err != nil {
+		return nil, 0, err
 	}
 	// The last segment with a header takes the output; tail segments after
 	// it were made by a rotation the crash cut before their header reached
@@ -157,48 +118,11 @@ func (s *Store) resume(id string, r spec.Record) (*Recording, int64, error) {
 	for !segs[last].seg.hasHdr {
 		last--
 	}
-	cur := segs[last]
-	stale := segs[last+1:]
-	whole := wholeSize(cur.seg)
-
-	f, err := os.OpenFile(cur.name, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := s.reopen(id, segs, last)
 	if err != nil {
-		return nil, 0, spec.Wrap(spec.CodeJournal, "recorder", err, "opening %s to resume it", cur.name)
+		return nil, 0, err
 	}
-	fail := func(err error, format string, args ...any) (*Recording, int64, error) {
-		_ = f.Close() // the failure being reported is the one that matters
-		return nil, 0, spec.Wrap(spec.CodeJournal, "recorder", err, format, args...)
-	}
-	if whole < cur.size {
-		// A torn record: an unsynced write the crash cut. Its bytes come
-		// again from the offset Resume returns.
-		if err := f.Truncate(int64(whole)); err != nil {
-			return fail(err, "cutting the torn end of %s", cur.name)
-		}
-	}
-	for _, d := range stale {
-		if err := os.Remove(d.name); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fail(err, "deleting %s (a tail segment without a header)", d.name)
-		}
-	}
-	// The crashed runtime's last writes may be in the page cache only:
-	// sync them (and the cut, and the deletions) before writing after them.
-	var errs []error
-	for _, d := range segs[:last] {
-		if err := syncFile(d.name); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := f.Sync(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := syncDir(s.dir); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fail(err, "syncing the recording of %s to resume it", id)
-	}
-
+	h, cur := segs[0].seg, segs[last]
 	rec := &Recording{
 		store:    s,
 		id:       id,
@@ -223,6 +147,114 @@ func (s *Store) resume(id string, r spec.Record) (*Recording, int64, error) {
 		rec.droppedBefore += d.seg.gaps
 	}
 	return rec, rec.total, nil
+}
+
+// corruptSegment is the error of a segment that cannot be resumed.
+func corruptSegment(id string, d onDisk, format string, args ...any) error {
+	return spec.Wrap(spec.CodeJournal, "recorder", ErrCorrupt, "cannot resume the recording of %s: %s: "+format, append([]any{id, d.name}, args...)...)
+}
+
+// readSegments reads and decodes the head (hb, read already) and each
+// tail segment, changing nothing.
+func (s *Store) readSegments(id string, hb []byte, tails []uint64) ([]onDisk, error) {
+	segs := []onDisk{{name: headName(s.dir, id)}}
+	for _, n := range tails {
+		segs = append(segs, onDisk{name: tailName(s.dir, id, n), n: n})
+	}
+	for i := range segs {
+		d := &segs[i]
+		b := hb
+		if i > 0 {
+			var err error
+			if b, err = os.ReadFile(d.name); err != nil {
+				return nil, spec.Wrap(spec.CodeJournal, "recorder", err, "reading %s", d.name)
+			}
+		}
+		seg, err := decodeSegment(b)
+		if err != nil {
+			var ce *corruptError
+			if errors.As(err, &ce) {
+				err = spec.Wrap(spec.CodeJournal, "recorder", err, "cannot resume the recording of %s: %s at offset %d", id, d.name, ce.off)
+			}
+			return nil, err
+		}
+		d.seg, d.size = seg, len(b)
+	}
+	return segs, nil
+}
+
+// checkSegments refuses segments that do not make one recording to resume:
+// a head with no whole header or bounds out of range, an end record (the
+// recording is complete), a tail whose header names another segment or
+// other bounds.
+func checkSegments(id string, segs []onDisk) error {
+	h := segs[0].seg
+	if !h.hasHdr {
+		return corruptSegment(id, segs[0], "the head segment has no whole header (%d bytes): torn when it was made", segs[0].size)
+	}
+	if h.hdr.head < spec.MinRecordBound || h.hdr.head > spec.MaxRecordBound || h.hdr.tail < spec.MinRecordBound || h.hdr.tail > spec.MaxRecordBound {
+		return corruptSegment(id, segs[0], "bounds head %d, tail %d in the header are outside [%d, %d]", h.hdr.head, h.hdr.tail, spec.MinRecordBound, spec.MaxRecordBound)
+	}
+	for _, d := range segs {
+		if d.seg.end != nil {
+			return spec.Errorf(spec.CodeConflict, "recorder", "the recording of %s is complete (%s has its end record): it cannot be resumed", id, d.name)
+		}
+		if !d.seg.hasHdr {
+			continue
+		}
+		if d.seg.hdr.segment != d.n {
+			return corruptSegment(id, d, "its header says segment %d", d.seg.hdr.segment)
+		}
+		if d.seg.hdr.head != h.hdr.head || d.seg.hdr.tail != h.hdr.tail {
+			return corruptSegment(id, d, "bounds head %d, tail %d differ from the head segment's %d, %d", d.seg.hdr.head, d.seg.hdr.tail, h.hdr.head, h.hdr.tail)
+		}
+	}
+	return nil
+}
+
+// reopen opens segs[last] to append to it: its torn end cut, the tail
+// segments after it (made without a header) deleted, and everything synced
+// before anything is written after it.
+func (s *Store) reopen(id string, segs []onDisk, last int) (*os.File, error) {
+	cur := segs[last]
+	f, err := os.OpenFile(cur.name, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeJournal, "recorder", err, "opening %s to resume it", cur.name)
+	}
+	fail := func(err error, format string, args ...any) (*os.File, error) {
+		_ = f.Close() // the failure being reported is the one that matters
+		return nil, spec.Wrap(spec.CodeJournal, "recorder", err, format, args...)
+	}
+	if whole := wholeSize(cur.seg); whole < cur.size {
+		// A torn record: an unsynced write the crash cut. Its bytes come
+		// again from the offset Resume returns.
+		if err := f.Truncate(int64(whole)); err != nil {
+			return fail(err, "cutting the torn end of %s", cur.name)
+		}
+	}
+	for _, d := range segs[last+1:] {
+		if err := os.Remove(d.name); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fail(err, "deleting %s (a tail segment without a header)", d.name)
+		}
+	}
+	// The crashed runtime's last writes may be in the page cache only:
+	// sync them (and the cut, and the deletions) before writing after them.
+	var errs []error
+	for _, d := range segs[:last] {
+		if err := syncFile(d.name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fail(err, "syncing the recording of %s to resume it", id)
+	}
+	return f, nil
 }
 
 // wholeSize is the bytes of a decoded segment's header and whole records:
