@@ -486,33 +486,7 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 				violate("pooled sandbox %s has processes %v", s.ID, s.Processes)
 			}
 		case s.Phase == lifecycle.PhaseStarted && s.Adopted:
-			sb, err := rt.Sandbox(s.ID)
-			if err != nil {
-				violate("re-adopted sandbox %s: %v", s.ID, err)
-				continue
-			}
-			// Bounded: a launch that is never answered (a re-adopted
-			// warden that cannot be reattached) is a violation, not a
-			// drill that waits for ever.
-			sctx, cancel := context.WithTimeout(ctx, askBound)
-			p, err := sb.Start(sctx, spec.Process{Argv: []string{"true"}, Stdout: spec.Discard, Stderr: spec.Discard})
-			if err != nil {
-				cancel()
-				violate("re-adopted sandbox %s runs no new process: %v", s.ID, err)
-				continue
-			}
-			if res, err := p.Wait(sctx); err != nil || res.ExitCode != 0 {
-				violate("re-adopted sandbox %s: true ended %+v %v", s.ID, res, err)
-			}
-			if outcome := checkRolledBack(sctx, rt, sb, violate); outcome != "" {
-				what := map[string]string{"v1": "rolled back", "v2": "rollback abandoned"}[outcome]
-				if d.hostile {
-					what += ", a hostile survivor beside it"
-				}
-				decisions = append(decisions, what+": the workspace is the journal's, /workspace root's")
-			}
-			checkOneWarden(sctx, rt, sb, violate)
-			cancel()
+			decisions = append(decisions, d.checkReadopted(ctx, rt, s.ID, violate)...)
 		case s.Pool != "" && !s.Claimed && (s.Phase == lifecycle.PhaseStopping || s.Phase == lifecycle.PhaseExited || s.Phase == lifecycle.PhaseRemoving):
 			// A pooled sandbox the pool gave up after recovery (its
 			// warden not reattached: a claim must find it linked) is
@@ -530,7 +504,67 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 			violate("claiming a pooled sandbox after recovery: %v", err)
 		}
 	}
-	// Every process is terminal or re-adopted.
+	decisions = append(decisions, checkProcesses(ctx, rt, live, violate)...)
+	owned, err := d.owned(ctx, rt.Owner())
+	if err != nil {
+		violate("listing owned resources: %v", err)
+	}
+	// The pool refills meanwhile: a sandbox it began after the first
+	// listing owns resources too. Listed again, after the resources were.
+	if again, err := rt.Sandboxes(ctx); err == nil {
+		for _, s := range again {
+			live[s.ID] = true
+		}
+	}
+	for _, o := range owned {
+		if sid := o[strings.LastIndexByte(o, '@')+1:]; !live[sid] {
+			violate("leaked resource %s", o)
+		}
+	}
+	after, err := d.owned(ctx, foreign.owner)
+	if err != nil || strings.Join(after, ",") != strings.Join(foreign.before, ",") {
+		violate("foreign resources touched: before %v, after %v (%v)", foreign.before, after, err)
+	}
+	sort.Strings(decisions)
+	return decisions
+}
+
+// checkReadopted checks a re-adopted sandbox: it runs a new process
+// (bounded: a launch never answered is a violation, not a drill that waits
+// for ever), a rollback's outcome is what its workspace is, and one warden
+// serves it.
+func (d *driller) checkReadopted(ctx context.Context, rt *stockade.Runtime, id string, violate func(string, ...any)) (decisions []string) {
+	sb, err := rt.Sandbox(id)
+	if err != nil {
+		violate("re-adopted sandbox %s: %v", id, err)
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, askBound)
+	defer cancel()
+	p, err := sb.Start(sctx, spec.Process{Argv: []string{"true"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		violate("re-adopted sandbox %s runs no new process: %v", id, err)
+		return nil
+	}
+	if res, err := p.Wait(sctx); err != nil || res.ExitCode != 0 {
+		violate("re-adopted sandbox %s: true ended %+v %v", id, res, err)
+	}
+	if outcome := checkRolledBack(sctx, rt, sb, violate); outcome != "" {
+		what := map[string]string{"v1": "rolled back", "v2": "rollback abandoned"}[outcome]
+		if d.hostile {
+			what += ", a hostile survivor beside it"
+		}
+		decisions = append(decisions, what+": the workspace is the journal's, /workspace root's")
+	}
+	checkOneWarden(sctx, rt, sb, violate)
+	return decisions
+}
+
+// checkProcesses checks that every process of the live sandboxes is
+// terminal or re-adopted, and that none that never started has an exit
+// code (unless recovery recorded the code Docker still reported); it
+// returns recovery's decisions for processes.
+func checkProcesses(ctx context.Context, rt *stockade.Runtime, live map[string]bool, violate func(string, ...any)) (decisions []string) {
 	for id := range live {
 		h, err := rt.History(ctx, id)
 		if err != nil {
@@ -557,27 +591,6 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 			}
 		}
 	}
-	owned, err := d.owned(ctx, rt.Owner())
-	if err != nil {
-		violate("listing owned resources: %v", err)
-	}
-	// The pool refills meanwhile: a sandbox it began after the first
-	// listing owns resources too. Listed again, after the resources were.
-	if again, err := rt.Sandboxes(ctx); err == nil {
-		for _, s := range again {
-			live[s.ID] = true
-		}
-	}
-	for _, o := range owned {
-		if sid := o[strings.LastIndexByte(o, '@')+1:]; !live[sid] {
-			violate("leaked resource %s", o)
-		}
-	}
-	after, err := d.owned(ctx, foreign.owner)
-	if err != nil || strings.Join(after, ",") != strings.Join(foreign.before, ",") {
-		violate("foreign resources touched: before %v, after %v (%v)", foreign.before, after, err)
-	}
-	sort.Strings(decisions)
 	return decisions
 }
 
