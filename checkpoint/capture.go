@@ -113,58 +113,15 @@ func (c *capture) run(ctx context.Context, r io.Reader, meta Meta) (Manifest, er
 		if _, dup := seen[rel]; dup {
 			return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q is in the archive twice", clip(rel))
 		}
-		e := Entry{Path: rel, Mode: uint32(h.Mode) & 0o7777, ModTime: h.ModTime.UTC()}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			e.Type = TypeDir
-		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // TypeRegA: an old writer's regular file
-			e.Type = TypeFile
-			// Known from the header before a byte of it is read (a sparse
-			// file is its full size here).
-			if err := c.fileFits(rel, h.Size); err != nil {
-				return Manifest{}, err
-			}
-			if e.SHA256, e.Size, err = c.store(h, tr, rel); err != nil {
-				return Manifest{}, err
-			}
-			m.Bytes += e.Size
-		case tar.TypeSymlink:
-			e.Type = TypeSymlink
-			if len(h.Linkname) > MaxPath || h.Linkname == "" || strings.IndexByte(h.Linkname, 0) >= 0 {
-				return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: a symlink target of %d bytes", clip(rel), len(h.Linkname))
-			}
-			e.Link = h.Linkname
-			if climbsOut(rel, e.Link) {
-				// Docker's extraction refuses such a link: kept, it would
-				// make a checkpoint that cannot be restored.
-				skipped := fmt.Sprintf("%q (a symlink to %q, climbing out of the workspace by its own \"..\", which a restore cannot make)", rel, e.Link)
-				if err := c.grow(rel, int64(len(skipped))*6+3, 0); err != nil {
-					return Manifest{}, err
-				}
-				m.Skipped = append(m.Skipped, skipped)
-				continue
-			}
-		case tar.TypeLink:
-			e.Type = TypeHardlink
-			target, err := relPath(prefix, h.Linkname)
-			if err != nil {
-				return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: a hardlink out of the tree (%q)", clip(rel), clip(h.Linkname))
-			}
-			if seen[target] != TypeFile {
-				return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: a hardlink to %q, not a file before it in the tree", clip(rel), clip(target))
-			}
-			e.Link = target
-		default:
-			skipped := fmt.Sprintf("%s (%s)", rel, typeName(h.Typeflag))
-			if !utf8.ValidString(rel) {
-				skipped = fmt.Sprintf("%q (%s)", rel, typeName(h.Typeflag))
-			}
-			if err := c.grow(rel, int64(len(skipped))*6+3, 0); err != nil {
-				return Manifest{}, err
-			}
+		e, skipped, err := c.entry(h, tr, prefix, rel, seen)
+		if err != nil {
+			return Manifest{}, err
+		}
+		if skipped != "" {
 			m.Skipped = append(m.Skipped, skipped)
 			continue
 		}
+		m.Bytes += e.Size
 		if rel != "." {
 			if parent := path.Dir(rel); seen[parent] != TypeDir {
 				return Manifest{}, spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q comes before its directory %q", clip(rel), clip(parent))
@@ -193,6 +150,62 @@ func (c *capture) run(ctx context.Context, r io.Reader, meta Meta) (Manifest, er
 		return Manifest{}, err
 	}
 	return m, nil
+}
+
+// entry is the manifest entry of one archive entry at rel (a file's
+// content stored), or why it is skipped (a type a restore cannot make, a
+// symlink climbing out of the workspace), or why the capture fails.
+func (c *capture) entry(h *tar.Header, tr io.Reader, prefix, rel string, seen map[string]string) (e Entry, skipped string, err error) {
+	e = Entry{Path: rel, Mode: uint32(h.Mode) & 0o7777, ModTime: h.ModTime.UTC()}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		e.Type = TypeDir
+	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // TypeRegA: an old writer's regular file
+		e.Type = TypeFile
+		// Known from the header before a byte of it is read (a sparse
+		// file is its full size here).
+		if err := c.fileFits(rel, h.Size); err != nil {
+			return Entry{}, "", err
+		}
+		if e.SHA256, e.Size, err = c.store(h, tr, rel); err != nil {
+			return Entry{}, "", err
+		}
+	case tar.TypeSymlink:
+		e.Type = TypeSymlink
+		if len(h.Linkname) > MaxPath || h.Linkname == "" || strings.IndexByte(h.Linkname, 0) >= 0 {
+			return Entry{}, "", spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: a symlink target of %d bytes", clip(rel), len(h.Linkname))
+		}
+		e.Link = h.Linkname
+		if climbsOut(rel, e.Link) {
+			// Docker's extraction refuses such a link: kept, it would
+			// make a checkpoint that cannot be restored.
+			skipped := fmt.Sprintf("%q (a symlink to %q, climbing out of the workspace by its own \"..\", which a restore cannot make)", rel, e.Link)
+			if err := c.grow(rel, int64(len(skipped))*6+3, 0); err != nil {
+				return Entry{}, "", err
+			}
+			return Entry{}, skipped, nil
+		}
+	case tar.TypeLink:
+		e.Type = TypeHardlink
+		target, err := relPath(prefix, h.Linkname)
+		if err != nil {
+			return Entry{}, "", spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: a hardlink out of the tree (%q)", clip(rel), clip(h.Linkname))
+		}
+		if seen[target] != TypeFile {
+			return Entry{}, "", spec.Errorf(spec.CodeInvalidArgument, "checkpoint", "entry %q: a hardlink to %q, not a file before it in the tree", clip(rel), clip(target))
+		}
+		e.Link = target
+	default:
+		skipped := fmt.Sprintf("%s (%s)", rel, typeName(h.Typeflag))
+		if !utf8.ValidString(rel) {
+			skipped = fmt.Sprintf("%q (%s)", rel, typeName(h.Typeflag))
+		}
+		if err := c.grow(rel, int64(len(skipped))*6+3, 0); err != nil {
+			return Entry{}, "", err
+		}
+		return Entry{}, skipped, nil
+	}
+	return e, "", nil
 }
 
 // climbsOut reports whether a symlink at rel (in a tree one level below
