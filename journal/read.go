@@ -410,124 +410,151 @@ func (j *Journal) verifyCopy(op string) error {
 }
 
 func (j *Journal) verify(op string) error {
-	var problems []string
-	var cause error
-	add := func(c error, format string, args ...any) {
-		if cause == nil {
-			cause = c
-		}
-		if len(problems) < 20 {
-			problems = append(problems, fmt.Sprintf(format, args...))
-		}
-	}
+	v := &verifier{}
 	err := j.view(op, func(tx *bbolt.Tx) error {
 		for err := range tx.Check() {
-			add(ErrCorrupt, "bbolt: %v", err)
+			v.add(ErrCorrupt, "bbolt: %v", err)
 		}
-		live := map[string]LiveEntity{}
-		lc := tx.Bucket(bucketLive).Cursor()
-		for k, v := lc.First(); k != nil; k, v = lc.Next() {
-			key, ok := parseLiveKey(k)
-			if !ok {
-				add(ErrCorrupt, "live index key %q", k)
-				continue
-			}
-			e, err := decodeLive(key, v)
-			if err != nil {
-				add(ErrCorrupt, "%v", err)
-				continue
-			}
-			live[string(k)] = e
-		}
-		term := map[string]int64{}
-		tc := tx.Bucket(bucketTerminal).Cursor()
-		for k, _ := tc.First(); k != nil; k, _ = tc.Next() {
-			if len(k) < 9 {
-				add(ErrCorrupt, "terminal index key %q", k)
-				continue
-			}
-			if _, ok := parseLiveKey(k[8:]); !ok {
-				add(ErrCorrupt, "terminal index key %q", k)
-				continue
-			}
-			if _, dup := term[string(k[8:])]; dup {
-				add(ErrInconsistent, "%s is twice in the terminal index", k[8:])
-			}
-			term[string(k[8:])] = int64(seqFromKey(k[:8]))
-		}
+		live, term := v.liveIndex(tx), v.terminalIndex(tx)
 		var d decoder
 		err := forEachStream(tx, func(key Key, sb *bbolt.Bucket) error {
-			if validKey(key) != nil {
-				add(ErrCorrupt, "stream name %s", key)
-				return nil
-			}
-			var last Event
-			c := sb.Cursor()
-			want := uint64(1)
-			for k, v := c.First(); k != nil; k, v = c.Next() {
-				ev, err := d.decode(op, key, k, v)
-				if err != nil {
-					add(errors.Unwrap(err), "%v", err)
-					return nil
-				}
-				if ev.Seq != want {
-					add(ErrInconsistent, "stream %s: seq %d where %d was expected", key, ev.Seq, want)
-					return nil
-				}
-				if last.Terminal {
-					add(ErrInconsistent, "stream %s: seq %d follows a terminal event", key, ev.Seq)
-				}
-				last = ev
-				want++
-			}
-			if last.Seq == 0 {
-				add(ErrInconsistent, "stream %s is empty", key)
-				return nil
-			}
-			lk := string(liveKey(key))
-			le, isLive := live[lk]
-			ended, isTerm := term[lk]
-			delete(live, lk)
-			delete(term, lk)
-			switch {
-			case last.Terminal && isLive:
-				add(ErrInconsistent, "%s ended at seq %d but is in the live index", key, last.Seq)
-			case last.Terminal && !isTerm:
-				add(ErrInconsistent, "%s ended at seq %d but is not in the terminal index", key, last.Seq)
-			case last.Terminal && ended != last.Time.UnixNano():
-				add(ErrInconsistent, "%s: terminal index time %d, event time %d", key, ended, last.Time.UnixNano())
-			case !last.Terminal && isTerm:
-				add(ErrInconsistent, "%s is live (seq %d) but in the terminal index", key, last.Seq)
-			case !last.Terminal && !isLive:
-				add(ErrInconsistent, "%s is live (seq %d) but not in the live index", key, last.Seq)
-			case !last.Terminal && (le.LastSeq != last.Seq || le.Type != last.Type || !le.Updated.Equal(last.Time)):
-				add(ErrInconsistent, "%s: live index says seq %d %q at %s, stream says seq %d %q at %s",
-					key, le.LastSeq, le.Type, le.Updated, last.Seq, last.Type, last.Time)
-			case !last.Terminal && (key.Kind == KindProcess) != (le.Parent != ""):
-				add(ErrInconsistent, "%s: parent %q", key, le.Parent)
-			}
+			v.stream(op, &d, key, sb, live, term)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
 		for k := range live {
-			add(ErrInconsistent, "%s is in the live index but has no stream", k)
+			v.add(ErrInconsistent, "%s is in the live index but has no stream", k)
 		}
 		for k := range term {
-			add(ErrInconsistent, "%s is in the terminal index but has no stream", k)
+			v.add(ErrInconsistent, "%s is in the terminal index but has no stream", k)
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if len(problems) > 0 {
-		msg := fmt.Sprintf("%s: %d problem(s): %s", j.path, len(problems), problems[0])
-		for _, p := range problems[1:] {
+	if len(v.problems) > 0 {
+		msg := fmt.Sprintf("%s: %d problem(s): %s", j.path, len(v.problems), v.problems[0])
+		for _, p := range v.problems[1:] {
 			msg += "; " + p
 		}
-		return errJournal(op, cause, "%s", msg)
+		return errJournal(op, v.cause, "%s", msg)
 	}
 	return nil
+}
+
+// verifier collects what Verify finds: the first problem's cause and the
+// first 20 problems' words.
+type verifier struct {
+	problems []string
+	cause    error
+}
+
+func (v *verifier) add(c error, format string, args ...any) {
+	if v.cause == nil {
+		v.cause = c
+	}
+	if len(v.problems) < 20 {
+		v.problems = append(v.problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// liveIndex reads the live index, by key.
+func (v *verifier) liveIndex(tx *bbolt.Tx) map[string]LiveEntity {
+	live := map[string]LiveEntity{}
+	lc := tx.Bucket(bucketLive).Cursor()
+	for k, val := lc.First(); k != nil; k, val = lc.Next() {
+		key, ok := parseLiveKey(k)
+		if !ok {
+			v.add(ErrCorrupt, "live index key %q", k)
+			continue
+		}
+		e, err := decodeLive(key, val)
+		if err != nil {
+			v.add(ErrCorrupt, "%v", err)
+			continue
+		}
+		live[string(k)] = e
+	}
+	return live
+}
+
+// terminalIndex reads the terminal index: each ended entity's end time, by
+// its live key.
+func (v *verifier) terminalIndex(tx *bbolt.Tx) map[string]int64 {
+	term := map[string]int64{}
+	tc := tx.Bucket(bucketTerminal).Cursor()
+	for k, _ := tc.First(); k != nil; k, _ = tc.Next() {
+		if len(k) < 9 {
+			v.add(ErrCorrupt, "terminal index key %q", k)
+			continue
+		}
+		if _, ok := parseLiveKey(k[8:]); !ok {
+			v.add(ErrCorrupt, "terminal index key %q", k)
+			continue
+		}
+		if _, dup := term[string(k[8:])]; dup {
+			v.add(ErrInconsistent, "%s is twice in the terminal index", k[8:])
+		}
+		term[string(k[8:])] = int64(seqFromKey(k[:8]))
+	}
+	return term
+}
+
+// stream checks one stream: its events decode, their sequence has no hole
+// and nothing follows a terminal event, and the indexes say what its last
+// event says. The stream's entries leave live and term (what is left has
+// no stream).
+func (v *verifier) stream(op string, d *decoder, key Key, sb *bbolt.Bucket, live map[string]LiveEntity, term map[string]int64) {
+	if validKey(key) != nil {
+		v.add(ErrCorrupt, "stream name %s", key)
+		return
+	}
+	var last Event
+	c := sb.Cursor()
+	want := uint64(1)
+	for k, val := c.First(); k != nil; k, val = c.Next() {
+		ev, err := d.decode(op, key, k, val)
+		if err != nil {
+			v.add(errors.Unwrap(err), "%v", err)
+			return
+		}
+		if ev.Seq != want {
+			v.add(ErrInconsistent, "stream %s: seq %d where %d was expected", key, ev.Seq, want)
+			return
+		}
+		if last.Terminal {
+			v.add(ErrInconsistent, "stream %s: seq %d follows a terminal event", key, ev.Seq)
+		}
+		last = ev
+		want++
+	}
+	if last.Seq == 0 {
+		v.add(ErrInconsistent, "stream %s is empty", key)
+		return
+	}
+	lk := string(liveKey(key))
+	le, isLive := live[lk]
+	ended, isTerm := term[lk]
+	delete(live, lk)
+	delete(term, lk)
+	switch {
+	case last.Terminal && isLive:
+		v.add(ErrInconsistent, "%s ended at seq %d but is in the live index", key, last.Seq)
+	case last.Terminal && !isTerm:
+		v.add(ErrInconsistent, "%s ended at seq %d but is not in the terminal index", key, last.Seq)
+	case last.Terminal && ended != last.Time.UnixNano():
+		v.add(ErrInconsistent, "%s: terminal index time %d, event time %d", key, ended, last.Time.UnixNano())
+	case !last.Terminal && isTerm:
+		v.add(ErrInconsistent, "%s is live (seq %d) but in the terminal index", key, last.Seq)
+	case !last.Terminal && !isLive:
+		v.add(ErrInconsistent, "%s is live (seq %d) but not in the live index", key, last.Seq)
+	case !last.Terminal && (le.LastSeq != last.Seq || le.Type != last.Type || !le.Updated.Equal(last.Time)):
+		v.add(ErrInconsistent, "%s: live index says seq %d %q at %s, stream says seq %d %q at %s",
+			key, le.LastSeq, le.Type, le.Updated, last.Seq, last.Type, last.Time)
+	case !last.Terminal && (key.Kind == KindProcess) != (le.Parent != ""):
+		v.add(ErrInconsistent, "%s: parent %q", key, le.Parent)
+	}
 }
