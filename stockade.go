@@ -684,7 +684,7 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 
 // hasWarden reports whether the engine delivers a warden into its sandboxes.
 func hasWarden(e dockerio.Wardens) bool {
-	w, ok := e.(interface{ HasWarden() bool })
+	w, ok := e.(dockerio.WardenDelivery)
 	return ok && w.HasWarden()
 }
 

@@ -130,6 +130,18 @@ type Files interface {
 	GetArchive(ctx context.Context, sb Sandbox, path string) (io.ReadCloser, error)
 }
 
+// WardenDelivery is an engine that says whether its sandboxes get a warden
+// (the Adapter given a warden binary; the Fake unless NoWarden). The
+// runtime asks it once, at Open: without one every process is an exec.
+type WardenDelivery interface {
+	HasWarden() bool
+}
+
+var (
+	_ WardenDelivery = (*Adapter)(nil)
+	_ WardenDelivery = (*Fake)(nil)
+)
+
 // Wardens reaches a sandbox's warden (the sandbox actor).
 type Wardens interface {
 	// StartWarden starts the sandbox's warden (one exec of the delivered

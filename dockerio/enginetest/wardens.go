@@ -21,7 +21,7 @@ import (
 func testWardens(t *testing.T, v env) {
 	ctx := ctxT(t)
 	sb := v.started(t)
-	if w, ok := v.e.(interface{ HasWarden() bool }); !ok || !w.HasWarden() {
+	if w, ok := v.e.(dockerio.WardenDelivery); !ok || !w.HasWarden() {
 		_, err := v.e.StartWarden(ctx, sb, io.Discard)
 		wantCode(t, "StartWarden without a warden", err, spec.CodeUnsupported)
 		_, err = v.e.AttachWarden(ctx, sb, dockerio.TmpDir+"/w.sock", io.Discard)
