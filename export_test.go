@@ -38,5 +38,5 @@ func BreakSandboxActor(sb *Sandbox) {
 // HandleOf names a sandbox's Docker resources from its journal.
 func HandleOf(rt *Runtime, id string) (dockerio.Sandbox, error) {
 	st, err := recovery.FoldSandbox(rt.journal, id)
-	return sandbox.Handle(rt.Owner(), st), err
+	return sandbox.DockerSandbox(rt.Owner(), st), err
 }

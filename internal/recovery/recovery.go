@@ -138,7 +138,7 @@ func Observe(ctx context.Context, j *journal.Journal, engine dockerio.Inventory)
 			plans = append(plans, Plan{State: s, Err: err})
 			continue
 		}
-		obs, err := engine.InspectSandbox(ctx, sandbox.Handle(owner, s))
+		obs, err := engine.InspectSandbox(ctx, sandbox.DockerSandbox(owner, s))
 		if err != nil {
 			err = fmt.Errorf("observing sandbox %s: %w", s.ID, err)
 		}

@@ -82,7 +82,7 @@ func (rc *recoveryPart) start(ctx actor.Context) {
 	rec := a.p.Recover
 	a.state = rec.State
 	a.state.ID = a.p.ID
-	a.sb = Handle(a.deps.Config.Owner, a.state)
+	a.sb = DockerSandbox(a.deps.Config.Owner, a.state)
 	dec, why := Decide(a.state, rec.Observed, a.deps.Config.Revision)
 	rc.decision, rc.observed = dec, why
 	// A warden this sandbox's next start would run beside (one never

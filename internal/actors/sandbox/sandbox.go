@@ -117,10 +117,10 @@ func newActor(d *actors.Deps, p Params) *sandboxActor {
 
 func (a *sandboxActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
 
-// Handle names a journaled sandbox's Docker resources: what its folded
+// DockerSandbox names a journaled sandbox's Docker resources: what its folded
 // state knows of them (the ids once created; else only the owner, id and
 // spec, by which its resources are labelled and named).
-func Handle(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
+func DockerSandbox(owner string, s lifecycle.Sandbox) dockerio.Sandbox {
 	h := dockerio.Sandbox{Owner: owner, ID: s.ID, Spec: s.Spec, Revision: s.Revision}
 	if c := s.Created; c != nil {
 		h.Workload, h.Export, h.Volume, h.Network = c.Workload, c.Export, c.Volume, c.Network
@@ -548,7 +548,7 @@ func (a *sandboxActor) remove() {
 	failpoint.Hit(failpoint.SandboxRemoving)
 	sb := a.sb
 	if sb.ID == "" { // the create failed before it returned a handle
-		sb = Handle(a.deps.Config.Owner, a.state)
+		sb = DockerSandbox(a.deps.Config.Owner, a.state)
 	}
 	a.egress.stop()
 	loopDone := a.egress.loopDone()
