@@ -19,7 +19,7 @@ func TestNamedEgressMissingFailsOpen(t *testing.T) {
 		opts Options
 		env  string
 	}{
-		{"option", Options{Journal: journal, Egress: missing}, ""},
+		{"option", Options{Journal: journal, EgressBinary: missing}, ""},
 		{"variable", Options{Journal: journal}, missing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

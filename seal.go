@@ -26,7 +26,7 @@ func (rt *Runtime) sealEnded(ids []string) (left []string) {
 			left = append(left, id) // running, suspended, or a stream retention removed
 			continue
 		}
-		if p.Warden {
+		if p.ByWarden {
 			// Its warden may still run it (a stray: ended in the journal,
 			// never forgotten) and hold output past the journaled counts:
 			// the reattach drains it into this recording and ends it. Only

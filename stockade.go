@@ -45,7 +45,7 @@ type Options struct {
 	// Engine replaces the Docker adapter (tests use dockerio.Fake; its
 	// sandboxes have no warden and run processes as Docker execs).
 	Engine dockerio.Engine
-	// Warden is the path of a stockade-warden binary every sandbox gets
+	// WardenBinary is the path of a stockade-warden binary every sandbox gets
 	// instead of the embedded one; "" means $STOCKADE_WARDEN, else the
 	// binary embedded in this program, written on first use under the
 	// journal's directory (journal.db → helpers/sha256-<hex>/) and verified
@@ -53,12 +53,12 @@ type Options struct {
 	// named file must be a static Linux executable of this version. Open
 	// fails when there is none (a GOARCH with no embedded binary and none
 	// named).
-	Warden string
-	// Egress is the path of a stockade-egress binary, the allowlist
-	// network's proxy, found as Warden is ("" means $STOCKADE_EGRESS, else
+	WardenBinary string
+	// EgressBinary is the path of a stockade-egress binary, the allowlist
+	// network's proxy, found as WardenBinary is ("" means $STOCKADE_EGRESS, else
 	// the embedded one). Without one, Open works and allowlist sandboxes
 	// are refused (unsupported, saying what is missing).
-	Egress string
+	EgressBinary string
 	// StopGrace is the time between TERM and KILL (default 10 s).
 	StopGrace time.Duration
 	// HighWaterMark is a piped stream's credit in bytes (default 64 KiB).
@@ -226,7 +226,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	d := actors.Deps{Journal: aj, Engine: rt.engine, Log: log, Recorder: rec, Config: actors.Config{
 		Owner: j.Owner(), Profile: daemon.Profile, Revision: daemon.Revision,
 		StopGrace: opts.StopGrace, HighWaterMark: opts.HighWaterMark, OutputQuota: opts.OutputQuota,
-		Warden: hasWarden(rt.engine),
+		Wardens: hasWarden(rt.engine),
 	}}.WithDefaults()
 	rt.deps = &d
 	// Die events since before recovery observed Docker are replayed to the
@@ -237,7 +237,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		log.Warn("listing unsealed recordings", "err", err)
 	}
 	unsealed = rt.sealEnded(unsealed)
-	rt.pools = pool.New[*Sandbox](poolMaker{rt}, log, opts.PoolRefills, rt.deps.Config.Warden)
+	rt.pools = pool.New[*Sandbox](poolMaker{rt}, log, opts.PoolRefills, rt.deps.Config.Wardens)
 	if err := rt.recover(ctx, opts); err != nil {
 		sys.Shutdown(30 * time.Second)
 		return fail(err)
@@ -281,21 +281,21 @@ func engineFor(opts Options) (dockerio.Engine, func() error, error) {
 		}
 	}
 	dir := helpers.Dir(path)
-	w, err := helpers.Locate(helpers.Warden, opts.Warden, dir)
+	w, err := helpers.Locate(helpers.Warden, opts.WardenBinary, dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	dopts := dockerio.Options{Profile: opts.Profile, Warden: w}
+	dopts := dockerio.Options{Profile: opts.Profile, WardenBinary: w}
 	// The proxy is needed only by allowlist sandboxes: a runtime without
 	// it (no artifact for this GOARCH and none named) still serves the
 	// others, and an allowlist create says what is missing. A named binary
 	// that is missing or wrong fails Open, as a named warden does: a typo
 	// in $STOCKADE_EGRESS must not pass as "no proxy".
-	named := opts.Egress != "" || os.Getenv(helpers.Egress.Env) != ""
-	e, err := helpers.Locate(helpers.Egress, opts.Egress, dir)
+	named := opts.EgressBinary != "" || os.Getenv(helpers.Egress.Env) != ""
+	e, err := helpers.Locate(helpers.Egress, opts.EgressBinary, dir)
 	switch {
 	case err == nil:
-		dopts.Egress = e
+		dopts.EgressBinary = e
 	case named || !spec.IsCode(err, spec.CodeNotFound):
 		return nil, nil, err
 	}

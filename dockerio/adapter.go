@@ -26,14 +26,14 @@ type Options struct {
 	// ClientOpts are extra options for the Docker client (the environment,
 	// DOCKER_HOST and friends, is always read first).
 	ClientOpts []client.Opt
-	// Warden is the stockade-warden binary delivered into every sandbox's
+	// WardenBinary is the stockade-warden binary delivered into every sandbox's
 	// workspace, read at each delivery; nil makes sandboxes without a
 	// warden (processes run as Docker execs).
-	Warden Payload
-	// Egress is the stockade-egress binary, imported as the egress image
+	WardenBinary Payload
+	// EgressBinary is the stockade-egress binary, imported as the egress image
 	// of allowlist sandboxes (read when the image is built); nil refuses
 	// the allowlist network.
-	Egress Payload
+	EgressBinary Payload
 	// Subnets is the range allowlist sandboxes' networks are cut from: ""
 	// is $STOCKADE_SUBNETS, else DefaultSubnets.
 	Subnets string
@@ -106,7 +106,7 @@ func NewAdapter(opts Options) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{profile: p, opts: base, probe: probe, images: map[string]ImageFacts{}, warden: opts.Warden, egress: opts.Egress, subnets: subnets}, nil
+	return &Adapter{profile: p, opts: base, probe: probe, images: map[string]ImageFacts{}, warden: opts.WardenBinary, egress: opts.EgressBinary, subnets: subnets}, nil
 }
 
 // Profile returns the profile in use.

@@ -12,11 +12,11 @@
 // program that imports the module need nothing else on disk. make
 // helpers-check fails when the committed artifacts are not what the source
 // builds. On another GOARCH nothing is embedded: $STOCKADE_WARDEN and
-// $STOCKADE_EGRESS (or Options.Warden and Options.Egress) must name builds.
+// $STOCKADE_EGRESS (or Options.WardenBinary and Options.EgressBinary) must name builds.
 //
 // How they are installed: Locate (what stockade.Open uses; it writes
 // nothing) and Resolve (Locate, then install) take, in order, the path the
-// caller names (Options.Warden), the helper's variable ($STOCKADE_WARDEN),
+// caller names (Options.WardenBinary), the helper's variable ($STOCKADE_WARDEN),
 // else the embedded artifact. A named file is checked once (a static Linux
 // ELF executable whose `version` prints this runtime's protocol version). The
 // embedded artifact is decompressed only when first needed (Resolve, or the

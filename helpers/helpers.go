@@ -47,7 +47,7 @@ var (
 type Source string
 
 const (
-	// FromOption: the path the caller named (Options.Warden).
+	// FromOption: the path the caller named (Options.WardenBinary).
 	FromOption Source = "option"
 	// FromEnv: the helper's variable ($STOCKADE_WARDEN).
 	FromEnv Source = "env"
@@ -98,7 +98,7 @@ func Dir(journalPath string) string {
 	return filepath.Join(filepath.Dir(journalPath), "helpers")
 }
 
-// Resolve finds h and makes its file ready: explicit (Options.Warden) if
+// Resolve finds h and makes its file ready: explicit (Options.WardenBinary) if
 // not "", else $ENV if set, else the embedded artifact, installed under dir
 // (see Dir) if it is not there yet. A named file must be a static Linux
 // executable whose `version` prints h.Version (unsupported otherwise;

@@ -192,7 +192,7 @@ type (
 		// PID and Warden: a process the sandbox's warden spawned (no
 		// Docker exec).
 		PID      int    `json:"pid,omitempty"`
-		Warden   bool   `json:"warden,omitempty"`
+		ByWarden bool   `json:"warden,omitempty"`
 		OOMKills *int64 `json:"oom_kills,omitempty"`
 	}
 	// StdinClosed: the caller half-closed stdin.

@@ -100,8 +100,8 @@ type Process struct {
 	ExecID   string
 	Group    int
 	PID      int
-	// Warden: the sandbox's warden spawned it (no Docker exec).
-	Warden bool
+	// ByWarden: the sandbox's warden spawned it (no Docker exec).
+	ByWarden bool
 	// OOMKills is the sandbox's OOM kill count at the start; -1 unknown.
 	OOMKills    int64
 	StdinClosed bool
@@ -292,8 +292,8 @@ func ApplyProcess(p Process, seq uint64, at time.Time, ev Event) (Process, error
 			p.ExecID = e.ExecID
 		}
 	case ProcessStarted:
-		if ok = from == PhaseReserved && (p.ExecID != "") != e.Warden; ok {
-			p.Phase, p.Group, p.PID, p.Warden, p.OOMKills = PhaseStarted, e.Group, e.PID, e.Warden, -1
+		if ok = from == PhaseReserved && (p.ExecID != "") != e.ByWarden; ok {
+			p.Phase, p.Group, p.PID, p.ByWarden, p.OOMKills = PhaseStarted, e.Group, e.PID, e.ByWarden, -1
 			if e.OOMKills != nil {
 				p.OOMKills = *e.OOMKills
 			}

@@ -47,7 +47,7 @@ func changesJournal(t *testing.T) string {
 		{sb, lifecycle.SandboxReserved{Owner: j.Owner(), Spec: spec.Sandbox{Image: "sha256:" + strings.Repeat("ab", 32), Policy: spec.DefaultPolicy(), Lifetime: spec.Kept}, Profile: "p", Revision: "r"}},
 		{sb, lifecycle.SandboxStarted{}},
 		{pr, lifecycle.ProcessReserved{Sandbox: "sbchg", Spec: spec.Process{Argv: []string{"sh", "-c", "make"}}}},
-		{pr, lifecycle.ProcessStarted{Group: 12, Warden: true, PID: 12}},
+		{pr, lifecycle.ProcessStarted{Group: 12, ByWarden: true, PID: 12}},
 		{pr, lifecycle.ProcessExited{Reason: lifecycle.ReasonExited, ExitCode: &code, StdoutBytes: 3, Changes: changes}},
 	} {
 		typ, payload, _ := lifecycle.Encode(step.ev)

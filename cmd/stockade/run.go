@@ -388,7 +388,7 @@ func summary(e host.HistoryEvent) string {
 	case lifecycle.ExecCreated:
 		return "exec " + short(v.ExecID, 12)
 	case lifecycle.ProcessStarted:
-		if v.Warden {
+		if v.ByWarden {
 			return fmt.Sprintf("pid %d, process group %d, by the warden", v.PID, v.Group)
 		}
 		return fmt.Sprintf("process group %d", v.Group)

@@ -182,7 +182,7 @@ func (dj Journal) CheckRecordings(violate func(string, ...any)) (notes []string)
 			if !p.Terminal() {
 				violate("process %s: its recording is complete while its exit is not journaled (%s)", id, p.Phase)
 			}
-		case !p.Warden && p.ExecID != "" && p.Adopted && !gapAt(p.gaps, re.end):
+		case !p.ByWarden && p.ExecID != "" && p.Adopted && !gapAt(p.gaps, re.end):
 			// A Docker exec cannot be re-attached: a process of a sandbox
 			// without a warden that a recovery re-adopts runs on with its
 			// recording stopped at the crash (README: "An exec of a

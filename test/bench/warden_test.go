@@ -242,7 +242,7 @@ func BenchmarkWardenDelivery(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	with, err := dockerio.NewAdapter(dockerio.Options{Warden: bin})
+	with, err := dockerio.NewAdapter(dockerio.Options{WardenBinary: bin})
 	if err != nil {
 		b.Fatal(err)
 	}

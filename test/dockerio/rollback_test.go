@@ -132,7 +132,7 @@ func newWardenDio(t *testing.T) *testkit.DioEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Adapter, err = dockerio.NewAdapter(dockerio.Options{Warden: bin}); err != nil {
+	if e.Adapter, err = dockerio.NewAdapter(dockerio.Options{WardenBinary: bin}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Adapter.Close() })

@@ -49,7 +49,7 @@ func TestDockerioSeed(t *testing.T) {
 		{name: "removed while the seed is in flight", payload: seedPayload{bin: bin, release: make(chan struct{})}, remove: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, err := dockerio.NewAdapter(dockerio.Options{Warden: tc.payload})
+			a, err := dockerio.NewAdapter(dockerio.Options{WardenBinary: tc.payload})
 			if err != nil {
 				t.Fatal(err)
 			}

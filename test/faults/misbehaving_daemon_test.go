@@ -133,10 +133,10 @@ func (e *faultEnv) open() {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		opts.Warden = w
+		opts.WardenBinary = w
 	}
 	if eg, err := helpers.Resolve(helpers.Egress, "", dir); err == nil {
-		opts.Egress = eg
+		opts.EgressBinary = eg
 	}
 	ad, err := dockerio.NewAdapter(opts)
 	if err != nil {

@@ -93,7 +93,7 @@ func TestWardenSpawnAndExitCodes(t *testing.T) {
 	if _, err := p.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if s := journaledStart(t, e.RT, sb.ID(), p.ID); !s.Warden || s.PID <= 1 || s.Group != s.PID {
+	if s := journaledStart(t, e.RT, sb.ID(), p.ID); !s.ByWarden || s.PID <= 1 || s.Group != s.PID {
 		t.Fatalf("started event %+v: want a warden process leading its own group", s)
 	}
 	if n := testkit.Count(testkit.SandboxTypes(t, e.RT, sb.ID()), "sandbox.warden_started"); n != 1 {

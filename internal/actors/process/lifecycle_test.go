@@ -500,7 +500,7 @@ func (f *fakeTransport) receive(ctx actor.Context, msg any) {
 	a := f.a
 	switch m := msg.(type) {
 	case fakeStarted:
-		a.running(ctx, f.att, lifecycle.ProcessStarted{Warden: true, PID: fakeGroup})
+		a.running(ctx, f.att, lifecycle.ProcessStarted{ByWarden: true, PID: fakeGroup})
 	case fakeExit:
 		a.exit.state = &dockerio.ExecState{Known: true, Pid: fakeGroup, ExitCode: m.code}
 		a.maybeFinish()

@@ -68,7 +68,7 @@ func (a *processActor) newTransport() transport {
 	}
 	viaWarden := a.p.Link != nil
 	if ad := a.p.Adopt; ad != nil {
-		viaWarden = ad.Warden || ad.ExecID == "" && (a.p.Link != nil || a.p.WardenGone != nil)
+		viaWarden = ad.ByWarden || ad.ExecID == "" && (a.p.Link != nil || a.p.WardenGone != nil)
 	}
 	if viaWarden {
 		return &wardenTransport{a: a, link: a.p.Link}

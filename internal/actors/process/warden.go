@@ -211,7 +211,7 @@ func (w *wardenTransport) onSpawned(ctx actor.Context, m wardenSpawned) {
 	}
 	w.watchReap(m.proc)
 	failpoint.Hit(failpoint.ProcessAttached)
-	a.running(ctx, &wardenAttachment{p: m.proc, stdin: a.p.Spec.Stdin}, lifecycle.ProcessStarted{PID: m.proc.PID, Warden: true})
+	a.running(ctx, &wardenAttachment{p: m.proc, stdin: a.p.Spec.Stdin}, lifecycle.ProcessStarted{PID: m.proc.PID, ByWarden: true})
 }
 
 // watchReap waits, off the mailbox, for the warden's report of the

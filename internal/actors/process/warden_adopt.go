@@ -55,7 +55,7 @@ func (w *wardenTransport) adopt() {
 	if a.state.Phase == lifecycle.PhaseReserved {
 		// Spawned, but started was never journaled: the warden's table
 		// says it ran.
-		if err := a.record(lifecycle.ProcessStarted{Group: e.PGID, PID: e.PID, Warden: true}); err != nil {
+		if err := a.record(lifecycle.ProcessStarted{Group: e.PGID, PID: e.PID, ByWarden: true}); err != nil {
 			a.abandonJournal(err)
 			return
 		}

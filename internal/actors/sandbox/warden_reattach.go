@@ -37,7 +37,7 @@ const reattachKey = "\x00warden"
 // warden's: started by it, or reserved in a sandbox with a warden (the
 // spawn request may have reached it).
 func wardenProcess(p lifecycle.Process, s lifecycle.Sandbox) bool {
-	return p.Warden || p.ExecID == "" && p.Phase == lifecycle.PhaseReserved && s.Warden != nil
+	return p.ByWarden || p.ExecID == "" && p.Phase == lifecycle.PhaseReserved && s.Warden != nil
 }
 
 // reattach makes a new link to the warden an earlier runtime left running
