@@ -89,9 +89,16 @@ func TestFailedSandboxActorIsUnreconciled(t *testing.T) {
 	if !spec.IsCode(err, spec.CodeUnreconciled) || st.Phase != lifecycle.PhaseStarted {
 		t.Fatalf("State: %s %v, want started with unreconciled", st.Phase, err)
 	}
-	list, err := rt.Sandboxes(ctx)
-	if err != nil || len(list) != 1 || !list[0].Unreconciled || !strings.Contains(list[0].Why, "failed") {
-		t.Fatalf("Sandboxes: %+v %v", list, err)
+	// The actor's failure and its end reach the runtime by two paths (the
+	// supervisor, the actor's stop), in either order: the reason says both
+	// once both came.
+	var list []stockade.SandboxInfo
+	testutil.Eventually(t, "the listing to say the actor failed", func() bool {
+		list, err = rt.Sandboxes(ctx)
+		return err == nil && len(list) == 1 && strings.Contains(list[0].Why, "failed")
+	})
+	if !list[0].Unreconciled {
+		t.Fatalf("Sandboxes: %+v, want it unreconciled", list)
 	}
 }
 
