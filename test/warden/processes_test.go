@@ -422,12 +422,14 @@ func TestWardenCloseAndReopenMidStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, res, err := testkit.RunOut(t, sb2, spec.Process{Argv: []string{"touch", "/tmp/go"}}); err != nil || res.ExitCode != 0 {
-		t.Fatalf("touch: %+v %v", res, err)
-	}
+	// Taken while it runs: once released it ends at once, and an ended
+	// process is no longer live in the runtime.
 	q, err := rt.Process(ctx, p.ID)
 	if err != nil {
 		t.Fatalf("the re-adopted process by id: %v", err)
+	}
+	if _, _, res, err := testkit.RunOut(t, sb2, spec.Process{Argv: []string{"touch", "/tmp/go"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("touch: %+v %v", res, err)
 	}
 	if res, err := q.Wait(ctx); err != nil || res.ExitCode != 0 || res.Reason != "exited" {
 		t.Fatalf("the re-adopted process: %+v %v", res, err)
