@@ -42,15 +42,9 @@ func (f *Fake) CreateExec(ctx context.Context, sb Sandbox, req ExecRequest) (str
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.get(sb)
+	s, err := f.runningWorkload(sb)
 	if err != nil {
 		return "", err
-	}
-	if err := f.pausedErr(sb.Owner + "/" + sb.ID); err != nil {
-		return "", err
-	}
-	if !s.running {
-		return "", spec.Errorf(spec.CodeConflict, "dockerio.fake", "container %s is not running", sb.Workload)
 	}
 	run := FakeRun{}
 	if f.Script != nil {

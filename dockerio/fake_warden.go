@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -43,13 +42,7 @@ func (f *Fake) StartWarden(ctx context.Context, sb Sandbox, stderr io.Writer) (W
 	}
 	key := sb.Owner + "/" + sb.ID
 	f.mu.Lock()
-	s, err := f.get(sb)
-	if err == nil {
-		err = f.pausedErr(key)
-	}
-	if err == nil && !s.running {
-		err = spec.Errorf(spec.CodeConflict, "dockerio.fake", "container %s is not running", sb.Workload)
-	}
+	s, err := f.runningWorkload(sb)
 	if err != nil {
 		f.mu.Unlock()
 		return WardenConn{}, err
@@ -94,19 +87,12 @@ func (f *Fake) AttachWarden(ctx context.Context, sb Sandbox, socket string, stde
 	if err := f.enter(ctx, "AttachWarden"); err != nil {
 		return WardenConn{}, err
 	}
-	rel := strings.TrimPrefix(socket, TmpDir+"/")
-	if !strings.HasPrefix(socket, TmpDir+"/") || rel == "" || strings.Contains(rel, "/") || len(socket) > 108 {
-		return WardenConn{}, spec.Errorf(spec.CodeInvalidArgument, "dockerio.warden", "warden socket %q is not a path under %s", socket, TmpDir)
+	if err := checkWardenSocket(socket); err != nil {
+		return WardenConn{}, err
 	}
 	key := sb.Owner + "/" + sb.ID
 	f.mu.Lock()
-	s, err := f.get(sb)
-	if err == nil {
-		err = f.pausedErr(key)
-	}
-	if err == nil && !s.running {
-		err = spec.Errorf(spec.CodeConflict, "dockerio.fake", "container %s is not running", sb.Workload)
-	}
+	s, err := f.runningWorkload(sb)
 	if err != nil {
 		f.mu.Unlock()
 		return WardenConn{}, err
@@ -130,6 +116,19 @@ func (f *Fake) AttachWarden(ctx context.Context, sb Sandbox, socket string, stde
 		go w.srv.Reattach(f.gated(key, wardenEnd))
 	}
 	return WardenConn{ExecID: id, R: runtimeEnd, W: runtimeEnd, C: runtimeEnd}, nil
+}
+
+// runningWorkload is the sandbox whose workload takes an exec now (an
+// exec, a warden's start or attach): present, not paused, running. f.mu is held.
+func (f *Fake) runningWorkload(sb Sandbox) (*fakeSandbox, error) {
+	s, err := f.get(sb)
+	if err == nil {
+		err = f.pausedErr(sb.Owner + "/" + sb.ID)
+	}
+	if err == nil && !s.running {
+		err = spec.Errorf(spec.CodeConflict, "dockerio.fake", "container %s is not running", sb.Workload)
+	}
+	return s, err
 }
 
 // EnsureWarden: the Fake's warden binary is always in place.

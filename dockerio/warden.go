@@ -96,11 +96,20 @@ func (a *Adapter) StartWarden(ctx context.Context, sb Sandbox, stderr io.Writer)
 // an exec of `stockade-warden attach SOCKET` whose stdin and stdout are the
 // link for as long as it lives.
 func (a *Adapter) AttachWarden(ctx context.Context, sb Sandbox, socket string, stderr io.Writer) (WardenConn, error) {
-	rel, ok := spec.CleanRelPath(strings.TrimPrefix(socket, TmpDir+"/"))
-	if !strings.HasPrefix(socket, TmpDir+"/") || !ok || rel != strings.TrimPrefix(socket, TmpDir+"/") || strings.Contains(rel, "/") || len(socket) > 108 {
-		return WardenConn{}, spec.Errorf(spec.CodeInvalidArgument, "dockerio.warden", "warden socket %q is not a path under %s", socket, TmpDir)
+	if err := checkWardenSocket(socket); err != nil {
+		return WardenConn{}, err
 	}
 	return a.wardenExec(ctx, sb, stderr, WardenPath, "attach", socket)
+}
+
+// checkWardenSocket refuses a reattach socket that is not a plain name
+// under TmpDir (what a warden's Hello says; the journal keeps it).
+func checkWardenSocket(socket string) error {
+	rel, ok := spec.CleanRelPath(strings.TrimPrefix(socket, TmpDir+"/"))
+	if !strings.HasPrefix(socket, TmpDir+"/") || !ok || rel != strings.TrimPrefix(socket, TmpDir+"/") || strings.Contains(rel, "/") || len(socket) > 108 {
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.warden", "warden socket %q is not a path under %s", socket, TmpDir)
+	}
+	return nil
 }
 
 func (a *Adapter) wardenExec(ctx context.Context, sb Sandbox, stderr io.Writer, argv ...string) (_ WardenConn, err error) {
