@@ -2,153 +2,18 @@ package stockade
 
 import (
 	"context"
-	"errors"
-	"log/slog"
-	"os"
-	"sort"
-	"strings"
-	"sync"
-	"sync/atomic"
+	"io"
 	"time"
 
-	"github.com/stockade/stockade/profile"
-
-	"github.com/stockade/stockade/dockerio"
-	"github.com/stockade/stockade/helpers"
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/internal/actors"
-	"github.com/stockade/stockade/internal/actors/sandbox"
-	"github.com/stockade/stockade/internal/pool"
-	"github.com/stockade/stockade/internal/recovery"
-	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/internal/core"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/metrics"
-	"github.com/stockade/stockade/recorder"
-	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/profile"
 )
 
-// Options configure Open. The zero value is usable: each zero field means
-// the default its comment names.
-type Options struct {
-	// Journal is the journal file; "" means $STOCKADE_JOURNAL, else
-	// $XDG_STATE_HOME/stockade/journal.db (else ~/.local/state/...).
-	Journal string
-	// Owner, if set, must match the journal's owner id.
-	Owner string
-	// Profile names the preflight profile; "" means $STOCKADE_PROFILE, else
-	// profile.Default (linux-x64). A relaxed profile is used only
-	// when named.
-	Profile string
-	// Logger receives the runtime's and the actor system's logs; nil is
-	// quiet.
-	Logger *slog.Logger
-	// Engine replaces the Docker adapter (tests use dockerio.Fake; its
-	// sandboxes have no warden and run processes as Docker execs).
-	Engine dockerio.Engine
-	// WardenBinary is the path of a stockade-warden binary every sandbox gets
-	// instead of the embedded one; "" means $STOCKADE_WARDEN, else the
-	// binary embedded in this program, written on first use under the
-	// journal's directory (journal.db → helpers/sha256-<hex>/) and verified
-	// by sha256 before each copy into a sandbox (see package helpers). A
-	// named file must be a static Linux executable of this version. Open
-	// fails when there is none (a GOARCH with no embedded binary and none
-	// named).
-	WardenBinary string
-	// EgressBinary is the path of a stockade-egress binary, the allowlist
-	// network's proxy, found as WardenBinary is ("" means $STOCKADE_EGRESS, else
-	// the embedded one). Without one, Open works and allowlist sandboxes
-	// are refused (unsupported, saying what is missing).
-	EgressBinary string
-	// StopGrace is the time between TERM and KILL (default 10 s).
-	StopGrace time.Duration
-	// HighWaterMark is a piped stream's credit in bytes (default 64 KiB).
-	HighWaterMark int
-	// OutputQuota is the default combined output quota (default 64 MiB).
-	OutputQuota int64
-	// LockTimeout bounds the wait for a journal held by another process.
-	LockTimeout time.Duration
-	// StopAdoptedProcesses makes recovery stop the processes it finds still
-	// running in a re-adopted sandbox (TERM, then KILL) instead of
-	// re-adopting them detached (their exit code recorded when they end).
-	StopAdoptedProcesses bool
-	// RecoveryTimeout bounds the wait for recovery to settle every sandbox
-	// (default 5 minutes).
-	RecoveryTimeout time.Duration
-	// Record is every process's default output recording (a process's
-	// spec.Process.Record overrides it): the zero value keeps the first
-	// 64 KiB and the last 1 MiB, Off records nothing. Recordings live in
-	// the directory beside the journal (journal.db → journal.rec/).
-	Record spec.Record
-	// Pools are warm pools: each keeps Size sandboxes of its spec made,
-	// verified and started ahead of demand, and CreateSandbox claims one
-	// when its spec has the pool's key (image, limits, network mode,
-	// user, datasets; the lifetime, TTL, env, dir, labels and allowlist
-	// rules asked are applied at the claim). A pool's spec sets none of
-	// those claim-time fields.
-	Pools []PoolSpec
-	// PoolRefills bounds how many pooled sandboxes are made at once,
-	// across every pool (default DefaultPoolRefills).
-	PoolRefills int
-	// CheckpointBytes bounds the checkpoint store beside the journal
-	// (journal.db → journal.checkpoints/): the distinct file contents it
-	// holds. A checkpoint past it fails resource_exhausted. Zero: the
-	// store's default.
-	CheckpointBytes int64
-}
-
 // Runtime is an open stockade runtime: one journal, one Docker daemon.
-type Runtime struct {
-	journal *journal.Journal
-	engine  dockerio.Engine
-	closer  func() error
-	sys     *actors.System
-	deps    *actors.Deps
-	log     *slog.Logger
-	// recorder keeps every process's output beside the journal.
-	recorder *recorder.Store
-
-	mu        sync.Mutex
-	sandboxes map[string]*Sandbox
-	closed    bool
-	recovery  RecoveryReport
-	// unreconciled holds the sandboxes taken out of service: recovery could
-	// not observe them or fold their journal, or their actor failed.
-	unreconciled map[string]unreconciled
-	// stopEvents ends the event watcher; eventsDone is closed when it has.
-	stopEvents context.CancelFunc
-	eventsDone chan struct{}
-
-	// metrics is made at the first Metrics call (most runtimes never
-	// export any): a journal follower is not free.
-	metricsOnce sync.Once
-	metrics     *metrics.Metrics
-	metricsErr  error
-	// metricsOn is metrics once made, for the recorders of figures that
-	// come as they happen (no metrics: nothing recorded).
-	metricsOn atomic.Pointer[metrics.Metrics]
-
-	// pools are the warm pools (pool.go); nil when none is configured.
-	pools *pool.Pools[*Sandbox]
-
-	// ckpt is the checkpoint store (checkpoints.go), opened at first use;
-	// ckptLimit its bound.
-	ckpt      checkpointStore
-	ckptLimit int64
-
-	// unanswered lists the asks removed sandboxes left open (Unanswered).
-	unanswered []string
-}
-
-// Unanswered lists the asks (a launch, a rollback) that a sandbox still
-// held when it was removed: each was answered with an internal error then,
-// instead of when its work ended. Every ask must be answered or refused on
-// its own: a non-empty list is a runtime defect (the tests and the drill
-// fail on one).
-func (rt *Runtime) Unanswered() []string {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return append([]string(nil), rt.unanswered...)
-}
+type Runtime struct{ c *core.Runtime }
 
 // Open opens (or creates) the journal, takes its lock, checks the daemon
 // against the profile and the journal's identity, starts the actor system
@@ -157,535 +22,19 @@ func (rt *Runtime) Unanswered() []string {
 // A journal that is a copy (journal.CopyTo) is refused (identity_mismatch):
 // a copy is never a second runtime.
 func Open(ctx context.Context, opts Options) (*Runtime, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	path := opts.Journal
-	if path == "" {
-		var err error
-		if path, err = journal.DefaultPath(); err != nil {
-			return nil, err
-		}
-	}
-	if err := opts.Record.Validate(); err != nil {
-		return nil, err
-	}
-	if err := pool.Check(opts.Pools, opts.PoolRefills); err != nil {
-		return nil, err
-	}
-	// The profile is checked before the journal is touched: a bad one
-	// creates no file.
-	engine, closer, err := engineFor(opts)
+	c, err := core.Open(ctx, opts.core())
 	if err != nil {
 		return nil, err
 	}
-	j, err := journal.Open(path, journal.Options{Owner: opts.Owner, LockTimeout: opts.LockTimeout})
-	if err != nil {
-		if closer != nil {
-			_ = closer() // the engine's connection; the Open error is the one reported
-		}
-		return nil, err
-	}
-	rt := &Runtime{journal: j, engine: engine, closer: closer, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]unreconciled{},
-		ckptLimit: opts.CheckpointBytes}
-	fail := func(err error) (*Runtime, error) {
-		// err is the one reported.
-		if rt.closer != nil {
-			_ = rt.closer()
-		}
-		_ = j.Close()
-		return nil, err
-	}
-	// Made under the journal's lock: one runtime writes recordings.
-	rec, err := recorder.Open(recorder.Dir(j.Path()), opts.Record, log)
-	if err != nil {
-		return fail(err)
-	}
-	rt.recorder = rec
-	daemon, err := rt.engine.Preflight(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	if err := j.BindDaemon(ctx, daemon.ID); err != nil {
-		return fail(err)
-	}
-	sys, err := actors.NewSystem(log, func(name string, reason any) {
-		if id, ok := strings.CutPrefix(name, "sandbox-"); ok {
-			rt.unreconcile(id, spec.Errorf(spec.CodeInternal, "runtime", "the actor of sandbox %s failed: %v", id, reason))
-		}
-	})
-	if err != nil {
-		return fail(err)
-	}
-	rt.sys = sys
-	var aj actors.Journal = j
-	if testJournal != nil {
-		aj = testJournal(j)
-	}
-	d := actors.Deps{Journal: aj, Engine: rt.engine, Log: log, Recorder: rec, Config: actors.Config{
-		Owner: j.Owner(), Profile: daemon.Profile, Revision: daemon.Revision,
-		StopGrace: opts.StopGrace, HighWaterMark: opts.HighWaterMark, OutputQuota: opts.OutputQuota,
-		Wardens: hasWarden(rt.engine),
-	}}.WithDefaults()
-	rt.deps = &d
-	// Die events since before recovery observed Docker are replayed to the
-	// watcher, so a workload that dies in between is not missed.
-	opened := time.Now()
-	unsealed, err := rec.Unsealed()
-	if err != nil {
-		log.Warn("listing unsealed recordings", "err", err)
-	}
-	unsealed = rt.sealEnded(unsealed)
-	rt.pools = pool.New[*Sandbox](poolMaker{rt}, log, opts.PoolRefills, rt.deps.Config.Wardens)
-	if err := rt.recover(ctx, opts); err != nil {
-		sys.Shutdown(30 * time.Second)
-		return fail(err)
-	}
-	rt.sealEnded(unsealed)
-	var wctx context.Context
-	wctx, rt.stopEvents = context.WithCancel(context.Background())
-	rt.eventsDone = make(chan struct{})
-	go rt.watchEvents(wctx, opened)
-	// After recovery: the pooled sandboxes it re-adopted are taken back
-	// before any refill (or removed, when no pool wants them).
-	if err := rt.openPools(ctx, opts); err != nil {
-		_ = rt.Close() // the pool's error is the one reported
-		return nil, err
-	}
-	return rt, nil
+	return &Runtime{c}, nil
 }
 
-// testJournal, set only by tests, wraps the journal the actors append to
-// (to fail or delay appends).
-var testJournal func(actors.Journal) actors.Journal
-
-// engineFor returns opts.Engine, or the Docker adapter for the profile
-// opts names ("" reads $STOCKADE_PROFILE, else the default linux-x64) with
-// its closer. The adapter's helpers are resolved here (helpers.Locate: the
-// option, the variable, else the embedded binary) and installed under the
-// journal's directory when a sandbox first needs them, so Open writes
-// nothing for them and PlanRecovery, which delivers none, never does.
-func engineFor(opts Options) (dockerio.Engine, func() error, error) {
-	if opts.Engine != nil {
-		return opts.Engine, nil, nil
-	}
-	if _, err := profile.Select(opts.Profile); err != nil {
-		return nil, nil, err
-	}
-	path := opts.Journal
-	if path == "" {
-		var err error
-		if path, err = journal.DefaultPath(); err != nil {
-			return nil, nil, err
-		}
-	}
-	dir := helpers.Dir(path)
-	w, err := helpers.Locate(helpers.Warden, opts.WardenBinary, dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	dopts := dockerio.Options{Profile: opts.Profile, WardenBinary: w}
-	// The proxy is needed only by allowlist sandboxes: a runtime without
-	// it (no artifact for this GOARCH and none named) still serves the
-	// others, and an allowlist create says what is missing. A named binary
-	// that is missing or wrong fails Open, as a named warden does: a typo
-	// in $STOCKADE_EGRESS must not pass as "no proxy".
-	named := opts.EgressBinary != "" || os.Getenv(helpers.Egress.Env) != ""
-	e, err := helpers.Locate(helpers.Egress, opts.EgressBinary, dir)
-	switch {
-	case err == nil:
-		dopts.EgressBinary = e
-	case named || !spec.IsCode(err, spec.CodeNotFound):
-		return nil, nil, err
-	}
-	ad, err := dockerio.NewAdapter(dopts)
-	if err != nil {
-		return nil, nil, err
-	}
-	return ad, ad.Close, nil
-}
-
-// Owner is the journal's owner id; it labels every Docker resource this
-// runtime makes.
-func (rt *Runtime) Owner() string { return rt.journal.Owner() }
-
-// SandboxSpec is what CreateSandbox is asked to make (defined in host/,
-// which the client shares).
-type SandboxSpec = host.SandboxSpec
-
-// CreateSandbox makes a sandbox and starts its workload. It returns once the
-// sandbox is started and verified, or with the error that stopped it (and
-// nothing left behind).
-func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, error) {
-	if err := rt.usable(); err != nil {
-		return nil, err
-	}
-	asked := time.Now()
-	full := spec.Sandbox{Image: s.Image, Policy: s.Policy, Datasets: s.Datasets, Lifetime: s.Lifetime, TTL: s.TTL,
-		Env: s.Env, Dir: s.Dir, Labels: s.Labels}.WithDefaults()
-	if s.From != "" {
-		if err := rt.fromCheckpoint(&full, s.From); err != nil {
-			return nil, err
-		}
-	}
-	// The whole spec is judged before the first Docker call or journal
-	// append: bad input costs nothing and leaves nothing to recover.
-	if err := full.ValidateUnpinned(); err != nil {
-		return nil, err
-	}
-	if err := profile.AdmitPolicy(full.Policy); err != nil {
-		return nil, err
-	}
-	var sb *Sandbox
-	var err error
-	if full.From == "" {
-		sb, err = rt.claimOrResolve(ctx, &full, s.Image)
-	} else if full.Image, err = rt.engine.ResolveImage(ctx, s.Image); err == nil {
-		// A checkpoint's workspace is written into a sandbox of its own:
-		// never a pool's, whose workspace is the image's.
-		err = full.Validate()
-	}
-	if err != nil {
-		return nil, err
-	}
-	if sb == nil {
-		sid, err := journal.NewID()
-		if err != nil {
-			return nil, err
-		}
-		var deadline time.Time
-		if full.TTL > 0 {
-			deadline = rt.deps.Now().Add(full.TTL)
-		}
-		if sb, err = rt.make(ctx, sandbox.Params{ID: sid, Spec: full, Deadline: deadline}); err != nil {
-			return nil, err
-		}
-	}
-	if full.From != "" {
-		if err := sb.rollback(ctx, full.From, true); err != nil {
-			if rerr := sb.Remove(context.WithoutCancel(ctx)); rerr != nil {
-				rt.log.Warn("removing a sandbox whose checkpoint could not be restored failed", "sandbox", sb.id, "err", rerr)
-			}
-			return nil, err
-		}
-	}
-	sb.handedOut(asked)
-	return sb, nil
-}
-
-// claimOrResolve pins full's image (ref, a tag or an ID) and claims a
-// pooled sandbox of full's key, if a pool has one ready (nil: a cold
-// create follows, with full.Image pinned). A tag a pool was configured
-// with is resolved beside the claim, not before it: the claim goes by the
-// pool's pin, and stands only if Docker resolves the tag to the same
-// image; a tag moved since Open discards the claimed sandbox (its claim
-// journaled, then its removal) and claims again by what it resolves to.
-func (rt *Runtime) claimOrResolve(ctx context.Context, full *spec.Sandbox, ref string) (*Sandbox, error) {
-	var id string
-	var err error
-	if pin, ok := rt.pools.Pinned(ref); ok {
-		resolved := make(chan error, 1)
-		go func() {
-			var rerr error
-			id, rerr = rt.engine.ResolveImage(ctx, ref)
-			resolved <- rerr
-		}()
-		guess := *full
-		guess.Image = pin
-		if guess.Validate() == nil {
-			sb, from, cerr := rt.pools.Claim(ctx, guess, false)
-			err = <-resolved
-			switch {
-			case err != nil:
-				if sb != nil {
-					rt.pools.Discard(sb)
-				}
-				return nil, err
-			case id == pin:
-				full.Image = pin
-				if sb != nil {
-					rt.pools.Counted(from)
-					return sb, nil
-				}
-				if cerr != nil {
-					return nil, cerr
-				}
-				// None was ready a moment ago: claimed again below by the
-				// key (one may be ready now), counted cold if not.
-			default:
-				// The tag moved: the pools follow it, and this request
-				// claims by what it names now.
-				if sb != nil {
-					rt.log.Info("an image tag moved since the pool resolved it; the claimed sandbox is discarded", "image", ref, "pool", from, "sandbox", sb.id)
-					rt.pools.Discard(sb)
-				}
-				rt.pools.Repin(ref, id)
-			}
-		} else {
-			err = <-resolved
-		}
-	} else {
-		id, err = rt.engine.ResolveImage(ctx, ref)
-	}
-	if err != nil {
-		return nil, err
-	}
-	full.Image = id
-	if err := full.Validate(); err != nil {
-		return nil, err
-	}
-	sb, from, err := rt.pools.Claim(ctx, *full, true)
-	if sb != nil {
-		rt.pools.Counted(from)
-	}
-	return sb, err
-}
-
-// make spawns a sandbox actor that creates p's sandbox and waits for the
-// outcome.
-func (rt *Runtime) make(ctx context.Context, p sandbox.Params) (*Sandbox, error) {
-	sid := p.ID
-	created := make(chan error, 1)
-	p.Created = created
-	sb, err := rt.spawn(p)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case err := <-created:
-		if err != nil {
-			// The actor has rolled back what was made (or says what it
-			// could not remove).
-			return nil, err
-		}
-		return sb, nil
-	case <-sb.gone:
-		select {
-		case err := <-created: // answered just before it stopped
-			if err != nil {
-				return nil, err
-			}
-			return sb, nil
-		default:
-		}
-		// The actor stopped mid-create (the runtime closed, or it failed):
-		// the journal holds the reservation for recovery.
-		return nil, sb.goneErr()
-	case <-ctx.Done():
-		// The create goes on in the actor; the sandbox can be found by id.
-		return nil, spec.Wrap(spec.CodeCancelled, "sandbox", ctx.Err(), "creating sandbox %s (it may still be made: see Sandboxes)", sid)
-	}
-}
-
-// spawn starts a sandbox actor and registers its handle until it is gone.
-func (rt *Runtime) spawn(p sandbox.Params) (*Sandbox, error) {
-	sb := &Sandbox{rt: rt, id: p.ID, gone: make(chan struct{})}
-	p.Unready = func() { rt.pools.Unready(sb) }
-	p.Unanswered = func(asks []string) {
-		rt.mu.Lock()
-		for _, a := range asks {
-			rt.unanswered = append(rt.unanswered, p.ID+": "+a)
-		}
-		rt.mu.Unlock()
-	}
-	p.Gone = func() {
-		rt.pools.Gone(sb)
-		if rt.usable() == nil {
-			rt.unreconcile(p.ID, spec.Errorf(spec.CodeInternal, "runtime", "the actor of sandbox %s stopped before the sandbox was removed", p.ID))
-		}
-		rt.mu.Lock()
-		close(sb.gone)
-		if rt.sandboxes[p.ID] == sb {
-			delete(rt.sandboxes, p.ID)
-		}
-		rt.mu.Unlock()
-	}
-	// Listed before its actor runs (the lock is held across the spawn, and
-	// Gone waits for it): a create in flight is listed from its first
-	// step, and an actor that stops at once is unlisted by Gone after.
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	pid, err := rt.sys.Spawn(sandbox.Props(rt.deps, p), "sandbox-"+p.ID)
-	if err != nil {
-		return nil, err
-	}
-	sb.pid = pid
-	rt.sandboxes[p.ID] = sb
-	return sb, nil
-}
-
-func (rt *Runtime) usable() error {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.closed {
-		return spec.Errorf(spec.CodeCancelled, "runtime", "the runtime is closed")
-	}
-	return nil
-}
-
-// Sandbox returns a live sandbox by id: one this runtime made, or one it
-// recovered (re-adopted, or exited and kept).
-func (rt *Runtime) Sandbox(id string) (*Sandbox, error) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if sb, ok := rt.sandboxes[id]; ok {
-		return sb, nil
-	}
-	if u, ok := rt.unreconciled[id]; ok {
-		return nil, u.err(id)
-	}
-	return nil, spec.Errorf(spec.CodeNotFound, "runtime", "no live sandbox %s", id)
-}
-
-// unreconciled is a sandbox taken out of service: listed, refused for work,
-// its journal left as it is for the next Open to reconcile.
-type unreconciled struct {
-	state lifecycle.Sandbox
-	why   error
-}
-
-func (u unreconciled) err(id string) error {
-	return spec.Wrap(spec.CodeUnreconciled, "runtime", u.why, "sandbox %s is out of service until a later Open reconciles it", id)
-}
-
-// unreconcile takes a live sandbox out of service (its actor failed or gave
-// up): it stays listed and refused for work rather than vanish while its
-// workload may still run, and its journal is left for the next Open. A
-// sandbox whose journal shows it removed, or never reserved, is simply gone.
-func (rt *Runtime) unreconcile(id string, why error) {
-	st, err := recovery.FoldSandbox(rt.journal, id)
-	if err == nil && (st.Phase == lifecycle.PhaseNone || st.Phase == lifecycle.PhaseRemoved) {
-		return
-	}
-	if err != nil && st.Phase == lifecycle.PhaseNone && spec.IsCode(err, spec.CodeNotFound) {
-		return // never journaled: nothing was made
-	}
-	st.ID = id
-	rt.mu.Lock()
-	if u, ok := rt.unreconciled[id]; ok && u.why != nil {
-		why = errors.Join(u.why, why)
-	}
-	rt.unreconciled[id] = unreconciled{state: st, why: why}
-	rt.mu.Unlock()
-	rt.log.Warn("sandbox taken out of service", "sandbox", id, "err", why)
-}
-
-// SandboxInfo is one line of Sandboxes (defined in host/).
-type SandboxInfo = host.SandboxInfo
-
-// Sandboxes lists the live sandboxes (made or recovered by this runtime),
-// sorted by reservation time.
-func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
-	rt.mu.Lock()
-	mine := make([]*Sandbox, 0, len(rt.sandboxes))
-	for _, sb := range rt.sandboxes {
-		mine = append(mine, sb)
-	}
-	rt.mu.Unlock()
-	var out []SandboxInfo
-	listed := map[string]bool{}
-	for _, sb := range mine {
-		snap, err := sb.inspect(ctx)
-		if err != nil {
-			if spec.IsCode(err, spec.CodeNotFound) || spec.IsCode(err, spec.CodeUnreconciled) {
-				continue // removed meanwhile, or out of service: listed below
-			}
-			return nil, err
-		}
-		s := snap.State
-		listed[s.ID] = true
-		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Shown(), Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Adopted: s.Adopted,
-			Processes: snap.Processes, Reserved: s.Reserved, Pool: s.Pool, Labels: s.Spec.Labels, Claimed: s.Claimed})
-	}
-	rt.mu.Lock()
-	for id, u := range rt.unreconciled {
-		if listed[id] {
-			continue // it failed after it answered: listed once, as it was
-		}
-		s := u.state
-		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Shown(), Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Reserved: s.Reserved,
-			Pool: s.Pool, Labels: s.Spec.Labels, Claimed: s.Claimed, Unreconciled: true, Why: u.why.Error()})
-	}
-	rt.mu.Unlock()
-	sort.Slice(out, func(i, k int) bool { return out[i].Reserved.Before(out[k].Reserved) })
-	return out, nil
-}
-
-// Close stops the actor system and releases the journal, leaving kept
-// sandboxes running (a later runtime finds them in the journal). Processes
-// still running lose their attachment.
-func (rt *Runtime) Close() error {
-	rt.mu.Lock()
-	if rt.closed {
-		rt.mu.Unlock()
-		return nil
-	}
-	rt.closed = true
-	rt.mu.Unlock()
-	// The pooled sandboxes stay (kept) for the next runtime to take back.
-	rt.pools.Close(false)
-	rt.stopEvents()
-	<-rt.eventsDone
-	rt.sys.Shutdown(30 * time.Second)
-	// The actors stopped closed every stream: their read loops end now
-	// (bounded: one stuck in a socket read is left behind, not waited
-	// for forever).
-	loops := make(chan struct{})
-	go func() {
-		if rt.deps != nil && rt.deps.Loops != nil {
-			rt.deps.Loops.Wait()
-		}
-		close(loops)
-	}()
-	select {
-	case <-loops:
-	case <-time.After(10 * time.Second):
-		rt.log.Warn("output read loops still running after close")
-	}
-	var err error
-	if rt.closer != nil {
-		err = rt.closer()
-	}
-	if jerr := rt.journal.Close(); err == nil {
-		err = jerr
-	}
-	return err
-}
-
-// Shutdown stops every sandbox of this runtime (exited, resources kept;
-// one-shot sandboxes are removed), then closes the runtime.
-func (rt *Runtime) Shutdown(ctx context.Context) error {
-	// Pooled sandboxes are the runtime's, not a caller's: removed.
-	rt.pools.Close(true)
-	rt.mu.Lock()
-	mine := make([]*Sandbox, 0, len(rt.sandboxes))
-	for _, sb := range rt.sandboxes {
-		mine = append(mine, sb)
-	}
-	rt.mu.Unlock()
-	var first error
-	for _, sb := range mine {
-		var err error
-		if sb.unkept() {
-			err = sb.Remove(ctx)
-		} else {
-			err = sb.Stop(ctx)
-		}
-		if err != nil && first == nil && !spec.IsCode(err, spec.CodeNotFound) {
-			first = err
-		}
-	}
-	if err := rt.Close(); first == nil {
-		first = err
-	}
-	return first
-}
-
-// hasWarden reports whether the engine delivers a warden into its sandboxes.
-func hasWarden(e dockerio.Wardens) bool {
-	w, ok := e.(dockerio.WardenDelivery)
-	return ok && w.HasWarden()
+// PlanRecovery reports what Open's recovery would decide for the journal
+// and the daemon, touching nothing: no Docker resource and no journal
+// record. It takes the journal's lock like Open (a running runtime makes it
+// fail with journal_locked).
+func PlanRecovery(ctx context.Context, opts Options) (RecoveryReport, error) {
+	return core.PlanRecovery(ctx, opts.core())
 }
 
 // Doctor checks the Docker daemon in the environment against the named
@@ -693,5 +42,149 @@ func hasWarden(e dockerio.Wardens) bool {
 // error is non-nil only when the daemon could not be asked; a daemon that
 // fails the profile gives a report whose Err says why.
 func Doctor(ctx context.Context, profileName string) (profile.Report, error) {
-	return dockerio.Doctor(ctx, profileName)
+	return core.Doctor(ctx, profileName)
 }
+
+// Owner is the journal's owner id; it labels every Docker resource this
+// runtime makes.
+func (rt *Runtime) Owner() string { return rt.c.Owner() }
+
+// CreateSandbox makes a sandbox and starts its workload. It returns once the
+// sandbox is started and verified, or with the error that stopped it (and
+// nothing left behind). A spec whose pool key matches a warm pool's claims
+// one of its sandboxes; one with From is made from that checkpoint.
+func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, error) {
+	return sandboxOf(rt.c.CreateSandbox(ctx, s))
+}
+
+// Sandbox returns a live sandbox by id: one this runtime made, or one it
+// recovered (re-adopted, or exited and kept). A sandbox out of service
+// fails unreconciled; one that is not live, not_found.
+func (rt *Runtime) Sandbox(id string) (*Sandbox, error) { return sandboxOf(rt.c.Sandbox(id)) }
+
+// Sandboxes lists the live sandboxes (made or recovered by this runtime),
+// sorted by reservation time, and those taken out of service (Unreconciled
+// set, Why saying why).
+func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
+	return rt.c.Sandboxes(ctx)
+}
+
+// Process returns a live process by id: one started through this runtime,
+// or one recovery re-adopted from an earlier runtime (its output goes to
+// the recorder only, so its Stdout and Stderr are nil: follow it with
+// Logs). It can be signalled, stopped and waited for. not_found when the
+// process is not live here.
+func (rt *Runtime) Process(ctx context.Context, id string) (*Process, error) {
+	return processOf(rt.c.Process(ctx, id))
+}
+
+// Recovery returns the report of the recovery Open ran.
+func (rt *Runtime) Recovery() RecoveryReport { return rt.c.Recovery() }
+
+// Unanswered lists the asks (a launch, a rollback) that a sandbox still
+// held when it was removed: each was answered with an internal error then,
+// instead of when its work ended. Every ask must be answered or refused on
+// its own: a non-empty list is a runtime defect (the tests and the drill
+// fail on one).
+func (rt *Runtime) Unanswered() []string { return rt.c.Unanswered() }
+
+// History returns a sandbox's journaled events and its processes', in time
+// order. It reads the journal, so it survives restarts.
+func (rt *Runtime) History(ctx context.Context, sandboxID string) ([]HistoryEvent, error) {
+	return rt.c.History(ctx, sandboxID)
+}
+
+// Follow calls fn with a sandbox's history (its events and its processes',
+// in time order), then with each of their events as it is committed, until
+// ctx ends (nil) or fn or the journal fails. With sandboxID "" it follows
+// every entity's new events (a tail) and gives no past. Nothing is missed
+// between the past and the live events, and nothing is given twice. A
+// follower that falls far behind ends with a journal error (ErrLagged).
+func (rt *Runtime) Follow(ctx context.Context, sandboxID string, fn func(HistoryEvent) error) error {
+	return rt.c.Follow(ctx, sandboxID, fn)
+}
+
+// ReplaySandbox folds a sandbox's stream of this runtime's journal up to
+// sequence at (0: to its end) and returns its state there: what the live
+// actor held at that point.
+func (rt *Runtime) ReplaySandbox(ctx context.Context, id string, at uint64) (lifecycle.Sandbox, error) {
+	return rt.c.ReplaySandbox(ctx, id, at)
+}
+
+// ReplayProcess is ReplaySandbox for a process's stream.
+func (rt *Runtime) ReplayProcess(ctx context.Context, id string, at uint64) (lifecycle.Process, error) {
+	return rt.c.ReplayProcess(ctx, id, at)
+}
+
+// Live lists the journal's live index.
+func (rt *Runtime) Live(ctx context.Context) ([]host.LiveEntity, error) { return rt.c.Live(ctx) }
+
+// Verify checks the runtime's whole journal while it appends: every record
+// decodes, sequences have no gap, the indexes agree, every stream folds.
+func (rt *Runtime) Verify(ctx context.Context) error { return rt.c.Verify(ctx) }
+
+// Export writes the runtime's whole journal as JSON lines: a consistent
+// snapshot, taken while appends go on.
+func (rt *Runtime) Export(ctx context.Context, w io.Writer) error { return rt.c.Export(ctx, w) }
+
+// Logs reads the recorded output of a process of this runtime's journal,
+// running or ended (see ReadOutput). A process that runs, recorded, but
+// whose read loop has not yet made its recording has no output yet: an
+// empty, incomplete summary, not not_found.
+func (rt *Runtime) Logs(id string, fn func(OutputChunk) error) (OutputSummary, error) {
+	return rt.c.Logs(id, fn)
+}
+
+// Egress calls fn with a sandbox's recorded egress decisions, oldest first
+// (bounded: recorder.MaxDecisionBytes per file, the newest two files). A
+// sandbox with none, or not an allowlist sandbox, calls fn never.
+func (rt *Runtime) Egress(id string, fn func(EgressDecision) error) error { return rt.c.Egress(id, fn) }
+
+// Retain deletes the terminal entities of the journal whose end is older
+// than olderThan (journal.Journal.Retain), then the recordings and egress
+// decisions of the processes and sandboxes no longer in the journal. It
+// returns how many entities were deleted.
+func (rt *Runtime) Retain(ctx context.Context, olderThan time.Duration) (int, error) {
+	return rt.c.Retain(ctx, olderThan)
+}
+
+// Pools lists the runtime's warm pools: their size, what is ready and
+// being made, and the claims served warm and cold since Open.
+func (rt *Runtime) Pools(ctx context.Context) ([]PoolInfo, error) { return rt.c.Pools(ctx) }
+
+// ResizePool sets a pool's size. Growing starts refills; shrinking removes
+// ready sandboxes past the new size. Size 0 empties it.
+func (rt *Runtime) ResizePool(ctx context.Context, name string, size int) error {
+	return rt.c.ResizePool(ctx, name, size)
+}
+
+// Checkpoints lists the store's checkpoints, oldest first: a sandbox's, or
+// every one ("").
+func (rt *Runtime) Checkpoints(ctx context.Context, sandboxID string) ([]CheckpointInfo, error) {
+	return rt.c.Checkpoints(ctx, sandboxID)
+}
+
+// RemoveCheckpoint deletes a checkpoint from the store (content no other
+// checkpoint shares goes with it). The journal keeps its history.
+func (rt *Runtime) RemoveCheckpoint(ctx context.Context, id string) error {
+	return rt.c.RemoveCheckpoint(ctx, id)
+}
+
+// Metrics returns this runtime's Prometheus metrics (package metrics),
+// counted from the first call on: serve them with Metrics().Handler(), or
+// gather Registry() with a host's own.
+func (rt *Runtime) Metrics() (*metrics.Metrics, error) { return rt.c.Metrics() }
+
+// Host returns the runtime as a host.Runtime: the interface the served
+// runtime's client (client.Dial) also implements, so a Go host switches
+// between embedded and served with one line. Closing it closes rt.
+func (rt *Runtime) Host() host.Runtime { return rt.c.Host() }
+
+// Close stops the actor system and releases the journal, leaving kept
+// sandboxes (and pooled ones) running: a later runtime finds them in the
+// journal. Processes still running lose their attachment.
+func (rt *Runtime) Close() error { return rt.c.Close() }
+
+// Shutdown stops every sandbox of this runtime (exited, resources kept;
+// one-shot and pooled sandboxes are removed), then closes the runtime.
+func (rt *Runtime) Shutdown(ctx context.Context) error { return rt.c.Shutdown(ctx) }

@@ -45,20 +45,23 @@ var rank = map[string]int{
 	"internal/recovery": 7,
 	// The embedded helper binaries: only the root installs them.
 	"helpers": 7,
-	"":        8, // the root package: the embedded API
-	"server":  9, "kubenode": 9,
+	// The runtime behind the root's facade: composition, the live
+	// registry, events, recovery, the pools' and checkpoints' wiring.
+	"internal/core": 8,
+	"":              9, // the root package: the embedded API
+	"server":        10, "kubenode": 10,
 
-	"cmd/stockade": 10, "cmd/stockade-node": 10, "cmd/warden": 10, "cmd/egress": 10, "helpers/internal/gen": 10,
+	"cmd/stockade": 11, "cmd/stockade-node": 11, "cmd/warden": 11, "cmd/egress": 11, "helpers/internal/gen": 11,
 
 	// Test support and the integration suite sit above everything
 	// (internal/testutil's fixture opens a runtime on the Fake: it imports
 	// the root). A package's tests may import any of them: the walk skips
 	// _test.go files.
-	"internal/testenv": 11, "internal/testutil": 11, "internal/dockertest": 11, "internal/faultproxy": 11,
-	"internal/layers": 11, "internal/kubecluster": 11, "internal/kubecluster/cmd/kubecluster": 12, "internal/inspecttest": 11, "internal/journaltest": 11, "internal/metricstest": 11,
+	"internal/testenv": 12, "internal/testutil": 12, "internal/dockertest": 12, "internal/faultproxy": 12,
+	"internal/layers": 12, "internal/kubecluster": 12, "internal/kubecluster/cmd/kubecluster": 13, "internal/inspecttest": 12, "internal/journaltest": 12, "internal/metricstest": 12,
 	// The suites against the real daemon (test/...) share test/testkit.
-	"test/testkit": 12, "test": 13,
-	"test/api": 13, "test/recovery": 13, "test/dockerio": 13, "test/warden": 13, "test/checkpoint": 13, "test/egress": 13, "test/pool": 13, "test/serve": 13, "test/cli": 13, "test/install": 13, "test/drill": 13, "test/hostile": 13, "test/faults": 13, "test/kube": 13, "test/bench": 13, "test/load": 13, "test/soak": 13,
+	"test/testkit": 13, "test": 14,
+	"test/api": 14, "test/recovery": 14, "test/dockerio": 14, "test/warden": 14, "test/checkpoint": 14, "test/egress": 14, "test/pool": 14, "test/serve": 14, "test/cli": 14, "test/install": 14, "test/drill": 14, "test/hostile": 14, "test/faults": 14, "test/kube": 14, "test/bench": 14, "test/load": 14, "test/soak": 14,
 }
 
 // only lists packages whose imports are closed further: the programs copied
@@ -121,7 +124,7 @@ func stdlib(imp string) bool { return !strings.Contains(strings.Split(imp, "/")[
 // runtimeDep reports whether imp is part of the live runtime: the root,
 // the actors, Docker's seam and client, the actor system.
 func runtimeDep(imp string) bool {
-	return imp == module || imp == module+"/dockerio" || strings.HasPrefix(imp, module+"/internal/actors") ||
+	return imp == module || imp == module+"/internal/core" || imp == module+"/dockerio" || strings.HasPrefix(imp, module+"/internal/actors") ||
 		strings.HasPrefix(imp, "github.com/docker/") || strings.HasPrefix(imp, "github.com/asynkron/")
 }
 

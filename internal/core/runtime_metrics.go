@@ -1,4 +1,4 @@
-package stockade
+package core
 
 import (
 	"context"

@@ -1,0 +1,80 @@
+package stockade
+
+import (
+	"github.com/stockade/stockade/egress"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/core"
+	"github.com/stockade/stockade/internal/pool"
+	"github.com/stockade/stockade/internal/recovery"
+	"github.com/stockade/stockade/recorder"
+	"github.com/stockade/stockade/spec"
+)
+
+// The API's value types are defined where the client shares them (host/,
+// spec/) or where they are made (recorder/, egress/); these names are
+// those types, not copies.
+type (
+	// SandboxSpec is what CreateSandbox is asked to make.
+	SandboxSpec = host.SandboxSpec
+	// SandboxInfo is one line of Sandboxes.
+	SandboxInfo = host.SandboxInfo
+	// HistoryEvent is one journaled event of a sandbox or one of its
+	// processes.
+	HistoryEvent = host.HistoryEvent
+	// RecoveryReport says what the recovery run by Open found and did.
+	RecoveryReport = host.RecoveryReport
+	// RecoveredSandbox is one line of a RecoveryReport.
+	RecoveredSandbox = host.RecoveredSandbox
+	// PoolSpec configures a warm pool.
+	PoolSpec = host.PoolSpec
+	// PoolInfo is one line of Pools.
+	PoolInfo = host.PoolInfo
+	// CheckpointInfo describes one checkpoint of the store.
+	CheckpointInfo = host.CheckpointInfo
+	// Result is how a process ended.
+	Result = spec.Result
+	// EgressDecision is one decision of a sandbox's egress proxy, as
+	// recorded beside the journal.
+	EgressDecision = egress.Decision
+	// OutputChunk is one piece of a process's recorded output, in arrival
+	// order: bytes of stdout (Stream 1) or stderr (Stream 2), or a gap
+	// (Stream 0) with the count of bytes the recording does not hold there.
+	OutputChunk = recorder.Chunk
+	// OutputSummary says how a recording ends: complete (the output ended,
+	// was synced before the process's exit was journaled, and its end
+	// record written after it), or torn (cut by a crash, or still being
+	// written), with the totals.
+	OutputSummary = recorder.Summary
+)
+
+// Unreconciled is the decision recorded for a sandbox recovery could not
+// observe: it is listed, and every operation on it fails with unreconciled,
+// until a later Open reconciles it.
+const Unreconciled = recovery.Unreconciled
+
+// DefaultPoolRefills is how many pooled sandboxes are made at once, by
+// default, across every pool.
+const DefaultPoolRefills = pool.DefaultRefills
+
+// MaxPoolSize bounds one pool.
+const MaxPoolSize = pool.MaxSize
+
+// CheckPoolName judges a pool's name as Open does (the CLI judges its
+// flags with it before anything is opened): 1 to 32 of [a-z0-9_-],
+// starting with a letter or digit.
+func CheckPoolName(name string) error { return pool.CheckName(name) }
+
+// ReadOutput reads process id's recorded output from beside the journal at
+// journalPath ("" means the default journal, as Options.Journal) and hands
+// each chunk to fn in arrival order. It takes no lock and opens no
+// journal: it works while a runtime holds the journal (the recording of a
+// running process reads up to its last write) and after it is gone. A
+// process with no recording (recording off, never started, or removed by
+// retention) is not_found; a corrupt one fails with code journal after the
+// chunks before the corruption.
+func ReadOutput(journalPath, id string, fn func(OutputChunk) error) (OutputSummary, error) {
+	return core.ReadOutput(journalPath, id, fn)
+}
+
+// HostProcess presents a process as a host.Process.
+func HostProcess(p *Process) host.Process { return core.HostProcess(p.h) }
