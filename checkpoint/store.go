@@ -53,6 +53,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // Bounds.
@@ -80,9 +81,7 @@ const (
 
 // Dir is the checkpoint store of the journal at journalPath: its name with
 // the extension replaced by .checkpoints, beside it.
-func Dir(journalPath string) string {
-	return strings.TrimSuffix(journalPath, filepath.Ext(journalPath)) + ".checkpoints"
-}
+func Dir(journalPath string) string { return statedir.Checkpoints(journalPath) }
 
 // Entry types.
 const (

@@ -21,6 +21,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // SchemaVersion is the meta schema version this build writes and reads.
@@ -164,17 +165,11 @@ var (
 // $XDG_STATE_HOME/stockade/journal.db (when absolute), else
 // ~/.local/state/stockade/journal.db.
 func DefaultPath() (string, error) {
-	if p := os.Getenv("STOCKADE_JOURNAL"); p != "" {
-		return p, nil
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "stockade", "journal.db"), nil
-	}
-	home, err := os.UserHomeDir()
+	p, err := statedir.DefaultJournal()
 	if err != nil {
-		return "", spec.Wrap(spec.CodeInvalidArgument, "journal.path", err, "no journal path: set STOCKADE_JOURNAL")
+		return "", spec.Wrap(spec.CodeInvalidArgument, "journal.path", err, "the default journal path")
 	}
-	return filepath.Join(home, ".local", "state", "stockade", "journal.db"), nil
+	return p, nil
 }
 
 // Open opens the journal at path, creating it (and its directory) if it does

@@ -8,12 +8,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/stockade/stockade/internal/safedir"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // SocketEnv names the environment variable that overrides the socket path.
@@ -29,7 +29,7 @@ func SocketPath(journal string) string {
 	if env := os.Getenv(SocketEnv); env != "" {
 		return env
 	}
-	return strings.TrimSuffix(journal, filepath.Ext(journal)) + ".sock"
+	return statedir.Socket(journal)
 }
 
 // socketDir is what a socket's directory must be: the server's own (owned

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/stockade/stockade/internal/retention"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
@@ -55,55 +56,8 @@ func (rt *Runtime) Logs(id string, fn func(OutputChunk) error) (OutputSummary, e
 	return sum, err
 }
 
-// Retain deletes the terminal entities of the journal whose end is older
-// than olderThan (journal.Journal.Retain), then every recording whose
-// process no longer has a stream in the journal: a removed sandbox's
-// recordings go with its events. The recordings are listed before the
-// journal's streams, so a process started meanwhile (its stream is
-// journaled before its recording is made) is never taken for a removed
-// one. A removed sandbox's egress decisions go too. It returns how many
-// entities were deleted.
+// Retain applies retention to the runtime's journal and recordings
+// (retention.Apply).
 func (rt *Runtime) Retain(ctx context.Context, olderThan time.Duration) (int, error) {
-	n, err := rt.journal.Retain(ctx, olderThan)
-	if err != nil {
-		return n, err
-	}
-	ids, err := rt.recorder.IDs()
-	if err != nil {
-		return n, err
-	}
-	sandboxes, err := recorder.DecisionSandboxes(rt.recorder.Path())
-	if err != nil {
-		return n, err
-	}
-	live, liveSandbox := map[string]bool{}, map[string]bool{}
-	err = rt.journal.Streams(func(k journal.Key) error {
-		switch k.Kind {
-		case journal.KindProcess:
-			live[k.ID] = true
-		case journal.KindSandbox:
-			liveSandbox[k.ID] = true
-		case journal.KindRuntime:
-			// Runtime-wide facts: no recording or decisions are theirs.
-		}
-		return nil
-	})
-	if err != nil {
-		return n, err
-	}
-	for _, id := range ids {
-		if !live[id] {
-			if err := rt.recorder.Remove(id); err != nil {
-				return n, err
-			}
-		}
-	}
-	for _, id := range sandboxes {
-		if !liveSandbox[id] {
-			if err := recorder.RemoveDecisions(rt.recorder.Path(), id); err != nil {
-				return n, err
-			}
-		}
-	}
-	return n, nil
+	return retention.Apply(ctx, rt.journal, rt.recorder, olderThan)
 }

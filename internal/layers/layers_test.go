@@ -18,7 +18,9 @@ const module = "github.com/stockade/stockade"
 // lower rank. A new package must be placed here; the test names it if not.
 var rank = map[string]int{
 	"spec": 0,
-	"api":  0, "api/stockade/v1": 0,
+	// The state directory's layout: the standard library only.
+	"statedir": 0,
+	"api":      0, "api/stockade/v1": 0,
 	"internal/failpoint": 0, "helpers/internal/manifest": 0, "internal/survivor": 0,
 
 	"internal/safedir": 1, "profile": 1,
@@ -43,6 +45,8 @@ var rank = map[string]int{
 	"internal/pool": 6,
 	// What recovery reads before it acts (it shares the sandbox actor's Decide).
 	"internal/recovery": 7,
+	// What a journal no longer needs, deleted with its recordings.
+	"internal/retention": 4,
 	// The embedded helper binaries: only the root installs them.
 	"helpers": 7,
 	// The runtime behind the root's facade: composition, the live
@@ -108,8 +112,9 @@ var only = map[string]func(imp string) bool{
 	"cmd/stockade-node": apiEdge,
 	// The store is files and hashes: no journal, no Docker.
 	"checkpoint": func(imp string) bool {
-		return stdlib(imp) || imp == module+"/spec" || strings.HasPrefix(imp, "golang.org/x/sys/")
+		return stdlib(imp) || imp == module+"/spec" || imp == module+"/statedir" || strings.HasPrefix(imp, "golang.org/x/sys/")
 	},
+	"statedir": stdlib,
 }
 
 // apiEdge: not dockerio, not the actors.

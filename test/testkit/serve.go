@@ -16,6 +16,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // Served is a `stockade serve` subprocess of a CLIEnv's binary on its
@@ -61,7 +62,7 @@ func StartSubprocess(t *testing.T, cmd *exec.Cmd) *Subprocess {
 // it if the test has not ended it. It returns once the socket answers.
 func (e *CLIEnv) Serve(t *testing.T, ctx context.Context, flags ...string) *Served {
 	t.Helper()
-	s := &Served{Logs: &LockedBuffer{}, Sock: strings.TrimSuffix(e.Journal, ".db") + ".sock"}
+	s := &Served{Logs: &LockedBuffer{}, Sock: statedir.Socket(e.Journal)}
 	cmd := exec.Command(e.Bin, append([]string{"serve", "--journal", e.Journal}, flags...)...)
 	cmd.Stdout, cmd.Stderr = s.Logs, s.Logs
 	s.Subprocess = StartSubprocess(t, cmd)

@@ -1,0 +1,64 @@
+// Package statedir is the one layout of a runtime's state: the journal
+// file, and everything kept beside it, named from the journal's path. The
+// journal, the recorder, the checkpoint store, the helpers' installer and
+// the server each ask it for their place instead of computing their own.
+//
+//	~/.local/state/stockade/   the journal's directory (DefaultJournal)
+//	  journal.db               the journal (bbolt)
+//	  journal.rec/             the recordings: output, changes, stdin, egress decisions
+//	  journal.checkpoints/     the content-addressed checkpoint store
+//	  journal.sock             the served runtime's socket
+//	  helpers/                 the installed warden and egress binaries
+package statedir
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// JournalEnv names the variable that, when set, is the journal's path.
+const JournalEnv = "STOCKADE_JOURNAL"
+
+// ErrNoHome: no journal path could be made (no $STOCKADE_JOURNAL, no
+// absolute $XDG_STATE_HOME, and no home directory).
+var ErrNoHome = errors.New("no journal path: set STOCKADE_JOURNAL")
+
+// DefaultJournal is the journal's path: $STOCKADE_JOURNAL if set, else
+// $XDG_STATE_HOME/stockade/journal.db (when absolute), else
+// ~/.local/state/stockade/journal.db.
+func DefaultJournal() (string, error) {
+	if p := os.Getenv(JournalEnv); p != "" {
+		return p, nil
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "stockade", "journal.db"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", errors.Join(ErrNoHome, err)
+	}
+	return filepath.Join(home, ".local", "state", "stockade", "journal.db"), nil
+}
+
+// beside is the journal's path with its extension replaced by ext.
+func beside(journal, ext string) string {
+	return strings.TrimSuffix(journal, filepath.Ext(journal)) + ext
+}
+
+// Recordings is the recording directory of the journal: journal.db →
+// journal.rec, beside it.
+func Recordings(journal string) string { return beside(journal, ".rec") }
+
+// Checkpoints is the checkpoint store of the journal: journal.db →
+// journal.checkpoints, beside it.
+func Checkpoints(journal string) string { return beside(journal, ".checkpoints") }
+
+// Socket is the served runtime's socket of the journal: journal.db →
+// journal.sock, beside it.
+func Socket(journal string) string { return beside(journal, ".sock") }
+
+// Helpers is the directory the embedded helper binaries are installed
+// under: helpers/ in the journal's directory.
+func Helpers(journal string) string { return filepath.Join(filepath.Dir(journal), "helpers") }
