@@ -160,32 +160,9 @@ type Process interface {
 	Resize(ctx context.Context, rows, cols uint16) error
 }
 
-// SandboxSpec is what CreateSandbox is asked to make.
-type SandboxSpec struct {
-	// Image is a tag or an image ID; a tag is resolved once and pinned.
-	Image string
-	// Policy; each zero field means its default (spec.Policy.WithDefaults),
-	// so the zero Policy is spec.DefaultPolicy().
-	Policy   spec.Policy
-	Datasets []spec.Dataset
-	// Lifetime; "" means spec.Kept.
-	Lifetime spec.Lifetime
-	// TTL, if positive, stops the sandbox that long after creation.
-	TTL time.Duration
-	// Env is every process's environment before its own; Dir its default
-	// working directory; Labels the caller's names for the sandbox
-	// (listed and journaled, never Docker labels). Like Lifetime and TTL
-	// they are applied at a warm pool's claim, so they never force a cold
-	// start (see spec.Sandbox.PoolKey).
-	Env    []string
-	Dir    string
-	Labels map[string]string
-	// From is a checkpoint (its id, or a name unique among its sandbox's
-	// checkpoints given as SANDBOX/NAME) whose workspace the sandbox starts
-	// with; its Env and Dir are the defaults for the fields left empty. A
-	// sandbox made from a checkpoint is never taken from a warm pool.
-	From string
-}
+// SandboxSpec is what CreateSandbox is asked to make: spec.Sandbox, the one
+// type of a sandbox's spec, as asked (a tag, a checkpoint's name).
+type SandboxSpec = spec.Sandbox
 
 // PoolSpec configures a warm pool: Size sandboxes made from Sandbox ahead
 // of demand, each claimed by a CreateSandbox whose spec has the same pool

@@ -216,30 +216,8 @@ func emit(segs []segment, fn func(Chunk) error) (Summary, error) {
 	}
 	last := segs[len(segs)-1]
 	sum.Torn = last.torn
-	// Keep the last Tail bytes of the tail: older ones are beyond the
-	// bound even if a segment not yet deleted still holds them.
-	if len(tail) > 0 && sum.Tail > 0 {
-		dataEnd := int64(0)
-		for _, t := range tail {
-			if t.rec.typ != TypeGap {
-				dataEnd = t.off + int64(len(t.rec.data))
-			}
-		}
-		from := dataEnd - sum.Tail
-		for len(tail) > 0 {
-			t := &tail[0]
-			size := recSize(t.rec)
-			if t.off+size <= from {
-				tail = tail[1:]
-				continue
-			}
-			if t.off < from && t.rec.typ != TypeGap {
-				cut := from - t.off
-				t.rec.data = t.rec.data[cut:]
-				t.off = from
-			}
-			break
-		}
+	if sum.Tail > 0 {
+		tail = lastBytes(tail, sum.Tail)
 	}
 	at := int64(0)
 	out := func(p placed) error {
@@ -282,6 +260,31 @@ func emit(segs []segment, fn func(Chunk) error) (Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// lastBytes keeps the last n bytes of the tail's records: older ones are
+// beyond the bound even if a segment not yet deleted still holds them.
+func lastBytes(tail []placed, n int64) []placed {
+	dataEnd := int64(0)
+	for _, t := range tail {
+		if t.rec.typ != TypeGap {
+			dataEnd = t.off + int64(len(t.rec.data))
+		}
+	}
+	from := dataEnd - n
+	for len(tail) > 0 {
+		t := &tail[0]
+		if t.off+recSize(t.rec) <= from {
+			tail = tail[1:]
+			continue
+		}
+		if t.off < from && t.rec.typ != TypeGap {
+			t.rec.data = t.rec.data[from-t.off:]
+			t.off = from
+		}
+		break
+	}
+	return tail
 }
 
 func recSize(r record) int64 {

@@ -214,27 +214,36 @@ type Dataset struct {
 	Target string `json:"target"`
 }
 
-// Sandbox is what CreateSandbox is asked to make.
+// Sandbox is what CreateSandbox is asked to make, and what the journal
+// keeps of it. As asked, Image may be a tag and From a SANDBOX/NAME, and
+// zero fields mean their defaults (WithDefaults); the runtime resolves and
+// fills them before the spec is judged (Validate) and journaled.
 type Sandbox struct {
-	// Image is the sandbox image, pinned by exact ID (sha256:…). A tag is
-	// resolved once by the caller-facing API and pinned.
-	Image    string    `json:"image"`
+	// Image is the sandbox image: a tag or an image ID as asked, pinned by
+	// exact ID (sha256:…) once resolved; a tag is resolved once.
+	Image string `json:"image"`
+	// Policy; each zero field means its default (Policy.WithDefaults), so
+	// the zero Policy is DefaultPolicy().
 	Policy   Policy    `json:"policy"`
 	Datasets []Dataset `json:"datasets,omitempty"`
-	Lifetime Lifetime  `json:"lifetime"`
+	// Lifetime; "" means Kept.
+	Lifetime Lifetime `json:"lifetime"`
 	// TTL, if positive, stops the sandbox that long after creation.
 	TTL time.Duration `json:"ttl,omitempty"`
 	// Env is every process's environment before its own (a process's
 	// variable of the same name wins); Dir is its default working
 	// directory. Labels are the caller's names for the sandbox: journaled
 	// and listed, never Docker labels. The three, like Lifetime and TTL,
-	// are applied at a warm pool's claim (see PoolKey).
+	// are applied at a warm pool's claim, so they never force a cold start
+	// (see PoolKey).
 	Env    []string          `json:"env,omitempty"`
 	Dir    string            `json:"dir,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
-	// From is the checkpoint (its id, ck-…) whose workspace the sandbox
-	// starts with, written in before any process runs (journaled
-	// sandbox.restored). A sandbox with a From is never a pool's.
+	// From is the checkpoint whose workspace the sandbox starts with,
+	// written in before any process runs (journaled sandbox.restored): its
+	// id (ck-…), or as asked a name unique among its sandbox's checkpoints
+	// given as SANDBOX/NAME. Its Env and Dir are the defaults for the
+	// fields left empty. A sandbox with a From is never a pool's.
 	From string `json:"from,omitempty"`
 }
 

@@ -168,21 +168,7 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		return 0
 	}
 	if c.follow || c.sub == "tail" {
-		// Live events need a living runtime: a server.
-		cl := dial(c.g)
-		if cl == nil {
-			return fail(stderr, needServer("journal "+c.sub+" following live events"), 1)
-		}
-		defer func() { _ = cl.Close() }() // a client's connection: nothing to lose
-		p := historyPrinter{w: stdout, json: c.g.json}
-		// A failed write ends the follow and fails the command.
-		err := cl.Follow(ctx, c.id, func(e host.HistoryEvent) error {
-			if !c.wanted(e) {
-				return nil
-			}
-			return p.print(e)
-		})
-		if err != nil {
+		if err := c.followLive(ctx, stdout); err != nil {
 			return fail(stderr, err, 1)
 		}
 		return 0
@@ -192,19 +178,49 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		return fail(stderr, err, 1)
 	}
 	defer func() { _ = src.close() }() // a client's connection or a journal opened read-only: nothing to lose
-	in := src.in
 	out := &printer{w: stdout}
+	if err := c.inspect(ctx, src, out); err != nil {
+		return fail(stderr, err, 1)
+	}
+	if err := out.Err(); err != nil {
+		return fail(stderr, err, 1)
+	}
+	return 0
+}
+
+// followLive prints the journal's events as they are committed: live
+// events need a living runtime, a server. A failed write ends the follow
+// and fails the command.
+func (c *journalCmd) followLive(ctx context.Context, stdout io.Writer) error {
+	cl := dial(c.g)
+	if cl == nil {
+		return needServer("journal " + c.sub + " following live events")
+	}
+	defer func() { _ = cl.Close() }() // a client's connection: nothing to lose
+	p := historyPrinter{w: stdout, json: c.g.json}
+	return cl.Follow(ctx, c.id, func(e host.HistoryEvent) error {
+		if !c.wanted(e) {
+			return nil
+		}
+		return p.print(e)
+	})
+}
+
+// inspect answers the subcommands that read the journal (show, replay,
+// diff, verify, export, ls) from src, printing to out.
+func (c *journalCmd) inspect(ctx context.Context, src journalSource, out *printer) error {
+	in := src.in
 	switch c.sub {
 	case "show":
 		evs, err := in.History(ctx, c.id)
 		if err != nil {
-			return fail(stderr, err, 1)
+			return err
 		}
 		if src.pathErr != nil {
-			return fail(stderr, src.pathErr, 1)
+			return src.pathErr
 		}
 		if err := c.show(out, src.path, evs); err != nil {
-			return fail(stderr, err, 1)
+			return err
 		}
 	case "replay":
 		var state any
@@ -215,7 +231,7 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 			state, err = in.ReplaySandbox(ctx, c.id, c.at.first())
 		}
 		if err != nil {
-			return fail(stderr, err, 1)
+			return err
 		}
 		enc := newEncoder(out)
 		enc.SetIndent("", "  ")
@@ -223,29 +239,26 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 	case "diff":
 		changes, err := inspect.Diff(ctx, in, c.id, c.process, c.at[0], c.at[1])
 		if err != nil {
-			return fail(stderr, err, 1)
+			return err
 		}
 		printDiff(out, changes, c.g.json)
 	case "verify":
 		if err := in.Verify(ctx); err != nil {
-			return fail(stderr, err, 1)
+			return err
 		}
 		out.printf("%s: every record decodes, every stream folds, the indexes agree\n", src.name)
 	case "export":
 		if err := in.Export(ctx, out); err != nil {
-			return fail(stderr, err, 1)
+			return err
 		}
 	case "ls":
 		list, err := in.Live(ctx)
 		if err != nil {
-			return fail(stderr, err, 1)
+			return err
 		}
 		printLive(out, list, c.g.json)
 	}
-	if err := out.Err(); err != nil {
-		return fail(stderr, err, 1)
-	}
-	return 0
+	return nil
 }
 
 // seqList is a repeatable --at flag.

@@ -14,9 +14,6 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// CheckpointInfo describes a checkpoint in the runtime's store.
-type CheckpointInfo = host.CheckpointInfo
-
 // checkpointStore is the runtime's checkpoint store, opened at the first
 // use (most runtimes never take one) and reconciled with the journal then.
 type checkpointStore struct {
@@ -65,8 +62,8 @@ func journaledCheckpoint(st lifecycle.Sandbox, id string) bool {
 	return false
 }
 
-func checkpointInfo(m checkpoint.Manifest) CheckpointInfo {
-	return CheckpointInfo{ID: m.ID, Name: m.Name, Sandbox: m.Sandbox, Image: m.Image, Created: m.Created,
+func checkpointInfo(m checkpoint.Manifest) host.CheckpointInfo {
+	return host.CheckpointInfo{ID: m.ID, Name: m.Name, Sandbox: m.Sandbox, Image: m.Image, Created: m.Created,
 		Files: m.Files, Bytes: m.Bytes, Env: m.Env, Dir: m.Dir, Skipped: m.Skipped}
 }
 
@@ -76,26 +73,26 @@ func checkpointInfo(m checkpoint.Manifest) CheckpointInfo {
 // image), and journals sandbox.checkpointed. name is optional, unique
 // among the sandbox's checkpoints ([a-z0-9][a-z0-9._-]{0,62}). A full
 // store fails resource_exhausted and keeps nothing of this one.
-func (s *Sandbox) Checkpoint(ctx context.Context, name string) (CheckpointInfo, error) {
+func (s *Sandbox) Checkpoint(ctx context.Context, name string) (host.CheckpointInfo, error) {
 	store, err := s.rt.checkpoints()
 	if err != nil {
-		return CheckpointInfo{}, err
+		return host.CheckpointInfo{}, err
 	}
 	if name != "" {
 		if err := checkpoint.CheckName(name); err != nil {
-			return CheckpointInfo{}, err
+			return host.CheckpointInfo{}, err
 		}
 		if _, err := store.Find(s.id, name); err == nil {
-			return CheckpointInfo{}, spec.Errorf(spec.CodeConflict, "checkpoint", "sandbox %s already has a checkpoint named %q", s.id, name)
+			return host.CheckpointInfo{}, spec.Errorf(spec.CodeConflict, "checkpoint", "sandbox %s already has a checkpoint named %q", s.id, name)
 		}
 	}
 	st, err := s.State(ctx)
 	if err != nil {
-		return CheckpointInfo{}, err
+		return host.CheckpointInfo{}, err
 	}
 	rc, _, err := s.Get(ctx, "work", true)
 	if err != nil {
-		return CheckpointInfo{}, err
+		return host.CheckpointInfo{}, err
 	}
 	m, err := store.Capture(ctx, rc, checkpoint.Meta{Sandbox: s.id, Name: name, Image: st.Spec.Image,
 		Env: st.Spec.Env, Dir: st.Spec.Dir, Created: s.rt.deps.Now()})
@@ -103,7 +100,7 @@ func (s *Sandbox) Checkpoint(ctx context.Context, name string) (CheckpointInfo, 
 		err = spec.Wrap(spec.CodeEngine, "checkpoint", cerr, "closing the copy of sandbox %s", s.id)
 	}
 	if err != nil {
-		return CheckpointInfo{}, err
+		return host.CheckpointInfo{}, err
 	}
 	failpoint.Hit(failpoint.CheckpointStored)
 	ev := lifecycle.Checkpointed{ID: m.ID, Name: m.Name, Files: m.Files, Bytes: m.Bytes}
@@ -112,13 +109,13 @@ func (s *Sandbox) Checkpoint(ctx context.Context, name string) (CheckpointInfo, 
 		// The caller went away with the fact possibly journaled: the
 		// manifest stays, and the next open of the store keeps it or
 		// removes it by what the journal says.
-		return CheckpointInfo{}, aerr
+		return host.CheckpointInfo{}, aerr
 	}
 	if jerr != nil {
 		if rerr := store.Remove(m.ID); rerr != nil {
 			s.rt.log.Warn("removing a checkpoint that was not journaled failed", "checkpoint", m.ID, "err", rerr)
 		}
-		return CheckpointInfo{}, jerr
+		return host.CheckpointInfo{}, jerr
 	}
 	return checkpointInfo(m), nil
 }
@@ -159,7 +156,7 @@ func (s *Sandbox) rollback(ctx context.Context, ck string, restore bool) error {
 
 // Checkpoints lists the store's checkpoints, oldest first: a sandbox's, or
 // every one ("").
-func (rt *Runtime) Checkpoints(_ context.Context, sandboxID string) ([]CheckpointInfo, error) {
+func (rt *Runtime) Checkpoints(_ context.Context, sandboxID string) ([]host.CheckpointInfo, error) {
 	store, err := rt.checkpoints()
 	if err != nil {
 		return nil, err
@@ -168,7 +165,7 @@ func (rt *Runtime) Checkpoints(_ context.Context, sandboxID string) ([]Checkpoin
 	if err != nil {
 		return nil, err
 	}
-	out := []CheckpointInfo{}
+	out := []host.CheckpointInfo{}
 	for _, m := range ms {
 		if sandboxID == "" || m.Sandbox == sandboxID {
 			out = append(out, checkpointInfo(m))

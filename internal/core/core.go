@@ -70,7 +70,7 @@ type Runtime struct {
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox
 	closed    bool
-	recovery  RecoveryReport
+	recovery  host.RecoveryReport
 	// unreconciled holds the sandboxes taken out of service: recovery could
 	// not observe them or fold their journal, or their actor failed.
 	unreconciled map[string]unreconciled
@@ -270,20 +270,19 @@ func engineFor(opts Options) (dockerio.Engine, func() error, error) {
 // runtime makes.
 func (rt *Runtime) Owner() string { return rt.journal.Owner() }
 
-// SandboxSpec is what CreateSandbox is asked to make (defined in host/,
-// which the client shares).
-type SandboxSpec = host.SandboxSpec
-
 // CreateSandbox makes a sandbox and starts its workload. It returns once the
 // sandbox is started and verified, or with the error that stopped it (and
 // nothing left behind).
-func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, error) {
+func (rt *Runtime) CreateSandbox(ctx context.Context, s host.SandboxSpec) (*Sandbox, error) {
 	if err := rt.usable(); err != nil {
 		return nil, err
 	}
 	asked := time.Now()
-	full := spec.Sandbox{Image: s.Image, Policy: s.Policy, Datasets: s.Datasets, Lifetime: s.Lifetime, TTL: s.TTL,
-		Env: s.Env, Dir: s.Dir, Labels: s.Labels}.WithDefaults()
+	// The spec as asked; From is resolved (a name to the checkpoint's id)
+	// before it is set.
+	full := s
+	full.From = ""
+	full = full.WithDefaults()
 	if s.From != "" {
 		if err := rt.fromCheckpoint(&full, s.From); err != nil {
 			return nil, err
@@ -531,19 +530,16 @@ func (rt *Runtime) unreconcile(id string, why error) {
 	rt.log.Warn("sandbox taken out of service", "sandbox", id, "err", why)
 }
 
-// SandboxInfo is one line of Sandboxes (defined in host/).
-type SandboxInfo = host.SandboxInfo
-
 // Sandboxes lists the live sandboxes (made or recovered by this runtime),
 // sorted by reservation time.
-func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
+func (rt *Runtime) Sandboxes(ctx context.Context) ([]host.SandboxInfo, error) {
 	rt.mu.Lock()
 	mine := make([]*Sandbox, 0, len(rt.sandboxes))
 	for _, sb := range rt.sandboxes {
 		mine = append(mine, sb)
 	}
 	rt.mu.Unlock()
-	var out []SandboxInfo
+	var out []host.SandboxInfo
 	listed := map[string]bool{}
 	for _, sb := range mine {
 		snap, err := sb.inspect(ctx)
@@ -555,7 +551,7 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 		}
 		s := snap.State
 		listed[s.ID] = true
-		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Shown(), Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Adopted: s.Adopted,
+		out = append(out, host.SandboxInfo{ID: s.ID, Phase: s.Shown(), Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Adopted: s.Adopted,
 			Processes: snap.Processes, Reserved: s.Reserved, Pool: s.Pool, Labels: s.Spec.Labels, Claimed: s.Claimed})
 	}
 	rt.mu.Lock()
@@ -564,7 +560,7 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 			continue // it failed after it answered: listed once, as it was
 		}
 		s := u.state
-		out = append(out, SandboxInfo{ID: s.ID, Phase: s.Shown(), Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Reserved: s.Reserved,
+		out = append(out, host.SandboxInfo{ID: s.ID, Phase: s.Shown(), Image: s.Spec.Image, Lifetime: s.Spec.Lifetime, Reserved: s.Reserved,
 			Pool: s.Pool, Labels: s.Spec.Labels, Claimed: s.Claimed, Unreconciled: true, Why: u.why.Error()})
 	}
 	rt.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/actors/process"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -99,9 +100,9 @@ func (s hostSandbox) Get(ctx context.Context, path string, pause bool) (io.ReadC
 
 // hostProcess gives a process handle the ID method the interface asks for
 // (the handle's ID is a field).
-type hostProcess struct{ *Process }
+type hostProcess struct{ *process.Handle }
 
-func (p hostProcess) ID() string { return p.Process.ID }
+func (p hostProcess) ID() string { return p.Handle.ID }
 
 // HostProcess presents a process as a host.Process.
-func HostProcess(p *Process) host.Process { return hostProcess{p} }
+func HostProcess(p *process.Handle) host.Process { return hostProcess{p} }

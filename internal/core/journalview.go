@@ -19,7 +19,7 @@ func (rt *Runtime) inspector() *inspect.Reader { return inspect.New(rt.journal) 
 
 // History returns a sandbox's journaled events and its processes', in time
 // order. It reads the journal, so it survives restarts.
-func (rt *Runtime) History(ctx context.Context, sandboxID string) ([]HistoryEvent, error) {
+func (rt *Runtime) History(ctx context.Context, sandboxID string) ([]host.HistoryEvent, error) {
 	return rt.inspector().History(ctx, sandboxID)
 }
 

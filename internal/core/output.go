@@ -10,17 +10,6 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// OutputChunk is one piece of a process's recorded output, in arrival
-// order: bytes of stdout (Stream 1) or stderr (Stream 2), or a gap (Stream
-// 0) with the count of bytes the recording does not hold there.
-type OutputChunk = recorder.Chunk
-
-// OutputSummary says how a recording ends: complete (the output ended, was
-// synced before the process's exit was journaled, and its end record
-// written after it), or torn (cut by a crash, or still being written),
-// with the totals.
-type OutputSummary = recorder.Summary
-
 // ReadOutput reads process id's recorded output from beside the journal at
 // journalPath ("" means the default journal, as Options.Journal) and hands
 // each chunk to fn in arrival order. It takes no lock and opens no
@@ -29,11 +18,11 @@ type OutputSummary = recorder.Summary
 // process with no recording (recording off, never started, or removed by
 // retention) is not_found; a corrupt one fails with code journal after the
 // chunks before the corruption.
-func ReadOutput(journalPath, id string, fn func(OutputChunk) error) (OutputSummary, error) {
+func ReadOutput(journalPath, id string, fn func(recorder.Chunk) error) (recorder.Summary, error) {
 	if journalPath == "" {
 		var err error
 		if journalPath, err = journal.DefaultPath(); err != nil {
-			return OutputSummary{}, err
+			return recorder.Summary{}, err
 		}
 	}
 	return recorder.Read(recorder.Dir(journalPath), id, fn)
@@ -45,12 +34,12 @@ func ReadOutput(journalPath, id string, fn func(OutputChunk) error) (OutputSumma
 // that runs, recorded, but whose read loop has not yet made its recording
 // (just after its start returned) has no output yet: an empty, incomplete
 // summary, not not_found.
-func (rt *Runtime) Logs(id string, fn func(OutputChunk) error) (OutputSummary, error) {
+func (rt *Runtime) Logs(id string, fn func(recorder.Chunk) error) (recorder.Summary, error) {
 	sum, err := recorder.Read(rt.recorder.Path(), id, fn)
 	if spec.IsCode(err, spec.CodeNotFound) {
 		st, ferr := rt.ReplayProcess(context.Background(), id, 0)
 		if ferr == nil && st.Exit == nil && !rt.recorder.Bounds(st.Spec.Record).Off {
-			return OutputSummary{}, nil
+			return recorder.Summary{}, nil
 		}
 	}
 	return sum, err

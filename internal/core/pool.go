@@ -14,24 +14,6 @@ import (
 // of demand, claimed by a CreateSandbox whose spec has the same pool key.
 // This file is the runtime's side of the pools' seam and their API.
 
-// PoolSpec configures a warm pool (defined in host/).
-type PoolSpec = host.PoolSpec
-
-// PoolInfo is one line of Pools (defined in host/).
-type PoolInfo = host.PoolInfo
-
-// DefaultPoolRefills is how many pooled sandboxes are made at once, by
-// default, across every pool.
-const DefaultPoolRefills = pool.DefaultRefills
-
-// MaxPoolSize bounds one pool.
-const MaxPoolSize = pool.MaxSize
-
-// CheckPoolName judges a pool's name as Open does (the CLI judges its
-// flags with it before anything is opened): 1 to 32 of [a-z0-9_-],
-// starting with a letter or digit.
-func CheckPoolName(name string) error { return pool.CheckName(name) }
-
 // poolMaker is the runtime's side of the pools' seam: its members are the
 // runtime's sandboxes.
 type poolMaker struct{ rt *Runtime }
@@ -94,7 +76,7 @@ func (rt *Runtime) openPools(ctx context.Context, opts Options) error {
 
 // Pools lists the runtime's warm pools: their size, what is ready and
 // being made, and the claims served warm and cold since Open.
-func (rt *Runtime) Pools(ctx context.Context) ([]PoolInfo, error) {
+func (rt *Runtime) Pools(ctx context.Context) ([]host.PoolInfo, error) {
 	if err := rt.usable(); err != nil {
 		return nil, err
 	}

@@ -15,20 +15,8 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// Unreconciled is the decision recorded for a sandbox recovery could not
-// observe: it is listed, and every operation on it fails with unreconciled,
-// until a later Open reconciles it.
-const Unreconciled = recovery.Unreconciled
-
-// RecoveryReport says what the recovery run by Open found and did: the one
-// report type of the embedded runtime and the client, host's.
-type RecoveryReport = host.RecoveryReport
-
-// RecoveredSandbox is one line of a RecoveryReport.
-type RecoveredSandbox = host.RecoveredSandbox
-
 // Recovery returns the report of the recovery Open ran.
-func (rt *Runtime) Recovery() RecoveryReport {
+func (rt *Runtime) Recovery() host.RecoveryReport {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.recovery
@@ -47,7 +35,7 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	report := RecoveryReport{Processes: l.Count}
+	report := host.RecoveryReport{Processes: l.Count}
 	// Processes whose sandbox is not live cannot run: settle them lost.
 	for sid, procs := range l.Processes {
 		if _, ok := l.Sandboxes[sid]; ok {
@@ -79,7 +67,7 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 		if err != nil {
 			return err
 		}
-		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.State.ID, From: pl.State.Phase})
+		report.Sandboxes = append(report.Sandboxes, host.RecoveredSandbox{ID: pl.State.ID, From: pl.State.Phase})
 	}
 	orphans, err := rt.sweepOrphans(ctx, owned, l)
 	report.Orphans = recovery.OrphanLines(orphans)
@@ -137,8 +125,8 @@ func (rt *Runtime) recover(ctx context.Context, opts Options) error {
 // and the daemon, touching nothing: no Docker resource and no journal
 // record. It takes the journal's lock like Open (a running runtime makes it
 // fail with journal_locked).
-func PlanRecovery(ctx context.Context, opts Options) (RecoveryReport, error) {
-	var report RecoveryReport
+func PlanRecovery(ctx context.Context, opts Options) (host.RecoveryReport, error) {
+	var report host.RecoveryReport
 	path := opts.Journal
 	if path == "" {
 		var err error
@@ -176,7 +164,7 @@ func PlanRecovery(ctx context.Context, opts Options) (RecoveryReport, error) {
 			continue
 		}
 		dec, why := sandbox.Decide(pl.State, pl.Obs, daemon.Revision)
-		report.Sandboxes = append(report.Sandboxes, RecoveredSandbox{ID: pl.State.ID, From: pl.State.Phase, Decision: string(dec), Observed: why})
+		report.Sandboxes = append(report.Sandboxes, host.RecoveredSandbox{ID: pl.State.ID, From: pl.State.Phase, Decision: string(dec), Observed: why})
 	}
 	report.Orphans = recovery.OrphanLines(recovery.OrphansOf(owned, l))
 	return report, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/stockade/stockade/internal/recovery"
 	"github.com/stockade/stockade/metrics"
 )
 
@@ -34,7 +35,7 @@ func (rt *Runtime) metricSources() metrics.Sources {
 			for _, s := range list {
 				phase := string(s.Phase)
 				if s.Unreconciled {
-					phase = Unreconciled
+					phase = recovery.Unreconciled
 				}
 				out[phase]++
 			}

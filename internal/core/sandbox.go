@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/egress"
-	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/actors"
 	"github.com/stockade/stockade/internal/actors/process"
 	"github.com/stockade/stockade/internal/actors/sandbox"
@@ -38,14 +37,6 @@ type Sandbox struct {
 	warm  bool
 	first sync.Once
 }
-
-// Process is a process running in a sandbox. See process.Handle for its
-// methods: Stdout, Stderr, Stdin, Signal, Stop, Wait, and Resize, which
-// sets a TTY process's terminal size (spec.Process.TTY).
-type Process = process.Handle
-
-// Result is how a process ended.
-type Result = spec.Result
 
 // ID is the sandbox's id.
 func (s *Sandbox) ID() string { return s.id }
@@ -147,7 +138,7 @@ func (s *Sandbox) unkept() bool {
 
 // Start runs a process in the sandbox. It returns once the process runs
 // (its start journaled), with its streams; every piped stream must be read.
-func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*Process, error) {
+func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*process.Handle, error) {
 	if p.Stdout == "" {
 		p.Stdout = spec.Pipe
 	}
@@ -245,15 +236,12 @@ func (s *Sandbox) Get(ctx context.Context, path string, pause bool) (rc io.ReadC
 	return res.Tar, res.Live, res.Err
 }
 
-// HistoryEvent is one journaled event of a sandbox or one of its processes.
-type HistoryEvent = host.HistoryEvent
-
 // Process returns a live process by id: one started through this runtime,
 // or one recovery re-adopted from an earlier runtime (its output goes to
 // the recorder only, so its Stdout and Stderr are nil: follow it with
 // Logs). It can be signalled, stopped and waited for. not_found when the
 // process is not live here.
-func (rt *Runtime) Process(ctx context.Context, id string) (*Process, error) {
+func (rt *Runtime) Process(ctx context.Context, id string) (*process.Handle, error) {
 	st, err := rt.ReplayProcess(ctx, id, 0)
 	if err != nil {
 		return nil, err
@@ -295,13 +283,9 @@ func (s *Sandbox) SetEgress(ctx context.Context, rules []spec.EgressRule) error 
 	return err
 }
 
-// EgressDecision is one decision of a sandbox's egress proxy, as recorded
-// beside the journal.
-type EgressDecision = egress.Decision
-
 // Egress calls fn with a sandbox's recorded egress decisions, oldest first
 // (bounded: recorder.MaxDecisionBytes per file, the newest two files). A
 // sandbox with none, or not an allowlist sandbox, calls fn never.
-func (rt *Runtime) Egress(id string, fn func(EgressDecision) error) error {
+func (rt *Runtime) Egress(id string, fn func(egress.Decision) error) error {
 	return recorder.ReadDecisions(rt.recorder.Path(), id, fn)
 }
