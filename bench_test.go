@@ -37,7 +37,7 @@ func BenchmarkIdleActors(b *testing.B) {
 		base := heap()
 		sbs := make([]*stockade.Sandbox, n)
 		for i := range sbs {
-			sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+			sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func BenchmarkPipelineFake(b *testing.B) {
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun { return dockerio.FakeRun{Frames: frames} }
 	rt := testutil.OpenFake(b, f, "")
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 //
 //	rt, err := stockade.Open(ctx, stockade.Options{})
 //	defer rt.Close()
-//	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "stockade/toolbox:dev"})
+//	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: "stockade/toolbox:dev"})
 //	p, err := sb.Start(ctx, spec.Process{Argv: []string{"id"}, Stdout: spec.Pipe, Stderr: spec.Pipe})
 //	go io.Copy(os.Stderr, p.Stderr()) // every piped stream must be read
 //	io.Copy(os.Stdout, p.Stdout())

@@ -57,7 +57,7 @@ func TestFakeSetEgressJournals(t *testing.T) {
 	rt := testutil.OpenFake(t, testutil.NewFake(t), "")
 	ctx := context.Background()
 	made := egressRules(t, "a.example:443")
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkAllowlist, Egress: made}})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkAllowlist, Egress: made}})
 	if evs, _ := egressEvents(t, rt, sb.ID()); len(evs) != 0 {
 		t.Fatalf("egress changes journaled at create: %+v", evs)
 	}
@@ -109,16 +109,16 @@ func TestFakeSetEgressJournals(t *testing.T) {
 func TestFakeSetEgressRefused(t *testing.T) {
 	rt := testutil.OpenFake(t, testutil.NewFake(t), "")
 	ctx := context.Background()
-	allowlist := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkAllowlist}})
+	allowlist := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkAllowlist}})
 	tests := []struct {
 		name  string
 		sb    *stockade.Sandbox
 		rules []spec.EgressRule
 	}{
-		{"isolated", mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkIsolated}}), egressRules(t, "a.example")},
-		{"default network", mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage}), egressRules(t, "a.example")},
-		{"open", mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkOpen}}), egressRules(t, "a.example")},
-		{"open, no rules", mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkOpen}}), nil},
+		{"isolated", mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkIsolated}}), egressRules(t, "a.example")},
+		{"default network", mustCreate(t, rt, spec.Sandbox{Image: fakeImage}), egressRules(t, "a.example")},
+		{"open", mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkOpen}}), egressRules(t, "a.example")},
+		{"open, no rules", mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkOpen}}), nil},
 		{"empty rule", allowlist, []spec.EgressRule{{}}},
 		{"empty rule after a good one", allowlist, append(egressRules(t, "a.example"), spec.EgressRule{})},
 		{"too many rules", allowlist, slices.Repeat(egressRules(t, "a.example"), spec.MaxEgressRules+1)},
@@ -179,7 +179,7 @@ func TestFakeAllowlistExecGetsProxy(t *testing.T) {
 		{"isolated", spec.Policy{Network: spec.NetworkIsolated}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: tc.policy})
+			sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Policy: tc.policy})
 			p := mustStart(t, sb, spec.Process{Argv: []string{"curl"}, Env: []string{"A=1"}, Stdout: spec.Discard, Stderr: spec.Discard})
 			if res, err := p.Wait(ctx); err != nil || res.Reason != string(lifecycle.ReasonExited) {
 				t.Fatalf("wait: %+v %v", res, err)

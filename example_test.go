@@ -41,7 +41,7 @@ func Example() {
 			fmt.Println(err)
 		}
 	}()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Lifetime: spec.OneShot})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -86,8 +86,8 @@ func ExampleRuntime_Recovery() {
 	path := filepath.Join(dir, "journal.db")
 	engine := exampleEngine()
 	rt, _ := stockade.Open(ctx, stockade.Options{Journal: path, Engine: engine})
-	kept, _ := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot}); err != nil {
+	kept, _ := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
+	if _, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Lifetime: spec.OneShot}); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -18,7 +18,7 @@ func TestFollow(t *testing.T) {
 	rt := testutil.OpenFake(t, f, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	type got struct {
 		ev  stockade.HistoryEvent
 		err error
@@ -46,7 +46,7 @@ func TestFollow(t *testing.T) {
 		return c
 	}
 	mine, all := follow(sb.ID()), follow("")
-	other := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	other := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	if _, _, _, err := run(t, sb, spec.Process{Argv: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestRetriedAppendJournalsOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -76,7 +76,7 @@ func TestFailedSandboxActorIsUnreconciled(t *testing.T) {
 	f := testutil.NewFake(t)
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	stockade.BreakSandboxActor(sb)
 	testutil.Eventually(t, "the sandbox taken out of service", func() bool {
 		_, err := rt.Sandbox(sb.ID())
@@ -122,7 +122,7 @@ func TestCreateReturnsWhenTheRuntimeCloses(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
+		_, err := rt.CreateSandbox(context.Background(), spec.Sandbox{Image: fakeImage})
 		done <- err
 	}()
 	<-entered

@@ -25,8 +25,8 @@ func TestInspectorsAgree(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
 	rt := testutil.OpenFake(t, f, path)
 	ctx := t.Context()
-	gone := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
-	kept := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	gone := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
+	kept := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	for _, sb := range []*stockade.Sandbox{gone, kept} {
 		if _, _, _, err := run(t, sb, spec.Process{Argv: []string{"x"}}); err != nil {
 			t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/testutil"
-	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // TestFakeLogsOfARunningProcessWithoutARecordingYet: a process that runs,
@@ -25,10 +25,10 @@ func TestFakeLogsOfARunningProcessWithoutARecordingYet(t *testing.T) {
 	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun { return dockerio.FakeRun{Hold: hold} }
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := testutil.OpenFake(t, f, path)
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"sleep"}, Stderr: spec.Discard})
 	go drain(p)
-	head := filepath.Join(recorder.Dir(path), p.ID+".rec")
+	head := filepath.Join(statedir.Recordings(path), p.ID+".rec")
 	testutil.Eventually(t, "the read loop to make the recording", func() bool { _, err := os.Stat(head); return err == nil })
 	// As it is in the moment before the read loop makes it.
 	if err := os.Remove(head); err != nil {

@@ -78,7 +78,7 @@ func TestFakeOutputRecorded(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal.db")
 			rt := testutil.OpenFake(t, f, path, func(o *stockade.Options) { o.Record = tc.runtime })
 			ctx := context.Background()
-			sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+			sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,7 +151,7 @@ func TestFakeRecordInvalid(t *testing.T) {
 	f := testutil.NewFake(t)
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	for _, r := range []spec.Record{{Head: -1}, {Tail: 1}, {Off: true, Head: 8 << 10}, {Tail: spec.MaxRecordBound + 1}} {
 		if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Pipe, Stderr: spec.Pipe, Record: r}); !spec.IsCode(err, spec.CodeInvalidArgument) {
 			t.Errorf("start with record %+v: %v, want invalid_argument", r, err)
@@ -181,7 +181,7 @@ func TestFakeRetainRemovesRecordings(t *testing.T) {
 	ctx := context.Background()
 	ids := map[string]string{}
 	for _, name := range []string{"removed", "hold"} {
-		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+		sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 		if err != nil {
 			t.Fatal(err)
 		}

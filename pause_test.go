@@ -41,7 +41,7 @@ func TestFakeConcurrentConsistentGets(t *testing.T) {
 	f := testutil.NewFake(t)
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	h := handleOf(t, rt, sb.ID())
 	first, live, err := sb.Get(ctx, "work", true)
 	if err != nil || live {
@@ -94,7 +94,7 @@ func TestFakeRecoveryThawsAPausedSandbox(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	h := handleOf(t, rt, sb.ID())
 	if _, _, err := sb.Get(ctx, "work", true); err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func TestFakeCopyQueuedDuringTheThawOfAStoppedSandbox(t *testing.T) {
 	f, thawing, thaw := gatedFake(t, "UnpauseSandbox")
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	first, _, err := sb.Get(ctx, "work", true)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +199,7 @@ func TestFakeFreezeWaitsForAStartingProcess(t *testing.T) {
 	f.NoWarden = true // a start through the warden reads nothing back
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	h := handleOf(t, rt, sb.ID())
 	ran := make(chan error, 1)
 	go func() {
@@ -240,7 +240,7 @@ func TestFakeSignalsWaitOutAFreeze(t *testing.T) {
 	}
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard, Timeout: 100 * time.Millisecond})
 	rc, _, err := sb.Get(ctx, "work", true)
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 // withPool configures one pool of size n over fakeImage.
 func withPool(name string, n int) func(*stockade.Options) {
 	return func(o *stockade.Options) {
-		o.Pools = append(o.Pools, stockade.PoolSpec{Name: name, Sandbox: stockade.SandboxSpec{Image: fakeImage}, Size: n})
+		o.Pools = append(o.Pools, stockade.PoolSpec{Name: name, Sandbox: spec.Sandbox{Image: fakeImage}, Size: n})
 	}
 }
 
@@ -97,7 +97,7 @@ func TestPoolClaimAppliesTheCallersSpec(t *testing.T) {
 	ctx := context.Background()
 	awaitPool(t, rt, "py", 2)
 	before := pooledIDs(t, rt)
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot, TTL: time.Hour,
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.OneShot, TTL: time.Hour,
 		Env: []string{"A=1", "B=2"}, Dir: "/tmp", Labels: map[string]string{"team": "x"}})
 	if !slices.Contains(before, sb.ID()) {
 		t.Fatalf("sandbox %s is not one of the pooled %v: the create was cold", sb.ID(), before)
@@ -151,7 +151,7 @@ func TestPoolMatchesOnTheKeyOnly(t *testing.T) {
 	before := pooledIDs(t, rt)
 	// Another memory limit: another key, a cold create not counted
 	// against the pool.
-	other := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{MemoryBytes: 256 << 20}})
+	other := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Policy: spec.Policy{MemoryBytes: 256 << 20}})
 	if slices.Contains(before, other.ID()) {
 		t.Fatal("a sandbox with another memory limit was claimed from the pool")
 	}
@@ -159,7 +159,7 @@ func TestPoolMatchesOnTheKeyOnly(t *testing.T) {
 		t.Fatalf("pool %+v after a create of another key", p)
 	}
 	// The same key with everything a claim may change: warm.
-	warm := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept, Env: []string{"X=1"}, Labels: map[string]string{"a": "b"}})
+	warm := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept, Env: []string{"X=1"}, Labels: map[string]string{"a": "b"}})
 	if !slices.Contains(before, warm.ID()) {
 		t.Fatal("a sandbox of the pool's key was made cold")
 	}
@@ -168,7 +168,7 @@ func TestPoolMatchesOnTheKeyOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitPool(t, rt, "small", 0)
-	cold := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	cold := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	p := awaitPool(t, rt, "small", 0)
 	if p.Warm != 1 || p.Cold != 1 || slices.Contains(before, cold.ID()) {
 		t.Fatalf("pool %+v; cold sandbox %s, pooled before %v", p, cold.ID(), before)
@@ -220,7 +220,7 @@ func TestPoolSurvivesReopen(t *testing.T) {
 	if got := pooledIDs(t, rt); !slices.Equal(got, before) {
 		t.Fatalf("after reopen pooled %v, before %v", got, before)
 	}
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	if !slices.Contains(before, sb.ID()) {
 		t.Fatal("a re-adopted pooled sandbox was not claimed")
 	}
@@ -288,7 +288,7 @@ func TestPoolRefillFailureIsCountedAndClaimsGoCold(t *testing.T) {
 		return nil
 	}
 	rt := testutil.OpenFake(t, f, "", func(o *stockade.Options) {
-		o.Pools = []stockade.PoolSpec{{Name: "p", Sandbox: stockade.SandboxSpec{Image: fakeImage}, Size: 1}}
+		o.Pools = []stockade.PoolSpec{{Name: "p", Sandbox: spec.Sandbox{Image: fakeImage}, Size: 1}}
 	})
 	var p stockade.PoolInfo
 	testutil.Eventually(t, "the pool's refill failure counted", func() bool {
@@ -303,7 +303,7 @@ func TestPoolRefillFailureIsCountedAndClaimsGoCold(t *testing.T) {
 		t.Fatalf("pool %+v, want one failure naming its cause", p)
 	}
 	// The pool backs off; a create meanwhile is cold and works.
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	if _, err := sb.State(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestPoolRefillFailureIsCountedAndClaimsGoCold(t *testing.T) {
 }
 
 func TestPoolOptionsRefused(t *testing.T) {
-	img := stockade.SandboxSpec{Image: fakeImage}
+	img := spec.Sandbox{Image: fakeImage}
 	for _, tc := range []struct {
 		name  string
 		pools []stockade.PoolSpec
@@ -325,11 +325,11 @@ func TestPoolOptionsRefused(t *testing.T) {
 		{"twice", []stockade.PoolSpec{{Name: "a", Sandbox: img, Size: 1}, {Name: "a", Sandbox: img, Size: 1}}, "named twice"},
 		{"negative", []stockade.PoolSpec{{Name: "a", Sandbox: img, Size: -1}}, "outside"},
 		{"too big", []stockade.PoolSpec{{Name: "a", Sandbox: img, Size: stockade.MaxPoolSize + 1}}, "outside"},
-		{"ttl", []stockade.PoolSpec{{Name: "a", Sandbox: stockade.SandboxSpec{Image: fakeImage, TTL: time.Hour}, Size: 1}}, "set at the claim"},
-		{"env", []stockade.PoolSpec{{Name: "a", Sandbox: stockade.SandboxSpec{Image: fakeImage, Env: []string{"A=1"}}, Size: 1}}, "set at the claim"},
-		{"rules", []stockade.PoolSpec{{Name: "a", Sandbox: stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkAllowlist,
+		{"ttl", []stockade.PoolSpec{{Name: "a", Sandbox: spec.Sandbox{Image: fakeImage, TTL: time.Hour}, Size: 1}}, "set at the claim"},
+		{"env", []stockade.PoolSpec{{Name: "a", Sandbox: spec.Sandbox{Image: fakeImage, Env: []string{"A=1"}}, Size: 1}}, "set at the claim"},
+		{"rules", []stockade.PoolSpec{{Name: "a", Sandbox: spec.Sandbox{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkAllowlist,
 			Egress: []spec.EgressRule{{Host: "example.com", Port: 443}}}}, Size: 1}}, "allowlist rules"},
-		{"root", []stockade.PoolSpec{{Name: "a", Sandbox: stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{User: spec.User{UID: 0, GID: 5}}}, Size: 1}}, "root"},
+		{"root", []stockade.PoolSpec{{Name: "a", Sandbox: spec.Sandbox{Image: fakeImage, Policy: spec.Policy{User: spec.User{UID: 0, GID: 5}}}, Size: 1}}, "root"},
 		{"no image", []stockade.PoolSpec{{Name: "a", Size: 1}}, "no image"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -357,7 +357,7 @@ func TestPoolMetrics(t *testing.T) {
 	awaitPool(t, rt, "p", 1)
 	metricstest.Await(t, url, 30*time.Second, `stockade_pool_ready{pool="p"} 1`+"\n", `stockade_pool_size{pool="p"} 1`+"\n",
 		`stockade_sandboxes{phase="pooled"} 1`+"\n", `stockade_pool_claims_total{outcome="warm",pool="p"} 0`+"\n")
-	warm := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	warm := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	if _, _, _, err := run(t, warm, spec.Process{Argv: []string{"x"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestPoolMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitPool(t, rt, "p", 0)
-	cold := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	cold := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	if _, _, _, err := run(t, cold, spec.Process{Argv: []string{"x"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -385,18 +385,18 @@ func TestPoolTagResolvedBesideTheClaim(t *testing.T) {
 	other := "sha256:" + strings.Repeat("2", 64)
 	f.SetTag(tag, fakeImage)
 	rt := testutil.OpenFake(t, f, "", func(o *stockade.Options) {
-		o.Pools = []stockade.PoolSpec{{Name: "p", Sandbox: stockade.SandboxSpec{Image: tag}, Size: 1}}
+		o.Pools = []stockade.PoolSpec{{Name: "p", Sandbox: spec.Sandbox{Image: tag}, Size: 1}}
 	})
 	awaitPool(t, rt, "p", 1)
 	before := pooledIDs(t, rt)
-	warm := mustCreate(t, rt, stockade.SandboxSpec{Image: tag})
+	warm := mustCreate(t, rt, spec.Sandbox{Image: tag})
 	if !slices.Contains(before, warm.ID()) {
 		t.Fatal("a create by the pool's tag was cold")
 	}
 	awaitPool(t, rt, "p", 1)
 	before = pooledIDs(t, rt)
 	f.SetTag(tag, other)
-	moved := mustCreate(t, rt, stockade.SandboxSpec{Image: tag})
+	moved := mustCreate(t, rt, spec.Sandbox{Image: tag})
 	st, err := moved.State(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -416,12 +416,12 @@ func TestPoolTagResolvedBesideTheClaim(t *testing.T) {
 	if p.Warm != 1 || p.Cold != 1 || p.Image != other {
 		t.Fatalf("pool %+v, want one warm and one cold claim, image %s", p, other)
 	}
-	again := mustCreate(t, rt, stockade.SandboxSpec{Image: tag})
+	again := mustCreate(t, rt, spec.Sandbox{Image: tag})
 	if st, err := again.State(ctx); err != nil || !st.Claimed || st.Spec.Image != other {
 		t.Fatalf("a create by the moved tag once the pool followed it: claimed %v image %s (%v)", st.Claimed, st.Spec.Image, err)
 	}
 	// An unknown tag fails as Docker says, claiming nothing.
-	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "nope:1"}); !spec.IsCode(err, spec.CodeNotFound) {
+	if _, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: "nope:1"}); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("create of an unknown tag: %v", err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"io"
 	"syscall"
 
-	"github.com/stockade/stockade/internal/actors/process"
+	"github.com/stockade/stockade/internal/core"
 )
 
 // Process is a process running in a sandbox, as Start or Runtime.Process
@@ -13,10 +13,10 @@ import (
 type Process struct {
 	// ID is the process's id in the journal.
 	ID string
-	h  *process.Handle
+	h  *core.Process
 }
 
-func processOf(h *process.Handle, err error) (*Process, error) {
+func processOf(h *core.Process, err error) (*Process, error) {
 	if h == nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func TestFakeOOMReason(t *testing.T) {
 	}
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	// Started before the OOM kill: its own SIGKILL is no OOM kill.
 	held := mustStart(t, sb, spec.Process{Argv: []string{"hold"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	out, _, res, err := run(t, sb, spec.Process{Argv: []string{"hog"}})
@@ -68,7 +68,7 @@ func TestFakeDaemonTroubleIsNotLost(t *testing.T) {
 	}
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	close(release)
 	res, err := p.Wait(ctx)
@@ -90,7 +90,7 @@ func TestFakeKillHasItsIntent(t *testing.T) {
 	})()
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	if err := p.Stop(ctx); !spec.IsCode(err, spec.CodeJournal) {
 		t.Fatalf("stop: %v, want the journal's error", err)
@@ -147,7 +147,7 @@ func TestFakeFailedProcessActorKilledAfterIntent(t *testing.T) {
 	}
 	defer func() { _ = rt.Close() }() // teardown
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if _, err := sb.Start(sctx, spec.Process{Argv: []string{"x"}, Stdin: true}); err == nil {
@@ -198,7 +198,7 @@ func TestFakeForgottenExecTakesItsDieCode(t *testing.T) {
 	}
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	st, err := stockade.FoldProcess(rt, p.ID)
 	if err != nil {
@@ -223,7 +223,7 @@ func TestFakeAttachLostIsKilled(t *testing.T) {
 		return dockerio.FakeRun{AttachLost: true, Hold: hold}
 	}
 	rt := testutil.OpenFake(t, f, "")
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}})
@@ -272,7 +272,7 @@ func TestFakePhantom126IsNotJournaled(t *testing.T) {
 		return dockerio.FakeRun{AttachLost: true, Phantom126: true, Hold: hold}
 	}
 	rt := testutil.OpenFake(t, f, "")
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}}); ctx.Err() != nil || !spec.IsCode(err, spec.CodeEngine) {
@@ -303,7 +303,7 @@ func TestFakeAttachLostGroupUnreadable(t *testing.T) {
 		return nil
 	}
 	rt := testutil.OpenFake(t, f, "")
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"sleep", "300"}}); ctx.Err() != nil || err == nil {
@@ -357,7 +357,7 @@ func TestFakePhantom126AfterARestart(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "journal.db")
 	rt1 := testutil.OpenFake(t, f, path)
-	sb := mustCreate(t, rt1, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt1, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"sleep", "300"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	id := p.ID
 	if err := rt1.Close(); err != nil {
@@ -401,7 +401,7 @@ func TestWorkloadDeathNoticed(t *testing.T) {
 	}
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	st, _ := sb.State(ctx)
 	f.SetExited(dockerio.Sandbox{Owner: rt.Owner(), ID: sb.ID(), Workload: st.Created.Workload}, dockerio.ContainerExit{ExitCode: 137, OOMKilled: true})

@@ -63,7 +63,7 @@ func propertyRun(t *testing.T, seed uint64, steps int) {
 			if rng.IntN(2) == 0 {
 				life = spec.OneShot
 			}
-			sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: life})
+			sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Lifetime: life})
 			if err != nil {
 				t.Fatalf("step %d create: %v", step, err)
 			}

@@ -53,7 +53,7 @@ func TestFakeQuotaHitNeedsTheJournal(t *testing.T) {
 			})()
 			rt := testutil.OpenFake(t, f, "")
 			ctx := context.Background()
-			sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+			sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 			p := mustStart(t, sb, spec.Process{Argv: []string{"chatty"}, OutputQuota: 10, Stdout: spec.Discard, Stderr: spec.Discard})
 
 			res, err := p.Wait(ctx)

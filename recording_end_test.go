@@ -13,6 +13,7 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // TestFakeRecordingNotCompleteWithoutExit: a process whose exit is not
@@ -50,7 +51,7 @@ func TestFakeRecordingNotCompleteWithoutExit(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal.db")
 			rt := testutil.OpenFake(t, f, path)
 			ctx := context.Background()
-			sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+			sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 			p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Pipe, Stderr: spec.Discard})
 			buf := make([]byte, 6)
 			if _, err := p.Stdout().Read(buf); err != nil || string(buf) != "hello\n" {
@@ -78,7 +79,7 @@ func TestFakeRecordingNotCompleteWithoutExit(t *testing.T) {
 				return
 			}
 			// Not complete: a later runtime resumes it where it stands.
-			st, err := recorder.Open(recorder.Dir(path), spec.Record{}, nil)
+			st, err := recorder.Open(statedir.Recordings(path), spec.Record{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -37,8 +37,8 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 	// anything; it checks that they did rather than assuming it.
 	const within = 3 * time.Second
 	begin := time.Now()
-	withTTL := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept, TTL: within})
-	long := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	withTTL := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept, TTL: within})
+	long := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	p := mustStart(t, long, spec.Process{Argv: []string{"sleep"}, Timeout: within, Stderr: spec.Discard})
 	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 	if err := rt.Close(); err != nil {
@@ -75,7 +75,7 @@ func TestRecoveryProcessRows(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := testutil.OpenFake(t, f, path)
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	forgotten := mustStart(t, sb, spec.Process{Argv: []string{"a"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	kept := mustStart(t, sb, spec.Process{Argv: []string{"b"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	fp, _ := stockade.FoldProcess(rt, forgotten.ID)
@@ -125,7 +125,7 @@ func TestRecoveryNeverStartedExec(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	sctx, cancel := context.WithCancel(ctx)
 	go func() { _, _ = sb.Start(sctx, spec.Process{Argv: []string{"x"}}) }() // cancelled: the journal is checked after
 	<-attaching
@@ -167,8 +167,8 @@ func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
-	a := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept}); err != nil {
+	a := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
+	if _, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rt.Close(); err != nil {
@@ -219,7 +219,7 @@ func TestOpenToleratesUnfoldableStreams(t *testing.T) {
 	ctx := context.Background()
 	var ids []string
 	for range 3 {
-		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+		sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +285,7 @@ func TestRestartsRecordOnlyChanges(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard}); err != nil {
 		t.Fatal(err)
 	}

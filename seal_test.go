@@ -12,8 +12,8 @@ import (
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/internal/testutil"
-	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // TestFakeOpenSealsAnEndedRecording: a runtime that died after journaling
@@ -37,7 +37,7 @@ func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
 	rt := testutil.OpenFake(t, f, path)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	if _, err := p.Wait(ctx); err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
 	}
 
 	// The crash: the end record never reached the file.
-	head := filepath.Join(recorder.Dir(path), p.ID+".rec")
+	head := filepath.Join(statedir.Recordings(path), p.ID+".rec")
 	fi, err := os.Stat(head)
 	if err != nil {
 		t.Fatal(err)

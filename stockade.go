@@ -10,6 +10,7 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/metrics"
 	"github.com/stockade/stockade/profile"
+	"github.com/stockade/stockade/spec"
 )
 
 // Runtime is an open stockade runtime: one journal, one Docker daemon.
@@ -53,7 +54,7 @@ func (rt *Runtime) Owner() string { return rt.c.Owner() }
 // sandbox is started and verified, or with the error that stopped it (and
 // nothing left behind). A spec whose pool key matches a warm pool's claims
 // one of its sandboxes; one with From is made from that checkpoint.
-func (rt *Runtime) CreateSandbox(ctx context.Context, s SandboxSpec) (*Sandbox, error) {
+func (rt *Runtime) CreateSandbox(ctx context.Context, s spec.Sandbox) (*Sandbox, error) {
 	return sandboxOf(rt.c.CreateSandbox(ctx, s))
 }
 

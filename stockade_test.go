@@ -70,7 +70,7 @@ func TestFakeRunAndHistory(t *testing.T) {
 	}
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	out, errOut, res, err := run(t, sb, spec.Process{Argv: []string{"x"}})
 	if err != nil || out != "out more" || errOut != "err" || res.ExitCode != 3 || res.Reason != "exited" || res.StdoutBytes != 8 || res.StderrBytes != 3 {
 		t.Fatalf("got %q %q %+v %v", out, errOut, res, err)
@@ -101,7 +101,7 @@ func TestFakeMailboxNotBlocked(t *testing.T) {
 	rt := testutil.OpenFake(t, f, "")
 	done := make(chan error, 1)
 	go func() {
-		_, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage})
+		_, err := rt.CreateSandbox(context.Background(), spec.Sandbox{Image: fakeImage})
 		done <- err
 	}()
 	<-entered
@@ -131,7 +131,7 @@ func TestFakeCreateFailureLeavesNothing(t *testing.T) {
 	}
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	_, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: fakeImage})
+	_, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if !errors.Is(err, boom) {
 		t.Fatalf("got %v, want the unsupported error", err)
 	}
@@ -161,7 +161,7 @@ func TestFakeInvalidInput(t *testing.T) {
 	ctx := context.Background()
 	bad := spec.DefaultPolicy()
 	bad.Pids = -1 // zero would mean the default
-	for _, s := range []stockade.SandboxSpec{
+	for _, s := range []spec.Sandbox{
 		{},
 		{Image: fakeImage, Policy: bad},
 		{Image: fakeImage, Lifetime: "forever"},
@@ -171,7 +171,7 @@ func TestFakeInvalidInput(t *testing.T) {
 			t.Errorf("%+v: %v, want invalid_argument", s, err)
 		}
 	}
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	for _, p := range []spec.Process{{}, {Argv: []string{""}}, {Argv: []string{"x"}, Env: []string{"NOEQUALS"}}, {Argv: []string{"x"}, Timeout: -1}} {
 		if _, err := sb.Start(ctx, p); !spec.IsCode(err, spec.CodeInvalidArgument) {
 			t.Errorf("%+v: %v, want invalid_argument", p, err)
@@ -185,7 +185,7 @@ func TestFakeStreamFailureFailsClosed(t *testing.T) {
 	f := newExecFake(t)
 	f.Script = script(dockerio.FakeFrame{Stream: framing.Systemerr, Data: []byte("daemon says no")})
 	rt := testutil.OpenFake(t, f, "")
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	_, _, res, err := run(t, sb, spec.Process{Argv: []string{"x"}})
 	var de *framing.DaemonError
 	if !spec.IsCode(err, spec.CodeStreamFailure) || !errors.As(err, &de) || res.Reason != "failed" {
@@ -225,7 +225,7 @@ func TestFakePanicFailsOnlyTheProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = rt.Close() }() // teardown
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	_, _, res, err := run(t, sb, spec.Process{Argv: []string{"panic"}})
 	if res.Reason != "failed" || err == nil {
 		t.Fatalf("panicking process: %+v %v, want failed", res, err)
@@ -238,7 +238,7 @@ func TestFakePanicFailsOnlyTheProcess(t *testing.T) {
 func TestFakeJournalFailureReportsNothingDone(t *testing.T) {
 	f := testutil.NewFake(t)
 	rt := testutil.OpenFake(t, f, "")
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	// Closing the journal under the runtime makes every append fail.
 	j := stockade.JournalOf(rt)
 	if err := j.Close(); err != nil {
@@ -278,7 +278,7 @@ func TestFakeVerifyGatesTheStart(t *testing.T) {
 	}
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	if _, _, _, err := run(t, sb, spec.Process{Argv: []string{"ok"}}); err != nil || attached.Load() != 1 {
 		t.Fatalf("a verified start: %v, %d attaches", err, attached.Load())
 	}
@@ -304,7 +304,7 @@ func TestIdentityMismatch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := testutil.OpenFake(t, f, path)
 	owner := rt.Owner()
-	if _, err := rt.CreateSandbox(context.Background(), stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot}); err != nil {
+	if _, err := rt.CreateSandbox(context.Background(), spec.Sandbox{Image: fakeImage, Lifetime: spec.OneShot}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rt.Close(); err != nil {
@@ -344,8 +344,8 @@ func TestShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
-	once := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot})
+	kept := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
+	once := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.OneShot})
 	if err := rt.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func TestFakeExecFailureFromWrapper(t *testing.T) {
 		return dockerio.FakeRun{ExitCode: 127, Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("done\n")}}}
 	}
 	rt := testutil.OpenFake(t, f, "")
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"missing"}}); !spec.IsCode(err, spec.CodeExecFailed) || res.Reason != "failed" {
 		t.Fatalf("missing command: %+v %v, want exec_failed", res, err)
 	}
@@ -400,7 +400,7 @@ func historyTypes(t testing.TB, rt *stockade.Runtime, id string, kind journal.Ki
 }
 
 // mustCreate makes a sandbox or fails the test.
-func mustCreate(t testing.TB, rt *stockade.Runtime, s stockade.SandboxSpec) *stockade.Sandbox {
+func mustCreate(t testing.TB, rt *stockade.Runtime, s spec.Sandbox) *stockade.Sandbox {
 	t.Helper()
 	sb, err := rt.CreateSandbox(context.Background(), s)
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/core"
-	"github.com/stockade/stockade/internal/pool"
-	"github.com/stockade/stockade/internal/recovery"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
@@ -14,8 +12,6 @@ import (
 // spec/) or where they are made (recorder/, egress/); these names are
 // those types, not copies.
 type (
-	// SandboxSpec is what CreateSandbox is asked to make.
-	SandboxSpec = host.SandboxSpec
 	// SandboxInfo is one line of Sandboxes.
 	SandboxInfo = host.SandboxInfo
 	// HistoryEvent is one journaled event of a sandbox or one of its
@@ -50,19 +46,19 @@ type (
 // Unreconciled is the decision recorded for a sandbox recovery could not
 // observe: it is listed, and every operation on it fails with unreconciled,
 // until a later Open reconciles it.
-const Unreconciled = recovery.Unreconciled
+const Unreconciled = core.Unreconciled
 
 // DefaultPoolRefills is how many pooled sandboxes are made at once, by
 // default, across every pool.
-const DefaultPoolRefills = pool.DefaultRefills
+const DefaultPoolRefills = core.DefaultPoolRefills
 
 // MaxPoolSize bounds one pool.
-const MaxPoolSize = pool.MaxSize
+const MaxPoolSize = core.MaxPoolSize
 
 // CheckPoolName judges a pool's name as Open does (the CLI judges its
 // flags with it before anything is opened): 1 to 32 of [a-z0-9_-],
 // starting with a letter or digit.
-func CheckPoolName(name string) error { return pool.CheckName(name) }
+func CheckPoolName(name string) error { return core.CheckPoolName(name) }
 
 // ReadOutput reads process id's recorded output from beside the journal at
 // journalPath ("" means the default journal, as Options.Journal) and hands

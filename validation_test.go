@@ -70,19 +70,19 @@ func TestFakeBadSpecCostsNothing(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		spec stockade.SandboxSpec
+		spec spec.Sandbox
 		code spec.Code
 	}{
-		{"memory below Docker's minimum", stockade.SandboxSpec{Image: "toolbox:dev", Policy: spec.Policy{MemoryBytes: 1000}}, spec.CodeUnsupported},
-		{"memory not whole pages", stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{MemoryBytes: 1<<30 + 1}}, spec.CodeUnsupported},
-		{"negative pids", stockade.SandboxSpec{Image: "toolbox:dev", Policy: spec.Policy{Pids: -1}}, spec.CodeInvalidArgument},
-		{"egress rules on an open network", stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkOpen, Egress: egressRules(t, "a.example:443")}}, spec.CodeInvalidArgument},
-		{"egress rules on an isolated network", stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkIsolated, Egress: egressRules(t, "a.example:443")}}, spec.CodeInvalidArgument},
-		{"half a user", stockade.SandboxSpec{Image: "toolbox:dev", Policy: spec.Policy{User: spec.User{UID: 1000}}}, spec.CodeInvalidArgument},
-		{"dataset onto the workspace", stockade.SandboxSpec{Image: "toolbox:dev", Datasets: []spec.Dataset{{Image: fakeImage, Target: "/a/../workspace"}}}, spec.CodeInvalidArgument},
-		{"lifetime", stockade.SandboxSpec{Image: "toolbox:dev", Lifetime: "forever"}, spec.CodeInvalidArgument},
-		{"nul in the image", stockade.SandboxSpec{Image: "toolbox\x00:dev"}, spec.CodeInvalidArgument},
-		{"no image", stockade.SandboxSpec{}, spec.CodeInvalidArgument},
+		{"memory below Docker's minimum", spec.Sandbox{Image: "toolbox:dev", Policy: spec.Policy{MemoryBytes: 1000}}, spec.CodeUnsupported},
+		{"memory not whole pages", spec.Sandbox{Image: fakeImage, Policy: spec.Policy{MemoryBytes: 1<<30 + 1}}, spec.CodeUnsupported},
+		{"negative pids", spec.Sandbox{Image: "toolbox:dev", Policy: spec.Policy{Pids: -1}}, spec.CodeInvalidArgument},
+		{"egress rules on an open network", spec.Sandbox{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkOpen, Egress: egressRules(t, "a.example:443")}}, spec.CodeInvalidArgument},
+		{"egress rules on an isolated network", spec.Sandbox{Image: fakeImage, Policy: spec.Policy{Network: spec.NetworkIsolated, Egress: egressRules(t, "a.example:443")}}, spec.CodeInvalidArgument},
+		{"half a user", spec.Sandbox{Image: "toolbox:dev", Policy: spec.Policy{User: spec.User{UID: 1000}}}, spec.CodeInvalidArgument},
+		{"dataset onto the workspace", spec.Sandbox{Image: "toolbox:dev", Datasets: []spec.Dataset{{Image: fakeImage, Target: "/a/../workspace"}}}, spec.CodeInvalidArgument},
+		{"lifetime", spec.Sandbox{Image: "toolbox:dev", Lifetime: "forever"}, spec.CodeInvalidArgument},
+		{"nul in the image", spec.Sandbox{Image: "toolbox\x00:dev"}, spec.CodeInvalidArgument},
+		{"no image", spec.Sandbox{}, spec.CodeInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := rt.CreateSandbox(ctx, tc.spec); !spec.IsCode(err, tc.code) {
@@ -106,7 +106,7 @@ func TestFakeBadProcessCostsNothing(t *testing.T) {
 	f.Fault = log.record
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	log.take()
 	huge := strings.Repeat("a", spec.MaxArgBytes)
 	for _, tc := range []struct {
@@ -137,7 +137,7 @@ func TestFakeBadProcessCostsNothing(t *testing.T) {
 // defaults for the rest, and what is journaled is the whole policy.
 func TestFakePartialPolicy(t *testing.T) {
 	rt := testutil.OpenFake(t, testutil.NewFake(t), "")
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Policy: spec.Policy{MemoryBytes: 1 << 30}})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Policy: spec.Policy{MemoryBytes: 1 << 30}})
 	st, err := stockade.FoldSandbox(rt, sb.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestFakeDatasetTargetJournaledClean(t *testing.T) {
 	f := testutil.NewFake(t)
 	f.Profile.Datasets = true
 	rt := testutil.OpenFake(t, f, "")
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Datasets: []spec.Dataset{{Image: fakeImage, Target: "//data/./v1/"}}})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Datasets: []spec.Dataset{{Image: fakeImage, Target: "//data/./v1/"}}})
 	st, err := stockade.FoldSandbox(rt, sb.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ func (b *blockingReader) Read([]byte) (int, error) {
 // its context ends, and the sandbox goes on serving.
 func TestFakePutHonoursContext(t *testing.T) {
 	rt := testutil.OpenFake(t, testutil.NewFake(t), "")
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	r := &blockingReader{reading: make(chan struct{}), release: make(chan struct{})}
 	defer close(r.release)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	stockade "github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/internal/testutil"
@@ -50,7 +49,7 @@ func TestFakeAbandonedStartSparesNeighbours(t *testing.T) {
 	}
 	rt := testutil.OpenFake(t, f, "")
 	ctx := context.Background()
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	neighbour := mustStart(t, sb, spec.Process{Argv: []string{"neighbour"}, Stderr: spec.Discard})
 	read := make(chan int64, 1)
 	go func() {
@@ -107,7 +106,7 @@ func TestFakeWardenGoneWhileClosed(t *testing.T) {
 	f := testutil.NewFake(t)
 	path := filepath.Join(t.TempDir(), "j.db")
 	rt := testutil.OpenFake(t, f, path)
-	sb := mustCreate(t, rt, stockade.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept})
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	if _, _, res, err := run(t, sb, spec.Process{Argv: []string{"first"}}); err != nil || res.Reason != "exited" {
 		t.Fatalf("first: %+v %v", res, err)
 	}

@@ -53,7 +53,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/statedir"
 )
 
 // Bounds.
@@ -78,10 +77,6 @@ const (
 	// maxRoot bounds the root name Restore is given.
 	maxRoot = 128
 )
-
-// Dir is the checkpoint store of the journal at journalPath: its name with
-// the extension replaced by .checkpoints, beside it.
-func Dir(journalPath string) string { return statedir.Checkpoints(journalPath) }
 
 // Entry types.
 const (

@@ -146,7 +146,7 @@ func Dial(path string) (*Client, error) {
 func (c *Client) Close() error { return errors.Join(c.long.Close(), c.conn.Close()) }
 
 // CreateSandbox makes a sandbox and starts its workload.
-func (c *Client) CreateSandbox(ctx context.Context, s host.SandboxSpec) (host.Sandbox, error) {
+func (c *Client) CreateSandbox(ctx context.Context, s spec.Sandbox) (host.Sandbox, error) {
 	req := &stockadev1.CreateSandboxRequest{Image: s.Image, Lifetime: string(s.Lifetime), Env: s.Env, Dir: s.Dir, Labels: s.Labels, From: s.From}
 	if s.TTL != 0 {
 		req.Ttl = durationpb.New(s.TTL)

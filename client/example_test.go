@@ -26,7 +26,7 @@ func ExampleDial() {
 	// it is kept.
 	defer func() { _ = c.Close() }()
 
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: "stockade/toolbox:dev", Lifetime: spec.Kept})
+	sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: "stockade/toolbox:dev", Lifetime: spec.Kept})
 	if err != nil {
 		log.Fatal(err)
 	}

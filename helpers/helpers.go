@@ -18,7 +18,6 @@ import (
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/helpers/internal/manifest"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/statedir"
 	"github.com/stockade/stockade/warden/wire"
 )
 
@@ -92,10 +91,6 @@ func (e *DigestError) Error() string {
 }
 
 func (e *DigestError) Unwrap() error { return e.Err }
-
-// Dir is the directory the embedded helpers are installed under, for the
-// journal at journalPath: helpers/ beside it.
-func Dir(journalPath string) string { return statedir.Helpers(journalPath) }
 
 // Resolve finds h and makes its file ready: explicit (Options.WardenBinary) if
 // not "", else $ENV if set, else the embedded artifact, installed under dir

@@ -19,7 +19,7 @@ import (
 // and result. It is written once against host.Runtime and works the same on
 // an embedded runtime and on a server's client.
 func echo(ctx context.Context, rt host.Runtime) (err error) {
-	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: "stockade/toolbox:dev"})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: "stockade/toolbox:dev"})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ import (
 type Runtime interface {
 	// CreateSandbox makes a sandbox and starts its workload; it returns once
 	// the sandbox is started and verified, or with the error that stopped it.
-	CreateSandbox(ctx context.Context, s SandboxSpec) (Sandbox, error)
+	CreateSandbox(ctx context.Context, s spec.Sandbox) (Sandbox, error)
 	// Sandbox returns a live sandbox by id (not_found when there is none).
 	Sandbox(ctx context.Context, id string) (Sandbox, error)
 	// Sandboxes lists the live sandboxes, sorted by reservation time.
@@ -160,16 +160,12 @@ type Process interface {
 	Resize(ctx context.Context, rows, cols uint16) error
 }
 
-// SandboxSpec is what CreateSandbox is asked to make: spec.Sandbox, the one
-// type of a sandbox's spec, as asked (a tag, a checkpoint's name).
-type SandboxSpec = spec.Sandbox
-
 // PoolSpec configures a warm pool: Size sandboxes made from Sandbox ahead
 // of demand, each claimed by a CreateSandbox whose spec has the same pool
 // key (image, limits, network mode, user, datasets).
 type PoolSpec struct {
 	Name    string
-	Sandbox SandboxSpec
+	Sandbox spec.Sandbox
 	Size    int
 }
 

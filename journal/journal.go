@@ -21,7 +21,6 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/statedir"
 )
 
 // SchemaVersion is the meta schema version this build writes and reads.
@@ -160,17 +159,6 @@ var (
 
 	kinds = []Kind{KindSandbox, KindProcess, KindRuntime}
 )
-
-// DefaultPath returns the journal path: $STOCKADE_JOURNAL if set, else
-// $XDG_STATE_HOME/stockade/journal.db (when absolute), else
-// ~/.local/state/stockade/journal.db.
-func DefaultPath() (string, error) {
-	p, err := statedir.DefaultJournal()
-	if err != nil {
-		return "", spec.Wrap(spec.CodeInvalidArgument, "journal.path", err, "the default journal path")
-	}
-	return p, nil
-}
 
 // Open opens the journal at path, creating it (and its directory) if it does
 // not exist and opts.ReadOnly is false. See the package doc for locking.

@@ -807,23 +807,6 @@ func TestRetainAndCompact(t *testing.T) {
 	}
 }
 
-func TestDefaultPath(t *testing.T) {
-	home, _ := os.UserHomeDir()
-	tests := []struct{ journal, xdg, want string }{
-		{"/x/j.db", "/state", "/x/j.db"},
-		{"", "/state", "/state/stockade/journal.db"},
-		{"", "relative", filepath.Join(home, ".local/state/stockade/journal.db")},
-		{"", "", filepath.Join(home, ".local/state/stockade/journal.db")},
-	}
-	for _, tt := range tests {
-		t.Setenv("STOCKADE_JOURNAL", tt.journal)
-		t.Setenv("XDG_STATE_HOME", tt.xdg)
-		if got, err := DefaultPath(); err != nil || got != tt.want {
-			t.Errorf("STOCKADE_JOURNAL=%q XDG_STATE_HOME=%q: %q %v, want %q", tt.journal, tt.xdg, got, err, tt.want)
-		}
-	}
-}
-
 // TestNewIDOrder: ids made later sort later (time first, order-preserving
 // alphabet), and stay unique.
 func TestNewIDOrder(t *testing.T) {

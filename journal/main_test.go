@@ -12,7 +12,7 @@ func TestMain(m *testing.M) {
 		crashChild(path, os.Getenv(crashRunEnv))
 		os.Exit(0)
 	}
-	// No test may read or write the user's real journal (DefaultPath).
+	// No test may read or write the user's real journal (statedir.DefaultJournal).
 	code := testenv.Run(m)
 	removeFixtures()
 	os.Exit(code)

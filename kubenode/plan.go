@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -46,7 +45,7 @@ const (
 // container's process.
 type Plan struct {
 	Container string
-	Sandbox   host.SandboxSpec
+	Sandbox   spec.Sandbox
 	Process   spec.Process
 	Restart   corev1.RestartPolicy
 	// TokenVolume is the service-account token volume the API server

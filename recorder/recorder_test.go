@@ -462,18 +462,6 @@ func TestRemoveAndIDs(t *testing.T) {
 	}
 }
 
-func TestDir(t *testing.T) {
-	for in, want := range map[string]string{
-		"/x/journal.db": "/x/journal.rec",
-		"/x/j":          "/x/j.rec",
-		"/x.d/j.bolt":   "/x.d/j.rec",
-	} {
-		if got := Dir(in); got != want {
-			t.Errorf("Dir(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestSyncEvery: a write arms one sync timer of SyncEvery (at most a
 // second); writes until it fires share it; its sync leaves nothing unsynced
 // (the new file's directory entry included); the next write arms the next

@@ -14,15 +14,10 @@ import (
 
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/statedir"
 )
 
 // SyncEvery is the longest a recorded write waits for its fsync.
 const SyncEvery = time.Second
-
-// Dir is the recording directory of the journal at journalPath: its name
-// with the extension replaced by .rec (journal.db → journal.rec), beside it.
-func Dir(journalPath string) string { return statedir.Recordings(journalPath) }
 
 // Store is a journal's recording directory.
 type Store struct {

@@ -1,12 +1,15 @@
 package rerun
 
-import "github.com/stockade/stockade/recorder"
+import (
+	"github.com/stockade/stockade/recorder"
+	"github.com/stockade/stockade/statedir"
+)
 
 // Files is Recordings over the files the recorder keeps beside the journal
 // at journalPath: read without the journal's lock, so it serves a re-run
 // through a server that holds the journal, an embedded runtime, or a
 // journal no runtime holds.
-func Files(journalPath string) Recordings { return files{dir: recorder.Dir(journalPath)} }
+func Files(journalPath string) Recordings { return files{dir: statedir.Recordings(journalPath)} }
 
 type files struct{ dir string }
 

@@ -305,7 +305,7 @@ func Run(ctx context.Context, rt host.Runtime, sandboxID string, rec Recordings,
 		labels = map[string]string{}
 	}
 	labels[LabelRerunOf] = sandboxID
-	ss := host.SandboxSpec{
+	ss := spec.Sandbox{
 		Image:    orig.Image,
 		Policy:   orig.Policy,
 		Datasets: orig.Datasets,

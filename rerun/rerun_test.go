@@ -35,11 +35,11 @@ type fakeRuntime struct {
 	historyErr   error // for the new sandbox's History
 
 	mu      sync.Mutex
-	created []host.SandboxSpec
+	created []spec.Sandbox
 	box     *fakeSandbox
 }
 
-func (f *fakeRuntime) CreateSandbox(_ context.Context, s host.SandboxSpec) (host.Sandbox, error) {
+func (f *fakeRuntime) CreateSandbox(_ context.Context, s spec.Sandbox) (host.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.created = append(f.created, s)

@@ -1,12 +1,12 @@
 package server_test
 
 import (
-	"github.com/stockade/stockade/internal/inspecttest"
 	"io"
 	"strings"
 	"testing"
 
-	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/inspecttest"
+
 	"github.com/stockade/stockade/spec"
 )
 
@@ -18,7 +18,7 @@ func TestInspectorsAgreeServed(t *testing.T) {
 	ctx := ctxFor(t)
 	var ids []string
 	for i, lifetime := range []spec.Lifetime{spec.OneShot, spec.Kept} {
-		sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Lifetime: lifetime})
+		sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Lifetime: lifetime})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ import (
 // withPool configures one pool of size n over fakeImage.
 func withPool(name string, n int) func(*stockade.Options) {
 	return func(o *stockade.Options) {
-		o.Pools = append(o.Pools, stockade.PoolSpec{Name: name, Sandbox: stockade.SandboxSpec{Image: fakeImage}, Size: n})
+		o.Pools = append(o.Pools, stockade.PoolSpec{Name: name, Sandbox: spec.Sandbox{Image: fakeImage}, Size: n})
 	}
 }
 
@@ -89,7 +89,7 @@ func TestPoolsServed(t *testing.T) {
 	}
 
 	labels := map[string]string{"team": "x", "io.example/run": "7"}
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Lifetime: spec.Kept, Env: []string{"A=1", "B=2"}, Dir: "/tmp", Labels: labels})
+	sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept, Env: []string{"A=1", "B=2"}, Dir: "/tmp", Labels: labels})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestPoolsServed(t *testing.T) {
 	}
 	// A cold create (the pool is empty) counts as cold, and carries the
 	// caller's spec just the same.
-	cold, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Dir: "/srv", Labels: map[string]string{"k": "v"}})
+	cold, err := c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Dir: "/srv", Labels: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestPoolsServedErrors(t *testing.T) {
 		}
 	}
 	// A bad label is refused by the runtime, through the server.
-	if _, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Labels: map[string]string{"bad key": "v"}}); !spec.IsCode(err, spec.CodeInvalidArgument) {
+	if _, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Labels: map[string]string{"bad key": "v"}}); !spec.IsCode(err, spec.CodeInvalidArgument) {
 		t.Errorf("a bad label key: %v", err)
 	}
 	bare := serve(t)

@@ -170,7 +170,7 @@ type sandboxes struct {
 }
 
 func (v sandboxes) Create(ctx context.Context, req *stockadev1.CreateSandboxRequest) (*stockadev1.CreateSandboxResponse, error) {
-	ss := host.SandboxSpec{Image: req.Image, Lifetime: spec.Lifetime(req.Lifetime), TTL: req.Ttl.AsDuration(),
+	ss := spec.Sandbox{Image: req.Image, Lifetime: spec.Lifetime(req.Lifetime), TTL: req.Ttl.AsDuration(),
 		Env: req.Env, Dir: req.Dir, Labels: req.Labels, From: req.From}
 	if len(req.PolicyJson) > 0 {
 		if err := json.Unmarshal(req.PolicyJson, &ss.Policy); err != nil {

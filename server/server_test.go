@@ -47,7 +47,7 @@ func TestSandboxCalls(t *testing.T) {
 	fx := serve(t)
 	ctx := ctxFor(t)
 	var rt host.Runtime = fx.c
-	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Pids: 99}})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Policy: spec.Policy{Pids: 99}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestExec(t *testing.T) {
 		return dockerio.FakeRun{ExitCode: 3, EchoStdin: req.Spec.Stdin, Frames: []dockerio.FakeFrame{
 			{Stream: framing.Stdout, Data: []byte("out ")}, {Stream: framing.Stderr, Data: []byte("err")}}}
 	}
-	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestExec(t *testing.T) {
 func TestTypedErrors(t *testing.T) {
 	fx := serve(t)
 	ctx := ctxFor(t)
-	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestTypedErrors(t *testing.T) {
 	}{
 		{"unknown sandbox", func() error { _, err := fx.c.Sandbox(ctx, "nope"); return err }, spec.CodeNotFound},
 		{"bad lifetime", func() error {
-			_, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Lifetime: "forever"})
+			_, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Lifetime: "forever"})
 			return err
 		}, spec.CodeInvalidArgument},
 		{"empty argv", func() error { _, err := sb.Start(ctx, spec.Process{}); return err }, spec.CodeInvalidArgument},
@@ -214,7 +214,7 @@ func TestTypedErrors(t *testing.T) {
 func TestFiles(t *testing.T) {
 	fx := serve(t)
 	ctx := ctxFor(t)
-	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestRecordCrossesTheWire(t *testing.T) {
 	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("x")}}}
 	}
-	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestLogsThroughTheServer(t *testing.T) {
 	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("out ")}, {Stream: framing.Stderr, Data: []byte("err ")}, {Stream: framing.Stdout, Data: []byte("more")}}}
 	}
-	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestBackpressure(t *testing.T) {
 		}
 		return run
 	}
-	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestDisconnectStopsAttached(t *testing.T) {
 		}
 		return dockerio.FakeRun{Hold: hold}
 	}
-	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestClosedOutputStopsProcess(t *testing.T) {
 	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Hold: hold, Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("unread")}}}
 	}
-	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestSignalAndStop(t *testing.T) {
 	hold := make(chan struct{})
 	defer close(hold)
 	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun { return dockerio.FakeRun{Hold: hold} }
-	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestDisconnectRemovesOneShot(t *testing.T) {
 		return dockerio.FakeRun{Hold: hold}
 	}
 	gone := dial(t, fx.socket)
-	sb, err := gone.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Lifetime: spec.OneShot})
+	sb, err := gone.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Lifetime: spec.OneShot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestShortCallsBesideManyStreams(t *testing.T) {
 	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Hold: hold}
 	}
-	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage, Policy: spec.Policy{Pids: 4096}})
+	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Policy: spec.Policy{Pids: 4096}})
 	if err != nil {
 		t.Fatal(err)
 	}

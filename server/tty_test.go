@@ -25,7 +25,7 @@ func TestTTYSpecTravels(t *testing.T) {
 	ctx := ctxFor(t)
 	for _, side := range sides(fx) {
 		t.Run(side.name, func(t *testing.T) {
-			sb, err := side.rt.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+			sb, err := side.rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func TestResizeNoTerminal(t *testing.T) {
 	}
 	for _, side := range sides(fx) {
 		t.Run(side.name, func(t *testing.T) {
-			sb, err := side.rt.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+			sb, err := side.rt.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +116,7 @@ func TestResizeWire(t *testing.T) {
 	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{EchoStdin: true}
 	}
-	sb, err := fx.c.CreateSandbox(ctx, host.SandboxSpec{Image: fakeImage})
+	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
 		t.Fatal(err)
 	}

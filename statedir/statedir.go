@@ -2,6 +2,7 @@
 // file, and everything kept beside it, named from the journal's path. The
 // journal, the recorder, the checkpoint store, the helpers' installer and
 // the server each ask it for their place instead of computing their own.
+// It imports spec (for its error) and the standard library only.
 //
 //	~/.local/state/stockade/   the journal's directory (DefaultJournal)
 //	  journal.db               the journal (bbolt)
@@ -16,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/stockade/stockade/spec"
 )
 
 // JournalEnv names the variable that, when set, is the journal's path.
@@ -27,7 +30,8 @@ var ErrNoHome = errors.New("no journal path: set STOCKADE_JOURNAL")
 
 // DefaultJournal is the journal's path: $STOCKADE_JOURNAL if set, else
 // $XDG_STATE_HOME/stockade/journal.db (when absolute), else
-// ~/.local/state/stockade/journal.db.
+// ~/.local/state/stockade/journal.db; invalid_argument (ErrNoHome) when
+// none can be made.
 func DefaultJournal() (string, error) {
 	if p := os.Getenv(JournalEnv); p != "" {
 		return p, nil
@@ -37,7 +41,7 @@ func DefaultJournal() (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", errors.Join(ErrNoHome, err)
+		return "", spec.Wrap(spec.CodeInvalidArgument, "statedir", errors.Join(ErrNoHome, err), "the default journal path")
 	}
 	return filepath.Join(home, ".local", "state", "stockade", "journal.db"), nil
 }

@@ -18,10 +18,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stockade/stockade/statedir"
+
 	"github.com/stockade/stockade/profile"
 
 	stockade "github.com/stockade/stockade"
-	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/kubenode"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
@@ -107,7 +108,7 @@ func parse(args []string) (*options, error) {
 		o.level = slog.LevelInfo
 	}
 	if o.journal == "" {
-		p, err := journal.DefaultPath()
+		p, err := statedir.DefaultJournal()
 		if err != nil {
 			return nil, err
 		}

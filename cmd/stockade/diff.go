@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/stockade/stockade/statedir"
+
 	"golang.org/x/term"
 
 	"github.com/stockade/stockade/host"
@@ -58,7 +60,7 @@ func (c *diffCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Wr
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	texts, err := recorder.ReadChanges(recorder.Dir(src.path), c.id)
+	texts, err := recorder.ReadChanges(statedir.Recordings(src.path), c.id)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // changesJournal writes a sandbox whose one process changed files (its
@@ -59,7 +60,7 @@ func changesJournal(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	store, err := recorder.Open(recorder.Dir(path), spec.Record{}, nil)
+	store, err := recorder.Open(statedir.Recordings(path), spec.Record{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

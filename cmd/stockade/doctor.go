@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/stockade/stockade/statedir"
+
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/profile"
 
 	"github.com/stockade/stockade/helpers"
-	"github.com/stockade/stockade/journal"
 )
 
 type doctorCmd struct{ g global }
@@ -44,11 +45,11 @@ func (c *doctorCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 	}
 	path := c.g.journal
 	if path == "" {
-		if path, err = journal.DefaultPath(); err != nil {
+		if path, err = statedir.DefaultJournal(); err != nil {
 			return fail(stderr, err, 1)
 		}
 	}
-	dir := helpers.Dir(path)
+	dir := statedir.Helpers(path)
 	// The warden every sandbox gets: named and checked, or embedded.
 	w, werr := locateHelper(helpers.Warden, dir)
 	// The egress proxy only allowlist sandboxes need: its absence refuses

@@ -257,7 +257,7 @@ const drillPool = "drill"
 func openDrillRuntime(ctx context.Context, path, profile, poolImage string, mode drillMode) (*drillRuntime, error) {
 	opts := stockade.Options{Journal: path, Profile: profile, StopGrace: time.Second}
 	if poolImage != "" {
-		opts.Pools = []stockade.PoolSpec{{Name: drillPool, Sandbox: stockade.SandboxSpec{Image: poolImage}, Size: 1}}
+		opts.Pools = []stockade.PoolSpec{{Name: drillPool, Sandbox: spec.Sandbox{Image: poolImage}, Size: 1}}
 	}
 	if mode != execMode {
 		rt, err := stockade.Open(ctx, opts)
@@ -288,7 +288,7 @@ func (d *driller) foreign(ctx context.Context) (_ foreignOwner, err error) {
 	// Its journal must hold the sandbox for the cleanup to find it.
 	defer func() { err = errors.Join(err, rt.Close()) }()
 	f.owner = rt.Owner()
-	if _, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: d.image, Lifetime: spec.Kept}); err != nil {
+	if _, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: d.image, Lifetime: spec.Kept}); err != nil {
 		return f, err
 	}
 	f.before, err = d.owned(ctx, f.owner)

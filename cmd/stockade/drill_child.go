@@ -59,7 +59,7 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 	if c.recoverOnly {
 		return 0
 	}
-	kept, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Lifetime: spec.Kept})
+	kept, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: c.image, Lifetime: spec.Kept})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -102,7 +102,7 @@ func (c *drillChildCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.W
 	// Kept: a kill between its claim's journal and the warden's rekey
 	// leaves a re-adopted sandbox whose warden refuses the journal's
 	// secret (its first launch must be answered, by one new warden).
-	once, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: c.image, Lifetime: spec.Kept})
+	once, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: c.image, Lifetime: spec.Kept})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -143,7 +143,7 @@ func checkpointAndRollBack(ctx context.Context, rt *stockade.Runtime, image stri
 	// pool's first claim stays the one-shot sandbox's below.
 	pol := spec.DefaultPolicy()
 	pol.Pids--
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: image, Lifetime: spec.Kept, Policy: pol})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: image, Lifetime: spec.Kept, Policy: pol})
 	if err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func awaitPoolReady(ctx context.Context, rt *stockade.Runtime, pool string) erro
 // claimAndRun claims a one-shot sandbox from the drill's pool, runs true in
 // it and removes it.
 func claimAndRun(ctx context.Context, rt *stockade.Runtime, image string) error {
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: image, Lifetime: spec.OneShot})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: image, Lifetime: spec.OneShot})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/stockade/stockade/statedir"
+
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/inspect"
@@ -162,7 +164,7 @@ func (c *journalCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		if err := printEgress(stdout, recorder.Dir(path), c.id, c.g.json); err != nil {
+		if err := printEgress(stdout, statedir.Recordings(path), c.id, c.g.json); err != nil {
 			return fail(stderr, err, 1)
 		}
 		return 0

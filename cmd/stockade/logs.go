@@ -9,9 +9,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/stockade/stockade/statedir"
+
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
@@ -187,7 +188,7 @@ func journalPath(g global) (string, error) {
 	if g.journal != "" {
 		return g.journal, nil
 	}
-	return journal.DefaultPath()
+	return statedir.DefaultJournal()
 }
 
 // streamWriter prints chunks to the process's own streams, a gap as a line

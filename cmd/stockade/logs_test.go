@@ -34,7 +34,7 @@ func recordedJournal(t *testing.T, path string, frames ...dockerio.FakeFrame) (s
 	defer cancel()
 	rt := testutil.OpenFake(t, f, path, func(o *stockade.Options) { o.Record = spec.Record{Head: 4 << 10, Tail: 4 << 10} })
 	defer func() { _ = rt.Close() }() // the CLI opens the journal next
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "sha256:" + strings.Repeat("0", 63) + "1"})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: "sha256:" + strings.Repeat("0", 63) + "1"})
 	if err != nil {
 		t.Fatal(err)
 	}

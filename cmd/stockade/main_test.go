@@ -18,6 +18,7 @@ import (
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 	"github.com/stockade/stockade/warden/link"
 )
 
@@ -190,7 +191,7 @@ func TestUsage(t *testing.T) {
 			t.Setenv("STOCKADE_JOURNAL", "")
 			t.Setenv("XDG_STATE_HOME", "")
 			t.Setenv("HOME", "")
-			if p, err := journal.DefaultPath(); err == nil {
+			if p, err := statedir.DefaultJournal(); err == nil {
 				t.Fatalf("a default journal path without a home: %s", p)
 			}
 		}},

@@ -25,17 +25,17 @@ func TestParsePoolSpec(t *testing.T) {
 		want stockade.PoolSpec
 	}{
 		{"py=image=stockade/python:dev,memory=512m,cpus=1,size=4",
-			stockade.PoolSpec{Name: "py", Size: 4, Sandbox: host.SandboxSpec{Image: "stockade/python:dev", Policy: with(func(p *spec.Policy) { p.MemoryBytes, p.CPUs = 512<<20, 1 })}}},
-		{"p0=size=0", stockade.PoolSpec{Name: "p0", Sandbox: host.SandboxSpec{Image: toolbox, Policy: def}}},
+			stockade.PoolSpec{Name: "py", Size: 4, Sandbox: spec.Sandbox{Image: "stockade/python:dev", Policy: with(func(p *spec.Policy) { p.MemoryBytes, p.CPUs = 512<<20, 1 })}}},
+		{"p0=size=0", stockade.PoolSpec{Name: "p0", Sandbox: spec.Sandbox{Image: toolbox, Policy: def}}},
 		{"a-b_c=size=1000,pids=9,user=1000:1001,network=open",
-			stockade.PoolSpec{Name: "a-b_c", Size: 1000, Sandbox: host.SandboxSpec{Image: toolbox, Policy: with(func(p *spec.Policy) {
+			stockade.PoolSpec{Name: "a-b_c", Size: 1000, Sandbox: spec.Sandbox{Image: toolbox, Policy: with(func(p *spec.Policy) {
 				p.Pids, p.User, p.Network = 9, spec.User{UID: 1000, GID: 1001}, spec.NetworkOpen
 			})}}},
 		// An allowlist pool has no rules: the claimant brings them.
-		{"net=network=allowlist,size=2", stockade.PoolSpec{Name: "net", Size: 2, Sandbox: host.SandboxSpec{Image: toolbox, Policy: with(func(p *spec.Policy) { p.Network = spec.NetworkAllowlist })}}},
-		{"img=image=sha256:" + strings.Repeat("0", 64) + ",size=1", stockade.PoolSpec{Name: "img", Size: 1, Sandbox: host.SandboxSpec{Image: "sha256:" + strings.Repeat("0", 64), Policy: def}}},
+		{"net=network=allowlist,size=2", stockade.PoolSpec{Name: "net", Size: 2, Sandbox: spec.Sandbox{Image: toolbox, Policy: with(func(p *spec.Policy) { p.Network = spec.NetworkAllowlist })}}},
+		{"img=image=sha256:" + strings.Repeat("0", 64) + ",size=1", stockade.PoolSpec{Name: "img", Size: 1, Sandbox: spec.Sandbox{Image: "sha256:" + strings.Repeat("0", 64), Policy: def}}},
 		// memory=0 and cpus=0 are the defaults, as their flags'.
-		{"z=memory=0,cpus=0,size=3", stockade.PoolSpec{Name: "z", Size: 3, Sandbox: host.SandboxSpec{Image: toolbox, Policy: def}}},
+		{"z=memory=0,cpus=0,size=3", stockade.PoolSpec{Name: "z", Size: 3, Sandbox: spec.Sandbox{Image: toolbox, Policy: def}}},
 	} {
 		got, err := parsePoolSpec(tc.in)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/rerun"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // fixedReport is a re-run of three processes, the second diverging in
@@ -87,7 +88,7 @@ func TestGoldenRerunReport(t *testing.T) {
 // output split by stream, whole when complete, stdin with its cut mark.
 func TestRerunRecordings(t *testing.T) {
 	path := changesJournal(t)
-	store, err := recorder.Open(recorder.Dir(path), spec.Record{}, nil)
+	store, err := recorder.Open(statedir.Recordings(path), spec.Record{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

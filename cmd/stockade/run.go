@@ -142,7 +142,7 @@ func (c *runCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io
 		return fail(stderr, err, 125)
 	}
 	defer closeRuntime(rt, stderr, &code, 125)
-	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.OneShot, Labels: c.labels})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: c.image, Policy: c.policy, Lifetime: spec.OneShot, Labels: c.labels})
 	if err != nil {
 		return fail(stderr, err, 125)
 	}

@@ -165,7 +165,7 @@ func (c *sandboxCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 	out := &printer{w: stdout}
 	switch c.sub {
 	case "create":
-		sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: c.image, Policy: c.policy, Lifetime: spec.Kept, TTL: c.ttl,
+		sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: c.image, Policy: c.policy, Lifetime: spec.Kept, TTL: c.ttl,
 			Env: c.env, Dir: c.dir, Labels: c.labels, From: c.from})
 		if err != nil {
 			return fail(stderr, err, 1)

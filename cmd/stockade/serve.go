@@ -234,7 +234,7 @@ func parsePoolSpec(v string) (stockade.PoolSpec, error) {
 	if len(pol.Egress) > 0 {
 		return stockade.PoolSpec{}, bad("allowlist rules are the claimant's, given at the claim: use network=allowlist")
 	}
-	ss := stockade.SandboxSpec{Image: *image, Policy: pol}
+	ss := spec.Sandbox{Image: *image, Policy: pol}
 	if err := (spec.Sandbox{Image: ss.Image, Policy: ss.Policy, Lifetime: spec.Kept}).ValidateUnpinned(); err != nil {
 		return stockade.PoolSpec{}, spec.Wrap(spec.CodeInvalidArgument, "serve", err, "--pool %s", name)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // hostile is what a sandbox may put in any string it controls: a title
@@ -86,7 +87,7 @@ func TestRenderEscapesSandboxStrings(t *testing.T) {
 	})
 
 	t.Run("journal show --egress", func(t *testing.T) {
-		log, err := recorder.OpenDecisions(recorder.Dir(path), sbID)
+		log, err := recorder.OpenDecisions(statedir.Recordings(path), sbID)
 		if err != nil {
 			t.Fatal(err)
 		}

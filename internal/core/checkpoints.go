@@ -5,6 +5,8 @@ import (
 	"io"
 	"sync"
 
+	"github.com/stockade/stockade/statedir"
+
 	"github.com/stockade/stockade/checkpoint"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/actors/sandbox"
@@ -28,7 +30,7 @@ type checkpointStore struct {
 func (rt *Runtime) checkpoints() (*checkpoint.Store, error) {
 	c := &rt.ckpt
 	c.once.Do(func() {
-		c.store, c.err = checkpoint.Open(checkpoint.Dir(rt.journal.Path()), rt.ckptLimit)
+		c.store, c.err = checkpoint.Open(statedir.Checkpoints(rt.journal.Path()), rt.ckptLimit)
 		if c.err != nil {
 			return
 		}

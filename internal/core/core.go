@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stockade/stockade/statedir"
+
 	"github.com/stockade/stockade/profile"
 
 	"github.com/stockade/stockade/dockerio"
@@ -124,7 +126,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	path := opts.Journal
 	if path == "" {
 		var err error
-		if path, err = journal.DefaultPath(); err != nil {
+		if path, err = statedir.DefaultJournal(); err != nil {
 			return nil, err
 		}
 	}
@@ -158,7 +160,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	// Made under the journal's lock: one runtime writes recordings.
-	rec, err := recorder.Open(recorder.Dir(j.Path()), opts.Record, log)
+	rec, err := recorder.Open(statedir.Recordings(j.Path()), opts.Record, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -236,11 +238,11 @@ func engineFor(opts Options) (dockerio.Engine, func() error, error) {
 	path := opts.Journal
 	if path == "" {
 		var err error
-		if path, err = journal.DefaultPath(); err != nil {
+		if path, err = statedir.DefaultJournal(); err != nil {
 			return nil, nil, err
 		}
 	}
-	dir := helpers.Dir(path)
+	dir := statedir.Helpers(path)
 	w, err := helpers.Locate(helpers.Warden, opts.WardenBinary, dir)
 	if err != nil {
 		return nil, nil, err
@@ -273,7 +275,7 @@ func (rt *Runtime) Owner() string { return rt.journal.Owner() }
 // CreateSandbox makes a sandbox and starts its workload. It returns once the
 // sandbox is started and verified, or with the error that stopped it (and
 // nothing left behind).
-func (rt *Runtime) CreateSandbox(ctx context.Context, s host.SandboxSpec) (*Sandbox, error) {
+func (rt *Runtime) CreateSandbox(ctx context.Context, s spec.Sandbox) (*Sandbox, error) {
 	if err := rt.usable(); err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ var (
 
 type hostRuntime struct{ rt *Runtime }
 
-func (h hostRuntime) CreateSandbox(ctx context.Context, s host.SandboxSpec) (host.Sandbox, error) {
+func (h hostRuntime) CreateSandbox(ctx context.Context, s spec.Sandbox) (host.Sandbox, error) {
 	sb, err := h.rt.CreateSandbox(ctx, s)
 	if err != nil {
 		return nil, err

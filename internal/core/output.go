@@ -4,8 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/stockade/stockade/statedir"
+
 	"github.com/stockade/stockade/internal/retention"
-	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
@@ -21,11 +22,11 @@ import (
 func ReadOutput(journalPath, id string, fn func(recorder.Chunk) error) (recorder.Summary, error) {
 	if journalPath == "" {
 		var err error
-		if journalPath, err = journal.DefaultPath(); err != nil {
+		if journalPath, err = statedir.DefaultJournal(); err != nil {
 			return recorder.Summary{}, err
 		}
 	}
-	return recorder.Read(recorder.Dir(journalPath), id, fn)
+	return recorder.Read(statedir.Recordings(journalPath), id, fn)
 }
 
 // Logs reads the recorded output of a process of this runtime's journal,

@@ -91,3 +91,13 @@ func (rt *Runtime) ResizePool(ctx context.Context, name string, size int) error 
 	}
 	return rt.pools.Resize(ctx, name, size)
 }
+
+// DefaultPoolRefills is how many pooled sandboxes are made at once, by
+// default, across every pool.
+const DefaultPoolRefills = pool.DefaultRefills
+
+// MaxPoolSize bounds one pool.
+const MaxPoolSize = pool.MaxSize
+
+// CheckPoolName judges a pool's name as Open does.
+func CheckPoolName(name string) error { return pool.CheckName(name) }

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/stockade/stockade/statedir"
+
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/actors/sandbox"
@@ -130,7 +132,7 @@ func PlanRecovery(ctx context.Context, opts Options) (host.RecoveryReport, error
 	path := opts.Journal
 	if path == "" {
 		var err error
-		if path, err = journal.DefaultPath(); err != nil {
+		if path, err = statedir.DefaultJournal(); err != nil {
 			return report, err
 		}
 	}
@@ -195,3 +197,7 @@ func (rt *Runtime) sweepOrphans(ctx context.Context, owned []dockerio.Owned, l r
 	}
 	return removed, nil
 }
+
+// Unreconciled is the decision recorded for a sandbox recovery could not
+// observe.
+const Unreconciled = recovery.Unreconciled

@@ -289,3 +289,7 @@ func (s *Sandbox) SetEgress(ctx context.Context, rules []spec.EgressRule) error 
 func (rt *Runtime) Egress(id string, fn func(egress.Decision) error) error {
 	return recorder.ReadDecisions(rt.recorder.Path(), id, fn)
 }
+
+// Process is a process as the runtime hands it out: the process actor's
+// handle.
+type Process = process.Handle

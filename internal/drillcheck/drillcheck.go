@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/stockade/stockade/statedir"
+
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/journal"
@@ -108,7 +110,7 @@ func Read(jpath string) (Journal, error) {
 			return dj, err
 		}
 	}
-	dir := recorder.Dir(jpath)
+	dir := statedir.Recordings(jpath)
 	for id := range dj.procs {
 		var re recordingEnd
 		sum, err := recorder.Read(dir, id, func(c recorder.Chunk) error {

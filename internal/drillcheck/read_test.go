@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/internal/testenv"
@@ -37,7 +36,7 @@ func TestReadJournal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
 	rt := testutil.OpenFake(t, f, path)
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "sha256:0000000000000000000000000000000000000000000000000000000000000001", Lifetime: spec.Kept})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: "sha256:0000000000000000000000000000000000000000000000000000000000000001", Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,17 +15,16 @@ import (
 const module = "github.com/stockade/stockade"
 
 // rank is each package's layer: a package may import only packages of a
-// lower rank. A new package must be placed here; the test names it if not.
+// lower rank. A new package must be placed here (the test names it if
+// not), and in docs/design.md's drawing of the layers, which
+// TestDesignDrawsTheRanks compares with this table.
 var rank = map[string]int{
-	"spec": 0,
-	// The state directory's layout: the standard library only.
-	"statedir": 0,
-	"api":      0, "api/stockade/v1": 0,
-	"internal/failpoint": 0, "helpers/internal/manifest": 0, "internal/survivor": 0,
+	// Leaves: the domain types, the API's generated code, crash points.
+	"spec": 0, "api": 0, "api/stockade/v1": 0, "internal/failpoint": 0, "helpers/internal/manifest": 0,
+	"internal/survivor": 0, "warden/wire": 0,
 
-	"internal/safedir": 1, "profile": 1,
-
-	"warden/wire": 1,
+	// The state directory's layout, profiles, owned directories.
+	"statedir": 1, "internal/safedir": 1, "profile": 1,
 
 	// The warden library (stockade-warden's server, run in-process by the
 	// Fake) sits below the runtime's end of its link, whose tests run it.
@@ -33,27 +32,31 @@ var rank = map[string]int{
 
 	"recorder": 3, "host": 3, "dockerio": 3, "warden/link": 3,
 
+	// internal/drilldocker: what the drill asks of Docker beside the
+	// runtime it drills; internal/retention: what a journal no longer needs.
 	"dockerio/enginetest": 4, "inspect": 4, "client": 4, "internal/actors": 4, "metrics": 4, "rerun": 4,
+	"internal/drilldocker": 4, "internal/retention": 4,
 
 	// internal/drillcheck: the crash drill's checks of a journal and its
 	// recordings (the CLI's drill runs them, test/drill again).
 	"internal/actors/process": 5, "internal/drillcheck": 5,
-	// What the drill asks of Docker beside the runtime it drills.
-	"internal/drilldocker":    4,
-	"internal/actors/sandbox": 6,
-	// The warm pools, behind the runtime's narrow Maker seam: no actors, no Docker.
-	"internal/pool": 6,
-	// What recovery reads before it acts (it shares the sandbox actor's Decide).
-	"internal/recovery": 7,
-	// What a journal no longer needs, deleted with its recordings.
-	"internal/retention": 4,
-	// The embedded helper binaries: only the root installs them.
-	"helpers": 7,
+
+	// The warm pools, behind the runtime's narrow Maker seam: no actors,
+	// no Docker.
+	"internal/actors/sandbox": 6, "internal/pool": 6,
+
+	// What recovery reads before it acts (internal/core decides with the
+	// sandbox actor's Decide); the embedded helper binaries, which
+	// internal/core installs.
+	"internal/recovery": 7, "helpers": 7,
+
 	// The runtime behind the root's facade: composition, the live
 	// registry, events, recovery, the pools' and checkpoints' wiring.
 	"internal/core": 8,
-	"":              9, // the root package: the embedded API
-	"server":        10, "kubenode": 10,
+	// The root package: the embedded API, a facade over internal/core.
+	"": 9,
+
+	"server": 10, "kubenode": 10,
 
 	"cmd/stockade": 11, "cmd/stockade-node": 11, "cmd/warden": 11, "cmd/egress": 11, "helpers/internal/gen": 11,
 
@@ -62,10 +65,15 @@ var rank = map[string]int{
 	// the root). A package's tests may import any of them: the walk skips
 	// _test.go files.
 	"internal/testenv": 12, "internal/testutil": 12, "internal/dockertest": 12, "internal/faultproxy": 12,
-	"internal/layers": 12, "internal/kubecluster": 12, "internal/kubecluster/cmd/kubecluster": 13, "internal/inspecttest": 12, "internal/journaltest": 12, "internal/metricstest": 12,
+	"internal/layers": 12, "internal/kubecluster": 12, "internal/inspecttest": 12, "internal/journaltest": 12,
+	"internal/metricstest": 12,
+
 	// The suites against the real daemon (test/...) share test/testkit.
-	"test/testkit": 13, "test": 14,
-	"test/api": 14, "test/recovery": 14, "test/dockerio": 14, "test/warden": 14, "test/checkpoint": 14, "test/egress": 14, "test/pool": 14, "test/serve": 14, "test/cli": 14, "test/install": 14, "test/drill": 14, "test/hostile": 14, "test/faults": 14, "test/kube": 14, "test/bench": 14, "test/load": 14, "test/soak": 14,
+	"test/testkit": 13, "internal/kubecluster/cmd/kubecluster": 13,
+
+	"test": 14, "test/api": 14, "test/recovery": 14, "test/dockerio": 14, "test/warden": 14, "test/checkpoint": 14,
+	"test/egress": 14, "test/pool": 14, "test/serve": 14, "test/cli": 14, "test/install": 14, "test/drill": 14,
+	"test/hostile": 14, "test/faults": 14, "test/kube": 14, "test/bench": 14, "test/load": 14, "test/soak": 14,
 }
 
 // only lists packages whose imports are closed further: the programs copied
@@ -114,12 +122,18 @@ var only = map[string]func(imp string) bool{
 	"checkpoint": func(imp string) bool {
 		return stdlib(imp) || imp == module+"/spec" || imp == module+"/statedir" || strings.HasPrefix(imp, "golang.org/x/sys/")
 	},
-	"statedir": stdlib,
+	"statedir": func(imp string) bool { return stdlib(imp) || imp == module+"/spec" },
+	// The facade reaches the runtime through internal/core alone: no other
+	// internal package, no actors.
+	"": func(imp string) bool {
+		return !strings.HasPrefix(imp, module+"/internal/") || imp == module+"/internal/core"
+	},
 }
 
-// apiEdge: not dockerio, not the actors.
+// apiEdge: not dockerio, not the actors, not the runtime's core (the root
+// is its one way in).
 func apiEdge(imp string) bool {
-	return imp != module+"/dockerio" && !strings.HasPrefix(imp, module+"/internal/actors")
+	return imp != module+"/dockerio" && !strings.HasPrefix(imp, module+"/internal/actors") && imp != module+"/internal/core"
 }
 
 // stdlib reports whether imp is a standard-library package (no dot in its

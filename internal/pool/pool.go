@@ -559,7 +559,7 @@ func CheckName(name string) error {
 }
 
 // Sandbox is the spec a pool's sandboxes are made from.
-func Sandbox(s host.SandboxSpec) spec.Sandbox {
+func Sandbox(s spec.Sandbox) spec.Sandbox {
 	return spec.Sandbox{Image: s.Image, Policy: s.Policy, Datasets: s.Datasets, Lifetime: spec.Kept}.WithDefaults()
 }
 

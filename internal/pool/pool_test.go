@@ -64,7 +64,7 @@ func (m *fakeMaker) removedCount() int {
 
 func newTestPools(t *testing.T, m *fakeMaker, size int) (*Pools[int], spec.Sandbox) {
 	t.Helper()
-	full := Sandbox(host.SandboxSpec{Image: "sha256:" + fmt.Sprintf("%064d", 1)})
+	full := Sandbox(spec.Sandbox{Image: "sha256:" + fmt.Sprintf("%064d", 1)})
 	ps := New[int](m, slog.New(slog.NewTextHandler(io.Discard, nil)), 1, false)
 	ps.Add("p", full.Image, size, full)
 	ps.Open(nil)
@@ -142,7 +142,7 @@ func TestPoolsRefillBacksOff(t *testing.T) {
 // TestCheck: the pools' shape is judged before anything is touched.
 func TestCheck(t *testing.T) {
 	img := "sha256:" + fmt.Sprintf("%064d", 1)
-	ok := host.PoolSpec{Name: "p", Size: 1, Sandbox: host.SandboxSpec{Image: img}}
+	ok := host.PoolSpec{Name: "p", Size: 1, Sandbox: spec.Sandbox{Image: img}}
 	for _, tc := range []struct {
 		name    string
 		ps      []host.PoolSpec
@@ -154,7 +154,7 @@ func TestCheck(t *testing.T) {
 		{"bad name", []host.PoolSpec{{Name: "-x", Size: 1, Sandbox: ok.Sandbox}}, 0, true},
 		{"twice", []host.PoolSpec{ok, ok}, 0, true},
 		{"too big", []host.PoolSpec{{Name: "p", Size: MaxSize + 1, Sandbox: ok.Sandbox}}, 0, true},
-		{"claimant's ttl", []host.PoolSpec{{Name: "p", Size: 1, Sandbox: host.SandboxSpec{Image: img, TTL: time.Hour}}}, 0, true},
+		{"claimant's ttl", []host.PoolSpec{{Name: "p", Size: 1, Sandbox: spec.Sandbox{Image: img, TTL: time.Hour}}}, 0, true},
 	} {
 		if err := Check(tc.ps, tc.refills); (err != nil) != tc.bad || (err != nil && !spec.IsCode(err, spec.CodeInvalidArgument)) {
 			t.Errorf("%s: %v", tc.name, err)

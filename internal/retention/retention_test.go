@@ -13,6 +13,7 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // TestApply: a sandbox removed long ago goes from the journal with its
@@ -27,7 +28,7 @@ func TestApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = j.Close() }() // the test's end
-	rec, err := recorder.Open(recorder.Dir(path), spec.Record{}, nil)
+	rec, err := recorder.Open(statedir.Recordings(path), spec.Record{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/statedir"
 )
 
 // TestIsolate: after Isolate every default path is under one fresh
@@ -32,9 +32,9 @@ func TestIsolate(t *testing.T) {
 			t.Errorf("%s: %v", k, err)
 		}
 	}
-	path, err := journal.DefaultPath()
+	path, err := statedir.DefaultJournal()
 	if err != nil || !strings.HasPrefix(path, root+string(filepath.Separator)) {
-		t.Errorf("journal.DefaultPath() = %q, %v; want a path under %s", path, err, root)
+		t.Errorf("statedir.DefaultJournal() = %q, %v; want a path under %s", path, err, root)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("the default journal exists: %v", err)

@@ -37,7 +37,7 @@ func TestOpenFake(t *testing.T) {
 			t.Errorf("mutate saw a StopGrace of %v, want the fixture's 50ms", grace)
 		}
 		ctx := context.Background()
-		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "sha256:0000000000000000000000000000000000000000000000000000000000000001"})
+		sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: "sha256:0000000000000000000000000000000000000000000000000000000000000001"})
 		if err != nil {
 			t.Fatal(err)
 		}

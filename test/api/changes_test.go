@@ -15,6 +15,7 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 	"github.com/stockade/stockade/test/testkit"
 )
 
@@ -111,7 +112,7 @@ func TestChangesPerProcess(t *testing.T) {
 			}
 		}
 	}
-	texts, err := recorder.ReadChanges(recorder.Dir(e.Journal), pid)
+	texts, err := recorder.ReadChanges(statedir.Recordings(e.Journal), pid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func TestAPIConcurrentSandboxes(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), Lifetime: spec.OneShot})
+			sb, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.SmallPolicy(), Lifetime: spec.OneShot})
 			if err != nil {
 				errs <- fmt.Errorf("sandbox %d: %w", i, err)
 				return

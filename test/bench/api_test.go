@@ -51,7 +51,7 @@ func BenchmarkAPIExecTrue(b *testing.B) {
 	rt := newBenchAPI(b)
 	e := testkit.NewDio(b)
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy()})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func BenchmarkAPIOutput1GiB(b *testing.B) {
 	ctx := context.Background()
 	pol := testkit.SmallPolicy()
 	pol.CPUs = 2
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: pol})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func buildScene(b *testing.B, e *testkit.DioEnv, path string) string {
 		if i >= 30 {
 			life = spec.OneShot
 		}
-		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: life})
+		sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: life})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -31,7 +31,7 @@ func changesCost(b *testing.B, cpus float64) {
 	e := testkit.NewAPI(b, stockade.Options{})
 	pol := testkit.SmallPolicy()
 	pol.CPUs = cpus
-	sb, err := e.RT.CreateSandbox(b.Context(), stockade.SandboxSpec{Image: e.Image, Policy: pol})
+	sb, err := e.RT.CreateSandbox(b.Context(), spec.Sandbox{Image: e.Image, Policy: pol})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 func BenchmarkCheckpoint(b *testing.B) {
 	e := testkit.NewAPI(b, stockade.Options{})
 	ctx := context.Background()
-	sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy()})
+	sb, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.SmallPolicy()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,13 +90,13 @@ func BenchmarkCheckpoint(b *testing.B) {
 		roll += time.Since(t0)
 
 		t0 = time.Now()
-		n, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), From: first.ID})
+		n, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.SmallPolicy(), From: first.ID})
 		if err != nil {
 			b.Fatal(err)
 		}
 		from += time.Since(t0)
 		t0 = time.Now()
-		c, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy()})
+		c, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.SmallPolicy()})
 		if err != nil {
 			b.Fatal(err)
 		}

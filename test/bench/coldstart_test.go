@@ -77,7 +77,7 @@ func BenchmarkColdStart(b *testing.B) {
 	var ours, anchor, anchorCLI []time.Duration
 	viaAPI := func() {
 		t0 := time.Now()
-		sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol, Lifetime: spec.OneShot})
+		sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: pol, Lifetime: spec.OneShot})
 		if err != nil {
 			b.Fatal(err)
 		}

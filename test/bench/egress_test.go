@@ -38,7 +38,7 @@ func newEgressPair(b *testing.B) *egressPair {
 	defer cancel()
 	mk := func(p spec.Policy) *stockade.Sandbox {
 		p.MemoryBytes = 512 << 20
-		sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: p, Lifetime: spec.Kept})
+		sb, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: p, Lifetime: spec.Kept})
 		if err != nil {
 			b.Fatalf("create: %v", err)
 		}
@@ -136,7 +136,7 @@ func BenchmarkEgressCreate(b *testing.B) {
 	open.Network = spec.NetworkOpen
 	mk := func(p spec.Policy) time.Duration {
 		start := time.Now()
-		sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: p, Lifetime: spec.Kept})
+		sb, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: p, Lifetime: spec.Kept})
 		if err != nil {
 			b.Fatalf("create: %v", err)
 		}

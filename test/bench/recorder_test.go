@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/test/testkit"
@@ -25,7 +24,7 @@ func BenchmarkRecorderOutput1GiB(b *testing.B) {
 	ctx := context.Background()
 	pol := testkit.SmallPolicy()
 	pol.CPUs = 2
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: pol})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
@@ -31,7 +30,7 @@ func BenchmarkServeOutput1GiB(b *testing.B) {
 
 	pol := testkit.SmallPolicy()
 	pol.CPUs = 2
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: pol})
 	if err != nil {
 		b.Fatal(err)
 	}

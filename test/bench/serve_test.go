@@ -26,7 +26,7 @@ func BenchmarkServeExecTrue(b *testing.B) {
 	ctx := context.Background()
 	rt, c := servedRuntime(b)
 
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy()})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func BenchmarkTimeToFirstCommand(b *testing.B) {
 	coldPolicy := testkit.SmallPolicy()
 	ctx := context.Background()
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: filepath.Join(dir, "j.db"),
-		Pools: []stockade.PoolSpec{{Name: "bench", Sandbox: stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: warmPolicy}, Size: 2}}})
+		Pools: []stockade.PoolSpec{{Name: "bench", Sandbox: spec.Sandbox{Image: dockertest.ImageTag, Policy: warmPolicy}, Size: 2}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func BenchmarkTimeToFirstCommand(b *testing.B) {
 	first := func(r host.Runtime, pol spec.Policy, warm bool) time.Duration {
 		quiet()
 		t0 := time.Now()
-		sb, err := r.CreateSandbox(ctx, host.SandboxSpec{Image: dockertest.ImageTag, Policy: pol, Lifetime: spec.OneShot})
+		sb, err := r.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: pol, Lifetime: spec.OneShot})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/helpers"
-	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/test/testkit"
@@ -47,7 +46,7 @@ func benchPolicy() spec.Policy {
 func BenchmarkWardenExecTrue(b *testing.B) {
 	rt := newBenchAPI(b)
 	ctx := context.Background()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: benchPolicy()})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: benchPolicy()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -93,7 +92,7 @@ func BenchmarkWardenConcurrent100(b *testing.B) {
 	ctx := context.Background()
 	pol := benchPolicy()
 	pol.Pids = 512
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: pol})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -136,7 +135,7 @@ func BenchmarkWardenConcurrent100(b *testing.B) {
 func BenchmarkWardenCLIExec(b *testing.B) {
 	e, c, sock := benchCLIServer(b)
 	ctx := context.Background()
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
+	sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 	if err != nil {
 		b.Fatal(err)
 	}

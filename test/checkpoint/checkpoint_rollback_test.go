@@ -53,7 +53,7 @@ func TestCheckpointRollback(t *testing.T) {
 	e := testkit.NewAPI(t, stockade.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), Env: []string{"MODE=ckpt"}, Dir: "/workspace/work/src"})
+	sb, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.SmallPolicy(), Env: []string{"MODE=ckpt"}, Dir: "/workspace/work/src"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestCheckpointRollback(t *testing.T) {
 		t.Fatalf("after the rollback: %q %+v %v", out, res, err)
 	}
 
-	from, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), From: ck.ID})
+	from, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.SmallPolicy(), From: ck.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestCheckpointRollback(t *testing.T) {
 	if err := sb.Rollback(ctx, ck.ID); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("a rollback to a removed checkpoint: %v", err)
 	}
-	if _, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, From: ck.ID}); !spec.IsCode(err, spec.CodeNotFound) {
+	if _, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, From: ck.ID}); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("a sandbox from a removed checkpoint: %v", err)
 	}
 }
@@ -334,7 +334,7 @@ func TestRollbackKilledPastTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := first.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept, TTL: 8 * time.Second})
+	sb, err := first.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept, TTL: 8 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
-	"github.com/stockade/stockade/checkpoint"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 	"github.com/stockade/stockade/test/testkit"
 )
 
@@ -83,7 +83,7 @@ ln -s "$(printf 't\377 x')" raw; ln "$(printf 'n\377\376.txt')" "$(printf 'h\377
 			if out := mustRun(t, sb, "ls -A /workspace | tr '\\n' ' '; stat -c '%U %a' /workspace"); !strings.HasSuffix(out, "root 755\n") {
 				t.Fatalf("/workspace after the rollback: %q", out)
 			}
-			from, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), From: ck.ID})
+			from, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.SmallPolicy(), From: ck.ID})
 			if err != nil {
 				t.Fatalf("create --from: %v", err)
 			}
@@ -156,7 +156,7 @@ func TestCheckpointHostileSparseFile(t *testing.T) {
 	sb := e.Sandbox(t, spec.Kept)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	store := checkpoint.Dir(e.Journal)
+	store := statedir.Checkpoints(e.Journal)
 	for _, size := range []string{"1073741824", "10995116277760"} { // 1 GiB, 10 TiB
 		mustRun(t, sb, "rm -f sparse && truncate -s "+size+" sparse && echo small > small && ls -ls sparse")
 		w := watchStore(store)
@@ -201,7 +201,7 @@ func TestCheckpointHostileManifest(t *testing.T) {
 
 	attacker := e.Sandbox(t, spec.Kept)
 	mustRun(t, attacker, `t=$(head -c 4000 /dev/zero | tr '\0' t); i=0; while [ $i -lt 1200 ]; do ln -s $t l$i; i=$((i+1)); done`)
-	w := watchStore(checkpoint.Dir(e.Journal))
+	w := watchStore(statedir.Checkpoints(e.Journal))
 	ck, err := attacker.Checkpoint(ctx, "")
 	most := w.Most()
 	if !spec.IsCode(err, spec.CodeResourceExhausted) || !strings.Contains(err.Error(), "manifest") {
@@ -216,7 +216,7 @@ func TestCheckpointHostileManifest(t *testing.T) {
 
 	// A manifest that cannot be read.
 	const bad = "ck-00000000000000000bad"
-	if err := os.WriteFile(filepath.Join(checkpoint.Dir(e.Journal), "manifests", bad+".json"), []byte(`{"id":"`+bad+`","entries":[`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(statedir.Checkpoints(e.Journal), "manifests", bad+".json"), []byte(`{"id":"`+bad+`","entries":[`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if list, err := e.RT.Checkpoints(ctx, ""); err != nil || len(list) != 1 || list[0].ID != good.ID {
@@ -233,14 +233,14 @@ func TestCheckpointHostileManifest(t *testing.T) {
 	if out := mustRun(t, victim, "cat mine"); out != "mine\n" {
 		t.Fatalf("after the rollback: %q", out)
 	}
-	from, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), From: good.ID})
+	from, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.SmallPolicy(), From: good.ID})
 	if err != nil {
 		t.Fatalf("create --from beside a bad manifest: %v", err)
 	}
 	if out := mustRun(t, from, "cat mine"); out != "mine\n" {
 		t.Fatalf("a sandbox from the checkpoint: %q", out)
 	}
-	if _, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.SmallPolicy(), From: bad}); !spec.IsCode(err, spec.CodeJournal) || !strings.Contains(err.Error(), "remove") {
+	if _, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.SmallPolicy(), From: bad}); !spec.IsCode(err, spec.CodeJournal) || !strings.Contains(err.Error(), "remove") {
 		t.Fatalf("create --from the bad manifest: %v, want a journal error saying to remove it", err)
 	}
 	if err := e.RT.RemoveCheckpoint(ctx, bad); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stockade/stockade/internal/drillcheck"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/statedir"
 )
 
 // drFailpoints are the failpoints `make test` drills: one or two of each
@@ -112,7 +113,7 @@ func TestDrillFailpoints(t *testing.T) {
 		final.CheckRecordings(violate)
 	}
 	// Every runtime the drill started had its own journal in dir.
-	if def, err := journal.DefaultPath(); err != nil {
+	if def, err := statedir.DefaultJournal(); err != nil {
 		t.Error(err)
 	} else if _, err := os.Stat(def); !os.IsNotExist(err) {
 		t.Errorf("the drill touched the default journal %s: %v", def, err)

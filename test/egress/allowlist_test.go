@@ -22,6 +22,7 @@ import (
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 	"github.com/stockade/stockade/test/testkit"
 )
 
@@ -93,7 +94,7 @@ func TestEgressAllowlist(t *testing.T) {
 	otherTarget := fmt.Sprintf("%s:%d", gw, other.Port)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.AllowlistPolicy(allowedTarget), Lifetime: spec.Kept})
+	sb, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.AllowlistPolicy(allowedTarget), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -196,7 +197,7 @@ func TestEgressAllowlist(t *testing.T) {
 	udpProbe := fmt.Sprintf(`timeout 3 tftp -g -r leak -l /tmp/leak %s %d; true`, gw, uport)
 	openPol := testkit.SmallPolicy()
 	openPol.Network = spec.NetworkOpen
-	control, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: openPol, Lifetime: spec.OneShot})
+	control, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: openPol, Lifetime: spec.OneShot})
 	if err != nil {
 		t.Fatalf("create the open control sandbox: %v", err)
 	}
@@ -282,7 +283,7 @@ func TestEgressAllowlist(t *testing.T) {
 
 	// The next allowlist sandbox makes the outside network anew (the
 	// adapter's cached one is gone).
-	sb2, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.AllowlistPolicy(allowedTarget), Lifetime: spec.OneShot})
+	sb2, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.AllowlistPolicy(allowedTarget), Lifetime: spec.OneShot})
 	if err != nil {
 		t.Fatalf("create after the outside network went: %v", err)
 	}
@@ -315,7 +316,7 @@ func TestEgressRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close() }()
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: testkit.AllowlistPolicy(allowedTarget), Lifetime: spec.Kept})
+	sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: image, Policy: testkit.AllowlistPolicy(allowedTarget), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -384,7 +385,7 @@ func TestEgressRecovery(t *testing.T) {
 	if out := run(sb2, testkit.ConnectVia(otherTarget)); !strings.Contains(out, "hello") {
 		t.Fatalf("after a change made after the restart:\n%s", out)
 	}
-	dir := recorder.Dir(e.Journal)
+	dir := statedir.Recordings(e.Journal)
 	read := func() []egress.Decision {
 		var ds []egress.Decision
 		if err := recorder.ReadDecisions(dir, sb.ID(), func(d egress.Decision) error { ds = append(ds, d); return nil }); err != nil {

@@ -45,7 +45,7 @@ func TestEgressOutsideNetworkLifecycle(t *testing.T) {
 	defer cancel()
 	create := func() *stockade.Sandbox {
 		t.Helper()
-		sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.AllowlistPolicy(target), Lifetime: spec.Kept})
+		sb, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.AllowlistPolicy(target), Lifetime: spec.Kept})
 		if err != nil {
 			t.Fatalf("create: %v", err)
 		}
@@ -140,7 +140,7 @@ func TestEgressHostNeedsExplicitRule(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	broad := []string{fmt.Sprintf("0.0.0.0/0:%d", srv.Port), fmt.Sprintf("%s:%d", wide, srv.Port)}
-	sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: testkit.AllowlistPolicy(broad...), Lifetime: spec.Kept})
+	sb, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: testkit.AllowlistPolicy(broad...), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

@@ -44,6 +44,7 @@ import (
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 	"github.com/stockade/stockade/test/testkit"
 )
 
@@ -127,7 +128,7 @@ func newFaultEnvWith(t *testing.T, warden bool, pre ...faultproxy.Rule) *faultEn
 func (e *faultEnv) open() {
 	e.t.Helper()
 	opts := dockerio.Options{ClientOpts: []client.Opt{client.WithHost(e.px.Host())}}
-	dir := helpers.Dir(e.journal)
+	dir := statedir.Helpers(e.journal)
 	if e.warden {
 		w, err := helpers.Resolve(helpers.Warden, "", dir)
 		if err != nil {
@@ -168,7 +169,7 @@ func (e *faultEnv) goroutines() int {
 }
 
 func (e *faultEnv) sandbox(ctx context.Context) (*stockade.Sandbox, error) {
-	return e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
+	return e.rt.CreateSandbox(ctx, spec.Sandbox{Image: e.image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 }
 
 func (e *faultEnv) mustSandbox(t *testing.T) *stockade.Sandbox {
@@ -943,7 +944,7 @@ func TestFaultsSlowReplies(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), faultWait)
 		defer cancel()
-		sb, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
+		sb, err := e.rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 		if err != nil {
 			t.Fatalf("a slow create failed: %v", err)
 		}
@@ -962,7 +963,7 @@ func TestFaultsSlowReplies(t *testing.T) {
 		f := e.px.Add(faultproxy.Rule{Match: "GET /images/", Action: faultproxy.Delay, D: time.Minute, Times: 1})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, err := e.rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
+		_, err := e.rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 		if f.Hits() != 1 {
 			t.Fatalf("the image inspect was not delayed (hits %d)", f.Hits())
 		}

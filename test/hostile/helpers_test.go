@@ -120,7 +120,7 @@ func (h *hostileEnv) attackIn(t *testing.T, image string, pol spec.Policy, fn fu
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sb, err := h.c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: pol, Lifetime: spec.Kept})
+	sb, err := h.c.CreateSandbox(ctx, spec.Sandbox{Image: image, Policy: pol, Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("creating the attacked sandbox: %v", err)
 	}

@@ -172,7 +172,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer rt.Close()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: "stockade/toolbox:dev", Lifetime: spec.OneShot})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: "stockade/toolbox:dev", Lifetime: spec.OneShot})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -33,7 +33,6 @@ import (
 
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/dockerio"
-	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/kubecluster"
 	"github.com/stockade/stockade/kubenode"
@@ -549,7 +548,7 @@ func figures(t *testing.T, pods int, wall time.Duration, toRunning []time.Durati
 	for range pods {
 		wg.Go(func() {
 			t0 := time.Now()
-			sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: "stockade/toolbox:dev", Lifetime: spec.Kept})
+			sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: "stockade/toolbox:dev", Lifetime: spec.Kept})
 			if err != nil {
 				t.Errorf("create through serve: %v", err)
 				return

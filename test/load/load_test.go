@@ -153,7 +153,7 @@ func loadArgv(i, k int) []string {
 // processes one after another, remove.
 func servedRound(ctx context.Context, c *clientpkg.Client, image string, pol spec.Policy, i int) (time.Duration, []time.Duration, error) {
 	t0 := time.Now()
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: pol, Lifetime: spec.Kept})
+	sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: image, Policy: pol, Lifetime: spec.Kept})
 	if err != nil {
 		return 0, nil, fmt.Errorf("create %d: %w", i, err)
 	}

@@ -28,8 +28,8 @@ import (
 const poolConcurrency = 10
 
 // poolTestSpec is the pool's spec: the toolbox image, small limits.
-func poolTestSpec() stockade.SandboxSpec {
-	return stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy()}
+func poolTestSpec() spec.Sandbox {
+	return spec.Sandbox{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy()}
 }
 
 // openPooled opens a runtime on a fresh journal with one pool of size
@@ -96,7 +96,7 @@ var wardenSocket = regexp.MustCompile(`(?m)^\.stockade-warden-[0-9]+\.sock\n`)
 // caller removes it (r.sb).
 func claimOne(ctx context.Context, rt *stockade.Runtime, i int) (r claimResult) {
 	t0 := time.Now()
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.OneShot,
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: testkit.SmallPolicy(), Lifetime: spec.OneShot,
 		Env: []string{"CLAIM=" + strconv.Itoa(i)}, Labels: map[string]string{"claim": strconv.Itoa(i)}})
 	if err != nil {
 		return claimResult{err: err}
@@ -348,7 +348,7 @@ func TestPoolAllowlistRulesAtClaim(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: filepath.Join(t.TempDir(), "j.db"),
-		Pools: []stockade.PoolSpec{{Name: "a", Sandbox: stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: pol}, Size: 1}}})
+		Pools: []stockade.PoolSpec{{Name: "a", Sandbox: spec.Sandbox{Image: dockertest.ImageTag, Policy: pol}, Size: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestPoolAllowlistRulesAtClaim(t *testing.T) {
 	}
 	claimed := pol
 	claimed.Egress = rules
-	sb, err := rt.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.ImageTag, Policy: claimed, Lifetime: spec.OneShot})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.ImageTag, Policy: claimed, Lifetime: spec.OneShot})
 	if err != nil {
 		t.Fatal(err)
 	}

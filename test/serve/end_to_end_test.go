@@ -68,7 +68,7 @@ func TestServeEndToEnd(t *testing.T) {
 	c := testkit.DialServer(t, ctx, sock, sub, &logs)
 	defer func() { _ = c.Close() }()
 	var rt host.Runtime = c
-	sb, err := rt.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
+	sb, err := rt.CreateSandbox(ctx, spec.Sandbox{Image: image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

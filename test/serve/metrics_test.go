@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/metricstest"
 	"github.com/stockade/stockade/spec"
@@ -35,7 +34,7 @@ func TestServeMetrics(t *testing.T) {
 	}
 	url := m[1]
 	c := s.Dial(t)
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
+	sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

@@ -455,7 +455,7 @@ func TestPaGiveUpOneProcessOnly(t *testing.T) {
 	e := testkit.NewAPI(t, stockade.Options{StopGrace: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: dockertest.PythonImageID(t, e.Docker), Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
+	sb, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: dockertest.PythonImageID(t, e.Docker), Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

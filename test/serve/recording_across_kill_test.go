@@ -15,7 +15,7 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
-	"github.com/stockade/stockade/recorder"
+	"github.com/stockade/stockade/statedir"
 	"github.com/stockade/stockade/test/testkit"
 )
 
@@ -98,7 +98,7 @@ func TestNewLayersRecordingAcrossServerKill(t *testing.T) {
 		t.Fatalf("the recording of %s before the cut: %+v", cut, chunks)
 	}
 	const firstRecord = 44 + 9 + len("first\n") // header, one record
-	if err := os.Truncate(filepath.Join(recorder.Dir(e.Journal), cut+".rec"), int64(firstRecord+3)); err != nil {
+	if err := os.Truncate(filepath.Join(statedir.Recordings(e.Journal), cut+".rec"), int64(firstRecord+3)); err != nil {
 		t.Fatal(err)
 	}
 

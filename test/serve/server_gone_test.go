@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/client"
-	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
@@ -91,7 +90,7 @@ func TestServeRestartCLIWaitsForRecovery(t *testing.T) {
 	e, first, c, _ := testkit.ServedKeptSandbox(t, ctx)
 	image := dockertest.ImageID(t, dockertest.Client(t))
 	for range 2 {
-		if _, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept}); err != nil {
+		if _, err := c.CreateSandbox(ctx, spec.Sandbox{Image: image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept}); err != nil {
 			t.Fatalf("create: %v", err)
 		}
 	}

@@ -140,7 +140,7 @@ func TestSoak(t *testing.T) {
 			if len(live) >= 5 {
 				continue
 			}
-			sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: pol, Lifetime: spec.Kept})
+			sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: image, Policy: pol, Lifetime: spec.Kept})
 			if err != nil {
 				t.Fatalf("create: %v", err)
 			}
@@ -217,7 +217,7 @@ func TestSoak(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	lastIdle, lastIdleGo := statsOf(t, srv.Cmd.Process.Pid), srv.Stats(t)
 	for i := range 10 {
-		sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: pol, Lifetime: spec.Kept})
+		sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: image, Policy: pol, Lifetime: spec.Kept})
 		if err != nil {
 			t.Fatalf("create in the last life: %v", err)
 		}

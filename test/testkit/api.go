@@ -74,7 +74,7 @@ func (e *APIEnv) Sandbox(t *testing.T, lifetime spec.Lifetime) *stockade.Sandbox
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: SmallPolicy(), Lifetime: lifetime})
+	sb, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: SmallPolicy(), Lifetime: lifetime})
 	if err != nil {
 		t.Fatalf("create sandbox: %v", err)
 	}

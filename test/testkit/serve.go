@@ -122,7 +122,7 @@ func ServedKeptSandbox(t *testing.T, ctx context.Context) (*CLIEnv, *Served, *cl
 	image := dockertest.ImageID(t, dockertest.Client(t))
 	first := e.Serve(t, ctx)
 	c := first.Dial(t)
-	sb, err := c.CreateSandbox(ctx, host.SandboxSpec{Image: image, Policy: SmallPolicy(), Lifetime: spec.Kept})
+	sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: image, Policy: SmallPolicy(), Lifetime: spec.Kept})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

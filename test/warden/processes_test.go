@@ -131,7 +131,7 @@ func TestWardenPerProcessBackpressure(t *testing.T) {
 	defer cancel()
 	pol := testkit.SmallPolicy()
 	pol.Pids = 512
-	sb, err := e.RT.CreateSandbox(ctx, stockade.SandboxSpec{Image: e.Image, Policy: pol, Lifetime: spec.OneShot})
+	sb, err := e.RT.CreateSandbox(ctx, spec.Sandbox{Image: e.Image, Policy: pol, Lifetime: spec.OneShot})
 	if err != nil {
 		t.Fatal(err)
 	}
