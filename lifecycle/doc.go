@@ -26,7 +26,7 @@
 // change a state's fields but not its phase. A recovery that decides what
 // the last one decided, on the same sight, records nothing (Repeats).
 //
-// The folds stay strict; the root package's replay skips only an event
+// The folds stay strict; inspect's replay skips only an event
 // that repeats the one before it exactly and that the fold refuses: a fact
 // journaled twice by a retried append, which journals written before
 // appends were sequenced can hold.

@@ -73,7 +73,7 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 		return toStatus(err)
 	}
 	// A client that goes away during the start leaves a process nobody
-	// reads: the root package's Start stops it (cancelled).
+	// reads: the runtime's Start stops it (cancelled).
 	proc, err := sb.Start(ctx, p)
 	if err != nil {
 		if proc != nil {

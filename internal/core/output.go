@@ -30,8 +30,7 @@ func ReadOutput(journalPath, id string, fn func(recorder.Chunk) error) (recorder
 }
 
 // Logs reads the recorded output of a process of this runtime's journal,
-// running or ended (see ReadOutput). A process recovery re-adopted has no
-// streams: its recording stays as the runtime before left it. A process
+// running or ended (see ReadOutput). A process
 // that runs, recorded, but whose read loop has not yet made its recording
 // (just after its start returned) has no output yet: an empty, incomplete
 // summary, not not_found.

@@ -230,27 +230,109 @@ func TestImportsPointDown(t *testing.T) {
 	}
 }
 
-// TestDocsListEveryPackage: docs/design.md's layout and the README's list
-// every package of the module (a package added without a line in either
-// fails here), and name none that is gone.
+// TestDocsListEveryPackage: the layout block of docs/design.md and of the
+// README gives every package of the module a line of its own (the path
+// first, ending in "/"), and names none that is gone. The suites under
+// test/ are mapped by test/doc.go instead; tools/kube/ is a module of its
+// own.
 func TestDocsListEveryPackage(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range []string{"docs/design.md", "README.md"} {
-		b, err := os.ReadFile(filepath.Join(root, doc))
+	for _, doc := range []struct{ path, heading string }{
+		{"docs/design.md", "## Layout and direction of imports\n"},
+		{"README.md", "## Layout\n"},
+	} {
+		b, err := os.ReadFile(filepath.Join("../..", doc.path))
 		if err != nil {
 			t.Fatal(err)
 		}
 		text := string(b)
+		at := strings.Index(text, doc.heading)
+		if at < 0 {
+			t.Fatalf("%s has no %q section", doc.path, strings.TrimSpace(doc.heading))
+		}
+		block := text[at:]
+		open := strings.Index(block, "```\n")
+		block = block[open+4:]
+		block = block[:strings.Index(block, "```")]
+		listed := map[string]bool{}
+		for line := range strings.Lines(block) {
+			if line == "" || line[0] == ' ' {
+				continue // a description's continuation
+			}
+			first := strings.Fields(line)[0]
+			if pkg, ok := strings.CutSuffix(first, "/"); ok {
+				listed[pkg] = true
+			}
+		}
 		for pkg := range rank {
-			if pkg == "" || strings.HasPrefix(pkg, "test/") || pkg == "test" {
-				continue // the root is the document's subject; test/ has its own map (test/doc.go)
+			if pkg == "" || pkg == "test" || strings.HasPrefix(pkg, "test/") && pkg != "test/testkit" {
+				continue // the root is the document's subject; test/'s suites are mapped by test/doc.go
 			}
-			if !strings.Contains(text, pkg+"/") {
-				t.Errorf("%s does not list package %s/", doc, pkg)
+			if !listed[pkg] {
+				t.Errorf("%s's layout gives package %s/ no line of its own", doc.path, pkg)
 			}
+		}
+		for pkg := range listed {
+			if _, ok := rank[pkg]; !ok && pkg != "test" && pkg != "tools/kube" {
+				t.Errorf("%s's layout lists %s/, which is no package of the module (gone, or misspelt)", doc.path, pkg)
+			}
+		}
+	}
+}
+
+// TestDesignDrawsTheRanks: docs/design.md's drawing of the layers (the
+// block after "Imports point down only") puts every package at its rank in
+// the table, and names no other.
+func TestDesignDrawsTheRanks(t *testing.T) {
+	b, err := os.ReadFile("../../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	at := strings.Index(text, "Imports point down only")
+	if at < 0 {
+		t.Fatal(`docs/design.md has no "Imports point down only" drawing`)
+	}
+	fence := strings.Index(text[at:], "```\n")
+	if fence < 0 {
+		t.Fatal("docs/design.md's drawing of the layers is not in a code block")
+	}
+	body := text[at+fence+4:]
+	body = body[:strings.Index(body, "```")]
+	drawn := map[string]int{}
+	r := -1
+	for line := range strings.Lines(body) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		if n, err := strconv.Atoi(fields[0]); err == nil {
+			r, fields = n, fields[1:]
+		}
+		if r < 0 {
+			t.Fatalf("the drawing's first line %q has no rank", line)
+		}
+		for _, pkg := range fields {
+			if pkg == "stockade" {
+				pkg = ""
+			}
+			if prev, dup := drawn[pkg]; dup {
+				t.Errorf("docs/design.md draws %q twice (ranks %d and %d)", pkg, prev, r)
+			}
+			drawn[pkg] = r
+		}
+	}
+	for pkg, want := range rank {
+		got, ok := drawn[pkg]
+		switch {
+		case !ok:
+			t.Errorf("docs/design.md's drawing leaves out %q (rank %d)", "./"+pkg, want)
+		case got != want:
+			t.Errorf("docs/design.md draws %q at rank %d; the table says %d", "./"+pkg, got, want)
+		}
+	}
+	for pkg := range drawn {
+		if _, ok := rank[pkg]; !ok {
+			t.Errorf("docs/design.md draws %q, which the table does not rank (gone, or misspelt)", pkg)
 		}
 	}
 }

@@ -3,9 +3,9 @@
 // its own sandbox), what Docker shows of each sandbox and of the owner's
 // resources, the orphans among them, and the report's lines. It changes
 // nothing: every sandbox is observed before any is acted on, so a daemon
-// that cannot answer fails the recovery with nothing touched. The root
-// package acts on it (recovering actors, the orphan sweep); PlanRecovery
-// and the drill read it to say what Open would decide.
+// that cannot answer fails the recovery with nothing touched.
+// internal/core acts on it (recovering actors, the orphan sweep);
+// PlanRecovery and the drill read it to say what Open would decide.
 package recovery
 
 import (

@@ -1,3 +1,11 @@
+// Package link is the runtime's end of a warden link: over one byte
+// stream it checks the warden's hello (the listener must prove it holds
+// the sandbox's secret before anything it says is believed), then carries
+// spawns, output with its acks and windows, stdin, signals, resizes,
+// changes and freezes for many processes, and resumes them on a new link
+// after a reconnect. Every byte from the warden is untrusted: a protocol
+// break ends the link with a *ProtocolError. The wire format is
+// warden/wire; the other end is package warden.
 package link
 
 import (

@@ -1,4 +1,4 @@
-// Package warden is the protocol between the runtime and stockade-warden, the
+// Package wire is the protocol between the runtime and stockade-warden, the
 // small program that runs inside each sandbox and spawns its processes. Both
 // sides import it; it uses the standard library only.
 //

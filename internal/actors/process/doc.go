@@ -26,7 +26,8 @@
 // stderr one channel of the warden link, its signals sent to its group by
 // the warden; after a runtime restart it is re-adopted with its streams,
 // resumed from the offset its recording holds. The exec transport (a
-// sandbox without a warden, such as the fake engine's): one Docker exec per
+// sandbox without a warden: an Adapter given none, or the Fake with
+// NoWarden): one Docker exec per
 // process, its output decoded from the attach (framing/), its group signalled
 // from a second exec, its end learned from exec_die events confirmed by
 // inspect; it cannot be re-attached after a restart.
