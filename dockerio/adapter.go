@@ -35,7 +35,7 @@ type Options struct {
 	// the allowlist network.
 	EgressBinary Payload
 	// Subnets is the range allowlist sandboxes' networks are cut from: ""
-	// is $STOCKADE_SUBNETS, else DefaultSubnets.
+	// is $STOCKADE_SUBNETS, else 10.213.0.0/16 (defaultSubnets).
 	Subnets string
 }
 
@@ -80,7 +80,7 @@ type Adapter struct {
 	outsideMu sync.Mutex
 
 	imgMu  sync.Mutex
-	images map[string]ImageFacts // by image ID; images are immutable
+	images map[string]imageFacts // by image ID; images are immutable
 
 	// The workloads' starts and the workspaces' seeds a create began, for
 	// StartSandbox to finish (seed.go).
@@ -102,11 +102,11 @@ func NewAdapter(opts Options) (*Adapter, error) {
 	if err != nil {
 		return nil, translate(err, "dockerio.client", "making the Docker client")
 	}
-	subnets, err := ParseSubnets(opts.Subnets)
+	subnets, err := parseSubnets(opts.Subnets)
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{profile: p, opts: base, probe: probe, images: map[string]ImageFacts{}, warden: opts.WardenBinary, egress: opts.EgressBinary, subnets: subnets}, nil
+	return &Adapter{profile: p, opts: base, probe: probe, images: map[string]imageFacts{}, warden: opts.WardenBinary, egress: opts.EgressBinary, subnets: subnets}, nil
 }
 
 // Profile returns the profile in use.
@@ -260,14 +260,14 @@ func (a *Adapter) ResolveImage(ctx context.Context, ref string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	if err := AdmitImage(a.profile, "", img); err != nil {
+	if err := admitImage(a.profile, "", img); err != nil {
 		return "", err
 	}
 	return img.ID, nil
 }
 
 // imageFacts inspects an image; by-ID results are cached.
-func (a *Adapter) imageFacts(ctx context.Context, ref string) (ImageFacts, error) {
+func (a *Adapter) imageFacts(ctx context.Context, ref string) (imageFacts, error) {
 	a.imgMu.Lock()
 	f, ok := a.images[ref]
 	a.imgMu.Unlock()
@@ -276,13 +276,13 @@ func (a *Adapter) imageFacts(ctx context.Context, ref string) (ImageFacts, error
 	}
 	cli, err := a.ready(ctx)
 	if err != nil {
-		return ImageFacts{}, err
+		return imageFacts{}, err
 	}
 	img, err := cli.ImageInspect(ctx, ref)
 	if err != nil {
-		return ImageFacts{}, translate(err, "dockerio.image", "image %s", ref)
+		return imageFacts{}, translate(err, "dockerio.image", "image %s", ref)
 	}
-	f = ImageFacts{ID: img.ID, Os: img.Os, Architecture: img.Architecture}
+	f = imageFacts{ID: img.ID, Os: img.Os, Architecture: img.Architecture}
 	if img.Config != nil {
 		f.Volumes = len(img.Config.Volumes)
 		f.Env = append([]string(nil), img.Config.Env...)

@@ -14,8 +14,8 @@ func admitOnDaemon(p spec.Policy, ncpu int) error {
 	return nil
 }
 
-// ImageFacts is what admission reads of an image (GET /images/{id}/json).
-type ImageFacts struct {
+// imageFacts is what admission reads of an image (GET /images/{id}/json).
+type imageFacts struct {
 	ID           string
 	Os           string
 	Architecture string
@@ -26,16 +26,16 @@ type ImageFacts struct {
 	Labels map[string]string
 }
 
-// EventAttributeKeys are the attribute names Docker puts in container
+// eventAttributeKeys are the attribute names Docker puts in container
 // events. A container label of the same name overwrites the attribute (moby
 // copies labels over them), so an image labelled with one could forge
 // events: execID=x would make every exec_die name x, exitCode=0 would make
 // every death a clean one. Such images are refused.
-var EventAttributeKeys = []string{"execID", "exitCode", "execDuration", "name", "image", "signal"}
+var eventAttributeKeys = []string{"execID", "exitCode", "execDuration", "name", "image", "signal"}
 
-// AdmitImage checks an inspected image against the profile: the exact ID
+// admitImage checks an inspected image against the profile: the exact ID
 // asked for, Linux, the profile's architecture, no declared volumes.
-func AdmitImage(p profile.Profile, want string, img ImageFacts) error {
+func admitImage(p profile.Profile, want string, img imageFacts) error {
 	const op = "dockerio.image"
 	switch {
 	case want != "" && img.ID != want:
@@ -47,7 +47,7 @@ func AdmitImage(p profile.Profile, want string, img ImageFacts) error {
 	case img.Volumes != 0:
 		return unsupported(op, "image %s declares %d volume(s); a sandbox image must declare none", img.ID, img.Volumes)
 	}
-	for _, k := range EventAttributeKeys {
+	for _, k := range eventAttributeKeys {
 		if _, ok := img.Labels[k]; ok {
 			return unsupported(op, "image %s has a label %q, a name Docker uses in event attributes (it could forge the runtime's events)", img.ID, k)
 		}

@@ -12,21 +12,21 @@ import (
 
 func TestDockerioAdmitImage(t *testing.T) {
 	p := engine20(t)
-	good := ImageFacts{ID: fixtureImage, Os: "linux", Architecture: "amd64", Labels: map[string]string{"maintainer": "x"}}
-	if err := AdmitImage(p, fixtureImage, good); err != nil {
+	good := imageFacts{ID: fixtureImage, Os: "linux", Architecture: "amd64", Labels: map[string]string{"maintainer": "x"}}
+	if err := admitImage(p, fixtureImage, good); err != nil {
 		t.Fatal(err)
 	}
-	for name, f := range map[string]func(*ImageFacts){
-		"other id":       func(i *ImageFacts) { i.ID = "sha256:" + strings.Repeat("1", 64) },
-		"os":             func(i *ImageFacts) { i.Os = "windows" },
-		"arch":           func(i *ImageFacts) { i.Architecture = "arm64" },
-		"volumes":        func(i *ImageFacts) { i.Volumes = 1 },
-		"label execID":   func(i *ImageFacts) { i.Labels = map[string]string{"execID": "x"} },
-		"label exitCode": func(i *ImageFacts) { i.Labels = map[string]string{"a": "b", "exitCode": "0"} },
+	for name, f := range map[string]func(*imageFacts){
+		"other id":       func(i *imageFacts) { i.ID = "sha256:" + strings.Repeat("1", 64) },
+		"os":             func(i *imageFacts) { i.Os = "windows" },
+		"arch":           func(i *imageFacts) { i.Architecture = "arm64" },
+		"volumes":        func(i *imageFacts) { i.Volumes = 1 },
+		"label execID":   func(i *imageFacts) { i.Labels = map[string]string{"execID": "x"} },
+		"label exitCode": func(i *imageFacts) { i.Labels = map[string]string{"a": "b", "exitCode": "0"} },
 	} {
 		img := good
 		f(&img)
-		if err := AdmitImage(p, fixtureImage, img); !spec.IsCode(err, spec.CodeUnsupported) {
+		if err := admitImage(p, fixtureImage, img); !spec.IsCode(err, spec.CodeUnsupported) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

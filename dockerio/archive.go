@@ -182,7 +182,7 @@ func rewrite(dst io.Writer, src io.Reader, u spec.User, atRoot bool) error {
 			// Where the entry lands, through this archive's symlinks, and
 			// what a hardlink would share.
 			at, _ := l.resolve(path.Dir(name))
-			if ReservedPath(name) || ReservedPath(path.Join(at, path.Base(name))) || h.Typeflag == tar.TypeLink && ReservedPath(h.Linkname) {
+			if reservedPath(name) || reservedPath(path.Join(at, path.Base(name))) || h.Typeflag == tar.TypeLink && reservedPath(h.Linkname) {
 				return spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "entry %q: %s is the warden's, reserved", h.Name, WardenDir)
 			}
 		}
@@ -479,7 +479,7 @@ func archivePath(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if c, ok := spec.CleanRelPath(p); ok && ReservedPath(c) {
+	if c, ok := spec.CleanRelPath(p); ok && reservedPath(c) {
 		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "path %q: %s is the warden's, reserved", p, WardenDir)
 	}
 	return abs, nil

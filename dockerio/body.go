@@ -19,23 +19,23 @@ const (
 	LabelOwner    = "io.stockade.owner"
 	LabelSandbox  = "io.stockade.sandbox"
 	LabelRole     = "io.stockade.role"
-	LabelRevision = "io.stockade.revision"
+	labelRevision = "io.stockade.revision"
 )
 
 // Fixed paths of the sandbox body.
 const (
 	WorkspaceDir = spec.WorkspaceDir
 	WorkDir      = "/workspace/work"
-	HomeDir      = "/home/sandbox"
+	homeDir      = "/home/sandbox"
 	TmpDir       = "/tmp"
 )
 
-// Keeper is the workload's command: entrypoint /bin/sh with these args.
-var Keeper = []string{"-c", "while :; do sleep 3600; done"}
+// keeper is the workload's command: entrypoint /bin/sh with these args.
+var keeper = []string{"-c", "while :; do sleep 3600; done"}
 
-// Environment is every sandbox container's whole environment, in order
+// environment is every sandbox container's whole environment, in order
 // (the image's own is not inherited: readback checks Config.Env exactly).
-var Environment = []string{"HOME=/home/sandbox", "TMPDIR=/tmp", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+var environment = []string{"HOME=/home/sandbox", "TMPDIR=/tmp", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_]{0,63}$`)
 
@@ -103,7 +103,7 @@ func Name(owner, sandbox string, role Role) string {
 
 // Labels returns the labels every resource of a sandbox carries.
 func Labels(owner, sandbox string, role Role, revision string) map[string]string {
-	return map[string]string{LabelOwner: owner, LabelSandbox: sandbox, LabelRole: string(role), LabelRevision: revision}
+	return map[string]string{LabelOwner: owner, LabelSandbox: sandbox, LabelRole: string(role), labelRevision: revision}
 }
 
 // tmpfsOptions is a sandbox tmpfs's options: writable, nosuid, nodev,
@@ -112,10 +112,10 @@ func tmpfsOptions(size int64, u spec.User) string {
 	return fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,mode=0700,uid=%d,gid=%d", size, u.UID, u.GID)
 }
 
-// Tmpfs returns a sandbox's two tmpfs mounts for a policy: its home and
+// tmpfs returns a sandbox's two tmpfs mounts for a policy: its home and
 // /tmp, each of the policy's size.
-func Tmpfs(p spec.Policy) map[string]string {
-	return map[string]string{HomeDir: tmpfsOptions(p.HomeBytes, p.User), TmpDir: tmpfsOptions(p.TmpBytes, p.User)}
+func tmpfs(p spec.Policy) map[string]string {
+	return map[string]string{homeDir: tmpfsOptions(p.HomeBytes, p.User), TmpDir: tmpfsOptions(p.TmpBytes, p.User)}
 }
 
 // networkMode is what HostConfig.NetworkMode must be.
@@ -139,7 +139,7 @@ func mounts(sb spec.Sandbox, role Role, volume string) []mount.Mount {
 }
 
 // Body is one container's create request: the lockdown readback checks
-// field by field (Verify), plus HostConfig.Init where the profile has an
+// field by field (verify), plus HostConfig.Init where the profile has an
 // init.
 type Body struct {
 	Config     *container.Config
@@ -172,7 +172,7 @@ func body(p profile.Profile, sb spec.Sandbox, owner, id string, role Role, volum
 		NetworkMode:     container.NetworkMode(networkMode(pol, role, networkID)),
 		RestartPolicy:   container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		AutoRemove:      false,
-		Tmpfs:           Tmpfs(pol),
+		Tmpfs:           tmpfs(pol),
 		Mounts:          mounts(sb, role, volume),
 		Resources: container.Resources{
 			NanoCPUs:   int64(pol.CPUs * 1e9),
@@ -191,8 +191,8 @@ func body(p profile.Profile, sb spec.Sandbox, owner, id string, role Role, volum
 			User:            strconv.FormatInt(pol.User.UID, 10) + ":" + strconv.FormatInt(pol.User.GID, 10),
 			WorkingDir:      WorkDir,
 			Entrypoint:      []string{"/bin/sh"},
-			Cmd:             append([]string(nil), Keeper...),
-			Env:             append([]string(nil), Environment...),
+			Cmd:             append([]string(nil), keeper...),
+			Env:             append([]string(nil), environment...),
 			Tty:             false,
 			OpenStdin:       false,
 			NetworkDisabled: role == RoleExport,

@@ -41,14 +41,14 @@
 //
 // CreateSandbox admits the policy (profile.AdmitPolicy: invalid_argument for a
 // malformed one, unsupported for one Docker cannot honour exactly) and the
-// image (AdmitImage: pinned ID, present, Linux, the profile's architecture,
+// image (admitImage: pinned ID, present, Linux, the profile's architecture,
 // no declared volumes), then makes, named stockade-<owner>-<sandbox>-<role>
 // and labelled io.stockade.{owner,sandbox,role,revision}: the volume, the
 // bridge network unless isolated, the export container and the workload
 // container, both with exactly the locked-down body (ContainerBody) plus
 // HostConfig.Init. A resource found by name is adopted only if all its labels
 // match (else conflict, and the foreign resource is never touched). Both
-// containers are read back (Verify, a pure function over the inspect JSON,
+// containers are read back (verify, a pure function over the inspect JSON,
 // every field of the lockdown: user, entrypoint and command, environment,
 // read-only root, capabilities, security options, namespaces, limits,
 // restart policy, tmpfs, ports, devices, network, plus image, name, labels,

@@ -32,20 +32,20 @@ import (
 // sandbox's internal network and on the owner's shared outside network,
 // running the forward proxy the workload's processes are pointed at.
 const (
-	// EgressBinary is the proxy's path in its image.
-	EgressBinary = "/stockade-egress"
-	// EgressControl is the proxy's control socket in its container.
-	EgressControl = "/run/stockade-egress/control.sock"
-	// ProxyPort is the proxy's port on the internal network.
-	ProxyPort = 3128
+	// egressBinary is the proxy's path in its image.
+	egressBinary = "/stockade-egress"
+	// egressControl is the proxy's control socket in its container.
+	egressControl = "/run/stockade-egress/control.sock"
+	// proxyPort is the proxy's port on the internal network.
+	proxyPort = 3128
 	// egressRepo is the egress image's repository; its tag is the binary's
 	// hash, so a runtime with another binary imports its own.
 	egressRepo = "stockade/egress"
-	// DefaultSubnets is the range sandbox networks are cut from when
+	// defaultSubnets is the range sandbox networks are cut from when
 	// $STOCKADE_SUBNETS does not name another: outside Docker's default
 	// pools (172.17/16.., 192.168/16), so the daemon's own allocations never
 	// collide with ours.
-	DefaultSubnets = "10.213.0.0/16"
+	defaultSubnets = "10.213.0.0/16"
 	// sandboxSubnetBits sizes an allowlist sandbox's internal network: 16
 	// addresses (network, the unused gateway, the proxy, the workload).
 	sandboxSubnetBits = 28
@@ -69,14 +69,14 @@ const (
 	RoleOutside Role = "outside"
 )
 
-// ParseSubnets reads a subnet range: "" is $STOCKADE_SUBNETS, else
-// DefaultSubnets.
-func ParseSubnets(s string) (netip.Prefix, error) {
+// parseSubnets reads a subnet range: "" is $STOCKADE_SUBNETS, else
+// defaultSubnets.
+func parseSubnets(s string) (netip.Prefix, error) {
 	if s == "" {
 		s = os.Getenv("STOCKADE_SUBNETS")
 	}
 	if s == "" {
-		s = DefaultSubnets
+		s = defaultSubnets
 	}
 	p, err := netip.ParsePrefix(s)
 	if err != nil || !p.Addr().Is4() || p.Bits() > outsideSubnetBits {
@@ -85,9 +85,9 @@ func ParseSubnets(s string) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
-// HasEgress reports whether the adapter can make allowlist sandboxes (it
+// hasEgress reports whether the adapter can make allowlist sandboxes (it
 // was given the proxy's binary).
-func (a *Adapter) HasEgress() bool { return a.egress != nil }
+func (a *Adapter) hasEgress() bool { return a.egress != nil }
 
 // egressImage returns the egress image's id, importing it once: a root
 // file system holding only the proxy, root-owned and read-only.
@@ -115,7 +115,7 @@ func (a *Adapter) egressImage(ctx context.Context, cli *client.Client) (string, 
 	hdrs := []*tar.Header{
 		{Typeflag: tar.TypeDir, Name: "run/", Mode: 0o755, ModTime: now},
 		{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o755, ModTime: now},
-		{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(EgressBinary, "/"), Mode: 0o555, Size: int64(len(bin)), ModTime: now},
+		{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(egressBinary, "/"), Mode: 0o555, Size: int64(len(bin)), ModTime: now},
 	}
 	for _, h := range hdrs {
 		if err := tw.WriteHeader(h); err != nil {
@@ -389,7 +389,7 @@ func egressCmd(sb Sandbox) []string {
 	for i, a := range self {
 		texts[i] = a.String()
 	}
-	return []string{"serve", "--listen", sb.Proxy, "--control", EgressControl,
+	return []string{"serve", "--listen", sb.Proxy, "--control", egressControl,
 		"--host", strings.Join(texts, ","),
 		"--rules-version", strconv.FormatUint(sb.RulesVersion, 10), "--rules", spec.FormatEgressRules(sb.Spec.Policy.Egress)}
 }
@@ -461,9 +461,9 @@ func (a *Adapter) egressBody(sb Sandbox, imageID, internalID string) Body {
 			Image:       imageID,
 			User:        pol.User.String(),
 			WorkingDir:  "/",
-			Entrypoint:  []string{EgressBinary},
+			Entrypoint:  []string{egressBinary},
 			Cmd:         egressCmd(sb),
-			Env:         append([]string(nil), Environment...),
+			Env:         append([]string(nil), environment...),
 			Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
 			Labels:      Labels(sb.Owner, sb.ID, RoleEgress, a.profile.Revision()),
 		},
@@ -606,7 +606,7 @@ func (a *Adapter) OpenEgress(ctx context.Context, sb Sandbox, stderr io.Writer) 
 	if sb.Egress == "" {
 		return WardenConn{}, spec.Errorf(spec.CodeConflict, "dockerio.egress", "sandbox %s has no egress container", sb.ID)
 	}
-	return a.execLink(ctx, sb.Egress, sb.Spec.Policy.User.String(), "/", stderr, EgressBinary, "control", EgressControl)
+	return a.execLink(ctx, sb.Egress, sb.Spec.Policy.User.String(), "/", stderr, egressBinary, "control", egressControl)
 }
 
 // EnsureEgress makes an allowlist sandbox's egress role whole again (after
@@ -624,7 +624,7 @@ func (a *Adapter) EnsureEgress(ctx context.Context, sb Sandbox) (Sandbox, bool, 
 	if err != nil {
 		return sb, false, err
 	}
-	if want := netip.AddrPortFrom(proxyAddr(internal.Subnet), ProxyPort).String(); sb.Proxy != want {
+	if want := netip.AddrPortFrom(proxyAddr(internal.Subnet), proxyPort).String(); sb.Proxy != want {
 		return sb, false, unsupported("dockerio.egress", "sandbox %s: its proxy address is %s, its network says %s", sb.ID, sb.Proxy, want)
 	}
 	a.outsideMu.Lock()

@@ -65,15 +65,15 @@ func TestAllocSubnet(t *testing.T) {
 
 func TestParseSubnets(t *testing.T) {
 	t.Setenv("STOCKADE_SUBNETS", "")
-	if p, err := ParseSubnets(""); err != nil || p.String() != DefaultSubnets {
+	if p, err := parseSubnets(""); err != nil || p.String() != defaultSubnets {
 		t.Errorf("default: %v %v", p, err)
 	}
 	t.Setenv("STOCKADE_SUBNETS", "10.99.0.0/20")
-	if p, err := ParseSubnets(""); err != nil || p.String() != "10.99.0.0/20" {
+	if p, err := parseSubnets(""); err != nil || p.String() != "10.99.0.0/20" {
 		t.Errorf("from the environment: %v %v", p, err)
 	}
 	for _, bad := range []string{"10.0.0.0/25", "fd00::/8", "nope"} {
-		if _, err := ParseSubnets(bad); !spec.IsCode(err, spec.CodeInvalidArgument) {
+		if _, err := parseSubnets(bad); !spec.IsCode(err, spec.CodeInvalidArgument) {
 			t.Errorf("%s: %v, want invalid_argument", bad, err)
 		}
 	}
@@ -93,8 +93,8 @@ func TestProxyEnv(t *testing.T) {
 }
 
 // egressDoc is a started egress container's inspect JSON as the adapter
-// makes it, for VerifyEgress to find each change in.
-func egressDoc(t *testing.T, a *Adapter, sb Sandbox) (map[string]any, EgressExpect) {
+// makes it, for verifyEgress to find each change in.
+func egressDoc(t *testing.T, a *Adapter, sb Sandbox) (map[string]any, egressExpect) {
 	t.Helper()
 	e := a.egressExpect(sb, "sha256:img", true)
 	b := a.egressBody(sb, "sha256:img", sb.Network)
@@ -129,7 +129,7 @@ func TestVerifyEgress(t *testing.T) {
 		doc, e := egressDoc(t, a, sb)
 		mutate(doc)
 		raw, _ := json.Marshal(doc)
-		err := VerifyEgress(raw, e)
+		err := verifyEgress(raw, e)
 		switch {
 		case want == "" && err != nil:
 			t.Errorf("%s: %v", name, err)

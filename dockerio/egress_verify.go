@@ -25,11 +25,11 @@ func (a *Adapter) readbackEgress(ctx context.Context, cli *client.Client, sb San
 	if err != nil {
 		return err
 	}
-	return VerifyEgress(raw, a.egressExpect(sb, imageID, started))
+	return verifyEgress(raw, a.egressExpect(sb, imageID, started))
 }
 
-// EgressExpect is what VerifyEgress compares an egress container with.
-type EgressExpect struct {
+// egressExpect is what verifyEgress compares an egress container with.
+type egressExpect struct {
 	Name, Image, User string
 	Labels            map[string]string
 	Entrypoint, Cmd   []string // Cmd without its last egressCmdVaries words
@@ -43,19 +43,19 @@ type EgressExpect struct {
 	Started           bool
 }
 
-func (a *Adapter) egressExpect(sb Sandbox, imageID string, started bool) EgressExpect {
+func (a *Adapter) egressExpect(sb Sandbox, imageID string, started bool) egressExpect {
 	b := a.egressBody(sb, imageID, sb.Network)
 	cmd := b.Config.Cmd
 	ip, _, _ := strings.Cut(sb.Proxy, ":")
-	return EgressExpect{Name: Name(sb.Owner, sb.ID, RoleEgress), Image: imageID, User: b.Config.User, Labels: b.Config.Labels,
+	return egressExpect{Name: Name(sb.Owner, sb.ID, RoleEgress), Image: imageID, User: b.Config.User, Labels: b.Config.Labels,
 		Entrypoint: b.Config.Entrypoint, Cmd: cmd[:len(cmd)-egressCmdVaries], Env: b.Config.Env, Tmpfs: b.HostConfig.Tmpfs,
 		NanoCPUs: b.HostConfig.NanoCPUs, Init: a.profile.Init, AppArmorProfile: a.profile.AppArmorProfile,
 		Internal: sb.Network, Outside: sb.Outside, ProxyIP: ip, Started: started}
 }
 
-// VerifyEgress checks an egress container's inspect JSON. It returns nil or
+// verifyEgress checks an egress container's inspect JSON. It returns nil or
 // an unsupported error naming the first field that differs.
-func VerifyEgress(raw []byte, e EgressExpect) error {
+func verifyEgress(raw []byte, e egressExpect) error {
 	c, err := decodeInspect(raw)
 	if err != nil {
 		return err

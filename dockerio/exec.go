@@ -21,10 +21,10 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// MultiplexedMediaType is the Content-Type of a multiplexed (non-TTY)
+// multiplexedMediaType is the Content-Type of a multiplexed (non-TTY)
 // attach stream from API 1.42 on. Older APIs always say raw-stream; there,
 // the stream is multiplexed because stockade never asks for a TTY.
-const MultiplexedMediaType = "application/vnd.docker.multiplexed-stream"
+const multiplexedMediaType = "application/vnd.docker.multiplexed-stream"
 
 // groupMarker starts the line the exec wrapper prints on stdout, before it
 // execs the command, carrying the process group id and the sandbox memory
@@ -44,9 +44,9 @@ const oomScript = `__stockade_o=-1
 for __stockade_f in ` + oomFiles + `; do [ -r "$__stockade_f" ] && while read -r __stockade_k __stockade_v; do [ "$__stockade_k" = oom_kill ] && __stockade_o=$__stockade_v; done <"$__stockade_f"; done
 `
 
-// GroupFile is where the exec wrapper records a process's group id, in the
+// groupFile is where the exec wrapper records a process's group id, in the
 // sandbox's /tmp tmpfs (it lives as long as the workload container does).
-func GroupFile(processID string) string { return TmpDir + "/.stockade-" + processID + ".pgid" }
+func groupFile(processID string) string { return TmpDir + "/.stockade-" + processID + ".pgid" }
 
 // wrapperScript makes the exec'd process record its process group and then
 // become the command. The exec'd process is already the leader of its own
@@ -59,7 +59,7 @@ func GroupFile(processID string) string { return TmpDir + "/.stockade-" + proces
 func wrapperScript(processID string) string {
 	return `read -r __stockade_x __stockade_x __stockade_x __stockade_x __stockade_g __stockade_x </proc/$$/stat || exit 125
 [ "$__stockade_g" = "$$" ] || { echo "stockade-exec: exec failed: not a process group leader (pid $$, pgid $__stockade_g)" >&2; exit 125; }
-echo $$ >` + GroupFile(processID) + ` || { echo "stockade-exec: exec failed: cannot record the process group" >&2; exit 125; }
+echo $$ >` + groupFile(processID) + ` || { echo "stockade-exec: exec failed: cannot record the process group" >&2; exit 125; }
 ` + oomScript + `printf '` + groupMarker + `%s %s\n' $$ "$__stockade_o"
 exec "$@"`
 }
@@ -193,8 +193,8 @@ func (a *Adapter) AttachExec(ctx context.Context, sb Sandbox, execID string, req
 	// Closing is how ctx interrupts the read below; ctx's error is reported.
 	stop := context.AfterFunc(ctx, func() { _ = t.Close() })
 	defer stop()
-	if mt, ok := resp.MediaType(); ok && mt != MultiplexedMediaType {
-		return nil, spec.Errorf(spec.CodeStreamFailure, "dockerio.exec", "exec %s: media type %q, want %q", execID, mt, MultiplexedMediaType)
+	if mt, ok := resp.MediaType(); ok && mt != multiplexedMediaType {
+		return nil, spec.Errorf(spec.CodeStreamFailure, "dockerio.exec", "exec %s: media type %q, want %q", execID, mt, multiplexedMediaType)
 	}
 	if _, ok := resp.Conn.(types.CloseWriter); req.Spec.Stdin && !ok {
 		return nil, spec.Errorf(spec.CodeStreamFailure, "dockerio.exec", "exec %s: the connection cannot half-close stdin", execID)
@@ -412,7 +412,7 @@ func (a *Adapter) ReadGroup(ctx context.Context, sb Sandbox, processID string) (
 	if err := checkID("process", processID); err != nil {
 		return 0, err
 	}
-	code, out, errOut, err := a.run(ctx, cli, sb, "/bin/sh", "-c", `read -r g <"$1" && echo "$g"`, "stockade-group", GroupFile(processID))
+	code, out, errOut, err := a.run(ctx, cli, sb, "/bin/sh", "-c", `read -r g <"$1" && echo "$g"`, "stockade-group", groupFile(processID))
 	if err != nil {
 		return 0, err
 	}
@@ -447,7 +447,7 @@ func (a *Adapter) SignalGroup(ctx context.Context, sb Sandbox, pgid int, sig sys
 		if err := a.EnsureWarden(ctx, sb); err != nil {
 			return err
 		}
-		argv = []string{WardenPath, "kill", strconv.Itoa(int(sig)), strconv.Itoa(pgid)}
+		argv = []string{wardenPath, "kill", strconv.Itoa(int(sig)), strconv.Itoa(pgid)}
 	}
 	code, _, errOut, err := a.run(ctx, cli, sb, argv...)
 	if err != nil {

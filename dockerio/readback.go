@@ -14,9 +14,9 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// Expect is everything readback compares a container's inspect JSON with.
-// ExpectFor builds it from a request; Verify is a pure function of the two.
-type Expect struct {
+// expect is everything readback compares a container's inspect JSON with.
+// expectFor builds it from a request; verify is a pure function of the two.
+type expect struct {
 	Role                   Role
 	Name                   string // without the leading '/'
 	Image                  string
@@ -34,12 +34,12 @@ type Expect struct {
 	Started bool
 }
 
-// MergedEnv is the environment the daemon makes: ours, in order, then every
+// mergedEnv is the environment the daemon makes: ours, in order, then every
 // variable of the image whose name is not one of ours.
-func MergedEnv(imageEnv []string) []string {
-	out := append([]string(nil), Environment...)
+func mergedEnv(imageEnv []string) []string {
+	out := append([]string(nil), environment...)
 	ours := map[string]bool{}
-	for _, e := range Environment {
+	for _, e := range environment {
 		n, _, _ := strings.Cut(e, "=")
 		ours[n] = true
 	}
@@ -52,12 +52,12 @@ func MergedEnv(imageEnv []string) []string {
 	return out
 }
 
-// ExpectFor builds the readback expectation for one role of a sandbox.
-func ExpectFor(p profile.Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string, imageEnv []string, started bool) Expect {
+// expectFor builds the readback expectation for one role of a sandbox.
+func expectFor(p profile.Profile, sb spec.Sandbox, owner, id string, role Role, volume, networkID string, imageEnv []string, started bool) expect {
 	b := body(p, sb, owner, id, role, volume, networkID)
-	return Expect{
+	return expect{
 		Role: role, Name: Name(owner, id, role), Image: sb.Image, Labels: b.Config.Labels,
-		User: b.Config.User, Env: MergedEnv(imageEnv), Tmpfs: b.HostConfig.Tmpfs,
+		User: b.Config.User, Env: mergedEnv(imageEnv), Tmpfs: b.HostConfig.Tmpfs,
 		Network: string(b.HostConfig.NetworkMode), NanoCPUs: b.HostConfig.NanoCPUs,
 		Memory: b.HostConfig.Memory, Pids: *b.HostConfig.PidsLimit, Init: p.Init,
 		AppArmorProfile: p.AppArmorProfile, Mounts: b.HostConfig.Mounts, Started: started,
@@ -146,7 +146,7 @@ func empty(raw json.RawMessage) bool {
 	return s == "" || s == "null" || s == "[]" || s == "{}"
 }
 
-// Verify checks a container's inspect JSON against the expectation, every
+// verify checks a container's inspect JSON against the expectation, every
 // field of the lockdown (user, working directory, entrypoint and command,
 // environment, no TTY or stdin, no volumes, no healthcheck, read-only root,
 // not privileged, every capability dropped and none added, no new
@@ -154,7 +154,7 @@ func empty(raw json.RawMessage) bool {
 // namespaces, the network, CPU, memory, swap and pids limits, OOM killer
 // on, no restart, tmpfs) plus the image, name, labels, Init and mounts. It returns nil, or an unsupported *spec.Error naming the
 // first field that differs with what was read and what was asked.
-func Verify(raw []byte, e Expect) error {
+func verify(raw []byte, e expect) error {
 	c, err := decodeInspect(raw)
 	if err != nil {
 		return err
@@ -199,7 +199,7 @@ func Verify(raw []byte, e Expect) error {
 	check("Config.User", cf.User == e.User, cf.User, e.User)
 	check("Config.WorkingDir", cf.WorkingDir == WorkDir, cf.WorkingDir, WorkDir)
 	check("Config.Entrypoint", slices.Equal(cf.Entrypoint, []string{"/bin/sh"}) && cf.Entrypoint != nil, cf.Entrypoint, []string{"/bin/sh"})
-	check("Config.Cmd", slices.Equal(cf.Cmd, Keeper), cf.Cmd, Keeper)
+	check("Config.Cmd", slices.Equal(cf.Cmd, keeper), cf.Cmd, keeper)
 	check("Config.Env", slices.Equal(cf.Env, e.Env), cf.Env, e.Env)
 	check("Config.Tty", cf.Tty == nil || !*cf.Tty, deref(cf.Tty), false)
 	check("Config.OpenStdin", cf.OpenStdin == nil || !*cf.OpenStdin, deref(cf.OpenStdin), false)

@@ -69,18 +69,18 @@ var fixtures = []fixtureCase{
 	{"engine20-bridge-workload-started.json", RoleWorkload, spec.NetworkBridge, true},
 }
 
-func (c fixtureCase) expect(t *testing.T) Expect {
+func (c fixtureCase) expect(t *testing.T) expect {
 	net := ""
 	if c.network == spec.NetworkBridge {
 		net = bridgeNetwork(t)
 	}
-	return ExpectFor(engine20(t), fixtureSpec(c.network), "OWNER", "SANDBOX", c.role, Name("OWNER", "SANDBOX", RoleVolume), net, fixtureEnv(t), c.started)
+	return expectFor(engine20(t), fixtureSpec(c.network), "OWNER", "SANDBOX", c.role, Name("OWNER", "SANDBOX", RoleVolume), net, fixtureEnv(t), c.started)
 }
 
 func TestDockerioReadbackRecordedExact(t *testing.T) {
 	for _, c := range fixtures {
 		t.Run(c.file, func(t *testing.T) {
-			if err := Verify(fixture(t, c.file), c.expect(t)); err != nil {
+			if err := verify(fixture(t, c.file), c.expect(t)); err != nil {
 				t.Fatalf("recorded readback does not verify: %v", err)
 			}
 		})
@@ -126,7 +126,7 @@ func TestDockerioReadbackMismatch(t *testing.T) {
 		{"name", "Name", set("", "Name", "/other")},
 		{"image", "Image", set("", "Image", "sha256:"+strings.Repeat("0", 64))},
 		{"label", "Config.Labels[io.stockade.revision]", func(m map[string]any) {
-			obj(obj(m, "Config"), "Labels")[LabelRevision] = "engine-1.41-v4-x"
+			obj(obj(m, "Config"), "Labels")[labelRevision] = "engine-1.41-v4-x"
 		}},
 		{"user", "Config.User", set("Config", "User", "0:0")},
 		{"workdir", "Config.WorkingDir", set("Config", "WorkingDir", "/")},
@@ -189,7 +189,7 @@ func TestDockerioReadbackMismatch(t *testing.T) {
 	want := fixtures[0].expect(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := Verify(edit(t, raw, c.f), want)
+			err := verify(edit(t, raw, c.f), want)
 			if !spec.IsCode(err, spec.CodeUnsupported) {
 				t.Fatalf("got %v, want unsupported", err)
 			}
@@ -203,20 +203,20 @@ func TestDockerioReadbackMismatch(t *testing.T) {
 			obj(m, "State")["Running"] = true
 			obj(m, "State")["Status"] = "running"
 		})
-		if err := Verify(raw, fixtures[1].expect(t)); err == nil || !strings.Contains(err.Error(), "State.Status") {
+		if err := verify(raw, fixtures[1].expect(t)); err == nil || !strings.Contains(err.Error(), "State.Status") {
 			t.Fatalf("got %v, want State.Status", err)
 		}
 	})
 	t.Run("bridge attachment", func(t *testing.T) {
 		want := fixtures[3].expect(t)
 		want.Network = strings.Repeat("a", 64)
-		if err := Verify(fixture(t, "engine20-bridge-workload-started.json"), want); err == nil || !strings.Contains(err.Error(), "HostConfig.NetworkMode") {
+		if err := verify(fixture(t, "engine20-bridge-workload-started.json"), want); err == nil || !strings.Contains(err.Error(), "HostConfig.NetworkMode") {
 			t.Fatalf("got %v", err)
 		}
 	})
 	t.Run("malformed", func(t *testing.T) {
 		for _, raw := range []string{"", "{", "null", "{}", `{"Config":{}}`} {
-			if err := Verify([]byte(raw), want); !spec.IsCode(err, spec.CodeUnsupported) {
+			if err := verify([]byte(raw), want); !spec.IsCode(err, spec.CodeUnsupported) {
 				t.Fatalf("%q: got %v", raw, err)
 			}
 		}
@@ -237,7 +237,7 @@ func TestDockerioReadbackDatasetsSynthesized(t *testing.T) {
 	p.APIVersion = "1.41" // keep the recorded revision label
 	p.Name = "linux-x64-engine20-cgroupv1"
 	p.AppArmorProfile = ""
-	want := ExpectFor(p, sb, "OWNER", "SANDBOX", RoleWorkload, Name("OWNER", "SANDBOX", RoleVolume), "", fixtureEnv(t), true)
+	want := expectFor(p, sb, "OWNER", "SANDBOX", RoleWorkload, Name("OWNER", "SANDBOX", RoleVolume), "", fixtureEnv(t), true)
 	if got := want.Mounts; len(got) != 2 || got[1] != (mount.Mount{Type: mount.TypeImage, Source: ds.Image, Target: ds.Target, ReadOnly: true}) {
 		t.Fatalf("expected mounts %+v", got)
 	}
@@ -249,23 +249,23 @@ func TestDockerioReadbackDatasetsSynthesized(t *testing.T) {
 			m["Mounts"] = append(m["Mounts"].([]any), map[string]any{"Type": "image", "Source": "", "Destination": ds.Target, "Mode": "", "RW": rw, "Propagation": "rprivate"})
 		})
 	}
-	if err := Verify(withMount(true, false), want); err != nil {
+	if err := verify(withMount(true, false), want); err != nil {
 		t.Fatalf("dataset readback: %v", err)
 	}
-	if err := Verify(withMount(false, false), want); err == nil || !strings.Contains(err.Error(), "HostConfig.Mounts") {
+	if err := verify(withMount(false, false), want); err == nil || !strings.Contains(err.Error(), "HostConfig.Mounts") {
 		t.Fatalf("writable dataset request: got %v", err)
 	}
-	if err := Verify(withMount(true, true), want); err == nil || !strings.Contains(err.Error(), ": Mounts differs") {
+	if err := verify(withMount(true, true), want); err == nil || !strings.Contains(err.Error(), ": Mounts differs") {
 		t.Fatalf("writable dataset mount: got %v", err)
 	}
-	if err := Verify(raw, want); err == nil || !strings.Contains(err.Error(), "HostConfig.Mounts") {
+	if err := verify(raw, want); err == nil || !strings.Contains(err.Error(), "HostConfig.Mounts") {
 		t.Fatalf("missing dataset: got %v", err)
 	}
 }
 
 func TestDockerioMergedEnv(t *testing.T) {
-	got := MergedEnv([]string{"PATH=/bin", "LANG=C", "HOME=/root", "A=1"})
-	want := append(append([]string(nil), Environment...), "LANG=C", "A=1")
+	got := mergedEnv([]string{"PATH=/bin", "LANG=C", "HOME=/root", "A=1"})
+	want := append(append([]string(nil), environment...), "LANG=C", "A=1")
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got %q, want %q", got, want)
 	}

@@ -169,7 +169,7 @@ func (a *Adapter) ExchangeWorkspace(ctx context.Context, sb Sandbox, staging str
 	cfg := &container.Config{
 		Image: sb.Spec.Image, User: "0:0", WorkingDir: "/",
 		Entrypoint: []string{exchangeBin}, Cmd: []string{"exchange", WorkspaceDir, staging},
-		Env: append([]string(nil), Environment...), NetworkDisabled: true,
+		Env: append([]string(nil), environment...), NetworkDisabled: true,
 		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
 		Labels:      Labels(sb.Owner, sb.ID, RoleExchange, a.profile.Revision()),
 	}
@@ -289,7 +289,7 @@ func (a *Adapter) RetireWarden(ctx context.Context, sb Sandbox, pid int, socket 
 	if !a.HasWarden() {
 		return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "this runtime has no warden binary")
 	}
-	argv := []string{WardenPath, "retire", strconv.Itoa(pid)}
+	argv := []string{wardenPath, "retire", strconv.Itoa(pid)}
 	switch {
 	case pid == 0 && socket == "":
 		argv[2] = "all"

@@ -33,38 +33,38 @@ func labelsMatch(have, want map[string]string) bool {
 	return true
 }
 
-func (a *Adapter) admit(ctx context.Context, req SandboxRequest) (ImageFacts, error) {
+func (a *Adapter) admit(ctx context.Context, req SandboxRequest) (imageFacts, error) {
 	if err := checkSandboxRequest(req); err != nil {
-		return ImageFacts{}, err
+		return imageFacts{}, err
 	}
 	a.mu.Lock()
 	report, ncpu := a.report, a.facts.NCPU
 	a.mu.Unlock()
 	if err := admitOnDaemon(req.Spec.Policy, ncpu); err != nil {
-		return ImageFacts{}, err
+		return imageFacts{}, err
 	}
 	if req.Spec.Policy.Network == spec.NetworkAllowlist && !a.profile.Allowlist {
-		return ImageFacts{}, unsupported("dockerio.egress", "profile %s has not verified the allowlist network's isolation on its engine (an internal network's routes changed between engine releases): allowlist sandboxes are refused", a.profile.Name)
+		return imageFacts{}, unsupported("dockerio.egress", "profile %s has not verified the allowlist network's isolation on its engine (an internal network's routes changed between engine releases): allowlist sandboxes are refused", a.profile.Name)
 	}
 	if len(req.Spec.Datasets) > 0 {
 		if err := report.DatasetsErr(a.profile); err != nil {
-			return ImageFacts{}, err
+			return imageFacts{}, err
 		}
 		for _, d := range req.Spec.Datasets {
 			f, err := a.imageFacts(ctx, d.Image)
 			if err != nil {
-				return ImageFacts{}, spec.Wrap(spec.CodeUnsupported, "dockerio.datasets", err, "dataset image %s is not present", d.Image)
+				return imageFacts{}, spec.Wrap(spec.CodeUnsupported, "dockerio.datasets", err, "dataset image %s is not present", d.Image)
 			}
 			if f.ID != d.Image || f.Os != "linux" {
-				return ImageFacts{}, unsupported("dockerio.datasets", "dataset image %s is not an exact local Linux image", d.Image)
+				return imageFacts{}, unsupported("dockerio.datasets", "dataset image %s is not an exact local Linux image", d.Image)
 			}
 		}
 	}
 	img, err := a.imageFacts(ctx, req.Spec.Image)
 	if err != nil {
-		return ImageFacts{}, spec.Wrap(spec.CodeUnsupported, "dockerio.image", err, "sandbox image %s is not present", req.Spec.Image)
+		return imageFacts{}, spec.Wrap(spec.CodeUnsupported, "dockerio.image", err, "sandbox image %s is not present", req.Spec.Image)
 	}
-	return img, AdmitImage(a.profile, req.Spec.Image, img)
+	return img, admitImage(a.profile, req.Spec.Image, img)
 }
 
 // CreateSandbox makes (or adopts by name) the volume, the network unless
@@ -88,7 +88,7 @@ func (a *Adapter) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbo
 	return sb, nil
 }
 
-func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, img ImageFacts) (Sandbox, error) {
+func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, img imageFacts) (Sandbox, error) {
 	rev := sb.Revision
 	volName := Name(sb.Owner, sb.ID, RoleVolume)
 	v, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: volName, Driver: "local", Labels: Labels(sb.Owner, sb.ID, RoleVolume, rev)})
@@ -105,14 +105,14 @@ func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, im
 			return sb, err
 		}
 	case spec.NetworkAllowlist:
-		if !a.HasEgress() {
+		if !a.hasEgress() {
 			return sb, spec.Errorf(spec.CodeUnsupported, "dockerio.egress", "this runtime has no stockade-egress binary, which the allowlist network needs (none is embedded for this platform): point $STOCKADE_EGRESS at a static build of ./cmd/egress")
 		}
 		internal, err := a.internalNetwork(ctx, cli, sb)
 		if err != nil {
 			return sb, err
 		}
-		sb.Network, sb.Proxy = internal.ID, netip.AddrPortFrom(proxyAddr(internal.Subnet), ProxyPort).String()
+		sb.Network, sb.Proxy = internal.ID, netip.AddrPortFrom(proxyAddr(internal.Subnet), proxyPort).String()
 		// The egress role is made beside the workload's containers: it
 		// shares nothing with them but the network, now made.
 		type made struct {
@@ -141,7 +141,7 @@ func (a *Adapter) create(ctx context.Context, cli *client.Client, sb Sandbox, im
 // createContainers makes the workload container and reads it back, begins
 // its start, then makes the export container, reads it back and begins the
 // workspace's seed through it (see seed.go for the order and what holds).
-func (a *Adapter) createContainers(ctx context.Context, cli *client.Client, sb Sandbox, img ImageFacts) (Sandbox, error) {
+func (a *Adapter) createContainers(ctx context.Context, cli *client.Client, sb Sandbox, img imageFacts) (Sandbox, error) {
 	id, err := a.ensureContainer(ctx, cli, sb, RoleWorkload)
 	if err != nil {
 		return sb, err
@@ -203,13 +203,13 @@ func createOrAdopt(ctx context.Context, cli *client.Client, op, name string, b B
 	return c.ID, &c, nil
 }
 
-// readback inspects a container and verifies it (see Verify).
+// readback inspects a container and verifies it (see verify).
 func (a *Adapter) readback(ctx context.Context, cli *client.Client, sb Sandbox, role Role, id string, imageEnv []string, started bool) error {
 	_, raw, err := cli.ContainerInspectWithRaw(ctx, id, false)
 	if err != nil {
 		return translate(err, "dockerio.readback", "inspecting %s container %s", role, id)
 	}
-	return Verify(raw, ExpectFor(a.profile, sb.Spec, sb.Owner, sb.ID, role, sb.Volume, sb.Network, imageEnv, started))
+	return verify(raw, expectFor(a.profile, sb.Spec, sb.Owner, sb.ID, role, sb.Volume, sb.Network, imageEnv, started))
 }
 
 // StartSandbox finishes the workload's start and the workspace's seed its
@@ -431,7 +431,7 @@ func remove(ctx context.Context, cli *client.Client, r Resource) error {
 
 func resource(kind Kind, id, name string, labels map[string]string) Resource {
 	return Resource{Kind: kind, ID: id, Name: name, Role: Role(labels[LabelRole]), Owner: labels[LabelOwner],
-		Sandbox: labels[LabelSandbox], Revision: labels[LabelRevision], Labels: maps.Clone(labels)}
+		Sandbox: labels[LabelSandbox], Revision: labels[labelRevision], Labels: maps.Clone(labels)}
 }
 
 // list returns every resource labelled with owner (and sandbox, if not
@@ -546,10 +546,10 @@ func (a *Adapter) InspectSandbox(ctx context.Context, sb Sandbox) (Observed, err
 			}
 			s := sb
 			s.Workload = r.ID
-			if err := Verify(raw, ExpectFor(a.profile, s.Spec, s.Owner, s.ID, RoleWorkload, s.Volume, s.Network, img.Env, true)); err != nil {
+			if err := verify(raw, expectFor(a.profile, s.Spec, s.Owner, s.ID, RoleWorkload, s.Volume, s.Network, img.Env, true)); err != nil {
 				obs.Mismatch = err.Error()
 			} else if r.Revision != a.profile.Revision() {
-				obs.Mismatch = LabelRevision
+				obs.Mismatch = labelRevision
 			}
 		} else if c.State != nil {
 			obs.Exit = &ContainerExit{ExitCode: c.State.ExitCode, OOMKilled: c.State.OOMKilled}

@@ -25,7 +25,7 @@ import (
 // the instant before the warden's own PR_SET_DUMPABLE).
 const (
 	WardenDir  = WorkspaceDir + "/.stockade"
-	WardenPath = WardenDir + "/stockade-warden"
+	wardenPath = WardenDir + "/stockade-warden"
 	// wardenRel is WardenDir relative to the workspace: the path Put, Get
 	// and cp refuse.
 	wardenRel = ".stockade"
@@ -33,10 +33,10 @@ const (
 	wardenMode = 0o111
 )
 
-// ReservedPath reports whether a workspace-relative path (already cleaned)
+// reservedPath reports whether a workspace-relative path (already cleaned)
 // is the warden's, which no caller may write or read through the archive
 // API.
-func ReservedPath(rel string) bool {
+func reservedPath(rel string) bool {
 	rel = strings.TrimPrefix(rel, "./")
 	return rel == wardenRel || strings.HasPrefix(rel, wardenRel+"/")
 }
@@ -89,7 +89,7 @@ func payloadError(err error, op, msg string) error {
 // the link; what it writes on stderr goes to stderr (bounded lines, for the
 // log). unsupported when the adapter has no warden binary.
 func (a *Adapter) StartWarden(ctx context.Context, sb Sandbox, stderr io.Writer) (WardenConn, error) {
-	return a.wardenExec(ctx, sb, stderr, WardenPath, "serve")
+	return a.wardenExec(ctx, sb, stderr, wardenPath, "serve")
 }
 
 // AttachWarden bridges a new link to a running warden through its socket:
@@ -99,7 +99,7 @@ func (a *Adapter) AttachWarden(ctx context.Context, sb Sandbox, socket string, s
 	if err := checkWardenSocket(socket); err != nil {
 		return WardenConn{}, err
 	}
-	return a.wardenExec(ctx, sb, stderr, WardenPath, "attach", socket)
+	return a.wardenExec(ctx, sb, stderr, wardenPath, "attach", socket)
 }
 
 // checkWardenSocket refuses a reattach socket that is not a plain name
@@ -138,9 +138,9 @@ func (a *Adapter) execLink(ctx context.Context, containerID, usr, dir string, st
 	if err != nil {
 		return WardenConn{}, translate(err, "dockerio.exec", "attaching the %s exec %s", argv[0], resp.ID)
 	}
-	if mt, ok := hj.MediaType(); ok && mt != MultiplexedMediaType {
+	if mt, ok := hj.MediaType(); ok && mt != multiplexedMediaType {
 		hj.Close()
-		return WardenConn{}, spec.Errorf(spec.CodeStreamFailure, "dockerio.exec", "%s exec %s: media type %q, want %q", argv[0], resp.ID, mt, MultiplexedMediaType)
+		return WardenConn{}, spec.Errorf(spec.CodeStreamFailure, "dockerio.exec", "%s exec %s: media type %q, want %q", argv[0], resp.ID, mt, multiplexedMediaType)
 	}
 	r := &demuxReader{dec: framing.NewDecoder(hj.Reader, framing.Options{FrameLimit: spec.DefaultFrameLimit, ChunkSize: spec.DefaultReceiveChunk}), stderr: stderr}
 	c := &onceCloser{c: hj.Conn}
@@ -271,7 +271,7 @@ func (a *Adapter) EnsureWarden(ctx context.Context, sb Sandbox) error {
 	if ok, err := a.wardenIntact(ctx, cli, sb, bin); err != nil || ok {
 		return err
 	}
-	return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "sandbox %s: the warden binary at %s is not ours, and writing it again did not hold", sb.ID, WardenPath)
+	return spec.Errorf(spec.CodeUnsupported, "dockerio.warden", "sandbox %s: the warden binary at %s is not ours, and writing it again did not hold", sb.ID, wardenPath)
 }
 
 // wardenIntact reads the warden's directory back through the export

@@ -84,7 +84,7 @@ func (a *Adapter) EmptyWorkspaceDir(ctx context.Context, sb Sandbox, dir string,
 	if err := stagingName(dir); err != nil {
 		return err
 	}
-	argv := []string{WardenPath, "empty", WorkspaceDir + "/" + dir}
+	argv := []string{wardenPath, "empty", WorkspaceDir + "/" + dir}
 	for _, f := range files {
 		p, err := archivePath(f)
 		if err != nil {
