@@ -63,7 +63,7 @@ type Options struct {
 	Record spec.Record
 	// Pools are warm pools: each keeps Size sandboxes of its spec made,
 	// verified and started ahead of demand, and CreateSandbox claims one
-	// when its spec has the pool's key (image, limits, network mode,
+	// when its spec has the pool's key (image, limits, network kind,
 	// user, datasets; the lifetime, TTL, env, dir, labels and allowlist
 	// rules asked are applied at the claim). A pool's spec sets none of
 	// those claim-time fields.

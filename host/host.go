@@ -162,7 +162,7 @@ type Process interface {
 
 // PoolSpec configures a warm pool: Size sandboxes made from Sandbox ahead
 // of demand, each claimed by a CreateSandbox whose spec has the same pool
-// key (image, limits, network mode, user, datasets).
+// key (image, limits, network kind, user, datasets).
 type PoolSpec struct {
 	Name    string
 	Sandbox spec.Sandbox

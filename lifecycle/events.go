@@ -49,7 +49,7 @@ type (
 	// journaled before the caller is answered: a crash leaves it pooled
 	// or claimed, never handed out twice. It carries what the claimant
 	// asked that can change after the start; the rest (image, limits,
-	// network mode, user, datasets) matched the pool's.
+	// network kind, user, datasets) matched the pool's.
 	SandboxClaimed struct {
 		Lifetime spec.Lifetime `json:"lifetime"`
 		TTL      time.Duration `json:"ttl,omitempty"`

@@ -259,7 +259,7 @@ func (l Lifetime) Valid() bool { return l == OneShot || l == Kept }
 
 // PoolKey is what a warm pool's sandbox and a request must share for the
 // request to claim it: everything fixed once the workload started (the
-// image, the limits, the network mode, the user, the datasets). The rest
+// image, the limits, the network kind, the user, the datasets). The rest
 // (lifetime, TTL, env, dir, labels, allowlist rules) is applied at the
 // claim. Two specs with equal keys get the same container body.
 func (s Sandbox) PoolKey() string {

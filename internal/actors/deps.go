@@ -40,9 +40,9 @@ type Config struct {
 	JournalTimeout time.Duration
 	// DockerTimeout bounds one Docker call made by an actor.
 	DockerTimeout time.Duration
-	// Wardens: sandboxes run a warden (the engine delivers its binary) and
+	// WardensDelivered: sandboxes run a warden (the engine delivers its binary) and
 	// their processes are spawned by it.
-	Wardens bool
+	WardensDelivered bool
 }
 
 // Deps is what every actor is built with.

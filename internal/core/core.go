@@ -188,7 +188,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	d := actors.Deps{Journal: aj, Engine: rt.engine, Log: log, Recorder: rec, Config: actors.Config{
 		Owner: j.Owner(), Profile: daemon.Profile, Revision: daemon.Revision,
 		StopGrace: opts.StopGrace, HighWaterMark: opts.HighWaterMark, OutputQuota: opts.OutputQuota,
-		Wardens: hasWarden(rt.engine),
+		WardensDelivered: hasWarden(rt.engine),
 	}}.WithDefaults()
 	rt.deps = &d
 	// Die events since before recovery observed Docker are replayed to the
@@ -199,7 +199,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		log.Warn("listing unsealed recordings", "err", err)
 	}
 	unsealed = rt.sealEnded(unsealed)
-	rt.pools = pool.New[*Sandbox](poolMaker{rt}, log, opts.PoolRefills, rt.deps.Config.Wardens)
+	rt.pools = pool.New[*Sandbox](poolMaker{rt}, log, opts.PoolRefills, rt.deps.Config.WardensDelivered)
 	if err := rt.recover(ctx, opts); err != nil {
 		sys.Shutdown(30 * time.Second)
 		return fail(err)
@@ -641,7 +641,7 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 }
 
 // hasWarden reports whether the engine delivers a warden into its sandboxes.
-func hasWarden(e dockerio.Wardens) bool {
+func hasWarden(e dockerio.Engine) bool {
 	w, ok := e.(dockerio.WardenDelivery)
 	return ok && w.HasWarden()
 }

@@ -24,7 +24,6 @@ import (
 	clientpkg "github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
-	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/test/testkit"

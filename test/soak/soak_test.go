@@ -15,7 +15,6 @@ import (
 	"time"
 
 	clientpkg "github.com/stockade/stockade/client"
-	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"

@@ -128,7 +128,7 @@ func (pl *poolPart) claim(m Claim) {
 	case !a.state.Pooled() || a.state.Phase != lifecycle.PhaseStarted || a.end.stopReason != "" || a.end.exitDead || a.end.removing:
 		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s is not pooled and ready (%s)", a.p.ID, a.state.Shown())
 		return
-	case a.deps.Config.Wardens && !a.warden.claimable():
+	case a.deps.Config.WardensDelivered && !a.warden.claimable():
 		// A claimed sandbox must be able to run its first command at
 		// once: one whose warden is not linked is not handed out.
 		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s waits in pool %q without a linked warden", a.p.ID, a.state.Pool)
@@ -197,7 +197,7 @@ func (pl *poolPart) ready() error {
 	switch {
 	case !a.running() || a.end.removing:
 		return spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s stopped during its claim from pool %q (%s); it is not handed out", a.p.ID, a.state.Pool, a.state.Shown())
-	case a.deps.Config.Wardens && !a.warden.linked():
+	case a.deps.Config.WardensDelivered && !a.warden.linked():
 		return spec.Errorf(spec.CodeStreamFailure, "sandbox", "sandbox %s lost its warden during its claim from pool %q; it is not handed out", a.p.ID, a.state.Pool)
 	}
 	return nil

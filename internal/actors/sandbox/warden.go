@@ -121,7 +121,7 @@ func (w *wardenPart) handle(ctx actor.Context, msg any) bool {
 // cannot start fails the create (rolled back) rather than every later
 // launch. false: the sandbox runs no warden.
 func (w *wardenPart) startForCreate() bool {
-	if !w.a.deps.Config.Wardens {
+	if !w.a.deps.Config.WardensDelivered {
 		return false
 	}
 	w.creating = true
@@ -151,7 +151,7 @@ func (w *wardenPart) abort(gen int, why error) {
 
 // retireAllFirst (recovery): the next warden start first retires every
 // warden server in the sandbox, if the runtime runs wardens.
-func (w *wardenPart) retireAllFirst() { w.retireAll = w.a.deps.Config.Wardens }
+func (w *wardenPart) retireAllFirst() { w.retireAll = w.a.deps.Config.WardensDelivered }
 
 // awaitReattach (recovery): p, a process of a re-adopted sandbox's warden,
 // is spawned once the warden is reattached (onReattached).
@@ -291,7 +291,7 @@ func (w *wardenPart) onDown(m wardenDown) {
 // none is coming. false: the launch goes on with the link.
 func (w *wardenPart) hold(m Launch) bool {
 	a := w.a
-	if !a.deps.Config.Wardens || w.link != nil && !w.probing {
+	if !a.deps.Config.WardensDelivered || w.link != nil && !w.probing {
 		return false
 	}
 	w.held = append(w.held, m)
