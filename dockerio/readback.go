@@ -73,8 +73,10 @@ type inspectDoc struct {
 	Image           string
 	AppArmorProfile *string
 	State           *struct {
-		Running bool
-		Status  string
+		Running  bool
+		Status   string
+		ExitCode int
+		Error    string
 	}
 	Config *struct {
 		User        string
@@ -281,7 +283,22 @@ func verify(raw []byte, e expect) error {
 	if field == "" {
 		return nil
 	}
+	if field == "State.Running" && e.Role == RoleWorkload && c.State.Status == "exited" {
+		// The keeper ended at once: most often an image with no /bin/sh.
+		// Say what ran and how it ended, and what the image needs.
+		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.readback",
+			"%s %s is not running: its keeper (%s) exited %d%s; a sandbox's image needs /bin/sh and sleep (the keeper is their loop)",
+			e.Role, e.Name, strings.Join(append([]string{"/bin/sh"}, keeper...), " "), c.State.ExitCode, exitError(c.State.Error))
+	}
 	return unsupported("dockerio.readback", "%s %s: %s differs: got %s, want %s", e.Role, e.Name, field, show(got), show(want))
+}
+
+// exitError is Docker's own word on a container that did not run, if any.
+func exitError(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
 }
 
 func show(v any) string {

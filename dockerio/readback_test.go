@@ -198,6 +198,20 @@ func TestDockerioReadbackMismatch(t *testing.T) {
 			}
 		})
 	}
+	t.Run("keeper exited", func(t *testing.T) {
+		// An image with no /bin/sh: the workload exits at once, and the
+		// error says what the image lacks, not only which field differs.
+		raw := edit(t, raw, func(m map[string]any) {
+			obj(m, "State")["Running"] = false
+			obj(m, "State")["Status"] = "exited"
+			obj(m, "State")["ExitCode"] = 127
+			obj(m, "State")["Error"] = `exec: "/bin/sh": stat /bin/sh: no such file or directory`
+		})
+		err := verify(raw, want)
+		if !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), "exited 127") || !strings.Contains(err.Error(), "needs /bin/sh") || !strings.Contains(err.Error(), "no such file") {
+			t.Fatalf("got %v, want invalid_argument saying the keeper exited 127 and the image needs /bin/sh", err)
+		}
+	})
 	t.Run("export started", func(t *testing.T) {
 		raw := edit(t, fixture(t, "engine20-export-created.json"), func(m map[string]any) {
 			obj(m, "State")["Running"] = true

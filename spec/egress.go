@@ -43,6 +43,11 @@ func ParseEgressRule(s string) (EgressRule, error) {
 	if len(s) > MaxEgressRuleBytes {
 		return EgressRule{}, bad("%d bytes, over the limit of %d", len(s), MaxEgressRuleBytes)
 	}
+	if scheme, _, ok := strings.Cut(s, "://"); ok && scheme != "" && !strings.ContainsAny(scheme, "/[]:") {
+		// A URL is the likeliest slip: say what a rule is, not that its
+		// "port" is not a number.
+		return EgressRule{}, bad("a rule is HOST[:PORT], CIDR[:PORT] or *.DOMAIN[:PORT], not a URL (for %s, say the host and its port, e.g. example.com:443)", scheme)
+	}
 	target, port, err := splitRulePort(s)
 	if err != nil {
 		return EgressRule{}, bad("%v", err)

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -63,6 +64,20 @@ func TestParseEgressRule(t *testing.T) {
 		if r.String() != tc.want || r.Host != tc.host || r.Port != tc.port {
 			t.Errorf("%q: %q host %q port %d, want %q host %q port %d", tc.in, r.String(), r.Host, r.Port, tc.want, tc.host, tc.port)
 		}
+	}
+}
+
+// TestEgressRuleURL: a URL given as a rule is refused with what a rule
+// is, not with a complaint about its "port".
+func TestEgressRuleURL(t *testing.T) {
+	for _, in := range []string{"https://example.com", "http://example.com:8080/x", "HTTPS://EXAMPLE.COM"} {
+		_, err := ParseEgressRule(in)
+		if !IsCode(err, CodeInvalidArgument) || !strings.Contains(err.Error(), "not a URL") || strings.Contains(err.Error(), "is not 1..65535") {
+			t.Errorf("%q: %v, want invalid_argument saying a rule is not a URL", in, err)
+		}
+	}
+	if _, _, err := ParseNetwork("allow=https://example.com"); !strings.Contains(fmt.Sprint(err), "not a URL") {
+		t.Errorf("allow=https://example.com: %v, want it to say a rule is not a URL", err)
 	}
 }
 
