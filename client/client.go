@@ -20,6 +20,7 @@ import (
 	"github.com/stockade/stockade/internal/safedir"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // Window is the client's pinned HTTP/2 receive window, per stream and per
@@ -95,12 +96,21 @@ func dialUnix(ctx context.Context, path string) (net.Conn, error) {
 // maxSocketPath is the longest unix socket path the kernel takes.
 const maxSocketPath = 107
 
-// Dial connects to the server on the unix socket at path. It fails at once
+// Dial connects to the server on the unix socket at path ("" means the
+// default journal's server: $STOCKADE_SOCKET, else the socket beside
+// $STOCKADE_JOURNAL or the default journal; see statedir.ServedSocket).
+// It fails at once
 // (cancelled, naming the path) when nothing answers there, so a caller can
 // fall back to an embedded runtime; and with invalid_argument, connecting
 // to nothing, when the socket's directory is another user's (not root's)
 // or writable by others: whoever answers there may be an impostor.
 func Dial(path string) (*Client, error) {
+	if path == "" {
+		var err error
+		if path, err = statedir.ServedSocket(""); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	probe, err := dialUnix(ctx, path)
 	cancel()

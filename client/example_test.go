@@ -18,7 +18,7 @@ import (
 // but does not run them.
 func ExampleDial() {
 	ctx := context.Background()
-	c, err := client.Dial(os.Getenv("STOCKADE_SOCKET")) // the journal's path with .sock by default
+	c, err := client.Dial("") // $STOCKADE_SOCKET, else the default journal's server
 	if err != nil {
 		log.Fatal(err) // cancelled, naming the path: no server answers there
 	}
@@ -52,7 +52,7 @@ func ExampleDial() {
 // or re-adopted after a server restart, and reading its recorded output.
 func ExampleClient_Wait() {
 	ctx := context.Background()
-	c, err := client.Dial(os.Getenv("STOCKADE_SOCKET"))
+	c, err := client.Dial("")
 	if err != nil {
 		log.Fatal(err)
 	}

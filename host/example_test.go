@@ -11,7 +11,6 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/client"
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -68,12 +67,14 @@ func Example() {
 // runtime when none answers (Dial fails at once then).
 func Example_fallback() {
 	ctx := context.Background()
-	journalPath := os.Getenv("STOCKADE_JOURNAL") // "" would mean the default journal for Open
+	// The default journal's server if one answers ($STOCKADE_SOCKET, else
+	// beside $STOCKADE_JOURNAL or the default journal), else the same
+	// journal embedded: never a second runtime on a served journal.
 	var rt host.Runtime
-	if c, err := client.Dial(server.SocketPath(journalPath)); err == nil {
+	if c, err := client.Dial(""); err == nil {
 		rt = c
 	} else {
-		embedded, err := stockade.Open(ctx, stockade.Options{Journal: journalPath})
+		embedded, err := stockade.Open(ctx, stockade.Options{})
 		if err != nil {
 			log.Fatal(err)
 		}

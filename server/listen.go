@@ -17,19 +17,22 @@ import (
 )
 
 // SocketEnv names the environment variable that overrides the socket path.
-const SocketEnv = "STOCKADE_SOCKET"
+const SocketEnv = statedir.SocketEnv
 
 // MaxSocketPath is the longest unix socket path the kernel takes: sun_path
 // holds 108 bytes with the terminating NUL.
 const MaxSocketPath = 107
 
 // SocketPath is the socket beside a journal: journal.db → journal.sock in
-// the same directory ($STOCKADE_SOCKET, when set, wins).
+// the same directory ($STOCKADE_SOCKET, when set, wins; journal "" means
+// the default journal). It is "" only when there is no default journal
+// (no $STOCKADE_JOURNAL and no home): statedir.ServedSocket says why.
 func SocketPath(journal string) string {
-	if env := os.Getenv(SocketEnv); env != "" {
-		return env
+	p, err := statedir.ServedSocket(journal)
+	if err != nil {
+		return ""
 	}
-	return statedir.Socket(journal)
+	return p
 }
 
 // socketDir is what a socket's directory must be: the server's own (owned

@@ -24,6 +24,10 @@ import (
 // JournalEnv names the variable that, when set, is the journal's path.
 const JournalEnv = "STOCKADE_JOURNAL"
 
+// SocketEnv names the variable that, when set, is the served runtime's
+// socket, whatever the journal.
+const SocketEnv = "STOCKADE_SOCKET"
+
 // ErrNoHome: no journal path could be made (no $STOCKADE_JOURNAL, no
 // absolute $XDG_STATE_HOME, and no home directory).
 var ErrNoHome = errors.New("no journal path: set STOCKADE_JOURNAL")
@@ -62,6 +66,22 @@ func Checkpoints(journal string) string { return beside(journal, ".checkpoints")
 // Socket is the served runtime's socket of the journal: journal.db →
 // journal.sock, beside it.
 func Socket(journal string) string { return beside(journal, ".sock") }
+
+// ServedSocket is where the server of a journal listens, and where a
+// client dials it: $STOCKADE_SOCKET when set, else the socket beside the
+// journal (journal "" means DefaultJournal).
+func ServedSocket(journal string) (string, error) {
+	if env := os.Getenv(SocketEnv); env != "" {
+		return env, nil
+	}
+	if journal == "" {
+		var err error
+		if journal, err = DefaultJournal(); err != nil {
+			return "", err
+		}
+	}
+	return Socket(journal), nil
+}
 
 // Helpers is the directory the embedded helper binaries are installed
 // under: helpers/ in the journal's directory.

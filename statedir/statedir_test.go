@@ -50,3 +50,20 @@ func TestDefaultJournal(t *testing.T) {
 		})
 	}
 }
+
+func TestServedSocket(t *testing.T) {
+	for _, tc := range []struct{ name, socket, journal, arg, want string }{
+		{name: "the variable wins", socket: "/run/s.sock", journal: "/j/journal.db", arg: "/a/b.db", want: "/run/s.sock"},
+		{name: "beside the journal named", arg: "/a/b.db", want: "/a/b.sock"},
+		{name: "beside the default journal", journal: "/j/journal.db", want: "/j/journal.sock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(statedir.SocketEnv, tc.socket)
+			t.Setenv(statedir.JournalEnv, tc.journal)
+			got, err := statedir.ServedSocket(tc.arg)
+			if err != nil || got != tc.want {
+				t.Fatalf("ServedSocket(%q): %q, %v; want %q", tc.arg, got, err, tc.want)
+			}
+		})
+	}
+}

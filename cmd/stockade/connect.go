@@ -11,19 +11,20 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // socketFor is where a server of the journal listens: $STOCKADE_SOCKET, else
 // beside the journal (journal.db → journal.sock).
 func socketFor(g global) (string, error) {
-	if s := os.Getenv(server.SocketEnv); s != "" {
+	if s := os.Getenv(statedir.SocketEnv); s != "" {
 		return s, nil
 	}
 	path, err := journalPath(g)
 	if err != nil {
 		return "", err
 	}
-	return server.SocketPath(path), nil
+	return statedir.ServedSocket(path)
 }
 
 // connect returns the runtime a command works through: the server of the
