@@ -40,6 +40,13 @@ func (s *Sandbox) StartDetached(ctx context.Context, p spec.Process) (string, er
 }
 
 func (s *Sandbox) start(ctx context.Context, p spec.Process, detached bool) (*Process, error) {
+	// Judged as the embedded runtime judges it: a spec the wire could not
+	// carry (a stream that is neither pipe nor discard) is refused here,
+	// never sent as something else.
+	p = p.AsStarted()
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, spec.Wrap(spec.CodeCancelled, "client", err, "starting a process in sandbox %s", s.id)
 	}

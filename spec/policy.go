@@ -630,6 +630,19 @@ func ValidEnvName(name string) bool {
 	return true
 }
 
+// AsStarted is p as a Start takes it: a Stdout or Stderr left "" is a
+// pipe. Both sides of the API (embedded and the client) start from it and
+// judge it with Validate, so they refuse the same specs.
+func (p Process) AsStarted() Process {
+	if p.Stdout == "" {
+		p.Stdout = Pipe
+	}
+	if p.Stderr == "" {
+		p.Stderr = Pipe
+	}
+	return p
+}
+
 // Validate checks argv, env, dir, stream modes, timeout and quota, and the
 // size limits on argv and env (MaxArgs, MaxEnv, MaxArgBytes,
 // MaxArgvEnvBytes) and dir (MaxPathBytes).

@@ -139,12 +139,7 @@ func (s *Sandbox) unkept() bool {
 // Start runs a process in the sandbox. It returns once the process runs
 // (its start journaled), with its streams; every piped stream must be read.
 func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*process.Handle, error) {
-	if p.Stdout == "" {
-		p.Stdout = spec.Pipe
-	}
-	if p.Stderr == "" {
-		p.Stderr = spec.Pipe
-	}
+	p = p.AsStarted()
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
