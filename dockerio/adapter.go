@@ -253,8 +253,8 @@ func (a *Adapter) ready(ctx context.Context) (*client.Client, error) {
 // ResolveImage resolves a tag or ID to the image's exact ID and admits it
 // under the profile.
 func (a *Adapter) ResolveImage(ctx context.Context, ref string) (string, error) {
-	if ref == "" {
-		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.image", "image reference is empty")
+	if err := checkImageRef(ref); err != nil {
+		return "", err
 	}
 	img, err := a.imageFacts(ctx, ref)
 	if err != nil {

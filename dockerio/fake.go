@@ -168,8 +168,8 @@ func (f *Fake) ResolveImage(ctx context.Context, ref string) (string, error) {
 	if err := f.enter(ctx, "ResolveImage"); err != nil {
 		return "", err
 	}
-	if ref == "" {
-		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.image", "image reference is empty")
+	if err := checkImageRef(ref); err != nil {
+		return "", err
 	}
 	if spec.IsImageID(ref) {
 		return ref, nil

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distribution/reference"
 )
 
 // NetworkKind says what a sandbox's network reaches.
@@ -316,9 +315,8 @@ func IsImageID(s string) bool {
 
 // ValidateImageRef checks the shape of an image reference that is still to
 // be resolved (a tag or an ID): not empty, bounded, free of NUL, control
-// characters and spaces, and of Docker's grammar ([REGISTRY/]NAME[:TAG]
-// [@DIGEST], the name in lower case), or an image ID or a prefix of one.
-// Whether it names an image is Docker's to say.
+// characters and spaces, none of which any reference holds. Its grammar
+// and whether it names an image are the engine's to say (ResolveImage).
 func ValidateImageRef(ref string) error {
 	if ref == "" {
 		return Errorf(CodeInvalidArgument, "sandbox", "no image given")
@@ -331,28 +329,7 @@ func ValidateImageRef(ref string) error {
 			return Errorf(CodeInvalidArgument, "sandbox", "image reference %q holds a space, NUL or control character", ref)
 		}
 	}
-	if IsImageID(ref) || isHex(ref) {
-		return nil
-	}
-	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
-		hint := ""
-		if strings.ToLower(ref) != ref {
-			hint = " (an image's name is in lower case: " + strings.ToLower(ref) + "?)"
-		}
-		return Wrap(CodeInvalidArgument, "sandbox", err, "image reference %q is not [REGISTRY/]NAME[:TAG][@DIGEST]%s", ref, hint)
-	}
 	return nil
-}
-
-// isHex: an image ID or a prefix of one, without its sha256: (Docker takes
-// both).
-func isHex(s string) bool {
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // cleanTarget cleans an absolute dataset target, so "//workspace",

@@ -143,6 +143,10 @@ func testChecks(t *testing.T, v env) {
 	wantCode(t, "ResolveImage of a missing image", err, spec.CodeNotFound)
 	_, err = v.e.ResolveImage(ctx, "")
 	wantCode(t, "ResolveImage of an empty reference", err, spec.CodeInvalidArgument)
+	// Outside Docker's grammar (an upper-case name): the caller's error,
+	// before the engine is asked.
+	_, err = v.e.ResolveImage(ctx, "Stockade/Toolbox:dev")
+	wantCode(t, "ResolveImage of an upper-case reference", err, spec.CodeInvalidArgument)
 }
 
 // wantResources checks what a sandbox lists: exactly the roles given, each

@@ -1,14 +1,17 @@
-package spec
+package dockerio
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/stockade/stockade/spec"
 )
 
-// TestValidateImageRef: what Docker's grammar takes passes (tags, digests,
+// TestCheckImageRef: what Docker's grammar takes passes (tags, digests,
 // registries, IDs and their prefixes); what it refuses is invalid_argument
-// here, before any Docker call, and an upper-case name says so.
-func TestValidateImageRef(t *testing.T) {
+// before any Docker call (the Adapter's ResolveImage and the Fake's), and
+// an upper-case name says so.
+func TestCheckImageRef(t *testing.T) {
 	id := "sha256:" + strings.Repeat("ab", 32)
 	for _, tc := range []struct {
 		ref  string
@@ -26,17 +29,16 @@ func TestValidateImageRef(t *testing.T) {
 		{ref: "img:", want: "is not [REGISTRY/]NAME[:TAG][@DIGEST]"},
 		{ref: "img@sha256:12", want: "is not [REGISTRY/]NAME[:TAG][@DIGEST]"},
 		{ref: "a//b", want: "is not [REGISTRY/]NAME[:TAG][@DIGEST]"},
-		{ref: "", want: "no image given"},
-		{ref: "a b", want: "space"},
+		{ref: "", want: "empty"},
 	} {
-		err := ValidateImageRef(tc.ref)
+		err := checkImageRef(tc.ref)
 		if tc.ok {
 			if err != nil {
 				t.Errorf("%q: %v, want it taken", tc.ref, err)
 			}
 			continue
 		}
-		if !IsCode(err, CodeInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+		if !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want invalid_argument saying %q", tc.ref, err, tc.want)
 		}
 	}
