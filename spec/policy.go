@@ -7,7 +7,6 @@ import (
 	"math"
 	"strings"
 	"time"
-
 )
 
 // NetworkKind says what a sandbox's network reaches.
