@@ -26,7 +26,8 @@ func TestFakeRecordingNotCompleteWithoutExit(t *testing.T) {
 		name   string
 		refuse string // the event type the journal refuses
 		hold   bool   // the process runs until it is signalled
-		// closeOut: the consumer closes its stdout (cancelled: a stop).
+		// closeOut: the consumer, tied to the process, closes its stdout
+		// (cancelled: a stop).
 		closeOut bool
 		complete bool
 	}{
@@ -52,7 +53,7 @@ func TestFakeRecordingNotCompleteWithoutExit(t *testing.T) {
 			rt := testutil.OpenFake(t, f, path)
 			ctx := context.Background()
 			sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
-			p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Pipe, Stderr: spec.Discard})
+			p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Pipe, Stderr: spec.Discard, StopWithCaller: tc.closeOut})
 			buf := make([]byte, 6)
 			if _, err := p.Stdout().Read(buf); err != nil || string(buf) != "hello\n" {
 				t.Fatalf("read %q %v", buf, err)

@@ -17,7 +17,8 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// TestFakeAbandonedStartSparesNeighbours: a start whose caller gives up
+// TestFakeAbandonedStartSparesNeighbours: a start tied to its caller
+// (StopWithCaller) whose caller gives up
 // while the warden is still spawning (its Started comes after the caller's
 // context ended) leaves nothing behind and costs its neighbours nothing: a
 // process streaming beside it on the same warden link gets all its output
@@ -60,7 +61,7 @@ func TestFakeAbandonedStartSparesNeighbours(t *testing.T) {
 	sctx, cancel := context.WithCancel(ctx)
 	started := make(chan error, 1)
 	go func() {
-		_, err := sb.Start(sctx, spec.Process{Argv: []string{"abandoned"}, Stdout: spec.Discard, Stderr: spec.Discard})
+		_, err := sb.Start(sctx, spec.Process{Argv: []string{"abandoned"}, Stdout: spec.Discard, Stderr: spec.Discard, StopWithCaller: true})
 		started <- err
 	}()
 	<-spawning

@@ -19,7 +19,9 @@ import (
 
 // Start runs a process attached to this client: its streams come over one
 // gRPC stream that lives until the result arrives, whatever becomes of
-// ctx, which bounds only the start. Every piped stream must be read.
+// ctx, which bounds only the start. Every piped stream must be read. The
+// process outlives this client (its stream ending detaches it, its output
+// recorded) unless p.StopWithCaller ties it to the stream.
 func (s *Sandbox) Start(ctx context.Context, p spec.Process) (host.Process, error) {
 	return s.start(ctx, p, false)
 }
@@ -50,8 +52,8 @@ func (s *Sandbox) start(ctx context.Context, p spec.Process, detached bool) (*Pr
 	if err := ctx.Err(); err != nil {
 		return nil, spec.Wrap(spec.CodeCancelled, "client", err, "starting a process in sandbox %s", s.id)
 	}
-	// The stream outlives ctx: an attached process lives as long as its
-	// stream, and ending the stream stops the process.
+	// The stream outlives ctx: it carries the process's output until the
+	// result; ending it detaches the process (or, tied, stops it).
 	sctx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
@@ -63,7 +65,7 @@ func (s *Sandbox) start(ctx context.Context, p spec.Process, detached bool) (*Pr
 	start := &stockadev1.ExecStart{SandboxId: s.id, Argv: p.Argv, Env: p.Env, Dir: p.Dir, Stdin: p.Stdin, Detached: detached,
 		OutputQuota: p.OutputQuota, DiscardStdout: p.Stdout == spec.Discard, DiscardStderr: p.Stderr == spec.Discard,
 		Record: &stockadev1.Record{Off: p.Record.Off, Head: p.Record.Head, Tail: p.Record.Tail},
-		Tty:    p.TTY, Rows: uint32(p.Rows), Cols: uint32(p.Cols), NoChanges: p.NoChanges}
+		Tty:    p.TTY, Rows: uint32(p.Rows), Cols: uint32(p.Cols), NoChanges: p.NoChanges, StopWithCaller: p.StopWithCaller}
 	if p.Timeout != 0 {
 		start.Timeout = durationpb.New(p.Timeout)
 	}

@@ -71,6 +71,9 @@ type FakeRun struct {
 	// Hold, if not nil, keeps the process running (after its output) until
 	// it is closed or the group is signalled.
 	Hold chan struct{}
+	// After are written once Hold is closed (not when the group is
+	// signalled): output that comes later, after a consumer may have gone.
+	After []FakeFrame
 	// ExitCode is the process's exit code.
 	ExitCode int
 	// StartFailure makes AttachExec fail with exec_failed (as Docker's

@@ -282,6 +282,12 @@ func (f *Fake) runExec(x *fakeExec, execID string, pw *io.PipeWriter, in *io.Pip
 			select {
 			case <-x.run.Hold:
 			case <-x.kill:
+				return nil
+			}
+		}
+		for _, fr := range x.run.After {
+			if err := enc.WriteFrame(fr.Stream, fr.Data); err != nil {
+				return err
 			}
 		}
 		return nil

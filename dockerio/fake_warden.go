@@ -273,7 +273,8 @@ func (f *Fake) program(sb Sandbox, c *warden.Child) (warden.Program, error) {
 }
 
 // runScript does what run says on c's stdio: its frames, then its stdin
-// (echoed when asked), then its hold, until stop.
+// (echoed when asked), then its hold, then its frames after the hold,
+// until stop.
 func runScript(run FakeRun, c *warden.Child, stop <-chan struct{}) {
 	for _, fr := range run.Frames {
 		out := c.Stdout
@@ -302,6 +303,16 @@ func runScript(run FakeRun, c *warden.Child, stop <-chan struct{}) {
 		select {
 		case <-run.Hold:
 		case <-stop:
+			return
+		}
+	}
+	for _, fr := range run.After {
+		out := c.Stdout
+		if fr.Stream == framing.Stderr {
+			out = c.Stderr
+		}
+		if _, err := out.Write(fr.Data); err != nil {
+			return
 		}
 	}
 }

@@ -283,9 +283,11 @@ func verify(raw []byte, e expect) error {
 	if field == "" {
 		return nil
 	}
-	if field == "State.Running" && e.Role == RoleWorkload && c.State.Status == "exited" {
-		// The keeper ended at once: most often an image with no /bin/sh.
-		// Say what ran and how it ended, and what the image needs.
+	if field == "State.Running" && e.Role == RoleWorkload && c.State.Status == "exited" &&
+		(c.State.ExitCode == 126 || c.State.ExitCode == 127 || c.State.Error != "") {
+		// The keeper could not run: an image with no /bin/sh (or none it
+		// can execute). Say how it ended and what the image needs; a
+		// keeper that was stopped is only a workload that is not running.
 		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.readback",
 			"%s %s is not running: its keeper (%s) exited %d%s; a sandbox's image needs /bin/sh and sleep (the keeper is their loop)",
 			e.Role, e.Name, strings.Join(append([]string{"/bin/sh"}, keeper...), " "), c.State.ExitCode, exitError(c.State.Error))

@@ -227,7 +227,9 @@ func (p *Provider) RunInContainer(ctx context.Context, ns, name, container strin
 	if err != nil {
 		return err
 	}
-	ps := spec.Process{Argv: cmd, TTY: attach.TTY(), Stdin: attach.Stdin() != nil, Stdout: spec.Discard, Stderr: spec.Discard}
+	// kubectl exec's process goes with its client, as a container
+	// runtime's does: it is tied to its caller.
+	ps := spec.Process{Argv: cmd, TTY: attach.TTY(), Stdin: attach.Stdin() != nil, Stdout: spec.Discard, Stderr: spec.Discard, StopWithCaller: true}
 	if attach.Stdout() != nil {
 		ps.Stdout = spec.Pipe
 	}

@@ -53,7 +53,7 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 		return invalid("terminal size %dx%d: each dimension is at most %d", st.Rows, st.Cols, math.MaxUint16)
 	}
 	p.TTY, p.Rows, p.Cols = st.Tty, uint16(st.Rows), uint16(st.Cols)
-	p.NoChanges = st.NoChanges
+	p.NoChanges, p.StopWithCaller = st.NoChanges, st.StopWithCaller
 	if st.DiscardStdout {
 		p.Stdout = spec.Discard
 	}
@@ -73,25 +73,26 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 		return toStatus(err)
 	}
 	// A client that goes away during the start leaves a process nobody
-	// reads: the runtime's Start stops it (cancelled).
+	// reads: the runtime's Start detaches from it (or stops it, when it is
+	// tied to its caller).
 	proc, err := sb.Start(ctx, p)
 	if err != nil {
 		if proc != nil {
-			v.abandon(proc)
+			v.abandon(proc, p.StopWithCaller)
 		}
 		return toStatus(err)
 	}
 	v.s.remember(proc)
 	if err := stream.Send(&stockadev1.ExecResponse{Msg: &stockadev1.ExecResponse_Started{Started: &stockadev1.ExecStarted{ProcessId: proc.ID()}}}); err != nil {
 		if !st.Detached {
-			v.abandon(proc)
+			v.abandon(proc, p.StopWithCaller)
 		}
 		return err
 	}
 	if st.Detached {
 		return nil
 	}
-	return v.attach(ctx, stream, sb, proc)
+	return v.attach(ctx, stream, sb, proc, p.StopWithCaller)
 }
 
 // attach pumps the process's output to the client and the client's input
@@ -100,7 +101,7 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 // that one was taken, and Send blocks while the client's window is full, so
 // an unread client stops the reads from the process. The answers to the
 // client's resizes go out through it too, until the result.
-func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecServer, sb host.Sandbox, proc host.Process) error {
+func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecServer, sb host.Sandbox, proc host.Process, tied bool) error {
 	out := make(chan *stockadev1.ExecResponse)
 	replies := make(chan *stockadev1.ExecResponse)
 	var readers sync.WaitGroup
@@ -132,17 +133,17 @@ func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecS
 				break
 			}
 			if err := stream.Send(msg); err != nil {
-				return v.gone(sb, proc, err)
+				return v.gone(sb, proc, err, tied)
 			}
 		case msg := <-replies:
 			if err := stream.Send(msg); err != nil {
-				return v.gone(sb, proc, err)
+				return v.gone(sb, proc, err, tied)
 			}
 		case err := <-bad:
-			v.abandon(proc)
+			v.abandon(proc, tied)
 			return err
 		case <-ctx.Done():
-			return v.gone(sb, proc, ctx.Err())
+			return v.gone(sb, proc, ctx.Err(), tied)
 		}
 	}
 	// The output has ended; resizes are still answered while the exit is
@@ -160,15 +161,15 @@ func (v processes) attach(ctx context.Context, stream stockadev1.Processes_ExecS
 		select {
 		case w := <-end:
 			if w.err != nil && ctx.Err() != nil {
-				return v.gone(sb, proc, ctx.Err())
+				return v.gone(sb, proc, ctx.Err(), tied)
 			}
 			return stream.Send(&stockadev1.ExecResponse{Msg: &stockadev1.ExecResponse_Result{Result: wireResult(w.res)}})
 		case msg := <-replies:
 			if err := stream.Send(msg); err != nil {
-				return v.gone(sb, proc, err)
+				return v.gone(sb, proc, err, tied)
 			}
 		case err := <-bad:
-			v.abandon(proc)
+			v.abandon(proc, tied)
 			return err
 		}
 	}
@@ -272,22 +273,23 @@ func (discard) Close() error                { return nil }
 // one-shot sandbox has lost its caller too (stockade run, killed): once the
 // process has ended, it is removed, as recovery removes one whose runtime
 // died.
-func (v processes) gone(sb host.Sandbox, proc host.Process, err error) error {
+func (v processes) gone(sb host.Sandbox, proc host.Process, err error, tied bool) error {
 	if v.s.isStopping() {
 		return status.Errorf(codes.Unavailable, "the server is stopping; process %s runs on", proc.ID())
 	}
-	v.abandon(proc)
+	v.abandon(proc, tied)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
+		// A one-shot sandbox lives for its process: once that has ended
+		// (run on detached, or stopped with its caller), it is removed.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		st, serr := sb.State(ctx)
+		cancel()
 		if serr != nil || st.Spec.Lifetime != spec.OneShot {
 			return
 		}
-		select {
-		case <-proc.Done():
-		case <-ctx.Done():
-		}
+		<-proc.Done()
+		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
 		if rerr := sb.Remove(ctx); rerr != nil && !spec.IsCode(rerr, spec.CodeNotFound) {
 			v.s.log.Warn("removing a one-shot sandbox whose client went away failed", "sandbox", sb.ID(), "err", rerr)
 		}
@@ -303,17 +305,18 @@ func closeStdin(stdin io.WriteCloser, proc host.Process, log *slog.Logger) {
 	}
 }
 
-// abandon closes the process's output streams unread, which ends it with
-// reason cancelled; a process with no piped stream is stopped instead.
-func (v processes) abandon(proc host.Process) {
+// abandon closes the process's output streams unread: a process tied to
+// its caller ends cancelled (one with no piped stream is stopped instead),
+// any other runs on detached, its output recorded.
+func (v processes) abandon(proc host.Process, tied bool) {
 	piped := false
 	for _, rc := range []io.ReadCloser{proc.Stdout(), proc.Stderr()} {
 		if rc != nil {
-			_ = rc.Close() // abandoned unread: closing is what ends it
+			_ = rc.Close() // unread from now on: detached, or (tied) ended by this
 			piped = true
 		}
 	}
-	if !piped {
+	if tied && !piped {
 		if err := proc.Stop(context.Background()); err != nil {
 			v.s.log.Warn("stopping a process whose client went away failed", "process", proc.ID(), "err", err)
 		}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
+	stockade "github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/framing"
 	"github.com/stockade/stockade/host"
@@ -74,19 +76,19 @@ func TestBackpressure(t *testing.T) {
 	}
 }
 
-// TestDisconnectStopsAttached: a client that goes away from an attached
-// process without a close stops it, with reason cancelled; a detached
-// process started by the same client runs on.
-func TestDisconnectStopsAttached(t *testing.T) {
+// TestDisconnectDetaches: a client that goes away from its attached
+// processes without a word detaches them: an untied one runs on (to its
+// own exit, its output recorded), one tied to its caller (StopWithCaller)
+// is stopped with reason cancelled, and a detached one runs on.
+func TestDisconnectDetaches(t *testing.T) {
 	fx := serve(t)
 	ctx := ctxFor(t)
 	hold := make(chan struct{})
-	defer close(hold)
 	fx.fake.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
 		if req.Spec.Argv[0] == "quick" {
 			return dockerio.FakeRun{}
 		}
-		return dockerio.FakeRun{Hold: hold}
+		return dockerio.FakeRun{Hold: hold, After: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("after its client left\n")}}}
 	}
 	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
 	if err != nil {
@@ -101,6 +103,10 @@ func TestDisconnectStopsAttached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tied, err := gsb.Start(ctx, spec.Process{Argv: []string{"sleep"}, StopWithCaller: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	detached, err := gsb.(interface {
 		StartDetached(context.Context, spec.Process) (string, error)
 	}).StartDetached(ctx, spec.Process{Argv: []string{"sleep"}})
@@ -111,12 +117,12 @@ func TestDisconnectStopsAttached(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res, err := fx.c.Wait(ctx, attached.ID())
+	res, err := fx.c.Wait(ctx, tied.ID())
 	if res.Reason != string(lifecycle.ReasonCancelled) || !spec.IsCode(err, spec.CodeCancelled) {
-		t.Fatalf("attached process after its client left: %+v %v, want cancelled", res, err)
+		t.Fatalf("a tied process after its client left: %+v %v, want cancelled", res, err)
 	}
-	// Later work through the server is served, and the detached process
-	// is still running meanwhile.
+	// Later work through the server is served, and the untied and the
+	// detached process still run meanwhile.
 	q, err := sb.Start(ctx, spec.Process{Argv: []string{"quick"}})
 	if err != nil {
 		t.Fatal(err)
@@ -124,42 +130,61 @@ func TestDisconnectStopsAttached(t *testing.T) {
 	if _, _, res, err := collect(t, ctx, q); err != nil || res.Reason != "exited" {
 		t.Fatalf("quick: %+v %v", res, err)
 	}
-	st, err := fx.c.ReplayProcess(ctx, detached, 0)
-	if err != nil || st.Phase != lifecycle.PhaseStarted {
-		t.Fatalf("detached after its client left: %s %v, want started", st.Phase, err)
+	for _, id := range []string{attached.ID(), detached} {
+		st, err := fx.c.ReplayProcess(ctx, id, 0)
+		if err != nil || st.Phase != lifecycle.PhaseStarted {
+			t.Fatalf("%s after its client left: %s %v, want started", id, st.Phase, err)
+		}
 	}
-	if err := fx.c.StopProcess(ctx, detached); err != nil {
-		t.Fatal(err)
+	close(hold)
+	res, err = fx.c.Wait(ctx, attached.ID())
+	if err != nil || res.Reason != "exited" || res.ExitCode != 0 {
+		t.Fatalf("the untied process once released: %+v %v, want exited 0", res, err)
 	}
-	if res, _ := fx.c.Wait(ctx, detached); res.Reason != string(lifecycle.ReasonSignaled) {
-		t.Fatalf("detached after Stop: %+v", res)
+	var out strings.Builder
+	if _, err := fx.rt.Logs(attached.ID(), func(c stockade.OutputChunk) error { out.Write(c.Data); return nil }); err != nil || out.String() != "after its client left\n" {
+		t.Fatalf("its recording: %q %v, want what it wrote after its client left", out.String(), err)
+	}
+	if res, err := fx.c.Wait(ctx, detached); err != nil || res.Reason != "exited" {
+		t.Fatalf("the detached process once released: %+v %v", res, err)
 	}
 }
 
-// TestClosedOutputStopsProcess: closing an output stream unread stops the
-// process (cancelled), as it does embedded.
-func TestClosedOutputStopsProcess(t *testing.T) {
-	fx := serve(t)
-	ctx := ctxFor(t)
-	hold := make(chan struct{})
-	defer close(hold)
-	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
-		return dockerio.FakeRun{Hold: hold, Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("unread")}}}
-	}
-	sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stderr: spec.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Stdout().Close(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Wait(ctx)
-	if res.Reason != string(lifecycle.ReasonCancelled) || !spec.IsCode(err, spec.CodeCancelled) {
-		t.Fatalf("got %+v %v, want cancelled", res, err)
+// TestClosedOutput: closing an output stream unread detaches from the
+// process, which runs to its exit; tied to its caller, it is stopped
+// (cancelled). The same as embedded.
+func TestClosedOutput(t *testing.T) {
+	for _, tied := range []bool{false, true} {
+		fx := serve(t)
+		ctx := ctxFor(t)
+		hold := make(chan struct{})
+		fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+			return dockerio.FakeRun{Hold: hold, Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("unread")}}}
+		}
+		sb, err := fx.c.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}, Stderr: spec.Discard, StopWithCaller: tied})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stdout().Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !tied {
+			close(hold)
+		}
+		res, err := p.Wait(ctx)
+		switch {
+		case tied && (res.Reason != string(lifecycle.ReasonCancelled) || !spec.IsCode(err, spec.CodeCancelled)):
+			t.Fatalf("tied: got %+v %v, want cancelled", res, err)
+		case !tied && (err != nil || res.Reason != "exited"):
+			t.Fatalf("untied: got %+v %v, want exited", res, err)
+		}
+		if tied {
+			close(hold)
+		}
 	}
 }
 
@@ -200,12 +225,11 @@ func TestSignalAndStop(t *testing.T) {
 
 // TestDisconnectRemovesOneShot: a one-shot sandbox whose attached client
 // went away (stockade run, killed) has lost its caller: once its process
-// has ended (cancelled), it is removed.
+// has ended (it runs on to its own end), it is removed.
 func TestDisconnectRemovesOneShot(t *testing.T) {
 	fx := serve(t)
 	ctx := ctxFor(t)
 	hold := make(chan struct{})
-	defer close(hold)
 	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
 		return dockerio.FakeRun{Hold: hold}
 	}
@@ -221,8 +245,14 @@ func TestDisconnectRemovesOneShot(t *testing.T) {
 	if err := gone.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := fx.c.Wait(ctx, p.ID()); res.Reason != string(lifecycle.ReasonCancelled) {
-		t.Fatalf("the process after its client left: %+v, want cancelled", res)
+	// The process runs on until it ends on its own; then its one-shot
+	// sandbox goes.
+	if st, err := fx.c.ReplayProcess(ctx, p.ID(), 0); err != nil || st.Phase != lifecycle.PhaseStarted {
+		t.Fatalf("the process after its client left: %s %v, want started", st.Phase, err)
+	}
+	close(hold)
+	if res, _ := fx.c.Wait(ctx, p.ID()); res.Reason != "exited" {
+		t.Fatalf("the process after its client left: %+v, want exited", res)
 	}
 	testutil.Eventually(t, "the one-shot sandbox of a vanished client removed", func() bool {
 		_, err := fx.c.Sandbox(ctx, sb.ID())

@@ -516,6 +516,14 @@ type Process struct {
 	// the warden per file it creates, deletes, renames or opens for
 	// writing; a process that writes nothing pays nothing.
 	NoChanges bool `json:"no_changes,omitempty"`
+	// StopWithCaller ties the process to its caller: it is stopped
+	// (cancelled) when the caller goes, that is when the context of a
+	// Start that has not returned ends, when a piped stream is closed
+	// before its end, or when a served client's stream ends. By default a
+	// started process runs until it exits, its Timeout or its sandbox's
+	// end, whoever started it: a caller that goes detaches, and the output
+	// goes on into the recording (Runtime.Logs).
+	StopWithCaller bool `json:"stop_with_caller,omitempty"`
 }
 
 // Record bounds what the output recorder keeps of a process's output

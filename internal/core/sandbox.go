@@ -150,12 +150,16 @@ func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*process.Handle, e
 	l, err := ask(ctx, s, func(r chan<- process.Launch) any { return sandbox.Launch{ID: id, Spec: p, Reply: r} },
 		func(l process.Launch) {
 			// The caller gave up, but the process started: nobody will
-			// read it, so abandon its streams (it ends cancelled).
+			// read its streams. It runs on detached (its output recorded),
+			// unless it is tied to its caller: then it is stopped.
 			if h := l.Handle; h != nil {
 				for _, rc := range []io.ReadCloser{h.Stdout(), h.Stderr()} {
 					if rc != nil {
-						_ = rc.Close() // abandoned: nobody reads it
+						_ = rc.Close() // detached, or abandoned: nobody reads it
 					}
+				}
+				if !p.StopWithCaller {
+					return
 				}
 				if err := h.Stop(context.Background()); err != nil {
 					s.rt.log.Warn("stopping a process whose caller gave up", "sandbox", s.id, "process", h.ID, "err", err)

@@ -206,13 +206,14 @@ func TestAPITimeout(t *testing.T) {
 	}
 }
 
-// TestAPICancelledStream: closing a piped stream unread cancels the process.
+// TestAPICancelledStream: closing a piped stream unread cancels a process
+// tied to its caller (StopWithCaller).
 func TestAPICancelledStream(t *testing.T) {
 	e := testkit.NewAPI(t, stockade.Options{})
 	sb := e.Sandbox(t, spec.OneShot)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "while :; do echo y; done"}, Stderr: spec.Discard})
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "while :; do echo y; done"}, Stderr: spec.Discard, StopWithCaller: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +221,29 @@ func TestAPICancelledStream(t *testing.T) {
 	res, err := p.Wait(ctx)
 	if !spec.IsCode(err, spec.CodeCancelled) || res.Reason != "cancelled" {
 		t.Fatalf("got %+v %v, want cancelled", res, err)
+	}
+}
+
+// TestAPIDetachedStream: by default, closing a piped stream unread detaches
+// from the process: it runs to its own exit, and every byte it wrote is
+// counted (and recorded), the ones nobody read included.
+func TestAPIDetachedStream(t *testing.T) {
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.OneShot)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const lines = 20000
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "i=0; while [ $i -lt 20000 ]; do echo y; i=$((i+1)); done"}, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(p.Stdout(), make([]byte, 2)); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Stdout().Close()
+	res, err := p.Wait(ctx)
+	if err != nil || res.Reason != "exited" || res.ExitCode != 0 || res.StdoutBytes != 2*lines {
+		t.Fatalf("got %+v %v, want exited 0 with %d bytes", res, err, 2*lines)
 	}
 }
 

@@ -1873,7 +1873,7 @@ type ExecStart struct {
 	// stdin asks for the process's stdin.
 	Stdin   bool                 `protobuf:"varint,5,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	Timeout *durationpb.Duration `protobuf:"bytes,6,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	// detached: the process runs on after this call ends; its output is
+	// detached: this call ends once the process started; its output is
 	// not streamed (only recorded); stdin is refused.
 	Detached bool `protobuf:"varint,7,opt,name=detached,proto3" json:"detached,omitempty"`
 	// output_quota bounds stdout+stderr bytes; 0 means the default.
@@ -1894,9 +1894,14 @@ type ExecStart struct {
 	Cols uint32 `protobuf:"varint,14,opt,name=cols,proto3" json:"cols,omitempty"`
 	// no_changes: what the process does to /workspace is not tracked
 	// (spec.Process.NoChanges).
-	NoChanges     bool `protobuf:"varint,15,opt,name=no_changes,json=noChanges,proto3" json:"no_changes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NoChanges bool `protobuf:"varint,15,opt,name=no_changes,json=noChanges,proto3" json:"no_changes,omitempty"`
+	// stop_with_caller ties the process to this stream
+	// (spec.Process.StopWithCaller): it is stopped (cancelled) when the
+	// stream ends before the result, or a piped stream is abandoned. Unset,
+	// a stream that ends detaches: the process runs on, its output recorded.
+	StopWithCaller bool `protobuf:"varint,16,opt,name=stop_with_caller,json=stopWithCaller,proto3" json:"stop_with_caller,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExecStart) Reset() {
@@ -2030,6 +2035,13 @@ func (x *ExecStart) GetCols() uint32 {
 func (x *ExecStart) GetNoChanges() bool {
 	if x != nil {
 		return x.NoChanges
+	}
+	return false
+}
+
+func (x *ExecStart) GetStopWithCaller() bool {
+	if x != nil {
+		return x.StopWithCaller
 	}
 	return false
 }
@@ -4017,7 +4029,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04cols\x18\x03 \x01(\rR\x04cols\"E\n" +
 	"\aResized\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12(\n" +
-	"\x05error\x18\x02 \x01(\v2\x12.stockade.v1.ErrorR\x05error\"\xc0\x03\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.stockade.v1.ErrorR\x05error\"\xea\x03\n" +
 	"\tExecStart\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -4036,7 +4048,8 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04rows\x18\r \x01(\rR\x04rows\x12\x12\n" +
 	"\x04cols\x18\x0e \x01(\rR\x04cols\x12\x1d\n" +
 	"\n" +
-	"no_changes\x18\x0f \x01(\bR\tnoChanges\"B\n" +
+	"no_changes\x18\x0f \x01(\bR\tnoChanges\x12(\n" +
+	"\x10stop_with_caller\x18\x10 \x01(\bR\x0estopWithCaller\"B\n" +
 	"\x06Record\x12\x10\n" +
 	"\x03off\x18\x01 \x01(\bR\x03off\x12\x12\n" +
 	"\x04head\x18\x02 \x01(\x03R\x04head\x12\x12\n" +

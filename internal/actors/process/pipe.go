@@ -23,7 +23,10 @@ type pipe struct {
 	wclosed  bool
 	rclosed  bool
 	// onAbandon is called (once, outside the lock) when the consumer
-	// closes the stream before reading it to its end.
+	// closes the stream before reading it to its end, and writes fail
+	// from then on. Nil: the consumer detaches instead, and writes after
+	// its close are dropped (the process runs on, its output recorded
+	// before it reaches the pipe).
 	onAbandon func()
 }
 
@@ -36,8 +39,9 @@ func newPipe(hwm int, onAbandon func()) *pipe {
 
 var errAbandoned = spec.Errorf(spec.CodeCancelled, "process", "the consumer closed an output stream without draining it")
 
-// Write copies all of b into the buffer, blocking while it is full. It fails
-// with a cancelled error once the consumer has closed its end.
+// Write copies all of b into the buffer, blocking while it is full. Once
+// the consumer has closed its end it fails with a cancelled error, or drops
+// b when the consumer detached (no onAbandon).
 func (p *pipe) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -51,6 +55,9 @@ func (p *pipe) Write(b []byte) (int, error) {
 			p.writable.Wait()
 		}
 		if p.rclosed {
+			if p.onAbandon == nil {
+				return written + len(b), nil // detached: nobody reads it
+			}
 			return written, errAbandoned
 		}
 		if p.wclosed { // aborted by CloseWrite from the process actor
@@ -114,7 +121,8 @@ func (p *pipe) Read(b []byte) (int, error) {
 }
 
 // Close is the consumer's close. Closing before the end of the stream
-// abandons it: the writer fails and onAbandon tells the process.
+// abandons it (the writer fails and onAbandon tells the process), or, with
+// no onAbandon, detaches from it (the writer's bytes are dropped).
 func (p *pipe) Close() error {
 	p.mu.Lock()
 	if p.rclosed {

@@ -292,7 +292,12 @@ func (a *processActor) running(ctx actor.Context, att dockerio.Attachment, ev li
 	hwm := a.deps.Config.HighWaterMark
 	out := a.newOutput(att, nil)
 	h := &Handle{ID: a.p.ID, pid: a.self, sys: a.sys, done: make(chan struct{})}
-	notify := func() { a.send(abandoned{}) }
+	// A stream closed unread stops the process only when it is tied to
+	// its caller; else the caller detaches and the process runs on.
+	var notify func()
+	if a.p.Spec.StopWithCaller {
+		notify = func() { a.send(abandoned{}) }
+	}
 	if a.p.Spec.Stdout == spec.Pipe {
 		out.stdout = newPipe(hwm, notify)
 		h.stdout = out.stdout

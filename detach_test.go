@@ -1,0 +1,113 @@
+package stockade_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+
+	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/internal/testutil"
+	"github.com/stockade/stockade/spec"
+)
+
+// TestFakeCallerGoesProcessRunsOn: by default a process outlives its
+// caller. A consumer that closes its stdout after the first chunk, and a
+// caller whose Start context ends before Start returns, detach: each
+// process runs to its own exit (exited 0, not cancelled), and its whole
+// output, the part nobody read included, is in its recording.
+func TestFakeCallerGoesProcessRunsOn(t *testing.T) {
+	f := testutil.NewFake(t)
+	release := make(chan struct{})
+	spawning := make(chan struct{}, 1)
+	frames := make([]dockerio.FakeFrame, 32)
+	for i := range frames {
+		frames[i] = dockerio.FakeFrame{Stream: framing.Stdout, Data: bytes.Repeat([]byte{'a' + byte(i%26)}, 16<<10)}
+	}
+	f.Script = func(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		switch req.Spec.Argv[0] {
+		case "late":
+			spawning <- struct{}{}
+			<-release
+		case "held":
+			return dockerio.FakeRun{Frames: frames[:1], Hold: release, After: frames[1:]}
+		}
+		return dockerio.FakeRun{Frames: frames}
+	}
+	path := t.TempDir() + "/journal.db"
+	rt := testutil.OpenFake(t, f, path)
+	ctx := context.Background()
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
+
+	// A consumer that reads one chunk, then closes its stream.
+	p := mustStart(t, sb, spec.Process{Argv: []string{"held"}, Stderr: spec.Discard})
+	if _, err := io.ReadFull(p.Stdout(), make([]byte, 16<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stdout().Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A caller that gives up while the start is under way.
+	sctx, cancel := context.WithCancel(ctx)
+	started := make(chan error, 1)
+	go func() {
+		_, err := sb.Start(sctx, spec.Process{Argv: []string{"late"}, Stderr: spec.Discard})
+		started <- err
+	}()
+	<-spawning
+	cancel()
+	if err := <-started; !spec.IsCode(err, spec.CodeCancelled) {
+		t.Fatalf("the start given up: %v, want cancelled", err)
+	}
+	close(release)
+
+	want := 0
+	for _, fr := range frames {
+		want += len(fr.Data)
+	}
+	res, err := p.Wait(ctx)
+	if err != nil || res.Reason != "exited" || res.ExitCode != 0 || res.StdoutBytes != int64(want) {
+		t.Fatalf("the process whose consumer left: %+v %v, want exited 0 with %d bytes", res, err, want)
+	}
+	var got bytes.Buffer
+	sum, err := stockade.ReadOutput(path, p.ID, func(c stockade.OutputChunk) error { got.Write(c.Data); return nil })
+	if err != nil || !sum.Complete {
+		t.Fatalf("its recording: %+v %v, want complete", sum, err)
+	}
+	var all bytes.Buffer
+	for _, fr := range frames {
+		all.Write(fr.Data)
+	}
+	// The default recording keeps the head and the tail: what it keeps is
+	// the output's, byte for byte, at its offsets.
+	if got.Len() == 0 || !bytes.HasPrefix(all.Bytes(), got.Bytes()[:min(got.Len(), 64<<10)]) {
+		t.Fatalf("its recording holds %d bytes that are not the output's head", got.Len())
+	}
+
+	// The given-up start's process ran too: found in the sandbox's
+	// history, it ends exited, not cancelled.
+	hist, err := rt.History(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lateID string
+	for _, e := range hist {
+		if e.Kind == "process" && e.ID != p.ID {
+			lateID = e.ID
+		}
+	}
+	if lateID == "" {
+		t.Fatal("the given-up start left no process in the history")
+	}
+	testutil.Eventually(t, "the given-up start's process ended", func() bool {
+		st, err := stockade.FoldProcess(rt, lateID)
+		return err == nil && st.Exit != nil
+	})
+	st, _ := stockade.FoldProcess(rt, lateID)
+	if st.Exit.Reason != "exited" {
+		t.Fatalf("the given-up start's process ended %s, want exited (it runs on without its caller)", st.Exit.Reason)
+	}
+}
