@@ -407,21 +407,24 @@ func (c *Client) Verify(ctx context.Context) error {
 	return fromStatus(err)
 }
 
-// Logs calls fn with a process's recorded output, chunk by chunk in
-// arrival order (gaps marked), and returns the recording's summary (JSON
-// of the recorder's Summary: complete, torn, byte counts).
-func (c *Client) Logs(ctx context.Context, processID string, fn func(host.OutputChunk) error) (json.RawMessage, error) {
+// Logs hands fn a process's recorded output, in the order it was written,
+// then says how the recording ends.
+func (c *Client) Logs(ctx context.Context, processID string, fn func(host.OutputChunk) error) (host.OutputSummary, error) {
 	stream, err := c.procs.Logs(ctx, &stockadev1.LogsRequest{ProcessId: processID})
 	if err != nil {
-		return nil, fromStatus(err)
+		return host.OutputSummary{}, fromStatus(err)
 	}
 	for {
 		m, err := stream.Recv()
 		if err != nil {
-			return nil, fromStatus(err)
+			return host.OutputSummary{}, fromStatus(err)
 		}
 		if m.SummaryJson != nil {
-			return m.SummaryJson, nil
+			var sum host.OutputSummary
+			if err := json.Unmarshal(m.SummaryJson, &sum); err != nil {
+				return sum, spec.Wrap(spec.CodeInternal, "client", err, "the server's summary of process %s's recording", processID)
+			}
+			return sum, nil
 		}
 		ch := host.OutputChunk{Offset: m.Offset, Data: m.Data, Gap: m.Gap}
 		switch m.Stream {
@@ -433,7 +436,7 @@ func (c *Client) Logs(ctx context.Context, processID string, fn func(host.Output
 			// A gap: no stream ("", host.OutputChunk).
 		}
 		if err := fn(ch); err != nil {
-			return nil, err
+			return host.OutputSummary{}, err
 		}
 	}
 }

@@ -395,3 +395,60 @@ func (s *stdin) Close() error {
 	}
 	return nil
 }
+
+// Process returns a journaled process by id, running or ended (not_found
+// when the journal has none), with no streams: Logs has its output. Wait
+// waits for its end on the server, Signal and Stop reach it while it runs.
+func (c *Client) Process(ctx context.Context, id string) (host.Process, error) {
+	if _, err := c.ReplayProcess(ctx, id, 0); err != nil {
+		return nil, err
+	}
+	return &foundProcess{c: c, id: id}, nil
+}
+
+// foundProcess is a process found by id: no streams, its end from the
+// server.
+type foundProcess struct {
+	c    *Client
+	id   string
+	once sync.Once
+	done chan struct{}
+}
+
+var _ host.Process = (*foundProcess)(nil)
+
+func (p *foundProcess) ID() string            { return p.id }
+func (p *foundProcess) Stdout() io.ReadCloser { return nil }
+func (p *foundProcess) Stderr() io.ReadCloser { return nil }
+func (p *foundProcess) Stdin() io.WriteCloser { return nil }
+
+// Done is closed once the server says the process ended (or the client
+// can no longer ask: Wait says why).
+func (p *foundProcess) Done() <-chan struct{} {
+	p.once.Do(func() {
+		p.done = make(chan struct{})
+		go func() {
+			defer close(p.done)
+			_, _ = p.c.Wait(context.Background(), p.id) // the end, or a closed client: Wait says which
+		}()
+	})
+	return p.done
+}
+
+func (p *foundProcess) Wait(ctx context.Context) (spec.Result, error) {
+	res, err := p.c.Wait(ctx, p.id)
+	if err == nil && res.Err != nil {
+		err = res.Err
+	}
+	return res, err
+}
+
+func (p *foundProcess) Signal(ctx context.Context, sig syscall.Signal) error {
+	return p.c.Signal(ctx, p.id, sig)
+}
+
+func (p *foundProcess) Stop(ctx context.Context) error { return p.c.StopProcess(ctx, p.id) }
+
+func (p *foundProcess) Resize(context.Context, uint16, uint16) error {
+	return spec.Errorf(spec.CodeInvalidArgument, "client", "process %s has no terminal here: only the caller that started it holds its stream", p.id)
+}

@@ -48,9 +48,27 @@ type Runtime interface {
 	Recovery(ctx context.Context) (RecoveryReport, error)
 	// Egress returns a sandbox's recorded egress decisions, oldest first.
 	Egress(ctx context.Context, sandboxID string) ([]egress.Decision, error)
+	// Process returns a journaled process by id, running or ended, from
+	// any runtime of the journal, after any restart (not_found when the
+	// journal has none). One started by this caller and still running has
+	// its streams; any other has none (nil Stdout, Stderr and Stdin):
+	// Logs has its output. Wait gives its end from the journal; Signal and
+	// Stop reach it while it runs.
+	Process(ctx context.Context, id string) (Process, error)
+	// Logs hands fn a process's recorded output in the order it was
+	// written (stdout and stderr interleaved, gaps where the recording
+	// does not hold it), then says how the recording ends.
+	Logs(ctx context.Context, processID string, fn func(OutputChunk) error) (OutputSummary, error)
+	// Follow hands fn a sandbox's history, then each of its events (its
+	// processes' included) as it is committed, until ctx ends (nil) or fn
+	// fails; "" follows every entity's new events and gives no past.
+	Follow(ctx context.Context, sandboxID string, fn func(HistoryEvent) error) error
 	// Pools lists the runtime's warm pools (none unless configured when it
 	// was opened or started), in the order they were given.
 	Pools(ctx context.Context) ([]PoolInfo, error)
+	// ResizePool sets a pool's size: growing starts refills, shrinking
+	// removes ready sandboxes past it.
+	ResizePool(ctx context.Context, name string, size int) error
 	// Checkpoints lists the checkpoints in the runtime's store, oldest
 	// first: a sandbox's (its id), or all ("").
 	Checkpoints(ctx context.Context, sandboxID string) ([]CheckpointInfo, error)
@@ -280,6 +298,28 @@ type LiveEntity struct {
 	Last    string    `json:"last"`             // the type of its last event
 	Seq     uint64    `json:"seq"`              // the sequence of its last event
 	Updated time.Time `json:"updated"`
+}
+
+// OutputSummary says how a process's recording ends.
+type OutputSummary struct {
+	// Complete: the output ended and was synced before the exit was
+	// journaled; only the gaps (bounds, write errors) are missing.
+	Complete bool `json:"complete"`
+	// Torn: the recording ends inside a record (a crash, or a process
+	// still being recorded): without Complete, later output may be missing.
+	Torn bool `json:"torn"`
+	// StdoutBytes and StderrBytes are the output's totals when Complete,
+	// else what was recorded up to the recording's end.
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
+	// Recorded is the bytes handed out as chunks; Missing those in gaps;
+	// Dropped those a write error kept out.
+	Recorded int64 `json:"recorded"`
+	Missing  int64 `json:"missing"`
+	Dropped  int64 `json:"dropped"`
+	// Head and Tail are the bounds the recording was made with.
+	Head int64 `json:"head"`
+	Tail int64 `json:"tail"`
 }
 
 // OutputChunk is a piece of a process's recorded output, or a gap in it.

@@ -129,6 +129,23 @@ func (s Sandbox) Terminal() bool { return s.Phase == PhaseRemoved }
 // Terminal reports whether the process has exited.
 func (p Process) Terminal() bool { return p.Phase == PhaseExited }
 
+// Result is how the process ended, as its exited fact records it (from its
+// reservation to its last event); ok is false while it has not ended.
+func (p Process) Result() (r spec.Result, ok bool) {
+	e := p.Exit
+	if e == nil {
+		return spec.Result{}, false
+	}
+	r = spec.Result{ExitCode: -1, Reason: string(e.Reason), StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Started: p.Reserved, Ended: p.At}
+	if e.ExitCode != nil {
+		r.ExitCode = *e.ExitCode
+	}
+	if e.Error != "" {
+		r.Err = &spec.Error{Code: e.Error, Op: "process", Msg: e.Message}
+	}
+	return r, true
+}
+
 // Admits reports whether the sandbox accepts new processes: it is started,
 // no stop has been asked, and it is not waiting in a pool.
 func (s Sandbox) Admits() bool {

@@ -17,7 +17,6 @@ import (
 	stockade "github.com/stockade/stockade"
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
@@ -324,7 +323,7 @@ func (v processes) abandon(proc host.Process, tied bool) {
 }
 
 func (v processes) Signal(ctx context.Context, req *stockadev1.SignalRequest) (*stockadev1.SignalResponse, error) {
-	p, err := v.s.process(req.ProcessId)
+	p, err := v.s.process(ctx, req.ProcessId)
 	if err == nil {
 		err = p.Signal(ctx, syscall.Signal(req.Signal))
 	}
@@ -332,7 +331,7 @@ func (v processes) Signal(ctx context.Context, req *stockadev1.SignalRequest) (*
 }
 
 func (v processes) Stop(ctx context.Context, req *stockadev1.StopProcessRequest) (*stockadev1.StopProcessResponse, error) {
-	p, err := v.s.process(req.ProcessId)
+	p, err := v.s.process(ctx, req.ProcessId)
 	if err == nil {
 		err = p.Stop(ctx)
 	}
@@ -342,53 +341,19 @@ func (v processes) Stop(ctx context.Context, req *stockadev1.StopProcessRequest)
 // Wait waits for a process started here; for any other, it answers from
 // the journal once the process has exited there.
 func (v processes) Wait(ctx context.Context, req *stockadev1.WaitRequest) (*stockadev1.WaitResponse, error) {
-	if p, err := v.s.process(req.ProcessId); err == nil {
-		res, err := p.Wait(ctx)
-		if err != nil && ctx.Err() != nil {
-			return nil, toStatus(err)
-		}
-		return &stockadev1.WaitResponse{Result: wireResult(res)}, nil
-	}
-	// Not started through this server (re-adopted after a restart, say):
-	// its end is learned from the journal, as it is committed.
-	st, err := v.s.rt.ReplayProcess(ctx, req.ProcessId, 0)
+	p, err := v.s.process(ctx, req.ProcessId)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if st.Exit == nil {
-		err := v.s.rt.Follow(ctx, st.Sandbox, func(e stockade.HistoryEvent) error {
-			if e.ID == req.ProcessId && e.Type == (lifecycle.ProcessExited{}).Type() {
-				return errExited
-			}
-			return nil
-		})
-		if !errors.Is(err, errExited) {
-			if err == nil { // ctx ended first
-				err = spec.Wrap(spec.CodeCancelled, "server", ctx.Err(), "waiting for process %s", req.ProcessId)
-			}
-			return nil, toStatus(err)
-		}
-		if st, err = v.s.rt.ReplayProcess(ctx, req.ProcessId, 0); err != nil {
-			return nil, toStatus(err)
-		}
+	res, err := p.Wait(ctx)
+	if err != nil && ctx.Err() != nil {
+		return nil, toStatus(err)
 	}
-	return &stockadev1.WaitResponse{Result: wireResult(journaledResult(st))}, nil
-}
-
-// errExited ends a follow that saw the exit it waited for.
-var errExited = errors.New("the process exited")
-
-// journaledResult is the result a process's exited fact records.
-func journaledResult(st lifecycle.Process) spec.Result {
-	e := st.Exit
-	r := spec.Result{ExitCode: -1, Reason: string(e.Reason), StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Started: st.Reserved, Ended: st.At}
-	if e.ExitCode != nil {
-		r.ExitCode = *e.ExitCode
+	if res.Reason == "" {
+		// No end: the runtime closed before it came.
+		return nil, toStatus(err)
 	}
-	if e.Error != "" {
-		r.Err = &spec.Error{Code: e.Error, Op: "process", Msg: e.Message}
-	}
-	return r
+	return &stockadev1.WaitResponse{Result: wireResult(res)}, nil
 }
 
 // Logs streams a process's recorded output, then its summary.

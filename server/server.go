@@ -131,22 +131,17 @@ func (s *Server) remember(p host.Process) {
 	}()
 }
 
-func (s *Server) process(id string) (host.Process, error) {
+// process finds a process by id: one started through this server (its
+// handle), else any the journal holds, as the runtime's host API finds it
+// (running or ended, re-adopted after a restart included).
+func (s *Server) process(ctx context.Context, id string) (host.Process, error) {
 	s.mu.Lock()
 	p := s.procs[id]
 	s.mu.Unlock()
 	if p != nil {
 		return p, nil
 	}
-	// Not started here: a process recovery re-adopted is still live in
-	// the runtime.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	h, err := s.rt.Process(ctx, id)
-	if err != nil {
-		return nil, spec.Wrap(spec.CodeNotFound, "server", err, "no running process %s", id)
-	}
-	return stockade.HostProcess(h), nil
+	return s.h.Process(ctx, id)
 }
 
 func wireResult(r spec.Result) *stockadev1.Result {

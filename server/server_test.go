@@ -315,8 +315,8 @@ func TestLogsThroughTheServer(t *testing.T) {
 		got = append(got, ch.Stream+":"+string(ch.Data))
 		return nil
 	})
-	if err != nil || strings.Join(got, "|") != "stdout:out |stderr:err |stdout:more" || !strings.Contains(string(sum), `"complete":true`) {
-		t.Fatalf("logs: %q %s %v", got, sum, err)
+	if err != nil || strings.Join(got, "|") != "stdout:out |stderr:err |stdout:more" || !sum.Complete || sum.StdoutBytes != int64(len("out more")) {
+		t.Fatalf("logs: %q %+v %v", got, sum, err)
 	}
 	if _, err := fx.c.Logs(ctx, "nosuchprocess", func(host.OutputChunk) error { return nil }); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("logs of an unknown process: %v, want not_found", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/actors/process"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -106,3 +107,38 @@ func (p hostProcess) ID() string { return p.Handle.ID }
 
 // HostProcess presents a process as a host.Process.
 func HostProcess(p *process.Handle) host.Process { return hostProcess{p} }
+
+func (h hostRuntime) Follow(ctx context.Context, sandboxID string, fn func(host.HistoryEvent) error) error {
+	return h.rt.Follow(ctx, sandboxID, fn)
+}
+
+func (h hostRuntime) ResizePool(ctx context.Context, name string, size int) error {
+	return h.rt.ResizePool(ctx, name, size)
+}
+
+func (h hostRuntime) Logs(_ context.Context, id string, fn func(host.OutputChunk) error) (host.OutputSummary, error) {
+	sum, err := h.rt.Logs(id, func(c recorder.Chunk) error { return fn(OutputChunk(c)) })
+	return OutputSummary(sum), err
+}
+
+func (h hostRuntime) Process(ctx context.Context, id string) (host.Process, error) {
+	return h.rt.FoundProcess(ctx, id)
+}
+
+// OutputChunk is a recorded chunk as host's API gives it.
+func OutputChunk(c recorder.Chunk) host.OutputChunk {
+	out := host.OutputChunk{Offset: c.Offset, Data: c.Data, Gap: c.Gap}
+	switch c.Stream {
+	case recorder.TypeStdout:
+		out.Stream = "stdout"
+	case recorder.TypeStderr:
+		out.Stream = "stderr"
+	}
+	return out
+}
+
+// OutputSummary is a recording's summary as host's API gives it.
+func OutputSummary(s recorder.Summary) host.OutputSummary {
+	return host.OutputSummary{Complete: s.Complete, Torn: s.Torn, StdoutBytes: s.StdoutBytes, StderrBytes: s.StderrBytes,
+		Recorded: s.Recorded, Missing: s.Missing, Dropped: s.Dropped, Head: s.Head, Tail: s.Tail}
+}

@@ -1,0 +1,129 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"io"
+	"syscall"
+
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/journal"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// FoundProcess returns any journaled process by id as a host.Process: the
+// live handle while this runtime runs it (its streams, if its caller has
+// not taken them, are the handle's), else one read from the journal, with
+// no streams, whose Wait waits for its exited fact. not_found when the
+// journal holds no such process.
+func (rt *Runtime) FoundProcess(ctx context.Context, id string) (host.Process, error) {
+	st, err := rt.ReplayProcess(ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Terminal() {
+		if h, err := rt.Process(ctx, id); err == nil {
+			return hostProcess{h}, nil
+		}
+	}
+	p := &journaledProcess{rt: rt, id: id, sandbox: st.Sandbox, done: make(chan struct{})}
+	if st.Terminal() {
+		close(p.done)
+	} else {
+		go p.watch()
+	}
+	return p, nil
+}
+
+// journaledProcess is a process this runtime does not run (it ended, or
+// its sandbox is out of service) as the journal shows it.
+type journaledProcess struct {
+	rt      *Runtime
+	id      string
+	sandbox string
+	// done is closed once the journal holds the process's exit, or the
+	// runtime closed (Wait then says which).
+	done chan struct{}
+}
+
+var _ host.Process = (*journaledProcess)(nil)
+
+// errExited ends a follow that saw the exit it waited for.
+var errExited = errors.New("the process exited")
+
+// watch follows the journal until the process's exit is committed, or the
+// runtime closes. A follow that fell behind (a busy journal) starts again:
+// each gives the sandbox's past first, the exit included if it came.
+func (p *journaledProcess) watch() {
+	defer close(p.done)
+	for {
+		err := p.rt.Follow(context.Background(), p.sandbox, func(e host.HistoryEvent) error {
+			if e.ID == p.id && e.Type == (lifecycle.ProcessExited{}).Type() {
+				return errExited
+			}
+			return nil
+		})
+		if errors.Is(err, errExited) || p.rt.usable() != nil {
+			return
+		}
+		if err != nil && !errors.Is(err, journal.ErrLagged) {
+			p.rt.log.Warn("following a process's journal for its exit failed", "process", p.id, "err", err)
+			return
+		}
+	}
+}
+
+func (p *journaledProcess) ID() string            { return p.id }
+func (p *journaledProcess) Stdout() io.ReadCloser { return nil }
+func (p *journaledProcess) Stderr() io.ReadCloser { return nil }
+func (p *journaledProcess) Stdin() io.WriteCloser { return nil }
+func (p *journaledProcess) Done() <-chan struct{} { return p.done }
+func (p *journaledProcess) notLive() error {
+	return spec.Errorf(spec.CodeNotFound, "runtime", "process %s is not running in this runtime: it ended, or its sandbox is out of service", p.id)
+}
+
+// Wait waits for the exit the journal records; err is the result's typed
+// error, or ctx's, or the runtime's close.
+func (p *journaledProcess) Wait(ctx context.Context) (spec.Result, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return spec.Result{ExitCode: -1}, spec.Wrap(spec.CodeCancelled, "runtime", ctx.Err(), "waiting for process %s", p.id)
+	}
+	st, err := p.rt.ReplayProcess(ctx, p.id, 0)
+	if err != nil {
+		return spec.Result{ExitCode: -1}, err
+	}
+	res, ok := st.Result()
+	if !ok {
+		return spec.Result{ExitCode: -1}, spec.Errorf(spec.CodeCancelled, "runtime", "the runtime closed before process %s ended", p.id)
+	}
+	if res.Err != nil {
+		return res, res.Err
+	}
+	return res, nil
+}
+
+// Signal and Stop reach a process only through the runtime that runs it.
+func (p *journaledProcess) Signal(ctx context.Context, sig syscall.Signal) error {
+	return p.again(ctx, func(h host.Process) error { return h.Signal(ctx, sig) })
+}
+
+func (p *journaledProcess) Stop(ctx context.Context) error {
+	return p.again(ctx, func(h host.Process) error { return h.Stop(ctx) })
+}
+
+func (p *journaledProcess) Resize(context.Context, uint16, uint16) error {
+	return spec.Errorf(spec.CodeInvalidArgument, "runtime", "process %s has no terminal here: only the caller that started it holds its stream", p.id)
+}
+
+// again asks the runtime for the live process once more (it may have been
+// re-adopted since) and does op on it.
+func (p *journaledProcess) again(ctx context.Context, op func(host.Process) error) error {
+	h, err := p.rt.Process(ctx, p.id)
+	if err != nil {
+		return errors.Join(p.notLive(), err)
+	}
+	return op(hostProcess{h})
+}
