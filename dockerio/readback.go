@@ -286,10 +286,11 @@ func verify(raw []byte, e expect) error {
 	if field == "State.Running" && e.Role == RoleWorkload && c.State.Status == "exited" &&
 		(c.State.ExitCode == 126 || c.State.ExitCode == 127 || c.State.Error != "") {
 		// The keeper could not run: an image with no /bin/sh (or none it
-		// can execute). Say how it ended and what the image needs; a
-		// keeper that was stopped is only a workload that is not running.
-		return spec.Errorf(spec.CodeInvalidArgument, "dockerio.readback",
-			"%s %s is not running: its keeper (%s) exited %d%s; a sandbox's image needs /bin/sh and sleep (the keeper is their loop)",
+		// can execute). Still unsupported (the sandbox is not the one we
+		// made, and its actor fails it closed), but saying how it ended
+		// and what the image needs.
+		return unsupported("dockerio.readback",
+			"%s %s: State.Running differs: its keeper (%s) exited %d%s; a sandbox's image needs /bin/sh and sleep (the keeper is their loop)",
 			e.Role, e.Name, strings.Join(append([]string{"/bin/sh"}, keeper...), " "), c.State.ExitCode, exitError(c.State.Error))
 	}
 	return unsupported("dockerio.readback", "%s %s: %s differs: got %s, want %s", e.Role, e.Name, field, show(got), show(want))

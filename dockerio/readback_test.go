@@ -208,8 +208,8 @@ func TestDockerioReadbackMismatch(t *testing.T) {
 			obj(m, "State")["Error"] = `exec: "/bin/sh": stat /bin/sh: no such file or directory`
 		})
 		err := verify(raw, want)
-		if !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), "exited 127") || !strings.Contains(err.Error(), "needs /bin/sh") || !strings.Contains(err.Error(), "no such file") {
-			t.Fatalf("got %v, want invalid_argument saying the keeper exited 127 and the image needs /bin/sh", err)
+		if !spec.IsCode(err, spec.CodeUnsupported) || !strings.Contains(err.Error(), "exited 127") || !strings.Contains(err.Error(), "needs /bin/sh") || !strings.Contains(err.Error(), "no such file") {
+			t.Fatalf("got %v, want unsupported saying the keeper exited 127 and the image needs /bin/sh", err)
 		}
 	})
 	t.Run("export started", func(t *testing.T) {
