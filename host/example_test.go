@@ -57,7 +57,7 @@ func Example() {
 
 	var rt host.Runtime = embedded.Host() //nolint:staticcheck // ST1023: the type is the example's point, a client is one too
 	// or, through `stockade serve` on the same journal:
-	//	rt, err := client.Dial(server.SocketPath(journalPath))
+	//	rt, err := client.Dial("") // the default journal's server
 	if err := echo(ctx, rt); err != nil {
 		log.Fatal(err)
 	}
@@ -88,6 +88,44 @@ func Example_fallback() {
 		}
 	}()
 	if err := echo(ctx, rt); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// reattach is the crash recipe: a host that died (kill -9, anything) left
+// its process running; the next host finds it by id in the journal,
+// embedded or served alike, and gets its exit and its whole recorded
+// output, stdout and stderr in the order they were written.
+func reattach(ctx context.Context, rt host.Runtime, id string) error {
+	p, err := rt.Process(ctx, id) // any journaled process, running or ended
+	if err != nil {
+		return err
+	}
+	res, err := p.Wait(ctx) // its exit, as the journal records it
+	if err != nil {
+		return err
+	}
+	sum, err := rt.Logs(ctx, id, func(c host.OutputChunk) error {
+		_, err := os.Stdout.Write(c.Data)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println("exit", res.ExitCode, res.Reason, "complete", sum.Complete)
+	return nil
+}
+
+// Example_reattach finds the process whose id an earlier host kept (here
+// in $PROCESS), after that host is gone.
+func Example_reattach() {
+	ctx := context.Background()
+	rt, err := client.Dial("")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = rt.Close() }() // a client's connection: nothing to lose
+	if err := reattach(ctx, rt, os.Getenv("PROCESS")); err != nil {
 		log.Fatal(err)
 	}
 }
