@@ -44,7 +44,8 @@ func (s *Sandbox) Stop(ctx context.Context) error { return s.s.Stop(ctx) }
 // once the removal is journaled.
 func (s *Sandbox) Remove(ctx context.Context) error { return s.s.Remove(ctx) }
 
-// Put extracts a tar stream into /workspace/<dir> through the export
+// Put extracts a tar stream into a workspace directory (dir relative to
+// /workspace, or absolute under it: spec.WorkspaceRel) through the export
 // container; entries are owned by the sandbox's user. The whole archive is
 // checked before anything is extracted: an entry, symlink or hardlink that
 // would resolve outside dir fails the put with invalid_argument and nothing
@@ -53,7 +54,7 @@ func (s *Sandbox) Put(ctx context.Context, dir string, tar io.Reader) error {
 	return s.s.Put(ctx, dir, tar)
 }
 
-// Get returns a tar stream of /workspace/<path>. With pause, a running
+// Get returns a tar stream of a workspace path (the same rule). With pause, a running
 // workload is paused for a consistent copy until the stream is closed;
 // otherwise live reports that the copy was taken from a live filesystem. The
 // caller closes the stream; ctx bounds its whole life.

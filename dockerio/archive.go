@@ -475,12 +475,13 @@ func (a *Adapter) unpause(ctx context.Context, cli *client.Client, id string) er
 // refuses one that leaves the workspace, and the warden's directory and
 // what is in it.
 func archivePath(p string) (string, error) {
-	abs, err := spec.WorkspacePath(p)
+	rel, err := spec.WorkspaceRel(p)
 	if err != nil {
 		return "", err
 	}
-	if c, ok := spec.CleanRelPath(p); ok && reservedPath(c) {
+	// Judged on the clean relative path, whichever form p came in.
+	if reservedPath(rel) {
 		return "", spec.Errorf(spec.CodeInvalidArgument, "dockerio.archive", "path %q: %s is the warden's, reserved", p, WardenDir)
 	}
-	return abs, nil
+	return spec.WorkspacePath(rel)
 }

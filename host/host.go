@@ -113,9 +113,11 @@ type Sandbox interface {
 	Stop(ctx context.Context) error
 	// Remove stops the sandbox if needed and deletes every resource.
 	Remove(ctx context.Context) error
-	// Put extracts a tar stream into /workspace/<dir>.
+	// Put extracts a tar stream into a workspace directory: dir relative
+	// to /workspace or absolute under it (spec.WorkspaceRel).
 	Put(ctx context.Context, dir string, tar io.Reader) error
-	// Get returns a tar stream of /workspace/<path>; live says the copy was
+	// Get returns a tar stream of a workspace path (the same rule); live
+	// says the copy was
 	// taken from a running workload's filesystem. The caller closes it.
 	Get(ctx context.Context, path string, pause bool) (tar io.ReadCloser, live bool, err error)
 	// SetEgress replaces an allowlist sandbox's egress rules while it

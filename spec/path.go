@@ -29,13 +29,37 @@ func CleanRelPath(p string) (string, bool) {
 // WorkspaceDir is where a sandbox's workspace volume is mounted.
 const WorkspaceDir = "/workspace"
 
-// WorkspacePath turns a path relative to /workspace into an absolute one,
-// refusing anything absolute or that would leave it (invalid_argument).
-// It is the rule Put, Get and cp apply to a workspace path.
-func WorkspacePath(p string) (string, error) {
-	c, ok := CleanRelPath(p)
+// WorkspaceRel is a workspace path as a clean path relative to /workspace
+// ("." for /workspace itself). A workspace path is either relative to
+// /workspace ("work/out.txt") or absolute under it
+// ("/workspace/work/out.txt"), the form working directories take: one rule
+// for Put, Get, cp and every file call. Anything else, or a path that
+// would leave /workspace, is invalid_argument.
+func WorkspaceRel(p string) (string, error) {
+	rel := p
+	if strings.HasPrefix(p, "/") {
+		c := path.Clean(p)
+		switch {
+		case c == WorkspaceDir:
+			return ".", nil
+		case strings.HasPrefix(c, WorkspaceDir+"/"):
+			rel = strings.TrimPrefix(c, WorkspaceDir+"/")
+		default:
+			return "", Errorf(CodeInvalidArgument, "workspace", "path %q is outside %s: give it relative to %s, or absolute under it", p, WorkspaceDir, WorkspaceDir)
+		}
+	}
+	c, ok := CleanRelPath(rel)
 	if !ok {
-		return "", Errorf(CodeInvalidArgument, "workspace", "path %q is not a path relative to %s that stays within it", p, WorkspaceDir)
+		return "", Errorf(CodeInvalidArgument, "workspace", "path %q is not a path under %s (relative to it, or absolute) that stays within it", p, WorkspaceDir)
+	}
+	return c, nil
+}
+
+// WorkspacePath is a workspace path (see WorkspaceRel) made absolute.
+func WorkspacePath(p string) (string, error) {
+	c, err := WorkspaceRel(p)
+	if err != nil {
+		return "", err
 	}
 	if c == "." {
 		return WorkspaceDir, nil

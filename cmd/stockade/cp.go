@@ -16,7 +16,7 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-const cpUsage = "stockade cp SRC DST (one side ID:PATH, PATH relative to /workspace)"
+const cpUsage = "stockade cp SRC DST (one side ID:PATH, PATH relative to /workspace or absolute under it)"
 
 // cpCmd copies between the local filesystem and a sandbox's /workspace,
 // through the export container (Put, Get), like docker cp.
@@ -25,7 +25,7 @@ type cpCmd struct {
 	// in: local → sandbox; else sandbox → local.
 	in     bool
 	id     string
-	remote string // relative to /workspace
+	remote string // relative to /workspace, or absolute under it
 	local  string
 }
 

@@ -67,7 +67,7 @@ commands:
                             run CMD in a kept sandbox; exits with its code
                             (-t: on a terminal; -d: detached, prints its process id)
   cp SRC DST                copy a file or directory into or out of a sandbox: one side is
-                            ID:PATH, PATH relative to /workspace (e.g. ID:work/out.txt)
+                            ID:PATH, PATH under /workspace (e.g. ID:work/out.txt or ID:/workspace/work/out.txt)
   serve [--socket PATH] [--pool NAME=KEY=VALUE,...,size=N]
                             serve the runtime's API on a unix socket (default: the journal's path with .sock),
                             keeping warm pools of sandboxes made ahead of demand
