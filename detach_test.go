@@ -73,7 +73,7 @@ func TestFakeCallerGoesProcessRunsOn(t *testing.T) {
 		t.Fatalf("the process whose consumer left: %+v %v, want exited 0 with %d bytes", res, err, want)
 	}
 	var got bytes.Buffer
-	sum, err := stockade.ReadOutput(path, p.ID, func(c stockade.OutputChunk) error { got.Write(c.Data); return nil })
+	sum, err := stockade.ReadOutput(path, p.ID(), func(c stockade.OutputChunk) error { got.Write(c.Data); return nil })
 	if err != nil || !sum.Complete {
 		t.Fatalf("its recording: %+v %v, want complete", sum, err)
 	}
@@ -95,7 +95,7 @@ func TestFakeCallerGoesProcessRunsOn(t *testing.T) {
 	}
 	var lateID string
 	for _, e := range hist {
-		if e.Kind == "process" && e.ID != p.ID {
+		if e.Kind == "process" && e.ID != p.ID() {
 			lateID = e.ID
 		}
 	}

@@ -187,11 +187,11 @@ func TestFakeAllowlistExecGetsProxy(t *testing.T) {
 			mu.Lock()
 			x := execs[len(execs)-1]
 			mu.Unlock()
-			if x.req.ProcessID != p.ID {
-				t.Fatalf("exec for process %q, want %q", x.req.ProcessID, p.ID)
+			if x.req.ProcessID != p.ID() {
+				t.Fatalf("exec for process %q, want %q", x.req.ProcessID, p.ID())
 			}
 			env := dockerio.ProxyEnv(x.sb, x.req.ProcessID, x.req.Spec.Env)
-			url := "http://" + p.ID + "@10.213.0.2:3128"
+			url := "http://" + p.ID() + "@10.213.0.2:3128"
 			for _, kv := range []string{"HTTP_PROXY=" + url, "HTTPS_PROXY=" + url, "http_proxy=" + url, "https_proxy=" + url} {
 				if slices.Contains(env, kv) != tc.proxy {
 					t.Errorf("%s in the exec's environment: %v, want %v (env %q)", kv, !tc.proxy, tc.proxy, env)

@@ -28,14 +28,14 @@ func TestFakeLogsOfARunningProcessWithoutARecordingYet(t *testing.T) {
 	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"sleep"}, Stderr: spec.Discard})
 	go drain(p)
-	head := filepath.Join(statedir.Recordings(path), p.ID+".rec")
+	head := filepath.Join(statedir.Recordings(path), p.ID()+".rec")
 	testutil.Eventually(t, "the read loop to make the recording", func() bool { _, err := os.Stat(head); return err == nil })
 	// As it is in the moment before the read loop makes it.
 	if err := os.Remove(head); err != nil {
 		t.Fatal(err)
 	}
 	var chunks int
-	sum, err := rt.Logs(p.ID, func(stockade.OutputChunk) error { chunks++; return nil })
+	sum, err := rt.Logs(p.ID(), func(stockade.OutputChunk) error { chunks++; return nil })
 	if err != nil || sum.Complete || chunks != 0 {
 		t.Fatalf("Logs of a running process with no recording yet: %+v, %d chunks, %v; want empty, incomplete, no error", sum, chunks, err)
 	}
@@ -43,7 +43,7 @@ func TestFakeLogsOfARunningProcessWithoutARecordingYet(t *testing.T) {
 	if _, err := p.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rt.Logs(p.ID, func(stockade.OutputChunk) error { return nil }); !spec.IsCode(err, spec.CodeNotFound) {
+	if _, err := rt.Logs(p.ID(), func(stockade.OutputChunk) error { return nil }); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("Logs of an ended process whose recording is gone: %v, want not_found", err)
 	}
 	if _, err := rt.Logs("nosuchprocess", func(stockade.OutputChunk) error { return nil }); !spec.IsCode(err, spec.CodeNotFound) {

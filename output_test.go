@@ -93,9 +93,9 @@ func TestFakeOutputRecorded(t *testing.T) {
 			// Wait returned: the exit is journaled, so the recording must
 			// be whole, end record included.
 			reads := map[string]func(func(stockade.OutputChunk) error) (stockade.OutputSummary, error){
-				"runtime": func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) { return rt.Logs(p.ID, fn) },
+				"runtime": func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) { return rt.Logs(p.ID(), fn) },
 				"path": func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) {
-					return stockade.ReadOutput(path, p.ID, fn)
+					return stockade.ReadOutput(path, p.ID(), fn)
 				},
 			}
 			for name, read := range reads {
@@ -117,7 +117,7 @@ func TestFakeOutputRecorded(t *testing.T) {
 				t.Fatal(err)
 			}
 			rt2 := testutil.OpenFake(t, f, path)
-			got, sum, err := recorded(t, func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) { return rt2.Logs(p.ID, fn) })
+			got, sum, err := recorded(t, func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) { return rt2.Logs(p.ID(), fn) })
 			if err != nil || got != tc.want || !sum.Complete {
 				t.Fatalf("after a restart: %.200q %+v %v", got, sum, err)
 			}
@@ -189,7 +189,7 @@ func TestFakeRetainRemovesRecordings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[name] = p.ID
+		ids[name] = p.ID()
 		if name == "hold" {
 			// Its output is recorded before it reaches the pipe: once read,
 			// the recording exists.

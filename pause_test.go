@@ -247,7 +247,7 @@ func TestFakeSignalsWaitOutAFreeze(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "the timeout's stopping intent", func() bool {
-		st, err := stockade.FoldProcess(rt, p.ID)
+		st, err := stockade.FoldProcess(rt, p.ID())
 		return err == nil && st.Phase == lifecycle.PhaseStopping
 	})
 	if err := rc.Close(); err != nil {

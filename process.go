@@ -10,18 +10,17 @@ import (
 
 // Process is a process running in a sandbox, as Start or Runtime.Process
 // hands it out.
-type Process struct {
-	// ID is the process's id in the journal.
-	ID string
-	h  *core.Process
-}
+type Process struct{ h *core.Process }
 
 func processOf(h *core.Process, err error) (*Process, error) {
 	if h == nil {
 		return nil, err
 	}
-	return &Process{ID: h.ID, h: h}, err
+	return &Process{h: h}, err
 }
+
+// ID is the process's id in the journal.
+func (p *Process) ID() string { return p.h.ID }
 
 // Stdout is the piped stdout, or nil when it is discarded (and for a
 // re-adopted process: see Runtime.Logs). A piped stream must be read:

@@ -98,7 +98,7 @@ func TestFakeKillHasItsIntent(t *testing.T) {
 	if n := signals.Load(); n != 0 {
 		t.Fatalf("%d signals sent without a journaled intent", n)
 	}
-	st, err := stockade.FoldProcess(rt, p.ID)
+	st, err := stockade.FoldProcess(rt, p.ID())
 	if err != nil || st.Phase != lifecycle.PhaseStarted {
 		t.Fatalf("process left %s %v, want started (for recovery)", st.Phase, err)
 	}
@@ -200,7 +200,7 @@ func TestFakeForgottenExecTakesItsDieCode(t *testing.T) {
 	ctx := context.Background()
 	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"x"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	st, err := stockade.FoldProcess(rt, p.ID)
+	st, err := stockade.FoldProcess(rt, p.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestFakePhantom126AfterARestart(t *testing.T) {
 	rt1 := testutil.OpenFake(t, f, path)
 	sb := mustCreate(t, rt1, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	p := mustStart(t, sb, spec.Process{Argv: []string{"sleep", "300"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	id := p.ID
+	id := p.ID()
 	if err := rt1.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -174,14 +174,14 @@ func checkReplay(t *testing.T, rt *stockade.Runtime, procs []liveProc, sandboxes
 		if res.Reason == "" { // detached by a close: nothing journaled
 			continue
 		}
-		replayed, err := stockade.FoldProcess(rt, lp.p.ID)
+		replayed, err := stockade.FoldProcess(rt, lp.p.ID())
 		if err != nil {
-			t.Fatalf("step %d: replay of process %s: %v", step, lp.p.ID, err)
+			t.Fatalf("step %d: replay of process %s: %v", step, lp.p.ID(), err)
 		}
 		x := replayed.Exit
 		if x == nil || string(x.Reason) != res.Reason || (x.ExitCode == nil) != (res.ExitCode < 0) ||
 			x.ExitCode != nil && *x.ExitCode != res.ExitCode || x.StdoutBytes != res.StdoutBytes {
-			t.Fatalf("step %d: process %s result %+v, journal says %s", step, lp.p.ID, res, jsonOf(x))
+			t.Fatalf("step %d: process %s result %+v, journal says %s", step, lp.p.ID(), res, jsonOf(x))
 		}
 	}
 }

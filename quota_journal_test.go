@@ -67,7 +67,7 @@ func TestFakeQuotaHitNeedsTheJournal(t *testing.T) {
 				t.Fatalf("%d signals sent without a journaled stopping intent", n)
 			}
 
-			st, err := stockade.FoldProcess(rt, p.ID)
+			st, err := stockade.FoldProcess(rt, p.ID())
 			if err != nil || st.Phase != lifecycle.PhaseStarted || st.QuotaHit != tc.quotaHit || st.Exit != nil {
 				t.Fatalf("process journaled as %s (quota hit %v, exit %+v) %v; want started, quota hit %v, no exit (for recovery)",
 					st.Phase, st.QuotaHit, st.Exit, err, tc.quotaHit)

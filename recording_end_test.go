@@ -69,7 +69,7 @@ func TestFakeRecordingNotCompleteWithoutExit(t *testing.T) {
 			}
 
 			var got bytes.Buffer
-			sum, err := stockade.ReadOutput(path, p.ID, func(ch stockade.OutputChunk) error { got.Write(ch.Data); return nil })
+			sum, err := stockade.ReadOutput(path, p.ID(), func(ch stockade.OutputChunk) error { got.Write(ch.Data); return nil })
 			if err != nil || got.String() != "hello\n" {
 				t.Fatalf("recording %q %v, want hello", got.String(), err)
 			}
@@ -84,7 +84,7 @@ func TestFakeRecordingNotCompleteWithoutExit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec, off, err := st.Resume(p.ID, spec.Record{})
+			rec, off, err := st.Resume(p.ID(), spec.Record{})
 			if err != nil || off != 6 {
 				t.Fatalf("resume: offset %d %v, want 6", off, err)
 			}
@@ -95,7 +95,7 @@ func TestFakeRecordingNotCompleteWithoutExit(t *testing.T) {
 				t.Fatal(err)
 			}
 			got.Reset()
-			sum, err = stockade.ReadOutput(path, p.ID, func(ch stockade.OutputChunk) error { got.Write(ch.Data); return nil })
+			sum, err = stockade.ReadOutput(path, p.ID(), func(ch stockade.OutputChunk) error { got.Write(ch.Data); return nil })
 			if err != nil || !sum.Complete || got.String() != "hello\nmore\n" {
 				t.Fatalf("resumed recording %q %+v %v", got.String(), sum, err)
 			}

@@ -57,7 +57,7 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 		return err == nil && s.Phase == lifecycle.PhaseExited && s.Exit.Reason == lifecycle.ReasonTimeout
 	})
 	testutil.Eventually(t, "the timeout to stop the re-adopted process", func() bool {
-		pr, err := stockade.FoldProcess(rt, p.ID)
+		pr, err := stockade.FoldProcess(rt, p.ID())
 		return err == nil && pr.Phase == lifecycle.PhaseExited && pr.Exit.Reason == lifecycle.ReasonTimeout && pr.Adopted
 	})
 }
@@ -78,7 +78,7 @@ func TestRecoveryProcessRows(t *testing.T) {
 	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	forgotten := mustStart(t, sb, spec.Process{Argv: []string{"a"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	kept := mustStart(t, sb, spec.Process{Argv: []string{"b"}, Stdout: spec.Discard, Stderr: spec.Discard})
-	fp, _ := stockade.FoldProcess(rt, forgotten.ID)
+	fp, _ := stockade.FoldProcess(rt, forgotten.ID())
 	if err := rt.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,21 +86,21 @@ func TestRecoveryProcessRows(t *testing.T) {
 
 	rt = testutil.OpenFake(t, f, path)
 	testutil.Eventually(t, "recovery to settle the processes", func() bool {
-		a, _ := stockade.FoldProcess(rt, forgotten.ID)
-		b, _ := stockade.FoldProcess(rt, kept.ID)
+		a, _ := stockade.FoldProcess(rt, forgotten.ID())
+		b, _ := stockade.FoldProcess(rt, kept.ID())
 		return a.Phase == lifecycle.PhaseExited && b.Adopted
 	})
-	a, _ := stockade.FoldProcess(rt, forgotten.ID)
+	a, _ := stockade.FoldProcess(rt, forgotten.ID())
 	if a.Exit.Reason != lifecycle.ReasonLost || a.Exit.ExitCode != nil {
 		t.Fatalf("forgotten exec ended %+v, want lost with no invented code", a.Exit)
 	}
-	b, _ := stockade.FoldProcess(rt, kept.ID)
+	b, _ := stockade.FoldProcess(rt, kept.ID())
 	if !b.Detached || b.Phase != lifecycle.PhaseStarted {
 		t.Fatalf("running exec: %+v, want re-adopted detached", b)
 	}
 	close(hold) // it ends: its exit code is recorded
 	testutil.Eventually(t, "the detached exit", func() bool {
-		b, _ := stockade.FoldProcess(rt, kept.ID)
+		b, _ := stockade.FoldProcess(rt, kept.ID())
 		return b.Phase == lifecycle.PhaseExited && b.Exit.ExitCode != nil && *b.Exit.ExitCode == 0
 	})
 }

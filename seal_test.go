@@ -52,13 +52,13 @@ func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
 		}
 		return got.String(), sum
 	}
-	if out, sum := read(p.ID); !sum.Complete || out != "hello\noops\n" {
+	if out, sum := read(p.ID()); !sum.Complete || out != "hello\noops\n" {
 		t.Fatalf("before the cut: %q %+v", out, sum)
 	}
 	// The held process runs and its output is recorded before the close.
 	testutil.Eventually(t, "the held process's output recorded", func() bool {
 		var got bytes.Buffer
-		_, err := stockade.ReadOutput(path, q.ID, func(ch stockade.OutputChunk) error { got.Write(ch.Data); return nil })
+		_, err := stockade.ReadOutput(path, q.ID(), func(ch stockade.OutputChunk) error { got.Write(ch.Data); return nil })
 		return err == nil && got.String() == "hello\noops\n"
 	})
 	if err := rt.Close(); err != nil {
@@ -66,7 +66,7 @@ func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
 	}
 
 	// The crash: the end record never reached the file.
-	head := filepath.Join(statedir.Recordings(path), p.ID+".rec")
+	head := filepath.Join(statedir.Recordings(path), p.ID()+".rec")
 	fi, err := os.Stat(head)
 	if err != nil {
 		t.Fatal(err)
@@ -74,17 +74,17 @@ func TestFakeOpenSealsAnEndedRecording(t *testing.T) {
 	if err := os.Truncate(head, fi.Size()-(1+4+24+4)); err != nil {
 		t.Fatal(err)
 	}
-	if out, sum := read(p.ID); sum.Complete || out != "hello\noops\n" {
+	if out, sum := read(p.ID()); sum.Complete || out != "hello\noops\n" {
 		t.Fatalf("after the cut: %q %+v, want the output and not complete", out, sum)
 	}
 
 	rt = testutil.OpenFake(t, f, path)
 	defer func() { _ = rt.Close() }() // teardown
-	out, sum := read(p.ID)
+	out, sum := read(p.ID())
 	if !sum.Complete || out != "hello\noops\n" || sum.StdoutBytes != 6 || sum.StderrBytes != 5 {
 		t.Fatalf("after the next Open: %q %+v, want complete with 6 + 5 bytes", out, sum)
 	}
-	if _, sum := read(q.ID); sum.Complete {
+	if _, sum := read(q.ID()); sum.Complete {
 		t.Fatalf("the running process's recording was ended: %+v", sum)
 	}
 }

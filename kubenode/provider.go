@@ -586,7 +586,7 @@ func (r *podRun) current(ctx context.Context, sb *stockade.Sandbox) (*stockade.P
 		return nil, err
 	}
 	r.mu.Lock()
-	r.procID, r.proc = h.ID, h
+	r.procID, r.proc = h.ID(), h
 	r.mu.Unlock()
 	r.p.log.Info("container process started", "pod", r.key, "process", h.ID)
 	return h, nil

@@ -292,7 +292,7 @@ func (p *Provider) RunInContainer(ctx context.Context, ns, name, container strin
 		return werr
 	}
 	if res.ExitCode != 0 {
-		return utilexec.CodeExitError{Err: fmt.Errorf("process %s ended %s with exit code %d", h.ID, res.Reason, res.ExitCode), Code: res.ExitCode}
+		return utilexec.CodeExitError{Err: fmt.Errorf("process %s ended %s with exit code %d", h.ID(), res.Reason, res.ExitCode), Code: res.ExitCode}
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func recordedJournal(t *testing.T, path string, frames ...dockerio.FakeFrame) (s
 	if _, err := p.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return sb.ID(), p.ID
+	return sb.ID(), p.ID()
 }
 
 func TestLogsAndShowOutput(t *testing.T) {

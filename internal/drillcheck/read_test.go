@@ -58,8 +58,8 @@ func TestReadJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := dj.procs[p.ID]; got == nil || !got.Terminal() || !dj.recs[p.ID].complete || dj.recs[p.ID].end != 6 {
-		t.Fatalf("process %+v, recording %+v: want exited, its 6 bytes recorded complete", got, dj.recs[p.ID])
+	if got := dj.procs[p.ID()]; got == nil || !got.Terminal() || !dj.recs[p.ID()].complete || dj.recs[p.ID()].end != 6 {
+		t.Fatalf("process %+v, recording %+v: want exited, its 6 bytes recorded complete", got, dj.recs[p.ID()])
 	}
 	var violations []string
 	violate := func(f string, a ...any) { violations = append(violations, fmt.Sprintf(f, a...)) }

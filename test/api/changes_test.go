@@ -127,7 +127,7 @@ func TestChangesPerProcess(t *testing.T) {
 	}
 
 	// The neighbour's changes: only its own files.
-	nex := exitOf(t, e.RT, neighbour.ID)
+	nex := exitOf(t, e.RT, neighbour.ID())
 	if nex.Changes == nil || nex.Changes.Deleted+nex.Changes.Renamed+nex.Changes.Modified != 0 || nex.Changes.Created < 2 {
 		t.Fatalf("neighbour's changes: %+v", nex.Changes)
 	}

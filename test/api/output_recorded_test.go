@@ -73,7 +73,7 @@ func TestAPIOutputRecorded(t *testing.T) {
 		if _, err := p.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
-		runs = append(runs, got{id: p.ID, stdout: out.Bytes(), stderr: errb.Bytes()})
+		runs = append(runs, got{id: p.ID(), stdout: out.Bytes(), stderr: errb.Bytes()})
 	}
 	check := func(how string, read func(id string, fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error)) {
 		for i, tc := range cases {

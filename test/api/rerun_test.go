@@ -45,7 +45,7 @@ func session(t *testing.T, e *testkit.APIEnv, scripts []string, stdin map[int]st
 		if _, err := proc.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, proc.ID)
+		ids = append(ids, proc.ID())
 	}
 	return sb, ids
 }

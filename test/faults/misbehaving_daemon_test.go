@@ -448,7 +448,7 @@ func waitBounded(t *testing.T, p *stockade.Process, what string) (spec.Result, e
 	if ctx.Err() != nil {
 		t.Fatalf("%s: the process did not end within %v (a hang): %v", what, faultWait, err)
 	}
-	t.Logf("%s: process %s ended: reason %s code %d err %v", what, p.ID, res.Reason, res.ExitCode, err)
+	t.Logf("%s: process %s ended: reason %s code %d err %v", what, p.ID(), res.Reason, res.ExitCode, err)
 	return res, err
 }
 

@@ -69,10 +69,10 @@ func TestRecoveryReadoptsKept(t *testing.T) {
 		var exited *stockade.HistoryEvent
 		var adopted bool
 		for i, ev := range h {
-			if ev.ID == p.ID && ev.Type == "adopted" {
+			if ev.ID == p.ID() && ev.Type == "adopted" {
 				adopted = strings.Contains(string(ev.Payload), `"detached":true`)
 			}
-			if ev.ID == p.ID && ev.Type == "process.exited" {
+			if ev.ID == p.ID() && ev.Type == "process.exited" {
 				exited = &h[i]
 			}
 		}

@@ -93,7 +93,7 @@ func TestWardenSpawnAndExitCodes(t *testing.T) {
 	if _, err := p.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if s := journaledStart(t, e.RT, sb.ID(), p.ID); !s.ByWarden || s.PID <= 1 || s.Group != s.PID {
+	if s := journaledStart(t, e.RT, sb.ID(), p.ID()); !s.ByWarden || s.PID <= 1 || s.Group != s.PID {
 		t.Fatalf("started event %+v: want a warden process leading its own group", s)
 	}
 	if n := testkit.Count(testkit.SandboxTypes(t, e.RT, sb.ID()), "sandbox.warden_started"); n != 1 {
@@ -207,7 +207,7 @@ func TestWardenKilledFromInside(t *testing.T) {
 	var procTypes []string
 	h, _ := e.RT.History(t.Context(), sb.ID())
 	for _, ev := range h {
-		if ev.ID == p.ID {
+		if ev.ID == p.ID() {
 			procTypes = append(procTypes, ev.Type)
 		}
 	}
@@ -424,7 +424,7 @@ func TestWardenCloseAndReopenMidStream(t *testing.T) {
 	}
 	// Taken while it runs: once released it ends at once, and an ended
 	// process is no longer live in the runtime.
-	q, err := rt.Process(ctx, p.ID)
+	q, err := rt.Process(ctx, p.ID())
 	if err != nil {
 		t.Fatalf("the re-adopted process by id: %v", err)
 	}
@@ -435,7 +435,7 @@ func TestWardenCloseAndReopenMidStream(t *testing.T) {
 		t.Fatalf("the re-adopted process: %+v %v", res, err)
 	}
 	var got bytes.Buffer
-	sum, err := rt.Logs(p.ID, func(c stockade.OutputChunk) error {
+	sum, err := rt.Logs(p.ID(), func(c stockade.OutputChunk) error {
 		if c.Stream == 0 {
 			return fmt.Errorf("a gap of %d", c.Gap)
 		}
