@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	goruntime "runtime"
+	"syscall"
 	"testing"
 
 	"github.com/stockade/stockade"
@@ -109,5 +111,48 @@ func TestFakeCallerGoesProcessRunsOn(t *testing.T) {
 	st, _ := stockade.FoldProcess(rt, lateID)
 	if st.Exit.Reason != "exited" {
 		t.Fatalf("the given-up start's process ended %s, want exited (it runs on without its caller)", st.Exit.Reason)
+	}
+}
+
+// TestFakeFoundProcessHoldsNothing: finding a process this runtime does
+// not run (its sandbox out of service), and signalling it, hold nothing
+// once answered: a client asking again and again costs no goroutine and
+// no journal subscription (only Done, once called, keeps one follower).
+func TestFakeFoundProcessHoldsNothing(t *testing.T) {
+	f := testutil.NewFake(t)
+	hold := make(chan struct{})
+	defer close(hold)
+	f.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun { return dockerio.FakeRun{Hold: hold} }
+	rt := testutil.OpenFake(t, f, "")
+	ctx := context.Background()
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
+	p := mustStart(t, sb, spec.Process{Argv: []string{"held"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	stockade.BreakSandboxActor(sb)
+	testutil.Eventually(t, "the sandbox taken out of service", func() bool {
+		_, err := rt.Sandbox(sb.ID())
+		return spec.IsCode(err, spec.CodeUnreconciled)
+	})
+	h := rt.Host()
+	ask := func() {
+		found, err := h.Process(ctx, p.ID())
+		if err != nil {
+			t.Fatalf("Process of a process whose sandbox is out of service: %v", err)
+		}
+		if err := found.Signal(ctx, syscall.SIGTERM); err == nil {
+			t.Fatal("a signal reached a process its runtime does not run")
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := found.Wait(wctx); !spec.IsCode(err, spec.CodeCancelled) {
+			t.Fatalf("Wait under an ended context: %v, want cancelled", err)
+		}
+	}
+	ask() // the first call's lazy set-up is not counted
+	before := goruntime.NumGoroutine()
+	for range 200 {
+		ask()
+	}
+	if after := goruntime.NumGoroutine(); after > before+20 {
+		t.Fatalf("200 finds of a process not run here left %d goroutines behind (%d before)", after-before, before)
 	}
 }

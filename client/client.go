@@ -151,8 +151,10 @@ func Dial(path string) (*Client, error) {
 		long:  long, execs: stockadev1.NewProcessesClient(long), follows: stockadev1.NewJournalClient(long)}, nil
 }
 
-// Close closes the connections. Attached processes lose their client and
-// are stopped by the server (cancelled); kept sandboxes stay up.
+// Close closes the connections. Attached processes lose their client: each
+// runs on detached (its input ended, its output recorded), unless it was
+// started tied to its caller (spec.Process.StopWithCaller), which the
+// server stops (cancelled); kept sandboxes stay up.
 func (c *Client) Close() error { return errors.Join(c.long.Close(), c.conn.Close()) }
 
 // CreateSandbox makes a sandbox and starts its workload.

@@ -78,6 +78,7 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 	if err != nil {
 		if proc != nil {
 			v.abandon(proc, p.StopWithCaller)
+			endInput(proc, v.s.log)
 		}
 		return toStatus(err)
 	}
@@ -85,6 +86,7 @@ func (v processes) Exec(stream stockadev1.Processes_ExecServer) error {
 	if err := stream.Send(&stockadev1.ExecResponse{Msg: &stockadev1.ExecResponse_Started{Started: &stockadev1.ExecStarted{ProcessId: proc.ID()}}}); err != nil {
 		if !st.Detached {
 			v.abandon(proc, p.StopWithCaller)
+			endInput(proc, v.s.log)
 		}
 		return err
 	}
@@ -209,7 +211,14 @@ func receive(ctx context.Context, stream stockadev1.Processes_ExecServer, proc h
 			return
 		}
 		if err != nil {
-			return // the call ended: the sender sees it
+			// The call ended (the client went): its input ends with it,
+			// as a pipe's does when its writer dies, so a process reading
+			// it (a shell) is not left waiting for ever. The sender sees
+			// the end.
+			if stdin != nil {
+				closeStdin(stdin, proc, log)
+			}
+			return
 		}
 		switch x := m.Msg.(type) {
 		case *stockadev1.ExecRequest_Stdin:
@@ -266,9 +275,10 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 func (discard) Close() error                { return nil }
 
 // gone ends an attached call whose client is gone (or whose stream broke).
-// The process has lost its caller, so it is stopped (cancelled), as an
-// embedded caller that closes its streams unread stops it, unless the
-// server itself is stopping: then it runs on, for the next runtime. A
+// The process has lost its caller: it runs on detached (its input ended,
+// its output recorded), as an embedded one whose caller closes its streams
+// unread does, or, tied to its caller, it is stopped (cancelled). When the
+// server itself is stopping, it runs on either way, for the next runtime. A
 // one-shot sandbox has lost its caller too (stockade run, killed): once the
 // process has ended, it is removed, as recovery removes one whose runtime
 // died.
@@ -294,6 +304,14 @@ func (v processes) gone(sb host.Sandbox, proc host.Process, err error, tied bool
 		}
 	}()
 	return toStatus(spec.Wrap(spec.CodeCancelled, "server", err, "the client of process %s went away", proc.ID()))
+}
+
+// endInput closes the stdin of a process whose client went before its
+// input was attached: nobody can write to it any more.
+func endInput(proc host.Process, log *slog.Logger) {
+	if stdin := proc.Stdin(); stdin != nil {
+		closeStdin(stdin, proc, log)
+	}
 }
 
 // closeStdin closes a process's stdin at the client's word. A failure is

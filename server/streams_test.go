@@ -299,3 +299,34 @@ func TestShortCallsBesideManyStreams(t *testing.T) {
 		t.Fatalf("the stopped process: %+v", res)
 	}
 }
+
+// TestDisconnectEndsInput: a process reading its stdin whose client goes
+// away sees the end of its input (as from a pipe whose writer died) and
+// ends on its own, so its one-shot sandbox goes too; it is not left
+// waiting for input nobody can send.
+func TestDisconnectEndsInput(t *testing.T) {
+	fx := serve(t)
+	ctx := ctxFor(t)
+	fx.fake.Script = func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun {
+		return dockerio.FakeRun{EchoStdin: true}
+	}
+	gone := dial(t, fx.socket)
+	sb, err := gone.CreateSandbox(ctx, spec.Sandbox{Image: fakeImage, Lifetime: spec.OneShot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"cat"}, Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := fx.c.Wait(ctx, p.ID()); err != nil || res.Reason != "exited" {
+		t.Fatalf("a process reading the stdin of a vanished client: %+v %v, want exited at the end of its input", res, err)
+	}
+	testutil.Eventually(t, "the one-shot sandbox of a vanished client removed", func() bool {
+		_, err := fx.c.Sandbox(ctx, sb.ID())
+		return spec.IsCode(err, spec.CodeNotFound)
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"syscall"
 
 	"github.com/stockade/stockade/host"
@@ -23,28 +24,30 @@ func (rt *Runtime) FoundProcess(ctx context.Context, id string) (host.Process, e
 		return nil, err
 	}
 	if !st.Terminal() {
-		if h, err := rt.Process(ctx, id); err == nil {
+		h, err := rt.Process(ctx, id)
+		switch {
+		case err == nil:
 			return hostProcess{h}, nil
+		case !spec.IsCode(err, spec.CodeNotFound) && !spec.IsCode(err, spec.CodeUnreconciled):
+			return nil, err // cancelled, say: not a reason to read it from the journal
 		}
 	}
-	p := &journaledProcess{rt: rt, id: id, sandbox: st.Sandbox, done: make(chan struct{})}
-	if st.Terminal() {
-		close(p.done)
-	} else {
-		go p.watch()
-	}
+	p := &journaledProcess{rt: rt, id: id, sandbox: st.Sandbox, ended: st.Terminal()}
 	return p, nil
 }
 
 // journaledProcess is a process this runtime does not run (it ended, or
-// its sandbox is out of service) as the journal shows it.
+// its sandbox is out of service) as the journal shows it. It holds nothing
+// until asked: Wait follows the journal under its caller's context, and
+// only Done, once called, keeps one follower until the exit (or the
+// runtime's close).
 type journaledProcess struct {
 	rt      *Runtime
 	id      string
 	sandbox string
-	// done is closed once the journal holds the process's exit, or the
-	// runtime closed (Wait then says which).
-	done chan struct{}
+	ended   bool
+	once    sync.Once
+	done    chan struct{}
 }
 
 var _ host.Process = (*journaledProcess)(nil)
@@ -52,24 +55,25 @@ var _ host.Process = (*journaledProcess)(nil)
 // errExited ends a follow that saw the exit it waited for.
 var errExited = errors.New("the process exited")
 
-// watch follows the journal until the process's exit is committed, or the
-// runtime closes. A follow that fell behind (a busy journal) starts again:
-// each gives the sandbox's past first, the exit included if it came.
-func (p *journaledProcess) watch() {
-	defer close(p.done)
+// awaitExit follows the journal until the process's exit is committed
+// (nil), ctx ends, or the runtime closes. A follow that fell behind (a busy
+// journal) starts again: each gives the sandbox's past first, the exit
+// included if it came.
+func (p *journaledProcess) awaitExit(ctx context.Context) error {
 	for {
-		err := p.rt.Follow(context.Background(), p.sandbox, func(e host.HistoryEvent) error {
+		err := p.rt.Follow(ctx, p.sandbox, func(e host.HistoryEvent) error {
 			if e.ID == p.id && e.Type == (lifecycle.ProcessExited{}).Type() {
 				return errExited
 			}
 			return nil
 		})
-		if errors.Is(err, errExited) || p.rt.usable() != nil {
-			return
-		}
-		if err != nil && !errors.Is(err, journal.ErrLagged) {
-			p.rt.log.Warn("following a process's journal for its exit failed", "process", p.id, "err", err)
-			return
+		switch {
+		case errors.Is(err, errExited):
+			return nil
+		case ctx.Err() != nil:
+			return spec.Wrap(spec.CodeCancelled, "runtime", ctx.Err(), "waiting for process %s", p.id)
+		case err != nil && !errors.Is(err, journal.ErrLagged):
+			return err
 		}
 	}
 }
@@ -78,18 +82,34 @@ func (p *journaledProcess) ID() string            { return p.id }
 func (p *journaledProcess) Stdout() io.ReadCloser { return nil }
 func (p *journaledProcess) Stderr() io.ReadCloser { return nil }
 func (p *journaledProcess) Stdin() io.WriteCloser { return nil }
-func (p *journaledProcess) Done() <-chan struct{} { return p.done }
+
+// Done is closed once the journal holds the process's exit (or the
+// runtime closed): the first call starts the one follower that waits.
+func (p *journaledProcess) Done() <-chan struct{} {
+	p.once.Do(func() {
+		p.done = make(chan struct{})
+		if p.ended {
+			close(p.done)
+			return
+		}
+		go func() {
+			defer close(p.done)
+			_ = p.awaitExit(context.Background()) // the end, or the runtime's close: Wait says which
+		}()
+	})
+	return p.done
+}
 func (p *journaledProcess) notLive() error {
 	return spec.Errorf(spec.CodeNotFound, "runtime", "process %s is not running in this runtime: it ended, or its sandbox is out of service", p.id)
 }
 
-// Wait waits for the exit the journal records; err is the result's typed
-// error, or ctx's, or the runtime's close.
+// Wait waits for the exit the journal records, under ctx; err is the
+// result's typed error, or ctx's, or the runtime's close.
 func (p *journaledProcess) Wait(ctx context.Context) (spec.Result, error) {
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		return spec.Result{ExitCode: -1}, spec.Wrap(spec.CodeCancelled, "runtime", ctx.Err(), "waiting for process %s", p.id)
+	if !p.ended {
+		if err := p.awaitExit(ctx); err != nil {
+			return spec.Result{ExitCode: -1}, err
+		}
 	}
 	st, err := p.rt.ReplayProcess(ctx, p.id, 0)
 	if err != nil {

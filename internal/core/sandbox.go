@@ -159,6 +159,13 @@ func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*process.Handle, e
 					}
 				}
 				if !p.StopWithCaller {
+					// Nobody can write its input any more: it ends, as a
+					// pipe's does when its writer dies.
+					if in := h.Stdin(); in != nil {
+						if err := in.Close(); err != nil {
+							s.rt.log.Warn("closing the stdin of a process whose caller gave up", "sandbox", s.id, "process", h.ID, "err", err)
+						}
+					}
 					return
 				}
 				if err := h.Stop(context.Background()); err != nil {
