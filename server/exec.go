@@ -364,11 +364,9 @@ func (v processes) Wait(ctx context.Context, req *stockadev1.WaitRequest) (*stoc
 		return nil, toStatus(err)
 	}
 	res, err := p.Wait(ctx)
-	if err != nil && ctx.Err() != nil {
-		return nil, toStatus(err)
-	}
 	if res.Reason == "" {
-		// No end: the runtime closed before it came.
+		// No end: the call's context ended, or the runtime closed, first
+		// (the error says which). A result carries its own typed error.
 		return nil, toStatus(err)
 	}
 	return &stockadev1.WaitResponse{Result: wireResult(res)}, nil

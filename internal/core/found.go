@@ -13,18 +13,18 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// FoundProcess returns any journaled process by id as a host.Process: the
+// foundProcess returns any journaled process by id as a host.Process: the
 // live handle while this runtime runs it (its streams, if its caller has
 // not taken them, are the handle's), else one read from the journal, with
 // no streams, whose Wait waits for its exited fact. not_found when the
 // journal holds no such process.
-func (rt *Runtime) FoundProcess(ctx context.Context, id string) (host.Process, error) {
+func (rt *Runtime) foundProcess(ctx context.Context, id string) (host.Process, error) {
 	st, err := rt.ReplayProcess(ctx, id, 0)
 	if err != nil {
 		return nil, err
 	}
 	if !st.Terminal() {
-		h, err := rt.Process(ctx, id)
+		h, err := rt.liveProcess(ctx, st)
 		switch {
 		case err == nil:
 			return hostProcess{h}, nil

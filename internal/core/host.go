@@ -117,16 +117,16 @@ func (h hostRuntime) ResizePool(ctx context.Context, name string, size int) erro
 }
 
 func (h hostRuntime) Logs(_ context.Context, id string, fn func(host.OutputChunk) error) (host.OutputSummary, error) {
-	sum, err := h.rt.Logs(id, func(c recorder.Chunk) error { return fn(OutputChunk(c)) })
-	return OutputSummary(sum), err
+	sum, err := h.rt.Logs(id, func(c recorder.Chunk) error { return fn(outputChunk(c)) })
+	return outputSummary(sum), err
 }
 
 func (h hostRuntime) Process(ctx context.Context, id string) (host.Process, error) {
-	return h.rt.FoundProcess(ctx, id)
+	return h.rt.foundProcess(ctx, id)
 }
 
-// OutputChunk is a recorded chunk as host's API gives it.
-func OutputChunk(c recorder.Chunk) host.OutputChunk {
+// outputChunk is a recorded chunk as host's API gives it.
+func outputChunk(c recorder.Chunk) host.OutputChunk {
 	out := host.OutputChunk{Offset: c.Offset, Data: c.Data, Gap: c.Gap}
 	switch c.Stream {
 	case recorder.TypeStdout:
@@ -137,8 +137,8 @@ func OutputChunk(c recorder.Chunk) host.OutputChunk {
 	return out
 }
 
-// OutputSummary is a recording's summary as host's API gives it.
-func OutputSummary(s recorder.Summary) host.OutputSummary {
+// outputSummary is a recording's summary as host's API gives it.
+func outputSummary(s recorder.Summary) host.OutputSummary {
 	return host.OutputSummary{Complete: s.Complete, Torn: s.Torn, StdoutBytes: s.StdoutBytes, StderrBytes: s.StderrBytes,
 		Recorded: s.Recorded, Missing: s.Missing, Dropped: s.Dropped, Head: s.Head, Tail: s.Tail}
 }

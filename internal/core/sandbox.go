@@ -252,6 +252,13 @@ func (rt *Runtime) Process(ctx context.Context, id string) (*process.Handle, err
 	if err != nil {
 		return nil, err
 	}
+	return rt.liveProcess(ctx, st)
+}
+
+// liveProcess asks the sandbox actor of st, a process's folded state, for
+// its live handle.
+func (rt *Runtime) liveProcess(ctx context.Context, st lifecycle.Process) (*process.Handle, error) {
+	id := st.ID
 	notLive := spec.Errorf(spec.CodeNotFound, "runtime", "process %s is not live in this runtime (%s)", id, st.Phase)
 	if st.Terminal() {
 		return nil, notLive
