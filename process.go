@@ -5,18 +5,22 @@ import (
 	"io"
 	"syscall"
 
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/core"
 )
 
 // Process is a process running in a sandbox, as Start or Runtime.Process
 // hands it out.
-type Process struct{ h *core.Process }
+type Process struct {
+	h  *core.Process
+	rt *core.Runtime
+}
 
-func processOf(h *core.Process, err error) (*Process, error) {
+func processOf(rt *core.Runtime, h *core.Process, err error) (*Process, error) {
 	if h == nil {
 		return nil, err
 	}
-	return &Process{h: h}, err
+	return &Process{h: h, rt: rt}, err
 }
 
 // ID is the process's id in the journal.
@@ -44,6 +48,13 @@ func (p *Process) Stop(ctx context.Context) error { return p.h.Stop(ctx) }
 // Resize sets a TTY process's terminal size (spec.Process.TTY).
 func (p *Process) Resize(ctx context.Context, rows, cols uint16) error {
 	return p.h.Resize(ctx, rows, cols)
+}
+
+// Attach hands fn the process's output from o.From on, recorded then live,
+// every byte once in the order written, until it ends, and returns the
+// recording's summary and the result (host.Process.Attach says all).
+func (p *Process) Attach(ctx context.Context, o host.AttachOptions, fn func(host.OutputChunk) error) (host.Attached, error) {
+	return p.rt.Attach(ctx, p.h.ID, o, fn)
 }
 
 // Wait waits for the exit. err is the result's typed error (nil for a plain

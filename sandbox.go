@@ -32,7 +32,8 @@ func (s *Sandbox) State(ctx context.Context) (lifecycle.Sandbox, error) { return
 // (its start journaled), with its streams; every piped stream must be read.
 // A Stdout or Stderr left "" is a pipe.
 func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*Process, error) {
-	return processOf(s.s.Start(ctx, p))
+	h, err := s.s.Start(ctx, p)
+	return processOf(s.s.Runtime(), h, err)
 }
 
 // Stop stops the sandbox: admission closes, every process ends with reason

@@ -76,7 +76,8 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 // Logs). It can be signalled, stopped and waited for. not_found when the
 // process is not live here.
 func (rt *Runtime) Process(ctx context.Context, id string) (*Process, error) {
-	return processOf(rt.c.Process(ctx, id))
+	h, err := rt.c.Process(ctx, id)
+	return processOf(rt.c, h, err)
 }
 
 // Recovery returns the report of the recovery Open ran.

@@ -73,4 +73,4 @@ func ReadOutput(journalPath, id string, fn func(OutputChunk) error) (OutputSumma
 }
 
 // HostProcess presents a process as a host.Process.
-func HostProcess(p *Process) host.Process { return core.HostProcess(p.h) }
+func HostProcess(p *Process) host.Process { return core.HostProcess(p.rt, p.h) }

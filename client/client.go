@@ -159,6 +159,14 @@ func (c *Client) Close() error { return errors.Join(c.long.Close(), c.conn.Close
 
 // CreateSandbox makes a sandbox and starts its workload.
 func (c *Client) CreateSandbox(ctx context.Context, s spec.Sandbox) (host.Sandbox, error) {
+	// Judged here as the embedded runtime judges it, so a bad spec gets
+	// the same words both ways (one made from a checkpoint is judged by
+	// the server, which holds the checkpoint).
+	if s.From == "" {
+		if err := s.WithDefaults().ValidateUnpinned(); err != nil {
+			return nil, err
+		}
+	}
 	req := &stockadev1.CreateSandboxRequest{Image: s.Image, Lifetime: string(s.Lifetime), Env: s.Env, Dir: s.Dir, Labels: s.Labels, From: s.From}
 	if s.TTL != 0 {
 		req.Ttl = durationpb.New(s.TTL)
@@ -421,24 +429,77 @@ func (c *Client) Logs(ctx context.Context, processID string, fn func(host.Output
 		if err != nil {
 			return host.OutputSummary{}, fromStatus(err)
 		}
-		if m.SummaryJson != nil {
-			var sum host.OutputSummary
-			if err := json.Unmarshal(m.SummaryJson, &sum); err != nil {
-				return sum, spec.Wrap(spec.CodeInternal, "client", err, "the server's summary of process %s's recording", processID)
-			}
-			return sum, nil
+		if m.Summary != nil {
+			return fromSummary(m.Summary), nil
 		}
-		ch := host.OutputChunk{Offset: m.Offset, Data: m.Data, Gap: m.Gap}
-		switch m.Stream {
-		case stockadev1.Stream_STREAM_STDOUT:
-			ch.Stream = "stdout"
-		case stockadev1.Stream_STREAM_STDERR:
-			ch.Stream = "stderr"
-		case stockadev1.Stream_STREAM_UNSPECIFIED:
-			// A gap: no stream ("", host.OutputChunk).
-		}
-		if err := fn(ch); err != nil {
+		if err := fn(fromChunk(m)); err != nil {
 			return host.OutputSummary{}, err
 		}
 	}
+}
+
+// Attach hands fn process processID's output from o.From on, recorded then
+// live, until it ends (host.Process.Attach says all): the process handed
+// out by Process or Start does the same.
+func (c *Client) Attach(ctx context.Context, processID string, o host.AttachOptions, fn func(host.OutputChunk) error) (host.Attached, error) {
+	out := host.Attached{Result: spec.Result{ExitCode: -1}}
+	stream, err := c.procs.Attach(ctx, &stockadev1.AttachRequest{ProcessId: processID, From: o.From})
+	if err != nil {
+		return out, fromStatus(err)
+	}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = spec.Errorf(spec.CodeStreamFailure, "client", "the server ended the attach to process %s without its end", processID)
+			}
+			return out, fromStatus(err)
+		}
+		switch msg := m.Msg.(type) {
+		case *stockadev1.AttachMessage_Chunk:
+			ch := fromChunk(msg.Chunk)
+			// Counted here too: an attach that ends early says what it
+			// handed out, as the embedded one does.
+			switch ch.Stream {
+			case "stdout":
+				out.Output.StdoutBytes += int64(len(ch.Data))
+			case "stderr":
+				out.Output.StderrBytes += int64(len(ch.Data))
+			default:
+				out.Output.Missing += ch.Gap
+			}
+			out.Output.Recorded += int64(len(ch.Data))
+			if err := fn(ch); err != nil {
+				return out, err
+			}
+		case *stockadev1.AttachMessage_End:
+			if msg.End.Output != nil {
+				out.Output = fromSummary(msg.End.Output)
+			}
+			if msg.End.Result != nil {
+				out.Result = fromResult(msg.End.Result)
+			}
+			return out, out.Result.Err
+		default:
+			return out, spec.Errorf(spec.CodeInternal, "client", "the server sent an attach message this client does not know (%T): upgrade the client", m.Msg)
+		}
+	}
+}
+
+func fromChunk(m *stockadev1.LogsChunk) host.OutputChunk {
+	ch := host.OutputChunk{Offset: m.Offset, Data: m.Data, Gap: m.Gap}
+	switch m.Stream {
+	case stockadev1.Stream_STREAM_STDOUT:
+		ch.Stream = "stdout"
+	case stockadev1.Stream_STREAM_STDERR:
+		ch.Stream = "stderr"
+	case stockadev1.Stream_STREAM_UNSPECIFIED:
+		// A gap: no stream ("", host.OutputChunk).
+	}
+	return ch
+}
+
+func fromSummary(s *stockadev1.OutputSummary) host.OutputSummary {
+	return host.OutputSummary{Complete: s.Complete, Torn: s.Torn, StdoutBytes: s.StdoutBytes, StderrBytes: s.StderrBytes,
+		Recorded: s.Recorded, Missing: s.Missing, Dropped: s.Dropped, Head: s.Head, Tail: s.Tail}
 }

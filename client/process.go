@@ -154,6 +154,13 @@ func (p *Process) Stdin() io.WriteCloser {
 // Done is closed when the process has exited and its result arrived.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
+// Attach hands fn the process's output from o.From on, from the server's
+// recording (host.Process.Attach): beside this process's own streams, not
+// instead of them (they must still be read, or closed).
+func (p *Process) Attach(ctx context.Context, o host.AttachOptions, fn func(host.OutputChunk) error) (host.Attached, error) {
+	return p.c.Attach(ctx, p.id, o, fn)
+}
+
 // Wait waits for the exit; err is the result's typed error or ctx's.
 func (p *Process) Wait(ctx context.Context) (spec.Result, error) {
 	select {
@@ -448,6 +455,10 @@ func (p *foundProcess) Signal(ctx context.Context, sig syscall.Signal) error {
 }
 
 func (p *foundProcess) Stop(ctx context.Context) error { return p.c.StopProcess(ctx, p.id) }
+
+func (p *foundProcess) Attach(ctx context.Context, o host.AttachOptions, fn func(host.OutputChunk) error) (host.Attached, error) {
+	return p.c.Attach(ctx, p.id, o, fn)
+}
 
 func (p *foundProcess) Resize(context.Context, uint16, uint16) error {
 	return spec.Errorf(spec.CodeInvalidArgument, "client", "process %s has no terminal here: only the caller that started it holds its stream", p.id)

@@ -173,11 +173,43 @@ type Process interface {
 	Signal(ctx context.Context, sig syscall.Signal) error
 	// Stop stops the process's group: TERM, then KILL after the grace.
 	Stop(ctx context.Context) error
+	// Attach hands fn the process's output from o.From on, as the
+	// runtime records it: what is recorded first, then each chunk as it
+	// is written, every byte once, stdout and stderr interleaved in the
+	// order the process wrote them, each chunk with its stream and offset
+	// (a gap where the recording does not hold the bytes: beyond its
+	// bounds, or lost). It returns when the process has ended and its
+	// output is all handed out, with the recording's summary and the
+	// result; err is, as Wait's, the result's typed error (nil for a plain
+	// exit), or why the attach ended first: ctx's end (cancelled), fn's
+	// error, the runtime's close or its sandbox taken out of service.
+	// It works for any process the journal holds, running or ended, from
+	// any runtime of the journal: after a crash, a new host attaches from
+	// the offset its last chunk ended at and misses nothing. A process
+	// started with recording off has no output to attach to
+	// (unsupported). See AttachStreams for two readers instead of fn.
+	Attach(ctx context.Context, o AttachOptions, fn func(OutputChunk) error) (Attached, error)
 	// Resize sets the size of the process's terminal: invalid_argument for
 	// a process started without TTY or a zero dimension. Only a sandbox
 	// with a warden has terminals (elsewhere a TTY start is refused with
 	// unsupported). Served, it travels on the process's exec stream.
 	Resize(ctx context.Context, rows, cols uint16) error
+}
+
+// AttachOptions says where Process.Attach starts.
+type AttachOptions struct {
+	// From is the output offset (stdout and stderr together, in the order
+	// written) to start at: 0 for the beginning, or where the last chunk
+	// a caller saw ended (its Offset plus its length or Gap).
+	From int64
+}
+
+// Attached is how Process.Attach ended: the recording's summary (what was
+// handed out, and whether the recording is complete) and the process's
+// result.
+type Attached struct {
+	Output OutputSummary `json:"output"`
+	Result spec.Result   `json:"result"`
 }
 
 // PoolSpec configures a warm pool: Size sandboxes made from Sandbox ahead

@@ -35,6 +35,12 @@ type Store struct {
 	live map[string]*Recording
 
 	stats storeStats
+
+	// watchers counts the Follows under way; wakes holds, per process,
+	// the channel its recording's next change closes (wmu guards it).
+	watchers atomic.Int32
+	wmu      sync.Mutex
+	wakes    map[string]chan struct{}
 }
 
 // storeStats counts what the store's recordings took since it opened.
@@ -134,6 +140,7 @@ func (s *Store) Create(id string, r spec.Record) (*Recording, error) {
 		s.mu.Lock()
 		s.setLive(id, rec)
 		s.mu.Unlock()
+		s.wake(id)
 	}
 	return rec, err
 }
@@ -317,6 +324,7 @@ func (r *Recording) Write(stream byte, p []byte) error {
 	if r.timer == nil {
 		r.timer = r.store.after(SyncEvery, r.sync)
 	}
+	r.store.wake(r.id)
 	return nil
 }
 
@@ -487,6 +495,7 @@ func (r *Recording) finish(final bool) error {
 	if err := cur.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	r.store.wake(r.id)
 	if len(errs) > 0 {
 		return spec.Wrap(spec.CodeJournal, "recorder", errors.Join(errs...), "the recording of %s is incomplete", r.id)
 	}
@@ -596,6 +605,7 @@ func (r *Recording) Gap(n int64) (int64, error) {
 	if r.timer == nil {
 		r.timer = r.store.after(SyncEvery, r.sync)
 	}
+	r.store.wake(r.id)
 	return at, nil
 }
 

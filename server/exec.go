@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,10 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	stockade "github.com/stockade/stockade"
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -374,24 +371,48 @@ func (v processes) Wait(ctx context.Context, req *stockadev1.WaitRequest) (*stoc
 
 // Logs streams a process's recorded output, then its summary.
 func (v processes) Logs(req *stockadev1.LogsRequest, stream stockadev1.Processes_LogsServer) error {
-	sum, err := v.s.rt.Logs(req.ProcessId, func(ch stockade.OutputChunk) error {
-		return stream.Send(&stockadev1.LogsChunk{Stream: wireStream(ch.Stream), Offset: ch.Offset, Data: ch.Data, Gap: ch.Gap})
+	sum, err := v.s.h.Logs(stream.Context(), req.ProcessId, func(ch host.OutputChunk) error {
+		return stream.Send(wireChunk(ch))
 	})
 	if err != nil {
 		return toStatus(err)
 	}
-	b, err := json.Marshal(sum)
-	if err != nil {
-		return toStatus(spec.Wrap(spec.CodeInternal, "server", err, "encoding the summary"))
-	}
-	return stream.Send(&stockadev1.LogsChunk{SummaryJson: b})
+	return stream.Send(&stockadev1.LogsChunk{Summary: wireSummary(sum)})
 }
 
-func wireStream(s byte) stockadev1.Stream {
+// Attach streams a process's output from an offset (host.Process.Attach),
+// then its summary and result. The output reaches the stream no faster
+// than the client reads it: the recording holds what is not yet sent.
+func (v processes) Attach(req *stockadev1.AttachRequest, stream stockadev1.Processes_AttachServer) error {
+	ctx := stream.Context()
+	p, err := v.s.h.Process(ctx, req.ProcessId)
+	if err != nil {
+		return toStatus(err)
+	}
+	end, err := p.Attach(ctx, host.AttachOptions{From: req.From}, func(ch host.OutputChunk) error {
+		return stream.Send(&stockadev1.AttachMessage{Msg: &stockadev1.AttachMessage_Chunk{Chunk: wireChunk(ch)}})
+	})
+	if err != nil && end.Result.Reason == "" {
+		return toStatus(err) // the attach ended first; a result's error travels in it
+	}
+	return stream.Send(&stockadev1.AttachMessage{Msg: &stockadev1.AttachMessage_End{End: &stockadev1.AttachEnd{
+		Output: wireSummary(end.Output), Result: wireResult(end.Result)}}})
+}
+
+func wireChunk(ch host.OutputChunk) *stockadev1.LogsChunk {
+	return &stockadev1.LogsChunk{Stream: wireStreamName(ch.Stream), Offset: ch.Offset, Data: ch.Data, Gap: ch.Gap}
+}
+
+func wireSummary(s host.OutputSummary) *stockadev1.OutputSummary {
+	return &stockadev1.OutputSummary{Complete: s.Complete, Torn: s.Torn, StdoutBytes: s.StdoutBytes, StderrBytes: s.StderrBytes,
+		Recorded: s.Recorded, Missing: s.Missing, Dropped: s.Dropped, Head: s.Head, Tail: s.Tail}
+}
+
+func wireStreamName(s string) stockadev1.Stream {
 	switch s {
-	case recorder.TypeStdout:
+	case "stdout":
 		return stockadev1.Stream_STREAM_STDOUT
-	case recorder.TypeStderr:
+	case "stderr":
 		return stockadev1.Stream_STREAM_STDERR
 	}
 	return stockadev1.Stream_STREAM_UNSPECIFIED

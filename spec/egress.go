@@ -309,6 +309,18 @@ func validateEgress(kind NetworkKind, rules []EgressRule) error {
 		if r.Host == "" && !r.Prefix.IsValid() {
 			return Errorf(CodeInvalidArgument, "policy", "egress rule %d is empty", i)
 		}
+		if r.Host != "" && r.Prefix.IsValid() {
+			return Errorf(CodeInvalidArgument, "policy", "egress rule %d has both a host (%q) and a prefix (%s): a rule is one of them", i, r.Host, r.Prefix)
+		}
+		// A rule built in Go, not parsed, is held to what ParseEgressRule
+		// accepts: a URL, a port inside Host, a name in upper case.
+		back, err := ParseEgressRule(r.String())
+		if err != nil {
+			return err
+		}
+		if back != r {
+			return Errorf(CodeInvalidArgument, "policy", "egress rule %d (%s) reads back as %s: give the rule as ParseEgressRule makes it (host in lower case, the port in Port)", i, r.String(), back.String())
+		}
 	}
 	return nil
 }

@@ -157,6 +157,14 @@ func (p Process) AsStarted() Process {
 	if p.Stderr == "" {
 		p.Stderr = Pipe
 	}
+	if p.Dir != "" && !strings.HasPrefix(p.Dir, "/") {
+		// A relative working directory is a workspace path, as Put's and
+		// Get's are; one that leaves /workspace stays as given and
+		// Validate refuses it.
+		if abs, err := WorkspacePath(p.Dir); err == nil {
+			p.Dir = abs
+		}
+	}
 	return p
 }
 
@@ -209,7 +217,7 @@ func (p Process) Validate() error {
 		return bad("dir %q contains a NUL byte", p.Dir)
 	}
 	if p.Dir != "" && !strings.HasPrefix(p.Dir, "/") {
-		return bad("dir %q is not an absolute path", p.Dir)
+		return bad("dir %q is not absolute, nor a path relative to %s that stays within it", p.Dir, WorkspaceDir)
 	}
 	for name, m := range map[string]StreamMode{"stdout": p.Stdout, "stderr": p.Stderr} {
 		if m != Pipe && m != Discard {

@@ -72,7 +72,9 @@ type Runtime struct {
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox
 	closed    bool
-	recovery  host.RecoveryReport
+	// done is closed by Close: the attaches under way end with it.
+	done     chan struct{}
+	recovery host.RecoveryReport
 	// unreconciled holds the sandboxes taken out of service: recovery could
 	// not observe them or fold their journal, or their actor failed.
 	unreconciled map[string]unreconciled
@@ -150,7 +152,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	rt := &Runtime{journal: j, engine: engine, closer: closer, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]unreconciled{},
-		ckptLimit: opts.CheckpointBytes}
+		ckptLimit: opts.CheckpointBytes, done: make(chan struct{})}
 	fail := func(err error) (*Runtime, error) {
 		// err is the one reported.
 		if rt.closer != nil {
@@ -581,6 +583,7 @@ func (rt *Runtime) Close() error {
 	}
 	rt.closed = true
 	rt.mu.Unlock()
+	close(rt.done)
 	// The pooled sandboxes stay (kept) for the next runtime to take back.
 	rt.pools.Close(false)
 	rt.stopEvents()

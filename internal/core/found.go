@@ -27,7 +27,7 @@ func (rt *Runtime) foundProcess(ctx context.Context, id string) (host.Process, e
 		h, err := rt.liveProcess(ctx, st)
 		switch {
 		case err == nil:
-			return hostProcess{h}, nil
+			return hostProcess{h, rt}, nil
 		case !spec.IsCode(err, spec.CodeNotFound) && !spec.IsCode(err, spec.CodeUnreconciled):
 			return nil, err // cancelled, say: not a reason to read it from the journal
 		}
@@ -134,6 +134,10 @@ func (p *journaledProcess) Stop(ctx context.Context) error {
 	return p.again(ctx, func(h host.Process) error { return h.Stop(ctx) })
 }
 
+func (p *journaledProcess) Attach(ctx context.Context, o host.AttachOptions, fn func(host.OutputChunk) error) (host.Attached, error) {
+	return p.rt.Attach(ctx, p.id, o, fn)
+}
+
 func (p *journaledProcess) Resize(context.Context, uint16, uint16) error {
 	return spec.Errorf(spec.CodeInvalidArgument, "runtime", "process %s has no terminal here: only the caller that started it holds its stream", p.id)
 }
@@ -145,5 +149,5 @@ func (p *journaledProcess) again(ctx context.Context, op func(host.Process) erro
 	if err != nil {
 		return errors.Join(p.notLive(), err)
 	}
-	return op(hostProcess{h})
+	return op(hostProcess{h, p.rt})
 }

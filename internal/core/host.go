@@ -92,21 +92,29 @@ func (s hostSandbox) Start(ctx context.Context, p spec.Process) (host.Process, e
 	if h == nil {
 		return nil, err
 	}
-	return hostProcess{h}, err
+	return hostProcess{h, s.rt}, err
 }
 
 func (s hostSandbox) Get(ctx context.Context, path string, pause bool) (io.ReadCloser, bool, error) {
 	return s.Sandbox.Get(ctx, path, pause)
 }
 
-// hostProcess gives a process handle the ID method the interface asks for
-// (the handle's ID is a field).
-type hostProcess struct{ *process.Handle }
+// hostProcess gives a process handle the methods the interface asks for
+// beyond the handle's own: ID (the handle's is a field) and Attach (the
+// runtime's recording).
+type hostProcess struct {
+	*process.Handle
+	rt *Runtime
+}
 
 func (p hostProcess) ID() string { return p.Handle.ID }
 
-// HostProcess presents a process as a host.Process.
-func HostProcess(p *process.Handle) host.Process { return hostProcess{p} }
+func (p hostProcess) Attach(ctx context.Context, o host.AttachOptions, fn func(host.OutputChunk) error) (host.Attached, error) {
+	return p.rt.Attach(ctx, p.Handle.ID, o, fn)
+}
+
+// HostProcess presents a process of rt as a host.Process.
+func HostProcess(rt *Runtime, p *process.Handle) host.Process { return hostProcess{p, rt} }
 
 func (h hostRuntime) Follow(ctx context.Context, sandboxID string, fn func(host.HistoryEvent) error) error {
 	return h.rt.Follow(ctx, sandboxID, fn)

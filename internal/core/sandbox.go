@@ -242,6 +242,9 @@ func (s *Sandbox) Get(ctx context.Context, path string, pause bool) (rc io.ReadC
 	return res.Tar, res.Live, res.Err
 }
 
+// Runtime is the runtime the sandbox belongs to.
+func (s *Sandbox) Runtime() *Runtime { return s.rt }
+
 // Process returns a live process by id: one started through this runtime,
 // or one recovery re-adopted from an earlier runtime (its output goes to
 // the recorder only, so its Stdout and Stderr are nil: follow it with

@@ -34,7 +34,7 @@ var rank = map[string]int{
 
 	// internal/drilldocker: what the drill asks of Docker beside the
 	// runtime it drills; internal/retention: what a journal no longer needs.
-	"dockerio/enginetest": 4, "inspect": 4, "client": 4, "internal/actors": 4, "metrics": 4, "rerun": 4,
+	"dockerio/enginetest": 4, "host/hosttest": 4, "inspect": 4, "client": 4, "internal/actors": 4, "metrics": 4, "rerun": 4,
 	"internal/drilldocker": 4, "internal/retention": 4,
 
 	// internal/drillcheck: the crash drill's checks of a journal and its

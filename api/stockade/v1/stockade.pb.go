@@ -1608,6 +1608,305 @@ func (*RemoveSandboxResponse) Descriptor() ([]byte, []int) {
 	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
 }
 
+type AttachRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ProcessId string                 `protobuf:"bytes,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	// from is the output offset to start at (0: the beginning).
+	From          int64 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachRequest) Reset() {
+	*x = AttachRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachRequest) ProtoMessage() {}
+
+func (x *AttachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
+func (*AttachRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AttachRequest) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *AttachRequest) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+// AttachMessage is a chunk of output or a gap (chunk: as Logs's, without
+// its summary), or the last message (end).
+type AttachMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*AttachMessage_Chunk
+	//	*AttachMessage_End
+	Msg           isAttachMessage_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachMessage) Reset() {
+	*x = AttachMessage{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachMessage) ProtoMessage() {}
+
+func (x *AttachMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachMessage.ProtoReflect.Descriptor instead.
+func (*AttachMessage) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *AttachMessage) GetMsg() isAttachMessage_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *AttachMessage) GetChunk() *LogsChunk {
+	if x != nil {
+		if x, ok := x.Msg.(*AttachMessage_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+func (x *AttachMessage) GetEnd() *AttachEnd {
+	if x != nil {
+		if x, ok := x.Msg.(*AttachMessage_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
+type isAttachMessage_Msg interface {
+	isAttachMessage_Msg()
+}
+
+type AttachMessage_Chunk struct {
+	Chunk *LogsChunk `protobuf:"bytes,1,opt,name=chunk,proto3,oneof"`
+}
+
+type AttachMessage_End struct {
+	End *AttachEnd `protobuf:"bytes,2,opt,name=end,proto3,oneof"`
+}
+
+func (*AttachMessage_Chunk) isAttachMessage_Msg() {}
+
+func (*AttachMessage_End) isAttachMessage_Msg() {}
+
+// AttachEnd is host.Attached.
+type AttachEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Output        *OutputSummary         `protobuf:"bytes,1,opt,name=output,proto3" json:"output,omitempty"`
+	Result        *Result                `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachEnd) Reset() {
+	*x = AttachEnd{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachEnd) ProtoMessage() {}
+
+func (x *AttachEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachEnd.ProtoReflect.Descriptor instead.
+func (*AttachEnd) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *AttachEnd) GetOutput() *OutputSummary {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *AttachEnd) GetResult() *Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// OutputSummary is host.OutputSummary: how a recording ends.
+type OutputSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Complete      bool                   `protobuf:"varint,1,opt,name=complete,proto3" json:"complete,omitempty"`
+	Torn          bool                   `protobuf:"varint,2,opt,name=torn,proto3" json:"torn,omitempty"`
+	StdoutBytes   int64                  `protobuf:"varint,3,opt,name=stdout_bytes,json=stdoutBytes,proto3" json:"stdout_bytes,omitempty"`
+	StderrBytes   int64                  `protobuf:"varint,4,opt,name=stderr_bytes,json=stderrBytes,proto3" json:"stderr_bytes,omitempty"`
+	Recorded      int64                  `protobuf:"varint,5,opt,name=recorded,proto3" json:"recorded,omitempty"`
+	Missing       int64                  `protobuf:"varint,6,opt,name=missing,proto3" json:"missing,omitempty"`
+	Dropped       int64                  `protobuf:"varint,7,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	Head          int64                  `protobuf:"varint,8,opt,name=head,proto3" json:"head,omitempty"`
+	Tail          int64                  `protobuf:"varint,9,opt,name=tail,proto3" json:"tail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputSummary) Reset() {
+	*x = OutputSummary{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputSummary) ProtoMessage() {}
+
+func (x *OutputSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputSummary.ProtoReflect.Descriptor instead.
+func (*OutputSummary) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *OutputSummary) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *OutputSummary) GetTorn() bool {
+	if x != nil {
+		return x.Torn
+	}
+	return false
+}
+
+func (x *OutputSummary) GetStdoutBytes() int64 {
+	if x != nil {
+		return x.StdoutBytes
+	}
+	return 0
+}
+
+func (x *OutputSummary) GetStderrBytes() int64 {
+	if x != nil {
+		return x.StderrBytes
+	}
+	return 0
+}
+
+func (x *OutputSummary) GetRecorded() int64 {
+	if x != nil {
+		return x.Recorded
+	}
+	return 0
+}
+
+func (x *OutputSummary) GetMissing() int64 {
+	if x != nil {
+		return x.Missing
+	}
+	return 0
+}
+
+func (x *OutputSummary) GetDropped() int64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *OutputSummary) GetHead() int64 {
+	if x != nil {
+		return x.Head
+	}
+	return 0
+}
+
+func (x *OutputSummary) GetTail() int64 {
+	if x != nil {
+		return x.Tail
+	}
+	return 0
+}
+
 type ExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -1624,7 +1923,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1935,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1948,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExecRequest) GetMsg() isExecRequest_Msg {
@@ -1756,7 +2055,7 @@ type Resize struct {
 
 func (x *Resize) Reset() {
 	*x = Resize{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +2067,7 @@ func (x *Resize) String() string {
 func (*Resize) ProtoMessage() {}
 
 func (x *Resize) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +2080,7 @@ func (x *Resize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resize.ProtoReflect.Descriptor instead.
 func (*Resize) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Resize) GetSeq() uint64 {
@@ -1820,7 +2119,7 @@ type Resized struct {
 
 func (x *Resized) Reset() {
 	*x = Resized{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +2131,7 @@ func (x *Resized) String() string {
 func (*Resized) ProtoMessage() {}
 
 func (x *Resized) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2144,7 @@ func (x *Resized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resized.ProtoReflect.Descriptor instead.
 func (*Resized) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Resized) GetSeq() uint64 {
@@ -1906,7 +2205,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2217,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2230,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExecStart) GetSandboxId() string {
@@ -2059,7 +2358,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2370,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2383,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Record) GetOff() bool {
@@ -2123,7 +2422,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2434,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2447,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExecResponse) GetMsg() isExecResponse_Msg {
@@ -2231,7 +2530,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2542,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2555,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LogsRequest) GetProcessId() string {
@@ -2267,22 +2566,21 @@ func (x *LogsRequest) GetProcessId() string {
 }
 
 // LogsChunk is a piece of recorded output (stream set), a gap (gap set:
-// bytes not in the recording there), or the last message (summary_json:
-// recorder.Summary).
+// bytes not in the recording there), or Logs's last message (summary set).
 type LogsChunk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stream        Stream                 `protobuf:"varint,1,opt,name=stream,proto3,enum=stockade.v1.Stream" json:"stream,omitempty"`
 	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
 	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	Gap           int64                  `protobuf:"varint,4,opt,name=gap,proto3" json:"gap,omitempty"`
-	SummaryJson   []byte                 `protobuf:"bytes,5,opt,name=summary_json,json=summaryJson,proto3" json:"summary_json,omitempty"`
+	Summary       *OutputSummary         `protobuf:"bytes,6,opt,name=summary,proto3" json:"summary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogsChunk) Reset() {
 	*x = LogsChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2592,7 @@ func (x *LogsChunk) String() string {
 func (*LogsChunk) ProtoMessage() {}
 
 func (x *LogsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2605,7 @@ func (x *LogsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsChunk.ProtoReflect.Descriptor instead.
 func (*LogsChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LogsChunk) GetStream() Stream {
@@ -2338,9 +2636,9 @@ func (x *LogsChunk) GetGap() int64 {
 	return 0
 }
 
-func (x *LogsChunk) GetSummaryJson() []byte {
+func (x *LogsChunk) GetSummary() *OutputSummary {
 	if x != nil {
-		return x.SummaryJson
+		return x.Summary
 	}
 	return nil
 }
@@ -2354,7 +2652,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +2664,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2677,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExecStarted) GetProcessId() string {
@@ -2399,7 +2697,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2709,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2722,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Output) GetStream() Stream {
@@ -2459,7 +2757,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2769,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2782,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Result) GetExitCode() int32 {
@@ -2546,7 +2844,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2856,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2869,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SignalRequest) GetProcessId() string {
@@ -2596,7 +2894,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2906,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2919,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
 }
 
 type StopProcessRequest struct {
@@ -2633,7 +2931,7 @@ type StopProcessRequest struct {
 
 func (x *StopProcessRequest) Reset() {
 	*x = StopProcessRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2943,7 @@ func (x *StopProcessRequest) String() string {
 func (*StopProcessRequest) ProtoMessage() {}
 
 func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2956,7 @@ func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessRequest.ProtoReflect.Descriptor instead.
 func (*StopProcessRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StopProcessRequest) GetProcessId() string {
@@ -2676,7 +2974,7 @@ type StopProcessResponse struct {
 
 func (x *StopProcessResponse) Reset() {
 	*x = StopProcessResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2986,7 @@ func (x *StopProcessResponse) String() string {
 func (*StopProcessResponse) ProtoMessage() {}
 
 func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2999,7 @@ func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessResponse.ProtoReflect.Descriptor instead.
 func (*StopProcessResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
 }
 
 type WaitRequest struct {
@@ -2713,7 +3011,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +3023,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +3036,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WaitRequest) GetProcessId() string {
@@ -2757,7 +3055,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +3067,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +3080,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WaitResponse) GetResult() *Result {
@@ -2803,7 +3101,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +3113,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +3126,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PutRequest) GetSandboxId() string {
@@ -2860,7 +3158,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +3170,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +3183,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
 }
 
 type GetRequest struct {
@@ -2900,7 +3198,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3210,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3223,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetRequest) GetSandboxId() string {
@@ -2959,7 +3257,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2971,7 +3269,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2984,7 +3282,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetResponse) GetLive() bool {
@@ -3010,7 +3308,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3320,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3333,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HistoryRequest) GetSandboxId() string {
@@ -3054,7 +3352,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3066,7 +3364,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3079,7 +3377,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HistoryResponse) GetEvents() []*HistoryEvent {
@@ -3097,7 +3395,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3407,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3420,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{56}
 }
 
 type ExportChunk struct {
@@ -3134,7 +3432,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3146,7 +3444,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3457,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -3177,7 +3475,7 @@ type LiveRequest struct {
 
 func (x *LiveRequest) Reset() {
 	*x = LiveRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3189,7 +3487,7 @@ func (x *LiveRequest) String() string {
 func (*LiveRequest) ProtoMessage() {}
 
 func (x *LiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3202,7 +3500,7 @@ func (x *LiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
 func (*LiveRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{58}
 }
 
 type LiveEntity struct {
@@ -3219,7 +3517,7 @@ type LiveEntity struct {
 
 func (x *LiveEntity) Reset() {
 	*x = LiveEntity{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3231,7 +3529,7 @@ func (x *LiveEntity) String() string {
 func (*LiveEntity) ProtoMessage() {}
 
 func (x *LiveEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3244,7 +3542,7 @@ func (x *LiveEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
 func (*LiveEntity) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{55}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LiveEntity) GetKind() string {
@@ -3298,7 +3596,7 @@ type LiveResponse struct {
 
 func (x *LiveResponse) Reset() {
 	*x = LiveResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3310,7 +3608,7 @@ func (x *LiveResponse) String() string {
 func (*LiveResponse) ProtoMessage() {}
 
 func (x *LiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3323,7 +3621,7 @@ func (x *LiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
 func (*LiveResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{56}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LiveResponse) GetEntities() []*LiveEntity {
@@ -3341,7 +3639,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3651,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3664,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{57}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{61}
 }
 
 type VerifyResponse struct {
@@ -3377,7 +3675,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3687,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3700,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{58}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{62}
 }
 
 type FollowRequest struct {
@@ -3415,7 +3713,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3427,7 +3725,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3440,7 +3738,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{59}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -3465,7 +3763,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3477,7 +3775,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3490,7 +3788,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{60}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -3547,7 +3845,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3559,7 +3857,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3572,7 +3870,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{61}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -3606,7 +3904,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3618,7 +3916,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3631,7 +3929,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{62}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ReplayResponse) GetStateJson() []byte {
@@ -3649,7 +3947,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3661,7 +3959,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3674,7 +3972,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{63}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{67}
 }
 
 type RecoveryResponse struct {
@@ -3690,7 +3988,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3702,7 +4000,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3715,7 +4013,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{64}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -3760,7 +4058,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3772,7 +4070,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3785,7 +4083,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{65}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -3838,7 +4136,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3850,7 +4148,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3863,7 +4161,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{66}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{70}
 }
 
 type DoctorResponse struct {
@@ -3876,7 +4174,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3888,7 +4186,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3901,7 +4199,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{67}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DoctorResponse) GetReportJson() []byte {
@@ -4014,7 +4312,28 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x13StopSandboxResponse\"&\n" +
 	"\x14RemoveSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15RemoveSandboxResponse\"\xc8\x01\n" +
+	"\x15RemoveSandboxResponse\"B\n" +
+	"\rAttachRequest\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x01 \x01(\tR\tprocessId\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x03R\x04from\"r\n" +
+	"\rAttachMessage\x12.\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x16.stockade.v1.LogsChunkH\x00R\x05chunk\x12*\n" +
+	"\x03end\x18\x02 \x01(\v2\x16.stockade.v1.AttachEndH\x00R\x03endB\x05\n" +
+	"\x03msg\"l\n" +
+	"\tAttachEnd\x122\n" +
+	"\x06output\x18\x01 \x01(\v2\x1a.stockade.v1.OutputSummaryR\x06output\x12+\n" +
+	"\x06result\x18\x02 \x01(\v2\x13.stockade.v1.ResultR\x06result\"\xfd\x01\n" +
+	"\rOutputSummary\x12\x1a\n" +
+	"\bcomplete\x18\x01 \x01(\bR\bcomplete\x12\x12\n" +
+	"\x04torn\x18\x02 \x01(\bR\x04torn\x12!\n" +
+	"\fstdout_bytes\x18\x03 \x01(\x03R\vstdoutBytes\x12!\n" +
+	"\fstderr_bytes\x18\x04 \x01(\x03R\vstderrBytes\x12\x1a\n" +
+	"\brecorded\x18\x05 \x01(\x03R\brecorded\x12\x18\n" +
+	"\amissing\x18\x06 \x01(\x03R\amissing\x12\x18\n" +
+	"\adropped\x18\a \x01(\x03R\adropped\x12\x12\n" +
+	"\x04head\x18\b \x01(\x03R\x04head\x12\x12\n" +
+	"\x04tail\x18\t \x01(\x03R\x04tail\"\xc8\x01\n" +
 	"\vExecRequest\x12.\n" +
 	"\x05start\x18\x01 \x01(\v2\x16.stockade.v1.ExecStartH\x00R\x05start\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
@@ -4062,13 +4381,13 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x03msg\",\n" +
 	"\vLogsRequest\x12\x1d\n" +
 	"\n" +
-	"process_id\x18\x01 \x01(\tR\tprocessId\"\x99\x01\n" +
+	"process_id\x18\x01 \x01(\tR\tprocessId\"\xc0\x01\n" +
 	"\tLogsChunk\x12+\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x13.stockade.v1.StreamR\x06stream\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x10\n" +
-	"\x03gap\x18\x04 \x01(\x03R\x03gap\x12!\n" +
-	"\fsummary_json\x18\x05 \x01(\fR\vsummaryJson\",\n" +
+	"\x03gap\x18\x04 \x01(\x03R\x03gap\x124\n" +
+	"\asummary\x18\x06 \x01(\v2\x1a.stockade.v1.OutputSummaryR\asummaryJ\x04\b\x05\x10\x06R\fsummary_json\",\n" +
 	"\vExecStarted\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\tR\tprocessId\"I\n" +
@@ -4187,13 +4506,14 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\bRollback\x12\x1c.stockade.v1.RollbackRequest\x1a\x1d.stockade.v1.RollbackResponse2\x99\x01\n" +
 	"\x05Pools\x12E\n" +
 	"\x04List\x12\x1d.stockade.v1.ListPoolsRequest\x1a\x1e.stockade.v1.ListPoolsResponse\x12I\n" +
-	"\x06Resize\x12\x1e.stockade.v1.ResizePoolRequest\x1a\x1f.stockade.v1.ResizePoolResponse2\xd3\x02\n" +
+	"\x06Resize\x12\x1e.stockade.v1.ResizePoolRequest\x1a\x1f.stockade.v1.ResizePoolResponse2\x97\x03\n" +
 	"\tProcesses\x12:\n" +
 	"\x04Logs\x12\x18.stockade.v1.LogsRequest\x1a\x16.stockade.v1.LogsChunk0\x01\x12?\n" +
 	"\x04Exec\x12\x18.stockade.v1.ExecRequest\x1a\x19.stockade.v1.ExecResponse(\x010\x01\x12A\n" +
 	"\x06Signal\x12\x1a.stockade.v1.SignalRequest\x1a\x1b.stockade.v1.SignalResponse\x12I\n" +
 	"\x04Stop\x12\x1f.stockade.v1.StopProcessRequest\x1a .stockade.v1.StopProcessResponse\x12;\n" +
-	"\x04Wait\x12\x18.stockade.v1.WaitRequest\x1a\x19.stockade.v1.WaitResponse2\x7f\n" +
+	"\x04Wait\x12\x18.stockade.v1.WaitRequest\x1a\x19.stockade.v1.WaitResponse\x12B\n" +
+	"\x06Attach\x12\x1a.stockade.v1.AttachRequest\x1a\x1a.stockade.v1.AttachMessage0\x012\x7f\n" +
 	"\x05Files\x12:\n" +
 	"\x03Put\x12\x17.stockade.v1.PutRequest\x1a\x18.stockade.v1.PutResponse(\x01\x12:\n" +
 	"\x03Get\x12\x17.stockade.v1.GetRequest\x1a\x18.stockade.v1.GetResponse0\x012\xa3\x04\n" +
@@ -4220,7 +4540,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                      // 0: stockade.v1.Stream
 	(*Error)(nil),                    // 1: stockade.v1.Error
@@ -4252,140 +4572,151 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*StopSandboxResponse)(nil),      // 27: stockade.v1.StopSandboxResponse
 	(*RemoveSandboxRequest)(nil),     // 28: stockade.v1.RemoveSandboxRequest
 	(*RemoveSandboxResponse)(nil),    // 29: stockade.v1.RemoveSandboxResponse
-	(*ExecRequest)(nil),              // 30: stockade.v1.ExecRequest
-	(*Resize)(nil),                   // 31: stockade.v1.Resize
-	(*Resized)(nil),                  // 32: stockade.v1.Resized
-	(*ExecStart)(nil),                // 33: stockade.v1.ExecStart
-	(*Record)(nil),                   // 34: stockade.v1.Record
-	(*ExecResponse)(nil),             // 35: stockade.v1.ExecResponse
-	(*LogsRequest)(nil),              // 36: stockade.v1.LogsRequest
-	(*LogsChunk)(nil),                // 37: stockade.v1.LogsChunk
-	(*ExecStarted)(nil),              // 38: stockade.v1.ExecStarted
-	(*Output)(nil),                   // 39: stockade.v1.Output
-	(*Result)(nil),                   // 40: stockade.v1.Result
-	(*SignalRequest)(nil),            // 41: stockade.v1.SignalRequest
-	(*SignalResponse)(nil),           // 42: stockade.v1.SignalResponse
-	(*StopProcessRequest)(nil),       // 43: stockade.v1.StopProcessRequest
-	(*StopProcessResponse)(nil),      // 44: stockade.v1.StopProcessResponse
-	(*WaitRequest)(nil),              // 45: stockade.v1.WaitRequest
-	(*WaitResponse)(nil),             // 46: stockade.v1.WaitResponse
-	(*PutRequest)(nil),               // 47: stockade.v1.PutRequest
-	(*PutResponse)(nil),              // 48: stockade.v1.PutResponse
-	(*GetRequest)(nil),               // 49: stockade.v1.GetRequest
-	(*GetResponse)(nil),              // 50: stockade.v1.GetResponse
-	(*HistoryRequest)(nil),           // 51: stockade.v1.HistoryRequest
-	(*HistoryResponse)(nil),          // 52: stockade.v1.HistoryResponse
-	(*ExportRequest)(nil),            // 53: stockade.v1.ExportRequest
-	(*ExportChunk)(nil),              // 54: stockade.v1.ExportChunk
-	(*LiveRequest)(nil),              // 55: stockade.v1.LiveRequest
-	(*LiveEntity)(nil),               // 56: stockade.v1.LiveEntity
-	(*LiveResponse)(nil),             // 57: stockade.v1.LiveResponse
-	(*VerifyRequest)(nil),            // 58: stockade.v1.VerifyRequest
-	(*VerifyResponse)(nil),           // 59: stockade.v1.VerifyResponse
-	(*FollowRequest)(nil),            // 60: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),             // 61: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),            // 62: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),           // 63: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),          // 64: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),         // 65: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),         // 66: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),            // 67: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),           // 68: stockade.v1.DoctorResponse
-	nil,                              // 69: stockade.v1.CreateSandboxRequest.LabelsEntry
-	nil,                              // 70: stockade.v1.SandboxInfo.LabelsEntry
-	(*durationpb.Duration)(nil),      // 71: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 72: google.protobuf.Timestamp
+	(*AttachRequest)(nil),            // 30: stockade.v1.AttachRequest
+	(*AttachMessage)(nil),            // 31: stockade.v1.AttachMessage
+	(*AttachEnd)(nil),                // 32: stockade.v1.AttachEnd
+	(*OutputSummary)(nil),            // 33: stockade.v1.OutputSummary
+	(*ExecRequest)(nil),              // 34: stockade.v1.ExecRequest
+	(*Resize)(nil),                   // 35: stockade.v1.Resize
+	(*Resized)(nil),                  // 36: stockade.v1.Resized
+	(*ExecStart)(nil),                // 37: stockade.v1.ExecStart
+	(*Record)(nil),                   // 38: stockade.v1.Record
+	(*ExecResponse)(nil),             // 39: stockade.v1.ExecResponse
+	(*LogsRequest)(nil),              // 40: stockade.v1.LogsRequest
+	(*LogsChunk)(nil),                // 41: stockade.v1.LogsChunk
+	(*ExecStarted)(nil),              // 42: stockade.v1.ExecStarted
+	(*Output)(nil),                   // 43: stockade.v1.Output
+	(*Result)(nil),                   // 44: stockade.v1.Result
+	(*SignalRequest)(nil),            // 45: stockade.v1.SignalRequest
+	(*SignalResponse)(nil),           // 46: stockade.v1.SignalResponse
+	(*StopProcessRequest)(nil),       // 47: stockade.v1.StopProcessRequest
+	(*StopProcessResponse)(nil),      // 48: stockade.v1.StopProcessResponse
+	(*WaitRequest)(nil),              // 49: stockade.v1.WaitRequest
+	(*WaitResponse)(nil),             // 50: stockade.v1.WaitResponse
+	(*PutRequest)(nil),               // 51: stockade.v1.PutRequest
+	(*PutResponse)(nil),              // 52: stockade.v1.PutResponse
+	(*GetRequest)(nil),               // 53: stockade.v1.GetRequest
+	(*GetResponse)(nil),              // 54: stockade.v1.GetResponse
+	(*HistoryRequest)(nil),           // 55: stockade.v1.HistoryRequest
+	(*HistoryResponse)(nil),          // 56: stockade.v1.HistoryResponse
+	(*ExportRequest)(nil),            // 57: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),              // 58: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),              // 59: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),               // 60: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),             // 61: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),            // 62: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),           // 63: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),            // 64: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),             // 65: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),            // 66: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),           // 67: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),          // 68: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),         // 69: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),         // 70: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),            // 71: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),           // 72: stockade.v1.DoctorResponse
+	nil,                              // 73: stockade.v1.CreateSandboxRequest.LabelsEntry
+	nil,                              // 74: stockade.v1.SandboxInfo.LabelsEntry
+	(*durationpb.Duration)(nil),      // 75: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 76: google.protobuf.Timestamp
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	71, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	69, // 1: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
+	75, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	73, // 1: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
 	10, // 2: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	72, // 3: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
-	70, // 4: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
+	76, // 3: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	74, // 4: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
 	12, // 5: stockade.v1.ListCheckpointsResponse.checkpoints:type_name -> stockade.v1.CheckpointInfo
 	21, // 6: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
-	33, // 7: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	31, // 8: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
-	1,  // 9: stockade.v1.Resized.error:type_name -> stockade.v1.Error
-	71, // 10: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
-	34, // 11: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
-	38, // 12: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
-	39, // 13: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
-	40, // 14: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
-	32, // 15: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
-	0,  // 16: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
-	0,  // 17: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
-	1,  // 18: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	72, // 19: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	72, // 20: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
-	40, // 21: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	61, // 22: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	72, // 23: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
-	56, // 24: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	72, // 25: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	66, // 26: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	71, // 27: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	6,  // 28: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	8,  // 29: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	24, // 30: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	26, // 31: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	28, // 32: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	2,  // 33: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
-	4,  // 34: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
-	11, // 35: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
-	13, // 36: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
-	15, // 37: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
-	17, // 38: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
-	19, // 39: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
-	22, // 40: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
-	36, // 41: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
-	30, // 42: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	41, // 43: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	43, // 44: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	45, // 45: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	47, // 46: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	49, // 47: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	51, // 48: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	62, // 49: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	60, // 50: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	53, // 51: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	55, // 52: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	58, // 53: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	64, // 54: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	67, // 55: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	7,  // 56: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	9,  // 57: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	25, // 58: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	27, // 59: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	29, // 60: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	3,  // 61: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
-	5,  // 62: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
-	12, // 63: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
-	14, // 64: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
-	16, // 65: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
-	18, // 66: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
-	20, // 67: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
-	23, // 68: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
-	37, // 69: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
-	35, // 70: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	42, // 71: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	44, // 72: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	46, // 73: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	48, // 74: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	50, // 75: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	52, // 76: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	63, // 77: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	61, // 78: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	54, // 79: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	57, // 80: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	59, // 81: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	65, // 82: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	68, // 83: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	56, // [56:84] is the sub-list for method output_type
-	28, // [28:56] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	41, // 7: stockade.v1.AttachMessage.chunk:type_name -> stockade.v1.LogsChunk
+	32, // 8: stockade.v1.AttachMessage.end:type_name -> stockade.v1.AttachEnd
+	33, // 9: stockade.v1.AttachEnd.output:type_name -> stockade.v1.OutputSummary
+	44, // 10: stockade.v1.AttachEnd.result:type_name -> stockade.v1.Result
+	37, // 11: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
+	35, // 12: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
+	1,  // 13: stockade.v1.Resized.error:type_name -> stockade.v1.Error
+	75, // 14: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	38, // 15: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
+	42, // 16: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
+	43, // 17: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
+	44, // 18: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
+	36, // 19: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
+	0,  // 20: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
+	33, // 21: stockade.v1.LogsChunk.summary:type_name -> stockade.v1.OutputSummary
+	0,  // 22: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
+	1,  // 23: stockade.v1.Result.error:type_name -> stockade.v1.Error
+	76, // 24: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	76, // 25: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	44, // 26: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
+	65, // 27: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	76, // 28: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	60, // 29: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	76, // 30: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	70, // 31: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	75, // 32: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	6,  // 33: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	8,  // 34: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	24, // 35: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	26, // 36: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	28, // 37: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	2,  // 38: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
+	4,  // 39: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
+	11, // 40: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
+	13, // 41: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
+	15, // 42: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
+	17, // 43: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
+	19, // 44: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
+	22, // 45: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
+	40, // 46: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	34, // 47: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	45, // 48: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	47, // 49: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	49, // 50: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	30, // 51: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
+	51, // 52: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	53, // 53: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	55, // 54: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	66, // 55: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	64, // 56: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	57, // 57: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	59, // 58: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	62, // 59: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	68, // 60: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	71, // 61: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	7,  // 62: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	9,  // 63: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	25, // 64: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	27, // 65: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	29, // 66: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	3,  // 67: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
+	5,  // 68: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
+	12, // 69: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
+	14, // 70: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
+	16, // 71: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
+	18, // 72: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
+	20, // 73: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
+	23, // 74: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
+	41, // 75: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	39, // 76: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	46, // 77: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	48, // 78: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	50, // 79: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	31, // 80: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
+	52, // 81: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	54, // 82: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	56, // 83: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	67, // 84: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	65, // 85: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	58, // 86: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	61, // 87: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	63, // 88: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	69, // 89: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	72, // 90: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	62, // [62:91] is the sub-list for method output_type
+	33, // [33:62] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -4393,14 +4724,18 @@ func file_stockade_v1_stockade_proto_init() {
 	if File_stockade_v1_stockade_proto != nil {
 		return
 	}
-	file_stockade_v1_stockade_proto_msgTypes[29].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[30].OneofWrappers = []any{
+		(*AttachMessage_Chunk)(nil),
+		(*AttachMessage_End)(nil),
+	}
+	file_stockade_v1_stockade_proto_msgTypes[33].OneofWrappers = []any{
 		(*ExecRequest_Start)(nil),
 		(*ExecRequest_Stdin)(nil),
 		(*ExecRequest_CloseStdin)(nil),
 		(*ExecRequest_Signal)(nil),
 		(*ExecRequest_Resize)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[34].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[38].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Output)(nil),
 		(*ExecResponse_Result)(nil),
@@ -4412,7 +4747,7 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   70,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

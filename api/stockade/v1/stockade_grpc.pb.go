@@ -765,6 +765,7 @@ const (
 	Processes_Signal_FullMethodName = "/stockade.v1.Processes/Signal"
 	Processes_Stop_FullMethodName   = "/stockade.v1.Processes/Stop"
 	Processes_Wait_FullMethodName   = "/stockade.v1.Processes/Wait"
+	Processes_Attach_FullMethodName = "/stockade.v1.Processes/Attach"
 )
 
 // ProcessesClient is the client API for Processes service.
@@ -797,6 +798,14 @@ type ProcessesClient interface {
 	Stop(ctx context.Context, in *StopProcessRequest, opts ...grpc.CallOption) (*StopProcessResponse, error)
 	// Wait waits for a process's end and returns its result.
 	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error)
+	// Attach streams a journaled process's output from an offset, running
+	// or ended: the recording first, then each chunk as the process writes
+	// it, every byte once in the order written (stdout and stderr
+	// interleaved), then one last message with the recording's summary and
+	// the result (host.Process.Attach). It reads the recording, not the
+	// process's streams: any number of callers attach at once, and a caller
+	// that went away attaches again from where it stopped.
+	Attach(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AttachMessage], error)
 }
 
 type processesClient struct {
@@ -869,6 +878,25 @@ func (c *processesClient) Wait(ctx context.Context, in *WaitRequest, opts ...grp
 	return out, nil
 }
 
+func (c *processesClient) Attach(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AttachMessage], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Processes_ServiceDesc.Streams[2], Processes_Attach_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AttachRequest, AttachMessage]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Processes_AttachClient = grpc.ServerStreamingClient[AttachMessage]
+
 // ProcessesServer is the server API for Processes service.
 // All implementations must embed UnimplementedProcessesServer
 // for forward compatibility.
@@ -899,6 +927,14 @@ type ProcessesServer interface {
 	Stop(context.Context, *StopProcessRequest) (*StopProcessResponse, error)
 	// Wait waits for a process's end and returns its result.
 	Wait(context.Context, *WaitRequest) (*WaitResponse, error)
+	// Attach streams a journaled process's output from an offset, running
+	// or ended: the recording first, then each chunk as the process writes
+	// it, every byte once in the order written (stdout and stderr
+	// interleaved), then one last message with the recording's summary and
+	// the result (host.Process.Attach). It reads the recording, not the
+	// process's streams: any number of callers attach at once, and a caller
+	// that went away attaches again from where it stopped.
+	Attach(*AttachRequest, grpc.ServerStreamingServer[AttachMessage]) error
 	mustEmbedUnimplementedProcessesServer()
 }
 
@@ -923,6 +959,9 @@ func (UnimplementedProcessesServer) Stop(context.Context, *StopProcessRequest) (
 }
 func (UnimplementedProcessesServer) Wait(context.Context, *WaitRequest) (*WaitResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Wait not implemented")
+}
+func (UnimplementedProcessesServer) Attach(*AttachRequest, grpc.ServerStreamingServer[AttachMessage]) error {
+	return status.Errorf(codes.Unimplemented, "method Attach not implemented")
 }
 func (UnimplementedProcessesServer) mustEmbedUnimplementedProcessesServer() {}
 func (UnimplementedProcessesServer) testEmbeddedByValue()                   {}
@@ -1017,6 +1056,17 @@ func _Processes_Wait_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Processes_Attach_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(AttachRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProcessesServer).Attach(m, &grpc.GenericServerStream[AttachRequest, AttachMessage]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Processes_AttachServer = grpc.ServerStreamingServer[AttachMessage]
+
 // Processes_ServiceDesc is the grpc.ServiceDesc for Processes service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1048,6 +1098,11 @@ var Processes_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Processes_Exec_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Attach",
+			Handler:       _Processes_Attach_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "stockade/v1/stockade.proto",

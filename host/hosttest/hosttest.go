@@ -1,0 +1,364 @@
+// Package hosttest is the conformance suite of host.Runtime: what every way
+// of reaching a runtime (embedded, Runtime.Host; served, the client) must
+// do, and do identically. Run is given the ways, all reaching one runtime,
+// and runs each case through every way: results, errors (codes and
+// messages, word for word), validation and ordering must be the same, and a
+// case fails on the first difference, naming both answers.
+//
+// The suite runs against the Fake (server's unit tests; Script models the
+// commands it runs) and against a real daemon (test/serve: the sandbox
+// image's busybox runs them). Every sandbox a case makes it removes, pass
+// or fail.
+package hosttest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/framing"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/spec"
+)
+
+// Way is one way of reaching the runtime under test.
+type Way struct {
+	Name    string
+	Runtime host.Runtime
+}
+
+// Target is what Run needs: the ways (at least two, one runtime behind
+// them) and an image they can make sandboxes of.
+type Target struct {
+	Ways  []Way
+	Image string
+}
+
+// The commands the suite runs. A real sandbox image runs them with its
+// shell; Script models them for the Fake.
+var (
+	// gated writes "early\n" to stdout and "err\n" to stderr, waits for
+	// its stdin to end, then writes "late\n" and exits 3.
+	gated = []string{"/bin/sh", "-c", "echo early; echo err >&2; cat >/dev/null; echo late; exit 3"}
+	// hello writes "hello\n".
+	hello = []string{"echo", "hello"}
+)
+
+// Script is a dockerio.Fake Script that models the suite's commands; any
+// other command exits 0 with no output.
+func Script(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+	switch strings.Join(req.Spec.Argv, " ") {
+	case strings.Join(gated, " "):
+		return dockerio.FakeRun{
+			Frames:   []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("early\n")}, {Stream: framing.Stderr, Data: []byte("err\n")}},
+			After:    []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("late\n")}},
+			ExitCode: 3,
+		}
+	case strings.Join(hello, " "):
+		return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("hello\n")}}}
+	}
+	return dockerio.FakeRun{}
+}
+
+// Run runs every case through every way of tg.
+func Run(t *testing.T, tg Target) {
+	if len(tg.Ways) < 2 {
+		t.Fatalf("hosttest: %d ways given; the suite compares at least two", len(tg.Ways))
+	}
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, Target)
+	}{
+		{"Refusals", refusals},
+		{"Exec", execCase},
+		{"Attach", attachCase},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t, tg) })
+	}
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// same fails t unless every way's answer is the same; it returns it.
+func same(t *testing.T, what string, ways []Way, answers []string) string {
+	t.Helper()
+	for i := 1; i < len(answers); i++ {
+		if answers[i] != answers[0] {
+			t.Fatalf("%s differs:\n%s: %s\n%s: %s", what, ways[0].Name, answers[0], ways[i].Name, answers[i])
+		}
+	}
+	return answers[0]
+}
+
+// errText is an error as compared: its code and message.
+func errText(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return string(spec.CodeOf(err)) + ": " + err.Error()
+}
+
+// sandbox makes a sandbox through rt, removed when the test ends.
+func sandbox(t *testing.T, rt host.Runtime, image string) host.Sandbox {
+	t.Helper()
+	sb, err := rt.CreateSandbox(ctxFor(t), spec.Sandbox{Image: image})
+	if err != nil {
+		t.Fatalf("creating a sandbox: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sb.Remove(ctx); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+			t.Errorf("removing sandbox %s: %v", sb.ID(), err)
+		}
+	})
+	return sb
+}
+
+// created is CreateSandbox's error; a sandbox it made (a refusal that
+// failed) is removed.
+func created(ctx context.Context, rt host.Runtime, s spec.Sandbox) error {
+	sb, err := rt.CreateSandbox(ctx, s)
+	if sb != nil {
+		_ = sb.Remove(ctx) // the test fails on the nil error anyway
+	}
+	return err
+}
+
+// refusals: the same bad inputs are refused with the same code and words.
+func refusals(t *testing.T, tg Target) {
+	ctx := ctxFor(t)
+	sbs := make([]host.Sandbox, len(tg.Ways))
+	for i, w := range tg.Ways {
+		sbs[i] = sandbox(t, w.Runtime, tg.Image)
+	}
+	cases := []struct {
+		name string
+		do   func(i int, rt host.Runtime) error
+		code spec.Code
+	}{
+		{"an image reference in upper case", func(_ int, rt host.Runtime) error {
+			return created(ctx, rt, spec.Sandbox{Image: "Busybox:Latest"})
+		}, spec.CodeInvalidArgument},
+		{"an egress rule that is a URL", func(_ int, rt host.Runtime) error {
+			return created(ctx, rt, spec.Sandbox{Image: tg.Image, Policy: spec.Policy{Network: spec.NetworkAllowlist, Egress: []spec.EgressRule{{Host: "https://example.com"}}}})
+		}, spec.CodeInvalidArgument},
+		{"an unknown sandbox", func(_ int, rt host.Runtime) error {
+			_, err := rt.Sandbox(ctx, "sb-nosuchsandbox")
+			return err
+		}, spec.CodeNotFound},
+		{"an unknown process", func(_ int, rt host.Runtime) error {
+			_, err := rt.Process(ctx, "nosuchprocess")
+			return err
+		}, spec.CodeNotFound},
+		{"the logs of an unknown process", func(_ int, rt host.Runtime) error {
+			_, err := rt.Logs(ctx, "nosuchprocess", func(host.OutputChunk) error { return nil })
+			return err
+		}, spec.CodeNotFound},
+		{"an empty argv", func(i int, _ host.Runtime) error {
+			_, err := sbs[i].Start(ctx, spec.Process{})
+			return err
+		}, spec.CodeInvalidArgument},
+		{"a stream mode that is not one", func(i int, _ host.Runtime) error {
+			_, err := sbs[i].Start(ctx, spec.Process{Argv: hello, Stdout: "tty"})
+			return err
+		}, spec.CodeInvalidArgument},
+		{"a relative working directory that leaves the workspace", func(i int, _ host.Runtime) error {
+			_, err := sbs[i].Start(ctx, spec.Process{Argv: hello, Dir: "../etc"})
+			return err
+		}, spec.CodeInvalidArgument},
+		{"a put that leaves the workspace", func(i int, _ host.Runtime) error {
+			return sbs[i].Put(ctx, "../etc", bytes.NewReader(nil))
+		}, spec.CodeInvalidArgument},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var answers []string
+			for i, w := range tg.Ways {
+				err := c.do(i, w.Runtime)
+				if !spec.IsCode(err, c.code) {
+					t.Fatalf("%s: %v, want %s", w.Name, err, c.code)
+				}
+				// Sandbox ids differ between the ways' sandboxes.
+				answers = append(answers, strings.ReplaceAll(errText(err), sbs[i].ID(), "SANDBOX"))
+			}
+			same(t, c.name, tg.Ways, answers)
+		})
+	}
+}
+
+// execCase: a process started through each way gives the same output and
+// result.
+func execCase(t *testing.T, tg Target) {
+	ctx := ctxFor(t)
+	var answers []string
+	for _, w := range tg.Ways {
+		sb := sandbox(t, w.Runtime, tg.Image)
+		p, err := sb.Start(ctx, spec.Process{Argv: hello})
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		var out, errb bytes.Buffer
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = errb.ReadFrom(p.Stderr())
+		}()
+		_, rerr := out.ReadFrom(p.Stdout())
+		wg.Wait()
+		res, err := p.Wait(ctx)
+		answers = append(answers, fmt.Sprintf("stdout %q (%v) stderr %q exit %d %s bytes %d/%d err %s",
+			out.String(), rerr, errb.String(), res.ExitCode, res.Reason, res.StdoutBytes, res.StderrBytes, errText(err)))
+	}
+	got := same(t, "a process's output and result", tg.Ways, answers)
+	if !strings.HasPrefix(got, `stdout "hello\n" (<nil>) stderr "" exit 0 exited bytes 6/0`) {
+		t.Fatalf("got %s", got)
+	}
+}
+
+// chunkText is a chunk as compared.
+func chunkText(c host.OutputChunk) string {
+	if c.Stream == "" {
+		return fmt.Sprintf("gap@%d+%d", c.Offset, c.Gap)
+	}
+	return fmt.Sprintf("%s@%d:%q", c.Stream, c.Offset, c.Data)
+}
+
+// attachCase: one process, found by id through every way, attached to
+// while it runs (recorded bytes, then live ones, then the end) and after it
+// ended, from the start and from inside a chunk: the same chunks, offsets
+// and end everywhere, every byte once.
+func attachCase(t *testing.T, tg Target) {
+	ctx := ctxFor(t)
+	owner := tg.Ways[0].Runtime
+	sb := sandbox(t, owner, tg.Image)
+	p, err := sb.Start(ctx, spec.Process{Argv: gated, Stdin: true, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type attached struct {
+		chunks []string
+		early  chan struct{}
+		end    string
+	}
+	live := make([]*attached, len(tg.Ways))
+	var wg sync.WaitGroup
+	for i, w := range tg.Ways {
+		a := &attached{early: make(chan struct{})}
+		live[i] = a
+		found, err := w.Runtime.Process(ctx, p.ID())
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var once sync.Once
+			end, err := found.Attach(ctx, host.AttachOptions{}, func(c host.OutputChunk) error {
+				a.chunks = append(a.chunks, chunkText(c))
+				if bytes.Contains(c.Data, []byte("early")) {
+					once.Do(func() { close(a.early) })
+				}
+				return nil
+			})
+			once.Do(func() { close(a.early) })
+			a.end = fmt.Sprintf("%+v exit %d %s err %s", end.Output, end.Result.ExitCode, end.Result.Reason, errText(err))
+		}()
+	}
+	// Every way has the recorded part before the process goes on: what
+	// follows is live.
+	for _, a := range live {
+		select {
+		case <-a.early:
+		case <-ctx.Done():
+			t.Fatal("an attach never saw the first output")
+		}
+	}
+	if err := p.Stdin().Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	var answers []string
+	for _, a := range live {
+		answers = append(answers, strings.Join(a.chunks, " ")+" | "+a.end)
+	}
+	got := same(t, "a live attach", tg.Ways, answers)
+	for _, want := range []string{`stdout@0:"early\n"`, `stdout@10:"late\n"`, "Complete:true", "StdoutBytes:11 StderrBytes:4", "Recorded:15", "exit 3 exited err <nil>"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("live attach: %s\nwant %s in it", got, want)
+		}
+	}
+	for _, s := range []string{"stdout", "stderr"} {
+		if strings.Count(got, s+"@") < 1 {
+			t.Fatalf("live attach: %s: no %s", got, s)
+		}
+	}
+
+	// Ended: from the start, from inside the first chunk, at the end and
+	// past it.
+	for _, from := range []int64{0, 3, 15, 40} {
+		var answers []string
+		for _, w := range tg.Ways {
+			found, err := w.Runtime.Process(ctx, p.ID())
+			if err != nil {
+				t.Fatalf("%s: %v", w.Name, err)
+			}
+			var chunks []string
+			var data bytes.Buffer
+			end, err := found.Attach(ctx, host.AttachOptions{From: from}, func(c host.OutputChunk) error {
+				chunks = append(chunks, chunkText(c))
+				data.Write(c.Data)
+				return nil
+			})
+			if want := max(0, 15-from); int64(data.Len()) != want {
+				t.Fatalf("%s: attach from %d handed out %d bytes, want %d", w.Name, from, data.Len(), want)
+			}
+			answers = append(answers, strings.Join(chunks, " ")+fmt.Sprintf(" | %+v exit %d %s err %s", end.Output, end.Result.ExitCode, end.Result.Reason, errText(err)))
+		}
+		same(t, fmt.Sprintf("an attach from %d after the end", from), tg.Ways, answers)
+	}
+
+	// Refused the same way: a negative offset, an unknown process, a
+	// process recorded with recording off.
+	off, err := sb.Start(ctx, spec.Process{Argv: hello, Stdout: spec.Discard, Stderr: spec.Discard, Record: spec.Record{Off: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id   string
+		from int64
+		code spec.Code
+	}{{p.ID(), -1, spec.CodeInvalidArgument}, {off.ID(), 0, spec.CodeUnsupported}} {
+		var answers []string
+		for _, w := range tg.Ways {
+			found, err := w.Runtime.Process(ctx, c.id)
+			if err != nil {
+				t.Fatalf("%s: %v", w.Name, err)
+			}
+			_, err = found.Attach(ctx, host.AttachOptions{From: c.from}, func(host.OutputChunk) error { return nil })
+			if !spec.IsCode(err, c.code) {
+				t.Fatalf("%s: attach to %s from %d: %v, want %s", w.Name, c.id, c.from, err, c.code)
+			}
+			answers = append(answers, errText(err))
+		}
+		same(t, "an attach refused", tg.Ways, answers)
+	}
+	stop := errors.New("enough")
+	for _, w := range tg.Ways {
+		found, _ := w.Runtime.Process(ctx, p.ID())
+		if _, err := found.Attach(ctx, host.AttachOptions{}, func(host.OutputChunk) error { return stop }); err == nil || !strings.Contains(err.Error(), "enough") {
+			t.Fatalf("%s: an attach whose fn fails: %v, want fn's error", w.Name, err)
+		}
+	}
+}
