@@ -72,6 +72,13 @@ type Runtime interface {
 	// Checkpoints lists the checkpoints in the runtime's store, oldest
 	// first: a sandbox's (its id), or all ("").
 	Checkpoints(ctx context.Context, sandboxID string) ([]CheckpointInfo, error)
+	// Changes says what a process did under /workspace, as journaled with
+	// its exit: the typed list (created, modified, deleted, renamed,
+	// omitted past the bound, incomplete and why) and, for each small
+	// text file the recorder kept, a unified diff (else a line of what is
+	// known). conflict while the process has not ended (its changes come
+	// with its exit); not_found for an unknown process.
+	Changes(ctx context.Context, processID string) (ProcessChanges, error)
 	// RemoveCheckpoint deletes a checkpoint from the store (the content
 	// no other checkpoint shares goes with it); not_found when unknown.
 	RemoveCheckpoint(ctx context.Context, id string) error
@@ -366,4 +373,83 @@ type OutputChunk struct {
 	Data   []byte `json:"data,omitempty"`
 	// Gap is, for a gap, how many bytes are not in the recording there.
 	Gap int64 `json:"gap,omitempty"`
+}
+
+// ProcessChanges is what one process did under /workspace (Runtime.Changes;
+// `stockade diff --json` prints it).
+type ProcessChanges struct {
+	Process string `json:"process"`
+	Sandbox string `json:"sandbox"`
+	// Changes is the journaled list; nil for a journal from before
+	// changes were tracked.
+	Changes *lifecycle.Changes `json:"changes"`
+	// Diffs has one entry per changed file whose text, or what is known
+	// of it, says more than its line in Changes, in Changes' order.
+	Diffs []FileDiff `json:"diffs,omitempty"`
+}
+
+// FileDiff is one changed file: Unified, a unified diff of its text
+// before and after (kept for small text files), or Summary, what is known
+// of it (binary or large, a size and a hash).
+type FileDiff struct {
+	Path    string `json:"path"`
+	Unified string `json:"unified,omitempty"`
+	Summary string `json:"summary,omitempty"`
+}
+
+// Streams is an attach as two readers, one per stream (AttachStreams).
+type Streams struct {
+	// Stdout and Stderr hand out the process's output from the offset on;
+	// both must be read or closed (one attach writes them in turn). A
+	// closed one's bytes are dropped. They end at the process's end (EOF)
+	// or with the attach's error.
+	Stdout, Stderr io.ReadCloser
+
+	done chan struct{}
+	end  Attached
+	err  error
+}
+
+// Wait waits for the attach to end and returns what Process.Attach
+// returned: gaps in the output (bytes the recording does not hold) are
+// counted in its Output.Missing, not written to either reader.
+func (s *Streams) Wait() (Attached, error) {
+	<-s.done
+	return s.end, s.err
+}
+
+// AttachStreams is Process.Attach as two readers: a convenience for a
+// caller that wants stdout and stderr apart (their interleaving is lost;
+// Attach keeps it).
+func AttachStreams(ctx context.Context, p Process, o AttachOptions) *Streams {
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	s := &Streams{Stdout: outR, Stderr: errR, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		var outGone, errGone bool
+		s.end, s.err = p.Attach(ctx, o, func(c OutputChunk) error {
+			w, gone := outW, &outGone
+			switch c.Stream {
+			case "stdout":
+			case "stderr":
+				w, gone = errW, &errGone
+			default:
+				return nil // a gap: counted in the summary
+			}
+			if !*gone {
+				if _, err := w.Write(c.Data); err != nil {
+					*gone = true // the reader was closed: its bytes are dropped
+				}
+			}
+			return nil
+		})
+		endErr := s.err
+		if endErr != nil && s.end.Result.Reason != "" {
+			endErr = nil // the process ended: its error is the result's, the streams end clean
+		}
+		_ = outW.CloseWithError(endErr) // always nil
+		_ = errW.CloseWithError(endErr) // always nil
+	}()
+	return s
 }

@@ -10,15 +10,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/statedir"
 
 	"golang.org/x/term"
 
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
-	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
-	"github.com/stockade/stockade/textdiff"
 )
 
 const diffUsage = "stockade diff PROCESS_ID [--json]"
@@ -56,15 +55,10 @@ func (c *diffCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Wr
 	if src.pathErr != nil {
 		return fail(stderr, src.pathErr, 1)
 	}
-	sandbox, exit, err := processExit(ctx, src.in, c.id)
+	d, err := changesOf(ctx, src, c.id)
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	texts, err := recorder.ReadChanges(statedir.Recordings(src.path), c.id)
-	if err != nil {
-		return fail(stderr, err, 1)
-	}
-	d := buildProcessDiff(c.id, sandbox, exit.Changes, texts)
 	out := &printer{w: stdout}
 	if c.g.json {
 		out.keep(newEncoder(out).Encode(d))
@@ -77,112 +71,13 @@ func (c *diffCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Wr
 	return 0
 }
 
-// processExit finds a process's sandbox (its folded state) and its
-// journaled exit (in the sandbox's history).
-func processExit(ctx context.Context, in host.Inspector, id string) (string, lifecycle.ProcessExited, error) {
-	var x lifecycle.ProcessExited
-	st, err := in.ReplayProcess(ctx, id, 0)
-	if err != nil {
-		return "", x, err
+// changesOf asks the server for a process's changes, or reads them from
+// the journal and its recordings (inspect.Changes).
+func changesOf(ctx context.Context, src journalSource, id string) (host.ProcessChanges, error) {
+	if rt, ok := src.in.(host.Runtime); ok {
+		return rt.Changes(ctx, id)
 	}
-	evs, err := in.History(ctx, st.Sandbox)
-	if err != nil {
-		return st.Sandbox, x, err
-	}
-	for _, e := range evs {
-		if e.Kind == "process" && e.ID == id && e.Type == x.Type() {
-			if err := json.Unmarshal(e.Payload, &x); err != nil {
-				return st.Sandbox, x, spec.Wrap(spec.CodeJournal, "diff", err, "decoding the process.exited of %s", id)
-			}
-			return st.Sandbox, x, nil
-		}
-	}
-	return st.Sandbox, x, spec.Errorf(spec.CodeConflict, "diff", "process %s has no exit in the journal yet: its changes are journaled with its exit", id)
-}
-
-// processDiff is diff's answer (and its --json).
-type processDiff struct {
-	Process string             `json:"process"`
-	Sandbox string             `json:"sandbox"`
-	Changes *lifecycle.Changes `json:"changes"`
-	Diffs   []fileDiff         `json:"diffs,omitempty"`
-}
-
-// fileDiff is one changed file's diff: Unified (textdiff) for text kept
-// before and after, else Summary.
-type fileDiff struct {
-	Path    string `json:"path"`
-	Unified string `json:"unified,omitempty"`
-	Summary string `json:"summary,omitempty"`
-}
-
-func buildProcessDiff(id, sandbox string, ch *lifecycle.Changes, texts []recorder.ChangeText) processDiff {
-	d := processDiff{Process: id, Sandbox: sandbox, Changes: ch}
-	if ch == nil {
-		return d
-	}
-	kept := map[string]recorder.ChangeText{}
-	for _, t := range texts {
-		kept[t.Path] = t
-	}
-	for _, e := range ch.Entries {
-		if e.Kind != "file" {
-			continue // a directory's or a link's line says it all
-		}
-		t, ok := kept[e.Path]
-		if e.Text && ok && (t.Before != nil || e.Op == "created") && (t.After != nil || e.Op == "deleted") {
-			var before, after string
-			if t.Before != nil {
-				before = *t.Before
-			}
-			if t.After != nil {
-				after = *t.After
-			}
-			from := e.Path
-			if e.Op == "renamed" && e.From != "" {
-				from = e.From
-			}
-			u := textdiff.Unified(e.Path, before, after)
-			if from != e.Path && u != "" {
-				u = strings.Replace(u, "--- a/"+strings.TrimPrefix(e.Path, "/")+"\n", "--- a/"+strings.TrimPrefix(from, "/")+"\n", 1)
-			}
-			if u == "" {
-				continue // renamed or touched, same text
-			}
-			d.Diffs = append(d.Diffs, fileDiff{Path: e.Path, Unified: u})
-			continue
-		}
-		if e.Op == "renamed" && e.SHA256 == "" {
-			continue
-		}
-		d.Diffs = append(d.Diffs, fileDiff{Path: e.Path, Summary: fileSummary(e, t, ok)})
-	}
-	return d
-}
-
-// fileSummary says what is known of a file whose text is not diffed.
-func fileSummary(e lifecycle.Change, t recorder.ChangeText, kept bool) string {
-	what := "binary or large file (text not kept)"
-	if e.Text && !kept {
-		what = "text not found beside the journal (removed by retention?)"
-	}
-	sum := ""
-	if e.SHA256 != "" {
-		sum = ", sha256 " + short8(e.SHA256)
-	} else if e.Unhashed != "" {
-		sum = ", not hashed: " + e.Unhashed
-	}
-	switch e.Op {
-	case "deleted":
-		return fmt.Sprintf("%s, %s deleted", what, humanBytes(e.Size))
-	case "created":
-		return fmt.Sprintf("%s, created, %s%s", what, humanBytes(e.Size), sum)
-	}
-	before := ""
-	if kept && t.Before != nil {
-		before = humanBytes(int64(len(*t.Before))) + " → "
-	}
-	return fmt.Sprintf("%s, %s, %s%s%s", what, e.Op, before, humanBytes(e.Size), sum)
+	return inspect.Changes(ctx, src.in, statedir.Recordings(src.path), id)
 }
 
 // short8 is a sha256's first 8 hex digits.
@@ -283,7 +178,7 @@ func colourOn(w io.Writer) bool {
 }
 
 // renderProcessDiff is diff's human output.
-func renderProcessDiff(p *printer, d processDiff, colour bool) {
+func renderProcessDiff(p *printer, d host.ProcessChanges, colour bool) {
 	p.printf("process %s (sandbox %s): %s\n", d.Process, d.Sandbox, termSafe(changesHeadline(d.Changes)))
 	printChangeEntries(p, d.Changes, "  ")
 	for _, f := range d.Diffs {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
@@ -127,7 +128,7 @@ func TestDiffJSONCarriesChanges(t *testing.T) {
 	if code := dispatch(context.Background(), []string{"--json", "diff", "pchg", "--journal", path}, nil, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	var d processDiff
+	var d host.ProcessChanges
 	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
 		t.Fatal(err)
 	}

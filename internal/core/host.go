@@ -6,6 +6,7 @@ import (
 
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/actors/process"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
@@ -127,6 +128,10 @@ func (h hostRuntime) ResizePool(ctx context.Context, name string, size int) erro
 func (h hostRuntime) Logs(_ context.Context, id string, fn func(host.OutputChunk) error) (host.OutputSummary, error) {
 	sum, err := h.rt.Logs(id, func(c recorder.Chunk) error { return fn(outputChunk(c)) })
 	return outputSummary(sum), err
+}
+
+func (h hostRuntime) Changes(ctx context.Context, id string) (host.ProcessChanges, error) {
+	return inspect.Changes(ctx, h, h.rt.recorder.Path(), id)
 }
 
 func (h hostRuntime) Process(ctx context.Context, id string) (host.Process, error) {

@@ -1608,6 +1608,392 @@ func (*RemoveSandboxResponse) Descriptor() ([]byte, []int) {
 	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
 }
 
+type ChangesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProcessId     string                 `protobuf:"bytes,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangesRequest) Reset() {
+	*x = ChangesRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangesRequest) ProtoMessage() {}
+
+func (x *ChangesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangesRequest.ProtoReflect.Descriptor instead.
+func (*ChangesRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ChangesRequest) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+// ProcessChanges is host.ProcessChanges: what a process did under
+// /workspace, journaled with its exit, and its kept text files' diffs.
+type ProcessChanges struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ProcessId string                 `protobuf:"bytes,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	SandboxId string                 `protobuf:"bytes,2,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// changes is unset for a journal from before changes were tracked.
+	Changes       *Changes    `protobuf:"bytes,3,opt,name=changes,proto3" json:"changes,omitempty"`
+	Diffs         []*FileDiff `protobuf:"bytes,4,rep,name=diffs,proto3" json:"diffs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessChanges) Reset() {
+	*x = ProcessChanges{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessChanges) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessChanges) ProtoMessage() {}
+
+func (x *ProcessChanges) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessChanges.ProtoReflect.Descriptor instead.
+func (*ProcessChanges) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ProcessChanges) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *ProcessChanges) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *ProcessChanges) GetChanges() *Changes {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *ProcessChanges) GetDiffs() []*FileDiff {
+	if x != nil {
+		return x.Diffs
+	}
+	return nil
+}
+
+// Changes is lifecycle.Changes.
+type Changes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Untracked     string                 `protobuf:"bytes,1,opt,name=untracked,proto3" json:"untracked,omitempty"`
+	Incomplete    string                 `protobuf:"bytes,2,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
+	Created       int64                  `protobuf:"varint,3,opt,name=created,proto3" json:"created,omitempty"`
+	Modified      int64                  `protobuf:"varint,4,opt,name=modified,proto3" json:"modified,omitempty"`
+	Deleted       int64                  `protobuf:"varint,5,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Renamed       int64                  `protobuf:"varint,6,opt,name=renamed,proto3" json:"renamed,omitempty"`
+	Omitted       int64                  `protobuf:"varint,7,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	Entries       []*Change              `protobuf:"bytes,8,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Changes) Reset() {
+	*x = Changes{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Changes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Changes) ProtoMessage() {}
+
+func (x *Changes) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Changes.ProtoReflect.Descriptor instead.
+func (*Changes) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Changes) GetUntracked() string {
+	if x != nil {
+		return x.Untracked
+	}
+	return ""
+}
+
+func (x *Changes) GetIncomplete() string {
+	if x != nil {
+		return x.Incomplete
+	}
+	return ""
+}
+
+func (x *Changes) GetCreated() int64 {
+	if x != nil {
+		return x.Created
+	}
+	return 0
+}
+
+func (x *Changes) GetModified() int64 {
+	if x != nil {
+		return x.Modified
+	}
+	return 0
+}
+
+func (x *Changes) GetDeleted() int64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+func (x *Changes) GetRenamed() int64 {
+	if x != nil {
+		return x.Renamed
+	}
+	return 0
+}
+
+func (x *Changes) GetOmitted() int64 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
+}
+
+func (x *Changes) GetEntries() []*Change {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// Change is lifecycle.Change: one path's change.
+type Change struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            string                 `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	From          string                 `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	Kind          string                 `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	Size          int64                  `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`
+	Mode          uint32                 `protobuf:"varint,6,opt,name=mode,proto3" json:"mode,omitempty"`
+	Sha256        string                 `protobuf:"bytes,7,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Unhashed      string                 `protobuf:"bytes,8,opt,name=unhashed,proto3" json:"unhashed,omitempty"`
+	Text          bool                   `protobuf:"varint,9,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Change) Reset() {
+	*x = Change{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Change) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Change) ProtoMessage() {}
+
+func (x *Change) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Change.ProtoReflect.Descriptor instead.
+func (*Change) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *Change) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *Change) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Change) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Change) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Change) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Change) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *Change) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *Change) GetUnhashed() string {
+	if x != nil {
+		return x.Unhashed
+	}
+	return ""
+}
+
+func (x *Change) GetText() bool {
+	if x != nil {
+		return x.Text
+	}
+	return false
+}
+
+// FileDiff is host.FileDiff.
+type FileDiff struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Unified       string                 `protobuf:"bytes,2,opt,name=unified,proto3" json:"unified,omitempty"`
+	Summary       string                 `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileDiff) Reset() {
+	*x = FileDiff{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileDiff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileDiff) ProtoMessage() {}
+
+func (x *FileDiff) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileDiff.ProtoReflect.Descriptor instead.
+func (*FileDiff) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *FileDiff) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileDiff) GetUnified() string {
+	if x != nil {
+		return x.Unified
+	}
+	return ""
+}
+
+func (x *FileDiff) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
 type AttachRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ProcessId string                 `protobuf:"bytes,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
@@ -1619,7 +2005,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +2017,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +2030,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AttachRequest) GetProcessId() string {
@@ -1676,7 +2062,7 @@ type AttachMessage struct {
 
 func (x *AttachMessage) Reset() {
 	*x = AttachMessage{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +2074,7 @@ func (x *AttachMessage) String() string {
 func (*AttachMessage) ProtoMessage() {}
 
 func (x *AttachMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +2087,7 @@ func (x *AttachMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachMessage.ProtoReflect.Descriptor instead.
 func (*AttachMessage) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AttachMessage) GetMsg() isAttachMessage_Msg {
@@ -1756,7 +2142,7 @@ type AttachEnd struct {
 
 func (x *AttachEnd) Reset() {
 	*x = AttachEnd{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +2154,7 @@ func (x *AttachEnd) String() string {
 func (*AttachEnd) ProtoMessage() {}
 
 func (x *AttachEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +2167,7 @@ func (x *AttachEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEnd.ProtoReflect.Descriptor instead.
 func (*AttachEnd) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AttachEnd) GetOutput() *OutputSummary {
@@ -1816,7 +2202,7 @@ type OutputSummary struct {
 
 func (x *OutputSummary) Reset() {
 	*x = OutputSummary{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +2214,7 @@ func (x *OutputSummary) String() string {
 func (*OutputSummary) ProtoMessage() {}
 
 func (x *OutputSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +2227,7 @@ func (x *OutputSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputSummary.ProtoReflect.Descriptor instead.
 func (*OutputSummary) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *OutputSummary) GetComplete() bool {
@@ -1923,7 +2309,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2321,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2334,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExecRequest) GetMsg() isExecRequest_Msg {
@@ -2055,7 +2441,7 @@ type Resize struct {
 
 func (x *Resize) Reset() {
 	*x = Resize{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2453,7 @@ func (x *Resize) String() string {
 func (*Resize) ProtoMessage() {}
 
 func (x *Resize) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2466,7 @@ func (x *Resize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resize.ProtoReflect.Descriptor instead.
 func (*Resize) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Resize) GetSeq() uint64 {
@@ -2119,7 +2505,7 @@ type Resized struct {
 
 func (x *Resized) Reset() {
 	*x = Resized{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2517,7 @@ func (x *Resized) String() string {
 func (*Resized) ProtoMessage() {}
 
 func (x *Resized) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2530,7 @@ func (x *Resized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resized.ProtoReflect.Descriptor instead.
 func (*Resized) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Resized) GetSeq() uint64 {
@@ -2205,7 +2591,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2603,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2616,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExecStart) GetSandboxId() string {
@@ -2358,7 +2744,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2756,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2769,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Record) GetOff() bool {
@@ -2422,7 +2808,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2434,7 +2820,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2447,7 +2833,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ExecResponse) GetMsg() isExecResponse_Msg {
@@ -2530,7 +2916,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2928,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2941,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LogsRequest) GetProcessId() string {
@@ -2580,7 +2966,7 @@ type LogsChunk struct {
 
 func (x *LogsChunk) Reset() {
 	*x = LogsChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2978,7 @@ func (x *LogsChunk) String() string {
 func (*LogsChunk) ProtoMessage() {}
 
 func (x *LogsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2991,7 @@ func (x *LogsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsChunk.ProtoReflect.Descriptor instead.
 func (*LogsChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LogsChunk) GetStream() Stream {
@@ -2652,7 +3038,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +3050,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +3063,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ExecStarted) GetProcessId() string {
@@ -2697,7 +3083,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +3095,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +3108,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Output) GetStream() Stream {
@@ -2757,7 +3143,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +3155,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +3168,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Result) GetExitCode() int32 {
@@ -2844,7 +3230,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +3242,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3255,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SignalRequest) GetProcessId() string {
@@ -2894,7 +3280,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +3292,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +3305,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
 }
 
 type StopProcessRequest struct {
@@ -2931,7 +3317,7 @@ type StopProcessRequest struct {
 
 func (x *StopProcessRequest) Reset() {
 	*x = StopProcessRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3329,7 @@ func (x *StopProcessRequest) String() string {
 func (*StopProcessRequest) ProtoMessage() {}
 
 func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3342,7 @@ func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessRequest.ProtoReflect.Descriptor instead.
 func (*StopProcessRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StopProcessRequest) GetProcessId() string {
@@ -2974,7 +3360,7 @@ type StopProcessResponse struct {
 
 func (x *StopProcessResponse) Reset() {
 	*x = StopProcessResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3372,7 @@ func (x *StopProcessResponse) String() string {
 func (*StopProcessResponse) ProtoMessage() {}
 
 func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3385,7 @@ func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessResponse.ProtoReflect.Descriptor instead.
 func (*StopProcessResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
 }
 
 type WaitRequest struct {
@@ -3011,7 +3397,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3023,7 +3409,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3036,7 +3422,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WaitRequest) GetProcessId() string {
@@ -3055,7 +3441,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3067,7 +3453,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3080,7 +3466,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WaitResponse) GetResult() *Result {
@@ -3101,7 +3487,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3113,7 +3499,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3126,7 +3512,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PutRequest) GetSandboxId() string {
@@ -3158,7 +3544,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3556,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3569,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{56}
 }
 
 type GetRequest struct {
@@ -3198,7 +3584,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3596,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3609,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetRequest) GetSandboxId() string {
@@ -3257,7 +3643,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3269,7 +3655,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3282,7 +3668,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetResponse) GetLive() bool {
@@ -3308,7 +3694,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3320,7 +3706,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3333,7 +3719,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *HistoryRequest) GetSandboxId() string {
@@ -3352,7 +3738,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3750,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3763,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{55}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HistoryResponse) GetEvents() []*HistoryEvent {
@@ -3395,7 +3781,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3407,7 +3793,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3420,7 +3806,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{56}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{61}
 }
 
 type ExportChunk struct {
@@ -3432,7 +3818,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3444,7 +3830,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3457,7 +3843,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{57}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -3475,7 +3861,7 @@ type LiveRequest struct {
 
 func (x *LiveRequest) Reset() {
 	*x = LiveRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3487,7 +3873,7 @@ func (x *LiveRequest) String() string {
 func (*LiveRequest) ProtoMessage() {}
 
 func (x *LiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3500,7 +3886,7 @@ func (x *LiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
 func (*LiveRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{58}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{63}
 }
 
 type LiveEntity struct {
@@ -3517,7 +3903,7 @@ type LiveEntity struct {
 
 func (x *LiveEntity) Reset() {
 	*x = LiveEntity{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3529,7 +3915,7 @@ func (x *LiveEntity) String() string {
 func (*LiveEntity) ProtoMessage() {}
 
 func (x *LiveEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3542,7 +3928,7 @@ func (x *LiveEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
 func (*LiveEntity) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{59}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LiveEntity) GetKind() string {
@@ -3596,7 +3982,7 @@ type LiveResponse struct {
 
 func (x *LiveResponse) Reset() {
 	*x = LiveResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3608,7 +3994,7 @@ func (x *LiveResponse) String() string {
 func (*LiveResponse) ProtoMessage() {}
 
 func (x *LiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +4007,7 @@ func (x *LiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
 func (*LiveResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{60}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *LiveResponse) GetEntities() []*LiveEntity {
@@ -3639,7 +4025,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3651,7 +4037,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3664,7 +4050,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{61}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{66}
 }
 
 type VerifyResponse struct {
@@ -3675,7 +4061,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3687,7 +4073,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3700,7 +4086,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{62}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{67}
 }
 
 type FollowRequest struct {
@@ -3713,7 +4099,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3725,7 +4111,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3738,7 +4124,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{63}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -3763,7 +4149,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3775,7 +4161,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3788,7 +4174,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{64}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -3845,7 +4231,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3857,7 +4243,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3870,7 +4256,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{65}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -3904,7 +4290,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3916,7 +4302,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3929,7 +4315,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{66}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ReplayResponse) GetStateJson() []byte {
@@ -3947,7 +4333,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3959,7 +4345,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3972,7 +4358,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{67}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{72}
 }
 
 type RecoveryResponse struct {
@@ -3988,7 +4374,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4000,7 +4386,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4013,7 +4399,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{68}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -4058,7 +4444,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4070,7 +4456,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4083,7 +4469,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{69}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -4136,7 +4522,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4148,7 +4534,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4161,7 +4547,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{70}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{75}
 }
 
 type DoctorResponse struct {
@@ -4174,7 +4560,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4186,7 +4572,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4199,7 +4585,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{71}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DoctorResponse) GetReportJson() []byte {
@@ -4312,7 +4698,42 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x13StopSandboxResponse\"&\n" +
 	"\x14RemoveSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15RemoveSandboxResponse\"B\n" +
+	"\x15RemoveSandboxResponse\"/\n" +
+	"\x0eChangesRequest\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x01 \x01(\tR\tprocessId\"\xab\x01\n" +
+	"\x0eProcessChanges\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x01 \x01(\tR\tprocessId\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x02 \x01(\tR\tsandboxId\x12.\n" +
+	"\achanges\x18\x03 \x01(\v2\x14.stockade.v1.ChangesR\achanges\x12+\n" +
+	"\x05diffs\x18\x04 \x03(\v2\x15.stockade.v1.FileDiffR\x05diffs\"\xfa\x01\n" +
+	"\aChanges\x12\x1c\n" +
+	"\tuntracked\x18\x01 \x01(\tR\tuntracked\x12\x1e\n" +
+	"\n" +
+	"incomplete\x18\x02 \x01(\tR\n" +
+	"incomplete\x12\x18\n" +
+	"\acreated\x18\x03 \x01(\x03R\acreated\x12\x1a\n" +
+	"\bmodified\x18\x04 \x01(\x03R\bmodified\x12\x18\n" +
+	"\adeleted\x18\x05 \x01(\x03R\adeleted\x12\x18\n" +
+	"\arenamed\x18\x06 \x01(\x03R\arenamed\x12\x18\n" +
+	"\aomitted\x18\a \x01(\x03R\aomitted\x12-\n" +
+	"\aentries\x18\b \x03(\v2\x13.stockade.v1.ChangeR\aentries\"\xc4\x01\n" +
+	"\x06Change\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04size\x18\x05 \x01(\x03R\x04size\x12\x12\n" +
+	"\x04mode\x18\x06 \x01(\rR\x04mode\x12\x16\n" +
+	"\x06sha256\x18\a \x01(\tR\x06sha256\x12\x1a\n" +
+	"\bunhashed\x18\b \x01(\tR\bunhashed\x12\x12\n" +
+	"\x04text\x18\t \x01(\bR\x04text\"R\n" +
+	"\bFileDiff\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
+	"\aunified\x18\x02 \x01(\tR\aunified\x12\x18\n" +
+	"\asummary\x18\x03 \x01(\tR\asummary\"B\n" +
 	"\rAttachRequest\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\tR\tprocessId\x12\x12\n" +
@@ -4506,14 +4927,15 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\bRollback\x12\x1c.stockade.v1.RollbackRequest\x1a\x1d.stockade.v1.RollbackResponse2\x99\x01\n" +
 	"\x05Pools\x12E\n" +
 	"\x04List\x12\x1d.stockade.v1.ListPoolsRequest\x1a\x1e.stockade.v1.ListPoolsResponse\x12I\n" +
-	"\x06Resize\x12\x1e.stockade.v1.ResizePoolRequest\x1a\x1f.stockade.v1.ResizePoolResponse2\x97\x03\n" +
+	"\x06Resize\x12\x1e.stockade.v1.ResizePoolRequest\x1a\x1f.stockade.v1.ResizePoolResponse2\xdc\x03\n" +
 	"\tProcesses\x12:\n" +
 	"\x04Logs\x12\x18.stockade.v1.LogsRequest\x1a\x16.stockade.v1.LogsChunk0\x01\x12?\n" +
 	"\x04Exec\x12\x18.stockade.v1.ExecRequest\x1a\x19.stockade.v1.ExecResponse(\x010\x01\x12A\n" +
 	"\x06Signal\x12\x1a.stockade.v1.SignalRequest\x1a\x1b.stockade.v1.SignalResponse\x12I\n" +
 	"\x04Stop\x12\x1f.stockade.v1.StopProcessRequest\x1a .stockade.v1.StopProcessResponse\x12;\n" +
 	"\x04Wait\x12\x18.stockade.v1.WaitRequest\x1a\x19.stockade.v1.WaitResponse\x12B\n" +
-	"\x06Attach\x12\x1a.stockade.v1.AttachRequest\x1a\x1a.stockade.v1.AttachMessage0\x012\x7f\n" +
+	"\x06Attach\x12\x1a.stockade.v1.AttachRequest\x1a\x1a.stockade.v1.AttachMessage0\x01\x12C\n" +
+	"\aChanges\x12\x1b.stockade.v1.ChangesRequest\x1a\x1b.stockade.v1.ProcessChanges2\x7f\n" +
 	"\x05Files\x12:\n" +
 	"\x03Put\x12\x17.stockade.v1.PutRequest\x1a\x18.stockade.v1.PutResponse(\x01\x12:\n" +
 	"\x03Get\x12\x17.stockade.v1.GetRequest\x1a\x18.stockade.v1.GetResponse0\x012\xa3\x04\n" +
@@ -4540,7 +4962,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                      // 0: stockade.v1.Stream
 	(*Error)(nil),                    // 1: stockade.v1.Error
@@ -4572,151 +4994,161 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*StopSandboxResponse)(nil),      // 27: stockade.v1.StopSandboxResponse
 	(*RemoveSandboxRequest)(nil),     // 28: stockade.v1.RemoveSandboxRequest
 	(*RemoveSandboxResponse)(nil),    // 29: stockade.v1.RemoveSandboxResponse
-	(*AttachRequest)(nil),            // 30: stockade.v1.AttachRequest
-	(*AttachMessage)(nil),            // 31: stockade.v1.AttachMessage
-	(*AttachEnd)(nil),                // 32: stockade.v1.AttachEnd
-	(*OutputSummary)(nil),            // 33: stockade.v1.OutputSummary
-	(*ExecRequest)(nil),              // 34: stockade.v1.ExecRequest
-	(*Resize)(nil),                   // 35: stockade.v1.Resize
-	(*Resized)(nil),                  // 36: stockade.v1.Resized
-	(*ExecStart)(nil),                // 37: stockade.v1.ExecStart
-	(*Record)(nil),                   // 38: stockade.v1.Record
-	(*ExecResponse)(nil),             // 39: stockade.v1.ExecResponse
-	(*LogsRequest)(nil),              // 40: stockade.v1.LogsRequest
-	(*LogsChunk)(nil),                // 41: stockade.v1.LogsChunk
-	(*ExecStarted)(nil),              // 42: stockade.v1.ExecStarted
-	(*Output)(nil),                   // 43: stockade.v1.Output
-	(*Result)(nil),                   // 44: stockade.v1.Result
-	(*SignalRequest)(nil),            // 45: stockade.v1.SignalRequest
-	(*SignalResponse)(nil),           // 46: stockade.v1.SignalResponse
-	(*StopProcessRequest)(nil),       // 47: stockade.v1.StopProcessRequest
-	(*StopProcessResponse)(nil),      // 48: stockade.v1.StopProcessResponse
-	(*WaitRequest)(nil),              // 49: stockade.v1.WaitRequest
-	(*WaitResponse)(nil),             // 50: stockade.v1.WaitResponse
-	(*PutRequest)(nil),               // 51: stockade.v1.PutRequest
-	(*PutResponse)(nil),              // 52: stockade.v1.PutResponse
-	(*GetRequest)(nil),               // 53: stockade.v1.GetRequest
-	(*GetResponse)(nil),              // 54: stockade.v1.GetResponse
-	(*HistoryRequest)(nil),           // 55: stockade.v1.HistoryRequest
-	(*HistoryResponse)(nil),          // 56: stockade.v1.HistoryResponse
-	(*ExportRequest)(nil),            // 57: stockade.v1.ExportRequest
-	(*ExportChunk)(nil),              // 58: stockade.v1.ExportChunk
-	(*LiveRequest)(nil),              // 59: stockade.v1.LiveRequest
-	(*LiveEntity)(nil),               // 60: stockade.v1.LiveEntity
-	(*LiveResponse)(nil),             // 61: stockade.v1.LiveResponse
-	(*VerifyRequest)(nil),            // 62: stockade.v1.VerifyRequest
-	(*VerifyResponse)(nil),           // 63: stockade.v1.VerifyResponse
-	(*FollowRequest)(nil),            // 64: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),             // 65: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),            // 66: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),           // 67: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),          // 68: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),         // 69: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),         // 70: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),            // 71: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),           // 72: stockade.v1.DoctorResponse
-	nil,                              // 73: stockade.v1.CreateSandboxRequest.LabelsEntry
-	nil,                              // 74: stockade.v1.SandboxInfo.LabelsEntry
-	(*durationpb.Duration)(nil),      // 75: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 76: google.protobuf.Timestamp
+	(*ChangesRequest)(nil),           // 30: stockade.v1.ChangesRequest
+	(*ProcessChanges)(nil),           // 31: stockade.v1.ProcessChanges
+	(*Changes)(nil),                  // 32: stockade.v1.Changes
+	(*Change)(nil),                   // 33: stockade.v1.Change
+	(*FileDiff)(nil),                 // 34: stockade.v1.FileDiff
+	(*AttachRequest)(nil),            // 35: stockade.v1.AttachRequest
+	(*AttachMessage)(nil),            // 36: stockade.v1.AttachMessage
+	(*AttachEnd)(nil),                // 37: stockade.v1.AttachEnd
+	(*OutputSummary)(nil),            // 38: stockade.v1.OutputSummary
+	(*ExecRequest)(nil),              // 39: stockade.v1.ExecRequest
+	(*Resize)(nil),                   // 40: stockade.v1.Resize
+	(*Resized)(nil),                  // 41: stockade.v1.Resized
+	(*ExecStart)(nil),                // 42: stockade.v1.ExecStart
+	(*Record)(nil),                   // 43: stockade.v1.Record
+	(*ExecResponse)(nil),             // 44: stockade.v1.ExecResponse
+	(*LogsRequest)(nil),              // 45: stockade.v1.LogsRequest
+	(*LogsChunk)(nil),                // 46: stockade.v1.LogsChunk
+	(*ExecStarted)(nil),              // 47: stockade.v1.ExecStarted
+	(*Output)(nil),                   // 48: stockade.v1.Output
+	(*Result)(nil),                   // 49: stockade.v1.Result
+	(*SignalRequest)(nil),            // 50: stockade.v1.SignalRequest
+	(*SignalResponse)(nil),           // 51: stockade.v1.SignalResponse
+	(*StopProcessRequest)(nil),       // 52: stockade.v1.StopProcessRequest
+	(*StopProcessResponse)(nil),      // 53: stockade.v1.StopProcessResponse
+	(*WaitRequest)(nil),              // 54: stockade.v1.WaitRequest
+	(*WaitResponse)(nil),             // 55: stockade.v1.WaitResponse
+	(*PutRequest)(nil),               // 56: stockade.v1.PutRequest
+	(*PutResponse)(nil),              // 57: stockade.v1.PutResponse
+	(*GetRequest)(nil),               // 58: stockade.v1.GetRequest
+	(*GetResponse)(nil),              // 59: stockade.v1.GetResponse
+	(*HistoryRequest)(nil),           // 60: stockade.v1.HistoryRequest
+	(*HistoryResponse)(nil),          // 61: stockade.v1.HistoryResponse
+	(*ExportRequest)(nil),            // 62: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),              // 63: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),              // 64: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),               // 65: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),             // 66: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),            // 67: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),           // 68: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),            // 69: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),             // 70: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),            // 71: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),           // 72: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),          // 73: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),         // 74: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),         // 75: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),            // 76: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),           // 77: stockade.v1.DoctorResponse
+	nil,                              // 78: stockade.v1.CreateSandboxRequest.LabelsEntry
+	nil,                              // 79: stockade.v1.SandboxInfo.LabelsEntry
+	(*durationpb.Duration)(nil),      // 80: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 81: google.protobuf.Timestamp
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	75, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	73, // 1: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
+	80, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	78, // 1: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
 	10, // 2: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	76, // 3: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
-	74, // 4: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
+	81, // 3: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	79, // 4: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
 	12, // 5: stockade.v1.ListCheckpointsResponse.checkpoints:type_name -> stockade.v1.CheckpointInfo
 	21, // 6: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
-	41, // 7: stockade.v1.AttachMessage.chunk:type_name -> stockade.v1.LogsChunk
-	32, // 8: stockade.v1.AttachMessage.end:type_name -> stockade.v1.AttachEnd
-	33, // 9: stockade.v1.AttachEnd.output:type_name -> stockade.v1.OutputSummary
-	44, // 10: stockade.v1.AttachEnd.result:type_name -> stockade.v1.Result
-	37, // 11: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	35, // 12: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
-	1,  // 13: stockade.v1.Resized.error:type_name -> stockade.v1.Error
-	75, // 14: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
-	38, // 15: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
-	42, // 16: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
-	43, // 17: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
-	44, // 18: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
-	36, // 19: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
-	0,  // 20: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
-	33, // 21: stockade.v1.LogsChunk.summary:type_name -> stockade.v1.OutputSummary
-	0,  // 22: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
-	1,  // 23: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	76, // 24: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	76, // 25: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
-	44, // 26: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	65, // 27: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	76, // 28: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
-	60, // 29: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	76, // 30: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	70, // 31: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	75, // 32: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	6,  // 33: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	8,  // 34: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	24, // 35: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	26, // 36: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	28, // 37: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	2,  // 38: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
-	4,  // 39: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
-	11, // 40: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
-	13, // 41: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
-	15, // 42: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
-	17, // 43: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
-	19, // 44: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
-	22, // 45: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
-	40, // 46: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
-	34, // 47: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	45, // 48: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	47, // 49: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	49, // 50: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	30, // 51: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
-	51, // 52: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	53, // 53: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	55, // 54: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	66, // 55: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	64, // 56: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	57, // 57: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	59, // 58: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	62, // 59: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	68, // 60: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	71, // 61: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	7,  // 62: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	9,  // 63: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	25, // 64: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	27, // 65: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	29, // 66: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	3,  // 67: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
-	5,  // 68: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
-	12, // 69: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
-	14, // 70: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
-	16, // 71: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
-	18, // 72: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
-	20, // 73: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
-	23, // 74: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
-	41, // 75: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
-	39, // 76: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	46, // 77: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	48, // 78: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	50, // 79: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	31, // 80: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
-	52, // 81: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	54, // 82: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	56, // 83: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	67, // 84: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	65, // 85: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	58, // 86: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	61, // 87: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	63, // 88: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	69, // 89: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	72, // 90: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	62, // [62:91] is the sub-list for method output_type
-	33, // [33:62] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	32, // 7: stockade.v1.ProcessChanges.changes:type_name -> stockade.v1.Changes
+	34, // 8: stockade.v1.ProcessChanges.diffs:type_name -> stockade.v1.FileDiff
+	33, // 9: stockade.v1.Changes.entries:type_name -> stockade.v1.Change
+	46, // 10: stockade.v1.AttachMessage.chunk:type_name -> stockade.v1.LogsChunk
+	37, // 11: stockade.v1.AttachMessage.end:type_name -> stockade.v1.AttachEnd
+	38, // 12: stockade.v1.AttachEnd.output:type_name -> stockade.v1.OutputSummary
+	49, // 13: stockade.v1.AttachEnd.result:type_name -> stockade.v1.Result
+	42, // 14: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
+	40, // 15: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
+	1,  // 16: stockade.v1.Resized.error:type_name -> stockade.v1.Error
+	80, // 17: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	43, // 18: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
+	47, // 19: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
+	48, // 20: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
+	49, // 21: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
+	41, // 22: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
+	0,  // 23: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
+	38, // 24: stockade.v1.LogsChunk.summary:type_name -> stockade.v1.OutputSummary
+	0,  // 25: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
+	1,  // 26: stockade.v1.Result.error:type_name -> stockade.v1.Error
+	81, // 27: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	81, // 28: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	49, // 29: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
+	70, // 30: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	81, // 31: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	65, // 32: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	81, // 33: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	75, // 34: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	80, // 35: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	6,  // 36: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	8,  // 37: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	24, // 38: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	26, // 39: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	28, // 40: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	2,  // 41: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
+	4,  // 42: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
+	11, // 43: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
+	13, // 44: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
+	15, // 45: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
+	17, // 46: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
+	19, // 47: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
+	22, // 48: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
+	45, // 49: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	39, // 50: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	50, // 51: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	52, // 52: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	54, // 53: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	35, // 54: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
+	30, // 55: stockade.v1.Processes.Changes:input_type -> stockade.v1.ChangesRequest
+	56, // 56: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	58, // 57: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	60, // 58: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	71, // 59: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	69, // 60: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	62, // 61: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	64, // 62: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	67, // 63: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	73, // 64: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	76, // 65: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	7,  // 66: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	9,  // 67: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	25, // 68: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	27, // 69: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	29, // 70: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	3,  // 71: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
+	5,  // 72: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
+	12, // 73: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
+	14, // 74: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
+	16, // 75: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
+	18, // 76: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
+	20, // 77: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
+	23, // 78: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
+	46, // 79: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	44, // 80: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	51, // 81: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	53, // 82: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	55, // 83: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	36, // 84: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
+	31, // 85: stockade.v1.Processes.Changes:output_type -> stockade.v1.ProcessChanges
+	57, // 86: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	59, // 87: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	61, // 88: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	72, // 89: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	70, // 90: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	63, // 91: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	66, // 92: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	68, // 93: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	74, // 94: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	77, // 95: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	66, // [66:96] is the sub-list for method output_type
+	36, // [36:66] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -4724,18 +5156,18 @@ func file_stockade_v1_stockade_proto_init() {
 	if File_stockade_v1_stockade_proto != nil {
 		return
 	}
-	file_stockade_v1_stockade_proto_msgTypes[30].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[35].OneofWrappers = []any{
 		(*AttachMessage_Chunk)(nil),
 		(*AttachMessage_End)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[33].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[38].OneofWrappers = []any{
 		(*ExecRequest_Start)(nil),
 		(*ExecRequest_Stdin)(nil),
 		(*ExecRequest_CloseStdin)(nil),
 		(*ExecRequest_Signal)(nil),
 		(*ExecRequest_Resize)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[38].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[43].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Output)(nil),
 		(*ExecResponse_Result)(nil),
@@ -4747,7 +5179,7 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   74,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

@@ -760,12 +760,13 @@ var Pools_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Processes_Logs_FullMethodName   = "/stockade.v1.Processes/Logs"
-	Processes_Exec_FullMethodName   = "/stockade.v1.Processes/Exec"
-	Processes_Signal_FullMethodName = "/stockade.v1.Processes/Signal"
-	Processes_Stop_FullMethodName   = "/stockade.v1.Processes/Stop"
-	Processes_Wait_FullMethodName   = "/stockade.v1.Processes/Wait"
-	Processes_Attach_FullMethodName = "/stockade.v1.Processes/Attach"
+	Processes_Logs_FullMethodName    = "/stockade.v1.Processes/Logs"
+	Processes_Exec_FullMethodName    = "/stockade.v1.Processes/Exec"
+	Processes_Signal_FullMethodName  = "/stockade.v1.Processes/Signal"
+	Processes_Stop_FullMethodName    = "/stockade.v1.Processes/Stop"
+	Processes_Wait_FullMethodName    = "/stockade.v1.Processes/Wait"
+	Processes_Attach_FullMethodName  = "/stockade.v1.Processes/Attach"
+	Processes_Changes_FullMethodName = "/stockade.v1.Processes/Changes"
 )
 
 // ProcessesClient is the client API for Processes service.
@@ -806,6 +807,9 @@ type ProcessesClient interface {
 	// process's streams: any number of callers attach at once, and a caller
 	// that went away attaches again from where it stopped.
 	Attach(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AttachMessage], error)
+	// Changes says what a process did under /workspace (host.Runtime.Changes):
+	// conflict while it has not ended.
+	Changes(ctx context.Context, in *ChangesRequest, opts ...grpc.CallOption) (*ProcessChanges, error)
 }
 
 type processesClient struct {
@@ -897,6 +901,16 @@ func (c *processesClient) Attach(ctx context.Context, in *AttachRequest, opts ..
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Processes_AttachClient = grpc.ServerStreamingClient[AttachMessage]
 
+func (c *processesClient) Changes(ctx context.Context, in *ChangesRequest, opts ...grpc.CallOption) (*ProcessChanges, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProcessChanges)
+	err := c.cc.Invoke(ctx, Processes_Changes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProcessesServer is the server API for Processes service.
 // All implementations must embed UnimplementedProcessesServer
 // for forward compatibility.
@@ -935,6 +949,9 @@ type ProcessesServer interface {
 	// process's streams: any number of callers attach at once, and a caller
 	// that went away attaches again from where it stopped.
 	Attach(*AttachRequest, grpc.ServerStreamingServer[AttachMessage]) error
+	// Changes says what a process did under /workspace (host.Runtime.Changes):
+	// conflict while it has not ended.
+	Changes(context.Context, *ChangesRequest) (*ProcessChanges, error)
 	mustEmbedUnimplementedProcessesServer()
 }
 
@@ -962,6 +979,9 @@ func (UnimplementedProcessesServer) Wait(context.Context, *WaitRequest) (*WaitRe
 }
 func (UnimplementedProcessesServer) Attach(*AttachRequest, grpc.ServerStreamingServer[AttachMessage]) error {
 	return status.Errorf(codes.Unimplemented, "method Attach not implemented")
+}
+func (UnimplementedProcessesServer) Changes(context.Context, *ChangesRequest) (*ProcessChanges, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Changes not implemented")
 }
 func (UnimplementedProcessesServer) mustEmbedUnimplementedProcessesServer() {}
 func (UnimplementedProcessesServer) testEmbeddedByValue()                   {}
@@ -1067,6 +1087,24 @@ func _Processes_Attach_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Processes_AttachServer = grpc.ServerStreamingServer[AttachMessage]
 
+func _Processes_Changes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProcessesServer).Changes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Processes_Changes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProcessesServer).Changes(ctx, req.(*ChangesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Processes_ServiceDesc is the grpc.ServiceDesc for Processes service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1085,6 +1123,10 @@ var Processes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Wait",
 			Handler:    _Processes_Wait_Handler,
+		},
+		{
+			MethodName: "Changes",
+			Handler:    _Processes_Changes_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
