@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/core"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -35,6 +36,10 @@ func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*Process, error) {
 	h, err := s.s.Start(ctx, p)
 	return processOf(s.s.Runtime(), h, err)
 }
+
+// Files is the sandbox's /workspace as files: write (parents made), read,
+// list, stat, make directories, remove, rename (host.Files says how).
+func (s *Sandbox) Files() host.Files { return core.HostSandbox(s.s).Files() }
 
 // Stop stops the sandbox: admission closes, every process ends with reason
 // sandbox_stopped, the workload stops. Resources are kept (the workspace can

@@ -19,6 +19,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/safedir"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/statedir"
 )
@@ -330,14 +331,31 @@ func decodeState(b []byte, into any, id string) error {
 	return nil
 }
 
-// Doctor returns the server's check of its daemon against its profile:
-// the JSON of profile.Report (this package does not link dockerio).
-func (c *Client) Doctor(ctx context.Context) (json.RawMessage, error) {
+// Doctor returns the server's check of its daemon against its profile.
+func (c *Client) Doctor(ctx context.Context) (profile.Report, error) {
 	resp, err := c.jrnl.Doctor(ctx, &stockadev1.DoctorRequest{})
 	if err != nil {
-		return nil, fromStatus(err)
+		return profile.Report{}, fromStatus(err)
 	}
-	return resp.ReportJson, nil
+	rep := profile.Report{Profile: resp.Profile, Revision: resp.Revision, DaemonID: resp.DaemonId, Version: resp.Version, APIVersion: resp.ApiVersion}
+	for _, r := range resp.Relaxes {
+		rep.Relaxes = append(rep.Relaxes, profile.Relaxation{Guarantee: r.Guarantee, Why: r.Why})
+	}
+	for _, ch := range resp.Checks {
+		rep.Checks = append(rep.Checks, profile.Check{Name: ch.Name, Observed: ch.Observed, Want: ch.Want, OK: ch.Ok, Required: ch.Required, Remedy: ch.Remedy})
+	}
+	return rep, nil
+}
+
+// Shutdown asks the server to stop its runtime's sandboxes (one-shot ones
+// removed), remove its pools' sandboxes, close the runtime and stop
+// serving (host.Runtime.Shutdown); the client is closed after.
+func (c *Client) Shutdown(ctx context.Context) error {
+	_, err := c.jrnl.Shutdown(ctx, &stockadev1.ShutdownRequest{})
+	if cerr := c.Close(); err == nil && cerr != nil {
+		return spec.Wrap(spec.CodeInternal, "client", cerr, "closing the connection after the shutdown")
+	}
+	return fromStatus(err)
 }
 
 // Signal sends sig to a process's group by id (one started through this

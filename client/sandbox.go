@@ -6,6 +6,7 @@ import (
 	"io"
 
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -136,3 +137,7 @@ func (r *tarReader) Close() error {
 	r.cancel()
 	return nil
 }
+
+// Files is the sandbox's /workspace as files (host.Files), over this
+// client's Put, Get and Start.
+func (s *Sandbox) Files() host.Files { return host.FilesOf(s) }

@@ -316,6 +316,10 @@ func (a *Adapter) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.R
 		}
 	}
 	if err := cli.CopyToContainer(ctx, sb.Export, dst, f, container.CopyToContainerOptions{}); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			// The caller's words, not the daemon's (its container ids).
+			return spec.Errorf(spec.CodeNotFound, "dockerio.archive", "directory %s does not exist: make it first (Sandbox.Files().MkdirAll), or put into one that does", dst)
+		}
 		return translate(err, "dockerio.archive", "extracting into %s through export container %s", dst, sb.Export)
 	}
 	return nil
@@ -427,6 +431,15 @@ func (a *Adapter) GetArchive(ctx context.Context, sb Sandbox, p string) (io.Read
 	a.seeds.settle(ctx, sb, false) // a copy sees the workspace seeded
 	rc, _, err := cli.CopyFromContainer(ctx, sb.Export, src)
 	if err != nil {
+		if strings.HasSuffix(err.Error(), ": not a directory") {
+			// The daemon's lstat met a file where the path wants a
+			// directory: as good as absent, and nothing of Docker's
+			// (its storage path) is worth quoting.
+			return nil, spec.Errorf(spec.CodeNotFound, "dockerio.archive", "%s does not exist: a component of it is a file, not a directory", src)
+		}
+		if cerrdefs.IsNotFound(err) {
+			return nil, spec.Errorf(spec.CodeNotFound, "dockerio.archive", "%s does not exist", src)
+		}
 		return nil, translate(err, "dockerio.archive", "reading %s through export container %s", src, sb.Export)
 	}
 	return rc, nil

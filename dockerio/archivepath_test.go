@@ -9,7 +9,7 @@ import (
 // TestArchivePathReserved: the warden's directory is refused in either
 // form of a workspace path, relative or absolute.
 func TestArchivePathReserved(t *testing.T) {
-	for _, p := range []string{wardenRel, "/workspace/" + wardenRel, "/workspace/" + wardenRel + "/x", "./" + wardenRel, "work/../" + wardenRel} {
+	for _, p := range []string{spec.ReservedDir, "/workspace/" + spec.ReservedDir, "/workspace/" + spec.ReservedDir + "/x", "./" + spec.ReservedDir, "work/../" + spec.ReservedDir} {
 		if _, err := archivePath(p); !spec.IsCode(err, spec.CodeInvalidArgument) {
 			t.Errorf("archivePath(%q): %v, want invalid_argument (reserved)", p, err)
 		}

@@ -343,7 +343,7 @@ func (f *Fake) PutArchive(ctx context.Context, sb Sandbox, dir string, r io.Read
 		return err
 	}
 	if _, ok := s.files[rel+"/"]; rel != "" && !ok {
-		return spec.Errorf(spec.CodeNotFound, "dockerio.archive", "%s does not exist", dst)
+		return spec.Errorf(spec.CodeNotFound, "dockerio.archive", "directory %s does not exist: make it first (Sandbox.Files().MkdirAll), or put into one that does", dst)
 	}
 	tr := tar.NewReader(spooled)
 	for {

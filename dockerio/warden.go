@@ -24,11 +24,8 @@ import (
 // it undumpable from its execve (no ptrace by the workload, not even in
 // the instant before the warden's own PR_SET_DUMPABLE).
 const (
-	WardenDir  = WorkspaceDir + "/.stockade"
+	WardenDir  = WorkspaceDir + "/" + spec.ReservedDir
 	wardenPath = WardenDir + "/stockade-warden"
-	// wardenRel is WardenDir relative to the workspace: the path Put, Get
-	// and cp refuse.
-	wardenRel = ".stockade"
 	// wardenMode is the binary's mode: execute-only.
 	wardenMode = 0o111
 )
@@ -36,10 +33,7 @@ const (
 // reservedPath reports whether a workspace-relative path (already cleaned)
 // is the warden's, which no caller may write or read through the archive
 // API.
-func reservedPath(rel string) bool {
-	rel = strings.TrimPrefix(rel, "./")
-	return rel == wardenRel || strings.HasPrefix(rel, wardenRel+"/")
-}
+func reservedPath(rel string) bool { return spec.Reserved(rel) }
 
 // WardenConn is one link's transport to a warden: the exec's stdout (Docker's
 // multiplex framing removed; stderr goes to the request's Stderr) and its
@@ -58,8 +52,8 @@ type WardenConn struct {
 func wardenTar(tw *tar.Writer, bin []byte, now time.Time) error {
 	hdrs := []*tar.Header{
 		{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755, ModTime: now, Format: tar.FormatPAX},
-		{Typeflag: tar.TypeDir, Name: wardenRel + "/", Mode: 0o755, ModTime: now, Format: tar.FormatPAX},
-		{Typeflag: tar.TypeReg, Name: wardenRel + "/stockade-warden", Mode: wardenMode, Size: int64(len(bin)), ModTime: now, Format: tar.FormatPAX},
+		{Typeflag: tar.TypeDir, Name: spec.ReservedDir + "/", Mode: 0o755, ModTime: now, Format: tar.FormatPAX},
+		{Typeflag: tar.TypeReg, Name: spec.ReservedDir + "/stockade-warden", Mode: wardenMode, Size: int64(len(bin)), ModTime: now, Format: tar.FormatPAX},
 	}
 	for _, h := range hdrs {
 		if err := tw.WriteHeader(h); err != nil {
@@ -298,9 +292,9 @@ func (a *Adapter) wardenIntact(ctx context.Context, cli *client.Client, sb Sandb
 			return false, translate(err, "dockerio.warden", "reading the warden of sandbox %s back", sb.ID)
 		}
 		switch strings.TrimSuffix(h.Name, "/") {
-		case wardenRel:
+		case spec.ReservedDir:
 			dirOK = h.Typeflag == tar.TypeDir && h.Uid == 0 && h.Mode&0o7777 == 0o755
-		case wardenRel + "/stockade-warden":
+		case spec.ReservedDir + "/stockade-warden":
 			if h.Typeflag != tar.TypeReg || h.Uid != 0 || h.Mode&0o7777 != wardenMode || h.Size != int64(len(bin)) {
 				return false, nil
 			}

@@ -2,8 +2,9 @@
 // runtime is embedded (stockade.Open, then Runtime.Host) or served
 // (client.Dial): the Runtime, Sandbox and Process interfaces and the
 // request and response types both sides share. It imports only spec/,
-// lifecycle/ and egress/ (for its decision type), so a client links
-// neither the actor system nor the Docker client.
+// lifecycle/, egress/ (for its decision type) and profile/ (the doctor's
+// report), so a client links neither the actor system nor the Docker
+// client.
 //
 // Inspector, the journal-reading half of Runtime (History, ReplaySandbox,
 // ReplayProcess, Live, Verify, Export), is also answered by package inspect
@@ -29,6 +30,7 @@ import (
 
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -82,8 +84,20 @@ type Runtime interface {
 	// RemoveCheckpoint deletes a checkpoint from the store (the content
 	// no other checkpoint shares goes with it); not_found when unknown.
 	RemoveCheckpoint(ctx context.Context, id string) error
+	// Doctor checks the runtime's Docker daemon against its profile and
+	// returns every check (the report's Err says what fails). The error is
+	// only for a daemon that could not be asked.
+	Doctor(ctx context.Context) (profile.Report, error)
+	// Shutdown stops every sandbox of the runtime (a kept one exits with
+	// its resources kept; a one-shot one is removed), removes the warm
+	// pools' sandboxes, and closes the runtime. Served, the server does so
+	// and stops serving; the client is then closed too. Close, by
+	// contrast, leaves every sandbox and pooled sandbox running for the
+	// next runtime.
+	Shutdown(ctx context.Context) error
 	// Close releases the runtime (embedded) or the connection (served);
-	// kept sandboxes stay up either way.
+	// kept sandboxes, running processes and pooled sandboxes stay up
+	// either way (Shutdown stops them).
 	Close() error
 }
 
@@ -135,6 +149,9 @@ type Sandbox interface {
 	// restart needs (env, dir, image), and journals it. name is optional
 	// and unique among the sandbox's checkpoints.
 	Checkpoint(ctx context.Context, name string) (CheckpointInfo, error)
+	// Files is the sandbox's /workspace as files: write, read, list,
+	// stat, make directories, remove, rename (see Files).
+	Files() Files
 	// Rollback restores a checkpoint (its id, or a name of this
 	// sandbox's) into /workspace/work: the sandbox's processes are stopped
 	// first, and the workspace is exchanged whole (see

@@ -143,6 +143,9 @@ func (p *fakeProcess) Resize(context.Context, uint16, uint16) error {
 	return spec.Errorf(spec.CodeUnsupported, "fake", "no tty")
 }
 func (p *fakeProcess) Signal(context.Context, syscall.Signal) error { return nil }
+func (p *fakeProcess) Attach(context.Context, host.AttachOptions, func(host.OutputChunk) error) (host.Attached, error) {
+	return host.Attached{}, spec.Errorf(spec.CodeUnsupported, "fake", "a re-run reads its processes' streams, never an attach")
+}
 func (p *fakeProcess) Wait(ctx context.Context) (spec.Result, error) {
 	select {
 	case <-p.done:

@@ -38,11 +38,9 @@ const (
 type Options struct {
 	// Logger receives the server's logs; nil is quiet.
 	Logger *slog.Logger
-	// Doctor answers the Doctor call; nil asks the Docker daemon with
-	// stockade.Doctor for Profile.
+	// Doctor answers the Doctor call; nil asks the runtime's (its
+	// daemon against the profile it was opened with).
 	Doctor func(ctx context.Context) (profile.Report, error)
-	// Profile is the runtime's profile name, for the default Doctor.
-	Profile string
 }
 
 // Server serves one runtime.
@@ -59,6 +57,9 @@ type Server struct {
 	// processes running (the server goes away, not the client).
 	stopping chan struct{}
 	stopOnce sync.Once
+	// shutdown is closed when a client asked for Shutdown.
+	shutdown     chan struct{}
+	shutdownOnce sync.Once
 }
 
 // New returns a server of rt. It does not own rt: close rt after Stop.
@@ -66,7 +67,7 @@ func New(rt *stockade.Runtime, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rt: rt, h: rt.Host(), log: opts.Logger, opts: opts, procs: map[string]host.Process{}, stopping: make(chan struct{})}
+	s := &Server{rt: rt, h: rt.Host(), log: opts.Logger, opts: opts, procs: map[string]host.Process{}, stopping: make(chan struct{}), shutdown: make(chan struct{})}
 	s.grpc = grpc.NewServer(
 		grpc.InitialWindowSize(Window),
 		grpc.InitialConnWindowSize(Window),
@@ -428,15 +429,34 @@ func (v journalService) Recovery(ctx context.Context, _ *stockadev1.RecoveryRequ
 func (v journalService) Doctor(ctx context.Context, _ *stockadev1.DoctorRequest) (*stockadev1.DoctorResponse, error) {
 	doctor := v.s.opts.Doctor
 	if doctor == nil {
-		doctor = func(ctx context.Context) (profile.Report, error) { return stockade.Doctor(ctx, v.s.opts.Profile) }
+		doctor = v.s.h.Doctor
 	}
 	rep, err := doctor(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	b, err := json.Marshal(rep)
-	if err != nil {
-		return nil, toStatus(spec.Wrap(spec.CodeInternal, "server", err, "encoding the doctor report"))
+	out := &stockadev1.DoctorResponse{Profile: rep.Profile, Revision: rep.Revision, DaemonId: rep.DaemonID, Version: rep.Version, ApiVersion: rep.APIVersion}
+	for _, r := range rep.Relaxes {
+		out.Relaxes = append(out.Relaxes, &stockadev1.Relaxation{Guarantee: r.Guarantee, Why: r.Why})
 	}
-	return &stockadev1.DoctorResponse{ReportJson: b}, nil
+	for _, c := range rep.Checks {
+		out.Checks = append(out.Checks, &stockadev1.Check{Name: c.Name, Observed: c.Observed, Want: c.Want, Ok: c.OK, Required: c.Required, Remedy: c.Remedy})
+	}
+	return out, nil
 }
+
+// Shutdown stops the runtime's sandboxes and closes it
+// (host.Runtime.Shutdown), then tells the program serving it to stop
+// (ShutdownRequested); the answer goes out before the server stops.
+func (v journalService) Shutdown(ctx context.Context, _ *stockadev1.ShutdownRequest) (*stockadev1.ShutdownResponse, error) {
+	err := v.s.h.Shutdown(ctx)
+	v.s.shutdownOnce.Do(func() { close(v.s.shutdown) })
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &stockadev1.ShutdownResponse{}, nil
+}
+
+// ShutdownRequested is closed once a client asked for Shutdown: the
+// runtime is shut down and the program serving it should Stop and exit.
+func (s *Server) ShutdownRequested() <-chan struct{} { return s.shutdown }

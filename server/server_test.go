@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"path/filepath"
@@ -12,8 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-
-	"github.com/stockade/stockade/profile"
 
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/dockerio"
@@ -83,10 +80,9 @@ func TestSandboxCalls(t *testing.T) {
 	if _, err := rt.Recovery(ctx); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := fx.c.Doctor(ctx)
-	var rep profile.Report
-	if err != nil || json.Unmarshal(raw, &rep) != nil || rep.DaemonID != "fake" {
-		t.Fatalf("doctor: %s %v", raw, err)
+	rep, err := fx.c.Doctor(ctx)
+	if err != nil || rep.DaemonID != "fake" || rep.Profile != "linux-x64" {
+		t.Fatalf("doctor: %+v %v", rep, err)
 	}
 	if list, err := rt.Sandboxes(ctx); err != nil || len(list) != 0 {
 		t.Fatalf("list after remove: %+v %v", list, err)

@@ -29,6 +29,18 @@ func CleanRelPath(p string) (string, bool) {
 // WorkspaceDir is where a sandbox's workspace volume is mounted.
 const WorkspaceDir = "/workspace"
 
+// ReservedDir is the runtime's own directory in the workspace (relative to
+// it: the warden's binary lives there). No caller's path may name it or
+// anything under it.
+const ReservedDir = ".stockade"
+
+// Reserved reports whether a clean workspace-relative path (WorkspaceRel's)
+// is ReservedDir or under it.
+func Reserved(rel string) bool {
+	rel = strings.TrimPrefix(rel, "./")
+	return rel == ReservedDir || strings.HasPrefix(rel, ReservedDir+"/")
+}
+
 // WorkspaceRel is a workspace path as a clean path relative to /workspace
 // ("." for /workspace itself). A workspace path is either relative to
 // /workspace ("work/out.txt") or absolute under it

@@ -136,7 +136,7 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 		_ = rt.Close() // the Listen error is the one reported
 		return fail(stderr, err, 1)
 	}
-	srv := server.New(rt, server.Options{Logger: log, Profile: c.g.profile})
+	srv := server.New(rt, server.Options{Logger: log})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	note(stderr, "serving journal %s on %s", c.journal, c.socket)
@@ -156,6 +156,8 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	code := 0
 	select {
 	case <-ctx.Done():
+	case <-srv.ShutdownRequested():
+		note(stderr, "shut down by a client: its sandboxes are stopped")
 	case err := <-served:
 		code = fail(stderr, err, 1)
 	}

@@ -12,11 +12,13 @@
 package hosttest
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +44,12 @@ type Target struct {
 	// TracksChanges: the engine tracks what processes change (a real
 	// warden; the Fake's scripted processes change nothing).
 	TracksChanges bool
+	// Doctor: every way's Doctor asks the same daemon (a real one; the
+	// server's tests give their Fake runtime's server a doctor of its own).
+	Doctor bool
+	// RunsCommands: the sandboxes run real programs (rm and mv, which
+	// Files' Remove and Rename run); the Fake's are scripted.
+	RunsCommands bool
 }
 
 // The commands the suite runs. A real sandbox image runs them with its
@@ -85,6 +93,8 @@ func Run(t *testing.T, tg Target) {
 		{"Exec", execCase},
 		{"Attach", attachCase},
 		{"Changes", changesCase},
+		{"Doctor", doctorCase},
+		{"Files", filesCase},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, tg) })
 	}
@@ -187,6 +197,13 @@ func refusals(t *testing.T, tg Target) {
 		{"a put that leaves the workspace", func(i int, _ host.Runtime) error {
 			return sbs[i].Put(ctx, "../etc", bytes.NewReader(nil))
 		}, spec.CodeInvalidArgument},
+		{"a put into a directory that does not exist", func(i int, _ host.Runtime) error {
+			return sbs[i].Put(ctx, "work/missing", bytes.NewReader(emptyTar()))
+		}, spec.CodeNotFound},
+		{"a get of nothing", func(i int, _ host.Runtime) error {
+			_, _, err := sbs[i].Get(ctx, "work/missing", false)
+			return err
+		}, spec.CodeNotFound},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -195,6 +212,9 @@ func refusals(t *testing.T, tg Target) {
 				err := c.do(i, w.Runtime)
 				if !spec.IsCode(err, c.code) {
 					t.Fatalf("%s: %v, want %s", w.Name, err, c.code)
+				}
+				if strings.Contains(err.Error(), "container") {
+					t.Fatalf("%s: %v: the words name Docker's containers, not what the caller gave", w.Name, err)
 				}
 				// Sandbox ids differ between the ways' sandboxes.
 				answers = append(answers, strings.ReplaceAll(errText(err), sbs[i].ID(), "SANDBOX"))
@@ -416,4 +436,129 @@ func changesCase(t *testing.T, tg Target) {
 			t.Fatalf("the writer's changes: %s; want note.txt created, with its diff", got)
 		}
 	}
+}
+
+// doctorCase: the same checks of the same daemon, every way.
+func doctorCase(t *testing.T, tg Target) {
+	if !tg.Doctor {
+		t.Skip("the ways' doctors ask different daemons here (see Target.Doctor)")
+	}
+	ctx := ctxFor(t)
+	var answers []string
+	for _, w := range tg.Ways {
+		rep, err := w.Runtime.Doctor(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, string(b))
+	}
+	same(t, "the doctor's report", tg.Ways, answers)
+}
+
+// filesCase: Files through every way: a write into directories that do
+// not exist, reads, lists, stats, directories, renames and removals, and
+// the refusals, with the same answers (times and ids aside).
+func filesCase(t *testing.T, tg Target) {
+	ctx := ctxFor(t)
+	var answers []string
+	for _, w := range tg.Ways {
+		sb := sandbox(t, w.Runtime, tg.Image)
+		fs := sb.Files()
+		var log strings.Builder
+		say := func(what string, v any, err error) {
+			if fi, ok := v.(host.FileInfo); ok {
+				fi.ModTime = time.Time{}
+				v = fi
+			}
+			if l, ok := v.(host.Listing); ok {
+				for i := range l.Entries {
+					l.Entries[i].ModTime = time.Time{}
+				}
+				v = l
+			}
+			fmt.Fprintf(&log, "%s: %+v %s\n", what, v, strings.ReplaceAll(errText(err), sb.ID(), "SANDBOX"))
+		}
+		mustCode := func(what string, err error, code spec.Code) {
+			if !spec.IsCode(err, code) {
+				t.Fatalf("%s: %s: %v, want %s", w.Name, what, err, code)
+			}
+			say(what, nil, err)
+		}
+		if err := fs.WriteFile(ctx, "work/a/b/c.txt", []byte("hello\n"), 0o640); err != nil {
+			t.Fatalf("%s: a write into directories that do not exist: %v", w.Name, err)
+		}
+		st, err := fs.Stat(ctx, "/workspace/work/a/b/c.txt")
+		if err != nil || st.Kind != "file" || st.Size != 6 || st.Mode != 0o640 || st.Path != "/workspace/work/a/b/c.txt" {
+			t.Fatalf("%s: stat of the file written: %+v %v", w.Name, st, err)
+		}
+		say("stat", st, err)
+		rc, fi, err := fs.Read(ctx, "work/a/b/c.txt")
+		if err != nil {
+			t.Fatalf("%s: read: %v", w.Name, err)
+		}
+		body, rerr := io.ReadAll(rc)
+		_ = rc.Close()
+		if rerr != nil || string(body) != "hello\n" {
+			t.Fatalf("%s: read back %q %v", w.Name, body, rerr)
+		}
+		say("read "+string(body), fi, nil)
+		l, err := fs.List(ctx, "work/a")
+		if err != nil || len(l.Entries) != 1 || l.Entries[0].Name != "b" || l.Entries[0].Kind != "dir" {
+			t.Fatalf("%s: list of work/a: %+v %v", w.Name, l, err)
+		}
+		say("list", l, err)
+		if err := fs.MkdirAll(ctx, "work/x/y", 0); err != nil {
+			t.Fatalf("%s: mkdir: %v", w.Name, err)
+		}
+		if err := fs.MkdirAll(ctx, "work/x/y", 0); err != nil {
+			t.Fatalf("%s: mkdir of one that exists: %v", w.Name, err)
+		}
+		st, err = fs.Stat(ctx, "work/x/y")
+		if err != nil || st.Kind != "dir" {
+			t.Fatalf("%s: stat of the directory made: %+v %v", w.Name, st, err)
+		}
+		say("stat", st, err)
+		mustCode("a file over a directory", fs.WriteFile(ctx, "work/x", []byte("no"), 0), spec.CodeInvalidArgument)
+		_, _, err = fs.Read(ctx, "work/a")
+		mustCode("a read of a directory", err, spec.CodeInvalidArgument)
+		_, err = fs.Stat(ctx, "work/nothing")
+		mustCode("a stat of nothing", err, spec.CodeNotFound)
+		_, err = fs.List(ctx, "work/a/b/c.txt")
+		mustCode("a list of a file", err, spec.CodeInvalidArgument)
+		mustCode("a write that leaves the workspace", fs.WriteFile(ctx, "../etc/passwd", nil, 0), spec.CodeInvalidArgument)
+		mustCode("a write of the runtime's directory", fs.WriteFile(ctx, "/workspace/.stockade/x", nil, 0), spec.CodeInvalidArgument)
+		mustCode("a write under a file", fs.WriteFile(ctx, "work/a/b/c.txt/d", nil, 0), spec.CodeInvalidArgument)
+		mustCode("a short write", fs.Write(ctx, "work/short", strings.NewReader("abc"), 10, 0), spec.CodeInvalidArgument)
+		mustCode("a removal of nothing", fs.Remove(ctx, "work/nothing"), spec.CodeNotFound)
+		mustCode("a rename onto a file", fs.Rename(ctx, "work/a", "work/a/b/c.txt"), spec.CodeConflict)
+		if tg.RunsCommands {
+			if err := fs.Rename(ctx, "work/a/b/c.txt", "/workspace/work/x/y/d.txt"); err != nil {
+				t.Fatalf("%s: rename: %v", w.Name, err)
+			}
+			_, err = fs.Stat(ctx, "work/a/b/c.txt")
+			mustCode("a stat of what was renamed", err, spec.CodeNotFound)
+			st, err = fs.Stat(ctx, "work/x/y/d.txt")
+			if err != nil || st.Size != 6 {
+				t.Fatalf("%s: stat of the renamed file: %+v %v", w.Name, st, err)
+			}
+			if err := fs.Remove(ctx, "work/x"); err != nil {
+				t.Fatalf("%s: remove: %v", w.Name, err)
+			}
+			_, err = fs.Stat(ctx, "work/x/y/d.txt")
+			mustCode("a stat of what was removed", err, spec.CodeNotFound)
+		}
+		answers = append(answers, log.String())
+	}
+	same(t, "files", tg.Ways, answers)
+}
+
+// emptyTar is an archive of nothing.
+func emptyTar() []byte {
+	var b bytes.Buffer
+	_ = tar.NewWriter(&b).Close() // into a buffer: no error
+	return b.Bytes()
 }

@@ -73,7 +73,9 @@ type Runtime struct {
 	sandboxes map[string]*Sandbox
 	closed    bool
 	// done is closed by Close: the attaches under way end with it.
-	done     chan struct{}
+	done chan struct{}
+	// profile is the profile name Open was given (Doctor checks it).
+	profile  string
 	recovery host.RecoveryReport
 	// unreconciled holds the sandboxes taken out of service: recovery could
 	// not observe them or fold their journal, or their actor failed.
@@ -152,7 +154,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	rt := &Runtime{journal: j, engine: engine, closer: closer, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]unreconciled{},
-		ckptLimit: opts.CheckpointBytes, done: make(chan struct{})}
+		ckptLimit: opts.CheckpointBytes, done: make(chan struct{}), profile: opts.Profile}
 	fail := func(err error) (*Runtime, error) {
 		// err is the one reported.
 		if rt.closer != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/stockade/stockade/inspect"
 	"github.com/stockade/stockade/internal/actors/process"
 	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
@@ -86,7 +87,18 @@ func (h hostRuntime) RemoveCheckpoint(ctx context.Context, id string) error {
 
 func (h hostRuntime) Close() error { return h.rt.Close() }
 
+func (h hostRuntime) Shutdown(ctx context.Context) error { return h.rt.Shutdown(ctx) }
+
+func (h hostRuntime) Doctor(ctx context.Context) (profile.Report, error) {
+	return Doctor(ctx, h.rt.profile)
+}
+
 type hostSandbox struct{ *Sandbox }
+
+func (s hostSandbox) Files() host.Files { return host.FilesOf(s) }
+
+// HostSandbox presents a sandbox as a host.Sandbox.
+func HostSandbox(s *Sandbox) host.Sandbox { return hostSandbox{s} }
 
 func (s hostSandbox) Start(ctx context.Context, p spec.Process) (host.Process, error) {
 	h, err := s.Sandbox.Start(ctx, p)

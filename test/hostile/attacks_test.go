@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -214,9 +215,13 @@ func TestHostileResources(t *testing.T) {
 			}
 			okOut(t, "removing the fill", shIn(ctx, sb, "rm /workspace/work/fill && echo gone"), "gone\n")
 
-			doc, err := h.c.Doctor(ctx)
+			rep, err := h.c.Doctor(ctx)
 			if err != nil {
 				t.Fatalf("doctor: %v", err)
+			}
+			doc, err := json.Marshal(rep)
+			if err != nil {
+				t.Fatal(err)
 			}
 			info, err := h.docker.Info(ctx)
 			if err != nil {

@@ -43,8 +43,10 @@ func TestConformanceRealDaemon(t *testing.T) {
 		}
 	})
 	hosttest.Run(t, hosttest.Target{
-		Ways:  []hosttest.Way{{Name: "embedded", Runtime: e.RT.Host()}, {Name: "served", Runtime: c}},
+		Ways:          []hosttest.Way{{Name: "embedded", Runtime: e.RT.Host()}, {Name: "served", Runtime: c}},
 		Image:         e.Image,
 		TracksChanges: true,
+		Doctor:        true,
+		RunsCommands:  true,
 	})
 }

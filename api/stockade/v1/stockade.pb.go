@@ -4550,10 +4550,17 @@ func (*DoctorRequest) Descriptor() ([]byte, []int) {
 	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{75}
 }
 
+// DoctorResponse is profile.Report: the profile in use, what it relaxes,
+// and every check with its observed value.
 type DoctorResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// report_json is the JSON of profile.Report.
-	ReportJson    []byte `protobuf:"bytes,1,opt,name=report_json,json=reportJson,proto3" json:"report_json,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Profile       string                 `protobuf:"bytes,2,opt,name=profile,proto3" json:"profile,omitempty"`
+	Revision      string                 `protobuf:"bytes,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	DaemonId      string                 `protobuf:"bytes,4,opt,name=daemon_id,json=daemonId,proto3" json:"daemon_id,omitempty"`
+	Version       string                 `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	ApiVersion    string                 `protobuf:"bytes,6,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	Relaxes       []*Relaxation          `protobuf:"bytes,7,rep,name=relaxes,proto3" json:"relaxes,omitempty"`
+	Checks        []*Check               `protobuf:"bytes,8,rep,name=checks,proto3" json:"checks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4588,11 +4595,263 @@ func (*DoctorResponse) Descriptor() ([]byte, []int) {
 	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{76}
 }
 
-func (x *DoctorResponse) GetReportJson() []byte {
+func (x *DoctorResponse) GetProfile() string {
 	if x != nil {
-		return x.ReportJson
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *DoctorResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *DoctorResponse) GetDaemonId() string {
+	if x != nil {
+		return x.DaemonId
+	}
+	return ""
+}
+
+func (x *DoctorResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *DoctorResponse) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *DoctorResponse) GetRelaxes() []*Relaxation {
+	if x != nil {
+		return x.Relaxes
 	}
 	return nil
+}
+
+func (x *DoctorResponse) GetChecks() []*Check {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+// Relaxation is a guarantee a profile relaxes, and why.
+type Relaxation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Guarantee     string                 `protobuf:"bytes,1,opt,name=guarantee,proto3" json:"guarantee,omitempty"`
+	Why           string                 `protobuf:"bytes,2,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Relaxation) Reset() {
+	*x = Relaxation{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Relaxation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Relaxation) ProtoMessage() {}
+
+func (x *Relaxation) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Relaxation.ProtoReflect.Descriptor instead.
+func (*Relaxation) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *Relaxation) GetGuarantee() string {
+	if x != nil {
+		return x.Guarantee
+	}
+	return ""
+}
+
+func (x *Relaxation) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+// Check is one check of the daemon.
+type Check struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Observed      string                 `protobuf:"bytes,2,opt,name=observed,proto3" json:"observed,omitempty"`
+	Want          string                 `protobuf:"bytes,3,opt,name=want,proto3" json:"want,omitempty"`
+	Ok            bool                   `protobuf:"varint,4,opt,name=ok,proto3" json:"ok,omitempty"`
+	Required      bool                   `protobuf:"varint,5,opt,name=required,proto3" json:"required,omitempty"`
+	Remedy        string                 `protobuf:"bytes,6,opt,name=remedy,proto3" json:"remedy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Check) Reset() {
+	*x = Check{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Check) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Check) ProtoMessage() {}
+
+func (x *Check) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Check.ProtoReflect.Descriptor instead.
+func (*Check) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *Check) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Check) GetObserved() string {
+	if x != nil {
+		return x.Observed
+	}
+	return ""
+}
+
+func (x *Check) GetWant() string {
+	if x != nil {
+		return x.Want
+	}
+	return ""
+}
+
+func (x *Check) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *Check) GetRequired() bool {
+	if x != nil {
+		return x.Required
+	}
+	return false
+}
+
+func (x *Check) GetRemedy() string {
+	if x != nil {
+		return x.Remedy
+	}
+	return ""
+}
+
+type ShutdownRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShutdownRequest) Reset() {
+	*x = ShutdownRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShutdownRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShutdownRequest) ProtoMessage() {}
+
+func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
+func (*ShutdownRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{79}
+}
+
+type ShutdownResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShutdownResponse) Reset() {
+	*x = ShutdownResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShutdownResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShutdownResponse) ProtoMessage() {}
+
+func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
+func (*ShutdownResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{80}
 }
 
 var File_stockade_v1_stockade_proto protoreflect.FileDescriptor
@@ -4904,10 +5163,29 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\bobserved\x18\x04 \x01(\tR\bobserved\x12\x18\n" +
 	"\asettled\x18\x05 \x01(\tR\asettled\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\"\x0f\n" +
-	"\rDoctorRequest\"1\n" +
-	"\x0eDoctorResponse\x12\x1f\n" +
-	"\vreport_json\x18\x01 \x01(\fR\n" +
-	"reportJson*F\n" +
+	"\rDoctorRequest\"\x90\x02\n" +
+	"\x0eDoctorResponse\x12\x18\n" +
+	"\aprofile\x18\x02 \x01(\tR\aprofile\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\tR\brevision\x12\x1b\n" +
+	"\tdaemon_id\x18\x04 \x01(\tR\bdaemonId\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1f\n" +
+	"\vapi_version\x18\x06 \x01(\tR\n" +
+	"apiVersion\x121\n" +
+	"\arelaxes\x18\a \x03(\v2\x17.stockade.v1.RelaxationR\arelaxes\x12*\n" +
+	"\x06checks\x18\b \x03(\v2\x12.stockade.v1.CheckR\x06checksJ\x04\b\x01\x10\x02R\vreport_json\"<\n" +
+	"\n" +
+	"Relaxation\x12\x1c\n" +
+	"\tguarantee\x18\x01 \x01(\tR\tguarantee\x12\x10\n" +
+	"\x03why\x18\x02 \x01(\tR\x03why\"\x8f\x01\n" +
+	"\x05Check\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bobserved\x18\x02 \x01(\tR\bobserved\x12\x12\n" +
+	"\x04want\x18\x03 \x01(\tR\x04want\x12\x0e\n" +
+	"\x02ok\x18\x04 \x01(\bR\x02ok\x12\x1a\n" +
+	"\brequired\x18\x05 \x01(\bR\brequired\x12\x16\n" +
+	"\x06remedy\x18\x06 \x01(\tR\x06remedy\"\x11\n" +
+	"\x0fShutdownRequest\"\x12\n" +
+	"\x10ShutdownResponse*F\n" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
@@ -4938,7 +5216,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\aChanges\x12\x1b.stockade.v1.ChangesRequest\x1a\x1b.stockade.v1.ProcessChanges2\x7f\n" +
 	"\x05Files\x12:\n" +
 	"\x03Put\x12\x17.stockade.v1.PutRequest\x1a\x18.stockade.v1.PutResponse(\x01\x12:\n" +
-	"\x03Get\x12\x17.stockade.v1.GetRequest\x1a\x18.stockade.v1.GetResponse0\x012\xa3\x04\n" +
+	"\x03Get\x12\x17.stockade.v1.GetRequest\x1a\x18.stockade.v1.GetResponse0\x012\xec\x04\n" +
 	"\aJournal\x12D\n" +
 	"\aHistory\x12\x1b.stockade.v1.HistoryRequest\x1a\x1c.stockade.v1.HistoryResponse\x12A\n" +
 	"\x06Replay\x12\x1a.stockade.v1.ReplayRequest\x1a\x1b.stockade.v1.ReplayResponse\x12A\n" +
@@ -4947,7 +5225,8 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04Live\x12\x18.stockade.v1.LiveRequest\x1a\x19.stockade.v1.LiveResponse\x12A\n" +
 	"\x06Verify\x12\x1a.stockade.v1.VerifyRequest\x1a\x1b.stockade.v1.VerifyResponse\x12G\n" +
 	"\bRecovery\x12\x1c.stockade.v1.RecoveryRequest\x1a\x1d.stockade.v1.RecoveryResponse\x12A\n" +
-	"\x06Doctor\x12\x1a.stockade.v1.DoctorRequest\x1a\x1b.stockade.v1.DoctorResponseB9Z7github.com/stockade/stockade/api/stockade/v1;stockadev1b\x06proto3"
+	"\x06Doctor\x12\x1a.stockade.v1.DoctorRequest\x1a\x1b.stockade.v1.DoctorResponse\x12G\n" +
+	"\bShutdown\x12\x1c.stockade.v1.ShutdownRequest\x1a\x1d.stockade.v1.ShutdownResponseB9Z7github.com/stockade/stockade/api/stockade/v1;stockadev1b\x06proto3"
 
 var (
 	file_stockade_v1_stockade_proto_rawDescOnce sync.Once
@@ -4962,7 +5241,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                      // 0: stockade.v1.Stream
 	(*Error)(nil),                    // 1: stockade.v1.Error
@@ -5042,17 +5321,21 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*RecoveredSandbox)(nil),         // 75: stockade.v1.RecoveredSandbox
 	(*DoctorRequest)(nil),            // 76: stockade.v1.DoctorRequest
 	(*DoctorResponse)(nil),           // 77: stockade.v1.DoctorResponse
-	nil,                              // 78: stockade.v1.CreateSandboxRequest.LabelsEntry
-	nil,                              // 79: stockade.v1.SandboxInfo.LabelsEntry
-	(*durationpb.Duration)(nil),      // 80: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 81: google.protobuf.Timestamp
+	(*Relaxation)(nil),               // 78: stockade.v1.Relaxation
+	(*Check)(nil),                    // 79: stockade.v1.Check
+	(*ShutdownRequest)(nil),          // 80: stockade.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),         // 81: stockade.v1.ShutdownResponse
+	nil,                              // 82: stockade.v1.CreateSandboxRequest.LabelsEntry
+	nil,                              // 83: stockade.v1.SandboxInfo.LabelsEntry
+	(*durationpb.Duration)(nil),      // 84: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 85: google.protobuf.Timestamp
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	80, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	78, // 1: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
+	84, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	82, // 1: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
 	10, // 2: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	81, // 3: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
-	79, // 4: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
+	85, // 3: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	83, // 4: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
 	12, // 5: stockade.v1.ListCheckpointsResponse.checkpoints:type_name -> stockade.v1.CheckpointInfo
 	21, // 6: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
 	32, // 7: stockade.v1.ProcessChanges.changes:type_name -> stockade.v1.Changes
@@ -5065,7 +5348,7 @@ var file_stockade_v1_stockade_proto_depIdxs = []int32{
 	42, // 14: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
 	40, // 15: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
 	1,  // 16: stockade.v1.Resized.error:type_name -> stockade.v1.Error
-	80, // 17: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	84, // 17: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
 	43, // 18: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
 	47, // 19: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
 	48, // 20: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
@@ -5075,80 +5358,84 @@ var file_stockade_v1_stockade_proto_depIdxs = []int32{
 	38, // 24: stockade.v1.LogsChunk.summary:type_name -> stockade.v1.OutputSummary
 	0,  // 25: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
 	1,  // 26: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	81, // 27: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	81, // 28: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	85, // 27: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	85, // 28: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
 	49, // 29: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
 	70, // 30: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	81, // 31: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	85, // 31: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
 	65, // 32: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	81, // 33: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	85, // 33: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
 	75, // 34: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	80, // 35: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	6,  // 36: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	8,  // 37: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	24, // 38: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	26, // 39: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	28, // 40: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	2,  // 41: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
-	4,  // 42: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
-	11, // 43: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
-	13, // 44: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
-	15, // 45: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
-	17, // 46: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
-	19, // 47: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
-	22, // 48: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
-	45, // 49: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
-	39, // 50: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	50, // 51: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	52, // 52: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	54, // 53: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	35, // 54: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
-	30, // 55: stockade.v1.Processes.Changes:input_type -> stockade.v1.ChangesRequest
-	56, // 56: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	58, // 57: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	60, // 58: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	71, // 59: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	69, // 60: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	62, // 61: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	64, // 62: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	67, // 63: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	73, // 64: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	76, // 65: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	7,  // 66: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	9,  // 67: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	25, // 68: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	27, // 69: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	29, // 70: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	3,  // 71: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
-	5,  // 72: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
-	12, // 73: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
-	14, // 74: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
-	16, // 75: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
-	18, // 76: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
-	20, // 77: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
-	23, // 78: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
-	46, // 79: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
-	44, // 80: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	51, // 81: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	53, // 82: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	55, // 83: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	36, // 84: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
-	31, // 85: stockade.v1.Processes.Changes:output_type -> stockade.v1.ProcessChanges
-	57, // 86: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	59, // 87: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	61, // 88: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	72, // 89: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	70, // 90: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	63, // 91: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	66, // 92: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	68, // 93: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	74, // 94: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	77, // 95: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	66, // [66:96] is the sub-list for method output_type
-	36, // [36:66] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	84, // 35: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	78, // 36: stockade.v1.DoctorResponse.relaxes:type_name -> stockade.v1.Relaxation
+	79, // 37: stockade.v1.DoctorResponse.checks:type_name -> stockade.v1.Check
+	6,  // 38: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	8,  // 39: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	24, // 40: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	26, // 41: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	28, // 42: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	2,  // 43: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
+	4,  // 44: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
+	11, // 45: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
+	13, // 46: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
+	15, // 47: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
+	17, // 48: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
+	19, // 49: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
+	22, // 50: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
+	45, // 51: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	39, // 52: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	50, // 53: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	52, // 54: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	54, // 55: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	35, // 56: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
+	30, // 57: stockade.v1.Processes.Changes:input_type -> stockade.v1.ChangesRequest
+	56, // 58: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	58, // 59: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	60, // 60: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	71, // 61: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	69, // 62: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	62, // 63: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	64, // 64: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	67, // 65: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	73, // 66: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	76, // 67: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	80, // 68: stockade.v1.Journal.Shutdown:input_type -> stockade.v1.ShutdownRequest
+	7,  // 69: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	9,  // 70: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	25, // 71: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	27, // 72: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	29, // 73: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	3,  // 74: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
+	5,  // 75: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
+	12, // 76: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
+	14, // 77: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
+	16, // 78: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
+	18, // 79: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
+	20, // 80: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
+	23, // 81: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
+	46, // 82: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	44, // 83: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	51, // 84: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	53, // 85: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	55, // 86: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	36, // 87: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
+	31, // 88: stockade.v1.Processes.Changes:output_type -> stockade.v1.ProcessChanges
+	57, // 89: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	59, // 90: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	61, // 91: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	72, // 92: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	70, // 93: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	63, // 94: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	66, // 95: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	68, // 96: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	74, // 97: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	77, // 98: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	81, // 99: stockade.v1.Journal.Shutdown:output_type -> stockade.v1.ShutdownResponse
+	69, // [69:100] is the sub-list for method output_type
+	38, // [38:69] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -5179,7 +5466,7 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   79,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

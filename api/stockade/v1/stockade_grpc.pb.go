@@ -1307,6 +1307,7 @@ const (
 	Journal_Verify_FullMethodName   = "/stockade.v1.Journal/Verify"
 	Journal_Recovery_FullMethodName = "/stockade.v1.Journal/Recovery"
 	Journal_Doctor_FullMethodName   = "/stockade.v1.Journal/Doctor"
+	Journal_Shutdown_FullMethodName = "/stockade.v1.Journal/Shutdown"
 )
 
 // JournalClient is the client API for Journal service.
@@ -1334,6 +1335,10 @@ type JournalClient interface {
 	Recovery(ctx context.Context, in *RecoveryRequest, opts ...grpc.CallOption) (*RecoveryResponse, error)
 	// Doctor checks the daemon against the runtime's profile.
 	Doctor(ctx context.Context, in *DoctorRequest, opts ...grpc.CallOption) (*DoctorResponse, error)
+	// Shutdown stops every sandbox of the runtime (one-shot ones removed),
+	// removes the pools' sandboxes and closes the runtime; the server then
+	// stops serving (host.Runtime.Shutdown).
+	Shutdown(ctx context.Context, in *ShutdownRequest, opts ...grpc.CallOption) (*ShutdownResponse, error)
 }
 
 type journalClient struct {
@@ -1442,6 +1447,16 @@ func (c *journalClient) Doctor(ctx context.Context, in *DoctorRequest, opts ...g
 	return out, nil
 }
 
+func (c *journalClient) Shutdown(ctx context.Context, in *ShutdownRequest, opts ...grpc.CallOption) (*ShutdownResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShutdownResponse)
+	err := c.cc.Invoke(ctx, Journal_Shutdown_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JournalServer is the server API for Journal service.
 // All implementations must embed UnimplementedJournalServer
 // for forward compatibility.
@@ -1467,6 +1482,10 @@ type JournalServer interface {
 	Recovery(context.Context, *RecoveryRequest) (*RecoveryResponse, error)
 	// Doctor checks the daemon against the runtime's profile.
 	Doctor(context.Context, *DoctorRequest) (*DoctorResponse, error)
+	// Shutdown stops every sandbox of the runtime (one-shot ones removed),
+	// removes the pools' sandboxes and closes the runtime; the server then
+	// stops serving (host.Runtime.Shutdown).
+	Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error)
 	mustEmbedUnimplementedJournalServer()
 }
 
@@ -1500,6 +1519,9 @@ func (UnimplementedJournalServer) Recovery(context.Context, *RecoveryRequest) (*
 }
 func (UnimplementedJournalServer) Doctor(context.Context, *DoctorRequest) (*DoctorResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Doctor not implemented")
+}
+func (UnimplementedJournalServer) Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Shutdown not implemented")
 }
 func (UnimplementedJournalServer) mustEmbedUnimplementedJournalServer() {}
 func (UnimplementedJournalServer) testEmbeddedByValue()                 {}
@@ -1652,6 +1674,24 @@ func _Journal_Doctor_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Journal_Shutdown_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShutdownRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).Shutdown(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_Shutdown_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).Shutdown(ctx, req.(*ShutdownRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Journal_ServiceDesc is the grpc.ServiceDesc for Journal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1682,6 +1722,10 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Doctor",
 			Handler:    _Journal_Doctor_Handler,
+		},
+		{
+			MethodName: "Shutdown",
+			Handler:    _Journal_Shutdown_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
