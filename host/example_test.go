@@ -94,30 +94,27 @@ func Example_fallback() {
 
 // reattach is the crash recipe: a host that died (kill -9, anything) left
 // its process running; the next host finds it by id in the journal,
-// embedded or served alike, and gets its exit and its whole recorded
-// output, stdout and stderr in the order they were written.
-func reattach(ctx context.Context, rt host.Runtime, id string) error {
+// embedded or served alike, and attaches from the offset the dead host had
+// reached: the recorded bytes, then the live ones, every byte once, stdout
+// and stderr in the order they were written, then the exit.
+func reattach(ctx context.Context, rt host.Runtime, id string, from int64) error {
 	p, err := rt.Process(ctx, id) // any journaled process, running or ended
 	if err != nil {
 		return err
 	}
-	res, err := p.Wait(ctx) // its exit, as the journal records it
-	if err != nil {
-		return err
-	}
-	sum, err := rt.Logs(ctx, id, func(c host.OutputChunk) error {
+	end, err := p.Attach(ctx, host.AttachOptions{From: from}, func(c host.OutputChunk) error {
 		_, err := os.Stdout.Write(c.Data)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Println("exit", res.ExitCode, res.Reason, "complete", sum.Complete)
+	fmt.Println("exit", end.Result.ExitCode, end.Result.Reason, "complete", end.Output.Complete)
 	return nil
 }
 
 // Example_reattach finds the process whose id an earlier host kept (here
-// in $PROCESS), after that host is gone.
+// in $PROCESS), after that host is gone, and attaches from the start.
 func Example_reattach() {
 	ctx := context.Background()
 	rt, err := client.Dial("")
@@ -125,7 +122,34 @@ func Example_reattach() {
 		log.Fatal(err)
 	}
 	defer func() { _ = rt.Close() }() // a client's connection: nothing to lose
-	if err := reattach(ctx, rt, os.Getenv("PROCESS")); err != nil {
+	if err := reattach(ctx, rt, os.Getenv("PROCESS"), 0); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// Files: a file written where no directory was yet, read back.
+func Example_files() {
+	ctx := context.Background()
+	rt, err := client.Dial("")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = rt.Close() }() // a client's connection: nothing to lose
+	sb, err := rt.Sandbox(ctx, os.Getenv("SANDBOX"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fs := sb.Files()
+	if err := fs.WriteFile(ctx, "work/notes/today.txt", []byte("hello\n"), 0o644); err != nil { // notes/ is made
+		log.Fatal(err)
+	}
+	r, info, err := fs.Read(ctx, "/workspace/work/notes/today.txt") // the same file: relative or absolute under /workspace
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = r.Close() }() // only read
+	if _, err := io.Copy(os.Stdout, r); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(info.Size, "bytes")
 }
