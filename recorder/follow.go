@@ -31,6 +31,11 @@ type FollowOptions struct {
 	// of this store (a writer elsewhere is seen at the next poll); 0
 	// means 250 ms.
 	Poll time.Duration
+	// Coalesce joins consecutive records of one stream into chunks of up
+	// to this many bytes (a chunk is never held back while Follow waits
+	// for more: it goes out before the wait); 0 hands out each record as
+	// it is.
+	Coalesce int
 }
 
 // Follow hands fn process id's recorded output from o.From on, in arrival
@@ -64,12 +69,15 @@ func (s *Store) Follow(ctx context.Context, id string, o FollowOptions, fn func(
 	}
 	s.watchers.Add(1)
 	defer s.watchers.Add(-1)
-	f := &follower{dir: s.dir, id: id, at: o.From, fn: fn}
+	f := &follower{dir: s.dir, id: id, at: o.From, fn: fn, coalesce: o.Coalesce}
 	defer f.close()
 	var endBy time.Time // when Ended said so: the end record is due by EndWait
 	for {
 		wake := s.wakeup(id)
 		progress, err := f.step()
+		if err == nil && (f.done || !progress) {
+			err = f.flush() // nothing more at once: what is held goes out
+		}
 		if err != nil || f.done {
 			return f.sum, err
 		}
@@ -145,6 +153,44 @@ type follower struct {
 	done   bool   // the end record was read
 	sum    Summary
 	header header
+
+	// coalesce is FollowOptions.Coalesce; pending the chunk being joined.
+	coalesce int
+	pending  Chunk
+}
+
+// emit hands c out, joined to the pending chunk when it continues it.
+// With coalescing, c.Data may alias the read buffer: it is copied.
+func (f *follower) emit(c Chunk) error {
+	if f.coalesce <= 0 {
+		return f.fn(c)
+	}
+	p := &f.pending
+	if c.Stream != 0 && p.Stream == c.Stream && p.Offset+int64(len(p.Data)) == c.Offset && len(p.Data)+len(c.Data) <= f.coalesce {
+		p.Data = append(p.Data, c.Data...)
+		return nil
+	}
+	if err := f.flush(); err != nil {
+		return err
+	}
+	if c.Stream == 0 {
+		return f.fn(c)
+	}
+	// c.Data aliases the read buffer: the pending chunk gets a buffer of
+	// its own, handed to fn with it.
+	f.pending = c
+	f.pending.Data = append(make([]byte, 0, max(f.coalesce, len(c.Data))), c.Data...)
+	return nil
+}
+
+// flush hands out the pending chunk, if any.
+func (f *follower) flush() error {
+	if f.pending.Stream == 0 {
+		return nil
+	}
+	c := f.pending
+	f.pending = Chunk{}
+	return f.fn(c)
 }
 
 func (f *follower) close() {
@@ -328,7 +374,7 @@ func (f *follower) record(typ byte, data []byte) error {
 			// Output past the last record: lost to a write error.
 			from := max(f.at, f.pos)
 			f.sum.Missing += total - from
-			return f.fn(Chunk{Offset: from, Gap: total - from})
+			return f.emit(Chunk{Offset: from, Gap: total - from})
 		}
 		return nil
 	}
@@ -343,7 +389,7 @@ func (f *follower) record(typ byte, data []byte) error {
 	}
 	if start > f.at {
 		f.sum.Missing += start - f.at
-		if err := f.fn(Chunk{Offset: f.at, Gap: start - f.at}); err != nil {
+		if err := f.emit(Chunk{Offset: f.at, Gap: start - f.at}); err != nil {
 			return err
 		}
 		f.at = start
@@ -352,17 +398,21 @@ func (f *follower) record(typ byte, data []byte) error {
 	f.at = stop
 	if typ == TypeGap {
 		f.sum.Missing += size - skip
-		return f.fn(Chunk{Offset: start + skip, Gap: size - skip, Lost: true})
+		return f.emit(Chunk{Offset: start + skip, Gap: size - skip, Lost: true})
 	}
-	out := make([]byte, size-skip)
-	copy(out, data[skip:])
+	out := data[skip:]
+	if f.coalesce <= 0 {
+		// Handed out as is: the caller keeps it, the read buffer is
+		// reused.
+		out = append([]byte(nil), out...)
+	}
 	f.sum.Recorded += int64(len(out))
 	if typ == TypeStderr {
 		f.sum.StderrBytes += int64(len(out))
 	} else {
 		f.sum.StdoutBytes += int64(len(out))
 	}
-	return f.fn(Chunk{Stream: typ, Offset: start + skip, Data: out})
+	return f.emit(Chunk{Stream: typ, Offset: start + skip, Data: out})
 }
 
 func (f *follower) corrupt(off int64, format string, args ...any) error {

@@ -259,3 +259,64 @@ func TestFollowEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowCoalesce: joined chunks hand out the same bytes, streams and
+// offsets, fewer and none over the bound, whether the recording is read
+// ended or live.
+func TestFollowCoalesce(t *testing.T) {
+	cs := script(11, 300, 200)
+	want := flatten(cs)
+	s := newStore(t, spec.Record{})
+	recordAll(t, s, "p", spec.Record{}, cs)
+	for _, from := range []int64{0, 5} {
+		got := followed{from: from}
+		n, over := 0, 0
+		sum, err := s.Follow(context.Background(), "p", FollowOptions{From: from, Coalesce: 1000}, func(c Chunk) error {
+			n++
+			if len(c.Data) > 1000 {
+				over++
+			}
+			return got.chunk(c)
+		})
+		if err != nil || got.bad != "" || !sum.Complete {
+			t.Fatalf("from %d: %v %s %+v", from, err, got.bad, sum)
+		}
+		if !bytes.Equal(got.data, want.data[from:]) || !bytes.Equal(got.streams, want.streams[from:]) {
+			t.Fatalf("from %d: the bytes or their streams differ", from)
+		}
+		if n >= len(cs) || over > 0 {
+			t.Fatalf("from %d: %d chunks for %d records, %d over the bound", from, n, len(cs), over)
+		}
+	}
+	// Live: a chunk held for joining goes out before the follow waits.
+	live := newStore(t, spec.Record{})
+	rec, err := live.Create("q", spec.Record{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rec.Write(TypeStdout, []byte("first"))
+	seen := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := live.Follow(context.Background(), "q", FollowOptions{Coalesce: 1 << 20, Poll: time.Hour}, func(c Chunk) error {
+			select {
+			case seen <- string(c.Data):
+			default:
+			}
+			return nil
+		})
+		done <- err
+	}()
+	select {
+	case got := <-seen:
+		if got != "first" {
+			t.Fatalf("first chunk %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a held chunk was not handed out while the follow waited")
+	}
+	_ = rec.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -52,7 +52,7 @@ func (rt *Runtime) Attach(ctx context.Context, id string, o host.AttachOptions, 
 		_, err = rt.Sandbox(p.Sandbox)
 		return err != nil // out of service or gone: no one records it
 	}
-	sum, err := rt.recorder.Follow(actx, id, recorder.FollowOptions{From: o.From, Ended: ended}, func(c recorder.Chunk) error {
+	sum, err := rt.recorder.Follow(actx, id, recorder.FollowOptions{From: o.From, Ended: ended, Coalesce: attachChunk}, func(c recorder.Chunk) error {
 		return fn(outputChunk(c))
 	})
 	out.Output = outputSummary(sum)
@@ -83,3 +83,7 @@ func (rt *Runtime) Attach(ctx context.Context, id string, o host.AttachOptions, 
 	}
 	return out, nil
 }
+
+// attachChunk bounds the chunks an attach hands out: records of one stream
+// joined up to it, so a served attach sends few large messages.
+const attachChunk = 256 << 10

@@ -143,8 +143,8 @@ func BenchmarkAttachFirstLiveByte(b *testing.B) {
 	b.StopTimer()
 	_ = p.Stdin().Close()
 	for _, way := range []string{"anchor", "embedded", "served"} {
-		b.ReportMetric(testkit.Ms(testkit.Percentile(lat[way], 50)), way+"-p50-ms")
-		b.ReportMetric(testkit.Ms(testkit.Percentile(lat[way], 99)), way+"-p99-ms")
+		b.ReportMetric(testkit.Ms(testkit.Percentile(lat[way], 0.5)), way+"-p50-ms")
+		b.ReportMetric(testkit.Ms(testkit.Percentile(lat[way], 0.99)), way+"-p99-ms")
 	}
-	b.ReportMetric(float64(testkit.Percentile(lat["served"], 50))/float64(testkit.Percentile(lat["anchor"], 50)), "served/anchor-p50")
+	b.ReportMetric(float64(testkit.Percentile(lat["served"], 0.5))/float64(testkit.Percentile(lat["anchor"], 0.5)), "served/anchor-p50")
 }
