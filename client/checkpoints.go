@@ -2,17 +2,16 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/spec"
 )
 
 func decodeCheckpoint(c *stockadev1.CheckpointInfo) (host.CheckpointInfo, error) {
-	var i host.CheckpointInfo
-	if err := json.Unmarshal(c.GetInfoJson(), &i); err != nil {
-		return i, spec.Wrap(spec.CodeInternal, "client", err, "decoding a checkpoint the server sent")
+	i := host.CheckpointInfo{ID: c.Id, Name: c.Name, Sandbox: c.SandboxId, Image: c.Image, Files: int(c.Files), Bytes: c.Bytes,
+		Env: c.Env, Dir: c.Dir, Skipped: c.Skipped}
+	if c.Created != nil {
+		i.Created = c.Created.AsTime()
 	}
 	return i, nil
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -17,6 +16,7 @@ import (
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/apiconv"
 	"github.com/stockade/stockade/internal/safedir"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/profile"
@@ -172,15 +172,7 @@ func (c *Client) CreateSandbox(ctx context.Context, s spec.Sandbox) (host.Sandbo
 	if s.TTL != 0 {
 		req.Ttl = durationpb.New(s.TTL)
 	}
-	var err error
-	if req.PolicyJson, err = json.Marshal(s.Policy); err != nil {
-		return nil, spec.Wrap(spec.CodeInvalidArgument, "client", err, "encoding the policy")
-	}
-	if len(s.Datasets) > 0 {
-		if req.DatasetsJson, err = json.Marshal(s.Datasets); err != nil {
-			return nil, spec.Wrap(spec.CodeInvalidArgument, "client", err, "encoding the datasets")
-		}
-	}
+	req.Policy, req.Datasets = apiconv.Policy(s.Policy), apiconv.Datasets(s.Datasets)
 	resp, err := c.sbx.Create(ctx, req)
 	if err != nil {
 		return nil, fromStatus(err)
@@ -278,11 +270,7 @@ func (c *Client) Egress(ctx context.Context, id string) ([]egress.Decision, erro
 	if err != nil {
 		return nil, fromStatus(err)
 	}
-	var out []egress.Decision
-	if err := json.Unmarshal(resp.DecisionsJson, &out); err != nil {
-		return nil, spec.Wrap(spec.CodeInternal, "client", err, "decoding decisions")
-	}
-	return out, nil
+	return apiconv.FromDecisions(resp.Decisions), nil
 }
 
 // Recovery returns the report of the recovery the server's Open ran.
@@ -304,31 +292,28 @@ func (c *Client) Recovery(ctx context.Context) (host.RecoveryReport, error) {
 
 // ReplaySandbox folds a sandbox's stream up to sequence at (0: its end).
 func (c *Client) ReplaySandbox(ctx context.Context, id string, at uint64) (lifecycle.Sandbox, error) {
-	var st lifecycle.Sandbox
-	err := c.replay(ctx, &stockadev1.ReplayRequest{Id: id, At: at}, &st)
-	return st, err
+	resp, err := c.jrnl.Replay(ctx, &stockadev1.ReplayRequest{Id: id, At: at})
+	if err != nil {
+		return lifecycle.Sandbox{}, fromStatus(err)
+	}
+	w := resp.GetSandbox()
+	if w == nil {
+		return lifecycle.Sandbox{}, spec.Errorf(spec.CodeInternal, "client", "the server's replay of sandbox %s has no sandbox state", id)
+	}
+	return apiconv.FromSandboxState(w)
 }
 
 // ReplayProcess folds a process's stream up to sequence at (0: its end).
 func (c *Client) ReplayProcess(ctx context.Context, id string, at uint64) (lifecycle.Process, error) {
-	var st lifecycle.Process
-	err := c.replay(ctx, &stockadev1.ReplayRequest{Id: id, Process: true, At: at}, &st)
-	return st, err
-}
-
-func (c *Client) replay(ctx context.Context, req *stockadev1.ReplayRequest, into any) error {
-	resp, err := c.jrnl.Replay(ctx, req)
+	resp, err := c.jrnl.Replay(ctx, &stockadev1.ReplayRequest{Id: id, Process: true, At: at})
 	if err != nil {
-		return fromStatus(err)
+		return lifecycle.Process{}, fromStatus(err)
 	}
-	return decodeState(resp.StateJson, into, req.Id)
-}
-
-func decodeState(b []byte, into any, id string) error {
-	if err := json.Unmarshal(b, into); err != nil {
-		return spec.Wrap(spec.CodeInternal, "client", err, "decoding the state of %s", id)
+	w := resp.GetProcess()
+	if w == nil {
+		return lifecycle.Process{}, spec.Errorf(spec.CodeInternal, "client", "the server's replay of process %s has no process state", id)
 	}
-	return nil
+	return apiconv.FromProcessState(w), nil
 }
 
 // Doctor returns the server's check of its daemon against its profile.

@@ -101,7 +101,7 @@ type fakeSandboxes struct {
 }
 
 func (fakeSandboxes) Inspect(context.Context, *stockadev1.InspectSandboxRequest) (*stockadev1.InspectSandboxResponse, error) {
-	return &stockadev1.InspectSandboxResponse{StateJson: []byte("{}")}, nil
+	return &stockadev1.InspectSandboxResponse{State: &stockadev1.SandboxState{}}, nil
 }
 
 // serveFake serves f on a unix socket and returns a client of it.

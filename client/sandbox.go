@@ -7,6 +7,7 @@ import (
 
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/apiconv"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
 )
@@ -26,8 +27,7 @@ func (s *Sandbox) State(ctx context.Context) (lifecycle.Sandbox, error) {
 	if err != nil {
 		return lifecycle.Sandbox{}, fromStatus(err)
 	}
-	var st lifecycle.Sandbox
-	return st, decodeState(resp.StateJson, &st, s.id)
+	return apiconv.FromSandboxState(resp.State)
 }
 
 // Stop stops the sandbox (resources kept); it returns once it exited.

@@ -2,11 +2,10 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 
 	stockadev1 "github.com/stockade/stockade/api/stockade/v1"
 	"github.com/stockade/stockade/host"
-	"github.com/stockade/stockade/spec"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // checkpoints serves the Checkpoints service.
@@ -16,11 +15,8 @@ type checkpoints struct {
 }
 
 func checkpointInfo(i host.CheckpointInfo) (*stockadev1.CheckpointInfo, error) {
-	b, err := json.Marshal(i)
-	if err != nil {
-		return nil, spec.Wrap(spec.CodeInternal, "server", err, "encoding checkpoint %s", i.ID)
-	}
-	return &stockadev1.CheckpointInfo{InfoJson: b}, nil
+	return &stockadev1.CheckpointInfo{Id: i.ID, Name: i.Name, SandboxId: i.Sandbox, Image: i.Image, Created: timestamppb.New(i.Created),
+		Files: int64(i.Files), Bytes: i.Bytes, Env: i.Env, Dir: i.Dir, Skipped: i.Skipped}, nil
 }
 
 func (v checkpoints) Create(ctx context.Context, req *stockadev1.CreateCheckpointRequest) (*stockadev1.CheckpointInfo, error) {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockade/stockade/internal/apiconv"
 	"github.com/stockade/stockade/profile"
 
 	"google.golang.org/grpc"
@@ -166,18 +166,12 @@ type sandboxes struct {
 }
 
 func (v sandboxes) Create(ctx context.Context, req *stockadev1.CreateSandboxRequest) (*stockadev1.CreateSandboxResponse, error) {
-	ss := spec.Sandbox{Image: req.Image, Lifetime: spec.Lifetime(req.Lifetime), TTL: req.Ttl.AsDuration(),
-		Env: req.Env, Dir: req.Dir, Labels: req.Labels, From: req.From}
-	if len(req.PolicyJson) > 0 {
-		if err := json.Unmarshal(req.PolicyJson, &ss.Policy); err != nil {
-			return nil, toStatus(spec.Wrap(spec.CodeInvalidArgument, "server", err, "policy_json"))
-		}
+	pol, err := apiconv.FromPolicy(req.Policy)
+	if err != nil {
+		return nil, toStatus(err)
 	}
-	if len(req.DatasetsJson) > 0 {
-		if err := json.Unmarshal(req.DatasetsJson, &ss.Datasets); err != nil {
-			return nil, toStatus(spec.Wrap(spec.CodeInvalidArgument, "server", err, "datasets_json"))
-		}
-	}
+	ss := spec.Sandbox{Image: req.Image, Policy: pol, Datasets: apiconv.FromDatasets(req.Datasets), Lifetime: spec.Lifetime(req.Lifetime),
+		TTL: req.Ttl.AsDuration(), Env: req.Env, Dir: req.Dir, Labels: req.Labels, From: req.From}
 	sb, err := v.s.h.CreateSandbox(ctx, ss)
 	if err != nil {
 		return nil, toStatus(err)
@@ -210,11 +204,7 @@ func (v sandboxes) Inspect(ctx context.Context, req *stockadev1.InspectSandboxRe
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	b, err := json.Marshal(st)
-	if err != nil {
-		return nil, toStatus(spec.Wrap(spec.CodeInternal, "server", err, "encoding the state of sandbox %s", req.Id))
-	}
-	return &stockadev1.InspectSandboxResponse{StateJson: b}, nil
+	return &stockadev1.InspectSandboxResponse{State: apiconv.SandboxState(st)}, nil
 }
 
 func (v sandboxes) Stop(ctx context.Context, req *stockadev1.StopSandboxRequest) (*stockadev1.StopSandboxResponse, error) {
@@ -246,11 +236,7 @@ func (v sandboxes) Egress(ctx context.Context, req *stockadev1.EgressRequest) (*
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	b, err := json.Marshal(ds)
-	if err != nil {
-		return nil, toStatus(spec.Wrap(spec.CodeInternal, "server", err, "encoding decisions"))
-	}
-	return &stockadev1.EgressResponse{DecisionsJson: b}, nil
+	return &stockadev1.EgressResponse{Decisions: apiconv.Decisions(ds)}, nil
 }
 
 func (v sandboxes) Remove(ctx context.Context, req *stockadev1.RemoveSandboxRequest) (*stockadev1.RemoveSandboxResponse, error) {
@@ -394,21 +380,18 @@ func (v journalService) History(ctx context.Context, req *stockadev1.HistoryRequ
 }
 
 func (v journalService) Replay(ctx context.Context, req *stockadev1.ReplayRequest) (*stockadev1.ReplayResponse, error) {
-	var st any
-	var err error
 	if req.Process {
-		st, err = v.s.rt.ReplayProcess(ctx, req.Id, req.At)
-	} else {
-		st, err = v.s.rt.ReplaySandbox(ctx, req.Id, req.At)
+		st, err := v.s.h.ReplayProcess(ctx, req.Id, req.At)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		return &stockadev1.ReplayResponse{State: &stockadev1.ReplayResponse_Process{Process: apiconv.ProcessState(st)}}, nil
 	}
+	st, err := v.s.h.ReplaySandbox(ctx, req.Id, req.At)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	b, err := json.Marshal(st)
-	if err != nil {
-		return nil, toStatus(spec.Wrap(spec.CodeInternal, "server", err, "encoding the state of %s", req.Id))
-	}
-	return &stockadev1.ReplayResponse{StateJson: b}, nil
+	return &stockadev1.ReplayResponse{State: &stockadev1.ReplayResponse_Sandbox{Sandbox: apiconv.SandboxState(st)}}, nil
 }
 
 func (v journalService) Recovery(ctx context.Context, _ *stockadev1.RecoveryRequest) (*stockadev1.RecoveryResponse, error) {

@@ -30,7 +30,7 @@ var rank = map[string]int{
 	// Fake) sits below the runtime's end of its link, whose tests run it.
 	"framing": 2, "warden": 2, "lifecycle": 2, "journal": 2, "egress": 2, "checkpoint": 2, "textdiff": 2,
 
-	"recorder": 3, "host": 3, "dockerio": 3, "warden/link": 3,
+	"recorder": 3, "host": 3, "dockerio": 3, "warden/link": 3, "internal/apiconv": 3,
 
 	// internal/drilldocker: what the drill asks of Docker beside the
 	// runtime it drills; internal/retention: what a journal no longer needs.

@@ -298,9 +298,8 @@ func (x *EgressRequest) GetId() string {
 }
 
 type EgressResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// decisions_json is the JSON of []egress.Decision.
-	DecisionsJson []byte `protobuf:"bytes,1,opt,name=decisions_json,json=decisionsJson,proto3" json:"decisions_json,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Decisions     []*EgressDecision      `protobuf:"bytes,2,rep,name=decisions,proto3" json:"decisions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -335,21 +334,170 @@ func (*EgressResponse) Descriptor() ([]byte, []int) {
 	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *EgressResponse) GetDecisionsJson() []byte {
+func (x *EgressResponse) GetDecisions() []*EgressDecision {
 	if x != nil {
-		return x.DecisionsJson
+		return x.Decisions
 	}
 	return nil
+}
+
+// EgressDecision is egress.Decision: one connection the sandbox's proxy
+// allowed or denied.
+type EgressDecision struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	Process       string                 `protobuf:"bytes,3,opt,name=process,proto3" json:"process,omitempty"`
+	Client        string                 `protobuf:"bytes,4,opt,name=client,proto3" json:"client,omitempty"`
+	Method        string                 `protobuf:"bytes,5,opt,name=method,proto3" json:"method,omitempty"`
+	Host          string                 `protobuf:"bytes,6,opt,name=host,proto3" json:"host,omitempty"`
+	Port          uint32                 `protobuf:"varint,7,opt,name=port,proto3" json:"port,omitempty"`
+	Addr          string                 `protobuf:"bytes,8,opt,name=addr,proto3" json:"addr,omitempty"`
+	Verdict       string                 `protobuf:"bytes,9,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	Rule          string                 `protobuf:"bytes,10,opt,name=rule,proto3" json:"rule,omitempty"`
+	Reason        string                 `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
+	Up            int64                  `protobuf:"varint,12,opt,name=up,proto3" json:"up,omitempty"`
+	Down          int64                  `protobuf:"varint,13,opt,name=down,proto3" json:"down,omitempty"`
+	Millis        int64                  `protobuf:"varint,14,opt,name=millis,proto3" json:"millis,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EgressDecision) Reset() {
+	*x = EgressDecision{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EgressDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EgressDecision) ProtoMessage() {}
+
+func (x *EgressDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EgressDecision.ProtoReflect.Descriptor instead.
+func (*EgressDecision) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EgressDecision) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *EgressDecision) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *EgressDecision) GetProcess() string {
+	if x != nil {
+		return x.Process
+	}
+	return ""
+}
+
+func (x *EgressDecision) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *EgressDecision) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *EgressDecision) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *EgressDecision) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *EgressDecision) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *EgressDecision) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *EgressDecision) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *EgressDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *EgressDecision) GetUp() int64 {
+	if x != nil {
+		return x.Up
+	}
+	return 0
+}
+
+func (x *EgressDecision) GetDown() int64 {
+	if x != nil {
+		return x.Down
+	}
+	return 0
+}
+
+func (x *EgressDecision) GetMillis() int64 {
+	if x != nil {
+		return x.Millis
+	}
+	return 0
 }
 
 type CreateSandboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// image is a tag or an image ID; a tag is resolved once and pinned.
 	Image string `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
-	// policy_json is the JSON of spec.Policy; empty means the defaults.
-	PolicyJson []byte `protobuf:"bytes,2,opt,name=policy_json,json=policyJson,proto3" json:"policy_json,omitempty"`
-	// datasets_json is the JSON of []spec.Dataset; empty means none.
-	DatasetsJson []byte `protobuf:"bytes,3,opt,name=datasets_json,json=datasetsJson,proto3" json:"datasets_json,omitempty"`
+	// policy is spec.Policy; unset means the defaults (a zero field too).
+	Policy   *Policy    `protobuf:"bytes,10,opt,name=policy,proto3" json:"policy,omitempty"`
+	Datasets []*Dataset `protobuf:"bytes,11,rep,name=datasets,proto3" json:"datasets,omitempty"`
 	// lifetime is "one-shot" or "kept"; empty means kept.
 	Lifetime string `protobuf:"bytes,4,opt,name=lifetime,proto3" json:"lifetime,omitempty"`
 	// ttl, if set and positive, stops the sandbox that long after creation.
@@ -370,7 +518,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +530,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +543,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{5}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateSandboxRequest) GetImage() string {
@@ -405,16 +553,16 @@ func (x *CreateSandboxRequest) GetImage() string {
 	return ""
 }
 
-func (x *CreateSandboxRequest) GetPolicyJson() []byte {
+func (x *CreateSandboxRequest) GetPolicy() *Policy {
 	if x != nil {
-		return x.PolicyJson
+		return x.Policy
 	}
 	return nil
 }
 
-func (x *CreateSandboxRequest) GetDatasetsJson() []byte {
+func (x *CreateSandboxRequest) GetDatasets() []*Dataset {
 	if x != nil {
-		return x.DatasetsJson
+		return x.Datasets
 	}
 	return nil
 }
@@ -461,6 +609,1430 @@ func (x *CreateSandboxRequest) GetFrom() string {
 	return ""
 }
 
+// Policy is spec.Policy: a sandbox's limits, network and user.
+type Policy struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Cpus        float64                `protobuf:"fixed64,1,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryBytes int64                  `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Pids        int64                  `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	HomeBytes   int64                  `protobuf:"varint,4,opt,name=home_bytes,json=homeBytes,proto3" json:"home_bytes,omitempty"`
+	TmpBytes    int64                  `protobuf:"varint,5,opt,name=tmp_bytes,json=tmpBytes,proto3" json:"tmp_bytes,omitempty"`
+	// network is "isolated", "open" or "allowlist".
+	Network string `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"`
+	// egress is the allowlist's rules, each as spec.ParseEgressRule reads it.
+	Egress        []string `protobuf:"bytes,7,rep,name=egress,proto3" json:"egress,omitempty"`
+	User          *User    `protobuf:"bytes,8,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Policy) GetCpus() float64 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *Policy) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Policy) GetPids() int64 {
+	if x != nil {
+		return x.Pids
+	}
+	return 0
+}
+
+func (x *Policy) GetHomeBytes() int64 {
+	if x != nil {
+		return x.HomeBytes
+	}
+	return 0
+}
+
+func (x *Policy) GetTmpBytes() int64 {
+	if x != nil {
+		return x.TmpBytes
+	}
+	return 0
+}
+
+func (x *Policy) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *Policy) GetEgress() []string {
+	if x != nil {
+		return x.Egress
+	}
+	return nil
+}
+
+func (x *Policy) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+type User struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Uid           int64                  `protobuf:"varint,1,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid           int64                  `protobuf:"varint,2,opt,name=gid,proto3" json:"gid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *User) Reset() {
+	*x = User{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *User) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*User) ProtoMessage() {}
+
+func (x *User) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use User.ProtoReflect.Descriptor instead.
+func (*User) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *User) GetUid() int64 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *User) GetGid() int64 {
+	if x != nil {
+		return x.Gid
+	}
+	return 0
+}
+
+// Dataset is spec.Dataset: an image mounted read-only at target.
+type Dataset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	Target        string                 `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Dataset) Reset() {
+	*x = Dataset{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Dataset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Dataset) ProtoMessage() {}
+
+func (x *Dataset) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Dataset.ProtoReflect.Descriptor instead.
+func (*Dataset) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Dataset) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *Dataset) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+// SandboxSpec is spec.Sandbox, as asked and as journaled.
+type SandboxSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	Policy        *Policy                `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Datasets      []*Dataset             `protobuf:"bytes,3,rep,name=datasets,proto3" json:"datasets,omitempty"`
+	Lifetime      string                 `protobuf:"bytes,4,opt,name=lifetime,proto3" json:"lifetime,omitempty"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,5,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Env           []string               `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty"`
+	Dir           string                 `protobuf:"bytes,7,opt,name=dir,proto3" json:"dir,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	From          string                 `protobuf:"bytes,9,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxSpec) Reset() {
+	*x = SandboxSpec{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxSpec) ProtoMessage() {}
+
+func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxSpec.ProtoReflect.Descriptor instead.
+func (*SandboxSpec) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SandboxSpec) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *SandboxSpec) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *SandboxSpec) GetDatasets() []*Dataset {
+	if x != nil {
+		return x.Datasets
+	}
+	return nil
+}
+
+func (x *SandboxSpec) GetLifetime() string {
+	if x != nil {
+		return x.Lifetime
+	}
+	return ""
+}
+
+func (x *SandboxSpec) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *SandboxSpec) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *SandboxSpec) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *SandboxSpec) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *SandboxSpec) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+// SandboxState is lifecycle.Sandbox: a sandbox's folded state.
+type SandboxState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Phase         string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	Spec          *SandboxSpec           `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
+	Profile       string                 `protobuf:"bytes,5,opt,name=profile,proto3" json:"profile,omitempty"`
+	Revision      string                 `protobuf:"bytes,6,opt,name=revision,proto3" json:"revision,omitempty"`
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Created       *SandboxCreated        `protobuf:"bytes,8,opt,name=created,proto3" json:"created,omitempty"`
+	Started       bool                   `protobuf:"varint,9,opt,name=started,proto3" json:"started,omitempty"`
+	Stopping      string                 `protobuf:"bytes,10,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	Paused        bool                   `protobuf:"varint,11,opt,name=paused,proto3" json:"paused,omitempty"`
+	Exit          *SandboxExited         `protobuf:"bytes,12,opt,name=exit,proto3" json:"exit,omitempty"`
+	Recovered     []*Recovered           `protobuf:"bytes,13,rep,name=recovered,proto3" json:"recovered,omitempty"`
+	Adopted       bool                   `protobuf:"varint,14,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	Warden        *WardenStarted         `protobuf:"bytes,15,opt,name=warden,proto3" json:"warden,omitempty"`
+	RulesVersion  uint64                 `protobuf:"varint,16,opt,name=rules_version,json=rulesVersion,proto3" json:"rules_version,omitempty"`
+	Pool          string                 `protobuf:"bytes,17,opt,name=pool,proto3" json:"pool,omitempty"`
+	Claimed       bool                   `protobuf:"varint,18,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	Checkpoints   []*Checkpointed        `protobuf:"bytes,19,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	RollingBack   *RollingBack           `protobuf:"bytes,20,opt,name=rolling_back,json=rollingBack,proto3" json:"rolling_back,omitempty"`
+	Rollbacks     int64                  `protobuf:"varint,21,opt,name=rollbacks,proto3" json:"rollbacks,omitempty"`
+	Restored      string                 `protobuf:"bytes,22,opt,name=restored,proto3" json:"restored,omitempty"`
+	LastRollback  *RollingBack           `protobuf:"bytes,23,opt,name=last_rollback,json=lastRollback,proto3" json:"last_rollback,omitempty"`
+	Seq           uint64                 `protobuf:"varint,24,opt,name=seq,proto3" json:"seq,omitempty"`
+	Reserved      *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxState) Reset() {
+	*x = SandboxState{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxState) ProtoMessage() {}
+
+func (x *SandboxState) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxState.ProtoReflect.Descriptor instead.
+func (*SandboxState) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SandboxState) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SandboxState) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *SandboxState) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *SandboxState) GetSpec() *SandboxSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *SandboxState) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *SandboxState) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *SandboxState) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *SandboxState) GetCreated() *SandboxCreated {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+func (x *SandboxState) GetStarted() bool {
+	if x != nil {
+		return x.Started
+	}
+	return false
+}
+
+func (x *SandboxState) GetStopping() string {
+	if x != nil {
+		return x.Stopping
+	}
+	return ""
+}
+
+func (x *SandboxState) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *SandboxState) GetExit() *SandboxExited {
+	if x != nil {
+		return x.Exit
+	}
+	return nil
+}
+
+func (x *SandboxState) GetRecovered() []*Recovered {
+	if x != nil {
+		return x.Recovered
+	}
+	return nil
+}
+
+func (x *SandboxState) GetAdopted() bool {
+	if x != nil {
+		return x.Adopted
+	}
+	return false
+}
+
+func (x *SandboxState) GetWarden() *WardenStarted {
+	if x != nil {
+		return x.Warden
+	}
+	return nil
+}
+
+func (x *SandboxState) GetRulesVersion() uint64 {
+	if x != nil {
+		return x.RulesVersion
+	}
+	return 0
+}
+
+func (x *SandboxState) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *SandboxState) GetClaimed() bool {
+	if x != nil {
+		return x.Claimed
+	}
+	return false
+}
+
+func (x *SandboxState) GetCheckpoints() []*Checkpointed {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+func (x *SandboxState) GetRollingBack() *RollingBack {
+	if x != nil {
+		return x.RollingBack
+	}
+	return nil
+}
+
+func (x *SandboxState) GetRollbacks() int64 {
+	if x != nil {
+		return x.Rollbacks
+	}
+	return 0
+}
+
+func (x *SandboxState) GetRestored() string {
+	if x != nil {
+		return x.Restored
+	}
+	return ""
+}
+
+func (x *SandboxState) GetLastRollback() *RollingBack {
+	if x != nil {
+		return x.LastRollback
+	}
+	return nil
+}
+
+func (x *SandboxState) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SandboxState) GetReserved() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Reserved
+	}
+	return nil
+}
+
+func (x *SandboxState) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// SandboxCreated is lifecycle.SandboxCreated: the Docker resources made.
+type SandboxCreated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workload      string                 `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
+	Export        string                 `protobuf:"bytes,2,opt,name=export,proto3" json:"export,omitempty"`
+	Volume        string                 `protobuf:"bytes,3,opt,name=volume,proto3" json:"volume,omitempty"`
+	Network       string                 `protobuf:"bytes,4,opt,name=network,proto3" json:"network,omitempty"`
+	Egress        string                 `protobuf:"bytes,5,opt,name=egress,proto3" json:"egress,omitempty"`
+	Outside       string                 `protobuf:"bytes,6,opt,name=outside,proto3" json:"outside,omitempty"`
+	Proxy         string                 `protobuf:"bytes,7,opt,name=proxy,proto3" json:"proxy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxCreated) Reset() {
+	*x = SandboxCreated{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxCreated) ProtoMessage() {}
+
+func (x *SandboxCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxCreated.ProtoReflect.Descriptor instead.
+func (*SandboxCreated) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SandboxCreated) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+func (x *SandboxCreated) GetExport() string {
+	if x != nil {
+		return x.Export
+	}
+	return ""
+}
+
+func (x *SandboxCreated) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *SandboxCreated) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *SandboxCreated) GetEgress() string {
+	if x != nil {
+		return x.Egress
+	}
+	return ""
+}
+
+func (x *SandboxCreated) GetOutside() string {
+	if x != nil {
+		return x.Outside
+	}
+	return ""
+}
+
+func (x *SandboxCreated) GetProxy() string {
+	if x != nil {
+		return x.Proxy
+	}
+	return ""
+}
+
+// SandboxExited is lifecycle.SandboxExited.
+type SandboxExited struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	ExitCode      *int64                 `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	Oom           bool                   `protobuf:"varint,3,opt,name=oom,proto3" json:"oom,omitempty"`
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxExited) Reset() {
+	*x = SandboxExited{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxExited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxExited) ProtoMessage() {}
+
+func (x *SandboxExited) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxExited.ProtoReflect.Descriptor instead.
+func (*SandboxExited) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SandboxExited) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SandboxExited) GetExitCode() int64 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
+func (x *SandboxExited) GetOom() bool {
+	if x != nil {
+		return x.Oom
+	}
+	return false
+}
+
+func (x *SandboxExited) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SandboxExited) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// Recovered is lifecycle.Recovered: a recovery decision and what was seen.
+type Recovered struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Decision      string                 `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
+	Observed      string                 `protobuf:"bytes,2,opt,name=observed,proto3" json:"observed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Recovered) Reset() {
+	*x = Recovered{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Recovered) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Recovered) ProtoMessage() {}
+
+func (x *Recovered) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Recovered.ProtoReflect.Descriptor instead.
+func (*Recovered) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Recovered) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+func (x *Recovered) GetObserved() string {
+	if x != nil {
+		return x.Observed
+	}
+	return ""
+}
+
+// WardenStarted is lifecycle.WardenStarted: the sandbox's warden.
+type WardenStarted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pid           int64                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	Socket        string                 `protobuf:"bytes,2,opt,name=socket,proto3" json:"socket,omitempty"`
+	Secret        string                 `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	Version       string                 `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WardenStarted) Reset() {
+	*x = WardenStarted{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WardenStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WardenStarted) ProtoMessage() {}
+
+func (x *WardenStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WardenStarted.ProtoReflect.Descriptor instead.
+func (*WardenStarted) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *WardenStarted) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *WardenStarted) GetSocket() string {
+	if x != nil {
+		return x.Socket
+	}
+	return ""
+}
+
+func (x *WardenStarted) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *WardenStarted) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+// Checkpointed is lifecycle.Checkpointed.
+type Checkpointed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Files         int64                  `protobuf:"varint,3,opt,name=files,proto3" json:"files,omitempty"`
+	Bytes         int64                  `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Checkpointed) Reset() {
+	*x = Checkpointed{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Checkpointed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Checkpointed) ProtoMessage() {}
+
+func (x *Checkpointed) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Checkpointed.ProtoReflect.Descriptor instead.
+func (*Checkpointed) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Checkpointed) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Checkpointed) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Checkpointed) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *Checkpointed) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// RollingBack is lifecycle.RollingBack: a rollback's intent.
+type RollingBack struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Checkpoint    string                 `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	Staging       string                 `protobuf:"bytes,2,opt,name=staging,proto3" json:"staging,omitempty"`
+	Marker        string                 `protobuf:"bytes,3,opt,name=marker,proto3" json:"marker,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollingBack) Reset() {
+	*x = RollingBack{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollingBack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollingBack) ProtoMessage() {}
+
+func (x *RollingBack) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollingBack.ProtoReflect.Descriptor instead.
+func (*RollingBack) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RollingBack) GetCheckpoint() string {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return ""
+}
+
+func (x *RollingBack) GetStaging() string {
+	if x != nil {
+		return x.Staging
+	}
+	return ""
+}
+
+func (x *RollingBack) GetMarker() string {
+	if x != nil {
+		return x.Marker
+	}
+	return ""
+}
+
+// ProcessSpec is spec.Process as journaled.
+type ProcessSpec struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Argv           []string               `protobuf:"bytes,1,rep,name=argv,proto3" json:"argv,omitempty"`
+	Env            []string               `protobuf:"bytes,2,rep,name=env,proto3" json:"env,omitempty"`
+	Dir            string                 `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"`
+	Stdin          bool                   `protobuf:"varint,4,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	Stdout         string                 `protobuf:"bytes,5,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr         string                 `protobuf:"bytes,6,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	Timeout        *durationpb.Duration   `protobuf:"bytes,7,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	OutputQuota    int64                  `protobuf:"varint,8,opt,name=output_quota,json=outputQuota,proto3" json:"output_quota,omitempty"`
+	Record         *Record                `protobuf:"bytes,9,opt,name=record,proto3" json:"record,omitempty"`
+	Tty            bool                   `protobuf:"varint,10,opt,name=tty,proto3" json:"tty,omitempty"`
+	Rows           uint32                 `protobuf:"varint,11,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols           uint32                 `protobuf:"varint,12,opt,name=cols,proto3" json:"cols,omitempty"`
+	NoChanges      bool                   `protobuf:"varint,13,opt,name=no_changes,json=noChanges,proto3" json:"no_changes,omitempty"`
+	StopWithCaller bool                   `protobuf:"varint,14,opt,name=stop_with_caller,json=stopWithCaller,proto3" json:"stop_with_caller,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ProcessSpec) Reset() {
+	*x = ProcessSpec{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessSpec) ProtoMessage() {}
+
+func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessSpec.ProtoReflect.Descriptor instead.
+func (*ProcessSpec) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ProcessSpec) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *ProcessSpec) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ProcessSpec) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *ProcessSpec) GetStdin() bool {
+	if x != nil {
+		return x.Stdin
+	}
+	return false
+}
+
+func (x *ProcessSpec) GetStdout() string {
+	if x != nil {
+		return x.Stdout
+	}
+	return ""
+}
+
+func (x *ProcessSpec) GetStderr() string {
+	if x != nil {
+		return x.Stderr
+	}
+	return ""
+}
+
+func (x *ProcessSpec) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *ProcessSpec) GetOutputQuota() int64 {
+	if x != nil {
+		return x.OutputQuota
+	}
+	return 0
+}
+
+func (x *ProcessSpec) GetRecord() *Record {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *ProcessSpec) GetTty() bool {
+	if x != nil {
+		return x.Tty
+	}
+	return false
+}
+
+func (x *ProcessSpec) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *ProcessSpec) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *ProcessSpec) GetNoChanges() bool {
+	if x != nil {
+		return x.NoChanges
+	}
+	return false
+}
+
+func (x *ProcessSpec) GetStopWithCaller() bool {
+	if x != nil {
+		return x.StopWithCaller
+	}
+	return false
+}
+
+// ProcessState is lifecycle.Process: a process's folded state.
+type ProcessState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Phase         string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	SandboxId     string                 `protobuf:"bytes,3,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Spec          *ProcessSpec           `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	ExecId        string                 `protobuf:"bytes,6,opt,name=exec_id,json=execId,proto3" json:"exec_id,omitempty"`
+	Group         int64                  `protobuf:"varint,7,opt,name=group,proto3" json:"group,omitempty"`
+	Pid           int64                  `protobuf:"varint,8,opt,name=pid,proto3" json:"pid,omitempty"`
+	ByWarden      bool                   `protobuf:"varint,9,opt,name=by_warden,json=byWarden,proto3" json:"by_warden,omitempty"`
+	OomKills      int64                  `protobuf:"varint,10,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"`
+	StdinClosed   bool                   `protobuf:"varint,11,opt,name=stdin_closed,json=stdinClosed,proto3" json:"stdin_closed,omitempty"`
+	QuotaHit      bool                   `protobuf:"varint,12,opt,name=quota_hit,json=quotaHit,proto3" json:"quota_hit,omitempty"`
+	Stopping      string                 `protobuf:"bytes,13,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	Exit          *ProcessExited         `protobuf:"bytes,14,opt,name=exit,proto3" json:"exit,omitempty"`
+	Recovered     []*Recovered           `protobuf:"bytes,15,rep,name=recovered,proto3" json:"recovered,omitempty"`
+	Adopted       bool                   `protobuf:"varint,16,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	Detached      bool                   `protobuf:"varint,17,opt,name=detached,proto3" json:"detached,omitempty"`
+	Seq           uint64                 `protobuf:"varint,18,opt,name=seq,proto3" json:"seq,omitempty"`
+	Reserved      *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessState) Reset() {
+	*x = ProcessState{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessState) ProtoMessage() {}
+
+func (x *ProcessState) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessState.ProtoReflect.Descriptor instead.
+func (*ProcessState) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ProcessState) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ProcessState) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *ProcessState) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *ProcessState) GetSpec() *ProcessSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *ProcessState) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *ProcessState) GetExecId() string {
+	if x != nil {
+		return x.ExecId
+	}
+	return ""
+}
+
+func (x *ProcessState) GetGroup() int64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *ProcessState) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ProcessState) GetByWarden() bool {
+	if x != nil {
+		return x.ByWarden
+	}
+	return false
+}
+
+func (x *ProcessState) GetOomKills() int64 {
+	if x != nil {
+		return x.OomKills
+	}
+	return 0
+}
+
+func (x *ProcessState) GetStdinClosed() bool {
+	if x != nil {
+		return x.StdinClosed
+	}
+	return false
+}
+
+func (x *ProcessState) GetQuotaHit() bool {
+	if x != nil {
+		return x.QuotaHit
+	}
+	return false
+}
+
+func (x *ProcessState) GetStopping() string {
+	if x != nil {
+		return x.Stopping
+	}
+	return ""
+}
+
+func (x *ProcessState) GetExit() *ProcessExited {
+	if x != nil {
+		return x.Exit
+	}
+	return nil
+}
+
+func (x *ProcessState) GetRecovered() []*Recovered {
+	if x != nil {
+		return x.Recovered
+	}
+	return nil
+}
+
+func (x *ProcessState) GetAdopted() bool {
+	if x != nil {
+		return x.Adopted
+	}
+	return false
+}
+
+func (x *ProcessState) GetDetached() bool {
+	if x != nil {
+		return x.Detached
+	}
+	return false
+}
+
+func (x *ProcessState) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ProcessState) GetReserved() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Reserved
+	}
+	return nil
+}
+
+func (x *ProcessState) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// ProcessExited is lifecycle.ProcessExited: how a process ended, and what
+// it changed.
+type ProcessExited struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	ExitCode      *int64                 `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	StdoutBytes   int64                  `protobuf:"varint,5,opt,name=stdout_bytes,json=stdoutBytes,proto3" json:"stdout_bytes,omitempty"`
+	StderrBytes   int64                  `protobuf:"varint,6,opt,name=stderr_bytes,json=stderrBytes,proto3" json:"stderr_bytes,omitempty"`
+	Changes       *Changes               `protobuf:"bytes,7,opt,name=changes,proto3" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessExited) Reset() {
+	*x = ProcessExited{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessExited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessExited) ProtoMessage() {}
+
+func (x *ProcessExited) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessExited.ProtoReflect.Descriptor instead.
+func (*ProcessExited) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ProcessExited) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ProcessExited) GetExitCode() int64 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
+func (x *ProcessExited) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ProcessExited) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ProcessExited) GetStdoutBytes() int64 {
+	if x != nil {
+		return x.StdoutBytes
+	}
+	return 0
+}
+
+func (x *ProcessExited) GetStderrBytes() int64 {
+	if x != nil {
+		return x.StderrBytes
+	}
+	return 0
+}
+
+func (x *ProcessExited) GetChanges() *Changes {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
 type CreateSandboxResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -470,7 +2042,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +2054,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +2067,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{6}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateSandboxResponse) GetId() string {
@@ -513,7 +2085,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +2097,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +2110,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{7}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
 }
 
 type ListSandboxesResponse struct {
@@ -550,7 +2122,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +2134,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +2147,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{8}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*SandboxInfo {
@@ -610,7 +2182,7 @@ type SandboxInfo struct {
 
 func (x *SandboxInfo) Reset() {
 	*x = SandboxInfo{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +2194,7 @@ func (x *SandboxInfo) String() string {
 func (*SandboxInfo) ProtoMessage() {}
 
 func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +2207,7 @@ func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxInfo.ProtoReflect.Descriptor instead.
 func (*SandboxInfo) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{9}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SandboxInfo) GetId() string {
@@ -732,7 +2304,7 @@ type CreateCheckpointRequest struct {
 
 func (x *CreateCheckpointRequest) Reset() {
 	*x = CreateCheckpointRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +2316,7 @@ func (x *CreateCheckpointRequest) String() string {
 func (*CreateCheckpointRequest) ProtoMessage() {}
 
 func (x *CreateCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +2329,7 @@ func (x *CreateCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{10}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateCheckpointRequest) GetSandboxId() string {
@@ -774,17 +2346,26 @@ func (x *CreateCheckpointRequest) GetName() string {
 	return ""
 }
 
-// CheckpointInfo is host.CheckpointInfo as JSON.
+// CheckpointInfo is host.CheckpointInfo.
 type CheckpointInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	InfoJson      []byte                 `protobuf:"bytes,1,opt,name=info_json,json=infoJson,proto3" json:"info_json,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	SandboxId     string                 `protobuf:"bytes,4,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Image         string                 `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
+	Created       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created,proto3" json:"created,omitempty"`
+	Files         int64                  `protobuf:"varint,7,opt,name=files,proto3" json:"files,omitempty"`
+	Bytes         int64                  `protobuf:"varint,8,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Env           []string               `protobuf:"bytes,9,rep,name=env,proto3" json:"env,omitempty"`
+	Dir           string                 `protobuf:"bytes,10,opt,name=dir,proto3" json:"dir,omitempty"`
+	Skipped       []string               `protobuf:"bytes,11,rep,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckpointInfo) Reset() {
 	*x = CheckpointInfo{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +2377,7 @@ func (x *CheckpointInfo) String() string {
 func (*CheckpointInfo) ProtoMessage() {}
 
 func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,12 +2390,75 @@ func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
 func (*CheckpointInfo) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{11}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
 }
 
-func (x *CheckpointInfo) GetInfoJson() []byte {
+func (x *CheckpointInfo) GetId() string {
 	if x != nil {
-		return x.InfoJson
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+func (x *CheckpointInfo) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *CheckpointInfo) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *CheckpointInfo) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *CheckpointInfo) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetSkipped() []string {
+	if x != nil {
+		return x.Skipped
 	}
 	return nil
 }
@@ -829,7 +2473,7 @@ type ListCheckpointsRequest struct {
 
 func (x *ListCheckpointsRequest) Reset() {
 	*x = ListCheckpointsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +2485,7 @@ func (x *ListCheckpointsRequest) String() string {
 func (*ListCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +2498,7 @@ func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{12}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListCheckpointsRequest) GetSandboxId() string {
@@ -873,7 +2517,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +2529,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +2542,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListCheckpointsResponse) GetCheckpoints() []*CheckpointInfo {
@@ -917,7 +2561,7 @@ type RemoveCheckpointRequest struct {
 
 func (x *RemoveCheckpointRequest) Reset() {
 	*x = RemoveCheckpointRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +2573,7 @@ func (x *RemoveCheckpointRequest) String() string {
 func (*RemoveCheckpointRequest) ProtoMessage() {}
 
 func (x *RemoveCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +2586,7 @@ func (x *RemoveCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*RemoveCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RemoveCheckpointRequest) GetId() string {
@@ -960,7 +2604,7 @@ type RemoveCheckpointResponse struct {
 
 func (x *RemoveCheckpointResponse) Reset() {
 	*x = RemoveCheckpointResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +2616,7 @@ func (x *RemoveCheckpointResponse) String() string {
 func (*RemoveCheckpointResponse) ProtoMessage() {}
 
 func (x *RemoveCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +2629,7 @@ func (x *RemoveCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*RemoveCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
 }
 
 type RollbackRequest struct {
@@ -999,7 +2643,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +2655,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +2668,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RollbackRequest) GetSandboxId() string {
@@ -1049,7 +2693,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +2705,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +2718,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
 }
 
 type ListPoolsRequest struct {
@@ -1085,7 +2729,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +2741,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +2754,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
 }
 
 type ListPoolsResponse struct {
@@ -1122,7 +2766,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +2778,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +2791,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListPoolsResponse) GetPools() []*PoolInfo {
@@ -1180,7 +2824,7 @@ type PoolInfo struct {
 
 func (x *PoolInfo) Reset() {
 	*x = PoolInfo{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +2836,7 @@ func (x *PoolInfo) String() string {
 func (*PoolInfo) ProtoMessage() {}
 
 func (x *PoolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +2849,7 @@ func (x *PoolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolInfo.ProtoReflect.Descriptor instead.
 func (*PoolInfo) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PoolInfo) GetName() string {
@@ -1281,7 +2925,7 @@ type ResizePoolRequest struct {
 
 func (x *ResizePoolRequest) Reset() {
 	*x = ResizePoolRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +2937,7 @@ func (x *ResizePoolRequest) String() string {
 func (*ResizePoolRequest) ProtoMessage() {}
 
 func (x *ResizePoolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +2950,7 @@ func (x *ResizePoolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePoolRequest.ProtoReflect.Descriptor instead.
 func (*ResizePoolRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResizePoolRequest) GetName() string {
@@ -1331,7 +2975,7 @@ type ResizePoolResponse struct {
 
 func (x *ResizePoolResponse) Reset() {
 	*x = ResizePoolResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +2987,7 @@ func (x *ResizePoolResponse) String() string {
 func (*ResizePoolResponse) ProtoMessage() {}
 
 func (x *ResizePoolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +3000,7 @@ func (x *ResizePoolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePoolResponse.ProtoReflect.Descriptor instead.
 func (*ResizePoolResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 type InspectSandboxRequest struct {
@@ -1368,7 +3012,7 @@ type InspectSandboxRequest struct {
 
 func (x *InspectSandboxRequest) Reset() {
 	*x = InspectSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +3024,7 @@ func (x *InspectSandboxRequest) String() string {
 func (*InspectSandboxRequest) ProtoMessage() {}
 
 func (x *InspectSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +3037,7 @@ func (x *InspectSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSandboxRequest.ProtoReflect.Descriptor instead.
 func (*InspectSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *InspectSandboxRequest) GetId() string {
@@ -1404,16 +3048,15 @@ func (x *InspectSandboxRequest) GetId() string {
 }
 
 type InspectSandboxResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// state_json is the JSON of lifecycle.Sandbox, the folded state.
-	StateJson     []byte `protobuf:"bytes,1,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         *SandboxState          `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InspectSandboxResponse) Reset() {
 	*x = InspectSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +3068,7 @@ func (x *InspectSandboxResponse) String() string {
 func (*InspectSandboxResponse) ProtoMessage() {}
 
 func (x *InspectSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,12 +3081,12 @@ func (x *InspectSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSandboxResponse.ProtoReflect.Descriptor instead.
 func (*InspectSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
 }
 
-func (x *InspectSandboxResponse) GetStateJson() []byte {
+func (x *InspectSandboxResponse) GetState() *SandboxState {
 	if x != nil {
-		return x.StateJson
+		return x.State
 	}
 	return nil
 }
@@ -1457,7 +3100,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +3112,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +3125,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StopSandboxRequest) GetId() string {
@@ -1500,7 +3143,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +3155,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +3168,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
 }
 
 type RemoveSandboxRequest struct {
@@ -1537,7 +3180,7 @@ type RemoveSandboxRequest struct {
 
 func (x *RemoveSandboxRequest) Reset() {
 	*x = RemoveSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +3192,7 @@ func (x *RemoveSandboxRequest) String() string {
 func (*RemoveSandboxRequest) ProtoMessage() {}
 
 func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +3205,7 @@ func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxRequest.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RemoveSandboxRequest) GetId() string {
@@ -1580,7 +3223,7 @@ type RemoveSandboxResponse struct {
 
 func (x *RemoveSandboxResponse) Reset() {
 	*x = RemoveSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +3235,7 @@ func (x *RemoveSandboxResponse) String() string {
 func (*RemoveSandboxResponse) ProtoMessage() {}
 
 func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +3248,7 @@ func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxResponse.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
 }
 
 type ChangesRequest struct {
@@ -1617,7 +3260,7 @@ type ChangesRequest struct {
 
 func (x *ChangesRequest) Reset() {
 	*x = ChangesRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +3272,7 @@ func (x *ChangesRequest) String() string {
 func (*ChangesRequest) ProtoMessage() {}
 
 func (x *ChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +3285,7 @@ func (x *ChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangesRequest.ProtoReflect.Descriptor instead.
 func (*ChangesRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ChangesRequest) GetProcessId() string {
@@ -1667,7 +3310,7 @@ type ProcessChanges struct {
 
 func (x *ProcessChanges) Reset() {
 	*x = ProcessChanges{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +3322,7 @@ func (x *ProcessChanges) String() string {
 func (*ProcessChanges) ProtoMessage() {}
 
 func (x *ProcessChanges) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +3335,7 @@ func (x *ProcessChanges) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessChanges.ProtoReflect.Descriptor instead.
 func (*ProcessChanges) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ProcessChanges) GetProcessId() string {
@@ -1740,7 +3383,7 @@ type Changes struct {
 
 func (x *Changes) Reset() {
 	*x = Changes{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +3395,7 @@ func (x *Changes) String() string {
 func (*Changes) ProtoMessage() {}
 
 func (x *Changes) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +3408,7 @@ func (x *Changes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Changes.ProtoReflect.Descriptor instead.
 func (*Changes) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Changes) GetUntracked() string {
@@ -1842,7 +3485,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +3497,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +3510,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Change) GetOp() string {
@@ -1945,7 +3588,7 @@ type FileDiff struct {
 
 func (x *FileDiff) Reset() {
 	*x = FileDiff{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +3600,7 @@ func (x *FileDiff) String() string {
 func (*FileDiff) ProtoMessage() {}
 
 func (x *FileDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +3613,7 @@ func (x *FileDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileDiff.ProtoReflect.Descriptor instead.
 func (*FileDiff) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *FileDiff) GetPath() string {
@@ -2005,7 +3648,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +3660,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +3673,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AttachRequest) GetProcessId() string {
@@ -2062,7 +3705,7 @@ type AttachMessage struct {
 
 func (x *AttachMessage) Reset() {
 	*x = AttachMessage{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +3717,7 @@ func (x *AttachMessage) String() string {
 func (*AttachMessage) ProtoMessage() {}
 
 func (x *AttachMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +3730,7 @@ func (x *AttachMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachMessage.ProtoReflect.Descriptor instead.
 func (*AttachMessage) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AttachMessage) GetMsg() isAttachMessage_Msg {
@@ -2142,7 +3785,7 @@ type AttachEnd struct {
 
 func (x *AttachEnd) Reset() {
 	*x = AttachEnd{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +3797,7 @@ func (x *AttachEnd) String() string {
 func (*AttachEnd) ProtoMessage() {}
 
 func (x *AttachEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +3810,7 @@ func (x *AttachEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEnd.ProtoReflect.Descriptor instead.
 func (*AttachEnd) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AttachEnd) GetOutput() *OutputSummary {
@@ -2202,7 +3845,7 @@ type OutputSummary struct {
 
 func (x *OutputSummary) Reset() {
 	*x = OutputSummary{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +3857,7 @@ func (x *OutputSummary) String() string {
 func (*OutputSummary) ProtoMessage() {}
 
 func (x *OutputSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +3870,7 @@ func (x *OutputSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputSummary.ProtoReflect.Descriptor instead.
 func (*OutputSummary) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *OutputSummary) GetComplete() bool {
@@ -2309,7 +3952,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +3964,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +3977,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ExecRequest) GetMsg() isExecRequest_Msg {
@@ -2441,7 +4084,7 @@ type Resize struct {
 
 func (x *Resize) Reset() {
 	*x = Resize{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +4096,7 @@ func (x *Resize) String() string {
 func (*Resize) ProtoMessage() {}
 
 func (x *Resize) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +4109,7 @@ func (x *Resize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resize.ProtoReflect.Descriptor instead.
 func (*Resize) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Resize) GetSeq() uint64 {
@@ -2505,7 +4148,7 @@ type Resized struct {
 
 func (x *Resized) Reset() {
 	*x = Resized{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +4160,7 @@ func (x *Resized) String() string {
 func (*Resized) ProtoMessage() {}
 
 func (x *Resized) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +4173,7 @@ func (x *Resized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resized.ProtoReflect.Descriptor instead.
 func (*Resized) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Resized) GetSeq() uint64 {
@@ -2591,7 +4234,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +4246,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +4259,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ExecStart) GetSandboxId() string {
@@ -2744,7 +4387,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +4399,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +4412,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Record) GetOff() bool {
@@ -2808,7 +4451,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +4463,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +4476,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ExecResponse) GetMsg() isExecResponse_Msg {
@@ -2916,7 +4559,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2928,7 +4571,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2941,7 +4584,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LogsRequest) GetProcessId() string {
@@ -2966,7 +4609,7 @@ type LogsChunk struct {
 
 func (x *LogsChunk) Reset() {
 	*x = LogsChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2978,7 +4621,7 @@ func (x *LogsChunk) String() string {
 func (*LogsChunk) ProtoMessage() {}
 
 func (x *LogsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2991,7 +4634,7 @@ func (x *LogsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsChunk.ProtoReflect.Descriptor instead.
 func (*LogsChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LogsChunk) GetStream() Stream {
@@ -3038,7 +4681,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +4693,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +4706,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ExecStarted) GetProcessId() string {
@@ -3083,7 +4726,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3095,7 +4738,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3108,7 +4751,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Output) GetStream() Stream {
@@ -3143,7 +4786,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +4798,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +4811,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Result) GetExitCode() int32 {
@@ -3230,7 +4873,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3242,7 +4885,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3255,7 +4898,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SignalRequest) GetProcessId() string {
@@ -3280,7 +4923,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3292,7 +4935,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3305,7 +4948,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{65}
 }
 
 type StopProcessRequest struct {
@@ -3317,7 +4960,7 @@ type StopProcessRequest struct {
 
 func (x *StopProcessRequest) Reset() {
 	*x = StopProcessRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3329,7 +4972,7 @@ func (x *StopProcessRequest) String() string {
 func (*StopProcessRequest) ProtoMessage() {}
 
 func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3342,7 +4985,7 @@ func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessRequest.ProtoReflect.Descriptor instead.
 func (*StopProcessRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *StopProcessRequest) GetProcessId() string {
@@ -3360,7 +5003,7 @@ type StopProcessResponse struct {
 
 func (x *StopProcessResponse) Reset() {
 	*x = StopProcessResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3372,7 +5015,7 @@ func (x *StopProcessResponse) String() string {
 func (*StopProcessResponse) ProtoMessage() {}
 
 func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3385,7 +5028,7 @@ func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessResponse.ProtoReflect.Descriptor instead.
 func (*StopProcessResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{67}
 }
 
 type WaitRequest struct {
@@ -3397,7 +5040,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +5052,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +5065,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *WaitRequest) GetProcessId() string {
@@ -3441,7 +5084,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3453,7 +5096,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3466,7 +5109,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *WaitResponse) GetResult() *Result {
@@ -3487,7 +5130,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3499,7 +5142,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3512,7 +5155,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{55}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PutRequest) GetSandboxId() string {
@@ -3544,7 +5187,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3556,7 +5199,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3569,7 +5212,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{56}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{71}
 }
 
 type GetRequest struct {
@@ -3584,7 +5227,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3596,7 +5239,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3609,7 +5252,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{57}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetRequest) GetSandboxId() string {
@@ -3643,7 +5286,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3655,7 +5298,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3668,7 +5311,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{58}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetResponse) GetLive() bool {
@@ -3694,7 +5337,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3706,7 +5349,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3719,7 +5362,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{59}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *HistoryRequest) GetSandboxId() string {
@@ -3738,7 +5381,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3750,7 +5393,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3763,7 +5406,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{60}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *HistoryResponse) GetEvents() []*HistoryEvent {
@@ -3781,7 +5424,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +5436,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +5449,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{61}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{76}
 }
 
 type ExportChunk struct {
@@ -3818,7 +5461,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3830,7 +5473,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3843,7 +5486,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{62}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -3861,7 +5504,7 @@ type LiveRequest struct {
 
 func (x *LiveRequest) Reset() {
 	*x = LiveRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3873,7 +5516,7 @@ func (x *LiveRequest) String() string {
 func (*LiveRequest) ProtoMessage() {}
 
 func (x *LiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3886,7 +5529,7 @@ func (x *LiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
 func (*LiveRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{63}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{78}
 }
 
 type LiveEntity struct {
@@ -3903,7 +5546,7 @@ type LiveEntity struct {
 
 func (x *LiveEntity) Reset() {
 	*x = LiveEntity{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3915,7 +5558,7 @@ func (x *LiveEntity) String() string {
 func (*LiveEntity) ProtoMessage() {}
 
 func (x *LiveEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3928,7 +5571,7 @@ func (x *LiveEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
 func (*LiveEntity) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{64}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *LiveEntity) GetKind() string {
@@ -3982,7 +5625,7 @@ type LiveResponse struct {
 
 func (x *LiveResponse) Reset() {
 	*x = LiveResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3994,7 +5637,7 @@ func (x *LiveResponse) String() string {
 func (*LiveResponse) ProtoMessage() {}
 
 func (x *LiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4007,7 +5650,7 @@ func (x *LiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
 func (*LiveResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{65}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *LiveResponse) GetEntities() []*LiveEntity {
@@ -4025,7 +5668,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4037,7 +5680,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4050,7 +5693,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{66}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{81}
 }
 
 type VerifyResponse struct {
@@ -4061,7 +5704,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +5716,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +5729,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{67}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{82}
 }
 
 type FollowRequest struct {
@@ -4099,7 +5742,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4111,7 +5754,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +5767,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{68}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -4137,19 +5780,23 @@ func (x *FollowRequest) GetSandboxId() string {
 type HistoryEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind is "sandbox" or "process".
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
-	Type          string                 `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
-	PayloadJson   []byte                 `protobuf:"bytes,6,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	Kind string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id   string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Seq  uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
+	Type string                 `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
+	// payload_json is the event's payload as the journal holds it: JSON,
+	// its shape named by type (docs/design.md lists the events). It stays
+	// JSON on the wire as in host.HistoryEvent.Payload: one message per
+	// event type would be the journal's format twice.
+	PayloadJson   []byte `protobuf:"bytes,6,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4161,7 +5808,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4174,7 +5821,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{69}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -4231,7 +5878,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4243,7 +5890,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4256,7 +5903,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{70}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -4282,15 +5929,18 @@ func (x *ReplayRequest) GetAt() uint64 {
 
 type ReplayResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// state_json is the JSON of lifecycle.Sandbox or lifecycle.Process.
-	StateJson     []byte `protobuf:"bytes,1,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	// Types that are valid to be assigned to State:
+	//
+	//	*ReplayResponse_Sandbox
+	//	*ReplayResponse_Process
+	State         isReplayResponse_State `protobuf_oneof:"state"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4302,7 +5952,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4315,15 +5965,49 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{71}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{86}
 }
 
-func (x *ReplayResponse) GetStateJson() []byte {
+func (x *ReplayResponse) GetState() isReplayResponse_State {
 	if x != nil {
-		return x.StateJson
+		return x.State
 	}
 	return nil
 }
+
+func (x *ReplayResponse) GetSandbox() *SandboxState {
+	if x != nil {
+		if x, ok := x.State.(*ReplayResponse_Sandbox); ok {
+			return x.Sandbox
+		}
+	}
+	return nil
+}
+
+func (x *ReplayResponse) GetProcess() *ProcessState {
+	if x != nil {
+		if x, ok := x.State.(*ReplayResponse_Process); ok {
+			return x.Process
+		}
+	}
+	return nil
+}
+
+type isReplayResponse_State interface {
+	isReplayResponse_State()
+}
+
+type ReplayResponse_Sandbox struct {
+	Sandbox *SandboxState `protobuf:"bytes,2,opt,name=sandbox,proto3,oneof"`
+}
+
+type ReplayResponse_Process struct {
+	Process *ProcessState `protobuf:"bytes,3,opt,name=process,proto3,oneof"`
+}
+
+func (*ReplayResponse_Sandbox) isReplayResponse_State() {}
+
+func (*ReplayResponse_Process) isReplayResponse_State() {}
 
 type RecoveryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4333,7 +6017,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4345,7 +6029,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4358,7 +6042,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{72}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{87}
 }
 
 type RecoveryResponse struct {
@@ -4374,7 +6058,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4386,7 +6070,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4399,7 +6083,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{73}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -4444,7 +6128,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4456,7 +6140,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4469,7 +6153,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{74}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -4522,7 +6206,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4534,7 +6218,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4547,7 +6231,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{75}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{90}
 }
 
 // DoctorResponse is profile.Report: the profile in use, what it relaxes,
@@ -4567,7 +6251,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4579,7 +6263,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4592,7 +6276,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{76}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *DoctorResponse) GetProfile() string {
@@ -4655,7 +6339,7 @@ type Relaxation struct {
 
 func (x *Relaxation) Reset() {
 	*x = Relaxation{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4667,7 +6351,7 @@ func (x *Relaxation) String() string {
 func (*Relaxation) ProtoMessage() {}
 
 func (x *Relaxation) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4680,7 +6364,7 @@ func (x *Relaxation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relaxation.ProtoReflect.Descriptor instead.
 func (*Relaxation) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{77}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *Relaxation) GetGuarantee() string {
@@ -4712,7 +6396,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4724,7 +6408,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4737,7 +6421,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{78}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *Check) GetName() string {
@@ -4790,7 +6474,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4802,7 +6486,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4815,7 +6499,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{79}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{94}
 }
 
 type ShutdownResponse struct {
@@ -4826,7 +6510,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4838,7 +6522,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4851,7 +6535,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{80}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{95}
 }
 
 var File_stockade_v1_stockade_proto protoreflect.FileDescriptor
@@ -4869,14 +6553,30 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x05rules\x18\x02 \x03(\tR\x05rules\"\x13\n" +
 	"\x11SetEgressResponse\"\x1f\n" +
 	"\rEgressRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"7\n" +
-	"\x0eEgressResponse\x12%\n" +
-	"\x0edecisions_json\x18\x01 \x01(\fR\rdecisionsJson\"\xf5\x02\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"a\n" +
+	"\x0eEgressResponse\x129\n" +
+	"\tdecisions\x18\x02 \x03(\v2\x1b.stockade.v1.EgressDecisionR\tdecisionsJ\x04\b\x01\x10\x02R\x0edecisions_json\"\xda\x02\n" +
+	"\x0eEgressDecision\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
+	"\aprocess\x18\x03 \x01(\tR\aprocess\x12\x16\n" +
+	"\x06client\x18\x04 \x01(\tR\x06client\x12\x16\n" +
+	"\x06method\x18\x05 \x01(\tR\x06method\x12\x12\n" +
+	"\x04host\x18\x06 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\a \x01(\rR\x04port\x12\x12\n" +
+	"\x04addr\x18\b \x01(\tR\x04addr\x12\x18\n" +
+	"\averdict\x18\t \x01(\tR\averdict\x12\x12\n" +
+	"\x04rule\x18\n" +
+	" \x01(\tR\x04rule\x12\x16\n" +
+	"\x06reason\x18\v \x01(\tR\x06reason\x12\x0e\n" +
+	"\x02up\x18\f \x01(\x03R\x02up\x12\x12\n" +
+	"\x04down\x18\r \x01(\x03R\x04down\x12\x16\n" +
+	"\x06millis\x18\x0e \x01(\x03R\x06millis\"\xb6\x03\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
-	"\x05image\x18\x01 \x01(\tR\x05image\x12\x1f\n" +
-	"\vpolicy_json\x18\x02 \x01(\fR\n" +
-	"policyJson\x12#\n" +
-	"\rdatasets_json\x18\x03 \x01(\fR\fdatasetsJson\x12\x1a\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12+\n" +
+	"\x06policy\x18\n" +
+	" \x01(\v2\x13.stockade.v1.PolicyR\x06policy\x120\n" +
+	"\bdatasets\x18\v \x03(\v2\x14.stockade.v1.DatasetR\bdatasets\x12\x1a\n" +
 	"\blifetime\x18\x04 \x01(\tR\blifetime\x12+\n" +
 	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x10\n" +
 	"\x03env\x18\x06 \x03(\tR\x03env\x12\x10\n" +
@@ -4885,7 +6585,149 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04from\x18\t \x01(\tR\x04from\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"'\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\vpolicy_jsonR\rdatasets_json\"\xe8\x01\n" +
+	"\x06Policy\x12\x12\n" +
+	"\x04cpus\x18\x01 \x01(\x01R\x04cpus\x12!\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12\x12\n" +
+	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x1d\n" +
+	"\n" +
+	"home_bytes\x18\x04 \x01(\x03R\thomeBytes\x12\x1b\n" +
+	"\ttmp_bytes\x18\x05 \x01(\x03R\btmpBytes\x12\x18\n" +
+	"\anetwork\x18\x06 \x01(\tR\anetwork\x12\x16\n" +
+	"\x06egress\x18\a \x03(\tR\x06egress\x12%\n" +
+	"\x04user\x18\b \x01(\v2\x11.stockade.v1.UserR\x04user\"*\n" +
+	"\x04User\x12\x10\n" +
+	"\x03uid\x18\x01 \x01(\x03R\x03uid\x12\x10\n" +
+	"\x03gid\x18\x02 \x01(\x03R\x03gid\"7\n" +
+	"\aDataset\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\"\xfc\x02\n" +
+	"\vSandboxSpec\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12+\n" +
+	"\x06policy\x18\x02 \x01(\v2\x13.stockade.v1.PolicyR\x06policy\x120\n" +
+	"\bdatasets\x18\x03 \x03(\v2\x14.stockade.v1.DatasetR\bdatasets\x12\x1a\n" +
+	"\blifetime\x18\x04 \x01(\tR\blifetime\x12+\n" +
+	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x10\n" +
+	"\x03env\x18\x06 \x03(\tR\x03env\x12\x10\n" +
+	"\x03dir\x18\a \x01(\tR\x03dir\x12<\n" +
+	"\x06labels\x18\b \x03(\v2$.stockade.v1.SandboxSpec.LabelsEntryR\x06labels\x12\x12\n" +
+	"\x04from\x18\t \x01(\tR\x04from\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\a\n" +
+	"\fSandboxState\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12,\n" +
+	"\x04spec\x18\x04 \x01(\v2\x18.stockade.v1.SandboxSpecR\x04spec\x12\x18\n" +
+	"\aprofile\x18\x05 \x01(\tR\aprofile\x12\x1a\n" +
+	"\brevision\x18\x06 \x01(\tR\brevision\x126\n" +
+	"\bdeadline\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x125\n" +
+	"\acreated\x18\b \x01(\v2\x1b.stockade.v1.SandboxCreatedR\acreated\x12\x18\n" +
+	"\astarted\x18\t \x01(\bR\astarted\x12\x1a\n" +
+	"\bstopping\x18\n" +
+	" \x01(\tR\bstopping\x12\x16\n" +
+	"\x06paused\x18\v \x01(\bR\x06paused\x12.\n" +
+	"\x04exit\x18\f \x01(\v2\x1a.stockade.v1.SandboxExitedR\x04exit\x124\n" +
+	"\trecovered\x18\r \x03(\v2\x16.stockade.v1.RecoveredR\trecovered\x12\x18\n" +
+	"\aadopted\x18\x0e \x01(\bR\aadopted\x122\n" +
+	"\x06warden\x18\x0f \x01(\v2\x1a.stockade.v1.WardenStartedR\x06warden\x12#\n" +
+	"\rrules_version\x18\x10 \x01(\x04R\frulesVersion\x12\x12\n" +
+	"\x04pool\x18\x11 \x01(\tR\x04pool\x12\x18\n" +
+	"\aclaimed\x18\x12 \x01(\bR\aclaimed\x12;\n" +
+	"\vcheckpoints\x18\x13 \x03(\v2\x19.stockade.v1.CheckpointedR\vcheckpoints\x12;\n" +
+	"\frolling_back\x18\x14 \x01(\v2\x18.stockade.v1.RollingBackR\vrollingBack\x12\x1c\n" +
+	"\trollbacks\x18\x15 \x01(\x03R\trollbacks\x12\x1a\n" +
+	"\brestored\x18\x16 \x01(\tR\brestored\x12=\n" +
+	"\rlast_rollback\x18\x17 \x01(\v2\x18.stockade.v1.RollingBackR\flastRollback\x12\x10\n" +
+	"\x03seq\x18\x18 \x01(\x04R\x03seq\x126\n" +
+	"\breserved\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\breserved\x12*\n" +
+	"\x02at\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xbe\x01\n" +
+	"\x0eSandboxCreated\x12\x1a\n" +
+	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
+	"\x06export\x18\x02 \x01(\tR\x06export\x12\x16\n" +
+	"\x06volume\x18\x03 \x01(\tR\x06volume\x12\x18\n" +
+	"\anetwork\x18\x04 \x01(\tR\anetwork\x12\x16\n" +
+	"\x06egress\x18\x05 \x01(\tR\x06egress\x12\x18\n" +
+	"\aoutside\x18\x06 \x01(\tR\aoutside\x12\x14\n" +
+	"\x05proxy\x18\a \x01(\tR\x05proxy\"\x99\x01\n" +
+	"\rSandboxExited\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12 \n" +
+	"\texit_code\x18\x02 \x01(\x03H\x00R\bexitCode\x88\x01\x01\x12\x10\n" +
+	"\x03oom\x18\x03 \x01(\bR\x03oom\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessageB\f\n" +
+	"\n" +
+	"_exit_code\"C\n" +
+	"\tRecovered\x12\x1a\n" +
+	"\bdecision\x18\x01 \x01(\tR\bdecision\x12\x1a\n" +
+	"\bobserved\x18\x02 \x01(\tR\bobserved\"k\n" +
+	"\rWardenStarted\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x03R\x03pid\x12\x16\n" +
+	"\x06socket\x18\x02 \x01(\tR\x06socket\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\tR\x06secret\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\tR\aversion\"^\n" +
+	"\fCheckpointed\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05files\x18\x03 \x01(\x03R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\"_\n" +
+	"\vRollingBack\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\tR\n" +
+	"checkpoint\x12\x18\n" +
+	"\astaging\x18\x02 \x01(\tR\astaging\x12\x16\n" +
+	"\x06marker\x18\x03 \x01(\tR\x06marker\"\x93\x03\n" +
+	"\vProcessSpec\x12\x12\n" +
+	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
+	"\x03env\x18\x02 \x03(\tR\x03env\x12\x10\n" +
+	"\x03dir\x18\x03 \x01(\tR\x03dir\x12\x14\n" +
+	"\x05stdin\x18\x04 \x01(\bR\x05stdin\x12\x16\n" +
+	"\x06stdout\x18\x05 \x01(\tR\x06stdout\x12\x16\n" +
+	"\x06stderr\x18\x06 \x01(\tR\x06stderr\x123\n" +
+	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12!\n" +
+	"\foutput_quota\x18\b \x01(\x03R\voutputQuota\x12+\n" +
+	"\x06record\x18\t \x01(\v2\x13.stockade.v1.RecordR\x06record\x12\x10\n" +
+	"\x03tty\x18\n" +
+	" \x01(\bR\x03tty\x12\x12\n" +
+	"\x04rows\x18\v \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\f \x01(\rR\x04cols\x12\x1d\n" +
+	"\n" +
+	"no_changes\x18\r \x01(\bR\tnoChanges\x12(\n" +
+	"\x10stop_with_caller\x18\x0e \x01(\bR\x0estopWithCaller\"\xa2\x05\n" +
+	"\fProcessState\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x03 \x01(\tR\tsandboxId\x12,\n" +
+	"\x04spec\x18\x04 \x01(\v2\x18.stockade.v1.ProcessSpecR\x04spec\x126\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x17\n" +
+	"\aexec_id\x18\x06 \x01(\tR\x06execId\x12\x14\n" +
+	"\x05group\x18\a \x01(\x03R\x05group\x12\x10\n" +
+	"\x03pid\x18\b \x01(\x03R\x03pid\x12\x1b\n" +
+	"\tby_warden\x18\t \x01(\bR\bbyWarden\x12\x1b\n" +
+	"\toom_kills\x18\n" +
+	" \x01(\x03R\boomKills\x12!\n" +
+	"\fstdin_closed\x18\v \x01(\bR\vstdinClosed\x12\x1b\n" +
+	"\tquota_hit\x18\f \x01(\bR\bquotaHit\x12\x1a\n" +
+	"\bstopping\x18\r \x01(\tR\bstopping\x12.\n" +
+	"\x04exit\x18\x0e \x01(\v2\x1a.stockade.v1.ProcessExitedR\x04exit\x124\n" +
+	"\trecovered\x18\x0f \x03(\v2\x16.stockade.v1.RecoveredR\trecovered\x12\x18\n" +
+	"\aadopted\x18\x10 \x01(\bR\aadopted\x12\x1a\n" +
+	"\bdetached\x18\x11 \x01(\bR\bdetached\x12\x10\n" +
+	"\x03seq\x18\x12 \x01(\x04R\x03seq\x126\n" +
+	"\breserved\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\breserved\x12*\n" +
+	"\x02at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xfd\x01\n" +
+	"\rProcessExited\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12 \n" +
+	"\texit_code\x18\x02 \x01(\x03H\x00R\bexitCode\x88\x01\x01\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
+	"\fstdout_bytes\x18\x05 \x01(\x03R\vstdoutBytes\x12!\n" +
+	"\fstderr_bytes\x18\x06 \x01(\x03R\vstderrBytes\x12.\n" +
+	"\achanges\x18\a \x01(\v2\x14.stockade.v1.ChangesR\achangesB\f\n" +
+	"\n" +
+	"_exit_code\"'\n" +
 	"\x15CreateSandboxResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14ListSandboxesRequest\"O\n" +
@@ -4911,9 +6753,20 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x17CreateCheckpointRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"-\n" +
-	"\x0eCheckpointInfo\x12\x1b\n" +
-	"\tinfo_json\x18\x01 \x01(\fR\binfoJson\"7\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x9a\x02\n" +
+	"\x0eCheckpointInfo\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x04 \x01(\tR\tsandboxId\x12\x14\n" +
+	"\x05image\x18\x05 \x01(\tR\x05image\x124\n" +
+	"\acreated\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x12\x14\n" +
+	"\x05files\x18\a \x01(\x03R\x05files\x12\x14\n" +
+	"\x05bytes\x18\b \x01(\x03R\x05bytes\x12\x10\n" +
+	"\x03env\x18\t \x03(\tR\x03env\x12\x10\n" +
+	"\x03dir\x18\n" +
+	" \x01(\tR\x03dir\x12\x18\n" +
+	"\askipped\x18\v \x03(\tR\askippedJ\x04\b\x01\x10\x02R\tinfo_json\"7\n" +
 	"\x16ListCheckpointsRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"X\n" +
@@ -4948,10 +6801,10 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\"\x14\n" +
 	"\x12ResizePoolResponse\"'\n" +
 	"\x15InspectSandboxRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"7\n" +
-	"\x16InspectSandboxResponse\x12\x1d\n" +
-	"\n" +
-	"state_json\x18\x01 \x01(\fR\tstateJson\"$\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"[\n" +
+	"\x16InspectSandboxResponse\x12/\n" +
+	"\x05state\x18\x02 \x01(\v2\x19.stockade.v1.SandboxStateR\x05stateJ\x04\b\x01\x10\x02R\n" +
+	"state_json\"$\n" +
 	"\x12StopSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x15\n" +
 	"\x13StopSandboxResponse\"&\n" +
@@ -5146,10 +6999,12 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\rReplayRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aprocess\x18\x02 \x01(\bR\aprocess\x12\x0e\n" +
-	"\x02at\x18\x03 \x01(\x04R\x02at\"/\n" +
-	"\x0eReplayResponse\x12\x1d\n" +
-	"\n" +
-	"state_json\x18\x01 \x01(\fR\tstateJson\"\x11\n" +
+	"\x02at\x18\x03 \x01(\x04R\x02at\"\x99\x01\n" +
+	"\x0eReplayResponse\x125\n" +
+	"\asandbox\x18\x02 \x01(\v2\x19.stockade.v1.SandboxStateH\x00R\asandbox\x125\n" +
+	"\aprocess\x18\x03 \x01(\v2\x19.stockade.v1.ProcessStateH\x00R\aprocessB\a\n" +
+	"\x05stateJ\x04\b\x01\x10\x02R\n" +
+	"state_json\"\x11\n" +
 	"\x0fRecoveryRequest\"\xbe\x01\n" +
 	"\x10RecoveryResponse\x12;\n" +
 	"\tsandboxes\x18\x01 \x03(\v2\x1d.stockade.v1.RecoveredSandboxR\tsandboxes\x12\x1c\n" +
@@ -5241,7 +7096,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                      // 0: stockade.v1.Stream
 	(*Error)(nil),                    // 1: stockade.v1.Error
@@ -5249,193 +7104,242 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*SetEgressResponse)(nil),        // 3: stockade.v1.SetEgressResponse
 	(*EgressRequest)(nil),            // 4: stockade.v1.EgressRequest
 	(*EgressResponse)(nil),           // 5: stockade.v1.EgressResponse
-	(*CreateSandboxRequest)(nil),     // 6: stockade.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),    // 7: stockade.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),     // 8: stockade.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),    // 9: stockade.v1.ListSandboxesResponse
-	(*SandboxInfo)(nil),              // 10: stockade.v1.SandboxInfo
-	(*CreateCheckpointRequest)(nil),  // 11: stockade.v1.CreateCheckpointRequest
-	(*CheckpointInfo)(nil),           // 12: stockade.v1.CheckpointInfo
-	(*ListCheckpointsRequest)(nil),   // 13: stockade.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),  // 14: stockade.v1.ListCheckpointsResponse
-	(*RemoveCheckpointRequest)(nil),  // 15: stockade.v1.RemoveCheckpointRequest
-	(*RemoveCheckpointResponse)(nil), // 16: stockade.v1.RemoveCheckpointResponse
-	(*RollbackRequest)(nil),          // 17: stockade.v1.RollbackRequest
-	(*RollbackResponse)(nil),         // 18: stockade.v1.RollbackResponse
-	(*ListPoolsRequest)(nil),         // 19: stockade.v1.ListPoolsRequest
-	(*ListPoolsResponse)(nil),        // 20: stockade.v1.ListPoolsResponse
-	(*PoolInfo)(nil),                 // 21: stockade.v1.PoolInfo
-	(*ResizePoolRequest)(nil),        // 22: stockade.v1.ResizePoolRequest
-	(*ResizePoolResponse)(nil),       // 23: stockade.v1.ResizePoolResponse
-	(*InspectSandboxRequest)(nil),    // 24: stockade.v1.InspectSandboxRequest
-	(*InspectSandboxResponse)(nil),   // 25: stockade.v1.InspectSandboxResponse
-	(*StopSandboxRequest)(nil),       // 26: stockade.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),      // 27: stockade.v1.StopSandboxResponse
-	(*RemoveSandboxRequest)(nil),     // 28: stockade.v1.RemoveSandboxRequest
-	(*RemoveSandboxResponse)(nil),    // 29: stockade.v1.RemoveSandboxResponse
-	(*ChangesRequest)(nil),           // 30: stockade.v1.ChangesRequest
-	(*ProcessChanges)(nil),           // 31: stockade.v1.ProcessChanges
-	(*Changes)(nil),                  // 32: stockade.v1.Changes
-	(*Change)(nil),                   // 33: stockade.v1.Change
-	(*FileDiff)(nil),                 // 34: stockade.v1.FileDiff
-	(*AttachRequest)(nil),            // 35: stockade.v1.AttachRequest
-	(*AttachMessage)(nil),            // 36: stockade.v1.AttachMessage
-	(*AttachEnd)(nil),                // 37: stockade.v1.AttachEnd
-	(*OutputSummary)(nil),            // 38: stockade.v1.OutputSummary
-	(*ExecRequest)(nil),              // 39: stockade.v1.ExecRequest
-	(*Resize)(nil),                   // 40: stockade.v1.Resize
-	(*Resized)(nil),                  // 41: stockade.v1.Resized
-	(*ExecStart)(nil),                // 42: stockade.v1.ExecStart
-	(*Record)(nil),                   // 43: stockade.v1.Record
-	(*ExecResponse)(nil),             // 44: stockade.v1.ExecResponse
-	(*LogsRequest)(nil),              // 45: stockade.v1.LogsRequest
-	(*LogsChunk)(nil),                // 46: stockade.v1.LogsChunk
-	(*ExecStarted)(nil),              // 47: stockade.v1.ExecStarted
-	(*Output)(nil),                   // 48: stockade.v1.Output
-	(*Result)(nil),                   // 49: stockade.v1.Result
-	(*SignalRequest)(nil),            // 50: stockade.v1.SignalRequest
-	(*SignalResponse)(nil),           // 51: stockade.v1.SignalResponse
-	(*StopProcessRequest)(nil),       // 52: stockade.v1.StopProcessRequest
-	(*StopProcessResponse)(nil),      // 53: stockade.v1.StopProcessResponse
-	(*WaitRequest)(nil),              // 54: stockade.v1.WaitRequest
-	(*WaitResponse)(nil),             // 55: stockade.v1.WaitResponse
-	(*PutRequest)(nil),               // 56: stockade.v1.PutRequest
-	(*PutResponse)(nil),              // 57: stockade.v1.PutResponse
-	(*GetRequest)(nil),               // 58: stockade.v1.GetRequest
-	(*GetResponse)(nil),              // 59: stockade.v1.GetResponse
-	(*HistoryRequest)(nil),           // 60: stockade.v1.HistoryRequest
-	(*HistoryResponse)(nil),          // 61: stockade.v1.HistoryResponse
-	(*ExportRequest)(nil),            // 62: stockade.v1.ExportRequest
-	(*ExportChunk)(nil),              // 63: stockade.v1.ExportChunk
-	(*LiveRequest)(nil),              // 64: stockade.v1.LiveRequest
-	(*LiveEntity)(nil),               // 65: stockade.v1.LiveEntity
-	(*LiveResponse)(nil),             // 66: stockade.v1.LiveResponse
-	(*VerifyRequest)(nil),            // 67: stockade.v1.VerifyRequest
-	(*VerifyResponse)(nil),           // 68: stockade.v1.VerifyResponse
-	(*FollowRequest)(nil),            // 69: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),             // 70: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),            // 71: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),           // 72: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),          // 73: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),         // 74: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),         // 75: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),            // 76: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),           // 77: stockade.v1.DoctorResponse
-	(*Relaxation)(nil),               // 78: stockade.v1.Relaxation
-	(*Check)(nil),                    // 79: stockade.v1.Check
-	(*ShutdownRequest)(nil),          // 80: stockade.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),         // 81: stockade.v1.ShutdownResponse
-	nil,                              // 82: stockade.v1.CreateSandboxRequest.LabelsEntry
-	nil,                              // 83: stockade.v1.SandboxInfo.LabelsEntry
-	(*durationpb.Duration)(nil),      // 84: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 85: google.protobuf.Timestamp
+	(*EgressDecision)(nil),           // 6: stockade.v1.EgressDecision
+	(*CreateSandboxRequest)(nil),     // 7: stockade.v1.CreateSandboxRequest
+	(*Policy)(nil),                   // 8: stockade.v1.Policy
+	(*User)(nil),                     // 9: stockade.v1.User
+	(*Dataset)(nil),                  // 10: stockade.v1.Dataset
+	(*SandboxSpec)(nil),              // 11: stockade.v1.SandboxSpec
+	(*SandboxState)(nil),             // 12: stockade.v1.SandboxState
+	(*SandboxCreated)(nil),           // 13: stockade.v1.SandboxCreated
+	(*SandboxExited)(nil),            // 14: stockade.v1.SandboxExited
+	(*Recovered)(nil),                // 15: stockade.v1.Recovered
+	(*WardenStarted)(nil),            // 16: stockade.v1.WardenStarted
+	(*Checkpointed)(nil),             // 17: stockade.v1.Checkpointed
+	(*RollingBack)(nil),              // 18: stockade.v1.RollingBack
+	(*ProcessSpec)(nil),              // 19: stockade.v1.ProcessSpec
+	(*ProcessState)(nil),             // 20: stockade.v1.ProcessState
+	(*ProcessExited)(nil),            // 21: stockade.v1.ProcessExited
+	(*CreateSandboxResponse)(nil),    // 22: stockade.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),     // 23: stockade.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),    // 24: stockade.v1.ListSandboxesResponse
+	(*SandboxInfo)(nil),              // 25: stockade.v1.SandboxInfo
+	(*CreateCheckpointRequest)(nil),  // 26: stockade.v1.CreateCheckpointRequest
+	(*CheckpointInfo)(nil),           // 27: stockade.v1.CheckpointInfo
+	(*ListCheckpointsRequest)(nil),   // 28: stockade.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),  // 29: stockade.v1.ListCheckpointsResponse
+	(*RemoveCheckpointRequest)(nil),  // 30: stockade.v1.RemoveCheckpointRequest
+	(*RemoveCheckpointResponse)(nil), // 31: stockade.v1.RemoveCheckpointResponse
+	(*RollbackRequest)(nil),          // 32: stockade.v1.RollbackRequest
+	(*RollbackResponse)(nil),         // 33: stockade.v1.RollbackResponse
+	(*ListPoolsRequest)(nil),         // 34: stockade.v1.ListPoolsRequest
+	(*ListPoolsResponse)(nil),        // 35: stockade.v1.ListPoolsResponse
+	(*PoolInfo)(nil),                 // 36: stockade.v1.PoolInfo
+	(*ResizePoolRequest)(nil),        // 37: stockade.v1.ResizePoolRequest
+	(*ResizePoolResponse)(nil),       // 38: stockade.v1.ResizePoolResponse
+	(*InspectSandboxRequest)(nil),    // 39: stockade.v1.InspectSandboxRequest
+	(*InspectSandboxResponse)(nil),   // 40: stockade.v1.InspectSandboxResponse
+	(*StopSandboxRequest)(nil),       // 41: stockade.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),      // 42: stockade.v1.StopSandboxResponse
+	(*RemoveSandboxRequest)(nil),     // 43: stockade.v1.RemoveSandboxRequest
+	(*RemoveSandboxResponse)(nil),    // 44: stockade.v1.RemoveSandboxResponse
+	(*ChangesRequest)(nil),           // 45: stockade.v1.ChangesRequest
+	(*ProcessChanges)(nil),           // 46: stockade.v1.ProcessChanges
+	(*Changes)(nil),                  // 47: stockade.v1.Changes
+	(*Change)(nil),                   // 48: stockade.v1.Change
+	(*FileDiff)(nil),                 // 49: stockade.v1.FileDiff
+	(*AttachRequest)(nil),            // 50: stockade.v1.AttachRequest
+	(*AttachMessage)(nil),            // 51: stockade.v1.AttachMessage
+	(*AttachEnd)(nil),                // 52: stockade.v1.AttachEnd
+	(*OutputSummary)(nil),            // 53: stockade.v1.OutputSummary
+	(*ExecRequest)(nil),              // 54: stockade.v1.ExecRequest
+	(*Resize)(nil),                   // 55: stockade.v1.Resize
+	(*Resized)(nil),                  // 56: stockade.v1.Resized
+	(*ExecStart)(nil),                // 57: stockade.v1.ExecStart
+	(*Record)(nil),                   // 58: stockade.v1.Record
+	(*ExecResponse)(nil),             // 59: stockade.v1.ExecResponse
+	(*LogsRequest)(nil),              // 60: stockade.v1.LogsRequest
+	(*LogsChunk)(nil),                // 61: stockade.v1.LogsChunk
+	(*ExecStarted)(nil),              // 62: stockade.v1.ExecStarted
+	(*Output)(nil),                   // 63: stockade.v1.Output
+	(*Result)(nil),                   // 64: stockade.v1.Result
+	(*SignalRequest)(nil),            // 65: stockade.v1.SignalRequest
+	(*SignalResponse)(nil),           // 66: stockade.v1.SignalResponse
+	(*StopProcessRequest)(nil),       // 67: stockade.v1.StopProcessRequest
+	(*StopProcessResponse)(nil),      // 68: stockade.v1.StopProcessResponse
+	(*WaitRequest)(nil),              // 69: stockade.v1.WaitRequest
+	(*WaitResponse)(nil),             // 70: stockade.v1.WaitResponse
+	(*PutRequest)(nil),               // 71: stockade.v1.PutRequest
+	(*PutResponse)(nil),              // 72: stockade.v1.PutResponse
+	(*GetRequest)(nil),               // 73: stockade.v1.GetRequest
+	(*GetResponse)(nil),              // 74: stockade.v1.GetResponse
+	(*HistoryRequest)(nil),           // 75: stockade.v1.HistoryRequest
+	(*HistoryResponse)(nil),          // 76: stockade.v1.HistoryResponse
+	(*ExportRequest)(nil),            // 77: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),              // 78: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),              // 79: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),               // 80: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),             // 81: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),            // 82: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),           // 83: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),            // 84: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),             // 85: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),            // 86: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),           // 87: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),          // 88: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),         // 89: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),         // 90: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),            // 91: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),           // 92: stockade.v1.DoctorResponse
+	(*Relaxation)(nil),               // 93: stockade.v1.Relaxation
+	(*Check)(nil),                    // 94: stockade.v1.Check
+	(*ShutdownRequest)(nil),          // 95: stockade.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),         // 96: stockade.v1.ShutdownResponse
+	nil,                              // 97: stockade.v1.CreateSandboxRequest.LabelsEntry
+	nil,                              // 98: stockade.v1.SandboxSpec.LabelsEntry
+	nil,                              // 99: stockade.v1.SandboxInfo.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 100: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 101: google.protobuf.Duration
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	84, // 0: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	82, // 1: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
-	10, // 2: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	85, // 3: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
-	83, // 4: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
-	12, // 5: stockade.v1.ListCheckpointsResponse.checkpoints:type_name -> stockade.v1.CheckpointInfo
-	21, // 6: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
-	32, // 7: stockade.v1.ProcessChanges.changes:type_name -> stockade.v1.Changes
-	34, // 8: stockade.v1.ProcessChanges.diffs:type_name -> stockade.v1.FileDiff
-	33, // 9: stockade.v1.Changes.entries:type_name -> stockade.v1.Change
-	46, // 10: stockade.v1.AttachMessage.chunk:type_name -> stockade.v1.LogsChunk
-	37, // 11: stockade.v1.AttachMessage.end:type_name -> stockade.v1.AttachEnd
-	38, // 12: stockade.v1.AttachEnd.output:type_name -> stockade.v1.OutputSummary
-	49, // 13: stockade.v1.AttachEnd.result:type_name -> stockade.v1.Result
-	42, // 14: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	40, // 15: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
-	1,  // 16: stockade.v1.Resized.error:type_name -> stockade.v1.Error
-	84, // 17: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
-	43, // 18: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
-	47, // 19: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
-	48, // 20: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
-	49, // 21: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
-	41, // 22: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
-	0,  // 23: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
-	38, // 24: stockade.v1.LogsChunk.summary:type_name -> stockade.v1.OutputSummary
-	0,  // 25: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
-	1,  // 26: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	85, // 27: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	85, // 28: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
-	49, // 29: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	70, // 30: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	85, // 31: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
-	65, // 32: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	85, // 33: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	75, // 34: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	84, // 35: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	78, // 36: stockade.v1.DoctorResponse.relaxes:type_name -> stockade.v1.Relaxation
-	79, // 37: stockade.v1.DoctorResponse.checks:type_name -> stockade.v1.Check
-	6,  // 38: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	8,  // 39: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	24, // 40: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	26, // 41: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	28, // 42: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	2,  // 43: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
-	4,  // 44: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
-	11, // 45: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
-	13, // 46: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
-	15, // 47: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
-	17, // 48: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
-	19, // 49: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
-	22, // 50: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
-	45, // 51: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
-	39, // 52: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	50, // 53: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	52, // 54: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	54, // 55: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	35, // 56: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
-	30, // 57: stockade.v1.Processes.Changes:input_type -> stockade.v1.ChangesRequest
-	56, // 58: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	58, // 59: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	60, // 60: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	71, // 61: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	69, // 62: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	62, // 63: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	64, // 64: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	67, // 65: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	73, // 66: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	76, // 67: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	80, // 68: stockade.v1.Journal.Shutdown:input_type -> stockade.v1.ShutdownRequest
-	7,  // 69: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	9,  // 70: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	25, // 71: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	27, // 72: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	29, // 73: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	3,  // 74: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
-	5,  // 75: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
-	12, // 76: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
-	14, // 77: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
-	16, // 78: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
-	18, // 79: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
-	20, // 80: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
-	23, // 81: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
-	46, // 82: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
-	44, // 83: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	51, // 84: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	53, // 85: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	55, // 86: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	36, // 87: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
-	31, // 88: stockade.v1.Processes.Changes:output_type -> stockade.v1.ProcessChanges
-	57, // 89: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	59, // 90: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	61, // 91: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	72, // 92: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	70, // 93: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	63, // 94: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	66, // 95: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	68, // 96: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	74, // 97: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	77, // 98: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	81, // 99: stockade.v1.Journal.Shutdown:output_type -> stockade.v1.ShutdownResponse
-	69, // [69:100] is the sub-list for method output_type
-	38, // [38:69] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	6,   // 0: stockade.v1.EgressResponse.decisions:type_name -> stockade.v1.EgressDecision
+	100, // 1: stockade.v1.EgressDecision.time:type_name -> google.protobuf.Timestamp
+	8,   // 2: stockade.v1.CreateSandboxRequest.policy:type_name -> stockade.v1.Policy
+	10,  // 3: stockade.v1.CreateSandboxRequest.datasets:type_name -> stockade.v1.Dataset
+	101, // 4: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	97,  // 5: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
+	9,   // 6: stockade.v1.Policy.user:type_name -> stockade.v1.User
+	8,   // 7: stockade.v1.SandboxSpec.policy:type_name -> stockade.v1.Policy
+	10,  // 8: stockade.v1.SandboxSpec.datasets:type_name -> stockade.v1.Dataset
+	101, // 9: stockade.v1.SandboxSpec.ttl:type_name -> google.protobuf.Duration
+	98,  // 10: stockade.v1.SandboxSpec.labels:type_name -> stockade.v1.SandboxSpec.LabelsEntry
+	11,  // 11: stockade.v1.SandboxState.spec:type_name -> stockade.v1.SandboxSpec
+	100, // 12: stockade.v1.SandboxState.deadline:type_name -> google.protobuf.Timestamp
+	13,  // 13: stockade.v1.SandboxState.created:type_name -> stockade.v1.SandboxCreated
+	14,  // 14: stockade.v1.SandboxState.exit:type_name -> stockade.v1.SandboxExited
+	15,  // 15: stockade.v1.SandboxState.recovered:type_name -> stockade.v1.Recovered
+	16,  // 16: stockade.v1.SandboxState.warden:type_name -> stockade.v1.WardenStarted
+	17,  // 17: stockade.v1.SandboxState.checkpoints:type_name -> stockade.v1.Checkpointed
+	18,  // 18: stockade.v1.SandboxState.rolling_back:type_name -> stockade.v1.RollingBack
+	18,  // 19: stockade.v1.SandboxState.last_rollback:type_name -> stockade.v1.RollingBack
+	100, // 20: stockade.v1.SandboxState.reserved:type_name -> google.protobuf.Timestamp
+	100, // 21: stockade.v1.SandboxState.at:type_name -> google.protobuf.Timestamp
+	101, // 22: stockade.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
+	58,  // 23: stockade.v1.ProcessSpec.record:type_name -> stockade.v1.Record
+	19,  // 24: stockade.v1.ProcessState.spec:type_name -> stockade.v1.ProcessSpec
+	100, // 25: stockade.v1.ProcessState.deadline:type_name -> google.protobuf.Timestamp
+	21,  // 26: stockade.v1.ProcessState.exit:type_name -> stockade.v1.ProcessExited
+	15,  // 27: stockade.v1.ProcessState.recovered:type_name -> stockade.v1.Recovered
+	100, // 28: stockade.v1.ProcessState.reserved:type_name -> google.protobuf.Timestamp
+	100, // 29: stockade.v1.ProcessState.at:type_name -> google.protobuf.Timestamp
+	47,  // 30: stockade.v1.ProcessExited.changes:type_name -> stockade.v1.Changes
+	25,  // 31: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
+	100, // 32: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	99,  // 33: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
+	100, // 34: stockade.v1.CheckpointInfo.created:type_name -> google.protobuf.Timestamp
+	27,  // 35: stockade.v1.ListCheckpointsResponse.checkpoints:type_name -> stockade.v1.CheckpointInfo
+	36,  // 36: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
+	12,  // 37: stockade.v1.InspectSandboxResponse.state:type_name -> stockade.v1.SandboxState
+	47,  // 38: stockade.v1.ProcessChanges.changes:type_name -> stockade.v1.Changes
+	49,  // 39: stockade.v1.ProcessChanges.diffs:type_name -> stockade.v1.FileDiff
+	48,  // 40: stockade.v1.Changes.entries:type_name -> stockade.v1.Change
+	61,  // 41: stockade.v1.AttachMessage.chunk:type_name -> stockade.v1.LogsChunk
+	52,  // 42: stockade.v1.AttachMessage.end:type_name -> stockade.v1.AttachEnd
+	53,  // 43: stockade.v1.AttachEnd.output:type_name -> stockade.v1.OutputSummary
+	64,  // 44: stockade.v1.AttachEnd.result:type_name -> stockade.v1.Result
+	57,  // 45: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
+	55,  // 46: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
+	1,   // 47: stockade.v1.Resized.error:type_name -> stockade.v1.Error
+	101, // 48: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	58,  // 49: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
+	62,  // 50: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
+	63,  // 51: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
+	64,  // 52: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
+	56,  // 53: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
+	0,   // 54: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
+	53,  // 55: stockade.v1.LogsChunk.summary:type_name -> stockade.v1.OutputSummary
+	0,   // 56: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
+	1,   // 57: stockade.v1.Result.error:type_name -> stockade.v1.Error
+	100, // 58: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	100, // 59: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	64,  // 60: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
+	85,  // 61: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	100, // 62: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	80,  // 63: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	100, // 64: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	12,  // 65: stockade.v1.ReplayResponse.sandbox:type_name -> stockade.v1.SandboxState
+	20,  // 66: stockade.v1.ReplayResponse.process:type_name -> stockade.v1.ProcessState
+	90,  // 67: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	101, // 68: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	93,  // 69: stockade.v1.DoctorResponse.relaxes:type_name -> stockade.v1.Relaxation
+	94,  // 70: stockade.v1.DoctorResponse.checks:type_name -> stockade.v1.Check
+	7,   // 71: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	23,  // 72: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	39,  // 73: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	41,  // 74: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	43,  // 75: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	2,   // 76: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
+	4,   // 77: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
+	26,  // 78: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
+	28,  // 79: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
+	30,  // 80: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
+	32,  // 81: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
+	34,  // 82: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
+	37,  // 83: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
+	60,  // 84: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	54,  // 85: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	65,  // 86: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	67,  // 87: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	69,  // 88: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	50,  // 89: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
+	45,  // 90: stockade.v1.Processes.Changes:input_type -> stockade.v1.ChangesRequest
+	71,  // 91: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	73,  // 92: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	75,  // 93: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	86,  // 94: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	84,  // 95: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	77,  // 96: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	79,  // 97: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	82,  // 98: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	88,  // 99: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	91,  // 100: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	95,  // 101: stockade.v1.Journal.Shutdown:input_type -> stockade.v1.ShutdownRequest
+	22,  // 102: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	24,  // 103: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	40,  // 104: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	42,  // 105: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	44,  // 106: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	3,   // 107: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
+	5,   // 108: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
+	27,  // 109: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
+	29,  // 110: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
+	31,  // 111: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
+	33,  // 112: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
+	35,  // 113: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
+	38,  // 114: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
+	61,  // 115: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	59,  // 116: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	66,  // 117: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	68,  // 118: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	70,  // 119: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	51,  // 120: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
+	46,  // 121: stockade.v1.Processes.Changes:output_type -> stockade.v1.ProcessChanges
+	72,  // 122: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	74,  // 123: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	76,  // 124: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	87,  // 125: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	85,  // 126: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	78,  // 127: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	81,  // 128: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	83,  // 129: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	89,  // 130: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	92,  // 131: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	96,  // 132: stockade.v1.Journal.Shutdown:output_type -> stockade.v1.ShutdownResponse
+	102, // [102:133] is the sub-list for method output_type
+	71,  // [71:102] is the sub-list for method input_type
+	71,  // [71:71] is the sub-list for extension type_name
+	71,  // [71:71] is the sub-list for extension extendee
+	0,   // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -5443,22 +7347,28 @@ func file_stockade_v1_stockade_proto_init() {
 	if File_stockade_v1_stockade_proto != nil {
 		return
 	}
-	file_stockade_v1_stockade_proto_msgTypes[35].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[13].OneofWrappers = []any{}
+	file_stockade_v1_stockade_proto_msgTypes[20].OneofWrappers = []any{}
+	file_stockade_v1_stockade_proto_msgTypes[50].OneofWrappers = []any{
 		(*AttachMessage_Chunk)(nil),
 		(*AttachMessage_End)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[38].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[53].OneofWrappers = []any{
 		(*ExecRequest_Start)(nil),
 		(*ExecRequest_Stdin)(nil),
 		(*ExecRequest_CloseStdin)(nil),
 		(*ExecRequest_Signal)(nil),
 		(*ExecRequest_Resize)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[43].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[58].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Output)(nil),
 		(*ExecResponse_Result)(nil),
 		(*ExecResponse_Resized)(nil),
+	}
+	file_stockade_v1_stockade_proto_msgTypes[86].OneofWrappers = []any{
+		(*ReplayResponse_Sandbox)(nil),
+		(*ReplayResponse_Process)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -5466,7 +7376,7 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   83,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   6,
 		},
