@@ -1,8 +1,12 @@
-// Package stockade is the embedding API of the stockade runtime: it runs
-// untrusted commands in locked-down Docker containers (sandboxes) and never
-// loses track of them. Every sandbox and process is an actor, and every state
-// transition is journaled durably in a bbolt file before it is acted on or
-// reported.
+// Package stockade embeds the stockade runtime. Program against rt.Host():
+// the host.Runtime it returns is the API every Go host should use, the same
+// one client.Dial gives over a server's socket, so the code runs against
+// either. *Runtime's own methods are the embedded extras.
+//
+// The runtime runs untrusted commands in locked-down Docker containers
+// (sandboxes) and never loses track of them. Every sandbox and process is
+// an actor, and every state transition is journaled durably in a bbolt
+// file before it is acted on or reported.
 //
 //	rt, err := stockade.Open(ctx, stockade.Options{})
 //	defer rt.Close()

@@ -35,7 +35,7 @@ func TestFakeLogsOfARunningProcessWithoutARecordingYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	var chunks int
-	sum, err := rt.Logs(p.ID(), func(stockade.OutputChunk) error { chunks++; return nil })
+	sum, err := rt.Logs(context.Background(), p.ID(), func(stockade.OutputChunk) error { chunks++; return nil })
 	if err != nil || sum.Complete || chunks != 0 {
 		t.Fatalf("Logs of a running process with no recording yet: %+v, %d chunks, %v; want empty, incomplete, no error", sum, chunks, err)
 	}
@@ -43,10 +43,10 @@ func TestFakeLogsOfARunningProcessWithoutARecordingYet(t *testing.T) {
 	if _, err := p.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rt.Logs(p.ID(), func(stockade.OutputChunk) error { return nil }); !spec.IsCode(err, spec.CodeNotFound) {
+	if _, err := rt.Logs(context.Background(), p.ID(), func(stockade.OutputChunk) error { return nil }); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("Logs of an ended process whose recording is gone: %v, want not_found", err)
 	}
-	if _, err := rt.Logs("nosuchprocess", func(stockade.OutputChunk) error { return nil }); !spec.IsCode(err, spec.CodeNotFound) {
+	if _, err := rt.Logs(context.Background(), "nosuchprocess", func(stockade.OutputChunk) error { return nil }); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("Logs of an unknown process: %v, want not_found", err)
 	}
 }

@@ -16,21 +16,21 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// recorded is a recording read back: "1:" and "2:" prefix each chunk's
-// stream, "gap N" marks a gap.
+// recorded is a recording read back: "stdout:" and "stderr:" prefix each
+// chunk's stream, "gap N" marks a gap.
 func recorded(t *testing.T, read func(func(stockade.OutputChunk) error) (stockade.OutputSummary, error)) (string, stockade.OutputSummary, error) {
 	t.Helper()
 	var b bytes.Buffer
-	var last byte
+	var last string
 	sum, err := read(func(c stockade.OutputChunk) error {
 		switch c.Stream {
-		case 0:
+		case "":
 			fmt.Fprintf(&b, "[gap %d]", c.Gap)
 		case last:
 			b.Truncate(b.Len() - 1) // chunking is the transport's: merge
 			fmt.Fprintf(&b, "%s|", c.Data)
 		default:
-			fmt.Fprintf(&b, "%d:%s|", c.Stream, c.Data)
+			fmt.Fprintf(&b, "%s:%s|", c.Stream, c.Data)
 		}
 		last = c.Stream
 		return nil
@@ -55,10 +55,10 @@ func TestFakeOutputRecorded(t *testing.T) {
 	}{
 		{"default", spec.Record{}, spec.Record{}, spec.Pipe,
 			[]dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("out ")}, {Stream: framing.Stderr, Data: []byte("err")}, {Stream: framing.Stdout, Data: []byte("more")}},
-			"1:out |2:err|1:more|", true},
+			"stdout:out |stderr:err|stdout:more|", true},
 		{"a discarded stream is recorded", spec.Record{}, spec.Record{}, spec.Discard,
 			[]dockerio.FakeFrame{{Stream: framing.Stderr, Data: []byte("hidden")}, {Stream: framing.Stdout, Data: []byte("shown")}},
-			"2:hidden|1:shown|", true},
+			"stderr:hidden|stdout:shown|", true},
 		{"nothing printed", spec.Record{}, spec.Record{}, spec.Pipe, nil, "", true},
 		{"process off", spec.Record{}, spec.Record{Off: true}, spec.Pipe,
 			[]dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("x")}}, "", false},
@@ -66,10 +66,10 @@ func TestFakeOutputRecorded(t *testing.T) {
 			[]dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("x")}}, "", false},
 		{"runtime bounds", spec.Record{Head: 4 << 10, Tail: 4 << 10}, spec.Record{}, spec.Pipe,
 			[]dockerio.FakeFrame{{Stream: framing.Stdout, Data: big}},
-			"1:" + string(big[:4<<10]) + "|[gap 63488]1:" + string(big[:4<<10]) + "|", true},
+			"stdout:" + string(big[:4<<10]) + "|[gap 63488]stdout:" + string(big[:4<<10]) + "|", true},
 		{"process bounds over the runtime's", spec.Record{Head: 4 << 10, Tail: 4 << 10}, spec.Record{Head: 128 << 10}, spec.Pipe,
 			[]dockerio.FakeFrame{{Stream: framing.Stdout, Data: big}},
-			"1:" + string(big) + "|", true},
+			"stdout:" + string(big) + "|", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,7 +93,9 @@ func TestFakeOutputRecorded(t *testing.T) {
 			// Wait returned: the exit is journaled, so the recording must
 			// be whole, end record included.
 			reads := map[string]func(func(stockade.OutputChunk) error) (stockade.OutputSummary, error){
-				"runtime": func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) { return rt.Logs(p.ID(), fn) },
+				"runtime": func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) {
+					return rt.Logs(ctx, p.ID(), fn)
+				},
 				"path": func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) {
 					return stockade.ReadOutput(path, p.ID(), fn)
 				},
@@ -117,7 +119,9 @@ func TestFakeOutputRecorded(t *testing.T) {
 				t.Fatal(err)
 			}
 			rt2 := testutil.OpenFake(t, f, path)
-			got, sum, err := recorded(t, func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) { return rt2.Logs(p.ID(), fn) })
+			got, sum, err := recorded(t, func(fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) {
+				return rt2.Logs(ctx, p.ID(), fn)
+			})
 			if err != nil || got != tc.want || !sum.Complete {
 				t.Fatalf("after a restart: %.200q %+v %v", got, sum, err)
 			}
@@ -212,10 +216,10 @@ func TestFakeRetainRemovesRecordings(t *testing.T) {
 		t.Fatal(err)
 	}
 	nop := func(stockade.OutputChunk) error { return nil }
-	if _, err := rt.Logs(ids["removed"], nop); !spec.IsCode(err, spec.CodeNotFound) {
+	if _, err := rt.Logs(ctx, ids["removed"], nop); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("a removed sandbox's recording after retention: %v, want not_found", err)
 	}
-	if _, err := rt.Logs(ids["hold"], nop); err != nil {
+	if _, err := rt.Logs(ctx, ids["hold"], nop); err != nil {
 		t.Fatalf("a running process's recording after retention: %v", err)
 	}
 }

@@ -1,6 +1,8 @@
 package stockade_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"io"
 	"path/filepath"
@@ -258,4 +260,67 @@ func TestFakeSignalsWaitOutAFreeze(t *testing.T) {
 	if res, err := p.Wait(wctx); res.Reason != string(lifecycle.ReasonTimeout) {
 		t.Fatalf("%+v %v, want timeout", res, err)
 	}
+}
+
+// pausedReader reports, at its first read, whether the workload is paused:
+// a put's archive is read while it is extracted.
+type pausedReader struct {
+	r      io.Reader
+	paused func() bool
+	once   sync.Once
+	saw    bool
+}
+
+func (p *pausedReader) Read(b []byte) (int, error) {
+	p.once.Do(func() { p.saw = p.paused() })
+	return p.r.Read(b)
+}
+
+// TestFakePutFreezes: a put into a running workload extracts with it
+// frozen (the freeze journaled as a consistent copy's) and thaws after;
+// into a stopped one, it freezes nothing.
+func TestFakePutFreezes(t *testing.T) {
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "")
+	ctx := context.Background()
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
+	h := handleOf(t, rt, sb.ID())
+	body := &pausedReader{r: bytes.NewReader(tarOf(t, "a.txt", "hello")), paused: func() bool { return f.Paused(h) }}
+	if err := sb.Put(ctx, "work", body); err != nil {
+		t.Fatal(err)
+	}
+	if !body.saw {
+		t.Fatal("the put's archive was read with the workload running: a process could swap a directory for a link under it")
+	}
+	testutil.Eventually(t, "the thaw journaled", func() bool { return countTypes(t, rt, sb.ID())["sandbox.unpaused"] == 1 })
+	if f.Paused(h) {
+		t.Fatal("still paused after the put")
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	body = &pausedReader{r: bytes.NewReader(tarOf(t, "b.txt", "again")), paused: func() bool { return f.Paused(h) }}
+	if err := sb.Put(ctx, "work", body); err != nil {
+		t.Fatal(err)
+	}
+	if body.saw || countTypes(t, rt, sb.ID())["sandbox.pausing"] != 1 {
+		t.Fatal("a put into a stopped workload froze it")
+	}
+}
+
+// tarOf is an archive of one file.
+func tarOf(t *testing.T, name, body string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write([]byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }

@@ -27,7 +27,7 @@ func processOf(rt *core.Runtime, h *core.Process, err error) (*Process, error) {
 func (p *Process) ID() string { return p.h.ID }
 
 // Stdout is the piped stdout, or nil when it is discarded (and for a
-// re-adopted process: see Runtime.Logs). A piped stream must be read:
+// re-adopted process: see Attach). A piped stream must be read:
 // stdout and stderr share one connection.
 func (p *Process) Stdout() io.ReadCloser { return p.h.Stdout() }
 

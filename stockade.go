@@ -72,9 +72,10 @@ func (rt *Runtime) Sandboxes(ctx context.Context) ([]SandboxInfo, error) {
 
 // Process returns a live process by id: one started through this runtime,
 // or one recovery re-adopted from an earlier runtime (its output goes to
-// the recorder only, so its Stdout and Stderr are nil: follow it with
-// Logs). It can be signalled, stopped and waited for. not_found when the
-// process is not live here.
+// the recorder only, so its Stdout and Stderr are nil: Attach has it). It
+// can be signalled, stopped and waited for. not_found when the process is
+// not live here: rt.Host().Process finds any journaled process, running or
+// ended, as a served runtime's client does.
 func (rt *Runtime) Process(ctx context.Context, id string) (*Process, error) {
 	h, err := rt.c.Process(ctx, id)
 	return processOf(rt.c, h, err)
@@ -132,9 +133,9 @@ func (rt *Runtime) Export(ctx context.Context, w io.Writer) error { return rt.c.
 // Logs reads the recorded output of a process of this runtime's journal,
 // running or ended (see ReadOutput). A process that runs, recorded, but
 // whose read loop has not yet made its recording has no output yet: an
-// empty, incomplete summary, not not_found.
-func (rt *Runtime) Logs(id string, fn func(OutputChunk) error) (OutputSummary, error) {
-	return rt.c.Logs(id, fn)
+// empty, incomplete summary, not not_found. It is rt.Host().Logs.
+func (rt *Runtime) Logs(ctx context.Context, id string, fn func(OutputChunk) error) (OutputSummary, error) {
+	return rt.c.Host().Logs(ctx, id, fn)
 }
 
 // Egress calls fn with a sandbox's recorded egress decisions, oldest first

@@ -9,8 +9,8 @@ import (
 )
 
 // The API's value types are defined where the client shares them (host/,
-// spec/) or where they are made (recorder/, egress/); these names are
-// those types, not copies.
+// spec/) or where they are made (egress/); these names are those types,
+// not copies.
 type (
 	// SandboxInfo is one line of Sandboxes.
 	SandboxInfo = host.SandboxInfo
@@ -33,14 +33,17 @@ type (
 	// recorded beside the journal.
 	EgressDecision = egress.Decision
 	// OutputChunk is one piece of a process's recorded output, in arrival
-	// order: bytes of stdout (Stream 1) or stderr (Stream 2), or a gap
-	// (Stream 0) with the count of bytes the recording does not hold there.
-	OutputChunk = recorder.Chunk
+	// order: bytes of stdout (Stream "stdout") or stderr (Stream
+	// "stderr"), or a gap (Stream "") with the count of bytes the
+	// recording does not hold there (Lost when they are known lost, not
+	// merely beyond the recording's bounds). It is host's type: the one
+	// host.Runtime.Logs and client.Dial's runtime hand out.
+	OutputChunk = host.OutputChunk
 	// OutputSummary says how a recording ends: complete (the output ended,
 	// was synced before the process's exit was journaled, and its end
 	// record written after it), or torn (cut by a crash, or still being
-	// written), with the totals.
-	OutputSummary = recorder.Summary
+	// written), with the totals. It is host's type.
+	OutputSummary = host.OutputSummary
 )
 
 // Unreconciled is the decision recorded for a sandbox recovery could not
@@ -69,7 +72,26 @@ func CheckPoolName(name string) error { return core.CheckPoolName(name) }
 // retention) is not_found; a corrupt one fails with code journal after the
 // chunks before the corruption.
 func ReadOutput(journalPath, id string, fn func(OutputChunk) error) (OutputSummary, error) {
-	return core.ReadOutput(journalPath, id, fn)
+	sum, err := core.ReadOutput(journalPath, id, func(c recorder.Chunk) error { return fn(outputChunk(c)) })
+	return outputSummary(sum), err
+}
+
+// outputChunk is a recorded chunk as host's API gives it.
+func outputChunk(c recorder.Chunk) OutputChunk {
+	out := OutputChunk{Offset: c.Offset, Data: c.Data, Gap: c.Gap, Lost: c.Lost}
+	switch c.Stream {
+	case recorder.TypeStdout:
+		out.Stream = "stdout"
+	case recorder.TypeStderr:
+		out.Stream = "stderr"
+	}
+	return out
+}
+
+// outputSummary is a recording's summary as host's API gives it.
+func outputSummary(s recorder.Summary) OutputSummary {
+	return OutputSummary{Complete: s.Complete, Torn: s.Torn, StdoutBytes: s.StdoutBytes, StderrBytes: s.StderrBytes,
+		Recorded: s.Recorded, Missing: s.Missing, Dropped: s.Dropped, Head: s.Head, Tail: s.Tail}
 }
 
 // HostProcess presents a process as a host.Process.

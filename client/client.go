@@ -482,7 +482,7 @@ func (c *Client) Attach(ctx context.Context, processID string, o host.AttachOpti
 			if msg.End.Result != nil {
 				out.Result = fromResult(msg.End.Result)
 			}
-			return out, out.Result.Err
+			return out, nil
 		default:
 			return out, spec.Errorf(spec.CodeInternal, "client", "the server sent an attach message this client does not know (%T): upgrade the client", m.Msg)
 		}
@@ -490,7 +490,7 @@ func (c *Client) Attach(ctx context.Context, processID string, o host.AttachOpti
 }
 
 func fromChunk(m *stockadev1.LogsChunk) host.OutputChunk {
-	ch := host.OutputChunk{Offset: m.Offset, Data: m.Data, Gap: m.Gap}
+	ch := host.OutputChunk{Offset: m.Offset, Data: m.Data, Gap: m.Gap, Lost: m.Lost}
 	switch m.Stream {
 	case stockadev1.Stream_STREAM_STDOUT:
 		ch.Stream = "stdout"

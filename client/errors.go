@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"io"
 
@@ -37,10 +38,16 @@ func fromStatus(err error) error {
 		}
 	}
 	switch st.Code() {
-	case codes.Canceled, codes.Unavailable:
-		return spec.Errorf(spec.CodeCancelled, "client", "the server went away or cannot be reached: %s", st.Message())
+	case codes.Canceled:
+		// The caller's context (a server gone is Unavailable): cancelled,
+		// as the embedded runtime says it, with the context's error.
+		return spec.Wrap(spec.CodeCancelled, "client", context.Canceled, "the call's context was cancelled")
 	case codes.DeadlineExceeded:
-		return spec.Errorf(spec.CodeTimeout, "client", "%s", st.Message())
+		// The caller's deadline, never a process's timeout (that one
+		// comes as the server's *spec.Error, code timeout).
+		return spec.Wrap(spec.CodeCancelled, "client", context.DeadlineExceeded, "the call's context reached its deadline")
+	case codes.Unavailable:
+		return spec.Errorf(spec.CodeCancelled, "client", "the server went away or cannot be reached: %s", st.Message())
 	case codes.InvalidArgument:
 		return spec.Errorf(spec.CodeInvalidArgument, "client", "%s", st.Message())
 	case codes.NotFound:

@@ -404,7 +404,7 @@ func (s *stdin) Close() error {
 }
 
 // Process returns a journaled process by id, running or ended (not_found
-// when the journal has none), with no streams: Logs has its output. Wait
+// when the journal has none), with no streams: Attach has its output. Wait
 // waits for its end on the server, Signal and Stop reach it while it runs.
 func (c *Client) Process(ctx context.Context, id string) (host.Process, error) {
 	if _, err := c.ReplayProcess(ctx, id, 0); err != nil {

@@ -23,8 +23,14 @@ import (
 // the path as given. Reads and writes go through the sandbox's archive
 // (Put and Get: they work on a stopped sandbox too); Remove and Rename run
 // rm and mv in the sandbox, as its user, as processes of its history (the
-// workload must run and its image have them). Bulk copies stay with Put
-// and Get.
+// workload must run and its image have /bin/rm and /bin/mv). Bulk copies
+// stay with Put and Get.
+//
+// Mind the two bases: a relative path here is relative to /workspace,
+// while a process's default working directory is /workspace/work (a
+// process's relative Dir is relative to /workspace, as here), and
+// checkpoints and rollbacks cover /workspace/work only: a file meant for
+// the processes and the checkpoints goes under work/.
 type Files interface {
 	// Stat describes path.
 	Stat(ctx context.Context, path string) (FileInfo, error)
@@ -50,8 +56,18 @@ type Files interface {
 	Rename(ctx context.Context, from, to string) error
 }
 
-// MaxListEntries bounds one List.
-const MaxListEntries = 10000
+// List's bounds. A directory's archive holds its whole subtree, contents
+// included (Docker has no listing call), and List reads past what it does
+// not list: at most MaxListEntries entries listed, and at most
+// maxListHeaders entries and maxListSkipped bytes of content gone through,
+// so a sandbox's huge (or sparse: Docker's tar is not sparse-aware) file
+// cannot make a List read for ever. Past a bound the listing is Truncated,
+// and Why says which.
+const (
+	MaxListEntries = 10000
+	maxListHeaders = 100 * MaxListEntries
+	maxListSkipped = 64 << 20
+)
 
 // FileInfo describes a workspace path.
 type FileInfo struct {
@@ -71,6 +87,8 @@ type Listing struct {
 	Dir       string     `json:"dir"`
 	Entries   []FileInfo `json:"entries"`
 	Truncated bool       `json:"truncated,omitempty"`
+	// Why says which bound cut a Truncated listing.
+	Why string `json:"why,omitempty"`
 }
 
 // FilesOf is the Files of sb, made of its Put, Get and Start: the one
@@ -157,7 +175,18 @@ func (f files) List(ctx context.Context, dir string) (Listing, error) {
 	}
 	top := strings.TrimSuffix(h.Name, "/")
 	out := Listing{Dir: abs, Entries: []FileInfo{}}
+	cut := func(why string) (Listing, error) {
+		out.Truncated, out.Why = true, why
+		return out, nil
+	}
+	headers, skipped := 0, int64(0)
 	for {
+		if headers++; headers > maxListHeaders {
+			return cut(fmt.Sprintf("the directory's tree holds over %d entries", maxListHeaders))
+		}
+		if skipped > maxListSkipped {
+			return cut(fmt.Sprintf("the directory's tree holds over %d MiB of content to read past", maxListSkipped>>20))
+		}
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return out, nil
@@ -165,13 +194,15 @@ func (f files) List(ctx context.Context, dir string) (Listing, error) {
 		if err != nil {
 			return out, spec.Wrap(spec.CodeStreamFailure, "files", err, "listing %q in sandbox %s", dir, f.sb.ID())
 		}
+		if h.Typeflag == tar.TypeReg {
+			skipped += h.Size // the next Next reads past it
+		}
 		name, ok := strings.CutPrefix(strings.TrimSuffix(h.Name, "/"), top+"/")
 		if !ok || name == "" || strings.Contains(name, "/") {
 			continue // deeper: its directory is listed, not its contents
 		}
 		if len(out.Entries) == MaxListEntries {
-			out.Truncated = true
-			return out, nil
+			return cut(fmt.Sprintf("over %d entries", MaxListEntries))
 		}
 		out.Entries = append(out.Entries, infoOf(h, path.Join(abs, name)))
 	}
@@ -228,6 +259,12 @@ func orMode(mode, def uint32) uint32 {
 // make makes path as h says (a file with r's content, or a directory),
 // with its missing parents: it finds the deepest directory that exists and
 // puts one archive of what is missing below it.
+//
+// The daemon extracts as root: the checks here only word the refusals;
+// the ones that keep root from following a link a sandbox process made
+// are PutArchive's, with the workload frozen from before them to after the
+// extraction (every Put freezes a running workload), so no process can
+// swap a directory for a link in between.
 func (f files) make(ctx context.Context, p string, h *tar.Header, r io.Reader) error {
 	abs, rel, err := where(p)
 	if err != nil {
@@ -337,7 +374,7 @@ func (f files) Remove(ctx context.Context, p string) error {
 	if _, err := f.Stat(ctx, rel); err != nil {
 		return err
 	}
-	return f.run(ctx, "rm", "-rf", "--", abs)
+	return f.run(ctx, "/bin/rm", "-rf", "--", abs)
 }
 
 func (f files) Rename(ctx context.Context, from, to string) error {
@@ -370,13 +407,18 @@ func (f files) Rename(ctx context.Context, from, to string) error {
 			return spec.Errorf(spec.CodeInvalidArgument, "files", "the parent of %q is a %s, not a directory", to, st.Kind)
 		}
 	}
-	return f.run(ctx, "mv", "--", fromAbs, toAbs)
+	return f.run(ctx, "/bin/mv", "--", fromAbs, toAbs)
 }
 
-// run runs argv in the sandbox to its end; a failure carries its stderr.
+// run runs argv (by absolute path: the image's, on its read-only root,
+// never one a sandbox's PATH could put first) in the sandbox to its end,
+// as the sandbox's user; a failure carries its stderr.
 func (f files) run(ctx context.Context, argv ...string) error {
 	p, err := f.sb.Start(ctx, spec.Process{Argv: argv, Stdout: spec.Discard, Timeout: time.Minute})
 	if err != nil {
+		if p != nil && p.Stderr() != nil {
+			_ = p.Stderr().Close() // nothing will read it
+		}
 		return err
 	}
 	var stderr bytes.Buffer

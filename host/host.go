@@ -52,10 +52,10 @@ type Runtime interface {
 	Egress(ctx context.Context, sandboxID string) ([]egress.Decision, error)
 	// Process returns a journaled process by id, running or ended, from
 	// any runtime of the journal, after any restart (not_found when the
-	// journal has none). One started by this caller and still running has
-	// its streams; any other has none (nil Stdout, Stderr and Stdin):
-	// Logs has its output. Wait gives its end from the journal; Signal and
-	// Stop reach it while it runs.
+	// journal has none). It has no streams (nil Stdout, Stderr and Stdin:
+	// they are its starter's): Attach has its output, from any offset.
+	// Wait gives its end from the journal; Signal and Stop reach it while
+	// it runs.
 	Process(ctx context.Context, id string) (Process, error)
 	// Logs hands fn a process's recorded output in the order it was
 	// written (stdout and stderr interleaved, gaps where the recording
@@ -69,7 +69,9 @@ type Runtime interface {
 	// was opened or started), in the order they were given.
 	Pools(ctx context.Context) ([]PoolInfo, error)
 	// ResizePool sets a pool's size: growing starts refills, shrinking
-	// removes ready sandboxes past it.
+	// removes ready sandboxes past it; not_found for a pool the runtime
+	// was not opened (or `stockade serve` started) with: pools are
+	// configured there (stockade.Options.Pools, serve --pool).
 	ResizePool(ctx context.Context, name string, size int) error
 	// Checkpoints lists the checkpoints in the runtime's store, oldest
 	// first: a sandbox's (its id), or all ("").
@@ -204,14 +206,23 @@ type Process interface {
 	// (a gap where the recording does not hold the bytes: beyond its
 	// bounds, or lost). It returns when the process has ended and its
 	// output is all handed out, with the recording's summary and the
-	// result; err is, as Wait's, the result's typed error (nil for a plain
-	// exit), or why the attach ended first: ctx's end (cancelled), fn's
-	// error, the runtime's close or its sandbox taken out of service.
+	// result (a process that ended badly, a timeout say, has its typed
+	// error in Result.Err: the attach itself went well); err is why the
+	// attach ended first: ctx's end (cancelled), fn's error, the
+	// runtime's close or its sandbox taken out of service.
+	//
 	// It works for any process the journal holds, running or ended, from
 	// any runtime of the journal: after a crash, a new host attaches from
-	// the offset its last chunk ended at and misses nothing. A process
+	// the offset its last chunk ended at and misses nothing within the
+	// recording's bounds (spec.Record: by default the first 64 KiB and the
+	// last 1 MiB, up to 256 MiB each; what fell between them is a gap
+	// chunk). An offset past the output's end hands out nothing: for a
+	// running process Attach waits for the output to reach it. A process
 	// started with recording off has no output to attach to
-	// (unsupported). See AttachStreams for two readers instead of fn.
+	// (unsupported). Its own piped streams are apart from any attach: a
+	// pipe nobody reads still stops the process once full, so start it
+	// with Stdout and Stderr spec.Discard to only attach. See
+	// AttachStreams for two readers instead of fn.
 	Attach(ctx context.Context, o AttachOptions, fn func(OutputChunk) error) (Attached, error)
 	// Resize sets the size of the process's terminal: invalid_argument for
 	// a process started without TTY or a zero dimension. Only a sandbox
@@ -390,6 +401,10 @@ type OutputChunk struct {
 	Data   []byte `json:"data,omitempty"`
 	// Gap is, for a gap, how many bytes are not in the recording there.
 	Gap int64 `json:"gap,omitempty"`
+	// Lost: the gap's bytes are known lost (a write error, or output the
+	// in-sandbox warden had dropped: the journal's process.output_gap
+	// says why), not merely beyond the recording's bounds.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // ProcessChanges is what one process did under /workspace (Runtime.Changes;
@@ -437,11 +452,21 @@ func (s *Streams) Wait() (Attached, error) {
 
 // AttachStreams is Process.Attach as two readers: a convenience for a
 // caller that wants stdout and stderr apart (their interleaving is lost;
-// Attach keeps it).
+// Attach keeps it). ctx's end ends the attach and both readers.
 func AttachStreams(ctx context.Context, p Process, o AttachOptions) *Streams {
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	s := &Streams{Stdout: outR, Stderr: errR, done: make(chan struct{})}
+	go func() {
+		// A reader that is never read would hold the attach for ever:
+		// ctx's end closes both, and the write blocked on one returns.
+		select {
+		case <-ctx.Done():
+			_ = outR.CloseWithError(ctx.Err()) // always nil
+			_ = errR.CloseWithError(ctx.Err()) // always nil
+		case <-s.done:
+		}
+	}()
 	go func() {
 		defer close(s.done)
 		var outGone, errGone bool
@@ -461,12 +486,8 @@ func AttachStreams(ctx context.Context, p Process, o AttachOptions) *Streams {
 			}
 			return nil
 		})
-		endErr := s.err
-		if endErr != nil && s.end.Result.Reason != "" {
-			endErr = nil // the process ended: its error is the result's, the streams end clean
-		}
-		_ = outW.CloseWithError(endErr) // always nil
-		_ = errW.CloseWithError(endErr) // always nil
+		_ = outW.CloseWithError(s.err) // always nil
+		_ = errW.CloseWithError(s.err) // always nil
 	}()
 	return s
 }

@@ -151,7 +151,9 @@ func (r *Reader) ReplayProcess(ctx context.Context, id string, at uint64) (lifec
 // it, rather than fail the whole stream.
 func replay(j *journal.Journal, k journal.Key, at uint64, apply func(seq uint64, t time.Time, ev lifecycle.Event, repeat bool) error) error {
 	var prev journal.Event
-	return j.Read(k, 0, at, func(e journal.Event) error {
+	read := false
+	err := j.Read(k, 0, at, func(e journal.Event) error {
+		read = true
 		ev, err := lifecycle.Decode(e.Type, e.Payload)
 		if err == nil {
 			repeat := prev.Seq != 0 && e.Type == prev.Type && bytes.Equal(e.Payload, prev.Payload)
@@ -163,6 +165,16 @@ func replay(j *journal.Journal, k journal.Key, at uint64, apply func(seq uint64,
 		prev = e
 		return nil
 	})
+	if !read && spec.IsCode(err, spec.CodeNotFound) {
+		// The journal's words name its file (the server's, served): the
+		// caller's id and where ids come from are what help.
+		hint := ""
+		if k.Kind == journal.KindProcess {
+			hint = " (a process's id comes from Start, or from SandboxInfo.Processes)"
+		}
+		return spec.Errorf(spec.CodeNotFound, "replay", "no %s %s in the journal%s", k.Kind, k.ID, hint)
+	}
+	return err
 }
 
 // Live lists the journal's live index.

@@ -85,7 +85,7 @@ func (p *Provider) GetContainerLogs(ctx context.Context, ns, name, container str
 
 func (p *Provider) writeLogs(ctx context.Context, id string, opts api.ContainerLogOpts, w io.Writer) error {
 	var all bytes.Buffer
-	printed, _, err := p.readFrom(id, 0, &all, &all)
+	printed, _, err := p.readFrom(ctx, id, 0, &all, &all)
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func (p *Provider) follow(ctx context.Context, id string, from int64, stdout, st
 			return err
 		}
 		var complete bool
-		from, complete, err = p.readFrom(id, from, stdout, stderr)
+		from, complete, err = p.readFrom(ctx, id, from, stdout, stderr)
 		if err != nil {
 			return err
 		}
@@ -135,23 +135,23 @@ func (p *Provider) follow(ctx context.Context, id string, from int64, stdout, st
 // readFrom writes the recorded output past offset from (a gap as one line
 // on stderr) and returns where the recording ends and whether it is
 // complete.
-func (p *Provider) readFrom(id string, from int64, stdout, stderr io.Writer) (int64, bool, error) {
+func (p *Provider) readFrom(ctx context.Context, id string, from int64, stdout, stderr io.Writer) (int64, bool, error) {
 	end := from
-	sum, err := p.rt.Logs(id, func(ch stockade.OutputChunk) error {
+	sum, err := p.rt.Logs(ctx, id, func(ch stockade.OutputChunk) error {
 		chEnd := ch.Offset + int64(len(ch.Data)) + ch.Gap
 		if chEnd <= end {
 			return nil
 		}
 		data := ch.Data
-		if skip := end - ch.Offset; skip > 0 && ch.Stream != 0 {
+		if skip := end - ch.Offset; skip > 0 && ch.Stream != "" {
 			data = data[skip:]
 		}
 		end = chEnd
 		switch ch.Stream {
-		case 0:
+		case "":
 			_, err := fmt.Fprintf(stderr, "[stockade: %d bytes of output not recorded here]\n", ch.Gap)
 			return err
-		case 2:
+		case "stderr":
 			_, err := stderr.Write(data)
 			return err
 		default:
@@ -343,7 +343,7 @@ func (p *Provider) AttachToContainer(ctx context.Context, ns, name, container st
 	if h != nil && attach.TTY() {
 		go resizeFrom(ctx, attach.Resize(), h)
 	}
-	from, _, err := p.readFrom(id, 0, io.Discard, io.Discard)
+	from, _, err := p.readFrom(ctx, id, 0, io.Discard, io.Discard)
 	if err != nil {
 		return err
 	}

@@ -245,7 +245,8 @@ func (c *Changes) Total() int { return c.Created + c.Modified + c.Deleted + c.Re
 // Change is one path's change.
 type Change struct {
 	// Op is created, modified, deleted or renamed.
-	Op   string `json:"op"`
+	Op string `json:"op"`
+	// Path is absolute, under /workspace (as FileInfo's).
 	Path string `json:"path"`
 	// From is where a renamed path was.
 	From string `json:"from,omitempty"`

@@ -67,12 +67,16 @@ func (s *Store) Follow(ctx context.Context, id string, o FollowOptions, fn func(
 	if o.Poll <= 0 {
 		o.Poll = 250 * time.Millisecond
 	}
-	s.watchers.Add(1)
-	defer s.watchers.Add(-1)
+	s.follow(id)
+	defer s.unfollow(id)
 	f := &follower{dir: s.dir, id: id, at: o.From, fn: fn, coalesce: o.Coalesce}
 	defer f.close()
 	var endBy time.Time // when Ended said so: the end record is due by EndWait
+	var asked time.Time // when Ended was last asked: at most once a Poll
 	for {
+		if err := ctx.Err(); err != nil {
+			return f.sum, spec.Wrap(spec.CodeCancelled, "recorder", err, "following the output of %s", id)
+		}
 		wake := s.wakeup(id)
 		progress, err := f.step()
 		if err == nil && (f.done || !progress) {
@@ -84,9 +88,14 @@ func (s *Store) Follow(ctx context.Context, id string, o FollowOptions, fn func(
 		if progress {
 			continue
 		}
-		if endBy.IsZero() && o.Ended != nil && o.Ended() {
-			endBy = time.Now().Add(o.EndWait)
-			continue // read once more: the end may have come with the exit
+		// Ended costs its caller a journal read: asked when idle, and
+		// not again within a Poll however often writes wake this loop.
+		if endBy.IsZero() && o.Ended != nil && time.Since(asked) >= o.Poll {
+			asked = time.Now()
+			if o.Ended() {
+				endBy = time.Now().Add(o.EndWait)
+				continue // read once more: the end may have come with the exit
+			}
 		}
 		wait := o.Poll
 		if !endBy.IsZero() {
@@ -108,6 +117,28 @@ func (s *Store) Follow(ctx context.Context, id string, o FollowOptions, fn func(
 	}
 }
 
+// follow counts a follower of id; unfollow, its end, forgets id's wake-up
+// channel with the last one, so the map holds only followed recordings.
+func (s *Store) follow(id string) {
+	s.watchers.Add(1)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.followers == nil {
+		s.followers = make(map[string]int)
+	}
+	s.followers[id]++
+}
+
+func (s *Store) unfollow(id string) {
+	s.wmu.Lock()
+	if s.followers[id]--; s.followers[id] <= 0 {
+		delete(s.followers, id)
+		delete(s.wakes, id)
+	}
+	s.wmu.Unlock()
+	s.watchers.Add(-1)
+}
+
 // wakeup returns the channel the next write of id's recording closes.
 func (s *Store) wakeup(id string) <-chan struct{} {
 	s.wmu.Lock()
@@ -121,6 +152,14 @@ func (s *Store) wakeup(id string) <-chan struct{} {
 		s.wakes[id] = ch
 	}
 	return ch
+}
+
+// following reports how many recordings have a follower and how many
+// wake-up channels are held (a test's check that nothing is left).
+func (s *Store) following() (followed, channels int) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return len(s.followers), len(s.wakes)
 }
 
 // wake tells id's followers that its recording changed; free when no one
@@ -222,11 +261,20 @@ func (f *follower) step() (bool, error) {
 	if n > 0 {
 		return true, nil
 	}
-	// Nothing new here: a rotation may have moved the writer on. Every
-	// write to this segment came before the next one was made, so once it
-	// exists one more read finds the rest.
+	// Nothing new here: a resume may have made the head again (its
+	// header was torn), or a rotation moved the writer on.
+	if replaced, err := f.replaced(); err != nil || replaced {
+		return replaced, err
+	}
+	// Every write to this segment came before the next one was made, so
+	// once it exists one more read finds the rest; it is entered only
+	// once its header is whole (a header that failed to be written
+	// leaves no file: see newSegment).
 	next, ok, err := f.nextSegment()
 	if err != nil || !ok {
+		return false, err
+	}
+	if whole, err := f.headerWhole(next); err != nil || !whole {
 		return false, err
 	}
 	if _, err := f.read(); err != nil {
@@ -247,6 +295,47 @@ func (f *follower) step() (bool, error) {
 	return true, nil
 }
 
+// replaced reports (and follows) the open segment's file having been made
+// again under its name: a resume remakes a head whose header was torn.
+// Before a header was read it is reopened from its start; after, a
+// replaced segment is corruption (a resume never remakes one).
+func (f *follower) replaced() (bool, error) {
+	name := headName(f.dir, f.id)
+	if f.seg > 0 {
+		name = tailName(f.dir, f.id, f.seg)
+	}
+	now, err := os.Stat(name)
+	if err != nil {
+		return false, nil // deleted by a rotation: read on, then move on
+	}
+	open, err := f.f.Stat()
+	if err != nil || os.SameFile(now, open) {
+		return false, nil
+	}
+	if f.hdr {
+		return false, f.corrupt(0, "the segment was replaced after its header was read")
+	}
+	nf, err := os.Open(name)
+	if err != nil {
+		return false, nil // gone again: the next step looks once more
+	}
+	_ = f.f.Close() // only read
+	f.f, f.buf, f.off = nf, f.buf[:0], 0
+	return true, nil
+}
+
+// headerWhole reports whether tail segment n's header is all on disk.
+func (f *follower) headerWhole(n uint64) (bool, error) {
+	fi, err := os.Stat(tailName(f.dir, f.id, n))
+	if errors.Is(err, os.ErrNotExist) {
+		return true, nil // deleted meanwhile: the step after finds a later one
+	}
+	if err != nil {
+		return false, spec.Wrap(spec.CodeJournal, "recorder", err, "reading segment %d of the recording of %s", n, f.id)
+	}
+	return fi.Size() >= headerSize, nil
+}
+
 // nextSegment is the lowest tail segment after the open one.
 func (f *follower) nextSegment() (uint64, bool, error) {
 	tails, err := listTails(f.dir, f.id)
@@ -262,25 +351,39 @@ func (f *follower) nextSegment() (uint64, bool, error) {
 }
 
 // read appends what the open segment has past what was read.
+// It reads at explicit offsets, never from the file's own position, and
+// reads again what it had not decoded (less than one record, after
+// decode): a resume in this store (a warden reattached) cuts a torn record
+// off the end and appends after the cut, so bytes read but not decoded
+// may have been replaced. What was decoded never is.
 func (f *follower) read() (int, error) {
-	total := 0
+	fi, err := f.f.Stat()
+	if err != nil {
+		return 0, spec.Wrap(spec.CodeJournal, "recorder", err, "reading segment %d of the recording of %s", f.seg, f.id)
+	}
+	if fi.Size() < f.off {
+		return 0, f.corrupt(fi.Size(), "the segment was cut below what was read (at %d)", f.off)
+	}
+	held := int64(len(f.buf))
+	f.buf = f.buf[:0]
+	total := -int(held) // progress is what is new beyond it
 	for {
 		if cap(f.buf)-len(f.buf) < 64<<10 {
 			nb := make([]byte, len(f.buf), max(2*cap(f.buf), len(f.buf)+256<<10))
 			copy(nb, f.buf)
 			f.buf = nb
 		}
-		n, err := f.f.Read(f.buf[len(f.buf):cap(f.buf)])
+		n, err := f.f.ReadAt(f.buf[len(f.buf):cap(f.buf)], f.off+int64(len(f.buf)))
 		f.buf = f.buf[:len(f.buf)+n]
 		total += n
 		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
-			return total, nil
+			return max(total, 0), nil
 		}
 		if err != nil {
-			return total, spec.Wrap(spec.CodeJournal, "recorder", err, "reading segment %d of the recording of %s", f.seg, f.id)
+			return max(total, 0), spec.Wrap(spec.CodeJournal, "recorder", err, "reading segment %d of the recording of %s", f.seg, f.id)
 		}
 		if len(f.buf) >= MaxPayload+recOverhead+headerSize {
-			return total, nil // enough to decode; the rest next time
+			return max(total, 0), nil // enough to decode; the rest next time
 		}
 	}
 }

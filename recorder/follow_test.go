@@ -320,3 +320,71 @@ func TestFollowCoalesce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFollowForgets: once its followers are gone, a recording's wake-up
+// channel is forgotten, written to since or not.
+func TestFollowForgets(t *testing.T) {
+	s := newStore(t, spec.Record{})
+	recordAll(t, s, "p", spec.Record{}, script(1, 3, 10))
+	for range 3 {
+		if _, err := s.Follow(context.Background(), "p", FollowOptions{}, func(Chunk) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f, c := s.following(); f != 0 || c != 0 {
+		t.Fatalf("%d recordings followed, %d channels held after every follow ended", f, c)
+	}
+}
+
+// TestFollowResumeCut: a torn record read (not decoded) before a resume
+// cut it off and appended after the cut is dropped, and the follow goes on
+// with what the resume wrote: every byte once.
+func TestFollowResumeCut(t *testing.T) {
+	s := newStore(t, spec.Record{})
+	rec, err := s.Create("p", spec.Record{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rec.Write(TypeStdout, []byte("hello "))
+	if err := rec.Suspend(); err != nil {
+		t.Fatal(err)
+	}
+	// A torn record at the end, as a write cut by a full disk leaves it.
+	name := headName(s.Path(), "p")
+	torn := appendRecord(nil, TypeStdout, []byte("TORN"))[:7]
+	fh, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.Write(torn); err != nil {
+		t.Fatal(err)
+	}
+	_ = fh.Close()
+	var got followed
+	seen := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Follow(context.Background(), "p", FollowOptions{Poll: 10 * time.Millisecond}, func(c Chunk) error {
+			err := got.chunk(c)
+			select {
+			case seen <- struct{}{}:
+			default:
+			}
+			return err
+		})
+		done <- err
+	}()
+	<-seen // "hello " is out; the torn bytes are in the follower's buffer
+	time.Sleep(50 * time.Millisecond)
+	back, off, err := s.Resume("p", spec.Record{})
+	if err != nil || off != 6 {
+		t.Fatalf("resume: offset %d, %v", off, err)
+	}
+	_ = back.Write(TypeStdout, []byte("world"))
+	if err := back.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || got.bad != "" || string(got.data) != "hello world" {
+		t.Fatalf("%v %s %q, want every byte once", err, got.bad, got.data)
+	}
+}

@@ -36,11 +36,13 @@ type Store struct {
 
 	stats storeStats
 
-	// watchers counts the Follows under way; wakes holds, per process,
-	// the channel its recording's next change closes (wmu guards it).
-	watchers atomic.Int32
-	wmu      sync.Mutex
-	wakes    map[string]chan struct{}
+	// watchers counts the Follows under way; followers counts them per
+	// process, and wakes holds, per followed process, the channel its
+	// recording's next change closes (wmu guards both).
+	watchers  atomic.Int32
+	wmu       sync.Mutex
+	followers map[string]int
+	wakes     map[string]chan struct{}
 }
 
 // storeStats counts what the store's recordings took since it opened.
@@ -266,6 +268,10 @@ func (r *Recording) newSegment(n uint64) (*os.File, error) {
 	hdr := appendHeader(nil, header{segment: n, start: r.total, head: r.head, tail: r.tail})
 	if _, err := f.Write(hdr); err != nil {
 		_ = f.Close() // the Write error is the one to report
+		// A segment without its header is left to no one: a reader
+		// would wait at it for ever while the records go on in the one
+		// before (the end record included).
+		_ = os.Remove(name)
 		return nil, spec.Wrap(spec.CodeJournal, "recorder", err, "writing segment %d of the recording of %s", n, r.id)
 	}
 	r.dirDirty = true

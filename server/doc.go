@@ -9,7 +9,7 @@
 //
 //	rt, err := stockade.Open(ctx, opts)      // the journal lock first
 //	lis, err := server.Listen(server.SocketPath(journalPath))
-//	srv := server.New(rt, server.Options{})
+//	srv := server.New(rt.Host(), server.Options{})
 //	go srv.Serve(lis)
 //	...
 //	srv.Stop()                               // then rt.Close()
@@ -30,6 +30,7 @@
 // window, gRPC's write quota and one chunk per stream held in between.
 //
 // Who goes away decides: a client whose attached Exec ends without reading
-// the result stops its process (cancelled); a server that stops leaves
+// the result detaches its process, which runs on recorded (one started
+// with StopWithCaller is stopped, cancelled); a server that stops leaves
 // processes running, for the next runtime to re-adopt.
 package server

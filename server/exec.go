@@ -392,15 +392,15 @@ func (v processes) Attach(req *stockadev1.AttachRequest, stream stockadev1.Proce
 	end, err := p.Attach(ctx, host.AttachOptions{From: req.From}, func(ch host.OutputChunk) error {
 		return stream.Send(&stockadev1.AttachMessage{Msg: &stockadev1.AttachMessage_Chunk{Chunk: wireChunk(ch)}})
 	})
-	if err != nil && end.Result.Reason == "" {
-		return toStatus(err) // the attach ended first; a result's error travels in it
+	if err != nil {
+		return toStatus(err) // the attach ended first
 	}
 	return stream.Send(&stockadev1.AttachMessage{Msg: &stockadev1.AttachMessage_End{End: &stockadev1.AttachEnd{
 		Output: wireSummary(end.Output), Result: wireResult(end.Result)}}})
 }
 
 func wireChunk(ch host.OutputChunk) *stockadev1.LogsChunk {
-	return &stockadev1.LogsChunk{Stream: wireStreamName(ch.Stream), Offset: ch.Offset, Data: ch.Data, Gap: ch.Gap}
+	return &stockadev1.LogsChunk{Stream: wireStreamName(ch.Stream), Offset: ch.Offset, Data: ch.Data, Gap: ch.Gap, Lost: ch.Lost}
 }
 
 func wireSummary(s host.OutputSummary) *stockadev1.OutputSummary {

@@ -104,7 +104,7 @@ func serve(t *testing.T, opts ...func(*stockade.Options)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(rt, server.Options{Doctor: func(context.Context) (profile.Report, error) {
+	srv := server.New(rt.Host(), server.Options{Doctor: func(context.Context) (profile.Report, error) {
 		return profile.Report{Profile: "linux-x64", DaemonID: "fake"}, nil
 	}})
 	served := make(chan error, 1)

@@ -45,7 +45,6 @@ type Options struct {
 
 // Server serves one runtime.
 type Server struct {
-	rt   *stockade.Runtime
 	h    host.Runtime
 	log  *slog.Logger
 	opts Options
@@ -62,12 +61,14 @@ type Server struct {
 	shutdownOnce sync.Once
 }
 
-// New returns a server of rt. It does not own rt: close rt after Stop.
-func New(rt *stockade.Runtime, opts Options) *Server {
+// New returns a server of rt (an embedded runtime's Host(): the server
+// reaches the runtime through host.Runtime alone). It does not own rt:
+// close rt after Stop.
+func New(rt host.Runtime, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rt: rt, h: rt.Host(), log: opts.Logger, opts: opts, procs: map[string]host.Process{}, stopping: make(chan struct{}), shutdown: make(chan struct{})}
+	s := &Server{h: rt, log: opts.Logger, opts: opts, procs: map[string]host.Process{}, stopping: make(chan struct{}), shutdown: make(chan struct{})}
 	s.grpc = grpc.NewServer(
 		grpc.InitialWindowSize(Window),
 		grpc.InitialConnWindowSize(Window),
@@ -270,7 +271,7 @@ func (v poolService) Resize(ctx context.Context, req *stockadev1.ResizePoolReque
 	// A size past int's range (or MaxPoolSize) is the runtime's to refuse:
 	// clamped to one it refuses the same way, not wrapped into range.
 	size := int(max(min(req.Size, stockade.MaxPoolSize+1), -1))
-	return &stockadev1.ResizePoolResponse{}, toStatus(v.s.rt.ResizePool(ctx, req.Name, size))
+	return &stockadev1.ResizePoolResponse{}, toStatus(v.s.h.ResizePool(ctx, req.Name, size))
 }
 
 // journalService serves the Journal service.
@@ -283,7 +284,7 @@ type journalService struct {
 // commits them. A send that blocks (the client does not read) holds up
 // only this follower; one that falls too far behind ends with an error.
 func (v journalService) Follow(req *stockadev1.FollowRequest, stream stockadev1.Journal_FollowServer) error {
-	err := v.s.rt.Follow(stream.Context(), req.SandboxId, func(e stockade.HistoryEvent) error {
+	err := v.s.h.Follow(stream.Context(), req.SandboxId, func(e host.HistoryEvent) error {
 		return stream.Send(wireEvent(e))
 	})
 	return toStatus(err)
@@ -303,7 +304,7 @@ func (v journalService) Export(_ *stockadev1.ExportRequest, stream stockadev1.Jo
 		v.s.log.Warn("unlinking the export's temporary file failed", "file", f.Name(), "err", err)
 	}
 	defer func() { _ = f.Close() }() // unlinked: nothing to lose
-	if err := v.s.rt.Export(stream.Context(), f); err != nil {
+	if err := v.s.h.Export(stream.Context(), f); err != nil {
 		return toStatus(err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -317,7 +318,7 @@ func (v journalService) Export(_ *stockadev1.ExportRequest, stream stockadev1.Jo
 }
 
 func (v journalService) Live(ctx context.Context, _ *stockadev1.LiveRequest) (*stockadev1.LiveResponse, error) {
-	list, err := v.s.rt.Live(ctx)
+	list, err := v.s.h.Live(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -329,7 +330,7 @@ func (v journalService) Live(ctx context.Context, _ *stockadev1.LiveRequest) (*s
 }
 
 func (v journalService) Verify(ctx context.Context, _ *stockadev1.VerifyRequest) (*stockadev1.VerifyResponse, error) {
-	return &stockadev1.VerifyResponse{}, toStatus(v.s.rt.Verify(ctx))
+	return &stockadev1.VerifyResponse{}, toStatus(v.s.h.Verify(ctx))
 }
 
 // chunkWriter gathers writes into messages of at most 64 KiB.

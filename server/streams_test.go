@@ -142,7 +142,7 @@ func TestDisconnectDetaches(t *testing.T) {
 		t.Fatalf("the untied process once released: %+v %v, want exited 0", res, err)
 	}
 	var out strings.Builder
-	if _, err := fx.rt.Logs(attached.ID(), func(c stockade.OutputChunk) error { out.Write(c.Data); return nil }); err != nil || out.String() != "after its client left\n" {
+	if _, err := fx.rt.Logs(ctx, attached.ID(), func(c stockade.OutputChunk) error { out.Write(c.Data); return nil }); err != nil || out.String() != "after its client left\n" {
 		t.Fatalf("its recording: %q %v, want what it wrote after its client left", out.String(), err)
 	}
 	if res, err := fx.c.Wait(ctx, detached); err != nil || res.Reason != "exited" {

@@ -22,8 +22,10 @@ const (
 	// CodeOutputLimit is returned when a frame exceeds the frame limit or the
 	// combined stdout+stderr quota is exceeded. It stops the process.
 	CodeOutputLimit Code = "output_limit"
-	// CodeCancelled is returned when a consumer closes an output stream
-	// without draining it, or a context is cancelled.
+	// CodeCancelled is returned when a caller's context ends (its deadline
+	// included: a process's own timeout is CodeTimeout), a runtime closes
+	// under a call, or a process tied to its caller (StopWithCaller) is
+	// stopped because the caller went.
 	CodeCancelled Code = "cancelled"
 	// CodeTimeout is returned when a process outlives its timeout.
 	CodeTimeout Code = "timeout"

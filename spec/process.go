@@ -55,7 +55,7 @@ type Process struct {
 	// before its end, or when a served client's stream ends. By default a
 	// started process runs until it exits, its Timeout or its sandbox's
 	// end, whoever started it: a caller that goes detaches, and the output
-	// goes on into the recording (Runtime.Logs).
+	// goes on into the recording (Process.Attach, Runtime.Logs).
 	StopWithCaller bool `json:"stop_with_caller,omitempty"`
 }
 

@@ -147,7 +147,7 @@ func (o *options) execute(ctx context.Context, stderr io.Writer) int {
 		_ = rt.Close() // the Listen error is the one reported
 		return fail(stderr, err, 1)
 	}
-	srv := server.New(rt, server.Options{Logger: log})
+	srv := server.New(rt.Host(), server.Options{Logger: log})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	o.cfg.Runtime, o.cfg.Logger = rt, log

@@ -14,7 +14,6 @@ import (
 	"github.com/stockade/stockade"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
-	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -59,8 +58,8 @@ func (c *logsCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Wr
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	keep := func(s byte) bool {
-		return !(c.stdout && s == recorder.TypeStderr || c.stderr && s == recorder.TypeStdout)
+	keep := func(s string) bool {
+		return !(c.stdout && s == "stderr" || c.stderr && s == "stdout")
 	}
 	var emit func(stockade.OutputChunk) error
 	var finish func(stockade.OutputSummary) error
@@ -73,7 +72,7 @@ func (c *logsCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Wr
 		emit, finish = w.chunk, w.end
 	}
 	filtered := func(ch stockade.OutputChunk) error {
-		if ch.Stream != 0 && !keep(ch.Stream) {
+		if ch.Stream != "" && !keep(ch.Stream) {
 			return nil
 		}
 		return emit(ch)
@@ -147,7 +146,7 @@ func (c *logsCmd) followLogs(ctx context.Context, path string, emit func(stockad
 			if end <= printed {
 				return nil
 			}
-			if skip := printed - ch.Offset; skip > 0 && ch.Stream != 0 {
+			if skip := printed - ch.Offset; skip > 0 && ch.Stream != "" {
 				ch.Data, ch.Offset = ch.Data[skip:], printed
 			}
 			printed = end
@@ -199,11 +198,11 @@ type streamWriter struct {
 }
 
 func (w *streamWriter) chunk(ch stockade.OutputChunk) error {
-	if ch.Stream == 0 {
+	if ch.Stream == "" {
 		return w.note(gapNote(ch, ""))
 	}
 	dst := w.out
-	if ch.Stream == recorder.TypeStderr {
+	if ch.Stream == "stderr" {
 		dst = w.err
 	}
 	if len(ch.Data) > 0 {
@@ -271,10 +270,10 @@ type outputLine struct {
 func outputLineOf(ch stockade.OutputChunk) outputLine {
 	l := outputLine{Offset: ch.Offset}
 	switch ch.Stream {
-	case 0:
+	case "":
 		l.Stream, l.Bytes, l.Lost = "gap", ch.Gap, ch.Lost
 		return l
-	case recorder.TypeStdout:
+	case "stdout":
 		l.Stream = "stdout"
 	default:
 		l.Stream = "stderr"
@@ -315,12 +314,12 @@ func printOutput(w io.Writer, path, id string, lost map[int64]string, asJSON boo
 	}
 	const indent = "                "
 	sum, err := stockade.ReadOutput(path, id, func(ch stockade.OutputChunk) error {
-		if ch.Stream == 0 {
+		if ch.Stream == "" {
 			p.printf("%s%s\n", indent, gapNote(ch, lost[ch.Offset]))
 			return p.err
 		}
 		tag := "out|"
-		if ch.Stream == recorder.TypeStderr {
+		if ch.Stream == "stderr" {
 			tag = "err|"
 		}
 		for _, line := range bytes.SplitAfter(ch.Data, []byte("\n")) {

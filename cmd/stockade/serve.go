@@ -136,7 +136,7 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 		_ = rt.Close() // the Listen error is the one reported
 		return fail(stderr, err, 1)
 	}
-	srv := server.New(rt, server.Options{Logger: log})
+	srv := server.New(rt.Host(), server.Options{Logger: log})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	note(stderr, "serving journal %s on %s", c.journal, c.socket)

@@ -156,8 +156,17 @@ func created(ctx context.Context, rt host.Runtime, s spec.Sandbox) error {
 func refusals(t *testing.T, tg Target) {
 	ctx := ctxFor(t)
 	sbs := make([]host.Sandbox, len(tg.Ways))
+	gone := make([]string, len(tg.Ways)) // a sandbox removed, by way
 	for i, w := range tg.Ways {
 		sbs[i] = sandbox(t, w.Runtime, tg.Image)
+		g, err := w.Runtime.CreateSandbox(ctx, spec.Sandbox{Image: tg.Image})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Remove(ctx); err != nil {
+			t.Fatal(err)
+		}
+		gone[i] = g.ID()
 	}
 	cases := []struct {
 		name string
@@ -172,6 +181,10 @@ func refusals(t *testing.T, tg Target) {
 		}, spec.CodeInvalidArgument},
 		{"an unknown sandbox", func(_ int, rt host.Runtime) error {
 			_, err := rt.Sandbox(ctx, "sb-nosuchsandbox")
+			return err
+		}, spec.CodeNotFound},
+		{"a removed sandbox", func(i int, rt host.Runtime) error {
+			_, err := rt.Sandbox(ctx, gone[i])
 			return err
 		}, spec.CodeNotFound},
 		{"an unknown process", func(_ int, rt host.Runtime) error {
@@ -217,7 +230,7 @@ func refusals(t *testing.T, tg Target) {
 					t.Fatalf("%s: %v: the words name Docker's containers, not what the caller gave", w.Name, err)
 				}
 				// Sandbox ids differ between the ways' sandboxes.
-				answers = append(answers, strings.ReplaceAll(errText(err), sbs[i].ID(), "SANDBOX"))
+				answers = append(answers, strings.ReplaceAll(strings.ReplaceAll(errText(err), sbs[i].ID(), "SANDBOX"), gone[i], "GONE"))
 			}
 			same(t, c.name, tg.Ways, answers)
 		})
@@ -288,6 +301,9 @@ func attachCase(t *testing.T, tg Target) {
 		if err != nil {
 			t.Fatalf("%s: %v", w.Name, err)
 		}
+		if found.Stdout() != nil || found.Stderr() != nil || found.Stdin() != nil {
+			t.Fatalf("%s: a process found by id has streams: they are its starter's", w.Name)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -327,6 +343,22 @@ func attachCase(t *testing.T, tg Target) {
 	for _, want := range []string{`:"early\n"`, `stderr@`, `:"err\n"`, `stdout@10:"late\n"`, "Complete:true", "StdoutBytes:11 StderrBytes:4", "Recorded:15", "exit 3 exited err <nil>"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("live attach: %s\nwant %s in it", got, want)
+		}
+	}
+
+	// The caller's deadline ends an attach the same way everywhere:
+	// cancelled, with the context's error, never a process's timeout.
+	for _, w := range tg.Ways {
+		found, err := w.Runtime.Process(ctx, p.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, time.Millisecond)
+		<-short.Done()
+		_, err = found.Attach(short, host.AttachOptions{}, func(host.OutputChunk) error { return nil })
+		cancel()
+		if !spec.IsCode(err, spec.CodeCancelled) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: an attach past its deadline: %v, want cancelled with context.DeadlineExceeded", w.Name, err)
 		}
 	}
 

@@ -77,10 +77,7 @@ func (rt *Runtime) Attach(ctx context.Context, id string, o host.AttachOptions, 
 		}
 		return out, spec.Errorf(spec.CodeInternal, "runtime", "the recording of process %s ended before its exit was journaled", id)
 	}
-	out.Result = res
-	if res.Err != nil {
-		return out, res.Err
-	}
+	out.Result = res // its typed error in it: the attach itself went well
 	return out, nil
 }
 

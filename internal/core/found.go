@@ -14,9 +14,9 @@ import (
 )
 
 // foundProcess returns any journaled process by id as a host.Process: the
-// live handle while this runtime runs it (its streams, if its caller has
-// not taken them, are the handle's), else one read from the journal, with
-// no streams, whose Wait waits for its exited fact. not_found when the
+// live handle while this runtime runs it (without its streams: they are
+// its starter's), else one read from the journal, whose Wait waits for its
+// exited fact. Either way Attach has its output. not_found when the
 // journal holds no such process.
 func (rt *Runtime) foundProcess(ctx context.Context, id string) (host.Process, error) {
 	st, err := rt.ReplayProcess(ctx, id, 0)
@@ -27,7 +27,7 @@ func (rt *Runtime) foundProcess(ctx context.Context, id string) (host.Process, e
 		h, err := rt.liveProcess(ctx, st)
 		switch {
 		case err == nil:
-			return hostProcess{h, rt}, nil
+			return foundLive{hostProcess{h, rt}}, nil
 		case !spec.IsCode(err, spec.CodeNotFound) && !spec.IsCode(err, spec.CodeUnreconciled):
 			return nil, err // cancelled, say: not a reason to read it from the journal
 		}
@@ -35,6 +35,15 @@ func (rt *Runtime) foundProcess(ctx context.Context, id string) (host.Process, e
 	p := &journaledProcess{rt: rt, id: id, sandbox: st.Sandbox, ended: st.Terminal()}
 	return p, nil
 }
+
+// foundLive is a live process found by id: its handle, without the
+// streams its starter holds (a second reader of a pipe would split its
+// bytes). Attach has its output for any caller.
+type foundLive struct{ hostProcess }
+
+func (foundLive) Stdout() io.ReadCloser { return nil }
+func (foundLive) Stderr() io.ReadCloser { return nil }
+func (foundLive) Stdin() io.WriteCloser { return nil }
 
 // journaledProcess is a process this runtime does not run (it ended, or
 // its sandbox is out of service) as the journal shows it. It holds nothing

@@ -152,7 +152,7 @@ func (h hostRuntime) Process(ctx context.Context, id string) (host.Process, erro
 
 // outputChunk is a recorded chunk as host's API gives it.
 func outputChunk(c recorder.Chunk) host.OutputChunk {
-	out := host.OutputChunk{Offset: c.Offset, Data: c.Data, Gap: c.Gap}
+	out := host.OutputChunk{Offset: c.Offset, Data: c.Data, Gap: c.Gap, Lost: c.Lost}
 	switch c.Stream {
 	case recorder.TypeStdout:
 		out.Stream = "stdout"

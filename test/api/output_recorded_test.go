@@ -19,11 +19,11 @@ import (
 func readRecording(read func(func(stockade.OutputChunk) error) (stockade.OutputSummary, error)) (stdout, stderr []byte, gaps []int64, sum stockade.OutputSummary, err error) {
 	sum, err = read(func(c stockade.OutputChunk) error {
 		switch c.Stream {
-		case 0:
+		case "":
 			gaps = append(gaps, c.Gap)
-		case 1:
+		case "stdout":
 			stdout = append(stdout, c.Data...)
-		case 2:
+		case "stderr":
 			stderr = append(stderr, c.Data...)
 		}
 		return nil
@@ -107,7 +107,9 @@ func TestAPIOutputRecorded(t *testing.T) {
 			}
 		}
 	}
-	check("live runtime", e.RT.Logs)
+	check("live runtime", func(id string, fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) {
+		return e.RT.Logs(ctx, id, fn)
+	})
 	if err := e.RT.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,5 +117,7 @@ func TestAPIOutputRecorded(t *testing.T) {
 		return stockade.ReadOutput(e.Journal, id, fn)
 	})
 	again := testkit.NewAPI(t, stockade.Options{Journal: e.Journal})
-	check("reopened runtime", again.RT.Logs)
+	check("reopened runtime", func(id string, fn func(stockade.OutputChunk) error) (stockade.OutputSummary, error) {
+		return again.RT.Logs(ctx, id, fn)
+	})
 }

@@ -82,7 +82,7 @@ func servedRuntime(b *testing.B) (*stockade.Runtime, *client.Client) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := server.New(rt, server.Options{})
+	srv := server.New(rt.Host(), server.Options{})
 	go func() { _ = srv.Serve(lis) }()
 	b.Cleanup(func() { srv.Stop(time.Second) })
 	c, err := client.Dial(filepath.Join(dir, "j.sock"))

@@ -55,7 +55,7 @@ func BenchmarkTimeToFirstCommand(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := server.New(rt, server.Options{})
+	srv := server.New(rt.Host(), server.Options{})
 	go func() { _ = srv.Serve(lis) }()
 	b.Cleanup(func() { srv.Stop(time.Second) })
 	c, err := client.Dial(filepath.Join(dir, "j.sock"))

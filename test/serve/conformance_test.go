@@ -28,7 +28,7 @@ func TestConformanceRealDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(e.RT, server.Options{})
+	srv := server.New(e.RT.Host(), server.Options{})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	c, err := client.Dial(sock)

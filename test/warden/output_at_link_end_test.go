@@ -63,8 +63,8 @@ func TestWardenOutputReceivedAtLinkEndIsDelivered(t *testing.T) {
 		t.Errorf("the exit counts %d stdout bytes, the consumer got %d", res.StdoutBytes, len(got))
 	}
 	var rec []byte
-	if _, err := e.RT.Logs(p.ID(), func(c stockade.OutputChunk) error {
-		if c.Stream == 1 {
+	if _, err := e.RT.Logs(ctx, p.ID(), func(c stockade.OutputChunk) error {
+		if c.Stream == "stdout" {
 			rec = append(rec, c.Data...)
 		}
 		return nil

@@ -435,8 +435,8 @@ func TestWardenCloseAndReopenMidStream(t *testing.T) {
 		t.Fatalf("the re-adopted process: %+v %v", res, err)
 	}
 	var got bytes.Buffer
-	sum, err := rt.Logs(p.ID(), func(c stockade.OutputChunk) error {
-		if c.Stream == 0 {
+	sum, err := rt.Logs(ctx, p.ID(), func(c stockade.OutputChunk) error {
+		if c.Stream == "" {
 			return fmt.Errorf("a gap of %d", c.Gap)
 		}
 		got.Write(c.Data)

@@ -4597,12 +4597,14 @@ func (x *LogsRequest) GetProcessId() string {
 // LogsChunk is a piece of recorded output (stream set), a gap (gap set:
 // bytes not in the recording there), or Logs's last message (summary set).
 type LogsChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stream        Stream                 `protobuf:"varint,1,opt,name=stream,proto3,enum=stockade.v1.Stream" json:"stream,omitempty"`
-	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
-	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
-	Gap           int64                  `protobuf:"varint,4,opt,name=gap,proto3" json:"gap,omitempty"`
-	Summary       *OutputSummary         `protobuf:"bytes,6,opt,name=summary,proto3" json:"summary,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Stream  Stream                 `protobuf:"varint,1,opt,name=stream,proto3,enum=stockade.v1.Stream" json:"stream,omitempty"`
+	Offset  int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data    []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Gap     int64                  `protobuf:"varint,4,opt,name=gap,proto3" json:"gap,omitempty"`
+	Summary *OutputSummary         `protobuf:"bytes,6,opt,name=summary,proto3" json:"summary,omitempty"`
+	// lost: the gap's bytes are known lost, not merely beyond the bounds.
+	Lost          bool `protobuf:"varint,7,opt,name=lost,proto3" json:"lost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4670,6 +4672,13 @@ func (x *LogsChunk) GetSummary() *OutputSummary {
 		return x.Summary
 	}
 	return nil
+}
+
+func (x *LogsChunk) GetLost() bool {
+	if x != nil {
+		return x.Lost
+	}
+	return false
 }
 
 type ExecStarted struct {
@@ -6914,13 +6923,14 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x03msg\",\n" +
 	"\vLogsRequest\x12\x1d\n" +
 	"\n" +
-	"process_id\x18\x01 \x01(\tR\tprocessId\"\xc0\x01\n" +
+	"process_id\x18\x01 \x01(\tR\tprocessId\"\xd4\x01\n" +
 	"\tLogsChunk\x12+\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x13.stockade.v1.StreamR\x06stream\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x10\n" +
 	"\x03gap\x18\x04 \x01(\x03R\x03gap\x124\n" +
-	"\asummary\x18\x06 \x01(\v2\x1a.stockade.v1.OutputSummaryR\asummaryJ\x04\b\x05\x10\x06R\fsummary_json\",\n" +
+	"\asummary\x18\x06 \x01(\v2\x1a.stockade.v1.OutputSummaryR\asummary\x12\x12\n" +
+	"\x04lost\x18\a \x01(\bR\x04lostJ\x04\b\x05\x10\x06R\fsummary_json\",\n" +
 	"\vExecStarted\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\tR\tprocessId\"I\n" +

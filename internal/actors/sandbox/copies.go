@@ -34,7 +34,11 @@ import (
 // the rollback part (rollbackPart.onThawed).
 
 // Put extracts a tar stream under /workspace/<Dir>. Ctx bounds the copy:
-// once it ends, the caller's reader is no longer read.
+// once it ends, the caller's reader is no longer read. A running workload
+// is frozen for it (the consistent copies' freeze, shared with them): the
+// daemon extracts as root, and PutArchive's read-back of the directories
+// it passes through must still hold when it extracts, which no process of
+// the sandbox can change while frozen.
 type Put struct {
 	Ctx   context.Context
 	Dir   string
@@ -85,17 +89,41 @@ type copyPart struct {
 	// heldLaunches the launches waiting for the thaw.
 	pause        pauseState
 	pauseHolds   int
-	pauseWait    []Get
+	pauseWait    []frozenWork
 	heldLaunches []Launch
 	starting     map[string]bool // launched processes not yet past their start
 	freezes      int             // the workload's freezes so far
+}
+
+// frozenWork is a copy waiting for the freeze: a consistent Get, or a Put.
+type frozenWork struct {
+	get *Get
+	put *Put
+}
+
+// start does the copy; held: it holds the freeze until it is done (a Get:
+// until its stream is closed).
+func (c *copyPart) start(w frozenWork, live, held bool) {
+	if w.get != nil {
+		c.copyOut(*w.get, live, held)
+		return
+	}
+	c.putIn(*w.put, held)
+}
+
+func (w frozenWork) fail(err error) {
+	if w.get != nil {
+		w.get.Reply <- GetResult{Err: err}
+		return
+	}
+	w.put.Reply <- err
 }
 
 // handle takes the copy part's messages.
 func (c *copyPart) handle(ctx actor.Context, msg any) bool {
 	switch m := msg.(type) {
 	case Put:
-		c.put(m)
+		c.put(ctx, m)
 	case Get:
 		c.get(ctx, m)
 	case pausedMsg:
@@ -149,7 +177,7 @@ func (c *copyPart) thawFound() {
 }
 
 // put extracts a tar stream into the workspace, off the mailbox.
-func (c *copyPart) put(m Put) {
+func (c *copyPart) put(ctx actor.Context, m Put) {
 	a := c.a
 	if a.sb.ID == "" || a.state.Phase == lifecycle.PhaseRemoving || a.state.Phase == lifecycle.PhaseRemoved {
 		m.Reply <- spec.Errorf(spec.CodeNotFound, "sandbox", "sandbox %s has no workspace (%s)", a.p.ID, a.state.Phase)
@@ -163,8 +191,26 @@ func (c *copyPart) put(m Put) {
 		m.Reply <- err // a put beside the exchange would land half in each tree
 		return
 	}
+	if !a.running() {
+		c.putIn(m, false)
+		return
+	}
+	c.pauseWait = append(c.pauseWait, frozenWork{put: &m})
+	c.pump(ctx)
+}
+
+// putIn extracts off the mailbox; a held put releases the freeze once the
+// extraction is done.
+func (c *copyPart) putIn(m Put, held bool) {
+	a := c.a
 	sb := a.sb
-	go func() { m.Reply <- a.engine.PutArchive(m.Ctx, sb, m.Dir, m.Tar) }()
+	go func() {
+		err := a.engine.PutArchive(m.Ctx, sb, m.Dir, m.Tar)
+		if held {
+			a.send(pauseReleased{})
+		}
+		m.Reply <- err
+	}()
 }
 
 // get reads a tar stream of the workspace. A consistent copy (Pause) of a
@@ -193,7 +239,7 @@ func (c *copyPart) get(ctx actor.Context, m Get) {
 		m.Reply <- GetResult{Err: err}
 		return
 	}
-	c.pauseWait = append(c.pauseWait, m)
+	c.pauseWait = append(c.pauseWait, frozenWork{get: &m})
 	c.pump(ctx)
 }
 
@@ -207,8 +253,8 @@ func (c *copyPart) pump(ctx actor.Context) {
 	case thawed:
 		if len(c.pauseWait) > 0 && !a.running() {
 			// Stopped while they waited: nothing runs to freeze.
-			for _, m := range c.pauseWait {
-				c.copyOut(m, false, false)
+			for _, w := range c.pauseWait {
+				c.start(w, false, false)
 			}
 			c.pauseWait = nil
 		}
@@ -233,9 +279,9 @@ func (c *copyPart) pump(ctx actor.Context) {
 		}
 		a.rollback.onThawed()
 	case frozen:
-		for _, m := range c.pauseWait {
+		for _, w := range c.pauseWait {
 			c.pauseHolds++
-			c.copyOut(m, false, true)
+			c.start(w, false, true)
 		}
 		c.pauseWait = nil
 		c.maybeThaw()
@@ -268,8 +314,8 @@ func (c *copyPart) onPaused(ctx actor.Context, m pausedMsg) {
 }
 
 func (c *copyPart) failWaiting(err error) {
-	for _, m := range c.pauseWait {
-		m.Reply <- GetResult{Err: err}
+	for _, w := range c.pauseWait {
+		w.fail(err)
 	}
 	c.pauseWait = nil
 }
