@@ -129,7 +129,7 @@ func TestFakeFoundProcessHoldsNothing(t *testing.T) {
 	p := mustStart(t, sb, spec.Process{Argv: []string{"held"}, Stdout: spec.Discard, Stderr: spec.Discard})
 	stockade.BreakSandboxActor(sb)
 	testutil.Eventually(t, "the sandbox taken out of service", func() bool {
-		_, err := rt.Sandbox(sb.ID())
+		_, err := rt.Sandbox(ctx, sb.ID())
 		return spec.IsCode(err, spec.CodeUnreconciled)
 	})
 	h := rt.Host()

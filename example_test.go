@@ -103,7 +103,12 @@ func ExampleRuntime_Recovery() {
 			fmt.Println(err)
 		}
 	}()
-	for _, s := range rt.Recovery().Sandboxes {
+	report, err := rt.Recovery(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, s := range report.Sandboxes {
 		fmt.Println(s.ID == kept.ID(), s.From, "→", s.Decision, "→", s.Settled)
 	}
 	// Unordered output:

@@ -79,7 +79,7 @@ func TestFailedSandboxActorIsUnreconciled(t *testing.T) {
 	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
 	stockade.BreakSandboxActor(sb)
 	testutil.Eventually(t, "the sandbox taken out of service", func() bool {
-		_, err := rt.Sandbox(sb.ID())
+		_, err := rt.Sandbox(ctx, sb.ID())
 		return spec.IsCode(err, spec.CodeUnreconciled)
 	})
 	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"true"}}); !spec.IsCode(err, spec.CodeUnreconciled) {

@@ -116,7 +116,7 @@ func TestFakeRecoveryThawsAPausedSandbox(t *testing.T) {
 	if f.Paused(h) {
 		t.Fatal("recovery left the workload paused")
 	}
-	again, err := rt.Sandbox(sb.ID())
+	again, err := rt.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

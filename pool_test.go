@@ -180,11 +180,11 @@ func TestPoolPooledSandboxTakesNoWork(t *testing.T) {
 	rt := testutil.OpenFake(t, f, "", withPool("p", 1))
 	awaitPool(t, rt, "p", 1)
 	id := pooledIDs(t, rt)[0]
-	sb, err := rt.Sandbox(id)
+	ctx := context.Background()
+	sb, err := rt.Sandbox(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	if _, err := sb.Start(ctx, spec.Process{Argv: []string{"x"}}); !spec.IsCode(err, spec.CodeAdmissionClosed) {
 		t.Fatalf("start in a pooled sandbox: %v, want admission_closed", err)
 	}
@@ -242,7 +242,7 @@ func TestPoolSurvivesReopen(t *testing.T) {
 	// them (journaled); the claimed one stays.
 	rt = testutil.OpenFake(t, f, path, withPool("p", 0))
 	testutil.Eventually(t, "no pooled sandbox left once their pool is empty", func() bool { return len(pooledIDs(t, rt)) == 0 })
-	if _, err := rt.Sandbox(sb.ID()); err != nil {
+	if _, err := rt.Sandbox(context.Background(), sb.ID()); err != nil {
 		t.Fatalf("the claimed sandbox: %v", err)
 	}
 	for _, id := range before {
@@ -434,11 +434,11 @@ func TestPoolUnreadyIsReplaced(t *testing.T) {
 	rt := testutil.OpenFake(t, f, "", withPool("p", 1))
 	awaitPool(t, rt, "p", 1)
 	id := pooledIDs(t, rt)[0]
-	sb, err := rt.Sandbox(id)
+	ctx := context.Background()
+	sb, err := rt.Sandbox(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	if err := sb.SetEgress(ctx, nil); !spec.IsCode(err, spec.CodeAdmissionClosed) {
 		t.Fatalf("rules set on a pooled sandbox: %v, want admission_closed", err)
 	}

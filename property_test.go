@@ -69,7 +69,7 @@ func propertyRun(t *testing.T, seed uint64, steps int) {
 			}
 			sandboxes = append(sandboxes, sb.ID())
 		case op < 5:
-			sb, err := rt.Sandbox(sandboxes[rng.IntN(len(sandboxes))])
+			sb, err := rt.Sandbox(ctx, sandboxes[rng.IntN(len(sandboxes))])
 			if err != nil {
 				continue // removed meanwhile
 			}
@@ -89,13 +89,13 @@ func propertyRun(t *testing.T, seed uint64, steps int) {
 		case op < 6 && len(procs) > 0:
 			_ = procs[rng.IntN(len(procs))].p.Stop(ctx) // may have ended already: the properties are checked after each step
 		case op < 7:
-			if sb, err := rt.Sandbox(sandboxes[rng.IntN(len(sandboxes))]); err == nil {
+			if sb, err := rt.Sandbox(ctx, sandboxes[rng.IntN(len(sandboxes))]); err == nil {
 				if err := sb.Stop(ctx); err != nil {
 					t.Fatalf("step %d stop: %v", step, err)
 				}
 			}
 		case op < 8:
-			if sb, err := rt.Sandbox(sandboxes[rng.IntN(len(sandboxes))]); err == nil {
+			if sb, err := rt.Sandbox(ctx, sandboxes[rng.IntN(len(sandboxes))]); err == nil {
 				if err := sb.Remove(ctx); err != nil {
 					t.Fatalf("step %d remove: %v", step, err)
 				}
@@ -143,7 +143,7 @@ func checkReplay(t *testing.T, rt *stockade.Runtime, procs []liveProc, sandboxes
 		t.Fatalf("step %d: %v", step, err)
 	}
 	for _, info := range list {
-		sb, err := rt.Sandbox(info.ID)
+		sb, err := rt.Sandbox(ctx, info.ID)
 		if err != nil {
 			continue
 		}

@@ -183,11 +183,11 @@ func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
 	}
 	rt = testutil.OpenFake(t, f, path)
 	var un, ok int
-	for _, s := range rt.Recovery().Sandboxes {
+	for _, s := range mustRecovery(t, rt).Sandboxes {
 		switch s.Decision {
 		case stockade.Unreconciled:
 			un++
-			if _, err := rt.Sandbox(s.ID); !spec.IsCode(err, spec.CodeUnreconciled) {
+			if _, err := rt.Sandbox(ctx, s.ID); !spec.IsCode(err, spec.CodeUnreconciled) {
 				t.Fatalf("Sandbox(%s): %v, want unreconciled", s.ID, err)
 			}
 		case "re-adopt":
@@ -203,7 +203,7 @@ func TestUnobservableSandboxIsUnreconciled(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt = testutil.OpenFake(t, f, path)
-	if sb, err := rt.Sandbox(a.ID()); err != nil || sb == nil {
+	if sb, err := rt.Sandbox(ctx, a.ID()); err != nil || sb == nil {
 		t.Fatalf("after a clean reopen: %v", err)
 	}
 }
@@ -246,7 +246,7 @@ func TestOpenToleratesUnfoldableStreams(t *testing.T) {
 
 	rt = testutil.OpenFake(t, f, path)
 	lines := map[string]stockade.RecoveredSandbox{}
-	for _, s := range rt.Recovery().Sandboxes {
+	for _, s := range mustRecovery(t, rt).Sandboxes {
 		lines[s.ID] = s
 	}
 	for _, id := range ids[:2] {
@@ -254,7 +254,7 @@ func TestOpenToleratesUnfoldableStreams(t *testing.T) {
 		if l.Decision != stockade.Unreconciled || !strings.Contains(l.Error, "illegal transition") {
 			t.Errorf("sandbox %s: %+v, want unreconciled with the fold error", id, l)
 		}
-		if _, err := rt.Sandbox(id); !spec.IsCode(err, spec.CodeUnreconciled) {
+		if _, err := rt.Sandbox(ctx, id); !spec.IsCode(err, spec.CodeUnreconciled) {
 			t.Errorf("Sandbox(%s): %v, want unreconciled", id, err)
 		}
 	}
@@ -265,7 +265,7 @@ func TestOpenToleratesUnfoldableStreams(t *testing.T) {
 	if err != nil || len(list) != 3 {
 		t.Fatalf("listed %d: %v", len(list), err)
 	}
-	sb, err := rt.Sandbox(ids[2])
+	sb, err := rt.Sandbox(ctx, ids[2])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestRestartsRecordOnlyChanges(t *testing.T) {
 		return sandbox, all
 	}
 	rt = testutil.OpenFake(t, f, path)
-	if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
+	if l := mustRecovery(t, rt).Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
 		t.Fatalf("first recovery: %+v", l)
 	}
 	s1, a1 := counts()
@@ -318,7 +318,7 @@ func TestRestartsRecordOnlyChanges(t *testing.T) {
 	}
 	for range 2 {
 		rt = testutil.OpenFake(t, f, path)
-		if l := rt.Recovery().Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
+		if l := mustRecovery(t, rt).Sandboxes; len(l) != 1 || l[0].Decision != "re-adopt" {
 			t.Fatalf("recovery: %+v", l)
 		}
 		if s, a := counts(); s != s1 || a != a1 {

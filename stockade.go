@@ -60,8 +60,14 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s spec.Sandbox) (*Sandbox,
 
 // Sandbox returns a live sandbox by id: one this runtime made, or one it
 // recovered (re-adopted, or exited and kept). A sandbox out of service
-// fails unreconciled; one that is not live, not_found.
-func (rt *Runtime) Sandbox(id string) (*Sandbox, error) { return sandboxOf(rt.c.Sandbox(id)) }
+// fails unreconciled; one that is not live, not_found. ctx is only checked:
+// a ctx already done fails cancelled. It has host.Runtime's Sandbox shape.
+func (rt *Runtime) Sandbox(ctx context.Context, id string) (*Sandbox, error) {
+	if ctx.Err() != nil {
+		return nil, spec.Wrap(spec.CodeCancelled, "runtime", ctx.Err(), "looking up sandbox %s", id)
+	}
+	return sandboxOf(rt.c.Sandbox(id))
+}
 
 // Sandboxes lists the live sandboxes (made or recovered by this runtime),
 // sorted by reservation time, and those taken out of service (Unreconciled
@@ -81,8 +87,15 @@ func (rt *Runtime) Process(ctx context.Context, id string) (*Process, error) {
 	return processOf(rt.c, h, err)
 }
 
-// Recovery returns the report of the recovery Open ran.
-func (rt *Runtime) Recovery() RecoveryReport { return rt.c.Recovery() }
+// Recovery returns the report of the recovery Open ran. ctx is only
+// checked: a ctx already done fails cancelled (and gives an empty report).
+// It has host.Runtime's Recovery shape.
+func (rt *Runtime) Recovery(ctx context.Context) (RecoveryReport, error) {
+	if ctx.Err() != nil {
+		return RecoveryReport{}, spec.Wrap(spec.CodeCancelled, "runtime", ctx.Err(), "reading the recovery report")
+	}
+	return rt.c.Recovery(), nil
+}
 
 // Unanswered lists the asks (a launch, a rollback) that a sandbox still
 // held when it was removed: each was answered with an internal error then,
@@ -138,10 +151,35 @@ func (rt *Runtime) Logs(ctx context.Context, id string, fn func(OutputChunk) err
 	return rt.c.Host().Logs(ctx, id, fn)
 }
 
-// Egress calls fn with a sandbox's recorded egress decisions, oldest first
+// Egress returns a sandbox's recorded egress decisions, oldest first
 // (bounded: recorder.MaxDecisionBytes per file, the newest two files). A
-// sandbox with none, or not an allowlist sandbox, calls fn never.
-func (rt *Runtime) Egress(id string, fn func(EgressDecision) error) error { return rt.c.Egress(id, fn) }
+// sandbox with none, or not an allowlist sandbox, gives none (nil). ctx
+// is only checked: a ctx already done fails cancelled. It has
+// host.Runtime's Egress shape.
+func (rt *Runtime) Egress(ctx context.Context, id string) ([]EgressDecision, error) {
+	if ctx.Err() != nil {
+		return nil, spec.Wrap(spec.CodeCancelled, "runtime", ctx.Err(), "reading the egress decisions of sandbox %s", id)
+	}
+	var out []EgressDecision
+	err := rt.c.Egress(id, func(d EgressDecision) error { out = append(out, d); return nil })
+	return out, err
+}
+
+// Changes says what a process of this runtime's journal did under
+// /workspace, as journaled with its exit (see host.ProcessChanges):
+// conflict while the process has not ended, not_found for an unknown
+// process. It is rt.Host().Changes.
+func (rt *Runtime) Changes(ctx context.Context, processID string) (host.ProcessChanges, error) {
+	return rt.c.Host().Changes(ctx, processID)
+}
+
+// Doctor checks the runtime's Docker daemon against the runtime's profile
+// and returns every check, as the package-level Doctor does for a named
+// profile. The error is non-nil only when the daemon could not be asked. It
+// is rt.Host().Doctor.
+func (rt *Runtime) Doctor(ctx context.Context) (profile.Report, error) {
+	return rt.c.Host().Doctor(ctx)
+}
 
 // Retain deletes the terminal entities of the journal whose end is older
 // than olderThan (journal.Journal.Retain), then the recordings and egress

@@ -329,7 +329,7 @@ func TestIdentityMismatch(t *testing.T) {
 	}
 	// The right pair still opens, and recovery removes the one-shot sandbox.
 	rt = testutil.OpenFake(t, f, path, func(o *stockade.Options) { o.Owner = owner })
-	if n := len(rt.Recovery().Sandboxes); n != 1 {
+	if n := len(mustRecovery(t, rt).Sandboxes); n != 1 {
 		t.Fatalf("recovered %d sandboxes, want 1", n)
 	}
 }
@@ -407,6 +407,17 @@ func mustCreate(t testing.TB, rt *stockade.Runtime, s spec.Sandbox) *stockade.Sa
 		t.Fatal(err)
 	}
 	return sb
+}
+
+// mustRecovery returns the report of the recovery rt's Open ran, or fails
+// the test.
+func mustRecovery(t testing.TB, rt *stockade.Runtime) stockade.RecoveryReport {
+	t.Helper()
+	rep, err := rt.Recovery(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
 
 // mustStart starts a process or fails the test.

@@ -120,7 +120,7 @@ func TestFakeWardenGoneWhileClosed(t *testing.T) {
 	}
 
 	rt = testutil.OpenFake(t, f, path)
-	again, err := rt.Sandbox(sb.ID())
+	again, err := rt.Sandbox(context.Background(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

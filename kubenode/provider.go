@@ -248,7 +248,7 @@ func (p *Provider) remove(ctx context.Context, r *podRun) error {
 		ids = append(ids, id)
 	}
 	for _, id := range ids {
-		sb, err := p.rt.Sandbox(id)
+		sb, err := p.rt.Sandbox(ctx, id)
 		switch {
 		case spec.IsCode(err, spec.CodeNotFound):
 		case err != nil:
@@ -454,7 +454,10 @@ func (r *podRun) supervise(ctx context.Context) {
 		p.log.Info("pod's sandbox created", "pod", r.key, "sandbox", sb.ID())
 	} else {
 		var err error
-		if sb, err = p.rt.Sandbox(r.sandboxID); err != nil {
+		if sb, err = p.rt.Sandbox(ctx, r.sandboxID); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
 			r.fail(fmt.Sprintf("sandbox %s: %v", r.sandboxID, err))
 			return
 		}

@@ -223,7 +223,7 @@ func (p *Provider) RunInContainer(ctx context.Context, ns, name, container strin
 	if id == "" {
 		return errdefs.InvalidInputf("pod %s/%s has no sandbox yet", ns, name)
 	}
-	sb, err := p.rt.Sandbox(id)
+	sb, err := p.rt.Sandbox(ctx, id)
 	if err != nil {
 		return err
 	}

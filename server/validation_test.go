@@ -17,7 +17,7 @@ func TestValidationSameBothWays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	embedded, err := fx.rt.Sandbox(served.ID())
+	embedded, err := fx.rt.Sandbox(ctx, served.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -321,7 +321,7 @@ func removeAll(ctx context.Context, rt *stockade.Runtime) error {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, s := range list {
-		sb, err := rt.Sandbox(s.ID)
+		sb, err := rt.Sandbox(ctx, s.ID)
 		if err == nil {
 			err = sb.Remove(ctx)
 		}
@@ -421,8 +421,12 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, mode 
 		violate("recovery failed: %v", err)
 		return r
 	}
+	report, err := rt.Recovery(ctx)
+	if err != nil {
+		violate("recovery report: %v", err)
+	}
 	tornDown := map[string]string{} // the decision by sandbox id
-	for _, s := range rt.Recovery().Sandboxes {
+	for _, s := range report.Sandboxes {
 		r.Decisions = append(r.Decisions, fmt.Sprintf("%s→%s", s.From, s.Decision))
 		if s.Error != "" {
 			violate("sandbox %s did not settle: %v", s.ID, s.Error)
@@ -431,7 +435,7 @@ func (d *driller) run(ctx context.Context, fp string, delay time.Duration, mode 
 			tornDown[s.ID] = s.Decision
 		}
 	}
-	if n := len(rt.Recovery().Orphans); n > 0 {
+	if n := len(report.Orphans); n > 0 {
 		r.Decisions = append(r.Decisions, fmt.Sprintf("%d orphans removed", n))
 	}
 	r.Decisions = append(r.Decisions, d.check(ctx, rt.Runtime, foreign, violate)...)
@@ -534,7 +538,7 @@ func (d *driller) check(ctx context.Context, rt *stockade.Runtime, foreign forei
 // for ever), a rollback's outcome is what its workspace is, and one warden
 // serves it.
 func (d *driller) checkReadopted(ctx context.Context, rt *stockade.Runtime, id string, violate func(string, ...any)) (decisions []string) {
-	sb, err := rt.Sandbox(id)
+	sb, err := rt.Sandbox(ctx, id)
 	if err != nil {
 		violate("re-adopted sandbox %s: %v", id, err)
 		return nil

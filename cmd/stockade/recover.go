@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 
@@ -44,8 +45,8 @@ func (c *recoverCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io
 		if err != nil {
 			return fail(stderr, err, 1)
 		}
-		rep = rt.Recovery()
-		if err := rt.Close(); err != nil {
+		rep, err = rt.Recovery(ctx)
+		if err = errors.Join(err, rt.Close()); err != nil {
 			return fail(stderr, err, 1)
 		}
 	}

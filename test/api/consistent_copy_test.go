@@ -59,7 +59,7 @@ func TestAPIConsistentGetsAreJournaled(t *testing.T) {
 		t.Fatal("not paused during a consistent copy")
 	}
 	rt := e.Reopen(t, stockade.Options{})
-	again, err := rt.Sandbox(sb.ID())
+	again, err := rt.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,11 @@ func BenchmarkRecovery50(b *testing.B) {
 			b.Fatal(err)
 		}
 		rec += time.Since(t0)
-		if got := len(rt.Recovery().Sandboxes); got != 50 {
+		report, err := rt.Recovery(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := len(report.Sandboxes); got != 50 {
 			b.Fatalf("recovered %d sandboxes, want 50", got)
 		}
 		_ = rt.Close()

@@ -184,7 +184,7 @@ func TestRollbackKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = rt.Close() }()
-		sb, err := rt.Sandbox(id)
+		sb, err := rt.Sandbox(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestRollbackKilled(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = rt.Close() }()
-			sb, err := rt.Sandbox(id)
+			sb, err := rt.Sandbox(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -58,8 +58,8 @@ func sh(t *testing.T, sb *stockade.Sandbox, script string) (string, spec.Result)
 
 func decisions(t *testing.T, rt *stockade.Runtime, id string) []egress.Decision {
 	t.Helper()
-	var ds []egress.Decision
-	if err := rt.Egress(id, func(d egress.Decision) error { ds = append(ds, d); return nil }); err != nil {
+	ds, err := rt.Egress(context.Background(), id)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return ds

@@ -114,7 +114,7 @@ func TestEgressOutsideNetworkLifecycle(t *testing.T) {
 	if csOutsideExists(t, e.Docker, owner) {
 		t.Fatal("recovery left the outside network though no sandbox needs it")
 	}
-	if _, err := rt.Sandbox(plain.ID()); err != nil {
+	if _, err := rt.Sandbox(ctx, plain.ID()); err != nil {
 		t.Fatalf("the kept sandbox after recovery: %v", err)
 	}
 }

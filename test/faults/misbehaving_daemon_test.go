@@ -259,13 +259,17 @@ func (e *faultEnv) finish() {
 		t.Fatalf("reopening directly against the daemon: %v", err)
 	}
 	defer func() { _ = rt.Close() }()
-	for _, s := range rt.Recovery().Sandboxes {
+	report, err := rt.Recovery(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range report.Sandboxes {
 		t.Logf("recovery: sandbox %s from %s: %s (saw %s), settled %s %s", s.ID, s.From, s.Decision, s.Observed, s.Settled, s.Error)
 		if s.Error != "" {
 			t.Errorf("recovery of sandbox %s did not settle: %v", s.ID, s.Error)
 		}
 	}
-	for _, r := range rt.Recovery().Orphans {
+	for _, r := range report.Orphans {
 		t.Logf("recovery removed an orphan: %s %s (sandbox %s)", r.Kind, r.Name, r.Sandbox)
 	}
 	live := e.liveSandboxes(t, ctx, rt)
@@ -276,7 +280,7 @@ func (e *faultEnv) finish() {
 			t.Errorf("sandbox %s is unreconciled after recovery: %s", s.ID, s.Why)
 			continue
 		}
-		sb, err := rt.Sandbox(s.ID)
+		sb, err := rt.Sandbox(ctx, s.ID)
 		if err == nil {
 			err = sb.Remove(ctx)
 		}
@@ -1016,7 +1020,7 @@ func TestFaultsSlowReplies(t *testing.T) {
 		for {
 			var found *stockade.Sandbox
 			for id := range e.liveSandboxes(t, context.Background(), e.rt) {
-				found, _ = e.rt.Sandbox(id)
+				found, _ = e.rt.Sandbox(ctx, id)
 			}
 			if found != nil {
 				st := eventuallyPhase(t, found, lifecycle.PhaseStarted)

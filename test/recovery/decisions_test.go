@@ -21,12 +21,16 @@ import (
 
 func decisionOf(t *testing.T, rt *stockade.Runtime, id string) stockade.RecoveredSandbox {
 	t.Helper()
-	for _, s := range rt.Recovery().Sandboxes {
+	report, err := rt.Recovery(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range report.Sandboxes {
 		if s.ID == id {
 			return s
 		}
 	}
-	t.Fatalf("recovery did not report sandbox %s: %+v", id, rt.Recovery())
+	t.Fatalf("recovery did not report sandbox %s: %+v", id, report)
 	return stockade.RecoveredSandbox{}
 }
 
@@ -51,7 +55,7 @@ func TestRecoveryReadoptsKept(t *testing.T) {
 	if got.Decision != string(sandbox.Readopt) || got.Settled != lifecycle.PhaseStarted {
 		t.Fatalf("decision %+v, want re-adopt, started", got)
 	}
-	sb2, err := rt.Sandbox(sb.ID())
+	sb2, err := rt.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +110,7 @@ func TestRecoveryRemovesOneShot(t *testing.T) {
 	if n, err := dockertest.Owned(context.Background(), e.Docker, rt.Owner()); err != nil || n != 0 {
 		t.Fatalf("%d resources left (%v)", n, err)
 	}
-	if _, err := rt.Sandbox(sb.ID()); !spec.IsCode(err, spec.CodeNotFound) {
+	if _, err := rt.Sandbox(context.Background(), sb.ID()); !spec.IsCode(err, spec.CodeNotFound) {
 		t.Fatalf("a removed sandbox is still listed: %v", err)
 	}
 }
@@ -131,7 +135,7 @@ func TestRecoveryDeadWorkload(t *testing.T) {
 	if got.Decision != string(sandbox.RecordExit) || got.Settled != lifecycle.PhaseExited {
 		t.Fatalf("decision %+v, want record exit, exited", got)
 	}
-	sb2, err := rt.Sandbox(sb.ID())
+	sb2, err := rt.Sandbox(context.Background(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +194,11 @@ func TestRecoveryOrphansAndForeign(t *testing.T) {
 	foreignTorn := mk(foreign, gone.ID())
 	foreignOther := mk(foreign, "orphansandboxid0000000000a")
 	rt := e.Reopen(t, stockade.Options{StopGrace: time.Second})
-	if got := rt.Recovery().Orphans; len(got) != 1 || got[0].ID != orphan {
+	report, err := rt.Recovery(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := report.Orphans; len(got) != 1 || got[0].ID != orphan {
 		t.Fatalf("orphans %+v, want just %s", got, orphan)
 	}
 	if _, err := e.Docker.VolumeInspect(ctx, orphan); err == nil {

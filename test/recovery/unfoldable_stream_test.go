@@ -39,14 +39,14 @@ func TestRecoveryToleratesAnUnfoldableStream(t *testing.T) {
 	if d := decisionOf(t, rt, good.ID()); d.Decision != "re-adopt" {
 		t.Fatalf("healthy sandbox: %+v", d)
 	}
-	if _, err := rt.Sandbox(bad.ID()); !spec.IsCode(err, spec.CodeUnreconciled) {
+	if _, err := rt.Sandbox(context.Background(), bad.ID()); !spec.IsCode(err, spec.CodeUnreconciled) {
 		t.Fatalf("bad sandbox: %v, want unreconciled", err)
 	}
 	list, err := rt.Sandboxes(context.Background())
 	if err != nil || len(list) != 2 {
 		t.Fatalf("listed %+v %v", list, err)
 	}
-	sb, err := rt.Sandbox(good.ID())
+	sb, err := rt.Sandbox(context.Background(), good.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

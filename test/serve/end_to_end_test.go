@@ -119,7 +119,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer func() { _ = next.Close() }()
-	again, err := next.Sandbox(sb.ID())
+	again, err := next.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatalf("the kept sandbox after the server stopped: %v", err)
 	}

@@ -418,7 +418,7 @@ func TestWardenCloseAndReopenMidStream(t *testing.T) {
 		}
 	}
 	rt := e.Reopen(t, stockade.Options{})
-	sb2, err := rt.Sandbox(sb.ID())
+	sb2, err := rt.Sandbox(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +504,7 @@ func TestWardenIdleReattachedAtLaunch(t *testing.T) {
 		t.Fatalf("%q %v", out, err)
 	}
 	rt := e.Reopen(t, stockade.Options{})
-	sb2, err := rt.Sandbox(sb.ID())
+	sb2, err := rt.Sandbox(t.Context(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,7 +553,7 @@ func TestWardenKilledWhileClosed(t *testing.T) {
 	}
 	testkit.DockerExec(t, st.Created.Workload, "kill", "-9", strconv.Itoa(st.Warden.PID))
 	rt := e.Reopen(t, stockade.Options{})
-	sb2, err := rt.Sandbox(sb.ID())
+	sb2, err := rt.Sandbox(t.Context(), sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
