@@ -10,6 +10,7 @@
 //	egress/      the allowlist network and its proxy
 //	pool/        warm pools
 //	serve/       stockade serve and its clients, its crashes and restarts
+//	mcp/         stockade mcp driven by the official MCP SDK's client
 //	cli/         the stockade command as a user drives it
 //	install/     go install and embedding, for a fresh user
 //	drill/       the crash drill over every failpoint

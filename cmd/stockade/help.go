@@ -16,6 +16,20 @@ func (h helpRequest) Error() string { return "help requested for " + h.cmd }
 
 // commandHelp is each command's help: what it does, its flags, examples.
 var commandHelp = map[string]string{
+	"mcp": `usage: stockade mcp
+
+Serves the runtime to an agent over the Model Context Protocol on stdin and
+stdout (what an agent's MCP client spawns): tools to make sandboxes, run
+commands (exec, exec_background, logs from any offset, wait), move files,
+read what a command changed, checkpoint and roll back (docs/mcp.md). It uses
+the journal's server when one answers, else an embedded runtime for the
+session's duration. Logs go to stderr. An agent's configuration:
+
+    {"mcpServers": {"stockade": {"command": "stockade", "args": ["mcp"]}}}
+
+  stockade mcp
+  stockade --journal /srv/agents/journal.db mcp
+`,
 	"doctor": `usage: stockade doctor [--profile NAME]
 
 Checks the Docker daemon against the preflight profile and prints every check,

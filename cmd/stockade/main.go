@@ -11,6 +11,7 @@
 //	stockade serve [--socket PATH]      the runtime as a server (gRPC on a unix socket)
 //	stockade pool ls|resize             the server's warm pools (serve --pool)
 //	stockade logs [-f] PROCESS_ID       a process's recorded output
+//	stockade mcp                        the runtime's tools for an agent, over MCP on stdio
 //	stockade diff PROCESS_ID            what a process changed under /workspace
 //	stockade replay SANDBOX --rerun     run a recorded session again and compare
 //	stockade journal show SANDBOX       a sandbox's journaled history
@@ -80,6 +81,7 @@ commands:
   logs [--stdout|--stderr] [-f] PROCESS_ID
                             print a process's recorded output (stdout and stderr in arrival order;
                             -f: follow a running one, needs stockade serve)
+  mcp                       serve the runtime to an agent over MCP on stdin/stdout (docs/mcp.md)
   diff PROCESS_ID           what a process changed under /workspace: its changes, and a unified diff
                             of each small text file
   replay SANDBOX --rerun [--until POS] [--keep] [--timeout D]
@@ -190,6 +192,8 @@ func parseCommand(g global, name string, rest []string) (command, error) {
 		return parseJournal(g, rest)
 	case "logs":
 		return parseLogs(g, rest)
+	case "mcp":
+		return parseMCP(g, rest)
 	case "diff":
 		return parseDiffCmd(g, rest)
 	case "replay":

@@ -34,7 +34,7 @@ var rank = map[string]int{
 
 	// internal/drilldocker: what the drill asks of Docker beside the
 	// runtime it drills; internal/retention: what a journal no longer needs.
-	"dockerio/enginetest": 4, "host/hosttest": 4, "inspect": 4, "client": 4, "internal/actors": 4, "metrics": 4, "rerun": 4,
+	"dockerio/enginetest": 4, "host/hosttest": 4, "inspect": 4, "client": 4, "mcpserver": 4, "internal/actors": 4, "metrics": 4, "rerun": 4,
 	"internal/drilldocker": 4, "internal/retention": 4,
 
 	// internal/drillcheck: the crash drill's checks of a journal and its
@@ -73,7 +73,7 @@ var rank = map[string]int{
 
 	"test": 14, "test/api": 14, "test/recovery": 14, "test/dockerio": 14, "test/warden": 14, "test/checkpoint": 14,
 	"test/egress": 14, "test/pool": 14, "test/serve": 14, "test/cli": 14, "test/install": 14, "test/drill": 14,
-	"test/hostile": 14, "test/faults": 14, "test/kube": 14, "test/bench": 14, "test/load": 14, "test/soak": 14,
+	"test/hostile": 14, "test/faults": 14, "test/kube": 14, "test/bench": 14, "test/load": 14, "test/soak": 14, "test/mcp": 14,
 }
 
 // only lists packages whose imports are closed further: the programs copied
@@ -101,6 +101,11 @@ var only = map[string]func(imp string) bool{
 	// A program that only talks to a server links no runtime: not the
 	// journal, not Docker, not the actors.
 	"client": func(imp string) bool {
+		return !runtimeDep(imp) && imp != module+"/journal" && imp != module+"/recorder"
+	},
+	// The MCP tools drive a host.Runtime (embedded or served): no runtime
+	// of their own.
+	"mcpserver": func(imp string) bool {
 		return !runtimeDep(imp) && imp != module+"/journal" && imp != module+"/recorder"
 	},
 	// Offline reading needs the journal, never Docker or the actors.

@@ -1,0 +1,718 @@
+// Package mcpserver serves a stockade runtime to agents over the Model
+// Context Protocol (the official Go SDK, github.com/modelcontextprotocol/go-sdk):
+// tools to make sandboxes, run commands, move files, and — what no peer's
+// server has — say what a command changed, checkpoint, roll back, and read
+// any process's output from any offset after any crash.
+//
+// New builds the server over a host.Runtime, so the same tools serve an
+// embedded runtime and a `stockade serve` one alike (`stockade mcp` picks
+// the server when one answers). Every tool takes and returns typed JSON
+// (its schema derived from the Go types below); a bad input is a tool
+// error whose text starts with stockade's error (op, code, message) and
+// the session goes on. Output is bounded: a command's stdout and stderr
+// are cut at a caller's bound with a marker naming the process and the
+// offset to read on from (the logs tool), never held whole in memory.
+package mcpserver
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/spec"
+)
+
+// Version is the server's version as it introduces itself.
+const Version = "0.1.0"
+
+// Bounds of what a tool hands back at once.
+const (
+	// DefaultMaxOutput bounds each stream an exec returns, and a logs or
+	// files_read window, unless the call asks for less or more.
+	DefaultMaxOutput = 64 << 10
+	// MaxOutput is the largest bound a call may ask for.
+	MaxOutput = 4 << 20
+	// MaxWriteBytes bounds one files_write's content (decoded).
+	MaxWriteBytes = 16 << 20
+	// MaxHistory bounds one history page.
+	MaxHistory = 500
+)
+
+// New returns an MCP server whose tools drive rt.
+func New(rt host.Runtime) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "stockade", Title: "stockade: sandboxes that remember", Version: Version}, &mcp.ServerOptions{
+		Instructions: "Sandboxes for running untrusted commands. Every command is journaled: after any crash, " +
+			"logs reads a process's output from any offset and wait gives its exit; changes says what a command " +
+			"did to /workspace; checkpoint and rollback go back. Paths are relative to /workspace or absolute under it; " +
+			"commands run in /workspace/work by default.",
+	})
+	t := tools{rt: rt}
+	add(s, "sandbox_create", "Make a sandbox (a locked-down container with an empty /workspace) and start it; claims a warm pooled one when one matches. Returns its id.", t.sandboxCreate)
+	add(s, "sandbox_list", "List the live sandboxes with their phase, image, labels and running processes.", t.sandboxList)
+	add(s, "sandbox_remove", "Stop a sandbox (every process ends) and delete it with its workspace.", t.sandboxRemove)
+	add(s, "exec", "Run a command in a sandbox to its end and return its exit code, reason and output (each stream cut at max_output_bytes with a marker; read the rest with logs). argv runs a program; command runs a shell line (sh -c).", t.exec)
+	add(s, "exec_background", "Start a command in a sandbox and return its process id at once; its output is recorded (read it with logs, wait for its end with wait).", t.execBackground)
+	add(s, "logs", "Read a process's recorded output from a byte offset (stdout and stderr together, in the order written), at most max_bytes; says where to read on and whether the process has ended, with its exit. Works for any process, running or ended, after any restart.", t.logs)
+	add(s, "wait", "Wait (at most timeout_seconds) for a process to end and return its exit code and reason.", t.wait)
+	add(s, "files_write", "Write a file in a sandbox's workspace (its missing parent directories are made). content is text, or base64 with encoding=base64.", t.filesWrite)
+	add(s, "files_read", "Read a file of a sandbox's workspace from a byte offset, at most max_bytes (text, or base64 when it is not UTF-8); says the file's size and where to read on.", t.filesRead)
+	add(s, "files_list", "List a directory of a sandbox's workspace: each entry's name, kind, size and mode.", t.filesList)
+	add(s, "files_stat", "Describe a path of a sandbox's workspace: kind, size, mode, modification time, link target.", t.filesStat)
+	add(s, "files_remove", "Remove a path of a sandbox's workspace and everything under it.", t.filesRemove)
+	add(s, "changes", "What a finished process did to /workspace: created, modified, deleted and renamed paths (attributed to it, not to its neighbours), with unified diffs of small text files.", t.changes)
+	add(s, "checkpoint", "Save a sandbox's /workspace/work (content-addressed, with the workload frozen) under an optional name; returns its id.", t.checkpoint)
+	add(s, "rollback", "Restore a checkpoint (its id or name) into a sandbox's /workspace/work: every process of the sandbox is stopped first.", t.rollback)
+	add(s, "history", "A sandbox's journaled events (its processes' included), oldest first, a page at a time from after_seq.", t.history)
+	return s
+}
+
+// add registers a tool whose handler returns (output, error): a stockade
+// error becomes a tool error (the session goes on), its text the error's.
+func add[In, Out any](s *mcp.Server, name, description string, h func(context.Context, In) (Out, error)) {
+	mcp.AddTool(s, &mcp.Tool{Name: name, Description: description}, func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		out, err := h(ctx, in)
+		if err != nil {
+			var zero Out
+			return nil, zero, toolError(err)
+		}
+		return nil, out, nil
+	})
+}
+
+// toolError words an error for the agent: stockade's code first.
+func toolError(err error) error {
+	var se *spec.Error
+	if errors.As(err, &se) {
+		return fmt.Errorf("%s: %w", se.Code, err)
+	}
+	return fmt.Errorf("%s: %w", spec.CodeInternal, err)
+}
+
+type tools struct{ rt host.Runtime }
+
+func bad(format string, args ...any) error {
+	return spec.Errorf(spec.CodeInvalidArgument, "mcp", format, args...)
+}
+
+// SandboxCreateIn is sandbox_create's input.
+type SandboxCreateIn struct {
+	Image       string            `json:"image" jsonschema:"the image: a tag (resolved once and pinned) or an image ID"`
+	Network     string            `json:"network,omitempty" jsonschema:"isolated (the default), open, or allow=HOST:PORT,... (an egress allowlist through the sandbox's proxy)"`
+	MemoryBytes int64             `json:"memory_bytes,omitempty" jsonschema:"memory limit in bytes (0: 512 MiB)"`
+	CPUs        float64           `json:"cpus,omitempty" jsonschema:"CPU limit (0: 1)"`
+	Pids        int64             `json:"pids,omitempty" jsonschema:"process limit (0: 256)"`
+	Env         []string          `json:"env,omitempty" jsonschema:"environment of every process, each as NAME=value"`
+	Dir         string            `json:"dir,omitempty" jsonschema:"the processes' default working directory (absolute, or relative to /workspace; default /workspace/work)"`
+	TTLSeconds  int64             `json:"ttl_seconds,omitempty" jsonschema:"stop the sandbox this long after it is made (0: never)"`
+	Labels      map[string]string `json:"labels,omitempty" jsonschema:"your names for the sandbox"`
+	OneShot     bool              `json:"one_shot,omitempty" jsonschema:"remove it when its processes end after a restart of the runtime (default: kept)"`
+}
+
+// SandboxCreateOut is sandbox_create's result.
+type SandboxCreateOut struct {
+	ID    string `json:"id"`
+	Image string `json:"image"`
+}
+
+func (t tools) sandboxCreate(ctx context.Context, in SandboxCreateIn) (SandboxCreateOut, error) {
+	s := spec.Sandbox{Image: in.Image, Env: in.Env, Dir: in.Dir, Labels: in.Labels, Lifetime: spec.Kept}
+	if in.OneShot {
+		s.Lifetime = spec.OneShot
+	}
+	if in.TTLSeconds < 0 {
+		return SandboxCreateOut{}, bad("ttl_seconds %d is negative", in.TTLSeconds)
+	}
+	s.TTL = time.Duration(in.TTLSeconds) * time.Second
+	s.Policy = spec.DefaultPolicy()
+	if in.Network != "" {
+		kind, rules, err := spec.ParseNetwork(in.Network)
+		if err != nil {
+			return SandboxCreateOut{}, err
+		}
+		s.Policy.Network, s.Policy.Egress = kind, rules
+	}
+	if in.MemoryBytes != 0 {
+		s.Policy.MemoryBytes = in.MemoryBytes
+	}
+	if in.CPUs != 0 {
+		s.Policy.CPUs = in.CPUs
+	}
+	if in.Pids != 0 {
+		s.Policy.Pids = in.Pids
+	}
+	sb, err := t.rt.CreateSandbox(ctx, s)
+	if err != nil {
+		return SandboxCreateOut{}, err
+	}
+	st, err := sb.State(ctx)
+	if err != nil {
+		return SandboxCreateOut{ID: sb.ID()}, nil //nolint:nilerr // made; only its state could not be read
+	}
+	return SandboxCreateOut{ID: sb.ID(), Image: st.Spec.Image}, nil
+}
+
+// Empty is the input of a tool that takes none.
+type Empty struct{}
+
+// SandboxListOut is sandbox_list's result.
+type SandboxListOut struct {
+	Sandboxes []host.SandboxInfo `json:"sandboxes"`
+}
+
+func (t tools) sandboxList(ctx context.Context, _ Empty) (SandboxListOut, error) {
+	list, err := t.rt.Sandboxes(ctx)
+	if list == nil {
+		list = []host.SandboxInfo{}
+	}
+	return SandboxListOut{Sandboxes: list}, err
+}
+
+// SandboxIn names a sandbox.
+type SandboxIn struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox's id"`
+}
+
+// Done says a tool did what it was asked.
+type Done struct {
+	Done bool `json:"done"`
+}
+
+func (t tools) sandboxRemove(ctx context.Context, in SandboxIn) (Done, error) {
+	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
+	if err != nil {
+		return Done{}, err
+	}
+	return Done{Done: true}, sb.Remove(ctx)
+}
+
+// ExecIn is exec's and exec_background's input.
+type ExecIn struct {
+	SandboxID      string   `json:"sandbox_id" jsonschema:"the sandbox's id"`
+	Argv           []string `json:"argv,omitempty" jsonschema:"the program and its arguments (give argv or command)"`
+	Command        string   `json:"command,omitempty" jsonschema:"a shell command line, run with /bin/sh -c (give argv or command)"`
+	Stdin          string   `json:"stdin,omitempty" jsonschema:"text given to the command's stdin (then closed)"`
+	Dir            string   `json:"dir,omitempty" jsonschema:"working directory (absolute, or relative to /workspace; default the sandbox's)"`
+	Env            []string `json:"env,omitempty" jsonschema:"environment added to the sandbox's, each as NAME=value"`
+	TimeoutSeconds int64    `json:"timeout_seconds,omitempty" jsonschema:"stop the command after this long (0: no timeout)"`
+	MaxOutputBytes int      `json:"max_output_bytes,omitempty" jsonschema:"the most bytes of each stream returned (default 65536; the rest stays in the recording: read it with logs)"`
+}
+
+// ExecOut is exec's result.
+type ExecOut struct {
+	ProcessID   string `json:"process_id"`
+	ExitCode    int    `json:"exit_code"`
+	Reason      string `json:"reason"`
+	Error       string `json:"error,omitempty"`
+	Stdout      string `json:"stdout"`
+	Stderr      string `json:"stderr"`
+	StdoutBytes int64  `json:"stdout_bytes"`
+	StderrBytes int64  `json:"stderr_bytes"`
+	// Truncated: a stream had more than the bound; the text ends with a
+	// marker, and logs reads the whole output.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+func (in ExecIn) process(background bool) (spec.Process, error) {
+	p := spec.Process{Argv: in.Argv, Dir: in.Dir, Env: in.Env, Stdin: in.Stdin != "" && !background}
+	switch {
+	case len(in.Argv) > 0 && in.Command != "":
+		return p, bad("give argv or command, not both")
+	case in.Command != "":
+		p.Argv = []string{"/bin/sh", "-c", in.Command}
+	case len(in.Argv) == 0:
+		return p, bad("argv is empty and no command is given: say what to run")
+	}
+	if in.TimeoutSeconds < 0 {
+		return p, bad("timeout_seconds %d is negative", in.TimeoutSeconds)
+	}
+	p.Timeout = time.Duration(in.TimeoutSeconds) * time.Second
+	if background {
+		if in.Stdin != "" {
+			return p, bad("a background command takes no stdin")
+		}
+		p.Stdout, p.Stderr = spec.Discard, spec.Discard
+	}
+	return p, p.AsStarted().Validate()
+}
+
+func bound(n int) (int, error) {
+	switch {
+	case n < 0:
+		return 0, bad("a byte bound of %d is negative", n)
+	case n == 0:
+		return DefaultMaxOutput, nil
+	case n > MaxOutput:
+		return 0, bad("a byte bound of %d is over the limit of %d", n, MaxOutput)
+	}
+	return n, nil
+}
+
+func (t tools) exec(ctx context.Context, in ExecIn) (ExecOut, error) {
+	p, err := in.process(false)
+	if err != nil {
+		return ExecOut{}, err
+	}
+	limit, err := bound(in.MaxOutputBytes)
+	if err != nil {
+		return ExecOut{}, err
+	}
+	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
+	if err != nil {
+		return ExecOut{}, err
+	}
+	proc, err := sb.Start(ctx, p)
+	if err != nil {
+		return ExecOut{}, err
+	}
+	out := ExecOut{ProcessID: proc.ID()}
+	if p.Stdin {
+		go func() {
+			_, _ = io.Copy(proc.Stdin(), strings.NewReader(in.Stdin)) // a process that ends first stops reading: its result says how it ended
+			_ = proc.Stdin().Close()                                  // end of input
+		}()
+	}
+	var stdout, stderr capped
+	stdout.limit, stderr.limit = limit, limit
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		stderr.drain(proc.Stderr())
+	}()
+	stdout.drain(proc.Stdout())
+	wg.Wait()
+	res, err := proc.Wait(ctx)
+	if err != nil && res.Reason == "" {
+		return out, err // the wait itself failed (ctx): the process runs on, recorded
+	}
+	out.ExitCode, out.Reason, out.StdoutBytes, out.StderrBytes = res.ExitCode, res.Reason, res.StdoutBytes, res.StderrBytes
+	if res.Err != nil {
+		out.Error = res.Err.Error()
+	}
+	out.Stdout, out.Stderr = stdout.text(proc.ID(), "stdout"), stderr.text(proc.ID(), "stderr")
+	out.Truncated = stdout.cut > 0 || stderr.cut > 0
+	return out, nil
+}
+
+// capped keeps the first limit bytes of a stream and counts the rest.
+type capped struct {
+	limit int
+	buf   []byte
+	cut   int64
+}
+
+// drain reads r to its end (a piped stream must be read), keeping what
+// fits.
+func (c *capped) drain(r io.ReadCloser) {
+	if r == nil {
+		return
+	}
+	defer func() { _ = r.Close() }() // read to its end
+	b := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(b)
+		keep := min(n, c.limit-len(c.buf))
+		c.buf = append(c.buf, b[:keep]...)
+		c.cut += int64(n - keep)
+		if err != nil {
+			return
+		}
+	}
+}
+
+// text is what was kept, as text, with a marker when some was cut.
+func (c *capped) text(id, stream string) string {
+	s := printable(c.buf)
+	if c.cut > 0 {
+		s += fmt.Sprintf("\n[stockade: %d more bytes of %s cut here; logs with process_id %s reads the whole output]", c.cut, stream, id)
+	}
+	return s
+}
+
+// printable is b as text: valid UTF-8 as is, anything else with its
+// invalid bytes replaced (a JSON string holds text).
+func printable(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// BackgroundOut is exec_background's result.
+type BackgroundOut struct {
+	ProcessID string `json:"process_id"`
+}
+
+func (t tools) execBackground(ctx context.Context, in ExecIn) (BackgroundOut, error) {
+	p, err := in.process(true)
+	if err != nil {
+		return BackgroundOut{}, err
+	}
+	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
+	if err != nil {
+		return BackgroundOut{}, err
+	}
+	proc, err := sb.Start(ctx, p)
+	if err != nil {
+		return BackgroundOut{}, err
+	}
+	return BackgroundOut{ProcessID: proc.ID()}, nil
+}
+
+// LogsIn is logs' input.
+type LogsIn struct {
+	ProcessID string `json:"process_id" jsonschema:"the process's id"`
+	From      int64  `json:"from,omitempty" jsonschema:"the byte offset to read from (0: the start; next_offset of the last call to read on)"`
+	MaxBytes  int    `json:"max_bytes,omitempty" jsonschema:"the most bytes returned (default 65536)"`
+}
+
+// LogsOut is logs' result.
+type LogsOut struct {
+	// Output is stdout and stderr together, in the order written; Stderr
+	// repeats the window's stderr apart.
+	Output string `json:"output"`
+	Stderr string `json:"stderr,omitempty"`
+	// NextOffset is where to read on.
+	NextOffset int64 `json:"next_offset"`
+	// More: the recording holds more past NextOffset now.
+	More bool `json:"more"`
+	// Missing counts bytes in the window the recording does not hold
+	// (beyond its bounds, or lost).
+	Missing  int64  `json:"missing,omitempty"`
+	Ended    bool   `json:"ended"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+var errWindowFull = errors.New("the window is full")
+
+func (t tools) logs(ctx context.Context, in LogsIn) (LogsOut, error) {
+	limit, err := bound(in.MaxBytes)
+	if err != nil {
+		return LogsOut{}, err
+	}
+	if in.From < 0 {
+		return LogsOut{}, bad("from %d is negative: 0 is the start of the output", in.From)
+	}
+	// Ended is read first: a process ended before the read has its whole
+	// recording in it.
+	st, err := t.rt.ReplayProcess(ctx, in.ProcessID, 0)
+	if err != nil {
+		return LogsOut{}, err
+	}
+	out := LogsOut{NextOffset: in.From}
+	if res, ok := st.Result(); ok {
+		code := res.ExitCode
+		out.Ended, out.ExitCode, out.Reason = true, &code, res.Reason
+	}
+	var all, errb []byte
+	_, err = t.rt.Logs(ctx, in.ProcessID, func(c host.OutputChunk) error {
+		end := c.Offset + int64(len(c.Data)) + c.Gap
+		if end <= out.NextOffset {
+			return nil
+		}
+		if len(all) >= limit {
+			out.More = true
+			return errWindowFull
+		}
+		if c.Stream == "" {
+			out.Missing += end - max(c.Offset, out.NextOffset)
+			out.NextOffset = end
+			return nil
+		}
+		data := c.Data[max(0, out.NextOffset-c.Offset):]
+		data = data[:min(len(data), limit-len(all))]
+		all = append(all, data...)
+		if c.Stream == "stderr" {
+			errb = append(errb, data...)
+		}
+		out.NextOffset = max(c.Offset, out.NextOffset) + int64(len(data))
+		if out.NextOffset < end {
+			out.More = true
+			return errWindowFull
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errWindowFull) && !spec.IsCode(err, spec.CodeNotFound) {
+		return LogsOut{}, err
+	}
+	out.Output, out.Stderr = printable(all), printable(errb)
+	return out, nil
+}
+
+// WaitIn is wait's input.
+type WaitIn struct {
+	ProcessID      string `json:"process_id" jsonschema:"the process's id"`
+	TimeoutSeconds int64  `json:"timeout_seconds,omitempty" jsonschema:"the longest to wait (default 60, at most 600); the process runs on if it has not ended"`
+}
+
+// WaitOut is wait's result.
+type WaitOut struct {
+	Ended       bool   `json:"ended"`
+	ExitCode    *int   `json:"exit_code,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Error       string `json:"error,omitempty"`
+	StdoutBytes int64  `json:"stdout_bytes,omitempty"`
+	StderrBytes int64  `json:"stderr_bytes,omitempty"`
+}
+
+func (t tools) wait(ctx context.Context, in WaitIn) (WaitOut, error) {
+	d := time.Duration(in.TimeoutSeconds) * time.Second
+	switch {
+	case in.TimeoutSeconds < 0:
+		return WaitOut{}, bad("timeout_seconds %d is negative", in.TimeoutSeconds)
+	case d == 0:
+		d = time.Minute
+	case d > 10*time.Minute:
+		return WaitOut{}, bad("timeout_seconds %d is over the limit of 600", in.TimeoutSeconds)
+	}
+	p, err := t.rt.Process(ctx, in.ProcessID)
+	if err != nil {
+		return WaitOut{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	res, err := p.Wait(wctx)
+	if res.Reason == "" {
+		if wctx.Err() != nil && ctx.Err() == nil {
+			return WaitOut{}, nil // not ended yet: it runs on
+		}
+		return WaitOut{}, err
+	}
+	code := res.ExitCode
+	out := WaitOut{Ended: true, ExitCode: &code, Reason: res.Reason, StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes}
+	if res.Err != nil {
+		out.Error = res.Err.Error()
+	}
+	return out, nil
+}
+
+// FilesWriteIn is files_write's input.
+type FilesWriteIn struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox's id"`
+	Path      string `json:"path" jsonschema:"the file's path: relative to /workspace (work/x.py) or absolute under it"`
+	Content   string `json:"content" jsonschema:"the file's content"`
+	Encoding  string `json:"encoding,omitempty" jsonschema:"text (the default) or base64"`
+	Mode      uint32 `json:"mode,omitempty" jsonschema:"permission bits (default 0644)"`
+}
+
+// FileWritten is files_write's result.
+type FileWritten struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+func (t tools) filesWrite(ctx context.Context, in FilesWriteIn) (FileWritten, error) {
+	data := []byte(in.Content)
+	switch in.Encoding {
+	case "", "text":
+	case "base64":
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(in.Content); err != nil {
+			return FileWritten{}, bad("content is not base64: %v", err)
+		}
+	default:
+		return FileWritten{}, bad("encoding %q is neither text nor base64", in.Encoding)
+	}
+	if len(data) > MaxWriteBytes {
+		return FileWritten{}, bad("content of %d bytes is over the limit of %d: write it in parts, or put an archive", len(data), MaxWriteBytes)
+	}
+	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
+	if err != nil {
+		return FileWritten{}, err
+	}
+	if err := sb.Files().WriteFile(ctx, in.Path, data, in.Mode); err != nil {
+		return FileWritten{}, err
+	}
+	abs, err := spec.WorkspacePath(in.Path)
+	return FileWritten{Path: abs, Size: int64(len(data))}, err
+}
+
+// FilesReadIn is files_read's input.
+type FilesReadIn struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox's id"`
+	Path      string `json:"path" jsonschema:"the file's path: relative to /workspace or absolute under it"`
+	Offset    int64  `json:"offset,omitempty" jsonschema:"the byte offset to read from"`
+	MaxBytes  int    `json:"max_bytes,omitempty" jsonschema:"the most bytes returned (default 65536)"`
+}
+
+// FileRead is files_read's result.
+type FileRead struct {
+	Path    string `json:"path"`
+	Size    int64  `json:"size"`
+	Content string `json:"content"`
+	// Encoding is text, or base64 for content that is not UTF-8.
+	Encoding   string `json:"encoding"`
+	NextOffset int64  `json:"next_offset"`
+	More       bool   `json:"more"`
+}
+
+func (t tools) filesRead(ctx context.Context, in FilesReadIn) (FileRead, error) {
+	limit, err := bound(in.MaxBytes)
+	if err != nil {
+		return FileRead{}, err
+	}
+	if in.Offset < 0 {
+		return FileRead{}, bad("offset %d is negative", in.Offset)
+	}
+	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
+	if err != nil {
+		return FileRead{}, err
+	}
+	r, fi, err := sb.Files().Read(ctx, in.Path)
+	if err != nil {
+		return FileRead{}, err
+	}
+	defer func() { _ = r.Close() }() // read only
+	if _, err := io.CopyN(io.Discard, r, min(in.Offset, fi.Size)); err != nil {
+		return FileRead{}, spec.Wrap(spec.CodeStreamFailure, "mcp", err, "reading %s", fi.Path)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, int64(limit)))
+	if err != nil {
+		return FileRead{}, spec.Wrap(spec.CodeStreamFailure, "mcp", err, "reading %s", fi.Path)
+	}
+	out := FileRead{Path: fi.Path, Size: fi.Size, Encoding: "text", NextOffset: min(in.Offset, fi.Size) + int64(len(data))}
+	out.More = out.NextOffset < fi.Size
+	if utf8.Valid(data) {
+		out.Content = string(data)
+	} else {
+		out.Content, out.Encoding = base64.StdEncoding.EncodeToString(data), "base64"
+	}
+	return out, nil
+}
+
+// PathIn names a path of a sandbox.
+type PathIn struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox's id"`
+	Path      string `json:"path" jsonschema:"relative to /workspace, or absolute under it"`
+}
+
+func (t tools) filesList(ctx context.Context, in PathIn) (host.Listing, error) {
+	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
+	if err != nil {
+		return host.Listing{}, err
+	}
+	return sb.Files().List(ctx, in.Path)
+}
+
+func (t tools) filesStat(ctx context.Context, in PathIn) (host.FileInfo, error) {
+	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
+	if err != nil {
+		return host.FileInfo{}, err
+	}
+	return sb.Files().Stat(ctx, in.Path)
+}
+
+func (t tools) filesRemove(ctx context.Context, in PathIn) (Done, error) {
+	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
+	if err != nil {
+		return Done{}, err
+	}
+	if err := sb.Files().Remove(ctx, in.Path); err != nil {
+		return Done{}, err
+	}
+	return Done{Done: true}, nil
+}
+
+// ProcessIn names a process.
+type ProcessIn struct {
+	ProcessID string `json:"process_id" jsonschema:"the process's id"`
+}
+
+func (t tools) changes(ctx context.Context, in ProcessIn) (host.ProcessChanges, error) {
+	return t.rt.Changes(ctx, in.ProcessID)
+}
+
+// CheckpointIn is checkpoint's input.
+type CheckpointIn struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox's id"`
+	Name      string `json:"name,omitempty" jsonschema:"a name, unique among the sandbox's checkpoints"`
+}
+
+func (t tools) checkpoint(ctx context.Context, in CheckpointIn) (host.CheckpointInfo, error) {
+	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
+	if err != nil {
+		return host.CheckpointInfo{}, err
+	}
+	return sb.Checkpoint(ctx, in.Name)
+}
+
+// RollbackIn is rollback's input.
+type RollbackIn struct {
+	SandboxID  string `json:"sandbox_id" jsonschema:"the sandbox's id"`
+	Checkpoint string `json:"checkpoint" jsonschema:"a checkpoint's id, or its name"`
+}
+
+func (t tools) rollback(ctx context.Context, in RollbackIn) (Done, error) {
+	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
+	if err != nil {
+		return Done{}, err
+	}
+	if err := sb.Rollback(ctx, in.Checkpoint); err != nil {
+		return Done{}, err
+	}
+	return Done{Done: true}, nil
+}
+
+// HistoryIn is history's input.
+type HistoryIn struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox's id"`
+	After     int    `json:"after,omitempty" jsonschema:"the index of the last event already read (next of the last page); 0 from the start"`
+	Limit     int    `json:"limit,omitempty" jsonschema:"the most events returned (default and limit 500)"`
+}
+
+// Event is one journaled event (host.HistoryEvent, its payload decoded).
+type Event struct {
+	// Kind is sandbox or process; ID the entity's.
+	Kind    string    `json:"kind"`
+	ID      string    `json:"id"`
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Payload any       `json:"payload,omitempty"`
+}
+
+// HistoryOut is history's result.
+type HistoryOut struct {
+	Events []Event `json:"events"`
+	// Next is the after of the next page; More says there is one.
+	Next int  `json:"next"`
+	More bool `json:"more"`
+}
+
+func (t tools) history(ctx context.Context, in HistoryIn) (HistoryOut, error) {
+	limit := in.Limit
+	switch {
+	case limit < 0 || in.After < 0:
+		return HistoryOut{}, bad("after and limit are not negative")
+	case limit == 0 || limit > MaxHistory:
+		limit = MaxHistory
+	}
+	evs, err := t.rt.History(ctx, in.SandboxID)
+	if err != nil {
+		return HistoryOut{}, err
+	}
+	from := min(in.After, len(evs))
+	to := min(from+limit, len(evs))
+	page := make([]Event, 0, to-from)
+	for _, e := range evs[from:to] {
+		ev := Event{Kind: e.Kind, ID: e.ID, Seq: e.Seq, Time: e.Time, Type: e.Type}
+		if len(e.Payload) > 0 {
+			if err := json.Unmarshal(e.Payload, &ev.Payload); err != nil {
+				return HistoryOut{}, spec.Wrap(spec.CodeJournal, "mcp", err, "decoding event %d of %s", e.Seq, e.ID)
+			}
+		}
+		page = append(page, ev)
+	}
+	return HistoryOut{Events: page, Next: to, More: to < len(evs)}, nil
+}
