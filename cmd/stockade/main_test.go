@@ -131,6 +131,7 @@ var usageErrors = [][]string{
 	{"sandbox"}, {"sandbox", "nope"}, {"sandbox", "inspect"}, {"sandbox", "create", "--memory", "lots"}, {"sandbox", "create", "--ttl", "-1s"}, {"sandbox", "ls", "extra"},
 	{"serve", "--retain", "-1s"}, {"serve", "extra"}, {"journal", "show", "sb1", "--follow", "--output"},
 	{"serve", "--metrics", "9464"}, {"serve", "--metrics", "localhost:http"}, {"serve", "--metrics", ":70000"},
+	{"serve", "--mcp", "0.0.0.0:8080"}, {"serve", "--mcp", "[::]:8080"}, {"serve", "--mcp-token", "/tmp/t"}, {"serve", "--mcp", "9000"}, {"mcp", "extra"},
 	{"exec"}, {"exec", "-i", "-d", "sb1", "--", "cat"},
 	{"exec", "-t", "-d", "sb1", "--", "sh"}, {"exec", "-dt", "sb1", "--", "sh"}, {"exec", "-itd", "sb1", "--", "sh"}, {"exec", "-tx", "sb1", "--", "sh"},
 	{"run", "-td", "--", "sh"}, {"run", "-t=maybe", "--", "sh"}, {"exec", "sb1"}, {"exec", "sb1", "--"}, {"exec", "-e", "1X=2", "sb1", "--", "true"},

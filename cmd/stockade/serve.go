@@ -19,6 +19,8 @@ import (
 	"time"
 
 	stockade "github.com/stockade/stockade"
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/mcpserver"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
 )
@@ -35,11 +37,14 @@ type serveCmd struct {
 	socket  string
 	retain  time.Duration // 0: keep every ended entity
 	metrics string        // "": no metrics endpoint; else its TCP address
-	pools   []stockade.PoolSpec
-	refills int // at least 1 (--pool-refills, default stockade.DefaultPoolRefills)
+	// mcp is the Streamable HTTP address of the MCP tools ("": none);
+	// mcpToken the file of their bearer token ("": none, loopback only).
+	mcp, mcpToken string
+	pools         []stockade.PoolSpec
+	refills       int // at least 1 (--pool-refills, default stockade.DefaultPoolRefills)
 }
 
-const serveUsage = "stockade serve [--socket PATH] [--retain D] [--metrics ADDR] [--pool NAME=KEY=VALUE,...,size=N]... [--pool-refills N]"
+const serveUsage = "stockade serve [--socket PATH] [--retain D] [--metrics ADDR] [--mcp ADDR [--mcp-token FILE]] [--pool NAME=KEY=VALUE,...,size=N]... [--pool-refills N]"
 
 func parseServe(g global, args []string) (command, error) {
 	c := &serveCmd{g: g}
@@ -47,6 +52,8 @@ func parseServe(g global, args []string) (command, error) {
 	fs.StringVar(&c.socket, "socket", "", "unix socket path (default $STOCKADE_SOCKET, else the journal's path with .sock)")
 	fs.DurationVar(&c.retain, "retain", 0, "delete removed sandboxes and ended processes (events and recorded output) this long after they end (0: keep them)")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics over HTTP at this address (host:port; a bare :port is on loopback)")
+	fs.StringVar(&c.mcp, "mcp", "", "serve the MCP tools over Streamable HTTP at this address (host:port; a bare :port is on loopback; elsewhere --mcp-token is required)")
+	fs.StringVar(&c.mcpToken, "mcp-token", "", "a file (0600, this user's) holding the bearer token every MCP request must carry")
 	var pools multiFlag
 	fs.Var(&pools, "pool", "a warm pool: NAME=KEY=VALUE,...,size=N (keys: image, cpus, memory, pids, network, user, size; repeatable)")
 	refills := fs.Int("pool-refills", stockade.DefaultPoolRefills, "how many pooled sandboxes are made at once, across every pool")
@@ -82,6 +89,16 @@ func parseServe(g global, args []string) (command, error) {
 			return nil, err
 		}
 	}
+	if c.mcp != "" {
+		if c.mcp, err = listenAddr("--mcp", c.mcp); err != nil {
+			return nil, err
+		}
+		if c.mcpToken == "" && !loopback(c.mcp) {
+			return nil, spec.Errorf(spec.CodeInvalidArgument, "serve", "--mcp %s is not a loopback address: anyone who reaches it could run commands; give --mcp-token FILE (a 0600 file holding the token) or a loopback address", c.mcp)
+		}
+	} else if c.mcpToken != "" {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "serve", "--mcp-token without --mcp: say where to serve the MCP tools")
+	}
 	if c.journal, err = journalPath(c.g); err != nil {
 		return nil, err
 	}
@@ -116,6 +133,15 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	// the journal and recovers (its socket not yet answering) waits for
 	// the socket rather than failing journal_locked. The socket is opened
 	// only once recovery is done, so no call is answered before.
+	// The MCP token is read before anything is held: a bad one is the
+	// operator's to fix, not a runtime opened for nothing.
+	var token string
+	if c.mcpToken != "" {
+		var err error
+		if token, err = mcpserver.ReadToken(c.mcpToken); err != nil {
+			return fail(stderr, err, 1)
+		}
+	}
 	unmark, err := server.WriteMarker(c.journal)
 	if err != nil {
 		if !spec.IsCode(err, spec.CodeJournalLocked) && !spec.IsCode(err, spec.CodeInvalidArgument) {
@@ -152,6 +178,22 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 		}
 		note(stderr, "serving metrics on http://%s/metrics", ms.Addr)
 	}
+	var mh *http.Server
+	if c.mcp != "" {
+		if mh, err = serveMCP(rt.Host(), c.mcp, token, log); err != nil {
+			srv.Stop(0)
+			if ms != nil {
+				_ = ms.Close() // the MCP error is the one reported
+			}
+			_ = rt.Close() // likewise
+			return fail(stderr, err, 1)
+		}
+		auth := "no token (loopback)"
+		if token != "" {
+			auth = "a bearer token from " + c.mcpToken
+		}
+		note(stderr, "serving MCP on http://%s/ (%s)", mh.Addr, auth)
+	}
 
 	code := 0
 	select {
@@ -164,6 +206,9 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	srv.Stop(serveGrace)
 	if ms != nil {
 		_ = ms.Close() // scrapes in flight end with the server
+	}
+	if mh != nil {
+		_ = mh.Close() // MCP calls in flight end with the server
 	}
 	if err := rt.Close(); err != nil {
 		return fail(stderr, err, 1)
@@ -246,18 +291,49 @@ func parsePoolSpec(v string) (stockade.PoolSpec, error) {
 // metricsAddr checks --metrics: host:port, a bare :port meaning loopback
 // (metrics name no secrets, but nothing is exposed beyond the host unless
 // asked).
-func metricsAddr(a string) (string, error) {
+func metricsAddr(a string) (string, error) { return listenAddr("--metrics", a) }
+
+// listenAddr checks a flag's host:port; a bare :port is on loopback.
+func listenAddr(flag, a string) (string, error) {
 	host, port, err := net.SplitHostPort(a)
 	if err != nil {
-		return "", spec.Errorf(spec.CodeInvalidArgument, "serve", "--metrics %q is not host:port: %v", a, err)
+		return "", spec.Errorf(spec.CodeInvalidArgument, "serve", "%s %q is not host:port: %v", flag, a, err)
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return "", spec.Errorf(spec.CodeInvalidArgument, "serve", "--metrics %q: port %q is not a number from 0 to 65535", a, port)
+		return "", spec.Errorf(spec.CodeInvalidArgument, "serve", "%s %q: port %q is not a number from 0 to 65535", flag, a, port)
 	}
 	if host == "" {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// loopback reports whether a host:port is on a loopback address.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// serveMCP listens on addr and serves rt's MCP tools over Streamable HTTP.
+func serveMCP(rt host.Runtime, addr, token string, log *slog.Logger) (*http.Server, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, spec.Wrap(spec.CodeConflict, "serve", err, "listening for MCP on %s", addr)
+	}
+	hs := &http.Server{Addr: lis.Addr().String(), Handler: mcpserver.HTTPHandler(rt, token), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("the MCP server stopped", "err", err)
+		}
+	}()
+	return hs, nil
 }
 
 // serveMetrics listens on addr and serves rt's metrics at /metrics.

@@ -1,0 +1,75 @@
+package mcpserver
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/spec"
+)
+
+// HTTPHandler serves the tools over MCP's Streamable HTTP transport,
+// stateless (each request stands alone: nothing of a session to lose
+// across a restart), at any path. A non-empty token is required of every
+// request as "Authorization: Bearer TOKEN" (compared in constant time);
+// a request without it is refused 401 before the MCP layer sees it.
+func HTTPHandler(rt host.Runtime, token string) http.Handler {
+	srv := New(rt)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	if token == "" {
+		return h
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="stockade"`)
+			http.Error(w, "stockade: a bearer token is required (the one in the file given to stockade serve --mcp-token)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ReadToken reads a bearer token from path: a regular file of this user's,
+// readable by no one else (0600 or tighter), holding one non-empty line
+// of at least 16 characters. Anything else is invalid_argument saying what
+// to fix: a token others can read is no secret.
+func ReadToken(path string) (string, error) {
+	bad := func(format string, args ...any) (string, error) {
+		return "", spec.Errorf(spec.CodeInvalidArgument, "mcp", "token file %s: "+format, append([]any{path}, args...)...)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return bad("%v", err)
+	}
+	defer func() { _ = f.Close() }() // only read
+	fi, err := f.Stat()
+	if err != nil {
+		return bad("%v", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return bad("not a regular file")
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return bad("mode %04o lets others read it: chmod 600 %s", fi.Mode().Perm(), path)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return bad("owned by uid %d, not this user (%d)", st.Uid, os.Geteuid())
+	}
+	b := make([]byte, 4096)
+	n, _ := f.Read(b) // a short or failed read leaves too few bytes: refused below
+	token := strings.TrimSpace(string(b[:n]))
+	switch {
+	case strings.ContainsAny(token, "\r\n"):
+		return bad("more than one line")
+	case len(token) < 16:
+		return bad("the token is %d characters; use at least 16 (e.g. head -c 32 /dev/urandom | base64 > %s)", len(token), path)
+	}
+	return token, nil
+}
