@@ -18,8 +18,8 @@ import (
 // across a restart), at any path. A non-empty token is required of every
 // request as "Authorization: Bearer TOKEN" (compared in constant time);
 // a request without it is refused 401 before the MCP layer sees it.
-func HTTPHandler(rt host.Runtime, token string) http.Handler {
-	srv := New(rt)
+func HTTPHandler(rt host.Runtime, opts Options, token string) http.Handler {
+	srv := New(rt, opts)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
 	if token == "" {
 		return h

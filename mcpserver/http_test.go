@@ -38,7 +38,7 @@ func TestHTTPBearer(t *testing.T) {
 	f.Script = script
 	rt := testutil.OpenFake(t, f, "")
 	const token = "0123456789abcdef-secret"
-	srv := httptest.NewServer(mcpserver.HTTPHandler(rt.Host(), token))
+	srv := httptest.NewServer(mcpserver.HTTPHandler(rt.Host(), mcpserver.Options{}, token))
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
 	connect := func(tok string) (*mcp.ClientSession, error) {

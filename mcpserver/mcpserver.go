@@ -29,6 +29,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/rerun"
 	"github.com/stockade/stockade/spec"
 )
 
@@ -48,15 +49,23 @@ const (
 	MaxHistory = 500
 )
 
+// Options configure New.
+type Options struct {
+	// Journal is the runtime's journal file, for the rerun tool (it reads
+	// the recorded output and stdin beside it: the journal must be on
+	// this machine). "": no rerun tool.
+	Journal string
+}
+
 // New returns an MCP server whose tools drive rt.
-func New(rt host.Runtime) *mcp.Server {
+func New(rt host.Runtime, opts Options) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "stockade", Title: "stockade: sandboxes that remember", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Sandboxes for running untrusted commands. Every command is journaled: after any crash, " +
 			"logs reads a process's output from any offset and wait gives its exit; changes says what a command " +
 			"did to /workspace; checkpoint and rollback go back. Paths are relative to /workspace or absolute under it; " +
 			"commands run in /workspace/work by default.",
 	})
-	t := tools{rt: rt}
+	t := tools{rt: rt, journal: opts.Journal}
 	add(s, "sandbox_create", "Make a sandbox (a locked-down container with an empty /workspace) and start it; claims a warm pooled one when one matches. Returns its id.", t.sandboxCreate)
 	add(s, "sandbox_list", "List the live sandboxes with their phase, image, labels and running processes.", t.sandboxList)
 	add(s, "sandbox_remove", "Stop a sandbox (every process ends) and delete it with its workspace.", t.sandboxRemove)
@@ -72,7 +81,11 @@ func New(rt host.Runtime) *mcp.Server {
 	add(s, "changes", "What a finished process did to /workspace: created, modified, deleted and renamed paths (attributed to it, not to its neighbours), with unified diffs of small text files.", t.changes)
 	add(s, "checkpoint", "Save a sandbox's /workspace/work (content-addressed, with the workload frozen) under an optional name; returns its id.", t.checkpoint)
 	add(s, "rollback", "Restore a checkpoint (its id or name) into a sandbox's /workspace/work: every process of the sandbox is stopped first.", t.rollback)
-	add(s, "history", "A sandbox's journaled events (its processes' included), oldest first, a page at a time from after_seq.", t.history)
+	add(s, "history", "A sandbox's journaled events (its processes' included), oldest first, a page at a time from after.", t.history)
+	add(s, "fork", "Make a new sandbox whose /workspace/work is a checkpoint's, or (given sandbox_id) a copy of a live sandbox's taken now; returns the new sandbox and the checkpoint it started from.", t.fork)
+	if opts.Journal != "" {
+		add(s, "rerun", "Run a sandbox's recorded session again (each process, its recorded stdin, in order) in a new sandbox and compare each with its record: exit, stdout, stderr, changes; reports the first divergence.", t.rerun)
+	}
 	return s
 }
 
@@ -98,7 +111,10 @@ func toolError(err error) error {
 	return fmt.Errorf("%s: %w", spec.CodeInternal, err)
 }
 
-type tools struct{ rt host.Runtime }
+type tools struct {
+	rt      host.Runtime
+	journal string
+}
 
 func bad(format string, args ...any) error {
 	return spec.Errorf(spec.CodeInvalidArgument, "mcp", format, args...)
@@ -715,4 +731,75 @@ func (t tools) history(ctx context.Context, in HistoryIn) (HistoryOut, error) {
 		page = append(page, ev)
 	}
 	return HistoryOut{Events: page, Next: to, More: to < len(evs)}, nil
+}
+
+// ForkIn is fork's input.
+type ForkIn struct {
+	SandboxID  string            `json:"sandbox_id,omitempty" jsonschema:"a live sandbox to copy now (give sandbox_id or checkpoint)"`
+	Checkpoint string            `json:"checkpoint,omitempty" jsonschema:"a checkpoint's id to start from (give sandbox_id or checkpoint)"`
+	Labels     map[string]string `json:"labels,omitempty" jsonschema:"your names for the new sandbox"`
+}
+
+// ForkOut is fork's result.
+type ForkOut struct {
+	ID         string `json:"id"`
+	Checkpoint string `json:"checkpoint"`
+}
+
+func (t tools) fork(ctx context.Context, in ForkIn) (ForkOut, error) {
+	var s spec.Sandbox
+	switch {
+	case (in.SandboxID == "") == (in.Checkpoint == ""):
+		return ForkOut{}, bad("give sandbox_id (a copy taken now) or checkpoint, one of them")
+	case in.SandboxID != "":
+		// The copy is the sandbox's own: its image and policy too.
+		sb, err := t.rt.Sandbox(ctx, in.SandboxID)
+		if err != nil {
+			return ForkOut{}, err
+		}
+		st, err := sb.State(ctx)
+		if err != nil {
+			return ForkOut{}, err
+		}
+		ck, err := sb.Checkpoint(ctx, "")
+		if err != nil {
+			return ForkOut{}, err
+		}
+		s = spec.Sandbox{Image: st.Spec.Image, Policy: st.Spec.Policy, Datasets: st.Spec.Datasets, Lifetime: st.Spec.Lifetime, From: ck.ID}
+	default:
+		cks, err := t.rt.Checkpoints(ctx, "")
+		if err != nil {
+			return ForkOut{}, err
+		}
+		for _, ck := range cks {
+			if ck.ID == in.Checkpoint {
+				s = spec.Sandbox{Image: ck.Image, From: ck.ID}
+			}
+		}
+		if s.From == "" {
+			return ForkOut{}, spec.Errorf(spec.CodeNotFound, "mcp", "no checkpoint %s in the store (checkpoint returns the id)", in.Checkpoint)
+		}
+	}
+	s.Labels = in.Labels
+	from := s.From
+	sb, err := t.rt.CreateSandbox(ctx, s)
+	if err != nil {
+		return ForkOut{}, err
+	}
+	return ForkOut{ID: sb.ID(), Checkpoint: from}, nil
+}
+
+// RerunIn is rerun's input.
+type RerunIn struct {
+	SandboxID      string `json:"sandbox_id" jsonschema:"the recorded sandbox (live or removed)"`
+	Until          uint64 `json:"until,omitempty" jsonschema:"re-run only the processes reserved at or before this position of the sandbox's history (1-based; 0: all)"`
+	TimeoutSeconds int64  `json:"timeout_seconds,omitempty" jsonschema:"bound each re-run process (0: its recorded timeout)"`
+	Keep           bool   `json:"keep,omitempty" jsonschema:"keep the new sandbox afterwards"`
+}
+
+func (t tools) rerun(ctx context.Context, in RerunIn) (rerun.Report, error) {
+	if in.TimeoutSeconds < 0 {
+		return rerun.Report{}, bad("timeout_seconds %d is negative", in.TimeoutSeconds)
+	}
+	return rerun.Run(ctx, t.rt, in.SandboxID, rerun.Files(t.journal), rerun.Options{Until: in.Until, KeepSandbox: in.Keep, Timeout: time.Duration(in.TimeoutSeconds) * time.Second})
 }

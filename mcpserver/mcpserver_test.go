@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,11 +39,12 @@ func session(t *testing.T) *mcp.ClientSession {
 	t.Helper()
 	f := testutil.NewFake(t)
 	f.Script = script
-	rt := testutil.OpenFake(t, f, "")
+	journal := filepath.Join(t.TempDir(), "journal.db")
+	rt := testutil.OpenFake(t, f, journal)
 	st, ct := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ss, err := mcpserver.New(rt.Host()).Connect(ctx, st, nil)
+	ss, err := mcpserver.New(rt.Host(), mcpserver.Options{Journal: journal}).Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,4 +280,42 @@ func truncate(v any) string {
 func fmtAny(v any) string {
 	b, _ := json.Marshal(v) // test output only
 	return string(b)
+}
+
+// TestForkAndRerun: a sandbox forked from its live workspace and from
+// the checkpoint that took, and its session re-run and compared: the
+// same, no divergence.
+func TestForkAndRerun(t *testing.T) {
+	cs := session(t)
+	var made mcpserver.SandboxCreateOut
+	must(t, cs, "sandbox_create", map[string]any{"image": fakeImage}, &made)
+	must(t, cs, "files_write", map[string]any{"sandbox_id": made.ID, "path": "work/a.txt", "content": "kept\n"}, nil)
+	var ran mcpserver.ExecOut
+	must(t, cs, "exec", map[string]any{"sandbox_id": made.ID, "argv": []string{"echo", "hello"}}, &ran)
+	var forked mcpserver.ForkOut
+	must(t, cs, "fork", map[string]any{"sandbox_id": made.ID, "labels": map[string]string{"from": made.ID}}, &forked)
+	if forked.ID == "" || forked.ID == made.ID || !strings.HasPrefix(forked.Checkpoint, "ck-") {
+		t.Fatalf("fork: %+v", forked)
+	}
+	var read mcpserver.FileRead
+	must(t, cs, "files_read", map[string]any{"sandbox_id": forked.ID, "path": "work/a.txt"}, &read)
+	if read.Content != "kept\n" {
+		t.Fatalf("the fork's workspace: %+v", read)
+	}
+	var again mcpserver.ForkOut
+	must(t, cs, "fork", map[string]any{"checkpoint": forked.Checkpoint}, &again)
+	if again.ID == "" || again.Checkpoint != forked.Checkpoint {
+		t.Fatalf("fork from a checkpoint: %+v", again)
+	}
+	if e := call(t, cs, "fork", map[string]any{"sandbox_id": made.ID, "checkpoint": forked.Checkpoint}, nil); !strings.Contains(e, "one of them") {
+		t.Fatalf("fork with both: %q", e)
+	}
+	var rep struct {
+		Diverged  bool              `json:"diverged"`
+		Processes []json.RawMessage `json:"processes"`
+	}
+	must(t, cs, "rerun", map[string]any{"sandbox_id": made.ID}, &rep)
+	if rep.Diverged || len(rep.Processes) != 1 {
+		t.Fatalf("rerun: %+v", rep)
+	}
 }

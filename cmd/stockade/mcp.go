@@ -46,7 +46,11 @@ func (c *mcpCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io
 		note(stderr, "mcp: serving the tools over an embedded runtime (start `stockade serve` to share it)")
 	}
 	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
-	if err := mcpserver.New(rt).Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+	path, err := journalPath(c.g)
+	if err != nil {
+		return fail(stderr, err, 1)
+	}
+	if err := mcpserver.New(rt, mcpserver.Options{Journal: path}).Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return fail(stderr, spec.Wrap(spec.CodeStreamFailure, "mcp", err, "the MCP session on stdio"), 1)
 	}
 	return 0

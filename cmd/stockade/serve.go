@@ -180,7 +180,7 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	}
 	var mh *http.Server
 	if c.mcp != "" {
-		if mh, err = serveMCP(rt.Host(), c.mcp, token, log); err != nil {
+		if mh, err = serveMCP(rt.Host(), c.journal, c.mcp, token, log); err != nil {
 			srv.Stop(0)
 			if ms != nil {
 				_ = ms.Close() // the MCP error is the one reported
@@ -322,12 +322,12 @@ func loopback(addr string) bool {
 }
 
 // serveMCP listens on addr and serves rt's MCP tools over Streamable HTTP.
-func serveMCP(rt host.Runtime, addr, token string, log *slog.Logger) (*http.Server, error) {
+func serveMCP(rt host.Runtime, journal, addr, token string, log *slog.Logger) (*http.Server, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, spec.Wrap(spec.CodeConflict, "serve", err, "listening for MCP on %s", addr)
 	}
-	hs := &http.Server{Addr: lis.Addr().String(), Handler: mcpserver.HTTPHandler(rt, token), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Addr: lis.Addr().String(), Handler: mcpserver.HTTPHandler(rt, mcpserver.Options{Journal: journal}, token), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warn("the MCP server stopped", "err", err)

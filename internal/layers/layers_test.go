@@ -34,12 +34,12 @@ var rank = map[string]int{
 
 	// internal/drilldocker: what the drill asks of Docker beside the
 	// runtime it drills; internal/retention: what a journal no longer needs.
-	"dockerio/enginetest": 4, "host/hosttest": 4, "inspect": 4, "client": 4, "mcpserver": 4, "internal/actors": 4, "metrics": 4, "rerun": 4,
+	"dockerio/enginetest": 4, "host/hosttest": 4, "inspect": 4, "client": 4, "internal/actors": 4, "metrics": 4, "rerun": 4,
 	"internal/drilldocker": 4, "internal/retention": 4,
 
 	// internal/drillcheck: the crash drill's checks of a journal and its
 	// recordings (the CLI's drill runs them, test/drill again).
-	"internal/actors/process": 5, "internal/drillcheck": 5,
+	"internal/actors/process": 5, "internal/drillcheck": 5, "mcpserver": 5,
 
 	// The warm pools, behind the runtime's narrow Maker seam: no actors,
 	// no Docker.

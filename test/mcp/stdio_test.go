@@ -119,6 +119,26 @@ func TestMCPAgentSession(t *testing.T) {
 		t.Fatalf("after the rollback calc.sh is %q, want the unfixed one", read.Content)
 	}
 
+	// A fork from the checkpoint has the unfixed project too; the
+	// session so far re-runs in a new sandbox and is compared.
+	var fork struct{ ID, Checkpoint string }
+	a.must(ctx, "fork", map[string]any{"checkpoint": ck.ID}, &fork)
+	a.must(ctx, "files_read", map[string]any{"sandbox_id": fork.ID, "path": "work/proj/calc.sh"}, &read)
+	if !strings.Contains(read.Content, "$1 - $2") {
+		t.Fatalf("the fork's calc.sh is %q, want the checkpoint's", read.Content)
+	}
+	a.must(ctx, "sandbox_remove", map[string]any{"sandbox_id": fork.ID}, nil)
+	var rep struct {
+		Processes []struct {
+			Argv []string `json:"argv"`
+			Same bool     `json:"same"`
+		} `json:"processes"`
+	}
+	a.must(ctx, "rerun", map[string]any{"sandbox_id": sb.ID, "until": 1 << 20}, &rep)
+	if len(rep.Processes) < 2 {
+		t.Fatalf("the re-run compared %d processes, want the session's", len(rep.Processes))
+	}
+
 	var bg struct {
 		ProcessID string `json:"process_id"`
 	}
