@@ -57,15 +57,24 @@ type Options struct {
 	Journal string
 }
 
-// New returns an MCP server whose tools drive rt.
+// New returns an MCP server whose tools drive rt, with the resources
+// stockade://sandbox/ID/history and stockade://process/ID/output
+// (subscribable: a subscriber hears of new events and new output).
 func New(rt host.Runtime, opts Options) *mcp.Server {
+	t := tools{rt: rt, journal: opts.Journal}
+	subs := newSubscriptions(t)
 	s := mcp.NewServer(&mcp.Implementation{Name: "stockade", Title: "stockade: sandboxes that remember", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Sandboxes for running untrusted commands. Every command is journaled: after any crash, " +
 			"logs reads a process's output from any offset and wait gives its exit; changes says what a command " +
 			"did to /workspace; checkpoint and rollback go back. Paths are relative to /workspace or absolute under it; " +
 			"commands run in /workspace/work by default.",
+		SubscribeHandler:   subs.subscribe,
+		UnsubscribeHandler: subs.unsubscribe,
 	})
-	t := tools{rt: rt, journal: opts.Journal}
+	subs.mu.Lock()
+	subs.srv = s
+	subs.mu.Unlock()
+	t.addResources(s)
 	add(s, "sandbox_create", "Make a sandbox (a locked-down container with an empty /workspace) and start it; claims a warm pooled one when one matches. Returns its id.", t.sandboxCreate)
 	add(s, "sandbox_list", "List the live sandboxes with their phase, image, labels and running processes.", t.sandboxList)
 	add(s, "sandbox_remove", "Stop a sandbox (every process ends) and delete it with its workspace.", t.sandboxRemove)

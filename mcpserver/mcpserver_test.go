@@ -35,10 +35,12 @@ func script(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
 
 // session is an MCP client session with a server over a runtime on the
 // Fake, through the SDK's own client and in-memory transports.
-func session(t *testing.T) *mcp.ClientSession {
+func session(t *testing.T) *mcp.ClientSession { return sessionWith(t, script, nil) }
+
+func sessionWith(t *testing.T, sc func(dockerio.Sandbox, dockerio.ExecRequest) dockerio.FakeRun, copts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	f := testutil.NewFake(t)
-	f.Script = script
+	f.Script = sc
 	journal := filepath.Join(t.TempDir(), "journal.db")
 	rt := testutil.OpenFake(t, f, journal)
 	st, ct := mcp.NewInMemoryTransports()
@@ -49,7 +51,7 @@ func session(t *testing.T) *mcp.ClientSession {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ss.Close() }) // the test's session: nothing to keep
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, copts).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,5 +319,65 @@ func TestForkAndRerun(t *testing.T) {
 	must(t, cs, "rerun", map[string]any{"sandbox_id": made.ID}, &rep)
 	if rep.Diverged || len(rep.Processes) != 1 {
 		t.Fatalf("rerun: %+v", rep)
+	}
+}
+
+// TestResources: a sandbox's history and a process's output as
+// resources; a subscriber to a running process's output hears of its new
+// output, and an unknown resource is the protocol's not-found.
+func TestResources(t *testing.T) {
+	hold := make(chan struct{})
+	sc := func(sb dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		if strings.Join(req.Spec.Argv, " ") == "held" {
+			return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("before\n")}}, Hold: hold,
+				After: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("after\n")}}}
+		}
+		return script(sb, req)
+	}
+	updated := make(chan string, 16)
+	cs := sessionWith(t, sc, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+		updated <- r.Params.URI
+	}})
+	ctx := context.Background()
+	var made mcpserver.SandboxCreateOut
+	must(t, cs, "sandbox_create", map[string]any{"image": fakeImage}, &made)
+	var bg mcpserver.BackgroundOut
+	must(t, cs, "exec_background", map[string]any{"sandbox_id": made.ID, "argv": []string{"held"}}, &bg)
+	uri := "stockade://process/" + bg.ProcessID + "/output"
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the output before the hold", func() bool {
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		return err == nil && len(res.Contents) == 1 && res.Contents[0].Text == "before\n"
+	})
+	close(hold)
+	select {
+	case got := <-updated:
+		if got != uri {
+			t.Fatalf("an update of %s, want %s", got, uri)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no update of the subscribed output")
+	}
+	testutil.Eventually(t, "the whole output", func() bool {
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		return err == nil && res.Contents[0].Text == "before\nafter\n"
+	})
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "stockade://sandbox/" + made.ID + "/history"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page mcpserver.HistoryOut
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &page); err != nil || len(page.Events) < 3 || page.Events[0].Type != "sandbox.reserved" {
+		t.Fatalf("the history resource: %v %+v", err, page)
+	}
+	for _, bad := range []string{"stockade://process/nosuch/output", "stockade://sandbox/sb-nosuch/history"} {
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: bad}); err == nil {
+			t.Errorf("%s was read", bad)
+		}
+	}
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
 	}
 }

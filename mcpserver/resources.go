@@ -1,0 +1,172 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/spec"
+)
+
+// The resources: a sandbox's history and a process's output, by URI.
+const (
+	historyTemplate = "stockade://sandbox/{id}/history"
+	outputTemplate  = "stockade://process/{id}/output"
+	// maxResourceEvents bounds a history resource (the history tool
+	// pages the rest).
+	maxResourceEvents = 5000
+	// updateEvery bounds how often a subscription is told of an update.
+	updateEvery = 250 * time.Millisecond
+)
+
+// resourceID splits a resource URI into its kind ("sandbox" or
+// "process") and id, refusing any other shape.
+func resourceID(uri string) (kind, id string, err error) {
+	rest, ok := strings.CutPrefix(uri, "stockade://")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || parts[1] == "" ||
+		!(parts[0] == "sandbox" && parts[2] == "history" || parts[0] == "process" && parts[2] == "output") {
+		return "", "", spec.Errorf(spec.CodeInvalidArgument, "mcp", "resource %q is not %s nor %s", uri, historyTemplate, outputTemplate)
+	}
+	return parts[0], parts[1], nil
+}
+
+// addResources registers the two resource templates and the
+// subscriptions behind ServerOptions' handlers (subs).
+func (t tools) addResources(s *mcp.Server) {
+	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "sandbox-history", URITemplate: historyTemplate, MIMEType: "application/json",
+		Description: "A sandbox's journaled events (its processes' included), oldest first, as JSON; subscribe to hear of new ones."}, t.readResource)
+	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "process-output", URITemplate: outputTemplate, MIMEType: "text/plain",
+		Description: "A process's recorded output (stdout and stderr in the order written), from its start, at most 4 MiB; subscribe to hear of new output."}, t.readResource)
+}
+
+func (t tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	kind, id, err := resourceID(uri)
+	if err != nil {
+		return nil, err
+	}
+	if kind == "sandbox" {
+		page, err := t.history(ctx, HistoryIn{SandboxID: id, Limit: maxResourceEvents})
+		if spec.IsCode(err, spec.CodeNotFound) {
+			return nil, mcp.ResourceNotFoundError(uri)
+		}
+		if err != nil {
+			return nil, toolError(err)
+		}
+		b, err := json.Marshal(page)
+		if err != nil {
+			return nil, toolError(spec.Wrap(spec.CodeInternal, "mcp", err, "encoding the history of %s", id))
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}, nil
+	}
+	out, err := t.logs(ctx, LogsIn{ProcessID: id, MaxBytes: MaxOutput})
+	if spec.IsCode(err, spec.CodeNotFound) {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	if err != nil {
+		return nil, toolError(err)
+	}
+	text := out.Output
+	if out.More {
+		text += fmt.Sprintf("\n[stockade: the output goes on past offset %d; the logs tool reads it from there]", out.NextOffset)
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: text}}}, nil
+}
+
+// subscriptions watches the subscribed resources: one watcher per URI,
+// whatever the number of sessions subscribed, ended by the last
+// unsubscribe (or, for a process, its end).
+type subscriptions struct {
+	t  tools
+	mu sync.Mutex
+	// srv is set once New has made the server.
+	srv     *mcp.Server
+	watches map[string]context.CancelFunc
+	// base is the watchers' context: it ends with the server's owner
+	// (Close).
+	base context.Context
+	stop context.CancelFunc
+}
+
+func newSubscriptions(t tools) *subscriptions {
+	base, stop := context.WithCancel(context.Background())
+	return &subscriptions{t: t, watches: map[string]context.CancelFunc{}, base: base, stop: stop}
+}
+
+func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	kind, id, err := resourceID(uri)
+	if err != nil {
+		return err
+	}
+	// Known now, or refused now: a subscription to nothing is a mistake.
+	if kind == "sandbox" {
+		_, err = s.t.rt.History(ctx, id)
+	} else {
+		_, err = s.t.rt.ReplayProcess(ctx, id, 0)
+	}
+	if err != nil {
+		return toolError(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.watches[uri]; ok {
+		return nil
+	}
+	wctx, cancel := context.WithCancel(s.base)
+	s.watches[uri] = cancel
+	go s.watch(wctx, uri, kind, id)
+	return nil
+}
+
+func (s *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cancel, ok := s.watches[req.Params.URI]; ok {
+		cancel()
+		delete(s.watches, req.Params.URI)
+	}
+	return nil
+}
+
+var errStopWatch = errors.New("the subscription ended")
+
+// watch tells the subscribers of uri of each change, at most once per
+// updateEvery, until ctx ends or (a process) it ends.
+func (s *subscriptions) watch(ctx context.Context, uri, kind, id string) {
+	var last time.Time
+	tell := func() {
+		if time.Since(last) < updateEvery {
+			return
+		}
+		last = time.Now()
+		s.mu.Lock()
+		srv := s.srv
+		s.mu.Unlock()
+		if srv != nil {
+			_ = srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}) // a session gone is the SDK's to drop
+		}
+	}
+	if kind == "sandbox" {
+		_ = s.t.rt.Follow(ctx, id, func(host.HistoryEvent) error { tell(); return nil }) // ends with ctx
+		return
+	}
+	p, err := s.t.rt.Process(ctx, id)
+	if err != nil {
+		return
+	}
+	_, _ = p.Attach(ctx, host.AttachOptions{}, func(host.OutputChunk) error { tell(); return nil }) // ends with the process or ctx
+	last = time.Time{}
+	tell() // the end: the resource is whole
+	s.mu.Lock()
+	delete(s.watches, uri)
+	s.mu.Unlock()
+}
