@@ -197,11 +197,11 @@ func BenchmarkWardenRunOneShot(b *testing.B) {
 
 // benchCLIServer serves a fresh journal with the built CLI (`stockade
 // serve` as a subprocess) and returns a client of it.
-func benchCLIServer(b *testing.B) (*testkit.CLIEnv, *client.Client, string) {
+func benchCLIServer(b *testing.B, flags ...string) (*testkit.CLIEnv, *client.Client, string) {
 	b.Helper()
 	e := testkit.NewCLI(b)
 	sock := strings.TrimSuffix(e.Journal, ".db") + ".sock"
-	cmd := exec.Command(e.Bin, "serve", "--journal", e.Journal)
+	cmd := exec.Command(e.Bin, append([]string{"serve", "--journal", e.Journal}, flags...)...)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
