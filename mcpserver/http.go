@@ -15,12 +15,18 @@ import (
 
 // HTTPHandler serves the tools over MCP's Streamable HTTP transport,
 // stateless (each request stands alone: nothing of a session to lose
-// across a restart), at any path. A non-empty token is required of every
+// across a restart), at any path, refusing requests from a browser's
+// pages (cross-origin) and, on loopback, ones whose Host is not loopback. A non-empty token is required of every
 // request as "Authorization: Bearer TOKEN" (compared in constant time);
 // a request without it is refused 401 before the MCP layer sees it.
 func HTTPHandler(rt host.Runtime, opts Options, token string) http.Handler {
 	srv := New(rt, opts)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	// A browser's page must not drive the tools: the SDK refuses a
+	// loopback listener's requests whose Host is not loopback (DNS
+	// rebinding), and cross-origin requests are refused (a page's
+	// fetch to 127.0.0.1 carries its Origin and Sec-Fetch-Site).
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless: true, CrossOriginProtection: http.NewCrossOriginProtection()})
 	if token == "" {
 		return h
 	}

@@ -105,3 +105,43 @@ func TestReadToken(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPRefusesBrowsers: a page's cross-origin request, and a request
+// whose Host is not loopback on a loopback listener (DNS rebinding), are
+// refused before the tools.
+func TestHTTPRefusesBrowsers(t *testing.T) {
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "")
+	srv := httptest.NewServer(mcpserver.HTTPHandler(rt.Host(), mcpserver.Options{}, ""))
+	t.Cleanup(srv.Close)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	for _, c := range []struct {
+		name   string
+		header map[string]string
+		host   string
+	}{
+		{"cross-origin", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, ""},
+		{"rebound host", nil, "evil.example"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		if c.host != "" {
+			req.Host = c.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: %s, want 403", c.name, resp.Status)
+		}
+	}
+}
