@@ -92,8 +92,8 @@ func lines(from, to int) string {
 }
 
 // TestMCPOverHTTP: `stockade serve --mcp` with a bearer token from a 0600
-// file: the SDK's Streamable HTTP client with the token drives a command
-// to its output; without it the server answers 401.
+// file: the SDK's Streamable HTTP client with the token drives the whole
+// agent's session (story); without the token the server answers 401.
 func TestMCPOverHTTP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -124,18 +124,7 @@ func TestMCPOverHTTP(t *testing.T) {
 		t.Fatalf("connecting over HTTP with the token: %v", err)
 	}
 	t.Cleanup(func() { _ = cs.Close() }) // the test's session
-	a := &agent{t: t, cs: cs}
-	var sb struct{ ID string }
-	a.must(ctx, "sandbox_create", map[string]any{"image": image, "memory_bytes": 128 << 20}, &sb)
-	var run struct {
-		Stdout   string `json:"stdout"`
-		ExitCode int    `json:"exit_code"`
-	}
-	a.must(ctx, "exec", map[string]any{"sandbox_id": sb.ID, "command": "echo over http"}, &run)
-	if run.Stdout != "over http\n" || run.ExitCode != 0 {
-		t.Fatalf("exec over HTTP: %+v", run)
-	}
-	a.must(ctx, "sandbox_remove", map[string]any{"sandbox_id": sb.ID}, nil)
+	story(t, ctx, &agent{t: t, cs: cs}, image)
 }
 
 // bearer adds a token to every request.

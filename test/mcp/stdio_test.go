@@ -75,8 +75,13 @@ func TestMCPAgentSession(t *testing.T) {
 	defer cancel()
 	e := testkit.NewCLI(t)
 	image := dockertest.ImageID(t, dockertest.Client(t))
-	a := spawn(t, ctx, e)
+	story(t, ctx, spawn(t, ctx, e), image)
+}
 
+// story is an agent's session, through any transport: every tool, against
+// the real daemon.
+func story(t *testing.T, ctx context.Context, a *agent, image string) {
+	t.Helper()
 	var sb struct{ ID string }
 	a.must(ctx, "sandbox_create", map[string]any{"image": image, "memory_bytes": 128 << 20, "labels": map[string]string{"task": "mcp"}}, &sb)
 	a.must(ctx, "files_write", map[string]any{"sandbox_id": sb.ID, "path": "work/proj/calc.sh", "content": "add() { echo $(( $1 - $2 )); }\n"}, nil)
@@ -187,6 +192,49 @@ func TestMCPAgentSession(t *testing.T) {
 		if got := a.call(ctx, c.tool, c.args, nil); !strings.Contains(got, c.want) {
 			t.Errorf("%s %v: %q, want a tool error with %q", c.tool, c.args, got, c.want)
 		}
+	}
+	// The rest of the tools: the sandbox listed with its label, the
+	// project's files listed and stated, one removed, the history paged.
+	var list struct {
+		Sandboxes []struct {
+			ID     string            `json:"id"`
+			Labels map[string]string `json:"labels"`
+		} `json:"sandboxes"`
+	}
+	a.must(ctx, "sandbox_list", map[string]any{}, &list)
+	found := false
+	for _, s := range list.Sandboxes {
+		found = found || s.ID == sb.ID && s.Labels["task"] == "mcp"
+	}
+	if !found {
+		t.Fatalf("sandbox_list: %+v, want %s labelled task=mcp", list, sb.ID)
+	}
+	var dir struct {
+		Entries []struct{ Name, Kind string } `json:"entries"`
+	}
+	a.must(ctx, "files_list", map[string]any{"sandbox_id": sb.ID, "path": "work/proj"}, &dir)
+	if len(dir.Entries) < 2 {
+		t.Fatalf("files_list of the project: %+v", dir)
+	}
+	var st struct {
+		Kind string `json:"kind"`
+		Size int64  `json:"size"`
+	}
+	a.must(ctx, "files_stat", map[string]any{"sandbox_id": sb.ID, "path": "work/proj/calc.sh"}, &st)
+	if st.Kind != "file" || st.Size == 0 {
+		t.Fatalf("files_stat: %+v", st)
+	}
+	a.must(ctx, "files_remove", map[string]any{"sandbox_id": sb.ID, "path": "work/proj/result.txt"}, nil)
+	if got := a.call(ctx, "files_stat", map[string]any{"sandbox_id": sb.ID, "path": "work/proj/result.txt"}, nil); !strings.Contains(got, "not_found") {
+		t.Fatalf("files_stat after files_remove: %q", got)
+	}
+	var page struct {
+		Events []struct{ Type string } `json:"events"`
+		More   bool                    `json:"more"`
+	}
+	a.must(ctx, "history", map[string]any{"sandbox_id": sb.ID, "limit": 5}, &page)
+	if len(page.Events) != 5 || !page.More || page.Events[0].Type != "sandbox.reserved" {
+		t.Fatalf("history: %+v", page)
 	}
 	a.must(ctx, "sandbox_remove", map[string]any{"sandbox_id": sb.ID}, nil)
 }
