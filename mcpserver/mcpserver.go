@@ -47,6 +47,10 @@ const (
 	MaxWriteBytes = 16 << 20
 	// MaxHistory bounds one history page.
 	MaxHistory = 500
+	// MaxMessageBytes bounds one inbound message on stdio: a files_write of
+	// MaxWriteBytes in base64 fits. A larger one ends the session (the
+	// stream cannot be resynchronised inside a message).
+	MaxMessageBytes = 32 << 20
 )
 
 // Options configure New.

@@ -45,7 +45,7 @@ func (c *mcpCmd) execute(ctx context.Context, stdin io.Reader, stdout, stderr io
 	} else {
 		note(stderr, "mcp: serving the tools over an embedded runtime (start `stockade serve` to share it)")
 	}
-	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}, MaxLineLength: mcpserver.MaxMessageBytes}
 	path, err := journalPath(c.g)
 	if err != nil {
 		return fail(stderr, err, 1)

@@ -243,3 +243,64 @@ func itoa(i int) string {
 	b, _ := json.Marshal(i) // an int: never fails
 	return string(b)
 }
+
+// TestMCPHostileCalls: malformed calls to the spawned binary (wrong types,
+// missing fields, huge and deep arguments, escaping paths, unknown tools
+// and ids) each get a tool or protocol error, and the same session then
+// serves a good call: nothing crashes the server.
+func TestMCPHostileCalls(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := testkit.NewCLI(t)
+	image := dockertest.ImageID(t, dockertest.Client(t))
+	a := spawn(t, ctx, e)
+	var sb struct{ ID string }
+	a.must(ctx, "sandbox_create", map[string]any{"image": image, "memory_bytes": 128 << 20}, &sb)
+	deep := any("x")
+	for range 200 {
+		deep = []any{deep}
+	}
+	for i, args := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"sandbox_create", map[string]any{"image": 7}},
+		{"sandbox_create", map[string]any{"image": strings.Repeat("a", 1<<20)}},
+		{"sandbox_create", map[string]any{"image": image, "labels": "not a map"}},
+		{"sandbox_create", map[string]any{"image": image, "network": "allow=*"}},
+		{"sandbox_create", map[string]any{"image": image, "cpus": -3}},
+		{"exec", map[string]any{"sandbox_id": sb.ID, "argv": deep}},
+		{"exec", map[string]any{"sandbox_id": sb.ID, "argv": []any{1, 2}}},
+		{"exec", map[string]any{"sandbox_id": sb.ID, "argv": []string{strings.Repeat("b", 200<<10)}}},
+		{"exec", map[string]any{"sandbox_id": sb.ID, "command": "true", "env": []string{"=x"}}},
+		{"exec", map[string]any{"sandbox_id": sb.ID, "command": "true", "timeout_seconds": -1}},
+		{"exec", map[string]any{"sandbox_id": sb.ID + "/../x", "command": "true"}},
+		{"logs", map[string]any{"process_id": "../../etc/passwd"}},
+		{"logs", map[string]any{"process_id": "x", "max_bytes": -1}},
+		{"wait", map[string]any{"process_id": "x", "timeout_seconds": "soon"}},
+		{"files_write", map[string]any{"sandbox_id": sb.ID, "path": "/workspace/../etc/x", "content": "x"}},
+		{"files_write", map[string]any{"sandbox_id": sb.ID, "path": "work/big", "content": strings.Repeat("c", 17<<20)}},
+		{"files_read", map[string]any{"sandbox_id": sb.ID, "path": ".stockade/stockade-warden"}},
+		{"files_read", map[string]any{"sandbox_id": sb.ID, "path": "work/x", "offset": -4}},
+		{"files_remove", map[string]any{"sandbox_id": sb.ID, "path": "/workspace"}},
+		{"checkpoint", map[string]any{"sandbox_id": sb.ID, "name": "bad/name"}},
+		{"rollback", map[string]any{"sandbox_id": sb.ID}},
+		{"fork", map[string]any{}},
+		{"history", map[string]any{"sandbox_id": sb.ID, "limit": -1}},
+	} {
+		res, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: args.tool, Arguments: args.args})
+		if err == nil && !res.IsError {
+			t.Errorf("call %d (%s): accepted", i, args.tool)
+		}
+	}
+	if _, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{}}); err == nil {
+		t.Error("an unknown tool was called")
+	}
+	var run struct {
+		Stdout string `json:"stdout"`
+	}
+	a.must(ctx, "exec", map[string]any{"sandbox_id": sb.ID, "command": "echo still here"}, &run)
+	if run.Stdout != "still here\n" {
+		t.Fatalf("after the hostile calls: %+v", run)
+	}
+}
