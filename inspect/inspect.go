@@ -170,7 +170,7 @@ func replay(j *journal.Journal, k journal.Key, at uint64, apply func(seq uint64,
 		// caller's id and where ids come from are what help.
 		hint := ""
 		if k.Kind == journal.KindProcess {
-			hint = " (a process's id comes from Start, or from SandboxInfo.Processes)"
+			hint = " (a process's id is returned when it is started, and each live sandbox lists its running ones)"
 		}
 		return spec.Errorf(spec.CodeNotFound, "replay", "no %s %s in the journal%s", k.Kind, k.ID, hint)
 	}

@@ -84,8 +84,8 @@ func New(rt host.Runtime, opts Options) *mcp.Server {
 	add(s, "sandbox_remove", "Stop a sandbox (every process ends) and delete it with its workspace.", t.sandboxRemove)
 	add(s, "exec", "Run a command in a sandbox to its end and return its exit code, reason and output (each stream cut at max_output_bytes with a marker; read the rest with logs). argv runs a program; command runs a shell line (sh -c).", t.exec)
 	add(s, "exec_background", "Start a command in a sandbox and return its process id at once; its output is recorded (read it with logs, wait for its end with wait).", t.execBackground)
-	add(s, "logs", "Read a process's recorded output from a byte offset (stdout and stderr together, in the order written), at most max_bytes; says where to read on and whether the process has ended, with its exit. Works for any process, running or ended, after any restart.", t.logs)
-	add(s, "wait", "Wait (at most timeout_seconds) for a process to end and return its exit code and reason.", t.wait)
+	add(s, "logs", "Read a process's recorded output from a byte offset (stdout and stderr together, in the order written), at most max_bytes; says where to read on (next_offset) and whether the process has ended, with its exit: read on while more is true or ended is false. Works for any process, running or ended, after any restart.", t.logs)
+	add(s, "wait", "Wait (at most max_wait_seconds) for a process to end and return its exit code and reason.", t.wait)
 	add(s, "files_write", "Write a file in a sandbox's workspace (its missing parent directories are made). content is text, or base64 with encoding=base64.", t.filesWrite)
 	add(s, "files_read", "Read a file of a sandbox's workspace from a byte offset, at most max_bytes (text, or base64 when it is not UTF-8); says the file's size and where to read on.", t.filesRead)
 	add(s, "files_list", "List a directory of a sandbox's workspace: each entry's name, kind, size and mode.", t.filesList)
@@ -94,7 +94,7 @@ func New(rt host.Runtime, opts Options) *mcp.Server {
 	add(s, "changes", "What a finished process did to /workspace: created, modified, deleted and renamed paths (attributed to it, not to its neighbours), with unified diffs of small text files.", t.changes)
 	add(s, "checkpoint", "Save a sandbox's /workspace/work (content-addressed, with the workload frozen) under an optional name; returns its id.", t.checkpoint)
 	add(s, "rollback", "Restore a checkpoint (its id or name) into a sandbox's /workspace/work: every process of the sandbox is stopped first.", t.rollback)
-	add(s, "history", "A sandbox's journaled events (its processes' included), oldest first, a page at a time from after.", t.history)
+	add(s, "history", "A sandbox's journaled events (its processes' included), oldest first, a page at a time from an offset.", t.history)
 	add(s, "fork", "Make a new sandbox whose /workspace/work is a checkpoint's, or (given sandbox_id) a copy of a live sandbox's taken now; returns the new sandbox and the checkpoint it started from.", t.fork)
 	if opts.Journal != "" {
 		add(s, "rerun", "Run a sandbox's recorded session again (each process, its recorded stdin, in order) in a new sandbox and compare each with its record: exit, stdout, stderr, changes; reports the first divergence.", t.rerun)
@@ -115,13 +115,21 @@ func add[In, Out any](s *mcp.Server, name, description string, h func(context.Co
 	})
 }
 
-// toolError words an error for the agent: stockade's code first.
+// toolError words an error for the agent: stockade's code first, then
+// the message and its cause, once.
 func toolError(err error) error {
 	var se *spec.Error
-	if errors.As(err, &se) {
-		return fmt.Errorf("%s: %w", se.Code, err)
+	if !errors.As(err, &se) {
+		return fmt.Errorf("%s: %w", spec.CodeInternal, err)
 	}
-	return fmt.Errorf("%s: %w", spec.CodeInternal, err)
+	msg := string(se.Code)
+	if se.Msg != "" {
+		msg += ": " + se.Msg
+	}
+	if se.Cause != nil {
+		msg += ": " + se.Cause.Error()
+	}
+	return errors.New(msg)
 }
 
 type tools struct {
@@ -135,7 +143,7 @@ func bad(format string, args ...any) error {
 
 // SandboxCreateIn is sandbox_create's input.
 type SandboxCreateIn struct {
-	Image       string            `json:"image" jsonschema:"the image: a tag (resolved once and pinned) or an image ID"`
+	Image       string            `json:"image,omitempty" jsonschema:"the image: a tag (resolved once and pinned) or an image ID; default stockade/toolbox:dev (make image builds it)"`
 	Network     string            `json:"network,omitempty" jsonschema:"isolated (the default), open, or allow=HOST:PORT,... (an egress allowlist through the sandbox's proxy)"`
 	MemoryBytes int64             `json:"memory_bytes,omitempty" jsonschema:"memory limit in bytes (0: 512 MiB)"`
 	CPUs        float64           `json:"cpus,omitempty" jsonschema:"CPU limit (0: 1)"`
@@ -144,7 +152,7 @@ type SandboxCreateIn struct {
 	Dir         string            `json:"dir,omitempty" jsonschema:"the processes' default working directory (absolute, or relative to /workspace; default /workspace/work)"`
 	TTLSeconds  int64             `json:"ttl_seconds,omitempty" jsonschema:"stop the sandbox this long after it is made (0: never)"`
 	Labels      map[string]string `json:"labels,omitempty" jsonschema:"your names for the sandbox"`
-	OneShot     bool              `json:"one_shot,omitempty" jsonschema:"remove it when its processes end after a restart of the runtime (default: kept)"`
+	OneShot     bool              `json:"one_shot,omitempty" jsonschema:"if the runtime that made it dies, the next one removes it instead of taking it back (default: kept)"`
 }
 
 // SandboxCreateOut is sandbox_create's result.
@@ -153,7 +161,13 @@ type SandboxCreateOut struct {
 	Image string `json:"image"`
 }
 
+// DefaultImage is sandbox_create's image when none is given (the CLI's).
+const DefaultImage = "stockade/toolbox:dev"
+
 func (t tools) sandboxCreate(ctx context.Context, in SandboxCreateIn) (SandboxCreateOut, error) {
+	if in.Image == "" {
+		in.Image = DefaultImage
+	}
 	s := spec.Sandbox{Image: in.Image, Env: in.Env, Dir: in.Dir, Labels: in.Labels, Lifetime: spec.Kept}
 	if in.OneShot {
 		s.Lifetime = spec.OneShot
@@ -363,7 +377,7 @@ func (c *capped) drain(r io.ReadCloser) {
 func (c *capped) text(id, stream string) string {
 	s := printable(c.buf)
 	if c.cut > 0 {
-		s += fmt.Sprintf("\n[stockade: %d more bytes of %s cut here; logs with process_id %s reads the whole output]", c.cut, stream, id)
+		s += fmt.Sprintf("\n[stockade: %d more bytes of %s cut here; logs with process_id %s reads what the recording kept (by default its first 64 KiB and last 1 MiB)]", c.cut, stream, id)
 	}
 	return s
 }
@@ -382,7 +396,18 @@ type BackgroundOut struct {
 	ProcessID string `json:"process_id"`
 }
 
-func (t tools) execBackground(ctx context.Context, in ExecIn) (BackgroundOut, error) {
+// BackgroundIn is exec_background's input.
+type BackgroundIn struct {
+	SandboxID      string   `json:"sandbox_id" jsonschema:"the sandbox's id"`
+	Argv           []string `json:"argv,omitempty" jsonschema:"the program and its arguments (give argv or command)"`
+	Command        string   `json:"command,omitempty" jsonschema:"a shell command line, run with /bin/sh -c (give argv or command)"`
+	Dir            string   `json:"dir,omitempty" jsonschema:"working directory (absolute, or relative to /workspace; default the sandbox's)"`
+	Env            []string `json:"env,omitempty" jsonschema:"environment added to the sandbox's, each as NAME=value"`
+	TimeoutSeconds int64    `json:"timeout_seconds,omitempty" jsonschema:"stop the command after this long (0: no timeout)"`
+}
+
+func (t tools) execBackground(ctx context.Context, bin BackgroundIn) (BackgroundOut, error) {
+	in := ExecIn{SandboxID: bin.SandboxID, Argv: bin.Argv, Command: bin.Command, Dir: bin.Dir, Env: bin.Env, TimeoutSeconds: bin.TimeoutSeconds}
 	p, err := in.process(true)
 	if err != nil {
 		return BackgroundOut{}, err
@@ -401,7 +426,7 @@ func (t tools) execBackground(ctx context.Context, in ExecIn) (BackgroundOut, er
 // LogsIn is logs' input.
 type LogsIn struct {
 	ProcessID string `json:"process_id" jsonschema:"the process's id"`
-	From      int64  `json:"from,omitempty" jsonschema:"the byte offset to read from (0: the start; next_offset of the last call to read on)"`
+	Offset    int64  `json:"offset,omitempty" jsonschema:"the byte offset to read from (0: the start; the last call's next_offset to read on)"`
 	MaxBytes  int    `json:"max_bytes,omitempty" jsonschema:"the most bytes returned (default 65536)"`
 }
 
@@ -413,7 +438,9 @@ type LogsOut struct {
 	Stderr string `json:"stderr,omitempty"`
 	// NextOffset is where to read on.
 	NextOffset int64 `json:"next_offset"`
-	// More: the recording holds more past NextOffset now.
+	// More: the recording holds more past NextOffset now. A running
+	// process (Ended false) may write more: read on while More is true or
+	// Ended is false.
 	More bool `json:"more"`
 	// Missing counts bytes in the window the recording does not hold
 	// (beyond its bounds, or lost).
@@ -430,8 +457,8 @@ func (t tools) logs(ctx context.Context, in LogsIn) (LogsOut, error) {
 	if err != nil {
 		return LogsOut{}, err
 	}
-	if in.From < 0 {
-		return LogsOut{}, bad("from %d is negative: 0 is the start of the output", in.From)
+	if in.Offset < 0 {
+		return LogsOut{}, bad("offset %d is negative: 0 is the start of the output", in.Offset)
 	}
 	// Ended is read first: a process ended before the read has its whole
 	// recording in it.
@@ -439,7 +466,7 @@ func (t tools) logs(ctx context.Context, in LogsIn) (LogsOut, error) {
 	if err != nil {
 		return LogsOut{}, err
 	}
-	out := LogsOut{NextOffset: in.From}
+	out := LogsOut{NextOffset: in.Offset}
 	if res, ok := st.Result(); ok {
 		code := res.ExitCode
 		out.Ended, out.ExitCode, out.Reason = true, &code, res.Reason
@@ -482,7 +509,7 @@ func (t tools) logs(ctx context.Context, in LogsIn) (LogsOut, error) {
 // WaitIn is wait's input.
 type WaitIn struct {
 	ProcessID      string `json:"process_id" jsonschema:"the process's id"`
-	TimeoutSeconds int64  `json:"timeout_seconds,omitempty" jsonschema:"the longest to wait (default 60, at most 600); the process runs on if it has not ended"`
+	MaxWaitSeconds int64  `json:"max_wait_seconds,omitempty" jsonschema:"the longest to wait (default 60, at most 600; call wait again to wait longer); the process runs on if it has not ended"`
 }
 
 // WaitOut is wait's result.
@@ -496,14 +523,14 @@ type WaitOut struct {
 }
 
 func (t tools) wait(ctx context.Context, in WaitIn) (WaitOut, error) {
-	d := time.Duration(in.TimeoutSeconds) * time.Second
+	d := time.Duration(in.MaxWaitSeconds) * time.Second
 	switch {
-	case in.TimeoutSeconds < 0:
-		return WaitOut{}, bad("timeout_seconds %d is negative", in.TimeoutSeconds)
+	case in.MaxWaitSeconds < 0:
+		return WaitOut{}, bad("max_wait_seconds %d is negative", in.MaxWaitSeconds)
 	case d == 0:
 		d = time.Minute
 	case d > 10*time.Minute:
-		return WaitOut{}, bad("timeout_seconds %d is over the limit of 600", in.TimeoutSeconds)
+		return WaitOut{}, bad("max_wait_seconds %d is over the limit of 600: wait 600 at most, and call wait again", in.MaxWaitSeconds)
 	}
 	p, err := t.rt.Process(ctx, in.ProcessID)
 	if err != nil {
@@ -532,7 +559,7 @@ type FilesWriteIn struct {
 	Path      string `json:"path" jsonschema:"the file's path: relative to /workspace (work/x.py) or absolute under it"`
 	Content   string `json:"content" jsonschema:"the file's content"`
 	Encoding  string `json:"encoding,omitempty" jsonschema:"text (the default) or base64"`
-	Mode      uint32 `json:"mode,omitempty" jsonschema:"permission bits (default 0644)"`
+	Mode      uint32 `json:"mode,omitempty" jsonschema:"permission bits, in decimal (JSON has no octal): 420 is 0644 (the default), 493 is 0755"`
 }
 
 // FileWritten is files_write's result.
@@ -554,7 +581,10 @@ func (t tools) filesWrite(ctx context.Context, in FilesWriteIn) (FileWritten, er
 		return FileWritten{}, bad("encoding %q is neither text nor base64", in.Encoding)
 	}
 	if len(data) > MaxWriteBytes {
-		return FileWritten{}, bad("content of %d bytes is over the limit of %d: write it in parts, or put an archive", len(data), MaxWriteBytes)
+		return FileWritten{}, bad("content of %d bytes is over the limit of %d: write it as files of at most that and join them with exec (cat part1 part2 > whole)", len(data), MaxWriteBytes)
+	}
+	if in.Mode > 0o777 {
+		return FileWritten{}, bad("mode %d is over 511 (0777): give the permission bits in decimal, 420 for 0644, 493 for 0755", in.Mode)
 	}
 	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
 	if err != nil {
@@ -620,13 +650,22 @@ func (t tools) filesRead(ctx context.Context, in FilesReadIn) (FileRead, error) 
 	return out, nil
 }
 
+// ListIn is files_list's input.
+type ListIn struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox's id"`
+	Path      string `json:"path,omitempty" jsonschema:"the directory, relative to /workspace or absolute under it (default /workspace)"`
+}
+
 // PathIn names a path of a sandbox.
 type PathIn struct {
 	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox's id"`
 	Path      string `json:"path" jsonschema:"relative to /workspace, or absolute under it"`
 }
 
-func (t tools) filesList(ctx context.Context, in PathIn) (host.Listing, error) {
+func (t tools) filesList(ctx context.Context, in ListIn) (host.Listing, error) {
+	if in.Path == "" {
+		in.Path = "."
+	}
 	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
 	if err != nil {
 		return host.Listing{}, err
@@ -696,7 +735,7 @@ func (t tools) rollback(ctx context.Context, in RollbackIn) (Done, error) {
 // HistoryIn is history's input.
 type HistoryIn struct {
 	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox's id"`
-	After     int    `json:"after,omitempty" jsonschema:"the index of the last event already read (next of the last page); 0 from the start"`
+	Offset    int    `json:"offset,omitempty" jsonschema:"how many events were already read (the last page's next_offset); 0 from the start"`
 	Limit     int    `json:"limit,omitempty" jsonschema:"the most events returned (default and limit 500)"`
 }
 
@@ -714,24 +753,31 @@ type Event struct {
 // HistoryOut is history's result.
 type HistoryOut struct {
 	Events []Event `json:"events"`
-	// Next is the after of the next page; More says there is one.
-	Next int  `json:"next"`
-	More bool `json:"more"`
+	// NextOffset is the next page's offset; More says there is one.
+	NextOffset int  `json:"next_offset"`
+	More       bool `json:"more"`
 }
 
 func (t tools) history(ctx context.Context, in HistoryIn) (HistoryOut, error) {
+	return t.historyUpTo(ctx, in, MaxHistory)
+}
+
+// historyUpTo is history with its own bound on a page.
+func (t tools) historyUpTo(ctx context.Context, in HistoryIn, most int) (HistoryOut, error) {
 	limit := in.Limit
 	switch {
-	case limit < 0 || in.After < 0:
-		return HistoryOut{}, bad("after and limit are not negative")
-	case limit == 0 || limit > MaxHistory:
-		limit = MaxHistory
+	case limit < 0:
+		return HistoryOut{}, bad("limit %d is negative", limit)
+	case in.Offset < 0:
+		return HistoryOut{}, bad("offset %d is negative: 0 is the first event", in.Offset)
+	case limit == 0 || limit > most:
+		limit = most
 	}
 	evs, err := t.rt.History(ctx, in.SandboxID)
 	if err != nil {
 		return HistoryOut{}, err
 	}
-	from := min(in.After, len(evs))
+	from := min(in.Offset, len(evs))
 	to := min(from+limit, len(evs))
 	page := make([]Event, 0, to-from)
 	for _, e := range evs[from:to] {
@@ -740,16 +786,36 @@ func (t tools) history(ctx context.Context, in HistoryIn) (HistoryOut, error) {
 			if err := json.Unmarshal(e.Payload, &ev.Payload); err != nil {
 				return HistoryOut{}, spec.Wrap(spec.CodeJournal, "mcp", err, "decoding event %d of %s", e.Seq, e.ID)
 			}
+			redact(ev.Payload)
 		}
 		page = append(page, ev)
 	}
-	return HistoryOut{Events: page, Next: to, More: to < len(evs)}, nil
+	return HistoryOut{Events: page, NextOffset: to, More: to < len(evs)}, nil
+}
+
+// redact removes what the journal keeps for the runtime alone from an
+// event's payload: the warden's secret (sandbox.warden_started,
+// sandbox.claimed), which proves the runtime to the warden; an agent that
+// had it could write it into the sandbox, whose processes could then pose
+// as the runtime.
+func redact(payload any) {
+	m, ok := payload.(map[string]any)
+	if !ok {
+		return
+	}
+	for k, v := range m {
+		if k == "secret" {
+			m[k] = "(withheld)"
+			continue
+		}
+		redact(v)
+	}
 }
 
 // ForkIn is fork's input.
 type ForkIn struct {
 	SandboxID  string            `json:"sandbox_id,omitempty" jsonschema:"a live sandbox to copy now (give sandbox_id or checkpoint)"`
-	Checkpoint string            `json:"checkpoint,omitempty" jsonschema:"a checkpoint's id to start from (give sandbox_id or checkpoint)"`
+	Checkpoint string            `json:"checkpoint,omitempty" jsonschema:"a checkpoint to start from: its id, or its name when no other sandbox's checkpoint has it (give sandbox_id or checkpoint)"`
 	Labels     map[string]string `json:"labels,omitempty" jsonschema:"your names for the new sandbox"`
 }
 
@@ -784,13 +850,23 @@ func (t tools) fork(ctx context.Context, in ForkIn) (ForkOut, error) {
 		if err != nil {
 			return ForkOut{}, err
 		}
+		var named []host.CheckpointInfo
 		for _, ck := range cks {
 			if ck.ID == in.Checkpoint {
 				s = spec.Sandbox{Image: ck.Image, From: ck.ID}
 			}
+			if ck.Name == in.Checkpoint {
+				named = append(named, ck)
+			}
 		}
-		if s.From == "" {
-			return ForkOut{}, spec.Errorf(spec.CodeNotFound, "mcp", "no checkpoint %s in the store (checkpoint returns the id)", in.Checkpoint)
+		switch {
+		case s.From != "":
+		case len(named) == 1:
+			s = spec.Sandbox{Image: named[0].Image, From: named[0].ID}
+		case len(named) > 1:
+			return ForkOut{}, spec.Errorf(spec.CodeConflict, "mcp", "%d checkpoints are named %s (of sandboxes %s and %s, …): give the id (checkpoint returns it)", len(named), in.Checkpoint, named[0].Sandbox, named[1].Sandbox)
+		default:
+			return ForkOut{}, spec.Errorf(spec.CodeNotFound, "mcp", "no checkpoint %s in the store, by id or name (checkpoint returns the id)", in.Checkpoint)
 		}
 	}
 	s.Labels = in.Labels
@@ -814,5 +890,9 @@ func (t tools) rerun(ctx context.Context, in RerunIn) (rerun.Report, error) {
 	if in.TimeoutSeconds < 0 {
 		return rerun.Report{}, bad("timeout_seconds %d is negative", in.TimeoutSeconds)
 	}
-	return rerun.Run(ctx, t.rt, in.SandboxID, rerun.Files(t.journal), rerun.Options{Until: in.Until, KeepSandbox: in.Keep, Timeout: time.Duration(in.TimeoutSeconds) * time.Second})
+	rep, err := rerun.Run(ctx, t.rt, in.SandboxID, rerun.Files(t.journal), rerun.Options{Until: in.Until, KeepSandbox: in.Keep, Timeout: time.Duration(in.TimeoutSeconds) * time.Second})
+	if rep.Processes == nil {
+		rep.Processes = []rerun.ProcessReport{}
+	}
+	return rep, err
 }

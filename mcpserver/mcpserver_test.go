@@ -146,7 +146,7 @@ func TestToolsDriveASandbox(t *testing.T) {
 	// The whole output, as recorded, in windows.
 	var w1, w2 mcpserver.LogsOut
 	must(t, cs, "logs", map[string]any{"process_id": cut.ProcessID, "max_bytes": 600}, &w1)
-	must(t, cs, "logs", map[string]any{"process_id": cut.ProcessID, "from": w1.NextOffset, "max_bytes": 600}, &w2)
+	must(t, cs, "logs", map[string]any{"process_id": cut.ProcessID, "offset": w1.NextOffset, "max_bytes": 600}, &w2)
 	// stdout and stderr come in the order the recording has them (a
 	// warden reads the two pipes apart): the windows hold both, once.
 	whole := w1.Output + w2.Output
@@ -157,7 +157,7 @@ func TestToolsDriveASandbox(t *testing.T) {
 	var bg mcpserver.BackgroundOut
 	must(t, cs, "exec_background", map[string]any{"sandbox_id": made.ID, "argv": []string{"echo", "hello"}}, &bg)
 	var waited mcpserver.WaitOut
-	must(t, cs, "wait", map[string]any{"process_id": bg.ProcessID, "timeout_seconds": 30}, &waited)
+	must(t, cs, "wait", map[string]any{"process_id": bg.ProcessID, "max_wait_seconds": 30}, &waited)
 	if !waited.Ended || waited.ExitCode == nil || *waited.ExitCode != 0 {
 		t.Fatalf("wait: %+v", waited)
 	}
@@ -197,8 +197,23 @@ func TestToolsDriveASandbox(t *testing.T) {
 	}
 	var page mcpserver.HistoryOut
 	must(t, cs, "history", map[string]any{"sandbox_id": made.ID, "limit": 3}, &page)
-	if len(page.Events) != 3 || !page.More || page.Next != 3 || page.Events[0].Type != "sandbox.reserved" {
+	if len(page.Events) != 3 || !page.More || page.NextOffset != 3 || page.Events[0].Type != "sandbox.reserved" {
 		t.Fatalf("history page: %d events, %+v", len(page.Events), page)
+	}
+	// The warden's secret is the runtime's: withheld from every event.
+	var all mcpserver.HistoryOut
+	must(t, cs, "history", map[string]any{"sandbox_id": made.ID}, &all)
+	withheld := 0
+	for _, e := range all.Events {
+		if p, ok := e.Payload.(map[string]any); ok && p["secret"] != nil {
+			if p["secret"] != "(withheld)" {
+				t.Fatalf("%s hands out the warden's secret: %v", e.Type, p)
+			}
+			withheld++
+		}
+	}
+	if withheld == 0 {
+		t.Fatal("no event with the warden's secret to withhold: the check checks nothing")
 	}
 	var list mcpserver.SandboxListOut
 	must(t, cs, "sandbox_list", map[string]any{}, &list)
@@ -225,7 +240,7 @@ func TestHostileCalls(t *testing.T) {
 		args map[string]any
 		want string
 	}{
-		{"sandbox_create", map[string]any{}, `missing properties: ["image"]`},
+		{"sandbox_create", map[string]any{"image": 42}, "image"},
 		{"sandbox_create", map[string]any{"image": "Upper:Case"}, "invalid_argument"},
 		{"sandbox_create", map[string]any{"image": fakeImage, "network": "allow=https://example.com"}, "not a URL"},
 		{"sandbox_create", map[string]any{"image": fakeImage, "memory_bytes": "lots"}, "memory_bytes"},
@@ -239,10 +254,11 @@ func TestHostileCalls(t *testing.T) {
 		{"exec", map[string]any{"sandbox_id": made.ID, "argv": []string{"true"}, "dir": "../etc"}, "invalid_argument"},
 		{"exec", map[string]any{"sandbox_id": made.ID, "argv": []string{"true"}, "max_output_bytes": 1 << 30}, "over the limit"},
 		{"exec", map[string]any{"sandbox_id": "sb-nosuch", "argv": []string{"true"}}, "not_found"},
-		{"exec_background", map[string]any{"sandbox_id": made.ID, "argv": []string{"true"}, "stdin": "x"}, "no stdin"},
+		{"exec_background", map[string]any{"sandbox_id": made.ID, "argv": []string{"true"}, "stdin": "x"}, "stdin"},
 		{"logs", map[string]any{"process_id": "nosuch"}, "not_found"},
-		{"logs", map[string]any{"process_id": "nosuch", "from": -5}, "negative"},
-		{"wait", map[string]any{"process_id": "nosuch", "timeout_seconds": 100000}, "over the limit"},
+		{"logs", map[string]any{"process_id": "nosuch", "offset": -5}, "negative"},
+		{"wait", map[string]any{"process_id": "nosuch", "max_wait_seconds": 100000}, "over the limit"},
+		{"files_write", map[string]any{"sandbox_id": made.ID, "path": "work/m", "content": "x", "mode": 755}, "decimal"},
 		{"files_write", map[string]any{"sandbox_id": made.ID, "path": "../../etc/passwd", "content": "x"}, "invalid_argument"},
 		{"files_write", map[string]any{"sandbox_id": made.ID, "path": "/workspace/.stockade/w", "content": "x"}, "runtime's own"},
 		{"files_write", map[string]any{"sandbox_id": made.ID, "path": "work/x", "content": "!!", "encoding": "base64"}, "not base64"},

@@ -54,7 +54,7 @@ func (t tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (
 		return nil, err
 	}
 	if kind == "sandbox" {
-		page, err := t.history(ctx, HistoryIn{SandboxID: id, Limit: maxResourceEvents})
+		page, err := t.historyUpTo(ctx, HistoryIn{SandboxID: id}, maxResourceEvents)
 		if spec.IsCode(err, spec.CodeNotFound) {
 			return nil, mcp.ResourceNotFoundError(uri)
 		}

@@ -157,6 +157,14 @@ deletes removed sandboxes and ended processes (events and recorded output)
 D after they end, so a long-lived server stays bounded. --metrics ADDR serves
 Prometheus metrics at http://ADDR/metrics (a bare :PORT is on loopback).
 
+MCP (--mcp ADDR): the tools of stockade mcp for agents, over MCP's
+Streamable HTTP at http://ADDR/ (docs/mcp.md). A bare :PORT is on loopback,
+where without a token any local user who reaches the port can run commands.
+--mcp-token FILE requires "Authorization: Bearer TOKEN" of every request:
+FILE is this user's, mode 0600, one line of at least 16 characters. A
+non-loopback address needs --mcp-token (the token then travels in clear:
+put TLS in front, or use an SSH tunnel).
+
 WARM POOLS (--pool, repeatable): each keeps size=N sandboxes made, verified
 and started ahead of demand. A create (sandbox create, run, a client's)
 whose image and policy match a pool's claims one of its sandboxes instead
@@ -175,6 +183,7 @@ bounds how many pooled sandboxes are made at once, across every pool.
 stockade pool ls shows them; stockade pool resize NAME N sets a size. The
 pooled sandboxes are kept: a restarted server takes them back.
 
+  stockade serve --mcp 127.0.0.1:8931 --mcp-token ~/.stockade-mcp-token &
   stockade serve &
   stockade serve --metrics :9464 &
   stockade serve --socket /run/user/1000/stockade.sock

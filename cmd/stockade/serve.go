@@ -188,7 +188,7 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 			_ = rt.Close() // likewise
 			return fail(stderr, err, 1)
 		}
-		auth := "no token (loopback)"
+		auth := "no token: any local user who reaches the port can run commands; --mcp-token FILE requires one"
 		if token != "" {
 			auth = "a bearer token from " + c.mcpToken
 		}

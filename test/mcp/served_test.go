@@ -55,7 +55,7 @@ func TestMCPCrashStory(t *testing.T) {
 		Ended    bool `json:"ended"`
 		ExitCode *int `json:"exit_code"`
 	}
-	b.must(ctx, "wait", map[string]any{"process_id": bg.ProcessID, "timeout_seconds": 120}, &w)
+	b.must(ctx, "wait", map[string]any{"process_id": bg.ProcessID, "max_wait_seconds": 120}, &w)
 	if !w.Ended || w.ExitCode == nil || *w.ExitCode != 0 {
 		t.Fatalf("wait after the restart: %+v", w)
 	}
@@ -68,7 +68,7 @@ func TestMCPCrashStory(t *testing.T) {
 			More       bool   `json:"more"`
 			Missing    int64  `json:"missing"`
 		}
-		b.must(ctx, "logs", map[string]any{"process_id": bg.ProcessID, "from": from, "max_bytes": 2000}, &page)
+		b.must(ctx, "logs", map[string]any{"process_id": bg.ProcessID, "offset": from, "max_bytes": 2000}, &page)
 		if page.Missing != 0 {
 			t.Fatalf("logs says %d bytes are missing", page.Missing)
 		}

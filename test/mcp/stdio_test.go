@@ -152,7 +152,7 @@ func story(t *testing.T, ctx context.Context, a *agent, image string) {
 		Ended    bool `json:"ended"`
 		ExitCode *int `json:"exit_code"`
 	}
-	a.must(ctx, "wait", map[string]any{"process_id": bg.ProcessID, "timeout_seconds": 60}, &w)
+	a.must(ctx, "wait", map[string]any{"process_id": bg.ProcessID, "max_wait_seconds": 60}, &w)
 	if !w.Ended || w.ExitCode == nil || *w.ExitCode != 0 {
 		t.Fatalf("wait: %+v", w)
 	}
@@ -164,7 +164,7 @@ func story(t *testing.T, ctx context.Context, a *agent, image string) {
 			NextOffset int64  `json:"next_offset"`
 			More       bool   `json:"more"`
 		}
-		a.must(ctx, "logs", map[string]any{"process_id": bg.ProcessID, "from": from, "max_bytes": 1000}, &page)
+		a.must(ctx, "logs", map[string]any{"process_id": bg.ProcessID, "offset": from, "max_bytes": 1000}, &page)
 		whole.WriteString(page.Output)
 		from = page.NextOffset
 		if !page.More {
