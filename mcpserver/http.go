@@ -1,7 +1,9 @@
 package mcpserver
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/base64"
 	"net/http"
 	"os"
 	"strings"
@@ -20,13 +22,15 @@ import (
 // request as "Authorization: Bearer TOKEN" (compared in constant time);
 // a request without it is refused 401 before the MCP layer sees it.
 func HTTPHandler(rt host.Runtime, opts Options, token string) http.Handler {
+	// Stateless: no session for a subscription to live in.
+	opts.noSubscriptions = true
 	srv := New(rt, opts)
 	// A browser's page must not drive the tools: the SDK refuses a
 	// loopback listener's requests whose Host is not loopback (DNS
 	// rebinding), and cross-origin requests are refused (a page's
 	// fetch to 127.0.0.1 carries its Origin and Sec-Fetch-Site).
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
-		Stateless: true, CrossOriginProtection: http.NewCrossOriginProtection()})
+		Stateless: true, CrossOriginProtection: http.NewCrossOriginProtection(), MaxRequestBodyBytes: MaxMessageBytes})
 	if token == "" {
 		return h
 	}
@@ -42,6 +46,33 @@ func HTTPHandler(rt host.Runtime, opts Options, token string) http.Handler {
 	})
 }
 
+// MakeToken writes a new random token (32 bytes, base64) to path, 0600,
+// replacing one there (written beside it, then renamed), and returns path.
+func MakeToken(path string) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", spec.Wrap(spec.CodeInternal, "mcp", err, "making a token")
+	}
+	tmp := path + ".new"
+	_ = os.Remove(tmp) // a leftover of a crash: ours to replace
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", spec.Wrap(spec.CodeInvalidArgument, "mcp", err, "writing a token beside the journal (give --mcp-token FILE instead)")
+	}
+	_, err = f.WriteString(base64.RawURLEncoding.EncodeToString(b) + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp) // the write's error is the one reported
+		return "", spec.Wrap(spec.CodeInvalidArgument, "mcp", err, "writing the token file %s", path)
+	}
+	return path, nil
+}
+
 // ReadToken reads a bearer token from path: a regular file of this user's,
 // readable by no one else (0600 or tighter), holding one non-empty line
 // of at least 16 characters. Anything else is invalid_argument saying what
@@ -50,7 +81,8 @@ func ReadToken(path string) (string, error) {
 	bad := func(format string, args ...any) (string, error) {
 		return "", spec.Errorf(spec.CodeInvalidArgument, "mcp", "token file %s: "+format, append([]any{path}, args...)...)
 	}
-	f, err := os.Open(path)
+	// Not blocking: a FIFO planted at path must not hold the server.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return bad("%v", err)
 	}

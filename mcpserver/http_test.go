@@ -145,3 +145,27 @@ func TestHTTPRefusesBrowsers(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeToken: a made token is this user's alone and reads back; made
+// again, it is another.
+func TestMakeToken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db.mcp-token")
+	var tokens []string
+	for range 2 {
+		if _, err := mcpserver.MakeToken(path); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("the token file: %v %v", fi.Mode(), err)
+		}
+		tok, err := mcpserver.ReadToken(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, tok)
+	}
+	if tokens[0] == tokens[1] || len(tokens[0]) < 32 {
+		t.Fatalf("tokens %q", tokens)
+	}
+}

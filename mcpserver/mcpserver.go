@@ -45,8 +45,10 @@ const (
 	MaxOutput = 4 << 20
 	// MaxWriteBytes bounds one files_write's content (decoded).
 	MaxWriteBytes = 16 << 20
-	// MaxHistory bounds one history page.
-	MaxHistory = 500
+	// MaxHistory bounds one history page, and maxHistoryBytes its
+	// payloads (a page holds at least one event).
+	MaxHistory      = 500
+	maxHistoryBytes = 4 << 20
 	// MaxMessageBytes bounds one inbound message on stdio: a files_write of
 	// MaxWriteBytes in base64 fits. A larger one ends the session (the
 	// stream cannot be resynchronised inside a message).
@@ -59,6 +61,10 @@ type Options struct {
 	// the recorded output and stdin beside it: the journal must be on
 	// this machine). "": no rerun tool.
 	Journal string
+
+	// noSubscriptions: resources are read, not subscribed to (the
+	// stateless HTTP transport has no session to notify).
+	noSubscriptions bool
 }
 
 // New returns an MCP server whose tools drive rt, with the resources
@@ -67,14 +73,16 @@ type Options struct {
 func New(rt host.Runtime, opts Options) *mcp.Server {
 	t := tools{rt: rt, journal: opts.Journal}
 	subs := newSubscriptions(t)
-	s := mcp.NewServer(&mcp.Implementation{Name: "stockade", Title: "stockade: sandboxes that remember", Version: Version}, &mcp.ServerOptions{
+	so := &mcp.ServerOptions{
 		Instructions: "Sandboxes for running untrusted commands. Every command is journaled: after any crash, " +
 			"logs reads a process's output from any offset and wait gives its exit; changes says what a command " +
 			"did to /workspace; checkpoint and rollback go back. Paths are relative to /workspace or absolute under it; " +
 			"commands run in /workspace/work by default.",
-		SubscribeHandler:   subs.subscribe,
-		UnsubscribeHandler: subs.unsubscribe,
-	})
+	}
+	if !opts.noSubscriptions {
+		so.SubscribeHandler, so.UnsubscribeHandler = subs.subscribe, subs.unsubscribe
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "stockade", Title: "stockade: sandboxes that remember", Version: Version}, so)
 	subs.mu.Lock()
 	subs.srv = s
 	subs.mu.Unlock()
@@ -248,11 +256,15 @@ type ExecIn struct {
 	Env            []string `json:"env,omitempty" jsonschema:"environment added to the sandbox's, each as NAME=value"`
 	TimeoutSeconds int64    `json:"timeout_seconds,omitempty" jsonschema:"stop the command after this long (0: no timeout)"`
 	MaxOutputBytes int      `json:"max_output_bytes,omitempty" jsonschema:"the most bytes of each stream returned (default 65536; the rest stays in the recording: read it with logs)"`
+	MaxWaitSeconds int64    `json:"max_wait_seconds,omitempty" jsonschema:"the longest the call waits for the command's end (default and limit 600); a command still running then goes on (ended false): follow it with logs and wait"`
 }
 
 // ExecOut is exec's result.
 type ExecOut struct {
-	ProcessID   string `json:"process_id"`
+	ProcessID string `json:"process_id"`
+	// Ended is false when the call stopped waiting (max_wait_seconds, or
+	// the caller went) before the command ended: it runs on, recorded.
+	Ended       bool   `json:"ended"`
 	ExitCode    int    `json:"exit_code"`
 	Reason      string `json:"reason"`
 	Error       string `json:"error,omitempty"`
@@ -309,6 +321,10 @@ func (t tools) exec(ctx context.Context, in ExecIn) (ExecOut, error) {
 	if err != nil {
 		return ExecOut{}, err
 	}
+	wait, err := maxWait(in.MaxWaitSeconds)
+	if err != nil {
+		return ExecOut{}, err
+	}
 	sb, err := t.rt.Sandbox(ctx, in.SandboxID)
 	if err != nil {
 		return ExecOut{}, err
@@ -318,6 +334,22 @@ func (t tools) exec(ctx context.Context, in ExecIn) (ExecOut, error) {
 		return ExecOut{}, err
 	}
 	out := ExecOut{ProcessID: proc.ID()}
+	// Every call ends: past its wait, or with its caller, the streams are
+	// let go (the process detaches and runs on, recorded), which ends the
+	// reads below whatever holds the pipes open in the sandbox.
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	letGo := context.AfterFunc(wctx, func() {
+		for _, c := range []io.Closer{proc.Stdout(), proc.Stderr()} {
+			if c != nil {
+				_ = c.Close() // what is unread stays in the recording
+			}
+		}
+		if w := proc.Stdin(); w != nil {
+			_ = w.Close() // end of input
+		}
+	})
+	defer letGo()
 	if p.Stdin {
 		go func() {
 			_, _ = io.Copy(proc.Stdin(), strings.NewReader(in.Stdin)) // a process that ends first stops reading: its result says how it ended
@@ -334,17 +366,38 @@ func (t tools) exec(ctx context.Context, in ExecIn) (ExecOut, error) {
 	}()
 	stdout.drain(proc.Stdout())
 	wg.Wait()
-	res, err := proc.Wait(ctx)
+	res, err := proc.Wait(wctx)
+	out.Stdout, out.Stderr = stdout.text(proc.ID(), "stdout"), stderr.text(proc.ID(), "stderr")
 	if err != nil && res.Reason == "" {
-		return out, err // the wait itself failed (ctx): the process runs on, recorded
+		if ctx.Err() != nil {
+			return out, err // the caller went: the process runs on, recorded
+		}
+		out.ExitCode = -1 // not ended within the wait: logs and wait follow it
+		return out, nil
 	}
+	out.Ended = true
 	out.ExitCode, out.Reason, out.StdoutBytes, out.StderrBytes = res.ExitCode, res.Reason, res.StdoutBytes, res.StderrBytes
 	if res.Err != nil {
 		out.Error = res.Err.Error()
 	}
-	out.Stdout, out.Stderr = stdout.text(proc.ID(), "stdout"), stderr.text(proc.ID(), "stderr")
 	out.Truncated = stdout.cut > 0 || stderr.cut > 0
 	return out, nil
+}
+
+// MaxWaitSeconds bounds how long one exec or wait call waits.
+const MaxWaitSeconds = 600
+
+// maxWait is a call's max_wait_seconds (0: the limit) as a duration.
+func maxWait(s int64) (time.Duration, error) {
+	switch {
+	case s < 0:
+		return 0, bad("max_wait_seconds %d is negative", s)
+	case s == 0:
+		s = MaxWaitSeconds
+	case s > MaxWaitSeconds:
+		return 0, bad("max_wait_seconds %d is over the limit of %d: wait that long at most, then call wait again", s, MaxWaitSeconds)
+	}
+	return time.Duration(s) * time.Second, nil
 }
 
 // capped keeps the first limit bytes of a stream and counts the rest.
@@ -523,14 +576,12 @@ type WaitOut struct {
 }
 
 func (t tools) wait(ctx context.Context, in WaitIn) (WaitOut, error) {
-	d := time.Duration(in.MaxWaitSeconds) * time.Second
-	switch {
-	case in.MaxWaitSeconds < 0:
-		return WaitOut{}, bad("max_wait_seconds %d is negative", in.MaxWaitSeconds)
-	case d == 0:
-		d = time.Minute
-	case d > 10*time.Minute:
-		return WaitOut{}, bad("max_wait_seconds %d is over the limit of 600: wait 600 at most, and call wait again", in.MaxWaitSeconds)
+	if in.MaxWaitSeconds == 0 {
+		in.MaxWaitSeconds = 60
+	}
+	d, err := maxWait(in.MaxWaitSeconds)
+	if err != nil {
+		return WaitOut{}, err
 	}
 	p, err := t.rt.Process(ctx, in.ProcessID)
 	if err != nil {
@@ -780,7 +831,14 @@ func (t tools) historyUpTo(ctx context.Context, in HistoryIn, most int) (History
 	from := min(in.Offset, len(evs))
 	to := min(from+limit, len(evs))
 	page := make([]Event, 0, to-from)
-	for _, e := range evs[from:to] {
+	bytes := 0
+	for i, e := range evs[from:to] {
+		// A page is bounded in bytes too: payloads a sandbox's names
+		// fill (a process's changes, its argv) can be large.
+		if bytes += len(e.Payload); bytes > maxHistoryBytes && i > 0 {
+			to = from + i
+			break
+		}
 		ev := Event{Kind: e.Kind, ID: e.ID, Seq: e.Seq, Time: e.Time, Type: e.Type}
 		if len(e.Payload) > 0 {
 			if err := json.Unmarshal(e.Payload, &ev.Payload); err != nil {

@@ -397,3 +397,36 @@ func TestResources(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestExecGivesUp: an exec whose command outlives max_wait_seconds
+// returns with what it wrote so far and ended false; the command runs on,
+// and wait and logs find its end and its whole output.
+func TestExecGivesUp(t *testing.T) {
+	hold := make(chan struct{})
+	sc := func(sb dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		if strings.Join(req.Spec.Argv, " ") == "server" {
+			return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("listening\n")}}, Hold: hold,
+				After: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("bye\n")}}}
+		}
+		return script(sb, req)
+	}
+	cs := sessionWith(t, sc, nil)
+	var made mcpserver.SandboxCreateOut
+	must(t, cs, "sandbox_create", map[string]any{"image": fakeImage}, &made)
+	var ran mcpserver.ExecOut
+	must(t, cs, "exec", map[string]any{"sandbox_id": made.ID, "argv": []string{"server"}, "max_wait_seconds": 1}, &ran)
+	if ran.Ended || ran.Stdout != "listening\n" || ran.ProcessID == "" {
+		t.Fatalf("an exec past its wait: %+v", ran)
+	}
+	close(hold)
+	var w mcpserver.WaitOut
+	must(t, cs, "wait", map[string]any{"process_id": ran.ProcessID, "max_wait_seconds": 30}, &w)
+	var logs mcpserver.LogsOut
+	must(t, cs, "logs", map[string]any{"process_id": ran.ProcessID}, &logs)
+	if !w.Ended || logs.Output != "listening\nbye\n" {
+		t.Fatalf("after the wait: %+v %+v", w, logs)
+	}
+	if e := call(t, cs, "exec", map[string]any{"sandbox_id": made.ID, "argv": []string{"true"}, "max_wait_seconds": 601}, nil); !strings.Contains(e, "over the limit") {
+		t.Fatalf("max_wait_seconds 601: %q", e)
+	}
+}

@@ -81,24 +81,28 @@ func (t tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: text}}}, nil
 }
 
+// maxWatches bounds the resources watched at once.
+const maxWatches = 64
+
 // subscriptions watches the subscribed resources: one watcher per URI,
-// whatever the number of sessions subscribed, ended by the last
-// unsubscribe (or, for a process, its end).
+// whatever the number of subscriptions to it (counted: the last
+// unsubscribe ends it), ended also by its resource's end (a process's
+// exit, a sandbox's removal).
 type subscriptions struct {
 	t  tools
 	mu sync.Mutex
 	// srv is set once New has made the server.
 	srv     *mcp.Server
-	watches map[string]context.CancelFunc
-	// base is the watchers' context: it ends with the server's owner
-	// (Close).
-	base context.Context
-	stop context.CancelFunc
+	watches map[string]*watch
+}
+
+type watch struct {
+	cancel context.CancelFunc
+	refs   int
 }
 
 func newSubscriptions(t tools) *subscriptions {
-	base, stop := context.WithCancel(context.Background())
-	return &subscriptions{t: t, watches: map[string]context.CancelFunc{}, base: base, stop: stop}
+	return &subscriptions{t: t, watches: map[string]*watch{}}
 }
 
 func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
@@ -109,7 +113,7 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	}
 	// Known now, or refused now: a subscription to nothing is a mistake.
 	if kind == "sandbox" {
-		_, err = s.t.rt.History(ctx, id)
+		_, err = s.t.rt.ReplaySandbox(ctx, id, 0)
 	} else {
 		_, err = s.t.rt.ReplayProcess(ctx, id, 0)
 	}
@@ -118,33 +122,50 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.watches[uri]; ok {
+	if w, ok := s.watches[uri]; ok {
+		w.refs++
 		return nil
 	}
-	wctx, cancel := context.WithCancel(s.base)
-	s.watches[uri] = cancel
-	go s.watch(wctx, uri, kind, id)
+	if len(s.watches) >= maxWatches {
+		return toolError(spec.Errorf(spec.CodeConflict, "mcp", "%d resources are watched already (the limit): unsubscribe from one first", maxWatches))
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	w := &watch{cancel: cancel, refs: 1}
+	s.watches[uri] = w
+	go s.watch(wctx, w, uri, kind, id)
 	return nil
 }
 
 func (s *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cancel, ok := s.watches[req.Params.URI]; ok {
-		cancel()
-		delete(s.watches, req.Params.URI)
+	if w, ok := s.watches[req.Params.URI]; ok {
+		if w.refs--; w.refs <= 0 {
+			w.cancel()
+			delete(s.watches, req.Params.URI)
+		}
 	}
 	return nil
 }
 
-var errStopWatch = errors.New("the subscription ended")
+// errWatched ends a sandbox's watch at its removal.
+var errWatched = errors.New("the sandbox was removed")
 
 // watch tells the subscribers of uri of each change, at most once per
-// updateEvery, until ctx ends or (a process) it ends.
-func (s *subscriptions) watch(ctx context.Context, uri, kind, id string) {
+// updateEvery, until ctx ends or the resource does (a process's exit, a
+// sandbox's removal); it then forgets the URI, whichever way it ended.
+func (s *subscriptions) watch(ctx context.Context, w *watch, uri, kind, id string) {
+	defer func() {
+		s.mu.Lock()
+		if s.watches[uri] == w {
+			delete(s.watches, uri)
+		}
+		s.mu.Unlock()
+		w.cancel()
+	}()
 	var last time.Time
-	tell := func() {
-		if time.Since(last) < updateEvery {
+	tell := func(force bool) {
+		if !force && time.Since(last) < updateEvery {
 			return
 		}
 		last = time.Now()
@@ -156,17 +177,20 @@ func (s *subscriptions) watch(ctx context.Context, uri, kind, id string) {
 		}
 	}
 	if kind == "sandbox" {
-		_ = s.t.rt.Follow(ctx, id, func(host.HistoryEvent) error { tell(); return nil }) // ends with ctx
+		_ = s.t.rt.Follow(ctx, id, func(e host.HistoryEvent) error { // ends with ctx, or at the removal
+			tell(false)
+			if e.Kind == "sandbox" && e.Type == "sandbox.removed" {
+				tell(true)
+				return errWatched
+			}
+			return nil
+		})
 		return
 	}
 	p, err := s.t.rt.Process(ctx, id)
 	if err != nil {
 		return
 	}
-	_, _ = p.Attach(ctx, host.AttachOptions{}, func(host.OutputChunk) error { tell(); return nil }) // ends with the process or ctx
-	last = time.Time{}
-	tell() // the end: the resource is whole
-	s.mu.Lock()
-	delete(s.watches, uri)
-	s.mu.Unlock()
+	_, _ = p.Attach(ctx, host.AttachOptions{}, func(host.OutputChunk) error { tell(false); return nil }) // ends with the process or ctx
+	tell(true)                                                                                           // the end: the resource is whole
 }

@@ -434,6 +434,17 @@ func runOne(ctx context.Context, sb host.Sandbox, p recorded, rec Recordings, op
 			}
 		}()
 	}
+	// A re-run given up (ctx) lets go of the process's streams: a
+	// descendant that holds them open would keep the readers above
+	// waiting for ever.
+	stop := context.AfterFunc(ctx, func() {
+		for _, c := range []io.Closer{proc.Stdout(), proc.Stderr(), proc.Stdin()} {
+			if c != nil {
+				_ = c.Close() // given up: what is unread stays in the recording
+			}
+		}
+	})
+	defer stop()
 	res, werr := proc.Wait(ctx)
 	wg.Wait()
 	if ctx.Err() != nil {

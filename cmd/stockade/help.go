@@ -158,12 +158,12 @@ D after they end, so a long-lived server stays bounded. --metrics ADDR serves
 Prometheus metrics at http://ADDR/metrics (a bare :PORT is on loopback).
 
 MCP (--mcp ADDR): the tools of stockade mcp for agents, over MCP's
-Streamable HTTP at http://ADDR/ (docs/mcp.md). A bare :PORT is on loopback,
-where without a token any local user who reaches the port can run commands.
---mcp-token FILE requires "Authorization: Bearer TOKEN" of every request:
-FILE is this user's, mode 0600, one line of at least 16 characters. A
-non-loopback address needs --mcp-token (the token then travels in clear:
-put TLS in front, or use an SSH tunnel).
+Streamable HTTP at http://ADDR/ (docs/mcp.md). A bare :PORT is on loopback.
+Every request carries "Authorization: Bearer TOKEN": the token in
+--mcp-token FILE (this user's, mode 0600, one line of at least 16
+characters), or, without it, a new one serve writes at each start to
+JOURNAL.mcp-token (0600). A non-loopback address needs --mcp-token (the
+token then travels in clear: put TLS in front, or use an SSH tunnel).
 
 WARM POOLS (--pool, repeatable): each keeps size=N sandboxes made, verified
 and started ahead of demand. A create (sandbox create, run, a client's)

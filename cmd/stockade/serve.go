@@ -23,6 +23,7 @@ import (
 	"github.com/stockade/stockade/mcpserver"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
+	"golang.org/x/net/netutil"
 )
 
 // serveGrace is how long unary calls in flight may take to finish once a
@@ -94,7 +95,7 @@ func parseServe(g global, args []string) (command, error) {
 			return nil, err
 		}
 		if c.mcpToken == "" && !loopback(c.mcp) {
-			return nil, spec.Errorf(spec.CodeInvalidArgument, "serve", "--mcp %s is not a loopback address: anyone who reaches it could run commands; give --mcp-token FILE (a 0600 file holding the token) or a loopback address", c.mcp)
+			return nil, spec.Errorf(spec.CodeInvalidArgument, "serve", "--mcp %s is not a loopback address: give --mcp-token FILE (a 0600 file holding the token the clients are given) or a loopback address", c.mcp)
 		}
 	} else if c.mcpToken != "" {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "serve", "--mcp-token without --mcp: say where to serve the MCP tools")
@@ -134,11 +135,19 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	// the socket rather than failing journal_locked. The socket is opened
 	// only once recovery is done, so no call is answered before.
 	// The MCP token is read before anything is held: a bad one is the
-	// operator's to fix, not a runtime opened for nothing.
+	// operator's to fix, not a runtime opened for nothing. With none
+	// given, one is made: a loopback port is open to every local user,
+	// the unix socket only to this one.
 	var token string
-	if c.mcpToken != "" {
+	if c.mcp != "" {
 		var err error
-		if token, err = mcpserver.ReadToken(c.mcpToken); err != nil {
+		if c.mcpToken == "" {
+			c.mcpToken, err = mcpserver.MakeToken(c.journal + ".mcp-token")
+		}
+		if err == nil {
+			token, err = mcpserver.ReadToken(c.mcpToken)
+		}
+		if err != nil {
 			return fail(stderr, err, 1)
 		}
 	}
@@ -188,11 +197,7 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 			_ = rt.Close() // likewise
 			return fail(stderr, err, 1)
 		}
-		auth := "no token: any local user who reaches the port can run commands; --mcp-token FILE requires one"
-		if token != "" {
-			auth = "a bearer token from " + c.mcpToken
-		}
-		note(stderr, "serving MCP on http://%s/ (%s)", mh.Addr, auth)
+		note(stderr, "serving MCP on http://%s/ (every request carries \"Authorization: Bearer\" and the token in %s)", mh.Addr, c.mcpToken)
 	}
 
 	code := 0
@@ -327,7 +332,12 @@ func serveMCP(rt host.Runtime, journal, addr, token string, log *slog.Logger) (*
 	if err != nil {
 		return nil, spec.Wrap(spec.CodeConflict, "serve", err, "listening for MCP on %s", addr)
 	}
-	hs := &http.Server{Addr: lis.Addr().String(), Handler: mcpserver.HTTPHandler(rt, mcpserver.Options{Journal: journal}, token), ReadHeaderTimeout: 10 * time.Second}
+	// Bounded: connections at once, the time to send a request, headers,
+	// and an idle connection's life (a call may run long: no write
+	// timeout; the exec and wait tools bound their own waits).
+	hs := &http.Server{Addr: lis.Addr().String(), Handler: mcpserver.HTTPHandler(rt, mcpserver.Options{Journal: journal}, token),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+	lis = netutil.LimitListener(lis, 256)
 	go func() {
 		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warn("the MCP server stopped", "err", err)
