@@ -1020,7 +1020,7 @@ func TestFaultsSlowReplies(t *testing.T) {
 		for {
 			var found *stockade.Sandbox
 			for id := range e.liveSandboxes(t, context.Background(), e.rt) {
-				found, _ = e.rt.Sandbox(ctx, id)
+				found, _ = e.rt.Sandbox(context.Background(), id) // ctx has ended: the caller gave up
 			}
 			if found != nil {
 				st := eventuallyPhase(t, found, lifecycle.PhaseStarted)
