@@ -29,8 +29,8 @@ func HTTPHandler(rt host.Runtime, opts Options, token string) http.Handler {
 	// loopback listener's requests whose Host is not loopback (DNS
 	// rebinding), and cross-origin requests are refused (a page's
 	// fetch to 127.0.0.1 carries its Origin and Sec-Fetch-Site).
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
-		Stateless: true, CrossOriginProtection: http.NewCrossOriginProtection(), MaxRequestBodyBytes: MaxMessageBytes})
+	h := http.NewCrossOriginProtection().Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: MaxMessageBytes}))
 	if token == "" {
 		return h
 	}
