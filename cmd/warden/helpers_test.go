@@ -356,15 +356,15 @@ func (c *conn) read() {
 	}
 }
 
-// waitFor waits until cond (called with c.mu held) holds.
+// waitFor waits until cond (called with c.mu held) holds. A cond that
+// fails its test (t.Fatal ends its goroutine) releases the lock on the way
+// out, so the failure is reported instead of every later test waiting on
+// the lock until the binary's timeout.
 func (c *conn) waitFor(what string, cond func() bool) {
 	c.t.Helper()
 	limit := time.After(waitLimit)
 	for {
-		c.mu.Lock()
-		ok := cond()
-		ch, ended := c.changed, c.ended
-		c.mu.Unlock()
+		ok, ch, ended := c.check(cond)
 		if ok {
 			return
 		}
@@ -377,6 +377,13 @@ func (c *conn) waitFor(what string, cond func() bool) {
 			c.t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// check calls cond with c.mu held, and returns what waitFor needs.
+func (c *conn) check(cond func() bool) (ok bool, changed chan struct{}, ended error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cond(), c.changed, c.ended
 }
 
 // waitEnd waits until the warden ends the link (EOF or an error).

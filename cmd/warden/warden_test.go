@@ -77,6 +77,10 @@ func TestSpawnExitCodes(t *testing.T) {
 	if err := os.WriteFile(noexec, []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Missing on any machine: the test's own directory holds nothing by
+	// that name (a fixed path like /nonexistent may exist where a HOME
+	// or a tool made it).
+	missing := filepath.Join(dir, "missing")
 	w := startWarden(t)
 	c := w.link(wire.Init{})
 	cases := []struct {
@@ -90,11 +94,11 @@ func TestSpawnExitCodes(t *testing.T) {
 		{name: "exit 1", spawn: wire.Spawn{Argv: []string{"sh", "-c", "exit 1"}}, code: 1},
 		{name: "true on PATH", spawn: wire.Spawn{Argv: []string{"true"}}},
 		{name: "not on PATH", spawn: wire.Spawn{Argv: []string{"no-such-program-stockade"}}, failed: 127},
-		{name: "no such file", spawn: wire.Spawn{Argv: []string{"/nonexistent/program"}}, failed: 127},
+		{name: "no such file", spawn: wire.Spawn{Argv: []string{filepath.Join(missing, "program")}}, failed: 127},
 		{name: "not executable", spawn: wire.Spawn{Argv: []string{noexec}}, failed: 126},
 		{name: "not executable on PATH", spawn: wire.Spawn{Argv: []string{"noexec"}, Env: []string{"PATH=" + dir}}, failed: 126},
 		{name: "a directory", spawn: wire.Spawn{Argv: []string{dir}}, failed: 126},
-		{name: "missing working directory", spawn: wire.Spawn{Argv: []string{"true"}, Dir: "/nonexistent"}, failed: 126},
+		{name: "missing working directory", spawn: wire.Spawn{Argv: []string{"true"}, Dir: missing}, failed: 126},
 		{name: "killed", spawn: wire.Spawn{Argv: []string{"sh", "-c", "kill -9 $$"}}, code: -1, signal: 9},
 	}
 	for i, tc := range cases {
