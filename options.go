@@ -76,6 +76,11 @@ type Options struct {
 	// holds. A checkpoint past it fails resource_exhausted. Zero: the
 	// store's default.
 	CheckpointBytes int64
+	// NoChanges runs every process of this runtime untracked, as if each
+	// asked spec.Process.NoChanges: what a process does to /workspace is
+	// not tracked (`stockade diff` says untracked). Tracking is on by
+	// default and costs little (BENCHMARKS.md, "Changes at no cost").
+	NoChanges bool
 }
 
 // core is o as the runtime's core takes it.
@@ -85,6 +90,6 @@ func (o Options) core() core.Options {
 		WardenBinary: o.WardenBinary, EgressBinary: o.EgressBinary, StopGrace: o.StopGrace,
 		HighWaterMark: o.HighWaterMark, OutputQuota: o.OutputQuota, LockTimeout: o.LockTimeout,
 		StopAdoptedProcesses: o.StopAdoptedProcesses, RecoveryTimeout: o.RecoveryTimeout, Record: o.Record,
-		Pools: o.Pools, PoolRefills: o.PoolRefills, CheckpointBytes: o.CheckpointBytes,
+		Pools: o.Pools, PoolRefills: o.PoolRefills, CheckpointBytes: o.CheckpointBytes, NoChanges: o.NoChanges,
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -20,10 +21,15 @@ import (
 
 // Bounds of one process's tracking.
 const (
-	// maxTracked bounds the paths one process tree has touched that the
-	// warden remembers (a pre-state each); past it touches are counted and
-	// the Changes marked Incomplete.
-	maxTracked = 100_000
+	// maxTrackedBytes bounds what the warden holds for the paths one
+	// process tree touched (each path's bytes and entryCost, a renamed
+	// pair's bytes too): a bound on bytes, not paths, since a path can be
+	// 4 KiB. Past it touches are counted and the Changes marked
+	// Incomplete.
+	maxTrackedBytes = 32 << 20
+	// entryCost is what one remembered path costs beside its bytes (the
+	// map's entry, the touch).
+	entryCost = 128
 	// maxHashed bounds the bytes hashed for one Changes; past it a file is
 	// listed Unhashed.
 	maxHashed = 256 << 20
@@ -60,13 +66,29 @@ func wirePath(p string) string {
 	return wire.WorkspaceRoot + p[len(workspaceRoot):]
 }
 
-// fileState is what an lstat says of a path, enough to tell a change.
+// opMask is what the syscalls a process made on a path could do to it: a
+// path is reported changed only in a way one of them could have changed
+// it (a failing rmdir of an absent path while a neighbour creates it is
+// no creation of this process).
+type opMask uint8
+
+const (
+	opCreate opMask = 1 << iota // can make it exist (or replace it)
+	opDelete                    // can make it not exist (or replace it)
+	opWrite                     // can change its content
+	opMode                      // can change its mode
+)
+
+// fileState is what an lstat says of a path, enough to tell a change: the
+// ctime too, which a write always moves and no caller can set back (an
+// mtime can be, with utimensat).
 type fileState struct {
 	exists bool
 	kind   string
 	size   int64
 	mode   uint32
 	mtime  int64
+	ctime  int64
 	ino    uint64
 	dev    uint64
 }
@@ -100,18 +122,34 @@ func lstatState(p string) fileState {
 	}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
 		st.ino, st.dev = uint64(sys.Ino), uint64(sys.Dev)
+		st.ctime = sys.Ctim.Nano()
 	}
 	return st
 }
 
-func (a fileState) same(b fileState) bool {
-	return a.exists == b.exists && (!a.exists || a.kind == b.kind && a.size == b.size && a.mode == b.mode && a.mtime == b.mtime && a.ino == b.ino && a.dev == b.dev)
+// changed says whether a path that existed before and exists now (pre,
+// now) was changed in a way ops could change it: replaced (another inode
+// or kind), its content written (size, mtime or ctime moved: a
+// directory's are its entries', which are reported for themselves), or
+// its mode.
+func changed(pre, now fileState, ops opMask) bool {
+	replaced := pre.kind != now.kind || pre.ino != now.ino || pre.dev != now.dev
+	switch {
+	case replaced:
+		return ops&(opCreate|opDelete) != 0
+	case ops&opWrite != 0 && now.kind != wire.KindDir && (pre.size != now.size || pre.mtime != now.mtime || pre.ctime != now.ctime):
+		return true
+	default:
+		return ops&opMode != 0 && pre.mode != now.mode
+	}
 }
 
 // touch is one path a process tree touched: its state before the first
-// touch, and its content then if it was a small text file.
+// touch, what the calls on it could do, and its content then if it was a
+// small text file.
 type touch struct {
 	pre    fileState
+	ops    opMask
 	before *string
 }
 
@@ -131,10 +169,12 @@ type tracker struct {
 	mu         sync.Mutex
 	paths      map[string]*touch
 	renames    []renameEvent
-	dropped    int // touches past maxTracked
+	bytes      int // held for paths and renames (maxTrackedBytes)
+	dropped    int // touches past maxTrackedBytes
 	preText    int
 	incomplete string
 	untracked  string
+	reported   bool // changes ran: nothing more is recorded
 }
 
 func newTracker() *tracker { return &tracker{paths: make(map[string]*touch)} }
@@ -151,19 +191,22 @@ func (t *tracker) markIncomplete(why string) {
 	t.mu.Unlock()
 }
 
-// record notes p (absolute, clean; the caller checked tracked) as touched:
-// on the first touch its state and, for a small text file, its content.
-// Called while the syscall that touches it is blocked.
-func (t *tracker) record(p string) {
+// record notes p (absolute, clean; the caller checked tracked) as touched
+// by a call that can do ops to it: on the first touch its state (pre, if
+// the caller has it) and, for a small text file, its content. Called
+// while the syscall that touches it is blocked.
+func (t *tracker) record(p string, ops opMask, pre *fileState) {
 	t.mu.Lock()
-	_, seen := t.paths[p]
-	full := len(t.paths) >= maxTracked
-	t.mu.Unlock()
-	if seen {
+	if t.reported {
+		t.mu.Unlock()
 		return
 	}
-	if full {
-		t.mu.Lock()
+	if tc, seen := t.paths[p]; seen {
+		tc.ops |= ops
+		t.mu.Unlock()
+		return
+	}
+	if t.bytes+len(p)+entryCost > maxTrackedBytes {
 		t.dropped++
 		if t.incomplete == "" {
 			t.incomplete = "more paths touched than the warden tracks per process"
@@ -171,7 +214,24 @@ func (t *tracker) record(p string) {
 		t.mu.Unlock()
 		return
 	}
-	tc := &touch{pre: lstatState(p)}
+	if pre == nil && ops&^opCreate == 0 && t.createdDir(p) {
+		// Under a directory this process made: nothing was there before
+		// it began (no lstat; a creating call follows no final link).
+		pre = &fileState{}
+	}
+	t.mu.Unlock()
+	tc := &touch{ops: ops}
+	if pre != nil {
+		tc.pre = *pre
+	} else {
+		tc.pre = lstatState(p)
+	}
+	if !tc.pre.exists && ops&opCreate == 0 {
+		// Nothing there, and nothing these calls can make: no change of
+		// this process can show here (a failing rmdir, an unlink of
+		// nothing, an open without O_CREAT).
+		return
+	}
 	// Only an existing small file is read (a new file has no before).
 	if tc.pre.exists && tc.pre.kind == wire.KindFile && tc.pre.size <= wire.MaxChangeText {
 		t.mu.Lock()
@@ -182,13 +242,31 @@ func (t *tracker) record(p string) {
 		}
 	}
 	t.mu.Lock()
-	if _, seen := t.paths[p]; !seen {
+	if t.reported {
+		// The report was made meanwhile.
+	} else if old, seen := t.paths[p]; !seen {
 		t.paths[p] = tc
+		t.bytes += len(p) + entryCost
 		if tc.before != nil {
 			t.preText += len(*tc.before)
 		}
+	} else {
+		old.ops |= ops
 	}
 	t.mu.Unlock()
+}
+
+// createdDir says whether p's directory is one this process tree made
+// (absent before, touched by a creating call). The caller holds t.mu.
+func (t *tracker) createdDir(p string) bool {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return false
+	}
+	// Made by creating calls only (mkdir): not one renamed into place,
+	// whose content came with it.
+	d, ok := t.paths[p[:i]]
+	return ok && !d.pre.exists && d.ops == opCreate
 }
 
 // recordRename notes a rename asked for (both paths are recorded as
@@ -199,15 +277,19 @@ func (t *tracker) recordRename(from, to string) {
 		return
 	}
 	t.mu.Lock()
-	if len(t.renames) >= maxRenames {
-		// A rename loop must not grow the warden without bound (nor the
-		// report's pass over it at exit).
-		t.incomplete = fmt.Sprintf("more than %d renames: the later ones are not followed", maxRenames)
-		t.mu.Unlock()
+	defer t.mu.Unlock()
+	if t.reported {
 		return
 	}
+	cost := len(from) + len(to) + entryCost
+	if len(t.renames) >= maxRenames || t.bytes+cost > maxTrackedBytes {
+		// A rename loop must not grow the warden without bound (nor the
+		// report's pass over it at exit).
+		t.incomplete = fmt.Sprintf("more than %d renames or %d bytes of paths: the later renames are not followed", maxRenames, maxTrackedBytes)
+		return
+	}
+	t.bytes += cost
 	t.renames = append(t.renames, renameEvent{from: from, to: to, ino: st.ino, dev: st.dev, dir: st.kind == wire.KindDir})
-	t.mu.Unlock()
 }
 
 // readText is a regular file's content if it is at most MaxChangeText bytes
@@ -259,6 +341,10 @@ func (t *tracker) changes() *wire.Changes {
 	if t.untracked != "" {
 		return &wire.Changes{Untracked: t.untracked}
 	}
+	if t.reported {
+		return &wire.Changes{Incomplete: "reported already"}
+	}
+	defer t.release()
 	all := t.compare(t.origins())
 	sort.Slice(all, func(i, j int) bool { return all[i].c.Path < all[j].c.Path })
 	m := &wire.Changes{Incomplete: t.incomplete}
@@ -282,12 +368,30 @@ func (t *tracker) changes() *wire.Changes {
 	return m
 }
 
+// release drops what the tracker held once its report is made: a
+// descendant still writing is heard no more, and what a heavy process
+// made the warden hold goes back to the system now, not at the next GC
+// and scavenge (an unpack of 11k files left 16 MB behind). The caller
+// holds t.mu.
+func (t *tracker) release() {
+	held := t.bytes + t.preText
+	t.reported = true
+	t.paths, t.renames, t.bytes, t.preText = nil, nil, 0, 0
+	if held >= 1<<20 {
+		go debug.FreeOSMemory()
+	}
+}
+
 // origins follows the renames that still stand (the inode is still at
 // their target) and returns, for each target, the path its content came
 // from; a directory's rename carries the paths touched under it. The
 // caller holds t.mu.
 func (t *tracker) origins() map[string]string {
 	origin := make(map[string]string) // to → the path its content came from
+	// A directory's rename is a pass over every path: renames × paths
+	// is bounded, past it the moves are not followed (and said so).
+	work := 0
+	const maxWork = 20_000_000
 	for _, r := range t.renames {
 		now := lstatState(r.to)
 		if !now.exists || now.ino != r.ino || now.dev != r.dev {
@@ -300,6 +404,12 @@ func (t *tracker) origins() map[string]string {
 		}
 		origin[r.to] = src
 		if r.dir {
+			if work += len(t.paths); work > maxWork {
+				if t.incomplete == "" {
+					t.incomplete = "too many directory renames over too many paths: the later ones are not followed"
+				}
+				continue
+			}
 			prefix := r.from + "/"
 			for p, tc := range t.paths {
 				if strings.HasPrefix(p, prefix) {
@@ -343,13 +453,13 @@ func (t *tracker) compare(origin map[string]string) []pending {
 		}
 		now := lstatState(p)
 		switch {
-		case !tc.pre.exists && now.exists:
+		case !tc.pre.exists && now.exists && tc.ops&opCreate != 0:
 			all = append(all, pending{c: change(wire.OpCreated, p, now), real: p})
-		case tc.pre.exists && !now.exists:
+		case tc.pre.exists && !now.exists && tc.ops&opDelete != 0:
 			pc := pending{c: change(wire.OpDeleted, p, tc.pre), real: p, from: tc}
 			pc.c.SHA256 = ""
 			all = append(all, pc)
-		case tc.pre.exists && !tc.pre.same(now):
+		case tc.pre.exists && now.exists && changed(tc.pre, now, tc.ops):
 			all = append(all, pending{c: change(wire.OpModified, p, now), real: p, from: tc})
 		}
 	}

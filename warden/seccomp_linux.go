@@ -3,10 +3,7 @@ package warden
 import (
 	"errors"
 	"os"
-	"path"
 	"runtime"
-	"strconv"
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -219,8 +216,16 @@ type seccompResp struct {
 }
 
 // serve answers t's listener until no task uses the filter any more
-// (POLLHUP): every notification is recorded, then continued.
+// (POLLHUP): every notification is recorded, then continued. It waits in
+// Go's netpoller: a waiting process holds no thread (a thread is a pid of
+// the sandbox's limit). A dedicated thread waiting in poll(2) or in a
+// blocking RECV was measured too (BENCHMARKS.md, "Changes at no cost"):
+// it answers in 5 µs where the task runs as root, but a task of the
+// sandbox's user waits ~65 µs per notification either way, a cost that is
+// the kernel's, not the warden's loop.
 func (t *tracker) serve(fd int) {
+	r := newResolver(t)
+	defer r.close()
 	if err := unix.SetNonblock(fd, true); err != nil {
 		logf("seccomp listener: %v", err)
 	}
@@ -237,7 +242,7 @@ func (t *tracker) serve(fd int) {
 	for !hup {
 		var got, pollErr bool
 		err := rc.Read(func(fd uintptr) bool {
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}} //nolint:gosec // G115: an fd
 			if k, err := unix.Poll(pfd, 0); err != nil || k == 0 {
 				pollErr = err != nil && err != unix.EINTR
 				return pollErr
@@ -266,197 +271,9 @@ func (t *tracker) serve(fd int) {
 		if !got {
 			continue
 		}
-		t.handle(fd, &n)
+		r.handle(fd, &n)
 		resp := seccompResp{id: n.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 		// ENOENT: the task went away (killed) before the answer.
 		_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp))) //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
 	}
-}
-
-// handle records what notification n touches.
-func (t *tracker) handle(lfd int, n *seccompNotif) {
-	if n.arch != nativeArch {
-		t.markIncomplete("a syscall of another architecture (32-bit compat), not decoded")
-		return
-	}
-	nr := int(n.nr)
-	if runtime.GOARCH == "amd64" {
-		nr &^= x32Bit
-	}
-	tid := int(n.pid)
-	a := n.args
-	var paths []string
-	var ok = true
-	at := func(dirfd uint64, ptr uint64) {
-		p, good := resolveAt(tid, int32(dirfd), ptr)
-		ok = ok && good
-		if good && p != "" {
-			paths = append(paths, p)
-		}
-	}
-	fdPath := func(fd uint64) {
-		p, good := resolveAt(tid, int32(fd), 0)
-		ok = ok && good
-		if good && p != "" {
-			paths = append(paths, p)
-		}
-	}
-	fdcwd := int32(unix.AT_FDCWD)
-	cwd := uint64(uint32(fdcwd))
-	rename := false
-	switch nr {
-	case unix.SYS_IO_URING_SETUP:
-		t.markIncomplete("io_uring: writes through it are not seen")
-		return
-	case sysOpen, sysCreat, unix.SYS_TRUNCATE, sysUnlink, sysMkdir, sysRmdir, sysMknod, sysChmod:
-		at(cwd, a[0])
-	case unix.SYS_OPENAT, sysOpenat2, unix.SYS_UNLINKAT, unix.SYS_MKDIRAT, unix.SYS_MKNODAT, unix.SYS_FCHMODAT, sysFchmodat2:
-		at(a[0], a[1])
-	case unix.SYS_FTRUNCATE, unix.SYS_FCHMOD:
-		fdPath(a[0])
-	case sysRename:
-		at(cwd, a[0])
-		at(cwd, a[1])
-		rename = true
-	case sysRenameat:
-		at(a[0], a[1])
-		at(a[2], a[3])
-		rename = true
-	case unix.SYS_RENAMEAT2:
-		at(a[0], a[1])
-		at(a[2], a[3])
-		// An exchange leaves both paths present: each is compared with
-		// its state before (modified), not a rename.
-		rename = a[4]&unix.RENAME_EXCHANGE == 0
-	case sysLink:
-		at(cwd, a[1])
-	case unix.SYS_LINKAT:
-		at(a[2], a[3])
-	case sysSymlink:
-		at(cwd, a[1])
-	case unix.SYS_SYMLINKAT:
-		at(a[1], a[2])
-	default:
-		return
-	}
-	var mine []string
-	for _, p := range paths {
-		if tracked(p) {
-			mine = append(mine, p)
-		}
-	}
-	if len(mine) == 0 && ok {
-		// Nothing of the workspace (most writes of a build go to /tmp,
-		// pipes, /dev/null): one ioctl fewer.
-		return
-	}
-	// The paths were read from the task's memory: they are its syscall's
-	// only while the task still waits in it (not killed, its pid not
-	// reused).
-	id := n.id
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(lfd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); e != 0 { //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
-		return
-	}
-	if !ok {
-		t.markIncomplete("a path argument the warden could not read")
-	}
-	for _, p := range mine {
-		t.record(p)
-	}
-	if rename && len(mine) == 2 && len(paths) == 2 {
-		t.recordRename(paths[0], paths[1])
-	}
-}
-
-// resolveAt is the absolute, clean path a syscall of task tid names with
-// dirfd and the path at ptr (ptr 0: the fd itself), the final component not
-// followed. "" with true: nothing to track (not a file system path).
-func resolveAt(tid int, dirfd int32, ptr uint64) (string, bool) {
-	var rel string
-	if ptr != 0 {
-		s, err := readString(tid, ptr)
-		if err != nil {
-			return "", false
-		}
-		rel = s
-		if path.IsAbs(rel) {
-			return path.Clean(rel), true
-		}
-	}
-	var base string
-	var err error
-	if dirfd == unix.AT_FDCWD {
-		base, err = os.Readlink("/proc/" + strconv.Itoa(tid) + "/cwd")
-	} else {
-		base, err = os.Readlink("/proc/" + strconv.Itoa(tid) + "/fd/" + strconv.Itoa(int(dirfd)))
-	}
-	if err != nil {
-		// A bad fd: the syscall fails too.
-		return "", true
-	}
-	if !path.IsAbs(base) {
-		return "", true // a pipe, a socket, an anonymous inode
-	}
-	if rel == "" {
-		return path.Clean(base), true
-	}
-	return path.Join(base, rel), true
-}
-
-// readString reads a NUL-terminated string of at most PATH_MAX bytes at
-// addr in task tid's memory, a page at a time (a string near the end of a
-// mapping must not fault the whole read).
-func readString(tid int, addr uint64) (string, error) {
-	const pathMax = 4096
-	buf := make([]byte, 0, 256)
-	var chunk [pathMax]byte
-	for len(buf) < pathMax {
-		n := min(pathMax-(addr%pathMax), uint64(pathMax-len(buf)))
-		k, err := readMem(tid, addr, chunk[:n])
-		if err != nil || k == 0 {
-			if err == nil {
-				err = unix.EFAULT
-			}
-			return "", err
-		}
-		for i := 0; i < k; i++ {
-			if chunk[i] == 0 {
-				return string(append(buf, chunk[:i]...)), nil
-			}
-		}
-		buf = append(buf, chunk[:k]...)
-		addr += uint64(k)
-	}
-	return "", unix.ENAMETOOLONG
-}
-
-// vmReadvRefused: process_vm_readv was refused once (Docker's default
-// seccomp profile allows it only with CAP_SYS_PTRACE): it is not tried
-// again, each read goes to /proc/TID/mem.
-var vmReadvRefused atomic.Bool
-
-// readMem reads task tid's memory: process_vm_readv (one syscall) where
-// allowed, else /proc/TID/mem through raw syscalls (an os.File would cost
-// a poller registration and fcntls per read).
-func readMem(tid int, addr uint64, b []byte) (int, error) {
-	if !vmReadvRefused.Load() {
-		local := []unix.Iovec{{Base: &b[0]}}
-		local[0].SetLen(len(b))
-		remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
-		n, err := unix.ProcessVMReadv(tid, local, remote, 0)
-		if err == nil {
-			return n, nil
-		}
-		if err != unix.ENOSYS && err != unix.EPERM {
-			return 0, err
-		}
-		vmReadvRefused.Store(true)
-	}
-	fd, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	n, err := unix.Pread(fd, b, int64(addr))
-	_ = unix.Close(fd) // read-only
-	return n, err
 }

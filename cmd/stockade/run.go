@@ -124,6 +124,7 @@ func (f *processFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.p.Timeout, "timeout", 0, "stop the command after this long (0: none)")
 	fs.StringVar(&f.p.Dir, "workdir", "", "working directory (default /workspace/work)")
 	fs.Var((*multiFlag)(&f.p.Env), "e", "NAME=value added to the environment (repeatable)")
+	fs.BoolVar(&f.p.NoChanges, "no-changes", false, "do not track what the command changes under /workspace (stockade diff then says untracked)")
 }
 
 // process validates the process with argv, both streams piped.

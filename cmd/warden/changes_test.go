@@ -115,6 +115,40 @@ func TestChanges(t *testing.T) {
 			script: "echo x > ../../outside-$$ 2>/dev/null; rm -f ../../outside-$$",
 		},
 		{
+			// The mtime is the caller's to set; the ctime is not.
+			name:   "a rewrite at the same size with its mtime put back",
+			files:  map[string]string{"a.txt": "aaaa\n"},
+			script: "touch -r a.txt /tmp/ref.$$ && printf 'bbbb\\n' > a.txt && touch -r /tmp/ref.$$ a.txt; rm -f /tmp/ref.$$",
+			want:   []brief{{op: "modified", path: "a.txt", kind: "file", before: "aaaa\n", after: "bbbb\n"}},
+		},
+		{
+			name:   "a write through a directory symlink outside the workspace",
+			script: "ln -s \"$PWD\" /tmp/l.$$ && echo x > /tmp/l.$$/f; rm -f /tmp/l.$$",
+			want:   []brief{{op: "created", path: "f", kind: "file", before: "-", after: "x\n"}},
+		},
+		{
+			name:   "a write through a final symlink outside the workspace",
+			files:  map[string]string{"g": "old\n"},
+			script: "ln -s \"$PWD/g\" /tmp/m.$$ && echo new > /tmp/m.$$; ln -s \"$PWD/h\" /tmp/n.$$ && echo h > /tmp/n.$$; rm -f /tmp/m.$$ /tmp/n.$$",
+			want: []brief{
+				{op: "modified", path: "g", kind: "file", before: "old\n", after: "new\n"},
+				{op: "created", path: "h", kind: "file", before: "-", after: "h\n"},
+			},
+		},
+		{
+			name:   "a write through /proc/self/cwd",
+			script: "echo z > /proc/self/cwd/z; mkdir /proc/self/cwd/../work/d",
+			want: []brief{
+				{op: "created", path: "d", kind: "dir", before: "-", after: "-"},
+				{op: "created", path: "z", kind: "file", before: "-", after: "z\n"},
+			},
+		},
+		{
+			name:   "mkdir -p of directories already there changes nothing",
+			script: "mkdir -p /tmp/x.$$ && cd .. && mkdir -p work/new && cd work && mkdir -p new; rmdir /tmp/x.$$",
+			want:   []brief{{op: "created", path: "new", kind: "dir", before: "-", after: "-"}},
+		},
+		{
 			name:      "no_changes",
 			script:    "echo x > f",
 			noChanges: true,
@@ -169,6 +203,30 @@ func TestChangesOverlapping(t *testing.T) {
 		sort.Strings(paths)
 		if want := []string{"created " + me + "1", "created " + me + "2"}; fmt.Sprint(paths) != fmt.Sprint(want) {
 			t.Errorf("process %s: changes %v, want %v", me, paths, want)
+		}
+	}
+}
+
+// A touch that changed nothing is no change of that process: one whose
+// only call on a path is a failing rmdir (the path absent) is not credited
+// with the file a neighbour creates there meanwhile.
+func TestChangesNotCreditedWithANeighboursFile(t *testing.T) {
+	root, work := workspace(t, nil)
+	w := startWarden(t, "-workspace", root)
+	c := w.link(wire.Init{})
+	c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", "rmdir neighbour.txt 2>/dev/null; : > tried; while [ ! -e neighbour.txt ]; do sleep 0.01; done"}, Dir: work})
+	c.spawn(2, wire.Spawn{Argv: []string{"sh", "-c", "while [ ! -e tried ]; do sleep 0.01; done; echo n > neighbour.txt"}, Dir: work})
+	for ch, want := range map[uint32]string{1: "[created tried]", 2: "[created neighbour.txt]"} {
+		x, st := c.waitExited(ch)
+		if x.Code != 0 || st.changes.Incomplete != "" {
+			t.Fatalf("process %d: exit %+v, incomplete %q", ch, x, st.changes.Incomplete)
+		}
+		var got []string
+		for _, e := range st.changes.Entries {
+			got = append(got, e.Op+" "+strings.TrimPrefix(e.Path, "/workspace/work/"))
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("process %d: changes %v, want %s", ch, got, want)
 		}
 	}
 }

@@ -56,6 +56,7 @@ type Options struct {
 	Pools                []host.PoolSpec
 	PoolRefills          int
 	CheckpointBytes      int64
+	NoChanges            bool
 }
 
 // Runtime is an open stockade runtime: one journal, one Docker daemon.
@@ -100,6 +101,9 @@ type Runtime struct {
 	// ckptLimit its bound.
 	ckpt      checkpointStore
 	ckptLimit int64
+
+	// noChanges runs every process untracked (Options.NoChanges).
+	noChanges bool
 
 	// unanswered lists the asks removed sandboxes left open (Unanswered).
 	unanswered []string
@@ -154,7 +158,7 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	rt := &Runtime{journal: j, engine: engine, closer: closer, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]unreconciled{},
-		ckptLimit: opts.CheckpointBytes, done: make(chan struct{}), profile: opts.Profile}
+		ckptLimit: opts.CheckpointBytes, done: make(chan struct{}), profile: opts.Profile, noChanges: opts.NoChanges}
 	fail := func(err error) (*Runtime, error) {
 		// err is the one reported.
 		if rt.closer != nil {

@@ -140,6 +140,9 @@ func (s *Sandbox) unkept() bool {
 // (its start journaled), with its streams; every piped stream must be read.
 func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*process.Handle, error) {
 	p = p.AsStarted()
+	if s.rt.noChanges {
+		p.NoChanges = true
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

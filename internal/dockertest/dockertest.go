@@ -199,3 +199,16 @@ func Owned(ctx context.Context, cli *client.Client, owner string) (int, error) {
 	}
 	return len(cs) + len(ns) + len(vs.Volumes), nil
 }
+
+// DevtoolsImageTag is the benchmarks' developer image (git, python3 with its
+// whole standard library, coreutils, tar, grep) that
+// scripts/image-devtools.sh builds from Debian's packages.
+const DevtoolsImageTag = "stockade/devtools:dev"
+
+// DevtoolsImageID resolves the developer image to its ID, building it with
+// scripts/image-devtools.sh (mmdebstrap, about a minute) first if the
+// daemon does not have it.
+func DevtoolsImageID(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	return imageByScript(t, cli, DevtoolsImageTag, "image-devtools.sh")
+}

@@ -1,0 +1,574 @@
+package warden
+
+import (
+	"encoding/binary"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stockade/stockade/warden/wire"
+)
+
+// A notified syscall names its paths as the task wrote them: relative to a
+// directory fd or the task's cwd, through symlinks, through /proc magic
+// links. The kernel resolves them after the warden lets the call go on, so
+// the warden resolves them the same way first, with the kernel's help: the
+// base (the task's cwd or dirfd) is what /proc says it is, the directories
+// on the way are opened (symlinks followed, magic links refused) and named
+// by the fd's own link, and a final symlink is followed where the call
+// follows it. A path is then recorded where the change lands, not where
+// its text points: a write through /tmp/link into the workspace, or
+// through /proc/self/cwd, is the workspace's change.
+
+// resolver decodes and resolves one tracker's notifications. It is used by
+// its serving thread only: its caches need no lock.
+type resolver struct {
+	t *tracker
+	// mem holds an open /proc/TID/mem per task (an open per read cost two
+	// system calls more per notification, ~1.6 µs).
+	mem map[int]memView
+	// dirs caches resolved directories by the text that named them, each
+	// checked again by a stat (one system call, against the open, readlink,
+	// fstat and close of a resolution) before it is used.
+	dirs map[string]resolvedDir
+	// window is the current notification's (memView).
+	window uint64
+}
+
+// memView is an open /proc/TID/mem and the 16 MiB window of the
+// instruction pointer of the call it was opened for. The file reads the
+// memory the task had when it was opened: after an exec the old memory is
+// gone (reads fail: the file is opened again), except where a vfork
+// parent still shares it. Execs are not notified (a notified execve waits
+// for a P that vforking spawns hold), so a call from another window (a
+// new program, mapped elsewhere: address space randomization) opens the
+// file again; a process that turns the randomization off and execs from a
+// vfork child can make the warden read its parent's memory for its own
+// paths — the class of a process misreporting its own changes.
+type memView struct {
+	fd     int
+	window uint64
+}
+
+type resolvedDir struct {
+	canon    string
+	dev, ino uint64
+}
+
+const (
+	// maxMemFds and maxDirs bound the caches (past them they start over).
+	maxMemFds = 64
+	maxDirs   = 256
+	// maxHops bounds the final symlinks followed (the kernel's is 40).
+	maxHops = 8
+)
+
+func newResolver(t *tracker) *resolver {
+	return &resolver{t: t, mem: make(map[int]memView), dirs: make(map[string]resolvedDir)}
+}
+
+func (r *resolver) close() {
+	for _, v := range r.mem {
+		_ = unix.Close(v.fd) // read-only
+	}
+	clear(r.mem)
+}
+
+// forget drops the open view of task tid's memory.
+func (r *resolver) forget(tid int) {
+	if v, ok := r.mem[tid]; ok {
+		_ = unix.Close(v.fd) // read-only
+		delete(r.mem, tid)
+	}
+}
+
+// pathArg is one path a notified syscall names: the path at ptr (0: the
+// fd dirfd itself) relative to dirfd, what the call can do to it, and
+// whether it follows a final symlink.
+type pathArg struct {
+	dirfd     int32
+	ptr       uint64
+	ops       opMask
+	follow    bool
+	emptyIsFd bool // AT_EMPTY_PATH: "" names dirfd itself
+}
+
+// openOps is what an open with flags can do to its path, and whether it
+// follows a final symlink; 0 for a read-only open or an O_TMPFILE (a
+// nameless file: its name comes from a later linkat, which is notified).
+func openOps(flags uint64) (opMask, bool) {
+	if flags&unix.O_TMPFILE == unix.O_TMPFILE {
+		return 0, false
+	}
+	var ops opMask
+	if flags&(unix.O_WRONLY|unix.O_RDWR|unix.O_TRUNC) != 0 {
+		ops |= opWrite
+	}
+	if flags&unix.O_CREAT != 0 {
+		ops |= opCreate
+		if flags&unix.O_EXCL != 0 {
+			// A new file or nothing: no final symlink is followed.
+			return opCreate, false
+		}
+	}
+	return ops, flags&unix.O_NOFOLLOW == 0
+}
+
+// handle records what notification n touches; lfd is the listener.
+func (r *resolver) handle(lfd int, n *seccompNotif) {
+	t := r.t
+	if n.arch != nativeArch {
+		t.markIncomplete("a syscall of another architecture (32-bit compat), not decoded")
+		return
+	}
+	nr := int(n.nr)
+	if runtime.GOARCH == "amd64" {
+		nr &^= x32Bit
+	}
+	tid := int(n.pid)
+	a := n.args
+	fd := func(i int) int32 { return int32(a[i]) } //nolint:gosec // G115: a dirfd is the low 32 bits of its register, as the kernel reads it
+	const cwd = int32(unix.AT_FDCWD)
+	var args [2]pathArg
+	k := 0
+	add := func(p pathArg) {
+		if p.ops != 0 {
+			args[k] = p
+			k++
+		}
+	}
+	rename := false
+	if v, ok := r.mem[tid]; ok && v.window != n.ip>>24 {
+		r.forget(tid)
+	}
+	r.window = n.ip >> 24
+	switch nr {
+	case unix.SYS_IO_URING_SETUP:
+		t.markIncomplete("io_uring: writes through it are not seen")
+		return
+	case sysOpen:
+		ops, follow := openOps(a[1])
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: ops, follow: follow})
+	case unix.SYS_OPENAT:
+		ops, follow := openOps(a[2])
+		add(pathArg{dirfd: fd(0), ptr: a[1], ops: ops, follow: follow})
+	case sysOpenat2:
+		var how [24]byte // struct open_how: flags, mode, resolve
+		if a[3] < uint64(len(how)) {
+			return // EINVAL
+		}
+		if k, err := r.readMem(tid, a[2], how[:]); err != nil || k != len(how) {
+			t.markIncomplete("an openat2 the warden could not read")
+			return
+		}
+		if binary.NativeEndian.Uint64(how[16:])&(unix.RESOLVE_IN_ROOT|unix.RESOLVE_BENEATH) != 0 && binary.NativeEndian.Uint64(how[:8])&openWriteFlags != 0 {
+			// Resolved against dirfd as a root: the warden does not.
+			t.markIncomplete("an openat2 resolved in its own root, not followed")
+		}
+		ops, follow := openOps(binary.NativeEndian.Uint64(how[:8]))
+		add(pathArg{dirfd: fd(0), ptr: a[1], ops: ops, follow: follow})
+	case sysCreat:
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: opCreate | opWrite, follow: true})
+	case unix.SYS_TRUNCATE:
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: opWrite, follow: true})
+	case unix.SYS_FTRUNCATE:
+		add(pathArg{dirfd: fd(0), ops: opWrite})
+	case unix.SYS_FCHMOD:
+		add(pathArg{dirfd: fd(0), ops: opMode})
+	case sysChmod:
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: opMode, follow: true})
+	case unix.SYS_FCHMODAT:
+		add(pathArg{dirfd: fd(0), ptr: a[1], ops: opMode, follow: true})
+	case sysFchmodat2:
+		add(pathArg{dirfd: fd(0), ptr: a[1], ops: opMode, follow: a[3]&unix.AT_SYMLINK_NOFOLLOW == 0, emptyIsFd: a[3]&unix.AT_EMPTY_PATH != 0})
+	case sysUnlink, sysRmdir:
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: opDelete})
+	case unix.SYS_UNLINKAT:
+		add(pathArg{dirfd: fd(0), ptr: a[1], ops: opDelete})
+	case sysMkdir, sysMknod:
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: opCreate})
+	case unix.SYS_MKDIRAT, unix.SYS_MKNODAT:
+		add(pathArg{dirfd: fd(0), ptr: a[1], ops: opCreate})
+	case sysRename:
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: opDelete})
+		add(pathArg{dirfd: cwd, ptr: a[1], ops: opCreate | opDelete})
+		rename = true
+	case sysRenameat:
+		add(pathArg{dirfd: fd(0), ptr: a[1], ops: opDelete})
+		add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate | opDelete})
+		rename = true
+	case unix.SYS_RENAMEAT2:
+		switch {
+		case a[4]&unix.RENAME_EXCHANGE != 0:
+			// Both paths stay, each now the other's: each is compared
+			// with its state before (replaced), not a rename.
+			add(pathArg{dirfd: fd(0), ptr: a[1], ops: opCreate | opDelete})
+			add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate | opDelete})
+		case a[4]&unix.RENAME_NOREPLACE != 0:
+			add(pathArg{dirfd: fd(0), ptr: a[1], ops: opDelete})
+			add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate})
+			rename = true
+		default:
+			add(pathArg{dirfd: fd(0), ptr: a[1], ops: opDelete})
+			add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate | opDelete})
+			rename = true
+		}
+	case sysLink, sysSymlink:
+		add(pathArg{dirfd: cwd, ptr: a[1], ops: opCreate})
+	case unix.SYS_LINKAT:
+		add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate})
+	case unix.SYS_SYMLINKAT:
+		add(pathArg{dirfd: fd(1), ptr: a[2], ops: opCreate})
+	default:
+		return
+	}
+	var found [2]resolved
+	mine, ok := 0, true
+	for i := range k {
+		p, st, good := r.pathOf(tid, args[i])
+		ok = ok && good
+		found[i] = resolved{path: p, st: st, ops: args[i].ops}
+		if good && p != "" && tracked(p) {
+			mine++
+		}
+	}
+	if mine == 0 && ok {
+		// Nothing of the workspace (most writes of a build go to /tmp,
+		// pipes, /dev/null): one ioctl fewer.
+		return
+	}
+	// The paths were read from the task's memory: they are its syscall's
+	// only while the task still waits in it (not killed, its pid not
+	// reused).
+	id := n.id
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(lfd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); e != 0 { //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
+		return
+	}
+	if !ok {
+		t.markIncomplete("a path the warden could not read or resolve as the kernel will")
+	}
+	for i := range k {
+		if f := found[i]; f.path != "" && tracked(f.path) {
+			t.record(f.path, f.ops, f.st)
+		}
+	}
+	if rename && k == 2 && mine == 2 {
+		t.recordRename(found[0].path, found[1].path)
+	}
+}
+
+// resolved is a path as the kernel will find it, and its lstat when the
+// resolution made one.
+type resolved struct {
+	path string
+	st   *fileState
+	ops  opMask
+}
+
+// pathOf is the absolute path the kernel will find for task tid's path
+// argument pa, and its lstat if one was made on the way; "" with true when
+// there is nothing to track (a pipe, a bad fd, a directory that does not
+// resolve: the call fails too); false when the warden could not tell.
+func (r *resolver) pathOf(tid int, pa pathArg) (string, *fileState, bool) {
+	if pa.ptr == 0 {
+		p := r.base(tid, pa.dirfd)
+		return p, nil, true
+	}
+	rel, err := r.readString(tid, pa.ptr)
+	if err != nil {
+		return "", nil, false
+	}
+	if rel == "" {
+		if pa.emptyIsFd {
+			return r.base(tid, pa.dirfd), nil, true
+		}
+		return "", nil, true // ENOENT
+	}
+	var text, base string
+	if rel[0] == '/' {
+		text = rel
+	} else {
+		if base = r.base(tid, pa.dirfd); base == "" {
+			return "", nil, true
+		}
+		text = base + "/" + rel
+		if strings.IndexByte(rel, '/') >= 0 || rel == "." || rel == ".." {
+			base = "" // directories on the way: resolved below
+		}
+	}
+	for range maxHops {
+		dir, name := splitLast(text)
+		canon := base // exact: what /proc says of the cwd or dirfd
+		if canon == "" {
+			var good bool
+			if canon, good = r.dir(tid, dir); !good || canon == "" {
+				return "", nil, good
+			}
+		}
+		if name == "" {
+			return canon, nil, true
+		}
+		p := joinPath(canon, name)
+		if !pa.follow {
+			return p, nil, true
+		}
+		st := lstatState(p)
+		if st.kind != wire.KindSymlink {
+			return p, &st, true
+		}
+		target, err := os.Readlink(p)
+		if err != nil || target == "" {
+			return p, &st, true
+		}
+		if target[0] == '/' {
+			text = target
+		} else {
+			text = canon + "/" + target
+		}
+		base = ""
+	}
+	return "", nil, false // more symlinks than the warden follows
+}
+
+// splitLast splits an absolute path text at its last component; name is
+// "" when the text names a directory itself ("/", a trailing "." or "..").
+func splitLast(text string) (dir, name string) {
+	for len(text) > 1 && text[len(text)-1] == '/' {
+		text = text[:len(text)-1]
+	}
+	i := strings.LastIndexByte(text, '/')
+	dir, name = text[:i], text[i+1:]
+	if dir == "" {
+		dir = "/"
+	}
+	if name == "." || name == ".." || name == "" {
+		return text, ""
+	}
+	return dir, name
+}
+
+func joinPath(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+// base is the path /proc gives task tid's dirfd (AT_FDCWD: its cwd): the
+// kernel's own name of the directory (or file), "" when it is no path of
+// the file system (a pipe, a socket, a deleted directory, a bad fd).
+func (r *resolver) base(tid int, dirfd int32) string {
+	link := "/proc/" + strconv.Itoa(tid) + "/cwd"
+	if dirfd != unix.AT_FDCWD {
+		link = "/proc/" + strconv.Itoa(tid) + "/fd/" + strconv.Itoa(int(dirfd))
+	}
+	p, err := os.Readlink(link)
+	if err != nil || p == "" || p[0] != '/' || strings.HasSuffix(p, " (deleted)") {
+		return ""
+	}
+	return p
+}
+
+// openat2Refused: openat2 was refused once (a seccomp profile older than
+// it); directories are then opened with open, which follows magic links.
+var openat2Refused atomic.Bool
+
+// dir is the canonical path of the directory the text names for task tid
+// (the task's /proc/self resolved to the task), "" with true when it does
+// not resolve (the call fails too), false when the warden could not tell
+// (a magic link met inside a symlink's target).
+func (r *resolver) dir(tid int, text string) (string, bool) {
+	for range maxHops {
+		t, magic := r.expandProc(tid, text)
+		if !magic {
+			break
+		}
+		if t == "" {
+			return "", true
+		}
+		text = t
+	}
+	if strings.HasPrefix(text, "/proc/") {
+		// Another /proc path (or a magic link behind a magic link): the
+		// warden does not resolve /proc as the task would.
+		return "", false
+	}
+	if d, ok := r.dirs[text]; ok {
+		var st unix.Stat_t
+		if unix.Stat(text, &st) == nil && st.Dev == d.dev && st.Ino == d.ino {
+			return d.canon, true
+		}
+		delete(r.dirs, text)
+	}
+	var fd int
+	var err error
+	if !openat2Refused.Load() {
+		fd, err = unix.Openat2(unix.AT_FDCWD, text, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
+		if err == unix.ENOSYS || err == unix.EPERM {
+			openat2Refused.Store(true)
+		}
+	}
+	if openat2Refused.Load() {
+		fd, err = unix.Open(text, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		// ELOOP: a loop the call meets too, or a magic link the warden
+		// refuses to follow as itself.
+		return "", err != unix.ELOOP
+	}
+	defer func() { _ = unix.Close(fd) }() // O_PATH
+	canon, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	var st unix.Stat_t
+	if err != nil || canon == "" || canon[0] != '/' || strings.HasSuffix(canon, " (deleted)") || unix.Fstat(fd, &st) != nil {
+		return "", true
+	}
+	if len(r.dirs) >= maxDirs {
+		clear(r.dirs)
+	}
+	r.dirs[text] = resolvedDir{canon: canon, dev: st.Dev, ino: st.Ino}
+	return canon, true
+}
+
+// expandProc replaces a leading /proc/self, /proc/thread-self or
+// /proc/PID[/task/TID]/{cwd,root,fd/N} of text with what it names for task
+// tid (what the kernel follows for the task, not for the warden); magic
+// is false when text starts with none of them.
+func (r *resolver) expandProc(tid int, text string) (string, bool) {
+	rest, ok := strings.CutPrefix(text, "/proc/")
+	if !ok {
+		return text, false
+	}
+	id := strconv.Itoa(tid)
+	switch {
+	case rest == "self" || strings.HasPrefix(rest, "self/"):
+		rest = id + rest[len("self"):]
+	case rest == "thread-self" || strings.HasPrefix(rest, "thread-self/"):
+		rest = id + "/task/" + id + rest[len("thread-self"):]
+	}
+	// PID, optionally /task/TID, then the link.
+	pid, after, _ := strings.Cut(rest, "/")
+	if !allDigits(pid) {
+		return text, false
+	}
+	prefix := "/proc/" + pid + "/"
+	if t, ok := strings.CutPrefix(after, "task/"); ok {
+		tsk, a2, _ := strings.Cut(t, "/")
+		if !allDigits(tsk) {
+			return text, false
+		}
+		prefix += "task/" + tsk + "/"
+		after = a2
+	}
+	link, tail, _ := strings.Cut(after, "/")
+	switch link {
+	case "cwd", "root":
+		prefix += link
+	case "fd":
+		n, t2, _ := strings.Cut(tail, "/")
+		if !allDigits(n) {
+			return text, false
+		}
+		prefix += "fd/" + n
+		tail = t2
+	default:
+		return text, false
+	}
+	target, err := os.Readlink(prefix)
+	if err != nil || target == "" || target[0] != '/' || strings.HasSuffix(target, " (deleted)") {
+		return "", true
+	}
+	if tail == "" {
+		return target, true
+	}
+	return joinPath(target, tail), true
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// readString reads a NUL-terminated string of at most PATH_MAX bytes at
+// addr in task tid's memory, a page at a time (a string near the end of a
+// mapping must not fault the whole read).
+func (r *resolver) readString(tid int, addr uint64) (string, error) {
+	const pathMax = 4096
+	var chunk [pathMax]byte
+	var buf []byte
+	for len(buf) < pathMax {
+		n := min(pathMax-(addr%pathMax), uint64(pathMax-len(buf)))
+		k, err := r.readMem(tid, addr, chunk[:n])
+		if err != nil || k == 0 {
+			if err == nil {
+				err = unix.EFAULT
+			}
+			return "", err
+		}
+		for i := range k {
+			if chunk[i] == 0 {
+				if buf == nil {
+					return string(chunk[:i]), nil
+				}
+				return string(append(buf, chunk[:i]...)), nil
+			}
+		}
+		buf = append(buf, chunk[:k]...)
+		addr += uint64(k)
+	}
+	return "", unix.ENAMETOOLONG
+}
+
+// vmReadvRefused: process_vm_readv was refused once (Docker's default
+// seccomp profile allows it only with CAP_SYS_PTRACE): it is not tried
+// again, each read goes to /proc/TID/mem.
+var vmReadvRefused atomic.Bool
+
+// readMem reads task tid's memory: process_vm_readv (one syscall) where
+// allowed, else the task's cached /proc/TID/mem (opened again once when a
+// read through it fails: the task may be another by now).
+func (r *resolver) readMem(tid int, addr uint64, b []byte) (int, error) {
+	if !vmReadvRefused.Load() {
+		local := []unix.Iovec{{Base: &b[0]}}
+		local[0].SetLen(len(b))
+		remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
+		n, err := unix.ProcessVMReadv(tid, local, remote, 0)
+		if err == nil {
+			return n, nil
+		}
+		if err != unix.ENOSYS && err != unix.EPERM {
+			return 0, err
+		}
+		vmReadvRefused.Store(true)
+	}
+	for {
+		v, ok := r.mem[tid]
+		if !ok {
+			fd, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return 0, err
+			}
+			if len(r.mem) >= maxMemFds {
+				r.close()
+			}
+			v = memView{fd: fd, window: r.window}
+			r.mem[tid] = v
+		}
+		n, err := unix.Pread(v.fd, b, int64(addr)) //nolint:gosec // G115: a user address fits an int64 offset of /proc/TID/mem
+		if (err == nil && n > 0) || !ok {
+			return n, err
+		}
+		r.forget(tid) // a cached view that no longer reads: open it again
+	}
+}
