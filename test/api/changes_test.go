@@ -167,3 +167,60 @@ func lastProcess(t *testing.T, rt *stockade.Runtime, sandbox string) string {
 	t.Fatal("no process")
 	return ""
 }
+
+// TestChangesCannotBeFooled: in a real sandbox, the three ways a hostile
+// review hid a change from the record (issue 34) are each recorded: a
+// rewrite at the same size with its mtime put back, writes through a
+// symlink in /tmp and through /proc/self/cwd; and a process whose only
+// call on a path was a failing rmdir is not credited with the file a
+// neighbour made there while it ran.
+func TestChangesCannotBeFooled(t *testing.T) {
+	e := testkit.NewAPI(t, stockade.Options{})
+	sb := e.Sandbox(t, spec.Kept)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := func(script string) lifecycle.Changes {
+		t.Helper()
+		_, errOut, res, err := testkit.RunOut(t, sb, spec.Process{Argv: []string{"sh", "-c", script}})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %+v %v %s", script, res, err, errOut)
+		}
+		ex := exitOf(t, e.RT, lastProcess(t, e.RT, sb.ID()))
+		if ex.Changes == nil || ex.Changes.Untracked != "" || ex.Changes.Incomplete != "" {
+			t.Fatalf("%s: changes %+v", script, ex.Changes)
+		}
+		return *ex.Changes
+	}
+	run("echo aaaa > same.txt; echo old > target.txt")
+	for _, tc := range []struct {
+		script string
+		want   []string
+	}{
+		{"touch -r same.txt /tmp/ref && echo bbbb > same.txt && touch -r /tmp/ref same.txt", []string{"modified file same.txt"}},
+		{"ln -s /workspace/work /tmp/w && echo x > /tmp/w/through-dir.txt", []string{"created file through-dir.txt"}},
+		{"ln -s /workspace/work/target.txt /tmp/t && echo new > /tmp/t", []string{"modified file target.txt"}},
+		{"echo z > /proc/self/cwd/through-proc.txt", []string{"created file through-proc.txt"}},
+	} {
+		if got := changeLines(ptr(run(tc.script))); !slices.Equal(got, tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.script, got, tc.want)
+		}
+	}
+
+	// The failing rmdir, and the neighbour.
+	p, err := sb.Start(ctx, spec.Process{Argv: []string{"sh", "-c", "rmdir neighbour.txt 2>/dev/null; : > tried; while [ ! -e neighbour.txt ]; do sleep 0.01; done"}, Stdout: spec.Discard, Stderr: spec.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := changeLines(ptr(run("while [ ! -e tried ]; do sleep 0.01; done; echo n > neighbour.txt"))); !slices.Equal(got, []string{"created file neighbour.txt"}) {
+		t.Errorf("the neighbour's changes: %q", got)
+	}
+	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	ex := exitOf(t, e.RT, p.ID())
+	if got := changeLines(ex.Changes); !slices.Equal(got, []string{"created file tried"}) {
+		t.Errorf("the failing rmdir's process was credited with %q", got)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
