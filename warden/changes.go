@@ -7,14 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stockade/stockade/warden/wire"
 )
@@ -94,35 +94,22 @@ type fileState struct {
 }
 
 func lstatState(p string) fileState {
-	fi, err := os.Lstat(p)
-	if err != nil {
+	var sys unix.Stat_t
+	if lstatAt(p, &sys) != nil {
 		return fileState{}
 	}
-	st := fileState{exists: true, size: fi.Size(), mode: uint32(fi.Mode().Perm()), mtime: fi.ModTime().UnixNano()}
-	if fi.Mode()&fs.ModeSetuid != 0 {
-		st.mode |= 0o4000
-	}
-	if fi.Mode()&fs.ModeSetgid != 0 {
-		st.mode |= 0o2000
-	}
-	if fi.Mode()&fs.ModeSticky != 0 {
-		st.mode |= 0o1000
-	}
-	switch {
-	case fi.Mode().IsRegular():
+	st := fileState{exists: true, size: sys.Size, mode: sys.Mode & 0o7777, mtime: sys.Mtim.Nano(), ctime: sys.Ctim.Nano(), ino: sys.Ino, dev: sys.Dev} //nolint:unconvert // the fields' types differ between architectures
+	switch sys.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
 		st.kind = wire.KindFile
-	case fi.IsDir():
+	case unix.S_IFDIR:
 		st.kind = wire.KindDir
 		st.size = 0
-	case fi.Mode()&fs.ModeSymlink != 0:
+	case unix.S_IFLNK:
 		st.kind = wire.KindSymlink
 	default:
 		st.kind = wire.KindOther
 		st.size = 0
-	}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.ino, st.dev = uint64(sys.Ino), uint64(sys.Dev)
-		st.ctime = sys.Ctim.Nano()
 	}
 	return st
 }
@@ -296,7 +283,7 @@ func (t *tracker) recordRename(from, to string) {
 // of UTF-8 text without NUL, else nil. It never follows a symlink and never
 // blocks on a FIFO.
 func readText(p string) *string {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openFile(p)
 	if err != nil {
 		return nil
 	}
@@ -317,6 +304,16 @@ func textOf(b []byte) *string {
 	}
 	s := string(b)
 	return &s
+}
+
+// openFile opens p to read, from its anchor, never following a final
+// symlink and never blocking on a FIFO.
+func openFile(p string) (*os.File, error) {
+	fd, err := openAt(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil //nolint:gosec // G115: an fd
 }
 
 // pending is a change found at the end, before its hash and text.
@@ -506,7 +503,7 @@ func change(op, p string, st fileState) wire.Change {
 // budget bytes: its hex SHA256, its text if small, the bytes read, and why
 // it is not hashed when it is not.
 func hashFile(p string, budget int64) (sum string, text *string, n int64, unhashed string) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openFile(p)
 	if err != nil {
 		return "", nil, 0, truncReason("not readable: " + err.Error())
 	}

@@ -2,7 +2,6 @@ package warden
 
 import (
 	"encoding/binary"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -321,7 +320,7 @@ func (r *resolver) pathOf(tid int, pa pathArg) (string, *fileState, bool) {
 		if st.kind != wire.KindSymlink {
 			return p, &st, true
 		}
-		target, err := os.Readlink(p)
+		target, err := readlink(p)
 		if err != nil || target == "" {
 			return p, &st, true
 		}
@@ -363,11 +362,11 @@ func joinPath(dir, name string) string {
 // kernel's own name of the directory (or file), "" when it is no path of
 // the file system (a pipe, a socket, a deleted directory, a bad fd).
 func (r *resolver) base(tid int, dirfd int32) string {
-	link := "/proc/" + strconv.Itoa(tid) + "/cwd"
+	link := strconv.Itoa(tid) + "/cwd"
 	if dirfd != unix.AT_FDCWD {
-		link = "/proc/" + strconv.Itoa(tid) + "/fd/" + strconv.Itoa(int(dirfd))
+		link = strconv.Itoa(tid) + "/fd/" + strconv.Itoa(int(dirfd))
 	}
-	p, err := os.Readlink(link)
+	p, err := readlinkAt(procAt(link))
 	if err != nil || p == "" || p[0] != '/' || strings.HasSuffix(p, " (deleted)") {
 		return ""
 	}
@@ -400,21 +399,22 @@ func (r *resolver) dir(tid int, text string) (string, bool) {
 	}
 	if d, ok := r.dirs[text]; ok {
 		var st unix.Stat_t
-		if unix.Stat(text, &st) == nil && st.Dev == d.dev && st.Ino == d.ino {
+		if statAt(text, &st) == nil && st.Dev == d.dev && st.Ino == d.ino {
 			return d.canon, true
 		}
 		delete(r.dirs, text)
 	}
 	var fd int
 	var err error
+	dirfd, rel := at(text)
 	if !openat2Refused.Load() {
-		fd, err = unix.Openat2(unix.AT_FDCWD, text, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
+		fd, err = unix.Openat2(dirfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
 		if err == unix.ENOSYS || err == unix.EPERM {
 			openat2Refused.Store(true)
 		}
 	}
 	if openat2Refused.Load() {
-		fd, err = unix.Open(text, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Openat(dirfd, rel, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	}
 	if err != nil {
 		// ELOOP: a loop the call meets too, or a magic link the warden
@@ -422,7 +422,7 @@ func (r *resolver) dir(tid int, text string) (string, bool) {
 		return "", err != unix.ELOOP
 	}
 	defer func() { _ = unix.Close(fd) }() // O_PATH
-	canon, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	canon, err := readlinkAt(procAt("self/fd/" + strconv.Itoa(fd)))
 	var st unix.Stat_t
 	if err != nil || canon == "" || canon[0] != '/' || strings.HasSuffix(canon, " (deleted)") || unix.Fstat(fd, &st) != nil {
 		return "", true
@@ -478,7 +478,7 @@ func (r *resolver) expandProc(tid int, text string) (string, bool) {
 	default:
 		return text, false
 	}
-	target, err := os.Readlink(prefix)
+	target, err := readlinkAt(procAt(prefix[len("/proc/"):]))
 	if err != nil || target == "" || target[0] != '/' || strings.HasSuffix(target, " (deleted)") {
 		return "", true
 	}
@@ -555,7 +555,8 @@ func (r *resolver) readMem(tid int, addr uint64, b []byte) (int, error) {
 	for {
 		v, ok := r.mem[tid]
 		if !ok {
-			fd, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			pfd, rel := procAt(strconv.Itoa(tid) + "/mem")
+			fd, err := unix.Openat(pfd, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 			if err != nil {
 				return 0, err
 			}

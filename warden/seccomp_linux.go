@@ -216,59 +216,113 @@ type seccompResp struct {
 }
 
 // serve answers t's listener until no task uses the filter any more
-// (POLLHUP): every notification is recorded, then continued. It waits in
-// Go's netpoller: a waiting process holds no thread (a thread is a pid of
-// the sandbox's limit). A dedicated thread waiting in poll(2) or in a
-// blocking RECV was measured too (BENCHMARKS.md, "Changes at no cost"):
-// it answers in 5 µs where the task runs as root, but a task of the
-// sandbox's user waits ~65 µs per notification either way, a cost that is
-// the kernel's, not the warden's loop.
+// (POLLHUP): every notification is recorded, then continued.
+//
+// A process that is making notified calls is served hot: on a thread of
+// its own waiting in poll(2), not in Go's netpoller, so the notifying task
+// is woken on this thread's CPU (SYNC_WAKE_UP reaches a poll waiter, not
+// an epoll one) and no goroutine is scheduled per notification — through
+// the netpoller each cost a chain of thread wake-ups (the netpoller's,
+// then a thread for the goroutine), each a cross-CPU wake-up of a halted
+// virtual CPU. A process quiet for hotIdle is served cold, from the
+// netpoller: a thread is a pid of the sandbox's limit, and a hundred
+// waiting processes must not hold a hundred.
 func (t *tracker) serve(fd int) {
 	r := newResolver(t)
 	defer r.close()
-	if err := unix.SetNonblock(fd, true); err != nil {
-		logf("seccomp listener: %v", err)
-	}
-	f := os.NewFile(uintptr(fd), "seccomp-listener")
-	defer func() { _ = f.Close() }() // nothing written through it
-	rc, err := f.SyscallConn()
-	if err != nil {
-		logf("seccomp listener: %v", err)
-		return
-	}
-	var n seccompNotif
-	hup := false
-	failed := 0 // polls failed in a row
-	for !hup {
-		var got, pollErr bool
-		err := rc.Read(func(fd uintptr) bool {
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}} //nolint:gosec // G115: an fd
-			if k, err := unix.Poll(pfd, 0); err != nil || k == 0 {
-				pollErr = err != nil && err != unix.EINTR
-				return pollErr
-			}
-			if pfd[0].Revents&unix.POLLIN == 0 {
-				hup = pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
-				return hup
-			}
-			n = seccompNotif{}
-			_, _, e := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))) //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
-			// ENOENT: the task was killed meanwhile; try again.
-			got = e == 0
-			return true
-		})
+	defer func() { _ = unix.Close(fd) }() // nothing written through it
+	for {
+		hup, err := waitCold(fd)
 		if err != nil {
 			logf("seccomp listener: %v", err)
 			return
 		}
-		if pollErr {
+		if hup || t.serveHot(fd, r) {
+			return
+		}
+	}
+}
+
+// waitCold waits in the netpoller until the listener fd is readable or
+// hung up, through a duplicate registered for the wait alone: a listener
+// left registered would wake the netpoller's thread at every notification
+// served hot.
+func waitCold(fd int) (hup bool, err error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return false, err
+	}
+	if err := unix.SetNonblock(dup, true); err != nil {
+		_ = unix.Close(dup) // never used
+		return false, err
+	}
+	f := os.NewFile(uintptr(dup), "seccomp-listener") //nolint:gosec // G115: an fd
+	defer func() { _ = f.Close() }()                  // the wait's own duplicate
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	for {
+		var pollErr bool
+		err := rc.Read(func(fd uintptr) bool {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}} //nolint:gosec // G115: an fd
+			k, err := unix.Poll(pfd, 0)
+			switch {
+			case err != nil:
+				pollErr = err != unix.EINTR
+				return pollErr
+			case k == 0:
+				return false // wait in the netpoller
+			}
+			hup = pfd[0].Revents&unix.POLLIN == 0 && pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+			return true
+		})
+		if err != nil || !pollErr {
+			return hup, err
+		}
+		// A poll that keeps failing (ENOMEM) must not spin.
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// hotIdle is how long a hot tracker waits on its own thread for the next
+// notification before it goes back to the netpoller, in milliseconds.
+const hotIdle = 50
+
+// serveHot serves notifications on a locked thread waiting in poll(2)
+// until none came for hotIdle (false) or no task uses the filter (true).
+// Readable means a request is counted: RECV does not block (a task killed
+// since answers ENOENT).
+func (t *tracker) serveHot(fd int, r *resolver) bool {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var n seccompNotif
+	// failed counts the polls failed in a row.
+	failed := 0
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}} //nolint:gosec // G115: an fd
+	for {
+		pfd[0].Revents = 0
+		k, err := unix.Poll(pfd, hotIdle)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
 			// A poll that keeps failing (ENOMEM) must not spin: back off.
 			failed++
 			time.Sleep(time.Duration(min(failed, 100)) * time.Millisecond)
 			continue
+		case k == 0:
+			return false
 		}
 		failed = 0
-		if !got {
+		if pfd[0].Revents&unix.POLLIN == 0 {
+			if pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				return true
+			}
+			continue
+		}
+		n = seccompNotif{}
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); e != 0 { //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
 			continue
 		}
 		r.handle(fd, &n)

@@ -42,6 +42,7 @@ func serve(args []string) int {
 		return 2
 	}
 	workspaceRoot = filepath.Clean(*root)
+	openAnchors()
 
 	// Same uid as the workload: without this the workload could ptrace the
 	// warden or open its fds through /proc/<pid>/fd.

@@ -64,9 +64,10 @@ commands:
                             list (--all: pooled ones too), show, stop (resources kept), remove
   sandbox network ID allow=RULE[,RULE...]
                             replace a running allowlist sandbox's egress rules
-  exec [-i] [-t] [-d] [-e NAME=value] [--workdir D] [--timeout D] ID -- CMD...
+  exec [-i] [-t] [-d] [-e NAME=value] [--workdir D] [--timeout D] [--no-changes] ID -- CMD...
                             run CMD in a kept sandbox; exits with its code
-                            (-t: on a terminal; -d: detached, prints its process id)
+                            (-t: on a terminal; -d: detached, prints its process id;
+                            --no-changes: what it changes under /workspace is not tracked)
   cp SRC DST                copy a file or directory into or out of a sandbox: one side is
                             ID:PATH, PATH under /workspace (e.g. ID:work/out.txt or ID:/workspace/work/out.txt)
   serve [--socket PATH] [--pool NAME=KEY=VALUE,...,size=N]

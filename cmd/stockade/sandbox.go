@@ -300,7 +300,7 @@ type execCmd struct {
 	detach bool
 }
 
-const execUsage = "stockade exec [-i] [-t] [-d] [-e NAME=value] [--workdir D] [--timeout D] ID -- CMD..."
+const execUsage = "stockade exec [-i] [-t] [-d] [-e NAME=value] [--workdir D] [--timeout D] [--no-changes] ID -- CMD..."
 
 func parseExec(g global, args []string) (command, error) {
 	c := &execCmd{g: g}

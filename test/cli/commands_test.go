@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/internal/testutil"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/test/testkit"
 )
@@ -137,8 +138,8 @@ func checkNotStarted(t *testing.T, e *testkit.CLIEnv, id string) {
 // TestCLIThroughServer: with `stockade serve` running on the journal, the
 // commands go through it: two runs at once both work (an embedded runtime
 // would hold the journal), a detached exec returns its process id, a TTL is
-// accepted, journal show reads the served journal; SIGTERM ends the server
-// with exit 0.
+// accepted, a process run --no-changes is untracked (diff says so), journal
+// show reads the served journal; SIGTERM ends the server with exit 0.
 func TestCLIThroughServer(t *testing.T) {
 	e := testkit.NewCLI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -173,6 +174,28 @@ func TestCLIThroughServer(t *testing.T) {
 	}
 	if code, out, errOut := e.Run(t, "", "exec", id, "--", "sh", "-c", "exit 4"); code != 4 {
 		t.Fatalf("exec through the server: %d %q %q", code, out, errOut)
+	}
+	// --no-changes: the process's changes are not tracked, and diff says
+	// so (a tracked one's are listed).
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{{[]string{"--no-changes"}, "changes not tracked: not asked for"}, {nil, "file  /workspace/work/nc.txt"}} {
+		args := append(append([]string{"exec", "-d"}, tc.flags...), id, "--", "sh", "-c", "echo x > nc.txt")
+		code, out, errOut := e.Run(t, "", args...)
+		pid := strings.TrimSpace(out)
+		if code != 0 || pid == "" {
+			t.Fatalf("exec -d %v: %d %q %q", tc.flags, code, out, errOut)
+		}
+		var diff string
+		testutil.Eventually(t, "the detached process's end", func() bool {
+			code, out, _ := e.Run(t, "", "diff", pid)
+			diff = out
+			return code == 0
+		})
+		if !strings.Contains(diff, tc.want) {
+			t.Fatalf("diff after exec %v: %q, want %q", tc.flags, diff, tc.want)
+		}
 	}
 	if code, out, errOut := e.Run(t, "", "journal", "show", id); code != 0 || !strings.Contains(out, "process.started") {
 		t.Fatalf("journal show through the server: %d %q %q", code, out, errOut)
