@@ -79,6 +79,8 @@ func changesTrees(b *testing.B, cpus float64, archive string, entries int, repo 
 		}
 	}
 	floor := func(script string) time.Duration { return dockerExec(b, e, workload, script) }
+	trackedRun(b, e.RT, sb, "true") // the warden starts with the sandbox's first process
+	idle := wardenMemory(b, e, workload)
 	floor("cp -a /usr/lib/python3.11 py && rm -rf py/site-packages py/test && find py -name __pycache__ -prune -exec rm -rf {} +")
 
 	type mode struct {
@@ -133,6 +135,13 @@ func changesTrees(b *testing.B, cpus float64, archive string, entries int, repo 
 			}
 		}
 	}
+	// What the warden holds once the heavy processes are over (their
+	// trackers released), against what it held at the start.
+	time.Sleep(time.Second)
+	after := wardenMemory(b, e, workload)
+	b.ReportMetric(float64(idle.rss)/(1<<20), "warden-idle-rss-MiB")
+	b.ReportMetric(float64(after.rss)/(1<<20), "warden-after-rss-MiB")
+	b.ReportMetric(float64(after.hwm)/(1<<20), "warden-peak-rss-MiB")
 	for _, c := range cases {
 		t, x := median(times[c.name+"/tracked"]), median(times[c.name+"/exec"])
 		b.ReportMetric(float64(t.Microseconds())/1000, c.name+"-tracked-ms")
@@ -223,6 +232,43 @@ func dockerExec(b *testing.B, e *testkit.APIEnv, workload, script string) time.D
 		b.Fatalf("docker exec %s: %+v %v %s", script, ins, err, errOut.String())
 	}
 	return d
+}
+
+// memory is a process's resident set now and at its peak, in bytes.
+type memory struct{ rss, hwm int64 }
+
+// wardenMemory reads the sandbox's warden's memory from the host's /proc
+// (the warden is not dumpable: its own /proc files are root's).
+func wardenMemory(b *testing.B, e *testkit.APIEnv, workload string) memory {
+	b.Helper()
+	top, err := e.Docker.ContainerTop(context.Background(), workload, []string{"-eo", "pid,comm"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range top.Processes {
+		if len(p) == 2 && p[1] == "stockade-warden" {
+			st, err := os.ReadFile("/proc/" + p[0] + "/status")
+			if err != nil {
+				b.Fatal(err)
+			}
+			var m memory
+			for _, line := range strings.Split(string(st), "\n") {
+				f := strings.Fields(line)
+				if len(f) == 3 && f[2] == "kB" {
+					n, _ := strconv.ParseInt(f[1], 10, 64)
+					switch f[0] {
+					case "VmRSS:":
+						m.rss = n << 10
+					case "VmHWM:":
+						m.hwm = n << 10
+					}
+				}
+			}
+			return m
+		}
+	}
+	b.Fatalf("no stockade-warden in %s: %v", workload, top.Processes)
+	return memory{}
 }
 
 // workloadOf is the ID of sandbox id's workload container.
