@@ -29,6 +29,9 @@ var (
 	// anchors, deepest first; procFd is /proc's (-1: none).
 	anchors []anchor
 	procFd  = -1
+	// workspaceDev is the workspace's device (0: unknown): what the
+	// tracker reads must be on it.
+	workspaceDev uint64
 )
 
 // maxAnchors bounds the mount points opened (a host's can be many).
@@ -50,6 +53,10 @@ func openAnchors() {
 		if fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
 			anchors = append(anchors, anchor{path: p, fd: fd})
 		}
+	}
+	var st unix.Stat_t
+	if unix.Stat(workspaceRoot, &st) == nil {
+		workspaceDev = st.Dev
 	}
 	try(workspaceRoot)
 	for _, p := range mountPoints() {

@@ -9,6 +9,9 @@ import "golang.org/x/sys/unix"
 
 func openAnchors() {}
 
+// workspaceDev is unknown: what is read is not checked against it.
+var workspaceDev uint64
+
 func at(p string) (int, string) { return unix.AT_FDCWD, p }
 
 func lstatAt(p string, st *unix.Stat_t) error {

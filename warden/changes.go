@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -91,14 +93,25 @@ type fileState struct {
 	ctime  int64
 	ino    uint64
 	dev    uint64
+	nlink  uint64
 }
 
 func lstatState(p string) fileState {
+	st, _ := lstatChecked(p)
+	return st
+}
+
+// lstatChecked is lstatState, and the error when the lstat failed other
+// than by the path's absence (ENOENT, ENOTDIR): the state is then unknown.
+func lstatChecked(p string) (fileState, error) {
 	var sys unix.Stat_t
-	if lstatAt(p, &sys) != nil {
-		return fileState{}
+	if err := lstatAt(p, &sys); err != nil {
+		if err == unix.ENOENT || err == unix.ENOTDIR {
+			err = nil
+		}
+		return fileState{}, err
 	}
-	st := fileState{exists: true, size: sys.Size, mode: sys.Mode & 0o7777, mtime: sys.Mtim.Nano(), ctime: sys.Ctim.Nano(), ino: sys.Ino, dev: sys.Dev} //nolint:unconvert // the fields' types differ between architectures
+	st := fileState{exists: true, size: sys.Size, mode: sys.Mode & 0o7777, mtime: sys.Mtim.Nano(), ctime: sys.Ctim.Nano(), ino: sys.Ino, dev: sys.Dev, nlink: uint64(sys.Nlink)} //nolint:unconvert // Nlink's type differs between architectures
 	switch sys.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		st.kind = wire.KindFile
@@ -111,7 +124,7 @@ func lstatState(p string) fileState {
 		st.kind = wire.KindOther
 		st.size = 0
 	}
-	return st
+	return st, nil
 }
 
 // changed says whether a path that existed before and exists now (pre,
@@ -131,12 +144,24 @@ func changed(pre, now fileState, ops opMask) bool {
 	}
 }
 
+// rewritten says whether a small text file kept before and unchanged by
+// its stat has other content now: a rewrite at the same size within one
+// tick of a coarse clock, its mtime put back, moves no stat field.
+func rewritten(p string, tc *touch, now fileState) bool {
+	if tc.before == nil || tc.ops&opWrite == 0 || now.kind != wire.KindFile || now.size != tc.pre.size {
+		return false
+	}
+	after := readText(p)
+	return after == nil || *after != *tc.before
+}
+
 // touch is one path a process tree touched: its state before the first
 // touch, what the calls on it could do, and its content then if it was a
 // small text file.
 type touch struct {
 	pre    fileState
 	ops    opMask
+	seq    uint64 // when it was first touched (renames move what came before them)
 	before *string
 }
 
@@ -146,6 +171,7 @@ type renameEvent struct {
 	from, to string
 	ino, dev uint64
 	dir      bool
+	seq      uint64
 }
 
 // tracker collects what one process tree touched under the workspace: the
@@ -156,13 +182,24 @@ type tracker struct {
 	mu         sync.Mutex
 	paths      map[string]*touch
 	renames    []renameEvent
-	bytes      int // held for paths and renames (maxTrackedBytes)
-	dropped    int // touches past maxTrackedBytes
+	dirRenames []int // the directories' renames, indexes into renames
+	bytes      int   // held for paths and renames (maxTrackedBytes)
+	dropped    int   // touches past maxTrackedBytes
 	preText    int
 	incomplete string
 	untracked  string
 	reported   bool // changes ran: nothing more is recorded
+	// reportedFlag is reported, read without mu by the serving thread.
+	reportedFlag atomic.Bool
+	// seq numbers the first touches and the renames, in order.
+	seq uint64
+	// served is closed when the listener's server returns (no task uses
+	// the filter any more); nil for a tracker that serves none.
+	served chan struct{}
 }
+
+// isReported says whether the report is made (nothing more is recorded).
+func (t *tracker) isReported() bool { return t.reportedFlag.Load() }
 
 func newTracker() *tracker { return &tracker{paths: make(map[string]*touch)} }
 
@@ -189,9 +226,13 @@ func (t *tracker) record(p string, ops opMask, pre *fileState) {
 		return
 	}
 	if tc, seen := t.paths[p]; seen {
-		tc.ops |= ops
-		t.mu.Unlock()
-		return
+		if !t.movedAway(p, tc) {
+			tc.ops |= ops
+			t.mu.Unlock()
+			return
+		}
+		// The file first touched here went with a directory renamed
+		// since: this is another one, touched for the first time.
 	}
 	if t.bytes+len(p)+entryCost > maxTrackedBytes {
 		t.dropped++
@@ -211,7 +252,16 @@ func (t *tracker) record(p string, ops opMask, pre *fileState) {
 	if pre != nil {
 		tc.pre = *pre
 	} else {
-		tc.pre = lstatState(p)
+		st, err := lstatChecked(p)
+		if err != nil {
+			t.markIncomplete("a path whose state before the warden could not read: " + truncReason(err.Error()))
+			return
+		}
+		tc.pre = st
+	}
+	if tc.pre.kind == wire.KindFile && tc.pre.nlink > 1 && ops&opWrite != 0 {
+		// Its other names change with it, and they are not listed.
+		t.markIncomplete("a file with other hard links was written: its other names are not listed")
 	}
 	if !tc.pre.exists && ops&opCreate == 0 {
 		// Nothing there, and nothing these calls can make: no change of
@@ -231,7 +281,9 @@ func (t *tracker) record(p string, ops opMask, pre *fileState) {
 	t.mu.Lock()
 	if t.reported {
 		// The report was made meanwhile.
-	} else if old, seen := t.paths[p]; !seen {
+	} else if old, seen := t.paths[p]; !seen || t.movedAway(p, old) {
+		t.seq++
+		tc.seq = t.seq
 		t.paths[p] = tc
 		t.bytes += len(p) + entryCost
 		if tc.before != nil {
@@ -241,6 +293,32 @@ func (t *tracker) record(p string, ops opMask, pre *fileState) {
 		old.ops |= ops
 	}
 	t.mu.Unlock()
+}
+
+// movedAway says whether tc, p's touch, went with a directory renamed
+// after it was first touched (the rename stands: its target is the inode
+// it moved); if so it is moved there now, and p is free for the file that
+// is there now. The caller holds t.mu.
+func (t *tracker) movedAway(p string, tc *touch) bool {
+	for i := len(t.dirRenames) - 1; i >= 0; i-- {
+		r := t.renames[t.dirRenames[i]]
+		if r.seq < tc.seq {
+			break
+		}
+		if !strings.HasPrefix(p, r.from+"/") {
+			continue
+		}
+		if now := lstatState(r.to); !now.exists || now.ino != r.ino || now.dev != r.dev {
+			continue
+		}
+		np := r.to + p[len(r.from):]
+		if _, ok := t.paths[np]; !ok {
+			t.paths[np] = tc
+		}
+		delete(t.paths, p)
+		return true
+	}
+	return false
 }
 
 // createdDir says whether p's directory is one this process tree made
@@ -276,7 +354,11 @@ func (t *tracker) recordRename(from, to string) {
 		return
 	}
 	t.bytes += cost
-	t.renames = append(t.renames, renameEvent{from: from, to: to, ino: st.ino, dev: st.dev, dir: st.kind == wire.KindDir})
+	t.seq++
+	if st.kind == wire.KindDir {
+		t.dirRenames = append(t.dirRenames, len(t.renames))
+	}
+	t.renames = append(t.renames, renameEvent{from: from, to: to, ino: st.ino, dev: st.dev, dir: st.kind == wire.KindDir, seq: t.seq})
 }
 
 // readText is a regular file's content if it is at most MaxChangeText bytes
@@ -313,6 +395,14 @@ func openFile(p string) (*os.File, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
+	// A directory on the way may have become a symlink since the path
+	// was resolved: what was opened must still be the workspace's (its
+	// device), never a file of /proc (the warden's own environ).
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || workspaceDev != 0 && st.Dev != workspaceDev {
+		_ = unix.Close(fd) // read-only
+		return nil, &os.PathError{Op: "open", Path: p, Err: unix.EXDEV}
+	}
 	return os.NewFile(uintptr(fd), p), nil //nolint:gosec // G115: an fd
 }
 
@@ -333,6 +423,7 @@ type pending struct {
 // with its state before (the directory itself is one renamed entry; what
 // it held and no one touched is not listed).
 func (t *tracker) changes() *wire.Changes {
+	t.waitServed()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.untracked != "" {
@@ -365,6 +456,24 @@ func (t *tracker) changes() *wire.Changes {
 	return m
 }
 
+// servedWait bounds how long the report waits for the process's last
+// descendants to let go of the filter once the process itself is reaped.
+const servedWait = 250 * time.Millisecond
+
+// waitServed waits, within servedWait, until no task uses the filter any
+// more; a process that left descendants running past it is reported
+// incomplete (what they do later is not heard).
+func (t *tracker) waitServed() {
+	if t.served == nil {
+		return
+	}
+	select {
+	case <-t.served:
+	case <-time.After(servedWait):
+		t.markIncomplete("processes it started still ran when it ended: their later changes are not listed")
+	}
+}
+
 // release drops what the tracker held once its report is made: a
 // descendant still writing is heard no more, and what a heavy process
 // made the warden hold goes back to the system now, not at the next GC
@@ -373,7 +482,8 @@ func (t *tracker) changes() *wire.Changes {
 func (t *tracker) release() {
 	held := t.bytes + t.preText
 	t.reported = true
-	t.paths, t.renames, t.bytes, t.preText = nil, nil, 0, 0
+	t.reportedFlag.Store(true)
+	t.paths, t.renames, t.dirRenames, t.bytes, t.preText = nil, nil, nil, 0, 0
 	if held >= 1<<20 {
 		go debug.FreeOSMemory()
 	}
@@ -409,7 +519,9 @@ func (t *tracker) origins() map[string]string {
 			}
 			prefix := r.from + "/"
 			for p, tc := range t.paths {
-				if strings.HasPrefix(p, prefix) {
+				// A path first touched after the rename is another file
+				// at that path, not one the directory took with it.
+				if strings.HasPrefix(p, prefix) && tc.seq < r.seq {
 					np := r.to + "/" + p[len(prefix):]
 					if _, ok := t.paths[np]; !ok {
 						t.paths[np] = tc
@@ -456,7 +568,7 @@ func (t *tracker) compare(origin map[string]string) []pending {
 			pc := pending{c: change(wire.OpDeleted, p, tc.pre), real: p, from: tc}
 			pc.c.SHA256 = ""
 			all = append(all, pc)
-		case tc.pre.exists && now.exists && changed(tc.pre, now, tc.ops):
+		case tc.pre.exists && now.exists && (changed(tc.pre, now, tc.ops) || rewritten(p, tc, now)):
 			all = append(all, pending{c: change(wire.OpModified, p, now), real: p, from: tc})
 		}
 	}

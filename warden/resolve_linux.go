@@ -2,6 +2,7 @@ package warden
 
 import (
 	"encoding/binary"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -34,7 +35,8 @@ type resolver struct {
 	// dirs caches resolved directories by the text that named them, each
 	// checked again by a stat (one system call, against the open, readlink,
 	// fstat and close of a resolution) before it is used.
-	dirs map[string]resolvedDir
+	dirs     map[string]resolvedDir
+	dirBytes int
 	// window is the current notification's (memView).
 	window uint64
 }
@@ -61,8 +63,9 @@ type resolvedDir struct {
 
 const (
 	// maxMemFds and maxDirs bound the caches (past them they start over).
-	maxMemFds = 64
-	maxDirs   = 256
+	maxMemFds   = 64
+	maxDirs     = 256
+	maxDirBytes = 1 << 20
 	// maxHops bounds the final symlinks followed (the kernel's is 40).
 	maxHops = 8
 )
@@ -76,6 +79,14 @@ func (r *resolver) close() {
 		_ = unix.Close(v.fd) // read-only
 	}
 	clear(r.mem)
+}
+
+// cool drops what the caches hold while the tracker waits cold: a
+// process that sleeps holds no fds and no memory for its paths.
+func (r *resolver) cool() {
+	r.close()
+	clear(r.dirs)
+	r.dirBytes = 0
 }
 
 // forget drops the open view of task tid's memory.
@@ -98,10 +109,12 @@ type pathArg struct {
 }
 
 // openOps is what an open with flags can do to its path, and whether it
-// follows a final symlink; 0 for a read-only open or an O_TMPFILE (a
-// nameless file: its name comes from a later linkat, which is notified).
+// follows a final symlink; 0 for a read-only open, an O_PATH or an
+// O_TMPFILE (a nameless file: its name comes from a later linkat, which is
+// notified).
 func openOps(flags uint64) (opMask, bool) {
-	if flags&unix.O_TMPFILE == unix.O_TMPFILE {
+	if flags&unix.O_TMPFILE == unix.O_TMPFILE || flags&unix.O_PATH != 0 {
+		// O_PATH: the kernel ignores the other flags.
 		return 0, false
 	}
 	var ops opMask
@@ -121,6 +134,11 @@ func openOps(flags uint64) (opMask, bool) {
 // handle records what notification n touches; lfd is the listener.
 func (r *resolver) handle(lfd int, n *seccompNotif) {
 	t := r.t
+	if t.isReported() {
+		// The report is made: what the process's descendants do now is
+		// not heard (the report said so if they still ran).
+		return
+	}
 	if n.arch != nativeArch {
 		t.markIncomplete("a syscall of another architecture (32-bit compat), not decoded")
 		return
@@ -133,7 +151,7 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 	a := n.args
 	fd := func(i int) int32 { return int32(a[i]) } //nolint:gosec // G115: a dirfd is the low 32 bits of its register, as the kernel reads it
 	const cwd = int32(unix.AT_FDCWD)
-	var args [2]pathArg
+	var args [3]pathArg
 	k := 0
 	add := func(p pathArg) {
 		if p.ops != 0 {
@@ -217,16 +235,41 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 			add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate | opDelete})
 			rename = true
 		}
-	case sysLink, sysSymlink:
+	case sysLink:
+		// The old name too: a write through the new name is a write
+		// of the old one's content.
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: opWrite | opMode})
 		add(pathArg{dirfd: cwd, ptr: a[1], ops: opCreate})
 	case unix.SYS_LINKAT:
+		add(pathArg{dirfd: fd(0), ptr: a[1], ops: opWrite | opMode, follow: a[4]&unix.AT_SYMLINK_FOLLOW != 0, emptyIsFd: a[4]&unix.AT_EMPTY_PATH != 0})
 		add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate})
+	case sysSymlink:
+		add(pathArg{dirfd: cwd, ptr: a[1], ops: opCreate})
+	case sysChown:
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: opMode, follow: true})
+	case sysLchown:
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: opMode})
+	case unix.SYS_FCHOWN, unix.SYS_FSETXATTR, unix.SYS_FREMOVEXATTR:
+		add(pathArg{dirfd: fd(0), ops: opMode})
+	case unix.SYS_FCHOWNAT:
+		add(pathArg{dirfd: fd(0), ptr: a[1], ops: opMode, follow: a[4]&unix.AT_SYMLINK_NOFOLLOW == 0, emptyIsFd: a[4]&unix.AT_EMPTY_PATH != 0})
+	case unix.SYS_SETXATTR, unix.SYS_REMOVEXATTR:
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: opMode, follow: true})
+	case unix.SYS_LSETXATTR, unix.SYS_LREMOVEXATTR:
+		add(pathArg{dirfd: cwd, ptr: a[0], ops: opMode})
+	case unix.SYS_SETXATTRAT, unix.SYS_REMOVEXATTRAT:
+		add(pathArg{dirfd: fd(0), ptr: a[1], ops: opMode, follow: a[2]&unix.AT_SYMLINK_NOFOLLOW == 0, emptyIsFd: a[2]&unix.AT_EMPTY_PATH != 0})
+	case unix.SYS_BIND:
+		// A unix socket's path (not an abstract one) is a new file.
+		if p, ok := r.socketPath(tid, a[1], a[2]); ok {
+			add(pathArg{dirfd: cwd, ptr: p, ops: opCreate})
+		}
 	case unix.SYS_SYMLINKAT:
 		add(pathArg{dirfd: fd(1), ptr: a[2], ops: opCreate})
 	default:
 		return
 	}
-	var found [2]resolved
+	var found [3]resolved
 	mine, ok := 0, true
 	for i := range k {
 		p, st, good := r.pathOf(tid, args[i])
@@ -256,9 +299,27 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 			t.record(f.path, f.ops, f.st)
 		}
 	}
-	if rename && k == 2 && mine == 2 {
+	if rename && k == 2 && tracked(found[0].path) && tracked(found[1].path) {
 		t.recordRename(found[0].path, found[1].path)
 	}
+}
+
+// socketPath is the address of the sun_path of a bind's sockaddr at addr
+// (length n) when it names a unix socket by path; false otherwise (another
+// family, an abstract or unnamed socket: no file).
+func (r *resolver) socketPath(tid int, addr, n uint64) (uint64, bool) {
+	var head [3]byte // sa_family (2 bytes), the path's first byte
+	if n < uint64(len(head)) || addr == 0 {
+		return 0, false
+	}
+	if k, err := r.readMem(tid, addr, head[:]); err != nil || k != len(head) {
+		r.t.markIncomplete("a bind the warden could not read")
+		return 0, false
+	}
+	if binary.NativeEndian.Uint16(head[:2]) != unix.AF_UNIX || head[2] == 0 {
+		return 0, false
+	}
+	return addr + 2, true
 }
 
 // resolved is a path as the kernel will find it, and its lstat when the
@@ -275,8 +336,7 @@ type resolved struct {
 // resolve: the call fails too); false when the warden could not tell.
 func (r *resolver) pathOf(tid int, pa pathArg) (string, *fileState, bool) {
 	if pa.ptr == 0 {
-		p := r.base(tid, pa.dirfd)
-		return p, nil, true
+		return r.base(tid, pa.dirfd)
 	}
 	rel, err := r.readString(tid, pa.ptr)
 	if err != nil {
@@ -284,7 +344,7 @@ func (r *resolver) pathOf(tid int, pa pathArg) (string, *fileState, bool) {
 	}
 	if rel == "" {
 		if pa.emptyIsFd {
-			return r.base(tid, pa.dirfd), nil, true
+			return r.base(tid, pa.dirfd)
 		}
 		return "", nil, true // ENOENT
 	}
@@ -292,17 +352,18 @@ func (r *resolver) pathOf(tid int, pa pathArg) (string, *fileState, bool) {
 	if rel[0] == '/' {
 		text = rel
 	} else {
-		if base = r.base(tid, pa.dirfd); base == "" {
-			return "", nil, true
+		b, _, ok := r.base(tid, pa.dirfd)
+		if b == "" {
+			return "", nil, ok
 		}
-		text = base + "/" + rel
-		if strings.IndexByte(rel, '/') >= 0 || rel == "." || rel == ".." {
-			base = "" // directories on the way: resolved below
+		text = b + "/" + rel
+		if strings.IndexByte(rel, '/') < 0 && rel != "." && rel != ".." {
+			base = b // exact: what /proc says of the cwd or dirfd
 		}
 	}
 	for range maxHops {
 		dir, name := splitLast(text)
-		canon := base // exact: what /proc says of the cwd or dirfd
+		canon := base
 		if canon == "" {
 			var good bool
 			if canon, good = r.dir(tid, dir); !good || canon == "" {
@@ -310,13 +371,19 @@ func (r *resolver) pathOf(tid int, pa pathArg) (string, *fileState, bool) {
 			}
 		}
 		if name == "" {
+			if pa.ops&opDelete != 0 {
+				return "", nil, true // an unlink or rmdir of "." or "..": EINVAL, EISDIR
+			}
 			return canon, nil, true
 		}
 		p := joinPath(canon, name)
 		if !pa.follow {
 			return p, nil, true
 		}
-		st := lstatState(p)
+		st, serr := lstatChecked(p)
+		if serr != nil {
+			return "", nil, false
+		}
 		if st.kind != wire.KindSymlink {
 			return p, &st, true
 		}
@@ -359,133 +426,257 @@ func joinPath(dir, name string) string {
 }
 
 // base is the path /proc gives task tid's dirfd (AT_FDCWD: its cwd): the
-// kernel's own name of the directory (or file), "" when it is no path of
-// the file system (a pipe, a socket, a deleted directory, a bad fd).
-func (r *resolver) base(tid int, dirfd int32) string {
+// kernel's own name of the directory (or file). "" with true when it is no
+// path of the file system (a pipe, a socket, an anonymous inode, a deleted
+// directory, a bad fd: a call through it fails or lands nowhere tracked);
+// false when the warden cannot read it (a task that made itself not
+// dumpable, a path longer than PATH_MAX).
+func (r *resolver) base(tid int, dirfd int32) (string, *fileState, bool) {
 	link := strconv.Itoa(tid) + "/cwd"
 	if dirfd != unix.AT_FDCWD {
 		link = strconv.Itoa(tid) + "/fd/" + strconv.Itoa(int(dirfd))
 	}
-	p, err := readlinkAt(procAt(link))
-	if err != nil || p == "" || p[0] != '/' || strings.HasSuffix(p, " (deleted)") {
-		return ""
+	pfd, rel := procAt(link)
+	p, err := readlinkAt(pfd, rel)
+	switch {
+	case err == unix.ENOENT || err == unix.EBADF || err == unix.ESRCH:
+		return "", nil, true
+	case err != nil:
+		return "", nil, false
+	case p == "" || p[0] != '/':
+		return "", nil, true
+	case strings.HasSuffix(p, " (deleted)"):
+		// Deleted, or a directory named so: the inode says which.
+		var st unix.Stat_t
+		if unix.Fstatat(pfd, rel, &st, 0) != nil {
+			return "", nil, false
+		}
+		if st.Nlink == 0 {
+			return "", nil, true
+		}
 	}
-	return p
+	return p, nil, true
 }
 
 // openat2Refused: openat2 was refused once (a seccomp profile older than
-// it); directories are then opened with open, which follows magic links.
+// it); directories are then walked a component at a time.
 var openat2Refused atomic.Bool
 
-// dir is the canonical path of the directory the text names for task tid
-// (the task's /proc/self resolved to the task), "" with true when it does
-// not resolve (the call fails too), false when the warden could not tell
-// (a magic link met inside a symlink's target).
+// dir is the canonical path of the directory the text names for task tid,
+// "" with true when it does not resolve (the call fails too), false when
+// the warden could not tell. A text with no symlink on its way is opened
+// once (symlinks and magic links refused) and named by the fd's own link;
+// one with symlinks is walked a component at a time, so that /proc/self
+// and the magic links under /proc are followed as the task's, wherever in
+// the path or in a symlink's target they come.
 func (r *resolver) dir(tid int, text string) (string, bool) {
-	for range maxHops {
-		t, magic := r.expandProc(tid, text)
-		if !magic {
-			break
-		}
-		if t == "" {
-			return "", true
-		}
-		text = t
-	}
-	if strings.HasPrefix(text, "/proc/") {
-		// Another /proc path (or a magic link behind a magic link): the
-		// warden does not resolve /proc as the task would.
-		return "", false
-	}
 	if d, ok := r.dirs[text]; ok {
-		var st unix.Stat_t
-		if statAt(text, &st) == nil && st.Dev == d.dev && st.Ino == d.ino {
+		var st, cst unix.Stat_t
+		if statAt(text, &st) == nil && st.Dev == d.dev && st.Ino == d.ino &&
+			(d.canon == text || statAt(d.canon, &cst) == nil && cst.Dev == d.dev && cst.Ino == d.ino) {
 			return d.canon, true
 		}
 		delete(r.dirs, text)
 	}
-	var fd int
-	var err error
+	if openat2Refused.Load() || strings.HasPrefix(text, "/proc") || strings.Contains(text, "//") {
+		return r.walk(tid, text)
+	}
 	dirfd, rel := at(text)
-	if !openat2Refused.Load() {
-		fd, err = unix.Openat2(dirfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
-		if err == unix.ENOSYS || err == unix.EPERM {
-			openat2Refused.Store(true)
-		}
-	}
-	if openat2Refused.Load() {
-		fd, err = unix.Openat(dirfd, rel, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	}
-	if err != nil {
-		// ELOOP: a loop the call meets too, or a magic link the warden
-		// refuses to follow as itself.
-		return "", err != unix.ELOOP
+	fd, err := unix.Openat2(dirfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	switch {
+	case err == unix.ENOSYS || err == unix.EPERM:
+		openat2Refused.Store(true)
+		return r.walk(tid, text)
+	case err == unix.ELOOP:
+		return r.walk(tid, text) // a symlink on the way
+	case err != nil:
+		return "", notResolved(err)
 	}
 	defer func() { _ = unix.Close(fd) }() // O_PATH
-	canon, err := readlinkAt(procAt("self/fd/" + strconv.Itoa(fd)))
+	pfd, prel := procAt("self/fd/" + strconv.Itoa(fd))
+	canon, err := readlinkAt(pfd, prel)
 	var st unix.Stat_t
-	if err != nil || canon == "" || canon[0] != '/' || strings.HasSuffix(canon, " (deleted)") || unix.Fstat(fd, &st) != nil {
-		return "", true
+	if err != nil || unix.Fstat(fd, &st) != nil {
+		return "", false
 	}
-	if len(r.dirs) >= maxDirs {
-		clear(r.dirs)
+	if canon == "" || canon[0] != '/' || st.Nlink == 0 {
+		return "", true // deleted meanwhile
 	}
-	r.dirs[text] = resolvedDir{canon: canon, dev: st.Dev, ino: st.Ino}
+	if strings.HasPrefix(canon, "/proc") {
+		// ".." into /proc: resolved as the task's, component by component.
+		return r.walk(tid, text)
+	}
+	r.remember(text, resolvedDir{canon: canon, dev: st.Dev, ino: st.Ino})
 	return canon, true
 }
 
-// expandProc replaces a leading /proc/self, /proc/thread-self or
-// /proc/PID[/task/TID]/{cwd,root,fd/N} of text with what it names for task
-// tid (what the kernel follows for the task, not for the warden); magic
-// is false when text starts with none of them.
-func (r *resolver) expandProc(tid int, text string) (string, bool) {
-	rest, ok := strings.CutPrefix(text, "/proc/")
-	if !ok {
-		return text, false
+// notResolved says whether a lookup's error means the call fails the same
+// way (true: nothing to track) or the warden could not tell (false).
+func notResolved(err error) bool {
+	return err == unix.ENOENT || err == unix.ENOTDIR || err == unix.EACCES
+}
+
+// remember caches a resolved directory, within maxDirBytes.
+func (r *resolver) remember(text string, d resolvedDir) {
+	cost := len(text) + len(d.canon) + 64
+	if len(r.dirs) >= maxDirs || r.dirBytes+cost > maxDirBytes {
+		clear(r.dirs)
+		r.dirBytes = 0
 	}
-	id := strconv.Itoa(tid)
+	r.dirs[text] = d
+	r.dirBytes += cost
+}
+
+// walk resolves the directory text names for task tid a component at a
+// time, as the kernel does for the task: each symlink's target read and
+// walked in turn (from "/" when absolute), "/proc/self" and
+// "/proc/thread-self" as the task's, the magic links /proc/PID/{cwd,root}
+// and /proc/PID/fd/N (and under task/TID) by what they name; any other
+// /proc path is refused (false). The result is canonical: no symlink, no
+// "." or "..".
+func (r *resolver) walk(tid int, text string) (string, bool) {
+	cur := "/"
+	comps := strings.Split(text, "/")
+	for hops := 0; len(comps) > 0; {
+		c := comps[0]
+		comps = comps[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = parentOf(cur)
+			continue
+		}
+		next := joinPath(cur, c)
+		if next == "/proc" {
+			cur = next
+			continue
+		}
+		if strings.HasPrefix(next, "/proc/") {
+			target, ok, err := r.procStep(tid, next, &comps)
+			switch {
+			case err != nil:
+				return "", notResolved(err)
+			case !ok:
+				return "", false
+			case target == "":
+				cur = next // a directory of /proc on the way to a magic link
+				continue
+			}
+			if hops++; hops > 40 {
+				return "", false
+			}
+			cur, comps = "/", append(strings.Split(target, "/"), comps...)
+			continue
+		}
+		var st unix.Stat_t
+		if err := lstatAt(next, &st); err != nil {
+			return "", notResolved(err)
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			cur = next
+		case unix.S_IFLNK:
+			target, err := readlink(next)
+			if err != nil || target == "" {
+				return "", err == nil || notResolved(err)
+			}
+			if hops++; hops > 40 {
+				return "", true // ELOOP: the call fails too
+			}
+			if target[0] == '/' {
+				cur = "/"
+			}
+			comps = append(strings.Split(target, "/"), comps...)
+		default:
+			return "", true // ENOTDIR
+		}
+	}
+	return cur, true
+}
+
+// procStep takes one step of a walk into /proc: next is /proc/X[/...]
+// and comps what follows. It returns the target to walk instead (a magic
+// link's, or the task's own /proc/PID for self), "" with ok to go on
+// into a /proc directory that leads to one (PID, PID/task, PID/task/TID,
+// PID/fd), and !ok for anything else under /proc.
+func (r *resolver) procStep(tid int, next string, comps *[]string) (string, bool, error) {
+	rest := next[len("/proc/"):]
+	parts := strings.Split(rest, "/")
 	switch {
-	case rest == "self" || strings.HasPrefix(rest, "self/"):
-		rest = id + rest[len("self"):]
-	case rest == "thread-self" || strings.HasPrefix(rest, "thread-self/"):
-		rest = id + "/task/" + id + rest[len("thread-self"):]
-	}
-	// PID, optionally /task/TID, then the link.
-	pid, after, _ := strings.Cut(rest, "/")
-	if !allDigits(pid) {
-		return text, false
-	}
-	prefix := "/proc/" + pid + "/"
-	if t, ok := strings.CutPrefix(after, "task/"); ok {
-		tsk, a2, _ := strings.Cut(t, "/")
-		if !allDigits(tsk) {
-			return text, false
+	case len(parts) == 1 && (parts[0] == "self" || parts[0] == "thread-self"):
+		tgid, err := r.tgid(tid)
+		if err != nil {
+			return "", false, nil
 		}
-		prefix += "task/" + tsk + "/"
-		after = a2
-	}
-	link, tail, _ := strings.Cut(after, "/")
-	switch link {
-	case "cwd", "root":
-		prefix += link
-	case "fd":
-		n, t2, _ := strings.Cut(tail, "/")
-		if !allDigits(n) {
-			return text, false
+		if parts[0] == "self" {
+			return "/proc/" + strconv.Itoa(tgid), true, nil
 		}
-		prefix += "fd/" + n
-		tail = t2
+		return "/proc/" + strconv.Itoa(tgid) + "/task/" + strconv.Itoa(tid), true, nil
+	case len(parts) == 1 && allDigits(parts[0]):
+		return "", true, nil
+	}
+	if !allDigits(parts[0]) {
+		return "", false, nil
+	}
+	if pid, _ := strconv.Atoi(parts[0]); pid == os.Getpid() {
+		// The warden is not dumpable: the task is refused its links.
+		return "", false, unix.EACCES
+	}
+	tail := parts[1:]
+	if len(tail) >= 2 && tail[0] == "task" && allDigits(tail[1]) {
+		if len(tail) == 2 {
+			return "", true, nil
+		}
+		tail = tail[2:]
+	} else if tail[0] == "task" && len(tail) == 1 {
+		return "", true, nil
+	}
+	switch {
+	case len(tail) == 1 && (tail[0] == "cwd" || tail[0] == "root"):
+	case len(tail) == 1 && tail[0] == "fd":
+		return "", true, nil
+	case len(tail) == 2 && tail[0] == "fd" && allDigits(tail[1]):
 	default:
-		return text, false
+		return "", false, nil
 	}
-	target, err := readlinkAt(procAt(prefix[len("/proc/"):]))
-	if err != nil || target == "" || target[0] != '/' || strings.HasSuffix(target, " (deleted)") {
-		return "", true
+	pfd, rel := procAt(rest)
+	target, err := readlinkAt(pfd, rel)
+	if err != nil {
+		return "", false, err
 	}
-	if tail == "" {
-		return target, true
+	if target == "" || target[0] != '/' {
+		return "", false, unix.ENOTDIR // a pipe, a socket: no directory
 	}
-	return joinPath(target, tail), true
+	if strings.HasSuffix(target, " (deleted)") {
+		var st unix.Stat_t
+		if unix.Fstatat(pfd, rel, &st, 0) != nil || st.Nlink == 0 {
+			return "", false, unix.ENOENT
+		}
+	}
+	return target, true, nil
+}
+
+// tgid is the thread group (the process) of task tid: what /proc/self
+// names for it.
+func (r *resolver) tgid(tid int) (int, error) {
+	pfd, rel := procAt(strconv.Itoa(tid) + "/status")
+	fd, err := unix.Openat(pfd, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = unix.Close(fd) }() // read-only
+	var buf [1024]byte
+	n, err := unix.Read(fd, buf[:])
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, unix.ESRCH
 }
 
 func allDigits(s string) bool {

@@ -85,6 +85,13 @@ var notifiedAlways = []int{
 	sysMkdir, unix.SYS_MKDIRAT, sysRmdir, sysLink, unix.SYS_LINKAT,
 	sysSymlink, unix.SYS_SYMLINKAT, sysMknod, unix.SYS_MKNODAT,
 	sysChmod, unix.SYS_FCHMODAT, sysFchmodat2, unix.SYS_FCHMOD,
+	// A chown clears setuid and setgid; an ACL set or removed through
+	// the xattr calls sets the mode's group bits; a unix socket's bind
+	// makes a file.
+	sysChown, sysLchown, unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
+	unix.SYS_SETXATTR, unix.SYS_LSETXATTR, unix.SYS_FSETXATTR, unix.SYS_SETXATTRAT,
+	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
+	unix.SYS_BIND,
 	unix.SYS_IO_URING_SETUP,
 }
 
@@ -163,6 +170,7 @@ func forkTracked(t *tracker, argv0 string, argv []string, attr *syscall.ProcAttr
 			// Served before the fork: nothing this thread does after
 			// the install is a notified syscall, but a child's first
 			// notified one must find a reader.
+			t.served = make(chan struct{})
 			go t.serve(fd)
 		}
 		pid, err := syscall.ForkExec(argv0, argv, attr)
@@ -228,26 +236,38 @@ type seccompResp struct {
 // netpoller: a thread is a pid of the sandbox's limit, and a hundred
 // waiting processes must not hold a hundred.
 func (t *tracker) serve(fd int) {
+	defer close(t.served)
 	r := newResolver(t)
 	defer r.close()
+	// The listener stays open until no task uses the filter: a closed one
+	// would fail every notified call with ENOSYS.
 	defer func() { _ = unix.Close(fd) }() // nothing written through it
 	for {
-		hup, err := waitCold(fd)
+		hup, err := t.serveCold(fd, r)
 		if err != nil {
+			// No netpoller wait: served from a thread, hot, to the end.
 			logf("seccomp listener: %v", err)
+			t.serveHot(fd, r, -1)
 			return
 		}
-		if hup || t.serveHot(fd, r) {
+		if hup || t.serveHot(fd, r, hotIdle) {
 			return
 		}
+		r.cool()
 	}
 }
 
-// waitCold waits in the netpoller until the listener fd is readable or
-// hung up, through a duplicate registered for the wait alone: a listener
-// left registered would wake the netpoller's thread at every notification
-// served hot.
-func waitCold(fd int) (hup bool, err error) {
+// hotSlots bounds the trackers served hot at once: each holds a thread,
+// and a thread is a pid of the sandbox's limit (a Go runtime that cannot
+// make one dies).
+var hotSlots = make(chan struct{}, 4)
+
+// serveCold serves fd from the netpoller through a duplicate registered
+// for the purpose (the listener itself, registered, would wake the
+// netpoller's thread at every notification served hot), until no task
+// uses the filter (true) or the tracker gets a hot slot (false, the slot
+// held: serveHot releases it).
+func (t *tracker) serveCold(fd int, r *resolver) (hup bool, err error) {
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return false, err
@@ -262,8 +282,9 @@ func waitCold(fd int) (hup bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	var n seccompNotif
 	for {
-		var pollErr bool
+		var pollErr, got bool
 		err := rc.Read(func(fd uintptr) bool {
 			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}} //nolint:gosec // G115: an fd
 			k, err := unix.Poll(pfd, 0)
@@ -274,14 +295,36 @@ func waitCold(fd int) (hup bool, err error) {
 			case k == 0:
 				return false // wait in the netpoller
 			}
-			hup = pfd[0].Revents&unix.POLLIN == 0 && pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+			if pfd[0].Revents&unix.POLLIN == 0 {
+				hup = pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+				return hup
+			}
+			got = true
 			return true
 		})
-		if err != nil || !pollErr {
-			return hup, err
+		switch {
+		case err != nil:
+			return false, err
+		case hup:
+			return true, nil
+		case pollErr:
+			// A poll that keeps failing (ENOMEM) must not spin.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		case !got:
+			continue
 		}
-		// A poll that keeps failing (ENOMEM) must not spin.
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case hotSlots <- struct{}{}:
+			return false, nil
+		default:
+		}
+		// Every slot is taken: this one is served here.
+		n = seccompNotif{}
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); e != 0 { //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
+			continue
+		}
+		r.answer(fd, &n)
 	}
 }
 
@@ -290,19 +333,23 @@ func waitCold(fd int) (hup bool, err error) {
 const hotIdle = 50
 
 // serveHot serves notifications on a locked thread waiting in poll(2)
-// until none came for hotIdle (false) or no task uses the filter (true).
-// Readable means a request is counted: RECV does not block (a task killed
-// since answers ENOENT).
-func (t *tracker) serveHot(fd int, r *resolver) bool {
+// until none came for idle ms (false; -1: never) or no task uses the
+// filter (true), then gives back its hot slot (one is held unless idle is
+// -1). Readable means a request is counted: RECV does not block (a task
+// killed since answers ENOENT).
+func (t *tracker) serveHot(fd int, r *resolver, idle int) bool {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if idle >= 0 {
+		defer func() { <-hotSlots }()
+	}
 	var n seccompNotif
 	// failed counts the polls failed in a row.
 	failed := 0
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}} //nolint:gosec // G115: an fd
 	for {
 		pfd[0].Revents = 0
-		k, err := unix.Poll(pfd, hotIdle)
+		k, err := unix.Poll(pfd, idle)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -325,9 +372,14 @@ func (t *tracker) serveHot(fd int, r *resolver) bool {
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); e != 0 { //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
 			continue
 		}
-		r.handle(fd, &n)
-		resp := seccompResp{id: n.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-		// ENOENT: the task went away (killed) before the answer.
-		_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp))) //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
+		r.answer(fd, &n)
 	}
+}
+
+// answer records what notification n touches, then lets its call go on.
+func (r *resolver) answer(fd int, n *seccompNotif) {
+	r.handle(fd, n)
+	resp := seccompResp{id: n.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+	// ENOENT: the task went away (killed) before the answer.
+	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp))) //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
 }

@@ -17,6 +17,8 @@ const (
 	sysSymlink   = unix.SYS_SYMLINK
 	sysMknod     = unix.SYS_MKNOD
 	sysChmod     = unix.SYS_CHMOD
+	sysChown     = unix.SYS_CHOWN
+	sysLchown    = unix.SYS_LCHOWN
 	sysOpenat2   = unix.SYS_OPENAT2
 	sysFchmodat2 = unix.SYS_FCHMODAT2
 )

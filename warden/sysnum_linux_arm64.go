@@ -17,6 +17,8 @@ const (
 	sysSymlink   = -8
 	sysMknod     = -9
 	sysChmod     = -10
+	sysChown     = -11
+	sysLchown    = -12
 	sysOpenat2   = unix.SYS_OPENAT2
 	sysFchmodat2 = unix.SYS_FCHMODAT2
 )

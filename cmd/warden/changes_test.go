@@ -149,6 +149,46 @@ func TestChanges(t *testing.T) {
 			want:   []brief{{op: "created", path: "new", kind: "dir", before: "-", after: "-"}},
 		},
 		{
+			name:   "a write through /dev/fd and //proc",
+			files:  map[string]string{"victim.txt": "good\n", "a.txt": "a\n"},
+			script: "exec 9<\"$PWD\"; echo evil > /dev/fd/9/victim.txt; rm //proc/self/fd/9/a.txt; rm /tmp/../proc/self/cwd/missing 2>/dev/null; true",
+			want: []brief{
+				{op: "deleted", path: "a.txt", kind: "file", before: "a\n", after: "-"},
+				{op: "modified", path: "victim.txt", kind: "file", before: "good\n", after: "evil\n"},
+			},
+		},
+		{
+			name:   "a directory named as deleted",
+			script: "mkdir 'd (deleted)' && echo x > 'd (deleted)/f' && cd 'd (deleted)' && echo y > g",
+			want: []brief{
+				{op: "created", path: "d (deleted)", kind: "dir", before: "-", after: "-"},
+				{op: "created", path: "d (deleted)/f", kind: "file", before: "-", after: "x\n"},
+				{op: "created", path: "d (deleted)/g", kind: "file", before: "-", after: "y\n"},
+			},
+		},
+		{
+			name:   "a write through a hard link it made",
+			files:  map[string]string{"victim.txt": "good\n"},
+			script: "ln victim.txt .h && echo evil > .h && rm .h",
+			want:   []brief{{op: "modified", path: "victim.txt", kind: "file", before: "good\n", after: "evil\n"}},
+		},
+		{
+			name:   "a directory renamed away and made again",
+			files:  map[string]string{"keep": ""},
+			script: "mkdir src && echo good > src/main.c && cd .. && mv work/src work/src.bak && mkdir work/src && cp work/src.bak/main.c work/src/ && echo evil >> work/src/main.c",
+			want: []brief{
+				{op: "created", path: "src", kind: "dir", before: "-", after: "-"},
+				{op: "created", path: "src.bak", kind: "dir", before: "-", after: "-"},
+				{op: "created", path: "src.bak/main.c", kind: "file", before: "-", after: "good\n"},
+				{op: "created", path: "src/main.c", kind: "file", before: "-", after: "good\nevil\n"},
+			},
+		},
+		{
+			name:   "a unix socket bound by path",
+			script: "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\"",
+			want:   []brief{{op: "created", path: "sock", kind: "other", before: "-", after: "-"}},
+		},
+		{
 			name:      "no_changes",
 			script:    "echo x > f",
 			noChanges: true,
@@ -228,6 +268,40 @@ func TestChangesNotCreditedWithANeighboursFile(t *testing.T) {
 		if fmt.Sprint(got) != want {
 			t.Errorf("process %d: changes %v, want %s", ch, got, want)
 		}
+	}
+}
+
+// A chown clears setuid: the mode's change is the chown's process's.
+func TestChangesChownClearsSetuid(t *testing.T) {
+	root, work := workspace(t, map[string]string{"s": "x\n"})
+	w := startWarden(t, "-workspace", root)
+	c := w.link(wire.Init{})
+	for ch, step := range []struct{ script, want string }{
+		{"chmod 4755 s", "[modified s 2541]"},
+		{"chown $(id -u):$(id -g) s", "[modified s 493]"},
+	} {
+		c.spawn(uint32(ch+1), wire.Spawn{Argv: []string{"sh", "-c", step.script}, Dir: work})
+		x, st := c.waitExited(uint32(ch + 1))
+		var got []string
+		for _, e := range st.changes.Entries {
+			got = append(got, fmt.Sprintf("%s %s %d", e.Op, strings.TrimPrefix(e.Path, "/workspace/work/"), e.Mode))
+		}
+		if x.Code != 0 || fmt.Sprint(got) != step.want {
+			t.Errorf("%s: exit %+v, changes %v, want %s", step.script, x, got, step.want)
+		}
+	}
+}
+
+// A process that leaves a descendant writing after it ended is reported
+// incomplete: what the descendant does later is not heard.
+func TestChangesDescendantsStillRunning(t *testing.T) {
+	root, work := workspace(t, map[string]string{"victim.txt": "good\n"})
+	w := startWarden(t, "-workspace", root)
+	c := w.link(wire.Init{})
+	c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", "(sleep 1; echo evil > victim.txt) </dev/null >/dev/null 2>&1 & exit 0"}, Dir: work})
+	_, st := c.waitExited(1)
+	if !strings.Contains(st.changes.Incomplete, "still ran") {
+		t.Errorf("changes %+v, want incomplete: descendants still running", st.changes)
 	}
 }
 
