@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -106,7 +107,7 @@ func lstatState(p string) fileState {
 func lstatChecked(p string) (fileState, error) {
 	var sys unix.Stat_t
 	if err := lstatAt(p, &sys); err != nil {
-		if err == unix.ENOENT || err == unix.ENOTDIR {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			err = nil
 		}
 		return fileState{}, err
@@ -189,6 +190,7 @@ type tracker struct {
 	incomplete string
 	untracked  string
 	reported   bool // changes ran: nothing more is recorded
+	held       int  // what it held when the report was made
 	// reportedFlag is reported, read without mu by the serving thread.
 	reportedFlag atomic.Bool
 	// seq numbers the first touches and the renames, in order.
@@ -475,17 +477,35 @@ func (t *tracker) waitServed() {
 }
 
 // release drops what the tracker held once its report is made: a
-// descendant still writing is heard no more, and what a heavy process
-// made the warden hold goes back to the system now, not at the next GC
-// and scavenge (an unpack of 11k files left 16 MB behind). The caller
-// holds t.mu.
+// descendant still writing is heard no more. The caller holds t.mu.
 func (t *tracker) release() {
-	held := t.bytes + t.preText
+	t.held = t.bytes + t.preText
 	t.reported = true
 	t.reportedFlag.Store(true)
 	t.paths, t.renames, t.dirRenames, t.bytes, t.preText = nil, nil, nil, 0, 0
-	if held >= 1<<20 {
-		go debug.FreeOSMemory()
+}
+
+// heavy says whether the tracker held enough that its memory should go
+// back to the system once its report is sent.
+func (t *tracker) heavy() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.held >= 1<<20
+}
+
+// freeing is set while a scheduled giveBack runs.
+var freeing atomic.Bool
+
+// giveBack returns the warden's free memory to the system, in the
+// background, once at a time: what a heavy process's tracking and report
+// took goes back now, not at the runtime's next scavenge (an unpack of
+// 11k files left 16 MB behind).
+func giveBack() {
+	if freeing.CompareAndSwap(false, true) {
+		go func() {
+			debug.FreeOSMemory()
+			freeing.Store(false)
+		}()
 	}
 }
 

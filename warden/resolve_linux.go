@@ -2,6 +2,7 @@ package warden
 
 import (
 	"encoding/binary"
+	"errors"
 	"os"
 	"runtime"
 	"strconv"
@@ -439,7 +440,7 @@ func (r *resolver) base(tid int, dirfd int32) (string, *fileState, bool) {
 	pfd, rel := procAt(link)
 	p, err := readlinkAt(pfd, rel)
 	switch {
-	case err == unix.ENOENT || err == unix.EBADF || err == unix.ESRCH:
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EBADF) || errors.Is(err, unix.ESRCH):
 		return "", nil, true
 	case err != nil:
 		return "", nil, false
@@ -484,10 +485,10 @@ func (r *resolver) dir(tid int, text string) (string, bool) {
 	dirfd, rel := at(text)
 	fd, err := unix.Openat2(dirfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
 	switch {
-	case err == unix.ENOSYS || err == unix.EPERM:
+	case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM):
 		openat2Refused.Store(true)
 		return r.walk(tid, text)
-	case err == unix.ELOOP:
+	case errors.Is(err, unix.ELOOP):
 		return r.walk(tid, text) // a symlink on the way
 	case err != nil:
 		return "", notResolved(err)
@@ -513,7 +514,7 @@ func (r *resolver) dir(tid int, text string) (string, bool) {
 // notResolved says whether a lookup's error means the call fails the same
 // way (true: nothing to track) or the warden could not tell (false).
 func notResolved(err error) bool {
-	return err == unix.ENOENT || err == unix.ENOTDIR || err == unix.EACCES
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EACCES)
 }
 
 // remember caches a resolved directory, within maxDirBytes.

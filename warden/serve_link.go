@@ -601,5 +601,9 @@ func (l *link) sendChanges(p *proc) error {
 	}
 	l.s.mu.Unlock()
 	defer l.s.mu.Lock()
-	return l.w.Write(wire.TChanges, p.ch, b)
+	err = l.w.Write(wire.TChanges, p.ch, b)
+	if len(b) >= 64<<10 || p.track != nil && p.track.heavy() {
+		giveBack()
+	}
+	return err
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -287,10 +286,14 @@ func workloadOf(b *testing.B, e *testkit.APIEnv, id string) string {
 func goSrcArchive(b *testing.B) (string, int) {
 	b.Helper()
 	out := filepath.Join(b.TempDir(), "src.tar")
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		b.Fatalf("go env GOROOT: %v", err)
+	}
 	cmd := exec.Command("tar", "cf", out, "--transform", "s,^src,go/src,", "src")
-	cmd.Dir = runtime.GOROOT()
+	cmd.Dir = strings.TrimSpace(string(goroot))
 	if o, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("tar of %s/src: %v %s", runtime.GOROOT(), err, o)
+		b.Fatalf("tar of %s/src: %v %s", cmd.Dir, err, o)
 	}
 	list, err := exec.Command("tar", "tf", out).Output()
 	if err != nil {
@@ -332,10 +335,11 @@ func putFiles(b *testing.B, sb *stockade.Sandbox, files map[string]string) {
 				return
 			}
 			fi, _ := f.Stat()
-			if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: fi.Size(), Uid: 65532, Gid: 65532}); err == nil {
+			err = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: fi.Size(), Uid: 65532, Gid: 65532})
+			if err == nil {
 				_, err = io.Copy(tw, f)
 			}
-			_ = f.Close()
+			_ = f.Close() // read-only
 			if err != nil {
 				_ = pw.CloseWithError(err)
 				return
@@ -354,7 +358,13 @@ func putDir(b *testing.B, sb *stockade.Sandbox, dir, name string) {
 	pr, pw := io.Pipe()
 	go func() {
 		tw := tar.NewWriter(pw)
-		err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			_ = pw.CloseWithError(err)
+			return
+		}
+		defer func() { _ = root.Close() }() // read-only
+		err = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 			if err != nil {
 				return err
 			}
@@ -370,11 +380,11 @@ func putDir(b *testing.B, sb *stockade.Sandbox, dir, name string) {
 			if err := tw.WriteHeader(h); err != nil || !fi.Mode().IsRegular() {
 				return err
 			}
-			f, err := os.Open(p)
+			f, err := root.Open(rel)
 			if err != nil {
 				return err
 			}
-			defer func() { _ = f.Close() }()
+			defer func() { _ = f.Close() }() // read-only
 			_, err = io.Copy(tw, f)
 			return err
 		})
