@@ -153,8 +153,11 @@ func init() { program, programErr = filterProgram() }
 // first installs the tracking filter with a listener, so the child inherits
 // it; t's server reads the listener. The thread is never unlocked: its
 // goroutine ends locked and Go discards the thread, filter and all, so no
-// other goroutine ever runs under the filter. A filter that cannot be
-// installed leaves the child untracked (t says why), never unspawned.
+// other goroutine ever runs under the filter — unless it is the main
+// thread, which Go keeps (wedged): the program's main goroutine holds it
+// (cmd/warden), and a spawn that finds itself there anyway runs untracked.
+// A filter that cannot be installed leaves the child untracked (t says
+// why), never unspawned.
 func forkTracked(t *tracker, argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
 	type result struct {
 		pid int
@@ -164,7 +167,11 @@ func forkTracked(t *tracker, argv0 string, argv []string, attr *syscall.ProcAttr
 	go func() {
 		runtime.LockOSThread()
 		// Deliberately no UnlockOSThread (see above).
-		if fd, why := installFilter(); fd < 0 {
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread outlives the fork: its filter would keep the
+			// listener from ever hanging up.
+			t.untracked = "spawned from the warden's main thread, which keeps a filter for ever"
+		} else if fd, why := installFilter(); fd < 0 {
 			t.untracked = why
 		} else {
 			// Served before the fork: nothing this thread does after
