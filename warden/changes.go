@@ -261,7 +261,7 @@ func (t *tracker) record(p string, ops opMask, pre *fileState) {
 		}
 		tc.pre = st
 	}
-	if tc.pre.kind == wire.KindFile && tc.pre.nlink > 1 && ops&opWrite != 0 {
+	if tc.pre.kind == wire.KindFile && tc.pre.nlink > 1 && ops&(opWrite|opMode) != 0 {
 		// Its other names change with it, and they are not listed.
 		t.markIncomplete("a file with other hard links was written: its other names are not listed")
 	}
@@ -313,11 +313,7 @@ func (t *tracker) movedAway(p string, tc *touch) bool {
 		if now := lstatState(r.to); !now.exists || now.ino != r.ino || now.dev != r.dev {
 			continue
 		}
-		np := r.to + p[len(r.from):]
-		if _, ok := t.paths[np]; !ok {
-			t.paths[np] = tc
-		}
-		delete(t.paths, p)
+		t.moveTouch(p, r.to+p[len(r.from):], tc)
 		return true
 	}
 	return false
@@ -515,13 +511,13 @@ func giveBack() {
 // caller holds t.mu.
 func (t *tracker) origins() map[string]string {
 	origin := make(map[string]string) // to → the path its content came from
+	stands := t.standing()
 	// A directory's rename is a pass over every path: renames × paths
 	// is bounded, past it the moves are not followed (and said so).
 	work := 0
 	const maxWork = 20_000_000
-	for _, r := range t.renames {
-		now := lstatState(r.to)
-		if !now.exists || now.ino != r.ino || now.dev != r.dev {
+	for i, r := range t.renames {
+		if !stands[i] {
 			continue
 		}
 		src := r.from
@@ -542,16 +538,55 @@ func (t *tracker) origins() map[string]string {
 				// A path first touched after the rename is another file
 				// at that path, not one the directory took with it.
 				if strings.HasPrefix(p, prefix) && tc.seq < r.seq {
-					np := r.to + "/" + p[len(prefix):]
-					if _, ok := t.paths[np]; !ok {
-						t.paths[np] = tc
-					}
-					delete(t.paths, p)
+					t.moveTouch(p, r.to+"/"+p[len(prefix):], tc)
 				}
 			}
 		}
 	}
 	return origin
+}
+
+// standing says, for each rename, whether it took effect and still
+// stands: its target holds the inode it moved, now or when a later rename
+// of the same inode moved it on (d→e→g stands all along when g holds it).
+// The caller holds t.mu.
+func (t *tracker) standing() []bool {
+	type moved struct {
+		from     string
+		ino, dev uint64
+	}
+	stands := make([]bool, len(t.renames))
+	onward := make(map[moved]bool) // the next rename of an inode from a path: stands?
+	for i := len(t.renames) - 1; i >= 0; i-- {
+		r := t.renames[i]
+		st, ok := onward[moved{r.to, r.ino, r.dev}]
+		if !ok {
+			now, err := lstatChecked(r.to)
+			if err != nil && t.incomplete == "" {
+				t.incomplete = "a renamed path the warden could not read at the end: " + truncReason(err.Error())
+			}
+			st = now.exists && now.ino == r.ino && now.dev == r.dev
+		}
+		stands[i] = st
+		onward[moved{r.from, r.ino, r.dev}] = st
+	}
+	return stands
+}
+
+// moveTouch moves the touch tc of path p to np, where a directory's rename
+// took it; where np has a touch already, the older one is kept (its state
+// before is the path's) with the calls of both. The caller holds t.mu.
+func (t *tracker) moveTouch(p, np string, tc *touch) {
+	if old, ok := t.paths[np]; ok && old != tc {
+		if old.seq < tc.seq {
+			old.ops |= tc.ops
+			delete(t.paths, p)
+			return
+		}
+		tc.ops |= old.ops
+	}
+	t.paths[np] = tc
+	delete(t.paths, p)
 }
 
 // compare compares each touched path's state before with its state now:
@@ -580,7 +615,15 @@ func (t *tracker) compare(origin map[string]string) []pending {
 		if consumed[p] {
 			continue
 		}
-		now := lstatState(p)
+		now, err := lstatChecked(p)
+		if err != nil {
+			// Its state at the end is unknown (a directory on its way
+			// made unreadable): not "absent".
+			if t.incomplete == "" {
+				t.incomplete = "a touched path the warden could not read at the end: " + truncReason(err.Error())
+			}
+			continue
+		}
 		switch {
 		case !tc.pre.exists && now.exists && tc.ops&opCreate != 0:
 			all = append(all, pending{c: change(wire.OpCreated, p, now), real: p})

@@ -1,6 +1,7 @@
 package warden
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -106,7 +107,8 @@ type pathArg struct {
 	ptr       uint64
 	ops       opMask
 	follow    bool
-	emptyIsFd bool // AT_EMPTY_PATH: "" names dirfd itself
+	emptyIsFd bool   // AT_EMPTY_PATH: "" names dirfd itself
+	text      string // the path itself, when it is not in the task's memory (a bind's)
 }
 
 // openOps is what an open with flags can do to its path, and whether it
@@ -160,7 +162,7 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 			k++
 		}
 	}
-	rename := false
+	rename, swapped := false, false
 	if v, ok := r.mem[tid]; ok && v.window != n.ip>>24 {
 		r.forget(tid)
 	}
@@ -224,9 +226,11 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 		switch {
 		case a[4]&unix.RENAME_EXCHANGE != 0:
 			// Both paths stay, each now the other's: each is compared
-			// with its state before (replaced), not a rename.
+			// with its state before (replaced), not a rename; what was
+			// touched inside two exchanged directories is not followed.
 			add(pathArg{dirfd: fd(0), ptr: a[1], ops: opCreate | opDelete})
 			add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate | opDelete})
+			swapped = true
 		case a[4]&unix.RENAME_NOREPLACE != 0:
 			add(pathArg{dirfd: fd(0), ptr: a[1], ops: opDelete})
 			add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate})
@@ -263,7 +267,7 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 	case unix.SYS_BIND:
 		// A unix socket's path (not an abstract one) is a new file.
 		if p, ok := r.socketPath(tid, a[1], a[2]); ok {
-			add(pathArg{dirfd: cwd, ptr: p, ops: opCreate})
+			add(pathArg{dirfd: cwd, text: p, ops: opCreate})
 		}
 	case unix.SYS_SYMLINKAT:
 		add(pathArg{dirfd: fd(1), ptr: a[2], ops: opCreate})
@@ -300,27 +304,40 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 			t.record(f.path, f.ops, f.st)
 		}
 	}
+	if swapped {
+		for i := range k {
+			if f := found[i]; f.path != "" && tracked(f.path) && lstatState(f.path).kind == wire.KindDir {
+				t.markIncomplete("two directories exchanged: what was touched in them is not followed")
+			}
+		}
+	}
 	if rename && k == 2 && tracked(found[0].path) && tracked(found[1].path) {
 		t.recordRename(found[0].path, found[1].path)
 	}
 }
 
-// socketPath is the address of the sun_path of a bind's sockaddr at addr
-// (length n) when it names a unix socket by path; false otherwise (another
-// family, an abstract or unnamed socket: no file).
-func (r *resolver) socketPath(tid int, addr, n uint64) (uint64, bool) {
-	var head [3]byte // sa_family (2 bytes), the path's first byte
-	if n < uint64(len(head)) || addr == 0 {
-		return 0, false
+// socketPath is the sun_path of a bind's sockaddr at addr (length n) when
+// it names a unix socket by path, as the kernel takes it (at most n-2
+// bytes, to the first NUL); false otherwise (another family, an abstract
+// or unnamed socket: no file).
+func (r *resolver) socketPath(tid int, addr, n uint64) (string, bool) {
+	var sa [2 + 108]byte // struct sockaddr_un
+	n = min(n, uint64(len(sa)))
+	if n < 3 || addr == 0 {
+		return "", false
 	}
-	if k, err := r.readMem(tid, addr, head[:]); err != nil || k != len(head) {
+	if k, err := r.readMem(tid, addr, sa[:n]); err != nil || uint64(k) != n {
 		r.t.markIncomplete("a bind the warden could not read")
-		return 0, false
+		return "", false
 	}
-	if binary.NativeEndian.Uint16(head[:2]) != unix.AF_UNIX || head[2] == 0 {
-		return 0, false
+	if binary.NativeEndian.Uint16(sa[:2]) != unix.AF_UNIX || sa[2] == 0 {
+		return "", false
 	}
-	return addr + 2, true
+	p := sa[2:n]
+	if i := bytes.IndexByte(p, 0); i >= 0 {
+		p = p[:i]
+	}
+	return string(p), true
 }
 
 // resolved is a path as the kernel will find it, and its lstat when the
@@ -336,12 +353,15 @@ type resolved struct {
 // there is nothing to track (a pipe, a bad fd, a directory that does not
 // resolve: the call fails too); false when the warden could not tell.
 func (r *resolver) pathOf(tid int, pa pathArg) (string, *fileState, bool) {
-	if pa.ptr == 0 {
+	rel := pa.text
+	if pa.ptr == 0 && rel == "" {
 		return r.base(tid, pa.dirfd)
 	}
-	rel, err := r.readString(tid, pa.ptr)
-	if err != nil {
-		return "", nil, false
+	if pa.ptr != 0 {
+		var err error
+		if rel, err = r.readString(tid, pa.ptr); err != nil {
+			return "", nil, false
+		}
 	}
 	if rel == "" {
 		if pa.emptyIsFd {
@@ -447,13 +467,18 @@ func (r *resolver) base(tid int, dirfd int32) (string, *fileState, bool) {
 	case p == "" || p[0] != '/':
 		return "", nil, true
 	case strings.HasSuffix(p, " (deleted)"):
-		// Deleted, or a directory named so: the inode says which.
-		var st unix.Stat_t
+		// Deleted, or named so: the inode says which. A name that was
+		// unlinked while another remains (nlink > 0) names nothing the
+		// warden can find.
+		var st, named unix.Stat_t
 		if unix.Fstatat(pfd, rel, &st, 0) != nil {
 			return "", nil, false
 		}
 		if st.Nlink == 0 {
 			return "", nil, true
+		}
+		if lstatAt(p, &named) != nil || named.Dev != st.Dev || named.Ino != st.Ino {
+			return "", nil, false
 		}
 	}
 	return p, nil, true
@@ -472,9 +497,10 @@ var openat2Refused atomic.Bool
 // the path or in a symlink's target they come.
 func (r *resolver) dir(tid int, text string) (string, bool) {
 	if d, ok := r.dirs[text]; ok {
-		var st, cst unix.Stat_t
-		if statAt(text, &st) == nil && st.Dev == d.dev && st.Ino == d.ino &&
-			(d.canon == text || statAt(d.canon, &cst) == nil && cst.Dev == d.dev && cst.Ino == d.ino) {
+		// Checked as it was resolved: opened again with no symlink and no
+		// magic link on the way (a stat would follow them, as the warden:
+		// /proc/self/fd/N is the warden's fd N), the same directory.
+		if r.sameDir(text, d) {
 			return d.canon, true
 		}
 		delete(r.dirs, text)
@@ -509,6 +535,20 @@ func (r *resolver) dir(tid int, text string) (string, bool) {
 	}
 	r.remember(text, resolvedDir{canon: canon, dev: st.Dev, ino: st.Ino})
 	return canon, true
+}
+
+// sameDir says whether text still names d's directory with no symlink on
+// its way.
+func (r *resolver) sameDir(text string, d resolvedDir) bool {
+	dirfd, rel := at(text)
+	fd, err := unix.Openat2(dirfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return false
+	}
+	var st unix.Stat_t
+	ok := unix.Fstat(fd, &st) == nil && st.Dev == d.dev && st.Ino == d.ino && st.Nlink > 0
+	_ = unix.Close(fd) // O_PATH
+	return ok
 }
 
 // notResolved says whether a lookup's error means the call fails the same
@@ -620,7 +660,7 @@ func (r *resolver) procStep(tid int, next string, comps *[]string) (string, bool
 	if !allDigits(parts[0]) {
 		return "", false, nil
 	}
-	if pid, _ := strconv.Atoi(parts[0]); pid == os.Getpid() {
+	if pid, _ := strconv.Atoi(parts[0]); pid == os.Getpid() || r.isWarden(pid) {
 		// The warden is not dumpable: the task is refused its links.
 		return "", false, unix.EACCES
 	}
@@ -656,6 +696,12 @@ func (r *resolver) procStep(tid int, next string, comps *[]string) (string, bool
 		}
 	}
 	return target, true, nil
+}
+
+// isWarden says whether task id is one of the warden's threads.
+func (r *resolver) isWarden(id int) bool {
+	g, err := r.tgid(id)
+	return err == nil && g == os.Getpid()
 }
 
 // tgid is the thread group (the process) of task tid: what /proc/self

@@ -184,6 +184,12 @@ func TestChanges(t *testing.T) {
 			},
 		},
 		{
+			name:   "the older touch is kept where a rename brings it",
+			files:  map[string]string{"x": ""},
+			script: "mv x y && mv y z && : >> z",
+			want:   []brief{{op: "renamed", path: "z", from: "x", kind: "file", before: "", after: ""}},
+		},
+		{
 			name:   "a unix socket bound by path",
 			script: "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\"",
 			want:   []brief{{op: "created", path: "sock", kind: "other", before: "-", after: "-"}},
@@ -268,6 +274,26 @@ func TestChangesNotCreditedWithANeighboursFile(t *testing.T) {
 		if fmt.Sprint(got) != want {
 			t.Errorf("process %d: changes %v, want %s", ch, got, want)
 		}
+	}
+}
+
+// A directory renamed twice (d→e→g) carries what was touched in it before:
+// the first rename stands through the second.
+func TestChangesRenameChain(t *testing.T) {
+	root, work := workspace(t, nil)
+	w := startWarden(t, "-workspace", root)
+	c := w.link(wire.Init{})
+	c.spawn(1, wire.Spawn{Argv: []string{"sh", "-c", "mkdir d && echo A > d/f"}, Dir: work})
+	c.waitExited(1)
+	c.spawn(2, wire.Spawn{Argv: []string{"sh", "-c", "echo B > d/f && mv d e && mv e g"}, Dir: work})
+	_, st := c.waitExited(2)
+	got := briefs(t, st.changes)
+	want := []brief{
+		{op: "renamed", path: "g", from: "d", kind: "dir", before: "-", after: "-"},
+		{op: "modified", path: "g/f", kind: "file", before: "A\n", after: "B\n"},
+	}
+	if st.changes.Incomplete != "" || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("changes %+v (incomplete %q)\nwant %+v", got, st.changes.Incomplete, want)
 	}
 }
 
