@@ -175,12 +175,6 @@ func lstatAt(p string, st *unix.Stat_t) error {
 	return unix.Fstatat(fd, rel, st, unix.AT_SYMLINK_NOFOLLOW)
 }
 
-// statAt is stat(p) (links followed) from p's anchor.
-func statAt(p string, st *unix.Stat_t) error {
-	fd, rel := at(p)
-	return unix.Fstatat(fd, rel, st, 0)
-}
-
 // openAt is open(p, flags) from p's anchor.
 func openAt(p string, flags int) (int, error) {
 	fd, rel := at(p)
