@@ -602,7 +602,7 @@ func (l *link) sendChanges(p *proc) error {
 	l.s.mu.Unlock()
 	defer l.s.mu.Lock()
 	err = l.w.Write(wire.TChanges, p.ch, b)
-	if len(b) >= 64<<10 || p.track != nil && p.track.heavy() {
+	if len(b) >= 16<<10 || p.track != nil && p.track.heavy() {
 		giveBack()
 	}
 	return err
