@@ -158,7 +158,10 @@ type proc struct {
 	// track records what p's tree touches; changes is its report, made
 	// once p ended (computing: being made, without s.mu), before exit is
 	// set: a process with an exit always has its changes.
-	track     *tracker
+	track *tracker
+	// heavy: its tracking or its report was large enough that the
+	// warden gives memory back when it is forgotten.
+	heavy     bool
 	changes   *wire.Changes
 	computing bool
 	// forgetOnReap: the runtime forgot p before its reap; p was killed
@@ -330,6 +333,11 @@ func (p *proc) hasWork() bool {
 // forget drops p and everything it holds. The caller holds s.mu.
 func (s *state) forget(p *proc) {
 	p.forgotten = true
+	if p.heavy {
+		// Its tracking and its report are garbage now.
+		p.changes = nil
+		giveBack()
+	}
 	s.total -= int64(p.read-p.acked) + int64(len(p.runs))*runCost
 	p.data, p.runs, p.in = nil, nil, nil
 	p.acked = p.read
