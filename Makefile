@@ -12,7 +12,7 @@ GOFLAGS ?=
 TEST_TIMEOUT ?= 20m
 PKGS := ./...
 
-.PHONY: all help build generate helpers-check image image-python fmt-check vet proto-tools proto proto-check tidy-check unit test load soak hostile faults bench bench-pool run drill lint clean kube cluster-up cluster-down cluster
+.PHONY: all help build generate helpers-check image image-python image-devtools fmt-check vet proto-tools proto proto-check tidy-check unit test load soak hostile faults bench bench-pool run drill lint clean kube cluster-up cluster-down cluster
 
 all: build ## build (the default)
 
@@ -51,6 +51,11 @@ image: ## the sandbox image stockade/toolbox:dev (static busybox, no registry)
 # mmdebstrap from the configured Debian mirror, no registry (scripts/image-python.sh); idempotent like image.
 image-python: ## the realistic image stockade/python:dev (Debian + python3, mmdebstrap)
 	@./scripts/image-python.sh
+
+# The benchmarks' developer image (git, the whole python3 standard library)
+# from Debian's packages, no registry (scripts/image-devtools.sh); idempotent.
+image-devtools: ## the benchmarks' image stockade/devtools:dev (Debian + git + python3, mmdebstrap)
+	@./scripts/image-devtools.sh
 
 fmt-check: ## fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -160,7 +165,7 @@ faults: image ## the misbehaving-daemon suite alone
 # Benchmarks beside the code they measure, each against its anchor.
 BENCH ?= .
 BENCHTIME ?= 1x
-bench: image ## benchmarks, each against its anchor (BENCH=regexp BENCHTIME=1x), then bench-pool
+bench: image image-devtools ## benchmarks, each against its anchor (BENCH=regexp BENCHTIME=1x), then bench-pool
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCHFLAGS) $(PKGS)
 	$(MAKE) bench-pool
 
