@@ -153,38 +153,49 @@ func init() { program, programErr = filterProgram() }
 // first installs the tracking filter with a listener, so the child inherits
 // it; t's server reads the listener. The thread is never unlocked: its
 // goroutine ends locked and Go discards the thread, filter and all, so no
-// other goroutine ever runs under the filter — unless it is the main
-// thread, which Go keeps (wedged): the program's main goroutine holds it
-// (cmd/warden), and a spawn that finds itself there anyway runs untracked.
-// A filter that cannot be installed leaves the child untracked (t says
-// why), never unspawned.
+// other goroutine ever runs under the filter. A filter that cannot be
+// installed leaves the child untracked (t says why), never unspawned.
 func forkTracked(t *tracker, argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
-	type result struct {
-		pid int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		// Deliberately no UnlockOSThread (see above).
-		if unix.Gettid() == unix.Getpid() {
-			// The main thread outlives the fork: its filter would keep the
-			// listener from ever hanging up.
-			t.untracked = "spawned from the warden's main thread, which keeps a filter for ever"
-		} else if fd, why := installFilter(); fd < 0 {
-			t.untracked = why
-		} else {
-			// Served before the fork: nothing this thread does after
-			// the install is a notified syscall, but a child's first
-			// notified one must find a reader.
-			t.served = make(chan struct{})
-			go t.serve(fd)
-		}
-		pid, err := syscall.ForkExec(argv0, argv, attr)
-		done <- result{pid, err}
-	}()
+	done := make(chan forked, 1)
+	go forkFiltered(t, argv0, argv, attr, done)
 	r := <-done
 	return r.pid, r.err
+}
+
+type forked struct {
+	pid int
+	err error
+}
+
+// forkFiltered is forkTracked's goroutine. Go never discards the main
+// thread (a goroutine that ends locked to it wedges it), and a filter left
+// there would keep the listener from ever hanging up: on the main thread
+// it holds it, so that the goroutine it starts runs on another thread, and
+// gives it back, unfiltered, once that one has forked.
+func forkFiltered(t *tracker, argv0 string, argv []string, attr *syscall.ProcAttr, done chan<- forked) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// Held (this goroutine parked, locked) until the other's fork
+		// is done, then given back: it never had a filter.
+		inner := make(chan forked, 1)
+		go forkFiltered(t, argv0, argv, attr, inner)
+		r := <-inner
+		runtime.UnlockOSThread()
+		done <- r
+		return
+	}
+	// Deliberately no UnlockOSThread (see forkTracked).
+	if fd, why := installFilter(); fd < 0 {
+		t.untracked = why
+	} else {
+		// Served before the fork: nothing this thread does after the
+		// install is a notified syscall, but a child's first notified
+		// one must find a reader.
+		t.served = make(chan struct{})
+		go t.serve(fd)
+	}
+	pid, err := syscall.ForkExec(argv0, argv, attr)
+	done <- forked{pid, err}
 }
 
 // installFilter installs the tracking filter on the calling thread and
@@ -267,7 +278,7 @@ func (t *tracker) serve(fd int) {
 // hotSlots bounds the trackers served hot at once: each holds a thread,
 // and a thread is a pid of the sandbox's limit (a Go runtime that cannot
 // make one dies).
-var hotSlots = make(chan struct{}, 4)
+var hotSlots = make(chan struct{}, 2)
 
 // serveCold serves fd from the netpoller through a duplicate registered
 // for the purpose (the listener itself, registered, would wake the
