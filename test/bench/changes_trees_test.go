@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/stockade/stockade"
@@ -66,7 +65,7 @@ func changesTrees(b *testing.B, cpus float64, archive string, entries int, repo 
 	}
 	putFiles(b, sb, map[string]string{"src.tar": archive})
 	putDir(b, sb, repo, "repo.git")
-	workload := workloadOf(b, e, sb.ID())
+	workload := dockerio.Name(e.RT.Owner(), sb.ID(), dockerio.RoleWorkload)
 	// A Put freezes the workload and answers before its unpause lands.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		ins, err := e.Docker.ContainerInspect(ctx, workload)
@@ -150,7 +149,8 @@ func changesTrees(b *testing.B, cpus float64, archive string, entries int, repo 
 	b.ReportMetric(float64(afterUnpack)/(1<<20), "warden-after-unpack-rss-MiB")
 	b.ReportMetric(float64(after.hwm)/(1<<20), "warden-peak-rss-MiB")
 	for _, c := range cases {
-		t, x := median(times[c.name+"/tracked"]), median(times[c.name+"/exec"])
+		t, _ := percentiles(times[c.name+"/tracked"])
+		x, _ := percentiles(times[c.name+"/exec"])
 		b.ReportMetric(float64(t.Microseconds())/1000, c.name+"-tracked-ms")
 		b.ReportMetric(float64(x.Microseconds())/1000, c.name+"-exec-ms")
 		b.ReportMetric(t.Seconds()/x.Seconds(), c.name+"-ratio")
@@ -178,15 +178,6 @@ func atLeast(n func(*lifecycle.Changes) int, want int) func(*lifecycle.Changes) 
 func summary(c *lifecycle.Changes) string {
 	return fmt.Sprintf("created %d modified %d deleted %d renamed %d omitted %d incomplete %q untracked %q",
 		c.Created, c.Modified, c.Deleted, c.Renamed, c.Omitted, c.Incomplete, c.Untracked)
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
 }
 
 // trackedRun runs script by sh -c as a stockade process (tracked) in
@@ -276,17 +267,6 @@ func wardenMemory(b *testing.B, e *testkit.APIEnv, workload string) memory {
 	}
 	b.Fatalf("no stockade-warden in %s: %v", workload, top.Processes)
 	return memory{}
-}
-
-// workloadOf is the ID of sandbox id's workload container.
-func workloadOf(b *testing.B, e *testkit.APIEnv, id string) string {
-	b.Helper()
-	cs, err := e.Docker.ContainerList(context.Background(), container.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", dockerio.LabelSandbox+"="+id), filters.Arg("label", dockerio.LabelRole+"="+string(dockerio.RoleWorkload)))})
-	if err != nil || len(cs) != 1 {
-		b.Fatalf("the workload of %s: %v (%d found)", id, err, len(cs))
-	}
-	return cs[0].ID
 }
 
 // goSrcArchive is a tar of this machine's Go src/ (under go/src) in the
