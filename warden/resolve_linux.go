@@ -146,6 +146,69 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 		t.markIncomplete("a syscall of another architecture (32-bit compat), not decoded")
 		return
 	}
+	tid := int(n.pid)
+	if v, ok := r.mem[tid]; ok && v.window != n.ip>>24 {
+		r.forget(tid)
+	}
+	r.window = n.ip >> 24
+	c, tracks := r.decode(n)
+	if !tracks {
+		return
+	}
+	var found [3]resolved
+	mine, ok := 0, true
+	for i := range c.k {
+		p, st, good := r.pathOf(tid, c.args[i])
+		ok = ok && good
+		found[i] = resolved{path: p, st: st, ops: c.args[i].ops}
+		if good && p != "" && tracked(p) {
+			mine++
+		}
+	}
+	if mine == 0 && ok {
+		// Nothing of the workspace (most writes of a build go to /tmp,
+		// pipes, /dev/null): one ioctl fewer.
+		return
+	}
+	// The paths were read from the task's memory: they are its syscall's
+	// only while the task still waits in it (not killed, its pid not
+	// reused).
+	id := n.id
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(lfd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); e != 0 { //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
+		return
+	}
+	if !ok {
+		t.markIncomplete("a path the warden could not read or resolve as the kernel will")
+	}
+	for i := range c.k {
+		if f := found[i]; f.path != "" && tracked(f.path) {
+			t.record(f.path, f.ops, f.st)
+		}
+	}
+	if c.swapped {
+		for i := range c.k {
+			if f := found[i]; f.path != "" && tracked(f.path) && lstatState(f.path).kind == wire.KindDir {
+				t.markIncomplete("two directories exchanged: what was touched in them is not followed")
+			}
+		}
+	}
+	if c.rename && c.k == 2 && tracked(found[0].path) && tracked(found[1].path) {
+		t.recordRename(found[0].path, found[1].path)
+	}
+}
+
+// call is what a notified syscall can do to its paths (up to three), and
+// whether it renames one to another or exchanges them.
+type call struct {
+	args            [3]pathArg
+	k               int
+	rename, swapped bool
+}
+
+// decode is what notification n's call can do to which paths; false when
+// there is nothing to track (a read-only open, a bind of no file, a number
+// the filter does not send).
+func (r *resolver) decode(n *seccompNotif) (call, bool) {
 	nr := int(n.nr)
 	if runtime.GOARCH == "amd64" {
 		nr &^= x32Bit
@@ -154,23 +217,17 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 	a := n.args
 	fd := func(i int) int32 { return int32(a[i]) } //nolint:gosec // G115: a dirfd is the low 32 bits of its register, as the kernel reads it
 	const cwd = int32(unix.AT_FDCWD)
-	var args [3]pathArg
-	k := 0
+	var c call
 	add := func(p pathArg) {
 		if p.ops != 0 {
-			args[k] = p
-			k++
+			c.args[c.k] = p
+			c.k++
 		}
 	}
-	rename, swapped := false, false
-	if v, ok := r.mem[tid]; ok && v.window != n.ip>>24 {
-		r.forget(tid)
-	}
-	r.window = n.ip >> 24
 	switch nr {
 	case unix.SYS_IO_URING_SETUP:
-		t.markIncomplete("io_uring: writes through it are not seen")
-		return
+		r.t.markIncomplete("io_uring: writes through it are not seen")
+		return c, false
 	case sysOpen:
 		ops, follow := openOps(a[1])
 		add(pathArg{dirfd: cwd, ptr: a[0], ops: ops, follow: follow})
@@ -180,15 +237,15 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 	case sysOpenat2:
 		var how [24]byte // struct open_how: flags, mode, resolve
 		if a[3] < uint64(len(how)) {
-			return // EINVAL
+			return c, false // EINVAL
 		}
 		if k, err := r.readMem(tid, a[2], how[:]); err != nil || k != len(how) {
-			t.markIncomplete("an openat2 the warden could not read")
-			return
+			r.t.markIncomplete("an openat2 the warden could not read")
+			return c, false
 		}
 		if binary.NativeEndian.Uint64(how[16:])&(unix.RESOLVE_IN_ROOT|unix.RESOLVE_BENEATH) != 0 && binary.NativeEndian.Uint64(how[:8])&openWriteFlags != 0 {
 			// Resolved against dirfd as a root: the warden does not.
-			t.markIncomplete("an openat2 resolved in its own root, not followed")
+			r.t.markIncomplete("an openat2 resolved in its own root, not followed")
 		}
 		ops, follow := openOps(binary.NativeEndian.Uint64(how[:8]))
 		add(pathArg{dirfd: fd(0), ptr: a[1], ops: ops, follow: follow})
@@ -217,11 +274,11 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 	case sysRename:
 		add(pathArg{dirfd: cwd, ptr: a[0], ops: opDelete})
 		add(pathArg{dirfd: cwd, ptr: a[1], ops: opCreate | opDelete})
-		rename = true
+		c.rename = true
 	case sysRenameat:
 		add(pathArg{dirfd: fd(0), ptr: a[1], ops: opDelete})
 		add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate | opDelete})
-		rename = true
+		c.rename = true
 	case unix.SYS_RENAMEAT2:
 		switch {
 		case a[4]&unix.RENAME_EXCHANGE != 0:
@@ -230,15 +287,15 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 			// touched inside two exchanged directories is not followed.
 			add(pathArg{dirfd: fd(0), ptr: a[1], ops: opCreate | opDelete})
 			add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate | opDelete})
-			swapped = true
+			c.swapped = true
 		case a[4]&unix.RENAME_NOREPLACE != 0:
 			add(pathArg{dirfd: fd(0), ptr: a[1], ops: opDelete})
 			add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate})
-			rename = true
+			c.rename = true
 		default:
 			add(pathArg{dirfd: fd(0), ptr: a[1], ops: opDelete})
 			add(pathArg{dirfd: fd(2), ptr: a[3], ops: opCreate | opDelete})
-			rename = true
+			c.rename = true
 		}
 	case sysLink:
 		// The old name too: a write through the new name is a write
@@ -272,48 +329,9 @@ func (r *resolver) handle(lfd int, n *seccompNotif) {
 	case unix.SYS_SYMLINKAT:
 		add(pathArg{dirfd: fd(1), ptr: a[2], ops: opCreate})
 	default:
-		return
+		return c, false
 	}
-	var found [3]resolved
-	mine, ok := 0, true
-	for i := range k {
-		p, st, good := r.pathOf(tid, args[i])
-		ok = ok && good
-		found[i] = resolved{path: p, st: st, ops: args[i].ops}
-		if good && p != "" && tracked(p) {
-			mine++
-		}
-	}
-	if mine == 0 && ok {
-		// Nothing of the workspace (most writes of a build go to /tmp,
-		// pipes, /dev/null): one ioctl fewer.
-		return
-	}
-	// The paths were read from the task's memory: they are its syscall's
-	// only while the task still waits in it (not killed, its pid not
-	// reused).
-	id := n.id
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(lfd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); e != 0 { //nolint:gosec // G103: the kernel ABI of seccomp(2) and its ioctls takes pointers
-		return
-	}
-	if !ok {
-		t.markIncomplete("a path the warden could not read or resolve as the kernel will")
-	}
-	for i := range k {
-		if f := found[i]; f.path != "" && tracked(f.path) {
-			t.record(f.path, f.ops, f.st)
-		}
-	}
-	if swapped {
-		for i := range k {
-			if f := found[i]; f.path != "" && tracked(f.path) && lstatState(f.path).kind == wire.KindDir {
-				t.markIncomplete("two directories exchanged: what was touched in them is not followed")
-			}
-		}
-	}
-	if rename && k == 2 && tracked(found[0].path) && tracked(found[1].path) {
-		t.recordRename(found[0].path, found[1].path)
-	}
+	return c, true
 }
 
 // socketPath is the sun_path of a bind's sockaddr at addr (length n) when

@@ -603,12 +603,11 @@ func (l *link) sendChanges(p *proc) error {
 	defer l.s.mu.Lock()
 	err = l.w.Write(wire.TChanges, p.ch, b)
 	if len(b) >= 16<<10 || p.track != nil && p.track.heavy() {
-		// Once more when the runtime forgets it (its report is then
-		// garbage too): forget.
+		// Its memory goes back to the system when the runtime forgets
+		// it (forget): its report is garbage only then.
 		l.s.mu.Lock()
 		p.heavy = true
 		l.s.mu.Unlock()
-		giveBack()
 	}
 	return err
 }
