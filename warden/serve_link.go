@@ -603,11 +603,13 @@ func (l *link) sendChanges(p *proc) error {
 	defer l.s.mu.Lock()
 	err = l.w.Write(wire.TChanges, p.ch, b)
 	if len(b) >= 16<<10 || p.track != nil && p.track.heavy() {
-		// Its memory goes back to the system when the runtime forgets
-		// it (forget): its report is garbage only then.
+		// What its tracking held goes back now, and its report's once
+		// the runtime forgets it (forget): measured, the two together
+		// leave the least behind (BENCHMARKS.md).
 		l.s.mu.Lock()
 		p.heavy = true
 		l.s.mu.Unlock()
+		giveBack()
 	}
 	return err
 }
