@@ -421,3 +421,40 @@ func TestWorkloadDeathNoticed(t *testing.T) {
 		t.Fatalf("start after death: %v, want admission_closed", err)
 	}
 }
+
+// TestFakeLookupsAsProcessesEnd: a process looked up by id just as it ends
+// is answered (its live handle, or its journaled self), never left waiting:
+// a request forwarded to a process actor that had already stopped used to
+// go unanswered until the caller's deadline. And a sandbox looked up right
+// after its Remove returned is not found.
+func TestFakeLookupsAsProcessesEnd(t *testing.T) {
+	f := testutil.NewFake(t)
+	rt := testutil.OpenFake(t, f, "")
+	sb := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
+	for i := range 60 {
+		p := mustStart(t, sb, spec.Process{Argv: []string{"true"}, Stdout: spec.Discard, Stderr: spec.Discard})
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			found, err := rt.Host().Process(ctx, p.ID())
+			cancel()
+			if err != nil {
+				t.Fatalf("lookup %d of process %s: %v", i, p.ID(), err)
+			}
+			select {
+			case <-found.Done():
+			default:
+				continue
+			}
+			break
+		}
+	}
+	for i := range 20 {
+		gone := mustCreate(t, rt, spec.Sandbox{Image: fakeImage})
+		if err := gone.Remove(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rt.Sandbox(context.Background(), gone.ID()); !spec.IsCode(err, spec.CodeNotFound) {
+			t.Fatalf("lookup %d of sandbox %s right after its Remove: %v, want not_found", i, gone.ID(), err)
+		}
+	}
+}

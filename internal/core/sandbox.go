@@ -70,6 +70,11 @@ func ask[T any](ctx context.Context, s *Sandbox, mk func(chan<- T) any, late fun
 	case v := <-reply:
 		return v, nil
 	case <-s.gone:
+		select {
+		case v := <-reply: // answered just before it stopped (a Remove)
+			return v, nil
+		default:
+		}
 		return zero, s.goneErr()
 	case <-ctx.Done():
 		if late != nil {
@@ -200,13 +205,22 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 }
 
 // Remove stops the sandbox if needed and deletes every resource. It returns
-// once the removal is journaled.
+// once the removal is journaled and the sandbox is gone from the runtime
+// (its actor answers before it stops: a lookup by id right after Remove
+// must say not_found, not find it).
 func (s *Sandbox) Remove(ctx context.Context) error {
 	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Remove{Reply: r} }, nil)
 	if aerr != nil {
 		return aerr
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	select {
+	case <-s.gone:
+	case <-ctx.Done(): // removed all the same; it leaves the list in a moment
+	}
+	return nil
 }
 
 // Put extracts a tar stream into /workspace/<dir> through the export

@@ -130,6 +130,15 @@ func (h *Handle) Resize(ctx context.Context, rows, cols uint16) error {
 }
 
 // GetHandle asks a live process actor for its handle (made on demand for a
-// re-adopted process: no piped streams; its output is recorded). nil once
-// the process has ended.
-type GetHandle struct{ Reply chan<- *Handle }
+// re-adopted process: no piped streams; its output is recorded). The answer
+// goes to the parent as HandleMade, not to a reply channel: the parent
+// answers its callers, and answers them nil when the actor ends instead, so
+// a request that reached an actor already stopping is never left waiting.
+type GetHandle struct{}
+
+// HandleMade tells the parent a process's handle (nil once the process has
+// ended). It is sent before the process's Exited.
+type HandleMade struct {
+	ID     string
+	Handle *Handle
+}

@@ -187,7 +187,7 @@ func (a *processActor) Receive(ctx actor.Context) {
 	case signalled:
 		m.reply <- m.err
 	case GetHandle:
-		m.Reply <- a.handleFor()
+		a.sys.Root.Send(a.parent, HandleMade{ID: a.p.ID, Handle: a.handleFor()})
 	case stdinClose:
 		m.reply <- a.closeStdin()
 	case Resize:
@@ -318,6 +318,7 @@ func (a *processActor) running(ctx actor.Context, att dockerio.Attachment, ev li
 		h.stdin = sw
 	}
 	a.streams.handle = h
+	a.sys.Root.Send(a.parent, HandleMade{ID: a.p.ID, Handle: h})
 	if !a.spawnOutput(ctx, out) {
 		return
 	}

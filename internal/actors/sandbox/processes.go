@@ -19,7 +19,7 @@ import (
 // (maybeExited).
 
 // ProcessHandle asks for a live process's handle (nil when it is not live
-// in this sandbox).
+// in this sandbox). Reply must be buffered.
 type ProcessHandle struct {
 	ID    string
 	Reply chan<- *process.Handle
@@ -35,10 +35,17 @@ type children struct {
 	// abandoned: a process's end could not be journaled: the sandbox may
 	// not be journaled exited over it (the next recovery settles both).
 	abandoned bool
+	// handles are the live processes' handles, as their actors made them;
+	// asked are the callers waiting for one not made yet. Each is answered
+	// by the handle, or nil at the process's end: an actor that stopped
+	// before it saw the request answers nothing.
+	handles map[string]*process.Handle
+	asked   map[string][]chan<- *process.Handle
 }
 
 func newChildren() children {
-	return children{live: map[string]*actor.PID{}, byPID: map[string]string{}}
+	return children{live: map[string]*actor.PID{}, byPID: map[string]string{},
+		handles: map[string]*process.Handle{}, asked: map[string][]chan<- *process.Handle{}}
 }
 
 // add enters a spawned process actor.
@@ -47,13 +54,31 @@ func (c *children) add(id string, pid *actor.PID) {
 	c.byPID[pid.GetId()] = id
 }
 
-// remove forgets a process actor that ended.
+// remove forgets a process actor that ended; whoever still waits for its
+// handle is answered nil (not live).
 func (c *children) remove(id string) {
+	c.handleMade(id, nil)
+	delete(c.handles, id)
 	delete(c.tracked, id)
 	if pid, ok := c.live[id]; ok {
 		delete(c.byPID, pid.GetId())
 		delete(c.live, id)
 	}
+}
+
+// handleMade keeps a live process's handle and answers whoever waits for
+// it, once each (their replies are buffered: the actor never blocks).
+func (c *children) handleMade(id string, h *process.Handle) {
+	if _, live := c.live[id]; live && h != nil {
+		c.handles[id] = h
+	}
+	for _, r := range c.asked[id] {
+		select {
+		case r <- h:
+		default:
+		}
+	}
+	delete(c.asked, id)
 }
 
 // track notes what a process actor reported of its journaled phase.
@@ -89,11 +114,18 @@ func (a *sandboxActor) tellProcesses(msg any) {
 func (a *sandboxActor) fromProcess(ctx actor.Context, msg any) bool {
 	switch m := msg.(type) {
 	case ProcessHandle:
-		if pid, ok := a.procs.live[m.ID]; ok {
-			a.sys.Root.Send(pid, process.GetHandle{Reply: m.Reply})
-		} else {
+		pid, ok := a.procs.live[m.ID]
+		switch h := a.procs.handles[m.ID]; {
+		case !ok:
 			m.Reply <- nil
+		case h != nil:
+			m.Reply <- h
+		default:
+			a.procs.asked[m.ID] = append(a.procs.asked[m.ID], m.Reply)
+			a.sys.Root.Send(pid, process.GetHandle{})
 		}
+	case process.HandleMade:
+		a.procs.handleMade(m.ID, m.Handle)
 	case ExecDied:
 		a.tellProcesses(m)
 	case process.Tracked:
