@@ -30,6 +30,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	goruntime "runtime"
 	"runtime/debug"
 	"strconv"
@@ -38,10 +39,11 @@ import (
 
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	vkslog "github.com/virtual-kubelet/virtual-kubelet/log/slog"
-	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -81,6 +83,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Ready, if set, is called once the node is registered and serving.
 	Ready func()
+	// StateDir is the directory of the node's journal: its filesystem's
+	// free space is the node's DiskPressure (empty: not checked).
+	StateDir string
+	// CPUs and Memory (bytes) are the node's capacity; zero: the host's.
+	CPUs   float64
+	Memory int64
+	// ReservedCPUs and ReservedMemory are kept from pods (the kubelet's
+	// --system-reserved): allocatable is capacity less them.
+	ReservedCPUs   float64
+	ReservedMemory int64
 }
 
 // DefaultMaxPods is the kubelet's default pod capacity.
@@ -92,10 +104,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Runtime == nil {
 		return spec.Errorf(spec.CodeInvalidArgument, "kubenode", "no runtime")
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	log := cfg.Logger
 	if cfg.Name == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -137,48 +149,26 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ctx = vklog.WithLogger(ctx, vkslog.FromSlog(log.With("node", cfg.Name)))
 
-	var prov *Provider
-	mux := http.NewServeMux()
 	authn, err := kubeletAuth(client, cfg, restCfg)
 	if err != nil {
 		return err
 	}
-	n, err := nodeutil.NewNode(cfg.Name, func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
-		prov = newProvider(cfg.Runtime, cfg.Name, cfg.Address, cfg.MaxPods, pc.Pods, log.With("node", cfg.Name))
-		describeNode(pc.Node, cfg, int32(port)) //nolint:gosec // G109: port was checked to be 1..65535
-		return prov, nil, nil
-	},
-		nodeutil.WithClient(client),
-		nodeutil.AttachProviderRoutes(mux),
-		func(c *nodeutil.NodeConfig) error {
-			c.HTTPListenAddr = cfg.Listen
-			c.TLSConfig = tlsCfg
-			c.Handler = nodeutil.WithAuth(authn, mux)
-			c.NumWorkers = max(4, goruntime.NumCPU())
-			c.InformerResyncPeriod = time.Minute
-			return nil
-		},
-	)
+	nd, err := assemble(ctx, cfg, client, authn, int32(port)) //nolint:gosec // G109: port was checked to be 1..65535
 	if err != nil {
-		return spec.Wrap(spec.CodeInternal, "kubenode", err, "setting up node %s", cfg.Name)
-	}
-	defer prov.Close()
-	// The journal's pods first: their sandboxes are supervised again
-	// before the pod controller asks about them.
-	if err := prov.adopt(ctx); err != nil {
 		return err
 	}
-	go func() {
-		select {
-		case <-n.Ready():
-			log.Info("node ready", "node", cfg.Name, "listen", cfg.Listen, "address", cfg.Address, "max_pods", cfg.MaxPods)
-			if cfg.Ready != nil {
-				cfg.Ready()
-			}
-		case <-n.Done():
+	defer nd.prov.Close()
+	// The journal's pods first: their sandboxes are supervised again
+	// before the pod controller asks about them.
+	if err := nd.prov.adopt(ctx); err != nil {
+		return err
+	}
+	err = nd.run(ctx, tlsCfg, func() {
+		log.Info("node ready", "node", cfg.Name, "listen", cfg.Listen, "address", cfg.Address, "max_pods", cfg.MaxPods)
+		if cfg.Ready != nil {
+			cfg.Ready()
 		}
-	}()
-	err = n.Run(ctx)
+	})
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -188,20 +178,20 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// describeNode sets what the node tells the cluster: its taint, capacity,
-// address, kubelet port and system facts.
-func describeNode(n *corev1.Node, cfg Config, port int32) {
+// describeNode sets what the node tells the cluster: its labels (only
+// those NodeRestriction lets a node set on itself), its taint, capacity and
+// allocatable, address, kubelet port and system facts.
+func describeNode(n *corev1.Node, cfg Config, port int32) error {
+	n.Labels["kubernetes.io/hostname"] = cfg.Name
 	n.Labels["kubernetes.io/os"] = goruntime.GOOS
 	n.Labels["kubernetes.io/arch"] = goruntime.GOARCH
 	n.Labels["stockade.io/node"] = "true"
 	n.Spec.Taints = []corev1.Taint{{Key: TaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
-		corev1.ResourcePods:   *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(memTotal(), resource.BinarySI),
+	capacity, allocatable, err := resources(cfg)
+	if err != nil {
+		return err
 	}
-	n.Status.Capacity = capacity
-	n.Status.Allocatable = capacity.DeepCopy()
+	n.Status.Capacity, n.Status.Allocatable = capacity, allocatable
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: cfg.Address}, {Type: corev1.NodeHostName, Address: cfg.Name}}
 	n.Status.DaemonEndpoints.KubeletEndpoint.Port = port
 	n.Status.NodeInfo = corev1.NodeSystemInfo{
@@ -210,6 +200,42 @@ func describeNode(n *corev1.Node, cfg Config, port int32) {
 		KubeletVersion:          KubeletVersion,
 		ContainerRuntimeVersion: "stockade://" + Version(),
 	}
+	return nil
+}
+
+// resources are the node's capacity (the host's, or what the
+// configuration says the node may use) and its allocatable: capacity less
+// the reservations, as the kubelet's --system-reserved. In the documented
+// DaemonSet layout the host's own kubelet advertises the same CPUs and
+// memory: give the stockade node its share (Config.CPUs, Config.Memory) and
+// reserve what the host keeps. Ephemeral storage is not advertised: a
+// sandbox's /workspace is not bounded per pod on this engine, and a node
+// that cannot bound it must not offer it.
+func resources(cfg Config) (capacity, allocatable corev1.ResourceList, err error) {
+	cpuMilli := int64(goruntime.NumCPU()) * 1000
+	if cfg.CPUs > 0 {
+		cpuMilli = int64(cfg.CPUs * 1000)
+	}
+	mem, _ := meminfo("MemTotal:")
+	if cfg.Memory > 0 {
+		mem = cfg.Memory
+	}
+	capacity = corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(cpuMilli, resource.DecimalSI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI),
+	}
+	cpuLeft, memLeft := cpuMilli-int64(cfg.ReservedCPUs*1000), mem-cfg.ReservedMemory
+	if cfg.ReservedCPUs < 0 || cfg.ReservedMemory < 0 || cpuLeft <= 0 || memLeft <= 0 {
+		return nil, nil, spec.Errorf(spec.CodeInvalidArgument, "kubenode", "reservations of %g CPUs and %d bytes leave nothing of a capacity of %g CPUs and %d bytes (lower --reserved, or raise --cpus/--memory)",
+			cfg.ReservedCPUs, cfg.ReservedMemory, float64(cpuMilli)/1000, mem)
+	}
+	allocatable = corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(cpuLeft, resource.DecimalSI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(memLeft, resource.BinarySI),
+	}
+	return capacity, allocatable, nil
 }
 
 // KubeletVersion is the kubelet version the node reports: the Kubernetes
@@ -230,20 +256,6 @@ func Version() string {
 		}
 	}
 	return "unknown"
-}
-
-func memTotal() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-			kib, _ := strconv.ParseInt(f[1], 10, 64)
-			return kib * 1024
-		}
-	}
-	return 0
 }
 
 func hostAddress() string {
@@ -331,6 +343,41 @@ func clientCAPool(cfg Config, rc *rest.Config) (*x509.CertPool, error) {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "kubenode", "client CA: no PEM certificate in it")
 	}
 	return pool, nil
+}
+
+// streamsNeedCreate authorises exec, attach, port-forward and run as
+// `create` on nodes/proxy whatever the HTTP method: a WebSocket stream
+// opens with a GET, and taking the verb from the method would let anyone
+// with `get nodes/proxy` (a monitoring agent's usual grant) run commands in
+// every pod of the node (kubernetes/kubernetes#136550).
+func streamsNeedCreate(a nodeutil.Auth) nodeutil.Auth {
+	return streamAuth{a}
+}
+
+type streamAuth struct{ nodeutil.Auth }
+
+func (s streamAuth) GetRequestAttributes(u user.Info, r *http.Request) authorizer.Attributes {
+	attrs := s.Auth.GetRequestAttributes(u, r)
+	rec, ok := attrs.(authorizer.AttributesRecord)
+	if !ok {
+		return attrs
+	}
+	if streamPath(r.URL.Path) {
+		rec.Verb = "create"
+	}
+	return rec
+}
+
+// streamPath: a kubelet API path that runs something or opens a stream
+// into a pod.
+func streamPath(p string) bool {
+	p = path.Clean("/" + p)
+	for _, prefix := range []string{"/exec/", "/attach/", "/portForward/", "/run/", "/cri/"} {
+		if strings.HasPrefix(p+"/", prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // kubeletAuth authenticates the kubelet API's callers by client

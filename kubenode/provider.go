@@ -35,6 +35,7 @@ type Provider struct {
 	maxPods int
 	log     *slog.Logger
 	lister  corev1listers.PodLister
+	env     envSource // what pods' env refers to (nil: pods with references fail to plan)
 
 	ctx    context.Context // the provider's life: supervisors end with it
 	cancel context.CancelFunc
@@ -140,13 +141,20 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 			return err
 		}
 	}
+	// Read before the lock: GETs of the API server. On failure the pod
+	// controller says so in the pod's status and tries again, so a secret
+	// made later is picked up.
+	resolved, err := p.resolve(ctx, pod)
+	if err != nil {
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pods[key] != nil {
 		return nil
 	}
 	r := &podRun{p: p, key: key, ns: pod.Namespace, name: pod.Name, uid: pod.UID, pod: pod.DeepCopy(), done: make(chan struct{})}
-	r.plan, r.refused = PlanPod(pod)
+	r.plan, r.refused = PlanPod(resolved)
 	r.container = r.plan.Container
 	if r.refused == nil && p.maxPods > 0 && p.live() >= p.maxPods {
 		r.limited = spec.Errorf(spec.CodeResourceExhausted, "kubenode", "node %s runs %d sandboxes, its limit (--max-pods)", p.node, p.maxPods)
@@ -156,6 +164,15 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	sctx, r.cancel = context.WithCancel(p.ctx)
 	go r.supervise(sctx)
 	return nil
+}
+
+// resolve is pod with its env's references read (env.go); the plan is made
+// of it, the pod the node reports keeps the references.
+func (p *Provider) resolve(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	if p.env == nil {
+		return pod, nil
+	}
+	return resolveEnv(ctx, p.env, pod)
 }
 
 // live counts the pods whose sandbox runs or is being made (not refused,
@@ -531,7 +548,19 @@ func (r *podRun) bind(ctx context.Context) bool {
 	for {
 		pod, err := r.p.lister.Pods(r.ns).Get(r.name)
 		if err == nil && pod.UID == r.uid {
-			pl, refused := PlanPod(pod)
+			resolved, err := r.p.resolve(ctx, pod)
+			if err != nil {
+				// What runs goes on; a restart of the container needs
+				// its env, so the read is tried again.
+				r.p.log.Warn("re-adopted pod's env unreadable; trying again", "pod", r.key, "err", err)
+				select {
+				case <-ctx.Done():
+					return false
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			pl, refused := PlanPod(resolved)
 			r.mu.Lock()
 			r.pod, r.plan = pod.DeepCopy(), pl
 			if refused != nil && r.failure == "" {

@@ -14,9 +14,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/stockade/stockade/statedir"
 
@@ -29,7 +32,7 @@ import (
 )
 
 // Usage is the command line, as `stockade node` shows it.
-const usage = "stockade node --kubeconfig FILE [--name N] [--listen ADDR] [--address IP] [--tls-cert F --tls-key F] [--client-ca F] [--max-pods N] [--socket PATH] [--journal F] [--profile P] [-v]"
+const usage = "stockade node --kubeconfig FILE [--name N] [--listen ADDR] [--address IP] [--tls-cert F --tls-key F] [--client-ca F] [--max-pods N] [--cpus N] [--memory Q] [--reserved cpu=N,memory=Q] [--socket PATH] [--journal F] [--profile P] [-v]"
 
 // lockWait is how long the node waits for a journal another command holds
 // briefly (as `stockade serve` does).
@@ -78,6 +81,9 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.cfg.TLSKey, "tls-key", "", "its key")
 	fs.StringVar(&o.cfg.ClientCA, "client-ca", "", "the CA of the API server's kubelet client certificate (default: the kubeconfig's CA)")
 	fs.IntVar(&o.cfg.MaxPods, "max-pods", kubenode.DefaultMaxPods, "the node's pod capacity: the most sandboxes it runs")
+	fs.Float64Var(&o.cfg.CPUs, "cpus", 0, "the CPUs the node offers pods (default: the host's; give its share when the host's kubelet offers them too)")
+	memory := fs.String("memory", "", "the memory the node offers pods, a Kubernetes quantity such as 16Gi (default: the host's)")
+	reserved := fs.String("reserved", "", "what pods may not have of it, as the kubelet's --system-reserved: cpu=N,memory=Q")
 	fs.StringVar(&o.socket, "socket", "", "the gRPC socket (default $STOCKADE_SOCKET, else the journal's path with .sock)")
 	verbose := fs.Bool("v", false, "log each pod's changes as well as warnings")
 	if err := fs.Parse(args); err != nil {
@@ -99,6 +105,19 @@ func parse(args []string) (*options, error) {
 	}
 	if (o.cfg.TLSCert == "") != (o.cfg.TLSKey == "") {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "node", "--tls-cert and --tls-key go together")
+	}
+	if o.cfg.CPUs < 0 {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "node", "--cpus %g: not negative", o.cfg.CPUs)
+	}
+	if *memory != "" {
+		q, err := quantity("--memory", *memory)
+		if err != nil {
+			return nil, err
+		}
+		o.cfg.Memory = q
+	}
+	if err := parseReserved(*reserved, &o.cfg); err != nil {
+		return nil, err
 	}
 	if o.cfg.MaxPods < 1 {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "node", "--max-pods %d: at least 1", o.cfg.MaxPods)
@@ -150,7 +169,7 @@ func (o *options) execute(ctx context.Context, stderr io.Writer) int {
 	srv := server.New(rt.Host(), server.Options{Logger: log})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
-	o.cfg.Runtime, o.cfg.Logger = rt, log
+	o.cfg.Runtime, o.cfg.Logger, o.cfg.StateDir = rt, log, filepath.Dir(o.journal)
 	o.cfg.Ready = func() {
 		note(stderr, "node %s ready: journal %s (owner %s), kubelet API on %s, socket %s", o.cfg.Name, o.journal, rt.Owner(), o.cfg.Listen, o.socket)
 	}
@@ -176,6 +195,44 @@ func (o *options) execute(ctx context.Context, stderr io.Writer) int {
 		return fail(stderr, err, 1)
 	}
 	return code
+}
+
+// quantity is a Kubernetes quantity of bytes given to a flag.
+func quantity(flagName, v string) (int64, error) {
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() <= 0 {
+		return 0, spec.Errorf(spec.CodeInvalidArgument, "node", "%s %q: a positive quantity such as 512Mi or 16Gi", flagName, v)
+	}
+	return q.Value(), nil
+}
+
+// parseReserved reads --reserved cpu=N,memory=Q.
+func parseReserved(v string, cfg *kubenode.Config) error {
+	if v == "" {
+		return nil
+	}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok:
+			return spec.Errorf(spec.CodeInvalidArgument, "node", "--reserved %q: each entry is name=quantity (cpu=1,memory=2Gi)", v)
+		case k == "cpu":
+			q, err := resource.ParseQuantity(val)
+			if err != nil || q.Sign() < 0 {
+				return spec.Errorf(spec.CodeInvalidArgument, "node", "--reserved cpu=%q: a CPU quantity such as 500m or 2", val)
+			}
+			cfg.ReservedCPUs = float64(q.MilliValue()) / 1000
+		case k == "memory":
+			q, err := quantity("--reserved memory=", val)
+			if err != nil {
+				return err
+			}
+			cfg.ReservedMemory = q
+		default:
+			return spec.Errorf(spec.CodeInvalidArgument, "node", "--reserved %q: %q is not reservable here (cpu, memory)", v, k)
+		}
+	}
+	return nil
 }
 
 func fail(stderr io.Writer, err error, code int) int {

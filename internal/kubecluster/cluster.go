@@ -63,6 +63,7 @@ type Cluster struct {
 	Server    string // the API server's URL
 	CA        string // the CA file (it signs every certificate)
 	Admin     string // an admin kubeconfig (system:masters)
+	AuditLog  string // the API server's audit log: every request of a node, JSON lines
 	Bin       string // the binaries' directory (kubectl among them)
 	ca        *authority
 	pids      []int
@@ -133,6 +134,11 @@ func Start(ctx context.Context, dir string, opts Options) (_ *Cluster, err error
 	if err != nil {
 		return nil, err
 	}
+	auditPolicy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(auditPolicy, []byte(auditPolicyText), 0o600); err != nil {
+		return nil, err
+	}
+	c.AuditLog = filepath.Join(dir, "audit.log")
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
 	if err := c.start("etcd", "etcd",
@@ -152,7 +158,14 @@ func Start(ctx context.Context, dir string, opts Options) (_ *Cluster, err error
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--authorization-mode=RBAC",
+		// A node is authorised as a kubelet is on a hardened cluster: the
+		// Node authorizer (its own node, lease and pods; only the secrets
+		// and config maps its pods name) and NodeRestriction (no labels
+		// of the kubernetes.io namespace, no other node's objects).
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--audit-policy-file="+auditPolicy, "--audit-log-path="+c.AuditLog, "--audit-log-format=json",
+		"--audit-log-maxbackup=1", "--audit-log-maxsize=200",
 		"--kubelet-client-certificate="+kcCrt, "--kubelet-client-key="+kcKey,
 		"--kubelet-preferred-address-types=InternalIP",
 		"--allow-privileged=false",
@@ -178,64 +191,19 @@ func Start(ctx context.Context, dir string, opts Options) (_ *Cluster, err error
 		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0"); err != nil {
 		return nil, err
 	}
-	if err := c.kubectlApply(ctx, nodeRBAC); err != nil {
-		return nil, err
-	}
-	return c, nil
+return c, nil
 }
 
-// nodeRBAC is what a stockade node may do (docs/kubernetes.md explains each
-// rule): its node object and lease, the pods bound to it and their status,
-// events, the config it resolves into env, and the reviews that authorise
-// its kubelet API's callers.
-const nodeRBAC = `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: stockade-node
+// auditPolicyText records every request of a node (group system:nodes)
+// with its body, so a test can read what a node asked for, what it was
+// refused and what it wrote; nothing else is recorded.
+const auditPolicyText = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
 rules:
-- apiGroups: [""]
-  resources: ["nodes"]
-  verbs: ["get", "list", "watch", "create", "update", "patch"]
-- apiGroups: [""]
-  resources: ["nodes/status"]
-  verbs: ["get", "update", "patch"]
-- apiGroups: [""]
-  resources: ["pods"]
-  verbs: ["get", "list", "watch", "delete"]
-- apiGroups: [""]
-  resources: ["pods/status"]
-  verbs: ["get", "update", "patch"]
-- apiGroups: [""]
-  resources: ["events"]
-  verbs: ["create", "update", "patch"]
-- apiGroups: ["events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "update", "patch"]
-- apiGroups: [""]
-  resources: ["configmaps", "secrets", "services"]
-  verbs: ["get", "list", "watch"]
-- apiGroups: ["coordination.k8s.io"]
-  resources: ["leases"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
-- apiGroups: ["authentication.k8s.io"]
-  resources: ["tokenreviews"]
-  verbs: ["create"]
-- apiGroups: ["authorization.k8s.io"]
-  resources: ["subjectaccessreviews"]
-  verbs: ["create"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: stockade-node
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: stockade-node
-subjects:
-- apiGroup: rbac.authorization.k8s.io
-  kind: Group
-  name: system:nodes
+- level: Request
+  userGroups: ["system:nodes"]
+- level: None
 `
 
 // NodeKubeconfig writes a kubeconfig for node name: a client certificate
@@ -256,7 +224,14 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func (c *Cluster) kubectlApply(ctx context.Context, manifest string) error {
+// UserCert writes a client certificate for user in groups: name.crt and
+// name.key in Dir (RBAC grants it nothing until a test applies a binding).
+func (c *Cluster) UserCert(name, user string, groups ...string) (crt, key string, err error) {
+	return c.ca.issue(name, user, groups, nil)
+}
+
+// Apply applies a manifest as admin, retrying while the API server warms up.
+func (c *Cluster) Apply(ctx context.Context, manifest string) error {
 	var last error
 	for range 30 {
 		cmd := c.Kubectl(ctx, "apply", "-f", "-")

@@ -1,0 +1,286 @@
+package kubenode
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/stockade/stockade/spec"
+)
+
+// envSource reads the secrets and config maps a pod's env refers to. A
+// node reads them one GET at a time, each one its own pod names: the Node
+// authorizer permits exactly that, and nothing of any other pod's (a list or
+// a watch of every secret of the cluster is what a kubelet-sized credential
+// must not be able to do).
+type envSource interface {
+	secret(ctx context.Context, ns, name string) (map[string][]byte, error)
+	configMap(ctx context.Context, ns, name string) (map[string]string, error)
+}
+
+// apiEnvSource reads them from the API server.
+type apiEnvSource struct{ client kubernetes.Interface }
+
+func (a apiEnvSource) secret(ctx context.Context, ns, name string) (map[string][]byte, error) {
+	s, err := a.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	data := maps.Clone(s.Data)
+	if data == nil {
+		data = map[string][]byte{}
+	}
+	for k, v := range s.StringData { // a fake client keeps it; the API server folds it into Data
+		data[k] = []byte(v)
+	}
+	return data, nil
+}
+
+func (a apiEnvSource) configMap(ctx context.Context, ns, name string) (map[string]string, error) {
+	c, err := a.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	data := maps.Clone(c.Data)
+	if data == nil {
+		data = map[string]string{}
+	}
+	for k, v := range c.BinaryData {
+		data[k] = string(v)
+	}
+	return data, nil
+}
+
+// resolveEnv returns a copy of pod whose containers' env holds values only:
+// envFrom and valueFrom (secrets, config maps, the pod's own fields and
+// resources) are read and written in, as the kubelet does before a
+// container starts. The copy goes to the plan, never back to the pod the
+// node reports: a status write, /runningpods/ and the node's logs carry the
+// references, not the values. Service links are not made: a sandbox has
+// no network to reach a service by. An error names the reference and what
+// to do; the pod controller retries the create, so a secret made later is
+// picked up.
+func resolveEnv(ctx context.Context, src envSource, pod *corev1.Pod) (*corev1.Pod, error) {
+	out := pod.DeepCopy()
+	for i := range out.Spec.Containers {
+		c := &out.Spec.Containers[i]
+		env, err := containerEnv(ctx, src, pod, *c)
+		if err != nil {
+			return nil, spec.Wrap(spec.CodeOf(err), "kubenode", err, "pod %s/%s container %s", pod.Namespace, pod.Name, c.Name)
+		}
+		c.Env, c.EnvFrom = env, nil
+	}
+	return out, nil
+}
+
+func containerEnv(ctx context.Context, src envSource, pod *corev1.Pod, c corev1.Container) ([]corev1.EnvVar, error) {
+	var env []corev1.EnvVar
+	vars := map[string]string{}
+	set := func(name, value string) {
+		if i := slices.IndexFunc(env, func(e corev1.EnvVar) bool { return e.Name == name }); i >= 0 {
+			env[i].Value = value
+		} else {
+			env = append(env, corev1.EnvVar{Name: name, Value: value})
+		}
+		vars[name] = value
+	}
+	for _, from := range c.EnvFrom {
+		data, err := envFromData(ctx, src, pod.Namespace, from)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range slices.Sorted(maps.Keys(data)) {
+			// The kubelet skips a key that is no variable name (and says
+			// so in an event); so does the node, silently here and by the
+			// plan's validation of what is left.
+			if name := from.Prefix + k; spec.ValidEnvName(name) {
+				set(name, data[k])
+			}
+		}
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			set(e.Name, expand(e.Value, vars))
+			continue
+		}
+		v, ok, err := envValueFrom(ctx, src, pod, c, e)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", e.Name, err)
+		}
+		if ok {
+			set(e.Name, v)
+		}
+	}
+	return env, nil
+}
+
+func envFromData(ctx context.Context, src envSource, ns string, from corev1.EnvFromSource) (map[string]string, error) {
+	switch {
+	case from.ConfigMapRef != nil:
+		data, err := src.configMap(ctx, ns, from.ConfigMapRef.Name)
+		if missing(err, from.ConfigMapRef.Optional) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, refErr(err, "envFrom config map", ns, from.ConfigMapRef.Name)
+		}
+		return data, nil
+	case from.SecretRef != nil:
+		data, err := src.secret(ctx, ns, from.SecretRef.Name)
+		if missing(err, from.SecretRef.Optional) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, refErr(err, "envFrom secret", ns, from.SecretRef.Name)
+		}
+		out := make(map[string]string, len(data))
+		for k, v := range data {
+			out[k] = string(v)
+		}
+		return out, nil
+	}
+	return nil, spec.Errorf(spec.CodeUnsupported, "kubenode", "an envFrom with neither configMapRef nor secretRef")
+}
+
+// envValueFrom is one valueFrom's value; false: an optional reference to
+// something absent (the variable is not set).
+func envValueFrom(ctx context.Context, src envSource, pod *corev1.Pod, c corev1.Container, e corev1.EnvVar) (string, bool, error) {
+	ns := pod.Namespace
+	switch vf := e.ValueFrom; {
+	case vf.SecretKeyRef != nil:
+		ref := vf.SecretKeyRef
+		data, err := src.secret(ctx, ns, ref.Name)
+		if missing(err, ref.Optional) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, refErr(err, "secret", ns, ref.Name)
+		}
+		v, ok := data[ref.Key]
+		if !ok {
+			if ref.Optional != nil && *ref.Optional {
+				return "", false, nil
+			}
+			return "", false, spec.Errorf(spec.CodeNotFound, "kubenode", "secret %s/%s has no key %q (add it, or mark the reference optional)", ns, ref.Name, ref.Key)
+		}
+		return string(v), true, nil
+	case vf.ConfigMapKeyRef != nil:
+		ref := vf.ConfigMapKeyRef
+		data, err := src.configMap(ctx, ns, ref.Name)
+		if missing(err, ref.Optional) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, refErr(err, "config map", ns, ref.Name)
+		}
+		v, ok := data[ref.Key]
+		if !ok {
+			if ref.Optional != nil && *ref.Optional {
+				return "", false, nil
+			}
+			return "", false, spec.Errorf(spec.CodeNotFound, "kubenode", "config map %s/%s has no key %q (add it, or mark the reference optional)", ns, ref.Name, ref.Key)
+		}
+		return v, true, nil
+	case vf.FieldRef != nil:
+		v, err := podField(pod, vf.FieldRef.FieldPath)
+		return v, err == nil, err
+	case vf.ResourceFieldRef != nil:
+		v, err := resourceField(c, *vf.ResourceFieldRef)
+		return v, err == nil, err
+	}
+	return "", false, spec.Errorf(spec.CodeUnsupported, "kubenode", "a valueFrom this node does not know")
+}
+
+func missing(err error, optional *bool) bool {
+	return apierrors.IsNotFound(err) && optional != nil && *optional
+}
+
+func refErr(err error, what, ns, name string) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return spec.Wrap(spec.CodeNotFound, "kubenode", err, "%s %s/%s does not exist (create it, or mark the reference optional)", what, ns, name)
+	case apierrors.IsForbidden(err):
+		// The Node authorizer learns of a pod's binding a moment after
+		// the node does: the create is retried.
+		return spec.Wrap(spec.CodeServerGone, "kubenode", err, "reading %s %s/%s was refused to this node (the API server may not yet know the pod is bound here; retried)", what, ns, name)
+	}
+	return spec.Wrap(spec.CodeServerGone, "kubenode", err, "reading %s %s/%s", what, ns, name)
+}
+
+// podField is the downward API's value of a field path.
+func podField(pod *corev1.Pod, path string) (string, error) {
+	if k, ok := subscript(path, "metadata.labels"); ok {
+		return pod.Labels[k], nil
+	}
+	if k, ok := subscript(path, "metadata.annotations"); ok {
+		return pod.Annotations[k], nil
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP", "status.hostIPs":
+		return pod.Status.HostIP, nil
+	case "status.podIP", "status.podIPs":
+		return "", nil // a sandbox has no pod network
+	}
+	return "", spec.Errorf(spec.CodeUnsupported, "kubenode", "fieldRef %q is not one this node knows", path)
+}
+
+// subscript reads path as prefix['key'].
+func subscript(path, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, prefix+"['")
+	if !ok || !strings.HasSuffix(rest, "']") {
+		return "", false
+	}
+	return strings.TrimSuffix(rest, "']"), true
+}
+
+// resourceField is a container's resource in the reference's divisor,
+// rounded up as the kubelet does; an unset limit is the node's default.
+func resourceField(c corev1.Container, ref corev1.ResourceFieldSelector) (string, error) {
+	var q resource.Quantity
+	switch ref.Resource {
+	case "limits.cpu":
+		q = c.Resources.Limits[corev1.ResourceCPU]
+		if q.IsZero() {
+			q = *resource.NewMilliQuantity(int64(spec.DefaultCPUs*1000), resource.DecimalSI)
+		}
+	case "limits.memory":
+		q = c.Resources.Limits[corev1.ResourceMemory]
+		if q.IsZero() {
+			q = *resource.NewQuantity(spec.DefaultMemoryBytes, resource.BinarySI)
+		}
+	case "requests.cpu":
+		q = c.Resources.Requests[corev1.ResourceCPU]
+	case "requests.memory":
+		q = c.Resources.Requests[corev1.ResourceMemory]
+	default:
+		return "", spec.Errorf(spec.CodeUnsupported, "kubenode", "resourceFieldRef %q is not one this node knows", ref.Resource)
+	}
+	div := ref.Divisor
+	if div.IsZero() {
+		div = resource.MustParse("1")
+	}
+	if strings.HasSuffix(ref.Resource, ".cpu") {
+		m := (q.MilliValue() + div.MilliValue() - 1) / div.MilliValue()
+		return strconv.FormatInt(m, 10), nil
+	}
+	return strconv.FormatInt((q.Value()+div.Value()-1)/div.Value(), 10), nil
+}
