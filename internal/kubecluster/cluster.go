@@ -191,7 +191,7 @@ func Start(ctx context.Context, dir string, opts Options) (_ *Cluster, err error
 		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0"); err != nil {
 		return nil, err
 	}
-return c, nil
+	return c, nil
 }
 
 // auditPolicyText records every request of a node (group system:nodes)
