@@ -78,6 +78,9 @@ func buildNodeProgram(t testing.TB) string {
 type kubeNode struct {
 	name, bin, journal, kubeconfig, listen string
 
+	args []string // more flags, set before start
+	env  []string // more environment, set before start
+
 	mu    sync.Mutex
 	cmd   *exec.Cmd
 	owner string
@@ -119,7 +122,8 @@ func (n *kubeNode) start(t *testing.T) {
 	t.Helper()
 	cmd := exec.Command(n.bin, "--journal", n.journal, "--kubeconfig", n.kubeconfig, "--name", n.name,
 		"--listen", n.listen, "--max-pods", "60", "-v")
-	cmd.Env = append(os.Environ(), "STOCKADE_PROFILE="+os.Getenv("STOCKADE_PROFILE"))
+	cmd.Args = append(cmd.Args, n.args...)
+	cmd.Env = append(append(os.Environ(), "STOCKADE_PROFILE="+os.Getenv("STOCKADE_PROFILE")), n.env...)
 	// Killed with the test binary (a timeout's panic runs no cleanup).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
