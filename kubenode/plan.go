@@ -23,6 +23,10 @@ const (
 	LabelContainer = "k8s.container"
 )
 
+// ContainerLogTail is how much of a container's latest output `kubectl
+// logs` has, as the kubelet's containerLogMaxSize.
+const ContainerLogTail = 10 << 20
+
 // ContainerEnv marks the processes a node starts for a pod's container (its
 // value is the container's name), so the journal tells them from `kubectl
 // exec` processes after a restart. The workload sees it.
@@ -170,6 +174,11 @@ func PlanPod(pod *corev1.Pod) (Plan, error) {
 	// container's own process carries the marker.
 	pl.Process.Env = []string{ContainerEnv + "=" + pl.Container}
 	pl.Process.Stdout, pl.Process.Stderr = spec.Discard, spec.Discard
+	// A container's logs never kill it: they rotate, the recording
+	// keeping its first bytes and its last ContainerLogTail (the
+	// kubelet's containerLogMaxSize).
+	pl.Process.OutputQuota = spec.NoOutputQuota
+	pl.Process.Record = spec.Record{Tail: ContainerLogTail}
 	if len(bad) == 0 {
 		if err := pl.Process.Validate(); err != nil {
 			add("spec.containers[%s]: %v", pl.Container, err)

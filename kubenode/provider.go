@@ -141,21 +141,25 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 			return err
 		}
 	}
-	// Read before the lock: GETs of the API server. On failure the pod
-	// controller says so in the pod's status and tries again, so a secret
-	// made later is picked up.
-	resolved, err := p.resolve(ctx, pod)
-	if err != nil {
-		return err
-	}
+	// Read before the lock: GETs of the API server. A reference that
+	// cannot be read yet leaves the pod waiting (CreateContainerConfigError)
+	// while its supervisor reads it again.
+	resolved, configErr := p.resolve(ctx, pod)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pods[key] != nil {
 		return nil
 	}
 	r := &podRun{p: p, key: key, ns: pod.Namespace, name: pod.Name, uid: pod.UID, pod: pod.DeepCopy(), done: make(chan struct{})}
-	r.plan, r.refused = PlanPod(resolved)
-	r.container = r.plan.Container
+	if configErr != nil {
+		r.configErr = configErr
+		if len(pod.Spec.Containers) > 0 {
+			r.container = pod.Spec.Containers[0].Name // its status says why it waits
+		}
+	} else {
+		r.plan, r.refused = PlanPod(resolved)
+		r.container = r.plan.Container
+	}
 	if r.refused == nil && p.maxPods > 0 && p.live() >= p.maxPods {
 		r.limited = spec.Errorf(spec.CodeResourceExhausted, "kubenode", "node %s runs %d sandboxes, its limit (--max-pods)", p.node, p.maxPods)
 	}
@@ -421,6 +425,7 @@ type podRun struct {
 	finished   bool        // its container will not run again (its sandbox stopped)
 	plan       Plan
 	refused    error
+	configErr  error // the env's references unread yet: read again by supervise
 	failure    string // why the pod cannot run (create failed, sandbox lost)
 	sandboxID  string
 	procID     string // the container's current process
@@ -445,6 +450,9 @@ func (r *podRun) supervise(ctx context.Context) {
 		r.backoff = false // no restart comes once the supervisor is gone
 		r.mu.Unlock()
 	}()
+	if !r.awaitConfig(ctx) {
+		return
+	}
 	r.mu.Lock()
 	refused, limited, failure := r.refused, r.limited, r.failure
 	r.mu.Unlock()
@@ -539,6 +547,37 @@ func (r *podRun) finish(ctx context.Context, sb *stockade.Sandbox) {
 		r.p.log.Warn("stopping a finished pod's sandbox", "pod", r.key, "sandbox", sb.ID(), "err", err)
 	}
 	r.p.push(r)
+}
+
+// awaitConfig reads the env's references again, with the restart
+// back-off between tries, until they can be read (then the pod is planned)
+// or ctx ends (false).
+func (r *podRun) awaitConfig(ctx context.Context) bool {
+	backoff := restartBackoff[0]
+	for {
+		r.mu.Lock()
+		configErr, pod := r.configErr, r.pod.DeepCopy() // its status is written under mu
+		r.mu.Unlock()
+		if configErr == nil {
+			return true
+		}
+		r.p.log.Warn("pod's env unreadable; trying again", "pod", r.key, "err", configErr)
+		r.p.push(r)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, restartBackoff[1])
+		resolved, err := r.p.resolve(ctx, pod)
+		r.mu.Lock()
+		r.configErr = err
+		if err == nil {
+			r.plan, r.refused = PlanPod(resolved)
+			r.container = r.plan.Container
+		}
+		r.mu.Unlock()
+	}
 }
 
 // bind waits for a re-adopted sandbox's pod (the informer's cache) and
@@ -664,7 +703,7 @@ func (r *podRun) snapshot(ctx context.Context) *corev1.Pod {
 	v := runView{
 		refused: r.refused, limited: r.limited, failure: r.failure, sandboxID: r.sandboxID, procID: r.procID, prevID: r.prevID,
 		restarts: r.restarts, backoff: r.backoff && !r.deleted, deleted: r.deleted, container: r.container, tokenVolume: r.plan.TokenVolume,
-		restart: r.plan.Restart, notApplied: slices.Clone(r.notApplied),
+		restart: r.plan.Restart, notApplied: slices.Clone(r.notApplied), configErr: r.configErr,
 	}
 	r.mu.Unlock()
 	pod.Status = r.p.status(ctx, pod, v)

@@ -265,3 +265,53 @@ func TestLastLines(t *testing.T) {
 }
 
 func lifecycleReason(s string) lifecycle.Reason { return lifecycle.Reason(s) }
+
+// A pod whose env names a secret not made yet waits, as a kubelet's
+// CreateContainerConfigError (never Failed, even under restartPolicy
+// Never), and runs once the secret exists; the pod the node reports keeps
+// the reference, never the value.
+func TestProviderEnvNotReadableYet(t *testing.T) {
+	n := newFakeNode(t, func(string, int) dockerio.FakeRun { return dockerio.FakeRun{} })
+	src := &fakeEnvSource{secrets: map[string]map[string][]byte{}}
+	var mu sync.Mutex
+	n.p.env = lockedEnvSource{src, &mu}
+	ctx := context.Background()
+	pod := fakePod("waits", corev1.RestartPolicyNever)
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "token"}}}}
+	if err := n.p.CreatePod(ctx, pod); err != nil {
+		t.Fatalf("a pod whose secret is not made yet: %v, want it accepted and waiting", err)
+	}
+	n.waitStatus(t, "waits", "waiting for its secret", func(s corev1.PodStatus) bool {
+		return s.Phase == corev1.PodPending && len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].State.Waiting != nil &&
+			s.ContainerStatuses[0].State.Waiting.Reason == "CreateContainerConfigError" && strings.Contains(s.ContainerStatuses[0].State.Waiting.Message, "ns/creds")
+	})
+	mu.Lock()
+	src.secrets["ns/creds"] = map[string][]byte{"token": []byte("s3cret")}
+	mu.Unlock()
+	n.waitStatus(t, "waits", "succeeded once its secret exists", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodSucceeded })
+	got, err := n.p.GetPod(ctx, "ns", "waits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := got.Spec.Containers[0].Env[0]; e.Value != "" || e.ValueFrom == nil {
+		t.Errorf("the reported pod's env %+v: the value went into it", e)
+	}
+}
+
+type lockedEnvSource struct {
+	src *fakeEnvSource
+	mu  *sync.Mutex
+}
+
+func (l lockedEnvSource) secret(ctx context.Context, ns, name string) (map[string][]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.src.secret(ctx, ns, name)
+}
+
+func (l lockedEnvSource) configMap(ctx context.Context, ns, name string) (map[string]string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.src.configMap(ctx, ns, name)
+}

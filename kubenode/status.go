@@ -29,6 +29,17 @@ type runView struct {
 	restarts                  int32
 	backoff, deleted          bool
 	container, tokenVolume    string
+	configErr                 error // the env's references could not be read yet
+}
+
+// unreadPhase is the phase a pod keeps while its journal cannot be read:
+// the last one reported (Unknown is deprecated: a kubelet that cannot tell
+// says so in the reason and the container's state, not the phase).
+func unreadPhase(old corev1.PodStatus) corev1.PodPhase {
+	if old.Phase == "" || old.Phase == corev1.PodUnknown {
+		return corev1.PodPending
+	}
+	return old.Phase
 }
 
 // status builds a pod's status from the journal: the sandbox's folded state
@@ -81,6 +92,13 @@ func (p *Provider) status(ctx context.Context, pod *corev1.Pod, v runView) corev
 		terminated(128, "OutOfpods", v.limited.Error())
 		return finish(false)
 	}
+	if v.configErr != nil {
+		// As a kubelet's CreateContainerConfigError: the pod waits, and
+		// the references are read again until they can be.
+		st.Phase = corev1.PodPending
+		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: v.configErr.Error()}}
+		return finish(false)
+	}
 	if v.failure != "" {
 		st.Phase, st.Reason, st.Message = corev1.PodFailed, "SandboxFailed", v.failure
 		terminated(128, "SandboxFailed", v.failure)
@@ -104,7 +122,7 @@ func (p *Provider) status(ctx context.Context, pod *corev1.Pod, v runView) corev
 	}
 	if err != nil {
 		// The journal could not be read now: say so rather than guess.
-		st.Phase, st.Reason, st.Message = corev1.PodUnknown, "JournalUnreadable", err.Error()
+		st.Phase, st.Reason, st.Message = unreadPhase(old), "JournalUnreadable", err.Error()
 		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "JournalUnreadable", Message: err.Error()}}
 		return finish(false)
 	}
@@ -124,7 +142,7 @@ func (p *Provider) status(ctx context.Context, pod *corev1.Pod, v runView) corev
 			terminated(137, "SandboxRemoved", "the sandbox was removed")
 		}
 	case cur.err != nil:
-		st.Phase, st.Reason, st.Message = corev1.PodUnknown, "JournalUnreadable", cur.err.Error()
+		st.Phase, st.Reason, st.Message = unreadPhase(old), "JournalUnreadable", cur.err.Error()
 		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "JournalUnreadable", Message: cur.err.Error()}}
 	case !cur.terminal:
 		st.Phase = corev1.PodRunning

@@ -60,13 +60,17 @@ func (p *Provider) GetContainerLogs(ctx context.Context, ns, name, container str
 	id := r.procID
 	if opts.Previous {
 		id = r.prevID
+	} else if id == "" && r.backoff {
+		id = r.prevID // in its back-off: the process that ended, as a kubelet shows
 	}
 	r.mu.Unlock()
 	if id == "" {
 		if opts.Previous {
 			return nil, errdefs.InvalidInputf("pod %s/%s's container has not been restarted: there is no previous process", ns, name)
 		}
-		return io.NopCloser(bytes.NewReader(nil)), nil
+		// As a kubelet says of a container that has not started: a 400,
+		// not an empty 200 that reads as a silent process.
+		return nil, errdefs.InvalidInputf("container %q in pod %s/%s is waiting to start: its sandbox or process is not made yet", r.container, ns, name)
 	}
 	pr, pw := io.Pipe()
 	go func() {
@@ -229,7 +233,10 @@ func (p *Provider) RunInContainer(ctx context.Context, ns, name, container strin
 	}
 	// kubectl exec's process goes with its client, as a container
 	// runtime's does: it is tied to its caller.
-	ps := spec.Process{Argv: cmd, TTY: attach.TTY(), Stdin: attach.Stdin() != nil, Stdout: spec.Discard, Stderr: spec.Discard, StopWithCaller: true}
+	// An exec's streams go to its caller whole (`kubectl exec … cat` of
+	// any size, `kubectl cp`): no output quota; the recording is bounded.
+	ps := spec.Process{Argv: cmd, TTY: attach.TTY(), Stdin: attach.Stdin() != nil, Stdout: spec.Discard, Stderr: spec.Discard,
+		StopWithCaller: true, OutputQuota: spec.NoOutputQuota}
 	if attach.Stdout() != nil {
 		ps.Stdout = spec.Pipe
 	}

@@ -86,6 +86,10 @@ const (
 	DefaultFrameLimit = 1 << 20
 	// DefaultOutputQuota bounds a process's combined stdout+stderr bytes.
 	DefaultOutputQuota = 64 << 20
+	// NoOutputQuota as a process's OutputQuota lets it write without
+	// bound (its recording is still bounded by Record): a long-running
+	// service's logs, or a stream its caller reads whole.
+	NoOutputQuota = math.MaxInt64
 )
 
 // Input limits. Each is refused with an invalid_argument error naming the

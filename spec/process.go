@@ -31,7 +31,8 @@ type Process struct {
 	// Timeout, if positive, stops the process (its group) that long after
 	// it was reserved.
 	Timeout time.Duration `json:"timeout,omitempty"`
-	// OutputQuota bounds stdout+stderr bytes; 0 means DefaultOutputQuota.
+	// OutputQuota bounds stdout+stderr bytes; 0 means DefaultOutputQuota,
+	// NoOutputQuota none.
 	OutputQuota int64 `json:"output_quota,omitempty"`
 	// Record says what of the output the recorder keeps; the zero value
 	// is the runtime's default (see Record).

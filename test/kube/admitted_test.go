@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -142,6 +144,56 @@ func TestKubeNodeAdmitted(t *testing.T) {
 	}
 	if secretGets == 0 || statusWrites == 0 {
 		t.Errorf("the audit log holds %d gets of the secret and %d status writes of the node's: the checks above saw nothing", secretGets, statusWrites)
+	}
+
+	// A reference to a secret not made yet keeps the pod Pending (its
+	// logs an error, not an empty answer); once made, the pod runs.
+	later := sandboxPod("later", corev1.RestartPolicyAlways, "sh", "-c", `echo "late=$LATE"; sleep 3600`)
+	later.Spec.Containers[0].Env = append(later.Spec.Containers[0].Env, corev1.EnvVar{Name: "LATE", ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "later-creds"}, Key: "v"}}})
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, later, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.CoreV1().Pods("default").Delete(ctx, "later", metav1.DeleteOptions{}) }()
+	waitPods(t, cs, time.Minute, []string{"later"}, "pending on the node", func(p *corev1.Pod) bool {
+		w := p.Status.ContainerStatuses
+		return p.Spec.NodeName != "" && p.Status.Phase == corev1.PodPending && len(w) == 1 && w[0].State.Waiting != nil &&
+			w[0].State.Waiting.Reason == "CreateContainerConfigError" && strings.Contains(w[0].State.Waiting.Message, "later-creds")
+	})
+	if out, code := kubectl(t, c, "", "logs", "later"); code == 0 {
+		t.Errorf("kubectl logs of a pod whose container has not started: exit 0 %q, want an error", out)
+	}
+	if _, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "later-creds"},
+		Data: map[string][]byte{"v": []byte("now")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPods(t, cs, 2*time.Minute, []string{"later"}, "running once its secret exists", podRunning)
+
+	// Output past the runtime's default quota (64 MiB) kills neither a
+	// container nor an exec: logs rotate, an exec's stream is its caller's.
+	const big = 70_000_000
+	chatty := sandboxPod("chatty", corev1.RestartPolicyAlways, "sh", "-c", fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x; echo; echo done; sleep 3600`, big))
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, chatty, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.CoreV1().Pods("default").Delete(ctx, "chatty", metav1.DeleteOptions{}) }()
+	waitPods(t, cs, 2*time.Minute, []string{"chatty"}, "running", podRunning)
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		out, code := kubectl(t, c, "", "logs", "--tail=1", "chatty")
+		if code == 0 && out == "done\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the chatty pod never finished writing: exit %d %.200q", code, out)
+		}
+		time.Sleep(time.Second)
+	}
+	if p := waitPods(t, cs, time.Minute, []string{"chatty"}, "running", podRunning)["chatty"]; p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the chatty pod's container was restarted %d times: its output killed it", p.Status.ContainerStatuses[0].RestartCount)
+	}
+	if out, code := kubectl(t, c, "", "exec", "chatty", "--", "head", "-c", strconv.Itoa(big), "/dev/zero"); code != 0 || len(out) != big {
+		t.Errorf("kubectl exec of %d bytes: exit %d, %d bytes", big, code, len(out))
 	}
 
 	// Ready follows the runtime's health.
