@@ -425,7 +425,7 @@ type podRun struct {
 	finished   bool        // its container will not run again (its sandbox stopped)
 	plan       Plan
 	refused    error
-	configErr  error // the env's references unread yet: read again by supervise
+	configErr  error  // the env's references unread yet: read again by supervise
 	failure    string // why the pod cannot run (create failed, sandbox lost)
 	sandboxID  string
 	procID     string // the container's current process
