@@ -56,6 +56,10 @@ type Plan struct {
 	// injected; it is not mounted (a sandbox never holds API
 	// credentials), and the pod's status says so.
 	TokenVolume string
+	// Grace is the pod's terminationGracePeriodSeconds (nil: the API
+	// server's default, 30 s, is always set): the container's process is
+	// sent TERM at the pod's deletion and KILL once it has passed.
+	Grace time.Duration
 }
 
 // Refusal lists every part of a pod a stockade node cannot run as asked.
@@ -126,8 +130,17 @@ func PlanPod(pod *corev1.Pod) (Plan, error) {
 	if ps.Resources != nil {
 		add("spec.resources (pod-level): not supported; set the container's")
 	}
-	if ps.Hostname != "" || ps.Subdomain != "" || ps.SetHostnameAsFQDN != nil && *ps.SetHostnameAsFQDN {
-		add("spec.hostname/subdomain: not supported (a sandbox's host name is its own)")
+	if ps.Hostname != "" || ps.Subdomain != "" || ps.SetHostnameAsFQDN != nil && *ps.SetHostnameAsFQDN || ps.HostnameOverride != nil {
+		add("spec.hostname/subdomain/hostnameOverride: not supported (a sandbox's host name is its own)")
+	}
+	if len(ps.ImagePullSecrets) > 0 {
+		// A node that never pulls cannot check that the pod holds the
+		// credentials an image was pulled with: refused rather than let
+		// any pod run any image cached on the host under a secret's name.
+		add("spec.imagePullSecrets: not supported (a stockade node never pulls, so it cannot check a pod's right to a private image)")
+	}
+	if g := ps.TerminationGracePeriodSeconds; g != nil {
+		pl.Grace = time.Duration(*g) * time.Second
 	}
 	if ps.DNSConfig != nil || ps.DNSPolicy != "" && ps.DNSPolicy != corev1.DNSClusterFirst {
 		add("spec.dnsPolicy/dnsConfig: only the default (ClusterFirst) is accepted, and a sandbox has no cluster DNS (its network is none)")
@@ -308,12 +321,18 @@ func planContainer(pl *Plan, c corev1.Container, tokenMount string, add func(str
 		if pl.Sandbox.Policy.CPUs <= 0 {
 			add("%s.resources.limits.cpu: must be positive", at)
 		}
+	} else if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok && float64(q.MilliValue())/1000 > spec.DefaultCPUs {
+		// No limit: the sandbox's default bound, but never below what
+		// the scheduler reserved for it.
+		pl.Sandbox.Policy.CPUs = float64(q.MilliValue()) / 1000
 	}
 	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 		pl.Sandbox.Policy.MemoryBytes = quantityBytes(q)
 		if pl.Sandbox.Policy.MemoryBytes <= 0 {
 			add("%s.resources.limits.memory: must be positive", at)
 		}
+	} else if q, ok := c.Resources.Requests[corev1.ResourceMemory]; ok && quantityBytes(q) > spec.DefaultMemoryBytes {
+		pl.Sandbox.Policy.MemoryBytes = quantityBytes(q)
 	}
 }
 

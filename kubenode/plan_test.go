@@ -44,6 +44,40 @@ func TestPlanPod(t *testing.T) {
 		// refused, when set, is a field the refusal must name.
 		refused string
 	}{
+		{name: "logs rotate, no output quota", check: func(t *testing.T, pl Plan) {
+			if pl.Process.OutputQuota != spec.NoOutputQuota || pl.Process.Record.Tail != ContainerLogTail {
+				t.Errorf("quota %d record %+v", pl.Process.OutputQuota, pl.Process.Record)
+			}
+		}},
+		{name: "requests without limits", edit: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("2Gi")}
+		}, check: func(t *testing.T, pl Plan) {
+			if pl.Sandbox.Policy.CPUs != 3 || pl.Sandbox.Policy.MemoryBytes != 2<<30 {
+				t.Errorf("a container asking for 3 CPUs and 2Gi without limits got %g CPUs and %d bytes", pl.Sandbox.Policy.CPUs, pl.Sandbox.Policy.MemoryBytes)
+			}
+		}},
+		{name: "small requests keep the defaults", edit: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+		}, check: func(t *testing.T, pl Plan) {
+			if pl.Sandbox.Policy.CPUs != 0 {
+				t.Errorf("cpus %g, want the default (0)", pl.Sandbox.Policy.CPUs)
+			}
+		}},
+		{name: "termination grace", edit: func(p *corev1.Pod) {
+			g := int64(3)
+			p.Spec.TerminationGracePeriodSeconds = &g
+		}, check: func(t *testing.T, pl Plan) {
+			if pl.Grace.Seconds() != 3 {
+				t.Errorf("grace %v", pl.Grace)
+			}
+		}},
+		{name: "image pull secrets", edit: func(p *corev1.Pod) {
+			p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+		}, refused: "spec.imagePullSecrets"},
+		{name: "hostname override", edit: func(p *corev1.Pod) {
+			h := "other"
+			p.Spec.HostnameOverride = &h
+		}, refused: "hostnameOverride"},
 		{name: "minimal", check: func(t *testing.T, pl Plan) {
 			if got := strings.Join(pl.Process.Argv, "|"); got != "sh|-c|echo hi" {
 				t.Errorf("argv %q", got)
@@ -200,4 +234,26 @@ func FuzzPlanPod(f *testing.F) {
 			t.Fatalf("a plan with no image or argv: %+v", pl)
 		}
 	})
+}
+
+// An in-place resize and an ephemeral container arrive as updates; a
+// running sandbox takes neither, and the pod says so.
+func TestUnappliedUpdates(t *testing.T) {
+	old := basePod()
+	resized := old.DeepCopy()
+	resized.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	debugged := old.DeepCopy()
+	debugged.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox"}}}
+	for _, c := range []struct {
+		cur  *corev1.Pod
+		want string
+	}{{resized, "in-place resize"}, {debugged, "kubectl debug"}} {
+		got := unapplied(old, c.cur)
+		if len(got) != 1 || !strings.Contains(got[0], c.want) {
+			t.Errorf("unapplied %q, want one naming %q", got, c.want)
+		}
+	}
+	if got := unapplied(old, old.DeepCopy()); len(got) != 0 {
+		t.Errorf("an unchanged pod: %q", got)
+	}
 }

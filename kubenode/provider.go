@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -216,7 +218,8 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 // unapplied names the changes of a pod update a running sandbox cannot
 // take (the pod then says so in its stockade.io/Supported condition): the
 // image (pinned at create), activeDeadlineSeconds (the TTL is fixed at
-// create), and stockade's annotations.
+// create), an in-place resize, an ephemeral container (kubectl debug), and
+// stockade's annotations.
 func unapplied(old, cur *corev1.Pod) []string {
 	var out []string
 	if len(old.Spec.Containers) == 1 && len(cur.Spec.Containers) == 1 && old.Spec.Containers[0].Image != cur.Spec.Containers[0].Image {
@@ -224,6 +227,12 @@ func unapplied(old, cur *corev1.Pod) []string {
 	}
 	if !equalDeadline(old.Spec.ActiveDeadlineSeconds, cur.Spec.ActiveDeadlineSeconds) {
 		out = append(out, "activeDeadlineSeconds (a sandbox's TTL is fixed at create)")
+	}
+	if len(old.Spec.Containers) == 1 && len(cur.Spec.Containers) == 1 && !equality.Semantic.DeepEqual(old.Spec.Containers[0].Resources, cur.Spec.Containers[0].Resources) {
+		out = append(out, "resources (an in-place resize: a sandbox's CPU and memory are fixed at create; delete the pod and make it again)")
+	}
+	if len(cur.Spec.EphemeralContainers) > len(old.Spec.EphemeralContainers) {
+		out = append(out, "ephemeralContainers (kubectl debug: a sandbox runs one container; use kubectl exec)")
 	}
 	for _, k := range []string{AnnotationPids, AnnotationNoChanges} {
 		if old.Annotations[k] != cur.Annotations[k] {
@@ -247,14 +256,25 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	r.mu.Lock()
 	if r.pod == nil {
 		r.pod = pod.DeepCopy()
+	} else {
+		r.pod.DeletionTimestamp, r.pod.DeletionGracePeriodSeconds = pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds
 	}
 	r.mu.Unlock()
 	return p.remove(ctx, r)
 }
 
 func (p *Provider) remove(ctx context.Context, r *podRun) error {
+	r.mu.Lock()
+	proc, grace := r.proc, r.plan.Grace
+	if pod := r.pod; pod != nil && pod.DeletionGracePeriodSeconds != nil {
+		grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second // the delete's, as a kubelet honours it
+	}
+	r.mu.Unlock()
 	r.cancel()
 	<-r.done
+	if proc != nil {
+		p.terminate(ctx, r, proc, grace)
+	}
 	r.mu.Lock()
 	id := r.sandboxID
 	r.mu.Unlock()
@@ -291,6 +311,31 @@ func (p *Provider) remove(ctx context.Context, r *podRun) error {
 	}
 	p.mu.Unlock()
 	return nil
+}
+
+// terminate ends the container's process as a kubelet ends a container at
+// its pod's deletion: TERM now, KILL once grace has passed; the sandbox's
+// removal then stops what else runs in it.
+func (p *Provider) terminate(ctx context.Context, r *podRun, proc *stockade.Process, grace time.Duration) {
+	select {
+	case <-proc.Done():
+		return
+	default:
+	}
+	if err := proc.Signal(ctx, syscall.SIGTERM); err != nil {
+		p.log.Warn("TERM to a deleted pod's container", "pod", r.key, "err", err)
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-proc.Done():
+		return
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	if err := proc.Signal(ctx, syscall.SIGKILL); err != nil {
+		p.log.Warn("KILL to a deleted pod's container", "pod", r.key, "err", err)
+	}
 }
 
 // sandboxesOf lists the live sandboxes the journal labels with a pod's
