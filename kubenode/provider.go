@@ -558,9 +558,16 @@ func (r *podRun) supervise(ctx context.Context) {
 		policy := r.plan.Restart
 		r.mu.Unlock()
 		again := policy == corev1.RestartPolicyAlways || policy == corev1.RestartPolicyOnFailure && (code != 0 || res.Reason != string(lifecycle.ReasonExited))
-		if !again || res.Reason == string(lifecycle.ReasonSandboxStopped) || res.Reason == string(lifecycle.ReasonStopped) {
+		// The sandbox died under the process (the node stops it only
+		// after deciding, and a deletion ends ctx first): as a kubelet
+		// makes a dead pod sandbox again, so does the node.
+		died := res.Reason == string(lifecycle.ReasonSandboxStopped)
+		if !again || res.Reason == string(lifecycle.ReasonStopped) {
 			r.finish(ctx, sb)
 			return
+		}
+		if !res.Started.IsZero() && res.Ended.Sub(res.Started) >= backoffReset {
+			backoff = restartBackoff[0] // it ran long enough: the back-off starts over, as a kubelet's
 		}
 		r.mu.Lock()
 		r.backoff = true
@@ -573,11 +580,50 @@ func (r *podRun) supervise(ctx context.Context) {
 		}
 		backoff = min(2*backoff, restartBackoff[1])
 		r.mu.Lock()
-		r.backoff = false
 		r.prevID, r.procID = r.procID, ""
 		r.restarts++
 		r.mu.Unlock()
+		if died {
+			nsb, err := r.remake(ctx, sb)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.fail(fmt.Sprintf("making the dead sandbox again: %v", err))
+				}
+				return
+			}
+			sb = nsb
+		}
+		r.mu.Lock()
+		r.backoff = false
+		r.mu.Unlock()
 	}
+}
+
+// backoffReset is how long a container's process must run for its restart
+// back-off to start over (the kubelet's 10 minutes).
+var backoffReset = 10 * time.Minute
+
+// remake replaces a sandbox that died with a new one made from the pod's
+// plan. The dead one is removed (its journal and recordings stay, so
+// `kubectl logs --previous` reads the process it ran); the new one starts
+// with a fresh /workspace, as a new container starts with a fresh
+// writable layer.
+func (r *podRun) remake(ctx context.Context, dead *stockade.Sandbox) (*stockade.Sandbox, error) {
+	if err := dead.Remove(ctx); err != nil && !spec.IsCode(err, spec.CodeNotFound) {
+		r.p.log.Warn("removing a pod's dead sandbox", "pod", r.key, "sandbox", dead.ID(), "err", err)
+	}
+	r.mu.Lock()
+	plan := r.plan.Sandbox
+	r.mu.Unlock()
+	sb, err := r.p.rt.CreateSandbox(ctx, plan)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.sandboxID = sb.ID()
+	r.mu.Unlock()
+	r.p.log.Info("pod's dead sandbox made again", "pod", r.key, "dead", dead.ID(), "sandbox", sb.ID())
+	return sb, nil
 }
 
 // finish stops a pod's sandbox once its container will not run again (as a

@@ -315,3 +315,51 @@ func (l lockedEnvSource) configMap(ctx context.Context, ns, name string) (map[st
 	defer l.mu.Unlock()
 	return l.src.configMap(ctx, ns, name)
 }
+
+// A sandbox that dies under a pod whose policy restarts it is made again
+// (as a kubelet makes a dead pod sandbox again): the pod runs on in a new
+// sandbox, its restart counted, instead of ending Failed.
+func TestProviderRemakesADeadSandbox(t *testing.T) {
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	n := newFakeNode(t, func(string, int) dockerio.FakeRun { return dockerio.FakeRun{Hold: hold} })
+	var mu sync.Mutex
+	var sandboxes []dockerio.Sandbox
+	script := n.eng.Script
+	n.eng.Script = func(sb dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		mu.Lock()
+		sandboxes = append(sandboxes, sb)
+		mu.Unlock()
+		return script(sb, req)
+	}
+	ctx := context.Background()
+	if err := n.p.CreatePod(ctx, fakePod("remade", corev1.RestartPolicyAlways)); err != nil {
+		t.Fatal(err)
+	}
+	n.waitStatus(t, "remade", "running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning && len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].State.Running != nil })
+	mu.Lock()
+	first := sandboxes[len(sandboxes)-1]
+	mu.Unlock()
+	n.eng.SetExited(first, dockerio.ContainerExit{ExitCode: 137})
+	st := n.waitStatus(t, "remade", "running again in a new sandbox", func(s corev1.PodStatus) bool {
+		return s.Phase == corev1.PodRunning && len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].State.Running != nil && s.ContainerStatuses[0].RestartCount == 1
+	})
+	mu.Lock()
+	last := sandboxes[len(sandboxes)-1]
+	mu.Unlock()
+	if last.ID == first.ID {
+		t.Fatalf("the process runs again in the dead sandbox %s", first.ID)
+	}
+	if lt := st.ContainerStatuses[0].LastTerminationState.Terminated; lt == nil {
+		t.Errorf("no last termination: %+v", st.ContainerStatuses[0])
+	}
+	infos, err := n.rt.Sandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		if in.ID == first.ID {
+			t.Errorf("the dead sandbox %s is still listed (%s)", first.ID, in.Phase)
+		}
+	}
+}
