@@ -336,7 +336,9 @@ func TestProviderRemakesADeadSandbox(t *testing.T) {
 	if err := n.p.CreatePod(ctx, fakePod("remade", corev1.RestartPolicyAlways)); err != nil {
 		t.Fatal(err)
 	}
-	n.waitStatus(t, "remade", "running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning && len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].State.Running != nil })
+	n.waitStatus(t, "remade", "running", func(s corev1.PodStatus) bool {
+		return s.Phase == corev1.PodRunning && len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].State.Running != nil
+	})
 	mu.Lock()
 	first := sandboxes[len(sandboxes)-1]
 	mu.Unlock()
