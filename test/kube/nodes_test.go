@@ -414,6 +414,15 @@ func waitGone(t *testing.T, cs *kubernetes.Clientset, names []string, limit time
 // certificate c.Dir/NAME.crt (none if ""), and returns the HTTP status.
 func kubeletGet(t *testing.T, c *kubecluster.Cluster, addr, path, cert string) int {
 	t.Helper()
+	code, _ := kubeletRead(t, c, addr, path, cert)
+	return code
+}
+
+// kubeletRead is a GET of a node's kubelet API with a client certificate
+// of the cluster's CA (cert names its files in the cluster's directory;
+// "": none): the status and the body.
+func kubeletRead(t *testing.T, c *kubecluster.Cluster, addr, path, cert string) (int, string) {
+	t.Helper()
 	cfg := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} //nolint:gosec // the node's serving certificate is self-signed here; the client side is what is tested
 	if cert != "" {
 		kp, err := tls.LoadX509KeyPair(filepath.Join(c.Dir, cert+".crt"), filepath.Join(c.Dir, cert+".key"))
@@ -427,8 +436,12 @@ func kubeletGet(t *testing.T, c *kubecluster.Cluster, addr, path, cert string) i
 	if err != nil {
 		t.Fatalf("kubelet API %s: %v", path, err)
 	}
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		t.Fatalf("kubelet API %s: %v", path, err)
+	}
+	return resp.StatusCode, string(body)
 }
 
 // followLogs runs kubectl logs -f on pod, calls then once its output holds
