@@ -14,17 +14,9 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/stockade/stockade"
+	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/spec"
 )
-
-// pollEvery is how often a follow reads the recording again for output
-// past what it sent (a recording is bounded in size; this is how `stockade
-// logs -f` follows too).
-const pollEvery = 200 * time.Millisecond
-
-// endWait bounds the wait, after the journal says a process exited, for its
-// recording's end record (written a moment after the exit).
-const endWait = 2 * time.Second
 
 // firstSizeWait bounds the wait for a terminal's first size before its
 // process starts.
@@ -106,34 +98,35 @@ func (p *Provider) writeLogs(ctx context.Context, id string, opts api.ContainerL
 	return p.follow(ctx, id, printed, w, w)
 }
 
-// follow writes the process's output past from until the journal says it
-// exited (and the recording ends, or endWait passed) or ctx ends.
+// follow writes the process's output past from as the recorder takes it
+// (the recorder wakes an attach at each write: no polling) until the
+// process has ended and its recording is complete, or ctx ends.
 func (p *Provider) follow(ctx context.Context, id string, from int64, stdout, stderr io.Writer) error {
-	var ended time.Time
-	for {
-		st, err := p.rt.ReplayProcess(ctx, id, 0)
-		if err != nil {
-			return err
-		}
-		var complete bool
-		from, complete, err = p.readFrom(ctx, id, from, stdout, stderr)
-		if err != nil {
-			return err
-		}
-		if st.Terminal() {
-			if ended.IsZero() {
-				ended = time.Now()
-			}
-			if complete || time.Since(ended) > endWait {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(pollEvery):
-		}
+	proc, err := p.rt.Host().Process(ctx, id)
+	if err != nil {
+		return err
 	}
+	_, err = proc.Attach(ctx, host.AttachOptions{From: from}, func(ch host.OutputChunk) error {
+		return writeChunk(ch.Stream, ch.Data, ch.Gap, stdout, stderr)
+	})
+	if ctx.Err() != nil {
+		return nil // the client went
+	}
+	return err
+}
+
+// writeChunk writes one recorded chunk: a gap as one line on stderr.
+func writeChunk(stream string, data []byte, gap int64, stdout, stderr io.Writer) error {
+	var err error
+	switch stream {
+	case "":
+		_, err = fmt.Fprintf(stderr, "[stockade: %d bytes of output not recorded here]\n", gap)
+	case "stderr":
+		_, err = stderr.Write(data)
+	default:
+		_, err = stdout.Write(data)
+	}
+	return err
 }
 
 // readFrom writes the recorded output past offset from (a gap as one line
@@ -151,17 +144,7 @@ func (p *Provider) readFrom(ctx context.Context, id string, from int64, stdout, 
 			data = data[skip:]
 		}
 		end = chEnd
-		switch ch.Stream {
-		case "":
-			_, err := fmt.Fprintf(stderr, "[stockade: %d bytes of output not recorded here]\n", ch.Gap)
-			return err
-		case "stderr":
-			_, err := stderr.Write(data)
-			return err
-		default:
-			_, err := stdout.Write(data)
-			return err
-		}
+		return writeChunk(ch.Stream, data, ch.Gap, stdout, stderr)
 	})
 	if spec.IsCode(err, spec.CodeNotFound) {
 		return from, false, nil // not recording yet
