@@ -27,36 +27,6 @@ import (
 // point at a fresh temporary directory.
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
 
-func TestParseBytes(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"512m", 512 << 20, true}, {"1G", 1 << 30, true}, {"64k", 64 << 10, true}, {"4096", 4096, true}, {"0", 0, true},
-		{"", 0, false}, {"-1m", 0, false}, {"lots", 0, false}, {"99999999999g", 0, false},
-	} {
-		got, err := parseBytes(tc.in)
-		if tc.ok != (err == nil) || got != tc.want {
-			t.Errorf("parseBytes(%q) = %d, %v", tc.in, got, err)
-		}
-		if err != nil && !spec.IsCode(err, spec.CodeInvalidArgument) {
-			t.Errorf("parseBytes(%q): untyped error %v", tc.in, err)
-		}
-	}
-}
-
-func TestParseUser(t *testing.T) {
-	if u, err := parseUser("1000:1001"); err != nil || u.UID != 1000 || u.GID != 1001 {
-		t.Fatalf("%+v %v", u, err)
-	}
-	for _, bad := range []string{"", "1000", "a:b", "1:2:3"} {
-		if _, err := parseUser(bad); !spec.IsCode(err, spec.CodeInvalidArgument) {
-			t.Errorf("parseUser(%q): %v", bad, err)
-		}
-	}
-}
-
 // TestParse: a command line becomes a validated request, global flags
 // before or after the command, policy flags left at zero taking the
 // defaults field by field.

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/stockade/stockade/internal/sandboxflag"
 	"io"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/stockade/stockade/profile"
 
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/lifecycle"
@@ -38,8 +36,8 @@ func parseRun(g global, args []string) (command, error) {
 	c := &runCmd{g: g}
 	fs := newFlags("run", &c.g)
 	fs.StringVar(&c.image, "image", "stockade/toolbox:dev", "sandbox image (tag or sha256 ID)")
-	var pf policyFlags
-	pf.register(fs)
+	var pf sandboxflag.Policy
+	pf.Register(fs)
 	var xf processFlags
 	xf.register(fs)
 	fs.BoolVar(&c.history, "history", false, "print the sandbox's journaled history after it is removed")
@@ -52,7 +50,7 @@ func parseRun(g global, args []string) (command, error) {
 		return nil, spec.Errorf(spec.CodeInvalidArgument, "run", "--image is empty")
 	}
 	var err error
-	if c.policy, err = pf.policy(); err != nil {
+	if c.policy, err = pf.Policy(); err != nil {
 		return nil, err
 	}
 	if c.proc, err = xf.process("run", fs.Args(), runUsage); err != nil {
@@ -62,56 +60,6 @@ func parseRun(g global, args []string) (command, error) {
 		return nil, spec.Wrap(spec.CodeInvalidArgument, "run", err, "")
 	}
 	return c, nil
-}
-
-// policyFlags are a sandbox policy's flags. Their zero values (the flags'
-// defaults) mean the policy's defaults, field by field.
-type policyFlags struct {
-	p       spec.Policy
-	memory  string
-	network string
-	user    string
-}
-
-func (f *policyFlags) register(fs *flag.FlagSet) {
-	fs.Float64Var(&f.p.CPUs, "cpus", 0, "CPU quota in cores (0: the default)")
-	fs.StringVar(&f.memory, "memory", "", "memory limit in bytes, or with k/m/g (default 512m)")
-	fs.Int64Var(&f.p.Pids, "pids", 0, "maximum tasks (0: the default)")
-	fs.StringVar(&f.network, "network", "", "isolated, open, or allow=RULE[,RULE...] (host, *.suffix, IP or CIDR, each with an optional :port) (default isolated)")
-	fs.StringVar(&f.user, "user", "", "uid:gid (default 65532:65532)")
-}
-
-func (f *policyFlags) policy() (spec.Policy, error) {
-	p := f.p
-	var err error
-	if f.memory != "" {
-		if p.MemoryBytes, err = parseBytes(f.memory); err != nil {
-			return p, err
-		}
-	}
-	if f.network != "" {
-		if p.Network, p.Egress, err = spec.ParseNetwork(f.network); err != nil {
-			return p, err
-		}
-	}
-	p = p.WithDefaults()
-	// After the defaults: --user 0:0 is root asked for, not a zero value.
-	if f.user != "" {
-		if p.User, err = parseUser(f.user); err != nil {
-			return p, err
-		}
-	}
-	if err := p.Validate(); err != nil {
-		return p, err
-	}
-	// A policy Docker cannot honour exactly (memory under 6 MiB or not in
-	// whole pages, cpus under 0.01...) is bad input too: refused here as a
-	// usage error, before any journal or daemon. The cause keeps its
-	// unsupported code.
-	if err := profile.AdmitPolicy(p); err != nil {
-		return p, spec.Wrap(spec.CodeInvalidArgument, "policy", err, "")
-	}
-	return p, nil
 }
 
 // processFlags are a process's flags (run and exec).
@@ -435,32 +383,3 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-// parseBytes reads a size; 0 is a size too (the caller's default).
-func parseBytes(s string) (int64, error) {
-	mult := int64(1)
-	t := strings.ToLower(strings.TrimSpace(s))
-	switch {
-	case strings.HasSuffix(t, "k"):
-		mult, t = 1<<10, t[:len(t)-1]
-	case strings.HasSuffix(t, "m"):
-		mult, t = 1<<20, t[:len(t)-1]
-	case strings.HasSuffix(t, "g"):
-		mult, t = 1<<30, t[:len(t)-1]
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, spec.Errorf(spec.CodeInvalidArgument, "run", "--memory %q is not a size (e.g. 512m; 0: the default)", s)
-	}
-	return n * mult, nil
-}
-
-func parseUser(s string) (spec.User, error) {
-	u, g, ok := strings.Cut(s, ":")
-	uid, err1 := strconv.ParseInt(u, 10, 64)
-	gid, err2 := strconv.ParseInt(g, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
-		return spec.User{}, spec.Errorf(spec.CodeInvalidArgument, "run", "--user %q is not uid:gid", s)
-	}
-	return spec.User{UID: uid, GID: gid}, nil
-}

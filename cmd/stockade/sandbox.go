@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/stockade/stockade/internal/sandboxflag"
 	"io"
 	"slices"
 	"strings"
@@ -58,7 +59,7 @@ func parseSandbox(g global, args []string) (command, error) {
 	}
 	name := "sandbox " + c.sub
 	fs = newFlags(name, &c.g)
-	var pf policyFlags
+	var pf sandboxflag.Policy
 	switch c.sub {
 	case "create":
 		fs.StringVar(&c.image, "image", "stockade/toolbox:dev", "sandbox image (tag or sha256 ID)")
@@ -67,7 +68,7 @@ func parseSandbox(g global, args []string) (command, error) {
 		fs.StringVar(&c.dir, "dir", "", "every process's default working directory (default /workspace/work)")
 		fs.Var(&c.labels, "label", "KEY=value, the caller's name for the sandbox (repeatable; listed by sandbox ls --json)")
 		fs.StringVar(&c.from, "from", "", "start with a checkpoint's workspace (its ck-… id; its env and dir unless given)")
-		pf.register(fs)
+		pf.Register(fs)
 	case "ls":
 		fs.BoolVar(&c.all, "all", false, "list the warm pools' pooled sandboxes too")
 	case "rm":
@@ -109,7 +110,7 @@ func parseSandbox(g global, args []string) (command, error) {
 		if c.ttl < 0 {
 			return nil, spec.Errorf(spec.CodeInvalidArgument, name, "--ttl %v is negative", c.ttl)
 		}
-		if c.policy, err = pf.policy(); err != nil {
+		if c.policy, err = pf.Policy(); err != nil {
 			return nil, err
 		}
 		// The env, dir and labels as the runtime will judge them.

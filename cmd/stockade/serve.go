@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/stockade/stockade/internal/sandboxflag"
 	"io"
 	"log/slog"
 	"net"
@@ -12,9 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -67,7 +65,7 @@ func parseServe(g global, args []string) (command, error) {
 	}
 	seen := map[string]bool{}
 	for _, v := range pools {
-		p, err := parsePoolSpec(v)
+		p, err := sandboxflag.Pool("serve", v)
 		if err != nil {
 			return nil, err
 		}
@@ -219,78 +217,6 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 		return fail(stderr, err, 1)
 	}
 	return code
-}
-
-// poolKeys are the keys a --pool spec takes besides size: the flags of
-// `sandbox create` that fix a sandbox's body (its pool key), parsed by the
-// same flags. Lifetime, TTL, env, dir, labels and allowlist rules are the
-// claimant's, given at the claim.
-var poolKeys = []string{"image", "cpus", "memory", "pids", "network", "user"}
-
-// parsePoolSpec reads --pool NAME=KEY=VALUE,...,size=N into a pool spec, its
-// policy defaulted and checked as `sandbox create`'s flags are: every
-// unknown key or bad value is a usage error naming it.
-func parsePoolSpec(v string) (stockade.PoolSpec, error) {
-	const form = "NAME=KEY=VALUE,...,size=N"
-	name, rest, ok := strings.Cut(v, "=")
-	if !ok || rest == "" {
-		return stockade.PoolSpec{}, spec.Errorf(spec.CodeInvalidArgument, "serve", "--pool %q is not %s", v, form)
-	}
-	bad := func(format string, args ...any) error {
-		return spec.Errorf(spec.CodeInvalidArgument, "serve", "--pool %s: "+format, append([]any{name}, args...)...)
-	}
-	if err := stockade.CheckPoolName(name); err != nil {
-		return stockade.PoolSpec{}, bad("%v", err)
-	}
-	// A flag set of its own, with the same flags (and so the same parsing)
-	// as sandbox create's image and policy.
-	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	image := fs.String("image", "stockade/toolbox:dev", "")
-	var pf policyFlags
-	pf.register(fs)
-	size := -1
-	given := map[string]bool{}
-	for _, kv := range strings.Split(rest, ",") {
-		k, val, ok := strings.Cut(kv, "=")
-		switch {
-		case !ok:
-			return stockade.PoolSpec{}, bad("%q is not KEY=VALUE (the form is %s)", kv, form)
-		case given[k]:
-			return stockade.PoolSpec{}, bad("%s is given twice", k)
-		case k == "size":
-			n, err := strconv.Atoi(val)
-			if err != nil || n < 0 || n > stockade.MaxPoolSize {
-				return stockade.PoolSpec{}, bad("size %q is not a number from 0 to %d", val, stockade.MaxPoolSize)
-			}
-			size = n
-		case !slices.Contains(poolKeys, k):
-			return stockade.PoolSpec{}, bad("unknown key %q (keys: %s, size)", k, strings.Join(poolKeys, ", "))
-		default:
-			if err := fs.Set(k, val); err != nil {
-				return stockade.PoolSpec{}, bad("%s=%q: %v", k, val, err)
-			}
-		}
-		given[k] = true
-	}
-	if size < 0 {
-		return stockade.PoolSpec{}, bad("no size=N")
-	}
-	if *image == "" {
-		return stockade.PoolSpec{}, bad("image is empty")
-	}
-	pol, err := pf.policy()
-	if err != nil {
-		return stockade.PoolSpec{}, spec.Wrap(spec.CodeInvalidArgument, "serve", err, "--pool %s", name)
-	}
-	if len(pol.Egress) > 0 {
-		return stockade.PoolSpec{}, bad("allowlist rules are the claimant's, given at the claim: use network=allowlist")
-	}
-	ss := spec.Sandbox{Image: *image, Policy: pol}
-	if err := (spec.Sandbox{Image: ss.Image, Policy: ss.Policy, Lifetime: spec.Kept}).ValidateUnpinned(); err != nil {
-		return stockade.PoolSpec{}, spec.Wrap(spec.CodeInvalidArgument, "serve", err, "--pool %s", name)
-	}
-	return stockade.PoolSpec{Name: name, Sandbox: ss, Size: size}, nil
 }
 
 // metricsAddr checks --metrics: host:port, a bare :port meaning loopback

@@ -57,6 +57,9 @@ var rank = map[string]int{
 	"": 9,
 
 	"server": 10, "kubenode": 10,
+	// internal/sandboxflag: a policy's and a pool's flags, read alike by
+	// every command that takes them.
+	"internal/sandboxflag": 10,
 
 	"cmd/stockade": 11, "cmd/stockade-node": 11, "cmd/warden": 11, "cmd/egress": 11, "helpers/internal/gen": 11,
 
