@@ -39,6 +39,7 @@ type assembled struct {
 	events  record.EventBroadcaster
 	client  kubernetes.Interface
 	handler http.Handler
+	name    string
 	listen  string
 	workers int
 }
@@ -95,7 +96,7 @@ func assemble(_ context.Context, cfg Config, client kubernetes.Interface, authn 
 	return &assembled{
 		prov: prov, health: health, nc: nc, pc: pc, pods: pods, events: events, client: client,
 		handler: nodeutil.WithAuth(streamsNeedCreate(authn), mux),
-		listen:  cfg.Listen, workers: max(4, goruntime.NumCPU()),
+		name:    cfg.Name, listen: cfg.Listen, workers: max(4, goruntime.NumCPU()),
 	}, nil
 }
 
@@ -144,6 +145,7 @@ func (a *assembled) run(ctx context.Context, tlsCfg *tls.Config, ready func()) e
 		return a.nc.Err()
 	}
 	ready()
+	go advertisePools(ctx, a.client, a.name, a.prov.rt.Pools, a.prov.log.Warn)
 	select {
 	case <-ctx.Done():
 		return nil

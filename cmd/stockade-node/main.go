@@ -15,12 +15,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/stockade/stockade/internal/sandboxflag"
 	"github.com/stockade/stockade/statedir"
 
 	"github.com/stockade/stockade/profile"
@@ -32,7 +34,7 @@ import (
 )
 
 // Usage is the command line, as `stockade node` shows it.
-const usage = "stockade node --kubeconfig FILE [--name N] [--listen ADDR] [--address IP] [--tls-cert F --tls-key F] [--client-ca F] [--max-pods N] [--cpus N] [--memory Q] [--reserved cpu=N,memory=Q] [--socket PATH] [--journal F] [--profile P] [-v]"
+const usage = "stockade node --kubeconfig FILE [--name N] [--listen ADDR] [--address IP] [--tls-cert F --tls-key F] [--client-ca F] [--max-pods N] [--cpus N] [--memory Q] [--reserved cpu=N,memory=Q] [--pool NAME=KEY=VALUE,...,size=N]... [--socket PATH] [--journal F] [--profile P] [-v]"
 
 // lockWait is how long the node waits for a journal another command holds
 // briefly (as `stockade serve` does).
@@ -44,6 +46,7 @@ const stopGrace = 5 * time.Second
 
 type options struct {
 	journal, profile, socket string
+	pools                    []stockade.PoolSpec
 	cfg                      kubenode.Config
 	level                    slog.Level
 }
@@ -84,6 +87,17 @@ func parse(args []string) (*options, error) {
 	fs.Float64Var(&o.cfg.CPUs, "cpus", 0, "the CPUs the node offers pods (default: the host's; give its share when the host's kubelet offers them too)")
 	memory := fs.String("memory", "", "the memory the node offers pods, a Kubernetes quantity such as 16Gi (default: the host's)")
 	reserved := fs.String("reserved", "", "what pods may not have of it, as the kubelet's --system-reserved: cpu=N,memory=Q")
+	fs.Func("pool", "a warm pool pods claim from when their spec has its key: NAME=KEY=VALUE,...,size=N (keys: image, cpus, memory, pids, network, user, size; repeatable)", func(v string) error {
+		p, err := sandboxflag.Pool("node", v)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(o.pools, func(q stockade.PoolSpec) bool { return q.Name == p.Name }) {
+			return spec.Errorf(spec.CodeInvalidArgument, "node", "--pool %s is given twice", p.Name)
+		}
+		o.pools = append(o.pools, p)
+		return nil
+	})
 	fs.StringVar(&o.socket, "socket", "", "the gRPC socket (default $STOCKADE_SOCKET, else the journal's path with .sock)")
 	verbose := fs.Bool("v", false, "log each pod's changes as well as warnings")
 	if err := fs.Parse(args); err != nil {
@@ -157,7 +171,7 @@ func (o *options) execute(ctx context.Context, stderr io.Writer) int {
 		return fail(stderr, err, 1)
 	}
 	defer unmark()
-	rt, err := stockade.Open(ctx, stockade.Options{Journal: o.journal, Profile: o.profile, Logger: log, LockTimeout: lockWait})
+	rt, err := stockade.Open(ctx, stockade.Options{Journal: o.journal, Profile: o.profile, Logger: log, LockTimeout: lockWait, Pools: o.pools})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}

@@ -18,7 +18,7 @@ import (
 // other command.
 const nodeProgram = "stockade-node"
 
-const nodeUsage = "stockade node --kubeconfig FILE [--name N] [--listen ADDR] [--address IP] [--tls-cert F --tls-key F] [--client-ca F] [--max-pods N] [--cpus N] [--memory Q] [--reserved cpu=N,memory=Q] [--socket PATH] [-v]"
+const nodeUsage = "stockade node --kubeconfig FILE [--name N] [--listen ADDR] [--address IP] [--tls-cert F --tls-key F] [--client-ca F] [--max-pods N] [--cpus N] [--memory Q] [--reserved cpu=N,memory=Q] [--pool NAME=KEY=VALUE,...,size=N]... [--socket PATH] [-v]"
 
 // nodeCmd is `stockade node ...`: it replaces this process with
 // stockade-node (found beside this binary, else on PATH), the global
