@@ -215,7 +215,7 @@ cluster-down: ## stop what cluster-up started
 # the same sandboxes through stockade serve.
 CLUSTER_PODS ?= 30
 cluster: kube image ## control plane + 3 nodes + CLUSTER_PODS pods, a node killed -9, figures (minutes)
-	CI=true STOCKADE_CLUSTER_PODS=$(CLUSTER_PODS) STOCKADE_CLUSTER_FIGURES=1 $(GO) test -count=1 -run '^TestKubeNodes$$' -v -timeout 30m ./test/kube/
+	CI=true STOCKADE_CLUSTER_PODS=$(CLUSTER_PODS) STOCKADE_CLUSTER_FIGURES=1 $(GO) test -count=1 -run '^TestKubeNode(s|WarmPool)$$' -v -timeout 30m ./test/kube/
 
 clean: ## remove bin/ and .build/ (the control plane binaries: a cold make kube takes minutes)
 	rm -rf bin .build
