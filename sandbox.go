@@ -79,6 +79,15 @@ func (s *Sandbox) SetEgress(ctx context.Context, rules []spec.EgressRule) error 
 	return s.s.SetEgress(ctx, rules)
 }
 
+// SetSecrets gives the values of the sandbox's secret variables
+// (spec.SecretVar) again: a runtime opened after they were given does not
+// have them (they are never journaled), and refuses the sandbox's processes
+// (conflict, naming each) until it does. Every one of the sandbox's and no
+// other; a Ref, when given, must be the journaled one.
+func (s *Sandbox) SetSecrets(ctx context.Context, secrets []spec.SecretVar) error {
+	return s.s.SetSecrets(ctx, secrets)
+}
+
 // Checkpoint captures /workspace/work into the runtime's content-addressed
 // checkpoint store with the workload frozen for the copy (a pause and
 // unpause journaled around it), with what a restart needs (env, dir,

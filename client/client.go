@@ -172,7 +172,7 @@ func (c *Client) CreateSandbox(ctx context.Context, s spec.Sandbox) (host.Sandbo
 	if s.TTL != 0 {
 		req.Ttl = durationpb.New(s.TTL)
 	}
-	req.Policy, req.Datasets = apiconv.Policy(s.Policy), apiconv.Datasets(s.Datasets)
+	req.Policy, req.Datasets, req.Secrets = apiconv.Policy(s.Policy), apiconv.Datasets(s.Datasets), apiconv.SecretVars(s.Secrets)
 	resp, err := c.sbx.Create(ctx, req)
 	if err != nil {
 		return nil, fromStatus(err)

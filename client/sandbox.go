@@ -46,6 +46,12 @@ func (s *Sandbox) SetEgress(ctx context.Context, rules []spec.EgressRule) error 
 	return fromStatus(err)
 }
 
+// SetSecrets gives the values of the sandbox's secret variables again.
+func (s *Sandbox) SetSecrets(ctx context.Context, secrets []spec.SecretVar) error {
+	_, err := s.c.sbx.SetSecrets(ctx, &stockadev1.SetSecretsRequest{Id: s.id, Secrets: apiconv.SecretVars(secrets)})
+	return fromStatus(err)
+}
+
 // Remove stops the sandbox if needed and deletes every resource.
 func (s *Sandbox) Remove(ctx context.Context) error {
 	_, err := s.c.sbx.Remove(ctx, &stockadev1.RemoveSandboxRequest{Id: s.id})

@@ -146,6 +146,12 @@ type Sandbox interface {
 	// SetEgress replaces an allowlist sandbox's egress rules while it
 	// runs: journaled, then applied by its proxy, no restart.
 	SetEgress(ctx context.Context, rules []spec.EgressRule) error
+	// SetSecrets gives the values of the sandbox's secret variables
+	// (spec.SecretVar) again: a runtime opened after they were given does
+	// not have them (they are never journaled) and refuses its processes
+	// until it does. Every one of the sandbox's, no other; a Ref, when
+	// given, must be the journaled one.
+	SetSecrets(ctx context.Context, secrets []spec.SecretVar) error
 	// Checkpoint captures /workspace/work with the workload frozen into
 	// the runtime's content-addressed checkpoint store, with what a
 	// restart needs (env, dir, image), and journals it. name is optional

@@ -69,47 +69,84 @@ func (a apiEnvSource) configMap(ctx context.Context, ns, name string) (map[strin
 // no network to reach a service by. An error names the reference and what
 // to do; the pod controller retries the create, so a secret made later is
 // picked up.
-func resolveEnv(ctx context.Context, src envSource, pod *corev1.Pod) (*corev1.Pod, error) {
+func resolveEnv(ctx context.Context, src envSource, pod *corev1.Pod) (*corev1.Pod, secretRefs, error) {
 	out := pod.DeepCopy()
+	refs := secretRefs{}
 	for i := range out.Spec.Containers {
 		c := &out.Spec.Containers[i]
-		env, err := containerEnv(ctx, src, pod, *c)
+		env, err := containerEnv(ctx, src, pod, *c, refs)
 		if err != nil {
-			return nil, spec.Wrap(spec.CodeOf(err), "kubenode", err, "pod %s/%s container %s", pod.Namespace, pod.Name, c.Name)
+			return nil, nil, spec.Wrap(spec.CodeOf(err), "kubenode", err, "pod %s/%s container %s", pod.Namespace, pod.Name, c.Name)
 		}
 		c.Env, c.EnvFrom = env, nil
+		// $(VAR) in the command or args is expanded into the argv, which
+		// is journaled: a secret's value must not go there.
+		for _, a := range append(slices.Clone(c.Command), c.Args...) {
+			for name := range refs {
+				if strings.Contains(a, "$("+name+")") {
+					return nil, nil, spec.Errorf(spec.CodeUnsupported, "kubenode", "pod %s/%s container %s: its command or args refer to $(%s), a value from a secret, which the argv would write into the node's journal; read it from the environment in the command instead ($%s in a shell)",
+						pod.Namespace, pod.Name, c.Name, name, name)
+				}
+			}
+		}
 	}
-	return out, nil
+	return out, refs, nil
 }
 
-func containerEnv(ctx context.Context, src envSource, pod *corev1.Pod, c corev1.Container) ([]corev1.EnvVar, error) {
+// secretRefs are the env variables whose values come from a secret (or
+// are built from one), by name: what each refers to. The plan gives them
+// to the sandbox as secret variables (spec.SecretVar), never written down.
+type secretRefs map[string]string
+
+func containerEnv(ctx context.Context, src envSource, pod *corev1.Pod, c corev1.Container, refs secretRefs) ([]corev1.EnvVar, error) {
 	var env []corev1.EnvVar
 	vars := map[string]string{}
-	set := func(name, value string) {
+	set := func(name, value, ref string) {
 		if i := slices.IndexFunc(env, func(e corev1.EnvVar) bool { return e.Name == name }); i >= 0 {
 			env[i].Value = value
 		} else {
 			env = append(env, corev1.EnvVar{Name: name, Value: value})
 		}
 		vars[name] = value
+		if ref != "" {
+			refs[name] = ref
+		} else {
+			delete(refs, name)
+		}
 	}
 	for _, from := range c.EnvFrom {
 		data, err := envFromData(ctx, src, pod.Namespace, from)
 		if err != nil {
 			return nil, err
 		}
+		ref := ""
+		if from.SecretRef != nil {
+			ref = "secret " + pod.Namespace + "/" + from.SecretRef.Name
+		}
 		for _, k := range slices.Sorted(maps.Keys(data)) {
 			// The kubelet skips a key that is no variable name (and says
 			// so in an event); so does the node, silently here and by the
 			// plan's validation of what is left.
 			if name := from.Prefix + k; spec.ValidEnvName(name) {
-				set(name, data[k])
+				r := ref
+				if r != "" {
+					r += " key " + k
+				}
+				set(name, data[k], r)
 			}
 		}
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expand(e.Value, vars))
+			// A value built from a secret's ($(VAR)) is a secret too.
+			ref := ""
+			for name, r := range refs {
+				if strings.Contains(e.Value, "$("+name+")") {
+					ref = "built from " + r
+					break
+				}
+			}
+			set(e.Name, expand(e.Value, vars), ref)
 			continue
 		}
 		v, ok, err := envValueFrom(ctx, src, pod, c, e)
@@ -117,7 +154,11 @@ func containerEnv(ctx context.Context, src envSource, pod *corev1.Pod, c corev1.
 			return nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
 		if ok {
-			set(e.Name, v)
+			ref := ""
+			if k := e.ValueFrom.SecretKeyRef; k != nil {
+				ref = "secret " + pod.Namespace + "/" + k.Name + " key " + k.Key
+			}
+			set(e.Name, v, ref)
 		}
 	}
 	return env, nil

@@ -3,6 +3,7 @@ package kubenode
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -74,14 +75,22 @@ func TestResolveEnv(t *testing.T) {
 		want  []string // NAME=value, in order
 		code  spec.Code
 		reads []string
+		// secret, when set, is the variables from secrets, by name: their
+		// refs.
+		secret secretRefs
 	}{
 		{name: "plain values and references to earlier ones",
 			env:  []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "$(A)-2 $$(A)"}},
 			want: []string{"A=1", "B=1-2 $(A)"}},
 		{name: "a secret's key",
-			env:   []corev1.EnvVar{{Name: "TOKEN", ValueFrom: secretRef("creds", "token", nil)}},
-			want:  []string{"TOKEN=s3cret"},
-			reads: []string{"secret ns/creds"}},
+			env:    []corev1.EnvVar{{Name: "TOKEN", ValueFrom: secretRef("creds", "token", nil)}},
+			want:   []string{"TOKEN=s3cret"},
+			reads:  []string{"secret ns/creds"},
+			secret: secretRefs{"TOKEN": "secret ns/creds key token"}},
+		{name: "a value built from a secret's is a secret too",
+			env:    []corev1.EnvVar{{Name: "TOKEN", ValueFrom: secretRef("creds", "token", nil)}, {Name: "AUTH", Value: "Bearer $(TOKEN)"}, {Name: "PLAIN", Value: "x"}},
+			want:   []string{"TOKEN=s3cret", "AUTH=Bearer s3cret", "PLAIN=x"},
+			secret: secretRefs{"TOKEN": "secret ns/creds key token", "AUTH": "built from secret ns/creds key token"}},
 		{name: "a missing secret",
 			env:  []corev1.EnvVar{{Name: "TOKEN", ValueFrom: secretRef("gone", "token", nil)}},
 			code: spec.CodeNotFound},
@@ -96,8 +105,9 @@ func TestResolveEnv(t *testing.T) {
 			env:  []corev1.EnvVar{{Name: "X_MODE", Value: "slow"}},
 			want: []string{"X_LEVEL=3", "X_MODE=slow"}},
 		{name: "envFrom a secret",
-			from: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}},
-			want: []string{"token=s3cret", "user=ann"}},
+			from:   []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}},
+			want:   []string{"token=s3cret", "user=ann"},
+			secret: secretRefs{"token": "secret ns/creds key token", "user": "secret ns/creds key user"}},
 		{name: "envFrom an optional missing config map",
 			from: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "none"}, Optional: yes()}}},
 			want: nil},
@@ -122,7 +132,7 @@ func TestResolveEnv(t *testing.T) {
 			s := src()
 			pod := envPod(c.env, c.from)
 			before := pod.DeepCopy()
-			got, err := resolveEnv(context.Background(), s, pod)
+			got, refs, err := resolveEnv(context.Background(), s, pod)
 			if c.code != "" {
 				if !spec.IsCode(err, c.code) {
 					t.Fatalf("err %v, want %s", err, c.code)
@@ -145,6 +155,9 @@ func TestResolveEnv(t *testing.T) {
 			if got.Spec.Containers[0].EnvFrom != nil {
 				t.Fatal("envFrom left in the resolved pod")
 			}
+			if c.secret != nil && !maps.Equal(refs, c.secret) {
+				t.Fatalf("secret refs %v, want %v", refs, c.secret)
+			}
 			if c.reads != nil && !slices.Equal(s.reads, c.reads) {
 				t.Fatalf("read %q, want %q", s.reads, c.reads)
 			}
@@ -161,9 +174,21 @@ func TestResolveEnv(t *testing.T) {
 // read.
 func TestResolveEnvForbidden(t *testing.T) {
 	s := &fakeEnvSource{forbidden: true}
-	_, err := resolveEnv(context.Background(), s, envPod([]corev1.EnvVar{{Name: "T", ValueFrom: &corev1.EnvVarSource{
+	_, _, err := resolveEnv(context.Background(), s, envPod([]corev1.EnvVar{{Name: "T", ValueFrom: &corev1.EnvVarSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "token"}}}}, nil))
 	if err == nil || !strings.Contains(err.Error(), "secret ns/creds") || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("err %v, want a refusal naming secret ns/creds", err)
+	}
+}
+
+// A secret's value in the command or args would be journaled with the
+// argv: refused, saying how to read it instead.
+func TestResolveEnvSecretInArgv(t *testing.T) {
+	s := &fakeEnvSource{secrets: map[string]map[string][]byte{"ns/creds": {"token": []byte("s3cret")}}}
+	pod := envPod([]corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "token"}}}}, nil)
+	pod.Spec.Containers[0].Args = []string{"--token=$(TOKEN)"}
+	if _, _, err := resolveEnv(context.Background(), s, pod); !spec.IsCode(err, spec.CodeUnsupported) || !strings.Contains(err.Error(), "$TOKEN") {
+		t.Fatalf("%v, want unsupported saying to read $TOKEN", err)
 	}
 }

@@ -146,22 +146,14 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	// Read before the lock: GETs of the API server. A reference that
 	// cannot be read yet leaves the pod waiting (CreateContainerConfigError)
 	// while its supervisor reads it again.
-	resolved, configErr := p.resolve(ctx, pod)
+	plan, refused, configErr := p.planOf(ctx, pod)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pods[key] != nil {
 		return nil
 	}
 	r := &podRun{p: p, key: key, ns: pod.Namespace, name: pod.Name, uid: pod.UID, pod: pod.DeepCopy(), done: make(chan struct{})}
-	if configErr != nil {
-		r.configErr = configErr
-		if len(pod.Spec.Containers) > 0 {
-			r.container = pod.Spec.Containers[0].Name // its status says why it waits
-		}
-	} else {
-		r.plan, r.refused = PlanPod(resolved)
-		r.container = r.plan.Container
-	}
+	r.plan, r.refused, r.configErr, r.container = plan, refused, configErr, plan.Container
 	if r.refused == nil && p.maxPods > 0 && p.live() >= p.maxPods {
 		r.limited = spec.Errorf(spec.CodeResourceExhausted, "kubenode", "node %s runs %d sandboxes, its limit (--max-pods)", p.node, p.maxPods)
 	}
@@ -172,13 +164,52 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// resolve is pod with its env's references read (env.go); the plan is made
-// of it, the pod the node reports keeps the references.
-func (p *Provider) resolve(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
-	if p.env == nil {
-		return pod, nil
+// planOf reads the references of pod's env (env.go) and plans it: the
+// plan is made of the resolved pod (the pod the node reports keeps the
+// references), its variables from secrets given to the sandbox as secret
+// variables, never in its journaled env. refused: the pod cannot run here;
+// configErr: a reference cannot be read yet (the pod waits and it is read
+// again).
+func (p *Provider) planOf(ctx context.Context, pod *corev1.Pod) (pl Plan, refused, configErr error) {
+	resolved, refs := pod, secretRefs(nil)
+	if p.env != nil {
+		var err error
+		resolved, refs, err = resolveEnv(ctx, p.env, pod)
+		switch {
+		case spec.IsCode(err, spec.CodeUnsupported):
+			if len(pod.Spec.Containers) > 0 {
+				pl.Container = pod.Spec.Containers[0].Name
+			}
+			return pl, err, nil
+		case err != nil:
+			if len(pod.Spec.Containers) > 0 {
+				pl.Container = pod.Spec.Containers[0].Name // its status says why it waits
+			}
+			return pl, nil, err
+		}
 	}
-	return resolveEnv(ctx, p.env, pod)
+	pl, refused = PlanPod(resolved)
+	pl.Sandbox.Env, pl.Sandbox.Secrets = splitSecrets(pl.Sandbox.Env, refs)
+	return pl, refused, nil
+}
+
+// splitSecrets moves the variables refs names out of env into secret
+// variables, in env's order.
+func splitSecrets(env []string, refs secretRefs) ([]string, []spec.SecretVar) {
+	if len(refs) == 0 {
+		return env, nil
+	}
+	var plain []string
+	var secrets []spec.SecretVar
+	for _, e := range env {
+		name, value, _ := strings.Cut(e, "=")
+		if ref, ok := refs[name]; ok {
+			secrets = append(secrets, spec.SecretVar{Name: name, Ref: ref, Value: value})
+		} else {
+			plain = append(plain, e)
+		}
+	}
+	return plain, secrets
 }
 
 // live counts the pods whose sandbox runs or is being made (not refused,
@@ -660,12 +691,11 @@ func (r *podRun) awaitConfig(ctx context.Context) bool {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, restartBackoff[1])
-		resolved, err := r.p.resolve(ctx, pod)
+		pl, refused, err := r.p.planOf(ctx, pod)
 		r.mu.Lock()
 		r.configErr = err
 		if err == nil {
-			r.plan, r.refused = PlanPod(resolved)
-			r.container = r.plan.Container
+			r.plan, r.refused, r.container = pl, refused, pl.Container
 		}
 		r.mu.Unlock()
 	}
@@ -678,10 +708,16 @@ func (r *podRun) bind(ctx context.Context) bool {
 	for {
 		pod, err := r.p.lister.Pods(r.ns).Get(r.name)
 		if err == nil && pod.UID == r.uid {
-			resolved, err := r.p.resolve(ctx, pod)
+			pl, refused, err := r.p.planOf(ctx, pod)
+			if err == nil {
+				// The secrets' values are not in the journal: the
+				// re-adopted sandbox has them again from the pod's
+				// references, read now.
+				err = r.giveSecrets(ctx, pl)
+			}
 			if err != nil {
-				// What runs goes on; a restart of the container needs
-				// its env, so the read is tried again.
+				// What runs goes on; a new process of the container (and
+				// kubectl exec) needs its env, so the read is tried again.
 				r.p.log.Warn("re-adopted pod's env unreadable; trying again", "pod", r.key, "err", err)
 				select {
 				case <-ctx.Done():
@@ -690,7 +726,6 @@ func (r *podRun) bind(ctx context.Context) bool {
 				}
 				continue
 			}
-			pl, refused := PlanPod(resolved)
 			r.mu.Lock()
 			r.pod, r.plan = pod.DeepCopy(), pl
 			if refused != nil && r.failure == "" {
@@ -707,6 +742,21 @@ func (r *podRun) bind(ctx context.Context) bool {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// giveSecrets gives a re-adopted sandbox its secret variables' values.
+func (r *podRun) giveSecrets(ctx context.Context, pl Plan) error {
+	r.mu.Lock()
+	id := r.sandboxID
+	r.mu.Unlock()
+	if len(pl.Sandbox.Secrets) == 0 || id == "" {
+		return nil
+	}
+	sb, err := r.p.rt.Sandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	return sb.SetSecrets(ctx, pl.Sandbox.Secrets)
 }
 
 // current returns the container's live process: the re-adopted one, or a

@@ -2,6 +2,7 @@ package kubenode
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -272,6 +273,15 @@ func lifecycleReason(s string) lifecycle.Reason { return lifecycle.Reason(s) }
 // the reference, never the value.
 func TestProviderEnvNotReadableYet(t *testing.T) {
 	n := newFakeNode(t, func(string, int) dockerio.FakeRun { return dockerio.FakeRun{} })
+	var envMu sync.Mutex
+	var env []string
+	script := n.eng.Script
+	n.eng.Script = func(sb dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
+		envMu.Lock()
+		env = append(env, req.Spec.Env...)
+		envMu.Unlock()
+		return script(sb, req)
+	}
 	src := &fakeEnvSource{secrets: map[string]map[string][]byte{}}
 	var mu sync.Mutex
 	n.p.env = lockedEnvSource{src, &mu}
@@ -296,6 +306,27 @@ func TestProviderEnvNotReadableYet(t *testing.T) {
 	}
 	if e := got.Spec.Containers[0].Env[0]; e.Value != "" || e.ValueFrom == nil {
 		t.Errorf("the reported pod's env %+v: the value went into it", e)
+	}
+	envMu.Lock()
+	if !slices.Contains(env, "TOKEN=s3cret") {
+		t.Errorf("the container's process env %q lacks the secret", env)
+	}
+	envMu.Unlock()
+	// The value reached the process, not the journal: a secret variable.
+	infos, err := n.rt.Sandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		hist, err := n.rt.History(ctx, in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range hist {
+			if strings.Contains(string(e.Payload), "s3cret") {
+				t.Errorf("the journal's %s holds the secret's value: %s", e.Type, e.Payload)
+			}
+		}
 	}
 }
 

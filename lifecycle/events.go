@@ -58,6 +58,9 @@ type (
 		Env      []string          `json:"env,omitempty"`
 		Dir      string            `json:"dir,omitempty"`
 		Labels   map[string]string `json:"labels,omitempty"`
+		// Secrets are the claimant's secret variables: names and refs
+		// only (a SecretVar's value is never journaled).
+		Secrets []spec.SecretVar `json:"secrets,omitempty"`
 		// Secret is the warden's new secret (hex), rotated on the claim:
 		// the pool's secret never authenticates the claimant's warden.
 		// Empty: the sandbox has no warden serving.

@@ -182,6 +182,7 @@ func ApplySandbox(s Sandbox, seq uint64, at time.Time, ev Event) (Sandbox, error
 	case SandboxReserved:
 		if ok = from == PhaseNone; ok {
 			s.Phase, s.Owner, s.Spec, s.Profile, s.Revision, s.Deadline = PhaseReserved, e.Owner, e.Spec, e.Profile, e.Revision, e.Deadline
+			s.Spec.Secrets = spec.WithoutSecretValues(e.Spec.Secrets) // a state never holds a value, even folded in memory
 			s.Reserved, s.Pool = at, e.Pool
 		}
 	case SandboxClaimed:
@@ -189,6 +190,7 @@ func ApplySandbox(s Sandbox, seq uint64, at time.Time, ev Event) (Sandbox, error
 			s.Claimed = true
 			s.Spec.Lifetime, s.Spec.TTL, s.Deadline = e.Lifetime, e.TTL, e.Deadline
 			s.Spec.Env, s.Spec.Dir, s.Spec.Labels = slices.Clone(e.Env), e.Dir, maps.Clone(e.Labels)
+			s.Spec.Secrets = spec.WithoutSecretValues(e.Secrets)
 			if s.Warden != nil {
 				w := *s.Warden
 				w.Secret = e.Secret

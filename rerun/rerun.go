@@ -66,6 +66,11 @@ type Options struct {
 	// Timeout; the recorded timeout applies otherwise). A process that
 	// runs past it is stopped and reported with reason timeout.
 	Timeout time.Duration
+	// Secrets are the values of the original sandbox's secret variables
+	// (spec.SecretVar: the journal keeps their names and refs, never their
+	// values), by Name; a re-run of a sandbox that had any needs every
+	// one given, and no other.
+	Secrets []spec.SecretVar
 }
 
 // Report is a re-run's outcome.
@@ -230,7 +235,7 @@ func readSession(evs []host.HistoryEvent, id string, until uint64) (session, err
 			if err := json.Unmarshal(e.Payload, &c); err != nil {
 				return s, spec.Wrap(spec.CodeJournal, "rerun", err, "decoding the sandbox.claimed of %s", id)
 			}
-			s.sandbox.Env, s.sandbox.Dir, s.sandbox.Labels = c.Env, c.Dir, c.Labels
+			s.sandbox.Env, s.sandbox.Dir, s.sandbox.Labels, s.sandbox.Secrets = c.Env, c.Dir, c.Labels, c.Secrets
 		case e.Kind == "sandbox" && e.Type == (lifecycle.EgressChanged{}).Type():
 			egress = true
 		case e.Kind == "sandbox" && e.Type == (lifecycle.RolledBack{}).Type() && (until == 0 || uint64(i+1) <= until):
@@ -275,6 +280,34 @@ func readSession(evs []host.HistoryEvent, id string, until uint64) (session, err
 	return s, nil
 }
 
+// secretsFor pairs the original's secret variables with the values given
+// for them: every one needed (a re-run with an empty value would differ
+// from the original for a reason no report could show), no other.
+func secretsFor(id string, journaled, given []spec.SecretVar) ([]spec.SecretVar, error) {
+	values := map[string]string{}
+	for _, g := range given {
+		values[g.Name] = g.Value
+	}
+	var out []spec.SecretVar
+	var missing []string
+	for _, j := range journaled {
+		v, ok := values[j.Name]
+		if !ok {
+			missing = append(missing, fmt.Sprintf("%s (%s)", j.Name, j.Ref))
+			continue
+		}
+		delete(values, j.Name)
+		out = append(out, spec.SecretVar{Name: j.Name, Ref: j.Ref, Value: v})
+	}
+	if len(missing) > 0 {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "rerun", "sandbox %s had secret variables whose values are never journaled: give %s (Options.Secrets; stockade replay --rerun --secret NAME, the value in the variable NAME)", id, strings.Join(missing, ", "))
+	}
+	for name := range values {
+		return nil, spec.Errorf(spec.CodeInvalidArgument, "rerun", "secret %s is not one of sandbox %s's", name, id)
+	}
+	return out, nil
+}
+
 // ran is what the re-run of one process gave.
 type ran struct {
 	id             string
@@ -305,7 +338,12 @@ func Run(ctx context.Context, rt host.Runtime, sandboxID string, rec Recordings,
 		labels = map[string]string{}
 	}
 	labels[LabelRerunOf] = sandboxID
+	secrets, err := secretsFor(sandboxID, orig.Secrets, opts.Secrets)
+	if err != nil {
+		return rep, err
+	}
 	ss := spec.Sandbox{
+		Secrets:  secrets,
 		Image:    orig.Image,
 		Policy:   orig.Policy,
 		Datasets: orig.Datasets,

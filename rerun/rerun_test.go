@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -450,5 +451,27 @@ func TestSessionNotes(t *testing.T) {
 	}
 	if len(rep.Notes) != 2 || !strings.Contains(rep.Notes[0], "same time") || !strings.Contains(rep.Notes[1], "egress") {
 		t.Errorf("notes %q", rep.Notes)
+	}
+}
+
+// A re-run of a sandbox that had secret variables needs every value given
+// (the journal keeps names and refs only), and no other.
+func TestSecretsFor(t *testing.T) {
+	journaled := []spec.SecretVar{{Name: "TOKEN", Ref: "secret ns/creds key token"}, {Name: "KEY", Ref: "r2"}}
+	got, err := secretsFor("sb", journaled, []spec.SecretVar{{Name: "KEY", Value: "k"}, {Name: "TOKEN", Value: "t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []spec.SecretVar{{Name: "TOKEN", Ref: "secret ns/creds key token", Value: "t"}, {Name: "KEY", Ref: "r2", Value: "k"}}; !slices.Equal(got, want) {
+		t.Fatalf("%+v, want %+v", got, want)
+	}
+	if _, err := secretsFor("sb", journaled, []spec.SecretVar{{Name: "KEY", Value: "k"}}); !spec.IsCode(err, spec.CodeInvalidArgument) || !strings.Contains(err.Error(), "TOKEN (secret ns/creds key token)") {
+		t.Fatalf("a missing value: %v", err)
+	}
+	if _, err := secretsFor("sb", nil, []spec.SecretVar{{Name: "X", Value: "x"}}); !spec.IsCode(err, spec.CodeInvalidArgument) {
+		t.Fatalf("a value for no secret: %v", err)
+	}
+	if got, err := secretsFor("sb", nil, nil); err != nil || got != nil {
+		t.Fatalf("no secrets: %v %v", got, err)
 	}
 }

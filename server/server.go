@@ -172,7 +172,7 @@ func (v sandboxes) Create(ctx context.Context, req *stockadev1.CreateSandboxRequ
 		return nil, toStatus(err)
 	}
 	ss := spec.Sandbox{Image: req.Image, Policy: pol, Datasets: apiconv.FromDatasets(req.Datasets), Lifetime: spec.Lifetime(req.Lifetime),
-		TTL: req.Ttl.AsDuration(), Env: req.Env, Dir: req.Dir, Labels: req.Labels, From: req.From}
+		TTL: req.Ttl.AsDuration(), Env: req.Env, Dir: req.Dir, Labels: req.Labels, From: req.From, Secrets: apiconv.FromSecretVars(req.Secrets)}
 	sb, err := v.s.h.CreateSandbox(ctx, ss)
 	if err != nil {
 		return nil, toStatus(err)
@@ -214,6 +214,14 @@ func (v sandboxes) Stop(ctx context.Context, req *stockadev1.StopSandboxRequest)
 		err = sb.Stop(ctx)
 	}
 	return &stockadev1.StopSandboxResponse{}, toStatus(err)
+}
+
+func (v sandboxes) SetSecrets(ctx context.Context, req *stockadev1.SetSecretsRequest) (*stockadev1.SetSecretsResponse, error) {
+	sb, err := v.s.h.Sandbox(ctx, req.Id)
+	if err == nil {
+		err = sb.SetSecrets(ctx, apiconv.FromSecretVars(req.Secrets))
+	}
+	return &stockadev1.SetSecretsResponse{}, toStatus(err)
 }
 
 func (v sandboxes) SetEgress(ctx context.Context, req *stockadev1.SetEgressRequest) (*stockadev1.SetEgressResponse, error) {

@@ -243,6 +243,10 @@ type Sandbox struct {
 	Env    []string          `json:"env,omitempty"`
 	Dir    string            `json:"dir,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// Secrets are env variables whose values are never written down
+	// (SecretVar): the journal keeps their names and refs. Applied at a
+	// pool's claim, as Env is.
+	Secrets []SecretVar `json:"secrets,omitempty"`
 	// From is the checkpoint whose workspace the sandbox starts with,
 	// written in before any process runs (journaled sandbox.restored): its
 	// id (ck-…), or as asked a name unique among its sandbox's checkpoints
@@ -441,12 +445,19 @@ func (s Sandbox) validateBody() error {
 // validateDefaults checks env and dir as a process's are checked (one
 // stands in for both: a sandbox's env is a process's before its own) and
 // the labels' bounds.
+// ValidateDefaults checks what a sandbox gives every process (env, dir,
+// secrets) and its labels, as Validate does.
+func (s Sandbox) ValidateDefaults() error { return s.validateDefaults() }
+
 func (s Sandbox) validateDefaults() error {
 	if err := (Process{Argv: []string{"-"}, Env: s.Env, Dir: s.Dir, Stdout: Discard, Stderr: Discard}).Validate(); err != nil {
 		var se *Error
 		if errors.As(err, &se) {
 			return Errorf(CodeInvalidArgument, "sandbox", "%s", strings.Replace(se.Msg, "argv and env", "env", 1))
 		}
+		return err
+	}
+	if err := validateSecrets(s.Secrets, s.Env); err != nil {
 		return err
 	}
 	if s.From != "" && !IsCheckpointID(s.From) {

@@ -12,7 +12,7 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-const replayUsage = "stockade replay SANDBOX --rerun [--until POS] [--keep] [--timeout D] [--json]"
+const replayUsage = "stockade replay SANDBOX --rerun [--until POS] [--keep] [--timeout D] [--secret NAME]... [--json]"
 
 // replayCmd is stockade replay SB --rerun: the recorded session of SB run
 // again in a new sandbox, compared process by process (package rerun).
@@ -24,6 +24,7 @@ type replayCmd struct {
 	until   uint64
 	keep    bool
 	timeout time.Duration
+	secrets []spec.SecretVar
 }
 
 func parseReplay(g global, args []string) (command, error) {
@@ -33,6 +34,14 @@ func parseReplay(g global, args []string) (command, error) {
 	fs.Uint64Var(&c.until, "until", 0, "only the processes reserved at or before this position of journal show's listing (0: all)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the new sandbox")
 	fs.DurationVar(&c.timeout, "timeout", 0, "stop each re-run process after this (0: its recorded timeout)")
+	fs.Func("secret", "a secret variable of the original sandbox, its value read from this command's environment variable of the same name (repeatable)", func(name string) error {
+		v, ok := os.LookupEnv(name)
+		if !ok || !spec.ValidEnvName(name) {
+			return spec.Errorf(spec.CodeInvalidArgument, "replay", "--secret %s: set the variable %s in this command's environment (the value is read from there, never from the command line)", name, name)
+		}
+		c.secrets = append(c.secrets, spec.SecretVar{Name: name, Value: v})
+		return nil
+	})
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
@@ -62,7 +71,7 @@ func (c *replayCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.
 		return fail(stderr, err, 1)
 	}
 	defer closeRuntime(rt, stderr, &code, 1)
-	rep, err := rerun.Run(ctx, rt, c.id, rerun.Files(path), rerun.Options{Until: c.until, KeepSandbox: c.keep, Timeout: c.timeout})
+	rep, err := rerun.Run(ctx, rt, c.id, rerun.Files(path), rerun.Options{Until: c.until, KeepSandbox: c.keep, Timeout: c.timeout, Secrets: c.secrets})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -305,6 +314,10 @@ removed at the end unless --keep, also on failure.
   --keep         keep the new sandbox (its id is in the report)
   --timeout D    stop each re-run process after D (default: its recorded
                  timeout)
+  --secret NAME  a secret variable the original sandbox had (the journal
+                 keeps its name and ref, never its value): its value is read
+                 from this command's environment variable NAME (repeatable;
+                 a sandbox with secrets needs every one)
   --json         the report as one JSON object
 
   stockade replay "$id" --rerun

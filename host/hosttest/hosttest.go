@@ -60,6 +60,8 @@ var (
 	gated = []string{"/bin/sh", "-c", "echo early; echo err >&2; cat >/dev/null; echo late; exit 3"}
 	// hello writes "hello\n".
 	hello = []string{"echo", "hello"}
+	// echoSecret prints a secret variable and a plain one.
+	echoSecret = []string{"/bin/sh", "-c", `echo "$TOKEN $MODE"`}
 	// writer makes /workspace/work/note.txt.
 	writer = []string{"/bin/sh", "-c", "echo noted > /workspace/work/note.txt"}
 )
@@ -76,6 +78,16 @@ func Script(_ dockerio.Sandbox, req dockerio.ExecRequest) dockerio.FakeRun {
 		}
 	case strings.Join(hello, " "):
 		return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte("hello\n")}}}
+	case strings.Join(echoSecret, " "):
+		// As the shell would: the variables from the process's env.
+		vars := map[string]string{}
+		for _, e := range req.Spec.Env {
+			k, v, _ := strings.Cut(e, "=")
+			if _, set := vars[k]; !set {
+				vars[k] = v
+			}
+		}
+		return dockerio.FakeRun{Frames: []dockerio.FakeFrame{{Stream: framing.Stdout, Data: []byte(vars["TOKEN"] + " " + vars["MODE"] + "\n")}}}
 	}
 	return dockerio.FakeRun{}
 }
@@ -95,6 +107,7 @@ func Run(t *testing.T, tg Target) {
 		{"Changes", changesCase},
 		{"Doctor", doctorCase},
 		{"Files", filesCase},
+		{"Secrets", secretsCase},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, tg) })
 	}
@@ -264,6 +277,45 @@ func execCase(t *testing.T, tg Target) {
 	got := same(t, "a process's output and result", tg.Ways, answers)
 	if !strings.HasPrefix(got, `stdout "hello\n" (<nil>) stderr "" exit 0 exited bytes 6/0`) {
 		t.Fatalf("got %s", got)
+	}
+}
+
+// secretsCase: a sandbox's secret variable reaches its processes, its
+// state shows the name and ref only, and SetSecrets refuses and takes
+// values the same way everywhere.
+func secretsCase(t *testing.T, tg Target) {
+	ctx := ctxFor(t)
+	const value = "s3cret-conformance"
+	var answers []string
+	for _, w := range tg.Ways {
+		sb, err := w.Runtime.CreateSandbox(ctx, spec.Sandbox{Image: tg.Image, Env: []string{"MODE=fast"},
+			Secrets: []spec.SecretVar{{Name: "TOKEN", Ref: "secret ns/creds key token", Value: value}}})
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		t.Cleanup(func() { _ = sb.Remove(context.Background()) })
+		run := func() string {
+			p, err := sb.Start(ctx, spec.Process{Argv: echoSecret, Stderr: spec.Discard})
+			if err != nil {
+				return errText(err)
+			}
+			out, _ := io.ReadAll(p.Stdout())
+			_, _ = p.Wait(ctx)
+			return string(out)
+		}
+		first := run()
+		st, err := sb.State(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		refused := errText(sb.SetSecrets(ctx, []spec.SecretVar{{Name: "OTHER", Value: "x"}}))
+		given := errText(sb.SetSecrets(ctx, []spec.SecretVar{{Name: "TOKEN", Value: "again"}}))
+		answers = append(answers, strings.ReplaceAll(fmt.Sprintf("first %q state %+v refused %s given %s then %q", first, st.Spec.Secrets, refused, given, run()), sb.ID(), "SANDBOX"))
+	}
+	got := same(t, "secret variables", tg.Ways, answers)
+	want := `first "s3cret-conformance fast\n" state [{Name:TOKEN Ref:secret ns/creds key token Value:}] refused invalid_argument: `
+	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, `given <nil> then "again fast\n"`) {
+		t.Fatalf("got %s\nwant it to begin %s and end with the value given again", got, want)
 	}
 }
 

@@ -111,10 +111,30 @@ func FromDatasets(ws []*stockadev1.Dataset) []spec.Dataset {
 	return out
 }
 
-// SandboxSpec is s on the wire.
+// SandboxSpec is s on the wire, as a state shows it: its secrets' names
+// and refs, never their values.
 func SandboxSpec(s spec.Sandbox) *stockadev1.SandboxSpec {
 	return &stockadev1.SandboxSpec{Image: s.Image, Policy: Policy(s.Policy), Datasets: Datasets(s.Datasets), Lifetime: string(s.Lifetime),
-		Ttl: duration(s.TTL), Env: s.Env, Dir: s.Dir, Labels: s.Labels, From: s.From}
+		Ttl: duration(s.TTL), Env: s.Env, Dir: s.Dir, Labels: s.Labels, From: s.From, Secrets: SecretVars(spec.WithoutSecretValues(s.Secrets))}
+}
+
+// SecretVars is vars on the wire, values included: a create's and a
+// SetSecrets' (a state's are stripped first).
+func SecretVars(vars []spec.SecretVar) []*stockadev1.SecretVar {
+	var out []*stockadev1.SecretVar
+	for _, v := range vars {
+		out = append(out, &stockadev1.SecretVar{Name: v.Name, Ref: v.Ref, Value: v.Value})
+	}
+	return out
+}
+
+// FromSecretVars is SecretVars' inverse.
+func FromSecretVars(ws []*stockadev1.SecretVar) []spec.SecretVar {
+	var out []spec.SecretVar
+	for _, w := range ws {
+		out = append(out, spec.SecretVar{Name: w.Name, Ref: w.Ref, Value: w.Value})
+	}
+	return out
 }
 
 // FromSandboxSpec is SandboxSpec's inverse.
@@ -124,7 +144,7 @@ func FromSandboxSpec(w *stockadev1.SandboxSpec) (spec.Sandbox, error) {
 	}
 	p, err := FromPolicy(w.Policy)
 	s := spec.Sandbox{Image: w.Image, Policy: p, Datasets: FromDatasets(w.Datasets), Lifetime: spec.Lifetime(w.Lifetime),
-		TTL: unduration(w.Ttl), Env: w.Env, Dir: w.Dir, Labels: w.Labels, From: w.From}
+		TTL: unduration(w.Ttl), Env: w.Env, Dir: w.Dir, Labels: w.Labels, From: w.From, Secrets: spec.WithoutSecretValues(FromSecretVars(w.Secrets))}
 	return s, err
 }
 

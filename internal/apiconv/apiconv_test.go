@@ -117,7 +117,20 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A secret's value never crosses the wire in a state (a folded
+		// state holds none); its name and ref do.
+		for _, v := range gotSb.Spec.Secrets {
+			if v.Value != "" {
+				t.Fatalf("a secret's value crossed the wire in a sandbox's state: %+v", v)
+			}
+		}
+		sb.Spec.Secrets = spec.WithoutSecretValues(sb.Spec.Secrets)
 		check("lifecycle.Sandbox", sb, gotSb)
+		vars := []spec.SecretVar{filled[spec.SecretVar]()}
+		if zero {
+			vars = nil
+		}
+		check("secret variables (a create's, a SetSecrets')", vars, FromSecretVars(wire(t, &stockadev1.SetSecretsRequest{Secrets: SecretVars(vars)}).Secrets))
 		check("lifecycle.Process", pr, FromProcessState(wire(t, ProcessState(pr))))
 		got := FromDecisions(wire(t, &stockadev1.EgressResponse{Decisions: Decisions(ds)}).Decisions)
 		if zero && len(got) == 0 {

@@ -32,7 +32,7 @@ func (m poolMaker) Make(ctx context.Context, name string, s spec.Sandbox) (*Sand
 
 // Claim asks the sandbox's actor to take the claim.
 func (poolMaker) Claim(ctx context.Context, sb *Sandbox, c pool.Claim) (err, asked error) {
-	msg := sandbox.Claim{Lifetime: c.Lifetime, TTL: c.TTL, Env: c.Env, Dir: c.Dir, Labels: c.Labels, Rules: c.Rules}
+	msg := sandbox.Claim{Lifetime: c.Lifetime, TTL: c.TTL, Env: c.Env, Dir: c.Dir, Labels: c.Labels, Secrets: c.Secrets, Rules: c.Rules}
 	return ask(ctx, sb, func(r chan<- error) any { msg.Reply = r; return msg }, nil)
 }
 

@@ -297,6 +297,17 @@ func (rt *Runtime) liveProcess(ctx context.Context, st lifecycle.Process) (*proc
 	return h, nil
 }
 
+// SetSecrets gives the values of the sandbox's secret variables again
+// (host.Sandbox.SetSecrets).
+func (s *Sandbox) SetSecrets(ctx context.Context, secrets []spec.SecretVar) error {
+	secrets = slices.Clone(secrets)
+	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.SetSecrets{Secrets: secrets, Reply: r} }, nil)
+	if aerr != nil {
+		return aerr
+	}
+	return err
+}
+
 // SetEgress replaces an allowlist sandbox's egress rules while it runs, no
 // restart: the change is journaled (sandbox.egress_changed), then the
 // sandbox's proxy applies it, and SetEgress returns once the proxy holds

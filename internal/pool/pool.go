@@ -54,6 +54,7 @@ type Claim struct {
 	Env      []string
 	Dir      string
 	Labels   map[string]string
+	Secrets  []spec.SecretVar
 	Rules    []spec.EgressRule
 }
 
@@ -304,7 +305,7 @@ func (ps *Pools[M]) Claim(ctx context.Context, full spec.Sandbox, countCold bool
 		return none, "", nil
 	}
 	key := full.PoolKey()
-	c := Claim{Lifetime: full.Lifetime, TTL: full.TTL, Env: full.Env, Dir: full.Dir, Labels: full.Labels}
+	c := Claim{Lifetime: full.Lifetime, TTL: full.TTL, Env: full.Env, Dir: full.Dir, Labels: full.Labels, Secrets: full.Secrets}
 	if full.Policy.Network == spec.NetworkAllowlist {
 		c.Rules = full.Policy.Egress
 	}
@@ -525,8 +526,8 @@ func Check(ps []host.PoolSpec, refills int) error {
 		}
 		s := p.Sandbox
 		switch {
-		case s.TTL != 0, len(s.Env) > 0, s.Dir != "", len(s.Labels) > 0, s.Lifetime != "":
-			return bad("pool %q: lifetime, ttl, env, dir and labels are the claimant's, set at the claim; a pool's spec has none", p.Name)
+		case s.TTL != 0, len(s.Env) > 0, s.Dir != "", len(s.Labels) > 0, s.Lifetime != "", len(s.Secrets) > 0:
+			return bad("pool %q: lifetime, ttl, env, dir, labels and secrets are the claimant's, set at the claim; a pool's spec has none", p.Name)
 		case len(s.Policy.Egress) > 0:
 			return bad("pool %q: allowlist rules are the claimant's, set at the claim; a pool's spec has none", p.Name)
 		}

@@ -107,6 +107,42 @@ func TestKubeNodeAdmitted(t *testing.T) {
 		t.Errorf("/runningpods/: status %d; it must name the secret, never its value: %.2000s", code, out)
 	}
 
+	// Nothing the node writes down holds the value: its journal, its
+	// recordings, anything under its state directory.
+	noValueOnDisk := func() {
+		t.Helper()
+		if err := filepath.WalkDir(filepath.Dir(n.journal), func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), secretValue) {
+				t.Errorf("%s holds the secret's value", p)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noValueOnDisk()
+	// A node killed -9 and started again has no value (none was written):
+	// it reads the pod's references again and gives the re-adopted sandbox
+	// its secrets, so kubectl exec has them as before.
+	n.kill9(t)
+	n.start(t)
+	waitReady(t, cs, n.name, corev1.ConditionTrue, time.Minute)
+	deadline = time.Now().Add(time.Minute)
+	for {
+		out, code := kubectl(t, c, "", "exec", "env", "--", "sh", "-c", `echo "key=$API_KEY"`)
+		if code == 0 && strings.Contains(out, "key="+secretValue) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kubectl exec after the node's restart: exit %d %q, want the secret's value", code, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	noValueOnDisk()
+
 	// A caller allowed only `get nodes/proxy` reads logs, never execs.
 	if _, _, err := c.UserCert("prober", "prober"); err != nil {
 		t.Fatal(err)

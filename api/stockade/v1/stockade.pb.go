@@ -253,6 +253,157 @@ func (*SetEgressResponse) Descriptor() ([]byte, []int) {
 	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{2}
 }
 
+// SecretVar is spec.SecretVar: an env variable whose value is never
+// journaled. value is sent in a create or a SetSecrets only; a state's
+// spec carries name and ref.
+type SecretVar struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Ref           string                 `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
+	Value         string                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretVar) Reset() {
+	*x = SecretVar{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretVar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretVar) ProtoMessage() {}
+
+func (x *SecretVar) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretVar.ProtoReflect.Descriptor instead.
+func (*SecretVar) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SecretVar) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SecretVar) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *SecretVar) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type SetSecretsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Secrets       []*SecretVar           `protobuf:"bytes,2,rep,name=secrets,proto3" json:"secrets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSecretsRequest) Reset() {
+	*x = SetSecretsRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSecretsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSecretsRequest) ProtoMessage() {}
+
+func (x *SetSecretsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSecretsRequest.ProtoReflect.Descriptor instead.
+func (*SetSecretsRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetSecretsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SetSecretsRequest) GetSecrets() []*SecretVar {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
+type SetSecretsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSecretsResponse) Reset() {
+	*x = SetSecretsResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSecretsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSecretsResponse) ProtoMessage() {}
+
+func (x *SetSecretsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSecretsResponse.ProtoReflect.Descriptor instead.
+func (*SetSecretsResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{5}
+}
+
 type EgressRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -262,7 +413,7 @@ type EgressRequest struct {
 
 func (x *EgressRequest) Reset() {
 	*x = EgressRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[3]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +425,7 @@ func (x *EgressRequest) String() string {
 func (*EgressRequest) ProtoMessage() {}
 
 func (x *EgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[3]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +438,7 @@ func (x *EgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressRequest.ProtoReflect.Descriptor instead.
 func (*EgressRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{3}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EgressRequest) GetId() string {
@@ -306,7 +457,7 @@ type EgressResponse struct {
 
 func (x *EgressResponse) Reset() {
 	*x = EgressResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[4]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +469,7 @@ func (x *EgressResponse) String() string {
 func (*EgressResponse) ProtoMessage() {}
 
 func (x *EgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[4]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +482,7 @@ func (x *EgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressResponse.ProtoReflect.Descriptor instead.
 func (*EgressResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{4}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EgressResponse) GetDecisions() []*EgressDecision {
@@ -365,7 +516,7 @@ type EgressDecision struct {
 
 func (x *EgressDecision) Reset() {
 	*x = EgressDecision{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +528,7 @@ func (x *EgressDecision) String() string {
 func (*EgressDecision) ProtoMessage() {}
 
 func (x *EgressDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[5]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +541,7 @@ func (x *EgressDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressDecision.ProtoReflect.Descriptor instead.
 func (*EgressDecision) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{5}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EgressDecision) GetSeq() uint64 {
@@ -511,14 +662,16 @@ type CreateSandboxRequest struct {
 	Dir    string            `protobuf:"bytes,7,opt,name=dir,proto3" json:"dir,omitempty"`
 	Labels map[string]string `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// from is a checkpoint (ck-…) whose workspace the sandbox starts with.
-	From          string `protobuf:"bytes,9,opt,name=from,proto3" json:"from,omitempty"`
+	From string `protobuf:"bytes,9,opt,name=from,proto3" json:"from,omitempty"`
+	// secrets are env variables whose values are never journaled.
+	Secrets       []*SecretVar `protobuf:"bytes,12,rep,name=secrets,proto3" json:"secrets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +683,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[6]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +696,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{6}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateSandboxRequest) GetImage() string {
@@ -609,6 +762,13 @@ func (x *CreateSandboxRequest) GetFrom() string {
 	return ""
 }
 
+func (x *CreateSandboxRequest) GetSecrets() []*SecretVar {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
 // Policy is spec.Policy: a sandbox's limits, network and user.
 type Policy struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -628,7 +788,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +800,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[7]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +813,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{7}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Policy) GetCpus() float64 {
@@ -722,7 +882,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +894,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[8]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +907,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{8}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *User) GetUid() int64 {
@@ -775,7 +935,7 @@ type Dataset struct {
 
 func (x *Dataset) Reset() {
 	*x = Dataset{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +947,7 @@ func (x *Dataset) String() string {
 func (*Dataset) ProtoMessage() {}
 
 func (x *Dataset) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[9]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +960,7 @@ func (x *Dataset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dataset.ProtoReflect.Descriptor instead.
 func (*Dataset) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{9}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Dataset) GetImage() string {
@@ -829,13 +989,14 @@ type SandboxSpec struct {
 	Dir           string                 `protobuf:"bytes,7,opt,name=dir,proto3" json:"dir,omitempty"`
 	Labels        map[string]string      `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	From          string                 `protobuf:"bytes,9,opt,name=from,proto3" json:"from,omitempty"`
+	Secrets       []*SecretVar           `protobuf:"bytes,10,rep,name=secrets,proto3" json:"secrets,omitempty"` // names and refs: a state holds no value
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SandboxSpec) Reset() {
 	*x = SandboxSpec{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +1008,7 @@ func (x *SandboxSpec) String() string {
 func (*SandboxSpec) ProtoMessage() {}
 
 func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[10]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1021,7 @@ func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSpec.ProtoReflect.Descriptor instead.
 func (*SandboxSpec) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{10}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SandboxSpec) GetImage() string {
@@ -926,6 +1087,13 @@ func (x *SandboxSpec) GetFrom() string {
 	return ""
 }
 
+func (x *SandboxSpec) GetSecrets() []*SecretVar {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
 // SandboxState is lifecycle.Sandbox: a sandbox's folded state.
 type SandboxState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -961,7 +1129,7 @@ type SandboxState struct {
 
 func (x *SandboxState) Reset() {
 	*x = SandboxState{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1141,7 @@ func (x *SandboxState) String() string {
 func (*SandboxState) ProtoMessage() {}
 
 func (x *SandboxState) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[11]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1154,7 @@ func (x *SandboxState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxState.ProtoReflect.Descriptor instead.
 func (*SandboxState) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{11}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SandboxState) GetId() string {
@@ -1187,7 +1355,7 @@ type SandboxCreated struct {
 
 func (x *SandboxCreated) Reset() {
 	*x = SandboxCreated{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1367,7 @@ func (x *SandboxCreated) String() string {
 func (*SandboxCreated) ProtoMessage() {}
 
 func (x *SandboxCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[12]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1380,7 @@ func (x *SandboxCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxCreated.ProtoReflect.Descriptor instead.
 func (*SandboxCreated) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{12}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SandboxCreated) GetWorkload() string {
@@ -1278,7 +1446,7 @@ type SandboxExited struct {
 
 func (x *SandboxExited) Reset() {
 	*x = SandboxExited{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1458,7 @@ func (x *SandboxExited) String() string {
 func (*SandboxExited) ProtoMessage() {}
 
 func (x *SandboxExited) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[13]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1471,7 @@ func (x *SandboxExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxExited.ProtoReflect.Descriptor instead.
 func (*SandboxExited) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{13}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SandboxExited) GetReason() string {
@@ -1352,7 +1520,7 @@ type Recovered struct {
 
 func (x *Recovered) Reset() {
 	*x = Recovered{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1532,7 @@ func (x *Recovered) String() string {
 func (*Recovered) ProtoMessage() {}
 
 func (x *Recovered) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[14]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1545,7 @@ func (x *Recovered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recovered.ProtoReflect.Descriptor instead.
 func (*Recovered) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{14}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Recovered) GetDecision() string {
@@ -1407,7 +1575,7 @@ type WardenStarted struct {
 
 func (x *WardenStarted) Reset() {
 	*x = WardenStarted{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1587,7 @@ func (x *WardenStarted) String() string {
 func (*WardenStarted) ProtoMessage() {}
 
 func (x *WardenStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[15]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1600,7 @@ func (x *WardenStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WardenStarted.ProtoReflect.Descriptor instead.
 func (*WardenStarted) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{15}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WardenStarted) GetPid() int64 {
@@ -1476,7 +1644,7 @@ type Checkpointed struct {
 
 func (x *Checkpointed) Reset() {
 	*x = Checkpointed{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1656,7 @@ func (x *Checkpointed) String() string {
 func (*Checkpointed) ProtoMessage() {}
 
 func (x *Checkpointed) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[16]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1669,7 @@ func (x *Checkpointed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpointed.ProtoReflect.Descriptor instead.
 func (*Checkpointed) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{16}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Checkpointed) GetId() string {
@@ -1544,7 +1712,7 @@ type RollingBack struct {
 
 func (x *RollingBack) Reset() {
 	*x = RollingBack{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1724,7 @@ func (x *RollingBack) String() string {
 func (*RollingBack) ProtoMessage() {}
 
 func (x *RollingBack) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[17]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1737,7 @@ func (x *RollingBack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollingBack.ProtoReflect.Descriptor instead.
 func (*RollingBack) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{17}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RollingBack) GetCheckpoint() string {
@@ -1616,7 +1784,7 @@ type ProcessSpec struct {
 
 func (x *ProcessSpec) Reset() {
 	*x = ProcessSpec{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1796,7 @@ func (x *ProcessSpec) String() string {
 func (*ProcessSpec) ProtoMessage() {}
 
 func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[18]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1809,7 @@ func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessSpec.ProtoReflect.Descriptor instead.
 func (*ProcessSpec) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{18}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ProcessSpec) GetArgv() []string {
@@ -1771,7 +1939,7 @@ type ProcessState struct {
 
 func (x *ProcessState) Reset() {
 	*x = ProcessState{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1951,7 @@ func (x *ProcessState) String() string {
 func (*ProcessState) ProtoMessage() {}
 
 func (x *ProcessState) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[19]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1964,7 @@ func (x *ProcessState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessState.ProtoReflect.Descriptor instead.
 func (*ProcessState) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{19}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ProcessState) GetId() string {
@@ -1956,7 +2124,7 @@ type ProcessExited struct {
 
 func (x *ProcessExited) Reset() {
 	*x = ProcessExited{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2136,7 @@ func (x *ProcessExited) String() string {
 func (*ProcessExited) ProtoMessage() {}
 
 func (x *ProcessExited) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[20]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2149,7 @@ func (x *ProcessExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessExited.ProtoReflect.Descriptor instead.
 func (*ProcessExited) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{20}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ProcessExited) GetReason() string {
@@ -2042,7 +2210,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2222,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[21]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2235,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{21}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateSandboxResponse) GetId() string {
@@ -2085,7 +2253,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2265,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[22]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2278,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{22}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
 }
 
 type ListSandboxesResponse struct {
@@ -2122,7 +2290,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2302,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[23]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2315,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{23}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*SandboxInfo {
@@ -2182,7 +2350,7 @@ type SandboxInfo struct {
 
 func (x *SandboxInfo) Reset() {
 	*x = SandboxInfo{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2362,7 @@ func (x *SandboxInfo) String() string {
 func (*SandboxInfo) ProtoMessage() {}
 
 func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[24]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2375,7 @@ func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxInfo.ProtoReflect.Descriptor instead.
 func (*SandboxInfo) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{24}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SandboxInfo) GetId() string {
@@ -2304,7 +2472,7 @@ type CreateCheckpointRequest struct {
 
 func (x *CreateCheckpointRequest) Reset() {
 	*x = CreateCheckpointRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2484,7 @@ func (x *CreateCheckpointRequest) String() string {
 func (*CreateCheckpointRequest) ProtoMessage() {}
 
 func (x *CreateCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[25]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2497,7 @@ func (x *CreateCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{25}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateCheckpointRequest) GetSandboxId() string {
@@ -2365,7 +2533,7 @@ type CheckpointInfo struct {
 
 func (x *CheckpointInfo) Reset() {
 	*x = CheckpointInfo{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2545,7 @@ func (x *CheckpointInfo) String() string {
 func (*CheckpointInfo) ProtoMessage() {}
 
 func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[26]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2558,7 @@ func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
 func (*CheckpointInfo) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{26}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CheckpointInfo) GetId() string {
@@ -2473,7 +2641,7 @@ type ListCheckpointsRequest struct {
 
 func (x *ListCheckpointsRequest) Reset() {
 	*x = ListCheckpointsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2653,7 @@ func (x *ListCheckpointsRequest) String() string {
 func (*ListCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[27]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2666,7 @@ func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{27}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListCheckpointsRequest) GetSandboxId() string {
@@ -2517,7 +2685,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2697,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[28]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2710,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{28}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListCheckpointsResponse) GetCheckpoints() []*CheckpointInfo {
@@ -2561,7 +2729,7 @@ type RemoveCheckpointRequest struct {
 
 func (x *RemoveCheckpointRequest) Reset() {
 	*x = RemoveCheckpointRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2741,7 @@ func (x *RemoveCheckpointRequest) String() string {
 func (*RemoveCheckpointRequest) ProtoMessage() {}
 
 func (x *RemoveCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[29]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2754,7 @@ func (x *RemoveCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*RemoveCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{29}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RemoveCheckpointRequest) GetId() string {
@@ -2604,7 +2772,7 @@ type RemoveCheckpointResponse struct {
 
 func (x *RemoveCheckpointResponse) Reset() {
 	*x = RemoveCheckpointResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2784,7 @@ func (x *RemoveCheckpointResponse) String() string {
 func (*RemoveCheckpointResponse) ProtoMessage() {}
 
 func (x *RemoveCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[30]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2797,7 @@ func (x *RemoveCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*RemoveCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{30}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
 }
 
 type RollbackRequest struct {
@@ -2643,7 +2811,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2823,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[31]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2836,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{31}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RollbackRequest) GetSandboxId() string {
@@ -2693,7 +2861,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2873,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[32]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2886,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{32}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
 }
 
 type ListPoolsRequest struct {
@@ -2729,7 +2897,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +2909,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[33]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +2922,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{33}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
 }
 
 type ListPoolsResponse struct {
@@ -2766,7 +2934,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +2946,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[34]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +2959,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{34}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListPoolsResponse) GetPools() []*PoolInfo {
@@ -2824,7 +2992,7 @@ type PoolInfo struct {
 
 func (x *PoolInfo) Reset() {
 	*x = PoolInfo{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +3004,7 @@ func (x *PoolInfo) String() string {
 func (*PoolInfo) ProtoMessage() {}
 
 func (x *PoolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[35]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +3017,7 @@ func (x *PoolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolInfo.ProtoReflect.Descriptor instead.
 func (*PoolInfo) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{35}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PoolInfo) GetName() string {
@@ -2925,7 +3093,7 @@ type ResizePoolRequest struct {
 
 func (x *ResizePoolRequest) Reset() {
 	*x = ResizePoolRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +3105,7 @@ func (x *ResizePoolRequest) String() string {
 func (*ResizePoolRequest) ProtoMessage() {}
 
 func (x *ResizePoolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[36]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3118,7 @@ func (x *ResizePoolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePoolRequest.ProtoReflect.Descriptor instead.
 func (*ResizePoolRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{36}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResizePoolRequest) GetName() string {
@@ -2975,7 +3143,7 @@ type ResizePoolResponse struct {
 
 func (x *ResizePoolResponse) Reset() {
 	*x = ResizePoolResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3155,7 @@ func (x *ResizePoolResponse) String() string {
 func (*ResizePoolResponse) ProtoMessage() {}
 
 func (x *ResizePoolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[37]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3168,7 @@ func (x *ResizePoolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePoolResponse.ProtoReflect.Descriptor instead.
 func (*ResizePoolResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{37}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
 }
 
 type InspectSandboxRequest struct {
@@ -3012,7 +3180,7 @@ type InspectSandboxRequest struct {
 
 func (x *InspectSandboxRequest) Reset() {
 	*x = InspectSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3192,7 @@ func (x *InspectSandboxRequest) String() string {
 func (*InspectSandboxRequest) ProtoMessage() {}
 
 func (x *InspectSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[38]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3205,7 @@ func (x *InspectSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSandboxRequest.ProtoReflect.Descriptor instead.
 func (*InspectSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{38}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *InspectSandboxRequest) GetId() string {
@@ -3056,7 +3224,7 @@ type InspectSandboxResponse struct {
 
 func (x *InspectSandboxResponse) Reset() {
 	*x = InspectSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3068,7 +3236,7 @@ func (x *InspectSandboxResponse) String() string {
 func (*InspectSandboxResponse) ProtoMessage() {}
 
 func (x *InspectSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[39]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3081,7 +3249,7 @@ func (x *InspectSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSandboxResponse.ProtoReflect.Descriptor instead.
 func (*InspectSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{39}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *InspectSandboxResponse) GetState() *SandboxState {
@@ -3100,7 +3268,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3280,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[40]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3293,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{40}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StopSandboxRequest) GetId() string {
@@ -3143,7 +3311,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +3323,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[41]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +3336,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{41}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
 }
 
 type RemoveSandboxRequest struct {
@@ -3180,7 +3348,7 @@ type RemoveSandboxRequest struct {
 
 func (x *RemoveSandboxRequest) Reset() {
 	*x = RemoveSandboxRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3192,7 +3360,7 @@ func (x *RemoveSandboxRequest) String() string {
 func (*RemoveSandboxRequest) ProtoMessage() {}
 
 func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[42]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3205,7 +3373,7 @@ func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxRequest.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{42}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RemoveSandboxRequest) GetId() string {
@@ -3223,7 +3391,7 @@ type RemoveSandboxResponse struct {
 
 func (x *RemoveSandboxResponse) Reset() {
 	*x = RemoveSandboxResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3403,7 @@ func (x *RemoveSandboxResponse) String() string {
 func (*RemoveSandboxResponse) ProtoMessage() {}
 
 func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[43]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3416,7 @@ func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxResponse.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{43}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
 }
 
 type ChangesRequest struct {
@@ -3260,7 +3428,7 @@ type ChangesRequest struct {
 
 func (x *ChangesRequest) Reset() {
 	*x = ChangesRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3272,7 +3440,7 @@ func (x *ChangesRequest) String() string {
 func (*ChangesRequest) ProtoMessage() {}
 
 func (x *ChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[44]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3285,7 +3453,7 @@ func (x *ChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangesRequest.ProtoReflect.Descriptor instead.
 func (*ChangesRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{44}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ChangesRequest) GetProcessId() string {
@@ -3310,7 +3478,7 @@ type ProcessChanges struct {
 
 func (x *ProcessChanges) Reset() {
 	*x = ProcessChanges{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3490,7 @@ func (x *ProcessChanges) String() string {
 func (*ProcessChanges) ProtoMessage() {}
 
 func (x *ProcessChanges) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[45]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3503,7 @@ func (x *ProcessChanges) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessChanges.ProtoReflect.Descriptor instead.
 func (*ProcessChanges) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{45}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ProcessChanges) GetProcessId() string {
@@ -3383,7 +3551,7 @@ type Changes struct {
 
 func (x *Changes) Reset() {
 	*x = Changes{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3395,7 +3563,7 @@ func (x *Changes) String() string {
 func (*Changes) ProtoMessage() {}
 
 func (x *Changes) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[46]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3408,7 +3576,7 @@ func (x *Changes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Changes.ProtoReflect.Descriptor instead.
 func (*Changes) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{46}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Changes) GetUntracked() string {
@@ -3485,7 +3653,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3497,7 +3665,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[47]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3510,7 +3678,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{47}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Change) GetOp() string {
@@ -3588,7 +3756,7 @@ type FileDiff struct {
 
 func (x *FileDiff) Reset() {
 	*x = FileDiff{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3768,7 @@ func (x *FileDiff) String() string {
 func (*FileDiff) ProtoMessage() {}
 
 func (x *FileDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[48]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3781,7 @@ func (x *FileDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileDiff.ProtoReflect.Descriptor instead.
 func (*FileDiff) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{48}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *FileDiff) GetPath() string {
@@ -3648,7 +3816,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3660,7 +3828,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[49]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3673,7 +3841,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{49}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AttachRequest) GetProcessId() string {
@@ -3705,7 +3873,7 @@ type AttachMessage struct {
 
 func (x *AttachMessage) Reset() {
 	*x = AttachMessage{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3717,7 +3885,7 @@ func (x *AttachMessage) String() string {
 func (*AttachMessage) ProtoMessage() {}
 
 func (x *AttachMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[50]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3730,7 +3898,7 @@ func (x *AttachMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachMessage.ProtoReflect.Descriptor instead.
 func (*AttachMessage) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{50}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AttachMessage) GetMsg() isAttachMessage_Msg {
@@ -3785,7 +3953,7 @@ type AttachEnd struct {
 
 func (x *AttachEnd) Reset() {
 	*x = AttachEnd{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3797,7 +3965,7 @@ func (x *AttachEnd) String() string {
 func (*AttachEnd) ProtoMessage() {}
 
 func (x *AttachEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[51]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3810,7 +3978,7 @@ func (x *AttachEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEnd.ProtoReflect.Descriptor instead.
 func (*AttachEnd) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{51}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AttachEnd) GetOutput() *OutputSummary {
@@ -3845,7 +4013,7 @@ type OutputSummary struct {
 
 func (x *OutputSummary) Reset() {
 	*x = OutputSummary{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3857,7 +4025,7 @@ func (x *OutputSummary) String() string {
 func (*OutputSummary) ProtoMessage() {}
 
 func (x *OutputSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[52]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3870,7 +4038,7 @@ func (x *OutputSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputSummary.ProtoReflect.Descriptor instead.
 func (*OutputSummary) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{52}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *OutputSummary) GetComplete() bool {
@@ -3952,7 +4120,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3964,7 +4132,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[53]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3977,7 +4145,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{53}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ExecRequest) GetMsg() isExecRequest_Msg {
@@ -4084,7 +4252,7 @@ type Resize struct {
 
 func (x *Resize) Reset() {
 	*x = Resize{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4096,7 +4264,7 @@ func (x *Resize) String() string {
 func (*Resize) ProtoMessage() {}
 
 func (x *Resize) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[54]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4109,7 +4277,7 @@ func (x *Resize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resize.ProtoReflect.Descriptor instead.
 func (*Resize) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{54}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Resize) GetSeq() uint64 {
@@ -4148,7 +4316,7 @@ type Resized struct {
 
 func (x *Resized) Reset() {
 	*x = Resized{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4160,7 +4328,7 @@ func (x *Resized) String() string {
 func (*Resized) ProtoMessage() {}
 
 func (x *Resized) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[55]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4173,7 +4341,7 @@ func (x *Resized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resized.ProtoReflect.Descriptor instead.
 func (*Resized) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{55}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Resized) GetSeq() uint64 {
@@ -4234,7 +4402,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4246,7 +4414,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[56]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4259,7 +4427,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{56}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ExecStart) GetSandboxId() string {
@@ -4387,7 +4555,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4399,7 +4567,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[57]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4412,7 +4580,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{57}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Record) GetOff() bool {
@@ -4451,7 +4619,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4463,7 +4631,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[58]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4476,7 +4644,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{58}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ExecResponse) GetMsg() isExecResponse_Msg {
@@ -4559,7 +4727,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4571,7 +4739,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[59]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4584,7 +4752,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{59}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LogsRequest) GetProcessId() string {
@@ -4611,7 +4779,7 @@ type LogsChunk struct {
 
 func (x *LogsChunk) Reset() {
 	*x = LogsChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4623,7 +4791,7 @@ func (x *LogsChunk) String() string {
 func (*LogsChunk) ProtoMessage() {}
 
 func (x *LogsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[60]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4636,7 +4804,7 @@ func (x *LogsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsChunk.ProtoReflect.Descriptor instead.
 func (*LogsChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{60}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LogsChunk) GetStream() Stream {
@@ -4690,7 +4858,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4702,7 +4870,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[61]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4715,7 +4883,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{61}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ExecStarted) GetProcessId() string {
@@ -4735,7 +4903,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4747,7 +4915,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[62]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4760,7 +4928,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{62}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Output) GetStream() Stream {
@@ -4795,7 +4963,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4807,7 +4975,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[63]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4820,7 +4988,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{63}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Result) GetExitCode() int32 {
@@ -4882,7 +5050,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4894,7 +5062,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[64]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4907,7 +5075,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{64}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SignalRequest) GetProcessId() string {
@@ -4932,7 +5100,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4944,7 +5112,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[65]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4957,7 +5125,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{65}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{68}
 }
 
 type StopProcessRequest struct {
@@ -4969,7 +5137,7 @@ type StopProcessRequest struct {
 
 func (x *StopProcessRequest) Reset() {
 	*x = StopProcessRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4981,7 +5149,7 @@ func (x *StopProcessRequest) String() string {
 func (*StopProcessRequest) ProtoMessage() {}
 
 func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[66]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4994,7 +5162,7 @@ func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessRequest.ProtoReflect.Descriptor instead.
 func (*StopProcessRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{66}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *StopProcessRequest) GetProcessId() string {
@@ -5012,7 +5180,7 @@ type StopProcessResponse struct {
 
 func (x *StopProcessResponse) Reset() {
 	*x = StopProcessResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5024,7 +5192,7 @@ func (x *StopProcessResponse) String() string {
 func (*StopProcessResponse) ProtoMessage() {}
 
 func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5037,7 +5205,7 @@ func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessResponse.ProtoReflect.Descriptor instead.
 func (*StopProcessResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{67}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{70}
 }
 
 type WaitRequest struct {
@@ -5049,7 +5217,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5061,7 +5229,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5074,7 +5242,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{68}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *WaitRequest) GetProcessId() string {
@@ -5093,7 +5261,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5105,7 +5273,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5118,7 +5286,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{69}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *WaitResponse) GetResult() *Result {
@@ -5139,7 +5307,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5151,7 +5319,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5164,7 +5332,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{70}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *PutRequest) GetSandboxId() string {
@@ -5196,7 +5364,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5208,7 +5376,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5221,7 +5389,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{71}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{74}
 }
 
 type GetRequest struct {
@@ -5236,7 +5404,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5248,7 +5416,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5261,7 +5429,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{72}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetRequest) GetSandboxId() string {
@@ -5295,7 +5463,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5307,7 +5475,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5320,7 +5488,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{73}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetResponse) GetLive() bool {
@@ -5346,7 +5514,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5358,7 +5526,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5371,7 +5539,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{74}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *HistoryRequest) GetSandboxId() string {
@@ -5390,7 +5558,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5402,7 +5570,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5415,7 +5583,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{75}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *HistoryResponse) GetEvents() []*HistoryEvent {
@@ -5433,7 +5601,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5445,7 +5613,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5458,7 +5626,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{76}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{79}
 }
 
 type ExportChunk struct {
@@ -5470,7 +5638,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5482,7 +5650,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5495,7 +5663,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{77}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -5513,7 +5681,7 @@ type LiveRequest struct {
 
 func (x *LiveRequest) Reset() {
 	*x = LiveRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5525,7 +5693,7 @@ func (x *LiveRequest) String() string {
 func (*LiveRequest) ProtoMessage() {}
 
 func (x *LiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5538,7 +5706,7 @@ func (x *LiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
 func (*LiveRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{78}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{81}
 }
 
 type LiveEntity struct {
@@ -5555,7 +5723,7 @@ type LiveEntity struct {
 
 func (x *LiveEntity) Reset() {
 	*x = LiveEntity{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5567,7 +5735,7 @@ func (x *LiveEntity) String() string {
 func (*LiveEntity) ProtoMessage() {}
 
 func (x *LiveEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5580,7 +5748,7 @@ func (x *LiveEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
 func (*LiveEntity) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{79}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *LiveEntity) GetKind() string {
@@ -5634,7 +5802,7 @@ type LiveResponse struct {
 
 func (x *LiveResponse) Reset() {
 	*x = LiveResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5646,7 +5814,7 @@ func (x *LiveResponse) String() string {
 func (*LiveResponse) ProtoMessage() {}
 
 func (x *LiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5659,7 +5827,7 @@ func (x *LiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
 func (*LiveResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{80}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *LiveResponse) GetEntities() []*LiveEntity {
@@ -5677,7 +5845,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[81]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5689,7 +5857,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[81]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5702,7 +5870,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{81}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{84}
 }
 
 type VerifyResponse struct {
@@ -5713,7 +5881,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[82]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5725,7 +5893,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[82]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5738,7 +5906,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{82}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{85}
 }
 
 type FollowRequest struct {
@@ -5751,7 +5919,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[83]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5763,7 +5931,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[83]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5776,7 +5944,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{83}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -5805,7 +5973,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[84]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5817,7 +5985,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[84]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5830,7 +5998,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{84}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -5887,7 +6055,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[85]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5899,7 +6067,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[85]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5912,7 +6080,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{85}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -5949,7 +6117,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[86]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5961,7 +6129,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[86]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5974,7 +6142,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{86}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ReplayResponse) GetState() isReplayResponse_State {
@@ -6026,7 +6194,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[87]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6038,7 +6206,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[87]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6051,7 +6219,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{87}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{90}
 }
 
 type RecoveryResponse struct {
@@ -6067,7 +6235,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[88]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6079,7 +6247,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[88]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6092,7 +6260,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{88}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -6137,7 +6305,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[89]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6149,7 +6317,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[89]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6162,7 +6330,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{89}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -6215,7 +6383,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[90]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6227,7 +6395,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[90]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6240,7 +6408,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{90}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{93}
 }
 
 // DoctorResponse is profile.Report: the profile in use, what it relaxes,
@@ -6260,7 +6428,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[91]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6272,7 +6440,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[91]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6285,7 +6453,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{91}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *DoctorResponse) GetProfile() string {
@@ -6348,7 +6516,7 @@ type Relaxation struct {
 
 func (x *Relaxation) Reset() {
 	*x = Relaxation{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[92]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6360,7 +6528,7 @@ func (x *Relaxation) String() string {
 func (*Relaxation) ProtoMessage() {}
 
 func (x *Relaxation) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[92]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6373,7 +6541,7 @@ func (x *Relaxation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relaxation.ProtoReflect.Descriptor instead.
 func (*Relaxation) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{92}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *Relaxation) GetGuarantee() string {
@@ -6405,7 +6573,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[93]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6417,7 +6585,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[93]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6430,7 +6598,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{93}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *Check) GetName() string {
@@ -6483,7 +6651,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6495,7 +6663,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6508,7 +6676,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{94}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{97}
 }
 
 type ShutdownResponse struct {
@@ -6519,7 +6687,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6531,7 +6699,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6544,7 +6712,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{95}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{98}
 }
 
 var File_stockade_v1_stockade_proto protoreflect.FileDescriptor
@@ -6560,7 +6728,15 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x10SetEgressRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05rules\x18\x02 \x03(\tR\x05rules\"\x13\n" +
-	"\x11SetEgressResponse\"\x1f\n" +
+	"\x11SetEgressResponse\"G\n" +
+	"\tSecretVar\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"U\n" +
+	"\x11SetSecretsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x120\n" +
+	"\asecrets\x18\x02 \x03(\v2\x16.stockade.v1.SecretVarR\asecrets\"\x14\n" +
+	"\x12SetSecretsResponse\"\x1f\n" +
 	"\rEgressRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"a\n" +
 	"\x0eEgressResponse\x129\n" +
@@ -6580,7 +6756,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12\x0e\n" +
 	"\x02up\x18\f \x01(\x03R\x02up\x12\x12\n" +
 	"\x04down\x18\r \x01(\x03R\x04down\x12\x16\n" +
-	"\x06millis\x18\x0e \x01(\x03R\x06millis\"\xb6\x03\n" +
+	"\x06millis\x18\x0e \x01(\x03R\x06millis\"\xe8\x03\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12+\n" +
 	"\x06policy\x18\n" +
@@ -6591,7 +6767,8 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x03env\x18\x06 \x03(\tR\x03env\x12\x10\n" +
 	"\x03dir\x18\a \x01(\tR\x03dir\x12E\n" +
 	"\x06labels\x18\b \x03(\v2-.stockade.v1.CreateSandboxRequest.LabelsEntryR\x06labels\x12\x12\n" +
-	"\x04from\x18\t \x01(\tR\x04from\x1a9\n" +
+	"\x04from\x18\t \x01(\tR\x04from\x120\n" +
+	"\asecrets\x18\f \x03(\v2\x16.stockade.v1.SecretVarR\asecrets\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\vpolicy_jsonR\rdatasets_json\"\xe8\x01\n" +
@@ -6610,7 +6787,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x03gid\x18\x02 \x01(\x03R\x03gid\"7\n" +
 	"\aDataset\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x16\n" +
-	"\x06target\x18\x02 \x01(\tR\x06target\"\xfc\x02\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\"\xae\x03\n" +
 	"\vSandboxSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12+\n" +
 	"\x06policy\x18\x02 \x01(\v2\x13.stockade.v1.PolicyR\x06policy\x120\n" +
@@ -6620,7 +6797,9 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x03env\x18\x06 \x03(\tR\x03env\x12\x10\n" +
 	"\x03dir\x18\a \x01(\tR\x03dir\x12<\n" +
 	"\x06labels\x18\b \x03(\v2$.stockade.v1.SandboxSpec.LabelsEntryR\x06labels\x12\x12\n" +
-	"\x04from\x18\t \x01(\tR\x04from\x1a9\n" +
+	"\x04from\x18\t \x01(\tR\x04from\x120\n" +
+	"\asecrets\x18\n" +
+	" \x03(\v2\x16.stockade.v1.SecretVarR\asecrets\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\a\n" +
@@ -7054,14 +7233,16 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
-	"\rSTREAM_STDERR\x10\x022\xaa\x04\n" +
+	"\rSTREAM_STDERR\x10\x022\xf9\x04\n" +
 	"\tSandboxes\x12O\n" +
 	"\x06Create\x12!.stockade.v1.CreateSandboxRequest\x1a\".stockade.v1.CreateSandboxResponse\x12M\n" +
 	"\x04List\x12!.stockade.v1.ListSandboxesRequest\x1a\".stockade.v1.ListSandboxesResponse\x12R\n" +
 	"\aInspect\x12\".stockade.v1.InspectSandboxRequest\x1a#.stockade.v1.InspectSandboxResponse\x12I\n" +
 	"\x04Stop\x12\x1f.stockade.v1.StopSandboxRequest\x1a .stockade.v1.StopSandboxResponse\x12O\n" +
 	"\x06Remove\x12!.stockade.v1.RemoveSandboxRequest\x1a\".stockade.v1.RemoveSandboxResponse\x12J\n" +
-	"\tSetEgress\x12\x1d.stockade.v1.SetEgressRequest\x1a\x1e.stockade.v1.SetEgressResponse\x12A\n" +
+	"\tSetEgress\x12\x1d.stockade.v1.SetEgressRequest\x1a\x1e.stockade.v1.SetEgressResponse\x12M\n" +
+	"\n" +
+	"SetSecrets\x12\x1e.stockade.v1.SetSecretsRequest\x1a\x1f.stockade.v1.SetSecretsResponse\x12A\n" +
 	"\x06Egress\x12\x1a.stockade.v1.EgressRequest\x1a\x1b.stockade.v1.EgressResponse2\xcd\x02\n" +
 	"\vCheckpoints\x12K\n" +
 	"\x06Create\x12$.stockade.v1.CreateCheckpointRequest\x1a\x1b.stockade.v1.CheckpointInfo\x12Q\n" +
@@ -7106,250 +7287,258 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                      // 0: stockade.v1.Stream
 	(*Error)(nil),                    // 1: stockade.v1.Error
 	(*SetEgressRequest)(nil),         // 2: stockade.v1.SetEgressRequest
 	(*SetEgressResponse)(nil),        // 3: stockade.v1.SetEgressResponse
-	(*EgressRequest)(nil),            // 4: stockade.v1.EgressRequest
-	(*EgressResponse)(nil),           // 5: stockade.v1.EgressResponse
-	(*EgressDecision)(nil),           // 6: stockade.v1.EgressDecision
-	(*CreateSandboxRequest)(nil),     // 7: stockade.v1.CreateSandboxRequest
-	(*Policy)(nil),                   // 8: stockade.v1.Policy
-	(*User)(nil),                     // 9: stockade.v1.User
-	(*Dataset)(nil),                  // 10: stockade.v1.Dataset
-	(*SandboxSpec)(nil),              // 11: stockade.v1.SandboxSpec
-	(*SandboxState)(nil),             // 12: stockade.v1.SandboxState
-	(*SandboxCreated)(nil),           // 13: stockade.v1.SandboxCreated
-	(*SandboxExited)(nil),            // 14: stockade.v1.SandboxExited
-	(*Recovered)(nil),                // 15: stockade.v1.Recovered
-	(*WardenStarted)(nil),            // 16: stockade.v1.WardenStarted
-	(*Checkpointed)(nil),             // 17: stockade.v1.Checkpointed
-	(*RollingBack)(nil),              // 18: stockade.v1.RollingBack
-	(*ProcessSpec)(nil),              // 19: stockade.v1.ProcessSpec
-	(*ProcessState)(nil),             // 20: stockade.v1.ProcessState
-	(*ProcessExited)(nil),            // 21: stockade.v1.ProcessExited
-	(*CreateSandboxResponse)(nil),    // 22: stockade.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),     // 23: stockade.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),    // 24: stockade.v1.ListSandboxesResponse
-	(*SandboxInfo)(nil),              // 25: stockade.v1.SandboxInfo
-	(*CreateCheckpointRequest)(nil),  // 26: stockade.v1.CreateCheckpointRequest
-	(*CheckpointInfo)(nil),           // 27: stockade.v1.CheckpointInfo
-	(*ListCheckpointsRequest)(nil),   // 28: stockade.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),  // 29: stockade.v1.ListCheckpointsResponse
-	(*RemoveCheckpointRequest)(nil),  // 30: stockade.v1.RemoveCheckpointRequest
-	(*RemoveCheckpointResponse)(nil), // 31: stockade.v1.RemoveCheckpointResponse
-	(*RollbackRequest)(nil),          // 32: stockade.v1.RollbackRequest
-	(*RollbackResponse)(nil),         // 33: stockade.v1.RollbackResponse
-	(*ListPoolsRequest)(nil),         // 34: stockade.v1.ListPoolsRequest
-	(*ListPoolsResponse)(nil),        // 35: stockade.v1.ListPoolsResponse
-	(*PoolInfo)(nil),                 // 36: stockade.v1.PoolInfo
-	(*ResizePoolRequest)(nil),        // 37: stockade.v1.ResizePoolRequest
-	(*ResizePoolResponse)(nil),       // 38: stockade.v1.ResizePoolResponse
-	(*InspectSandboxRequest)(nil),    // 39: stockade.v1.InspectSandboxRequest
-	(*InspectSandboxResponse)(nil),   // 40: stockade.v1.InspectSandboxResponse
-	(*StopSandboxRequest)(nil),       // 41: stockade.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),      // 42: stockade.v1.StopSandboxResponse
-	(*RemoveSandboxRequest)(nil),     // 43: stockade.v1.RemoveSandboxRequest
-	(*RemoveSandboxResponse)(nil),    // 44: stockade.v1.RemoveSandboxResponse
-	(*ChangesRequest)(nil),           // 45: stockade.v1.ChangesRequest
-	(*ProcessChanges)(nil),           // 46: stockade.v1.ProcessChanges
-	(*Changes)(nil),                  // 47: stockade.v1.Changes
-	(*Change)(nil),                   // 48: stockade.v1.Change
-	(*FileDiff)(nil),                 // 49: stockade.v1.FileDiff
-	(*AttachRequest)(nil),            // 50: stockade.v1.AttachRequest
-	(*AttachMessage)(nil),            // 51: stockade.v1.AttachMessage
-	(*AttachEnd)(nil),                // 52: stockade.v1.AttachEnd
-	(*OutputSummary)(nil),            // 53: stockade.v1.OutputSummary
-	(*ExecRequest)(nil),              // 54: stockade.v1.ExecRequest
-	(*Resize)(nil),                   // 55: stockade.v1.Resize
-	(*Resized)(nil),                  // 56: stockade.v1.Resized
-	(*ExecStart)(nil),                // 57: stockade.v1.ExecStart
-	(*Record)(nil),                   // 58: stockade.v1.Record
-	(*ExecResponse)(nil),             // 59: stockade.v1.ExecResponse
-	(*LogsRequest)(nil),              // 60: stockade.v1.LogsRequest
-	(*LogsChunk)(nil),                // 61: stockade.v1.LogsChunk
-	(*ExecStarted)(nil),              // 62: stockade.v1.ExecStarted
-	(*Output)(nil),                   // 63: stockade.v1.Output
-	(*Result)(nil),                   // 64: stockade.v1.Result
-	(*SignalRequest)(nil),            // 65: stockade.v1.SignalRequest
-	(*SignalResponse)(nil),           // 66: stockade.v1.SignalResponse
-	(*StopProcessRequest)(nil),       // 67: stockade.v1.StopProcessRequest
-	(*StopProcessResponse)(nil),      // 68: stockade.v1.StopProcessResponse
-	(*WaitRequest)(nil),              // 69: stockade.v1.WaitRequest
-	(*WaitResponse)(nil),             // 70: stockade.v1.WaitResponse
-	(*PutRequest)(nil),               // 71: stockade.v1.PutRequest
-	(*PutResponse)(nil),              // 72: stockade.v1.PutResponse
-	(*GetRequest)(nil),               // 73: stockade.v1.GetRequest
-	(*GetResponse)(nil),              // 74: stockade.v1.GetResponse
-	(*HistoryRequest)(nil),           // 75: stockade.v1.HistoryRequest
-	(*HistoryResponse)(nil),          // 76: stockade.v1.HistoryResponse
-	(*ExportRequest)(nil),            // 77: stockade.v1.ExportRequest
-	(*ExportChunk)(nil),              // 78: stockade.v1.ExportChunk
-	(*LiveRequest)(nil),              // 79: stockade.v1.LiveRequest
-	(*LiveEntity)(nil),               // 80: stockade.v1.LiveEntity
-	(*LiveResponse)(nil),             // 81: stockade.v1.LiveResponse
-	(*VerifyRequest)(nil),            // 82: stockade.v1.VerifyRequest
-	(*VerifyResponse)(nil),           // 83: stockade.v1.VerifyResponse
-	(*FollowRequest)(nil),            // 84: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),             // 85: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),            // 86: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),           // 87: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),          // 88: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),         // 89: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),         // 90: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),            // 91: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),           // 92: stockade.v1.DoctorResponse
-	(*Relaxation)(nil),               // 93: stockade.v1.Relaxation
-	(*Check)(nil),                    // 94: stockade.v1.Check
-	(*ShutdownRequest)(nil),          // 95: stockade.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),         // 96: stockade.v1.ShutdownResponse
-	nil,                              // 97: stockade.v1.CreateSandboxRequest.LabelsEntry
-	nil,                              // 98: stockade.v1.SandboxSpec.LabelsEntry
-	nil,                              // 99: stockade.v1.SandboxInfo.LabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 100: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 101: google.protobuf.Duration
+	(*SecretVar)(nil),                // 4: stockade.v1.SecretVar
+	(*SetSecretsRequest)(nil),        // 5: stockade.v1.SetSecretsRequest
+	(*SetSecretsResponse)(nil),       // 6: stockade.v1.SetSecretsResponse
+	(*EgressRequest)(nil),            // 7: stockade.v1.EgressRequest
+	(*EgressResponse)(nil),           // 8: stockade.v1.EgressResponse
+	(*EgressDecision)(nil),           // 9: stockade.v1.EgressDecision
+	(*CreateSandboxRequest)(nil),     // 10: stockade.v1.CreateSandboxRequest
+	(*Policy)(nil),                   // 11: stockade.v1.Policy
+	(*User)(nil),                     // 12: stockade.v1.User
+	(*Dataset)(nil),                  // 13: stockade.v1.Dataset
+	(*SandboxSpec)(nil),              // 14: stockade.v1.SandboxSpec
+	(*SandboxState)(nil),             // 15: stockade.v1.SandboxState
+	(*SandboxCreated)(nil),           // 16: stockade.v1.SandboxCreated
+	(*SandboxExited)(nil),            // 17: stockade.v1.SandboxExited
+	(*Recovered)(nil),                // 18: stockade.v1.Recovered
+	(*WardenStarted)(nil),            // 19: stockade.v1.WardenStarted
+	(*Checkpointed)(nil),             // 20: stockade.v1.Checkpointed
+	(*RollingBack)(nil),              // 21: stockade.v1.RollingBack
+	(*ProcessSpec)(nil),              // 22: stockade.v1.ProcessSpec
+	(*ProcessState)(nil),             // 23: stockade.v1.ProcessState
+	(*ProcessExited)(nil),            // 24: stockade.v1.ProcessExited
+	(*CreateSandboxResponse)(nil),    // 25: stockade.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),     // 26: stockade.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),    // 27: stockade.v1.ListSandboxesResponse
+	(*SandboxInfo)(nil),              // 28: stockade.v1.SandboxInfo
+	(*CreateCheckpointRequest)(nil),  // 29: stockade.v1.CreateCheckpointRequest
+	(*CheckpointInfo)(nil),           // 30: stockade.v1.CheckpointInfo
+	(*ListCheckpointsRequest)(nil),   // 31: stockade.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),  // 32: stockade.v1.ListCheckpointsResponse
+	(*RemoveCheckpointRequest)(nil),  // 33: stockade.v1.RemoveCheckpointRequest
+	(*RemoveCheckpointResponse)(nil), // 34: stockade.v1.RemoveCheckpointResponse
+	(*RollbackRequest)(nil),          // 35: stockade.v1.RollbackRequest
+	(*RollbackResponse)(nil),         // 36: stockade.v1.RollbackResponse
+	(*ListPoolsRequest)(nil),         // 37: stockade.v1.ListPoolsRequest
+	(*ListPoolsResponse)(nil),        // 38: stockade.v1.ListPoolsResponse
+	(*PoolInfo)(nil),                 // 39: stockade.v1.PoolInfo
+	(*ResizePoolRequest)(nil),        // 40: stockade.v1.ResizePoolRequest
+	(*ResizePoolResponse)(nil),       // 41: stockade.v1.ResizePoolResponse
+	(*InspectSandboxRequest)(nil),    // 42: stockade.v1.InspectSandboxRequest
+	(*InspectSandboxResponse)(nil),   // 43: stockade.v1.InspectSandboxResponse
+	(*StopSandboxRequest)(nil),       // 44: stockade.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),      // 45: stockade.v1.StopSandboxResponse
+	(*RemoveSandboxRequest)(nil),     // 46: stockade.v1.RemoveSandboxRequest
+	(*RemoveSandboxResponse)(nil),    // 47: stockade.v1.RemoveSandboxResponse
+	(*ChangesRequest)(nil),           // 48: stockade.v1.ChangesRequest
+	(*ProcessChanges)(nil),           // 49: stockade.v1.ProcessChanges
+	(*Changes)(nil),                  // 50: stockade.v1.Changes
+	(*Change)(nil),                   // 51: stockade.v1.Change
+	(*FileDiff)(nil),                 // 52: stockade.v1.FileDiff
+	(*AttachRequest)(nil),            // 53: stockade.v1.AttachRequest
+	(*AttachMessage)(nil),            // 54: stockade.v1.AttachMessage
+	(*AttachEnd)(nil),                // 55: stockade.v1.AttachEnd
+	(*OutputSummary)(nil),            // 56: stockade.v1.OutputSummary
+	(*ExecRequest)(nil),              // 57: stockade.v1.ExecRequest
+	(*Resize)(nil),                   // 58: stockade.v1.Resize
+	(*Resized)(nil),                  // 59: stockade.v1.Resized
+	(*ExecStart)(nil),                // 60: stockade.v1.ExecStart
+	(*Record)(nil),                   // 61: stockade.v1.Record
+	(*ExecResponse)(nil),             // 62: stockade.v1.ExecResponse
+	(*LogsRequest)(nil),              // 63: stockade.v1.LogsRequest
+	(*LogsChunk)(nil),                // 64: stockade.v1.LogsChunk
+	(*ExecStarted)(nil),              // 65: stockade.v1.ExecStarted
+	(*Output)(nil),                   // 66: stockade.v1.Output
+	(*Result)(nil),                   // 67: stockade.v1.Result
+	(*SignalRequest)(nil),            // 68: stockade.v1.SignalRequest
+	(*SignalResponse)(nil),           // 69: stockade.v1.SignalResponse
+	(*StopProcessRequest)(nil),       // 70: stockade.v1.StopProcessRequest
+	(*StopProcessResponse)(nil),      // 71: stockade.v1.StopProcessResponse
+	(*WaitRequest)(nil),              // 72: stockade.v1.WaitRequest
+	(*WaitResponse)(nil),             // 73: stockade.v1.WaitResponse
+	(*PutRequest)(nil),               // 74: stockade.v1.PutRequest
+	(*PutResponse)(nil),              // 75: stockade.v1.PutResponse
+	(*GetRequest)(nil),               // 76: stockade.v1.GetRequest
+	(*GetResponse)(nil),              // 77: stockade.v1.GetResponse
+	(*HistoryRequest)(nil),           // 78: stockade.v1.HistoryRequest
+	(*HistoryResponse)(nil),          // 79: stockade.v1.HistoryResponse
+	(*ExportRequest)(nil),            // 80: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),              // 81: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),              // 82: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),               // 83: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),             // 84: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),            // 85: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),           // 86: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),            // 87: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),             // 88: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),            // 89: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),           // 90: stockade.v1.ReplayResponse
+	(*RecoveryRequest)(nil),          // 91: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),         // 92: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),         // 93: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),            // 94: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),           // 95: stockade.v1.DoctorResponse
+	(*Relaxation)(nil),               // 96: stockade.v1.Relaxation
+	(*Check)(nil),                    // 97: stockade.v1.Check
+	(*ShutdownRequest)(nil),          // 98: stockade.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),         // 99: stockade.v1.ShutdownResponse
+	nil,                              // 100: stockade.v1.CreateSandboxRequest.LabelsEntry
+	nil,                              // 101: stockade.v1.SandboxSpec.LabelsEntry
+	nil,                              // 102: stockade.v1.SandboxInfo.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 103: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 104: google.protobuf.Duration
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
-	6,   // 0: stockade.v1.EgressResponse.decisions:type_name -> stockade.v1.EgressDecision
-	100, // 1: stockade.v1.EgressDecision.time:type_name -> google.protobuf.Timestamp
-	8,   // 2: stockade.v1.CreateSandboxRequest.policy:type_name -> stockade.v1.Policy
-	10,  // 3: stockade.v1.CreateSandboxRequest.datasets:type_name -> stockade.v1.Dataset
-	101, // 4: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	97,  // 5: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
-	9,   // 6: stockade.v1.Policy.user:type_name -> stockade.v1.User
-	8,   // 7: stockade.v1.SandboxSpec.policy:type_name -> stockade.v1.Policy
-	10,  // 8: stockade.v1.SandboxSpec.datasets:type_name -> stockade.v1.Dataset
-	101, // 9: stockade.v1.SandboxSpec.ttl:type_name -> google.protobuf.Duration
-	98,  // 10: stockade.v1.SandboxSpec.labels:type_name -> stockade.v1.SandboxSpec.LabelsEntry
-	11,  // 11: stockade.v1.SandboxState.spec:type_name -> stockade.v1.SandboxSpec
-	100, // 12: stockade.v1.SandboxState.deadline:type_name -> google.protobuf.Timestamp
-	13,  // 13: stockade.v1.SandboxState.created:type_name -> stockade.v1.SandboxCreated
-	14,  // 14: stockade.v1.SandboxState.exit:type_name -> stockade.v1.SandboxExited
-	15,  // 15: stockade.v1.SandboxState.recovered:type_name -> stockade.v1.Recovered
-	16,  // 16: stockade.v1.SandboxState.warden:type_name -> stockade.v1.WardenStarted
-	17,  // 17: stockade.v1.SandboxState.checkpoints:type_name -> stockade.v1.Checkpointed
-	18,  // 18: stockade.v1.SandboxState.rolling_back:type_name -> stockade.v1.RollingBack
-	18,  // 19: stockade.v1.SandboxState.last_rollback:type_name -> stockade.v1.RollingBack
-	100, // 20: stockade.v1.SandboxState.reserved:type_name -> google.protobuf.Timestamp
-	100, // 21: stockade.v1.SandboxState.at:type_name -> google.protobuf.Timestamp
-	101, // 22: stockade.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
-	58,  // 23: stockade.v1.ProcessSpec.record:type_name -> stockade.v1.Record
-	19,  // 24: stockade.v1.ProcessState.spec:type_name -> stockade.v1.ProcessSpec
-	100, // 25: stockade.v1.ProcessState.deadline:type_name -> google.protobuf.Timestamp
-	21,  // 26: stockade.v1.ProcessState.exit:type_name -> stockade.v1.ProcessExited
-	15,  // 27: stockade.v1.ProcessState.recovered:type_name -> stockade.v1.Recovered
-	100, // 28: stockade.v1.ProcessState.reserved:type_name -> google.protobuf.Timestamp
-	100, // 29: stockade.v1.ProcessState.at:type_name -> google.protobuf.Timestamp
-	47,  // 30: stockade.v1.ProcessExited.changes:type_name -> stockade.v1.Changes
-	25,  // 31: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	100, // 32: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
-	99,  // 33: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
-	100, // 34: stockade.v1.CheckpointInfo.created:type_name -> google.protobuf.Timestamp
-	27,  // 35: stockade.v1.ListCheckpointsResponse.checkpoints:type_name -> stockade.v1.CheckpointInfo
-	36,  // 36: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
-	12,  // 37: stockade.v1.InspectSandboxResponse.state:type_name -> stockade.v1.SandboxState
-	47,  // 38: stockade.v1.ProcessChanges.changes:type_name -> stockade.v1.Changes
-	49,  // 39: stockade.v1.ProcessChanges.diffs:type_name -> stockade.v1.FileDiff
-	48,  // 40: stockade.v1.Changes.entries:type_name -> stockade.v1.Change
-	61,  // 41: stockade.v1.AttachMessage.chunk:type_name -> stockade.v1.LogsChunk
-	52,  // 42: stockade.v1.AttachMessage.end:type_name -> stockade.v1.AttachEnd
-	53,  // 43: stockade.v1.AttachEnd.output:type_name -> stockade.v1.OutputSummary
-	64,  // 44: stockade.v1.AttachEnd.result:type_name -> stockade.v1.Result
-	57,  // 45: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	55,  // 46: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
-	1,   // 47: stockade.v1.Resized.error:type_name -> stockade.v1.Error
-	101, // 48: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
-	58,  // 49: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
-	62,  // 50: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
-	63,  // 51: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
-	64,  // 52: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
-	56,  // 53: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
-	0,   // 54: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
-	53,  // 55: stockade.v1.LogsChunk.summary:type_name -> stockade.v1.OutputSummary
-	0,   // 56: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
-	1,   // 57: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	100, // 58: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	100, // 59: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
-	64,  // 60: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	85,  // 61: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	100, // 62: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
-	80,  // 63: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	100, // 64: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	12,  // 65: stockade.v1.ReplayResponse.sandbox:type_name -> stockade.v1.SandboxState
-	20,  // 66: stockade.v1.ReplayResponse.process:type_name -> stockade.v1.ProcessState
-	90,  // 67: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	101, // 68: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	93,  // 69: stockade.v1.DoctorResponse.relaxes:type_name -> stockade.v1.Relaxation
-	94,  // 70: stockade.v1.DoctorResponse.checks:type_name -> stockade.v1.Check
-	7,   // 71: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	23,  // 72: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	39,  // 73: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	41,  // 74: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	43,  // 75: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	2,   // 76: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
-	4,   // 77: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
-	26,  // 78: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
-	28,  // 79: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
-	30,  // 80: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
-	32,  // 81: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
-	34,  // 82: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
-	37,  // 83: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
-	60,  // 84: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
-	54,  // 85: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	65,  // 86: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	67,  // 87: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	69,  // 88: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	50,  // 89: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
-	45,  // 90: stockade.v1.Processes.Changes:input_type -> stockade.v1.ChangesRequest
-	71,  // 91: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	73,  // 92: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	75,  // 93: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	86,  // 94: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	84,  // 95: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	77,  // 96: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	79,  // 97: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	82,  // 98: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	88,  // 99: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	91,  // 100: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	95,  // 101: stockade.v1.Journal.Shutdown:input_type -> stockade.v1.ShutdownRequest
-	22,  // 102: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	24,  // 103: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	40,  // 104: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	42,  // 105: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	44,  // 106: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	3,   // 107: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
-	5,   // 108: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
-	27,  // 109: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
-	29,  // 110: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
-	31,  // 111: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
-	33,  // 112: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
-	35,  // 113: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
-	38,  // 114: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
-	61,  // 115: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
-	59,  // 116: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	66,  // 117: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	68,  // 118: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	70,  // 119: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	51,  // 120: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
-	46,  // 121: stockade.v1.Processes.Changes:output_type -> stockade.v1.ProcessChanges
-	72,  // 122: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	74,  // 123: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	76,  // 124: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	87,  // 125: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	85,  // 126: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	78,  // 127: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	81,  // 128: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	83,  // 129: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	89,  // 130: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	92,  // 131: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	96,  // 132: stockade.v1.Journal.Shutdown:output_type -> stockade.v1.ShutdownResponse
-	102, // [102:133] is the sub-list for method output_type
-	71,  // [71:102] is the sub-list for method input_type
-	71,  // [71:71] is the sub-list for extension type_name
-	71,  // [71:71] is the sub-list for extension extendee
-	0,   // [0:71] is the sub-list for field type_name
+	4,   // 0: stockade.v1.SetSecretsRequest.secrets:type_name -> stockade.v1.SecretVar
+	9,   // 1: stockade.v1.EgressResponse.decisions:type_name -> stockade.v1.EgressDecision
+	103, // 2: stockade.v1.EgressDecision.time:type_name -> google.protobuf.Timestamp
+	11,  // 3: stockade.v1.CreateSandboxRequest.policy:type_name -> stockade.v1.Policy
+	13,  // 4: stockade.v1.CreateSandboxRequest.datasets:type_name -> stockade.v1.Dataset
+	104, // 5: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	100, // 6: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
+	4,   // 7: stockade.v1.CreateSandboxRequest.secrets:type_name -> stockade.v1.SecretVar
+	12,  // 8: stockade.v1.Policy.user:type_name -> stockade.v1.User
+	11,  // 9: stockade.v1.SandboxSpec.policy:type_name -> stockade.v1.Policy
+	13,  // 10: stockade.v1.SandboxSpec.datasets:type_name -> stockade.v1.Dataset
+	104, // 11: stockade.v1.SandboxSpec.ttl:type_name -> google.protobuf.Duration
+	101, // 12: stockade.v1.SandboxSpec.labels:type_name -> stockade.v1.SandboxSpec.LabelsEntry
+	4,   // 13: stockade.v1.SandboxSpec.secrets:type_name -> stockade.v1.SecretVar
+	14,  // 14: stockade.v1.SandboxState.spec:type_name -> stockade.v1.SandboxSpec
+	103, // 15: stockade.v1.SandboxState.deadline:type_name -> google.protobuf.Timestamp
+	16,  // 16: stockade.v1.SandboxState.created:type_name -> stockade.v1.SandboxCreated
+	17,  // 17: stockade.v1.SandboxState.exit:type_name -> stockade.v1.SandboxExited
+	18,  // 18: stockade.v1.SandboxState.recovered:type_name -> stockade.v1.Recovered
+	19,  // 19: stockade.v1.SandboxState.warden:type_name -> stockade.v1.WardenStarted
+	20,  // 20: stockade.v1.SandboxState.checkpoints:type_name -> stockade.v1.Checkpointed
+	21,  // 21: stockade.v1.SandboxState.rolling_back:type_name -> stockade.v1.RollingBack
+	21,  // 22: stockade.v1.SandboxState.last_rollback:type_name -> stockade.v1.RollingBack
+	103, // 23: stockade.v1.SandboxState.reserved:type_name -> google.protobuf.Timestamp
+	103, // 24: stockade.v1.SandboxState.at:type_name -> google.protobuf.Timestamp
+	104, // 25: stockade.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
+	61,  // 26: stockade.v1.ProcessSpec.record:type_name -> stockade.v1.Record
+	22,  // 27: stockade.v1.ProcessState.spec:type_name -> stockade.v1.ProcessSpec
+	103, // 28: stockade.v1.ProcessState.deadline:type_name -> google.protobuf.Timestamp
+	24,  // 29: stockade.v1.ProcessState.exit:type_name -> stockade.v1.ProcessExited
+	18,  // 30: stockade.v1.ProcessState.recovered:type_name -> stockade.v1.Recovered
+	103, // 31: stockade.v1.ProcessState.reserved:type_name -> google.protobuf.Timestamp
+	103, // 32: stockade.v1.ProcessState.at:type_name -> google.protobuf.Timestamp
+	50,  // 33: stockade.v1.ProcessExited.changes:type_name -> stockade.v1.Changes
+	28,  // 34: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
+	103, // 35: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	102, // 36: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
+	103, // 37: stockade.v1.CheckpointInfo.created:type_name -> google.protobuf.Timestamp
+	30,  // 38: stockade.v1.ListCheckpointsResponse.checkpoints:type_name -> stockade.v1.CheckpointInfo
+	39,  // 39: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
+	15,  // 40: stockade.v1.InspectSandboxResponse.state:type_name -> stockade.v1.SandboxState
+	50,  // 41: stockade.v1.ProcessChanges.changes:type_name -> stockade.v1.Changes
+	52,  // 42: stockade.v1.ProcessChanges.diffs:type_name -> stockade.v1.FileDiff
+	51,  // 43: stockade.v1.Changes.entries:type_name -> stockade.v1.Change
+	64,  // 44: stockade.v1.AttachMessage.chunk:type_name -> stockade.v1.LogsChunk
+	55,  // 45: stockade.v1.AttachMessage.end:type_name -> stockade.v1.AttachEnd
+	56,  // 46: stockade.v1.AttachEnd.output:type_name -> stockade.v1.OutputSummary
+	67,  // 47: stockade.v1.AttachEnd.result:type_name -> stockade.v1.Result
+	60,  // 48: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
+	58,  // 49: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
+	1,   // 50: stockade.v1.Resized.error:type_name -> stockade.v1.Error
+	104, // 51: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	61,  // 52: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
+	65,  // 53: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
+	66,  // 54: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
+	67,  // 55: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
+	59,  // 56: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
+	0,   // 57: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
+	56,  // 58: stockade.v1.LogsChunk.summary:type_name -> stockade.v1.OutputSummary
+	0,   // 59: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
+	1,   // 60: stockade.v1.Result.error:type_name -> stockade.v1.Error
+	103, // 61: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	103, // 62: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	67,  // 63: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
+	88,  // 64: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	103, // 65: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	83,  // 66: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	103, // 67: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	15,  // 68: stockade.v1.ReplayResponse.sandbox:type_name -> stockade.v1.SandboxState
+	23,  // 69: stockade.v1.ReplayResponse.process:type_name -> stockade.v1.ProcessState
+	93,  // 70: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	104, // 71: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	96,  // 72: stockade.v1.DoctorResponse.relaxes:type_name -> stockade.v1.Relaxation
+	97,  // 73: stockade.v1.DoctorResponse.checks:type_name -> stockade.v1.Check
+	10,  // 74: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	26,  // 75: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	42,  // 76: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	44,  // 77: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	46,  // 78: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	2,   // 79: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
+	5,   // 80: stockade.v1.Sandboxes.SetSecrets:input_type -> stockade.v1.SetSecretsRequest
+	7,   // 81: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
+	29,  // 82: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
+	31,  // 83: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
+	33,  // 84: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
+	35,  // 85: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
+	37,  // 86: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
+	40,  // 87: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
+	63,  // 88: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	57,  // 89: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	68,  // 90: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	70,  // 91: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	72,  // 92: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	53,  // 93: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
+	48,  // 94: stockade.v1.Processes.Changes:input_type -> stockade.v1.ChangesRequest
+	74,  // 95: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	76,  // 96: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	78,  // 97: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	89,  // 98: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	87,  // 99: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	80,  // 100: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	82,  // 101: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	85,  // 102: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	91,  // 103: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	94,  // 104: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	98,  // 105: stockade.v1.Journal.Shutdown:input_type -> stockade.v1.ShutdownRequest
+	25,  // 106: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	27,  // 107: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	43,  // 108: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	45,  // 109: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	47,  // 110: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	3,   // 111: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
+	6,   // 112: stockade.v1.Sandboxes.SetSecrets:output_type -> stockade.v1.SetSecretsResponse
+	8,   // 113: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
+	30,  // 114: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
+	32,  // 115: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
+	34,  // 116: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
+	36,  // 117: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
+	38,  // 118: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
+	41,  // 119: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
+	64,  // 120: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	62,  // 121: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	69,  // 122: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	71,  // 123: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	73,  // 124: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	54,  // 125: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
+	49,  // 126: stockade.v1.Processes.Changes:output_type -> stockade.v1.ProcessChanges
+	75,  // 127: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	77,  // 128: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	79,  // 129: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	90,  // 130: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	88,  // 131: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	81,  // 132: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	84,  // 133: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	86,  // 134: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	92,  // 135: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	95,  // 136: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	99,  // 137: stockade.v1.Journal.Shutdown:output_type -> stockade.v1.ShutdownResponse
+	106, // [106:138] is the sub-list for method output_type
+	74,  // [74:106] is the sub-list for method input_type
+	74,  // [74:74] is the sub-list for extension type_name
+	74,  // [74:74] is the sub-list for extension extendee
+	0,   // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -7357,26 +7546,26 @@ func file_stockade_v1_stockade_proto_init() {
 	if File_stockade_v1_stockade_proto != nil {
 		return
 	}
-	file_stockade_v1_stockade_proto_msgTypes[13].OneofWrappers = []any{}
-	file_stockade_v1_stockade_proto_msgTypes[20].OneofWrappers = []any{}
-	file_stockade_v1_stockade_proto_msgTypes[50].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[16].OneofWrappers = []any{}
+	file_stockade_v1_stockade_proto_msgTypes[23].OneofWrappers = []any{}
+	file_stockade_v1_stockade_proto_msgTypes[53].OneofWrappers = []any{
 		(*AttachMessage_Chunk)(nil),
 		(*AttachMessage_End)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[53].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[56].OneofWrappers = []any{
 		(*ExecRequest_Start)(nil),
 		(*ExecRequest_Stdin)(nil),
 		(*ExecRequest_CloseStdin)(nil),
 		(*ExecRequest_Signal)(nil),
 		(*ExecRequest_Resize)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[58].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[61].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Output)(nil),
 		(*ExecResponse_Result)(nil),
 		(*ExecResponse_Resized)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[86].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[89].OneofWrappers = []any{
 		(*ReplayResponse_Sandbox)(nil),
 		(*ReplayResponse_Process)(nil),
 	}
@@ -7386,7 +7575,7 @@ func file_stockade_v1_stockade_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   99,
+			NumMessages:   102,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

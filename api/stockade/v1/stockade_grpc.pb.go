@@ -34,13 +34,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Sandboxes_Create_FullMethodName    = "/stockade.v1.Sandboxes/Create"
-	Sandboxes_List_FullMethodName      = "/stockade.v1.Sandboxes/List"
-	Sandboxes_Inspect_FullMethodName   = "/stockade.v1.Sandboxes/Inspect"
-	Sandboxes_Stop_FullMethodName      = "/stockade.v1.Sandboxes/Stop"
-	Sandboxes_Remove_FullMethodName    = "/stockade.v1.Sandboxes/Remove"
-	Sandboxes_SetEgress_FullMethodName = "/stockade.v1.Sandboxes/SetEgress"
-	Sandboxes_Egress_FullMethodName    = "/stockade.v1.Sandboxes/Egress"
+	Sandboxes_Create_FullMethodName     = "/stockade.v1.Sandboxes/Create"
+	Sandboxes_List_FullMethodName       = "/stockade.v1.Sandboxes/List"
+	Sandboxes_Inspect_FullMethodName    = "/stockade.v1.Sandboxes/Inspect"
+	Sandboxes_Stop_FullMethodName       = "/stockade.v1.Sandboxes/Stop"
+	Sandboxes_Remove_FullMethodName     = "/stockade.v1.Sandboxes/Remove"
+	Sandboxes_SetEgress_FullMethodName  = "/stockade.v1.Sandboxes/SetEgress"
+	Sandboxes_SetSecrets_FullMethodName = "/stockade.v1.Sandboxes/SetSecrets"
+	Sandboxes_Egress_FullMethodName     = "/stockade.v1.Sandboxes/Egress"
 )
 
 // SandboxesClient is the client API for Sandboxes service.
@@ -57,6 +58,9 @@ type SandboxesClient interface {
 	// SetEgress replaces an allowlist sandbox's egress rules while it runs
 	// (journaled, then applied by its proxy).
 	SetEgress(ctx context.Context, in *SetEgressRequest, opts ...grpc.CallOption) (*SetEgressResponse, error)
+	// SetSecrets gives the values of a sandbox's secret variables again (a
+	// runtime opened after they were given does not have them).
+	SetSecrets(ctx context.Context, in *SetSecretsRequest, opts ...grpc.CallOption) (*SetSecretsResponse, error)
 	// Egress returns a sandbox's recorded egress decisions, oldest first.
 	Egress(ctx context.Context, in *EgressRequest, opts ...grpc.CallOption) (*EgressResponse, error)
 }
@@ -129,6 +133,16 @@ func (c *sandboxesClient) SetEgress(ctx context.Context, in *SetEgressRequest, o
 	return out, nil
 }
 
+func (c *sandboxesClient) SetSecrets(ctx context.Context, in *SetSecretsRequest, opts ...grpc.CallOption) (*SetSecretsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetSecretsResponse)
+	err := c.cc.Invoke(ctx, Sandboxes_SetSecrets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sandboxesClient) Egress(ctx context.Context, in *EgressRequest, opts ...grpc.CallOption) (*EgressResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(EgressResponse)
@@ -153,6 +167,9 @@ type SandboxesServer interface {
 	// SetEgress replaces an allowlist sandbox's egress rules while it runs
 	// (journaled, then applied by its proxy).
 	SetEgress(context.Context, *SetEgressRequest) (*SetEgressResponse, error)
+	// SetSecrets gives the values of a sandbox's secret variables again (a
+	// runtime opened after they were given does not have them).
+	SetSecrets(context.Context, *SetSecretsRequest) (*SetSecretsResponse, error)
 	// Egress returns a sandbox's recorded egress decisions, oldest first.
 	Egress(context.Context, *EgressRequest) (*EgressResponse, error)
 	mustEmbedUnimplementedSandboxesServer()
@@ -182,6 +199,9 @@ func (UnimplementedSandboxesServer) Remove(context.Context, *RemoveSandboxReques
 }
 func (UnimplementedSandboxesServer) SetEgress(context.Context, *SetEgressRequest) (*SetEgressResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetEgress not implemented")
+}
+func (UnimplementedSandboxesServer) SetSecrets(context.Context, *SetSecretsRequest) (*SetSecretsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetSecrets not implemented")
 }
 func (UnimplementedSandboxesServer) Egress(context.Context, *EgressRequest) (*EgressResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Egress not implemented")
@@ -315,6 +335,24 @@ func _Sandboxes_SetEgress_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Sandboxes_SetSecrets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetSecretsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxesServer).SetSecrets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sandboxes_SetSecrets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxesServer).SetSecrets(ctx, req.(*SetSecretsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Sandboxes_Egress_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(EgressRequest)
 	if err := dec(in); err != nil {
@@ -363,6 +401,10 @@ var Sandboxes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetEgress",
 			Handler:    _Sandboxes_SetEgress_Handler,
+		},
+		{
+			MethodName: "SetSecrets",
+			Handler:    _Sandboxes_SetSecrets_Handler,
 		},
 		{
 			MethodName: "Egress",

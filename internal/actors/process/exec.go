@@ -104,7 +104,7 @@ func (x *execTransport) receive(ctx actor.Context, msg any) {
 // launch creates the exec, off the mailbox.
 func (x *execTransport) launch() {
 	a := x.a
-	sb, req, bg := a.p.Sandbox, dockerio.ExecRequest{ProcessID: a.p.ID, Spec: a.p.Spec}, a.bg
+	sb, req, bg := a.p.Sandbox, dockerio.ExecRequest{ProcessID: a.p.ID, Spec: a.runSpec()}, a.bg
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)
 		defer cancel()
@@ -151,7 +151,7 @@ func (x *execTransport) proceed() {
 	}
 	x.attaching = true
 	id := a.state.ExecID
-	sb, req := a.p.Sandbox, dockerio.ExecRequest{ProcessID: a.p.ID, Spec: a.p.Spec}
+	sb, req := a.p.Sandbox, dockerio.ExecRequest{ProcessID: a.p.ID, Spec: a.runSpec()}
 	bg := a.bg
 	go func() {
 		actx, cancel := context.WithTimeout(bg, a.deps.Config.DockerTimeout)

@@ -15,9 +15,13 @@ import (
 
 // Params is what a process actor is spawned with.
 type Params struct {
-	ID       string
-	Sandbox  dockerio.Sandbox
-	Spec     spec.Process
+	ID      string
+	Sandbox dockerio.Sandbox
+	Spec    spec.Process
+	// Secrets are the sandbox's secret variables' values by name: in the
+	// process's environment (below its own variables), never in its
+	// journaled Spec.
+	Secrets  map[string]string
 	Deadline time.Time
 	// Launched receives the handle once the process runs, or the error
 	// that stopped it from running. It is sent exactly once.

@@ -330,6 +330,14 @@ func (a *processActor) running(ctx actor.Context, att dockerio.Attachment, ev li
 	}
 }
 
+// runSpec is the process as it is run: its journaled Spec with the
+// sandbox's secret variables in its environment (below its own).
+func (a *processActor) runSpec() spec.Process {
+	s := a.p.Spec
+	s.Env = spec.SecretEnv(a.p.Secrets, s.Env)
+	return s
+}
+
 // newOutput is the stream actor of att; rec is a resumed recording (nil:
 // the read loop makes one).
 func (a *processActor) newOutput(att dockerio.Attachment, rec *recorder.Recording) *output {

@@ -104,7 +104,7 @@ func (w *wardenTransport) receive(ctx actor.Context, msg any) {
 // launch asks the warden for the process, off the mailbox.
 func (w *wardenTransport) launch() {
 	a := w.a
-	s := spawnRequest(a.p.ID, a.p.Spec)
+	s := spawnRequest(a.p.ID, a.runSpec())
 	s.Env = dockerio.ProxyEnv(a.p.Sandbox, a.p.ID, s.Env)
 	s.Sent = func() { failpoint.Hit(failpoint.ProcessSpawnSent) }
 	link, bg := w.link, a.bg

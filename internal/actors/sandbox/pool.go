@@ -42,6 +42,7 @@ type Claim struct {
 	Env      []string
 	Dir      string
 	Labels   map[string]string
+	Secrets  []spec.SecretVar // values held by the actor, never journaled
 	// Rules are an allowlist sandbox's rules (journaled as an egress
 	// change after the claim, then applied by its proxy); nil keeps the
 	// pool's (none).
@@ -134,7 +135,7 @@ func (pl *poolPart) claim(m Claim) {
 		m.Reply <- spec.Errorf(spec.CodeConflict, "sandbox", "sandbox %s waits in pool %q without a linked warden", a.p.ID, a.state.Pool)
 		return
 	}
-	ev := lifecycle.SandboxClaimed{Lifetime: m.Lifetime, TTL: m.TTL, Env: m.Env, Dir: m.Dir, Labels: m.Labels}
+	ev := lifecycle.SandboxClaimed{Lifetime: m.Lifetime, TTL: m.TTL, Env: m.Env, Dir: m.Dir, Labels: m.Labels, Secrets: spec.WithoutSecretValues(m.Secrets)}
 	if m.TTL > 0 {
 		ev.Deadline = a.deps.Now().Add(m.TTL)
 	}
@@ -157,6 +158,7 @@ func (pl *poolPart) claim(m Claim) {
 		return
 	}
 	pl.claiming = true
+	a.secrets = valuesOf(m.Secrets)
 	failpoint.Hit(failpoint.PoolClaimed)
 	a.sb.Spec = a.state.Spec
 	if !a.state.Deadline.IsZero() {

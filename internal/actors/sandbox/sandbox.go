@@ -86,6 +86,10 @@ type sandboxActor struct {
 	checkpoints checkpointPart // checkpoint.go
 	recovery    recoveryPart   // recover.go
 	parts       []part         // the above, in the order they are offered a message
+
+	// secrets are the values of the sandbox's secret variables, by name:
+	// in memory only (secrets.go).
+	secrets map[string]string
 }
 
 // ending is where the sandbox's end stands: the stop and the removal asked,
@@ -109,6 +113,13 @@ type ending struct {
 // newActor makes a sandbox actor's core and its parts.
 func newActor(d *actors.Deps, p Params) *sandboxActor {
 	a := &sandboxActor{deps: d, engine: d.Engine, p: p, procs: newChildren()}
+	if p.Recover == nil {
+		// The values are held here only: nothing journaled, listed or
+		// handed to Docker carries them. A recovering actor has none (its
+		// spec is the journal's): they are given again (SetSecrets).
+		a.secrets = valuesOf(p.Spec.Secrets)
+	}
+	a.p.Spec.Secrets = spec.WithoutSecretValues(p.Spec.Secrets)
 	a.warden.a, a.egress.a, a.copies.a, a.pool.a = a, a, a, a
 	a.rollback.a, a.checkpoints.a, a.recovery.a = a, a, a
 	a.parts = []part{&a.warden, &a.egress, &a.copies, &a.pool, &a.rollback, &a.checkpoints, &a.recovery}
@@ -192,6 +203,8 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.remove()
 	case Inspect:
 		m.Reply <- a.snapshot()
+	case SetSecrets:
+		m.Reply <- a.setSecrets(m)
 	case stoppedMsg:
 		a.onStopped(m)
 	case removedMsg:
@@ -367,6 +380,10 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 		a.answerLaunch(m, process.Launch{Err: spec.Errorf(spec.CodeAdmissionClosed, "sandbox", "sandbox %s is %s and admits no process", a.p.ID, a.phaseName())})
 		return
 	}
+	if err := a.missingSecrets(); err != nil {
+		a.answerLaunch(m, process.Launch{Err: err})
+		return
+	}
 	// The sandbox's env and dir (set at create or at a pool's claim) go
 	// before the process's own, and the whole is judged again: together
 	// they may pass a bound neither passes alone.
@@ -386,7 +403,7 @@ func (a *sandboxActor) launch(ctx actor.Context, m Launch) {
 	// was made after the workload was verified, and lives only while that
 	// same container runs (an exec dies with its container).
 	link, _ := a.warden.linkNow()
-	props := process.Props(a.deps, process.Params{ID: m.ID, Sandbox: a.sb, Spec: m.Spec, Deadline: deadline, Launched: m.Reply, Gated: link == nil, Link: link})
+	props := process.Props(a.deps, process.Params{ID: m.ID, Sandbox: a.sb, Spec: m.Spec, Secrets: a.processSecrets(), Deadline: deadline, Launched: m.Reply, Gated: link == nil, Link: link})
 	pid, err := ctx.SpawnNamed(props, "process-"+m.ID)
 	if err != nil {
 		a.answerLaunch(m, process.Launch{Err: spec.Wrap(spec.CodeConflict, "sandbox", err, "spawning process %s", m.ID)})
