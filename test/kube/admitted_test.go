@@ -3,6 +3,7 @@ package kube
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -81,7 +82,11 @@ func TestKubeNodeAdmitted(t *testing.T) {
 		Data: map[string]string{"MODE": "fast"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pod := sandboxPod("env", corev1.RestartPolicyAlways, "sh", "-c", `echo "key=$API_KEY mode=$MODE"; sleep 3600`)
+	// The process prints its secret's digest, not the secret: what it
+	// prints is recorded (a process that prints its secret writes it down
+	// itself).
+	digest := fmt.Sprintf("%x", sha256.Sum256([]byte(secretValue)))
+	pod := sandboxPod("env", corev1.RestartPolicyAlways, "sh", "-c", `echo "key=$(printf %s "$API_KEY" | sha256sum | cut -d' ' -f1) mode=$MODE"; sleep 3600`)
 	pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: "API_KEY", ValueFrom: &corev1.EnvVarSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "API_KEY"}}})
 	pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}
@@ -93,7 +98,7 @@ func TestKubeNodeAdmitted(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		out, code := kubectl(t, c, "", "logs", "env")
-		if code == 0 && strings.Contains(out, "key="+secretValue+" mode=fast") {
+		if code == 0 && strings.Contains(out, "key="+digest+" mode=fast") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -132,8 +137,8 @@ func TestKubeNodeAdmitted(t *testing.T) {
 	waitReady(t, cs, n.name, corev1.ConditionTrue, time.Minute)
 	deadline = time.Now().Add(time.Minute)
 	for {
-		out, code := kubectl(t, c, "", "exec", "env", "--", "sh", "-c", `echo "key=$API_KEY"`)
-		if code == 0 && strings.Contains(out, "key="+secretValue) {
+		out, code := kubectl(t, c, "", "exec", "env", "--", "sh", "-c", `echo "key=$(printf %s "$API_KEY" | sha256sum | cut -d' ' -f1)"`)
+		if code == 0 && strings.Contains(out, "key="+digest) {
 			break
 		}
 		if time.Now().After(deadline) {
