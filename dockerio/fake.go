@@ -86,6 +86,9 @@ type FakeRun struct {
 	// attach whose connection is cut after the daemon started the exec:
 	// the process runs on with nobody reading its output.
 	AttachLost bool
+	// IgnoreTERM makes the process live on after a SIGTERM (a process that
+	// traps it), on a warden; a KILL still ends it.
+	IgnoreTERM bool
 	// Phantom126 makes a lost or closed attach behave as Docker 20.10's
 	// cleanup of one: from then on the exec inspects as ended with 126
 	// while the process runs on, and its real end's exec_die says 127.

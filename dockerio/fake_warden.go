@@ -256,7 +256,7 @@ func (f *Fake) program(sb Sandbox, c *warden.Child) (warden.Program, error) {
 				}
 				return warden.Status{Code: run.ExitCode}
 			case sig := <-c.Signals:
-				if ignoredSignal(sig) {
+				if ignoredSignal(sig) || sig == syscall.SIGTERM && run.IgnoreTERM {
 					continue
 				}
 				// The default action of the rest: the child ends,

@@ -38,7 +38,7 @@ type hostFacts struct {
 
 // nodeHealth is the node's status as the cluster sees it: Ready follows the
 // runtime's own health (the Docker daemon answers and the preflight profile
-// holds; the journal is not closed), and the kubelet's pressure conditions
+// holds), and the kubelet's pressure conditions
 // follow the host. A node that cannot run pods says so (Ready False, with
 // why) instead of taking pods that then fail SandboxFailed. Ping answers
 // while the agent runs: a lost lease means the agent is gone, Ready False
@@ -94,11 +94,11 @@ func (h *nodeHealth) check(ctx context.Context) (*corev1.Node, bool) {
 	conds := []corev1.NodeCondition{
 		{Type: corev1.NodeReady, Status: ready, Reason: reason, Message: why},
 		pressure(corev1.NodeMemoryPressure, f.memAvailable >= 0 && f.memAvailable < memoryAvailableMin, "KubeletHasInsufficientMemory", "KubeletHasSufficientMemory",
-			fmt.Sprintf("memory available %d MiB (threshold %d MiB)", f.memAvailable>>20, memoryAvailableMin>>20)),
+			known(f.memAvailable >= 0, fmt.Sprintf("memory available %d MiB (threshold %d MiB)", f.memAvailable>>20, memoryAvailableMin>>20), "memory available unknown")),
 		pressure(corev1.NodeDiskPressure, f.diskFree >= 0 && f.diskFree < diskAvailableMin, "KubeletHasDiskPressure", "KubeletHasNoDiskPressure",
-			fmt.Sprintf("the journal's filesystem is %.0f%% free (threshold %.0f%%)", 100*f.diskFree, 100*diskAvailableMin)),
+			known(f.diskFree >= 0, fmt.Sprintf("the journal's filesystem is %.0f%% free (threshold %.0f%%)", 100*f.diskFree, 100*diskAvailableMin), "the journal's filesystem's free space unknown")),
 		pressure(corev1.NodePIDPressure, f.pidsFree >= 0 && f.pidsFree < pidsAvailableMin, "KubeletHasInsufficientPID", "KubeletHasSufficientPID",
-			fmt.Sprintf("%.0f%% of pid_max free (threshold %.0f%%)", 100*f.pidsFree, 100*pidsAvailableMin)),
+			known(f.pidsFree >= 0, fmt.Sprintf("%.0f%% of pid_max free (threshold %.0f%%)", 100*f.pidsFree, 100*pidsAvailableMin), "pids in use unknown")),
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -119,6 +119,15 @@ func (h *nodeHealth) check(ctx context.Context) (*corev1.Node, bool) {
 	}
 	h.node.Status.Conditions = conds
 	return h.node.DeepCopy(), changed
+}
+
+// known is what a condition says of a fact: its figure, or that it is not
+// known.
+func known(ok bool, figure, unknown string) string {
+	if ok {
+		return figure
+	}
+	return unknown
 }
 
 func pressure(t corev1.NodeConditionType, under bool, yes, no, msg string) corev1.NodeCondition {

@@ -203,6 +203,17 @@ func describeNode(n *corev1.Node, cfg Config, port int32) error {
 	return nil
 }
 
+// CheckResources checks the capacity and reservations configured: what a
+// node would advertise, refused before anything is opened when the
+// reservations leave nothing.
+func (c Config) CheckResources() error {
+	if c.MaxPods <= 0 {
+		c.MaxPods = DefaultMaxPods
+	}
+	_, _, err := resources(c)
+	return err
+}
+
 // resources are the node's capacity (the host's, or what the
 // configuration says the node may use) and its allocatable: capacity less
 // the reservations, as the kubelet's --system-reserved. In the documented
@@ -358,14 +369,15 @@ type streamAuth struct{ nodeutil.Auth }
 
 func (s streamAuth) GetRequestAttributes(u user.Info, r *http.Request) authorizer.Attributes {
 	attrs := s.Auth.GetRequestAttributes(u, r)
-	rec, ok := attrs.(authorizer.AttributesRecord)
-	if !ok {
+	if !streamPath(r.URL.Path) {
 		return attrs
 	}
-	if streamPath(r.URL.Path) {
-		rec.Verb = "create"
+	// Built here whatever the wrapped getter returned: a getter of another
+	// type must not carry its own verb through (fail closed).
+	return authorizer.AttributesRecord{
+		User: u, Verb: "create", Namespace: attrs.GetNamespace(), APIGroup: attrs.GetAPIGroup(), APIVersion: attrs.GetAPIVersion(),
+		Resource: "nodes", Subresource: "proxy", Name: attrs.GetName(), ResourceRequest: true, Path: r.URL.Path,
 	}
-	return rec
 }
 
 // streamPath: a kubelet API path that runs something or opens a stream

@@ -35,7 +35,7 @@ func TestStreamsNeedCreate(t *testing.T) {
 	} {
 		r := httptest.NewRequest(c.method, "https://node:10250"+c.path, nil)
 		attrs := a.GetRequestAttributes(u, r)
-		if attrs.GetVerb() != c.verb || attrs.GetResource() != "nodes" {
+		if attrs.GetVerb() != c.verb || attrs.GetResource() != "nodes" || c.verb == "create" && attrs.GetSubresource() != "proxy" {
 			t.Errorf("%s %s: verb %q on %q, want %q on nodes", c.method, c.path, attrs.GetVerb(), attrs.GetResource(), c.verb)
 		}
 		if _, ok := attrs.(authorizer.AttributesRecord); !ok {

@@ -140,7 +140,7 @@ func PlanPod(pod *corev1.Pod) (Plan, error) {
 		add("spec.imagePullSecrets: not supported (a stockade node never pulls, so it cannot check a pod's right to a private image)")
 	}
 	if g := ps.TerminationGracePeriodSeconds; g != nil {
-		pl.Grace = time.Duration(*g) * time.Second
+		pl.Grace = time.Duration(min(max(*g, 0), int64(maxGrace/time.Second))) * time.Second
 	}
 	if ps.DNSConfig != nil || ps.DNSPolicy != "" && ps.DNSPolicy != corev1.DNSClusterFirst {
 		add("spec.dnsPolicy/dnsConfig: only the default (ClusterFirst) is accepted, and a sandbox has no cluster DNS (its network is none)")

@@ -290,19 +290,70 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	} else {
 		r.pod.DeletionTimestamp, r.pod.DeletionGracePeriodSeconds = pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds
 	}
+	again := r.deleting
+	r.deleting = true
+	grace := r.grace()
+	proc := r.proc
 	r.mu.Unlock()
-	return p.remove(ctx, r)
+	if again {
+		// A deletion again (kubectl delete --grace-period=0 --force): a
+		// shorter grace than the one waited for ends the wait now.
+		if grace == 0 && proc != nil {
+			_ = proc.Signal(ctx, syscall.SIGKILL) // ended or not, the removal under way settles it
+		}
+		return nil
+	}
+	// The pod's grace is waited for in its own goroutine, never in the pod
+	// controller's workers (a few, shared by every pod of the node): the
+	// controller deletes the pod object once the grace has passed, and
+	// the removal is tried again until it is done.
+	go p.removeInBackground(r)
+	return nil
+}
+
+// removeInBackground removes a deleted pod's sandbox, tried again with a
+// back-off until it is done or the provider closes (the sandboxes are kept
+// then, and the next node's sweep removes them).
+func (p *Provider) removeInBackground(r *podRun) {
+	backoff := restartBackoff[0]
+	for {
+		err := p.remove(p.ctx, r)
+		if err == nil || p.ctx.Err() != nil {
+			return
+		}
+		p.log.Warn("removing a deleted pod's sandbox; trying again", "pod", r.key, "err", err)
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, restartBackoff[1])
+	}
+}
+
+// maxGrace bounds a pod's grace (a year of seconds would overflow a
+// Duration into a negative, which is no grace at all).
+const maxGrace = 24 * time.Hour
+
+// grace is how long the container's process has between TERM and KILL at
+// the pod's deletion: the delete's grace, else the pod's
+// terminationGracePeriodSeconds. r.mu is held.
+func (r *podRun) grace() time.Duration {
+	g := r.plan.Grace
+	if pod := r.pod; pod != nil && pod.DeletionGracePeriodSeconds != nil {
+		secs := max(*pod.DeletionGracePeriodSeconds, 0)
+		g = time.Duration(min(secs, int64(maxGrace/time.Second))) * time.Second // the delete's, as a kubelet honours it
+	}
+	return min(max(g, 0), maxGrace)
 }
 
 func (p *Provider) remove(ctx context.Context, r *podRun) error {
-	r.mu.Lock()
-	proc, grace := r.proc, r.plan.Grace
-	if pod := r.pod; pod != nil && pod.DeletionGracePeriodSeconds != nil {
-		grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second // the delete's, as a kubelet honours it
-	}
-	r.mu.Unlock()
 	r.cancel()
 	<-r.done
+	// Read once the supervisor is gone: no restart can come between.
+	r.mu.Lock()
+	proc, grace := r.proc, r.grace()
+	r.mu.Unlock()
 	if proc != nil {
 		p.terminate(ctx, r, proc, grace)
 	}
@@ -508,6 +559,7 @@ type podRun struct {
 	prevID     string // the one before (kubectl logs --previous)
 	restarts   int32
 	backoff    bool // the container's process ended and will be started again
+	deleting   bool // the pod's deletion is under way (removeInBackground)
 	deleted    bool
 	proc       *stockade.Process
 }
@@ -592,8 +644,13 @@ func (r *podRun) supervise(ctx context.Context) {
 		// The sandbox died under the process (the node stops it only
 		// after deciding, and a deletion ends ctx first): as a kubelet
 		// makes a dead pod sandbox again, so does the node.
-		died := res.Reason == string(lifecycle.ReasonSandboxStopped)
-		if !again || res.Reason == string(lifecycle.ReasonStopped) {
+		// A sandbox stopped on purpose (its TTL, activeDeadlineSeconds, an
+		// operator's stop) ends the pod as it would a kubelet's; one that
+		// died under the process is made again, as a kubelet makes a dead
+		// pod sandbox again.
+		asked := r.sandboxStopAsked(ctx, sb)
+		died := res.Reason == string(lifecycle.ReasonSandboxStopped) && !asked
+		if !again || res.Reason == string(lifecycle.ReasonStopped) || asked {
 			r.finish(ctx, sb)
 			return
 		}
@@ -628,6 +685,20 @@ func (r *podRun) supervise(ctx context.Context) {
 		r.backoff = false
 		r.mu.Unlock()
 	}
+}
+
+// sandboxStopAsked says a stop was asked of the sandbox (its TTL, which is
+// the pod's activeDeadlineSeconds, or an operator's stop): journaled
+// before the stop reaches its processes, so it is known when one ends.
+func (r *podRun) sandboxStopAsked(ctx context.Context, sb *stockade.Sandbox) bool {
+	st, err := r.p.rt.ReplaySandbox(ctx, sb.ID(), 0)
+	if err != nil {
+		return false
+	}
+	asked := func(reason lifecycle.Reason) bool {
+		return reason == lifecycle.ReasonTimeout || reason == lifecycle.ReasonStopped
+	}
+	return asked(st.Stopping) || st.Exit != nil && asked(st.Exit.Reason)
 }
 
 // backoffReset is how long a container's process must run for its restart
@@ -692,10 +763,16 @@ func (r *podRun) awaitConfig(ctx context.Context) bool {
 		}
 		backoff = min(2*backoff, restartBackoff[1])
 		pl, refused, err := r.p.planOf(ctx, pod)
+		if err == nil {
+			err = r.giveSecrets(ctx, pl) // a re-adopted sandbox's (none: nothing to give)
+		}
 		r.mu.Lock()
 		r.configErr = err
 		if err == nil {
-			r.plan, r.refused, r.container = pl, refused, pl.Container
+			r.plan, r.container = pl, pl.Container
+			if r.sandboxID == "" {
+				r.refused = refused // a re-adopted pod ran, so it was accepted then
+			}
 		}
 		r.mu.Unlock()
 	}
@@ -715,19 +792,19 @@ func (r *podRun) bind(ctx context.Context) bool {
 				// references, read now.
 				err = r.giveSecrets(ctx, pl)
 			}
-			if err != nil {
-				// What runs goes on; a new process of the container (and
-				// kubectl exec) needs its env, so the read is tried again.
-				r.p.log.Warn("re-adopted pod's env unreadable; trying again", "pod", r.key, "err", err)
-				select {
-				case <-ctx.Done():
-					return false
-				case <-time.After(time.Second):
-				}
-				continue
-			}
 			r.mu.Lock()
-			r.pod, r.plan = pod.DeepCopy(), pl
+			r.pod = pod.DeepCopy()
+			if err != nil {
+				// What runs goes on; a new process (a restart, kubectl
+				// exec) needs the env: the pod says why it cannot have it
+				// and supervise reads it again with a back-off.
+				r.configErr = err
+				if r.container == "" && len(pod.Spec.Containers) > 0 {
+					r.container = pod.Spec.Containers[0].Name
+				}
+			} else {
+				r.plan = pl
+			}
 			if refused != nil && r.failure == "" {
 				// It ran before, so it was accepted then: a node of
 				// another version. Keep supervising what runs.

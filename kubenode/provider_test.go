@@ -199,7 +199,8 @@ func TestProviderRefusesAndLimits(t *testing.T) {
 		t.Errorf("pod past the limit: reason %q message %q", st.Reason, st.Message)
 	}
 
-	// Deleting a pod removes its sandbox; the provider forgets it.
+	// Deleting a pod removes its sandbox (in the background: the pod
+	// controller's workers never wait out a grace); the provider forgets it.
 	before, err := n.rt.Sandboxes(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -207,16 +208,14 @@ func TestProviderRefusesAndLimits(t *testing.T) {
 	if err := n.p.DeletePod(ctx, fakePod("a", corev1.RestartPolicyAlways)); err != nil {
 		t.Fatal(err)
 	}
-	after, err := n.rt.Sandboxes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(after) != len(before)-1 {
-		t.Errorf("sandboxes %d before the delete, %d after; want one fewer", len(before), len(after))
-	}
-	if _, err := n.p.GetPod(ctx, "ns", "a"); !errdefs.IsNotFound(err) {
-		t.Errorf("GetPod after delete: %v, want not found", err)
-	}
+	testutil.Eventually(t, "the deleted pod's sandbox removed and the pod forgotten", func() bool {
+		after, err := n.rt.Sandboxes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, gerr := n.p.GetPod(ctx, "ns", "a")
+		return len(after) == len(before)-1 && errdefs.IsNotFound(gerr)
+	})
 	if err := n.p.DeletePod(ctx, fakePod("a", corev1.RestartPolicyAlways)); !errdefs.IsNotFound(err) {
 		t.Errorf("a second delete: %v, want not found", err)
 	}
@@ -395,4 +394,78 @@ func TestProviderRemakesADeadSandbox(t *testing.T) {
 			t.Errorf("the dead sandbox %s is still listed (%s)", first.ID, in.Phase)
 		}
 	}
+}
+
+// activeDeadlineSeconds ends a restarting pod (its sandbox's TTL stops it):
+// a sandbox stopped on purpose is not a dead one to make again.
+func TestProviderDeadlineEndsARestartingPod(t *testing.T) {
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	n := newFakeNode(t, func(string, int) dockerio.FakeRun { return dockerio.FakeRun{Hold: hold} })
+	ctx := context.Background()
+	pod := fakePod("deadline", corev1.RestartPolicyAlways)
+	d := int64(1)
+	pod.Spec.ActiveDeadlineSeconds = &d
+	if err := n.p.CreatePod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	st := n.waitStatus(t, "deadline", "failed past its deadline", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodFailed })
+	if st.Reason != "DeadlineExceeded" {
+		t.Errorf("reason %q (%s), want DeadlineExceeded", st.Reason, st.Message)
+	}
+	infos, err := n.rt.Sandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := 0
+	for _, in := range infos {
+		if in.Labels[LabelPod] == "deadline" {
+			made++
+		}
+	}
+	if made != 1 {
+		t.Errorf("%d sandboxes for the pod, want its one (not made again after its deadline)", made)
+	}
+}
+
+// A pod's grace is waited for apart from the pod controller: DeletePod
+// returns at once though the process ignores TERM for its whole grace, and
+// a deletion again with no grace ends the wait.
+func TestProviderDeleteWaitsItsGraceApart(t *testing.T) {
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	n := newFakeNode(t, func(string, int) dockerio.FakeRun { return dockerio.FakeRun{Hold: hold, IgnoreTERM: true} })
+	ctx := context.Background()
+	pod := fakePod("slow", corev1.RestartPolicyAlways)
+	year := int64(365 * 24 * 3600)
+	pod.Spec.TerminationGracePeriodSeconds = &year
+	if err := n.p.CreatePod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	n.waitStatus(t, "slow", "running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	del := pod.DeepCopy()
+	del.DeletionGracePeriodSeconds = &year
+	done := make(chan error, 1)
+	go func() { done <- n.p.DeletePod(ctx, del) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("DeletePod waited out the pod's grace in the pod controller's worker")
+	}
+	if _, err := n.p.GetPod(ctx, "ns", "slow"); err != nil {
+		t.Fatalf("the pod is forgotten before its grace ended: %v", err)
+	}
+	force := del.DeepCopy()
+	zero := int64(0)
+	force.DeletionGracePeriodSeconds = &zero
+	if err := n.p.DeletePod(ctx, force); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the pod removed once deleted again with no grace", func() bool {
+		_, err := n.p.GetPod(ctx, "ns", "slow")
+		return errdefs.IsNotFound(err)
+	})
 }

@@ -204,7 +204,8 @@ func (p Process) Validate() error {
 		}
 		name, _, ok := strings.Cut(e, "=")
 		if !ok || !ValidEnvName(name) {
-			return bad("env[%d] %q is not NAME=value with NAME matching [A-Za-z_][A-Za-z0-9_]*", i, e)
+			// The name only: a value may be a secret, and errors are shown.
+			return bad("env[%d] (name %q) is not NAME=value with NAME matching [A-Za-z_][A-Za-z0-9_]*", i, clip(name))
 		}
 		total += len(e) + 1
 	}

@@ -1,6 +1,9 @@
 package spec
 
-import "strings"
+import (
+	"log/slog"
+	"strings"
+)
 
 // SecretVar is an environment variable whose value is a secret: every
 // process of its sandbox has it, as it has Env's, but the value is never
@@ -20,6 +23,26 @@ type SecretVar struct {
 	Ref   string `json:"ref,omitempty"`
 	Value string `json:"-"`
 }
+
+// String names the variable and its ref, never its value: a SecretVar
+// printed (an error, a log line, a %v of a message that carries one)
+// shows what it is, not what it holds.
+func (s SecretVar) String() string {
+	out := s.Name
+	if s.Ref != "" {
+		out += " (" + s.Ref + ")"
+	}
+	if s.Value != "" {
+		out += " [value withheld]"
+	}
+	return out
+}
+
+// GoString is String, for %#v.
+func (s SecretVar) GoString() string { return s.String() }
+
+// LogValue is String, for slog.
+func (s SecretVar) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // Bounds on secret variables, besides the env's (MaxEnv and
 // MaxArgvEnvBytes count them with the env).

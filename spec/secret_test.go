@@ -2,6 +2,8 @@ package spec
 
 import (
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -65,5 +67,22 @@ func TestSecretEnv(t *testing.T) {
 	}
 	if got := SecretEnv(nil, []string{"X=1"}); !slices.Equal(got, []string{"X=1"}) {
 		t.Fatalf("%q", got)
+	}
+}
+
+// A SecretVar printed, however it is printed, never shows its value.
+func TestSecretVarPrinted(t *testing.T) {
+	v := SecretVar{Name: "TOKEN", Ref: "secret ns/creds key token", Value: "s3cret"}
+	type msg struct {
+		Secrets []SecretVar
+		Reply   chan error
+	}
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	log.Info("x", "msg", msg{Secrets: []SecretVar{v}}, "var", v)
+	for _, got := range []string{fmt.Sprint(v), fmt.Sprintf("%+v", msg{Secrets: []SecretVar{v}}), fmt.Sprintf("%#v", v), fmt.Sprintf("%v", []SecretVar{v}), buf.String()} {
+		if strings.Contains(got, "s3cret") || !strings.Contains(got, "TOKEN") {
+			t.Errorf("printed %q", got)
+		}
 	}
 }

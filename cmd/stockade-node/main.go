@@ -62,6 +62,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	o, err := parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		_, _ = fmt.Fprintln(stderr, "usage: "+usage) // asked for: nowhere else to say it
+		var h helpError
+		if errors.As(err, &h) {
+			_, _ = fmt.Fprint(stderr, h.flags)
+		}
 		return 0
 	}
 	if err != nil {
@@ -92,6 +96,14 @@ func parse(args []string) (*options, error) {
 		if err != nil {
 			return err
 		}
+		if err := kubenode.PoolLabelName(p.Name); err != nil {
+			return err
+		}
+		// A pod's sandbox has the default network (none) and user: a
+		// pool of another could never be claimed by a pod.
+		if def := spec.DefaultPolicy(); p.Sandbox.Policy.Network != def.Network || p.Sandbox.Policy.User != def.User {
+			return spec.Errorf(spec.CodeInvalidArgument, "node", "--pool %s: network and user are a pod's defaults (isolated, %d:%d) on a node: a pool of another network or user would never be claimed", p.Name, def.User.UID, def.User.GID)
+		}
 		if slices.ContainsFunc(o.pools, func(q stockade.PoolSpec) bool { return q.Name == p.Name }) {
 			return spec.Errorf(spec.CodeInvalidArgument, "node", "--pool %s is given twice", p.Name)
 		}
@@ -102,7 +114,10 @@ func parse(args []string) (*options, error) {
 	verbose := fs.Bool("v", false, "log each pod's changes as well as warnings")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
+			var b strings.Builder
+			fs.SetOutput(&b)
+			fs.PrintDefaults()
+			return nil, helpError{flags: b.String()}
 		}
 		return nil, spec.Wrap(spec.CodeInvalidArgument, "node", err, "usage: %s", usage)
 	}
@@ -131,6 +146,9 @@ func parse(args []string) (*options, error) {
 		o.cfg.Memory = q
 	}
 	if err := parseReserved(*reserved, &o.cfg); err != nil {
+		return nil, err
+	}
+	if err := o.cfg.CheckResources(); err != nil {
 		return nil, err
 	}
 	if o.cfg.MaxPods < 1 {
@@ -248,6 +266,12 @@ func parseReserved(v string, cfg *kubenode.Config) error {
 	}
 	return nil
 }
+
+// helpError is -h: flag.ErrHelp with every flag's description.
+type helpError struct{ flags string }
+
+func (helpError) Error() string { return flag.ErrHelp.Error() }
+func (helpError) Unwrap() error { return flag.ErrHelp }
 
 func fail(stderr io.Writer, err error, code int) int {
 	note(stderr, "%s", strings.ReplaceAll(err.Error(), "\n", " "))

@@ -313,7 +313,7 @@ func secretsCase(t *testing.T, tg Target) {
 		answers = append(answers, strings.ReplaceAll(fmt.Sprintf("first %q state %+v refused %s given %s then %q", first, st.Spec.Secrets, refused, given, run()), sb.ID(), "SANDBOX"))
 	}
 	got := same(t, "secret variables", tg.Ways, answers)
-	want := `first "s3cret-conformance fast\n" state [{Name:TOKEN Ref:secret ns/creds key token Value:}] refused invalid_argument: `
+	want := `first "s3cret-conformance fast\n" state [TOKEN (secret ns/creds key token)] refused invalid_argument: `
 	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, `given <nil> then "again fast\n"`) {
 		t.Fatalf("got %s\nwant it to begin %s and end with the value given again", got, want)
 	}
