@@ -194,8 +194,15 @@ pooled sandboxes are kept: a restarted server takes them back.
 
 Runs the runtime as a Kubernetes node (virtual-kubelet style): the host
 registers as node N with the taint stockade.io/sandbox=true:NoSchedule (only
-pods that tolerate it land here) and its capacity (CPUs, memory, pods =
---max-pods). A pod scheduled here becomes a sandbox and its container a
+pods that tolerate it land here) and its capacity (the host's CPUs and memory,
+or --cpus and --memory; allocatable less --reserved cpu=N,memory=Q; pods =
+--max-pods). It is Ready while its Docker daemon answers and passes the
+preflight. It needs a kubelet's credential only (user system:node:N in group
+system:nodes, with the Node authorizer and NodeRestriction): no RBAC role.
+--pool NAME=KEY=VALUE,...,size=N (repeatable, stockade serve's keys) keeps
+sandboxes made ahead: a pod whose image and limits are a pool's key claims
+one, and the node's label pool.stockade.io/NAME says how many are ready. Env
+from secrets becomes secret variables: never written down. A pod scheduled here becomes a sandbox and its container a
 process: command and args, env, workingDir under /workspace, stdin, tty, cpu
 and memory limits, the restart policy, activeDeadlineSeconds; anything else
 that would change what runs is refused in the pod's status (phase Failed,
