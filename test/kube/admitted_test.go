@@ -16,12 +16,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/stockade/stockade/client"
+	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/dockertest"
 	"github.com/stockade/stockade/internal/kubecluster"
+	"github.com/stockade/stockade/kubenode"
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/server"
 )
 
 // TestKubeNodeAdmitted is issue 35's node as a cluster admin would admit
@@ -147,6 +154,57 @@ func TestKubeNodeAdmitted(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	noValueOnDisk()
+
+	// A running sandbox takes neither an in-place resize nor an ephemeral
+	// container (kubectl debug): each is refused in the pod's condition.
+	if out, code := kubectl(t, c, "", "patch", "pod", "env", "--subresource", "resize", "--patch",
+		`{"spec":{"containers":[{"name":"main","resources":{"limits":{"memory":"300Mi"}}}]}}`); code != 0 {
+		t.Errorf("kubectl patch --subresource resize: exit %d %s", code, out)
+	} else {
+		waitCondition(t, cs, "env", "in-place resize")
+	}
+	if out, code := kubectl(t, c, "", "debug", "env", "--image=stockade/toolbox:dev", "--", "true"); code != 0 {
+		t.Errorf("kubectl debug: exit %d %s", code, out)
+	} else {
+		waitCondition(t, cs, "env", "kubectl debug")
+	}
+
+	// A sandbox that dies under a restarting pod is made again, as a
+	// kubelet makes a dead pod sandbox again: the pod runs on, restarted.
+	sandboxOf := func(pod string) string {
+		t.Helper()
+		rc, err := client.Dial(server.SocketPath(n.journal))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = rc.Close() }()
+		infos, err := rc.Sandboxes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range infos {
+			if in.Labels[kubenode.LabelPod] == pod && in.Phase == lifecycle.PhaseStarted {
+				return in.ID
+			}
+		}
+		t.Fatalf("no live sandbox of pod %s", pod)
+		return ""
+	}
+	dead := sandboxOf("env")
+	workloads, err := cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", dockerio.LabelSandbox+"="+dead), filters.Arg("label", dockerio.LabelRole+"="+string(dockerio.RoleWorkload)))})
+	if err != nil || len(workloads) != 1 {
+		t.Fatalf("the workload container of sandbox %s: %v %v", dead, workloads, err)
+	}
+	if err := cli.ContainerKill(ctx, workloads[0].ID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	waitPods(t, cs, 2*time.Minute, []string{"env"}, "running again in a new sandbox", func(p *corev1.Pod) bool {
+		return podRunning(p) && p.Status.ContainerStatuses[0].RestartCount >= 1
+	})
+	if again := sandboxOf("env"); again == dead {
+		t.Errorf("the pod runs on in its dead sandbox %s", dead)
+	}
 
 	// A caller allowed only `get nodes/proxy` reads logs, never execs.
 	if _, _, err := c.UserCert("prober", "prober"); err != nil {
@@ -296,6 +354,20 @@ func readyCondition(t *testing.T, cs *kubernetes.Clientset, name string) corev1.
 		}
 	}
 	return corev1.NodeCondition{}
+}
+
+// waitCondition waits until the pod's stockade.io/Supported condition is
+// False saying what.
+func waitCondition(t *testing.T, cs *kubernetes.Clientset, pod, what string) {
+	t.Helper()
+	waitPods(t, cs, time.Minute, []string{pod}, "saying "+what+" is not applied", func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == kubenode.ConditionSupported && c.Status == corev1.ConditionFalse && c.Reason == "UpdateNotApplied" && strings.Contains(c.Message, what) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // auditEvent is what the test reads of an audit log line.
