@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func TestKubeNodeAdmitted(t *testing.T) {
 	c, cs := kubeCluster(t, 15*time.Second)
 	bin := buildNodeProgram(t)
 	ctx := context.Background()
-	const secretValue = "s3cr3t-in-env-7f3a"
+	const secretValue = "s3cr3t-in-env-7f3a" //nolint:gosec // G101: the test's sentinel, no credential
 
 	proxy := newDockerProxy(t)
 	n := newKubeNode(t, c, cli, bin, "stockade-a")
@@ -123,11 +124,16 @@ func TestKubeNodeAdmitted(t *testing.T) {
 	// recordings, anything under its state directory.
 	noValueOnDisk := func() {
 		t.Helper()
-		if err := filepath.WalkDir(filepath.Dir(n.journal), func(p string, d os.DirEntry, err error) error {
+		root, err := os.OpenRoot(filepath.Dir(n.journal))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = root.Close() }()
+		if err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
 			}
-			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), secretValue) {
+			if b, err := fs.ReadFile(root.FS(), p); err == nil && strings.Contains(string(b), secretValue) {
 				t.Errorf("%s holds the secret's value", p)
 			}
 			return nil
