@@ -641,9 +641,6 @@ func (r *podRun) supervise(ctx context.Context) {
 		policy := r.plan.Restart
 		r.mu.Unlock()
 		again := policy == corev1.RestartPolicyAlways || policy == corev1.RestartPolicyOnFailure && (code != 0 || res.Reason != string(lifecycle.ReasonExited))
-		// The sandbox died under the process (the node stops it only
-		// after deciding, and a deletion ends ctx first): as a kubelet
-		// makes a dead pod sandbox again, so does the node.
 		// A sandbox stopped on purpose (its TTL, activeDeadlineSeconds, an
 		// operator's stop) ends the pod as it would a kubelet's; one that
 		// died under the process is made again, as a kubelet makes a dead
