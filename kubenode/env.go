@@ -294,7 +294,8 @@ func subscript(path, prefix string) (string, bool) {
 }
 
 // resourceField is a container's resource in the reference's divisor,
-// rounded up as the kubelet does; an unset limit is the node's default.
+// rounded up as the kubelet does; an unset limit is what the sandbox gets
+// (plan.go): the default, or the request where it is larger.
 func resourceField(c corev1.Container, ref corev1.ResourceFieldSelector) (string, error) {
 	var q resource.Quantity
 	switch ref.Resource {
@@ -302,11 +303,17 @@ func resourceField(c corev1.Container, ref corev1.ResourceFieldSelector) (string
 		q = c.Resources.Limits[corev1.ResourceCPU]
 		if q.IsZero() {
 			q = *resource.NewMilliQuantity(int64(spec.DefaultCPUs*1000), resource.DecimalSI)
+			if r := c.Resources.Requests[corev1.ResourceCPU]; r.Cmp(q) > 0 {
+				q = r
+			}
 		}
 	case "limits.memory":
 		q = c.Resources.Limits[corev1.ResourceMemory]
 		if q.IsZero() {
 			q = *resource.NewQuantity(spec.DefaultMemoryBytes, resource.BinarySI)
+			if r := c.Resources.Requests[corev1.ResourceMemory]; r.Cmp(q) > 0 {
+				q = r
+			}
 		}
 	case "requests.cpu":
 		q = c.Resources.Requests[corev1.ResourceCPU]

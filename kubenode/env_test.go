@@ -192,3 +192,18 @@ func TestResolveEnvSecretInArgv(t *testing.T) {
 		t.Fatalf("%v, want unsupported saying to read $TOKEN", err)
 	}
 }
+
+// A limit left unset reads as what the sandbox gets: the default, or the
+// request where it is larger (as the plan bounds the sandbox).
+func TestResourceFieldWithoutLimits(t *testing.T) {
+	c := corev1.Container{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("100Mi")}}}
+	for _, tc := range []struct {
+		res, div, want string
+	}{{"limits.cpu", "1", "3"}, {"limits.memory", "1Mi", "512"}, {"requests.memory", "1Mi", "100"}} {
+		got, err := resourceField(c, corev1.ResourceFieldSelector{Resource: tc.res, Divisor: resource.MustParse(tc.div)})
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %q %v, want %q", tc.res, got, err, tc.want)
+		}
+	}
+}
