@@ -23,41 +23,71 @@ import (
 // a watch of every secret of the cluster is what a kubelet-sized credential
 // must not be able to do).
 type envSource interface {
-	secret(ctx context.Context, ns, name string) (map[string][]byte, error)
-	configMap(ctx context.Context, ns, name string) (map[string]string, error)
+	// object is a secret's or a config map's data (kind: kindSecret or
+	// kindConfigMap), its values as text.
+	object(ctx context.Context, kind, ns, name string) (map[string]string, error)
 }
+
+// The kinds an env refers to, as errors and refs name them.
+const (
+	kindSecret    = "secret"
+	kindConfigMap = "config map"
+)
 
 // apiEnvSource reads them from the API server.
 type apiEnvSource struct{ client kubernetes.Interface }
 
-func (a apiEnvSource) secret(ctx context.Context, ns, name string) (map[string][]byte, error) {
-	s, err := a.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
+func (a apiEnvSource) object(ctx context.Context, kind, ns, name string) (map[string]string, error) {
+	out := map[string]string{}
+	if kind == kindSecret {
+		s, err := a.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range s.Data {
+			out[k] = string(v)
+		}
+		return out, nil
 	}
-	data := maps.Clone(s.Data)
-	if data == nil {
-		data = map[string][]byte{}
-	}
-	for k, v := range s.StringData { // a fake client keeps it; the API server folds it into Data
-		data[k] = []byte(v)
-	}
-	return data, nil
-}
-
-func (a apiEnvSource) configMap(ctx context.Context, ns, name string) (map[string]string, error) {
 	c, err := a.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
-	data := maps.Clone(c.Data)
-	if data == nil {
-		data = map[string]string{}
-	}
+	maps.Copy(out, c.Data)
 	for k, v := range c.BinaryData {
-		data[k] = string(v)
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+// read is an object's data; nil, and no error, when an optional one is
+// absent.
+func read(ctx context.Context, src envSource, kind, ns, name string, optional *bool) (map[string]string, error) {
+	data, err := src.object(ctx, kind, ns, name)
+	switch {
+	case missing(err, optional):
+		return nil, nil
+	case err != nil:
+		return nil, refErr(err, kind, ns, name)
 	}
 	return data, nil
+}
+
+// keyOf is one key of an object; false: an optional reference to
+// something absent.
+func keyOf(ctx context.Context, src envSource, kind, ns, name, key string, optional *bool) (string, bool, error) {
+	data, err := read(ctx, src, kind, ns, name, optional)
+	if err != nil || data == nil {
+		return "", false, err
+	}
+	v, ok := data[key]
+	switch {
+	case ok:
+		return v, true, nil
+	case optional != nil && *optional:
+		return "", false, nil
+	}
+	return "", false, spec.Errorf(spec.CodeNotFound, "kubenode", "%s %s/%s has no key %q (add it, or mark the reference optional)", kind, ns, name, key)
 }
 
 // resolveEnv returns a copy of pod whose containers' env holds values only:
@@ -167,27 +197,9 @@ func containerEnv(ctx context.Context, src envSource, pod *corev1.Pod, c corev1.
 func envFromData(ctx context.Context, src envSource, ns string, from corev1.EnvFromSource) (map[string]string, error) {
 	switch {
 	case from.ConfigMapRef != nil:
-		data, err := src.configMap(ctx, ns, from.ConfigMapRef.Name)
-		if missing(err, from.ConfigMapRef.Optional) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, refErr(err, "envFrom config map", ns, from.ConfigMapRef.Name)
-		}
-		return data, nil
+		return read(ctx, src, kindConfigMap, ns, from.ConfigMapRef.Name, from.ConfigMapRef.Optional)
 	case from.SecretRef != nil:
-		data, err := src.secret(ctx, ns, from.SecretRef.Name)
-		if missing(err, from.SecretRef.Optional) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, refErr(err, "envFrom secret", ns, from.SecretRef.Name)
-		}
-		out := make(map[string]string, len(data))
-		for k, v := range data {
-			out[k] = string(v)
-		}
-		return out, nil
+		return read(ctx, src, kindSecret, ns, from.SecretRef.Name, from.SecretRef.Optional)
 	}
 	return nil, spec.Errorf(spec.CodeUnsupported, "kubenode", "an envFrom with neither configMapRef nor secretRef")
 }
@@ -198,39 +210,9 @@ func envValueFrom(ctx context.Context, src envSource, pod *corev1.Pod, c corev1.
 	ns := pod.Namespace
 	switch vf := e.ValueFrom; {
 	case vf.SecretKeyRef != nil:
-		ref := vf.SecretKeyRef
-		data, err := src.secret(ctx, ns, ref.Name)
-		if missing(err, ref.Optional) {
-			return "", false, nil
-		}
-		if err != nil {
-			return "", false, refErr(err, "secret", ns, ref.Name)
-		}
-		v, ok := data[ref.Key]
-		if !ok {
-			if ref.Optional != nil && *ref.Optional {
-				return "", false, nil
-			}
-			return "", false, spec.Errorf(spec.CodeNotFound, "kubenode", "secret %s/%s has no key %q (add it, or mark the reference optional)", ns, ref.Name, ref.Key)
-		}
-		return string(v), true, nil
+		return keyOf(ctx, src, kindSecret, ns, vf.SecretKeyRef.Name, vf.SecretKeyRef.Key, vf.SecretKeyRef.Optional)
 	case vf.ConfigMapKeyRef != nil:
-		ref := vf.ConfigMapKeyRef
-		data, err := src.configMap(ctx, ns, ref.Name)
-		if missing(err, ref.Optional) {
-			return "", false, nil
-		}
-		if err != nil {
-			return "", false, refErr(err, "config map", ns, ref.Name)
-		}
-		v, ok := data[ref.Key]
-		if !ok {
-			if ref.Optional != nil && *ref.Optional {
-				return "", false, nil
-			}
-			return "", false, spec.Errorf(spec.CodeNotFound, "kubenode", "config map %s/%s has no key %q (add it, or mark the reference optional)", ns, ref.Name, ref.Key)
-		}
-		return v, true, nil
+		return keyOf(ctx, src, kindConfigMap, ns, vf.ConfigMapKeyRef.Name, vf.ConfigMapKeyRef.Key, vf.ConfigMapKeyRef.Optional)
 	case vf.FieldRef != nil:
 		v, err := podField(pod, vf.FieldRef.FieldPath)
 		return v, err == nil, err

@@ -26,18 +26,21 @@ type fakeEnvSource struct {
 	reads      []string
 }
 
-func (f *fakeEnvSource) secret(_ context.Context, ns, name string) (map[string][]byte, error) {
-	f.reads = append(f.reads, "secret "+ns+"/"+name)
-	if f.forbidden {
-		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, name, fmt.Errorf("no relationship found"))
+func (f *fakeEnvSource) object(_ context.Context, kind, ns, name string) (map[string]string, error) {
+	if kind == kindSecret {
+		f.reads = append(f.reads, "secret "+ns+"/"+name)
+		if f.forbidden {
+			return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, name, fmt.Errorf("no relationship found"))
+		}
+		if d, ok := f.secrets[ns+"/"+name]; ok {
+			out := map[string]string{}
+			for k, v := range d {
+				out[k] = string(v)
+			}
+			return out, nil
+		}
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
 	}
-	if d, ok := f.secrets[ns+"/"+name]; ok {
-		return d, nil
-	}
-	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
-}
-
-func (f *fakeEnvSource) configMap(_ context.Context, ns, name string) (map[string]string, error) {
 	f.reads = append(f.reads, "configmap "+ns+"/"+name)
 	if d, ok := f.configMaps[ns+"/"+name]; ok {
 		return d, nil

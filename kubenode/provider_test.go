@@ -334,16 +334,10 @@ type lockedEnvSource struct {
 	mu  *sync.Mutex
 }
 
-func (l lockedEnvSource) secret(ctx context.Context, ns, name string) (map[string][]byte, error) {
+func (l lockedEnvSource) object(ctx context.Context, kind, ns, name string) (map[string]string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.src.secret(ctx, ns, name)
-}
-
-func (l lockedEnvSource) configMap(ctx context.Context, ns, name string) (map[string]string, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.src.configMap(ctx, ns, name)
+	return l.src.object(ctx, kind, ns, name)
 }
 
 // A sandbox that dies under a pod whose policy restarts it is made again
