@@ -125,24 +125,16 @@ func (a *assembled) run(ctx context.Context, tlsCfg *tls.Config, ready func()) e
 		cancel()
 		<-a.pc.Done()
 	}()
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-a.pc.Ready():
-	case <-a.pc.Done():
-		return a.pc.Err()
+	if up, err := started(ctx, a.pc.Ready(), a.pc.Done(), a.pc.Err); !up {
+		return err
 	}
 	go func() { _ = a.nc.Run(ctx) }() // its error is nc.Err
 	defer func() {
 		cancel()
 		<-a.nc.Done()
 	}()
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-a.nc.Ready():
-	case <-a.nc.Done():
-		return a.nc.Err()
+	if up, err := started(ctx, a.nc.Ready(), a.nc.Done(), a.nc.Err); !up {
+		return err
 	}
 	ready()
 	go advertisePools(ctx, a.client, a.name, a.prov.rt.Pools, a.prov.log.Warn)
@@ -153,5 +145,18 @@ func (a *assembled) run(ctx context.Context, tlsCfg *tls.Config, ready func()) e
 		return a.nc.Err()
 	case <-a.pc.Done():
 		return a.pc.Err()
+	}
+}
+
+// started waits for a controller to be ready; false when ctx ended first
+// (no error) or the controller stopped (its error).
+func started(ctx context.Context, ready, done <-chan struct{}, errOf func() error) (bool, error) {
+	select {
+	case <-ctx.Done():
+		return false, nil
+	case <-ready:
+		return true, nil
+	case <-done:
+		return false, errOf()
 	}
 }

@@ -2,6 +2,8 @@ package spec
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -108,9 +110,9 @@ func SecretEnv(secrets map[string]string, env []string) []string {
 		own[name] = true
 	}
 	out := make([]string, 0, len(secrets)+len(env))
-	for name, v := range secrets {
+	for _, name := range slices.Sorted(maps.Keys(secrets)) { // the same env every run
 		if !own[name] {
-			out = append(out, name+"="+v)
+			out = append(out, name+"="+secrets[name])
 		}
 	}
 	return append(out, env...)

@@ -433,6 +433,9 @@ func newDockerProxy(t *testing.T) *dockerProxy {
 	if h := os.Getenv("DOCKER_HOST"); h != "" {
 		rest, ok := strings.CutPrefix(h, "unix://")
 		if !ok {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("DOCKER_HOST %s is not a unix socket: the proxy forwards one, and CI=true fails rather than skip", h)
+			}
 			t.Skipf("DOCKER_HOST %s is not a unix socket: the proxy forwards one", h)
 		}
 		target = rest
