@@ -74,6 +74,7 @@ func Example() {
 	// sandbox.started
 	// sandbox.warden_started
 	// sandbox.stopping
+	// sandbox.usage_sampled
 	// sandbox.exited
 	// sandbox.removing
 	// sandbox.removed

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/core"
 	"github.com/stockade/stockade/spec"
@@ -81,7 +83,27 @@ type Options struct {
 	// not tracked (`stockade diff` says untracked). Tracking is on by
 	// default and costs little (BENCHMARKS.md, "Changes at no cost").
 	NoChanges bool
+	// UsageEvery is how often a running sandbox's workload is sampled for
+	// its usage ledger (Runtime.Usage): its cgroup read from the daemon,
+	// one call a sandbox. Zero: DefaultUsageEvery; negative: only on
+	// demand and at each stop (the memory integral then sees fewer
+	// samples).
+	UsageEvery time.Duration
+	// TracerProvider makes the runtime's OpenTelemetry spans (package
+	// tracing names them); nil: the global provider, the no-op one unless
+	// the program installed another (tracing.FromEnv does, from the
+	// standard OTEL_* environment). A span's parent is the span of the
+	// context a call is given.
+	TracerProvider trace.TracerProvider
+	// MetricLabels are the sandbox label keys the usage metrics
+	// (Runtime.Metrics: stockade_usage_*) are labelled by, beside the
+	// pool: keys with few values (a team, a task kind), never one whose
+	// value is unique per sandbox.
+	MetricLabels []string
 }
+
+// DefaultUsageEvery is the usage ledger's default sampling interval.
+const DefaultUsageEvery = core.DefaultUsageEvery
 
 // core is o as the runtime's core takes it.
 func (o Options) core() core.Options {
@@ -91,5 +113,6 @@ func (o Options) core() core.Options {
 		HighWaterMark: o.HighWaterMark, OutputQuota: o.OutputQuota, LockTimeout: o.LockTimeout,
 		StopAdoptedProcesses: o.StopAdoptedProcesses, RecoveryTimeout: o.RecoveryTimeout, Record: o.Record,
 		Pools: o.Pools, PoolRefills: o.PoolRefills, CheckpointBytes: o.CheckpointBytes, NoChanges: o.NoChanges,
+		UsageEvery: o.UsageEvery, TracerProvider: o.TracerProvider, MetricLabels: o.MetricLabels,
 	}
 }

@@ -173,6 +173,13 @@ func (rt *Runtime) Changes(ctx context.Context, processID string) (host.ProcessC
 	return rt.c.Host().Changes(ctx, processID)
 }
 
+// Usage is the usage ledger of the sandboxes q picks (see host.Usage): a
+// running sandbox's workload sampled for the answer, the rest as
+// journaled, so it holds across restarts. It is rt.Host().Usage.
+func (rt *Runtime) Usage(ctx context.Context, q host.UsageQuery) (host.Usage, error) {
+	return rt.c.Host().Usage(ctx, q)
+}
+
 // Doctor checks the runtime's Docker daemon against the runtime's profile
 // and returns every check, as the package-level Doctor does for a named
 // profile. The error is non-nil only when the daemon could not be asked. It

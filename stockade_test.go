@@ -78,7 +78,7 @@ func TestFakeRunAndHistory(t *testing.T) {
 	if err := sb.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := "sandbox.reserved sandbox.created sandbox.started sandbox.warden_started process.reserved process.started process.exited sandbox.stopping sandbox.exited sandbox.removing sandbox.removed"
+	want := "sandbox.reserved sandbox.created sandbox.started sandbox.warden_started process.reserved process.started process.exited sandbox.stopping sandbox.usage_sampled sandbox.exited sandbox.removing sandbox.removed"
 	if got := strings.Join(historyTypes(t, rt, sb.ID(), ""), " "); got != want {
 		t.Fatalf("history\n got %s\nwant %s", got, want)
 	}

@@ -135,6 +135,8 @@ func Dial(path string) (*Client, error) {
 			grpc.WithInitialConnWindowSize(Window),
 			// A long history or listing is one message: allow it, bounded.
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage)),
+			grpc.WithUnaryInterceptor(traceUnary),
+			grpc.WithStreamInterceptor(traceStream),
 		)
 	}
 	conn, err := newConn()
@@ -368,7 +370,7 @@ func (c *Client) Wait(ctx context.Context, processID string) (spec.Result, error
 }
 
 func fromResult(w *stockadev1.Result) spec.Result {
-	r := spec.Result{ExitCode: int(w.ExitCode), Reason: w.Reason, StdoutBytes: w.StdoutBytes, StderrBytes: w.StderrBytes}
+	r := spec.Result{ExitCode: int(w.ExitCode), Reason: w.Reason, StdoutBytes: w.StdoutBytes, StderrBytes: w.StderrBytes, Usage: apiconv.FromProcessUsage(w.Usage)}
 	if w.Error != nil {
 		r.Err = fromWire(w.Error)
 	}

@@ -16,7 +16,9 @@ import (
 // image and command (its rules aside: a live change updates the rules the
 // proxy holds, not its command line), no mounts, and, once started, running
 // on exactly the internal and outside networks.
-func (a *Adapter) readbackEgress(ctx context.Context, cli *client.Client, sb Sandbox, started bool) error {
+func (a *Adapter) readbackEgress(ctx context.Context, cli *client.Client, sb Sandbox, started bool) (err error) {
+	ctx, span := readbackSpan(ctx, sb, RoleEgress, started)
+	defer func() { endSpan(span, err) }()
 	_, raw, err := cli.ContainerInspectWithRaw(ctx, sb.Egress, false)
 	if err != nil {
 		return translate(err, "dockerio.readback", "inspecting egress container %s", sb.Egress)

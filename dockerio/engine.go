@@ -30,6 +30,7 @@ type Engine interface {
 	Wardens
 	Egress
 	Events
+	Meters
 }
 
 // Checks is what the runtime asks before it trusts the daemon and an image

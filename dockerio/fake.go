@@ -115,6 +115,8 @@ type fakeSandbox struct {
 	removed map[string]bool
 	// wardens are the warden servers running in the workload.
 	wardens []*fakeWarden
+	// use is the workload's cgroup since its last start (fake_usage.go).
+	use CgroupSample
 }
 
 // hasDir reports whether an exec's working directory exists: one in the
@@ -199,7 +201,11 @@ func (f *Fake) SetTag(ref, id string) {
 	f.tags[ref] = id
 }
 
-func (f *Fake) CreateSandbox(ctx context.Context, req SandboxRequest) (Sandbox, error) {
+func (f *Fake) CreateSandbox(ctx context.Context, req SandboxRequest) (_ Sandbox, err error) {
+	// The Fake's readback is the create itself: its span stands for the
+	// Adapter's, so a trace has the same shape on either engine.
+	_, span := readbackSpan(ctx, Sandbox{ID: req.ID}, RoleWorkload, false)
+	defer func() { endSpan(span, err) }()
 	if err := f.enter(ctx, "CreateSandbox"); err != nil {
 		return Sandbox{}, err
 	}
@@ -253,9 +259,12 @@ func (f *Fake) with(ctx context.Context, op string, sb Sandbox, fn func(s *fakeS
 	return fn(s)
 }
 
-func (f *Fake) StartSandbox(ctx context.Context, sb Sandbox) error {
+func (f *Fake) StartSandbox(ctx context.Context, sb Sandbox) (err error) {
+	_, span := readbackSpan(ctx, sb, RoleWorkload, true)
+	defer func() { endSpan(span, err) }()
 	return f.with(ctx, "StartSandbox", sb, func(s *fakeSandbox) error {
 		s.running, s.exit = true, nil
+		s.use = CgroupSample{} // a new run: a new cgroup
 		return nil
 	})
 }

@@ -204,7 +204,9 @@ func createOrAdopt(ctx context.Context, cli *client.Client, op, name string, b B
 }
 
 // readback inspects a container and verifies it (see verify).
-func (a *Adapter) readback(ctx context.Context, cli *client.Client, sb Sandbox, role Role, id string, imageEnv []string, started bool) error {
+func (a *Adapter) readback(ctx context.Context, cli *client.Client, sb Sandbox, role Role, id string, imageEnv []string, started bool) (err error) {
+	ctx, span := readbackSpan(ctx, sb, role, started)
+	defer func() { endSpan(span, err) }()
 	_, raw, err := cli.ContainerInspectWithRaw(ctx, id, false)
 	if err != nil {
 		return translate(err, "dockerio.readback", "inspecting %s container %s", role, id)

@@ -83,6 +83,12 @@ type Runtime interface {
 	// known). conflict while the process has not ended (its changes come
 	// with its exit); not_found for an unknown process.
 	Changes(ctx context.Context, processID string) (ProcessChanges, error)
+	// Usage is the usage ledger of the sandboxes q picks (UsageQuery):
+	// each one's workload as its cgroup counted it (a running one's
+	// sampled for the answer), each process's use as journaled with its
+	// end, output and egress, and their sum. It reads the journal, so it
+	// holds across restarts; not_found for a sandbox id it does not hold.
+	Usage(ctx context.Context, q UsageQuery) (Usage, error)
 	// RemoveCheckpoint deletes a checkpoint from the store (the content
 	// no other checkpoint shares goes with it); not_found when unknown.
 	RemoveCheckpoint(ctx context.Context, id string) error

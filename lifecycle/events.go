@@ -169,6 +169,21 @@ type (
 		Checkpoint string `json:"checkpoint"`
 	}
 	SandboxRemoving struct{}
+	// UsageSampled: the workload's cgroup was read. Usage is the ledger's
+	// totals then, summed over every run of the container; RunCPU and
+	// RunMemory are the current run's own counters then, so a later
+	// runtime tells a later sample of the same run (counters at least
+	// these: exact, nothing counted twice) from a new run's; RunEnded says
+	// the run ended after it, and Final that it was read at the stop
+	// (the run is whole; a workload that died on its own, or was
+	// stopped with no runtime to read it, has lost its tail).
+	UsageSampled struct {
+		Usage     spec.WorkloadUsage `json:"usage"`
+		RunCPU    time.Duration      `json:"run_cpu_ns"`
+		RunMemory int64              `json:"run_memory"`
+		RunEnded  bool               `json:"run_ended,omitempty"`
+		Final     bool               `json:"final,omitempty"`
+	}
 	// SandboxRemoved: every resource is gone. Terminal.
 	SandboxRemoved struct{}
 )
@@ -219,6 +234,9 @@ type (
 		// Changes is what the process did under /workspace (nil: a
 		// journal from before changes were tracked).
 		Changes *Changes `json:"changes,omitempty"`
+		// Usage is what the process used (nil: a journal from before
+		// usage was kept, or a process that never started).
+		Usage *spec.ProcessUsage `json:"usage,omitempty"`
 	}
 )
 
@@ -326,6 +344,7 @@ func (WardenLost) Type() string        { return "sandbox.warden_lost" }
 func (EgressChanged) Type() string     { return "sandbox.egress_changed" }
 func (EgressReplaced) Type() string    { return "sandbox.egress_replaced" }
 func (SandboxRemoved) Type() string    { return "sandbox.removed" }
+func (UsageSampled) Type() string      { return "sandbox.usage_sampled" }
 func (Checkpointed) Type() string      { return "sandbox.checkpointed" }
 func (RollingBack) Type() string       { return "sandbox.rolling_back" }
 func (RolledBack) Type() string        { return "sandbox.rolled_back" }
@@ -368,6 +387,7 @@ func init() {
 	register[EgressChanged]()
 	register[EgressReplaced]()
 	register[SandboxRemoved]()
+	register[UsageSampled]()
 	register[Checkpointed]()
 	register[RollingBack]()
 	register[RolledBack]()

@@ -66,6 +66,8 @@ type Sandbox struct {
 	// LastRollback is the last settled rollback's intent (its staging
 	// directory and marker, tidied after a crash).
 	LastRollback *RollingBack
+	// Usage is the last usage sample journaled (nil: none yet).
+	Usage *UsageSampled
 	// Seq is the sequence of the last event applied; At its time.
 	Seq      uint64
 	Reserved time.Time
@@ -136,7 +138,7 @@ func (p Process) Result() (r spec.Result, ok bool) {
 	if e == nil {
 		return spec.Result{}, false
 	}
-	r = spec.Result{ExitCode: -1, Reason: string(e.Reason), StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Started: p.Reserved, Ended: p.At}
+	r = spec.Result{ExitCode: -1, Reason: string(e.Reason), StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Started: p.Reserved, Ended: p.At, Usage: e.Usage}
 	if e.ExitCode != nil {
 		r.ExitCode = *e.ExitCode
 	}
@@ -237,6 +239,11 @@ func ApplySandbox(s Sandbox, seq uint64, at time.Time, ev Event) (Sandbox, error
 	case WardenLost:
 		if ok = s.Warden != nil && from != PhaseRemoved; ok {
 			s.Warden = nil
+		}
+	case UsageSampled:
+		if ok = from == PhaseStarted || from == PhaseStopping; ok {
+			u := e
+			s.Usage = &u
 		}
 	case Checkpointed:
 		if ok = (from == PhaseStarted || from == PhaseStopping || from == PhaseExited) && !s.Pooled() && e.ID != ""; ok {

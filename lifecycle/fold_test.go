@@ -225,6 +225,8 @@ var otherEvents = []Event{
 	RolledBack{Checkpoint: "ck-0123456789abcdef0123"},
 	RollbackAbandoned{Checkpoint: "ck-0123456789abcdef0123", Why: "killed"},
 	Restored{Checkpoint: "ck-0123456789abcdef0123"},
+	UsageSampled{Usage: spec.WorkloadUsage{At: time.Date(2026, 12, 6, 1, 2, 3, 0, time.UTC), CPU: 3 * time.Second, MemoryPeak: 4 << 20, MemoryGiBSeconds: 0.5, PidsPeak: 7, Samples: 9, Bridged: time.Minute}, RunCPU: time.Second, RunMemory: 1 << 20, RunEnded: true, Final: true},
+	ProcessExited{Reason: ReasonExited, ExitCode: code(0), Usage: &spec.ProcessUsage{Source: spec.UsageRusage, Wall: time.Second, User: 2, System: 3, MaxRSS: 4, ReadBytes: 512, WriteBytes: 1024}},
 	ProcessExited{Reason: ReasonExited, ExitCode: code(0), Changes: &Changes{Created: 1, Omitted: 0, Entries: []Change{{Op: "created", Path: "/workspace/work/a", Kind: "file", Size: 1, Mode: 0o644, SHA256: "ab", Text: true}}}},
 }
 

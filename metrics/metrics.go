@@ -40,6 +40,7 @@ type Metrics struct {
 	gapBytes  prometheus.Counter
 	missed    prometheus.Counter
 	first     *prometheus.HistogramVec
+	usage     *usageCounters
 	done      chan struct{}
 }
 
@@ -52,6 +53,10 @@ type Sources struct {
 	Pools func() []Pool
 	// Recorder is what the output recorder took since the runtime opened.
 	Recorder func() Recorder
+	// UsageLabels are the sandbox label keys the usage counters are
+	// labelled by (each as label_<key>, beside pool): keys whose values
+	// are few (a team, a task kind), never one unique per sandbox.
+	UsageLabels []string
 }
 
 // Pool is one warm pool's figures.
@@ -109,14 +114,22 @@ func New(j *journal.Journal, src Sources) (*Metrics, error) {
 			Name: "stockade_time_to_first_command_seconds", Help: "From CreateSandbox to its first process started, by path (warm: claimed from a pool; cold: created).",
 			Buckets: FirstCommandBuckets,
 		}, []string{"path"}),
-		done: make(chan struct{}),
+		usage: newUsageCounters(src.UsageLabels),
+		done:  make(chan struct{}),
 	}
 	sub, err := j.Subscribe(followBuffer)
 	if err != nil {
 		return nil, err
 	}
+	// Seeded after subscribing: an event committed in between is both
+	// read and delivered, and counting a sample twice adds nothing.
+	if err := m.usage.seed(j); err != nil {
+		sub.Close()
+		return nil, err
+	}
 	m.reg.MustRegister(m.events, m.starts, m.exits, m.recovered, m.gapBytes, m.missed, m.first,
 		journalCollector{j: j}, runtimeCollector{src: src}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.usage.collectors()...)
 	go m.follow(j, sub)
 	return m, nil
 }
@@ -153,6 +166,7 @@ func (m *Metrics) follow(j *journal.Journal, sub *journal.Subscription) {
 
 func (m *Metrics) count(ev journal.Event) {
 	m.events.WithLabelValues(ev.Type).Inc()
+	m.usage.count(ev, true)
 	switch ev.Type {
 	case lifecycle.ProcessStarted{}.Type():
 		m.starts.Inc()

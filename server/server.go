@@ -73,6 +73,8 @@ func New(rt host.Runtime, opts Options) *Server {
 		grpc.InitialWindowSize(Window),
 		grpc.InitialConnWindowSize(Window),
 		grpc.MaxConcurrentStreams(MaxStreams),
+		grpc.UnaryInterceptor(traceUnary),
+		grpc.StreamInterceptor(traceStream),
 	)
 	stockadev1.RegisterSandboxesServer(s.grpc, sandboxes{s: s})
 	stockadev1.RegisterProcessesServer(s.grpc, processes{s: s})
@@ -147,7 +149,7 @@ func (s *Server) process(ctx context.Context, id string) (host.Process, error) {
 }
 
 func wireResult(r spec.Result) *stockadev1.Result {
-	out := &stockadev1.Result{ExitCode: int32(r.ExitCode), Reason: r.Reason, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes}
+	out := &stockadev1.Result{ExitCode: int32(r.ExitCode), Reason: r.Reason, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes, Usage: apiconv.ProcessUsage(r.Usage)}
 	if r.Err != nil {
 		out.Error = wireError(r.Err)
 	}

@@ -254,4 +254,7 @@ type Result struct {
 	StderrBytes int64     `json:"stderr_bytes"`
 	Started     time.Time `json:"started"`
 	Ended       time.Time `json:"ended"`
+	// Usage is what the process used (nil: not known, e.g. it never
+	// started).
+	Usage *ProcessUsage `json:"usage,omitempty"`
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -116,7 +117,7 @@ func (s *state) start(ch uint32, sp *wire.Spawn) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{ch: ch, id: sp.ID, tty: sp.TTY, sending: true}
+	p := &proc{ch: ch, id: sp.ID, tty: sp.TTY, sending: true, spawned: time.Now()}
 	// toClose are the child's ends, closed in the warden once forked (a
 	// pipe or pty whose child end the warden kept open would never end).
 	// The close errors of these pipe and pty fds, ours and valid, carry

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stockade/stockade/warden/wire"
 )
 
 // reapEvery bounds how long a lost SIGCHLD (signals of one kind merge) can
@@ -37,19 +39,32 @@ func (s *state) reap() {
 	defer s.forkMu.Unlock()
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		var ru unix.Rusage
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, &ru)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil || pid <= 0 {
 			return
 		}
-		s.ended(pid, syscall.WaitStatus(ws))
+		s.ended(pid, syscall.WaitStatus(ws), usageOf(&ru))
 	}
 }
 
-// ended records a child's end. The caller holds s.forkMu for writing.
-func (s *state) ended(pid int, ws syscall.WaitStatus) {
+// usageOf converts wait4's rusage (Linux reports ru_maxrss in KiB).
+func usageOf(ru *unix.Rusage) *wire.Usage {
+	return &wire.Usage{
+		UserNanos:   ru.Utime.Nano(),
+		SystemNanos: ru.Stime.Nano(),
+		MaxRSS:      int64(ru.Maxrss) * 1024,
+		ReadBytes:   int64(ru.Inblock) * 512,
+		WriteBytes:  int64(ru.Oublock) * 512,
+	}
+}
+
+// ended records a child's end and what it used (nil: not known). The
+// caller holds s.forkMu for writing.
+func (s *state) ended(pid int, ws syscall.WaitStatus, use *wire.Usage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.byPID[pid]
@@ -59,6 +74,11 @@ func (s *state) ended(pid int, ws syscall.WaitStatus) {
 	delete(s.byPID, pid)
 	p.reaped = true
 	p.reapOOM = s.sys.oomKills()
+	if use != nil {
+		u := *use
+		u.WallNanos = time.Since(p.spawned).Nanoseconds()
+		p.usage = &u
+	}
 	if ws.Signaled() {
 		p.code, p.sig = -1, int(ws.Signal())
 	} else {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/stockade/stockade/warden/wire"
 )
@@ -152,6 +153,8 @@ type proc struct {
 
 	reaped    bool
 	reapOOM   int64 // the OOM kill count when reaped
+	spawned   time.Time
+	usage     *wire.Usage // what it used, once reaped (nil: not known)
 	code, sig int
 	exit      *wire.Exited
 	forgotten bool
@@ -304,7 +307,7 @@ func (s *state) maybeEnded(p *proc) {
 		}
 		return
 	}
-	p.exit = &wire.Exited{Code: p.code, Signal: p.sig, Output: p.read, Stdout: p.read - p.readErr, Stderr: p.readErr, OOMKills: s.sys.oomKills()}
+	p.exit = &wire.Exited{Code: p.code, Signal: p.sig, Output: p.read, Stdout: p.read - p.readErr, Stderr: p.readErr, OOMKills: s.sys.oomKills(), Usage: p.usage}
 	s.kick(p)
 }
 

@@ -108,6 +108,7 @@ func Run(t *testing.T, tg Target) {
 		{"Doctor", doctorCase},
 		{"Files", filesCase},
 		{"Secrets", secretsCase},
+		{"Usage", usageCase},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, tg) })
 	}
@@ -645,4 +646,66 @@ func emptyTar() []byte {
 	var b bytes.Buffer
 	_ = tar.NewWriter(&b).Close() // into a buffer: no error
 	return b.Bytes()
+}
+
+// usageCase: a labelled sandbox that ran two processes and stopped has the
+// same ledger through every way: by label and by id, each process's use as
+// its result gave it, the output counted, the workload's last reading taken
+// at the stop; an unknown sandbox is refused alike.
+func usageCase(t *testing.T, tg Target) {
+	ctx := ctxFor(t)
+	var answers []string
+	for i, w := range tg.Ways {
+		batch := fmt.Sprintf("usage-%d-%d", time.Now().UnixNano(), i)
+		sb, err := w.Runtime.CreateSandbox(ctx, spec.Sandbox{Image: tg.Image, Labels: map[string]string{"batch": batch}})
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		t.Cleanup(func() { _ = sb.Remove(context.Background()) })
+		var results []spec.Result
+		for range 2 {
+			p, err := sb.Start(ctx, spec.Process{Argv: hello, Stderr: spec.Discard})
+			if err != nil {
+				t.Fatalf("%s: %v", w.Name, err)
+			}
+			_, _ = io.Copy(io.Discard, p.Stdout())
+			res, err := p.Wait(ctx)
+			if err != nil || res.Usage == nil || res.Usage.Wall <= 0 {
+				t.Fatalf("%s: the result gives no usage: %+v, %v", w.Name, res.Usage, err)
+			}
+			results = append(results, res)
+		}
+		if err := sb.Stop(ctx); err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		u, err := w.Runtime.Usage(ctx, host.UsageQuery{Labels: map[string]string{"batch": batch}})
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		byID, err := w.Runtime.Usage(ctx, host.UsageQuery{Sandbox: sb.ID()})
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		if len(u.Sandboxes) != 1 || len(byID.Sandboxes) != 1 || u.Sandboxes[0].ID != sb.ID() || byID.Sandboxes[0].Workload != u.Sandboxes[0].Workload {
+			t.Fatalf("%s: by label %+v, by id %+v: want the one sandbox, alike", w.Name, u.Sandboxes, byID.Sandboxes)
+		}
+		s := u.Sandboxes[0]
+		var procs []string
+		for j, p := range s.Processes {
+			if p.Usage == nil || *p.Usage != *results[0].Usage && *p.Usage != *results[1].Usage {
+				t.Errorf("%s: process %s's journaled usage %+v is neither result's (%+v, %+v)", w.Name, p.ID, p.Usage, results[0].Usage, results[1].Usage)
+			}
+			procs = append(procs, fmt.Sprintf("%d %s %s output %d source %s", j, strings.Join(p.Argv, " "), p.Reason, p.Output, p.Usage.Source))
+		}
+		wl := s.Workload
+		answers = append(answers, fmt.Sprintf("phase %s complete %t labels %v processes %q output %d total %d/%d cpu>0 %t peak>0 %t samples>0 %t unknown %s",
+			s.Phase, s.Complete, s.Labels["batch"] == batch, procs, s.OutputBytes, u.Total.Sandboxes, u.Total.Processes,
+			wl.CPU > 0 && u.Total.CPU == wl.CPU, wl.MemoryPeak > 0, wl.Samples > 0,
+			errText(func() error { _, err := w.Runtime.Usage(ctx, host.UsageQuery{Sandbox: "sb-nope"}); return err }())))
+	}
+	got := same(t, "a usage report", tg.Ways, answers)
+	want := `phase exited complete true labels true processes ["0 echo hello exited output 6 source rusage" "1 echo hello exited output 6 source rusage"] output 12 total 1/2 cpu>0 true peak>0 true samples>0 true unknown not_found: `
+	if !strings.HasPrefix(got, want) {
+		t.Fatalf("got %s\nwant it to begin %s", got, want)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/dockerio"
+	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
@@ -43,6 +44,9 @@ type Config struct {
 	// WardensDelivered: sandboxes run a warden (the engine delivers its binary) and
 	// their processes are spawned by it.
 	WardensDelivered bool
+	// UsageEvery is how often a running sandbox's workload is sampled for
+	// its usage ledger (0 or less: only on demand and at the stop).
+	UsageEvery time.Duration
 }
 
 // Deps is what every actor is built with.
@@ -59,6 +63,10 @@ type Deps struct {
 	// actor system does not wait for): the runtime's Close waits for
 	// them, so no recording is written after it returns.
 	Loops *sync.WaitGroup
+	// Decided, if set, is told each egress decision a sandbox's proxy
+	// made, once recorded (the runtime's traces: a span event on the
+	// sandbox's live processes). It must not block.
+	Decided func(sandboxID string, d egress.Decision)
 }
 
 // WithDefaults fills unset fields.

@@ -184,7 +184,7 @@ func SandboxState(st lifecycle.Sandbox) *stockadev1.SandboxState {
 		Revision: st.Revision, Deadline: stamp(st.Deadline), Started: st.Started, Stopping: string(st.Stopping), Paused: st.Paused,
 		Recovered: recovered(st.Recovered), Adopted: st.Adopted, RulesVersion: st.RulesVersion, Pool: st.Pool, Claimed: st.Claimed,
 		RollingBack: rollingBack(st.RollingBack), Rollbacks: int64(st.Rollbacks), Restored: st.Restored, LastRollback: rollingBack(st.LastRollback),
-		Seq: st.Seq, Reserved: stamp(st.Reserved), At: stamp(st.At)}
+		Seq: st.Seq, Reserved: stamp(st.Reserved), At: stamp(st.At), Usage: usageSampled(st.Usage)}
 	if c := st.Created; c != nil {
 		w.Created = &stockadev1.SandboxCreated{Workload: c.Workload, Export: c.Export, Volume: c.Volume, Network: c.Network, Egress: c.Egress,
 			Outside: c.Outside, Proxy: c.Proxy}
@@ -211,7 +211,7 @@ func FromSandboxState(w *stockadev1.SandboxState) (lifecycle.Sandbox, error) {
 		Deadline: unstamp(w.Deadline), Started: w.Started, Stopping: lifecycle.Reason(w.Stopping), Paused: w.Paused,
 		Recovered: fromRecovered(w.Recovered), Adopted: w.Adopted, RulesVersion: w.RulesVersion, Pool: w.Pool, Claimed: w.Claimed,
 		RollingBack: fromRollingBack(w.RollingBack), Rollbacks: int(w.Rollbacks), Restored: w.Restored, LastRollback: fromRollingBack(w.LastRollback),
-		Seq: w.Seq, Reserved: unstamp(w.Reserved), At: unstamp(w.At)}
+		Seq: w.Seq, Reserved: unstamp(w.Reserved), At: unstamp(w.At), Usage: fromUsageSampled(w.Usage)}
 	if c := w.Created; c != nil {
 		st.Created = &lifecycle.SandboxCreated{Workload: c.Workload, Export: c.Export, Volume: c.Volume, Network: c.Network, Egress: c.Egress,
 			Outside: c.Outside, Proxy: c.Proxy}
@@ -285,7 +285,7 @@ func ProcessState(st lifecycle.Process) *stockadev1.ProcessState {
 		Seq: st.Seq, Reserved: stamp(st.Reserved), At: stamp(st.At)}
 	if e := st.Exit; e != nil {
 		w.Exit = &stockadev1.ProcessExited{Reason: string(e.Reason), ExitCode: optInt(e.ExitCode), Error: string(e.Error), Message: e.Message,
-			StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Changes: Changes(e.Changes)}
+			StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Changes: Changes(e.Changes), Usage: ProcessUsage(e.Usage)}
 	}
 	return w
 }
@@ -301,7 +301,7 @@ func FromProcessState(w *stockadev1.ProcessState) lifecycle.Process {
 		Seq: w.Seq, Reserved: unstamp(w.Reserved), At: unstamp(w.At)}
 	if e := w.Exit; e != nil {
 		st.Exit = &lifecycle.ProcessExited{Reason: lifecycle.Reason(e.Reason), ExitCode: unoptInt(e.ExitCode), Error: spec.Code(e.Error), Message: e.Message,
-			StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Changes: FromChanges(e.Changes)}
+			StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Changes: FromChanges(e.Changes), Usage: FromProcessUsage(e.Usage)}
 	}
 	return st
 }
@@ -325,3 +325,63 @@ func FromDecisions(ws []*stockadev1.EgressDecision) []egress.Decision {
 	}
 	return out
 }
+
+// ProcessUsage is u on the wire (nil: nil).
+func ProcessUsage(u *spec.ProcessUsage) *stockadev1.ProcessUsage {
+	if u == nil {
+		return nil
+	}
+	return &stockadev1.ProcessUsage{Source: string(u.Source), WallNs: int64(u.Wall), UserNs: int64(u.User), SysNs: int64(u.System),
+		MaxRss: u.MaxRSS, ReadBytes: u.ReadBytes, WriteBytes: u.WriteBytes}
+}
+
+// FromProcessUsage is ProcessUsage's inverse.
+func FromProcessUsage(w *stockadev1.ProcessUsage) *spec.ProcessUsage {
+	if w == nil {
+		return nil
+	}
+	return &spec.ProcessUsage{Source: spec.UsageSource(w.Source), Wall: time.Duration(w.WallNs), User: time.Duration(w.UserNs),
+		System: time.Duration(w.SysNs), MaxRSS: w.MaxRss, ReadBytes: w.ReadBytes, WriteBytes: w.WriteBytes}
+}
+
+// WorkloadUsage is u on the wire.
+func WorkloadUsage(u spec.WorkloadUsage) *stockadev1.WorkloadUsage {
+	return &stockadev1.WorkloadUsage{At: stamp(u.At), CpuNs: int64(u.CPU), MemoryPeak: u.MemoryPeak, MemoryGibS: u.MemoryGiBSeconds,
+		PidsPeak: u.PidsPeak, Samples: u.Samples, BridgedNs: int64(u.Bridged)}
+}
+
+// FromWorkloadUsage is WorkloadUsage's inverse.
+func FromWorkloadUsage(w *stockadev1.WorkloadUsage) spec.WorkloadUsage {
+	if w == nil {
+		return spec.WorkloadUsage{}
+	}
+	return spec.WorkloadUsage{At: unstamp(w.At), CPU: time.Duration(w.CpuNs), MemoryPeak: w.MemoryPeak, MemoryGiBSeconds: w.MemoryGibS,
+		PidsPeak: w.PidsPeak, Samples: w.Samples, Bridged: time.Duration(w.BridgedNs)}
+}
+
+func usageSampled(u *lifecycle.UsageSampled) *stockadev1.UsageSampled {
+	if u == nil {
+		return nil
+	}
+	return &stockadev1.UsageSampled{Usage: WorkloadUsage(u.Usage), RunCpuNs: int64(u.RunCPU), RunMemory: u.RunMemory, RunEnded: u.RunEnded, Final: u.Final}
+}
+
+func fromUsageSampled(w *stockadev1.UsageSampled) *lifecycle.UsageSampled {
+	if w == nil {
+		return nil
+	}
+	return &lifecycle.UsageSampled{Usage: FromWorkloadUsage(w.Usage), RunCPU: time.Duration(w.RunCpuNs), RunMemory: w.RunMemory, RunEnded: w.RunEnded, Final: w.Final}
+}
+
+// Stamp is t on the wire (zero: unset), for the host shapes the server and
+// client convert themselves.
+func Stamp(t time.Time) *timestamppb.Timestamp { return stamp(t) }
+
+// Unstamp is Stamp's inverse.
+func Unstamp(t *timestamppb.Timestamp) time.Time { return unstamp(t) }
+
+// OptInt is an optional int on the wire.
+func OptInt(p *int) *int64 { return optInt(p) }
+
+// UnoptInt is OptInt's inverse.
+func UnoptInt(p *int64) *int { return unoptInt(p) }

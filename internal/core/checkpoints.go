@@ -5,15 +5,17 @@ import (
 	"io"
 	"sync"
 
-	"github.com/stockade/stockade/statedir"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/stockade/stockade/checkpoint"
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/internal/actors/sandbox"
 	"github.com/stockade/stockade/internal/failpoint"
 	"github.com/stockade/stockade/internal/recovery"
+	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
 )
 
 // checkpointStore is the runtime's checkpoint store, opened at the first
@@ -75,7 +77,9 @@ func checkpointInfo(m checkpoint.Manifest) host.CheckpointInfo {
 // image), and journals sandbox.checkpointed. name is optional, unique
 // among the sandbox's checkpoints ([a-z0-9][a-z0-9._-]{0,62}). A full
 // store fails resource_exhausted and keeps nothing of this one.
-func (s *Sandbox) Checkpoint(ctx context.Context, name string) (host.CheckpointInfo, error) {
+func (s *Sandbox) Checkpoint(ctx context.Context, name string) (_ host.CheckpointInfo, err error) {
+	ctx, sp := s.rt.startSpan(ctx, "stockade.checkpoint", journal.Key{Kind: journal.KindSandbox, ID: s.id})
+	defer func() { sp.end(err) }()
 	store, err := s.rt.checkpoints()
 	if err != nil {
 		return host.CheckpointInfo{}, err
@@ -129,7 +133,10 @@ func (s *Sandbox) Checkpoint(ctx context.Context, name string) (host.CheckpointI
 // in one rename, then the fact is journaled. A crash at any point leaves
 // the old workspace or the new one, never a mix; recovery journals which.
 func (s *Sandbox) Rollback(ctx context.Context, ck string) error {
-	return s.rollback(ctx, ck, false)
+	ctx, sp := s.rt.startSpan(ctx, "stockade.rollback", journal.Key{Kind: journal.KindSandbox, ID: s.id}, attribute.String("stockade.checkpoint", ck))
+	err := s.rollback(ctx, ck, false)
+	sp.end(err)
+	return err
 }
 
 func (s *Sandbox) rollback(ctx context.Context, ck string, restore bool) error {

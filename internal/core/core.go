@@ -12,15 +12,16 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/stockade/stockade/statedir"
-
-	"github.com/stockade/stockade/profile"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/helpers"
@@ -32,8 +33,11 @@ import (
 	"github.com/stockade/stockade/journal"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/metrics"
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
+	"github.com/stockade/stockade/tracing"
 )
 
 // Options are stockade.Options, copied field by field by the root (each
@@ -57,7 +61,14 @@ type Options struct {
 	PoolRefills          int
 	CheckpointBytes      int64
 	NoChanges            bool
+	UsageEvery           time.Duration
+	TracerProvider       trace.TracerProvider
+	MetricLabels         []string
 }
+
+// DefaultUsageEvery is the usage ledger's sampling interval when
+// Options.UsageEvery is zero.
+const DefaultUsageEvery = 10 * time.Second
 
 // Runtime is an open stockade runtime: one journal, one Docker daemon.
 type Runtime struct {
@@ -69,6 +80,12 @@ type Runtime struct {
 	log     *slog.Logger
 	// recorder keeps every process's output beside the journal.
 	recorder *recorder.Store
+	// tracer makes the runtime's spans (trace.go); procSpans are the
+	// running processes' (they take egress decisions as events).
+	tracer    trace.Tracer
+	procSpans processSpans
+	// usageLabels are the sandbox label keys the usage metrics carry.
+	usageLabels []string
 
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox
@@ -159,6 +176,12 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	rt := &Runtime{journal: j, engine: engine, closer: closer, log: log, sandboxes: map[string]*Sandbox{}, unreconciled: map[string]unreconciled{},
 		ckptLimit: opts.CheckpointBytes, done: make(chan struct{}), profile: opts.Profile, noChanges: opts.NoChanges}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider() // the no-op one unless the program installed its own
+	}
+	rt.tracer = tp.Tracer(tracing.Name)
+	rt.usageLabels = slices.Clone(opts.MetricLabels)
 	fail := func(err error) (*Runtime, error) {
 		// err is the one reported.
 		if rt.closer != nil {
@@ -196,8 +219,8 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	d := actors.Deps{Journal: aj, Engine: rt.engine, Log: log, Recorder: rec, Config: actors.Config{
 		Owner: j.Owner(), Profile: daemon.Profile, Revision: daemon.Revision,
 		StopGrace: opts.StopGrace, HighWaterMark: opts.HighWaterMark, OutputQuota: opts.OutputQuota,
-		WardensDelivered: hasWarden(rt.engine),
-	}}.WithDefaults()
+		WardensDelivered: hasWarden(rt.engine), UsageEvery: usageEvery(opts.UsageEvery),
+	}, Decided: rt.procSpans.decided}.WithDefaults()
 	rt.deps = &d
 	// Die events since before recovery observed Docker are replayed to the
 	// watcher, so a workload that dies in between is not missed.
@@ -208,7 +231,12 @@ func Open(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	unsealed = rt.sealEnded(unsealed)
 	rt.pools = pool.New[*Sandbox](poolMaker{rt}, log, opts.PoolRefills, rt.deps.Config.WardensDelivered)
-	if err := rt.recover(ctx, opts); err != nil {
+	rctx, rsp := rt.startSpan(ctx, "stockade.recovery", journal.Key{Kind: journal.KindRuntime, ID: "recovery"})
+	err = rt.recover(rctx, opts)
+	rsp.s.SetAttributes(attribute.Int("stockade.recovery.sandboxes", len(rt.recovery.Sandboxes)),
+		attribute.Int("stockade.recovery.processes", rt.recovery.Processes), attribute.Int("stockade.recovery.orphans", len(rt.recovery.Orphans)))
+	rsp.end(err)
+	if err != nil {
 		sys.Shutdown(30 * time.Second)
 		return fail(err)
 	}
@@ -284,6 +312,23 @@ func (rt *Runtime) Owner() string { return rt.journal.Owner() }
 // sandbox is started and verified, or with the error that stopped it (and
 // nothing left behind).
 func (rt *Runtime) CreateSandbox(ctx context.Context, s spec.Sandbox) (*Sandbox, error) {
+	ctx, sp := rt.startSpan(ctx, "stockade.sandbox.create", journal.Key{}, attribute.String("stockade.image", s.Image))
+	sb, err := rt.createSandbox(ctx, s, sp)
+	if sb != nil {
+		sb.mu.Lock()
+		path, pool := "cold", sb.pool
+		if sb.warm {
+			path = "warm"
+		}
+		sb.mu.Unlock()
+		sp.setKey(journal.Key{Kind: journal.KindSandbox, ID: sb.id})
+		sp.s.SetAttributes(attribute.String("stockade.create.path", path), attribute.String("stockade.pool", pool))
+	}
+	sp.end(err)
+	return sb, err
+}
+
+func (rt *Runtime) createSandbox(ctx context.Context, s spec.Sandbox, sp *span) (*Sandbox, error) {
 	if err := rt.usable(); err != nil {
 		return nil, err
 	}
@@ -327,7 +372,7 @@ func (rt *Runtime) CreateSandbox(ctx context.Context, s spec.Sandbox) (*Sandbox,
 		if full.TTL > 0 {
 			deadline = rt.deps.Now().Add(full.TTL)
 		}
-		if sb, err = rt.make(ctx, sandbox.Params{ID: sid, Spec: full, Deadline: deadline}); err != nil {
+		if sb, err = rt.make(ctx, sandbox.Params{ID: sid, Spec: full, Deadline: deadline, Span: sp.s}); err != nil {
 			return nil, err
 		}
 	}
@@ -661,4 +706,12 @@ func hasWarden(e dockerio.Engine) bool {
 // fails the profile gives a report whose Err says why.
 func Doctor(ctx context.Context, profileName string) (profile.Report, error) {
 	return dockerio.Doctor(ctx, profileName)
+}
+
+// usageEvery is the sampling interval Options.UsageEvery names.
+func usageEvery(d time.Duration) time.Duration {
+	if d == 0 {
+		return DefaultUsageEvery
+	}
+	return max(d, 0)
 }

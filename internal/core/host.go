@@ -142,6 +142,10 @@ func (h hostRuntime) Logs(_ context.Context, id string, fn func(host.OutputChunk
 	return outputSummary(sum), err
 }
 
+func (h hostRuntime) Usage(ctx context.Context, q host.UsageQuery) (host.Usage, error) {
+	return h.rt.Usage(ctx, q)
+}
+
 func (h hostRuntime) Changes(ctx context.Context, id string) (host.ProcessChanges, error) {
 	return inspect.Changes(ctx, h, h.rt.recorder.Path(), id)
 }

@@ -24,6 +24,7 @@ func (rt *Runtime) Metrics() (*metrics.Metrics, error) {
 // metricSources are the runtime's figures the metrics read at each scrape.
 func (rt *Runtime) metricSources() metrics.Sources {
 	return metrics.Sources{
+		UsageLabels: rt.usageLabels,
 		Phases: func() map[string]int {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/stockade/stockade/egress"
 	"github.com/stockade/stockade/internal/actors"
 	"github.com/stockade/stockade/internal/actors/process"
@@ -17,6 +19,7 @@ import (
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/recorder"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/tracing"
 )
 
 // Sandbox is a sandbox made by this runtime.
@@ -144,15 +147,29 @@ func (s *Sandbox) unkept() bool {
 // Start runs a process in the sandbox. It returns once the process runs
 // (its start journaled), with its streams; every piped stream must be read.
 func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*process.Handle, error) {
+	id, err := journal.NewID()
+	if err != nil {
+		return nil, err
+	}
+	key := journal.Key{Kind: journal.KindProcess, ID: id}
+	ctx, life := s.rt.startSpan(ctx, "stockade.process", key, tracing.SandboxID.String(s.id), attribute.String("stockade.program", programName(p.Argv)))
+	sctx, sp := s.rt.startSpan(ctx, "stockade.process.start", key)
+	h, err := s.start(sctx, id, p)
+	sp.end(err)
+	if err != nil {
+		life.end(err)
+		return nil, err
+	}
+	s.rt.traceProcess(s.id, h, life)
+	return h, nil
+}
+
+func (s *Sandbox) start(ctx context.Context, id string, p spec.Process) (*process.Handle, error) {
 	p = p.AsStarted()
 	if s.rt.noChanges {
 		p.NoChanges = true
 	}
 	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	id, err := journal.NewID()
-	if err != nil {
 		return nil, err
 	}
 	l, err := ask(ctx, s, func(r chan<- process.Launch) any { return sandbox.Launch{ID: id, Spec: p, Reply: r} },
@@ -196,7 +213,9 @@ func (s *Sandbox) Start(ctx context.Context, p spec.Process) (*process.Handle, e
 // Stop stops the sandbox: admission closes, every process ends with reason
 // sandbox_stopped, the workload stops. Resources are kept (the workspace can
 // still be read). It returns once the sandbox is exited.
-func (s *Sandbox) Stop(ctx context.Context) error {
+func (s *Sandbox) Stop(ctx context.Context) (err error) {
+	ctx, sp := s.rt.startSpan(ctx, "stockade.sandbox.stop", journal.Key{Kind: journal.KindSandbox, ID: s.id})
+	defer func() { sp.end(err) }()
 	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Stop{Reply: r} }, nil)
 	if aerr != nil {
 		return aerr
@@ -208,7 +227,9 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 // once the removal is journaled and the sandbox is gone from the runtime
 // (its actor answers before it stops: a lookup by id right after Remove
 // must say not_found, not find it).
-func (s *Sandbox) Remove(ctx context.Context) error {
+func (s *Sandbox) Remove(ctx context.Context) (err error) {
+	ctx, sp := s.rt.startSpan(ctx, "stockade.sandbox.remove", journal.Key{Kind: journal.KindSandbox, ID: s.id})
+	defer func() { sp.end(err) }()
 	err, aerr := ask(ctx, s, func(r chan<- error) any { return sandbox.Remove{Reply: r} }, nil)
 	if aerr != nil {
 		return aerr

@@ -22,9 +22,15 @@ var rank = map[string]int{
 	// Leaves: the domain types, the API's generated code, crash points.
 	"spec": 0, "api": 0, "api/stockade/v1": 0, "internal/failpoint": 0, "helpers/internal/manifest": 0,
 	"internal/survivor": 0, "warden/wire": 0,
+	// The names the runtime's spans carry and the trace context's
+	// propagation (the OpenTelemetry API only).
+	"tracing": 0,
 
 	// The state directory's layout, profiles, owned directories.
 	"statedir": 1, "internal/safedir": 1, "profile": 1,
+	// Trace export from the OTEL_* environment (the SDK and its
+	// exporters: the programs link it, the runtime does not).
+	"tracing/exporter": 1,
 
 	// The warden library (stockade-warden's server, run in-process by the
 	// Fake) sits below the runtime's end of its link, whose tests run it.

@@ -238,11 +238,44 @@ type Exited struct {
 	Stdout   uint64 `json:"stdout"`
 	Stderr   uint64 `json:"stderr"`
 	OOMKills int64  `json:"oom_kills"`
+	// Usage is what the process used (absent: a warden that could not
+	// tell).
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is what a process used, as wait4's rusage reports it: the process
+// and the descendants it waited for (an orphan the warden reaped is
+// nobody's). Wall is from the spawn to the reap, on the warden's monotonic
+// clock.
+type Usage struct {
+	WallNanos   int64 `json:"wall_ns"`
+	UserNanos   int64 `json:"user_ns"`
+	SystemNanos int64 `json:"sys_ns"`
+	// MaxRSS is the largest resident set, in bytes.
+	MaxRSS int64 `json:"max_rss"`
+	// ReadBytes and WriteBytes are block I/O (ru_inblock, ru_oublock, in
+	// 512-byte blocks): what reached or came from a device, not what
+	// the page cache absorbed.
+	ReadBytes  int64 `json:"read_bytes"`
+	WriteBytes int64 `json:"write_bytes"`
+}
+
+// Validate refuses a negative figure.
+func (u *Usage) Validate() error {
+	if u.WallNanos < 0 || u.UserNanos < 0 || u.SystemNanos < 0 || u.MaxRSS < 0 || u.ReadBytes < 0 || u.WriteBytes < 0 {
+		return fmt.Errorf("usage with a negative figure: %+v", *u)
+	}
+	return nil
 }
 
 func (m *Exited) Validate() error {
 	if err := checkStatus(m.Code, m.Signal); err != nil {
 		return err
+	}
+	if m.Usage != nil {
+		if err := m.Usage.Validate(); err != nil {
+			return err
+		}
 	}
 	if m.Stdout+m.Stderr != m.Output || m.Stdout > m.Output {
 		return fmt.Errorf("stdout %d and stderr %d do not add up to output %d", m.Stdout, m.Stderr, m.Output)

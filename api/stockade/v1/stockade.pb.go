@@ -1096,33 +1096,35 @@ func (x *SandboxSpec) GetSecrets() []*SecretVar {
 
 // SandboxState is lifecycle.Sandbox: a sandbox's folded state.
 type SandboxState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Phase         string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
-	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
-	Spec          *SandboxSpec           `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
-	Profile       string                 `protobuf:"bytes,5,opt,name=profile,proto3" json:"profile,omitempty"`
-	Revision      string                 `protobuf:"bytes,6,opt,name=revision,proto3" json:"revision,omitempty"`
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	Created       *SandboxCreated        `protobuf:"bytes,8,opt,name=created,proto3" json:"created,omitempty"`
-	Started       bool                   `protobuf:"varint,9,opt,name=started,proto3" json:"started,omitempty"`
-	Stopping      string                 `protobuf:"bytes,10,opt,name=stopping,proto3" json:"stopping,omitempty"`
-	Paused        bool                   `protobuf:"varint,11,opt,name=paused,proto3" json:"paused,omitempty"`
-	Exit          *SandboxExited         `protobuf:"bytes,12,opt,name=exit,proto3" json:"exit,omitempty"`
-	Recovered     []*Recovered           `protobuf:"bytes,13,rep,name=recovered,proto3" json:"recovered,omitempty"`
-	Adopted       bool                   `protobuf:"varint,14,opt,name=adopted,proto3" json:"adopted,omitempty"`
-	Warden        *WardenStarted         `protobuf:"bytes,15,opt,name=warden,proto3" json:"warden,omitempty"`
-	RulesVersion  uint64                 `protobuf:"varint,16,opt,name=rules_version,json=rulesVersion,proto3" json:"rules_version,omitempty"`
-	Pool          string                 `protobuf:"bytes,17,opt,name=pool,proto3" json:"pool,omitempty"`
-	Claimed       bool                   `protobuf:"varint,18,opt,name=claimed,proto3" json:"claimed,omitempty"`
-	Checkpoints   []*Checkpointed        `protobuf:"bytes,19,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
-	RollingBack   *RollingBack           `protobuf:"bytes,20,opt,name=rolling_back,json=rollingBack,proto3" json:"rolling_back,omitempty"`
-	Rollbacks     int64                  `protobuf:"varint,21,opt,name=rollbacks,proto3" json:"rollbacks,omitempty"`
-	Restored      string                 `protobuf:"bytes,22,opt,name=restored,proto3" json:"restored,omitempty"`
-	LastRollback  *RollingBack           `protobuf:"bytes,23,opt,name=last_rollback,json=lastRollback,proto3" json:"last_rollback,omitempty"`
-	Seq           uint64                 `protobuf:"varint,24,opt,name=seq,proto3" json:"seq,omitempty"`
-	Reserved      *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=reserved,proto3" json:"reserved,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=at,proto3" json:"at,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Phase        string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	Owner        string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	Spec         *SandboxSpec           `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
+	Profile      string                 `protobuf:"bytes,5,opt,name=profile,proto3" json:"profile,omitempty"`
+	Revision     string                 `protobuf:"bytes,6,opt,name=revision,proto3" json:"revision,omitempty"`
+	Deadline     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Created      *SandboxCreated        `protobuf:"bytes,8,opt,name=created,proto3" json:"created,omitempty"`
+	Started      bool                   `protobuf:"varint,9,opt,name=started,proto3" json:"started,omitempty"`
+	Stopping     string                 `protobuf:"bytes,10,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	Paused       bool                   `protobuf:"varint,11,opt,name=paused,proto3" json:"paused,omitempty"`
+	Exit         *SandboxExited         `protobuf:"bytes,12,opt,name=exit,proto3" json:"exit,omitempty"`
+	Recovered    []*Recovered           `protobuf:"bytes,13,rep,name=recovered,proto3" json:"recovered,omitempty"`
+	Adopted      bool                   `protobuf:"varint,14,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	Warden       *WardenStarted         `protobuf:"bytes,15,opt,name=warden,proto3" json:"warden,omitempty"`
+	RulesVersion uint64                 `protobuf:"varint,16,opt,name=rules_version,json=rulesVersion,proto3" json:"rules_version,omitempty"`
+	Pool         string                 `protobuf:"bytes,17,opt,name=pool,proto3" json:"pool,omitempty"`
+	Claimed      bool                   `protobuf:"varint,18,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	Checkpoints  []*Checkpointed        `protobuf:"bytes,19,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	RollingBack  *RollingBack           `protobuf:"bytes,20,opt,name=rolling_back,json=rollingBack,proto3" json:"rolling_back,omitempty"`
+	Rollbacks    int64                  `protobuf:"varint,21,opt,name=rollbacks,proto3" json:"rollbacks,omitempty"`
+	Restored     string                 `protobuf:"bytes,22,opt,name=restored,proto3" json:"restored,omitempty"`
+	LastRollback *RollingBack           `protobuf:"bytes,23,opt,name=last_rollback,json=lastRollback,proto3" json:"last_rollback,omitempty"`
+	Seq          uint64                 `protobuf:"varint,24,opt,name=seq,proto3" json:"seq,omitempty"`
+	Reserved     *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	At           *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=at,proto3" json:"at,omitempty"`
+	// usage is the last usage sample journaled (unset: none yet).
+	Usage         *UsageSampled `protobuf:"bytes,27,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1335,6 +1337,13 @@ func (x *SandboxState) GetReserved() *timestamppb.Timestamp {
 func (x *SandboxState) GetAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.At
+	}
+	return nil
+}
+
+func (x *SandboxState) GetUsage() *UsageSampled {
+	if x != nil {
+		return x.Usage
 	}
 	return nil
 }
@@ -2118,6 +2127,7 @@ type ProcessExited struct {
 	StdoutBytes   int64                  `protobuf:"varint,5,opt,name=stdout_bytes,json=stdoutBytes,proto3" json:"stdout_bytes,omitempty"`
 	StderrBytes   int64                  `protobuf:"varint,6,opt,name=stderr_bytes,json=stderrBytes,proto3" json:"stderr_bytes,omitempty"`
 	Changes       *Changes               `protobuf:"bytes,7,opt,name=changes,proto3" json:"changes,omitempty"`
+	Usage         *ProcessUsage          `protobuf:"bytes,8,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2197,6 +2207,13 @@ func (x *ProcessExited) GetStderrBytes() int64 {
 func (x *ProcessExited) GetChanges() *Changes {
 	if x != nil {
 		return x.Changes
+	}
+	return nil
+}
+
+func (x *ProcessExited) GetUsage() *ProcessUsage {
+	if x != nil {
+		return x.Usage
 	}
 	return nil
 }
@@ -4952,11 +4969,13 @@ type Result struct {
 	ExitCode int32  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Reason   string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// error is set for every reason but a plain exit.
-	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	StdoutBytes   int64                  `protobuf:"varint,4,opt,name=stdout_bytes,json=stdoutBytes,proto3" json:"stdout_bytes,omitempty"`
-	StderrBytes   int64                  `protobuf:"varint,5,opt,name=stderr_bytes,json=stderrBytes,proto3" json:"stderr_bytes,omitempty"`
-	Started       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started,proto3" json:"started,omitempty"`
-	Ended         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=ended,proto3" json:"ended,omitempty"`
+	Error       *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	StdoutBytes int64                  `protobuf:"varint,4,opt,name=stdout_bytes,json=stdoutBytes,proto3" json:"stdout_bytes,omitempty"`
+	StderrBytes int64                  `protobuf:"varint,5,opt,name=stderr_bytes,json=stderrBytes,proto3" json:"stderr_bytes,omitempty"`
+	Started     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started,proto3" json:"started,omitempty"`
+	Ended       *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=ended,proto3" json:"ended,omitempty"`
+	// usage is unset when not known.
+	Usage         *ProcessUsage `protobuf:"bytes,8,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5040,6 +5059,106 @@ func (x *Result) GetEnded() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Result) GetUsage() *ProcessUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// ProcessUsage is spec.ProcessUsage: what one process used.
+type ProcessUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	WallNs        int64                  `protobuf:"varint,2,opt,name=wall_ns,json=wallNs,proto3" json:"wall_ns,omitempty"`
+	UserNs        int64                  `protobuf:"varint,3,opt,name=user_ns,json=userNs,proto3" json:"user_ns,omitempty"`
+	SysNs         int64                  `protobuf:"varint,4,opt,name=sys_ns,json=sysNs,proto3" json:"sys_ns,omitempty"`
+	MaxRss        int64                  `protobuf:"varint,5,opt,name=max_rss,json=maxRss,proto3" json:"max_rss,omitempty"`
+	ReadBytes     int64                  `protobuf:"varint,6,opt,name=read_bytes,json=readBytes,proto3" json:"read_bytes,omitempty"`
+	WriteBytes    int64                  `protobuf:"varint,7,opt,name=write_bytes,json=writeBytes,proto3" json:"write_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessUsage) Reset() {
+	*x = ProcessUsage{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessUsage) ProtoMessage() {}
+
+func (x *ProcessUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessUsage.ProtoReflect.Descriptor instead.
+func (*ProcessUsage) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ProcessUsage) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ProcessUsage) GetWallNs() int64 {
+	if x != nil {
+		return x.WallNs
+	}
+	return 0
+}
+
+func (x *ProcessUsage) GetUserNs() int64 {
+	if x != nil {
+		return x.UserNs
+	}
+	return 0
+}
+
+func (x *ProcessUsage) GetSysNs() int64 {
+	if x != nil {
+		return x.SysNs
+	}
+	return 0
+}
+
+func (x *ProcessUsage) GetMaxRss() int64 {
+	if x != nil {
+		return x.MaxRss
+	}
+	return 0
+}
+
+func (x *ProcessUsage) GetReadBytes() int64 {
+	if x != nil {
+		return x.ReadBytes
+	}
+	return 0
+}
+
+func (x *ProcessUsage) GetWriteBytes() int64 {
+	if x != nil {
+		return x.WriteBytes
+	}
+	return 0
+}
+
 type SignalRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ProcessId     string                 `protobuf:"bytes,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
@@ -5050,7 +5169,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5062,7 +5181,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[67]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5075,7 +5194,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{67}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SignalRequest) GetProcessId() string {
@@ -5100,7 +5219,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5112,7 +5231,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[68]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5125,7 +5244,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{68}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{69}
 }
 
 type StopProcessRequest struct {
@@ -5137,7 +5256,7 @@ type StopProcessRequest struct {
 
 func (x *StopProcessRequest) Reset() {
 	*x = StopProcessRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5149,7 +5268,7 @@ func (x *StopProcessRequest) String() string {
 func (*StopProcessRequest) ProtoMessage() {}
 
 func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[69]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5162,7 +5281,7 @@ func (x *StopProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessRequest.ProtoReflect.Descriptor instead.
 func (*StopProcessRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{69}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *StopProcessRequest) GetProcessId() string {
@@ -5180,7 +5299,7 @@ type StopProcessResponse struct {
 
 func (x *StopProcessResponse) Reset() {
 	*x = StopProcessResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5192,7 +5311,7 @@ func (x *StopProcessResponse) String() string {
 func (*StopProcessResponse) ProtoMessage() {}
 
 func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[70]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5205,7 +5324,7 @@ func (x *StopProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopProcessResponse.ProtoReflect.Descriptor instead.
 func (*StopProcessResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{70}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{71}
 }
 
 type WaitRequest struct {
@@ -5217,7 +5336,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5229,7 +5348,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[71]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5242,7 +5361,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{71}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *WaitRequest) GetProcessId() string {
@@ -5261,7 +5380,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5273,7 +5392,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[72]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5286,7 +5405,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{72}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *WaitResponse) GetResult() *Result {
@@ -5307,7 +5426,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5319,7 +5438,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[73]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5332,7 +5451,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{73}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *PutRequest) GetSandboxId() string {
@@ -5364,7 +5483,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5376,7 +5495,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[74]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5389,7 +5508,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{74}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{75}
 }
 
 type GetRequest struct {
@@ -5404,7 +5523,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5416,7 +5535,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[75]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5429,7 +5548,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{75}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetRequest) GetSandboxId() string {
@@ -5463,7 +5582,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5475,7 +5594,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[76]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5488,7 +5607,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{76}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetResponse) GetLive() bool {
@@ -5514,7 +5633,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5526,7 +5645,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[77]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5539,7 +5658,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{77}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *HistoryRequest) GetSandboxId() string {
@@ -5558,7 +5677,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5570,7 +5689,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[78]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5583,7 +5702,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{78}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *HistoryResponse) GetEvents() []*HistoryEvent {
@@ -5601,7 +5720,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5613,7 +5732,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[79]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5626,7 +5745,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{79}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{80}
 }
 
 type ExportChunk struct {
@@ -5638,7 +5757,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5650,7 +5769,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[80]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5663,7 +5782,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{80}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -5681,7 +5800,7 @@ type LiveRequest struct {
 
 func (x *LiveRequest) Reset() {
 	*x = LiveRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[81]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5693,7 +5812,7 @@ func (x *LiveRequest) String() string {
 func (*LiveRequest) ProtoMessage() {}
 
 func (x *LiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[81]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5706,7 +5825,7 @@ func (x *LiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
 func (*LiveRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{81}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{82}
 }
 
 type LiveEntity struct {
@@ -5723,7 +5842,7 @@ type LiveEntity struct {
 
 func (x *LiveEntity) Reset() {
 	*x = LiveEntity{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[82]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5735,7 +5854,7 @@ func (x *LiveEntity) String() string {
 func (*LiveEntity) ProtoMessage() {}
 
 func (x *LiveEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[82]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5748,7 +5867,7 @@ func (x *LiveEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveEntity.ProtoReflect.Descriptor instead.
 func (*LiveEntity) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{82}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *LiveEntity) GetKind() string {
@@ -5802,7 +5921,7 @@ type LiveResponse struct {
 
 func (x *LiveResponse) Reset() {
 	*x = LiveResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[83]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5814,7 +5933,7 @@ func (x *LiveResponse) String() string {
 func (*LiveResponse) ProtoMessage() {}
 
 func (x *LiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[83]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5827,7 +5946,7 @@ func (x *LiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveResponse.ProtoReflect.Descriptor instead.
 func (*LiveResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{83}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *LiveResponse) GetEntities() []*LiveEntity {
@@ -5845,7 +5964,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[84]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5857,7 +5976,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[84]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5870,7 +5989,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{84}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{85}
 }
 
 type VerifyResponse struct {
@@ -5881,7 +6000,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[85]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5893,7 +6012,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[85]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5906,7 +6025,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{85}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{86}
 }
 
 type FollowRequest struct {
@@ -5919,7 +6038,7 @@ type FollowRequest struct {
 
 func (x *FollowRequest) Reset() {
 	*x = FollowRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[86]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5931,7 +6050,7 @@ func (x *FollowRequest) String() string {
 func (*FollowRequest) ProtoMessage() {}
 
 func (x *FollowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[86]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5944,7 +6063,7 @@ func (x *FollowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
 func (*FollowRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{86}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *FollowRequest) GetSandboxId() string {
@@ -5973,7 +6092,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[87]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5985,7 +6104,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[87]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5998,7 +6117,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{87}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *HistoryEvent) GetKind() string {
@@ -6055,7 +6174,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[88]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6067,7 +6186,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[88]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6080,7 +6199,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{88}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ReplayRequest) GetId() string {
@@ -6117,7 +6236,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[89]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6129,7 +6248,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[89]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6142,7 +6261,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{89}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *ReplayResponse) GetState() isReplayResponse_State {
@@ -6186,6 +6305,525 @@ func (*ReplayResponse_Sandbox) isReplayResponse_State() {}
 
 func (*ReplayResponse_Process) isReplayResponse_State() {}
 
+// UsageRequest is host.UsageQuery: every condition given must hold.
+type UsageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageRequest) Reset() {
+	*x = UsageRequest{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRequest) ProtoMessage() {}
+
+func (x *UsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRequest.ProtoReflect.Descriptor instead.
+func (*UsageRequest) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *UsageRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *UsageRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *UsageRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// UsageResponse is host.Usage without its total, which the client sums
+// (host.Usage.Sum).
+type UsageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandboxes     []*SandboxUsage        `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageResponse) Reset() {
+	*x = UsageResponse{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageResponse) ProtoMessage() {}
+
+func (x *UsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageResponse.ProtoReflect.Descriptor instead.
+func (*UsageResponse) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *UsageResponse) GetSandboxes() []*SandboxUsage {
+	if x != nil {
+		return x.Sandboxes
+	}
+	return nil
+}
+
+// SandboxUsage is host.SandboxUsage.
+type SandboxUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Pool          string                 `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
+	Image         string                 `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
+	Phase         string                 `protobuf:"bytes,5,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reserved      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	Ended         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=ended,proto3" json:"ended,omitempty"`
+	Workload      *WorkloadUsage         `protobuf:"bytes,8,opt,name=workload,proto3" json:"workload,omitempty"`
+	Complete      bool                   `protobuf:"varint,9,opt,name=complete,proto3" json:"complete,omitempty"`
+	Processes     []*ProcessUsageEntry   `protobuf:"bytes,10,rep,name=processes,proto3" json:"processes,omitempty"`
+	OutputBytes   int64                  `protobuf:"varint,11,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	EgressAllowed int64                  `protobuf:"varint,12,opt,name=egress_allowed,json=egressAllowed,proto3" json:"egress_allowed,omitempty"`
+	EgressDenied  int64                  `protobuf:"varint,13,opt,name=egress_denied,json=egressDenied,proto3" json:"egress_denied,omitempty"`
+	EgressBytes   int64                  `protobuf:"varint,14,opt,name=egress_bytes,json=egressBytes,proto3" json:"egress_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxUsage) Reset() {
+	*x = SandboxUsage{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxUsage) ProtoMessage() {}
+
+func (x *SandboxUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxUsage.ProtoReflect.Descriptor instead.
+func (*SandboxUsage) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *SandboxUsage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SandboxUsage) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *SandboxUsage) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *SandboxUsage) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *SandboxUsage) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *SandboxUsage) GetReserved() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Reserved
+	}
+	return nil
+}
+
+func (x *SandboxUsage) GetEnded() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Ended
+	}
+	return nil
+}
+
+func (x *SandboxUsage) GetWorkload() *WorkloadUsage {
+	if x != nil {
+		return x.Workload
+	}
+	return nil
+}
+
+func (x *SandboxUsage) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *SandboxUsage) GetProcesses() []*ProcessUsageEntry {
+	if x != nil {
+		return x.Processes
+	}
+	return nil
+}
+
+func (x *SandboxUsage) GetOutputBytes() int64 {
+	if x != nil {
+		return x.OutputBytes
+	}
+	return 0
+}
+
+func (x *SandboxUsage) GetEgressAllowed() int64 {
+	if x != nil {
+		return x.EgressAllowed
+	}
+	return 0
+}
+
+func (x *SandboxUsage) GetEgressDenied() int64 {
+	if x != nil {
+		return x.EgressDenied
+	}
+	return 0
+}
+
+func (x *SandboxUsage) GetEgressBytes() int64 {
+	if x != nil {
+		return x.EgressBytes
+	}
+	return 0
+}
+
+// UsageSampled is lifecycle.UsageSampled.
+type UsageSampled struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Usage         *WorkloadUsage         `protobuf:"bytes,1,opt,name=usage,proto3" json:"usage,omitempty"`
+	RunCpuNs      int64                  `protobuf:"varint,2,opt,name=run_cpu_ns,json=runCpuNs,proto3" json:"run_cpu_ns,omitempty"`
+	RunMemory     int64                  `protobuf:"varint,3,opt,name=run_memory,json=runMemory,proto3" json:"run_memory,omitempty"`
+	RunEnded      bool                   `protobuf:"varint,4,opt,name=run_ended,json=runEnded,proto3" json:"run_ended,omitempty"`
+	Final         bool                   `protobuf:"varint,5,opt,name=final,proto3" json:"final,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageSampled) Reset() {
+	*x = UsageSampled{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageSampled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageSampled) ProtoMessage() {}
+
+func (x *UsageSampled) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageSampled.ProtoReflect.Descriptor instead.
+func (*UsageSampled) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *UsageSampled) GetUsage() *WorkloadUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *UsageSampled) GetRunCpuNs() int64 {
+	if x != nil {
+		return x.RunCpuNs
+	}
+	return 0
+}
+
+func (x *UsageSampled) GetRunMemory() int64 {
+	if x != nil {
+		return x.RunMemory
+	}
+	return 0
+}
+
+func (x *UsageSampled) GetRunEnded() bool {
+	if x != nil {
+		return x.RunEnded
+	}
+	return false
+}
+
+func (x *UsageSampled) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+// WorkloadUsage is spec.WorkloadUsage.
+type WorkloadUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	CpuNs         int64                  `protobuf:"varint,2,opt,name=cpu_ns,json=cpuNs,proto3" json:"cpu_ns,omitempty"`
+	MemoryPeak    int64                  `protobuf:"varint,3,opt,name=memory_peak,json=memoryPeak,proto3" json:"memory_peak,omitempty"`
+	MemoryGibS    float64                `protobuf:"fixed64,4,opt,name=memory_gib_s,json=memoryGibS,proto3" json:"memory_gib_s,omitempty"`
+	PidsPeak      int64                  `protobuf:"varint,5,opt,name=pids_peak,json=pidsPeak,proto3" json:"pids_peak,omitempty"`
+	Samples       int64                  `protobuf:"varint,6,opt,name=samples,proto3" json:"samples,omitempty"`
+	BridgedNs     int64                  `protobuf:"varint,7,opt,name=bridged_ns,json=bridgedNs,proto3" json:"bridged_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkloadUsage) Reset() {
+	*x = WorkloadUsage{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkloadUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkloadUsage) ProtoMessage() {}
+
+func (x *WorkloadUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkloadUsage.ProtoReflect.Descriptor instead.
+func (*WorkloadUsage) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *WorkloadUsage) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *WorkloadUsage) GetCpuNs() int64 {
+	if x != nil {
+		return x.CpuNs
+	}
+	return 0
+}
+
+func (x *WorkloadUsage) GetMemoryPeak() int64 {
+	if x != nil {
+		return x.MemoryPeak
+	}
+	return 0
+}
+
+func (x *WorkloadUsage) GetMemoryGibS() float64 {
+	if x != nil {
+		return x.MemoryGibS
+	}
+	return 0
+}
+
+func (x *WorkloadUsage) GetPidsPeak() int64 {
+	if x != nil {
+		return x.PidsPeak
+	}
+	return 0
+}
+
+func (x *WorkloadUsage) GetSamples() int64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+func (x *WorkloadUsage) GetBridgedNs() int64 {
+	if x != nil {
+		return x.BridgedNs
+	}
+	return 0
+}
+
+// ProcessUsageEntry is host.ProcessUsage.
+type ProcessUsageEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Argv          []string               `protobuf:"bytes,2,rep,name=argv,proto3" json:"argv,omitempty"`
+	Phase         string                 `protobuf:"bytes,3,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	ExitCode      *int64                 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	OutputBytes   int64                  `protobuf:"varint,6,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	Usage         *ProcessUsage          `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessUsageEntry) Reset() {
+	*x = ProcessUsageEntry{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessUsageEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessUsageEntry) ProtoMessage() {}
+
+func (x *ProcessUsageEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessUsageEntry.ProtoReflect.Descriptor instead.
+func (*ProcessUsageEntry) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *ProcessUsageEntry) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ProcessUsageEntry) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *ProcessUsageEntry) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *ProcessUsageEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ProcessUsageEntry) GetExitCode() int64 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
+func (x *ProcessUsageEntry) GetOutputBytes() int64 {
+	if x != nil {
+		return x.OutputBytes
+	}
+	return 0
+}
+
+func (x *ProcessUsageEntry) GetUsage() *ProcessUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 type RecoveryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -6194,7 +6832,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[90]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6206,7 +6844,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[90]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6219,7 +6857,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{90}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{97}
 }
 
 type RecoveryResponse struct {
@@ -6235,7 +6873,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[91]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6247,7 +6885,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[91]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6260,7 +6898,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{91}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -6305,7 +6943,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[92]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6317,7 +6955,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[92]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6330,7 +6968,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{92}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -6383,7 +7021,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[93]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6395,7 +7033,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[93]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6408,7 +7046,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{93}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{100}
 }
 
 // DoctorResponse is profile.Report: the profile in use, what it relaxes,
@@ -6428,7 +7066,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6440,7 +7078,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6453,7 +7091,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{94}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *DoctorResponse) GetProfile() string {
@@ -6516,7 +7154,7 @@ type Relaxation struct {
 
 func (x *Relaxation) Reset() {
 	*x = Relaxation{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6528,7 +7166,7 @@ func (x *Relaxation) String() string {
 func (*Relaxation) ProtoMessage() {}
 
 func (x *Relaxation) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6541,7 +7179,7 @@ func (x *Relaxation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relaxation.ProtoReflect.Descriptor instead.
 func (*Relaxation) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{95}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *Relaxation) GetGuarantee() string {
@@ -6573,7 +7211,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[96]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6585,7 +7223,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[96]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6598,7 +7236,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{96}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *Check) GetName() string {
@@ -6651,7 +7289,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[97]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6663,7 +7301,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[97]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6676,7 +7314,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{97}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{104}
 }
 
 type ShutdownResponse struct {
@@ -6687,7 +7325,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[98]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6699,7 +7337,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[98]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6712,7 +7350,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{98}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{105}
 }
 
 var File_stockade_v1_stockade_proto protoreflect.FileDescriptor
@@ -6802,7 +7440,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	" \x03(\v2\x16.stockade.v1.SecretVarR\asecrets\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\b\n" +
 	"\fSandboxState\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x14\n" +
@@ -6830,7 +7468,8 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\rlast_rollback\x18\x17 \x01(\v2\x18.stockade.v1.RollingBackR\flastRollback\x12\x10\n" +
 	"\x03seq\x18\x18 \x01(\x04R\x03seq\x126\n" +
 	"\breserved\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\breserved\x12*\n" +
-	"\x02at\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xbe\x01\n" +
+	"\x02at\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12/\n" +
+	"\x05usage\x18\x1b \x01(\v2\x19.stockade.v1.UsageSampledR\x05usage\"\xbe\x01\n" +
 	"\x0eSandboxCreated\x12\x1a\n" +
 	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
 	"\x06export\x18\x02 \x01(\tR\x06export\x12\x16\n" +
@@ -6905,7 +7544,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\bdetached\x18\x11 \x01(\bR\bdetached\x12\x10\n" +
 	"\x03seq\x18\x12 \x01(\x04R\x03seq\x126\n" +
 	"\breserved\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\breserved\x12*\n" +
-	"\x02at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xfd\x01\n" +
+	"\x02at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xae\x02\n" +
 	"\rProcessExited\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x03H\x00R\bexitCode\x88\x01\x01\x12\x14\n" +
@@ -6913,7 +7552,8 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
 	"\fstdout_bytes\x18\x05 \x01(\x03R\vstdoutBytes\x12!\n" +
 	"\fstderr_bytes\x18\x06 \x01(\x03R\vstderrBytes\x12.\n" +
-	"\achanges\x18\a \x01(\v2\x14.stockade.v1.ChangesR\achangesB\f\n" +
+	"\achanges\x18\a \x01(\v2\x14.stockade.v1.ChangesR\achanges\x12/\n" +
+	"\x05usage\x18\b \x01(\v2\x19.stockade.v1.ProcessUsageR\x05usageB\f\n" +
 	"\n" +
 	"_exit_code\"'\n" +
 	"\x15CreateSandboxResponse\x12\x0e\n" +
@@ -7115,7 +7755,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"process_id\x18\x01 \x01(\tR\tprocessId\"I\n" +
 	"\x06Output\x12+\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x13.stockade.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\x95\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xc6\x02\n" +
 	"\x06Result\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12(\n" +
@@ -7123,7 +7763,18 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\fstdout_bytes\x18\x04 \x01(\x03R\vstdoutBytes\x12!\n" +
 	"\fstderr_bytes\x18\x05 \x01(\x03R\vstderrBytes\x124\n" +
 	"\astarted\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x120\n" +
-	"\x05ended\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05ended\"F\n" +
+	"\x05ended\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05ended\x12/\n" +
+	"\x05usage\x18\b \x01(\v2\x19.stockade.v1.ProcessUsageR\x05usage\"\xc8\x01\n" +
+	"\fProcessUsage\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x17\n" +
+	"\awall_ns\x18\x02 \x01(\x03R\x06wallNs\x12\x17\n" +
+	"\auser_ns\x18\x03 \x01(\x03R\x06userNs\x12\x15\n" +
+	"\x06sys_ns\x18\x04 \x01(\x03R\x05sysNs\x12\x17\n" +
+	"\amax_rss\x18\x05 \x01(\x03R\x06maxRss\x12\x1d\n" +
+	"\n" +
+	"read_bytes\x18\x06 \x01(\x03R\treadBytes\x12\x1f\n" +
+	"\vwrite_bytes\x18\a \x01(\x03R\n" +
+	"writeBytes\"F\n" +
 	"\rSignalRequest\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\tR\tprocessId\x12\x16\n" +
@@ -7193,7 +7844,65 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\asandbox\x18\x02 \x01(\v2\x19.stockade.v1.SandboxStateH\x00R\asandbox\x125\n" +
 	"\aprocess\x18\x03 \x01(\v2\x19.stockade.v1.ProcessStateH\x00R\aprocessB\a\n" +
 	"\x05stateJ\x04\b\x01\x10\x02R\n" +
-	"state_json\"\x11\n" +
+	"state_json\"\xd9\x01\n" +
+	"\fUsageRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12=\n" +
+	"\x06labels\x18\x02 \x03(\v2%.stockade.v1.UsageRequest.LabelsEntryR\x06labels\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
+	"\rUsageResponse\x127\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x19.stockade.v1.SandboxUsageR\tsandboxes\"\xe6\x04\n" +
+	"\fSandboxUsage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12=\n" +
+	"\x06labels\x18\x02 \x03(\v2%.stockade.v1.SandboxUsage.LabelsEntryR\x06labels\x12\x12\n" +
+	"\x04pool\x18\x03 \x01(\tR\x04pool\x12\x14\n" +
+	"\x05image\x18\x04 \x01(\tR\x05image\x12\x14\n" +
+	"\x05phase\x18\x05 \x01(\tR\x05phase\x126\n" +
+	"\breserved\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\breserved\x120\n" +
+	"\x05ended\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05ended\x126\n" +
+	"\bworkload\x18\b \x01(\v2\x1a.stockade.v1.WorkloadUsageR\bworkload\x12\x1a\n" +
+	"\bcomplete\x18\t \x01(\bR\bcomplete\x12<\n" +
+	"\tprocesses\x18\n" +
+	" \x03(\v2\x1e.stockade.v1.ProcessUsageEntryR\tprocesses\x12!\n" +
+	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\x12%\n" +
+	"\x0eegress_allowed\x18\f \x01(\x03R\regressAllowed\x12#\n" +
+	"\regress_denied\x18\r \x01(\x03R\fegressDenied\x12!\n" +
+	"\fegress_bytes\x18\x0e \x01(\x03R\vegressBytes\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
+	"\fUsageSampled\x120\n" +
+	"\x05usage\x18\x01 \x01(\v2\x1a.stockade.v1.WorkloadUsageR\x05usage\x12\x1c\n" +
+	"\n" +
+	"run_cpu_ns\x18\x02 \x01(\x03R\brunCpuNs\x12\x1d\n" +
+	"\n" +
+	"run_memory\x18\x03 \x01(\x03R\trunMemory\x12\x1b\n" +
+	"\trun_ended\x18\x04 \x01(\bR\brunEnded\x12\x14\n" +
+	"\x05final\x18\x05 \x01(\bR\x05final\"\xeb\x01\n" +
+	"\rWorkloadUsage\x12*\n" +
+	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x15\n" +
+	"\x06cpu_ns\x18\x02 \x01(\x03R\x05cpuNs\x12\x1f\n" +
+	"\vmemory_peak\x18\x03 \x01(\x03R\n" +
+	"memoryPeak\x12 \n" +
+	"\fmemory_gib_s\x18\x04 \x01(\x01R\n" +
+	"memoryGibS\x12\x1b\n" +
+	"\tpids_peak\x18\x05 \x01(\x03R\bpidsPeak\x12\x18\n" +
+	"\asamples\x18\x06 \x01(\x03R\asamples\x12\x1d\n" +
+	"\n" +
+	"bridged_ns\x18\a \x01(\x03R\tbridgedNs\"\xe9\x01\n" +
+	"\x11ProcessUsageEntry\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04argv\x18\x02 \x03(\tR\x04argv\x12\x14\n" +
+	"\x05phase\x18\x03 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12 \n" +
+	"\texit_code\x18\x05 \x01(\x03H\x00R\bexitCode\x88\x01\x01\x12!\n" +
+	"\foutput_bytes\x18\x06 \x01(\x03R\voutputBytes\x12/\n" +
+	"\x05usage\x18\a \x01(\v2\x19.stockade.v1.ProcessUsageR\x05usageB\f\n" +
+	"\n" +
+	"_exit_code\"\x11\n" +
 	"\x0fRecoveryRequest\"\xbe\x01\n" +
 	"\x10RecoveryResponse\x12;\n" +
 	"\tsandboxes\x18\x01 \x03(\v2\x1d.stockade.v1.RecoveredSandboxR\tsandboxes\x12\x1c\n" +
@@ -7262,7 +7971,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\aChanges\x12\x1b.stockade.v1.ChangesRequest\x1a\x1b.stockade.v1.ProcessChanges2\x7f\n" +
 	"\x05Files\x12:\n" +
 	"\x03Put\x12\x17.stockade.v1.PutRequest\x1a\x18.stockade.v1.PutResponse(\x01\x12:\n" +
-	"\x03Get\x12\x17.stockade.v1.GetRequest\x1a\x18.stockade.v1.GetResponse0\x012\xec\x04\n" +
+	"\x03Get\x12\x17.stockade.v1.GetRequest\x1a\x18.stockade.v1.GetResponse0\x012\xac\x05\n" +
 	"\aJournal\x12D\n" +
 	"\aHistory\x12\x1b.stockade.v1.HistoryRequest\x1a\x1c.stockade.v1.HistoryResponse\x12A\n" +
 	"\x06Replay\x12\x1a.stockade.v1.ReplayRequest\x1a\x1b.stockade.v1.ReplayResponse\x12A\n" +
@@ -7271,7 +7980,8 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\x04Live\x12\x18.stockade.v1.LiveRequest\x1a\x19.stockade.v1.LiveResponse\x12A\n" +
 	"\x06Verify\x12\x1a.stockade.v1.VerifyRequest\x1a\x1b.stockade.v1.VerifyResponse\x12G\n" +
 	"\bRecovery\x12\x1c.stockade.v1.RecoveryRequest\x1a\x1d.stockade.v1.RecoveryResponse\x12A\n" +
-	"\x06Doctor\x12\x1a.stockade.v1.DoctorRequest\x1a\x1b.stockade.v1.DoctorResponse\x12G\n" +
+	"\x06Doctor\x12\x1a.stockade.v1.DoctorRequest\x1a\x1b.stockade.v1.DoctorResponse\x12>\n" +
+	"\x05Usage\x12\x19.stockade.v1.UsageRequest\x1a\x1a.stockade.v1.UsageResponse\x12G\n" +
 	"\bShutdown\x12\x1c.stockade.v1.ShutdownRequest\x1a\x1d.stockade.v1.ShutdownResponseB9Z7github.com/stockade/stockade/api/stockade/v1;stockadev1b\x06proto3"
 
 var (
@@ -7287,7 +7997,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                      // 0: stockade.v1.Stream
 	(*Error)(nil),                    // 1: stockade.v1.Error
@@ -7357,61 +8067,70 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*ExecStarted)(nil),              // 65: stockade.v1.ExecStarted
 	(*Output)(nil),                   // 66: stockade.v1.Output
 	(*Result)(nil),                   // 67: stockade.v1.Result
-	(*SignalRequest)(nil),            // 68: stockade.v1.SignalRequest
-	(*SignalResponse)(nil),           // 69: stockade.v1.SignalResponse
-	(*StopProcessRequest)(nil),       // 70: stockade.v1.StopProcessRequest
-	(*StopProcessResponse)(nil),      // 71: stockade.v1.StopProcessResponse
-	(*WaitRequest)(nil),              // 72: stockade.v1.WaitRequest
-	(*WaitResponse)(nil),             // 73: stockade.v1.WaitResponse
-	(*PutRequest)(nil),               // 74: stockade.v1.PutRequest
-	(*PutResponse)(nil),              // 75: stockade.v1.PutResponse
-	(*GetRequest)(nil),               // 76: stockade.v1.GetRequest
-	(*GetResponse)(nil),              // 77: stockade.v1.GetResponse
-	(*HistoryRequest)(nil),           // 78: stockade.v1.HistoryRequest
-	(*HistoryResponse)(nil),          // 79: stockade.v1.HistoryResponse
-	(*ExportRequest)(nil),            // 80: stockade.v1.ExportRequest
-	(*ExportChunk)(nil),              // 81: stockade.v1.ExportChunk
-	(*LiveRequest)(nil),              // 82: stockade.v1.LiveRequest
-	(*LiveEntity)(nil),               // 83: stockade.v1.LiveEntity
-	(*LiveResponse)(nil),             // 84: stockade.v1.LiveResponse
-	(*VerifyRequest)(nil),            // 85: stockade.v1.VerifyRequest
-	(*VerifyResponse)(nil),           // 86: stockade.v1.VerifyResponse
-	(*FollowRequest)(nil),            // 87: stockade.v1.FollowRequest
-	(*HistoryEvent)(nil),             // 88: stockade.v1.HistoryEvent
-	(*ReplayRequest)(nil),            // 89: stockade.v1.ReplayRequest
-	(*ReplayResponse)(nil),           // 90: stockade.v1.ReplayResponse
-	(*RecoveryRequest)(nil),          // 91: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),         // 92: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),         // 93: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),            // 94: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),           // 95: stockade.v1.DoctorResponse
-	(*Relaxation)(nil),               // 96: stockade.v1.Relaxation
-	(*Check)(nil),                    // 97: stockade.v1.Check
-	(*ShutdownRequest)(nil),          // 98: stockade.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),         // 99: stockade.v1.ShutdownResponse
-	nil,                              // 100: stockade.v1.CreateSandboxRequest.LabelsEntry
-	nil,                              // 101: stockade.v1.SandboxSpec.LabelsEntry
-	nil,                              // 102: stockade.v1.SandboxInfo.LabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 103: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 104: google.protobuf.Duration
+	(*ProcessUsage)(nil),             // 68: stockade.v1.ProcessUsage
+	(*SignalRequest)(nil),            // 69: stockade.v1.SignalRequest
+	(*SignalResponse)(nil),           // 70: stockade.v1.SignalResponse
+	(*StopProcessRequest)(nil),       // 71: stockade.v1.StopProcessRequest
+	(*StopProcessResponse)(nil),      // 72: stockade.v1.StopProcessResponse
+	(*WaitRequest)(nil),              // 73: stockade.v1.WaitRequest
+	(*WaitResponse)(nil),             // 74: stockade.v1.WaitResponse
+	(*PutRequest)(nil),               // 75: stockade.v1.PutRequest
+	(*PutResponse)(nil),              // 76: stockade.v1.PutResponse
+	(*GetRequest)(nil),               // 77: stockade.v1.GetRequest
+	(*GetResponse)(nil),              // 78: stockade.v1.GetResponse
+	(*HistoryRequest)(nil),           // 79: stockade.v1.HistoryRequest
+	(*HistoryResponse)(nil),          // 80: stockade.v1.HistoryResponse
+	(*ExportRequest)(nil),            // 81: stockade.v1.ExportRequest
+	(*ExportChunk)(nil),              // 82: stockade.v1.ExportChunk
+	(*LiveRequest)(nil),              // 83: stockade.v1.LiveRequest
+	(*LiveEntity)(nil),               // 84: stockade.v1.LiveEntity
+	(*LiveResponse)(nil),             // 85: stockade.v1.LiveResponse
+	(*VerifyRequest)(nil),            // 86: stockade.v1.VerifyRequest
+	(*VerifyResponse)(nil),           // 87: stockade.v1.VerifyResponse
+	(*FollowRequest)(nil),            // 88: stockade.v1.FollowRequest
+	(*HistoryEvent)(nil),             // 89: stockade.v1.HistoryEvent
+	(*ReplayRequest)(nil),            // 90: stockade.v1.ReplayRequest
+	(*ReplayResponse)(nil),           // 91: stockade.v1.ReplayResponse
+	(*UsageRequest)(nil),             // 92: stockade.v1.UsageRequest
+	(*UsageResponse)(nil),            // 93: stockade.v1.UsageResponse
+	(*SandboxUsage)(nil),             // 94: stockade.v1.SandboxUsage
+	(*UsageSampled)(nil),             // 95: stockade.v1.UsageSampled
+	(*WorkloadUsage)(nil),            // 96: stockade.v1.WorkloadUsage
+	(*ProcessUsageEntry)(nil),        // 97: stockade.v1.ProcessUsageEntry
+	(*RecoveryRequest)(nil),          // 98: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),         // 99: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),         // 100: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),            // 101: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),           // 102: stockade.v1.DoctorResponse
+	(*Relaxation)(nil),               // 103: stockade.v1.Relaxation
+	(*Check)(nil),                    // 104: stockade.v1.Check
+	(*ShutdownRequest)(nil),          // 105: stockade.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),         // 106: stockade.v1.ShutdownResponse
+	nil,                              // 107: stockade.v1.CreateSandboxRequest.LabelsEntry
+	nil,                              // 108: stockade.v1.SandboxSpec.LabelsEntry
+	nil,                              // 109: stockade.v1.SandboxInfo.LabelsEntry
+	nil,                              // 110: stockade.v1.UsageRequest.LabelsEntry
+	nil,                              // 111: stockade.v1.SandboxUsage.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 112: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 113: google.protobuf.Duration
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
 	4,   // 0: stockade.v1.SetSecretsRequest.secrets:type_name -> stockade.v1.SecretVar
 	9,   // 1: stockade.v1.EgressResponse.decisions:type_name -> stockade.v1.EgressDecision
-	103, // 2: stockade.v1.EgressDecision.time:type_name -> google.protobuf.Timestamp
+	112, // 2: stockade.v1.EgressDecision.time:type_name -> google.protobuf.Timestamp
 	11,  // 3: stockade.v1.CreateSandboxRequest.policy:type_name -> stockade.v1.Policy
 	13,  // 4: stockade.v1.CreateSandboxRequest.datasets:type_name -> stockade.v1.Dataset
-	104, // 5: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	100, // 6: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
+	113, // 5: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	107, // 6: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
 	4,   // 7: stockade.v1.CreateSandboxRequest.secrets:type_name -> stockade.v1.SecretVar
 	12,  // 8: stockade.v1.Policy.user:type_name -> stockade.v1.User
 	11,  // 9: stockade.v1.SandboxSpec.policy:type_name -> stockade.v1.Policy
 	13,  // 10: stockade.v1.SandboxSpec.datasets:type_name -> stockade.v1.Dataset
-	104, // 11: stockade.v1.SandboxSpec.ttl:type_name -> google.protobuf.Duration
-	101, // 12: stockade.v1.SandboxSpec.labels:type_name -> stockade.v1.SandboxSpec.LabelsEntry
+	113, // 11: stockade.v1.SandboxSpec.ttl:type_name -> google.protobuf.Duration
+	108, // 12: stockade.v1.SandboxSpec.labels:type_name -> stockade.v1.SandboxSpec.LabelsEntry
 	4,   // 13: stockade.v1.SandboxSpec.secrets:type_name -> stockade.v1.SecretVar
 	14,  // 14: stockade.v1.SandboxState.spec:type_name -> stockade.v1.SandboxSpec
-	103, // 15: stockade.v1.SandboxState.deadline:type_name -> google.protobuf.Timestamp
+	112, // 15: stockade.v1.SandboxState.deadline:type_name -> google.protobuf.Timestamp
 	16,  // 16: stockade.v1.SandboxState.created:type_name -> stockade.v1.SandboxCreated
 	17,  // 17: stockade.v1.SandboxState.exit:type_name -> stockade.v1.SandboxExited
 	18,  // 18: stockade.v1.SandboxState.recovered:type_name -> stockade.v1.Recovered
@@ -7419,126 +8138,142 @@ var file_stockade_v1_stockade_proto_depIdxs = []int32{
 	20,  // 20: stockade.v1.SandboxState.checkpoints:type_name -> stockade.v1.Checkpointed
 	21,  // 21: stockade.v1.SandboxState.rolling_back:type_name -> stockade.v1.RollingBack
 	21,  // 22: stockade.v1.SandboxState.last_rollback:type_name -> stockade.v1.RollingBack
-	103, // 23: stockade.v1.SandboxState.reserved:type_name -> google.protobuf.Timestamp
-	103, // 24: stockade.v1.SandboxState.at:type_name -> google.protobuf.Timestamp
-	104, // 25: stockade.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
-	61,  // 26: stockade.v1.ProcessSpec.record:type_name -> stockade.v1.Record
-	22,  // 27: stockade.v1.ProcessState.spec:type_name -> stockade.v1.ProcessSpec
-	103, // 28: stockade.v1.ProcessState.deadline:type_name -> google.protobuf.Timestamp
-	24,  // 29: stockade.v1.ProcessState.exit:type_name -> stockade.v1.ProcessExited
-	18,  // 30: stockade.v1.ProcessState.recovered:type_name -> stockade.v1.Recovered
-	103, // 31: stockade.v1.ProcessState.reserved:type_name -> google.protobuf.Timestamp
-	103, // 32: stockade.v1.ProcessState.at:type_name -> google.protobuf.Timestamp
-	50,  // 33: stockade.v1.ProcessExited.changes:type_name -> stockade.v1.Changes
-	28,  // 34: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	103, // 35: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
-	102, // 36: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
-	103, // 37: stockade.v1.CheckpointInfo.created:type_name -> google.protobuf.Timestamp
-	30,  // 38: stockade.v1.ListCheckpointsResponse.checkpoints:type_name -> stockade.v1.CheckpointInfo
-	39,  // 39: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
-	15,  // 40: stockade.v1.InspectSandboxResponse.state:type_name -> stockade.v1.SandboxState
-	50,  // 41: stockade.v1.ProcessChanges.changes:type_name -> stockade.v1.Changes
-	52,  // 42: stockade.v1.ProcessChanges.diffs:type_name -> stockade.v1.FileDiff
-	51,  // 43: stockade.v1.Changes.entries:type_name -> stockade.v1.Change
-	64,  // 44: stockade.v1.AttachMessage.chunk:type_name -> stockade.v1.LogsChunk
-	55,  // 45: stockade.v1.AttachMessage.end:type_name -> stockade.v1.AttachEnd
-	56,  // 46: stockade.v1.AttachEnd.output:type_name -> stockade.v1.OutputSummary
-	67,  // 47: stockade.v1.AttachEnd.result:type_name -> stockade.v1.Result
-	60,  // 48: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
-	58,  // 49: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
-	1,   // 50: stockade.v1.Resized.error:type_name -> stockade.v1.Error
-	104, // 51: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
-	61,  // 52: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
-	65,  // 53: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
-	66,  // 54: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
-	67,  // 55: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
-	59,  // 56: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
-	0,   // 57: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
-	56,  // 58: stockade.v1.LogsChunk.summary:type_name -> stockade.v1.OutputSummary
-	0,   // 59: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
-	1,   // 60: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	103, // 61: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	103, // 62: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
-	67,  // 63: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
-	88,  // 64: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	103, // 65: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
-	83,  // 66: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	103, // 67: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	15,  // 68: stockade.v1.ReplayResponse.sandbox:type_name -> stockade.v1.SandboxState
-	23,  // 69: stockade.v1.ReplayResponse.process:type_name -> stockade.v1.ProcessState
-	93,  // 70: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	104, // 71: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	96,  // 72: stockade.v1.DoctorResponse.relaxes:type_name -> stockade.v1.Relaxation
-	97,  // 73: stockade.v1.DoctorResponse.checks:type_name -> stockade.v1.Check
-	10,  // 74: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	26,  // 75: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	42,  // 76: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	44,  // 77: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	46,  // 78: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	2,   // 79: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
-	5,   // 80: stockade.v1.Sandboxes.SetSecrets:input_type -> stockade.v1.SetSecretsRequest
-	7,   // 81: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
-	29,  // 82: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
-	31,  // 83: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
-	33,  // 84: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
-	35,  // 85: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
-	37,  // 86: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
-	40,  // 87: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
-	63,  // 88: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
-	57,  // 89: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	68,  // 90: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	70,  // 91: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	72,  // 92: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	53,  // 93: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
-	48,  // 94: stockade.v1.Processes.Changes:input_type -> stockade.v1.ChangesRequest
-	74,  // 95: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	76,  // 96: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	78,  // 97: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	89,  // 98: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	87,  // 99: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	80,  // 100: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	82,  // 101: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	85,  // 102: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	91,  // 103: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	94,  // 104: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	98,  // 105: stockade.v1.Journal.Shutdown:input_type -> stockade.v1.ShutdownRequest
-	25,  // 106: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	27,  // 107: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	43,  // 108: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	45,  // 109: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	47,  // 110: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	3,   // 111: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
-	6,   // 112: stockade.v1.Sandboxes.SetSecrets:output_type -> stockade.v1.SetSecretsResponse
-	8,   // 113: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
-	30,  // 114: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
-	32,  // 115: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
-	34,  // 116: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
-	36,  // 117: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
-	38,  // 118: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
-	41,  // 119: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
-	64,  // 120: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
-	62,  // 121: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	69,  // 122: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	71,  // 123: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	73,  // 124: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	54,  // 125: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
-	49,  // 126: stockade.v1.Processes.Changes:output_type -> stockade.v1.ProcessChanges
-	75,  // 127: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	77,  // 128: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	79,  // 129: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	90,  // 130: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	88,  // 131: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	81,  // 132: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	84,  // 133: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	86,  // 134: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	92,  // 135: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	95,  // 136: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	99,  // 137: stockade.v1.Journal.Shutdown:output_type -> stockade.v1.ShutdownResponse
-	106, // [106:138] is the sub-list for method output_type
-	74,  // [74:106] is the sub-list for method input_type
-	74,  // [74:74] is the sub-list for extension type_name
-	74,  // [74:74] is the sub-list for extension extendee
-	0,   // [0:74] is the sub-list for field type_name
+	112, // 23: stockade.v1.SandboxState.reserved:type_name -> google.protobuf.Timestamp
+	112, // 24: stockade.v1.SandboxState.at:type_name -> google.protobuf.Timestamp
+	95,  // 25: stockade.v1.SandboxState.usage:type_name -> stockade.v1.UsageSampled
+	113, // 26: stockade.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
+	61,  // 27: stockade.v1.ProcessSpec.record:type_name -> stockade.v1.Record
+	22,  // 28: stockade.v1.ProcessState.spec:type_name -> stockade.v1.ProcessSpec
+	112, // 29: stockade.v1.ProcessState.deadline:type_name -> google.protobuf.Timestamp
+	24,  // 30: stockade.v1.ProcessState.exit:type_name -> stockade.v1.ProcessExited
+	18,  // 31: stockade.v1.ProcessState.recovered:type_name -> stockade.v1.Recovered
+	112, // 32: stockade.v1.ProcessState.reserved:type_name -> google.protobuf.Timestamp
+	112, // 33: stockade.v1.ProcessState.at:type_name -> google.protobuf.Timestamp
+	50,  // 34: stockade.v1.ProcessExited.changes:type_name -> stockade.v1.Changes
+	68,  // 35: stockade.v1.ProcessExited.usage:type_name -> stockade.v1.ProcessUsage
+	28,  // 36: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
+	112, // 37: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	109, // 38: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
+	112, // 39: stockade.v1.CheckpointInfo.created:type_name -> google.protobuf.Timestamp
+	30,  // 40: stockade.v1.ListCheckpointsResponse.checkpoints:type_name -> stockade.v1.CheckpointInfo
+	39,  // 41: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
+	15,  // 42: stockade.v1.InspectSandboxResponse.state:type_name -> stockade.v1.SandboxState
+	50,  // 43: stockade.v1.ProcessChanges.changes:type_name -> stockade.v1.Changes
+	52,  // 44: stockade.v1.ProcessChanges.diffs:type_name -> stockade.v1.FileDiff
+	51,  // 45: stockade.v1.Changes.entries:type_name -> stockade.v1.Change
+	64,  // 46: stockade.v1.AttachMessage.chunk:type_name -> stockade.v1.LogsChunk
+	55,  // 47: stockade.v1.AttachMessage.end:type_name -> stockade.v1.AttachEnd
+	56,  // 48: stockade.v1.AttachEnd.output:type_name -> stockade.v1.OutputSummary
+	67,  // 49: stockade.v1.AttachEnd.result:type_name -> stockade.v1.Result
+	60,  // 50: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
+	58,  // 51: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
+	1,   // 52: stockade.v1.Resized.error:type_name -> stockade.v1.Error
+	113, // 53: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	61,  // 54: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
+	65,  // 55: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
+	66,  // 56: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
+	67,  // 57: stockade.v1.ExecResponse.result:type_name -> stockade.v1.Result
+	59,  // 58: stockade.v1.ExecResponse.resized:type_name -> stockade.v1.Resized
+	0,   // 59: stockade.v1.LogsChunk.stream:type_name -> stockade.v1.Stream
+	56,  // 60: stockade.v1.LogsChunk.summary:type_name -> stockade.v1.OutputSummary
+	0,   // 61: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
+	1,   // 62: stockade.v1.Result.error:type_name -> stockade.v1.Error
+	112, // 63: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	112, // 64: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	68,  // 65: stockade.v1.Result.usage:type_name -> stockade.v1.ProcessUsage
+	67,  // 66: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
+	89,  // 67: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
+	112, // 68: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	84,  // 69: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
+	112, // 70: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	15,  // 71: stockade.v1.ReplayResponse.sandbox:type_name -> stockade.v1.SandboxState
+	23,  // 72: stockade.v1.ReplayResponse.process:type_name -> stockade.v1.ProcessState
+	110, // 73: stockade.v1.UsageRequest.labels:type_name -> stockade.v1.UsageRequest.LabelsEntry
+	112, // 74: stockade.v1.UsageRequest.since:type_name -> google.protobuf.Timestamp
+	94,  // 75: stockade.v1.UsageResponse.sandboxes:type_name -> stockade.v1.SandboxUsage
+	111, // 76: stockade.v1.SandboxUsage.labels:type_name -> stockade.v1.SandboxUsage.LabelsEntry
+	112, // 77: stockade.v1.SandboxUsage.reserved:type_name -> google.protobuf.Timestamp
+	112, // 78: stockade.v1.SandboxUsage.ended:type_name -> google.protobuf.Timestamp
+	96,  // 79: stockade.v1.SandboxUsage.workload:type_name -> stockade.v1.WorkloadUsage
+	97,  // 80: stockade.v1.SandboxUsage.processes:type_name -> stockade.v1.ProcessUsageEntry
+	96,  // 81: stockade.v1.UsageSampled.usage:type_name -> stockade.v1.WorkloadUsage
+	112, // 82: stockade.v1.WorkloadUsage.at:type_name -> google.protobuf.Timestamp
+	68,  // 83: stockade.v1.ProcessUsageEntry.usage:type_name -> stockade.v1.ProcessUsage
+	100, // 84: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	113, // 85: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	103, // 86: stockade.v1.DoctorResponse.relaxes:type_name -> stockade.v1.Relaxation
+	104, // 87: stockade.v1.DoctorResponse.checks:type_name -> stockade.v1.Check
+	10,  // 88: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	26,  // 89: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	42,  // 90: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	44,  // 91: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	46,  // 92: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	2,   // 93: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
+	5,   // 94: stockade.v1.Sandboxes.SetSecrets:input_type -> stockade.v1.SetSecretsRequest
+	7,   // 95: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
+	29,  // 96: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
+	31,  // 97: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
+	33,  // 98: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
+	35,  // 99: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
+	37,  // 100: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
+	40,  // 101: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
+	63,  // 102: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	57,  // 103: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	69,  // 104: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	71,  // 105: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	73,  // 106: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	53,  // 107: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
+	48,  // 108: stockade.v1.Processes.Changes:input_type -> stockade.v1.ChangesRequest
+	75,  // 109: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	77,  // 110: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	79,  // 111: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	90,  // 112: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	88,  // 113: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	81,  // 114: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	83,  // 115: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	86,  // 116: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	98,  // 117: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	101, // 118: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	92,  // 119: stockade.v1.Journal.Usage:input_type -> stockade.v1.UsageRequest
+	105, // 120: stockade.v1.Journal.Shutdown:input_type -> stockade.v1.ShutdownRequest
+	25,  // 121: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	27,  // 122: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	43,  // 123: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	45,  // 124: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	47,  // 125: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	3,   // 126: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
+	6,   // 127: stockade.v1.Sandboxes.SetSecrets:output_type -> stockade.v1.SetSecretsResponse
+	8,   // 128: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
+	30,  // 129: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
+	32,  // 130: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
+	34,  // 131: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
+	36,  // 132: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
+	38,  // 133: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
+	41,  // 134: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
+	64,  // 135: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	62,  // 136: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	70,  // 137: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	72,  // 138: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	74,  // 139: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	54,  // 140: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
+	49,  // 141: stockade.v1.Processes.Changes:output_type -> stockade.v1.ProcessChanges
+	76,  // 142: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	78,  // 143: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	80,  // 144: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	91,  // 145: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	89,  // 146: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	82,  // 147: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	85,  // 148: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	87,  // 149: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	99,  // 150: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	102, // 151: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	93,  // 152: stockade.v1.Journal.Usage:output_type -> stockade.v1.UsageResponse
+	106, // 153: stockade.v1.Journal.Shutdown:output_type -> stockade.v1.ShutdownResponse
+	121, // [121:154] is the sub-list for method output_type
+	88,  // [88:121] is the sub-list for method input_type
+	88,  // [88:88] is the sub-list for extension type_name
+	88,  // [88:88] is the sub-list for extension extendee
+	0,   // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -7565,17 +8300,18 @@ func file_stockade_v1_stockade_proto_init() {
 		(*ExecResponse_Result)(nil),
 		(*ExecResponse_Resized)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[89].OneofWrappers = []any{
+	file_stockade_v1_stockade_proto_msgTypes[90].OneofWrappers = []any{
 		(*ReplayResponse_Sandbox)(nil),
 		(*ReplayResponse_Process)(nil),
 	}
+	file_stockade_v1_stockade_proto_msgTypes[96].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   102,
+			NumMessages:   111,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

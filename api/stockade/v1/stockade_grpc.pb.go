@@ -1349,6 +1349,7 @@ const (
 	Journal_Verify_FullMethodName   = "/stockade.v1.Journal/Verify"
 	Journal_Recovery_FullMethodName = "/stockade.v1.Journal/Recovery"
 	Journal_Doctor_FullMethodName   = "/stockade.v1.Journal/Doctor"
+	Journal_Usage_FullMethodName    = "/stockade.v1.Journal/Usage"
 	Journal_Shutdown_FullMethodName = "/stockade.v1.Journal/Shutdown"
 )
 
@@ -1377,6 +1378,9 @@ type JournalClient interface {
 	Recovery(ctx context.Context, in *RecoveryRequest, opts ...grpc.CallOption) (*RecoveryResponse, error)
 	// Doctor checks the daemon against the runtime's profile.
 	Doctor(ctx context.Context, in *DoctorRequest, opts ...grpc.CallOption) (*DoctorResponse, error)
+	// Usage is the usage ledger of the sandboxes the request picks
+	// (host.Runtime.Usage).
+	Usage(ctx context.Context, in *UsageRequest, opts ...grpc.CallOption) (*UsageResponse, error)
 	// Shutdown stops every sandbox of the runtime (one-shot ones removed),
 	// removes the pools' sandboxes and closes the runtime; the server then
 	// stops serving (host.Runtime.Shutdown).
@@ -1489,6 +1493,16 @@ func (c *journalClient) Doctor(ctx context.Context, in *DoctorRequest, opts ...g
 	return out, nil
 }
 
+func (c *journalClient) Usage(ctx context.Context, in *UsageRequest, opts ...grpc.CallOption) (*UsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UsageResponse)
+	err := c.cc.Invoke(ctx, Journal_Usage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *journalClient) Shutdown(ctx context.Context, in *ShutdownRequest, opts ...grpc.CallOption) (*ShutdownResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ShutdownResponse)
@@ -1524,6 +1538,9 @@ type JournalServer interface {
 	Recovery(context.Context, *RecoveryRequest) (*RecoveryResponse, error)
 	// Doctor checks the daemon against the runtime's profile.
 	Doctor(context.Context, *DoctorRequest) (*DoctorResponse, error)
+	// Usage is the usage ledger of the sandboxes the request picks
+	// (host.Runtime.Usage).
+	Usage(context.Context, *UsageRequest) (*UsageResponse, error)
 	// Shutdown stops every sandbox of the runtime (one-shot ones removed),
 	// removes the pools' sandboxes and closes the runtime; the server then
 	// stops serving (host.Runtime.Shutdown).
@@ -1561,6 +1578,9 @@ func (UnimplementedJournalServer) Recovery(context.Context, *RecoveryRequest) (*
 }
 func (UnimplementedJournalServer) Doctor(context.Context, *DoctorRequest) (*DoctorResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Doctor not implemented")
+}
+func (UnimplementedJournalServer) Usage(context.Context, *UsageRequest) (*UsageResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Usage not implemented")
 }
 func (UnimplementedJournalServer) Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Shutdown not implemented")
@@ -1716,6 +1736,24 @@ func _Journal_Doctor_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Journal_Usage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).Usage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_Usage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).Usage(ctx, req.(*UsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Journal_Shutdown_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ShutdownRequest)
 	if err := dec(in); err != nil {
@@ -1764,6 +1802,10 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Doctor",
 			Handler:    _Journal_Doctor_Handler,
+		},
+		{
+			MethodName: "Usage",
+			Handler:    _Journal_Usage_Handler,
 		},
 		{
 			MethodName: "Shutdown",

@@ -116,6 +116,11 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 		ev.StdoutBytes, ev.StderrBytes = d.stdout, d.stderr
 	}
 	a.tr.exiting(&ev)
+	if ev.Usage == nil && a.state.Group != 0 {
+		// Started, and its transport knows no more than when: the wall
+		// time as this runtime saw it.
+		ev.Usage = &spec.ProcessUsage{Source: spec.UsageWall, Wall: max(a.deps.Now().Sub(a.started), 0)}
+	}
 	if rec := a.streams.stdin; rec != nil {
 		if err := rec.Close(); err != nil {
 			a.deps.Log.Warn("the process's stdin recording is incomplete", "process", a.p.ID, "err", err)
@@ -128,7 +133,7 @@ func (a *processActor) finish(reason lifecycle.Reason, code int, err error) {
 	a.streams.out.sealRecording() // the exit is journaled: the recording may say complete
 	a.tr.exited()
 	res := spec.Result{ExitCode: code, Reason: string(reason), Err: err, StdoutBytes: ev.StdoutBytes,
-		StderrBytes: ev.StderrBytes, Started: a.started, Ended: a.state.At}
+		StderrBytes: ev.StderrBytes, Started: a.started, Ended: a.state.At, Usage: ev.Usage}
 	a.end(res)
 }
 

@@ -402,6 +402,14 @@ func (w *wardenTransport) startFailure(code int, head []byte) error {
 
 func (w *wardenTransport) exiting(ev *lifecycle.ProcessExited) {
 	ev.Changes = w.changes()
+	if w.proc != nil {
+		if ex, ok := w.proc.Exit(); ok && ex.Usage != nil {
+			u := ex.Usage
+			ev.Usage = &spec.ProcessUsage{Source: spec.UsageRusage, Wall: time.Duration(u.WallNanos),
+				User: time.Duration(u.UserNanos), System: time.Duration(u.SystemNanos),
+				MaxRSS: u.MaxRSS, ReadBytes: u.ReadBytes, WriteBytes: u.WriteBytes}
+		}
+	}
 	if w.proc != nil && w.a.p.Adopt != nil {
 		// A re-adopted process's read loop saw only what came after the
 		// resume: the warden counted every byte by stream. (A process

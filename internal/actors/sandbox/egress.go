@@ -303,6 +303,9 @@ func (e *egressPart) runLink(ctx context.Context, gen int, sb dockerio.Sandbox, 
 		if a.deps.Recorder != nil {
 			a.deps.Recorder.CountDecision(string(d.Verdict))
 		}
+		if f := a.deps.Decided; f != nil {
+			f(a.p.ID, d)
+		}
 	}
 }
 

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/stockade/stockade/internal/actors/process"
 	"github.com/stockade/stockade/lifecycle"
 	"github.com/stockade/stockade/spec"
@@ -33,6 +35,9 @@ type Params struct {
 	// pool, or recovered as one) can no longer be claimed: it stops, its
 	// workload died, or its warden is lost.
 	Unready func()
+	// Span, if set, is the create's trace span: the Docker calls of the
+	// create and start run under it (their readbacks are its children).
+	Span trace.Span
 	// Unanswered, if set, is called when the actor stops after its
 	// sandbox was removed with asks still open (asks.go): each was then
 	// answered with an internal error.

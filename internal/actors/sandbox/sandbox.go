@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stockade/stockade/dockerio"
 	"github.com/stockade/stockade/internal/actors"
@@ -24,6 +25,7 @@ type engine interface {
 	dockerio.Workspaces
 	dockerio.Wardens
 	dockerio.Egress
+	dockerio.Meters
 	InspectSandbox(ctx context.Context, sb dockerio.Sandbox) (dockerio.Observed, error)
 	SignalGroup(ctx context.Context, sb dockerio.Sandbox, pgid int, sig syscall.Signal) error
 }
@@ -46,6 +48,7 @@ type (
 	stoppedMsg  struct {
 		exit dockerio.ContainerExit
 		err  error
+		use  *dockerio.CgroupSample // the run's last sample (nil: none)
 	}
 	removedMsg struct{ err error }
 	ttlMsg     struct{}
@@ -85,6 +88,7 @@ type sandboxActor struct {
 	rollback    rollbackPart   // rollback.go
 	checkpoints checkpointPart // checkpoint.go
 	recovery    recoveryPart   // recover.go
+	usage       usagePart      // usage.go
 	parts       []part         // the above, in the order they are offered a message
 
 	// secrets are the values of the sandbox's secret variables, by name:
@@ -121,12 +125,20 @@ func newActor(d *actors.Deps, p Params) *sandboxActor {
 	}
 	a.p.Spec.Secrets = spec.WithoutSecretValues(p.Spec.Secrets)
 	a.warden.a, a.egress.a, a.copies.a, a.pool.a = a, a, a, a
-	a.rollback.a, a.checkpoints.a, a.recovery.a = a, a, a
-	a.parts = []part{&a.warden, &a.egress, &a.copies, &a.pool, &a.rollback, &a.checkpoints, &a.recovery}
+	a.rollback.a, a.checkpoints.a, a.recovery.a, a.usage.a = a, a, a, a
+	a.parts = []part{&a.warden, &a.egress, &a.copies, &a.pool, &a.rollback, &a.checkpoints, &a.recovery, &a.usage}
 	return a
 }
 
 func (a *sandboxActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
+
+// traced is ctx under the create's span, if it has one.
+func (a *sandboxActor) traced(ctx context.Context) context.Context {
+	if a.p.Span == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, a.p.Span)
+}
 
 // DockerSandbox names a journaled sandbox's Docker resources: what its folded
 // state knows of them (the ids once created; else only the owner, id and
@@ -183,8 +195,10 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.state.ID = a.p.ID
 		if a.p.Recover != nil {
 			a.recovery.start(ctx)
+			a.usage.start()
 			return
 		}
+		a.usage.start()
 		a.create()
 	case createdMsg:
 		a.onCreated(m)
@@ -228,6 +242,7 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		}
 		a.warden.close()
 		a.egress.stop()
+		a.usage.close()
 		a.answerOpenAsks()
 	case *actor.Stopped:
 		a.recovery.settle(spec.Errorf(spec.CodeInternal, "sandbox", "sandbox %s's actor stopped before recovery settled it", a.p.ID))
@@ -287,7 +302,7 @@ func (a *sandboxActor) create() {
 	failpoint.Hit(failpoint.SandboxReserved)
 	req := dockerio.SandboxRequest{Owner: a.deps.Config.Owner, ID: a.p.ID, Spec: a.p.Spec}
 	a.goDocker(func(ctx context.Context) any {
-		sb, err := a.engine.CreateSandbox(ctx, req)
+		sb, err := a.engine.CreateSandbox(a.traced(ctx), req)
 		return createdMsg{sb: sb, err: err}
 	})
 }
@@ -307,7 +322,7 @@ func (a *sandboxActor) onCreated(m createdMsg) {
 	}
 	failpoint.Hit(failpoint.SandboxCreated)
 	sb := a.sb
-	a.goDocker(func(ctx context.Context) any { return startedMsg{err: a.engine.StartSandbox(ctx, sb)} })
+	a.goDocker(func(ctx context.Context) any { return startedMsg{err: a.engine.StartSandbox(a.traced(ctx), sb)} })
 }
 
 func (a *sandboxActor) onStarted(m startedMsg) {
@@ -493,6 +508,7 @@ func (a *sandboxActor) onStopped(m stoppedMsg) {
 	}
 	a.end.downExit = &m.exit
 	failpoint.Hit(failpoint.SandboxStopCall)
+	a.usage.onStop(m.use)
 	a.maybeExited()
 }
 
@@ -623,8 +639,9 @@ func (a *sandboxActor) finishStop() {
 	a.stopProcesses(spec.Errorf(spec.CodeCancelled, "process", "sandbox %s stopped", a.p.ID))
 	sb, grace := a.sb, a.deps.Config.StopGrace
 	a.goDocker(func(ctx context.Context) any {
+		use := lastSample(ctx, a.engine, sb)
 		exit, err := a.engine.StopSandbox(ctx, sb, grace)
-		return stoppedMsg{exit: exit, err: err}
+		return stoppedMsg{exit: exit, err: err, use: use}
 	})
 }
 
@@ -652,6 +669,7 @@ func (a *sandboxActor) workloadDead(obs dockerio.Observed) {
 		}
 	}
 	a.end.downExit, a.end.exitDead = &exit, true
+	a.usage.onStop(nil) // the cgroup went with the workload: the last sample stands
 	a.stopProcesses(spec.Errorf(spec.CodeCancelled, "process", "the workload of sandbox %s died", a.p.ID))
 	a.maybeExited()
 }

@@ -1,0 +1,30 @@
+package dockerio
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/tracing"
+)
+
+// readbackSpan starts a readback's span under the span ctx carries (the
+// runtime's create span, which the sandbox actor hands down), from that
+// span's own provider: with no span, or tracing off, it is a no-op.
+func readbackSpan(ctx context.Context, sb Sandbox, role Role, started bool) (context.Context, trace.Span) {
+	return trace.SpanFromContext(ctx).TracerProvider().Tracer(tracing.Name).Start(ctx, "stockade.readback",
+		trace.WithAttributes(tracing.SandboxID.String(sb.ID), attribute.String("stockade.role", string(role)),
+			attribute.Bool("stockade.readback.running", started)))
+}
+
+// endSpan ends a span with err's outcome.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, string(spec.CodeOf(err)))
+		span.RecordError(err)
+	}
+	span.End()
+}

@@ -1,0 +1,123 @@
+package host
+
+import (
+	"time"
+
+	"github.com/stockade/stockade/lifecycle"
+	"github.com/stockade/stockade/spec"
+)
+
+// UsageQuery picks the sandboxes a usage report covers: every condition
+// given must hold.
+type UsageQuery struct {
+	// Sandbox is one sandbox's id ("": any).
+	Sandbox string
+	// Labels must each be among the sandbox's labels, with the same value.
+	Labels map[string]string
+	// Since keeps the sandboxes live at or after it: still live, or whose
+	// last event is not before it (zero: any).
+	Since time.Time
+}
+
+// Usage is a usage report: each sandbox picked, oldest first, and their
+// sum.
+type Usage struct {
+	Sandboxes []SandboxUsage `json:"sandboxes"`
+	Total     UsageTotal     `json:"total"`
+}
+
+// SandboxUsage is what one sandbox used, from the journal (and, for a
+// running one, a sample taken for the report).
+type SandboxUsage struct {
+	ID     string            `json:"id"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Pool is the warm pool the sandbox was made for ("": made cold).
+	Pool     string          `json:"pool,omitempty"`
+	Image    string          `json:"image"`
+	Phase    lifecycle.Phase `json:"phase"`
+	Reserved time.Time       `json:"reserved"`
+	// Ended is when the workload exited (zero while it runs).
+	Ended time.Time `json:"ended,omitzero"`
+	// Workload is what the workload's cgroup counted.
+	Workload spec.WorkloadUsage `json:"workload"`
+	// Complete says the ledger is whole: the workload stopped and its
+	// last reading was taken at the stop. A running sandbox's is not (it
+	// goes on); nor is one whose workload died, or was stopped with no
+	// runtime to read it, after its last sample (the time since that
+	// sample is not counted).
+	Complete bool `json:"complete"`
+	// Processes is each process of the sandbox, oldest first.
+	Processes []ProcessUsage `json:"processes,omitempty"`
+	// OutputBytes is what the processes wrote to stdout and stderr.
+	OutputBytes int64 `json:"output_bytes"`
+	// Egress counts an allowlist sandbox's connections by verdict and the
+	// bytes the allowed ones carried (both ways), from the proxy's
+	// recorded decisions.
+	EgressAllowed int64 `json:"egress_allowed"`
+	EgressDenied  int64 `json:"egress_denied"`
+	EgressBytes   int64 `json:"egress_bytes"`
+}
+
+// ProcessUsage is one process's use, as journaled with its end (Usage nil:
+// it has not ended, or never started).
+type ProcessUsage struct {
+	ID       string             `json:"id"`
+	Argv     []string           `json:"argv"`
+	Phase    lifecycle.Phase    `json:"phase"`
+	Reason   string             `json:"reason,omitempty"`
+	ExitCode *int               `json:"exit_code,omitempty"`
+	Output   int64              `json:"output_bytes"`
+	Usage    *spec.ProcessUsage `json:"usage,omitempty"`
+}
+
+// UsageTotal sums a report's sandboxes.
+type UsageTotal struct {
+	Sandboxes int `json:"sandboxes"`
+	Processes int `json:"processes"`
+	// CPU is the workloads' CPU time; ProcessCPU the part of it their
+	// processes' own rusage accounts for.
+	CPU              time.Duration `json:"cpu_ns"`
+	ProcessCPU       time.Duration `json:"process_cpu_ns"`
+	MemoryGiBSeconds float64       `json:"memory_gib_s"`
+	// MemoryPeak is the largest sandbox's peak (not a sum).
+	MemoryPeak    int64 `json:"memory_peak"`
+	OutputBytes   int64 `json:"output_bytes"`
+	EgressAllowed int64 `json:"egress_allowed"`
+	EgressDenied  int64 `json:"egress_denied"`
+	EgressBytes   int64 `json:"egress_bytes"`
+}
+
+// Sum adds up the sandboxes of u into u.Total.
+func (u *Usage) Sum() {
+	t := UsageTotal{Sandboxes: len(u.Sandboxes)}
+	for _, s := range u.Sandboxes {
+		t.Processes += len(s.Processes)
+		t.CPU += s.Workload.CPU
+		t.MemoryGiBSeconds += s.Workload.MemoryGiBSeconds
+		t.MemoryPeak = max(t.MemoryPeak, s.Workload.MemoryPeak)
+		t.OutputBytes += s.OutputBytes
+		t.EgressAllowed += s.EgressAllowed
+		t.EgressDenied += s.EgressDenied
+		t.EgressBytes += s.EgressBytes
+		for _, p := range s.Processes {
+			if p.Usage != nil {
+				t.ProcessCPU += p.Usage.CPU()
+			}
+		}
+	}
+	u.Total = t
+}
+
+// Matches reports whether a sandbox's folded state is one q picks.
+func (q UsageQuery) Matches(s lifecycle.Sandbox) bool {
+	if q.Sandbox != "" && s.ID != q.Sandbox {
+		return false
+	}
+	for k, v := range q.Labels {
+		if got, ok := s.Spec.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	running := s.Phase == lifecycle.PhaseReserved || s.Phase == lifecycle.PhaseStarted || s.Phase == lifecycle.PhaseStopping
+	return q.Since.IsZero() || running || !s.At.Before(q.Since)
+}
