@@ -35,14 +35,18 @@ func storyJournal(t *testing.T) (string, string) {
 		k  journal.Key
 		ev lifecycle.Event
 	}{
-		{sb, lifecycle.SandboxReserved{Owner: j.Owner(), Spec: spec.Sandbox{Image: "sha256:" + strings.Repeat("ab", 32), Policy: spec.DefaultPolicy(), Lifetime: spec.Kept}, Profile: "p", Revision: "r"}},
+		{sb, lifecycle.SandboxReserved{Owner: j.Owner(), Spec: spec.Sandbox{Image: "sha256:" + strings.Repeat("ab", 32), Policy: spec.DefaultPolicy(), Lifetime: spec.Kept, Labels: map[string]string{"batch": "nightly"}}, Profile: "p", Revision: "r"}},
 		{sb, lifecycle.SandboxCreated{Workload: "w0", Export: "e0", Volume: "v0"}},
 		{sb, lifecycle.SandboxStarted{}},
 		{pr, lifecycle.ProcessReserved{Sandbox: "sbstory", Spec: spec.Process{Argv: []string{"sh", "-c", "make test"}}}},
 		{pr, lifecycle.ExecCreated{ExecID: "x0"}},
 		{pr, lifecycle.ProcessStarted{Group: 12}},
-		{pr, lifecycle.ProcessExited{Reason: lifecycle.ReasonExited, ExitCode: code(2), StdoutBytes: 120, StderrBytes: 30}},
+		{pr, lifecycle.ProcessExited{Reason: lifecycle.ReasonExited, ExitCode: code(2), StdoutBytes: 120, StderrBytes: 30,
+			Usage: &spec.ProcessUsage{Source: spec.UsageRusage, Wall: 1500 * time.Millisecond, User: 1200 * time.Millisecond, System: 100 * time.Millisecond,
+				MaxRSS: 50 << 20, ReadBytes: 4096, WriteBytes: 8192}}},
 		{sb, lifecycle.SandboxStopping{Reason: lifecycle.ReasonStopped}},
+		{sb, lifecycle.UsageSampled{Usage: spec.WorkloadUsage{At: time.Date(2026, 12, 2, 10, 0, 2, 0, time.UTC), CPU: 1400 * time.Millisecond,
+			MemoryPeak: 64 << 20, MemoryGiBSeconds: 0.125, PidsPeak: 3, Samples: 2}, RunEnded: true, Final: true}},
 		{sb, lifecycle.SandboxExited{Reason: lifecycle.ReasonStopped, ExitCode: code(143)}},
 	} {
 		typ, payload, _ := lifecycle.Encode(step.ev)
@@ -72,6 +76,9 @@ func TestGoldenJournalOutput(t *testing.T) {
 		{"replay-process.golden", []string{"journal", "replay", "pstory", "--process"}},
 		{"diff-2-5.golden", []string{"journal", "diff", "sbstory", "--at", "2", "--at", "5"}},
 		{"diff-process.golden", []string{"journal", "diff", "pstory", "--process", "--at", "1", "--at", "4"}},
+		{"usage.golden", []string{"usage", "sbstory"}},
+		{"usage-label.golden", []string{"usage", "--label", "batch=nightly", "--json"}},
+		{"usage-none.golden", []string{"usage", "--label", "batch=other"}},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			var out, errb bytes.Buffer

@@ -326,6 +326,7 @@ line on stderr saying how many bytes are missing.
   stockade --json logs "$pid"
 `,
 	"diff":   diffHelp,
+	"usage":  usageHelp,
 	"replay": replayHelp,
 	"help": `usage: stockade help [COMMAND]
 

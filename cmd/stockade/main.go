@@ -85,6 +85,9 @@ commands:
   mcp                       serve the runtime to an agent over MCP on stdin/stdout (docs/mcp.md)
   diff PROCESS_ID           what a process changed under /workspace: its changes, and a unified diff
                             of each small text file
+  usage [SANDBOX] [--label KEY=value] [--since T]
+                            what sandboxes used (CPU, memory, GiB·s, processes, output, egress),
+                            from the journal; with SANDBOX, each process's rusage too
   replay SANDBOX --rerun [--until POS] [--keep] [--timeout D]
                             run a sandbox's recorded processes again in a new sandbox and compare each
                             (exit, stdout, stderr, changes); exits 0 whether or not they diverged
@@ -197,6 +200,8 @@ func parseCommand(g global, name string, rest []string) (command, error) {
 		return parseMCP(g, rest)
 	case "diff":
 		return parseDiffCmd(g, rest)
+	case "usage":
+		return parseUsage(g, rest)
 	case "replay":
 		return parseReplay(g, rest)
 	case "recover":

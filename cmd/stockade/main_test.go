@@ -337,7 +337,7 @@ func TestJournalRestore(t *testing.T) {
 
 // commands is every command name parseCommand accepts, but drill-child
 // (the drill's own workload, not for people): each has its help.
-var commands = []string{"doctor", "run", "sandbox", "exec", "cp", "serve", "node", "pool", "checkpoint", "rollback", "journal", "logs", "mcp", "diff", "replay", "recover", "drill", "completion", "help"}
+var commands = []string{"doctor", "run", "sandbox", "exec", "cp", "serve", "node", "pool", "checkpoint", "rollback", "journal", "logs", "mcp", "diff", "usage", "replay", "recover", "drill", "completion", "help"}
 
 // TestCommandHelp: every command's --help (and help CMD) prints that
 // command's own usage with at least one example, touching nothing; and
