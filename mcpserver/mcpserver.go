@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"github.com/stockade/stockade/host"
 	"github.com/stockade/stockade/rerun"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/tracing"
 )
 
 // Version is the server's version as it introduces itself.
@@ -83,6 +85,7 @@ func New(rt host.Runtime, opts Options) *mcp.Server {
 		so.SubscribeHandler, so.UnsubscribeHandler = subs.subscribe, subs.unsubscribe
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "stockade", Title: "stockade: sandboxes that remember", Version: Version}, so)
+	s.AddReceivingMiddleware(callerSpan)
 	subs.mu.Lock()
 	subs.srv = s
 	subs.mu.Unlock()
@@ -953,4 +956,28 @@ func (t tools) rerun(ctx context.Context, in RerunIn) (rerun.Report, error) {
 		rep.Processes = []rerun.ProcessReport{}
 	}
 	return rep, err
+}
+
+// callerSpan parents the runtime's spans of a request on the caller's:
+// the W3C traceparent (and tracestate) an MCP client puts in the request's
+// _meta, as OpenTelemetry's MCP conventions place it.
+func callerSpan(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if p := req.GetParams(); p != nil && !isNilPointer(p) {
+			if meta := p.GetMeta(); len(meta) > 0 {
+				ctx = tracing.Extract(ctx, func(k string) string {
+					v, _ := meta[k].(string)
+					return v
+				})
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// isNilPointer: a request's params may be a typed nil (its GetMeta would
+// dereference it).
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

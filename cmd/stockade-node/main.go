@@ -22,15 +22,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/stockade/stockade/internal/sandboxflag"
-	"github.com/stockade/stockade/statedir"
-
-	"github.com/stockade/stockade/profile"
-
 	stockade "github.com/stockade/stockade"
+	"github.com/stockade/stockade/internal/sandboxflag"
 	"github.com/stockade/stockade/kubenode"
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/statedir"
+	"github.com/stockade/stockade/tracing/exporter"
 )
 
 // Usage is the command line, as `stockade node` shows it.
@@ -189,6 +188,17 @@ func (o *options) execute(ctx context.Context, stderr io.Writer) int {
 		return fail(stderr, err, 1)
 	}
 	defer unmark()
+	traces, err := exporter.FromEnv(ctx)
+	if err != nil {
+		return fail(stderr, err, 1)
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := traces.Shutdown(fctx); err != nil {
+			log.Warn("the last spans could not be exported", "err", err)
+		}
+	}()
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: o.journal, Profile: o.profile, Logger: log, LockTimeout: lockWait, Pools: o.pools})
 	if err != nil {
 		return fail(stderr, err, 1)

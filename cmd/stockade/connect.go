@@ -12,6 +12,7 @@ import (
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
 	"github.com/stockade/stockade/statedir"
+	"github.com/stockade/stockade/tracing/exporter"
 )
 
 // socketFor is where a server of the journal listens: $STOCKADE_SOCKET, else
@@ -34,6 +35,9 @@ func socketFor(g global) (string, error) {
 func connect(ctx context.Context, g global) (rt host.Runtime, served bool, err error) {
 	if c := dial(g); c != nil {
 		return c, true, nil
+	}
+	if err := embeddedTraces(ctx); err != nil {
+		return nil, false, err
 	}
 	e, err := stockade.Open(ctx, stockade.Options{Journal: g.journal, Profile: g.profile})
 	if spec.IsCode(err, spec.CodeJournalLocked) {
@@ -130,4 +134,17 @@ func openSandbox(ctx context.Context, g global, id string) (host.Runtime, host.S
 // wait for (its runtime lives on to see it end).
 type detacher interface {
 	StartDetached(ctx context.Context, p spec.Process) (string, error)
+}
+
+// cliTraces is the trace export an embedded runtime's command set up from
+// the OTEL_* environment (main flushes it at the exit).
+var cliTraces exporter.Setup
+
+func embeddedTraces(ctx context.Context) error {
+	if cliTraces.On {
+		return nil
+	}
+	s, err := exporter.FromEnv(ctx)
+	cliTraces = s
+	return err
 }

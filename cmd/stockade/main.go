@@ -41,13 +41,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
 	"github.com/stockade/stockade/profile"
-
 	"github.com/stockade/stockade/spec"
 )
 
@@ -121,6 +121,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := dispatch(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	flushTraces(cliTraces, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	os.Exit(code)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stockade/stockade/internal/sandboxflag"
 	"io"
 	"log/slog"
 	"net"
@@ -13,15 +12,19 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	stockade "github.com/stockade/stockade"
 	"github.com/stockade/stockade/host"
+	"github.com/stockade/stockade/internal/sandboxflag"
 	"github.com/stockade/stockade/mcpserver"
 	"github.com/stockade/stockade/server"
 	"github.com/stockade/stockade/spec"
-	"golang.org/x/net/netutil"
+	"github.com/stockade/stockade/tracing/exporter"
 )
 
 // serveGrace is how long unary calls in flight may take to finish once a
@@ -41,9 +44,11 @@ type serveCmd struct {
 	mcp, mcpToken string
 	pools         []stockade.PoolSpec
 	refills       int // at least 1 (--pool-refills, default stockade.DefaultPoolRefills)
+	// metricLabels are the sandbox label keys the usage metrics carry.
+	metricLabels []string
 }
 
-const serveUsage = "stockade serve [--socket PATH] [--retain D] [--metrics ADDR] [--mcp ADDR [--mcp-token FILE]] [--pool NAME=KEY=VALUE,...,size=N]... [--pool-refills N]"
+const serveUsage = "stockade serve [--socket PATH] [--retain D] [--metrics ADDR [--metrics-label KEY]...] [--mcp ADDR [--mcp-token FILE]] [--pool NAME=KEY=VALUE,...,size=N]... [--pool-refills N]"
 
 func parseServe(g global, args []string) (command, error) {
 	c := &serveCmd{g: g}
@@ -53,6 +58,8 @@ func parseServe(g global, args []string) (command, error) {
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics over HTTP at this address (host:port; a bare :port is on loopback)")
 	fs.StringVar(&c.mcp, "mcp", "", "serve the MCP tools over Streamable HTTP at this address (host:port; a bare :port is on loopback; elsewhere --mcp-token is required)")
 	fs.StringVar(&c.mcpToken, "mcp-token", "", "a file (0600, this user's) holding the bearer token every MCP request must carry")
+	var labels multiFlag
+	fs.Var(&labels, "metrics-label", "a sandbox label key the usage metrics are labelled by, beside the pool (repeatable; keys with few values only)")
 	var pools multiFlag
 	fs.Var(&pools, "pool", "a warm pool: NAME=KEY=VALUE,...,size=N (keys: image, cpus, memory, pids, network, user, size; repeatable)")
 	refills := fs.Int("pool-refills", stockade.DefaultPoolRefills, "how many pooled sandboxes are made at once, across every pool")
@@ -62,6 +69,12 @@ func parseServe(g global, args []string) (command, error) {
 	}
 	if err := wantArgs("serve", pos, 0, serveUsage); err != nil {
 		return nil, err
+	}
+	for _, k := range labels {
+		if k == "" || strings.ContainsAny(k, "= ") {
+			return nil, spec.Errorf(spec.CodeInvalidArgument, "serve", "--metrics-label %q: want a label key (no '=' or space)", k)
+		}
+		c.metricLabels = append(c.metricLabels, k)
 	}
 	seen := map[string]bool{}
 	for _, v := range pools {
@@ -159,8 +172,16 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	defer unmark()
 	// A command that took the journal just before the marker was written
 	// holds it briefly: wait for it as long as commands wait for a server.
+	traces, err := exporter.FromEnv(ctx)
+	if err != nil {
+		return fail(stderr, err, 1)
+	}
+	defer flushTraces(traces, log)
+	if traces.On {
+		note(stderr, "exporting traces by OTLP over %s (OTEL_* environment)", traces.Protocol)
+	}
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log, LockTimeout: serverWait,
-		Pools: c.pools, PoolRefills: c.refills})
+		Pools: c.pools, PoolRefills: c.refills, MetricLabels: c.metricLabels})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
@@ -326,4 +347,14 @@ func processStats() string {
 	}
 	return fmt.Sprintf("stockade: stats goroutines=%d heap_alloc=%d heap_inuse=%d heap_objects=%d fds=%d gc=%d",
 		runtime.NumGoroutine(), m.HeapAlloc, m.HeapInuse, m.HeapObjects, fds, m.NumGC)
+}
+
+// flushTraces exports the spans still buffered, bounded: a collector that
+// does not answer never holds up an exit for long.
+func flushTraces(s exporter.Setup, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		log.Warn("the last spans could not be exported", "err", err)
+	}
 }

@@ -6,7 +6,6 @@ package exporter
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 
@@ -17,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/stockade/stockade/spec"
 )
 
 // Setup is tracing as the environment configured it.
@@ -53,7 +54,7 @@ func Wanted(getenv func(string) string) (exporter string, err error) {
 		}
 		return "", nil
 	default:
-		return "", fmt.Errorf("tracing: OTEL_TRACES_EXPORTER=%q is not an exporter stockade has: use otlp, console or none", v)
+		return "", spec.Errorf(spec.CodeInvalidArgument, "tracing", "OTEL_TRACES_EXPORTER=%q is not an exporter stockade has: use otlp, console or none", v)
 	}
 }
 
@@ -70,7 +71,7 @@ func Protocol(getenv func(string) string) (string, error) {
 	case "grpc":
 		return "grpc", nil
 	default:
-		return "", fmt.Errorf("tracing: OTLP protocol %q is not one stockade exports: use grpc or http/protobuf", p)
+		return "", spec.Errorf(spec.CodeInvalidArgument, "tracing", "OTLP protocol %q is not one stockade exports (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL): use grpc or http/protobuf", p)
 	}
 }
 
@@ -98,12 +99,12 @@ func FromEnv(ctx context.Context) (Setup, error) {
 		}
 	}
 	if err != nil {
-		return Setup{}, fmt.Errorf("tracing: making the %s exporter: %w", proto, err)
+		return Setup{}, spec.Wrap(spec.CodeInvalidArgument, "tracing", err, "making the %s trace exporter from the OTEL_* environment", proto)
 	}
 	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", "stockade")),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil {
-		return Setup{}, fmt.Errorf("tracing: the resource the environment describes: %w", err)
+		return Setup{}, spec.Wrap(spec.CodeInvalidArgument, "tracing", err, "the resource OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME describe")
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(sx), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
