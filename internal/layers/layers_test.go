@@ -75,7 +75,7 @@ var rank = map[string]int{
 	// _test.go files.
 	"internal/testenv": 12, "internal/testutil": 12, "internal/dockertest": 12, "internal/faultproxy": 12,
 	"internal/layers": 12, "internal/kubecluster": 12, "internal/inspecttest": 12, "internal/journaltest": 12,
-	"internal/metricstest": 12,
+	"internal/metricstest": 12, "internal/otlptest": 12,
 
 	// The suites against the real daemon (test/...) share test/testkit.
 	"test/testkit": 13, "internal/kubecluster/cmd/kubecluster": 13,

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stockade/stockade/spec"
 )
@@ -76,10 +77,31 @@ func Protocol(getenv func(string) string) (string, error) {
 }
 
 // FromEnv installs, as OpenTelemetry's global tracer provider and W3C
-// trace-context propagator, what the environment asks for; with tracing
-// off it installs nothing (the global provider stays the no-op one, which
-// costs a span nothing). Call Shutdown before exiting.
+// trace-context propagator, what the environment asks for (New); with
+// tracing off it installs nothing (the global provider stays the no-op
+// one, which costs a span nothing). Call Shutdown before exiting.
 func FromEnv(ctx context.Context) (Setup, error) {
+	s, err := New(ctx)
+	if err != nil || !s.On {
+		return s, err
+	}
+	otel.SetTracerProvider(s.provider)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return s, nil
+}
+
+// Provider is the tracer provider made (nil when tracing is off), for
+// stockade.Options.TracerProvider.
+func (s Setup) Provider() trace.TracerProvider {
+	if s.provider == nil {
+		return nil
+	}
+	return s.provider
+}
+
+// New makes the tracer provider the environment asks for, without
+// installing it anywhere (Setup.On false: tracing is off).
+func New(ctx context.Context) (Setup, error) {
 	exp, err := Wanted(os.Getenv)
 	if err != nil || exp == "" {
 		return Setup{}, err
@@ -107,7 +129,5 @@ func FromEnv(ctx context.Context) (Setup, error) {
 		return Setup{}, spec.Wrap(spec.CodeInvalidArgument, "tracing", err, "the resource OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME describe")
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(sx), sdktrace.WithResource(res))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return Setup{On: true, Protocol: proto, provider: tp}, nil
 }

@@ -33,6 +33,7 @@ func seedFrames() [][]byte {
 		frame(TOut, 0, []byte{1, 'x'}),
 		header(TOut, 1, MaxPayload+1),
 		frame(TExited, 1, []byte(`{"code":0,"signal":9}`)),
+		frame(TExited, 1, []byte(`{"code":0,"output":0,"usage":{"wall_ns":5,"user_ns":3,"sys_ns":1,"max_rss":4096,"read_bytes":512,"write_bytes":-1}}`)),
 		[]byte{byte(TOut), 0, 0},
 	)
 	return seeds

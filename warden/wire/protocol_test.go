@@ -28,7 +28,7 @@ func validMessages() map[Type]any {
 		TSpawn:       &Spawn{ID: "p1", Argv: []string{"sh", "-c", "echo hi"}, Env: []string{"A=1", "B="}, Dir: "/workspace", Stdin: true, TTY: true, Rows: 24, Cols: 80},
 		TStarted:     &Started{PID: 12, PGID: 12, OOMKills: -1},
 		TSpawnFailed: &SpawnFailed{Code: 127, Error: "exec: not found"},
-		TExited:      &Exited{Code: -1, Signal: 9, Output: 1234, Stdout: 1234, OOMKills: 2},
+		TExited:      &Exited{Code: -1, Signal: 9, Output: 1234, Stdout: 1234, OOMKills: 2, Usage: &Usage{WallNanos: 9, UserNanos: 3, SystemNanos: 2, MaxRSS: 4096, ReadBytes: 512, WriteBytes: 1024}},
 		TChanges:     &Changes{Created: 2, Omitted: 1, Entries: []Change{{Op: OpCreated, Path: "/workspace/work/a", Kind: KindFile, Size: 3, Mode: 0o644, SHA256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", After: ptr("abc")}}},
 		TTable: &Table{Processes: []Entry{
 			{Channel: 1, ID: "p1", PID: 12, PGID: 12, Running: true, Acked: 10, Output: 20},
@@ -326,6 +326,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"exited code 256", TExited, `{"code":256,"output":0}`, "code 256"},
 		{"exited signal 65", TExited, `{"code":-1,"signal":65,"output":0}`, "signal 65"},
 		{"exited negative output", TExited, `{"code":0,"output":-1}`, "payload"},
+		{"exited negative cpu time", TExited, `{"code":0,"output":0,"usage":{"wall_ns":1,"user_ns":-3}}`, "negative"},
 		{"table duplicate channels", TTable, `{"processes":[{"channel":1,"id":"a","pid":1,"pgid":1},{"channel":1,"id":"b","pid":2,"pgid":2}]}`, "listed twice"},
 		{"table channel 0", TTable, `{"processes":[{"channel":0,"id":"a","pid":1,"pgid":1}]}`, "zero"},
 		{"table acked beyond output", TTable, `{"processes":[{"channel":1,"id":"a","pid":1,"pgid":1,"acked":5,"output":4}]}`, "acked 5 of 4"},
