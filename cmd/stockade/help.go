@@ -155,7 +155,18 @@ sandboxes stay up), exit 0. SIGUSR1: print a stats line (goroutines, heap after 
 open files) on stderr. Go hosts use the client package. --retain D
 deletes removed sandboxes and ended processes (events and recorded output)
 D after they end, so a long-lived server stays bounded. --metrics ADDR serves
-Prometheus metrics at http://ADDR/metrics (a bare :PORT is on loopback).
+Prometheus metrics at http://ADDR/metrics (a bare :PORT is on loopback);
+--metrics-label KEY (repeatable) labels the stockade_usage_* counters by
+that sandbox label besides the pool (keys with few values: a team, a task
+kind). --usage-every D is how often each running sandbox's cgroup is
+sampled for the usage ledger (stockade usage; default 10s).
+
+TRACES: with OTEL_TRACES_EXPORTER=otlp (or an OTLP endpoint named), the
+server exports OpenTelemetry spans of its work (create, readback, process,
+stop, remove, rollback, checkpoint, recovery) by OTLP, over
+OTEL_EXPORTER_OTLP_PROTOCOL grpc or http/protobuf, configured by the
+standard OTEL_* variables; a client's span (W3C traceparent) parents them
+(docs/operations.md).
 
 MCP (--mcp ADDR): the tools of stockade mcp for agents, over MCP's
 Streamable HTTP at http://ADDR/ (docs/mcp.md). A bare :PORT is on loopback.
@@ -185,7 +196,8 @@ pooled sandboxes are kept: a restarted server takes them back.
 
   stockade serve --mcp 127.0.0.1:8931 --mcp-token ~/.stockade-mcp-token &
   stockade serve &
-  stockade serve --metrics :9464 &
+  stockade serve --metrics :9464 --metrics-label team &
+  OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 stockade serve &
   stockade serve --socket /run/user/1000/stockade.sock
   stockade serve --pool py=image=stockade/python:dev,memory=512m,cpus=1,size=4 &
   stockade serve --pool small=memory=256m,size=2 --pool net=network=allowlist,size=1 &

@@ -46,9 +46,11 @@ type serveCmd struct {
 	refills       int // at least 1 (--pool-refills, default stockade.DefaultPoolRefills)
 	// metricLabels are the sandbox label keys the usage metrics carry.
 	metricLabels []string
+	// usageEvery is the usage ledger's sampling interval (0: the default).
+	usageEvery time.Duration
 }
 
-const serveUsage = "stockade serve [--socket PATH] [--retain D] [--metrics ADDR [--metrics-label KEY]...] [--mcp ADDR [--mcp-token FILE]] [--pool NAME=KEY=VALUE,...,size=N]... [--pool-refills N]"
+const serveUsage = "stockade serve [--socket PATH] [--retain D] [--metrics ADDR [--metrics-label KEY]...] [--usage-every D] [--mcp ADDR [--mcp-token FILE]] [--pool NAME=KEY=VALUE,...,size=N]... [--pool-refills N]"
 
 func parseServe(g global, args []string) (command, error) {
 	c := &serveCmd{g: g}
@@ -58,6 +60,7 @@ func parseServe(g global, args []string) (command, error) {
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics over HTTP at this address (host:port; a bare :port is on loopback)")
 	fs.StringVar(&c.mcp, "mcp", "", "serve the MCP tools over Streamable HTTP at this address (host:port; a bare :port is on loopback; elsewhere --mcp-token is required)")
 	fs.StringVar(&c.mcpToken, "mcp-token", "", "a file (0600, this user's) holding the bearer token every MCP request must carry")
+	fs.DurationVar(&c.usageEvery, "usage-every", 0, "sample each running sandbox's cgroup for the usage ledger this often (default 10s; negative: only at stops and when asked)")
 	var labels multiFlag
 	fs.Var(&labels, "metrics-label", "a sandbox label key the usage metrics are labelled by, beside the pool (repeatable; keys with few values only)")
 	var pools multiFlag
@@ -181,7 +184,7 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 		note(stderr, "exporting traces by OTLP over %s (OTEL_* environment)", traces.Protocol)
 	}
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log, LockTimeout: serverWait,
-		Pools: c.pools, PoolRefills: c.refills, MetricLabels: c.metricLabels})
+		Pools: c.pools, PoolRefills: c.refills, MetricLabels: c.metricLabels, UsageEvery: c.usageEvery})
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
