@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -54,7 +55,8 @@ func (s *Sandbox) start(ctx context.Context, p spec.Process, detached bool) (*Pr
 	}
 	// The stream outlives ctx: it carries the process's output until the
 	// result; ending it detaches the process (or, tied, stops it).
-	sctx, cancel := context.WithCancel(context.Background())
+	// The caller's span goes with it, as its traceparent.
+	sctx, cancel := context.WithCancel(trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(ctx)))
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	stream, err := s.c.execs.Exec(sctx)

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/stockade/stockade/profile"
-
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/client"
 
+	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/spec"
+	"github.com/stockade/stockade/tracing"
 )
 
 // Options configures an Adapter.
@@ -37,6 +37,10 @@ type Options struct {
 	// Subnets is the range allowlist sandboxes' networks are cut from: ""
 	// is $STOCKADE_SUBNETS, else 10.213.0.0/16 (defaultSubnets).
 	Subnets string
+	// NoHostCgroups reads usage from the daemon's stats API only, never
+	// the host's cgroupfs (which is read only when the runtime shares
+	// the daemon's host anyway).
+	NoHostCgroups bool
 }
 
 // Payload is a helper binary the adapter copies into Docker. Bytes is
@@ -85,6 +89,8 @@ type Adapter struct {
 	// The workloads' starts and the workspaces' seeds a create began, for
 	// StartSandbox to finish (seed.go).
 	starts, seeds pending
+	// cgroups reads the workloads' cgroups from the host (cgroup.go).
+	cgroups cgroups
 }
 
 var _ Engine = (*Adapter)(nil)
@@ -97,7 +103,9 @@ func NewAdapter(opts Options) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := append([]client.Opt{client.FromEnv}, opts.ClientOpts...)
+	// The client's own spans (one per API call) only inside the
+	// runtime's: a background call starts no trace.
+	base := append([]client.Opt{client.FromEnv, client.WithTraceProvider(tracing.Nested())}, opts.ClientOpts...)
 	probe, err := client.NewClientWithOpts(append(base, client.WithAPIVersionNegotiation())...)
 	if err != nil {
 		return nil, translate(err, "dockerio.client", "making the Docker client")
@@ -106,7 +114,7 @@ func NewAdapter(opts Options) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{profile: p, opts: base, probe: probe, images: map[string]imageFacts{}, warden: opts.WardenBinary, egress: opts.EgressBinary, subnets: subnets}, nil
+	return &Adapter{cgroups: cgroups{off: opts.NoHostCgroups}, profile: p, opts: base, probe: probe, images: map[string]imageFacts{}, warden: opts.WardenBinary, egress: opts.EgressBinary, subnets: subnets}, nil
 }
 
 // Profile returns the profile in use.

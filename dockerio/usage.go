@@ -35,12 +35,16 @@ type Meters interface {
 // grow with the host's CPUs).
 const maxStatsBody = 1 << 20
 
-// SampleUsage reads the workload's stats once (no second reading for a
-// rate: Docker's one-shot form).
+// SampleUsage reads the workload's cgroup: from the host's cgroupfs when
+// the runtime shares the daemon's host (cgroup.go), else the daemon's stats
+// once (no second reading for a rate: Docker's one-shot form).
 func (a *Adapter) SampleUsage(ctx context.Context, sb Sandbox) (CgroupSample, error) {
 	cli, err := a.ready(ctx)
 	if err != nil {
 		return CgroupSample{}, err
+	}
+	if s, ok := a.cgroups.sample(ctx, cli, sb.Workload); ok {
+		return s, nil
 	}
 	r, err := cli.ContainerStatsOneShot(ctx, sb.Workload)
 	if err != nil {

@@ -257,6 +257,15 @@ func testSandboxes(t *testing.T, v env) {
 func testStopAndRemove(t *testing.T, v env) {
 	ctx := ctxT(t)
 	sb := v.started(t)
+	// Running, its cgroup reads: tasks, memory, a CPU time that never
+	// goes back.
+	first, err := v.e.SampleUsage(ctx, sb)
+	if err != nil || first.At.IsZero() || first.Pids < 1 || first.Memory <= 0 || first.CPU < 0 {
+		t.Errorf("SampleUsage, running: %+v, %v; want a task, memory, a time", first, err)
+	}
+	if again, err := v.e.SampleUsage(ctx, sb); err != nil || again.CPU < first.CPU || again.At.Before(first.At) {
+		t.Errorf("SampleUsage again: %+v, %v; want counters not below %+v", again, err, first)
+	}
 	// Stopped: every resource stays, the workload's exit is its init's
 	// TERM (it passes the signal on to the workload's command).
 	exit, err := v.e.StopSandbox(ctx, sb, 30*time.Second)
@@ -271,6 +280,8 @@ func testStopAndRemove(t *testing.T, v env) {
 	wantCode(t, "VerifySandbox, stopped", v.e.VerifySandbox(ctx, sb), spec.CodeUnsupported)
 	_, err = v.e.CreateExec(ctx, sb, dockerio.ExecRequest{ProcessID: newID("p"), Spec: proc(false, "true")})
 	wantCode(t, "CreateExec, stopped", err, spec.CodeConflict)
+	_, err = v.e.SampleUsage(ctx, sb)
+	wantCode(t, "SampleUsage, stopped", err, spec.CodeNotFound)
 	if again, err := v.e.StopSandbox(ctx, sb, time.Second); err != nil || again != exit {
 		t.Errorf("StopSandbox again: %+v, %v; want %+v", again, err, exit)
 	}

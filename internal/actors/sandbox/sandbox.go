@@ -336,6 +336,7 @@ func (a *sandboxActor) onStarted(m startedMsg) {
 		a.sys.Root.Stop(a.self)
 		return
 	}
+	a.usage.m.anchor(a.deps.Now())
 	a.egress.start(false)
 	// The create answers once the warden is up: the first process does
 	// not wait for it, and a warden that cannot start fails the create

@@ -68,6 +68,15 @@ func (m *meter) restore(ev lifecycle.UsageSampled) {
 	m.base, m.runCPU, m.runMemory, m.inRun, m.anchored = ev.Usage.CPU-ev.RunCPU, ev.RunCPU, ev.RunMemory, true, true
 }
 
+// anchor starts the memory integral at a run's start, from nothing: the
+// first sample's stretch is drawn from zero.
+func (m *meter) anchor(at time.Time) {
+	if m.inRun || m.anchored {
+		return
+	}
+	m.total.At, m.runMemory, m.anchored = at, 0, true
+}
+
 // add folds in a sample of the running workload. every is the sampling
 // interval: a stretch longer than three of them went unsampled (bridged).
 func (m *meter) add(s dockerio.CgroupSample, every time.Duration) {
@@ -137,6 +146,10 @@ func (u *usagePart) restore() {
 	if ev := u.a.state.Usage; ev != nil {
 		u.m.restore(*ev)
 		u.journaled = ev.Usage.At
+	} else if u.a.p.Recover != nil && u.a.state.Started {
+		// Taken over with no sample journaled: its run began about when
+		// it was reserved; the stretch to the first sample is bridged.
+		u.m.anchor(u.a.state.Reserved)
 	}
 }
 

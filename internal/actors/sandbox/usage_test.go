@@ -95,3 +95,22 @@ func TestMeterEventRoundTrip(t *testing.T) {
 		t.Fatalf("event %+v", ev)
 	}
 }
+
+// TestMeterAnchored: a run's memory integral starts at its start, from
+// nothing, not at its first sample; a long first stretch is bridged.
+func TestMeterAnchored(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const gib = 1 << 30
+	var m meter
+	m.anchor(t0)
+	m.add(dockerio.CgroupSample{At: t0.Add(10 * time.Second), CPU: time.Second, Memory: 2 * gib}, 10*time.Second)
+	if m.total.MemoryGiBSeconds != 10 || m.total.Bridged != 0 || m.total.Samples != 1 {
+		t.Fatalf("anchored at the start: %+v", m.total)
+	}
+	var r meter
+	r.anchor(t0)
+	r.add(dockerio.CgroupSample{At: t0.Add(100 * time.Second), CPU: time.Second, Memory: 2 * gib}, 10*time.Second)
+	if r.total.MemoryGiBSeconds != 100 || r.total.Bridged != 100*time.Second {
+		t.Fatalf("anchored long before the first sample: %+v", r.total)
+	}
+}
