@@ -49,12 +49,18 @@ func (a *agent) call(ctx context.Context, name string, args map[string]any, out 
 		return strings.Join(text, "\n")
 	}
 	if out != nil {
-		b, _ := json.Marshal(res.StructuredContent) // the SDK decoded it from JSON
-		if err := json.Unmarshal(b, out); err != nil {
-			a.t.Fatalf("%s: decoding %s: %v", name, b, err)
-		}
+		a.decode(name, res, out)
 	}
 	return ""
+}
+
+// decode reads a tool's structured result into out.
+func (a *agent) decode(name string, res *mcp.CallToolResult, out any) {
+	a.t.Helper()
+	b, _ := json.Marshal(res.StructuredContent) // the SDK decoded it from JSON
+	if err := json.Unmarshal(b, out); err != nil {
+		a.t.Fatalf("%s: decoding %s: %v", name, b, err)
+	}
 }
 
 func (a *agent) must(ctx context.Context, name string, args map[string]any, out any) {
