@@ -16,14 +16,15 @@ import (
 // TestServeMetrics: `stockade serve --metrics 127.0.0.1:0` serves
 // Prometheus metrics that move with what the server does on the real
 // daemon: a sandbox and two processes (one exits 3) show as process starts,
-// exits by reason, live entities by phase and journal commits; no label
+// exits by reason, live entities by phase and journal commits, and the
+// usage counters by the sandbox label asked (--metrics-label); no label
 // carries a sandbox or process id.
 func TestServeMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e := testkit.NewCLI(t)
 	image := dockertest.ImageID(t, dockertest.Client(t))
-	s := e.Serve(t, ctx, "--metrics", "127.0.0.1:0")
+	s := e.Serve(t, ctx, "--metrics", "127.0.0.1:0", "--metrics-label", "team")
 	// The socket answers a moment before the metrics line is printed.
 	var m []string
 	for deadline := time.Now().Add(30 * time.Second); m == nil; time.Sleep(20 * time.Millisecond) {
@@ -34,7 +35,7 @@ func TestServeMetrics(t *testing.T) {
 	}
 	url := m[1]
 	c := s.Dial(t)
-	sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept})
+	sb, err := c.CreateSandbox(ctx, spec.Sandbox{Image: image, Policy: testkit.SmallPolicy(), Lifetime: spec.Kept, Labels: map[string]string{"team": "infra"}})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -55,6 +56,18 @@ func TestServeMetrics(t *testing.T) {
 		if strings.Contains(got, id) {
 			t.Fatalf("a metric label carries the id %s", id)
 		}
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got = metricstest.Await(t, url, time.Minute,
+		`stockade_usage_processes_total{label_team="infra",pool=""} 2`,
+		`stockade_usage_process_cpu_seconds_total{label_team="infra",pool=""}`,
+		`stockade_usage_workload_cpu_seconds_total{label_team="infra",pool=""}`,
+		`stockade_usage_memory_gib_seconds_total{label_team="infra",pool=""}`,
+	)
+	if strings.Contains(got, `stockade_usage_workload_cpu_seconds_total{label_team="infra",pool=""} 0`+"\n") {
+		t.Fatalf("the stopped sandbox's workload counted no CPU:\n%s", got)
 	}
 	if err := sb.Remove(ctx); err != nil {
 		t.Fatal(err)
