@@ -351,7 +351,17 @@ func summary(e host.HistoryEvent) string {
 	case lifecycle.ProcessStopping:
 		return string(v.Reason)
 	case lifecycle.ProcessExited:
-		return fmt.Sprintf("%s, %s, %d B out, %d B err%s", v.Reason, code(v.ExitCode), v.StdoutBytes, v.StderrBytes, why(v.Message))
+		used := ""
+		if u := v.Usage; u != nil && u.Source == spec.UsageRusage {
+			used = fmt.Sprintf(", %.3fs cpu, %s rss", u.CPU().Seconds(), humanBytes(u.MaxRSS))
+		}
+		return fmt.Sprintf("%s, %s, %d B out, %d B err%s%s", v.Reason, code(v.ExitCode), v.StdoutBytes, v.StderrBytes, used, why(v.Message))
+	case lifecycle.UsageSampled:
+		end := ""
+		if v.RunEnded {
+			end = ", at the stop"
+		}
+		return fmt.Sprintf("%.3fs cpu, peak %s, %.4f GiB·s, %d samples%s", v.Usage.CPU.Seconds(), humanBytes(v.Usage.MemoryPeak), v.Usage.MemoryGiBSeconds, v.Usage.Samples, end)
 	case lifecycle.OutputGap:
 		return fmt.Sprintf("%d bytes of output lost at offset %d (to %d): %s", v.To-v.From, v.From, v.To, short(v.Why, 100))
 	case lifecycle.Recovered:
