@@ -23,6 +23,7 @@ func (f *Fake) KillWorkload(ctx context.Context, sb Sandbox) error {
 func (f *Fake) RestartWorkload(ctx context.Context, sb Sandbox) error {
 	return f.with(ctx, "RestartWorkload", sb, func(s *fakeSandbox) error {
 		s.running, s.exit = true, nil
+		s.use = CgroupSample{} // a new run: its cgroup counts from zero
 		return nil
 	})
 }

@@ -211,6 +211,11 @@ type rollbackDone struct {
 	// restartErr: the workload, stopped for the rollback, did not start
 	// again (the sandbox then ends as its workload died).
 	restartErr error
+	// stopped: the workload was stopped for the rollback (its run
+	// ended); use is its last reading before (nil: none), so the run is
+	// whole in the usage ledger.
+	stopped bool
+	use     *dockerio.CgroupSample
 }
 
 // rollbackCleaned: the old tree and the marker are gone (or could not be).
@@ -328,16 +333,20 @@ func (r *rollbackPart) proceed() {
 	sb, eng := a.sb, a.engine
 	a.goDocker(func(ctx context.Context) any {
 		var done rollbackDone
+		use := lastSample(ctx, eng, sb)
+		stopped := false
 		if err := eng.KillWorkload(ctx, sb); err != nil {
 			done = rollbackDone{err: fmt.Errorf("stopping the workload for the rollback: %w", err)}
 		} else {
 			done = stageAndExchange(ctx, eng, sb, rb)
+			stopped = true
 		}
 		// A context of its own: the rollback's may be spent by a large
 		// checkpoint, and a workload not started again ends the sandbox.
 		rctx, cancel := a.deps.DockerContext()
 		defer cancel()
 		done.restartErr = eng.RestartWorkload(rctx, sb)
+		done.stopped, done.use = stopped, use
 		return done
 	})
 }
@@ -385,6 +394,13 @@ func (r *rollbackPart) onDone(m rollbackDone) {
 		rb.restarting = false
 		// After the outcome is journaled (deferred calls run last).
 		defer r.stopDeferred()
+		// The stopped run's ledger closes; the restarted one's begins.
+		if m.stopped {
+			a.usage.onStop(m.use)
+			if m.restartErr == nil {
+				a.usage.m.anchor(a.deps.Now())
+			}
+		}
 	}
 	if rb == nil || a.state.RollingBack == nil {
 		return
