@@ -64,14 +64,10 @@ func TestFakeTraceOfASandboxsLife(t *testing.T) {
 	if _, err := p.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := rt.History(ctx, sb.ID())
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := sb.Remove(cctx); err != nil {
 		t.Fatal(err)
 	}
-	hist, err = rt.History(ctx, sb.ID())
+	hist, err := rt.History(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

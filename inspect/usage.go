@@ -123,8 +123,7 @@ func sandboxUsage(s lifecycle.Sandbox) host.SandboxUsage {
 	if u := s.Usage; u != nil {
 		su.Workload = u.Usage
 	}
-	switch s.Phase {
-	case lifecycle.PhaseExited, lifecycle.PhaseRemoving, lifecycle.PhaseRemoved:
+	if s.Phase == lifecycle.PhaseExited || s.Phase == lifecycle.PhaseRemoving || s.Phase == lifecycle.PhaseRemoved {
 		// Whole once the stop read the run's last counters; a workload
 		// that never ran used nothing.
 		su.Complete = s.Usage != nil && s.Usage.RunEnded && s.Usage.Final || !s.Started

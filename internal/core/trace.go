@@ -51,6 +51,8 @@ func (sp *span) setKey(key journal.Key) {
 		sp.s.SetAttributes(tracing.SandboxID.String(key.ID))
 	case journal.KindProcess:
 		sp.s.SetAttributes(tracing.ProcessID.String(key.ID))
+	case journal.KindRuntime:
+		// The runtime's own stream (recovery's): no entity to name.
 	}
 }
 

@@ -26,7 +26,7 @@ type Span struct {
 }
 
 // TraceID is the span's trace id in hex.
-func (s Span) TraceID() string { return hex.EncodeToString(s.Span.TraceId) }
+func (s Span) TraceID() string { return hex.EncodeToString(s.TraceId) }
 
 // ID is the span's id in hex; Parent its parent's ("" for a root).
 func (s Span) ID() string     { return hex.EncodeToString(s.SpanId) }

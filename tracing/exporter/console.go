@@ -46,7 +46,7 @@ func (c *console) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) 
 			out.Status = st.Code.String() + ": " + st.Description
 		}
 		for _, a := range s.Attributes() {
-			out.Attrs[string(a.Key)] = a.Value.Emit()
+			out.Attrs[string(a.Key)] = a.Value.String()
 		}
 		for _, e := range s.Events() {
 			out.Events = append(out.Events, e.Name)
