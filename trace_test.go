@@ -46,7 +46,7 @@ func TestFakeTraceOfASandboxsLife(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ts, err := exporter.New(ctx)
-	if err != nil || !ts.On || ts.Protocol != "http/protobuf" {
+	if err != nil || !ts.On || ts.Describe() != "OTLP over http/protobuf" {
 		t.Fatalf("exporter from the environment: %+v, %v", ts, err)
 	}
 	t.Cleanup(func() { _ = ts.Shutdown(context.Background()) })

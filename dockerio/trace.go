@@ -20,11 +20,13 @@ func readbackSpan(ctx context.Context, sb Sandbox, role Role, started bool) (con
 			attribute.Bool("stockade.readback.running", started)))
 }
 
-// endSpan ends a span with err's outcome.
+// endSpan ends a span with err's outcome: its code only (a span leaves
+// the host; an error's text names the container's configuration).
 func endSpan(span trace.Span, err error) {
 	if err != nil {
-		span.SetStatus(codes.Error, string(spec.CodeOf(err)))
-		span.RecordError(err)
+		code := string(spec.CodeOf(err))
+		span.SetStatus(codes.Error, code)
+		span.SetAttributes(attribute.String("stockade.error.code", code))
 	}
 	span.End()
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"math"
 	"time"
 
 	"github.com/stockade/stockade/lifecycle"
@@ -87,25 +88,36 @@ type UsageTotal struct {
 	EgressBytes   int64 `json:"egress_bytes"`
 }
 
-// Sum adds up the sandboxes of u into u.Total.
+// Sum adds up the sandboxes of u into u.Total. Each sum saturates at the
+// largest int64 rather than wrap.
 func (u *Usage) Sum() {
 	t := UsageTotal{Sandboxes: len(u.Sandboxes)}
 	for _, s := range u.Sandboxes {
 		t.Processes += len(s.Processes)
-		t.CPU += s.Workload.CPU
+		t.CPU = time.Duration(sat(int64(t.CPU), int64(s.Workload.CPU)))
 		t.MemoryGiBSeconds += s.Workload.MemoryGiBSeconds
 		t.MemoryPeak = max(t.MemoryPeak, s.Workload.MemoryPeak)
-		t.OutputBytes += s.OutputBytes
-		t.EgressAllowed += s.EgressAllowed
-		t.EgressDenied += s.EgressDenied
-		t.EgressBytes += s.EgressBytes
+		t.OutputBytes = sat(t.OutputBytes, s.OutputBytes)
+		t.EgressAllowed = sat(t.EgressAllowed, s.EgressAllowed)
+		t.EgressDenied = sat(t.EgressDenied, s.EgressDenied)
+		t.EgressBytes = sat(t.EgressBytes, s.EgressBytes)
 		for _, p := range s.Processes {
 			if p.Usage != nil {
-				t.ProcessCPU += p.Usage.CPU()
+				t.ProcessCPU = time.Duration(sat(int64(t.ProcessCPU), sat(int64(p.Usage.User), int64(p.Usage.System))))
 			}
 		}
 	}
 	u.Total = t
+}
+
+// sat is a+b for figures that are not negative, saturating at the
+// largest int64 (a negative one counts as zero).
+func sat(a, b int64) int64 {
+	a, b = max(a, 0), max(b, 0)
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // Matches reports whether a sandbox's folded state is one q picks.

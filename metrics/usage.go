@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"encoding/json"
+	"math"
 	"regexp"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,9 +24,20 @@ type usageCounters struct {
 	sandboxes map[string][]string // a live sandbox's label values: pool, then keys
 	procs     map[string]string   // a live process's sandbox
 	last      map[string]spec.WorkloadUsage
+	// seen are the values each label key was given: past
+	// maxLabelValues a new one counts as labelOther (the values are the
+	// API's callers', and each is a series that lives for ever).
+	seen []map[string]bool
 
 	workloadCPU, memory, processCPU, processWall, output, processes *prometheus.CounterVec
 }
+
+// maxLabelValues bounds the distinct values a usage label takes (the pool
+// too); labelOther stands for the rest.
+const (
+	maxLabelValues = 100
+	labelOther     = "other"
+)
 
 // labelName is a sandbox label key as a Prometheus label name.
 var notLabelChar = regexp.MustCompile(`[^a-zA-Z0-9_]`)
@@ -50,6 +62,7 @@ func newUsageCounters(keys []string) *usageCounters {
 	}
 	return &usageCounters{
 		keys: kept, sandboxes: map[string][]string{}, procs: map[string]string{}, last: map[string]spec.WorkloadUsage{},
+		seen: make([]map[string]bool, 1+len(kept)),
 		workloadCPU: vec("stockade_usage_workload_cpu_seconds_total", "CPU time of sandbox workloads as their cgroups counted it (every process, the warden's and Docker's execs included), by pool and the sandbox labels asked."),
 		memory:      vec("stockade_usage_memory_gib_seconds_total", "Working-set memory of sandbox workloads integrated over time, in GiB-seconds, by pool and the sandbox labels asked."),
 		processCPU:  vec("stockade_usage_process_cpu_seconds_total", "User and system CPU time of ended processes (their rusage), by pool and the sandbox labels asked."),
@@ -76,6 +89,18 @@ func (u *usageCounters) labelled(pool string, labels map[string]string) []string
 	v := []string{pool}
 	for _, k := range u.keys {
 		v = append(v, labels[k])
+	}
+	for i, x := range v {
+		if u.seen[i] == nil {
+			u.seen[i] = map[string]bool{}
+		}
+		switch {
+		case u.seen[i][x]:
+		case len(u.seen[i]) < maxLabelValues:
+			u.seen[i][x] = true
+		default:
+			v[i] = labelOther
+		}
 	}
 	return v
 }
@@ -107,9 +132,9 @@ func (u *usageCounters) seed(j *journal.Journal) error {
 	return nil
 }
 
-// count takes one committed event; add is false while seeding (the state
+// count takes one committed event; counting is false while seeding (the state
 // is learnt, nothing is counted).
-func (u *usageCounters) count(ev journal.Event, add bool) {
+func (u *usageCounters) count(ev journal.Event, counting bool) {
 	id := ev.Key.ID
 	switch ev.Type {
 	case lifecycle.SandboxReserved{}.Type():
@@ -129,15 +154,11 @@ func (u *usageCounters) count(ev journal.Event, add bool) {
 		}
 		prev := u.last[id]
 		u.last[id] = x.Usage
-		if !add {
+		if !counting {
 			return
 		}
-		if d := x.Usage.CPU - prev.CPU; d > 0 {
-			u.workloadCPU.WithLabelValues(u.values(id)...).Add(d.Seconds())
-		}
-		if d := x.Usage.MemoryGiBSeconds - prev.MemoryGiBSeconds; d > 0 {
-			u.memory.WithLabelValues(u.values(id)...).Add(d)
-		}
+		add(u.workloadCPU.WithLabelValues(u.values(id)...), (x.Usage.CPU - prev.CPU).Seconds())
+		add(u.memory.WithLabelValues(u.values(id)...), x.Usage.MemoryGiBSeconds-prev.MemoryGiBSeconds)
 	case lifecycle.SandboxRemoved{}.Type():
 		delete(u.sandboxes, id)
 		delete(u.last, id)
@@ -150,15 +171,24 @@ func (u *usageCounters) count(ev journal.Event, add bool) {
 		sandbox := u.procs[id]
 		delete(u.procs, id)
 		var x lifecycle.ProcessExited
-		if !add || json.Unmarshal(ev.Payload, &x) != nil {
+		if !counting || json.Unmarshal(ev.Payload, &x) != nil {
 			return
 		}
 		v := u.values(sandbox)
 		u.processes.WithLabelValues(v...).Inc()
-		u.output.WithLabelValues(v...).Add(float64(x.StdoutBytes + x.StderrBytes))
+		add(u.output.WithLabelValues(v...), float64(x.StdoutBytes)+float64(x.StderrBytes))
 		if x.Usage != nil {
-			u.processCPU.WithLabelValues(v...).Add(x.Usage.CPU().Seconds())
-			u.processWall.WithLabelValues(v...).Add(x.Usage.Wall.Seconds())
+			add(u.processCPU.WithLabelValues(v...), x.Usage.User.Seconds()+x.Usage.System.Seconds())
+			add(u.processWall.WithLabelValues(v...), x.Usage.Wall.Seconds())
 		}
+	}
+}
+
+// add adds v when it is a positive, finite figure: a counter only goes up,
+// and Add panics on a negative value (a figure from a journal this
+// runtime did not write, or a sample older than the last counted).
+func add(c prometheus.Counter, v float64) {
+	if v > 0 && !math.IsInf(v, 0) {
+		c.Add(v)
 	}
 }

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -91,4 +92,37 @@ func TestUsageCountersByLabel(t *testing.T) {
 		"stockade_usage_workload_cpu_seconds_total"+lbl+" 2\n",
 		"stockade_usage_memory_gib_seconds_total"+lbl+" 0.5\n",
 	)
+}
+
+// TestUsageLabelValuesBounded: the values a usage label takes are the API
+// callers'; past the bound a new one is counted as "other", so no caller
+// grows the series without end.
+func TestUsageLabelValuesBounded(t *testing.T) {
+	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = j.Close() }() // teardown
+	m, err := metrics.New(j, metrics.Sources{UsageLabels: []string{"run"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	img := "sha256:" + strings.Repeat("ab", 32)
+	for i := range 105 {
+		sb := journal.Key{Kind: journal.KindSandbox, ID: fmt.Sprintf("sbbound%03d", i)}
+		pr := journal.Key{Kind: journal.KindProcess, ID: fmt.Sprintf("pbound%03d", i)}
+		journaltest.Append(t, j, sb, lifecycle.SandboxReserved{Owner: j.Owner(), Spec: spec.Sandbox{Image: img, Policy: spec.DefaultPolicy(), Lifetime: spec.Kept,
+			Labels: map[string]string{"run": fmt.Sprintf("r%03d", i)}}})
+		journaltest.Append(t, j, pr, lifecycle.ProcessReserved{Sandbox: sb.ID, Spec: spec.Process{Argv: []string{"true"}}})
+		journaltest.Append(t, j, pr, lifecycle.ProcessExited{Reason: lifecycle.ReasonExited, ExitCode: code(0)})
+	}
+	got := metricstest.Await(t, srv.URL+"/metrics", 30*time.Second,
+		`stockade_usage_processes_total{label_run="other",pool=""} 5`+"\n",
+		`stockade_usage_processes_total{label_run="r098",pool=""} 1`+"\n",
+	)
+	if n := strings.Count(got, "stockade_usage_processes_total{"); n != 101 {
+		t.Fatalf("%d series, want 100 values and other", n)
+	}
 }

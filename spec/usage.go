@@ -56,4 +56,9 @@ type WorkloadUsage struct {
 	// (the runtime was down): it is drawn as a straight line between the
 	// samples either side.
 	Bridged time.Duration `json:"bridged_ns,omitempty"`
+	// Unsampled is how long the workload ran after a last sample with no
+	// reading at its end (it died on its own, or stopped with no runtime
+	// to read it; up to when the runtime learnt it): what it used then
+	// is not counted. A biller bounds it by the policy's CPUs.
+	Unsampled time.Duration `json:"unsampled_ns,omitempty"`
 }

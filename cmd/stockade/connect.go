@@ -36,9 +36,7 @@ func connect(ctx context.Context, g global) (rt host.Runtime, served bool, err e
 	if c := dial(g); c != nil {
 		return c, true, nil
 	}
-	if err := embeddedTraces(ctx); err != nil {
-		return nil, false, err
-	}
+	embeddedTraces(ctx)
 	e, err := stockade.Open(ctx, stockade.Options{Journal: g.journal, Profile: g.profile})
 	if spec.IsCode(err, spec.CodeJournalLocked) {
 		// A server may have taken the journal since the dial: wait
@@ -140,11 +138,17 @@ type detacher interface {
 // the OTEL_* environment (main flushes it at the exit).
 var cliTraces exporter.Setup
 
-func embeddedTraces(ctx context.Context) error {
+// embeddedTraces sets up trace export for an embedded runtime; an
+// environment it cannot use turns tracing off with a warning, never the
+// command (the OpenTelemetry specification's rule for a bad variable).
+func embeddedTraces(ctx context.Context) {
 	if cliTraces.On {
-		return nil
+		return
 	}
 	s, err := exporter.FromEnv(ctx)
+	if err != nil {
+		_, _ = fmt.Fprintf(os.Stderr, "stockade: tracing is off: %v\n", err)
+		return
+	}
 	cliTraces = s
-	return err
 }

@@ -46,6 +46,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/stockade/stockade/profile"
 	"github.com/stockade/stockade/spec"
@@ -121,7 +122,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := dispatch(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	flushTraces(cliTraces, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	// A command's spans: a collector that does not answer holds its exit
+	// up two seconds at most.
+	flushTraces(cliTraces, 2*time.Second, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	os.Exit(code)
 }
 

@@ -179,9 +179,9 @@ func (c *serveCmd) execute(ctx context.Context, _ io.Reader, _, stderr io.Writer
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
-	defer flushTraces(traces, log)
+	defer flushTraces(traces, 5*time.Second, log)
 	if traces.On {
-		note(stderr, "exporting traces by OTLP over %s (OTEL_* environment)", traces.Protocol)
+		note(stderr, "exporting traces to %s (OTEL_* environment)", traces.Describe())
 	}
 	rt, err := stockade.Open(ctx, stockade.Options{Journal: c.journal, Profile: c.g.profile, Logger: log, LockTimeout: serverWait,
 		Pools: c.pools, PoolRefills: c.refills, MetricLabels: c.metricLabels, UsageEvery: c.usageEvery})
@@ -354,8 +354,8 @@ func processStats() string {
 
 // flushTraces exports the spans still buffered, bounded: a collector that
 // does not answer never holds up an exit for long.
-func flushTraces(s exporter.Setup, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func flushTraces(s exporter.Setup, wait time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {
 		log.Warn("the last spans could not be exported", "err", err)

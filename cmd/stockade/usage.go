@@ -185,6 +185,8 @@ func ledgerText(s host.SandboxUsage) string {
 		return "complete"
 	case s.Ended.IsZero():
 		return "running"
+	case s.Workload.Unsampled > 0:
+		return "partial (" + seconds(s.Workload.Unsampled) + " unsampled)"
 	default:
 		return "partial"
 	}

@@ -347,7 +347,7 @@ func FromProcessUsage(w *stockadev1.ProcessUsage) *spec.ProcessUsage {
 // WorkloadUsage is u on the wire.
 func WorkloadUsage(u spec.WorkloadUsage) *stockadev1.WorkloadUsage {
 	return &stockadev1.WorkloadUsage{At: stamp(u.At), CpuNs: int64(u.CPU), MemoryPeak: u.MemoryPeak, MemoryGibS: u.MemoryGiBSeconds,
-		PidsPeak: u.PidsPeak, Samples: u.Samples, BridgedNs: int64(u.Bridged)}
+		PidsPeak: u.PidsPeak, Samples: u.Samples, BridgedNs: int64(u.Bridged), UnsampledNs: int64(u.Unsampled)}
 }
 
 // FromWorkloadUsage is WorkloadUsage's inverse.
@@ -356,7 +356,7 @@ func FromWorkloadUsage(w *stockadev1.WorkloadUsage) spec.WorkloadUsage {
 		return spec.WorkloadUsage{}
 	}
 	return spec.WorkloadUsage{At: unstamp(w.At), CPU: time.Duration(w.CpuNs), MemoryPeak: w.MemoryPeak, MemoryGiBSeconds: w.MemoryGibS,
-		PidsPeak: w.PidsPeak, Samples: w.Samples, Bridged: time.Duration(w.BridgedNs)}
+		PidsPeak: w.PidsPeak, Samples: w.Samples, Bridged: time.Duration(w.BridgedNs), Unsampled: time.Duration(w.UnsampledNs)}
 }
 
 func usageSampled(u *lifecycle.UsageSampled) *stockadev1.UsageSampled {

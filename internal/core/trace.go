@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -79,8 +80,11 @@ func (sp *span) end(err error) {
 		}
 	}
 	if err != nil {
-		sp.s.SetStatus(codes.Error, string(spec.CodeOf(err)))
-		sp.s.RecordError(err)
+		// The code only: an error's text can hold what a sandbox wrote
+		// (a failed exec's first output), and a span leaves the host.
+		code := string(spec.CodeOf(err))
+		sp.s.SetStatus(codes.Error, code)
+		sp.s.SetAttributes(attribute.String("stockade.error.code", code))
 	}
 	sp.s.End()
 }
@@ -122,16 +126,34 @@ func (ps *processSpans) remove(sandboxID string, sp *span) {
 	}
 }
 
+// maxEventText bounds each text a span event takes from an egress
+// decision: the host, method, reason and claimed process are the
+// workload's words, and a span leaves the host (the SDK keeps at most 128
+// events a span).
+const maxEventText = 128
+
+// clip cuts s to maxEventText bytes, on a rune's start.
+func clip(s string) string {
+	if len(s) <= maxEventText {
+		return s
+	}
+	cut := maxEventText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // decided adds an egress decision to the sandbox's process spans.
 func (ps *processSpans) decided(sandboxID string, d egress.Decision) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for sp := range ps.bySandbox[sandboxID] {
-		sp.s.AddEvent("egress."+d.Verdict, trace.WithTimestamp(d.Time), trace.WithAttributes(
-			attribute.Int64("stockade.egress.seq", int64(d.Seq)), attribute.String("stockade.egress.host", d.Host),
-			attribute.Int("stockade.egress.port", int(d.Port)), attribute.String("stockade.egress.method", d.Method),
-			attribute.String("stockade.egress.rule", d.Rule), attribute.String("stockade.egress.reason", d.Reason),
-			attribute.String("stockade.egress.claimed_process", d.Process),
+		sp.s.AddEvent("egress."+clip(d.Verdict), trace.WithTimestamp(d.Time), trace.WithAttributes(
+			attribute.Int64("stockade.egress.seq", int64(d.Seq)), attribute.String("stockade.egress.host", clip(d.Host)),
+			attribute.Int("stockade.egress.port", int(d.Port)), attribute.String("stockade.egress.method", clip(d.Method)),
+			attribute.String("stockade.egress.rule", clip(d.Rule)), attribute.String("stockade.egress.reason", clip(d.Reason)),
+			attribute.String("stockade.egress.claimed_process", clip(d.Process)),
 			attribute.Int64("stockade.egress.bytes_up", d.Up), attribute.Int64("stockade.egress.bytes_down", d.Down)))
 	}
 }

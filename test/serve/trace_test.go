@@ -35,7 +35,7 @@ func TestServeTraces(t *testing.T) {
 	e := testkit.NewCLI(t)
 	image := dockertest.ImageID(t, dockertest.Client(t))
 	srv := e.Serve(t, ctx)
-	if !strings.Contains(srv.Logs.String(), "exporting traces by OTLP over grpc") {
+	if !strings.Contains(srv.Logs.String(), "exporting traces to OTLP over grpc") {
 		t.Fatalf("serve did not say it exports traces:\n%s", srv.Logs.String())
 	}
 	c := srv.Dial(t)

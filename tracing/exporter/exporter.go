@@ -1,12 +1,25 @@
 // Package exporter sets up OpenTelemetry trace export the standard way,
-// from the OTEL_* environment (package tracing says which variables), for
-// stockade's programs and for a Go host that embeds the runtime and wants
-// the same.
+// from the OTEL_* environment, for stockade's programs and for a Go host
+// that embeds the runtime and wants the same.
+//
+// Tracing is off unless the environment asks for it: OTEL_TRACES_EXPORTER
+// naming otlp or console (a comma-separated list may name both), or, with
+// it unset, an OTLP endpoint named (OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). OTEL_SDK_DISABLED=true and
+// OTEL_TRACES_EXPORTER=none keep it off. The OTLP protocol is
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL: grpc
+// or http/protobuf (the default, as the specification says). Everything
+// else (endpoints, headers, timeouts, TLS, the batch processor, the
+// resource, OTEL_TRACES_SAMPLER) is the OpenTelemetry SDK's own reading of
+// the same environment. With no sampler named, every span is sampled,
+// whatever a caller's traceparent says: a caller cannot turn the tracing
+// of its own work off.
 package exporter
 
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -23,13 +36,18 @@ import (
 
 // Setup is tracing as the environment configured it.
 type Setup struct {
-	// On: a provider was installed as the global one.
-	On       bool
-	Protocol string
-	provider *sdktrace.TracerProvider
+	// On: a provider was made.
+	On bool
+	// Exporters says where spans go: "OTLP over grpc", "OTLP over
+	// http/protobuf", "the console".
+	Exporters []string
+	provider  *sdktrace.TracerProvider
 }
 
-// Shutdown exports what is buffered and stops the exporter (nothing when
+// Describe says where spans go, for a line in a program's log.
+func (s Setup) Describe() string { return strings.Join(s.Exporters, " and ") }
+
+// Shutdown exports what is buffered and stops the exporters (nothing when
 // tracing is off).
 func (s Setup) Shutdown(ctx context.Context) error {
 	if s.provider == nil {
@@ -38,25 +56,42 @@ func (s Setup) Shutdown(ctx context.Context) error {
 	return s.provider.Shutdown(ctx)
 }
 
-// Wanted reports whether the environment asks for traces, and the
-// exporter it names.
-func Wanted(getenv func(string) string) (exporter string, err error) {
+// Provider is the tracer provider made (nil when tracing is off), for
+// stockade.Options.TracerProvider.
+func (s Setup) Provider() trace.TracerProvider {
+	if s.provider == nil {
+		return nil
+	}
+	return s.provider
+}
+
+// Wanted reports the exporters the environment asks for (none: tracing is
+// off).
+func Wanted(getenv func(string) string) ([]string, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
-		return "", nil
+		return nil, nil
 	}
-	switch v := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); v {
-	case "none":
-		return "", nil
-	case "otlp", "console":
-		return v, nil
-	case "":
+	v := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))
+	if v == "" {
 		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
-			return "otlp", nil
+			return []string{"otlp"}, nil
 		}
-		return "", nil
-	default:
-		return "", spec.Errorf(spec.CodeInvalidArgument, "tracing", "OTEL_TRACES_EXPORTER=%q is not an exporter stockade has: use otlp, console or none", v)
+		return nil, nil
 	}
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		switch e = strings.TrimSpace(e); e {
+		case "none":
+			return nil, nil
+		case "otlp", "console":
+			if !slices.Contains(out, e) {
+				out = append(out, e)
+			}
+		default:
+			return nil, spec.Errorf(spec.CodeInvalidArgument, "tracing", "OTEL_TRACES_EXPORTER=%q: %q is not an exporter stockade has: use otlp, console or none", v, e)
+		}
+	}
+	return out, nil
 }
 
 // Protocol is the OTLP protocol the environment names (http/protobuf by
@@ -90,44 +125,49 @@ func FromEnv(ctx context.Context) (Setup, error) {
 	return s, nil
 }
 
-// Provider is the tracer provider made (nil when tracing is off), for
-// stockade.Options.TracerProvider.
-func (s Setup) Provider() trace.TracerProvider {
-	if s.provider == nil {
-		return nil
-	}
-	return s.provider
-}
-
 // New makes the tracer provider the environment asks for, without
 // installing it anywhere (Setup.On false: tracing is off).
 func New(ctx context.Context) (Setup, error) {
-	exp, err := Wanted(os.Getenv)
-	if err != nil || exp == "" {
+	wanted, err := Wanted(os.Getenv)
+	if err != nil || len(wanted) == 0 {
 		return Setup{}, err
 	}
-	var sx sdktrace.SpanExporter
-	proto := "console"
-	if exp == "console" {
-		sx, err = newConsole(os.Stderr)
-	} else {
-		if proto, err = Protocol(os.Getenv); err != nil {
-			return Setup{}, err
-		}
-		if proto == "grpc" {
-			sx, err = otlptracegrpc.New(ctx)
+	var setup Setup
+	var opts []sdktrace.TracerProviderOption
+	for _, w := range wanted {
+		var sx sdktrace.SpanExporter
+		if w == "console" {
+			sx, _ = newConsole(os.Stderr) // never fails
+			setup.Exporters = append(setup.Exporters, "the console")
 		} else {
-			sx, err = otlptracehttp.New(ctx)
+			proto, err := Protocol(os.Getenv)
+			if err != nil {
+				return Setup{}, err
+			}
+			if proto == "grpc" {
+				sx, err = otlptracegrpc.New(ctx)
+			} else {
+				sx, err = otlptracehttp.New(ctx)
+			}
+			if err != nil {
+				return Setup{}, spec.Wrap(spec.CodeInvalidArgument, "tracing", err, "making the OTLP %s trace exporter from the OTEL_* environment", proto)
+			}
+			setup.Exporters = append(setup.Exporters, "OTLP over "+proto)
 		}
-	}
-	if err != nil {
-		return Setup{}, spec.Wrap(spec.CodeInvalidArgument, "tracing", err, "making the %s trace exporter from the OTEL_* environment", proto)
+		opts = append(opts, sdktrace.WithBatcher(sx))
 	}
 	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", "stockade")),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil {
 		return Setup{}, spec.Wrap(spec.CodeInvalidArgument, "tracing", err, "the resource OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME describe")
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(sx), sdktrace.WithResource(res))
-	return Setup{On: true, Protocol: proto, provider: tp}, nil
+	opts = append(opts, sdktrace.WithResource(res))
+	if os.Getenv("OTEL_TRACES_SAMPLER") == "" {
+		// A caller's sampled flag parents, never decides: every span of
+		// the runtime's work is kept.
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample(),
+			sdktrace.WithRemoteParentNotSampled(sdktrace.AlwaysSample()), sdktrace.WithLocalParentNotSampled(sdktrace.AlwaysSample()))))
+	}
+	setup.On, setup.provider = true, sdktrace.NewTracerProvider(opts...)
+	return setup, nil
 }

@@ -260,12 +260,27 @@ type Usage struct {
 	WriteBytes int64 `json:"write_bytes"`
 }
 
-// Validate refuses a negative figure.
+// MaxUsage bounds each figure of a Usage (2^53: 104 days of CPU time, 8
+// PiB): the warden runs as the sandbox's user and may lie, and a sum of
+// figures this size cannot overflow.
+const MaxUsage = 1 << 53
+
+// Validate refuses a figure that is negative or past MaxUsage.
 func (u *Usage) Validate() error {
-	if u.WallNanos < 0 || u.UserNanos < 0 || u.SystemNanos < 0 || u.MaxRSS < 0 || u.ReadBytes < 0 || u.WriteBytes < 0 {
-		return fmt.Errorf("usage with a negative figure: %+v", *u)
+	for _, v := range []int64{u.WallNanos, u.UserNanos, u.SystemNanos, u.MaxRSS, u.ReadBytes, u.WriteBytes} {
+		if v < 0 || v > MaxUsage {
+			return fmt.Errorf("usage with a figure out of range: %+v", *u)
+		}
 	}
 	return nil
+}
+
+// Same reports whether o reports the same exit as m (Usage compared by
+// value: two decodings of one message are the same exit).
+func (m Exited) Same(o Exited) bool {
+	mu, ou := m.Usage, o.Usage
+	m.Usage, o.Usage = nil, nil
+	return m == o && (mu == nil) == (ou == nil) && (mu == nil || *mu == *ou)
 }
 
 func (m *Exited) Validate() error {

@@ -326,7 +326,8 @@ func TestDecodeRefuses(t *testing.T) {
 		{"exited code 256", TExited, `{"code":256,"output":0}`, "code 256"},
 		{"exited signal 65", TExited, `{"code":-1,"signal":65,"output":0}`, "signal 65"},
 		{"exited negative output", TExited, `{"code":0,"output":-1}`, "payload"},
-		{"exited negative cpu time", TExited, `{"code":0,"output":0,"usage":{"wall_ns":1,"user_ns":-3}}`, "negative"},
+		{"exited negative cpu time", TExited, `{"code":0,"output":0,"usage":{"wall_ns":1,"user_ns":-3}}`, "out of range"},
+		{"exited cpu time past the bound", TExited, `{"code":0,"output":0,"usage":{"wall_ns":1,"user_ns":5000000000000000000,"sys_ns":5000000000000000000}}`, "out of range"},
 		{"table duplicate channels", TTable, `{"processes":[{"channel":1,"id":"a","pid":1,"pgid":1},{"channel":1,"id":"b","pid":2,"pgid":2}]}`, "listed twice"},
 		{"table channel 0", TTable, `{"processes":[{"channel":0,"id":"a","pid":1,"pgid":1}]}`, "zero"},
 		{"table acked beyond output", TTable, `{"processes":[{"channel":1,"id":"a","pid":1,"pgid":1,"acked":5,"output":4}]}`, "acked 5 of 4"},
@@ -406,3 +407,28 @@ func TestWriteFrames(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestExitedSame: two decodings of one exit are the same exit (their usage
+// compared by value, not by pointer); a different usage is not.
+func TestExitedSame(t *testing.T) {
+	payload := []byte(`{"code":0,"output":3,"stdout":3,"usage":{"wall_ns":9,"user_ns":3}}`)
+	var a, b Exited
+	if err := json.Unmarshal(payload, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(payload, &b); err != nil {
+		t.Fatal(err)
+	}
+	if a.Usage == b.Usage || !a.Same(b) {
+		t.Fatalf("two decodings of one exit differ: %+v %+v", a, b)
+	}
+	c := b
+	u := *b.Usage
+	u.UserNanos++
+	c.Usage = &u
+	d := b
+	d.Usage = nil
+	if a.Same(c) || a.Same(d) || d.Same(a) {
+		t.Fatal("different usages read as the same exit")
+	}
+}

@@ -6648,6 +6648,7 @@ type WorkloadUsage struct {
 	PidsPeak      int64                  `protobuf:"varint,5,opt,name=pids_peak,json=pidsPeak,proto3" json:"pids_peak,omitempty"`
 	Samples       int64                  `protobuf:"varint,6,opt,name=samples,proto3" json:"samples,omitempty"`
 	BridgedNs     int64                  `protobuf:"varint,7,opt,name=bridged_ns,json=bridgedNs,proto3" json:"bridged_ns,omitempty"`
+	UnsampledNs   int64                  `protobuf:"varint,8,opt,name=unsampled_ns,json=unsampledNs,proto3" json:"unsampled_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6727,6 +6728,13 @@ func (x *WorkloadUsage) GetSamples() int64 {
 func (x *WorkloadUsage) GetBridgedNs() int64 {
 	if x != nil {
 		return x.BridgedNs
+	}
+	return 0
+}
+
+func (x *WorkloadUsage) GetUnsampledNs() int64 {
+	if x != nil {
+		return x.UnsampledNs
 	}
 	return 0
 }
@@ -7881,7 +7889,7 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\n" +
 	"run_memory\x18\x03 \x01(\x03R\trunMemory\x12\x1b\n" +
 	"\trun_ended\x18\x04 \x01(\bR\brunEnded\x12\x14\n" +
-	"\x05final\x18\x05 \x01(\bR\x05final\"\xeb\x01\n" +
+	"\x05final\x18\x05 \x01(\bR\x05final\"\x8e\x02\n" +
 	"\rWorkloadUsage\x12*\n" +
 	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x15\n" +
 	"\x06cpu_ns\x18\x02 \x01(\x03R\x05cpuNs\x12\x1f\n" +
@@ -7892,7 +7900,8 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\tpids_peak\x18\x05 \x01(\x03R\bpidsPeak\x12\x18\n" +
 	"\asamples\x18\x06 \x01(\x03R\asamples\x12\x1d\n" +
 	"\n" +
-	"bridged_ns\x18\a \x01(\x03R\tbridgedNs\"\xe9\x01\n" +
+	"bridged_ns\x18\a \x01(\x03R\tbridgedNs\x12!\n" +
+	"\funsampled_ns\x18\b \x01(\x03R\vunsampledNs\"\xe9\x01\n" +
 	"\x11ProcessUsageEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04argv\x18\x02 \x03(\tR\x04argv\x12\x14\n" +

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -37,9 +38,8 @@ type Usage struct{ Reply chan<- spec.WorkloadUsage }
 type (
 	usageTick    struct{}
 	usageSampled struct {
-		s     dockerio.CgroupSample
-		err   error
-		reply chan<- spec.WorkloadUsage
+		s   dockerio.CgroupSample
+		err error
 	}
 )
 
@@ -119,14 +119,23 @@ func (m *meter) event(runEnded, final bool) lifecycle.UsageSampled {
 
 // usagePart keeps the ledger.
 type usagePart struct {
-	a         *sandboxActor
-	m         meter
-	restored  bool
-	ticker    *time.Timer
-	sampling  bool      // a periodic sample is out
+	a        *sandboxActor
+	m        meter
+	restored bool
+	ticker   *time.Timer
+	// inFlight: a sample is out; waiting are the asks it answers (one
+	// reading serves every ask made meanwhile: a caller asking in a loop
+	// never piles readings onto the daemon).
+	inFlight  bool
+	waiting   []chan<- spec.WorkloadUsage
 	journaled time.Time // the last journaled sample's time
 	stopped   bool
+	armed     int // periodic samples armed so far (the first comes early)
 }
+
+// usageFirst is when a run's first periodic sample comes: early, so a
+// workload that ends itself soon after its start has been read.
+const usageFirst = time.Second
 
 func (u *usagePart) every() time.Duration { return u.a.deps.Config.UsageEvery }
 
@@ -153,11 +162,20 @@ func (u *usagePart) restore() {
 	}
 }
 
+// arm schedules the next periodic sample: the first after usageFirst,
+// then every interval give or take a fifth (a workload cannot time its
+// allocations between readings it can predict).
 func (u *usagePart) arm() {
-	if u.every() <= 0 || u.stopped {
+	every := u.every()
+	if every <= 0 || u.stopped {
 		return
 	}
-	u.ticker = time.AfterFunc(u.every(), func() { u.a.send(usageTick{}) })
+	wait := min(usageFirst, every)
+	if u.armed > 0 {
+		wait = every - every/5 + rand.N(every*2/5+1)
+	}
+	u.armed++
+	u.ticker = time.AfterFunc(wait, func() { u.a.send(usageTick{}) })
 }
 
 // close stops the periodic sample (the actor stops).
@@ -168,19 +186,19 @@ func (u *usagePart) close() {
 	}
 }
 
-// sampling reports whether the workload is there to be read: started, not
-// yet stopped (a stopping one's last sample is the stop's).
+// workloadUp reports whether the workload is there to be read: started,
+// not yet stopped (a stopping one's last sample is the stop's), not held
+// by a rollback (which reads it before it stops it, and a new run begins).
 func (u *usagePart) workloadUp() bool {
-	return u.a.state.Phase == lifecycle.PhaseStarted && !u.a.end.exitDead && u.a.sb.Workload != ""
+	return u.a.state.Phase == lifecycle.PhaseStarted && !u.a.end.exitDead && u.a.sb.Workload != "" && !u.a.rollback.active()
 }
 
 func (u *usagePart) handle(_ actor.Context, msg any) bool {
 	switch m := msg.(type) {
 	case usageTick:
-		if u.workloadUp() && !u.sampling {
-			u.sampling = true
-			u.sample(nil)
-		} else {
+		if u.workloadUp() && !u.inFlight {
+			u.sample()
+		} else if !u.inFlight {
 			u.arm()
 		}
 	case Usage:
@@ -189,40 +207,51 @@ func (u *usagePart) handle(_ actor.Context, msg any) bool {
 			m.Reply <- u.m.total
 			return true
 		}
-		u.sample(m.Reply)
+		u.waiting = append(u.waiting, m.Reply)
+		if !u.inFlight {
+			u.sample()
+		}
 	case usageSampled:
 		u.restore()
-		if m.reply == nil {
-			u.sampling = false
-			u.arm()
-		}
+		u.inFlight = false
+		u.arm()
 		if m.err == nil && u.workloadUp() {
 			u.m.add(m.s, u.every())
 			if m.s.At.Sub(u.journaled) >= usageJournalEvery {
 				u.journal(false, false)
 			}
 		}
-		if m.reply != nil {
-			m.reply <- u.m.total
-		}
+		u.answer()
 	default:
 		return false
 	}
 	return true
 }
 
-func (u *usagePart) sample(reply chan<- spec.WorkloadUsage) {
+// answer gives the asks waiting the totals.
+func (u *usagePart) answer() {
+	for _, r := range u.waiting {
+		r <- u.m.total
+	}
+	u.waiting = nil
+}
+
+func (u *usagePart) sample() {
+	u.inFlight = true
+	if u.ticker != nil {
+		u.ticker.Stop() // this reading is the next periodic one too
+	}
 	sb := u.a.sb
 	u.a.goDocker(func(ctx context.Context) any {
 		s, err := u.a.engine.SampleUsage(ctx, sb)
-		return usageSampled{s: s, err: err, reply: reply}
+		return usageSampled{s: s, err: err}
 	})
 }
 
 // journal records the totals; a failed append is logged, not fatal (the
 // next sample, or the stop's, journals them again).
 func (u *usagePart) journal(runEnded, final bool) {
-	if u.m.total.Samples == 0 {
+	if u.m.total.Samples == 0 && u.m.total.Unsampled == 0 {
 		return
 	}
 	if err := u.a.record(u.m.event(runEnded, final)); err != nil {
@@ -242,15 +271,21 @@ func lastSample(ctx context.Context, e engine, sb dockerio.Sandbox) *dockerio.Cg
 	return &s
 }
 
-// stopped folds the stop's last sample in and journals the run's totals
+// onStop folds a run's last sample in and journals the run's totals
 // (before the sandbox's exit: the ledger of an exited sandbox is whole).
+// With no last sample (the workload died, or could not be read), the time
+// from the last sample to now is counted unsampled: what the workload
+// used then is not in the ledger, and a biller bounds it by the policy.
 func (u *usagePart) onStop(s *dockerio.CgroupSample) {
 	u.restore()
 	if s != nil {
 		u.m.add(*s, u.every())
+	} else if u.m.inRun || u.m.anchored {
+		u.m.total.Unsampled += max(u.a.deps.Now().Sub(u.m.total.At), 0)
 	}
-	if u.m.inRun {
+	if u.m.inRun || s == nil && u.m.anchored {
 		u.m.endRun()
 		u.journal(true, s != nil)
 	}
+	u.answer()
 }
