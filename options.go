@@ -90,10 +90,11 @@ type Options struct {
 	// samples).
 	UsageEvery time.Duration
 	// TracerProvider makes the runtime's OpenTelemetry spans (package
-	// tracing names them); nil: the global provider, the no-op one unless
-	// the program installed another (tracing.FromEnv does, from the
-	// standard OTEL_* environment). A span's parent is the span of the
-	// context a call is given.
+	// tracing names them; the Docker client's HTTP spans come under them
+	// from the same provider); nil: the global provider, the no-op one
+	// unless the program installed another (exporter.FromEnv, of package
+	// tracing/exporter, does, from the standard OTEL_* environment). A
+	// span's parent is the span of the context a call is given.
 	TracerProvider trace.TracerProvider
 	// MetricLabels are the sandbox label keys the usage metrics
 	// (Runtime.Metrics: stockade_usage_*) are labelled by, beside the

@@ -30,9 +30,13 @@ const cgroupRoot = "/sys/fs/cgroup"
 type cgroupFiles struct {
 	cpu, cpuStat       string // v1 cpuacct.usage (ns); v2 cpu.stat (usage_usec)
 	memory, peak, stat string
-	pids               string
+	pids, pidsPeak     string // pids.peak: Linux 6.1 on (v1 and v2)
 	v2                 bool
 }
+
+// maxCgroupCache bounds the containers whose files are kept (a removed
+// sandbox's are forgotten at its next failed read, or here).
+const maxCgroupCache = 4096
 
 // cgroups caches each container's files (found once, from its init's
 // /proc/PID/cgroup); a failed read forgets them.
@@ -59,16 +63,30 @@ func (g *cgroups) sample(ctx context.Context, cli *client.Client, id string) (Cg
 			return CgroupSample{}, false
 		}
 		found, err := findCgroup(c.State.Pid, c.ID)
-		if err != nil {
-			g.mu.Lock()
-			g.off = true // the host's /proc or cgroupfs is not ours to read
-			g.mu.Unlock()
+		if err == nil {
+			// The pid read is still the container's init, started when
+			// it was: what it named is the container's cgroup, not a
+			// reused pid's.
+			again, ierr := cli.ContainerInspect(ctx, id)
+			if ierr != nil || again.State == nil || again.State.Pid != c.State.Pid || again.State.StartedAt != c.State.StartedAt {
+				return CgroupSample{}, false
+			}
+		} else {
+			if again, ierr := cli.ContainerInspect(ctx, id); ierr == nil && again.State != nil && again.State.Running && again.State.Pid == c.State.Pid {
+				// The container runs on and its cgroup cannot be read
+				// here: the host's /proc or cgroupfs is not this
+				// runtime's to read (a remote daemon, a runtime in a
+				// container of its own). Every sample asks the daemon.
+				g.mu.Lock()
+				g.off = true
+				g.mu.Unlock()
+			}
 			return CgroupSample{}, false
 		}
 		f = found
 		g.mu.Lock()
-		if g.files == nil {
-			g.files = map[string]*cgroupFiles{}
+		if g.files == nil || len(g.files) >= maxCgroupCache {
+			g.files = map[string]*cgroupFiles{} // found again as each is read
 		}
 		g.files[id] = f
 		g.mu.Unlock()
@@ -107,7 +125,7 @@ func findCgroup(pid int, id string) (*cgroupFiles, error) {
 			paths[ctrl] = parts[2]
 		}
 	}
-	ok := func(p string) bool { return strings.Contains(p, id) && !strings.Contains(p, "..") }
+	ok := func(p string) bool { return cgroupNamesContainer(p, id) }
 	f := &cgroupFiles{}
 	if p, v1 := paths["cpuacct"]; v1 {
 		mem, pids := paths["memory"], paths["pids"]
@@ -120,6 +138,7 @@ func findCgroup(pid int, id string) (*cgroupFiles, error) {
 		f.stat = filepath.Join(cgroupRoot, "memory", mem, "memory.stat")
 		if ok(pids) {
 			f.pids = filepath.Join(cgroupRoot, "pids", pids, "pids.current")
+			f.pidsPeak = filepath.Join(cgroupRoot, "pids", pids, "pids.peak")
 		}
 	} else if p, v2 := paths[""]; v2 && ok(p) {
 		dir := filepath.Join(cgroupRoot, p)
@@ -129,6 +148,7 @@ func findCgroup(pid int, id string) (*cgroupFiles, error) {
 		f.peak = filepath.Join(dir, "memory.peak")
 		f.stat = filepath.Join(dir, "memory.stat")
 		f.pids = filepath.Join(dir, "pids.current")
+		f.pidsPeak = filepath.Join(dir, "pids.peak")
 	} else {
 		return nil, fmt.Errorf("pid %d has no cgroup of container %s", pid, id)
 	}
@@ -170,6 +190,9 @@ func (f *cgroupFiles) read() (CgroupSample, error) {
 		if n, err := readInt(f.pids); err == nil {
 			s.Pids = n
 		}
+		if n, err := readInt(f.pidsPeak); err == nil {
+			s.PidsPeak = n
+		}
 	}
 	return s, nil
 }
@@ -203,4 +226,12 @@ func statField(path, key string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s has no %s", path, key)
+}
+
+// cgroupNamesContainer reports whether a cgroup path is the container's:
+// named for its full id, cgroupfs' .../docker/ID (or a --cgroup-parent's
+// .../ID), systemd's .../docker-ID.scope; absolute and clean.
+func cgroupNamesContainer(p, id string) bool {
+	base := filepath.Base(p)
+	return strings.HasPrefix(p, "/") && !strings.Contains(p, "..") && filepath.Clean(p) == p && (base == id || base == "docker-"+id+".scope")
 }

@@ -19,8 +19,9 @@ type CgroupSample struct {
 	// pages); MemoryPeak the largest charge since the start (0 where the
 	// kernel keeps none).
 	Memory, MemoryPeak int64
-	// Pids is the task count now.
-	Pids int64
+	// Pids is the task count now; PidsPeak the largest since the start
+	// (0 where the kernel keeps none).
+	Pids, PidsPeak int64
 }
 
 // Meters reads a sandbox's resource use from the daemon (the sandbox

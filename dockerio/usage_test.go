@@ -64,3 +64,28 @@ func FuzzParseStats(f *testing.F) {
 		}
 	})
 }
+
+// TestFindCgroupNamesTheContainer: a pid's cgroups are the container's
+// only when each path is named for the container's full id (cgroupfs'
+// /docker/ID, a parent's /…/ID, systemd's docker-ID.scope); a path that
+// merely holds the id, climbs, or is relative is refused.
+func TestFindCgroupNamesTheContainer(t *testing.T) {
+	const id = "5b9a389a5ccba9734818686274c787d14140530c166a160a26d55640c33aabda"
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{"/docker/" + id, true},
+		{"/sandboxes/" + id, true},
+		{"/system.slice/docker-" + id + ".scope", true},
+		{"/docker/" + id + "/inner", false},
+		{"/evil-" + id, false},
+		{"/docker/" + id + "/../x/" + id, false},
+		{"docker/" + id, false},
+		{"/docker/" + id[:12], false},
+	} {
+		if got := cgroupNamesContainer(tc.path, id); got != tc.ok {
+			t.Errorf("%q: %t, want %t", tc.path, got, tc.ok)
+		}
+	}
+}

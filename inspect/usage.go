@@ -36,7 +36,7 @@ func (r *Reader) Usage(ctx context.Context, q host.UsageQuery, recordings string
 		return host.Usage{}, err
 	}
 	if q.Sandbox != "" && len(sandboxes) == 0 {
-		return host.Usage{}, spec.Errorf(spec.CodeNotFound, "usage", "no sandbox %s in the journal (`stockade ls` lists the live ones, `stockade journal live` what the journal holds)", q.Sandbox)
+		return host.Usage{}, spec.Errorf(spec.CodeNotFound, "usage", "no sandbox %s in the journal (`stockade sandbox ls` lists the live ones, `stockade journal ls` what the journal holds)", q.Sandbox)
 	}
 	var out host.Usage
 	index := map[string]int{}

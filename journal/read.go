@@ -90,6 +90,35 @@ func (j *Journal) view(op string, fn func(*bbolt.Tx) error) error {
 	}
 }
 
+// LastSeq is the sequence of the last event of key's stream (0 when the
+// journal has no such stream): a reader that will want only what comes
+// after now starts its Read there.
+func (j *Journal) LastSeq(key Key) (uint64, error) {
+	const op = "journal.last_seq"
+	if err := validKey(key); err != nil {
+		return 0, errInvalid(op, "%v", err)
+	}
+	if err := j.usable(op, false); err != nil {
+		return 0, err
+	}
+	var last uint64
+	err := j.view(op, func(tx *bbolt.Tx) error {
+		sb := streamBucket(tx, key)
+		if sb == nil {
+			return nil
+		}
+		c := sb.Cursor()
+		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+			if len(k) == 8 {
+				last = seqFromKey(k)
+				return nil
+			}
+		}
+		return nil
+	})
+	return last, err
+}
+
 func streamBucket(tx *bbolt.Tx, key Key) *bbolt.Bucket {
 	kb := tx.Bucket(bucketStreams).Bucket([]byte(key.Kind))
 	if kb == nil {

@@ -3,32 +3,34 @@ package tracing
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
 )
 
-// Nested is the global tracer provider, restricted to spans that have a
-// parent in their context: a library's spans (the Docker client's HTTP
-// calls) then appear inside the runtime's work, and the runtime's own
-// background calls (a usage sample every few seconds) start no trace of
-// their own.
+// Nested is a tracer provider for a library's spans (the Docker client's
+// HTTP calls) that makes them only under a span of the runtime's, from
+// that span's own provider: they appear inside the runtime's work, whatever
+// provider the runtime was given, and its background calls (a usage
+// sample every few seconds, the event stream) start no trace of their
+// own.
 func Nested() trace.TracerProvider { return nestedProvider{} }
 
 type nestedProvider struct{ embedded.TracerProvider }
 
 func (nestedProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
-	return nestedTracer{t: otel.GetTracerProvider().Tracer(name, opts...)}
+	return nestedTracer{name: name, opts: opts}
 }
 
 type nestedTracer struct {
 	embedded.Tracer
-	t trace.Tracer
+	name string
+	opts []trace.TracerOption
 }
 
 func (n nestedTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ctx, trace.SpanFromContext(ctx) // the no-op span: nothing to parent it
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, parent // a remote parent's, or none: nothing of ours to hang it under
 	}
-	return n.t.Start(ctx, name, opts...)
+	return parent.TracerProvider().Tracer(n.name, n.opts...).Start(ctx, name, opts...)
 }

@@ -33,6 +33,9 @@ type span struct {
 	s     trace.Span
 	key   journal.Key
 	start time.Time
+	// from is the stream's last sequence when the span began (0: the
+	// stream was new, or named later): end reads only what follows.
+	from uint64
 }
 
 // startSpan starts a span named name under ctx's.
@@ -40,6 +43,9 @@ func (rt *Runtime) startSpan(ctx context.Context, name string, key journal.Key, 
 	ctx, s := rt.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 	sp := &span{rt: rt, s: s, start: time.Now()}
 	sp.setKey(key)
+	if s.IsRecording() && key.ID != "" {
+		sp.from, _ = rt.journal.LastSeq(key) // unreadable: end reads the stream whole, by time
+	}
 	return ctx, sp
 }
 
@@ -67,7 +73,7 @@ func (sp *span) end(err error) {
 		var seqs []int64
 		// The stream's events since the span began: those this
 		// operation wrote (and any a concurrent one wrote meanwhile).
-		rerr := sp.rt.journal.Read(sp.key, 0, 0, func(e journal.Event) error {
+		rerr := sp.rt.journal.Read(sp.key, sp.from+1, 0, func(e journal.Event) error {
 			if e.Time.Before(sp.start.Add(-time.Millisecond)) {
 				return nil
 			}

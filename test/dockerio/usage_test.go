@@ -35,6 +35,12 @@ func TestDockerioUsageTwoWays(t *testing.T) {
 		if err != nil || s.CPU < last || s.CPU == 0 || s.Memory <= 0 || s.Pids < 1 {
 			t.Fatalf("reading %d: %+v, %v (the one before: %v of CPU)", i, s, err, last)
 		}
+		// Only the host's cgroupfs has pids.peak (this machine's Linux
+		// keeps one; the stats API does not carry it): the first adapter
+		// read the host's, the second the daemon's.
+		if host := a == e.Adapter; host != (s.PidsPeak > 0) {
+			t.Fatalf("reading %d (from the host: %t) has pids peak %d", i, host, s.PidsPeak)
+		}
 		last = s.CPU
 	}
 	if _, err := e.Adapter.StopSandbox(ctx, sb, time.Second); err != nil {

@@ -100,7 +100,7 @@ func (m *meter) add(s dockerio.CgroupSample, every time.Duration) {
 	m.total.At = s.At
 	m.total.CPU = m.base + s.CPU
 	m.total.MemoryPeak = max(m.total.MemoryPeak, s.MemoryPeak, s.Memory)
-	m.total.PidsPeak = max(m.total.PidsPeak, s.Pids)
+	m.total.PidsPeak = max(m.total.PidsPeak, s.Pids, s.PidsPeak)
 	m.total.Samples++
 	m.runCPU, m.runMemory, m.inRun, m.anchored = s.CPU, s.Memory, true, true
 }
