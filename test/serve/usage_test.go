@@ -16,14 +16,15 @@ import (
 var spinner = []string{"/bin/sh", "-c", "i=0; while [ $i -lt 900000 ]; do i=$((i+1)); done; echo spun"}
 
 // TestServeUsageAcrossKill: two sandboxes do the same work, a CPU-bound
-// process each, under `stockade serve`; the server is killed (-9) while
-// they run and started again, and re-adopts them. The sandbox whose
-// process ran across the kill has the same ledger as its twin that the
-// restart found already ended: its process's CPU (the warden's wait4,
-// which went on counting with no runtime) and its workload's (the cgroup's
-// cumulative counter, read on from the journaled sample) within 20% of the
-// twin's, its output the same, its ledger complete; nothing is counted
-// twice.
+// process each, under `stockade serve`. The twin runs alone, to its end,
+// and is stopped: its ledger never saw a crash. Then the other's process
+// runs across a kill -9 of the server and its restart, which re-adopts the
+// sandbox. Both ledgers are complete and alike: the process's CPU (the
+// warden's wait4, which went on counting with no runtime) and the
+// workload's (the cgroup's cumulative counter, read on from the journaled
+// sample) within 0.7–1.45 of the twin's, the same output, the memory peaks
+// within a factor of 2; nothing is counted twice (a double count would be
+// twice the twin's).
 func TestServeUsageAcrossKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -38,9 +39,7 @@ func TestServeUsageAcrossKill(t *testing.T) {
 		}
 		return sb
 	}
-	crossed, twin := mk(c), mk(c)
-	// The twin runs alone first, to its end; then the crossing one, cut by
-	// the kill: neither shares the CPU with the other.
+	twin := mk(c)
 	p, err := twin.Start(ctx, spec.Process{Argv: spinner, Stdout: spec.Discard, Stderr: spec.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +47,10 @@ func TestServeUsageAcrossKill(t *testing.T) {
 	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
 		t.Fatalf("the twin's process: %+v %v", res, err)
 	}
+	if err := twin.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	crossed := mk(c)
 	q, err := crossed.Start(ctx, spec.Process{Argv: spinner, Stdout: spec.Discard, Stderr: spec.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -68,15 +71,15 @@ func TestServeUsageAcrossKill(t *testing.T) {
 	if res, err := found.Wait(ctx); err != nil || res.ExitCode != 0 || res.Usage == nil {
 		t.Fatalf("the process that ran across the kill: %+v %v", res, err)
 	}
+	sb, err := c2.Sandbox(ctx, crossed.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var ledgers []host.SandboxUsage
 	for _, id := range []string{crossed.ID(), twin.ID()} {
-		sb, err := c2.Sandbox(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sb.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
 		u, err := c2.Usage(ctx, host.UsageQuery{Sandbox: id})
 		if err != nil || len(u.Sandboxes) != 1 {
 			t.Fatalf("usage of %s: %+v %v", id, u, err)
@@ -85,7 +88,10 @@ func TestServeUsageAcrossKill(t *testing.T) {
 	}
 	a, b := ledgers[0], ledgers[1]
 	within := func(what string, x, y time.Duration) {
-		if r := x.Seconds() / y.Seconds(); y <= 0 || r < 0.8 || r > 1.25 {
+		// The same work's CPU time varies run to run on a shared VM (the
+		// restart's own work competes with it); a count lost or doubled
+		// is far outside.
+		if r := x.Seconds() / y.Seconds(); y <= 0 || r < 0.7 || r > 1.45 {
 			t.Errorf("%s: %v across the kill, %v without: ratio %.2f", what, x, y, r)
 		}
 	}
@@ -94,7 +100,10 @@ func TestServeUsageAcrossKill(t *testing.T) {
 	}
 	within("the process's CPU", a.Processes[0].Usage.CPU(), b.Processes[0].Usage.CPU())
 	within("the workload's CPU", a.Workload.CPU, b.Workload.CPU)
-	if a.OutputBytes != b.OutputBytes || !a.Complete || !b.Complete || a.Processes[0].Usage.Source != spec.UsageRusage {
+	if r := float64(a.Workload.MemoryPeak) / float64(b.Workload.MemoryPeak); b.Workload.MemoryPeak <= 0 || r < 0.5 || r > 2 {
+		t.Errorf("memory peak %d across the kill, %d without", a.Workload.MemoryPeak, b.Workload.MemoryPeak)
+	}
+	if a.OutputBytes != b.OutputBytes || !a.Complete || !b.Complete || a.Processes[0].Usage.Source != spec.UsageRusage || a.Workload.Unsampled != 0 {
 		t.Errorf("across the kill %+v; without %+v", a, b)
 	}
 	t.Logf("across the kill: process %v, workload %v (%d samples, %v bridged); without: process %v, workload %v",
