@@ -3,6 +3,7 @@ package stockade_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -144,4 +145,97 @@ func TestFakeTraceOfASandboxsLife(t *testing.T) {
 			t.Errorf("%s: journal events %q; the history of %s is %q (want a run from %s to %s)", tc.span.Name, joined, tc.stream, all, tc.first, tc.last)
 		}
 	}
+}
+
+// TestFakeTraceOfTheOtherOperations: a warm claim's create, a checkpoint,
+// a rollback and a stop each have their span under the caller's, with the
+// journal events they wrote (the claim's, the checkpoint's, the rollback's
+// intent and fact, the stop's, the usage ledger's closing samples); a
+// runtime opened again on the journal traces its recovery.
+func TestFakeTraceOfTheOtherOperations(t *testing.T) {
+	rcv := otlptest.Start(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.HTTP)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ts, err := exporter.New(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ts.Shutdown(context.Background()) })
+	f := testutil.NewFake(t)
+	path := filepath.Join(t.TempDir(), "journal.db")
+	traced := func(o *stockade.Options) { o.TracerProvider = ts.Provider() }
+	rt := testutil.OpenFake(t, f, path, traced, func(o *stockade.Options) {
+		o.Pools = []stockade.PoolSpec{{Name: "warm", Sandbox: spec.Sandbox{Image: fakeImage}, Size: 1}}
+	})
+	testutil.Eventually(t, "the pool ready", func() bool {
+		ps, err := rt.Pools(ctx)
+		return err == nil && len(ps) == 1 && ps[0].Ready == 1
+	})
+	cctx, caller := callerSpan(ctx, 2)
+	sb, err := rt.CreateSandbox(cctx, spec.Sandbox{Image: fakeImage, Lifetime: spec.Kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := sb.Checkpoint(cctx, "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Rollback(cctx, ck.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Stop(cctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"stockade.sandbox.create": {"sandbox.claimed"},
+		"stockade.checkpoint":     {"sandbox.checkpointed"},
+		"stockade.rollback":       {"sandbox.rolling_back", "sandbox.usage_sampled", "sandbox.rolled_back"},
+		"stockade.sandbox.stop":   {"sandbox.stopping", "sandbox.usage_sampled", "sandbox.exited"},
+	}
+	spans := rcv.Await(t, ctx, caller.TraceID().String(), func(s []otlptest.Span) bool {
+		n := 0
+		for _, x := range s {
+			if _, ok := want[x.Name]; ok {
+				n++
+			}
+		}
+		return n == len(want)
+	})
+	for _, s := range spans {
+		evs, ok := want[s.Name]
+		if !ok {
+			continue
+		}
+		var got []string
+		for _, e := range s.Events {
+			got = append(got, e.Name)
+		}
+		for _, ev := range evs {
+			if !slices.Contains(got, ev) {
+				t.Errorf("%s's journal events %v lack %s", s.Name, got, ev)
+			}
+		}
+		if s.Parent() != caller.SpanID().String() || s.Attr("stockade.sandbox.id") != sb.ID() {
+			t.Errorf("%s: parent %s, sandbox %q", s.Name, s.Parent(), s.Attr("stockade.sandbox.id"))
+		}
+		if s.Name == "stockade.sandbox.create" && (s.Attr("stockade.create.path") != "warm" || s.Attr("stockade.pool") != "warm") {
+			t.Errorf("the claim's create span: path %q, pool %q", s.Attr("stockade.create.path"), s.Attr("stockade.pool"))
+		}
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.OpenFake(t, f, path, traced)
+	testutil.Eventually(t, "the recovery's span exported", func() bool {
+		_ = ts.Provider().(interface{ ForceFlush(context.Context) error }).ForceFlush(ctx)
+		for _, s := range rcv.All() {
+			if s.Name == "stockade.recovery" && s.Attr("stockade.recovery.sandboxes") != "" && s.Attr("stockade.recovery.sandboxes") != "0" {
+				return true
+			}
+		}
+		return false
+	})
 }

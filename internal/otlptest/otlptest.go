@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -167,4 +168,11 @@ func (r *Receiver) Await(t testing.TB, ctx context.Context, traceID string, done
 			t.Fatalf("trace %s: %d spans received (%v), not yet what is awaited", traceID, len(spans), names)
 		}
 	}
+}
+
+// All returns every span received so far.
+func (r *Receiver) All() []Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.spans)
 }
