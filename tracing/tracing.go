@@ -1,17 +1,10 @@
 // Package tracing names what the runtime's OpenTelemetry spans carry and
-// carries a caller's span across a process boundary (W3C trace context).
-// It links only the OpenTelemetry API: the SDK and the exporters, set up
-// from the standard OTEL_* environment, are tracing/exporter's.
-//
-// Tracing is off unless the environment asks for it: OTEL_TRACES_EXPORTER
-// set to otlp (or console), or, with it unset, an OTLP endpoint named
-// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT).
-// OTEL_SDK_DISABLED=true and OTEL_TRACES_EXPORTER=none keep it off. The
-// protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
-// OTEL_EXPORTER_OTLP_PROTOCOL: grpc or http/protobuf (the default, as the
-// specification says). Everything else (endpoints, headers, timeouts,
-// TLS, the sampler, the batch processor, the resource) is the OpenTelemetry
-// SDK's own reading of the same environment.
+// carries a caller's span across a process boundary (W3C trace context:
+// gRPC metadata, an MCP request's _meta). It links only the OpenTelemetry
+// API. Whether spans are recorded is the provider's: the one a Go host
+// gives the runtime (stockade.Options.TracerProvider), else the global
+// one; tracing/exporter makes one from the standard OTEL_* environment, as
+// stockade's programs do.
 package tracing
 
 import "go.opentelemetry.io/otel/attribute"

@@ -164,9 +164,11 @@ sampled for the usage ledger (stockade usage; default 10s).
 TRACES: with OTEL_TRACES_EXPORTER=otlp (or an OTLP endpoint named), the
 server exports OpenTelemetry spans of its work (create, readback, process,
 stop, remove, rollback, checkpoint, recovery) by OTLP, over
-OTEL_EXPORTER_OTLP_PROTOCOL grpc or http/protobuf, configured by the
-standard OTEL_* variables; a client's span (W3C traceparent) parents them
-(docs/operations.md).
+OTEL_EXPORTER_OTLP_PROTOCOL grpc or http/protobuf (the default), configured
+by the standard OTEL_* variables; OTEL_TRACES_EXPORTER=console prints them
+on stderr instead. A client's span (W3C traceparent in gRPC metadata, or
+in an MCP request's _meta) parents them; every span is sampled unless
+OTEL_TRACES_SAMPLER says otherwise (docs/operations.md).
 
 MCP (--mcp ADDR): the tools of stockade mcp for agents, over MCP's
 Streamable HTTP at http://ADDR/ (docs/mcp.md). A bare :PORT is on loopback.
