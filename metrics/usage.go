@@ -62,7 +62,7 @@ func newUsageCounters(keys []string) *usageCounters {
 	}
 	return &usageCounters{
 		keys: kept, sandboxes: map[string][]string{}, procs: map[string]string{}, last: map[string]spec.WorkloadUsage{},
-		seen: make([]map[string]bool, 1+len(kept)),
+		seen:        make([]map[string]bool, 1+len(kept)),
 		workloadCPU: vec("stockade_usage_workload_cpu_seconds_total", "CPU time of sandbox workloads as their cgroups counted it (every process, the warden's and Docker's execs included), by pool and the sandbox labels asked."),
 		memory:      vec("stockade_usage_memory_gib_seconds_total", "Working-set memory of sandbox workloads integrated over time, in GiB-seconds, by pool and the sandbox labels asked."),
 		processCPU:  vec("stockade_usage_process_cpu_seconds_total", "User and system CPU time of ended processes (their rusage), by pool and the sandbox labels asked."),
