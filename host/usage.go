@@ -16,8 +16,23 @@ type UsageQuery struct {
 	// Labels must each be among the sandbox's labels, with the same value.
 	Labels map[string]string
 	// Since keeps the sandboxes live at or after it: still live, or whose
-	// last event is not before it (zero: any).
+	// last event is not before it (zero: any). Each sandbox picked is
+	// reported whole, not the part of its life after Since.
 	Since time.Time
+	// Workspace measures each picked sandbox's /workspace/work (its
+	// resources still there: not removed) by reading it through the
+	// export container: as costly as a copy of it.
+	Workspace bool
+}
+
+// WorkspaceSize is what a sandbox's /workspace/work holds, measured when
+// asked (UsageQuery.Workspace).
+type WorkspaceSize struct {
+	At time.Time `json:"at"`
+	// Bytes is the regular files' sizes summed; Files how many there
+	// are (a hard link's each time it is listed).
+	Bytes int64 `json:"bytes"`
+	Files int64 `json:"files"`
 }
 
 // Usage is a usage report: each sandbox picked, oldest first, and their
@@ -51,6 +66,9 @@ type SandboxUsage struct {
 	Processes []ProcessUsage `json:"processes,omitempty"`
 	// OutputBytes is what the processes wrote to stdout and stderr.
 	OutputBytes int64 `json:"output_bytes"`
+	// Workspace is /workspace/work's size, when asked for and the
+	// sandbox's resources are there (nil otherwise).
+	Workspace *WorkspaceSize `json:"workspace,omitempty"`
 	// Egress counts an allowlist sandbox's connections by verdict and the
 	// bytes the allowed ones carried (both ways), from the proxy's
 	// recorded decisions.
@@ -86,6 +104,8 @@ type UsageTotal struct {
 	EgressAllowed int64 `json:"egress_allowed"`
 	EgressDenied  int64 `json:"egress_denied"`
 	EgressBytes   int64 `json:"egress_bytes"`
+	// WorkspaceBytes sums the workspaces measured.
+	WorkspaceBytes int64 `json:"workspace_bytes,omitempty"`
 }
 
 // Sum adds up the sandboxes of u into u.Total. Each sum saturates at the
@@ -101,6 +121,9 @@ func (u *Usage) Sum() {
 		t.EgressAllowed = sat(t.EgressAllowed, s.EgressAllowed)
 		t.EgressDenied = sat(t.EgressDenied, s.EgressDenied)
 		t.EgressBytes = sat(t.EgressBytes, s.EgressBytes)
+		if w := s.Workspace; w != nil {
+			t.WorkspaceBytes = sat(t.WorkspaceBytes, w.Bytes)
+		}
 		for _, p := range s.Processes {
 			if p.Usage != nil {
 				t.ProcessCPU = time.Duration(sat(int64(t.ProcessCPU), sat(int64(p.Usage.User), int64(p.Usage.System))))

@@ -14,7 +14,7 @@ import (
 	"github.com/stockade/stockade/statedir"
 )
 
-const usageUsage = "stockade usage [SANDBOX] [--label KEY=value]... [--since T] [--json]"
+const usageUsage = "stockade usage [SANDBOX] [--label KEY=value]... [--since T] [--workspace] [--json]"
 
 // usageCmd prints the usage ledger: what each sandbox picked and its
 // processes used, and the sum.
@@ -47,6 +47,7 @@ func parseUsage(g global, args []string) (command, error) {
 		c.q.Since = t
 		return err
 	})
+	fs.BoolVar(&c.q.Workspace, "workspace", false, "measure each sandbox's /workspace/work (through a server: read as a copy would be)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
@@ -76,6 +77,20 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 }
 
 func (c *usageCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.Writer) int {
+	if c.q.Workspace {
+		// Measuring a workspace reads it through Docker: a runtime does
+		// (the server's, else one embedded for the command).
+		rt, _, err := connect(ctx, c.g)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		defer func() { _ = rt.Close() }() // a client's connection, or the command's runtime: sandboxes stay as they are
+		u, err := rt.Usage(ctx, c.q)
+		if err != nil {
+			return fail(stderr, err, 1)
+		}
+		return c.print(u, stdout, stderr)
+	}
 	src, err := openInspector(c.g)
 	if err != nil {
 		return fail(stderr, err, 1)
@@ -93,11 +108,15 @@ func (c *usageCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.W
 	if err != nil {
 		return fail(stderr, err, 1)
 	}
+	return c.print(u, stdout, stderr)
+}
+
+func (c *usageCmd) print(u host.Usage, stdout, stderr io.Writer) int {
 	out := &printer{w: stdout}
 	if c.g.json {
 		out.keep(newEncoder(out).Encode(u))
 	} else {
-		renderUsage(out, u, c.q.Sandbox != "")
+		renderUsage(out, u, c.q.Sandbox != "", c.q.Workspace)
 	}
 	if err := out.Err(); err != nil {
 		return fail(stderr, err, 1)
@@ -107,21 +126,38 @@ func (c *usageCmd) execute(ctx context.Context, _ io.Reader, stdout, stderr io.W
 
 // renderUsage prints a line per sandbox and the total; with processes, a
 // line per process under each sandbox.
-func renderUsage(out *printer, u host.Usage, processes bool) {
+func renderUsage(out *printer, u host.Usage, processes, workspace bool) {
 	if len(u.Sandboxes) == 0 {
 		out.printf("no sandbox matches\n")
 		return
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	_, _ = fmt.Fprintf(tw, "SANDBOX\tPHASE\tLABELS\tCPU\tMEM PEAK\tMEM GiB·s\tPIDS\tPROCS\tOUTPUT\tEGRESS\tLEDGER\n")
+	ws := func(w *host.WorkspaceSize) string {
+		switch {
+		case !workspace:
+			return ""
+		case w == nil:
+			return "-\t"
+		}
+		return fmt.Sprintf("%s (%d files)\t", humanBytes(w.Bytes), w.Files)
+	}
+	head := "SANDBOX\tPHASE\tLABELS\tCPU\tMEM PEAK\tMEM GiB·s\tPIDS\tPROCS\tOUTPUT\tEGRESS\t"
+	if workspace {
+		head += "WORKSPACE\t"
+	}
+	_, _ = fmt.Fprintf(tw, "%sLEDGER\n", head)
 	for _, s := range u.Sandboxes {
 		w := s.Workload
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.3f\t%d\t%d\t%s\t%s\t%s\n", s.ID, s.Phase, termSafe(labelText(s.Labels)), seconds(w.CPU),
-			humanBytes(w.MemoryPeak), w.MemoryGiBSeconds, w.PidsPeak, len(s.Processes), humanBytes(s.OutputBytes), egressText(s), ledgerText(s))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.3f\t%d\t%d\t%s\t%s\t%s%s\n", s.ID, s.Phase, termSafe(labelText(s.Labels)), seconds(w.CPU),
+			humanBytes(w.MemoryPeak), w.MemoryGiBSeconds, w.PidsPeak, len(s.Processes), humanBytes(s.OutputBytes), egressText(s), ws(s.Workspace), ledgerText(s))
 	}
 	t := u.Total
-	_, _ = fmt.Fprintf(tw, "TOTAL (%d)\t\t\t%s\t%s\t%.3f\t\t%d\t%s\t%s\t\n", t.Sandboxes, seconds(t.CPU), humanBytes(t.MemoryPeak), t.MemoryGiBSeconds,
-		t.Processes, humanBytes(t.OutputBytes), egressText(host.SandboxUsage{EgressAllowed: t.EgressAllowed, EgressDenied: t.EgressDenied, EgressBytes: t.EgressBytes}))
+	total := ""
+	if workspace {
+		total = humanBytes(t.WorkspaceBytes) + "\t"
+	}
+	_, _ = fmt.Fprintf(tw, "TOTAL (%d)\t\t\t%s\t%s\t%.3f\t\t%d\t%s\t%s\t%s\n", t.Sandboxes, seconds(t.CPU), humanBytes(t.MemoryPeak), t.MemoryGiBSeconds,
+		t.Processes, humanBytes(t.OutputBytes), egressText(host.SandboxUsage{EgressAllowed: t.EgressAllowed, EgressDenied: t.EgressDenied, EgressBytes: t.EgressBytes}), total)
 	_ = tw.Flush()
 	if !processes {
 		return
@@ -211,7 +247,11 @@ stop), running, or partial (its workload died, or stopped with no runtime
 to read it, after its last sample: what it used since is not counted).
 
   --label KEY=value  only sandboxes with this label (repeatable: all must hold)
-  --since T          only sandboxes live at or after T (RFC 3339, or 24h back)
+  --since T          only sandboxes live at or after T (RFC 3339, or 24h back);
+                     each is reported whole, not the part after T
+  --workspace        measure each sandbox's /workspace/work (not removed ones):
+                     read through the export container, as costly as a copy
+                     (through the server, else a runtime of the command's own)
   --json             the host.Usage object: {"sandboxes": [...], "total": {...}}
 
   stockade usage

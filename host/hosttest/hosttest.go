@@ -648,10 +648,21 @@ func emptyTar() []byte {
 	return b.Bytes()
 }
 
+// fileTar is a tar of one regular file.
+func fileTar(name, content string) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg}) // into a buffer: no error
+	_, _ = tw.Write([]byte(content))
+	_ = tw.Close()
+	return b.Bytes()
+}
+
 // usageCase: a labelled sandbox that ran two processes and stopped has the
 // same ledger through every way: by label and by id, each process's use as
 // its result gave it, the output counted, the workload's last reading taken
-// at the stop; an unknown sandbox is refused alike.
+// at the stop, its workspace measured when asked; an unknown sandbox is
+// refused alike.
 func usageCase(t *testing.T, tg Target) {
 	ctx := ctxFor(t)
 	var answers []string
@@ -675,9 +686,17 @@ func usageCase(t *testing.T, tg Target) {
 			}
 			results = append(results, res)
 		}
+		if err := sb.Put(ctx, "work", bytes.NewReader(fileTar("ledger.txt", "twelve bytes"))); err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
 		if err := sb.Stop(ctx); err != nil {
 			t.Fatalf("%s: %v", w.Name, err)
 		}
+		measured, err := w.Runtime.Usage(ctx, host.UsageQuery{Sandbox: sb.ID(), Workspace: true})
+		if err != nil || len(measured.Sandboxes) != 1 || measured.Sandboxes[0].Workspace == nil {
+			t.Fatalf("%s: the workspace measured: %+v %v", w.Name, measured, err)
+		}
+		space := measured.Sandboxes[0].Workspace
 		u, err := w.Runtime.Usage(ctx, host.UsageQuery{Labels: map[string]string{"batch": batch}})
 		if err != nil {
 			t.Fatalf("%s: %v", w.Name, err)
@@ -698,13 +717,13 @@ func usageCase(t *testing.T, tg Target) {
 			procs = append(procs, fmt.Sprintf("%d %s %s output %d source %s", j, strings.Join(p.Argv, " "), p.Reason, p.Output, p.Usage.Source))
 		}
 		wl := s.Workload
-		answers = append(answers, fmt.Sprintf("phase %s complete %t labels %v processes %q output %d total %d/%d cpu>0 %t peak>0 %t samples>0 %t unknown %s",
-			s.Phase, s.Complete, s.Labels["batch"] == batch, procs, s.OutputBytes, u.Total.Sandboxes, u.Total.Processes,
+		answers = append(answers, fmt.Sprintf("phase %s complete %t labels %v workspace %d bytes %d files (unasked: %v) processes %q output %d total %d/%d cpu>0 %t peak>0 %t samples>0 %t unknown %s",
+			s.Phase, s.Complete, s.Labels["batch"] == batch, space.Bytes, space.Files, s.Workspace, procs, s.OutputBytes, u.Total.Sandboxes, u.Total.Processes,
 			wl.CPU > 0 && u.Total.CPU == wl.CPU, wl.MemoryPeak > 0, wl.Samples > 0,
 			errText(func() error { _, err := w.Runtime.Usage(ctx, host.UsageQuery{Sandbox: "sb-nope"}); return err }())))
 	}
 	got := same(t, "a usage report", tg.Ways, answers)
-	want := `phase exited complete true labels true processes ["0 echo hello exited output 6 source rusage" "1 echo hello exited output 6 source rusage"] output 12 total 1/2 cpu>0 true peak>0 true samples>0 true unknown not_found: `
+	want := `phase exited complete true labels true workspace 12 bytes 1 files (unasked: <nil>) processes ["0 echo hello exited output 6 source rusage" "1 echo hello exited output 6 source rusage"] output 12 total 1/2 cpu>0 true peak>0 true samples>0 true unknown not_found: `
 	if !strings.HasPrefix(got, want) {
 		t.Fatalf("got %s\nwant it to begin %s", got, want)
 	}

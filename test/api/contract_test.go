@@ -64,7 +64,7 @@ func TestAPIRunExitCodesAndStreams(t *testing.T) {
 			types = append(types, ev.Type)
 		}
 	}
-	want := "sandbox.reserved sandbox.created sandbox.started sandbox.warden_started sandbox.stopping sandbox.exited sandbox.removing sandbox.removed"
+	want := "sandbox.reserved sandbox.created sandbox.started sandbox.warden_started sandbox.stopping sandbox.usage_sampled sandbox.exited sandbox.removing sandbox.removed"
 	if got := strings.Join(types, " "); got != want {
 		t.Fatalf("sandbox history %q, want %q", got, want)
 	}

@@ -6307,10 +6307,12 @@ func (*ReplayResponse_Process) isReplayResponse_State() {}
 
 // UsageRequest is host.UsageQuery: every condition given must hold.
 type UsageRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Labels        map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Labels    map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Since     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// workspace measures each sandbox's /workspace/work (a copy's cost).
+	Workspace     bool `protobuf:"varint,4,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6364,6 +6366,13 @@ func (x *UsageRequest) GetSince() *timestamppb.Timestamp {
 		return x.Since
 	}
 	return nil
+}
+
+func (x *UsageRequest) GetWorkspace() bool {
+	if x != nil {
+		return x.Workspace
+	}
+	return false
 }
 
 // UsageResponse is host.Usage without its total, which the client sums
@@ -6429,6 +6438,8 @@ type SandboxUsage struct {
 	EgressAllowed int64                  `protobuf:"varint,12,opt,name=egress_allowed,json=egressAllowed,proto3" json:"egress_allowed,omitempty"`
 	EgressDenied  int64                  `protobuf:"varint,13,opt,name=egress_denied,json=egressDenied,proto3" json:"egress_denied,omitempty"`
 	EgressBytes   int64                  `protobuf:"varint,14,opt,name=egress_bytes,json=egressBytes,proto3" json:"egress_bytes,omitempty"`
+	// workspace is unset unless asked for and measured.
+	Workspace     *WorkspaceSize `protobuf:"bytes,15,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6561,6 +6572,74 @@ func (x *SandboxUsage) GetEgressBytes() int64 {
 	return 0
 }
 
+func (x *SandboxUsage) GetWorkspace() *WorkspaceSize {
+	if x != nil {
+		return x.Workspace
+	}
+	return nil
+}
+
+// WorkspaceSize is host.WorkspaceSize.
+type WorkspaceSize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	Bytes         int64                  `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Files         int64                  `protobuf:"varint,3,opt,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkspaceSize) Reset() {
+	*x = WorkspaceSize{}
+	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceSize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceSize) ProtoMessage() {}
+
+func (x *WorkspaceSize) ProtoReflect() protoreflect.Message {
+	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceSize.ProtoReflect.Descriptor instead.
+func (*WorkspaceSize) Descriptor() ([]byte, []int) {
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *WorkspaceSize) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *WorkspaceSize) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *WorkspaceSize) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
 // UsageSampled is lifecycle.UsageSampled.
 type UsageSampled struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -6575,7 +6654,7 @@ type UsageSampled struct {
 
 func (x *UsageSampled) Reset() {
 	*x = UsageSampled{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6587,7 +6666,7 @@ func (x *UsageSampled) String() string {
 func (*UsageSampled) ProtoMessage() {}
 
 func (x *UsageSampled) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[94]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6600,7 +6679,7 @@ func (x *UsageSampled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageSampled.ProtoReflect.Descriptor instead.
 func (*UsageSampled) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{94}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *UsageSampled) GetUsage() *WorkloadUsage {
@@ -6655,7 +6734,7 @@ type WorkloadUsage struct {
 
 func (x *WorkloadUsage) Reset() {
 	*x = WorkloadUsage{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6667,7 +6746,7 @@ func (x *WorkloadUsage) String() string {
 func (*WorkloadUsage) ProtoMessage() {}
 
 func (x *WorkloadUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[95]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6680,7 +6759,7 @@ func (x *WorkloadUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadUsage.ProtoReflect.Descriptor instead.
 func (*WorkloadUsage) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{95}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *WorkloadUsage) GetAt() *timestamppb.Timestamp {
@@ -6755,7 +6834,7 @@ type ProcessUsageEntry struct {
 
 func (x *ProcessUsageEntry) Reset() {
 	*x = ProcessUsageEntry{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[96]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6767,7 +6846,7 @@ func (x *ProcessUsageEntry) String() string {
 func (*ProcessUsageEntry) ProtoMessage() {}
 
 func (x *ProcessUsageEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[96]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6780,7 +6859,7 @@ func (x *ProcessUsageEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessUsageEntry.ProtoReflect.Descriptor instead.
 func (*ProcessUsageEntry) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{96}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *ProcessUsageEntry) GetId() string {
@@ -6840,7 +6919,7 @@ type RecoveryRequest struct {
 
 func (x *RecoveryRequest) Reset() {
 	*x = RecoveryRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[97]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6852,7 +6931,7 @@ func (x *RecoveryRequest) String() string {
 func (*RecoveryRequest) ProtoMessage() {}
 
 func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[97]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6865,7 +6944,7 @@ func (x *RecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryRequest.ProtoReflect.Descriptor instead.
 func (*RecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{97}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{98}
 }
 
 type RecoveryResponse struct {
@@ -6881,7 +6960,7 @@ type RecoveryResponse struct {
 
 func (x *RecoveryResponse) Reset() {
 	*x = RecoveryResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[98]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6893,7 +6972,7 @@ func (x *RecoveryResponse) String() string {
 func (*RecoveryResponse) ProtoMessage() {}
 
 func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[98]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6906,7 +6985,7 @@ func (x *RecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryResponse.ProtoReflect.Descriptor instead.
 func (*RecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{98}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *RecoveryResponse) GetSandboxes() []*RecoveredSandbox {
@@ -6951,7 +7030,7 @@ type RecoveredSandbox struct {
 
 func (x *RecoveredSandbox) Reset() {
 	*x = RecoveredSandbox{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[99]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6963,7 +7042,7 @@ func (x *RecoveredSandbox) String() string {
 func (*RecoveredSandbox) ProtoMessage() {}
 
 func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[99]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6976,7 +7055,7 @@ func (x *RecoveredSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveredSandbox.ProtoReflect.Descriptor instead.
 func (*RecoveredSandbox) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{99}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *RecoveredSandbox) GetId() string {
@@ -7029,7 +7108,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[100]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7041,7 +7120,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[100]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7054,7 +7133,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{100}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{101}
 }
 
 // DoctorResponse is profile.Report: the profile in use, what it relaxes,
@@ -7074,7 +7153,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[101]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7086,7 +7165,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[101]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7099,7 +7178,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{101}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *DoctorResponse) GetProfile() string {
@@ -7162,7 +7241,7 @@ type Relaxation struct {
 
 func (x *Relaxation) Reset() {
 	*x = Relaxation{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[102]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7174,7 +7253,7 @@ func (x *Relaxation) String() string {
 func (*Relaxation) ProtoMessage() {}
 
 func (x *Relaxation) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[102]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7187,7 +7266,7 @@ func (x *Relaxation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relaxation.ProtoReflect.Descriptor instead.
 func (*Relaxation) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{102}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *Relaxation) GetGuarantee() string {
@@ -7219,7 +7298,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[103]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7231,7 +7310,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[103]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7244,7 +7323,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{103}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *Check) GetName() string {
@@ -7297,7 +7376,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[104]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7309,7 +7388,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[104]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7322,7 +7401,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{104}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{105}
 }
 
 type ShutdownResponse struct {
@@ -7333,7 +7412,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_stockade_v1_stockade_proto_msgTypes[105]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7345,7 +7424,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stockade_v1_stockade_proto_msgTypes[105]
+	mi := &file_stockade_v1_stockade_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7358,7 +7437,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{105}
+	return file_stockade_v1_stockade_proto_rawDescGZIP(), []int{106}
 }
 
 var File_stockade_v1_stockade_proto protoreflect.FileDescriptor
@@ -7852,17 +7931,18 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\asandbox\x18\x02 \x01(\v2\x19.stockade.v1.SandboxStateH\x00R\asandbox\x125\n" +
 	"\aprocess\x18\x03 \x01(\v2\x19.stockade.v1.ProcessStateH\x00R\aprocessB\a\n" +
 	"\x05stateJ\x04\b\x01\x10\x02R\n" +
-	"state_json\"\xd9\x01\n" +
+	"state_json\"\xf7\x01\n" +
 	"\fUsageRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12=\n" +
 	"\x06labels\x18\x02 \x03(\v2%.stockade.v1.UsageRequest.LabelsEntryR\x06labels\x120\n" +
-	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x1a9\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1c\n" +
+	"\tworkspace\x18\x04 \x01(\bR\tworkspace\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
 	"\rUsageResponse\x127\n" +
-	"\tsandboxes\x18\x01 \x03(\v2\x19.stockade.v1.SandboxUsageR\tsandboxes\"\xe6\x04\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x19.stockade.v1.SandboxUsageR\tsandboxes\"\xa0\x05\n" +
 	"\fSandboxUsage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12=\n" +
 	"\x06labels\x18\x02 \x03(\v2%.stockade.v1.SandboxUsage.LabelsEntryR\x06labels\x12\x12\n" +
@@ -7878,10 +7958,15 @@ const file_stockade_v1_stockade_proto_rawDesc = "" +
 	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\x12%\n" +
 	"\x0eegress_allowed\x18\f \x01(\x03R\regressAllowed\x12#\n" +
 	"\regress_denied\x18\r \x01(\x03R\fegressDenied\x12!\n" +
-	"\fegress_bytes\x18\x0e \x01(\x03R\vegressBytes\x1a9\n" +
+	"\fegress_bytes\x18\x0e \x01(\x03R\vegressBytes\x128\n" +
+	"\tworkspace\x18\x0f \x01(\v2\x1a.stockade.v1.WorkspaceSizeR\tworkspace\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"g\n" +
+	"\rWorkspaceSize\x12*\n" +
+	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\x12\x14\n" +
+	"\x05files\x18\x03 \x01(\x03R\x05files\"\xb0\x01\n" +
 	"\fUsageSampled\x120\n" +
 	"\x05usage\x18\x01 \x01(\v2\x1a.stockade.v1.WorkloadUsageR\x05usage\x12\x1c\n" +
 	"\n" +
@@ -8006,7 +8091,7 @@ func file_stockade_v1_stockade_proto_rawDescGZIP() []byte {
 }
 
 var file_stockade_v1_stockade_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
+var file_stockade_v1_stockade_proto_msgTypes = make([]protoimpl.MessageInfo, 112)
 var file_stockade_v1_stockade_proto_goTypes = []any{
 	(Stream)(0),                      // 0: stockade.v1.Stream
 	(*Error)(nil),                    // 1: stockade.v1.Error
@@ -8103,43 +8188,44 @@ var file_stockade_v1_stockade_proto_goTypes = []any{
 	(*UsageRequest)(nil),             // 92: stockade.v1.UsageRequest
 	(*UsageResponse)(nil),            // 93: stockade.v1.UsageResponse
 	(*SandboxUsage)(nil),             // 94: stockade.v1.SandboxUsage
-	(*UsageSampled)(nil),             // 95: stockade.v1.UsageSampled
-	(*WorkloadUsage)(nil),            // 96: stockade.v1.WorkloadUsage
-	(*ProcessUsageEntry)(nil),        // 97: stockade.v1.ProcessUsageEntry
-	(*RecoveryRequest)(nil),          // 98: stockade.v1.RecoveryRequest
-	(*RecoveryResponse)(nil),         // 99: stockade.v1.RecoveryResponse
-	(*RecoveredSandbox)(nil),         // 100: stockade.v1.RecoveredSandbox
-	(*DoctorRequest)(nil),            // 101: stockade.v1.DoctorRequest
-	(*DoctorResponse)(nil),           // 102: stockade.v1.DoctorResponse
-	(*Relaxation)(nil),               // 103: stockade.v1.Relaxation
-	(*Check)(nil),                    // 104: stockade.v1.Check
-	(*ShutdownRequest)(nil),          // 105: stockade.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),         // 106: stockade.v1.ShutdownResponse
-	nil,                              // 107: stockade.v1.CreateSandboxRequest.LabelsEntry
-	nil,                              // 108: stockade.v1.SandboxSpec.LabelsEntry
-	nil,                              // 109: stockade.v1.SandboxInfo.LabelsEntry
-	nil,                              // 110: stockade.v1.UsageRequest.LabelsEntry
-	nil,                              // 111: stockade.v1.SandboxUsage.LabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 112: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 113: google.protobuf.Duration
+	(*WorkspaceSize)(nil),            // 95: stockade.v1.WorkspaceSize
+	(*UsageSampled)(nil),             // 96: stockade.v1.UsageSampled
+	(*WorkloadUsage)(nil),            // 97: stockade.v1.WorkloadUsage
+	(*ProcessUsageEntry)(nil),        // 98: stockade.v1.ProcessUsageEntry
+	(*RecoveryRequest)(nil),          // 99: stockade.v1.RecoveryRequest
+	(*RecoveryResponse)(nil),         // 100: stockade.v1.RecoveryResponse
+	(*RecoveredSandbox)(nil),         // 101: stockade.v1.RecoveredSandbox
+	(*DoctorRequest)(nil),            // 102: stockade.v1.DoctorRequest
+	(*DoctorResponse)(nil),           // 103: stockade.v1.DoctorResponse
+	(*Relaxation)(nil),               // 104: stockade.v1.Relaxation
+	(*Check)(nil),                    // 105: stockade.v1.Check
+	(*ShutdownRequest)(nil),          // 106: stockade.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),         // 107: stockade.v1.ShutdownResponse
+	nil,                              // 108: stockade.v1.CreateSandboxRequest.LabelsEntry
+	nil,                              // 109: stockade.v1.SandboxSpec.LabelsEntry
+	nil,                              // 110: stockade.v1.SandboxInfo.LabelsEntry
+	nil,                              // 111: stockade.v1.UsageRequest.LabelsEntry
+	nil,                              // 112: stockade.v1.SandboxUsage.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 113: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 114: google.protobuf.Duration
 }
 var file_stockade_v1_stockade_proto_depIdxs = []int32{
 	4,   // 0: stockade.v1.SetSecretsRequest.secrets:type_name -> stockade.v1.SecretVar
 	9,   // 1: stockade.v1.EgressResponse.decisions:type_name -> stockade.v1.EgressDecision
-	112, // 2: stockade.v1.EgressDecision.time:type_name -> google.protobuf.Timestamp
+	113, // 2: stockade.v1.EgressDecision.time:type_name -> google.protobuf.Timestamp
 	11,  // 3: stockade.v1.CreateSandboxRequest.policy:type_name -> stockade.v1.Policy
 	13,  // 4: stockade.v1.CreateSandboxRequest.datasets:type_name -> stockade.v1.Dataset
-	113, // 5: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	107, // 6: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
+	114, // 5: stockade.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	108, // 6: stockade.v1.CreateSandboxRequest.labels:type_name -> stockade.v1.CreateSandboxRequest.LabelsEntry
 	4,   // 7: stockade.v1.CreateSandboxRequest.secrets:type_name -> stockade.v1.SecretVar
 	12,  // 8: stockade.v1.Policy.user:type_name -> stockade.v1.User
 	11,  // 9: stockade.v1.SandboxSpec.policy:type_name -> stockade.v1.Policy
 	13,  // 10: stockade.v1.SandboxSpec.datasets:type_name -> stockade.v1.Dataset
-	113, // 11: stockade.v1.SandboxSpec.ttl:type_name -> google.protobuf.Duration
-	108, // 12: stockade.v1.SandboxSpec.labels:type_name -> stockade.v1.SandboxSpec.LabelsEntry
+	114, // 11: stockade.v1.SandboxSpec.ttl:type_name -> google.protobuf.Duration
+	109, // 12: stockade.v1.SandboxSpec.labels:type_name -> stockade.v1.SandboxSpec.LabelsEntry
 	4,   // 13: stockade.v1.SandboxSpec.secrets:type_name -> stockade.v1.SecretVar
 	14,  // 14: stockade.v1.SandboxState.spec:type_name -> stockade.v1.SandboxSpec
-	112, // 15: stockade.v1.SandboxState.deadline:type_name -> google.protobuf.Timestamp
+	113, // 15: stockade.v1.SandboxState.deadline:type_name -> google.protobuf.Timestamp
 	16,  // 16: stockade.v1.SandboxState.created:type_name -> stockade.v1.SandboxCreated
 	17,  // 17: stockade.v1.SandboxState.exit:type_name -> stockade.v1.SandboxExited
 	18,  // 18: stockade.v1.SandboxState.recovered:type_name -> stockade.v1.Recovered
@@ -8147,23 +8233,23 @@ var file_stockade_v1_stockade_proto_depIdxs = []int32{
 	20,  // 20: stockade.v1.SandboxState.checkpoints:type_name -> stockade.v1.Checkpointed
 	21,  // 21: stockade.v1.SandboxState.rolling_back:type_name -> stockade.v1.RollingBack
 	21,  // 22: stockade.v1.SandboxState.last_rollback:type_name -> stockade.v1.RollingBack
-	112, // 23: stockade.v1.SandboxState.reserved:type_name -> google.protobuf.Timestamp
-	112, // 24: stockade.v1.SandboxState.at:type_name -> google.protobuf.Timestamp
-	95,  // 25: stockade.v1.SandboxState.usage:type_name -> stockade.v1.UsageSampled
-	113, // 26: stockade.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
+	113, // 23: stockade.v1.SandboxState.reserved:type_name -> google.protobuf.Timestamp
+	113, // 24: stockade.v1.SandboxState.at:type_name -> google.protobuf.Timestamp
+	96,  // 25: stockade.v1.SandboxState.usage:type_name -> stockade.v1.UsageSampled
+	114, // 26: stockade.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
 	61,  // 27: stockade.v1.ProcessSpec.record:type_name -> stockade.v1.Record
 	22,  // 28: stockade.v1.ProcessState.spec:type_name -> stockade.v1.ProcessSpec
-	112, // 29: stockade.v1.ProcessState.deadline:type_name -> google.protobuf.Timestamp
+	113, // 29: stockade.v1.ProcessState.deadline:type_name -> google.protobuf.Timestamp
 	24,  // 30: stockade.v1.ProcessState.exit:type_name -> stockade.v1.ProcessExited
 	18,  // 31: stockade.v1.ProcessState.recovered:type_name -> stockade.v1.Recovered
-	112, // 32: stockade.v1.ProcessState.reserved:type_name -> google.protobuf.Timestamp
-	112, // 33: stockade.v1.ProcessState.at:type_name -> google.protobuf.Timestamp
+	113, // 32: stockade.v1.ProcessState.reserved:type_name -> google.protobuf.Timestamp
+	113, // 33: stockade.v1.ProcessState.at:type_name -> google.protobuf.Timestamp
 	50,  // 34: stockade.v1.ProcessExited.changes:type_name -> stockade.v1.Changes
 	68,  // 35: stockade.v1.ProcessExited.usage:type_name -> stockade.v1.ProcessUsage
 	28,  // 36: stockade.v1.ListSandboxesResponse.sandboxes:type_name -> stockade.v1.SandboxInfo
-	112, // 37: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
-	109, // 38: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
-	112, // 39: stockade.v1.CheckpointInfo.created:type_name -> google.protobuf.Timestamp
+	113, // 37: stockade.v1.SandboxInfo.reserved:type_name -> google.protobuf.Timestamp
+	110, // 38: stockade.v1.SandboxInfo.labels:type_name -> stockade.v1.SandboxInfo.LabelsEntry
+	113, // 39: stockade.v1.CheckpointInfo.created:type_name -> google.protobuf.Timestamp
 	30,  // 40: stockade.v1.ListCheckpointsResponse.checkpoints:type_name -> stockade.v1.CheckpointInfo
 	39,  // 41: stockade.v1.ListPoolsResponse.pools:type_name -> stockade.v1.PoolInfo
 	15,  // 42: stockade.v1.InspectSandboxResponse.state:type_name -> stockade.v1.SandboxState
@@ -8177,7 +8263,7 @@ var file_stockade_v1_stockade_proto_depIdxs = []int32{
 	60,  // 50: stockade.v1.ExecRequest.start:type_name -> stockade.v1.ExecStart
 	58,  // 51: stockade.v1.ExecRequest.resize:type_name -> stockade.v1.Resize
 	1,   // 52: stockade.v1.Resized.error:type_name -> stockade.v1.Error
-	113, // 53: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	114, // 53: stockade.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
 	61,  // 54: stockade.v1.ExecStart.record:type_name -> stockade.v1.Record
 	65,  // 55: stockade.v1.ExecResponse.started:type_name -> stockade.v1.ExecStarted
 	66,  // 56: stockade.v1.ExecResponse.output:type_name -> stockade.v1.Output
@@ -8187,102 +8273,104 @@ var file_stockade_v1_stockade_proto_depIdxs = []int32{
 	56,  // 60: stockade.v1.LogsChunk.summary:type_name -> stockade.v1.OutputSummary
 	0,   // 61: stockade.v1.Output.stream:type_name -> stockade.v1.Stream
 	1,   // 62: stockade.v1.Result.error:type_name -> stockade.v1.Error
-	112, // 63: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
-	112, // 64: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
+	113, // 63: stockade.v1.Result.started:type_name -> google.protobuf.Timestamp
+	113, // 64: stockade.v1.Result.ended:type_name -> google.protobuf.Timestamp
 	68,  // 65: stockade.v1.Result.usage:type_name -> stockade.v1.ProcessUsage
 	67,  // 66: stockade.v1.WaitResponse.result:type_name -> stockade.v1.Result
 	89,  // 67: stockade.v1.HistoryResponse.events:type_name -> stockade.v1.HistoryEvent
-	112, // 68: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
+	113, // 68: stockade.v1.LiveEntity.updated:type_name -> google.protobuf.Timestamp
 	84,  // 69: stockade.v1.LiveResponse.entities:type_name -> stockade.v1.LiveEntity
-	112, // 70: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	113, // 70: stockade.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
 	15,  // 71: stockade.v1.ReplayResponse.sandbox:type_name -> stockade.v1.SandboxState
 	23,  // 72: stockade.v1.ReplayResponse.process:type_name -> stockade.v1.ProcessState
-	110, // 73: stockade.v1.UsageRequest.labels:type_name -> stockade.v1.UsageRequest.LabelsEntry
-	112, // 74: stockade.v1.UsageRequest.since:type_name -> google.protobuf.Timestamp
+	111, // 73: stockade.v1.UsageRequest.labels:type_name -> stockade.v1.UsageRequest.LabelsEntry
+	113, // 74: stockade.v1.UsageRequest.since:type_name -> google.protobuf.Timestamp
 	94,  // 75: stockade.v1.UsageResponse.sandboxes:type_name -> stockade.v1.SandboxUsage
-	111, // 76: stockade.v1.SandboxUsage.labels:type_name -> stockade.v1.SandboxUsage.LabelsEntry
-	112, // 77: stockade.v1.SandboxUsage.reserved:type_name -> google.protobuf.Timestamp
-	112, // 78: stockade.v1.SandboxUsage.ended:type_name -> google.protobuf.Timestamp
-	96,  // 79: stockade.v1.SandboxUsage.workload:type_name -> stockade.v1.WorkloadUsage
-	97,  // 80: stockade.v1.SandboxUsage.processes:type_name -> stockade.v1.ProcessUsageEntry
-	96,  // 81: stockade.v1.UsageSampled.usage:type_name -> stockade.v1.WorkloadUsage
-	112, // 82: stockade.v1.WorkloadUsage.at:type_name -> google.protobuf.Timestamp
-	68,  // 83: stockade.v1.ProcessUsageEntry.usage:type_name -> stockade.v1.ProcessUsage
-	100, // 84: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
-	113, // 85: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
-	103, // 86: stockade.v1.DoctorResponse.relaxes:type_name -> stockade.v1.Relaxation
-	104, // 87: stockade.v1.DoctorResponse.checks:type_name -> stockade.v1.Check
-	10,  // 88: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
-	26,  // 89: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
-	42,  // 90: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
-	44,  // 91: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
-	46,  // 92: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
-	2,   // 93: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
-	5,   // 94: stockade.v1.Sandboxes.SetSecrets:input_type -> stockade.v1.SetSecretsRequest
-	7,   // 95: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
-	29,  // 96: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
-	31,  // 97: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
-	33,  // 98: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
-	35,  // 99: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
-	37,  // 100: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
-	40,  // 101: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
-	63,  // 102: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
-	57,  // 103: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
-	69,  // 104: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
-	71,  // 105: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
-	73,  // 106: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
-	53,  // 107: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
-	48,  // 108: stockade.v1.Processes.Changes:input_type -> stockade.v1.ChangesRequest
-	75,  // 109: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
-	77,  // 110: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
-	79,  // 111: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
-	90,  // 112: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
-	88,  // 113: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
-	81,  // 114: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
-	83,  // 115: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
-	86,  // 116: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
-	98,  // 117: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
-	101, // 118: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
-	92,  // 119: stockade.v1.Journal.Usage:input_type -> stockade.v1.UsageRequest
-	105, // 120: stockade.v1.Journal.Shutdown:input_type -> stockade.v1.ShutdownRequest
-	25,  // 121: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
-	27,  // 122: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
-	43,  // 123: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
-	45,  // 124: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
-	47,  // 125: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
-	3,   // 126: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
-	6,   // 127: stockade.v1.Sandboxes.SetSecrets:output_type -> stockade.v1.SetSecretsResponse
-	8,   // 128: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
-	30,  // 129: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
-	32,  // 130: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
-	34,  // 131: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
-	36,  // 132: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
-	38,  // 133: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
-	41,  // 134: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
-	64,  // 135: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
-	62,  // 136: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
-	70,  // 137: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
-	72,  // 138: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
-	74,  // 139: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
-	54,  // 140: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
-	49,  // 141: stockade.v1.Processes.Changes:output_type -> stockade.v1.ProcessChanges
-	76,  // 142: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
-	78,  // 143: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
-	80,  // 144: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
-	91,  // 145: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
-	89,  // 146: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
-	82,  // 147: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
-	85,  // 148: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
-	87,  // 149: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
-	99,  // 150: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
-	102, // 151: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
-	93,  // 152: stockade.v1.Journal.Usage:output_type -> stockade.v1.UsageResponse
-	106, // 153: stockade.v1.Journal.Shutdown:output_type -> stockade.v1.ShutdownResponse
-	121, // [121:154] is the sub-list for method output_type
-	88,  // [88:121] is the sub-list for method input_type
-	88,  // [88:88] is the sub-list for extension type_name
-	88,  // [88:88] is the sub-list for extension extendee
-	0,   // [0:88] is the sub-list for field type_name
+	112, // 76: stockade.v1.SandboxUsage.labels:type_name -> stockade.v1.SandboxUsage.LabelsEntry
+	113, // 77: stockade.v1.SandboxUsage.reserved:type_name -> google.protobuf.Timestamp
+	113, // 78: stockade.v1.SandboxUsage.ended:type_name -> google.protobuf.Timestamp
+	97,  // 79: stockade.v1.SandboxUsage.workload:type_name -> stockade.v1.WorkloadUsage
+	98,  // 80: stockade.v1.SandboxUsage.processes:type_name -> stockade.v1.ProcessUsageEntry
+	95,  // 81: stockade.v1.SandboxUsage.workspace:type_name -> stockade.v1.WorkspaceSize
+	113, // 82: stockade.v1.WorkspaceSize.at:type_name -> google.protobuf.Timestamp
+	97,  // 83: stockade.v1.UsageSampled.usage:type_name -> stockade.v1.WorkloadUsage
+	113, // 84: stockade.v1.WorkloadUsage.at:type_name -> google.protobuf.Timestamp
+	68,  // 85: stockade.v1.ProcessUsageEntry.usage:type_name -> stockade.v1.ProcessUsage
+	101, // 86: stockade.v1.RecoveryResponse.sandboxes:type_name -> stockade.v1.RecoveredSandbox
+	114, // 87: stockade.v1.RecoveryResponse.duration:type_name -> google.protobuf.Duration
+	104, // 88: stockade.v1.DoctorResponse.relaxes:type_name -> stockade.v1.Relaxation
+	105, // 89: stockade.v1.DoctorResponse.checks:type_name -> stockade.v1.Check
+	10,  // 90: stockade.v1.Sandboxes.Create:input_type -> stockade.v1.CreateSandboxRequest
+	26,  // 91: stockade.v1.Sandboxes.List:input_type -> stockade.v1.ListSandboxesRequest
+	42,  // 92: stockade.v1.Sandboxes.Inspect:input_type -> stockade.v1.InspectSandboxRequest
+	44,  // 93: stockade.v1.Sandboxes.Stop:input_type -> stockade.v1.StopSandboxRequest
+	46,  // 94: stockade.v1.Sandboxes.Remove:input_type -> stockade.v1.RemoveSandboxRequest
+	2,   // 95: stockade.v1.Sandboxes.SetEgress:input_type -> stockade.v1.SetEgressRequest
+	5,   // 96: stockade.v1.Sandboxes.SetSecrets:input_type -> stockade.v1.SetSecretsRequest
+	7,   // 97: stockade.v1.Sandboxes.Egress:input_type -> stockade.v1.EgressRequest
+	29,  // 98: stockade.v1.Checkpoints.Create:input_type -> stockade.v1.CreateCheckpointRequest
+	31,  // 99: stockade.v1.Checkpoints.List:input_type -> stockade.v1.ListCheckpointsRequest
+	33,  // 100: stockade.v1.Checkpoints.Remove:input_type -> stockade.v1.RemoveCheckpointRequest
+	35,  // 101: stockade.v1.Checkpoints.Rollback:input_type -> stockade.v1.RollbackRequest
+	37,  // 102: stockade.v1.Pools.List:input_type -> stockade.v1.ListPoolsRequest
+	40,  // 103: stockade.v1.Pools.Resize:input_type -> stockade.v1.ResizePoolRequest
+	63,  // 104: stockade.v1.Processes.Logs:input_type -> stockade.v1.LogsRequest
+	57,  // 105: stockade.v1.Processes.Exec:input_type -> stockade.v1.ExecRequest
+	69,  // 106: stockade.v1.Processes.Signal:input_type -> stockade.v1.SignalRequest
+	71,  // 107: stockade.v1.Processes.Stop:input_type -> stockade.v1.StopProcessRequest
+	73,  // 108: stockade.v1.Processes.Wait:input_type -> stockade.v1.WaitRequest
+	53,  // 109: stockade.v1.Processes.Attach:input_type -> stockade.v1.AttachRequest
+	48,  // 110: stockade.v1.Processes.Changes:input_type -> stockade.v1.ChangesRequest
+	75,  // 111: stockade.v1.Files.Put:input_type -> stockade.v1.PutRequest
+	77,  // 112: stockade.v1.Files.Get:input_type -> stockade.v1.GetRequest
+	79,  // 113: stockade.v1.Journal.History:input_type -> stockade.v1.HistoryRequest
+	90,  // 114: stockade.v1.Journal.Replay:input_type -> stockade.v1.ReplayRequest
+	88,  // 115: stockade.v1.Journal.Follow:input_type -> stockade.v1.FollowRequest
+	81,  // 116: stockade.v1.Journal.Export:input_type -> stockade.v1.ExportRequest
+	83,  // 117: stockade.v1.Journal.Live:input_type -> stockade.v1.LiveRequest
+	86,  // 118: stockade.v1.Journal.Verify:input_type -> stockade.v1.VerifyRequest
+	99,  // 119: stockade.v1.Journal.Recovery:input_type -> stockade.v1.RecoveryRequest
+	102, // 120: stockade.v1.Journal.Doctor:input_type -> stockade.v1.DoctorRequest
+	92,  // 121: stockade.v1.Journal.Usage:input_type -> stockade.v1.UsageRequest
+	106, // 122: stockade.v1.Journal.Shutdown:input_type -> stockade.v1.ShutdownRequest
+	25,  // 123: stockade.v1.Sandboxes.Create:output_type -> stockade.v1.CreateSandboxResponse
+	27,  // 124: stockade.v1.Sandboxes.List:output_type -> stockade.v1.ListSandboxesResponse
+	43,  // 125: stockade.v1.Sandboxes.Inspect:output_type -> stockade.v1.InspectSandboxResponse
+	45,  // 126: stockade.v1.Sandboxes.Stop:output_type -> stockade.v1.StopSandboxResponse
+	47,  // 127: stockade.v1.Sandboxes.Remove:output_type -> stockade.v1.RemoveSandboxResponse
+	3,   // 128: stockade.v1.Sandboxes.SetEgress:output_type -> stockade.v1.SetEgressResponse
+	6,   // 129: stockade.v1.Sandboxes.SetSecrets:output_type -> stockade.v1.SetSecretsResponse
+	8,   // 130: stockade.v1.Sandboxes.Egress:output_type -> stockade.v1.EgressResponse
+	30,  // 131: stockade.v1.Checkpoints.Create:output_type -> stockade.v1.CheckpointInfo
+	32,  // 132: stockade.v1.Checkpoints.List:output_type -> stockade.v1.ListCheckpointsResponse
+	34,  // 133: stockade.v1.Checkpoints.Remove:output_type -> stockade.v1.RemoveCheckpointResponse
+	36,  // 134: stockade.v1.Checkpoints.Rollback:output_type -> stockade.v1.RollbackResponse
+	38,  // 135: stockade.v1.Pools.List:output_type -> stockade.v1.ListPoolsResponse
+	41,  // 136: stockade.v1.Pools.Resize:output_type -> stockade.v1.ResizePoolResponse
+	64,  // 137: stockade.v1.Processes.Logs:output_type -> stockade.v1.LogsChunk
+	62,  // 138: stockade.v1.Processes.Exec:output_type -> stockade.v1.ExecResponse
+	70,  // 139: stockade.v1.Processes.Signal:output_type -> stockade.v1.SignalResponse
+	72,  // 140: stockade.v1.Processes.Stop:output_type -> stockade.v1.StopProcessResponse
+	74,  // 141: stockade.v1.Processes.Wait:output_type -> stockade.v1.WaitResponse
+	54,  // 142: stockade.v1.Processes.Attach:output_type -> stockade.v1.AttachMessage
+	49,  // 143: stockade.v1.Processes.Changes:output_type -> stockade.v1.ProcessChanges
+	76,  // 144: stockade.v1.Files.Put:output_type -> stockade.v1.PutResponse
+	78,  // 145: stockade.v1.Files.Get:output_type -> stockade.v1.GetResponse
+	80,  // 146: stockade.v1.Journal.History:output_type -> stockade.v1.HistoryResponse
+	91,  // 147: stockade.v1.Journal.Replay:output_type -> stockade.v1.ReplayResponse
+	89,  // 148: stockade.v1.Journal.Follow:output_type -> stockade.v1.HistoryEvent
+	82,  // 149: stockade.v1.Journal.Export:output_type -> stockade.v1.ExportChunk
+	85,  // 150: stockade.v1.Journal.Live:output_type -> stockade.v1.LiveResponse
+	87,  // 151: stockade.v1.Journal.Verify:output_type -> stockade.v1.VerifyResponse
+	100, // 152: stockade.v1.Journal.Recovery:output_type -> stockade.v1.RecoveryResponse
+	103, // 153: stockade.v1.Journal.Doctor:output_type -> stockade.v1.DoctorResponse
+	93,  // 154: stockade.v1.Journal.Usage:output_type -> stockade.v1.UsageResponse
+	107, // 155: stockade.v1.Journal.Shutdown:output_type -> stockade.v1.ShutdownResponse
+	123, // [123:156] is the sub-list for method output_type
+	90,  // [90:123] is the sub-list for method input_type
+	90,  // [90:90] is the sub-list for extension type_name
+	90,  // [90:90] is the sub-list for extension extendee
+	0,   // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_stockade_v1_stockade_proto_init() }
@@ -8313,14 +8401,14 @@ func file_stockade_v1_stockade_proto_init() {
 		(*ReplayResponse_Sandbox)(nil),
 		(*ReplayResponse_Process)(nil),
 	}
-	file_stockade_v1_stockade_proto_msgTypes[96].OneofWrappers = []any{}
+	file_stockade_v1_stockade_proto_msgTypes[97].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stockade_v1_stockade_proto_rawDesc), len(file_stockade_v1_stockade_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   111,
+			NumMessages:   112,
 			NumExtensions: 0,
 			NumServices:   6,
 		},
