@@ -94,9 +94,10 @@ func TestCheckpointRollback(t *testing.T) {
 	types := testkit.SandboxTypes(t, e.RT, sb.ID())
 	rb := slices.Index(types, (lifecycle.RollingBack{}).Type())
 	// The warden is journaled lost before the rollback kills every
-	// process of the sandbox's user; the fact follows.
-	if !slices.Contains(types, (lifecycle.Checkpointed{}).Type()) || rb < 0 || rb+2 >= len(types) ||
-		types[rb+1] != (lifecycle.WardenLost{}).Type() || types[rb+2] != (lifecycle.RolledBack{}).Type() {
+	// process of the sandbox's user; the run the kill ends closes in the
+	// usage ledger; the fact follows.
+	if !slices.Contains(types, (lifecycle.Checkpointed{}).Type()) || rb < 0 || rb+3 >= len(types) ||
+		types[rb+1] != (lifecycle.WardenLost{}).Type() || types[rb+2] != (lifecycle.UsageSampled{}).Type() || types[rb+3] != (lifecycle.RolledBack{}).Type() {
 		t.Fatalf("journal: %v", types)
 	}
 	// The sandbox takes work again, and the staging directory was emptied.
