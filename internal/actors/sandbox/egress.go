@@ -324,6 +324,7 @@ func (e *egressPart) onUp(m egressUp) {
 	waiting := e.waiting
 	e.waiting = nil
 	e.apply(waiting...)
+	e.a.releaseCreate()
 }
 
 // hostRefresh is how often a link's loop reads the host's addresses again.
@@ -359,6 +360,7 @@ func (e *egressPart) onFailed(m egressFailed) {
 		return
 	}
 	a.deps.Log.Error("the egress role does not read back as made: the sandbox is stopped", "sandbox", a.p.ID, "err", m.err)
+	a.releaseCreate()
 	a.stop(lifecycle.ReasonFailed, m.err)
 }
 
@@ -374,6 +376,7 @@ func (e *egressPart) onGaveUp(m egressGaveUp) {
 	}
 	e.waiting = nil
 	a.deps.Log.Warn("no control link to the egress proxy can be made", "sandbox", a.p.ID, "err", m.err)
+	a.releaseCreate()
 }
 
 func (e *egressPart) onDown(m egressDown) {

@@ -52,7 +52,9 @@ type (
 	}
 	removedMsg struct{ err error }
 	ttlMsg     struct{}
-	deadSeen   struct {
+	// egressReadyLate: the create's wait for the egress proxy ran out.
+	egressReadyLate struct{}
+	deadSeen        struct {
 		obs dockerio.Observed
 		err error
 	}
@@ -112,6 +114,10 @@ type ending struct {
 	// sandbox is exited without a stopping intent once processes settle.
 	exitDead     bool
 	stopInFlight bool
+	// holdingCreate: the create waits for the egress proxy's first link;
+	// egressWaited: it waits no more (the link came, failed, or the wait
+	// ran out); createAnswered: Created was sent.
+	holdingCreate, egressWaited, createAnswered bool
 }
 
 // newActor makes a sandbox actor's core and its parts.
@@ -223,6 +229,8 @@ func (a *sandboxActor) Receive(ctx actor.Context) {
 		a.onStopped(m)
 	case removedMsg:
 		a.onRemoved(m)
+	case egressReadyLate:
+		a.releaseCreate()
 	case ttlMsg:
 		a.stop(lifecycle.ReasonTimeout, spec.Errorf(spec.CodeTimeout, "sandbox", "sandbox %s outlived its TTL", a.p.ID))
 	case WorkloadDied:
@@ -347,8 +355,37 @@ func (a *sandboxActor) onStarted(m startedMsg) {
 	a.createdDone()
 }
 
-// createdDone answers a create whose sandbox runs.
+// releaseCreate ends a create's wait for the egress proxy (it answered,
+// failed, or the wait ran out): a create held for it is answered, one not
+// there yet (its warden still starting) will not wait for it.
+func (a *sandboxActor) releaseCreate() {
+	a.end.egressWaited = true
+	if a.end.holdingCreate {
+		a.createdDone()
+	}
+}
+
+// egressReadyWait bounds how long a create waits for its allowlist
+// sandbox's proxy to answer (past it the create is answered; the proxy
+// may then refuse a first connection while it starts).
+const egressReadyWait = 10 * time.Second
+
+// createdDone answers a create whose sandbox runs: for an allowlist
+// sandbox, once its proxy answered its first control link (it listens for
+// the sandbox's clients before it serves that link), so a first command's
+// connection finds it listening.
 func (a *sandboxActor) createdDone() {
+	if a.end.createAnswered {
+		return
+	}
+	if a.sb.Egress != "" && a.egress.ctl == nil && !a.end.egressWaited {
+		if !a.end.holdingCreate {
+			a.end.holdingCreate = true
+			time.AfterFunc(egressReadyWait, func() { a.send(egressReadyLate{}) })
+		}
+		return
+	}
+	a.end.holdingCreate, a.end.createAnswered = false, true
 	if !a.p.Deadline.IsZero() {
 		a.armTTL(a.p.Deadline)
 	}
