@@ -114,8 +114,8 @@ type Status struct {
 	Code   int
 	Signal syscall.Signal
 	// Usage is what the program says it used, as a real child's rusage
-	// would (nil: only its wall time is known).
-	Usage *wire.Usage
+	// would (zero: only its wall time is known).
+	Usage wire.Usage
 }
 
 // Program is what one child of an in-process warden does; it returns when
@@ -209,11 +209,7 @@ func (ip *inProcess) fork(path string, sp *wire.Spawn, attr *syscall.ProcAttr) (
 			ws = syscall.WaitStatus(uint32(st.Signal) & 0x7f)
 		}
 		ip.s.forkMu.Lock()
-		use := st.Usage
-		if use == nil {
-			use = &wire.Usage{}
-		}
-		ip.s.ended(pid, ws, use)
+		ip.s.ended(pid, ws, st.Usage)
 		ip.s.forkMu.Unlock()
 	}()
 	return pid, untrackedTracker("an in-process warden tracks no changes"), nil

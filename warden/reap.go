@@ -52,8 +52,8 @@ func (s *state) reap() {
 }
 
 // usageOf converts wait4's rusage (Linux reports ru_maxrss in KiB).
-func usageOf(ru *unix.Rusage) *wire.Usage {
-	return &wire.Usage{
+func usageOf(ru *unix.Rusage) wire.Usage {
+	return wire.Usage{
 		UserNanos:   ru.Utime.Nano(),
 		SystemNanos: ru.Stime.Nano(),
 		MaxRSS:      int64(ru.Maxrss) * 1024,
@@ -62,9 +62,9 @@ func usageOf(ru *unix.Rusage) *wire.Usage {
 	}
 }
 
-// ended records a child's end and what it used (nil: not known). The
-// caller holds s.forkMu for writing.
-func (s *state) ended(pid int, ws syscall.WaitStatus, use *wire.Usage) {
+// ended records a child's end and what it used (its wall time is the
+// warden's to add). The caller holds s.forkMu for writing.
+func (s *state) ended(pid int, ws syscall.WaitStatus, use wire.Usage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.byPID[pid]
@@ -74,11 +74,8 @@ func (s *state) ended(pid int, ws syscall.WaitStatus, use *wire.Usage) {
 	delete(s.byPID, pid)
 	p.reaped = true
 	p.reapOOM = s.sys.oomKills()
-	if use != nil {
-		u := *use
-		u.WallNanos = time.Since(p.spawned).Nanoseconds()
-		p.usage = &u
-	}
+	use.WallNanos = time.Since(p.spawned).Nanoseconds()
+	p.usage = use
 	if ws.Signaled() {
 		p.code, p.sig = -1, int(ws.Signal())
 	} else {

@@ -154,7 +154,7 @@ type proc struct {
 	reaped    bool
 	reapOOM   int64 // the OOM kill count when reaped
 	spawned   time.Time
-	usage     *wire.Usage // what it used, once reaped (nil: not known)
+	usage     wire.Usage // what it used, once reaped
 	code, sig int
 	exit      *wire.Exited
 	forgotten bool

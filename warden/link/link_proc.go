@@ -150,7 +150,7 @@ func (p *Proc) onExited(m wire.Exited) error {
 		return nil
 	}
 	if p.exit != nil {
-		if p.tableExit && m.Same(*p.exit) {
+		if p.tableExit && m == *p.exit {
 			// The exit Resume knew from the table, sent again.
 			p.tableExit = false
 			return nil

@@ -238,9 +238,10 @@ type Exited struct {
 	Stdout   uint64 `json:"stdout"`
 	Stderr   uint64 `json:"stderr"`
 	OOMKills int64  `json:"oom_kills"`
-	// Usage is what the process used (absent: a warden that could not
-	// tell).
-	Usage *Usage `json:"usage,omitempty"`
+	// Usage is what the process used (zero, absent: a warden that could
+	// not tell). A value, not a pointer: an Exited compares with == (a
+	// reattach's table exit resent is the same exit).
+	Usage Usage `json:"usage,omitzero"`
 }
 
 // Usage is what a process used, as wait4's rusage reports it: the process
@@ -266,31 +267,21 @@ type Usage struct {
 const MaxUsage = 1 << 53
 
 // Validate refuses a figure that is negative or past MaxUsage.
-func (u *Usage) Validate() error {
+func (u Usage) Validate() error {
 	for _, v := range []int64{u.WallNanos, u.UserNanos, u.SystemNanos, u.MaxRSS, u.ReadBytes, u.WriteBytes} {
 		if v < 0 || v > MaxUsage {
-			return fmt.Errorf("usage with a figure out of range: %+v", *u)
+			return fmt.Errorf("usage with a figure out of range: %+v", u)
 		}
 	}
 	return nil
-}
-
-// Same reports whether o reports the same exit as m (Usage compared by
-// value: two decodings of one message are the same exit).
-func (m Exited) Same(o Exited) bool {
-	mu, ou := m.Usage, o.Usage
-	m.Usage, o.Usage = nil, nil
-	return m == o && (mu == nil) == (ou == nil) && (mu == nil || *mu == *ou)
 }
 
 func (m *Exited) Validate() error {
 	if err := checkStatus(m.Code, m.Signal); err != nil {
 		return err
 	}
-	if m.Usage != nil {
-		if err := m.Usage.Validate(); err != nil {
-			return err
-		}
+	if err := m.Usage.Validate(); err != nil {
+		return err
 	}
 	if m.Stdout+m.Stderr != m.Output || m.Stdout > m.Output {
 		return fmt.Errorf("stdout %d and stderr %d do not add up to output %d", m.Stdout, m.Stderr, m.Output)

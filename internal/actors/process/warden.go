@@ -403,7 +403,7 @@ func (w *wardenTransport) startFailure(code int, head []byte) error {
 func (w *wardenTransport) exiting(ev *lifecycle.ProcessExited) {
 	ev.Changes = w.changes()
 	if w.proc != nil {
-		if ex, ok := w.proc.Exit(); ok && ex.Usage != nil {
+		if ex, ok := w.proc.Exit(); ok && ex.Usage != (wire.Usage{}) {
 			u := ex.Usage
 			ev.Usage = &spec.ProcessUsage{Source: spec.UsageRusage, Wall: time.Duration(u.WallNanos),
 				User: time.Duration(u.UserNanos), System: time.Duration(u.SystemNanos),
