@@ -311,6 +311,9 @@ func (e *egressPart) runLink(ctx context.Context, gen int, sb dockerio.Sandbox, 
 
 // onUp keeps the link and brings the proxy's rules up to the
 // journal's.
+// linked reports whether a control link to the proxy is up.
+func (e *egressPart) linked() bool { return e.ctl != nil }
+
 func (e *egressPart) onUp(m egressUp) {
 	if m.gen != e.gen || e.cancel == nil {
 		_ = m.ctl.Close() // a stale link, dropped

@@ -398,7 +398,7 @@ func (r *rollbackPart) onDone(m rollbackDone) {
 		if m.stopped {
 			a.usage.onStop(m.use)
 			if m.restartErr == nil {
-				a.usage.m.anchor(a.deps.Now())
+				a.usage.runStarted()
 			}
 		}
 	}

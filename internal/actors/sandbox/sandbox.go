@@ -344,7 +344,7 @@ func (a *sandboxActor) onStarted(m startedMsg) {
 		a.sys.Root.Stop(a.self)
 		return
 	}
-	a.usage.m.anchor(a.deps.Now())
+	a.usage.runStarted()
 	a.egress.start(false)
 	// The create answers once the warden is up: the first process does
 	// not wait for it, and a warden that cannot start fails the create
@@ -378,7 +378,7 @@ func (a *sandboxActor) createdDone() {
 	if a.end.createAnswered {
 		return
 	}
-	if a.sb.Egress != "" && a.egress.ctl == nil && !a.end.egressWaited {
+	if a.sb.Egress != "" && !a.egress.linked() && !a.end.egressWaited {
 		if !a.end.holdingCreate {
 			a.end.holdingCreate = true
 			time.AfterFunc(egressReadyWait, func() { a.send(egressReadyLate{}) })

@@ -119,10 +119,9 @@ func (m *meter) event(runEnded, final bool) lifecycle.UsageSampled {
 
 // usagePart keeps the ledger.
 type usagePart struct {
-	a        *sandboxActor
-	m        meter
-	restored bool
-	ticker   *time.Timer
+	a      *sandboxActor
+	m      meter
+	ticker *time.Timer
 	// inFlight: a sample is out; waiting are the asks it answers (one
 	// reading serves every ask made meanwhile: a caller asking in a loop
 	// never piles readings onto the daemon).
@@ -139,19 +138,11 @@ const usageFirst = time.Second
 
 func (u *usagePart) every() time.Duration { return u.a.deps.Config.UsageEvery }
 
-// start arms the periodic sample (the actor's start; a recovering actor
-// takes up its journaled totals first).
+// start arms the periodic sample (the actor's start, after a recovering
+// actor's state is its journal's): a recovering actor takes up its
+// journaled totals first.
 func (u *usagePart) start() {
 	u.journaled = u.a.deps.Now() // the first periodic journal a minute in
-	u.restore()
-	u.arm()
-}
-
-func (u *usagePart) restore() {
-	if u.restored {
-		return
-	}
-	u.restored = true
 	if ev := u.a.state.Usage; ev != nil {
 		u.m.restore(*ev)
 		u.journaled = ev.Usage.At
@@ -160,7 +151,12 @@ func (u *usagePart) restore() {
 		// it was reserved; the stretch to the first sample is bridged.
 		u.m.anchor(u.a.state.Reserved)
 	}
+	u.arm()
 }
+
+// runStarted begins a run's ledger (the workload started, or started
+// again after a rollback).
+func (u *usagePart) runStarted() { u.m.anchor(u.a.deps.Now()) }
 
 // arm schedules the next periodic sample: the first after usageFirst,
 // then every interval give or take a fifth (a workload cannot time its
@@ -202,7 +198,6 @@ func (u *usagePart) handle(_ actor.Context, msg any) bool {
 			u.arm()
 		}
 	case Usage:
-		u.restore()
 		if !u.workloadUp() {
 			m.Reply <- u.m.total
 			return true
@@ -212,7 +207,6 @@ func (u *usagePart) handle(_ actor.Context, msg any) bool {
 			u.sample()
 		}
 	case usageSampled:
-		u.restore()
 		u.inFlight = false
 		u.arm()
 		if m.err == nil && u.workloadUp() {
@@ -277,7 +271,6 @@ func lastSample(ctx context.Context, e engine, sb dockerio.Sandbox) *dockerio.Cg
 // from the last sample to now is counted unsampled: what the workload
 // used then is not in the ledger, and a biller bounds it by the policy.
 func (u *usagePart) onStop(s *dockerio.CgroupSample) {
-	u.restore()
 	if s != nil {
 		u.m.add(*s, u.every())
 	} else if u.m.inRun || u.m.anchored {
