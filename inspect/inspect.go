@@ -82,18 +82,11 @@ func (r *Reader) History(ctx context.Context, sandboxID string) ([]host.HistoryE
 		return nil, err
 	}
 	for _, k := range procs {
-		var mine bool
-		err := j.Read(k, 1, 1, func(e journal.Event) error {
-			ev, err := lifecycle.Decode(e.Type, e.Payload)
-			if r, ok := ev.(lifecycle.ProcessReserved); err == nil && ok && r.Sandbox == sandboxID {
-				mine = true
-			}
-			return err
-		})
+		sandbox, err := r.processSandbox(k)
 		if err != nil {
 			return nil, err
 		}
-		if mine {
+		if sandbox == sandboxID {
 			if err := j.Read(k, 0, 0, collect); err != nil {
 				return nil, err
 			}

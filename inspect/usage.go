@@ -101,7 +101,8 @@ func (r *Reader) Usage(ctx context.Context, q host.UsageQuery, recordings string
 	return out, nil
 }
 
-// processSandbox reads the sandbox a process stream's reserved event names.
+// processSandbox reads the sandbox a process stream's reserved event
+// names (History and Usage group processes by it).
 func (r *Reader) processSandbox(k journal.Key) (string, error) {
 	var sandbox string
 	err := r.j.Read(k, 1, 1, func(e journal.Event) error {

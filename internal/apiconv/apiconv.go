@@ -17,16 +17,18 @@ import (
 	"github.com/stockade/stockade/spec"
 )
 
-// stamp is t on the wire; the zero time is unset.
-func stamp(t time.Time) *timestamppb.Timestamp {
+// Stamp is t on the wire; the zero time is unset. (The server and the
+// client convert the host shapes themselves with it: apiconv may not
+// import host.)
+func Stamp(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
 	return timestamppb.New(t)
 }
 
-// unstamp is stamp's inverse.
-func unstamp(t *timestamppb.Timestamp) time.Time {
+// Unstamp is Stamp's inverse.
+func Unstamp(t *timestamppb.Timestamp) time.Time {
 	if t == nil {
 		return time.Time{}
 	}
@@ -47,7 +49,8 @@ func unduration(d *durationpb.Duration) time.Duration {
 	return d.AsDuration()
 }
 
-func optInt(p *int) *int64 {
+// OptInt is an optional int on the wire.
+func OptInt(p *int) *int64 {
 	if p == nil {
 		return nil
 	}
@@ -55,7 +58,8 @@ func optInt(p *int) *int64 {
 	return &v
 }
 
-func unoptInt(p *int64) *int {
+// UnoptInt is OptInt's inverse.
+func UnoptInt(p *int64) *int {
 	if p == nil {
 		return nil
 	}
@@ -181,16 +185,16 @@ func fromRollingBack(w *stockadev1.RollingBack) *lifecycle.RollingBack {
 // SandboxState is st on the wire.
 func SandboxState(st lifecycle.Sandbox) *stockadev1.SandboxState {
 	w := &stockadev1.SandboxState{Id: st.ID, Phase: string(st.Phase), Owner: st.Owner, Spec: SandboxSpec(st.Spec), Profile: st.Profile,
-		Revision: st.Revision, Deadline: stamp(st.Deadline), Started: st.Started, Stopping: string(st.Stopping), Paused: st.Paused,
+		Revision: st.Revision, Deadline: Stamp(st.Deadline), Started: st.Started, Stopping: string(st.Stopping), Paused: st.Paused,
 		Recovered: recovered(st.Recovered), Adopted: st.Adopted, RulesVersion: st.RulesVersion, Pool: st.Pool, Claimed: st.Claimed,
 		RollingBack: rollingBack(st.RollingBack), Rollbacks: int64(st.Rollbacks), Restored: st.Restored, LastRollback: rollingBack(st.LastRollback),
-		Seq: st.Seq, Reserved: stamp(st.Reserved), At: stamp(st.At), Usage: usageSampled(st.Usage)}
+		Seq: st.Seq, Reserved: Stamp(st.Reserved), At: Stamp(st.At), Usage: usageSampled(st.Usage)}
 	if c := st.Created; c != nil {
 		w.Created = &stockadev1.SandboxCreated{Workload: c.Workload, Export: c.Export, Volume: c.Volume, Network: c.Network, Egress: c.Egress,
 			Outside: c.Outside, Proxy: c.Proxy}
 	}
 	if e := st.Exit; e != nil {
-		w.Exit = &stockadev1.SandboxExited{Reason: string(e.Reason), ExitCode: optInt(e.ExitCode), Oom: e.OOM, Error: string(e.Error), Message: e.Message}
+		w.Exit = &stockadev1.SandboxExited{Reason: string(e.Reason), ExitCode: OptInt(e.ExitCode), Oom: e.OOM, Error: string(e.Error), Message: e.Message}
 	}
 	if wd := st.Warden; wd != nil {
 		w.Warden = &stockadev1.WardenStarted{Pid: int64(wd.PID), Socket: wd.Socket, Secret: wd.Secret, Version: wd.Version}
@@ -208,16 +212,16 @@ func FromSandboxState(w *stockadev1.SandboxState) (lifecycle.Sandbox, error) {
 	}
 	sp, err := FromSandboxSpec(w.Spec)
 	st := lifecycle.Sandbox{ID: w.Id, Phase: lifecycle.Phase(w.Phase), Owner: w.Owner, Spec: sp, Profile: w.Profile, Revision: w.Revision,
-		Deadline: unstamp(w.Deadline), Started: w.Started, Stopping: lifecycle.Reason(w.Stopping), Paused: w.Paused,
+		Deadline: Unstamp(w.Deadline), Started: w.Started, Stopping: lifecycle.Reason(w.Stopping), Paused: w.Paused,
 		Recovered: fromRecovered(w.Recovered), Adopted: w.Adopted, RulesVersion: w.RulesVersion, Pool: w.Pool, Claimed: w.Claimed,
 		RollingBack: fromRollingBack(w.RollingBack), Rollbacks: int(w.Rollbacks), Restored: w.Restored, LastRollback: fromRollingBack(w.LastRollback),
-		Seq: w.Seq, Reserved: unstamp(w.Reserved), At: unstamp(w.At), Usage: fromUsageSampled(w.Usage)}
+		Seq: w.Seq, Reserved: Unstamp(w.Reserved), At: Unstamp(w.At), Usage: fromUsageSampled(w.Usage)}
 	if c := w.Created; c != nil {
 		st.Created = &lifecycle.SandboxCreated{Workload: c.Workload, Export: c.Export, Volume: c.Volume, Network: c.Network, Egress: c.Egress,
 			Outside: c.Outside, Proxy: c.Proxy}
 	}
 	if e := w.Exit; e != nil {
-		st.Exit = &lifecycle.SandboxExited{Reason: lifecycle.Reason(e.Reason), ExitCode: unoptInt(e.ExitCode), OOM: e.Oom, Error: spec.Code(e.Error), Message: e.Message}
+		st.Exit = &lifecycle.SandboxExited{Reason: lifecycle.Reason(e.Reason), ExitCode: UnoptInt(e.ExitCode), OOM: e.Oom, Error: spec.Code(e.Error), Message: e.Message}
 	}
 	if wd := w.Warden; wd != nil {
 		st.Warden = &lifecycle.WardenStarted{PID: int(wd.Pid), Socket: wd.Socket, Secret: wd.Secret, Version: wd.Version}
@@ -279,12 +283,12 @@ func FromChanges(w *stockadev1.Changes) *lifecycle.Changes {
 
 // ProcessState is st on the wire.
 func ProcessState(st lifecycle.Process) *stockadev1.ProcessState {
-	w := &stockadev1.ProcessState{Id: st.ID, Phase: string(st.Phase), SandboxId: st.Sandbox, Spec: ProcessSpec(st.Spec), Deadline: stamp(st.Deadline),
+	w := &stockadev1.ProcessState{Id: st.ID, Phase: string(st.Phase), SandboxId: st.Sandbox, Spec: ProcessSpec(st.Spec), Deadline: Stamp(st.Deadline),
 		ExecId: st.ExecID, Group: int64(st.Group), Pid: int64(st.PID), ByWarden: st.ByWarden, OomKills: st.OOMKills, StdinClosed: st.StdinClosed,
 		QuotaHit: st.QuotaHit, Stopping: string(st.Stopping), Recovered: recovered(st.Recovered), Adopted: st.Adopted, Detached: st.Detached,
-		Seq: st.Seq, Reserved: stamp(st.Reserved), At: stamp(st.At)}
+		Seq: st.Seq, Reserved: Stamp(st.Reserved), At: Stamp(st.At)}
 	if e := st.Exit; e != nil {
-		w.Exit = &stockadev1.ProcessExited{Reason: string(e.Reason), ExitCode: optInt(e.ExitCode), Error: string(e.Error), Message: e.Message,
+		w.Exit = &stockadev1.ProcessExited{Reason: string(e.Reason), ExitCode: OptInt(e.ExitCode), Error: string(e.Error), Message: e.Message,
 			StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Changes: Changes(e.Changes), Usage: ProcessUsage(e.Usage)}
 	}
 	return w
@@ -295,12 +299,12 @@ func FromProcessState(w *stockadev1.ProcessState) lifecycle.Process {
 	if w == nil {
 		return lifecycle.Process{}
 	}
-	st := lifecycle.Process{ID: w.Id, Phase: lifecycle.Phase(w.Phase), Sandbox: w.SandboxId, Spec: FromProcessSpec(w.Spec), Deadline: unstamp(w.Deadline),
+	st := lifecycle.Process{ID: w.Id, Phase: lifecycle.Phase(w.Phase), Sandbox: w.SandboxId, Spec: FromProcessSpec(w.Spec), Deadline: Unstamp(w.Deadline),
 		ExecID: w.ExecId, Group: int(w.Group), PID: int(w.Pid), ByWarden: w.ByWarden, OOMKills: w.OomKills, StdinClosed: w.StdinClosed,
 		QuotaHit: w.QuotaHit, Stopping: lifecycle.Reason(w.Stopping), Recovered: fromRecovered(w.Recovered), Adopted: w.Adopted, Detached: w.Detached,
-		Seq: w.Seq, Reserved: unstamp(w.Reserved), At: unstamp(w.At)}
+		Seq: w.Seq, Reserved: Unstamp(w.Reserved), At: Unstamp(w.At)}
 	if e := w.Exit; e != nil {
-		st.Exit = &lifecycle.ProcessExited{Reason: lifecycle.Reason(e.Reason), ExitCode: unoptInt(e.ExitCode), Error: spec.Code(e.Error), Message: e.Message,
+		st.Exit = &lifecycle.ProcessExited{Reason: lifecycle.Reason(e.Reason), ExitCode: UnoptInt(e.ExitCode), Error: spec.Code(e.Error), Message: e.Message,
 			StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Changes: FromChanges(e.Changes), Usage: FromProcessUsage(e.Usage)}
 	}
 	return st
@@ -310,7 +314,7 @@ func FromProcessState(w *stockadev1.ProcessState) lifecycle.Process {
 func Decisions(ds []egress.Decision) []*stockadev1.EgressDecision {
 	out := make([]*stockadev1.EgressDecision, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, &stockadev1.EgressDecision{Seq: d.Seq, Time: stamp(d.Time), Process: d.Process, Client: d.Client, Method: d.Method,
+		out = append(out, &stockadev1.EgressDecision{Seq: d.Seq, Time: Stamp(d.Time), Process: d.Process, Client: d.Client, Method: d.Method,
 			Host: d.Host, Port: uint32(d.Port), Addr: d.Addr, Verdict: d.Verdict, Rule: d.Rule, Reason: d.Reason, Up: d.Up, Down: d.Down, Millis: d.Millis})
 	}
 	return out
@@ -320,7 +324,7 @@ func Decisions(ds []egress.Decision) []*stockadev1.EgressDecision {
 func FromDecisions(ws []*stockadev1.EgressDecision) []egress.Decision {
 	out := make([]egress.Decision, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, egress.Decision{Seq: w.Seq, Time: unstamp(w.Time), Process: w.Process, Client: w.Client, Method: w.Method,
+		out = append(out, egress.Decision{Seq: w.Seq, Time: Unstamp(w.Time), Process: w.Process, Client: w.Client, Method: w.Method,
 			Host: w.Host, Port: uint16(min(w.Port, 65535)), Addr: w.Addr, Verdict: w.Verdict, Rule: w.Rule, Reason: w.Reason, Up: w.Up, Down: w.Down, Millis: w.Millis})
 	}
 	return out
@@ -346,7 +350,7 @@ func FromProcessUsage(w *stockadev1.ProcessUsage) *spec.ProcessUsage {
 
 // WorkloadUsage is u on the wire.
 func WorkloadUsage(u spec.WorkloadUsage) *stockadev1.WorkloadUsage {
-	return &stockadev1.WorkloadUsage{At: stamp(u.At), CpuNs: int64(u.CPU), MemoryPeak: u.MemoryPeak, MemoryGibS: u.MemoryGiBSeconds,
+	return &stockadev1.WorkloadUsage{At: Stamp(u.At), CpuNs: int64(u.CPU), MemoryPeak: u.MemoryPeak, MemoryGibS: u.MemoryGiBSeconds,
 		PidsPeak: u.PidsPeak, Samples: u.Samples, BridgedNs: int64(u.Bridged), UnsampledNs: int64(u.Unsampled)}
 }
 
@@ -355,7 +359,7 @@ func FromWorkloadUsage(w *stockadev1.WorkloadUsage) spec.WorkloadUsage {
 	if w == nil {
 		return spec.WorkloadUsage{}
 	}
-	return spec.WorkloadUsage{At: unstamp(w.At), CPU: time.Duration(w.CpuNs), MemoryPeak: w.MemoryPeak, MemoryGiBSeconds: w.MemoryGibS,
+	return spec.WorkloadUsage{At: Unstamp(w.At), CPU: time.Duration(w.CpuNs), MemoryPeak: w.MemoryPeak, MemoryGiBSeconds: w.MemoryGibS,
 		PidsPeak: w.PidsPeak, Samples: w.Samples, Bridged: time.Duration(w.BridgedNs), Unsampled: time.Duration(w.UnsampledNs)}
 }
 
@@ -372,16 +376,3 @@ func fromUsageSampled(w *stockadev1.UsageSampled) *lifecycle.UsageSampled {
 	}
 	return &lifecycle.UsageSampled{Usage: FromWorkloadUsage(w.Usage), RunCPU: time.Duration(w.RunCpuNs), RunMemory: w.RunMemory, RunEnded: w.RunEnded, Final: w.Final}
 }
-
-// Stamp is t on the wire (zero: unset), for the host shapes the server and
-// client convert themselves.
-func Stamp(t time.Time) *timestamppb.Timestamp { return stamp(t) }
-
-// Unstamp is Stamp's inverse.
-func Unstamp(t *timestamppb.Timestamp) time.Time { return unstamp(t) }
-
-// OptInt is an optional int on the wire.
-func OptInt(p *int) *int64 { return optInt(p) }
-
-// UnoptInt is OptInt's inverse.
-func UnoptInt(p *int64) *int { return unoptInt(p) }

@@ -137,7 +137,7 @@ func New(ctx context.Context) (Setup, error) {
 	for _, w := range wanted {
 		var sx sdktrace.SpanExporter
 		if w == "console" {
-			sx, _ = newConsole(os.Stderr) // never fails
+			sx = newConsole(os.Stderr)
 			setup.Exporters = append(setup.Exporters, "the console")
 		} else {
 			proto, err := Protocol(os.Getenv)
