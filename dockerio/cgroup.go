@@ -178,7 +178,11 @@ func (f *cgroupFiles) read() (CgroupSample, error) {
 	if err != nil {
 		return s, err
 	}
-	inactive, err := statField(f.stat, map[bool]string{false: "total_inactive_file", true: "inactive_file"}[f.v2])
+	key := "total_inactive_file" // v1's name; v2's has no prefix
+	if f.v2 {
+		key = "inactive_file"
+	}
+	inactive, err := statField(f.stat, key)
 	if err != nil {
 		return s, err
 	}
